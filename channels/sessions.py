@@ -1,0 +1,180 @@
+"""Service discovery as etcd leases, on a NATS KV bucket whose entries expire (seed 000 §6.0).
+
+Each role puts ``<role>.<node_id>`` into the bucket and refreshes it every TTL/3; the bucket's
+max age is the TTL, so a process that stops refreshing (crashed, frozen, partitioned)
+disappears from the bucket. ``SessionWatcher`` lists the bucket periodically and reports
+joins and leaves to the coord.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from nats.js.api import KeyValueConfig, StorageType
+from nats.js.errors import BucketNotFoundError, KeyNotFoundError, NoKeysError
+from nats.js.kv import KeyValue
+
+from elanus.channels.bus import Bus
+from elanus.channels.subjects import SESSIONS_BUCKET
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SessionInfo:
+    role: str
+    node_id: str
+    address: str = ""
+    started_at: float = field(default_factory=time.time)
+    pid: int = field(default_factory=os.getpid)
+    host: str = field(default_factory=socket.gethostname)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.role}.{self.node_id}"
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["uptime_s"] = round(time.time() - self.started_at, 3)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SessionInfo:
+        d = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
+        return cls(**d)
+
+
+async def sessions_bucket(bus: Bus, ttl_s: float) -> KeyValue:
+    """Open the sessions bucket, creating it (memory storage, max age = TTL) if missing."""
+    try:
+        return await bus.js.key_value(SESSIONS_BUCKET)
+    except BucketNotFoundError:
+        pass
+    try:
+        return await bus.js.create_key_value(
+            KeyValueConfig(bucket=SESSIONS_BUCKET, ttl=ttl_s, history=1,
+                           storage=StorageType.MEMORY)
+        )
+    except Exception:  # noqa: BLE001 - another process may have created it meanwhile
+        return await bus.js.key_value(SESSIONS_BUCKET)
+
+
+class Session:
+    """One role's registration, kept alive until ``stop`` (or until the process dies)."""
+
+    def __init__(self, bus: Bus, info: SessionInfo, ttl_s: float = 6.0) -> None:
+        self.bus = bus
+        self.info = info
+        self.ttl_s = ttl_s
+        self._kv: KeyValue | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> Session:
+        self._kv = await sessions_bucket(self.bus, self.ttl_s)
+        await self._put()
+        self._task = asyncio.create_task(self._keepalive(), name=f"session-{self.info.key}")
+        return self
+
+    async def _put(self) -> None:
+        assert self._kv is not None
+        await self._kv.put(self.info.key, json.dumps(asdict(self.info)).encode())
+
+    async def _keepalive(self) -> None:
+        while True:
+            await asyncio.sleep(self.ttl_s / 3)
+            try:
+                await self._put()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - retry on the next beat
+                log.warning("session %s keepalive failed: %s", self.info.key, exc)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        if self._kv is not None:
+            try:
+                await self._kv.purge(self.info.key)
+            except Exception:  # noqa: BLE001 - NATS may already be gone
+                pass
+            self._kv = None
+
+
+async def list_sessions(bus: Bus, ttl_s: float = 6.0) -> list[SessionInfo]:
+    kv = await sessions_bucket(bus, ttl_s)
+    try:
+        keys = await kv.keys()
+    except NoKeysError:
+        return []
+    out = []
+    for key in keys:
+        try:
+            entry = await kv.get(key)
+        except KeyNotFoundError:
+            continue
+        if entry.value:
+            out.append(SessionInfo.from_dict(json.loads(entry.value)))
+    out.sort(key=lambda s: (s.role, s.node_id))
+    return out
+
+
+Listener = Callable[[str, SessionInfo], Awaitable[None]]
+
+
+class SessionWatcher:
+    """Polls the bucket and calls ``listener("join"|"leave", info)`` on changes."""
+
+    def __init__(self, bus: Bus, listener: Listener | None = None, ttl_s: float = 6.0,
+                 interval_s: float | None = None) -> None:
+        self.bus = bus
+        self.listener = listener
+        self.ttl_s = ttl_s
+        self.interval_s = interval_s or max(0.1, ttl_s / 6)
+        self.live: dict[str, SessionInfo] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> SessionWatcher:
+        await self.poll()
+        self._task = asyncio.create_task(self._loop(), name="session-watcher")
+        return self
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval_s)
+            try:
+                await self.poll()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001
+                log.warning("session watch failed: %s", exc)
+
+    async def poll(self) -> None:
+        current = {s.key: s for s in await list_sessions(self.bus, self.ttl_s)}
+        joined = [s for k, s in current.items() if k not in self.live]
+        left = [s for k, s in self.live.items() if k not in current]
+        self.live = current
+        if self.listener is not None:
+            for s in joined:
+                await self.listener("join", s)
+            for s in left:
+                await self.listener("leave", s)
+
+    def of_role(self, role: str) -> list[SessionInfo]:
+        return [s for s in self.live.values() if s.role == role]
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None

@@ -1,0 +1,17 @@
+"""NATS subject and bucket names, in one place so every role agrees on them."""
+
+PREFIX = "elanus"
+COORD = f"{PREFIX}.coord"
+"""Coord request/reply: ``elanus.coord.<method>`` (for example ``elanus.coord.tso.alloc``)."""
+META_INVALIDATE = f"{PREFIX}.meta.invalidate"
+"""Broadcast by the coord after every DDL change; proxies drop the named cache entries."""
+SESSIONS_BUCKET = "elanus_sessions"
+
+
+def coord(method: str) -> str:
+    return f"{COORD}.{method}"
+
+
+def node(role: str, node_id: str, method: str) -> str:
+    """Request/reply subject of one node instance (datanode, querynode, indexnode)."""
+    return f"{PREFIX}.{role}.{node_id}.{method}"

@@ -1,0 +1,43 @@
+"""Elanus: a distributed vector database on Arrow Flight, NATS JetStream, Lance and DuckDB.
+
+    import elanus
+    client = elanus.connect("grpc://localhost:8815")
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from elanus.consistency import ConsistencyLevel
+from elanus.errors import ElanusError, ErrorCode
+from elanus.schema import DataType, Field, Schema
+
+if TYPE_CHECKING:
+    from elanus.flight.client import Client
+
+__all__ = [
+    "Client",
+    "ConsistencyLevel",
+    "DataType",
+    "ElanusError",
+    "ErrorCode",
+    "Field",
+    "Schema",
+    "connect",
+]
+__version__ = "0.1.0"
+
+
+def connect(uri: str = "grpc://localhost:8815", **kwargs: Any) -> Client:
+    """Open a client on an Elanus proxy (any Arrow Flight endpoint of one)."""
+    from elanus.flight.client import Client
+
+    return Client(uri, **kwargs)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Client":
+        from elanus.flight.client import Client
+
+        return Client
+    raise AttributeError(name)

@@ -1,0 +1,69 @@
+"""Stable error codes shared by every role, the Flight protocol and the SDK.
+
+An error crosses process boundaries as ``{"code": ..., "message": ...}``; over Flight the
+message text is prefixed with ``[CODE]`` so clients in any language can read the code
+without parsing extra metadata.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from typing import Any
+
+
+class ErrorCode(enum.StrEnum):
+    INVALID_ARGUMENT = "INVALID_ARGUMENT"
+    SCHEMA_MISMATCH = "SCHEMA_MISMATCH"
+    COLLECTION_NOT_FOUND = "COLLECTION_NOT_FOUND"
+    COLLECTION_ALREADY_EXISTS = "COLLECTION_ALREADY_EXISTS"
+    PARTITION_NOT_FOUND = "PARTITION_NOT_FOUND"
+    PARTITION_ALREADY_EXISTS = "PARTITION_ALREADY_EXISTS"
+    DATABASE_NOT_FOUND = "DATABASE_NOT_FOUND"
+    INDEX_NOT_FOUND = "INDEX_NOT_FOUND"
+    INDEX_ALREADY_EXISTS = "INDEX_ALREADY_EXISTS"
+    SEGMENT_NOT_FOUND = "SEGMENT_NOT_FOUND"
+    COLLECTION_NOT_LOADED = "COLLECTION_NOT_LOADED"
+    BAD_EXPRESSION = "BAD_EXPRESSION"
+    REQUEST_TOO_LARGE = "REQUEST_TOO_LARGE"
+    LIMIT_EXCEEDED = "LIMIT_EXCEEDED"
+    UNKNOWN_ACTION = "UNKNOWN_ACTION"
+    TIMEOUT = "TIMEOUT"
+    UNAVAILABLE = "UNAVAILABLE"
+    INTERNAL = "INTERNAL"
+
+
+class ElanusError(Exception):
+    """An error with a stable code and a message that names the problem."""
+
+    def __init__(self, code: ErrorCode | str, message: str) -> None:
+        self.code = ErrorCode(code) if code in ErrorCode.__members__ else code
+        self.message = message
+        super().__init__(f"[{self.code}] {message}")
+
+    def to_dict(self) -> dict[str, str]:
+        return {"code": str(self.code), "message": self.message}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ElanusError:
+        return cls(d.get("code", ErrorCode.INTERNAL), str(d.get("message", "")))
+
+
+def invalid(message: str) -> ElanusError:
+    return ElanusError(ErrorCode.INVALID_ARGUMENT, message)
+
+
+_PREFIX = re.compile(r"^\[([A-Z_]+)\]\s*(.*)$", re.S)
+
+
+def parse_prefixed(text: str) -> tuple[str, str] | None:
+    """Split ``"[CODE] message"`` (as carried in a Flight error) into its parts."""
+    m = _PREFIX.match(text.strip())
+    if not m:
+        return None
+    msg = m.group(2)
+    # pyarrow appends ". Detail: ..." to server-side messages; drop it.
+    cut = msg.rfind(". Detail: ")
+    if cut >= 0:
+        msg = msg[:cut]
+    return m.group(1), msg

@@ -1,0 +1,411 @@
+"""Collection schemas: data types, fields, and the proxy's static checks (seed 000 §6).
+
+A schema travels as JSON (``Schema.to_dict``/``from_dict``) between the SDK, the proxy and
+the coord, and maps onto an Arrow schema (``Schema.to_arrow``) for inserts and segments.
+Everything here is pure: no I/O, importable by every package.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from elanus.errors import invalid
+
+NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+MAX_NAME_LENGTH = 255
+MAX_FIELDS = 64
+MAX_VECTOR_FIELDS = 4
+MAX_DIM = 32768
+MAX_VARCHAR_LENGTH = 65535
+MAX_ARRAY_CAPACITY = 4096
+MAX_SHARDS = 16
+MAX_DESCRIPTION = 1024
+TIMESTAMP_FIELD = "_ts"
+DYNAMIC_FIELD = "$meta"
+RESERVED_NAMES = frozenset({TIMESTAMP_FIELD, "_row_id", "_rowid", "_segment", DYNAMIC_FIELD})
+
+
+class DataType(enum.StrEnum):
+    BOOL = "Bool"
+    INT8 = "Int8"
+    INT16 = "Int16"
+    INT32 = "Int32"
+    INT64 = "Int64"
+    FLOAT = "Float"
+    DOUBLE = "Double"
+    VARCHAR = "VarChar"
+    JSON = "JSON"
+    ARRAY = "Array"
+    FLOAT_VECTOR = "FloatVector"
+    BINARY_VECTOR = "BinaryVector"
+    FLOAT16_VECTOR = "Float16Vector"
+    SPARSE_FLOAT_VECTOR = "SparseFloatVector"
+
+    @classmethod
+    def parse(cls, value: str | DataType) -> DataType:
+        if isinstance(value, DataType):
+            return value
+        key = str(value).replace("_", "").lower()
+        for dt in cls:
+            if dt.value.lower() == key or dt.name.replace("_", "").lower() == key:
+                return dt
+        raise invalid(f"unknown data type {value!r}")
+
+    @property
+    def is_vector(self) -> bool:
+        return self in VECTOR_TYPES
+
+    @property
+    def is_scalar_number(self) -> bool:
+        return self in INT_TYPES or self in (DataType.FLOAT, DataType.DOUBLE)
+
+
+VECTOR_TYPES = frozenset(
+    {
+        DataType.FLOAT_VECTOR,
+        DataType.BINARY_VECTOR,
+        DataType.FLOAT16_VECTOR,
+        DataType.SPARSE_FLOAT_VECTOR,
+    }
+)
+INT_TYPES = frozenset({DataType.INT8, DataType.INT16, DataType.INT32, DataType.INT64})
+ARRAY_ELEMENT_TYPES = frozenset(
+    {DataType.BOOL, *INT_TYPES, DataType.FLOAT, DataType.DOUBLE, DataType.VARCHAR}
+)
+
+_ARROW_SCALARS: dict[DataType, pa.DataType] = {
+    DataType.BOOL: pa.bool_(),
+    DataType.INT8: pa.int8(),
+    DataType.INT16: pa.int16(),
+    DataType.INT32: pa.int32(),
+    DataType.INT64: pa.int64(),
+    DataType.FLOAT: pa.float32(),
+    DataType.DOUBLE: pa.float64(),
+    DataType.VARCHAR: pa.string(),
+    DataType.JSON: pa.string(),
+}
+SPARSE_ARROW_TYPE = pa.map_(pa.uint32(), pa.float32())
+
+
+@dataclass
+class Field:
+    """One column of a collection. ``field_id`` is assigned by the coord."""
+
+    name: str
+    dtype: DataType
+    is_primary: bool = False
+    auto_id: bool = False
+    dim: int | None = None
+    max_length: int | None = None
+    element_type: DataType | None = None
+    max_capacity: int | None = None
+    nullable: bool = False
+    default_value: Any = None
+    description: str = ""
+    field_id: int | None = None
+
+    def __post_init__(self) -> None:
+        self.dtype = DataType.parse(self.dtype)
+        if self.element_type is not None:
+            self.element_type = DataType.parse(self.element_type)
+
+    # -- serialisation ----------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"name": self.name, "type": self.dtype.value}
+        if self.field_id is not None:
+            d["field_id"] = self.field_id
+        if self.is_primary:
+            d["is_primary"] = True
+        if self.auto_id:
+            d["auto_id"] = True
+        for key in ("dim", "max_length", "max_capacity"):
+            if getattr(self, key) is not None:
+                d[key] = getattr(self, key)
+        if self.element_type is not None:
+            d["element_type"] = self.element_type.value
+        if self.nullable:
+            d["nullable"] = True
+        if self.default_value is not None:
+            d["default_value"] = self.default_value
+        if self.description:
+            d["description"] = self.description
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Field:
+        if not isinstance(d, dict):
+            raise invalid(f"a field must be a JSON object, got {type(d).__name__}")
+        known = {
+            "name", "type", "dtype", "field_id", "is_primary", "auto_id", "dim", "max_length",
+            "element_type", "max_capacity", "nullable", "default_value", "description",
+        }
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise invalid(f"field {d.get('name')!r}: unknown attribute(s) {', '.join(unknown)}")
+        if "name" not in d:
+            raise invalid("a field has no 'name'")
+        type_value = d.get("type", d.get("dtype"))
+        if type_value is None:
+            raise invalid(f"field {d['name']!r} has no 'type'")
+        return cls(
+            name=d["name"],
+            dtype=DataType.parse(type_value),
+            is_primary=bool(d.get("is_primary", False)),
+            auto_id=bool(d.get("auto_id", False)),
+            dim=_opt_int(d, "dim"),
+            max_length=_opt_int(d, "max_length"),
+            element_type=DataType.parse(d["element_type"]) if d.get("element_type") else None,
+            max_capacity=_opt_int(d, "max_capacity"),
+            nullable=bool(d.get("nullable", False)),
+            default_value=d.get("default_value"),
+            description=str(d.get("description", "")),
+            field_id=_opt_int(d, "field_id"),
+        )
+
+    # -- Arrow ------------------------------------------------------------------------------
+    def arrow_type(self) -> pa.DataType:
+        dt = self.dtype
+        if dt in _ARROW_SCALARS:
+            return _ARROW_SCALARS[dt]
+        if dt == DataType.FLOAT_VECTOR:
+            return pa.list_(pa.float32(), self.dim or 0)
+        if dt == DataType.FLOAT16_VECTOR:
+            return pa.list_(pa.float16(), self.dim or 0)
+        if dt == DataType.BINARY_VECTOR:
+            return pa.binary((self.dim or 0) // 8)
+        if dt == DataType.SPARSE_FLOAT_VECTOR:
+            return SPARSE_ARROW_TYPE
+        if dt == DataType.ARRAY:
+            assert self.element_type is not None
+            return pa.list_(_ARROW_SCALARS[self.element_type])
+        raise invalid(f"no Arrow type for {dt}")
+
+    def arrow_field(self) -> pa.Field:
+        meta = {b"elanus.type": self.dtype.value.encode()}
+        if self.dtype == DataType.JSON:
+            meta[b"elanus.json"] = b"1"
+        return pa.field(self.name, self.arrow_type(), nullable=self.nullable, metadata=meta)
+
+    # -- static checks ----------------------------------------------------------------------
+    def validate(self) -> None:
+        check_name(self.name, "field")
+        if self.name in RESERVED_NAMES:
+            raise invalid(f"field name {self.name!r} is reserved")
+        dt = self.dtype
+        if self.is_primary:
+            if dt not in (DataType.INT64, DataType.VARCHAR):
+                raise invalid(
+                    f"primary key field {self.name!r} must be Int64 or VarChar, not {dt.value}"
+                )
+            if self.nullable:
+                raise invalid(f"primary key field {self.name!r} cannot be nullable")
+            if self.default_value is not None:
+                raise invalid(f"primary key field {self.name!r} cannot have a default value")
+        elif self.auto_id:
+            raise invalid(f"auto_id is only allowed on the primary key, not on {self.name!r}")
+        if dt in (DataType.FLOAT_VECTOR, DataType.BINARY_VECTOR, DataType.FLOAT16_VECTOR):
+            if self.dim is None:
+                raise invalid(f"vector field {self.name!r} needs a 'dim'")
+            if not 1 <= self.dim <= MAX_DIM:
+                raise invalid(
+                    f"vector field {self.name!r}: dim {self.dim} is out of range [1, {MAX_DIM}]"
+                )
+            if dt == DataType.BINARY_VECTOR and self.dim % 8:
+                raise invalid(
+                    f"binary vector field {self.name!r}: dim {self.dim} is not a multiple of 8"
+                )
+        elif self.dim is not None:
+            raise invalid(f"field {self.name!r} of type {dt.value} takes no 'dim'")
+        if dt.is_vector and (self.nullable or self.default_value is not None):
+            raise invalid(f"vector field {self.name!r} cannot be nullable or have a default")
+        if dt == DataType.VARCHAR or (dt == DataType.ARRAY and self.element_type == DataType.VARCHAR):
+            if self.max_length is None:
+                raise invalid(f"VarChar field {self.name!r} needs a 'max_length'")
+            if not 1 <= self.max_length <= MAX_VARCHAR_LENGTH:
+                raise invalid(
+                    f"field {self.name!r}: max_length {self.max_length} is out of range "
+                    f"[1, {MAX_VARCHAR_LENGTH}]"
+                )
+        elif self.max_length is not None:
+            raise invalid(f"field {self.name!r} of type {dt.value} takes no 'max_length'")
+        if dt == DataType.ARRAY:
+            if self.element_type is None:
+                raise invalid(f"array field {self.name!r} needs an 'element_type'")
+            if self.element_type not in ARRAY_ELEMENT_TYPES:
+                raise invalid(
+                    f"array field {self.name!r}: element type {self.element_type.value} "
+                    "is not allowed"
+                )
+            if self.max_capacity is None or not 1 <= self.max_capacity <= MAX_ARRAY_CAPACITY:
+                raise invalid(
+                    f"array field {self.name!r}: max_capacity must be in [1, {MAX_ARRAY_CAPACITY}]"
+                )
+        elif self.element_type is not None or self.max_capacity is not None:
+            raise invalid(f"field {self.name!r} of type {dt.value} takes no element type/capacity")
+        if self.default_value is not None:
+            self._check_default()
+
+    def _check_default(self) -> None:
+        v, dt = self.default_value, self.dtype
+        ok = (
+            (dt == DataType.BOOL and isinstance(v, bool))
+            or (dt in INT_TYPES and isinstance(v, int) and not isinstance(v, bool))
+            or (dt in (DataType.FLOAT, DataType.DOUBLE) and isinstance(v, int | float)
+                and not isinstance(v, bool))
+            or (dt == DataType.VARCHAR and isinstance(v, str)
+                and len(v.encode()) <= (self.max_length or 0))
+            or (dt == DataType.JSON and _is_json(v))
+        )
+        if not ok:
+            raise invalid(f"default value {v!r} does not fit field {self.name!r} ({dt.value})")
+
+
+@dataclass
+class Schema:
+    fields: list[Field] = field(default_factory=list)
+    enable_dynamic_field: bool = False
+    description: str = ""
+
+    def add_field(self, name: str, dtype: DataType | str, **kwargs: Any) -> Schema:
+        """pymilvus-style builder: ``schema.add_field("id", DataType.INT64, is_primary=True)``."""
+        self.fields.append(Field(name=name, dtype=DataType.parse(dtype), **kwargs))
+        return self
+
+    @property
+    def primary(self) -> Field:
+        for f in self.fields:
+            if f.is_primary:
+                return f
+        raise invalid("schema has no primary key field")
+
+    @property
+    def vector_fields(self) -> list[Field]:
+        return [f for f in self.fields if f.dtype.is_vector]
+
+    def field(self, name: str) -> Field:
+        for f in self.fields:
+            if f.name == name:
+                return f
+        raise invalid(f"field {name!r} does not exist")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "fields": [f.to_dict() for f in self.fields],
+            "enable_dynamic_field": self.enable_dynamic_field,
+            "description": self.description,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Schema:
+        if not isinstance(d, dict):
+            raise invalid("schema must be a JSON object with a 'fields' list")
+        fields = d.get("fields")
+        if not isinstance(fields, list):
+            raise invalid("schema must have a 'fields' list")
+        return cls(
+            fields=[Field.from_dict(f) for f in fields],
+            enable_dynamic_field=bool(d.get("enable_dynamic_field", False)),
+            description=str(d.get("description", "")),
+        )
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    def to_arrow(self, *, with_ts: bool = False, with_dynamic: bool = True) -> pa.Schema:
+        """Arrow schema of the user's columns (plus ``_ts`` as stored in segments)."""
+        cols = [f.arrow_field() for f in self.fields]
+        if with_dynamic and self.enable_dynamic_field:
+            cols.append(pa.field(DYNAMIC_FIELD, pa.string(), nullable=True))
+        if with_ts:
+            cols.append(pa.field(TIMESTAMP_FIELD, pa.uint64(), nullable=False))
+        return pa.schema(cols)
+
+    def validate(self) -> None:
+        """The proxy's static checks for create_collection; raise naming the first problem."""
+        if len(self.description) > MAX_DESCRIPTION:
+            raise invalid(f"schema description is longer than {MAX_DESCRIPTION} characters")
+        if not self.fields:
+            raise invalid("schema has no fields")
+        if len(self.fields) > MAX_FIELDS:
+            raise invalid(f"schema has {len(self.fields)} fields; the limit is {MAX_FIELDS}")
+        seen: set[str] = set()
+        for f in self.fields:
+            if f.name in seen:
+                raise invalid(f"duplicate field name {f.name!r}")
+            seen.add(f.name)
+            f.validate()
+        primaries = [f.name for f in self.fields if f.is_primary]
+        if len(primaries) != 1:
+            raise invalid(
+                "schema must have exactly one primary key field, found "
+                f"{len(primaries)}" + (f" ({', '.join(primaries)})" if primaries else "")
+            )
+        vectors = self.vector_fields
+        if not vectors:
+            raise invalid("schema must have at least one vector field")
+        if len(vectors) > MAX_VECTOR_FIELDS:
+            raise invalid(
+                f"schema has {len(vectors)} vector fields; the limit is {MAX_VECTOR_FIELDS}"
+            )
+
+
+def check_name(name: Any, what: str) -> str:
+    """Milvus naming rules: a letter or underscore, then letters, digits, underscores."""
+    if not isinstance(name, str) or not name:
+        raise invalid(f"{what} name must be a non-empty string")
+    if len(name) > MAX_NAME_LENGTH:
+        raise invalid(f"{what} name {name[:40]!r}... is longer than {MAX_NAME_LENGTH} characters")
+    if not NAME_RE.match(name):
+        raise invalid(
+            f"{what} name {name!r} is invalid: use letters, digits and underscores, "
+            "starting with a letter or underscore"
+        )
+    return name
+
+
+def quick_schema(
+    dimension: int,
+    *,
+    primary_field: str = "id",
+    vector_field: str = "vector",
+    id_type: str = "int64",
+    auto_id: bool = False,
+    max_length: int = 512,
+    enable_dynamic_field: bool = True,
+) -> Schema:
+    """The schema of ``create_collection(name, dimension=...)`` (pymilvus's quick setup)."""
+    if id_type.lower() in ("int64", "int"):
+        pk = Field(primary_field, DataType.INT64, is_primary=True, auto_id=auto_id)
+    elif id_type.lower() in ("varchar", "string", "str"):
+        pk = Field(primary_field, DataType.VARCHAR, is_primary=True, auto_id=auto_id,
+                   max_length=max_length)
+    else:
+        raise invalid(f"id_type must be 'int64' or 'varchar', not {id_type!r}")
+    vec = Field(vector_field, DataType.FLOAT_VECTOR, dim=dimension)
+    return Schema([pk, vec], enable_dynamic_field=enable_dynamic_field)
+
+
+def _opt_int(d: dict[str, Any], key: str) -> int | None:
+    v = d.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int | str):
+        raise invalid(f"{key} must be an integer, got {v!r}")
+    try:
+        return int(v)
+    except ValueError:
+        raise invalid(f"{key} must be an integer, got {v!r}") from None
+
+
+def _is_json(v: Any) -> bool:
+    try:
+        json.dumps(v)
+        return True
+    except (TypeError, ValueError):
+        return False

@@ -1,0 +1,117 @@
+"""One settings object for every role: defaults < ``elanus.toml`` < ``ELANUS_*`` env < flags.
+
+The TOML file is ``./elanus.toml`` unless ``ELANUS_CONFIG`` or ``--config`` names another; its
+keys are the field names below (flat, or under an ``[elanus]`` table).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+ENV_PREFIX = "ELANUS_"
+
+
+@dataclass
+class Settings:
+    data_dir: str = "./elanus-data"
+    """Root of everything a standalone server keeps: DuckDB catalog, NATS store, segments."""
+    flight_host: str = "127.0.0.1"
+    flight_port: int = 8815
+    nats_url: str | None = None
+    """An external NATS server; when unset, standalone starts an embedded one."""
+    nats_port: int = 0
+    """Port of the embedded NATS server; 0 picks a free one."""
+    storage: str | None = None
+    """Where segments and index files live; defaults to ``<data_dir>/storage``."""
+    num_pchannels: int = 16
+    timetick_interval_ms: int = 200
+    session_ttl_s: float = 6.0
+    segment_max_rows: int = 1_000_000
+    segment_max_bytes: int = 512 * 1024 * 1024
+    segment_idle_s: float = 600.0
+    max_request_bytes: int = 256 * 1024 * 1024
+    log_level: str = "WARNING"
+
+    def __post_init__(self) -> None:
+        if self.num_pchannels < 1:
+            raise ValueError("num_pchannels must be at least 1")
+        if self.timetick_interval_ms < 1:
+            raise ValueError("timetick_interval_ms must be at least 1")
+
+    @property
+    def data_path(self) -> Path:
+        return Path(self.data_dir).expanduser().resolve()
+
+    @property
+    def storage_path(self) -> Path:
+        return Path(self.storage).expanduser().resolve() if self.storage else (
+            self.data_path / "storage"
+        )
+
+    @property
+    def catalog_path(self) -> Path:
+        return self.data_path / "catalog.duckdb"
+
+    @property
+    def nats_store_path(self) -> Path:
+        return self.data_path / "nats"
+
+    @property
+    def flight_uri(self) -> str:
+        host = "127.0.0.1" if self.flight_host in ("0.0.0.0", "") else self.flight_host
+        return f"grpc://{host}:{self.flight_port}"
+
+    def replace(self, **changes: Any) -> Settings:
+        return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["storage"] = str(self.storage_path)
+        d["data_dir"] = str(self.data_path)
+        return d
+
+
+def _coerce(name: str, raw: Any, annotation: Any) -> Any:
+    text = str(annotation)
+    try:
+        if "int" in text and "str" not in text:
+            return int(raw)
+        if "float" in text:
+            return float(raw)
+        if "bool" in text:
+            return str(raw).lower() in ("1", "true", "yes", "on")
+    except (TypeError, ValueError):
+        raise ValueError(f"setting {name}: cannot read {raw!r} as {text}") from None
+    return None if raw in ("", None) and "None" in text else str(raw)
+
+
+def load_settings(config_file: str | os.PathLike[str] | None = None, **flags: Any) -> Settings:
+    """Merge the four layers; ``flags`` set to ``None`` leave lower layers in force."""
+    values: dict[str, Any] = {}
+    known = {f.name: f.type for f in fields(Settings)}
+    path = Path(config_file or os.environ.get(f"{ENV_PREFIX}CONFIG", "elanus.toml"))
+    if path.is_file():
+        with path.open("rb") as fh:
+            doc = tomllib.load(fh)
+        doc = doc.get("elanus", doc)
+        unknown = sorted(set(doc) - set(known))
+        if unknown:
+            raise ValueError(f"{path}: unknown setting(s) {', '.join(unknown)}")
+        values.update(doc)
+    elif config_file:
+        raise ValueError(f"config file {path} does not exist")
+    for name, annotation in known.items():
+        env = os.environ.get(ENV_PREFIX + name.upper())
+        if env is not None:
+            values[name] = env
+    values.update({k: v for k, v in flags.items() if v is not None})
+    unknown = sorted(set(values) - set(known))
+    if unknown:
+        raise ValueError(f"unknown setting(s) {', '.join(unknown)}")
+    typed = {k: _coerce(k, v, known[k]) for k, v in values.items()}
+    return Settings(**typed)

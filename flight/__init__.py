@@ -1,0 +1,1 @@
+"""flight package of Elanus."""

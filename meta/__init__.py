@@ -1,0 +1,1 @@
+"""meta package of Elanus."""

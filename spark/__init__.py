@@ -1,0 +1,1 @@
+"""spark package of Elanus."""
