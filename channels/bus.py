@@ -100,25 +100,29 @@ class Bus:
             self._js = None
 
     # -- request/reply ----------------------------------------------------------------------
-    async def request(self, subject: str, payload: dict[str, Any] | None = None,
-                      timeout: float = 30.0) -> Any:
+    async def request(
+        self, subject: str, payload: dict[str, Any] | None = None, timeout: float = 30.0
+    ) -> Any:
         try:
             msg = await self.nc.request(subject, dumps(payload or {}), timeout=timeout)
         except NoRespondersError:
             raise ElanusError(ErrorCode.UNAVAILABLE, f"no service answers on {subject}") from None
         except NatsTimeout:
-            raise ElanusError(ErrorCode.TIMEOUT, f"{subject} did not answer in {timeout}s") from None
+            raise ElanusError(
+                ErrorCode.TIMEOUT, f"{subject} did not answer in {timeout}s"
+            ) from None
         reply = json.loads(msg.data)
         if reply.get("ok"):
             return reply.get("result")
         raise ElanusError.from_dict(reply.get("error") or {})
 
-    async def serve(self, prefix: str, handlers: dict[str, Handler],
-                    queue: str | None = None) -> Subscription:
+    async def serve(
+        self, prefix: str, handlers: dict[str, Handler], queue: str | None = None
+    ) -> Subscription:
         """Answer ``<prefix>.<method>`` requests; each message runs as its own task."""
 
         async def on_message(msg: Msg) -> None:
-            method = msg.subject[len(prefix) + 1:]
+            method = msg.subject[len(prefix) + 1 :]
             task = asyncio.create_task(self._dispatch(msg, method, handlers))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
@@ -155,8 +159,9 @@ class Bus:
     async def publish(self, subject: str, payload: dict[str, Any]) -> None:
         await self.nc.publish(subject, dumps(payload))
 
-    async def subscribe(self, subject: str,
-                        callback: Callable[[dict[str, Any]], Awaitable[None]]) -> Subscription:
+    async def subscribe(
+        self, subject: str, callback: Callable[[dict[str, Any]], Awaitable[None]]
+    ) -> Subscription:
         async def on_message(msg: Msg) -> None:
             try:
                 await callback(json.loads(msg.data))

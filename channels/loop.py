@@ -73,7 +73,8 @@ class LoopThread:
         self._ready.clear()
 
 
-def call_in_loop(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T],
-                 timeout: float | None = None) -> T:
+def call_in_loop(
+    loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T], timeout: float | None = None
+) -> T:
     """Run ``coro`` on ``loop`` from another thread and wait for its result."""
     return asyncio.run_coroutine_threadsafe(coro, loop).result(timeout)

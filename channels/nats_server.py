@@ -55,8 +55,13 @@ def free_port(host: str = "127.0.0.1") -> int:
 class EmbeddedNats:
     """Start, wait for, and stop a JetStream-enabled nats-server with its store in a dir."""
 
-    def __init__(self, store_dir: str | os.PathLike[str], port: int = 0,
-                 host: str = "127.0.0.1", max_payload_mb: int = 8) -> None:
+    def __init__(
+        self,
+        store_dir: str | os.PathLike[str],
+        port: int = 0,
+        host: str = "127.0.0.1",
+        max_payload_mb: int = 8,
+    ) -> None:
         self.store_dir = Path(store_dir)
         self.host = host
         self.port = port

@@ -61,8 +61,7 @@ async def sessions_bucket(bus: Bus, ttl_s: float) -> KeyValue:
         pass
     try:
         return await bus.js.create_key_value(
-            KeyValueConfig(bucket=SESSIONS_BUCKET, ttl=ttl_s, history=1,
-                           storage=StorageType.MEMORY)
+            KeyValueConfig(bucket=SESSIONS_BUCKET, ttl=ttl_s, history=1, storage=StorageType.MEMORY)
         )
     except Exception:  # noqa: BLE001 - another process may have created it meanwhile
         return await bus.js.key_value(SESSIONS_BUCKET)
@@ -135,8 +134,13 @@ Listener = Callable[[str, SessionInfo], Awaitable[None]]
 class SessionWatcher:
     """Polls the bucket and calls ``listener("join"|"leave", info)`` on changes."""
 
-    def __init__(self, bus: Bus, listener: Listener | None = None, ttl_s: float = 6.0,
-                 interval_s: float | None = None) -> None:
+    def __init__(
+        self,
+        bus: Bus,
+        listener: Listener | None = None,
+        ttl_s: float = 6.0,
+        interval_s: float | None = None,
+    ) -> None:
         self.bus = bus
         self.listener = listener
         self.ttl_s = ttl_s

@@ -1,7 +1,7 @@
 """Elanus: a distributed vector database on Arrow Flight, NATS JetStream, Lance and DuckDB.
 
-    import elanus
-    client = elanus.connect("grpc://localhost:8815")
+import elanus
+client = elanus.connect("grpc://localhost:8815")
 """
 
 from __future__ import annotations

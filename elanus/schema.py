@@ -142,8 +142,19 @@ class Field:
         if not isinstance(d, dict):
             raise invalid(f"a field must be a JSON object, got {type(d).__name__}")
         known = {
-            "name", "type", "dtype", "field_id", "is_primary", "auto_id", "dim", "max_length",
-            "element_type", "max_capacity", "nullable", "default_value", "description",
+            "name",
+            "type",
+            "dtype",
+            "field_id",
+            "is_primary",
+            "auto_id",
+            "dim",
+            "max_length",
+            "element_type",
+            "max_capacity",
+            "nullable",
+            "default_value",
+            "description",
         }
         unknown = sorted(set(d) - known)
         if unknown:
@@ -224,7 +235,8 @@ class Field:
             raise invalid(f"field {self.name!r} of type {dt.value} takes no 'dim'")
         if dt.is_vector and (self.nullable or self.default_value is not None):
             raise invalid(f"vector field {self.name!r} cannot be nullable or have a default")
-        if dt == DataType.VARCHAR or (dt == DataType.ARRAY and self.element_type == DataType.VARCHAR):
+        varchar_elements = dt == DataType.ARRAY and self.element_type == DataType.VARCHAR
+        if dt == DataType.VARCHAR or varchar_elements:
             if self.max_length is None:
                 raise invalid(f"VarChar field {self.name!r} needs a 'max_length'")
             if not 1 <= self.max_length <= MAX_VARCHAR_LENGTH:
@@ -256,10 +268,16 @@ class Field:
         ok = (
             (dt == DataType.BOOL and isinstance(v, bool))
             or (dt in INT_TYPES and isinstance(v, int) and not isinstance(v, bool))
-            or (dt in (DataType.FLOAT, DataType.DOUBLE) and isinstance(v, int | float)
-                and not isinstance(v, bool))
-            or (dt == DataType.VARCHAR and isinstance(v, str)
-                and len(v.encode()) <= (self.max_length or 0))
+            or (
+                dt in (DataType.FLOAT, DataType.DOUBLE)
+                and isinstance(v, int | float)
+                and not isinstance(v, bool)
+            )
+            or (
+                dt == DataType.VARCHAR
+                and isinstance(v, str)
+                and len(v.encode()) <= (self.max_length or 0)
+            )
             or (dt == DataType.JSON and _is_json(v))
         )
         if not ok:
@@ -383,8 +401,9 @@ def quick_schema(
     if id_type.lower() in ("int64", "int"):
         pk = Field(primary_field, DataType.INT64, is_primary=True, auto_id=auto_id)
     elif id_type.lower() in ("varchar", "string", "str"):
-        pk = Field(primary_field, DataType.VARCHAR, is_primary=True, auto_id=auto_id,
-                   max_length=max_length)
+        pk = Field(
+            primary_field, DataType.VARCHAR, is_primary=True, auto_id=auto_id, max_length=max_length
+        )
     else:
         raise invalid(f"id_type must be 'int64' or 'varchar', not {id_type!r}")
     vec = Field(vector_field, DataType.FLOAT_VECTOR, dim=dimension)

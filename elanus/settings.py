@@ -49,8 +49,10 @@ class Settings:
 
     @property
     def storage_path(self) -> Path:
-        return Path(self.storage).expanduser().resolve() if self.storage else (
-            self.data_path / "storage"
+        return (
+            Path(self.storage).expanduser().resolve()
+            if self.storage
+            else (self.data_path / "storage")
         )
 
     @property
@@ -105,7 +107,7 @@ def load_settings(config_file: str | os.PathLike[str] | None = None, **flags: An
         values.update(doc)
     elif config_file:
         raise ValueError(f"config file {path} does not exist")
-    for name, annotation in known.items():
+    for name in known:
         env = os.environ.get(ENV_PREFIX + name.upper())
         if env is not None:
             values[name] = env

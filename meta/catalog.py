@@ -1,0 +1,298 @@
+"""Databases, collections, partitions and vchannels in the coord's DuckDB file.
+
+Every method runs on the database thread (``Database.run``), so the catalog is changed by
+one writer at a time. Dropped objects keep their rows with ``dropped_ts`` set, so later
+garbage collection can find their segments; names are unique among live objects only.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import duckdb
+
+from elanus.errors import ElanusError, ErrorCode, invalid
+from elanus.schema import Schema
+
+DEFAULT_DB = "default"
+DEFAULT_PARTITION = "_default"
+MAX_PARTITIONS = 1024
+MAX_COLLECTIONS = 65536
+FIRST_FIELD_ID = 100
+
+
+def pchannel_name(index: int) -> str:
+    return f"dml_{index}"
+
+
+def vchannel_name(pchannel: str, collection_id: int, shard: int) -> str:
+    return f"{pchannel}_{collection_id}v{shard}"
+
+
+class Catalog:
+    def __init__(
+        self, con: duckdb.DuckDBPyConnection, alloc_id: Callable[[int], int], num_pchannels: int
+    ) -> None:
+        self.con = con
+        self.alloc_id = alloc_id
+        self.num_pchannels = num_pchannels
+
+    # -- databases --------------------------------------------------------------------------
+    def ensure_default_database(self, ts: int) -> None:
+        if self._db_row(DEFAULT_DB) is None:
+            self.con.execute(
+                "INSERT INTO databases VALUES (?, ?, '{}', ?, NULL)",
+                [self.alloc_id(1), DEFAULT_DB, ts],
+            )
+
+    def _db_row(self, name: str) -> tuple[Any, ...] | None:
+        return self.con.execute(
+            "SELECT db_id, name FROM databases WHERE name = ? AND dropped_ts IS NULL", [name]
+        ).fetchone()
+
+    def db_id(self, name: str) -> int:
+        row = self._db_row(name)
+        if row is None:
+            raise ElanusError(ErrorCode.DATABASE_NOT_FOUND, f"database {name!r} does not exist")
+        return int(row[0])
+
+    def create_database(self, name: str, ts: int) -> int:
+        if self._db_row(name) is not None:
+            raise ElanusError(ErrorCode.INVALID_ARGUMENT, f"database {name!r} already exists")
+        db_id = self.alloc_id(1)
+        self.con.execute("INSERT INTO databases VALUES (?, ?, '{}', ?, NULL)", [db_id, name, ts])
+        return db_id
+
+    def drop_database(self, name: str, ts: int) -> None:
+        if name == DEFAULT_DB:
+            raise invalid("the default database cannot be dropped")
+        db_id = self.db_id(name)
+        if self.list_collections(name):
+            raise invalid(f"database {name!r} still has collections; drop them first")
+        self.con.execute("UPDATE databases SET dropped_ts = ? WHERE db_id = ?", [ts, db_id])
+
+    def list_databases(self) -> list[str]:
+        rows = self.con.execute(
+            "SELECT name FROM databases WHERE dropped_ts IS NULL ORDER BY created_ts"
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    # -- collections ------------------------------------------------------------------------
+    def _collection_id(self, db: str, name: str) -> int | None:
+        row = self.con.execute(
+            "SELECT collection_id FROM collections WHERE db_id = ? AND name = ? "
+            "AND dropped_ts IS NULL",
+            [self.db_id(db), name],
+        ).fetchone()
+        return int(row[0]) if row else None
+
+    def require_collection(self, db: str, name: str) -> int:
+        cid = self._collection_id(db, name)
+        if cid is None:
+            raise ElanusError(
+                ErrorCode.COLLECTION_NOT_FOUND,
+                f"collection {name!r} does not exist in database {db!r}",
+            )
+        return cid
+
+    def has_collection(self, db: str, name: str) -> bool:
+        return self._collection_id(db, name) is not None
+
+    def list_collections(self, db: str) -> list[str]:
+        rows = self.con.execute(
+            "SELECT name FROM collections WHERE db_id = ? AND dropped_ts IS NULL "
+            "ORDER BY created_ts",
+            [self.db_id(db)],
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def create_collection(
+        self,
+        db: str,
+        name: str,
+        schema: Schema,
+        *,
+        num_shards: int,
+        consistency_level: str,
+        properties: dict[str, str],
+        description: str,
+        ts: int,
+    ) -> dict[str, Any]:
+        db_id = self.db_id(db)
+        if self._collection_id(db, name) is not None:
+            raise ElanusError(
+                ErrorCode.COLLECTION_ALREADY_EXISTS,
+                f"collection {name!r} already exists in database {db!r}",
+            )
+        live = self.con.execute(
+            "SELECT count(*) FROM collections WHERE dropped_ts IS NULL"
+        ).fetchone()
+        if live and live[0] >= MAX_COLLECTIONS:
+            raise ElanusError(ErrorCode.LIMIT_EXCEEDED, f"at most {MAX_COLLECTIONS} collections")
+        for i, f in enumerate(schema.fields):
+            f.field_id = FIRST_FIELD_ID + i
+        cid = self.alloc_id(1)
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            self.con.execute(
+                "INSERT INTO collections VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)",
+                [
+                    cid,
+                    db_id,
+                    name,
+                    description,
+                    schema.to_json(),
+                    num_shards,
+                    consistency_level,
+                    json.dumps(properties, sort_keys=True),
+                    ts,
+                ],
+            )
+            for shard, pchannel in enumerate(self._pick_pchannels(num_shards)):
+                self.con.execute(
+                    "INSERT INTO vchannels VALUES (?, ?, ?, ?)",
+                    [cid, shard, vchannel_name(pchannel, cid, shard), pchannel],
+                )
+            self._insert_partition(cid, DEFAULT_PARTITION, ts)
+            self.con.execute("COMMIT")
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+        return self.describe_by_id(cid)
+
+    def _pick_pchannels(self, num_shards: int) -> list[str]:
+        """Least-used pchannels first, so collections spread over the pool."""
+        usage = dict(
+            self.con.execute(
+                "SELECT v.pchannel, count(*) FROM vchannels v JOIN collections c "
+                "USING (collection_id) WHERE c.dropped_ts IS NULL GROUP BY v.pchannel"
+            ).fetchall()
+        )
+        names = [pchannel_name(i) for i in range(self.num_pchannels)]
+        names.sort(key=lambda p: (usage.get(p, 0), int(p.split("_")[1])))
+        return [names[i % len(names)] for i in range(num_shards)]
+
+    def describe(self, db: str, name: str) -> dict[str, Any]:
+        return self.describe_by_id(self.require_collection(db, name))
+
+    def describe_by_id(self, collection_id: int) -> dict[str, Any]:
+        row = self.con.execute(
+            "SELECT c.collection_id, d.name, c.name, c.description, c.schema_json, c.num_shards,"
+            " c.consistency_level, c.properties, c.created_ts FROM collections c"
+            " JOIN databases d USING (db_id) WHERE c.collection_id = ? AND c.dropped_ts IS NULL",
+            [collection_id],
+        ).fetchone()
+        if row is None:
+            raise ElanusError(
+                ErrorCode.COLLECTION_NOT_FOUND, f"collection id {collection_id} does not exist"
+            )
+        channels = self.con.execute(
+            "SELECT vchannel, pchannel FROM vchannels WHERE collection_id = ? ORDER BY shard",
+            [collection_id],
+        ).fetchall()
+        return {
+            "collection_id": int(row[0]),
+            "db": row[1],
+            "name": row[2],
+            "description": row[3] or "",
+            "schema": json.loads(row[4]),
+            "num_shards": int(row[5]),
+            "consistency_level": row[6],
+            "properties": json.loads(row[7]),
+            "created_ts": int(row[8]),
+            "vchannels": [c[0] for c in channels],
+            "pchannels": [c[1] for c in channels],
+            "partitions": self.list_partitions_by_id(collection_id),
+        }
+
+    def drop_collection(self, db: str, name: str, ts: int) -> int:
+        cid = self.require_collection(db, name)
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            self.con.execute(
+                "UPDATE collections SET dropped_ts = ? WHERE collection_id = ?", [ts, cid]
+            )
+            self.con.execute(
+                "UPDATE partitions SET dropped_ts = ? WHERE collection_id = ? "
+                "AND dropped_ts IS NULL",
+                [ts, cid],
+            )
+            self.con.execute("COMMIT")
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+        return cid
+
+    def rename_collection(self, db: str, name: str, new_name: str, new_db: str | None) -> int:
+        cid = self.require_collection(db, name)
+        target_db = new_db or db
+        target_db_id = self.db_id(target_db)
+        if self._collection_id(target_db, new_name) is not None:
+            raise ElanusError(
+                ErrorCode.COLLECTION_ALREADY_EXISTS,
+                f"collection {new_name!r} already exists in database {target_db!r}",
+            )
+        self.con.execute(
+            "UPDATE collections SET name = ?, db_id = ? WHERE collection_id = ?",
+            [new_name, target_db_id, cid],
+        )
+        return cid
+
+    # -- partitions -------------------------------------------------------------------------
+    def _insert_partition(self, collection_id: int, name: str, ts: int) -> int:
+        pid = self.alloc_id(1)
+        self.con.execute(
+            "INSERT INTO partitions VALUES (?, ?, ?, ?, NULL)", [pid, collection_id, name, ts]
+        )
+        return pid
+
+    def _partition_id(self, collection_id: int, name: str) -> int | None:
+        row = self.con.execute(
+            "SELECT partition_id FROM partitions WHERE collection_id = ? AND name = ? "
+            "AND dropped_ts IS NULL",
+            [collection_id, name],
+        ).fetchone()
+        return int(row[0]) if row else None
+
+    def create_partition(self, db: str, collection: str, name: str, ts: int) -> int:
+        cid = self.require_collection(db, collection)
+        if self._partition_id(cid, name) is not None:
+            raise ElanusError(
+                ErrorCode.PARTITION_ALREADY_EXISTS,
+                f"partition {name!r} already exists in collection {collection!r}",
+            )
+        if len(self.list_partitions_by_id(cid)) >= MAX_PARTITIONS:
+            raise ElanusError(
+                ErrorCode.LIMIT_EXCEEDED,
+                f"collection {collection!r} already has {MAX_PARTITIONS} partitions",
+            )
+        return self._insert_partition(cid, name, ts)
+
+    def drop_partition(self, db: str, collection: str, name: str, ts: int) -> tuple[int, int]:
+        cid = self.require_collection(db, collection)
+        if name == DEFAULT_PARTITION:
+            raise invalid("the _default partition cannot be dropped")
+        pid = self._partition_id(cid, name)
+        if pid is None:
+            raise ElanusError(
+                ErrorCode.PARTITION_NOT_FOUND,
+                f"partition {name!r} does not exist in collection {collection!r}",
+            )
+        self.con.execute("UPDATE partitions SET dropped_ts = ? WHERE partition_id = ?", [ts, pid])
+        return cid, pid
+
+    def has_partition(self, db: str, collection: str, name: str) -> bool:
+        return self._partition_id(self.require_collection(db, collection), name) is not None
+
+    def list_partitions_by_id(self, collection_id: int) -> list[dict[str, Any]]:
+        rows = self.con.execute(
+            "SELECT name, partition_id, created_ts FROM partitions WHERE collection_id = ? "
+            "AND dropped_ts IS NULL ORDER BY created_ts, partition_id",
+            [collection_id],
+        ).fetchall()
+        return [{"name": r[0], "partition_id": int(r[1]), "created_ts": int(r[2])} for r in rows]
+
+    def list_partitions(self, db: str, collection: str) -> list[dict[str, Any]]:
+        return self.list_partitions_by_id(self.require_collection(db, collection))

@@ -1,0 +1,105 @@
+"""The coord role: root, data, query and index coordination over one DuckDB file.
+
+Like Milvus's coordinators folded into one process, it answers request/reply on
+``elanus.coord.<method>``; each coordination area is a small service contributing
+handlers (``RootCoord`` for TSO, IDs and DDL; later ones for segments, loading, indexes).
+It is the sole owner of the DuckDB file, and watches sessions to learn which nodes live.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from elanus.channels import subjects
+from elanus.channels.bus import Bus, Handler
+from elanus.channels.role import Role
+from elanus.channels.sessions import SessionInfo, SessionWatcher
+from elanus.meta.catalog import Catalog
+from elanus.meta.counters import ID_HIGH_WATER, TSO_BOUND, CounterStore
+from elanus.meta.db import Database
+from elanus.meta.idalloc import IDAllocator
+from elanus.meta.rootcoord import RootCoord
+from elanus.meta.tso import TimestampOracle
+from elanus.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+class Coordinator(Role):
+    role_name = "coord"
+
+    def __init__(self, settings: Settings, bus: Bus, node_id: str | None = None) -> None:
+        super().__init__(settings, bus, node_id)
+        self.db: Database
+        self.tso: TimestampOracle
+        self.ids: IDAllocator
+        self.sessions: SessionWatcher
+        self.root = RootCoord(self)
+        self._counters: CounterStore | None = None
+        self._subscription: Any = None
+        self._started_at = time.time()
+
+    @property
+    def address(self) -> str:
+        return subjects.COORD
+
+    def handlers(self) -> dict[str, Handler]:
+        handlers: dict[str, Handler] = {
+            "health": self.health,
+            "session.list": self.list_sessions,
+        }
+        handlers.update(self.root.handlers())
+        return handlers
+
+    async def start(self) -> None:
+        self.db = await asyncio.to_thread(Database, self.settings.catalog_path)
+        counters = self._counters = await self.db.run(CounterStore)
+        self.tso = TimestampOracle(counters.get(TSO_BOUND), counters.setter(TSO_BOUND))
+        self.ids = IDAllocator(counters.get(ID_HIGH_WATER), counters.setter(ID_HIGH_WATER))
+        first_ts = self.tso.alloc()
+        await self.db.run(
+            lambda con: Catalog(
+                con, self.ids.alloc, self.settings.num_pchannels
+            ).ensure_default_database(first_ts)
+        )
+        self.sessions = await SessionWatcher(
+            self.bus, self._on_session, ttl_s=self.settings.session_ttl_s
+        ).start()
+        self._subscription = await self.bus.serve(subjects.COORD, self.handlers(), queue="coord")
+        await self.register()
+
+    async def _on_session(self, event: str, info: SessionInfo) -> None:
+        log.info("session %s: %s %s", event, info.role, info.node_id)
+
+    async def stop(self) -> None:
+        await super().stop()
+        if self._subscription is not None:
+            try:
+                await self._subscription.unsubscribe()
+            except Exception:  # noqa: BLE001 - NATS may be gone already
+                pass
+            self._subscription = None
+        if hasattr(self, "sessions"):
+            await self.sessions.stop()
+        if self._counters is not None:
+            counters, self._counters = self._counters, None
+            await self.db.run(lambda con: counters.close())
+        if hasattr(self, "db"):
+            await asyncio.to_thread(self.db.close)
+
+    # -- handlers ---------------------------------------------------------------------------
+    async def health(self, body: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "status": "ok",
+            "node_id": self.node_id,
+            "ts": self.tso.alloc(),
+            "uptime_s": round(time.time() - self._started_at, 3),
+            "live_sessions": len(self.sessions.live),
+        }
+
+    async def list_sessions(self, body: dict[str, Any]) -> dict[str, Any]:
+        await self.sessions.poll()
+        return {"sessions": [s.to_dict() for s in self.sessions.live.values()]}

@@ -1,0 +1,281 @@
+"""TSO, ID allocator and catalog migrations on real DuckDB files, and the coord over NATS."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from elanus import tsutil
+from elanus.channels.bus import Bus
+from elanus.channels.loop import LoopThread
+from elanus.channels.nats_server import EmbeddedNats
+from elanus.meta import migrations
+from elanus.meta.coord import Coordinator
+from elanus.meta.counters import ID_HIGH_WATER, TSO_BOUND, CounterStore
+from elanus.meta.db import Database, migrate, schema_version
+from elanus.meta.idalloc import IDAllocator
+from elanus.meta.tso import TimestampOracle
+from elanus.settings import Settings
+
+
+def open_tso(path: Path) -> tuple[Database, CounterStore, TimestampOracle]:
+    db = Database(path)
+    store = db.call(CounterStore)
+    tso = TimestampOracle(store.get(TSO_BOUND), store.setter(TSO_BOUND))
+    return db, store, tso
+
+
+def test_tso_strictly_increasing_from_many_threads(tmp_path: Path) -> None:
+    db, store, tso = open_tso(tmp_path / "c.duckdb")
+    per_thread: dict[int, list[int]] = {}
+    wall: dict[int, list[tuple[int, int]]] = {}
+
+    def worker(n: int) -> None:
+        out, samples = [], []
+        for i in range(25_000):
+            before = tsutil.now_ms()
+            out.append(tso.alloc())
+            if i % 1000 == 0:
+                samples.append((before, tsutil.physical_ms(out[-1])))
+        per_thread[n] = out
+        wall[n] = samples
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    everything = [ts for out in per_thread.values() for ts in out]
+    assert len(everything) == 100_000
+    assert len(set(everything)) == 100_000, "a timestamp was handed out twice"
+    for out in per_thread.values():
+        assert all(a < b for a, b in zip(out, out[1:], strict=False)), "went backwards"
+    # The physical part follows the wall clock (never behind it, at most a little ahead).
+    for samples in wall.values():
+        for before, physical in samples:
+            assert before <= physical <= before + 50
+    # A batch reserves consecutive timestamps that nobody else gets.
+    first = tso.alloc(1000)
+    assert tso.alloc() >= first + 1000
+    store.close()
+    db.close()
+
+
+def test_tso_restart_never_goes_back(tmp_path: Path) -> None:
+    path = tmp_path / "c.duckdb"
+    db, store, tso = open_tso(path)
+    issued = [tso.alloc(10) for _ in range(1000)]
+    bound = store.get(TSO_BOUND)
+    assert bound is not None and bound >= tsutil.physical_ms(issued[-1])
+    store.close()
+    db.close()
+    db, store, tso = open_tso(path)
+    after = tso.alloc()
+    # Restarted within the persisted window: it must start above the saved bound.
+    assert after > issued[-1] + 9
+    assert tsutil.physical_ms(after) > bound
+    store.close()
+    db.close()
+
+
+def test_id_allocator_unique_across_threads_and_restarts(tmp_path: Path) -> None:
+    path = tmp_path / "c.duckdb"
+    seen: list[int] = []
+    for _round in range(2):
+        db = Database(path)
+        store = db.call(CounterStore)
+        ids = IDAllocator(store.get(ID_HIGH_WATER), store.setter(ID_HIGH_WATER), block=1000)
+        lock = threading.Lock()
+
+        def worker(ids: IDAllocator = ids, lock: threading.Lock = lock) -> None:
+            local = []
+            for _ in range(2000):
+                start = ids.alloc(3)
+                local.extend([start, start + 1, start + 2])
+            with lock:
+                seen.extend(local)
+
+        threads = [threading.Thread(target=worker) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        store.close()
+        db.close()
+    assert len(seen) == 2 * 4 * 2000 * 3
+    assert len(set(seen)) == len(seen)
+
+
+def test_migrations_are_versioned_and_applied_once(tmp_path: Path) -> None:
+    path = tmp_path / "m.duckdb"
+    con = duckdb.connect(str(path))
+    latest = migrations.MIGRATIONS[-1][0]
+    assert migrate(con) == latest
+    assert migrate(con) == latest  # idempotent
+    extra = (latest + 1, "test column", ["ALTER TABLE collections ADD COLUMN extra_col INTEGER"])
+    migrations.MIGRATIONS.append(extra)
+    try:
+        assert migrate(con) == latest + 1
+        assert migrate(con) == latest + 1
+        cols = [r[0] for r in con.execute("DESCRIBE collections").fetchall()]
+        assert "extra_col" in cols
+        assert schema_version(con) == latest + 1
+    finally:
+        migrations.MIGRATIONS.remove(extra)
+        con.close()
+
+
+# -- the coord as a separate OS process, killed with SIGKILL ------------------------------------
+
+COORD_PROCESS = textwrap.dedent(
+    """
+    import asyncio, sys
+    from elanus.channels.bus import Bus
+    from elanus.meta.coord import Coordinator
+    from elanus.settings import Settings
+
+    async def main():
+        bus = await Bus(sys.argv[1]).connect()
+        coord = Coordinator(Settings(data_dir=sys.argv[2], session_ttl_s=2), bus)
+        await coord.start()
+        print("ready", flush=True)
+        await asyncio.Event().wait()
+
+    asyncio.run(main())
+    """
+)
+
+
+@pytest.fixture
+def nats(tmp_path: Path):
+    server = EmbeddedNats(tmp_path / "nats").start()
+    yield server
+    server.stop()
+
+
+def _spawn_coord(nats_url: str, data_dir: Path) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", COORD_PROCESS, nats_url, str(data_dir)],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.strip() == "ready", f"coord did not start: {line!r}"
+    return proc
+
+
+def test_tso_and_ids_survive_kill_9_of_the_coord(nats: EmbeddedNats, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    loop = LoopThread().start()
+    bus = loop.call(Bus(nats.url).connect())
+    proc = _spawn_coord(nats.url, data)
+    try:
+        issued = [
+            loop.call(bus.request("elanus.coord.tso.alloc", {"count": 7}))["ts"] for _ in range(300)
+        ]
+        ids = [
+            loop.call(bus.request("elanus.coord.id.alloc", {"count": 5}))["start"]
+            for _ in range(300)
+        ]
+        assert issued == sorted(issued)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        # Restart at once, well inside the TSO's persisted window.
+        coord = Coordinator(Settings(data_dir=str(data), session_ttl_s=2), bus)
+        loop.call(coord.start())
+        try:
+            ts = loop.call(bus.request("elanus.coord.tso.alloc", {}))["ts"]
+            new_id = loop.call(bus.request("elanus.coord.id.alloc", {"count": 1}))["start"]
+            assert ts > issued[-1] + 6
+            assert new_id > ids[-1] + 4
+            assert abs(tsutil.physical_ms(ts) - tsutil.now_ms()) < 5_000
+        finally:
+            loop.call(coord.stop())
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+        loop.call(bus.close())
+        loop.stop()
+
+
+def test_coord_catalog_survives_kill_9(nats: EmbeddedNats, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    loop = LoopThread().start()
+    bus = loop.call(Bus(nats.url).connect())
+    proc = _spawn_coord(nats.url, data)
+    schema = {
+        "fields": [
+            {"name": "pk", "type": "VarChar", "is_primary": True, "max_length": 64},
+            {"name": "v", "type": "BinaryVector", "dim": 64},
+            {
+                "name": "tags",
+                "type": "Array",
+                "element_type": "Int32",
+                "max_capacity": 8,
+                "nullable": True,
+            },
+            {"name": "doc", "type": "JSON", "nullable": True},
+        ]
+    }
+    try:
+        created = loop.call(
+            bus.request(
+                "elanus.coord.collection.create",
+                {"name": "kept", "schema": schema, "num_shards": 3},
+            )
+        )
+        loop.call(
+            bus.request("elanus.coord.partition.create", {"collection": "kept", "name": "p2024"})
+        )
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        proc = _spawn_coord(nats.url, data)
+        described = loop.call(bus.request("elanus.coord.collection.describe", {"name": "kept"}))
+        assert described["collection_id"] == created["collection_id"]
+        assert described["schema"] == created["schema"]
+        assert described["vchannels"] == created["vchannels"]
+        assert [p["name"] for p in described["partitions"]] == ["_default", "p2024"]
+        assert json.dumps(described, sort_keys=True) != ""
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+        loop.call(bus.close())
+        loop.stop()
+
+
+def test_sessions_report_live_roles_and_expire(nats: EmbeddedNats, tmp_path: Path) -> None:
+    loop = LoopThread().start()
+    bus = loop.call(Bus(nats.url).connect())
+    coord = Coordinator(Settings(data_dir=str(tmp_path / "d"), session_ttl_s=1.5), bus)
+    loop.call(coord.start())
+    try:
+        proc = _spawn_coord(nats.url, tmp_path / "other")  # a second role process
+        sessions = loop.call(bus.request("elanus.coord.session.list", {}))["sessions"]
+        assert {s["pid"] for s in sessions} == {os.getpid(), proc.pid}
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            sessions = loop.call(bus.request("elanus.coord.session.list", {}))["sessions"]
+            if len(sessions) == 1:
+                break
+            time.sleep(0.2)
+        assert [s["pid"] for s in sessions] == [os.getpid()]
+    finally:
+        loop.call(coord.stop())
+        loop.call(bus.close())
+        loop.stop()
