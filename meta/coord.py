@@ -15,13 +15,17 @@ from typing import Any
 
 from elanus.channels import subjects
 from elanus.channels.bus import Bus, Handler
+from elanus.channels.dml import ensure_streams
 from elanus.channels.role import Role
 from elanus.channels.sessions import SessionInfo, SessionWatcher
-from elanus.meta.catalog import Catalog
+from elanus.meta.catalog import Catalog, pchannel_name
+from elanus.meta.channelmanager import ChannelManager
 from elanus.meta.counters import ID_HIGH_WATER, TSO_BOUND, CounterStore
+from elanus.meta.datacoord import DataCoord
 from elanus.meta.db import Database
 from elanus.meta.idalloc import IDAllocator
 from elanus.meta.rootcoord import RootCoord
+from elanus.meta.timetick import TimeTickSync
 from elanus.meta.tso import TimestampOracle
 from elanus.settings import Settings
 
@@ -38,6 +42,10 @@ class Coordinator(Role):
         self.ids: IDAllocator
         self.sessions: SessionWatcher
         self.root = RootCoord(self)
+        self.data = DataCoord(self)
+        self.timeticks = TimeTickSync(self)
+        self.channels = ChannelManager(self)
+        self._background: list[asyncio.Task[None]] = []
         self._counters: CounterStore | None = None
         self._subscription: Any = None
         self._started_at = time.time()
@@ -51,8 +59,13 @@ class Coordinator(Role):
             "health": self.health,
             "session.list": self.list_sessions,
         }
-        handlers.update(self.root.handlers())
+        for service in (self.root, self.data, self.timeticks):
+            handlers.update(service.handlers())
         return handlers
+
+    @property
+    def pchannels(self) -> list[str]:
+        return [pchannel_name(i) for i in range(self.settings.num_pchannels)]
 
     async def start(self) -> None:
         self.db = await asyncio.to_thread(Database, self.settings.catalog_path)
@@ -65,17 +78,38 @@ class Coordinator(Role):
                 con, self.ids.alloc, self.settings.num_pchannels
             ).ensure_default_database(first_ts)
         )
+        await ensure_streams(self.bus.js, self.pchannels)
+        await self.data.start()
         self.sessions = await SessionWatcher(
             self.bus, self._on_session, ttl_s=self.settings.session_ttl_s
         ).start()
         self._subscription = await self.bus.serve(subjects.COORD, self.handlers(), queue="coord")
+        await self.channels.start()
+        await self.timeticks.start()
+        self._background.append(asyncio.create_task(self.data.housekeeping(), name="datacoord"))
         await self.register()
+        await self.channels.balance()
 
     async def _on_session(self, event: str, info: SessionInfo) -> None:
         log.info("session %s: %s %s", event, info.role, info.node_id)
+        if info.role == "proxy" and event == "leave":
+            self.timeticks.forget_proxy(info.node_id)
+        if info.role == "datanode":
+            self._background.append(asyncio.create_task(self.channels.balance()))
+
+    async def on_collections_changed(self) -> None:
+        """Called after create/drop: (re)assign vchannels and the set of ticked pchannels."""
+        await self.channels.balance()
 
     async def stop(self) -> None:
         await super().stop()
+        for task in self._background:
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        self._background.clear()
+        if hasattr(self, "sessions"):
+            await self.timeticks.stop()
+            await self.channels.stop()
         if self._subscription is not None:
             try:
                 await self._subscription.unsubscribe()

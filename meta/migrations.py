@@ -25,4 +25,25 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
                 pchannel VARCHAR NOT NULL, PRIMARY KEY (collection_id, shard))""",
         ],
     ),
+    (
+        2,
+        "segments, channel checkpoints and channel assignment",
+        [
+            """CREATE TABLE segments (
+                segment_id BIGINT PRIMARY KEY, collection_id BIGINT NOT NULL,
+                partition_id BIGINT NOT NULL, vchannel VARCHAR NOT NULL, state VARCHAR NOT NULL,
+                max_rows BIGINT NOT NULL, allocated_rows BIGINT NOT NULL DEFAULT 0,
+                num_rows BIGINT NOT NULL DEFAULT 0, created_ts UBIGINT NOT NULL,
+                last_expire_ts UBIGINT NOT NULL DEFAULT 0, seal_ts UBIGINT, flushed_ts UBIGINT,
+                dropped_ts UBIGINT, start_seq BIGINT, checkpoint_seq BIGINT,
+                checkpoint_ts UBIGINT, min_ts UBIGINT, max_ts UBIGINT, path VARCHAR,
+                level INTEGER NOT NULL DEFAULT 0, compacted_from VARCHAR,
+                last_alloc_at DOUBLE)""",
+            """CREATE TABLE channel_checkpoints (
+                vchannel VARCHAR PRIMARY KEY, seq BIGINT NOT NULL, ts UBIGINT NOT NULL)""",
+            """CREATE TABLE channel_watch (
+                vchannel VARCHAR PRIMARY KEY, collection_id BIGINT NOT NULL,
+                node_id VARCHAR NOT NULL, assigned_ts UBIGINT NOT NULL)""",
+        ],
+    ),
 ]

@@ -67,6 +67,9 @@ class RootCoord:
             {"kind": kind, "db": db, "name": name, "collection_id": collection_id, "ts": ts},
         )
 
+    async def describe_by_id(self, collection_id: int) -> dict[str, Any]:
+        return await self._read(Catalog.describe_by_id, collection_id)
+
     # -- TSO and IDs ------------------------------------------------------------------------
     async def tso_alloc(self, raw: dict[str, Any]) -> dict[str, Any]:
         b = Body(raw, "tso.alloc")
@@ -128,6 +131,7 @@ class RootCoord:
 
         info, ts = await self._ddl(b, create)
         await self._invalidate("collection.create", db, name, info["collection_id"], ts)
+        await self.coord.on_collections_changed()
         return info
 
     async def drop_collection(self, raw: dict[str, Any]) -> dict[str, Any]:
@@ -135,6 +139,8 @@ class RootCoord:
         db, name = b.str("db", DEFAULT_DB), b.str("name")
         cid, ts = await self._ddl(b, Catalog.drop_collection, db, name)
         await self._invalidate("collection.drop", db, name, cid, ts)
+        await self.coord.data.drop_collection(cid, ts)
+        await self.coord.on_collections_changed()
         return {"collection_id": cid}
 
     async def has_collection(self, raw: dict[str, Any]) -> dict[str, Any]:

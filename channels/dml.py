@@ -1,0 +1,164 @@
+"""DML channels on JetStream: one stream per pchannel, messages as Arrow IPC with headers.
+
+Subjects inside the stream of pchannel ``P``:
+- ``elanus.dml.P.<vchannel>`` carries inserts and deletes of one vchannel;
+- ``elanus.dml.P._tick`` carries the coord's time ticks, read by every vchannel on ``P``.
+A vchannel's consumer filters on both subjects, so it sees its own data and every tick in
+stream order: when it reads tick ``T`` it has read every message with a timestamp ``<= T``.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from nats.js import JetStreamContext
+from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
+from nats.js.errors import NotFoundError
+
+SUBJECT_ROOT = "elanus.dml"
+TICK = "_tick"
+DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
+PK_COLUMN = "pk"
+
+H_TYPE = "Elanus-Type"
+H_COLLECTION = "Elanus-Collection"
+H_PARTITION = "Elanus-Partition"
+H_SEGMENT = "Elanus-Segment"
+H_VCHANNEL = "Elanus-VChannel"
+H_TS = "Elanus-Ts"
+H_SOURCE = "Elanus-Source"
+H_MSG_ID = "Nats-Msg-Id"
+
+
+class MsgType(enum.StrEnum):
+    INSERT = "insert"
+    DELETE = "delete"
+    TICK = "tick"
+
+
+def stream_name(pchannel: str) -> str:
+    return "ELANUS_" + pchannel.upper()
+
+
+def data_subject(pchannel: str, vchannel: str) -> str:
+    return f"{SUBJECT_ROOT}.{pchannel}.{vchannel}"
+
+
+def tick_subject(pchannel: str) -> str:
+    return f"{SUBJECT_ROOT}.{pchannel}.{TICK}"
+
+
+def pchannel_of(vchannel: str) -> str:
+    """``dml_3_1001v0`` lives on ``dml_3`` (see meta.catalog.vchannel_name)."""
+    head, _, _ = vchannel.rpartition("_")
+    return head
+
+
+@dataclass
+class DmlMessage:
+    type: MsgType
+    ts: int
+    vchannel: str = ""
+    collection_id: int = 0
+    partition_id: int = 0
+    segment_id: int = 0
+    source: str = ""
+    batch: pa.RecordBatch | None = None
+    msg_id: str | None = None
+    seq: int = 0
+    """The stream sequence, set when the message is read back."""
+
+    def encode(self, pchannel: str) -> tuple[str, dict[str, str], bytes]:
+        headers = {H_TYPE: self.type.value, H_TS: str(self.ts), H_SOURCE: self.source}
+        if self.type is MsgType.TICK:
+            return tick_subject(pchannel), headers, b""
+        headers.update(
+            {
+                H_VCHANNEL: self.vchannel,
+                H_COLLECTION: str(self.collection_id),
+                H_PARTITION: str(self.partition_id),
+                H_SEGMENT: str(self.segment_id),
+            }
+        )
+        if self.msg_id:
+            headers[H_MSG_ID] = self.msg_id
+        payload = ipc_bytes(self.batch) if self.batch is not None else b""
+        return data_subject(pchannel, self.vchannel), headers, payload
+
+    @classmethod
+    def decode(cls, headers: dict[str, str] | None, payload: bytes, seq: int = 0) -> DmlMessage:
+        h = headers or {}
+        kind = MsgType(h.get(H_TYPE, "tick"))
+        batch = read_ipc(payload) if payload else None
+        return cls(
+            type=kind,
+            ts=int(h.get(H_TS, 0)),
+            vchannel=h.get(H_VCHANNEL, ""),
+            collection_id=int(h.get(H_COLLECTION, 0)),
+            partition_id=int(h.get(H_PARTITION, 0)),
+            segment_id=int(h.get(H_SEGMENT, 0)),
+            source=h.get(H_SOURCE, ""),
+            batch=batch,
+            msg_id=h.get(H_MSG_ID),
+            seq=seq,
+        )
+
+
+def ipc_bytes(batch: pa.RecordBatch) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema) as writer:
+        writer.write_batch(batch)
+    return sink.getvalue().to_pybytes()
+
+
+def read_ipc(payload: bytes) -> pa.RecordBatch:
+    reader = pa.ipc.open_stream(pa.py_buffer(payload))
+    batches = list(reader)
+    if len(batches) == 1:
+        return batches[0]
+    return pa.Table.from_batches(batches, reader.schema).combine_chunks().to_batches()[0]
+
+
+def split_batch(
+    batch: pa.RecordBatch,
+    max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+) -> list[pa.RecordBatch]:
+    """Slices of ``batch`` of at most ~``max_bytes`` each (at least one row per slice)."""
+    if batch.num_rows == 0:
+        return []
+    size = batch.nbytes
+    if size <= max_bytes:
+        return [batch]
+    rows = max(1, int(batch.num_rows * max_bytes / size))
+    return [batch.slice(i, rows) for i in range(0, batch.num_rows, rows)]
+
+
+def delete_batch(pks: pa.Array) -> pa.RecordBatch:
+    return pa.record_batch([pks], names=[PK_COLUMN])
+
+
+async def ensure_streams(
+    js: JetStreamContext, pchannels: list[str], *, max_bytes: int = -1
+) -> None:
+    """Create (or leave as they are) the file-backed stream of every pchannel."""
+    for p in pchannels:
+        config = StreamConfig(
+            name=stream_name(p),
+            subjects=[f"{SUBJECT_ROOT}.{p}.>"],
+            storage=StorageType.FILE,
+            retention=RetentionPolicy.LIMITS,
+            discard=DiscardPolicy.NEW,
+            max_bytes=max_bytes,
+            duplicate_window=120.0,
+        )
+        try:
+            await js.stream_info(config.name)
+        except NotFoundError:
+            await js.add_stream(config)
+
+
+def headers_of(msg: Any) -> dict[str, str]:
+    return dict(msg.headers or {})

@@ -1,0 +1,127 @@
+"""Which datanode consumes which vchannel.
+
+Every vchannel of a live collection is watched by exactly one live datanode, the least
+loaded when it was assigned. When a datanode's session ends, its vchannels go to others
+(their unfinished flushes start over there); the datanode resumes from the checkpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from elanus.channels import subjects
+from elanus.channels.dml import pchannel_of
+from elanus.errors import ElanusError
+
+if TYPE_CHECKING:
+    from elanus.meta.coord import Coordinator
+
+log = logging.getLogger(__name__)
+
+
+class ChannelManager:
+    def __init__(self, coord: Coordinator) -> None:
+        self.coord = coord
+        self.watchers: dict[str, str] = {}  # vchannel -> datanode id
+        self._lock = asyncio.Lock()
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        rows = await self.coord.db.run(
+            lambda con: con.execute("SELECT vchannel, node_id FROM channel_watch").fetchall()
+        )
+        self.watchers = {r[0]: r[1] for r in rows}
+        self._task = asyncio.create_task(self._loop(), name="channel-manager")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            try:
+                await self.balance()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - try again next round
+                log.warning("channel assignment failed: %s", exc)
+
+    async def live_vchannels(self) -> dict[str, int]:
+        rows = await self.coord.db.run(
+            lambda con: con.execute(
+                "SELECT v.vchannel, v.collection_id FROM vchannels v JOIN collections c "
+                "USING (collection_id) WHERE c.dropped_ts IS NULL"
+            ).fetchall()
+        )
+        return {r[0]: int(r[1]) for r in rows}
+
+    async def balance(self) -> None:
+        """Give every unwatched vchannel of a live collection to the least-loaded datanode."""
+        async with self._lock:
+            live_nodes = {s.node_id for s in self.coord.sessions.of_role("datanode")}
+            vchannels = await self.live_vchannels()
+            self.coord.timeticks.active_pchannels = {pchannel_of(v) for v in vchannels}
+            for v, node in list(self.watchers.items()):
+                if node not in live_nodes or v not in vchannels:
+                    await self._unassign(v)
+            if not live_nodes:
+                return
+            for v, cid in sorted(vchannels.items()):
+                if v in self.watchers:
+                    continue
+                load = {n: 0 for n in live_nodes}
+                for n in self.watchers.values():
+                    if n in load:
+                        load[n] += 1
+                node = min(sorted(load), key=lambda n: load[n])
+                await self._assign(v, cid, node)
+
+    async def _assign(self, vchannel: str, collection_id: int, node: str) -> None:
+        self.coord.data.reset_flushing(vchannel)
+        info = await self.coord.root.describe_by_id(collection_id)
+        checkpoint = self.coord.data.checkpoints.get(vchannel)
+        body = {
+            "vchannel": vchannel,
+            "pchannel": pchannel_of(vchannel),
+            "collection_id": collection_id,
+            "schema": info["schema"],
+            "checkpoint": {"seq": checkpoint[0], "ts": checkpoint[1]} if checkpoint else None,
+            "segments": self.coord.data.channel_segments(vchannel),
+        }
+        try:
+            await self.coord.bus.request(subjects.node("datanode", node, "watch"), body, 15)
+        except ElanusError as exc:
+            log.warning("datanode %s could not watch %s: %s", node, vchannel, exc)
+            return
+        ts = self.coord.tso.alloc()
+        await self.coord.db.run(
+            lambda con: con.execute(
+                "INSERT INTO channel_watch VALUES (?, ?, ?, ?) ON CONFLICT (vchannel) "
+                "DO UPDATE SET node_id = excluded.node_id, assigned_ts = excluded.assigned_ts",
+                [vchannel, collection_id, node, ts],
+            )
+        )
+        self.watchers[vchannel] = node
+        log.info("vchannel %s -> datanode %s", vchannel, node)
+
+    async def _unassign(self, vchannel: str) -> None:
+        node = self.watchers.pop(vchannel, None)
+        await self.coord.db.run(
+            lambda con: con.execute("DELETE FROM channel_watch WHERE vchannel = ?", [vchannel])
+        )
+        if node is not None and node in {
+            s.node_id for s in self.coord.sessions.of_role("datanode")
+        }:
+            try:
+                await self.coord.bus.request(
+                    subjects.node("datanode", node, "unwatch"), {"vchannel": vchannel}, 10
+                )
+            except ElanusError as exc:
+                log.warning("datanode %s could not unwatch %s: %s", node, vchannel, exc)
+
+    def assignments(self) -> dict[str, Any]:
+        return dict(self.watchers)

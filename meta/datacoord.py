@@ -1,0 +1,355 @@
+"""Data coordination: segment assignment, sealing, flush and checkpoints (seeds 000 §6.3, 004).
+
+Proxies ask for rows in growing segments in quotas (``segment.assign``), so one request
+covers many inserts. Sealing a segment first asks every live proxy to drop its quota for it
+and finish what is in flight; the seal timestamp is taken after they answer, so every row
+of the segment carries a smaller timestamp. A datanode reports its channel time tick
+(``datanode.tt``); once the tick passes a sealed segment's seal timestamp, the segment is
+complete and the datanode is told to write it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from elanus import tsutil
+from elanus.channels import subjects
+from elanus.channels.dml import pchannel_of, stream_name
+from elanus.errors import ElanusError, ErrorCode, invalid
+from elanus.meta import segmentmeta
+from elanus.meta.segmentmeta import Segment, SegmentState
+from elanus.requests import Body
+from elanus.schema import Schema
+
+if TYPE_CHECKING:
+    from elanus.channels.bus import Handler
+    from elanus.meta.coord import Coordinator
+
+log = logging.getLogger(__name__)
+
+QUOTA_LIFETIME_MS = 5_000
+SEGMENT_FLUSHED = f"{subjects.PREFIX}.segment.flushed"
+"""Broadcast after a segment is flushed (query and index coordination listen)."""
+
+
+def estimate_row_bytes(schema: Schema) -> int:
+    total = 16  # primary key / timestamp overhead
+    for f in schema.fields:
+        if f.dim:
+            total += f.dim // 8 if f.dtype.value == "BinaryVector" else f.dim * 4
+        elif f.max_length:
+            total += min(f.max_length, 256)
+        else:
+            total += 8
+    return total
+
+
+class DataCoord:
+    def __init__(self, coord: Coordinator) -> None:
+        self.coord = coord
+        self.segments: dict[int, Segment] = {}
+        self.checkpoints: dict[str, tuple[int, int]] = {}
+        self.channel_ticks: dict[str, int] = {}
+        self._lock = asyncio.Lock()
+        self._schemas: dict[int, Schema] = {}
+
+    def handlers(self) -> dict[str, Handler]:
+        return {
+            "segment.assign": self.assign,
+            "segment.info": self.segment_info,
+            "segment.flushed": self.segment_flushed,
+            "flush": self.flush,
+            "flush.state": self.flush_state,
+            "datanode.tt": self.datanode_tt,
+        }
+
+    async def start(self) -> None:
+        def load(con: Any) -> tuple[list[Segment], dict[str, tuple[int, int]]]:
+            segs = segmentmeta.load(con, "state <> 'Dropped'")
+            return segs, segmentmeta.load_checkpoints(con)
+
+        segs, self.checkpoints = await self.coord.db.run(load)
+        self.segments = {s.segment_id: s for s in segs}
+
+    async def housekeeping(self) -> None:
+        """Seal idle segments often; purge consumed stream prefixes now and then."""
+        rounds = 0
+        while True:
+            await asyncio.sleep(1.0)
+            rounds += 1
+            try:
+                await self.seal_idle()
+                if rounds % 5 == 0:
+                    await self.purge_streams()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - try again next round
+                log.warning("datacoord housekeeping failed: %s", exc)
+
+    async def purge_streams(self) -> dict[str, int | None]:
+        """Drop stream messages below the lowest checkpoint of the vchannels on each pchannel."""
+        live = await self.coord.channels.live_vchannels()
+        purged: dict[str, int | None] = {}
+        for p in self.coord.pchannels:
+            on_p = [v for v in live if pchannel_of(v) == p]
+            if any(v not in self.checkpoints for v in on_p):
+                continue  # someone still needs the stream from its start
+            seq = min((self.checkpoints[v][0] for v in on_p), default=None)
+            await self.coord.bus.js.purge_stream(stream_name(p), seq=seq)
+            purged[p] = seq
+        return purged
+
+    # -- helpers ----------------------------------------------------------------------------
+    async def _save(self, segs: list[Segment]) -> None:
+        await self.coord.db.run(segmentmeta.save, segs)
+
+    async def _schema(self, collection_id: int) -> Schema:
+        if collection_id not in self._schemas:
+            info = await self.coord.root.describe_by_id(collection_id)
+            self._schemas[collection_id] = Schema.from_dict(info["schema"])
+        return self._schemas[collection_id]
+
+    def growing(self, collection_id: int, partition_id: int, vchannel: str) -> Segment | None:
+        for s in self.segments.values():
+            if (
+                s.state is SegmentState.GROWING
+                and s.collection_id == collection_id
+                and s.partition_id == partition_id
+                and s.vchannel == vchannel
+            ):
+                return s
+        return None
+
+    def of_collection(self, collection_id: int) -> list[Segment]:
+        return [s for s in self.segments.values() if s.collection_id == collection_id]
+
+    # -- assignment -------------------------------------------------------------------------
+    async def assign(self, raw: dict[str, Any]) -> dict[str, Any]:
+        b = Body(raw, "segment.assign")
+        cid = b.int("collection_id")
+        pid = b.int("partition_id")
+        vchannel = b.str("vchannel")
+        rows = b.int("rows", lo=1, hi=100_000_000)
+        b.allow(["proxy_id"]).done()
+        schema = await self._schema(cid)
+        async with self._lock:
+            grants, changed, full = [], [], []
+            expire = tsutil.compose(tsutil.now_ms() + QUOTA_LIFETIME_MS)
+            while rows > 0:
+                seg = self.growing(cid, pid, vchannel)
+                if seg is None:
+                    seg = self._new_segment(cid, pid, vchannel, schema)
+                free = seg.max_rows - seg.allocated_rows
+                if free <= 0:
+                    full.append(seg)
+                    seg.state = SegmentState.SEALED
+                    continue
+                quota = max(rows, min(seg.max_rows // 8, 65_536))
+                n = min(free, quota)
+                seg.allocated_rows += n
+                seg.last_expire_ts = max(seg.last_expire_ts, expire)
+                seg.last_alloc_at = time.time()
+                grants.append({"segment_id": seg.segment_id, "rows": n, "expire_ts": expire})
+                changed.append(seg)
+                rows -= min(rows, n)
+            await self._save(changed + full)
+        if full:
+            asyncio.create_task(self.seal(full))
+        return {"assignments": grants}
+
+    def _new_segment(self, cid: int, pid: int, vchannel: str, schema: Schema) -> Segment:
+        settings = self.coord.settings
+        max_rows = max(
+            1,
+            min(
+                settings.segment_max_rows, settings.segment_max_bytes // estimate_row_bytes(schema)
+            ),
+        )
+        seg = Segment(
+            segment_id=self.coord.ids.alloc(),
+            collection_id=cid,
+            partition_id=pid,
+            vchannel=vchannel,
+            state=SegmentState.GROWING,
+            max_rows=max_rows,
+            created_ts=self.coord.tso.alloc(),
+            last_alloc_at=time.time(),
+        )
+        self.segments[seg.segment_id] = seg
+        return seg
+
+    # -- sealing and flush ------------------------------------------------------------------
+    async def seal(self, segs: list[Segment]) -> int:
+        """Seal segments: proxies drop their quotas, then the seal timestamp is taken."""
+        for s in segs:
+            s.state = SegmentState.SEALED
+        ids = [s.segment_id for s in segs]
+        all_released = await self._release_quotas(ids)
+        seal_ts = self.coord.tso.alloc()
+        for s in segs:
+            s.seal_ts = seal_ts
+            if all_released:
+                s.last_expire_ts = 0
+        await self._save(segs)
+        return seal_ts
+
+    async def _release_quotas(self, segment_ids: list[int]) -> bool:
+        proxies = self.coord.sessions.of_role("proxy")
+        if not segment_ids or not proxies:
+            return True
+
+        async def ask(node_id: str) -> bool:
+            try:
+                await self.coord.bus.request(
+                    subjects.node("proxy", node_id, "segments.release"),
+                    {"segment_ids": segment_ids},
+                    timeout=10,
+                )
+                return True
+            except ElanusError as exc:
+                log.warning("proxy %s did not release quotas: %s", node_id, exc)
+                return False
+
+        answers = await asyncio.gather(*(ask(p.node_id) for p in proxies))
+        return all(answers)
+
+    async def seal_idle(self) -> None:
+        idle_s = self.coord.settings.segment_idle_s
+        now = time.time()
+        idle = [
+            s
+            for s in self.segments.values()
+            if s.state is SegmentState.GROWING and now - s.last_alloc_at > idle_s
+        ]
+        if idle:
+            async with self._lock:
+                await self.seal(idle)
+
+    async def flush(self, raw: dict[str, Any]) -> dict[str, Any]:
+        b = Body(raw, "flush")
+        cid = b.int("collection_id")
+        b.done()
+        async with self._lock:
+            growing = [s for s in self.of_collection(cid) if s.state is SegmentState.GROWING]
+            flush_ts = await self.seal(growing) if growing else self.coord.tso.alloc()
+        pending = [
+            s.segment_id
+            for s in self.of_collection(cid)
+            if s.state in (SegmentState.SEALED, SegmentState.FLUSHING)
+        ]
+        return {"segment_ids": pending, "flush_ts": flush_ts}
+
+    async def flush_state(self, raw: dict[str, Any]) -> dict[str, Any]:
+        b = Body(raw, "flush.state")
+        ids = b.list("segment_ids")
+        b.allow(["collection_id", "flush_ts"]).done()
+        done = [
+            i
+            for i in ids
+            if i not in self.segments or self.segments[i].state is SegmentState.FLUSHED
+        ]
+        return {"flushed": len(done) == len(ids), "done": len(done), "total": len(ids)}
+
+    async def segment_info(self, raw: dict[str, Any]) -> dict[str, Any]:
+        b = Body(raw, "segment.info")
+        ids = b.list("segment_ids", None)
+        cid = b.int("collection_id", None)
+        include_dropped = b.bool("include_dropped", False)
+        b.done()
+        if ids is None and cid is None:
+            raise invalid("segment.info needs 'segment_ids' or 'collection_id'")
+        if ids is not None:
+            wanted = set(ids)
+            segs = (
+                await self.coord.db.run(
+                    segmentmeta.load,
+                    f"segment_id IN ({','.join('?' * len(wanted))})",
+                    list(wanted),
+                )
+                if wanted
+                else []
+            )
+        else:
+            where = "collection_id = ?" + ("" if include_dropped else " AND state <> 'Dropped'")
+            segs = await self.coord.db.run(segmentmeta.load, where, [cid])
+        live = {s.segment_id: s for s in segs}
+        live.update({i: s for i, s in self.segments.items() if i in live})
+        return {"segments": [s.to_dict() for s in live.values()]}
+
+    # -- datanode reports -------------------------------------------------------------------
+    async def datanode_tt(self, raw: dict[str, Any]) -> dict[str, Any]:
+        """A datanode consumed its channel up to ``ts``: checkpoint it, hand out flushes."""
+        b = Body(raw, "datanode.tt")
+        vchannel, ts = b.str("vchannel"), b.int("ts")
+        checkpoint = b.dict("checkpoint", None)
+        b.allow(["node_id"]).done()
+        self.channel_ticks[vchannel] = max(ts, self.channel_ticks.get(vchannel, 0))
+        if checkpoint is not None:
+            await self._checkpoint(vchannel, int(checkpoint["seq"]), int(checkpoint["ts"]))
+        ready = [
+            s
+            for s in self.segments.values()
+            if s.vchannel == vchannel
+            and s.state is SegmentState.SEALED
+            and s.seal_ts is not None
+            and s.seal_ts <= ts
+            and s.last_expire_ts <= ts
+        ]
+        for s in ready:
+            s.state = SegmentState.FLUSHING
+        await self._save(ready)
+        return {"flush": [s.segment_id for s in ready]}
+
+    async def _checkpoint(self, vchannel: str, seq: int, ts: int) -> None:
+        if self.checkpoints.get(vchannel) != (seq, ts):
+            self.checkpoints[vchannel] = (seq, ts)
+            await self.coord.db.run(segmentmeta.save_checkpoint, vchannel, seq, ts)
+
+    async def segment_flushed(self, raw: dict[str, Any]) -> dict[str, Any]:
+        b = Body(raw, "segment.flushed")
+        sid = b.int("segment_id")
+        num_rows = b.int("num_rows", lo=0)
+        path = b.str("path", None)
+        min_ts, max_ts = b.int("min_ts", None), b.int("max_ts", None)
+        start_seq = b.int("start_seq", None)
+        checkpoint = b.dict("checkpoint", None)
+        b.allow(["node_id", "vchannel"]).done()
+        seg = self.segments.get(sid)
+        if seg is None:
+            raise ElanusError(ErrorCode.SEGMENT_NOT_FOUND, f"segment {sid} is not known")
+        seg.num_rows, seg.path = num_rows, path
+        seg.min_ts, seg.max_ts, seg.start_seq = min_ts, max_ts, start_seq
+        seg.flushed_ts = self.coord.tso.alloc()
+        if num_rows == 0:
+            seg.state, seg.dropped_ts = SegmentState.DROPPED, seg.flushed_ts
+        else:
+            seg.state = SegmentState.FLUSHED
+        if checkpoint is not None:
+            seg.checkpoint_seq, seg.checkpoint_ts = int(checkpoint["seq"]), int(checkpoint["ts"])
+        await self._save([seg])
+        if seg.state is SegmentState.DROPPED:
+            del self.segments[sid]
+        await self.coord.bus.publish(SEGMENT_FLUSHED, seg.to_dict())
+        return {}
+
+    # -- collection lifecycle ---------------------------------------------------------------
+    async def drop_collection(self, collection_id: int, ts: int) -> None:
+        async with self._lock:
+            segs = self.of_collection(collection_id)
+            for s in segs:
+                s.state, s.dropped_ts = SegmentState.DROPPED, ts
+                del self.segments[s.segment_id]
+            await self._save(segs)
+            self._schemas.pop(collection_id, None)
+
+    def reset_flushing(self, vchannel: str) -> None:
+        """A channel changed datanode: unfinished flushes start over on the new one."""
+        for s in self.segments.values():
+            if s.vchannel == vchannel and s.state is SegmentState.FLUSHING:
+                s.state = SegmentState.SEALED
+
+    def channel_segments(self, vchannel: str) -> list[dict[str, Any]]:
+        return [s.to_dict() for s in self.segments.values() if s.vchannel == vchannel]

@@ -1,0 +1,110 @@
+"""Segment records in DuckDB: states, row counts, positions and checkpoints (seed 004).
+
+Growing → Sealed → Flushing → Flushed (→ Dropped after compaction or a collection drop).
+These functions run on the database thread.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import duckdb
+
+
+class SegmentState(enum.StrEnum):
+    GROWING = "Growing"
+    SEALED = "Sealed"
+    FLUSHING = "Flushing"
+    FLUSHED = "Flushed"
+    DROPPED = "Dropped"
+
+
+COLUMNS = (
+    "segment_id", "collection_id", "partition_id", "vchannel", "state", "max_rows",
+    "allocated_rows", "num_rows", "created_ts", "last_expire_ts", "seal_ts", "flushed_ts",
+    "dropped_ts", "start_seq", "checkpoint_seq", "checkpoint_ts", "min_ts", "max_ts", "path",
+    "level", "compacted_from", "last_alloc_at",
+)  # fmt: skip
+
+
+@dataclass
+class Segment:
+    segment_id: int
+    collection_id: int
+    partition_id: int
+    vchannel: str
+    state: SegmentState
+    max_rows: int
+    allocated_rows: int = 0
+    num_rows: int = 0
+    created_ts: int = 0
+    last_expire_ts: int = 0
+    seal_ts: int | None = None
+    flushed_ts: int | None = None
+    dropped_ts: int | None = None
+    start_seq: int | None = None
+    checkpoint_seq: int | None = None
+    checkpoint_ts: int | None = None
+    min_ts: int | None = None
+    max_ts: int | None = None
+    path: str | None = None
+    level: int = 0
+    compacted_from: list[int] = field(default_factory=list)
+    last_alloc_at: float = 0.0
+
+    def row(self) -> list[Any]:
+        values = [getattr(self, c) for c in COLUMNS]
+        values[COLUMNS.index("state")] = self.state.value
+        values[COLUMNS.index("compacted_from")] = json.dumps(self.compacted_from)
+        return values
+
+    @classmethod
+    def from_row(cls, row: tuple[Any, ...]) -> Segment:
+        d = dict(zip(COLUMNS, row, strict=True))
+        d["state"] = SegmentState(d["state"])
+        d["compacted_from"] = json.loads(d["compacted_from"] or "[]")
+        d["last_alloc_at"] = d["last_alloc_at"] or 0.0
+        return cls(**d)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {c: getattr(self, c) for c in COLUMNS}
+        d["state"] = self.state.value
+        return d
+
+
+def save(con: duckdb.DuckDBPyConnection, segments: list[Segment]) -> None:
+    if not segments:
+        return
+    placeholders = ", ".join("?" * len(COLUMNS))
+    updates = ", ".join(f"{c} = excluded.{c}" for c in COLUMNS if c != "segment_id")
+    con.executemany(
+        f"INSERT INTO segments ({', '.join(COLUMNS)}) VALUES ({placeholders}) "
+        f"ON CONFLICT (segment_id) DO UPDATE SET {updates}",
+        [s.row() for s in segments],
+    )
+
+
+def load(
+    con: duckdb.DuckDBPyConnection, where: str = "TRUE", params: list[Any] | None = None
+) -> list[Segment]:
+    rows = con.execute(
+        f"SELECT {', '.join(COLUMNS)} FROM segments WHERE {where} ORDER BY segment_id",
+        params or [],
+    ).fetchall()
+    return [Segment.from_row(r) for r in rows]
+
+
+def save_checkpoint(con: duckdb.DuckDBPyConnection, vchannel: str, seq: int, ts: int) -> None:
+    con.execute(
+        "INSERT INTO channel_checkpoints VALUES (?, ?, ?) ON CONFLICT (vchannel) "
+        "DO UPDATE SET seq = excluded.seq, ts = excluded.ts",
+        [vchannel, seq, ts],
+    )
+
+
+def load_checkpoints(con: duckdb.DuckDBPyConnection) -> dict[str, tuple[int, int]]:
+    rows = con.execute("SELECT vchannel, seq, ts FROM channel_checkpoints").fetchall()
+    return {r[0]: (int(r[1]), int(r[2])) for r in rows}

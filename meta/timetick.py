@@ -1,0 +1,104 @@
+"""Time-tick synchronisation (seed 003, seed 000 §6.6.3).
+
+Every proxy reports, per pchannel, a timestamp below which it has nothing left to publish.
+Each interval the coord takes the minimum over the live proxies and publishes it as a tick
+into every pchannel that carries a live collection. A proxy is live while it keeps
+reporting and its session lasts; a dead one stops holding the ticks back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from elanus.channels.dml import DmlMessage, MsgType
+from elanus.requests import Body
+
+if TYPE_CHECKING:
+    from elanus.channels.bus import Handler
+    from elanus.meta.coord import Coordinator
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ProxyReport:
+    default_ts: int
+    pchannels: dict[str, int] = field(default_factory=dict)
+    at: float = field(default_factory=time.monotonic)
+
+    def tick_for(self, pchannel: str) -> int:
+        return self.pchannels.get(pchannel, self.default_ts)
+
+
+class TimeTickSync:
+    def __init__(self, coord: Coordinator) -> None:
+        self.coord = coord
+        self.reports: dict[str, ProxyReport] = {}
+        self.last_tick: dict[str, int] = {}
+        self.active_pchannels: set[str] = set()
+        self._task: asyncio.Task[None] | None = None
+        self._publish_lock = asyncio.Lock()
+
+    def handlers(self) -> dict[str, Handler]:
+        return {"timetick.report": self.report}
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._loop(), name="timetick")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def report(self, raw: dict[str, Any]) -> dict[str, Any]:
+        b = Body(raw, "timetick.report")
+        proxy_id = b.str("proxy_id")
+        default_ts = b.int("default_ts")
+        pchannels = b.dict("pchannels", {})
+        b.done()
+        self.reports[proxy_id] = ProxyReport(default_ts, {k: int(v) for k, v in pchannels.items()})
+        return {"last_tick": self.last_tick}
+
+    def forget_proxy(self, proxy_id: str) -> None:
+        self.reports.pop(proxy_id, None)
+
+    def live_reports(self) -> list[ProxyReport]:
+        ttl = self.coord.settings.session_ttl_s
+        now = time.monotonic()
+        stale = [p for p, r in self.reports.items() if now - r.at > ttl]
+        for p in stale:
+            log.info("proxy %s stopped reporting; it no longer holds time ticks back", p)
+            del self.reports[p]
+        return list(self.reports.values())
+
+    async def _loop(self) -> None:
+        interval = self.coord.settings.timetick_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.publish_ticks()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - keep ticking
+                log.warning("time tick failed: %s", exc)
+
+    async def publish_ticks(self) -> dict[str, int]:
+        """Publish one tick per active pchannel: the minimum over live proxies' reports."""
+        async with self._publish_lock:
+            reports = self.live_reports()
+            fresh = self.coord.tso.alloc() if not reports else 0
+            published: dict[str, int] = {}
+            for p in sorted(self.active_pchannels):
+                tick = min((r.tick_for(p) for r in reports), default=fresh)
+                if tick <= self.last_tick.get(p, 0):
+                    continue
+                msg = DmlMessage(MsgType.TICK, ts=tick, source="coord")
+                subject, headers, payload = msg.encode(p)
+                await self.coord.bus.js.publish(subject, payload, headers=headers)
+                self.last_tick[p] = tick
+                published[p] = tick
+            return published
