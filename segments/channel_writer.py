@@ -1,0 +1,293 @@
+"""One vchannel on a datanode: consume, buffer growing segments, write them when told.
+
+Messages are consumed in packs between time ticks. A pack is applied in timestamp order
+(deletes before inserts at equal timestamps: an upsert deletes older rows, not its own), so
+the result does not depend on how publishes from different proxies interleaved. Inserts
+go to the growing buffer of their segment with an ``_ts`` column; deletes become (pk, ts)
+records of every segment that may hold the key (exact for buffers, bloom for flushed).
+
+The checkpoint is the stream position of the oldest message whose effect is not yet on
+disk; after a restart the channel is consumed again from there, skipping inserts into
+segments that are already flushed, so nothing is lost and no row is written twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from nats.errors import TimeoutError as NatsTimeout
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.errors import NotFoundError
+
+from elanus.channels import subjects
+from elanus.channels.dml import DmlMessage, MsgType, data_subject, stream_name, tick_subject
+from elanus.schema import TIMESTAMP_FIELD, Schema
+from elanus.segments import layout, storage
+from elanus.segments.pkstats import PkStats
+
+if TYPE_CHECKING:
+    from elanus.segments.datanode import DataNode
+
+log = logging.getLogger(__name__)
+
+DELTA_SYNC_ROWS = 50_000
+DELTA_SYNC_SECONDS = 5.0
+FETCH_BATCH = 64
+
+
+@dataclass
+class GrowingBuffer:
+    segment_id: int
+    partition_id: int
+    first_seq: int
+    batches: list[pa.RecordBatch] = field(default_factory=list)
+    pks: list[pa.Array] = field(default_factory=list)
+    deletes: list[tuple[pa.Array, int]] = field(default_factory=list)
+    rows: int = 0
+    _pk_cache: pa.Array | None = None
+
+    def add(self, batch: pa.RecordBatch, pk: pa.Array) -> None:
+        self.batches.append(batch)
+        self.pks.append(pk)
+        self.rows += batch.num_rows
+        self._pk_cache = None
+
+    def pk_array(self) -> pa.Array:
+        if self._pk_cache is None:
+            self._pk_cache = pa.concat_arrays(self.pks) if self.pks else pa.array([])
+        return self._pk_cache
+
+
+@dataclass
+class FlushedSegment:
+    partition_id: int
+    stats: PkStats | None
+    pending: list[tuple[pa.Array, int, int]] = field(default_factory=list)  # pks, ts, seq
+
+
+class ChannelWriter:
+    def __init__(self, node: DataNode, spec: dict[str, Any]) -> None:
+        self.node = node
+        self.vchannel: str = spec["vchannel"]
+        self.pchannel: str = spec["pchannel"]
+        self.collection_id: int = spec["collection_id"]
+        self.schema = Schema.from_dict(spec["schema"])
+        self.pk_field = self.schema.primary.name
+        checkpoint = spec.get("checkpoint")
+        self.start_seq: int | None = checkpoint["seq"] if checkpoint else None
+        self.tick_ts: int = checkpoint["ts"] if checkpoint else 0
+        self.next_seq: int = self.start_seq or 1
+        self.growing: dict[int, GrowingBuffer] = {}
+        self.flushed: dict[int, FlushedSegment] = {}
+        self.done: set[int] = set()
+        self._pack: list[DmlMessage] = []
+        self._last_delta_sync = time.monotonic()
+        self._task: asyncio.Task[None] | None = None
+        self._sub: Any = None
+        self.storage = node.settings.storage_path
+        for seg in spec.get("segments", []):
+            self._learn_segment(seg)
+
+    def _learn_segment(self, seg: dict[str, Any]) -> None:
+        sid = int(seg["segment_id"])
+        if seg["state"] in ("Flushed", "Dropped"):
+            self.done.add(sid)
+        if seg["state"] == "Flushed":
+            seg_dir = self._seg_dir(seg["partition_id"], sid)
+            self.flushed[sid] = FlushedSegment(seg["partition_id"], storage.load_pk_stats(seg_dir))
+
+    def _seg_dir(self, partition_id: int, segment_id: int) -> Path:
+        return layout.segment_dir(self.storage, self.collection_id, partition_id, segment_id)
+
+    # -- consuming ---------------------------------------------------------------------------
+    async def start(self) -> None:
+        js = self.node.bus.js
+        stream = stream_name(self.pchannel)
+        durable = f"dn_{self.vchannel}"
+        try:
+            await js.delete_consumer(stream, durable)
+        except NotFoundError:
+            pass
+        config = ConsumerConfig(
+            durable_name=durable,
+            deliver_policy=(
+                DeliverPolicy.BY_START_SEQUENCE if self.start_seq else DeliverPolicy.ALL
+            ),
+            opt_start_seq=self.start_seq,
+            ack_policy=AckPolicy.NONE,
+            filter_subjects=[
+                data_subject(self.pchannel, self.vchannel),
+                tick_subject(self.pchannel),
+            ],
+        )
+        await js.add_consumer(stream, config)
+        self._sub = await js.pull_subscribe_bind(durable=durable, stream=stream)
+        self._task = asyncio.create_task(self._run(), name=f"datanode-{self.vchannel}")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        if self._sub is not None:
+            try:
+                await self._sub.unsubscribe()
+            except Exception:  # noqa: BLE001
+                pass
+            self._sub = None
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                msgs = await self._sub.fetch(FETCH_BATCH, timeout=1.0)
+            except NatsTimeout:
+                continue
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - NATS reconnecting; retry
+                log.warning("%s: fetch failed: %s", self.vchannel, exc)
+                await asyncio.sleep(0.5)
+                continue
+            for m in msgs:
+                seq = m.metadata.sequence.stream
+                dm = DmlMessage.decode(m.headers, m.data, seq)
+                if dm.type is MsgType.TICK:
+                    await self._on_tick(dm.ts, seq)
+                else:
+                    self._pack.append(dm)
+                self.next_seq = seq + 1
+
+    # -- applying a pack ---------------------------------------------------------------------
+    async def _on_tick(self, ts: int, seq: int) -> None:
+        if ts <= self.tick_ts:
+            return
+        pack, self._pack = self._pack, []
+        pack.sort(key=lambda m: (m.ts, 0 if m.type is MsgType.DELETE else 1))
+        for m in pack:
+            if m.type is MsgType.INSERT:
+                self._insert(m)
+            elif m.type is MsgType.DELETE:
+                self._delete(m)
+        self.tick_ts = ts
+        self.next_seq = seq + 1
+        if self._deltas_due():
+            await self._sync_deltas()
+        reply = await self.node.bus.request(
+            subjects.coord("datanode.tt"),
+            {
+                "node_id": self.node.node_id,
+                "vchannel": self.vchannel,
+                "ts": ts,
+                "checkpoint": self.checkpoint(),
+            },
+        )
+        if reply["flush"]:
+            await self._flush(reply["flush"])
+
+    def _insert(self, m: DmlMessage) -> None:
+        if m.segment_id in self.done or m.batch is None:
+            return  # replayed rows of a segment already on disk
+        buf = self.growing.get(m.segment_id)
+        if buf is None:
+            buf = self.growing[m.segment_id] = GrowingBuffer(m.segment_id, m.partition_id, m.seq)
+        buf.first_seq = min(buf.first_seq, m.seq)
+        batch = m.batch
+        ts_col = pa.array(np.full(batch.num_rows, m.ts, dtype=np.uint64))
+        batch = pa.RecordBatch.from_arrays(
+            [*batch.columns, ts_col], names=[*batch.schema.names, TIMESTAMP_FIELD]
+        )
+        buf.add(batch, m.batch.column(self.pk_field))
+
+    def _delete(self, m: DmlMessage) -> None:
+        if m.batch is None:
+            return
+        pks = m.batch.column(0)
+        for buf in self.growing.values():
+            mask = pc.is_in(pks, value_set=buf.pk_array())
+            if pc.any(mask).as_py():
+                buf.deletes.append((pks.filter(mask), m.ts))
+        for seg in self.flushed.values():
+            if seg.stats is None:
+                continue
+            mask = seg.stats.may_contain(pks)
+            if mask.any():
+                seg.pending.append((pks.filter(pa.array(mask)), m.ts, m.seq))
+
+    def checkpoint(self) -> dict[str, int]:
+        seqs = [b.first_seq for b in self.growing.values()]
+        seqs += [p[2] for seg in self.flushed.values() for p in seg.pending]
+        return {"seq": min(seqs, default=self.next_seq), "ts": self.tick_ts}
+
+    # -- writing -----------------------------------------------------------------------------
+    def _deltas_due(self) -> bool:
+        pending = sum(len(p[0]) for s in self.flushed.values() for p in s.pending)
+        if not pending:
+            return False
+        return (
+            pending >= DELTA_SYNC_ROWS
+            or time.monotonic() - self._last_delta_sync > DELTA_SYNC_SECONDS
+        )
+
+    async def _sync_deltas(self) -> None:
+        """Persist pending deletes of flushed segments so the checkpoint can move on."""
+        jobs = []
+        for sid, seg in self.flushed.items():
+            if not seg.pending:
+                continue
+            pks = pa.concat_arrays([p[0] for p in seg.pending])
+            ts = pa.concat_arrays(
+                [pa.array(np.full(len(p[0]), p[1], dtype=np.uint64)) for p in seg.pending]
+            )
+            name = f"{seg.pending[0][2]:012d}-{seg.pending[-1][2]:012d}"
+            jobs.append((self._seg_dir(seg.partition_id, sid), pks, ts, name))
+            seg.pending = []
+        for seg_dir, pks, ts, name in jobs:
+            await asyncio.to_thread(storage.write_deltas, seg_dir, pks, ts, name)
+        self._last_delta_sync = time.monotonic()
+
+    async def _flush(self, segment_ids: list[int]) -> None:
+        for sid in segment_ids:
+            buf = self.growing.pop(sid, None)
+            report: dict[str, Any] = {
+                "node_id": self.node.node_id,
+                "vchannel": self.vchannel,
+                "segment_id": sid,
+                "num_rows": 0,
+            }
+            if buf is not None and buf.rows:
+                seg_dir = self._seg_dir(buf.partition_id, sid)
+                table = pa.Table.from_batches(buf.batches).combine_chunks()
+                path = await asyncio.to_thread(storage.write_segment, seg_dir, table, self.pk_field)
+                if buf.deletes:
+                    pks = pa.concat_arrays([d[0] for d in buf.deletes])
+                    ts = pa.concat_arrays(
+                        [pa.array(np.full(len(d[0]), d[1], dtype=np.uint64)) for d in buf.deletes]
+                    )
+                    await asyncio.to_thread(
+                        storage.write_deltas, seg_dir, pks, ts, f"{buf.first_seq:012d}-flush"
+                    )
+                ts_col = table.column(TIMESTAMP_FIELD)
+                mm = pc.min_max(ts_col)
+                report.update(
+                    num_rows=table.num_rows,
+                    path=str(path),
+                    min_ts=mm["min"].as_py(),
+                    max_ts=mm["max"].as_py(),
+                    start_seq=buf.first_seq,
+                )
+                self.flushed[sid] = FlushedSegment(
+                    buf.partition_id, PkStats.build(table.column(self.pk_field))
+                )
+            self.done.add(sid)
+            await self._sync_deltas()
+            report["checkpoint"] = self.checkpoint()
+            await self.node.bus.request(subjects.coord("segment.flushed"), report)
+            log.info("%s: flushed segment %s (%s rows)", self.vchannel, sid, report["num_rows"])
