@@ -133,6 +133,7 @@ class DataCoord:
         pid = b.int("partition_id")
         vchannel = b.str("vchannel")
         rows = b.int("rows", lo=1, hi=100_000_000)
+        whole = b.bool("whole", False)  # all rows in one segment (one message = one segment)
         b.allow(["proxy_id"]).done()
         schema = await self._schema(cid)
         async with self._lock:
@@ -143,7 +144,7 @@ class DataCoord:
                 if seg is None:
                     seg = self._new_segment(cid, pid, vchannel, schema)
                 free = seg.max_rows - seg.allocated_rows
-                if free <= 0:
+                if free <= 0 or (whole and free < rows and seg.allocated_rows > 0):
                     full.append(seg)
                     seg.state = SegmentState.SEALED
                     continue

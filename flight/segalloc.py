@@ -1,0 +1,80 @@
+"""The proxy's cache of segment quotas from the coord (seed 000 §6.3).
+
+Rows are placed in segments from quotas the coord granted in advance, so inserts rarely
+wait on the coord. A quota is used only by tasks whose timestamp is below its expiry. When
+the coord seals a segment it asks every proxy to ``release`` it: the quota is dropped and
+the call returns once no task still publishing into that segment is in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+Key = tuple[int, int, str]  # collection, partition, vchannel
+
+
+@dataclass
+class Quota:
+    segment_id: int
+    remaining: int
+    expire_ts: int
+
+
+class SegmentAllocator:
+    """Runs on the event loop only (no thread locks needed)."""
+
+    def __init__(self, request: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]) -> None:
+        self._request = request
+        self._quotas: dict[Key, list[Quota]] = {}
+        self._in_flight: Counter[int] = Counter()
+        self._released: set[int] = set()
+        self._changed = asyncio.Condition()
+
+    async def place(self, key: Key, rows: int, ts: int) -> int:
+        """The segment for one message of ``rows`` rows at ``ts``; call ``done`` after it."""
+        quotas = [
+            q
+            for q in self._quotas.get(key, [])
+            if q.expire_ts > ts and q.segment_id not in self._released
+        ]
+        self._quotas[key] = quotas
+        for q in quotas:
+            if q.remaining >= rows:
+                q.remaining -= rows
+                self._in_flight[q.segment_id] += 1
+                return q.segment_id
+        cid, pid, vchannel = key
+        reply = await self._request(
+            {
+                "collection_id": cid,
+                "partition_id": pid,
+                "vchannel": vchannel,
+                "rows": rows,
+                "whole": True,
+            }
+        )
+        grant = reply["assignments"][0]
+        q = Quota(grant["segment_id"], grant["rows"] - rows, grant["expire_ts"])
+        self._quotas.setdefault(key, []).append(q)
+        self._in_flight[q.segment_id] += 1
+        return q.segment_id
+
+    async def done(self, segment_ids: list[int]) -> None:
+        for sid in segment_ids:
+            self._in_flight[sid] -= 1
+            if self._in_flight[sid] <= 0:
+                del self._in_flight[sid]
+        async with self._changed:
+            self._changed.notify_all()
+
+    async def release(self, segment_ids: list[int]) -> None:
+        ids = set(segment_ids)
+        self._released |= ids
+        for key in list(self._quotas):
+            self._quotas[key] = [q for q in self._quotas[key] if q.segment_id not in ids]
+        async with self._changed:
+            await self._changed.wait_for(lambda: not any(self._in_flight[s] for s in ids))

@@ -1,0 +1,134 @@
+"""The proxy's side of time-tick synchronisation (seed 000 §6.6.1 and §6.6.3).
+
+Each DML task registers on its pchannels *before* it asks the TSO for its timestamp and
+leaves when JetStream has acknowledged its messages. Each report first takes a fresh
+timestamp ``now`` and then reads the registry: a pchannel with tasks in flight reports just
+below their smallest timestamp; one with a task still waiting for its timestamp repeats its
+previous report (that task's timestamp will exceed the previous ``now``); an idle one
+reports ``now``. So a reported value never lets a tick overtake an unpublished message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import threading
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class DmlTask:
+    task_id: int
+    pchannels: tuple[str, ...]
+    ts: int | None = None
+
+
+@dataclass
+class _Stats:
+    pending: int = 0
+    timestamps: Counter[int] = field(default_factory=Counter)
+
+
+class DmlTracker:
+    """In-flight DML tasks per pchannel; thread-safe (Flight threads and the loop use it)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._stats: dict[str, _Stats] = {}
+        self._ids = itertools.count(1)
+        self._last: dict[str, int] = {}
+        self._last_default = 0
+
+    def begin(self, pchannels: Iterable[str]) -> DmlTask:
+        task = DmlTask(next(self._ids), tuple(sorted(set(pchannels))))
+        with self._lock:
+            for p in task.pchannels:
+                self._stats.setdefault(p, _Stats()).pending += 1
+        return task
+
+    def stamp(self, task: DmlTask, ts: int) -> None:
+        with self._lock:
+            task.ts = ts
+            for p in task.pchannels:
+                st = self._stats[p]
+                st.pending -= 1
+                st.timestamps[ts] += 1
+
+    def end(self, task: DmlTask) -> None:
+        with self._lock:
+            for p in task.pchannels:
+                st = self._stats[p]
+                if task.ts is None:
+                    st.pending -= 1
+                else:
+                    st.timestamps[task.ts] -= 1
+                    if st.timestamps[task.ts] <= 0:
+                        del st.timestamps[task.ts]
+                if st.pending == 0 and not st.timestamps:
+                    del self._stats[p]
+
+    def report(self, now: int) -> tuple[int, dict[str, int]]:
+        """(default, per-pchannel) values to send; ``now`` must be allocated just before."""
+        with self._lock:
+            out: dict[str, int] = {}
+            for p, st in self._stats.items():
+                if st.pending:
+                    out[p] = self._last.get(p, self._last_default)
+                else:
+                    out[p] = min(min(st.timestamps) - 1, now)
+            self._last = dict(out)
+            self._last_default = now
+            return now, out
+
+    def in_flight(self) -> int:
+        with self._lock:
+            return sum(st.pending + sum(st.timestamps.values()) for st in self._stats.values())
+
+
+class TimeTicker:
+    """Reports the tracker to the coord every interval, and on demand."""
+
+    def __init__(
+        self,
+        tracker: DmlTracker,
+        alloc_ts: Callable[[], Awaitable[int]],
+        send: Callable[[int, dict[str, int]], Awaitable[None]],
+        interval_s: float,
+    ) -> None:
+        self.tracker = tracker
+        self.alloc_ts = alloc_ts
+        self.send = send
+        self.interval_s = interval_s
+        self._task: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()
+
+    async def start(self) -> None:
+        await self.report_now()  # the coord counts us before we publish anything
+        self._task = asyncio.create_task(self._loop(), name="proxy-timeticker")
+
+    async def report_now(self) -> None:
+        async with self._lock:
+            now = await self.alloc_ts()
+            default, pchannels = self.tracker.report(now)
+            await self.send(default, pchannels)
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval_s)
+            try:
+                await self.report_now()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the coord may be restarting
+                log.warning("time tick report failed: %s", exc)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
