@@ -68,7 +68,7 @@ class Bus:
         return self._nc is not None and self._nc.is_connected
 
     async def connect(self, timeout: float = 10.0) -> Bus:
-        self._nc = await nats.connect(
+        connecting = nats.connect(
             self.url,
             name=self.name,
             connect_timeout=timeout,
@@ -77,6 +77,12 @@ class Bus:
             allow_reconnect=True,
             error_cb=self._on_error,
         )
+        try:
+            self._nc = await asyncio.wait_for(connecting, timeout)
+        except (TimeoutError, OSError, nats.errors.NoServersError) as exc:
+            raise ElanusError(
+                ErrorCode.UNAVAILABLE, f"cannot connect to NATS at {self.url}: {exc or 'timeout'}"
+            ) from None
         return self
 
     async def _on_error(self, exc: Exception) -> None:

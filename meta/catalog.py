@@ -14,10 +14,8 @@ from typing import Any
 import duckdb
 
 from elanus.errors import ElanusError, ErrorCode, invalid
-from elanus.schema import Schema
+from elanus.schema import DEFAULT_DB, DEFAULT_PARTITION, Schema
 
-DEFAULT_DB = "default"
-DEFAULT_PARTITION = "_default"
 MAX_PARTITIONS = 1024
 MAX_COLLECTIONS = 65536
 FIRST_FIELD_ID = 100

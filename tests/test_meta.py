@@ -18,7 +18,7 @@ import pytest
 from elanus import tsutil
 from elanus.channels.bus import Bus
 from elanus.channels.loop import LoopThread
-from elanus.channels.nats_server import EmbeddedNats
+from elanus.channels.nats_server import EmbeddedNats, die_with_parent
 from elanus.meta import migrations
 from elanus.meta.coord import Coordinator
 from elanus.meta.counters import ID_HIGH_WATER, TSO_BOUND, CounterStore
@@ -169,6 +169,7 @@ def _spawn_coord(nats_url: str, data_dir: Path) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        preexec_fn=die_with_parent,  # never outlives a test run that was killed
     )
     assert proc.stdout is not None
     line = proc.stdout.readline()

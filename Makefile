@@ -1,0 +1,51 @@
+# Elanus developer entry points. Every target creates .venv on first use, so a fresh
+# machine needs only python3 (with venv) and make.
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip --disable-pip-version-check
+PYTEST_ARGS ?=
+ARGS   ?=
+LINT_DIRS := elanus channels meta flight cli segments index spark
+
+.PHONY: venv dev run test lint format bench clean
+
+# The interpreter exists once the venv does; stamps record what was installed, and are
+# refreshed when pyproject.toml changes.
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed: pyproject.toml | $(PY)
+	$(PIP) install -e .
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml | $(PY)
+	$(PIP) install -e ".[spark,dev]"
+	touch $@ $(VENV)/.installed
+
+venv: $(VENV)/.installed          ## runtime install (idempotent)
+
+dev: $(VENV)/.installed-dev       ## runtime + Spark + test/lint tools
+
+run: venv                         ## a standalone server in ./elanus-data (ARGS="--port 9000")
+	$(VENV)/bin/elanus standalone $(ARGS)
+
+test: dev                         ## the whole test suite
+	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+lint: dev
+	$(VENV)/bin/ruff check $(LINT_DIRS) tests
+	$(VENV)/bin/ruff format --check $(LINT_DIRS) tests
+	$(VENV)/bin/mypy elanus channels meta flight cli
+
+format: dev
+	$(VENV)/bin/ruff format $(LINT_DIRS) tests
+
+bench: dev                        ## every bench/*.py script, in name order
+	@set -e; for script in $$(ls bench/*.py 2>/dev/null | sort); do \
+		echo "== $$script"; $(PY) $$script; \
+	done
+
+clean:
+	rm -rf build .mypy_cache .ruff_cache .pytest_cache

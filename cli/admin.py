@@ -1,0 +1,330 @@
+"""Client commands: ``status``, ``collection ...`` and ``partition ...``.
+
+Each command is one ``run_action`` call: what to ask the proxy, and how to show the answer
+to people (``--json`` prints the answer itself).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Group, RenderableType
+
+from elanus.cli.context import JsonOpt, UriOpt, run_action
+from elanus.cli.output import duration, kv_table, table
+from elanus.consistency import ConsistencyLevel
+from elanus.tsutil import to_unix_seconds
+
+collection_app = typer.Typer(
+    help="Create, list, describe, rename and drop collections.", no_args_is_help=True
+)
+partition_app = typer.Typer(
+    help="Create, list and drop partitions of a collection.", no_args_is_help=True
+)
+
+CollectionArg = Annotated[str, typer.Argument(help="Collection name.", show_default=False)]
+PartitionArg = Annotated[str, typer.Argument(help="Partition name.", show_default=False)]
+YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
+
+
+def _confirm(question: str, yes: bool) -> None:
+    """Destructive commands ask first; scripts without a terminal must say --yes."""
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise typer.BadParameter(
+            "refusing to ask without a terminal; pass --yes", param_hint="--yes"
+        )
+    if not typer.confirm(question, default=False):
+        raise typer.Abort()
+
+
+def _done(message: str) -> Any:
+    return lambda _result: f"[green]✓[/green] {message}"
+
+
+# -- status -----------------------------------------------------------------------------------
+def status(ctx: typer.Context, as_json: JsonOpt = False, uri: UriOpt = None) -> None:
+    """List the live roles (sessions) of the cluster behind the proxy."""
+
+    def render(sessions: list[dict[str, Any]]) -> RenderableType:
+        rows = [
+            (
+                s.get("role"),
+                s.get("node_id"),
+                s.get("address") or "-",
+                duration(s.get("uptime_s")),
+                s.get("pid"),
+                s.get("host"),
+            )
+            for s in sessions
+        ]
+        return table(
+            ["role", "id", "address", "uptime", "pid", "host"],
+            rows,
+            title=f"{len(rows)} live role(s)",
+        )
+
+    run_action(ctx, lambda c: c.list_sessions(), render, as_json=as_json, uri=uri)
+
+
+# -- collections ------------------------------------------------------------------------------
+def _load_schema(path: Path) -> dict[str, Any]:
+    """The schema file as JSON; the server checks its content and names any problem."""
+    try:
+        doc = json.loads(path.read_text())
+    except OSError as exc:
+        raise typer.BadParameter(
+            f"cannot read {path}: {exc.strerror}", param_hint="--schema"
+        ) from None
+    except ValueError as exc:
+        raise typer.BadParameter(f"{path} is not JSON: {exc}", param_hint="--schema") from None
+    if not isinstance(doc, dict):
+        raise typer.BadParameter(
+            f"{path} must hold a JSON object with a 'fields' list", param_hint="--schema"
+        )
+    return doc
+
+
+@collection_app.command("create")
+def collection_create(
+    ctx: typer.Context,
+    name: CollectionArg,
+    dim: Annotated[
+        int | None,
+        typer.Option("--dim", help="Vector dimension (quick setup).", show_default=False),
+    ] = None,
+    id_type: Annotated[str, typer.Option("--id-type", help="int64 or varchar.")] = "int64",
+    auto_id: Annotated[bool, typer.Option("--auto-id", help="Let Elanus assign ids.")] = False,
+    metric: Annotated[str, typer.Option("--metric", help="L2, IP or COSINE.")] = "COSINE",
+    schema_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--schema",
+            help="Schema as JSON ({'fields': [...]}) instead of --dim.",
+            show_default=False,
+        ),
+    ] = None,
+    shards: Annotated[
+        int | None, typer.Option("--shards", help="Number of shards.", show_default=False)
+    ] = None,
+    consistency: Annotated[
+        str, typer.Option("--consistency", help="Strong, Bounded, Session or Eventually.")
+    ] = "Bounded",
+    description: Annotated[str, typer.Option("--description", show_default=False)] = "",
+    as_json: JsonOpt = False,
+    uri: UriOpt = None,
+) -> None:
+    """Create a collection from a dimension (id + vector fields) or a schema file."""
+    if (dim is None) == (schema_file is None):
+        raise typer.BadParameter(
+            "give exactly one of --dim N or --schema FILE.json", param_hint="--dim/--schema"
+        )
+    try:
+        level = ConsistencyLevel.parse(consistency)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--consistency") from None
+    kwargs: dict[str, Any] = {"consistency_level": level.value, "description": description}
+    if shards is not None:
+        kwargs["num_shards"] = shards
+    if schema_file is not None:
+        kwargs["schema"] = _load_schema(schema_file)
+    else:
+        kwargs.update(dimension=dim, id_type=id_type, auto_id=auto_id, metric_type=metric.upper())
+
+    run_action(
+        ctx,
+        lambda c: c.create_collection(name, **kwargs),
+        lambda d: (
+            f"[green]✓[/green] created collection [bold]{d['name']}[/bold] "
+            f"(id {d.get('collection_id')}, {d.get('num_shards')} shard(s))"
+        ),
+        as_json=as_json,
+        uri=uri,
+    )
+
+
+@collection_app.command("list")
+def collection_list(ctx: typer.Context, as_json: JsonOpt = False, uri: UriOpt = None) -> None:
+    """List collection names."""
+    run_action(
+        ctx,
+        lambda c: sorted(c.list_collections()),
+        lambda names: table(
+            ["collection"], [[n] for n in names], title=f"{len(names)} collection(s)"
+        ),
+        as_json=as_json,
+        uri=uri,
+    )
+
+
+def _field_params(f: dict[str, Any]) -> str:
+    keys = ("dim", "max_length", "element_type", "max_capacity", "default_value")
+    return ", ".join(f"{k}={f[k]}" for k in keys if f.get(k) is not None)
+
+
+def _hybrid_ts(ts: Any) -> str:
+    if not isinstance(ts, int):
+        return "-"
+    when = datetime.fromtimestamp(to_unix_seconds(ts)).astimezone()
+    return f"{when:%Y-%m-%d %H:%M:%S %Z} (ts {ts})"
+
+
+def render_collection(d: dict[str, Any]) -> RenderableType:
+    schema = d.get("schema") or {}
+    summary = {
+        "name": d.get("name"),
+        "database": d.get("db"),
+        "collection id": d.get("collection_id"),
+        "description": d.get("description") or schema.get("description") or "-",
+        "shards": d.get("num_shards"),
+        "consistency": d.get("consistency_level"),
+        "dynamic field": schema.get("enable_dynamic_field", False),
+        "vchannels": ", ".join(d.get("vchannels") or []),
+        "partitions": ", ".join(p.get("name", "") for p in d.get("partitions") or []),
+        "created": _hybrid_ts(d.get("created_ts")),
+    }
+    fields = table(
+        ["field", "id", "type", "primary", "auto id", "nullable", "params"],
+        [
+            (
+                f.get("name"),
+                f.get("field_id"),
+                f.get("type"),
+                "yes" if f.get("is_primary") else "",
+                "yes" if f.get("auto_id") else "",
+                "yes" if f.get("nullable") else "",
+                _field_params(f),
+            )
+            for f in schema.get("fields", [])
+        ],
+        title="fields",
+    )
+    parts: list[RenderableType] = [kv_table(summary), "", fields]
+    properties = d.get("properties") or {}
+    if properties:
+        parts += ["", table(["property", "value"], sorted(properties.items()), title="properties")]
+    return Group(*parts)
+
+
+@collection_app.command("describe")
+def collection_describe(
+    ctx: typer.Context, name: CollectionArg, as_json: JsonOpt = False, uri: UriOpt = None
+) -> None:
+    """Show a collection's schema, shards, partitions and properties."""
+    run_action(
+        ctx, lambda c: c.describe_collection(name), render_collection, as_json=as_json, uri=uri
+    )
+
+
+@collection_app.command("drop")
+def collection_drop(
+    ctx: typer.Context,
+    name: CollectionArg,
+    yes: YesOpt = False,
+    as_json: JsonOpt = False,
+    uri: UriOpt = None,
+) -> None:
+    """Drop a collection and all its data."""
+    _confirm(f"Drop collection {name!r} and all its data?", yes)
+
+    def drop(client: Any) -> dict[str, Any]:
+        client.drop_collection(name)
+        return {"dropped": name}
+
+    run_action(
+        ctx, drop, _done(f"dropped collection [bold]{name}[/bold]"), as_json=as_json, uri=uri
+    )
+
+
+@collection_app.command("rename")
+def collection_rename(
+    ctx: typer.Context,
+    old: CollectionArg,
+    new: Annotated[str, typer.Argument(help="New name.", show_default=False)],
+    as_json: JsonOpt = False,
+    uri: UriOpt = None,
+) -> None:
+    """Rename a collection."""
+
+    def rename(client: Any) -> dict[str, Any]:
+        client.rename_collection(old, new)
+        return {"renamed": old, "to": new}
+
+    run_action(
+        ctx,
+        rename,
+        _done(f"renamed collection [bold]{old}[/bold] to [bold]{new}[/bold]"),
+        as_json=as_json,
+        uri=uri,
+    )
+
+
+# -- partitions -------------------------------------------------------------------------------
+@partition_app.command("create")
+def partition_create(
+    ctx: typer.Context,
+    collection: CollectionArg,
+    partition: PartitionArg,
+    as_json: JsonOpt = False,
+    uri: UriOpt = None,
+) -> None:
+    """Create a partition in a collection."""
+
+    def create(client: Any) -> dict[str, Any]:
+        client.create_partition(collection, partition)
+        return {"created": partition, "collection": collection}
+
+    run_action(
+        ctx,
+        create,
+        _done(f"created partition [bold]{partition}[/bold] in [bold]{collection}[/bold]"),
+        as_json=as_json,
+        uri=uri,
+    )
+
+
+@partition_app.command("list")
+def partition_list(
+    ctx: typer.Context, collection: CollectionArg, as_json: JsonOpt = False, uri: UriOpt = None
+) -> None:
+    """List the partitions of a collection."""
+    run_action(
+        ctx,
+        lambda c: list(c.list_partitions(collection)),
+        lambda names: table(
+            ["partition"], [[n] for n in names], title=f"{collection}: {len(names)} partition(s)"
+        ),
+        as_json=as_json,
+        uri=uri,
+    )
+
+
+@partition_app.command("drop")
+def partition_drop(
+    ctx: typer.Context,
+    collection: CollectionArg,
+    partition: PartitionArg,
+    yes: YesOpt = False,
+    as_json: JsonOpt = False,
+    uri: UriOpt = None,
+) -> None:
+    """Drop a partition and its data."""
+    _confirm(f"Drop partition {partition!r} of {collection!r} and its data?", yes)
+
+    def drop(client: Any) -> dict[str, Any]:
+        client.drop_partition(collection, partition)
+        return {"dropped": partition, "collection": collection}
+
+    run_action(
+        ctx,
+        drop,
+        _done(f"dropped partition [bold]{partition}[/bold] of [bold]{collection}[/bold]"),
+        as_json=as_json,
+        uri=uri,
+    )

@@ -1,0 +1,134 @@
+"""State shared by all commands: global options, settings, and the client connection.
+
+Options such as ``--json`` and ``--uri`` are accepted both before the command
+(``elanus --json collection list``) and after it (``elanus collection list --json``); the
+option types are declared once here so every command spells them the same way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+
+import pyarrow.flight as flight
+import typer
+from rich.console import RenderableType
+
+from elanus.cli.output import emit
+from elanus.errors import ElanusError, ErrorCode
+from elanus.settings import Settings, load_settings
+
+if TYPE_CHECKING:
+    from elanus.flight.client import Client
+
+T = TypeVar("T")
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+UriOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--uri",
+        envvar="ELANUS_URI",
+        show_default=False,
+        help="Flight uri of a proxy (default: from settings, grpc://127.0.0.1:8815).",
+    ),
+]
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        envvar="ELANUS_CONFIG",
+        show_default=False,
+        help="Settings file (default: ./elanus.toml if present).",
+    ),
+]
+DataDirOpt = Annotated[
+    str | None, typer.Option("--data-dir", show_default=False, help="Root of all local data.")
+]
+PortOpt = Annotated[
+    int | None, typer.Option("--port", show_default=False, help="Flight (proxy) port.")
+]
+HostOpt = Annotated[
+    str | None, typer.Option("--host", show_default=False, help="Flight (proxy) bind address.")
+]
+NatsOpt = Annotated[
+    str | None,
+    typer.Option("--nats", show_default=False, help="External NATS url (nats://host:4222)."),
+]
+NatsPortOpt = Annotated[
+    int | None,
+    typer.Option("--nats-port", show_default=False, help="Port of the embedded NATS (0: any)."),
+]
+StorageOpt = Annotated[
+    str | None,
+    typer.Option("--storage", show_default=False, help="Segment and index storage path."),
+]
+
+
+@dataclass(frozen=True)
+class CliState:
+    """The global options, as given before the command name."""
+
+    config: Path | None = None
+    data_dir: str | None = None
+    uri: str | None = None
+    json: bool = False
+
+    @classmethod
+    def of(cls, ctx: typer.Context) -> CliState:
+        obj = ctx.find_root().obj
+        return obj if isinstance(obj, CliState) else cls()
+
+    def merged(
+        self, *, json: bool = False, uri: str | None = None, data_dir: str | None = None
+    ) -> CliState:
+        """Per-command options win over global ones."""
+        return replace(
+            self, json=self.json or json, uri=uri or self.uri, data_dir=data_dir or self.data_dir
+        )
+
+    def settings(self, **flags: Any) -> Settings:
+        """defaults < elanus.toml < ELANUS_* env < flags (``None`` flags change nothing)."""
+        try:
+            return load_settings(self.config, data_dir=self.data_dir, **flags)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="settings") from None
+
+    def target_uri(self) -> str:
+        return self.uri or self.settings().flight_uri
+
+
+@contextlib.contextmanager
+def connect(state: CliState) -> Iterator[Client]:
+    """A client on the proxy; any failure to reach it becomes UNAVAILABLE naming the uri."""
+    from elanus.flight.client import Client
+
+    uri = state.target_uri()
+    try:
+        with Client(uri) as client:
+            yield client
+    except ElanusError as exc:
+        if exc.code == ErrorCode.UNAVAILABLE and uri not in exc.message:
+            raise ElanusError(ErrorCode.UNAVAILABLE, f"{uri}: {exc.message}") from None
+        raise
+    except (OSError, flight.FlightUnavailableError) as exc:
+        raise ElanusError(ErrorCode.UNAVAILABLE, f"cannot reach {uri}: {exc}") from None
+
+
+def run_action(
+    ctx: typer.Context,
+    action: Callable[[Client], T],
+    render: Callable[[T], RenderableType | None],
+    *,
+    as_json: bool = False,
+    uri: str | None = None,
+) -> T:
+    """The body of every client command: call the proxy, then print a table or JSON."""
+    state = CliState.of(ctx).merged(json=as_json, uri=uri)
+    with connect(state) as client:
+        result = action(client)
+    emit(result, render, state.json)
+    return result

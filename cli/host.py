@@ -1,0 +1,292 @@
+"""Host one or more roles in this process: the engine behind ``elanus standalone`` and
+``elanus run ROLE``.
+
+Roles never share memory, so hosting them together is only a matter of start order, one
+NATS connection and one asyncio loop (``LoopThread``). Teardown must always happen, even
+after a failed start: an orphaned ``nats-server`` or a held DuckDB lock would break the next
+start, so every successful start step registers its undo on an ``ExitStack``.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import importlib
+import json
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any, Protocol
+
+import psutil
+
+from elanus.channels.bus import Bus
+from elanus.channels.loop import LoopThread
+from elanus.channels.nats_server import EmbeddedNats
+from elanus.errors import ElanusError, ErrorCode
+from elanus.settings import Settings
+
+log = logging.getLogger(__name__)
+
+INFO_FILE = "standalone.json"
+"""Written under the data dir by a standalone server so other processes can find it."""
+
+
+class HostedRole(Protocol):
+    """What the host needs of a role class (``elanus.channels.role.Role`` and friends)."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class RoleSpec:
+    target: str
+    """``module:Class``, imported only when the role is hosted (keeps the CLI light)."""
+    standalone: bool = True
+    """Whether ``elanus standalone`` hosts this role."""
+
+
+ROLES: dict[str, RoleSpec] = {
+    # Insertion order is start order (stop order is the reverse); coord must come first.
+    "coord": RoleSpec("elanus.meta.coord:Coordinator"),
+    "proxy": RoleSpec("elanus.flight.proxy:ProxyServer"),
+}
+
+
+def standalone_roles() -> list[str]:
+    return [name for name, spec in ROLES.items() if spec.standalone]
+
+
+def role_spec(name: str) -> RoleSpec:
+    spec = ROLES.get(name)
+    if spec is None:
+        known = ", ".join(ROLES)
+        raise ElanusError(ErrorCode.INVALID_ARGUMENT, f"unknown role {name!r}; known: {known}")
+    return spec
+
+
+def role_class(name: str) -> Callable[..., HostedRole]:
+    """Import a role class by its registry name."""
+    module_name, _, class_name = role_spec(name).target.partition(":")
+    cls: Callable[..., HostedRole] = getattr(importlib.import_module(module_name), class_name)
+    return cls
+
+
+class RoleHost:
+    """Start roles in order on one loop and one bus; stop them in reverse, always.
+
+    ``start`` must run on the main thread when NATS is embedded: the child's
+    ``PR_SET_PDEATHSIG`` is tied to the thread that forked it.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        roles: Sequence[str],
+        info_file: str | os.PathLike[str] | None = None,
+        start_timeout: float = 60.0,
+        stop_timeout: float = 30.0,
+        connect_timeout: float = 15.0,
+    ) -> None:
+        for name in roles:
+            role_spec(name)  # fail early, before anything starts
+        self.settings = settings
+        self.role_names = list(roles)
+        self.info_file = Path(info_file) if info_file else None
+        self.start_timeout = start_timeout
+        self.stop_timeout = stop_timeout
+        self.connect_timeout = connect_timeout
+        self.nats: EmbeddedNats | None = None
+        self.loop: LoopThread | None = None
+        self.bus: Bus | None = None
+        self.roles: list[tuple[str, HostedRole]] = []
+        self._stack = contextlib.ExitStack()
+        self._stop_requested = threading.Event()
+        self._starting = False
+
+    # -- what others need to reach us ------------------------------------------------------
+    @property
+    def nats_url(self) -> str | None:
+        if self.nats is not None:
+            return self.nats.url
+        return self.settings.nats_url
+
+    @property
+    def flight_uri(self) -> str | None:
+        """The proxy's actual uri (its port may have been picked at start), if one is hosted."""
+        for name, role in self.roles:
+            if name == "proxy":
+                return str(getattr(role, "uri", None) or self.settings.flight_uri)
+        return None
+
+    def info(self) -> dict[str, Any]:
+        return {
+            "pid": os.getpid(),
+            "nats_url": self.nats_url,
+            "nats_pid": self.nats.pid if self.nats else None,
+            "flight_uri": self.flight_uri,
+            "data_dir": str(self.settings.data_path),
+            "roles": [name for name, _ in self.roles],
+            "started_at": time.time(),
+        }
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def start(self) -> RoleHost:
+        self._starting = True
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+        finally:
+            self._starting = False
+        return self
+
+    def _start(self) -> None:
+        stack = self._stack
+        self._check_info_file()
+        url = self.settings.nats_url
+        if url is None:
+            if threading.current_thread() is not threading.main_thread():
+                log.warning("embedded NATS started off the main thread: it will die with it")
+            self.nats = EmbeddedNats(self.settings.nats_store_path, port=self.settings.nats_port)
+            stack.callback(self._undo, "stopping nats-server", self.nats.stop)
+            self.nats.start()
+            url = self.nats.url
+        self.loop = LoopThread().start()
+        stack.callback(self._undo, "stopping the loop", self.loop.stop)
+        bus = Bus(url, name=f"elanus-{'+'.join(self.role_names)}-{os.getpid()}")
+        self._connect(bus)
+        self.bus = bus
+        self._undo_on_loop("closing the bus", bus.close)
+        for name in self.role_names:
+            role = role_class(name)(self.settings, bus)
+            self.loop.call(role.start(), timeout=self.start_timeout)
+            self.roles.append((name, role))
+            self._undo_on_loop(f"stopping {name}", role.stop)
+        if self.info_file is not None:
+            self._write_info_file(self.info_file)
+            stack.callback(self.info_file.unlink, missing_ok=True)
+        log.info("hosting %s (nats %s, flight %s)", self.role_names, url, self.flight_uri)
+
+    def _connect(self, bus: Bus) -> None:
+        """Connect, or fail with a clear error: an unreachable NATS would be retried forever."""
+        assert self.loop is not None
+        future = self.loop.submit(bus.connect())
+        try:
+            future.result(self.connect_timeout)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise ElanusError(
+                ErrorCode.UNAVAILABLE,
+                f"cannot connect to NATS at {bus.url} within {self.connect_timeout:g}s",
+            ) from None
+        except OSError as exc:
+            raise ElanusError(
+                ErrorCode.UNAVAILABLE, f"cannot connect to NATS at {bus.url}: {exc}"
+            ) from None
+
+    def _undo(self, what: str, fn: Callable[[], Any]) -> None:
+        """One teardown step; a failure is logged so that the next steps still run."""
+        started = time.monotonic()
+        try:
+            fn()
+        except Exception:  # noqa: BLE001 - teardown continues whatever one step does
+            log.exception("error while %s", what)
+        else:
+            log.info("%s took %.2fs", what, time.monotonic() - started)
+
+    def _undo_on_loop(self, what: str, coro_fn: Callable[[], Any]) -> None:
+        loop = self.loop
+        assert loop is not None
+        self._stack.callback(
+            self._undo, what, lambda: loop.call(coro_fn(), timeout=self.stop_timeout)
+        )
+
+    def stop(self) -> None:
+        """Tear down whatever started, in reverse order; safe to call more than once."""
+        try:
+            self._stack.close()
+        except Exception:  # noqa: BLE001 - a failing undo must not hide the others
+            log.exception("error during shutdown")
+        finally:
+            self.roles.clear()
+            self.bus = None
+
+    def request_stop(self) -> None:
+        self._stop_requested.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until ``request_stop`` (a signal handler calls it); True if it was called."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._stop_requested.is_set():
+            left = 0.5 if deadline is None else min(0.5, deadline - time.monotonic())
+            if left <= 0:
+                return False
+            self._stop_requested.wait(left)
+        return True
+
+    def serve(self, on_ready: Callable[[RoleHost], None] | None = None) -> None:
+        """Start, run until SIGINT/SIGTERM, stop. Call from the main thread."""
+        previous = {
+            sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)
+        }
+        try:
+            self.start()
+            if on_ready is not None:
+                on_ready(self)
+            self.wait()
+        finally:
+            self.stop()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        # A signal during start only asks for a stop once start is done (start steps have
+        # their own timeouts); a second one while still starting aborts the start.
+        if self._starting and self._stop_requested.is_set():
+            raise KeyboardInterrupt
+        log.info("received %s, shutting down", signal.Signals(signum).name)
+        self._stop_requested.set()
+
+    def __enter__(self) -> RoleHost:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- the info file ---------------------------------------------------------------------
+    def _check_info_file(self) -> None:
+        """Refuse a data dir another live standalone is using (DuckDB would fail later)."""
+        if self.info_file is None or not self.info_file.is_file():
+            return
+        try:
+            pid = int(json.loads(self.info_file.read_text())["pid"])
+            proc = psutil.Process(pid)
+            alive = (
+                pid != os.getpid()
+                and proc.status() != psutil.STATUS_ZOMBIE
+                and any("elanus" in part for part in proc.cmdline())
+            )
+        except (ValueError, KeyError, TypeError, OSError, psutil.Error):
+            alive = False
+        if alive:
+            raise ElanusError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"data dir {self.settings.data_path} is in use by elanus pid {pid} "
+                f"(see {self.info_file})",
+            )
+
+    def _write_info_file(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.info(), indent=2) + "\n")
+        tmp.replace(path)

@@ -1,0 +1,137 @@
+"""Commands that run or describe a server process: ``standalone``, ``run ROLE``, ``config``."""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated, Any
+
+import typer
+from rich.panel import Panel
+
+from elanus.cli.context import (
+    CliState,
+    DataDirOpt,
+    HostOpt,
+    JsonOpt,
+    NatsOpt,
+    NatsPortOpt,
+    PortOpt,
+    StorageOpt,
+)
+from elanus.cli.host import INFO_FILE, ROLES, RoleHost, standalone_roles
+from elanus.cli.output import console, emit, kv_table
+from elanus.settings import Settings
+
+config_app = typer.Typer(help="Inspect the effective settings.", no_args_is_help=True)
+
+
+def server_settings(
+    ctx: typer.Context,
+    *,
+    data_dir: str | None,
+    port: int | None,
+    host: str | None,
+    nats: str | None,
+    nats_port: int | None,
+    storage: str | None,
+) -> Settings:
+    """The merged settings of a server command; its flags are the top layer."""
+    state = CliState.of(ctx).merged(data_dir=data_dir)
+    return state.settings(
+        flight_port=port, flight_host=host, nats_url=nats, nats_port=nats_port, storage=storage
+    )
+
+
+def _configure_logging(settings: Settings) -> None:
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+def _ready_panel(title: str, host: RoleHost) -> None:
+    rows = {
+        "flight uri": host.flight_uri,
+        "nats url": host.nats_url,
+        "data dir": str(host.settings.data_path),
+        "roles": ", ".join(name for name, _ in host.roles),
+    }
+    console.print(Panel(kv_table(rows), title=title, subtitle="Ctrl-C to stop", expand=False))
+
+
+def standalone(
+    ctx: typer.Context,
+    data_dir: DataDirOpt = None,
+    port: PortOpt = None,
+    nats_port: NatsPortOpt = None,
+    nats: NatsOpt = None,
+    host: HostOpt = None,
+    storage: StorageOpt = None,
+) -> None:
+    """Run every role in this process, with an embedded NATS unless --nats is given."""
+    settings = server_settings(
+        ctx,
+        data_dir=data_dir,
+        port=port,
+        host=host,
+        nats=nats,
+        nats_port=nats_port,
+        storage=storage,
+    )
+    _configure_logging(settings)
+    settings.data_path.mkdir(parents=True, exist_ok=True)
+    roles = RoleHost(settings, standalone_roles(), info_file=settings.data_path / INFO_FILE)
+    roles.serve(on_ready=lambda h: _ready_panel("elanus standalone", h))
+
+
+def run(
+    ctx: typer.Context,
+    role: Annotated[str, typer.Argument(help=f"One of: {', '.join(ROLES)}.", show_default=False)],
+    nats: NatsOpt = None,
+    storage: StorageOpt = None,
+    port: PortOpt = None,
+    host: HostOpt = None,
+    data_dir: DataDirOpt = None,
+) -> None:
+    """Run one role against an external NATS (cluster mode)."""
+    if role not in ROLES:
+        raise typer.BadParameter(
+            f"unknown role {role!r}; known: {', '.join(ROLES)}", param_hint="ROLE"
+        )
+    settings = server_settings(
+        ctx, data_dir=data_dir, port=port, host=host, nats=nats, nats_port=None, storage=storage
+    )
+    if not settings.nats_url:
+        raise typer.BadParameter(
+            "a role on its own needs an external NATS: "
+            "pass --nats nats://HOST:4222 (or set ELANUS_NATS_URL)",
+            param_hint="--nats",
+        )
+    _configure_logging(settings)
+    RoleHost(settings, [role]).serve(on_ready=lambda h: _ready_panel(f"elanus {role}", h))
+
+
+@config_app.command("show")
+def config_show(
+    ctx: typer.Context,
+    as_json: JsonOpt = False,
+    data_dir: DataDirOpt = None,
+    port: PortOpt = None,
+    host: HostOpt = None,
+    nats: NatsOpt = None,
+    nats_port: NatsPortOpt = None,
+    storage: StorageOpt = None,
+) -> None:
+    """Show the effective settings: defaults < elanus.toml < ELANUS_* env < flags."""
+    settings = server_settings(
+        ctx,
+        data_dir=data_dir,
+        port=port,
+        host=host,
+        nats=nats,
+        nats_port=nats_port,
+        storage=storage,
+    )
+    values: dict[str, Any] = settings.to_dict()
+    values["flight_uri"] = settings.flight_uri
+    emit(values, kv_table, CliState.of(ctx).json or as_json)

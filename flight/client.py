@@ -1,0 +1,205 @@
+"""The Python SDK: a pymilvus-MilvusClient-shaped client over Arrow Flight.
+
+Imports only pyarrow and Elanus's pure shared modules (never nats or duckdb), so
+``import elanus`` stays light. Every server error surfaces as ``ElanusError`` with the
+server's stable code; an unreachable proxy is ``UNAVAILABLE``.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.flight as flight
+
+from elanus.consistency import ConsistencyLevel
+from elanus.errors import ElanusError, ErrorCode
+from elanus.flight.wire import DEFAULT_DB, decode_body, encode_json, from_flight_error
+from elanus.schema import Schema, check_name
+
+
+class Client:
+    """``Client("grpc://host:8815")``; methods mirror pymilvus's ``MilvusClient``."""
+
+    def __init__(
+        self, uri: str = "grpc://localhost:8815", timeout: float | None = None, db: str = DEFAULT_DB
+    ) -> None:
+        self.uri = uri
+        self.timeout = timeout
+        self._db = check_name(db, "database")
+        try:
+            self._flight: flight.FlightClient | None = flight.FlightClient(uri)
+        except (pa.ArrowException, ValueError) as exc:
+            raise ElanusError(ErrorCode.INVALID_ARGUMENT, f"bad proxy uri {uri!r}: {exc}") from None
+
+    # -- plumbing ---------------------------------------------------------------------------
+    @property
+    def db(self) -> str:
+        """The database that calls without an explicit ``db`` act on."""
+        return self._db
+
+    def _conn(self) -> flight.FlightClient:
+        if self._flight is None:
+            raise ElanusError(ErrorCode.UNAVAILABLE, "the client is closed")
+        return self._flight
+
+    def _options(self, timeout: float | None) -> flight.FlightCallOptions:
+        t = timeout if timeout is not None else self.timeout
+        return flight.FlightCallOptions(timeout=t) if t is not None else flight.FlightCallOptions()
+
+    def _action(
+        self, name: str, body: dict[str, Any] | None = None, *, timeout: float | None = None
+    ) -> dict[str, Any]:
+        """One DoAction round trip: JSON body in, the first result's JSON object out."""
+        action = flight.Action(name, encode_json(body or {}))
+        try:
+            results = list(self._conn().do_action(action, self._options(timeout)))
+        except (flight.FlightError, pa.ArrowException) as exc:
+            raise from_flight_error(exc) from None
+        if not results:
+            return {}
+        try:
+            return decode_body(results[0].body.to_pybytes(), f"{name} result")
+        except ElanusError as exc:
+            raise ElanusError(ErrorCode.INTERNAL, f"unreadable reply: {exc.message}") from None
+
+    def _in_db(self, db: str | None, **body: Any) -> dict[str, Any]:
+        return {"db": db or self._db, **body}
+
+    def close(self) -> None:
+        if self._flight is not None:
+            self._flight.close()
+            self._flight = None
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Client({self.uri!r}, db={self._db!r})"
+
+    # -- collections ------------------------------------------------------------------------
+    def create_collection(
+        self,
+        name: str,
+        dimension: int | None = None,
+        *,
+        schema: Schema | dict[str, Any] | None = None,
+        primary_field_name: str = "id",
+        vector_field_name: str = "vector",
+        id_type: str = "int64",
+        auto_id: bool = False,
+        metric_type: str = "COSINE",
+        max_length: int | None = None,
+        num_shards: int = 1,
+        consistency_level: str | ConsistencyLevel = "Bounded",
+        properties: dict[str, str] | None = None,
+        description: str = "",
+        db: str | None = None,
+    ) -> dict[str, Any]:
+        """Create from a ``Schema`` or by quick setup (``dimension``); returns the description."""
+        body = self._in_db(
+            db,
+            name=name,
+            num_shards=num_shards,
+            consistency_level=str(consistency_level),
+            properties=properties or {},
+            description=description,
+        )
+        if schema is not None:
+            body["schema"] = schema.to_dict() if isinstance(schema, Schema) else schema
+        if dimension is not None:
+            body.update(
+                dimension=dimension,
+                primary_field=primary_field_name,
+                vector_field=vector_field_name,
+                id_type=id_type,
+                auto_id=auto_id,
+                metric_type=metric_type,
+                max_length=max_length,
+            )
+        return self._action("create_collection", body)
+
+    def drop_collection(self, name: str, *, db: str | None = None) -> None:
+        self._action("drop_collection", self._in_db(db, name=name))
+
+    def has_collection(self, name: str, *, db: str | None = None) -> bool:
+        return bool(self._action("has_collection", self._in_db(db, name=name))["value"])
+
+    def describe_collection(self, name: str, *, db: str | None = None) -> dict[str, Any]:
+        return self._action("describe_collection", self._in_db(db, name=name))
+
+    def list_collections(self, *, db: str | None = None) -> list[str]:
+        return list(self._action("list_collections", self._in_db(db))["names"])
+
+    def rename_collection(
+        self, old_name: str, new_name: str, new_db: str | None = None, *, db: str | None = None
+    ) -> None:
+        self._action(
+            "rename_collection", self._in_db(db, name=old_name, new_name=new_name, new_db=new_db)
+        )
+
+    # -- partitions -------------------------------------------------------------------------
+    def create_partition(
+        self, collection_name: str, partition_name: str, *, db: str | None = None
+    ) -> None:
+        self._action("create_partition", self._partition(db, collection_name, partition_name))
+
+    def drop_partition(
+        self, collection_name: str, partition_name: str, *, db: str | None = None
+    ) -> None:
+        self._action("drop_partition", self._partition(db, collection_name, partition_name))
+
+    def has_partition(
+        self, collection_name: str, partition_name: str, *, db: str | None = None
+    ) -> bool:
+        body = self._partition(db, collection_name, partition_name)
+        return bool(self._action("has_partition", body)["value"])
+
+    def list_partitions(self, collection_name: str, *, db: str | None = None) -> list[str]:
+        body = self._in_db(db, collection=collection_name)
+        return list(self._action("list_partitions", body)["names"])
+
+    def _partition(self, db: str | None, collection: str, partition: str) -> dict[str, Any]:
+        return self._in_db(db, collection=collection, partition=partition)
+
+    # -- databases --------------------------------------------------------------------------
+    def create_database(self, db_name: str) -> None:
+        self._action("create_database", {"name": db_name})
+
+    def drop_database(self, db_name: str) -> None:
+        self._action("drop_database", {"name": db_name})
+
+    def list_databases(self) -> list[str]:
+        return list(self._action("list_databases")["names"])
+
+    def using_database(self, db_name: str) -> None:
+        """Make ``db_name`` the database of later calls (checked by the server on use)."""
+        self._db = check_name(db_name, "database")
+
+    # -- control ----------------------------------------------------------------------------
+    def list_sessions(self) -> list[dict[str, Any]]:
+        return list(self._action("list_sessions")["sessions"])
+
+    def health(self) -> dict[str, Any]:
+        return self._action("health")
+
+    def get_timestamp(self) -> int:
+        """A fresh hybrid timestamp from the TSO (``physical_ms << 18 | logical``)."""
+        return int(self._action("get_timestamp")["ts"])
+
+    def list_actions(self) -> dict[str, str]:
+        """Action name -> description, as the proxy lists them (Flight ListActions)."""
+        try:
+            actions = self._conn().list_actions(self._options(None))
+        except (flight.FlightError, pa.ArrowException) as exc:
+            raise from_flight_error(exc) from None
+        return {a.type: a.description for a in actions}

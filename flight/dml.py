@@ -1,0 +1,265 @@
+"""Inserts, upserts and deletes in the proxy (seed 000 §6.2, §6.6.1, §6.6.3).
+
+The heavy, per-row work — schema checks, auto ids, hashing keys to vchannels, cutting
+messages near 1 MB and encoding them as Arrow IPC — runs on the Flight thread that
+received the request. Only the short, ordered part runs on the event loop: register the
+task with the time ticker, take a TSO timestamp, place each message in a segment quota,
+publish, and wait until JetStream acknowledged every message. Tasks run in parallel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from elanus.channels import subjects
+from elanus.channels.dml import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    DmlMessage,
+    MsgType,
+    delete_batch,
+    ipc_bytes,
+    pchannel_of,
+    split_batch,
+)
+from elanus.errors import ElanusError, ErrorCode
+from elanus.flight.metacache import CollectionInfo
+from elanus.flight.segalloc import SegmentAllocator
+from elanus.flight.timeticker import DmlTracker, TimeTicker
+from elanus.pkhash import shard_of
+from elanus.requests import Body
+from elanus.schema import DEFAULT_PARTITION
+from elanus.validation import conform_delete_keys, conform_insert
+
+if TYPE_CHECKING:
+    from elanus.channels.bus import Handler
+    from elanus.flight.proxy import ProxyServer
+
+log = logging.getLogger(__name__)
+ID_BLOCK = 100_000
+
+
+@dataclass
+class Piece:
+    """One message to publish: its vchannel, kind and encoded payload."""
+
+    kind: MsgType
+    vchannel: str
+    rows: int
+    payload: bytes
+
+
+@dataclass
+class DmlResult:
+    pks: pa.Array
+    ts: int
+
+
+class IdCache:
+    """Auto-id primary keys from blocks of the coord's ID allocator."""
+
+    def __init__(self, proxy: ProxyServer) -> None:
+        self.proxy = proxy
+        self._next = 0
+        self._end = 0
+        self._lock = asyncio.Lock()
+
+    async def take(self, n: int) -> int:
+        async with self._lock:
+            if self._end - self._next < n:
+                count = max(n, ID_BLOCK)
+                reply = await self.proxy.ddl.coord("id.alloc", {"count": count})
+                self._next, self._end = int(reply["start"]), int(reply["start"]) + count
+            start = self._next
+            self._next += n
+            return start
+
+
+class DmlService:
+    def __init__(self, proxy: ProxyServer) -> None:
+        self.proxy = proxy
+        self.tracker = DmlTracker()
+        self.ticker = TimeTicker(
+            self.tracker,
+            proxy.ddl.alloc_ts,
+            self._send_report,
+            proxy.settings.timetick_interval_ms / 1000,
+        )
+        self.segments = SegmentAllocator(
+            lambda body: proxy.ddl.coord("segment.assign", {**body, "proxy_id": proxy.node_id})
+        )
+        self.ids = IdCache(proxy)
+        self.max_message_bytes = DEFAULT_MAX_MESSAGE_BYTES
+        self._subscription: Any = None
+
+    @property
+    def subject_prefix(self) -> str:
+        return f"{subjects.PREFIX}.proxy.{self.proxy.node_id}"
+
+    def handlers(self) -> dict[str, Handler]:
+        return {"segments.release": self._release, "timetick.report": self._report_now}
+
+    async def start(self) -> None:
+        self._subscription = await self.proxy.bus.serve(self.subject_prefix, self.handlers())
+        await self.ticker.start()
+
+    async def stop(self) -> None:
+        await self.ticker.stop()
+        if self._subscription is not None:
+            try:
+                await self._subscription.unsubscribe()
+            except Exception:  # noqa: BLE001
+                pass
+            self._subscription = None
+
+    async def _send_report(self, default_ts: int, pchannels: dict[str, int]) -> None:
+        await self.proxy.ddl.coord(
+            "timetick.report",
+            {"proxy_id": self.proxy.node_id, "default_ts": default_ts, "pchannels": pchannels},
+        )
+
+    async def _release(self, raw: dict[str, Any]) -> dict[str, Any]:
+        b = Body(raw, "segments.release")
+        ids = [int(i) for i in b.list("segment_ids")]
+        b.done()
+        await self.segments.release(ids)
+        return {}
+
+    async def _report_now(self, raw: dict[str, Any]) -> dict[str, Any]:
+        await self.ticker.report_now()
+        return {}
+
+    # -- Flight-thread entry points ---------------------------------------------------------
+    def collection(self, db: str, name: str) -> CollectionInfo:
+        return self.proxy.run(self.proxy.ddl.collection(db, name))
+
+    def partition_id(self, info: CollectionInfo, partition: str | None) -> int:
+        name = partition or DEFAULT_PARTITION
+        pid = info.partition_id(name)
+        if pid is None:
+            raise ElanusError(
+                ErrorCode.PARTITION_NOT_FOUND,
+                f"partition {name!r} does not exist in collection {info.name!r}",
+            )
+        return pid
+
+    def insert(
+        self,
+        info: CollectionInfo,
+        partition: str | None,
+        data: pa.Table | pa.RecordBatch,
+        *,
+        upsert: bool = False,
+    ) -> DmlResult:
+        """Check and publish one batch; returns once JetStream acknowledged all of it."""
+        pid = self.partition_id(info, partition)
+        table = conform_insert(
+            data, info.schema, upsert=upsert, max_bytes=self.proxy.settings.max_request_bytes
+        )
+        pk = info.schema.primary
+        if pk.auto_id and not upsert:
+            start = self.proxy.run(self.ids.take(table.num_rows))
+            ids = pa.array(np.arange(start, start + table.num_rows, dtype=np.int64))
+            position = [f.name for f in info.schema.fields].index(pk.name)
+            table = table.add_column(position, pk.arrow_field(), ids)
+        pks = table.column(pk.name).combine_chunks()
+        pieces = self._pieces(info, table, pks, MsgType.INSERT)
+        if upsert:
+            pieces = self._pieces(info, None, pks, MsgType.DELETE) + pieces
+        ts = self.proxy.run(self._publish(info, pid, pieces))
+        return DmlResult(pks, ts)
+
+    def delete(self, info: CollectionInfo, partition: str | None, keys: Any) -> DmlResult:
+        pid = self.partition_id(info, partition) if partition else 0
+        pks = conform_delete_keys(keys, info.schema)
+        ts = self.proxy.run(self._publish(info, pid, self._pieces(info, None, pks, MsgType.DELETE)))
+        return DmlResult(pks, ts)
+
+    def _pieces(
+        self, info: CollectionInfo, table: pa.Table | None, pks: pa.Array, kind: MsgType
+    ) -> list[Piece]:
+        """Route rows to vchannels by key hash and cut them into messages near 1 MB."""
+        shards = info.vchannels
+        if len(shards) == 1:
+            groups = [(shards[0], table, pks)]
+        else:
+            shard = shard_of(pks, len(shards))
+            order = np.argsort(shard, kind="stable")
+            counts = np.bincount(shard, minlength=len(shards))
+            idx = pa.array(order)
+            sorted_table = table.take(idx) if table is not None else None
+            sorted_pks = pks.take(idx)
+            groups, offset = [], 0
+            for s, n in enumerate(counts.tolist()):
+                if n:
+                    groups.append(
+                        (
+                            shards[s],
+                            sorted_table.slice(offset, n) if sorted_table else None,
+                            sorted_pks.slice(offset, n),
+                        )
+                    )
+                offset += n
+        pieces = []
+        for vchannel, part, part_pks in groups:
+            if kind is MsgType.DELETE:
+                batches = [delete_batch(part_pks)]
+            else:
+                assert part is not None
+                batches = [
+                    b
+                    for rb in part.combine_chunks().to_batches()
+                    for b in split_batch(rb, self.max_message_bytes)
+                ]
+            for b in batches:
+                pieces.append(Piece(kind, vchannel, b.num_rows, ipc_bytes(b)))
+        return pieces
+
+    # -- the event-loop part ----------------------------------------------------------------
+    async def _publish(self, info: CollectionInfo, partition_id: int, pieces: list[Piece]) -> int:
+        js = self.proxy.bus.js
+        task = self.tracker.begin(pchannel_of(p.vchannel) for p in pieces)
+        used: list[int] = []
+        try:
+            ts = await self.proxy.ddl.alloc_ts()
+            self.tracker.stamp(task, ts)
+            sends = []
+            for i, piece in enumerate(pieces):
+                segment_id = 0
+                if piece.kind is MsgType.INSERT:
+                    key = (info.collection_id, partition_id, piece.vchannel)
+                    segment_id = await self.segments.place(key, piece.rows, ts)
+                    used.append(segment_id)
+                msg = DmlMessage(
+                    piece.kind,
+                    ts,
+                    piece.vchannel,
+                    info.collection_id,
+                    partition_id,
+                    segment_id,
+                    source=self.proxy.node_id,
+                    msg_id=f"{self.proxy.node_id}-{task.task_id}-{i}",
+                )
+                subject, headers, _ = msg.encode(pchannel_of(piece.vchannel))
+                future = await js.publish_async(subject, piece.payload, headers=headers)
+                sends.append((subject, headers, piece.payload, future))
+            for subject, headers, payload, future in sends:
+                try:
+                    await future
+                except Exception as exc:  # noqa: BLE001 - retry once; the msg id dedupes
+                    log.warning("publish to %s failed (%s); retrying", subject, exc)
+                    try:
+                        await js.publish(subject, payload, headers=headers, timeout=10)
+                    except Exception as again:  # noqa: BLE001
+                        raise ElanusError(
+                            ErrorCode.UNAVAILABLE, f"the log did not accept the write: {again}"
+                        ) from None
+            return ts
+        finally:
+            self.tracker.end(task)
+            await self.segments.done(used)

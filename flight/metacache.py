@@ -1,0 +1,142 @@
+"""The proxy's globalMetaCache (seed 000 §6.6.4): collection name -> id, schema, partitions.
+
+Filled from the coord on a miss; entries are dropped when the coord broadcasts a meta
+invalidation (``elanus.meta.invalidate``) so the next request sees the new meta. Thread-safe:
+asyncio handlers and Flight handler threads both read it.
+
+A load that races with an invalidation must not put stale meta back: every invalidation
+bumps a generation counter, and a load only stores its result if the generation it started
+under is still current.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from elanus.flight.wire import DEFAULT_DB
+from elanus.schema import Schema
+
+
+@dataclass(frozen=True)
+class CollectionInfo:
+    """What the proxy needs to translate a collection name into ids and channels."""
+
+    db: str
+    name: str
+    collection_id: int
+    schema: Schema
+    partitions: dict[str, int]
+    vchannels: tuple[str, ...]
+    pchannels: tuple[str, ...]
+    consistency_level: str
+    created_ts: int
+    described: dict[str, Any] = field(repr=False, compare=False)
+    """The coord's ``collection.describe`` answer, returned as is by describe_collection."""
+
+    @classmethod
+    def from_describe(cls, d: dict[str, Any]) -> CollectionInfo:
+        return cls(
+            db=str(d.get("db", DEFAULT_DB)),
+            name=str(d["name"]),
+            collection_id=int(d["collection_id"]),
+            schema=Schema.from_dict(d["schema"]),
+            partitions={str(p["name"]): int(p["partition_id"]) for p in d.get("partitions", [])},
+            vchannels=tuple(d.get("vchannels", ())),
+            pchannels=tuple(d.get("pchannels", ())),
+            consistency_level=str(d.get("consistency_level", "Bounded")),
+            created_ts=int(d.get("created_ts", 0)),
+            described=d,
+        )
+
+    def partition_id(self, name: str) -> int | None:
+        return self.partitions.get(name)
+
+
+Loader = Callable[[], Awaitable[dict[str, Any]]]
+
+
+class MetaCache:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_name: dict[tuple[str, str], CollectionInfo] = {}
+        self._generation = 0
+        self.hits = 0
+        self.misses = 0
+
+    @property
+    def generation(self) -> int:
+        with self._lock:
+            return self._generation
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._by_name)
+
+    def get(self, db: str, name: str) -> CollectionInfo | None:
+        with self._lock:
+            info = self._by_name.get((db, name))
+            if info is None:
+                self.misses += 1
+            else:
+                self.hits += 1
+            return info
+
+    def get_by_id(self, collection_id: int) -> CollectionInfo | None:
+        with self._lock:
+            return next(
+                (i for i in self._by_name.values() if i.collection_id == collection_id), None
+            )
+
+    def put(self, info: CollectionInfo, generation: int | None = None) -> bool:
+        """Store ``info`` unless an invalidation happened since ``generation`` was read."""
+        with self._lock:
+            if generation is not None and generation != self._generation:
+                return False
+            self._by_name[(info.db, info.name)] = info
+            return True
+
+    async def fetch(self, db: str, name: str, loader: Loader) -> CollectionInfo:
+        """The cached entry, or ``loader()``'s describe answer (cached if still current)."""
+        info = self.get(db, name)
+        if info is not None:
+            return info
+        generation = self.generation
+        info = CollectionInfo.from_describe(await loader())
+        self.put(info, generation)
+        return info
+
+    def invalidate(
+        self, db: str | None = None, name: str | None = None, collection_id: int | None = None
+    ) -> int:
+        """Drop entries by name and/or id; with neither, every entry of ``db`` (or all)."""
+        with self._lock:
+            self._generation += 1
+            if name is None and collection_id is None:
+                doomed = [k for k in self._by_name if db is None or k[0] == db]
+            else:
+                doomed = [
+                    k
+                    for k, i in self._by_name.items()
+                    if (name is not None and k == (db or DEFAULT_DB, name))
+                    or (collection_id is not None and i.collection_id == collection_id)
+                ]
+            for key in doomed:
+                del self._by_name[key]
+            return len(doomed)
+
+    def on_invalidate(self, msg: dict[str, Any]) -> int:
+        """Apply one ``elanus.meta.invalidate`` broadcast from the coord."""
+        db = msg.get("db") or None
+        if str(msg.get("kind", "")).startswith("database"):
+            return self.invalidate(db=db)
+        name = msg.get("name") or None
+        cid = msg.get("collection_id")
+        return self.invalidate(
+            db=db, name=name, collection_id=int(cid) if cid is not None else None
+        )
+
+    def clear(self) -> None:
+        self.invalidate()

@@ -1,0 +1,216 @@
+"""The proxy role: an Arrow Flight server that checks requests and forwards them (seed 000 §6).
+
+Flight calls arrive on gRPC threads; they do the static checks right there and reach the
+asyncio side (bus, DdQueue, MetaCache loads) only through ``call_in_loop``. Every failure
+leaves as ``FlightServerError("[CODE] message")`` (see ``wire``); no traceback ever does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import logging
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+import pyarrow.flight as flight
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+
+from elanus.channels import subjects
+from elanus.channels.bus import Bus, dumps
+from elanus.channels.loop import call_in_loop
+from elanus.channels.role import Role
+from elanus.errors import ElanusError, ErrorCode
+from elanus.flight.actions import ACTIONS, check_request
+from elanus.flight.ddl import DdlService
+from elanus.flight.metacache import MetaCache
+from elanus.flight.wire import encode_json, to_flight_error
+from elanus.settings import Settings
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+ACTION_TIMEOUT_S = 120.0
+"""How long a Flight thread waits for the loop; longer than any coord request."""
+
+
+class ProxyServer(Role):
+    role_name = "proxy"
+
+    def __init__(self, settings: Settings, bus: Bus, node_id: str | None = None) -> None:
+        super().__init__(settings, bus, node_id)
+        self.cache = MetaCache()
+        self.ddl = DdlService(bus, self.cache, self.node_id)
+        self.port: int | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: _FlightService | None = None
+        self._thread: threading.Thread | None = None
+        self._invalidations: Subscription | None = None
+        self._accepting = False
+
+    @property
+    def uri(self) -> str:
+        if self.port is None:
+            raise RuntimeError("the proxy is not started")
+        return self.settings.replace(flight_port=self.port).flight_uri
+
+    @property
+    def address(self) -> str:
+        return self.uri if self.port is not None else ""
+
+    def session_meta(self) -> dict[str, object]:
+        return {"flight_port": self.port}
+
+    # -- lifecycle --------------------------------------------------------------------------
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        location = f"grpc://{self.settings.flight_host}:{self.settings.flight_port}"
+        try:
+            await self.ddl.start()
+            self._invalidations = await self.bus.nc.subscribe(
+                subjects.META_INVALIDATE, cb=self._on_invalidate
+            )
+            try:
+                self._server = await asyncio.to_thread(_FlightService, location, self)
+            except Exception as exc:
+                raise ElanusError(
+                    ErrorCode.UNAVAILABLE, f"cannot serve Arrow Flight on {location}: {exc}"
+                ) from None
+            self.port = self._server.port
+            self._thread = threading.Thread(
+                target=self._server.serve, daemon=True, name=f"flight-{self.port}"
+            )
+            self._thread.start()
+            self._accepting = True
+            await self.register()
+        except BaseException:
+            await self.stop()
+            raise
+        log.info("proxy %s serving Arrow Flight on %s", self.node_id, self.uri)
+
+    async def stop(self) -> None:
+        self._accepting = False
+        server, thread = self._server, self._thread
+        self._server = self._thread = None
+        if server is not None:
+            # shutdown() waits for in-flight calls, which may need this loop: not on it.
+            await asyncio.to_thread(_shutdown, server, thread)
+        await self.ddl.stop()
+        if self._invalidations is not None:
+            try:
+                await self._invalidations.unsubscribe()
+            except Exception:  # noqa: BLE001 - the connection may be gone already
+                pass
+            self._invalidations = None
+        await super().stop()
+
+    async def _on_invalidate(self, msg: Msg) -> None:
+        try:
+            dropped = self.cache.on_invalidate(json.loads(msg.data))
+        except Exception:  # noqa: BLE001 - a message we cannot read: forget everything
+            log.warning("unreadable meta invalidation %r; clearing the meta cache", msg.data)
+            self.cache.clear()
+            dropped = -1
+        if msg.reply:  # a coord that waits for every proxy to drop its cache gets an ack
+            try:
+                await msg.respond(
+                    dumps({"ok": True, "result": {"node_id": self.node_id, "dropped": dropped}})
+                )
+            except Exception:  # noqa: BLE001
+                log.debug("could not ack a meta invalidation")
+
+    # -- called on Flight threads -----------------------------------------------------------
+    def handle_action(self, name: str, raw: bytes) -> bytes:
+        """Check, execute and encode one DoAction; every error becomes a Flight error."""
+        try:
+            spec, request = check_request(name, raw)
+            result = self.run(self.ddl.execute(spec.name, request))
+            return encode_json(result)
+        except ElanusError as exc:
+            raise to_flight_error(exc) from None
+        except Exception as exc:  # noqa: BLE001 - never leak a traceback to the client
+            log.exception("action %s failed", name)
+            raise to_flight_error(
+                ElanusError(ErrorCode.INTERNAL, f"{name}: {type(exc).__name__}: {exc}")
+            ) from None
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float = ACTION_TIMEOUT_S) -> T:
+        """The single bridge from a Flight thread to the proxy's asyncio loop."""
+        loop = self._loop
+        if not self._accepting or loop is None or loop.is_closed():
+            coro.close()
+            raise ElanusError(ErrorCode.UNAVAILABLE, "the proxy is shutting down")
+        try:
+            return call_in_loop(loop, coro, timeout)
+        except TimeoutError:
+            raise ElanusError(ErrorCode.TIMEOUT, f"no answer within {timeout}s") from None
+        except concurrent.futures.CancelledError:
+            raise ElanusError(ErrorCode.UNAVAILABLE, "the proxy is shutting down") from None
+
+
+def _shutdown(server: flight.FlightServerBase, thread: threading.Thread | None) -> None:
+    server.shutdown()
+    if thread is not None:
+        thread.join(timeout=10)
+
+
+def _not_yet(what: str) -> flight.FlightServerError:
+    return to_flight_error(
+        ElanusError(ErrorCode.UNKNOWN_ACTION, f"{what} is not supported by this proxy yet")
+    )
+
+
+class _FlightService(flight.FlightServerBase):
+    """The gRPC face of a ProxyServer; all logic lives in the proxy."""
+
+    def __init__(self, location: str, proxy: ProxyServer) -> None:
+        super().__init__(location)
+        self._proxy = proxy
+
+    def list_actions(self, context: flight.ServerCallContext) -> list[flight.ActionType]:
+        return [flight.ActionType(spec.name, spec.description) for spec in ACTIONS.values()]
+
+    def do_action(
+        self, context: flight.ServerCallContext, action: flight.Action
+    ) -> list[flight.Result]:
+        body = action.body.to_pybytes() if action.body is not None else b""
+        return [flight.Result(self._proxy.handle_action(action.type, body))]
+
+    def list_flights(self, context: flight.ServerCallContext, criteria: bytes) -> list[Any]:
+        return []
+
+    def get_flight_info(
+        self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
+    ) -> flight.FlightInfo:
+        raise _not_yet("GetFlightInfo")
+
+    def get_schema(
+        self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
+    ) -> flight.SchemaResult:
+        raise _not_yet("GetSchema")
+
+    def do_put(
+        self,
+        context: flight.ServerCallContext,
+        descriptor: flight.FlightDescriptor,
+        reader: flight.MetadataRecordBatchReader,
+        writer: flight.FlightMetadataWriter,
+    ) -> None:
+        raise _not_yet("DoPut")
+
+    def do_get(
+        self, context: flight.ServerCallContext, ticket: flight.Ticket
+    ) -> flight.FlightDataStream:
+        raise _not_yet("DoGet")
+
+    def do_exchange(
+        self,
+        context: flight.ServerCallContext,
+        descriptor: flight.FlightDescriptor,
+        reader: flight.MetadataRecordBatchReader,
+        writer: flight.MetadataRecordBatchWriter,
+    ) -> None:
+        raise _not_yet("DoExchange")

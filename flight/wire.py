@@ -1,0 +1,84 @@
+"""What travels on the Flight wire, shared by the proxy and the client SDK.
+
+JSON bodies in and out of ``DoAction``, and errors as ``FlightServerError("[CODE] message",
+extra_info=JSON)`` so clients in any language can read the code without parsing metadata.
+This module imports only pyarrow and the shared types, so the client SDK may use it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pyarrow.flight as flight
+
+from elanus.errors import ElanusError, ErrorCode, invalid, parse_prefixed
+
+DEFAULT_DB = "default"
+
+
+def encode_json(obj: Any) -> bytes:
+    """Compact JSON; numpy-ish scalars and sets are tolerated so results never fail to encode."""
+    return json.dumps(obj, separators=(",", ":"), default=_default).encode()
+
+
+def _default(obj: Any) -> Any:
+    if hasattr(obj, "item"):
+        return obj.item()
+    if isinstance(obj, set | frozenset | tuple):
+        return list(obj)
+    raise TypeError(f"cannot encode {type(obj).__name__} as JSON")
+
+
+def decode_body(raw: bytes, what: str = "request body") -> dict[str, Any]:
+    """Parse a JSON object; an empty body means ``{}``. Raises INVALID_ARGUMENT otherwise."""
+    if not raw or not raw.strip():
+        return {}
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise invalid(f"malformed JSON in {what}: {exc}") from None
+    if not isinstance(body, dict):
+        raise invalid(f"{what} must be a JSON object, got {_json_kind(body)}")
+    return body
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    return "null" if value is None else type(value).__name__
+
+
+def to_flight_error(exc: ElanusError) -> flight.FlightServerError:
+    """The one shape in which every error leaves the proxy."""
+    info = encode_json({"code": str(exc.code), "message": exc.message})
+    return flight.FlightServerError(f"[{exc.code}] {exc.message}", extra_info=info)
+
+
+def from_flight_error(exc: BaseException) -> ElanusError:
+    """Turn whatever a Flight call raised into an ``ElanusError`` with the server's code."""
+    extra = getattr(exc, "extra_info", None)
+    if extra:
+        try:
+            d = json.loads(extra)
+            if isinstance(d, dict) and "code" in d:
+                return ElanusError.from_dict(d)
+        except ValueError:
+            pass
+    text = str(exc)
+    parsed = parse_prefixed(text)
+    if parsed is not None:
+        return ElanusError(*parsed)
+    if isinstance(exc, flight.FlightUnavailableError):
+        return ElanusError(ErrorCode.UNAVAILABLE, f"cannot reach the Elanus proxy: {text}")
+    if isinstance(exc, flight.FlightTimedOutError):
+        return ElanusError(ErrorCode.TIMEOUT, f"the Elanus proxy did not answer in time: {text}")
+    if isinstance(exc, flight.FlightCancelledError):
+        return ElanusError(ErrorCode.UNAVAILABLE, f"the call was cancelled: {text}")
+    return ElanusError(ErrorCode.INTERNAL, text)

@@ -1,0 +1,391 @@
+"""Shared fixtures: a real nats-server, the asyncio loop thread, and a running stack
+(coord + Flight proxy on a loopback port) that tests reach through real Flight clients."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from elanus.channels.bus import Bus
+from elanus.channels.loop import LoopThread
+from elanus.channels.nats_server import EmbeddedNats
+from elanus.flight.client import Client
+from elanus.flight.proxy import ProxyServer
+from elanus.meta.coord import Coordinator
+from elanus.settings import Settings
+
+STEP_TIMEOUT_S = 30.0
+
+
+@pytest.fixture
+def nats_server(tmp_path: Path) -> Iterator[EmbeddedNats]:
+    server = EmbeddedNats(tmp_path / "nats").start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def loop_thread() -> Iterator[LoopThread]:
+    loop = LoopThread("test-loop").start()
+    try:
+        yield loop
+    finally:
+        loop.stop()
+
+
+class Stack:
+    """A coord and any number of proxies on one NATS server, all on one loop thread.
+
+    ``proxy``/``uri`` are the first proxy's; ``add_proxy`` starts more (optionally on their
+    own NATS connection, as separate processes would have), ``restart`` replaces the coord
+    and proxies with new ones on the same data dir. ``close`` stops whatever still runs.
+    """
+
+    def __init__(self, loop: LoopThread, nats_url: str, data_dir: Path) -> None:
+        self.loop = loop
+        self.settings = Settings(
+            data_dir=str(data_dir),
+            nats_url=nats_url,
+            flight_host="127.0.0.1",
+            flight_port=0,
+            session_ttl_s=2,
+        )
+        self.bus: Bus = self.call(Bus(nats_url, name="test-stack").connect())
+        self._buses: list[Bus] = [self.bus]
+        self.coord: Coordinator | None = None
+        self.proxies: list[ProxyServer] = []
+        self._clients: list[Client] = []
+
+    def call(self, coro: Any) -> Any:
+        return self.loop.call(coro, timeout=STEP_TIMEOUT_S)
+
+    @property
+    def proxy(self) -> ProxyServer:
+        return self.proxies[0]
+
+    @property
+    def uri(self) -> str:
+        return self.proxy.uri
+
+    def start(self) -> Stack:
+        self.coord = Coordinator(self.settings, self.bus)
+        self.call(self.coord.start())
+        self.add_proxy()
+        return self
+
+    def add_proxy(self, own_bus: bool = False) -> ProxyServer:
+        bus = self.bus
+        if own_bus:
+            bus = self.call(Bus(self.settings.nats_url or "", name="test-proxy").connect())
+            self._buses.append(bus)
+        proxy = ProxyServer(self.settings, bus)
+        self.call(proxy.start())
+        self.proxies.append(proxy)
+        return proxy
+
+    def client(self, uri: str | None = None, **kwargs: Any) -> Client:
+        """An SDK client on the first proxy (closed by ``close``)."""
+        c = Client(uri or self.uri, timeout=STEP_TIMEOUT_S, **kwargs)
+        self._clients.append(c)
+        return c
+
+    def stop_roles(self) -> None:
+        errors: list[BaseException] = []
+        for proxy in reversed(self.proxies):
+            _collect(errors, lambda p=proxy: self.call(p.stop()))
+        self.proxies.clear()
+        if self.coord is not None:
+            _collect(errors, lambda: self.call(self.coord.stop()))  # type: ignore[union-attr]
+            self.coord = None
+        if errors:
+            raise errors[0]
+
+    def restart(self) -> None:
+        """Stop the coord and proxies, then start new ones on the same data dir."""
+        self.stop_roles()
+        self.start()
+
+    def close(self) -> None:
+        errors: list[BaseException] = []
+        for c in self._clients:
+            _collect(errors, c.close)
+        _collect(errors, self.stop_roles)
+        for bus in self._buses:
+            _collect(errors, lambda b=bus: self.call(b.close()))
+        if errors:
+            raise errors[0]
+
+
+def _collect(errors: list[BaseException], fn: Any) -> None:
+    try:
+        fn()
+    except BaseException as exc:  # noqa: BLE001 - keep cleaning up, report the first
+        errors.append(exc)
+
+
+@pytest.fixture
+def stack(nats_server: EmbeddedNats, loop_thread: LoopThread, tmp_path: Path) -> Iterator[Stack]:
+    s = Stack(loop_thread, nats_server.url, tmp_path / "data")
+    try:
+        s.start()
+        yield s
+    finally:
+        s.close()
+
+
+# =============================================================================================
+# CLI / standalone processes (used by tests/test_cli.py and tests/test_standalone.py).
+# Real `elanus` processes run as a user would start them; everything they start is killed in
+# finalizers, whatever the test did.
+# =============================================================================================
+import json as _json  # noqa: E402
+import os as _os  # noqa: E402
+import signal as _signal  # noqa: E402
+import subprocess as _subprocess  # noqa: E402
+import sys as _sys  # noqa: E402
+import time as _time  # noqa: E402
+from collections.abc import Callable as _Callable  # noqa: E402
+
+import psutil as _psutil  # noqa: E402
+
+from elanus.channels.nats_server import free_port as _free_port  # noqa: E402
+from elanus.errors import ElanusError as _ElanusError  # noqa: E402
+
+ELANUS_BIN = str(Path(_sys.executable).parent / "elanus")
+
+
+def cli_env(**overrides: str) -> dict[str, str]:
+    """The environment of a CLI subprocess: no inherited ELANUS_* settings, a wide terminal."""
+    env = {k: v for k, v in _os.environ.items() if not k.startswith("ELANUS_")}
+    env.update(COLUMNS="200", NO_COLOR="1", PYTHONUNBUFFERED="1")
+    env.update(overrides)
+    return env
+
+
+def run_elanus(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 60.0
+) -> _subprocess.CompletedProcess[str]:
+    """Run ``elanus ARGS`` to completion, capturing text output."""
+    return _subprocess.run(
+        [ELANUS_BIN, *args],
+        cwd=cwd,
+        env=env or cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=_subprocess.DEVNULL,
+    )
+
+
+def process_gone(pid: int) -> bool:
+    """True once ``pid`` no longer runs (a zombie waiting for a reaper counts as gone)."""
+    try:
+        return _psutil.Process(pid).status() == _psutil.STATUS_ZOMBIE
+    except _psutil.NoSuchProcess:
+        return True
+
+
+def wait_gone(pid: int, timeout: float) -> bool:
+    deadline = _time.monotonic() + timeout
+    while _time.monotonic() < deadline:
+        if process_gone(pid):
+            return True
+        _time.sleep(0.05)
+    return process_gone(pid)
+
+
+def wait_healthy(uri: str, timeout: float = 30.0, alive: _Callable[[], None] | None = None) -> None:
+    """Poll the Flight ``health`` action at ``uri``; ``alive`` raises if the server died."""
+    deadline = _time.monotonic() + timeout
+    last: Exception | None = None
+    while _time.monotonic() < deadline:
+        if alive is not None:
+            alive()
+        client = Client(uri, timeout=2)
+        try:
+            client.health()
+            return
+        except _ElanusError as exc:
+            last = exc
+        finally:
+            client.close()
+        _time.sleep(0.1)
+    raise AssertionError(f"{uri} not healthy in {timeout}s: {last}")
+
+
+class ElanusProcess:
+    """An ``elanus ...`` server command as a subprocess in its own session, output in a log.
+
+    ``stop`` (and the fixtures) SIGKILL its process group and every child ever seen, so a
+    failing test leaves nothing running.
+    """
+
+    def __init__(self, *args: str, log_path: Path, uri: str | None = None) -> None:
+        self.args = args
+        self.log_path = log_path
+        self.uri = uri
+        self.proc: _subprocess.Popen[bytes] | None = None
+        self._known_children: dict[int, _psutil.Process] = {}
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None, "not started"
+        return self.proc.pid
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def start(self) -> ElanusProcess:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log:
+            self.proc = _subprocess.Popen(
+                [ELANUS_BIN, *self.args],
+                stdout=log,
+                stderr=_subprocess.STDOUT,
+                stdin=_subprocess.DEVNULL,
+                env=cli_env(),
+                start_new_session=True,
+            )
+        return self
+
+    def check_alive(self) -> None:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise AssertionError(
+                f"elanus {' '.join(self.args)} exited with {self.proc.returncode}:\n{self.log()}"
+            )
+
+    def wait_ready(self, timeout: float = 30.0) -> ElanusProcess:
+        """Wait until the proxy it hosts answers ``health``."""
+        assert self.uri is not None, "this process serves no Flight uri"
+        wait_healthy(self.uri, timeout, alive=self.check_alive)
+        self.children()  # remember children (nats-server) for cleanup
+        return self
+
+    def children(self) -> list[_psutil.Process]:
+        try:
+            kids = _psutil.Process(self.pid).children(recursive=True)
+        except _psutil.NoSuchProcess:
+            return []
+        self._known_children.update((k.pid, k) for k in kids)
+        return kids
+
+    def nats_children(self) -> list[_psutil.Process]:
+        out = []
+        for kid in self.children():
+            try:
+                if kid.name() == "nats-server":
+                    out.append(kid)
+            except _psutil.NoSuchProcess:
+                pass
+        return out
+
+    def send(self, sig: int) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+
+    def wait(self, timeout: float) -> int:
+        assert self.proc is not None
+        return self.proc.wait(timeout)
+
+    def stop(self, timeout: float = 15.0) -> int | None:
+        """SIGTERM and wait; then SIGKILL whatever is left. Returns the exit code."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.children()
+            self.proc.send_signal(_signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except _subprocess.TimeoutExpired:
+                pass
+        self.kill_all()
+        return self.proc.returncode
+
+    def kill_all(self) -> None:
+        assert self.proc is not None
+        try:
+            _os.killpg(self.proc.pid, _signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        if self.proc.poll() is None:
+            self.proc.wait(5)
+        for kid in self._known_children.values():
+            try:
+                kid.kill()  # psutil refuses if the pid now belongs to another process
+            except _psutil.Error:
+                pass
+
+
+class StandaloneProcess(ElanusProcess):
+    """``elanus standalone`` on a free Flight port and an embedded (or given) NATS."""
+
+    uri: str
+
+    def __init__(self, data_dir: Path, *extra: str, port: int | None = None) -> None:
+        self.data_dir = data_dir
+        self.port = port or _free_port()
+        nats = [] if "--nats" in extra else ["--nats-port", "0"]
+        super().__init__(
+            "standalone",
+            "--data-dir",
+            str(data_dir),
+            "--port",
+            str(self.port),
+            *nats,
+            *extra,
+            log_path=data_dir.parent / f"{data_dir.name}-standalone.log",
+            uri=f"grpc://127.0.0.1:{self.port}",
+        )
+
+    @property
+    def info_path(self) -> Path:
+        return self.data_dir / "standalone.json"
+
+    def info(self) -> dict[str, Any]:
+        doc: dict[str, Any] = _json.loads(self.info_path.read_text())
+        return doc
+
+    def start(self) -> StandaloneProcess:
+        super().start()
+        return self
+
+    def wait_ready(self, timeout: float = 30.0) -> StandaloneProcess:
+        super().wait_ready(timeout)
+        return self
+
+
+@pytest.fixture
+def elanus_processes() -> Iterator[_Callable[[ElanusProcess], ElanusProcess]]:
+    """``track(process)``: every tracked process is stopped (and killed) at teardown."""
+    tracked: list[ElanusProcess] = []
+
+    def track(process: ElanusProcess) -> ElanusProcess:
+        tracked.append(process)
+        return process
+
+    try:
+        yield track
+    finally:
+        for process in reversed(tracked):
+            process.stop(timeout=5)
+
+
+@pytest.fixture
+def standalone_factory(tmp_path: Path, elanus_processes: Any) -> _Callable[..., StandaloneProcess]:
+    """Make (unstarted) standalone processes; all of them are killed at teardown."""
+    count = 0
+
+    def make(*extra: str, data_dir: Path | None = None) -> StandaloneProcess:
+        nonlocal count
+        count += 1
+        sp = StandaloneProcess(data_dir or tmp_path / f"data{count}", *extra)
+        elanus_processes(sp)
+        return sp
+
+    return make
