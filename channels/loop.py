@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 import threading
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -78,3 +81,55 @@ def call_in_loop(
 ) -> T:
     """Run ``coro`` on ``loop`` from another thread and wait for its result."""
     return asyncio.run_coroutine_threadsafe(coro, loop).result(timeout)
+
+
+async def cancel_and_wait(task: asyncio.Task[Any] | None, timeout: float = 10.0) -> None:
+    """Cancel a task and wait for it, at most ``timeout`` seconds.
+
+    Python 3.11's ``asyncio.wait_for`` (inside nats-py's fetch) can swallow a cancellation;
+    loops that await it must also check a stop flag, and this never waits forever.
+    """
+    if task is None or task.done():
+        return
+    task.cancel()
+    done, _ = await asyncio.wait({task}, timeout=timeout)
+    if not done:
+        task.cancel()
+
+
+class Periodic:
+    """Call ``fn`` every ``interval_s`` seconds until ``stop``; errors are logged, not fatal.
+
+    Every background loop of a role (keepalives, reports, ticks, housekeeping) is one of
+    these, so each stops promptly: a stop flag ends the loop even if a cancellation was
+    swallowed (see ``cancel_and_wait``).
+    """
+
+    def __init__(self, fn: Callable[[], Awaitable[Any]], interval_s: float, name: str) -> None:
+        self.fn = fn
+        self.interval_s = interval_s
+        self.name = name
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+
+    def start(self) -> Periodic:
+        self._stopping = False
+        self._task = asyncio.get_running_loop().create_task(self._run(), name=self.name)
+        return self
+
+    async def _run(self) -> None:
+        while not self._stopping:
+            await asyncio.sleep(self.interval_s)
+            if self._stopping:
+                break
+            try:
+                await self.fn()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - keep going; the next round may work
+                log.warning("%s failed: %s", self.name, exc)
+
+    async def stop(self) -> None:
+        self._stopping = True
+        await cancel_and_wait(self._task)
+        self._task = None

@@ -8,7 +8,6 @@ joins and leaves to the coord.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
@@ -23,6 +22,7 @@ from nats.js.errors import BucketNotFoundError, KeyNotFoundError
 from nats.js.kv import KeyValue
 
 from elanus.channels.bus import Bus
+from elanus.channels.loop import Periodic
 from elanus.channels.subjects import SESSIONS_BUCKET
 
 log = logging.getLogger(__name__)
@@ -75,33 +75,20 @@ class Session:
         self.info = info
         self.ttl_s = ttl_s
         self._kv: KeyValue | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._keepalive = Periodic(self._put, ttl_s / 3, f"session {info.key} keepalive")
 
     async def start(self) -> Session:
         self._kv = await sessions_bucket(self.bus, self.ttl_s)
         await self._put()
-        self._task = asyncio.create_task(self._keepalive(), name=f"session-{self.info.key}")
+        self._keepalive.start()
         return self
 
     async def _put(self) -> None:
         assert self._kv is not None
         await self._kv.put(self.info.key, json.dumps(asdict(self.info)).encode())
 
-    async def _keepalive(self) -> None:
-        while True:
-            await asyncio.sleep(self.ttl_s / 3)
-            try:
-                await self._put()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - retry on the next beat
-                log.warning("session %s keepalive failed: %s", self.info.key, exc)
-
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        await self._keepalive.stop()
         if self._kv is not None:
             try:
                 await self._kv.purge(self.info.key)
@@ -148,22 +135,12 @@ class SessionWatcher:
         self.ttl_s = ttl_s
         self.interval_s = interval_s or max(0.1, ttl_s / 6)
         self.live: dict[str, SessionInfo] = {}
-        self._task: asyncio.Task[None] | None = None
+        self._periodic = Periodic(self.poll, self.interval_s, "session watch")
 
     async def start(self) -> SessionWatcher:
         await self.poll()
-        self._task = asyncio.create_task(self._loop(), name="session-watcher")
+        self._periodic.start()
         return self
-
-    async def _loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval_s)
-            try:
-                await self.poll()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # noqa: BLE001
-                log.warning("session watch failed: %s", exc)
 
     async def poll(self) -> None:
         current = {s.key: s for s in await list_sessions(self.bus, self.ttl_s)}
@@ -180,7 +157,4 @@ class SessionWatcher:
         return [s for s in self.live.values() if s.role == role]
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        await self._periodic.stop()

@@ -57,6 +57,7 @@ class RoleSpec:
 ROLES: dict[str, RoleSpec] = {
     # Insertion order is start order (stop order is the reverse); coord must come first.
     "coord": RoleSpec("elanus.meta.coord:Coordinator"),
+    "datanode": RoleSpec("elanus.segments.datanode:DataNode"),
     "proxy": RoleSpec("elanus.flight.proxy:ProxyServer"),
 }
 

@@ -220,6 +220,8 @@ class Field:
                 raise invalid(f"primary key field {self.name!r} cannot be nullable")
             if self.default_value is not None:
                 raise invalid(f"primary key field {self.name!r} cannot have a default value")
+            if self.auto_id and dt != DataType.INT64:
+                raise invalid(f"auto_id needs an Int64 primary key; {self.name!r} is {dt.value}")
         elif self.auto_id:
             raise invalid(f"auto_id is only allowed on the primary key, not on {self.name!r}")
         if dt in (DataType.FLOAT_VECTOR, DataType.BINARY_VECTOR, DataType.FLOAT16_VECTOR):
@@ -356,6 +358,7 @@ class Schema:
             raise invalid(f"schema has {len(self.fields)} fields; the limit is {MAX_FIELDS}")
         seen: set[str] = set()
         for f in self.fields:
+            check_name(f.name, "field")
             if f.name in seen:
                 raise invalid(f"duplicate field name {f.name!r}")
             seen.add(f.name)

@@ -177,12 +177,10 @@ def _schema(b: Body, properties: dict[str, str]) -> Schema:
 
 
 def _validate_schema(schema: Schema) -> None:
-    try:
-        schema.validate()
-    except (TypeError, ValueError) as exc:  # e.g. a field name that is not a string
-        if isinstance(exc, ElanusError):
-            raise
-        raise invalid(f"create_collection: bad schema: {exc}") from None
+    """``Schema.validate`` plus what it does not check: non-string names, auto_id types."""
+    for f in schema.fields:
+        check_name(f.name, "field")  # validate() puts names in a set: they must be strings
+    schema.validate()
     pk = schema.primary
     if pk.auto_id and pk.dtype != DataType.INT64:
         raise invalid(f"auto_id primary key field {pk.name!r} must be Int64, not {pk.dtype.value}")
@@ -354,3 +352,24 @@ def _health(b: Body) -> dict[str, Any]:
 def _get_timestamp(b: Body) -> dict[str, Any]:
     _db(b)
     return {"count": b.int("count", 1, lo=1, hi=MAX_TIMESTAMPS)}
+
+
+# -- DoPut --------------------------------------------------------------------------------
+PUT_OPS = ("insert", "upsert")
+
+
+def check_put(raw: bytes) -> dict[str, Any]:
+    """The JSON command of a DoPut descriptor: op, collection, partition, db."""
+    b = Body(decode_body(raw, "DoPut command"), "DoPut command")
+    op = b.str("op", "insert")
+    if op not in PUT_OPS:
+        raise invalid(f"DoPut command: 'op' must be one of {', '.join(PUT_OPS)}, not {op!r}")
+    partition = b.str("partition", None)
+    request = {
+        "op": op,
+        "db": _db(b),
+        "collection": _name(b, "collection", "collection"),
+        "partition": check_name(partition, "partition") if partition else None,
+    }
+    b.done()
+    return request

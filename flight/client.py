@@ -7,6 +7,8 @@ server's stable code; an unreachable proxy is ``UNAVAILABLE``.
 
 from __future__ import annotations
 
+import threading
+import time
 from types import TracebackType
 from typing import Any
 
@@ -15,8 +17,13 @@ import pyarrow.flight as flight
 
 from elanus.consistency import ConsistencyLevel
 from elanus.errors import ElanusError, ErrorCode
+from elanus.flight.putresult import PutAck
 from elanus.flight.wire import DEFAULT_DB, decode_body, encode_json, from_flight_error
+from elanus.rows import to_arrow
 from elanus.schema import Schema, check_name
+
+DEFAULT_BATCH_BYTES = 8 << 20
+"""Rows per DoPut batch are sized to about this many bytes (one PutResult each)."""
 
 
 class Client:
@@ -203,3 +210,155 @@ class Client:
         except (flight.FlightError, pa.ArrowException) as exc:
             raise from_flight_error(exc) from None
         return {a.type: a.description for a in actions}
+
+    # -- writes -----------------------------------------------------------------------------
+    def _schema_of(self, collection_name: str, db: str | None) -> Schema:
+        return Schema.from_dict(self.describe_collection(collection_name, db=db)["schema"])
+
+    def _put(
+        self,
+        op: str,
+        collection_name: str,
+        data: Any,
+        partition_name: str | None,
+        db: str | None,
+        timeout: float | None,
+        batch_bytes: int,
+    ) -> dict[str, Any]:
+        table = to_arrow(data, self._schema_of(collection_name, db))
+        command = {"op": op, "collection": collection_name, "db": db or self._db}
+        if partition_name:
+            command["partition"] = partition_name
+        descriptor = flight.FlightDescriptor.for_command(encode_json(command))
+        rows_per_batch = max(1, int(table.num_rows * batch_bytes / max(table.nbytes, 1)))
+        acks: list[PutAck] = []
+        errors: list[BaseException] = []
+        try:
+            writer, reader = self._conn().do_put(descriptor, table.schema, self._options(timeout))
+        except (flight.FlightError, pa.ArrowException) as exc:
+            raise from_flight_error(exc) from None
+
+        def read_acks() -> None:  # acks stream back while later batches are still sent
+            try:
+                while (buf := reader.read()) is not None:
+                    acks.append(PutAck.decode(buf))
+            except BaseException as exc:  # noqa: BLE001 - reported by the caller
+                errors.append(exc)
+
+        acker = threading.Thread(target=read_acks, name="elanus-put-acks", daemon=True)
+        acker.start()
+        try:
+            for batch in table.to_batches(max_chunksize=rows_per_batch):
+                if errors:  # the server refused a batch: stop sending
+                    break
+                writer.write_batch(batch)
+            writer.done_writing()
+            acker.join()
+        except (flight.FlightError, pa.ArrowException) as exc:
+            errors.insert(0, exc)
+        finally:
+            try:  # always end the call, or the server keeps it open
+                writer.close()
+            except (flight.FlightError, pa.ArrowException) as exc:
+                errors.append(exc)
+            acker.join(timeout=5)
+        if errors:
+            first = errors[0]
+            if isinstance(first, flight.FlightError | pa.ArrowException):
+                raise from_flight_error(first) from None
+            raise first
+        pks = pa.concat_arrays([a.pks for a in acks]) if acks else pa.array([], pa.int64())
+        return {
+            f"{op}_count": len(pks),
+            "ids": pks.to_pylist(),
+            "ts": max((a.ts for a in acks), default=0),
+        }
+
+    def insert(
+        self,
+        collection_name: str,
+        data: Any,
+        partition_name: str | None = None,
+        *,
+        db: str | None = None,
+        timeout: float | None = None,
+        batch_bytes: int = DEFAULT_BATCH_BYTES,
+    ) -> dict[str, Any]:
+        """Insert rows (Arrow table, list of dicts, dict of columns/numpy arrays).
+
+        Returns ``{"insert_count", "ids", "ts"}`` once the log has acknowledged every row.
+        """
+        return self._put("insert", collection_name, data, partition_name, db, timeout, batch_bytes)
+
+    def upsert(
+        self,
+        collection_name: str,
+        data: Any,
+        partition_name: str | None = None,
+        *,
+        db: str | None = None,
+        timeout: float | None = None,
+        batch_bytes: int = DEFAULT_BATCH_BYTES,
+    ) -> dict[str, Any]:
+        """Replace rows by primary key (a delete and an insert at one timestamp)."""
+        return self._put("upsert", collection_name, data, partition_name, db, timeout, batch_bytes)
+
+    def delete(
+        self,
+        collection_name: str,
+        ids: Any = None,
+        partition_name: str | None = None,
+        *,
+        db: str | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Delete by primary keys; returns ``{"delete_count", "ts"}``."""
+        if ids is None:
+            raise ElanusError(ErrorCode.INVALID_ARGUMENT, "delete needs 'ids'")
+        if isinstance(ids, int | str):
+            ids = [ids]
+        keys = ids.tolist() if hasattr(ids, "tolist") else list(ids)
+        body = self._in_db(db, collection=collection_name, ids=keys)
+        if partition_name:
+            body["partition"] = partition_name
+        return self._action("delete", body, timeout=timeout)
+
+    def flush(
+        self,
+        collection_name: str,
+        *,
+        db: str | None = None,
+        timeout: float | None = None,
+        wait: bool = True,
+        poll_s: float = 0.05,
+    ) -> list[int]:
+        """Seal and persist the collection's growing segments (seed 004).
+
+        With ``wait`` (the default, as in pymilvus) returns once every sealed segment is
+        Flushed; returns the segment ids either way.
+        """
+        reply = self._action("flush", self._in_db(db, collection=collection_name))
+        ids = [int(i) for i in reply.get("segment_ids", [])]
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while wait and ids and not self.get_flush_state(ids):
+            if deadline is not None and time.monotonic() > deadline:
+                raise ElanusError(ErrorCode.TIMEOUT, f"flush of {collection_name!r} timed out")
+            time.sleep(poll_s)
+        return ids
+
+    def get_flush_state(self, segment_ids: list[int]) -> bool:
+        return bool(self._action("get_flush_state", {"segment_ids": list(segment_ids)})["flushed"])
+
+    def get_segment_info(
+        self,
+        collection_name: str | None = None,
+        *,
+        segment_ids: list[int] | None = None,
+        db: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """Segments of a collection (or the given ids): state, rows, vchannel, positions."""
+        if segment_ids is not None:
+            body: dict[str, Any] = {"segment_ids": list(segment_ids)}
+        else:
+            body = self._in_db(db, collection=collection_name)
+        return list(self._action("get_segment_info", body)["segments"])

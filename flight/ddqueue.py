@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from elanus.channels.loop import cancel_and_wait
 from elanus.errors import ElanusError, ErrorCode
 
 log = logging.getLogger(__name__)
@@ -47,8 +48,7 @@ class DdQueue:
     async def stop(self) -> None:
         """Stop the worker; tasks still queued fail with UNAVAILABLE."""
         if self._worker is not None:
-            self._worker.cancel()
-            await asyncio.gather(self._worker, return_exceptions=True)
+            await cancel_and_wait(self._worker)
             self._worker = None
         while not self._queue.empty():
             task = self._queue.get_nowait()

@@ -59,6 +59,10 @@ class DmlResult:
     pks: pa.Array
     ts: int
 
+    @property
+    def count(self) -> int:
+        return len(self.pks)
+
 
 class IdCache:
     """Auto-id primary keys from blocks of the coord's ID allocator."""
@@ -133,6 +137,32 @@ class DmlService:
     async def _report_now(self, raw: dict[str, Any]) -> dict[str, Any]:
         await self.ticker.report_now()
         return {}
+
+    # -- DoAction handlers (Flight threads) -------------------------------------------------
+    def action(self, name: str, request: dict[str, Any]) -> dict[str, Any]:
+        if name == "delete":
+            info = self.collection(request["db"], request["collection"])
+            result = self.delete(info, request["partition"], request["ids"])
+            return {"delete_count": result.count, "ts": result.ts}
+        if name == "flush":
+            info = self.collection(request["db"], request["collection"])
+            return dict(self.proxy.run(self._flush(info)))
+        if name == "get_flush_state":
+            return dict(self.proxy.run(self.proxy.ddl.coord("flush.state", request)))
+        if name == "get_segment_info":
+            if "collection" in request:
+                info = self.collection(request["db"], request["collection"])
+                request = {"collection_id": info.collection_id}
+            return dict(self.proxy.run(self.proxy.ddl.coord("segment.info", request)))
+        raise ElanusError(ErrorCode.UNKNOWN_ACTION, f"{name!r} is not a write-path action")
+
+    async def _flush(self, info: CollectionInfo) -> dict[str, Any]:
+        """Flush is a DdRequest (seed 004): queued in timestamp order with the DDL."""
+
+        async def task(ts: int) -> Any:
+            return await self.proxy.ddl.coord("flush", {"collection_id": info.collection_id})
+
+        return dict(await self.proxy.ddl.queue.submit("flush", task) or {})
 
     # -- Flight-thread entry points ---------------------------------------------------------
     def collection(self, db: str, name: str) -> CollectionInfo:

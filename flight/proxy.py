@@ -24,9 +24,12 @@ from elanus.channels.bus import Bus, dumps
 from elanus.channels.loop import call_in_loop
 from elanus.channels.role import Role
 from elanus.errors import ElanusError, ErrorCode
-from elanus.flight.actions import ACTIONS, check_request
+from elanus.flight.actions import ACTIONS, check_put, check_request
 from elanus.flight.ddl import DdlService
+from elanus.flight.dml import DmlService
+from elanus.flight.dml_actions import DML_ACTIONS
 from elanus.flight.metacache import MetaCache
+from elanus.flight.putresult import PutAck
 from elanus.flight.wire import encode_json, to_flight_error
 from elanus.settings import Settings
 
@@ -44,6 +47,7 @@ class ProxyServer(Role):
         super().__init__(settings, bus, node_id)
         self.cache = MetaCache()
         self.ddl = DdlService(bus, self.cache, self.node_id)
+        self.dml = DmlService(self)
         self.port: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: _FlightService | None = None
@@ -70,6 +74,7 @@ class ProxyServer(Role):
         location = f"grpc://{self.settings.flight_host}:{self.settings.flight_port}"
         try:
             await self.ddl.start()
+            await self.dml.start()
             self._invalidations = await self.bus.nc.subscribe(
                 subjects.META_INVALIDATE, cb=self._on_invalidate
             )
@@ -98,6 +103,7 @@ class ProxyServer(Role):
         if server is not None:
             # shutdown() waits for in-flight calls, which may need this loop: not on it.
             await asyncio.to_thread(_shutdown, server, thread)
+        await self.dml.stop()
         await self.ddl.stop()
         if self._invalidations is not None:
             try:
@@ -127,14 +133,39 @@ class ProxyServer(Role):
         """Check, execute and encode one DoAction; every error becomes a Flight error."""
         try:
             spec, request = check_request(name, raw)
-            result = self.run(self.ddl.execute(spec.name, request))
-            return encode_json(result)
+            if spec.name in DML_ACTIONS:
+                return encode_json(self.dml.action(spec.name, request))
+            return encode_json(self.run(self.ddl.execute(spec.name, request)))
         except ElanusError as exc:
             raise to_flight_error(exc) from None
         except Exception as exc:  # noqa: BLE001 - never leak a traceback to the client
             log.exception("action %s failed", name)
             raise to_flight_error(
                 ElanusError(ErrorCode.INTERNAL, f"{name}: {type(exc).__name__}: {exc}")
+            ) from None
+
+    def handle_put(
+        self,
+        command: bytes,
+        reader: flight.MetadataRecordBatchReader,
+        writer: flight.FlightMetadataWriter,
+    ) -> None:
+        """DoPut: each incoming batch is checked, published and acknowledged on its own."""
+        try:
+            request = check_put(command)
+            info = self.dml.collection(request["db"], request["collection"])
+            upsert = request["op"] == "upsert"
+            for chunk in reader:
+                if chunk.data is None or chunk.data.num_rows == 0:
+                    continue
+                result = self.dml.insert(info, request["partition"], chunk.data, upsert=upsert)
+                writer.write(PutAck(result.pks, result.ts).encode())
+        except ElanusError as exc:
+            raise to_flight_error(exc) from None
+        except Exception as exc:  # noqa: BLE001 - never leak a traceback to the client
+            log.exception("DoPut failed")
+            raise to_flight_error(
+                ElanusError(ErrorCode.INTERNAL, f"DoPut: {type(exc).__name__}: {exc}")
             ) from None
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float = ACTION_TIMEOUT_S) -> T:
@@ -199,7 +230,7 @@ class _FlightService(flight.FlightServerBase):
         reader: flight.MetadataRecordBatchReader,
         writer: flight.FlightMetadataWriter,
     ) -> None:
-        raise _not_yet("DoPut")
+        self._proxy.handle_put(descriptor.command or b"", reader, writer)
 
     def do_get(
         self, context: flight.ServerCallContext, ticket: flight.Ticket

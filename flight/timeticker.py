@@ -18,6 +18,9 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
+from elanus.channels.loop import Periodic
+from elanus.errors import ElanusError, ErrorCode
+
 log = logging.getLogger(__name__)
 
 
@@ -104,12 +107,25 @@ class TimeTicker:
         self.alloc_ts = alloc_ts
         self.send = send
         self.interval_s = interval_s
-        self._task: asyncio.Task[None] | None = None
+        self._periodic = Periodic(self.report_now, interval_s, "time tick report")
         self._lock = asyncio.Lock()
 
-    async def start(self) -> None:
-        await self.report_now()  # the coord counts us before we publish anything
-        self._task = asyncio.create_task(self._loop(), name="proxy-timeticker")
+    async def start(self, wait_s: float = 60.0) -> None:
+        """First report, waiting for the coord if it is still starting: the coord must count
+        this proxy before it publishes anything."""
+        deadline = asyncio.get_running_loop().time() + wait_s
+        while True:
+            try:
+                await self.report_now()
+                break
+            except ElanusError as exc:
+                if exc.code not in (ErrorCode.UNAVAILABLE, ErrorCode.TIMEOUT):
+                    raise
+                if asyncio.get_running_loop().time() > deadline:
+                    raise
+                log.info("waiting for the coord: %s", exc.message)
+                await asyncio.sleep(0.2)
+        self._periodic.start()
 
     async def report_now(self) -> None:
         async with self._lock:
@@ -117,18 +133,5 @@ class TimeTicker:
             default, pchannels = self.tracker.report(now)
             await self.send(default, pchannels)
 
-    async def _loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval_s)
-            try:
-                await self.report_now()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - the coord may be restarting
-                log.warning("time tick report failed: %s", exc)
-
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        await self._periodic.stop()

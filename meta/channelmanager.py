@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from elanus.channels import subjects
 from elanus.channels.dml import pchannel_of
+from elanus.channels.loop import Periodic
 from elanus.errors import ElanusError
 
 if TYPE_CHECKING:
@@ -26,29 +27,17 @@ class ChannelManager:
         self.coord = coord
         self.watchers: dict[str, str] = {}  # vchannel -> datanode id
         self._lock = asyncio.Lock()
-        self._task: asyncio.Task[None] | None = None
+        self._periodic = Periodic(self.balance, 1.0, "channel assignment")
 
     async def start(self) -> None:
         rows = await self.coord.db.run(
             lambda con: con.execute("SELECT vchannel, node_id FROM channel_watch").fetchall()
         )
         self.watchers = {r[0]: r[1] for r in rows}
-        self._task = asyncio.create_task(self._loop(), name="channel-manager")
+        self._periodic.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-
-    async def _loop(self) -> None:
-        while True:
-            await asyncio.sleep(1.0)
-            try:
-                await self.balance()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - try again next round
-                log.warning("channel assignment failed: %s", exc)
+        await self._periodic.stop()
 
     async def live_vchannels(self) -> dict[str, int]:
         rows = await self.coord.db.run(

@@ -16,6 +16,7 @@ from typing import Any
 from elanus.channels import subjects
 from elanus.channels.bus import Bus, Handler
 from elanus.channels.dml import ensure_streams
+from elanus.channels.loop import Periodic, cancel_and_wait
 from elanus.channels.role import Role
 from elanus.channels.sessions import SessionInfo, SessionWatcher
 from elanus.meta.catalog import Catalog, pchannel_name
@@ -45,7 +46,8 @@ class Coordinator(Role):
         self.data = DataCoord(self)
         self.timeticks = TimeTickSync(self)
         self.channels = ChannelManager(self)
-        self._background: list[asyncio.Task[None]] = []
+        self._background: list[Periodic] = []
+        self._tasks: set[asyncio.Task[None]] = set()
         self._counters: CounterStore | None = None
         self._subscription: Any = None
         self._started_at = time.time()
@@ -86,7 +88,7 @@ class Coordinator(Role):
         self._subscription = await self.bus.serve(subjects.COORD, self.handlers(), queue="coord")
         await self.channels.start()
         await self.timeticks.start()
-        self._background.append(asyncio.create_task(self.data.housekeeping(), name="datacoord"))
+        self._background = [p.start() for p in self.data.background()]
         await self.register()
         await self.channels.balance()
 
@@ -95,7 +97,9 @@ class Coordinator(Role):
         if info.role == "proxy" and event == "leave":
             self.timeticks.forget_proxy(info.node_id)
         if info.role == "datanode":
-            self._background.append(asyncio.create_task(self.channels.balance()))
+            task = asyncio.create_task(self.channels.balance())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
 
     async def on_collections_changed(self) -> None:
         """Called after create/drop: (re)assign vchannels and the set of ticked pchannels."""
@@ -103,10 +107,11 @@ class Coordinator(Role):
 
     async def stop(self) -> None:
         await super().stop()
-        for task in self._background:
-            task.cancel()
-        await asyncio.gather(*self._background, return_exceptions=True)
+        for periodic in self._background:
+            await periodic.stop()
         self._background.clear()
+        for task in list(self._tasks):
+            await cancel_and_wait(task)
         if hasattr(self, "sessions"):
             await self.timeticks.stop()
             await self.channels.stop()

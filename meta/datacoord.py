@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from elanus import tsutil
 from elanus.channels import subjects
 from elanus.channels.dml import pchannel_of, stream_name
+from elanus.channels.loop import Periodic
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.meta import segmentmeta
 from elanus.meta.segmentmeta import Segment, SegmentState
@@ -74,20 +75,12 @@ class DataCoord:
         segs, self.checkpoints = await self.coord.db.run(load)
         self.segments = {s.segment_id: s for s in segs}
 
-    async def housekeeping(self) -> None:
+    def background(self) -> list[Periodic]:
         """Seal idle segments often; purge consumed stream prefixes now and then."""
-        rounds = 0
-        while True:
-            await asyncio.sleep(1.0)
-            rounds += 1
-            try:
-                await self.seal_idle()
-                if rounds % 5 == 0:
-                    await self.purge_streams()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - try again next round
-                log.warning("datacoord housekeeping failed: %s", exc)
+        return [
+            Periodic(self.seal_idle, 1.0, "seal idle segments"),
+            Periodic(self.purge_streams, 5.0, "purge streams"),
+        ]
 
     async def purge_streams(self) -> dict[str, int | None]:
         """Drop stream messages below the lowest checkpoint of the vchannels on each pchannel."""

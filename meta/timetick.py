@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from elanus.channels.dml import DmlMessage, MsgType
+from elanus.channels.loop import Periodic
 from elanus.requests import Body
 
 if TYPE_CHECKING:
@@ -40,19 +41,19 @@ class TimeTickSync:
         self.reports: dict[str, ProxyReport] = {}
         self.last_tick: dict[str, int] = {}
         self.active_pchannels: set[str] = set()
-        self._task: asyncio.Task[None] | None = None
+        self._periodic = Periodic(
+            self.publish_ticks, coord.settings.timetick_interval_ms / 1000, "time tick"
+        )
         self._publish_lock = asyncio.Lock()
 
     def handlers(self) -> dict[str, Handler]:
         return {"timetick.report": self.report}
 
     async def start(self) -> None:
-        self._task = asyncio.create_task(self._loop(), name="timetick")
+        self._periodic.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        await self._periodic.stop()
 
     async def report(self, raw: dict[str, Any]) -> dict[str, Any]:
         b = Body(raw, "timetick.report")
@@ -74,17 +75,6 @@ class TimeTickSync:
             log.info("proxy %s stopped reporting; it no longer holds time ticks back", p)
             del self.reports[p]
         return list(self.reports.values())
-
-    async def _loop(self) -> None:
-        interval = self.coord.settings.timetick_interval_ms / 1000
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                await self.publish_ticks()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - keep ticking
-                log.warning("time tick failed: %s", exc)
 
     async def publish_ticks(self) -> dict[str, int]:
         """Publish one tick per active pchannel: the minimum over live proxies' reports."""

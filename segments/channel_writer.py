@@ -29,6 +29,7 @@ from nats.js.errors import NotFoundError
 
 from elanus.channels import subjects
 from elanus.channels.dml import DmlMessage, MsgType, data_subject, stream_name, tick_subject
+from elanus.channels.loop import cancel_and_wait
 from elanus.schema import TIMESTAMP_FIELD, Schema
 from elanus.segments import layout, storage
 from elanus.segments.pkstats import PkStats
@@ -91,6 +92,7 @@ class ChannelWriter:
         self._pack: list[DmlMessage] = []
         self._last_delta_sync = time.monotonic()
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
         self._sub: Any = None
         self.storage = node.settings.storage_path
         for seg in spec.get("segments", []):
@@ -133,10 +135,9 @@ class ChannelWriter:
         self._task = asyncio.create_task(self._run(), name=f"datanode-{self.vchannel}")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        self._stopping = True
+        await cancel_and_wait(self._task)
+        self._task = None
         if self._sub is not None:
             try:
                 await self._sub.unsubscribe()
@@ -145,7 +146,7 @@ class ChannelWriter:
             self._sub = None
 
     async def _run(self) -> None:
-        while True:
+        while not self._stopping:
             try:
                 msgs = await self._sub.fetch(FETCH_BATCH, timeout=1.0)
             except NatsTimeout:

@@ -15,6 +15,7 @@ from elanus.channels.nats_server import EmbeddedNats
 from elanus.flight.client import Client
 from elanus.flight.proxy import ProxyServer
 from elanus.meta.coord import Coordinator
+from elanus.segments.datanode import DataNode
 from elanus.settings import Settings
 
 STEP_TIMEOUT_S = 30.0
@@ -46,19 +47,22 @@ class Stack:
     and proxies with new ones on the same data dir. ``close`` stops whatever still runs.
     """
 
-    def __init__(self, loop: LoopThread, nats_url: str, data_dir: Path) -> None:
+    def __init__(self, loop: LoopThread, nats_url: str, data_dir: Path, **settings: Any) -> None:
         self.loop = loop
-        self.settings = Settings(
-            data_dir=str(data_dir),
-            nats_url=nats_url,
-            flight_host="127.0.0.1",
-            flight_port=0,
-            session_ttl_s=2,
-        )
+        defaults: dict[str, Any] = {
+            "data_dir": str(data_dir),
+            "nats_url": nats_url,
+            "flight_host": "127.0.0.1",
+            "flight_port": 0,
+            "session_ttl_s": 2,
+            "timetick_interval_ms": 50,
+        }
+        self.settings = Settings(**{**defaults, **settings})
         self.bus: Bus = self.call(Bus(nats_url, name="test-stack").connect())
         self._buses: list[Bus] = [self.bus]
         self.coord: Coordinator | None = None
         self.proxies: list[ProxyServer] = []
+        self.datanodes: list[DataNode] = []
         self._clients: list[Client] = []
 
     def call(self, coro: Any) -> Any:
@@ -75,8 +79,15 @@ class Stack:
     def start(self) -> Stack:
         self.coord = Coordinator(self.settings, self.bus)
         self.call(self.coord.start())
+        self.add_datanode()
         self.add_proxy()
         return self
+
+    def add_datanode(self) -> DataNode:
+        node = DataNode(self.settings, self.bus)
+        self.call(node.start())
+        self.datanodes.append(node)
+        return node
 
     def add_proxy(self, own_bus: bool = False) -> ProxyServer:
         bus = self.bus
@@ -99,6 +110,9 @@ class Stack:
         for proxy in reversed(self.proxies):
             _collect(errors, lambda p=proxy: self.call(p.stop()))
         self.proxies.clear()
+        for node in reversed(self.datanodes):
+            _collect(errors, lambda n=node: self.call(n.stop()))
+        self.datanodes.clear()
         if self.coord is not None:
             _collect(errors, lambda: self.call(self.coord.stop()))  # type: ignore[union-attr]
             self.coord = None

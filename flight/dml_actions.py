@@ -1,0 +1,75 @@
+"""DoAction entries of the write path: delete, flush, flush state, segment info.
+
+Registered in the same catalogue as the DDL actions (``actions.ACTIONS``) so ListActions,
+the unknown-key check and the docs cover them; the proxy runs them through ``DmlService``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from elanus.errors import invalid
+from elanus.flight.actions import _action, _db, _name
+from elanus.requests import Body
+from elanus.schema import check_name
+
+MAX_DELETE_KEYS = 1_000_000
+DML_ACTIONS = ("delete", "flush", "get_flush_state", "get_segment_info")
+
+
+@_action(
+    "delete",
+    "Delete entities by primary key. Body: collection, ids, partition. Result: delete_count, ts.",
+    ("collection", "ids", "partition"),
+)
+def _delete(b: Body) -> dict[str, Any]:
+    ids = b.list("ids")
+    if not ids:
+        raise invalid("delete: 'ids' is empty")
+    if len(ids) > MAX_DELETE_KEYS:
+        raise invalid(f"delete: at most {MAX_DELETE_KEYS} ids per request, got {len(ids)}")
+    partition = b.str("partition", None)
+    return {
+        "db": _db(b),
+        "collection": _name(b, "collection", "collection"),
+        "ids": ids,
+        "partition": _name(b, "partition", "partition") if partition else None,
+    }
+
+
+@_action(
+    "flush",
+    "Seal the growing segments of a collection and have them written (seed 004). "
+    "Body: collection. Result: segment_ids, flush_ts; poll get_flush_state.",
+    ("collection",),
+)
+def _flush(b: Body) -> dict[str, Any]:
+    return {"db": _db(b), "collection": _name(b, "collection", "collection")}
+
+
+@_action(
+    "get_flush_state",
+    "Whether the given segments are flushed. Body: segment_ids. Result: flushed, done, total.",
+    ("segment_ids",),
+)
+def _flush_state(b: Body) -> dict[str, Any]:
+    ids = b.list("segment_ids")
+    if not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        raise invalid("get_flush_state: 'segment_ids' must be a list of integers")
+    return {"segment_ids": ids}
+
+
+@_action(
+    "get_segment_info",
+    "Segments of a collection (or the given ids): state, rows, channel, positions. "
+    "Body: collection | segment_ids. Result: segments.",
+    ("collection", "segment_ids"),
+)
+def _segment_info(b: Body) -> dict[str, Any]:
+    ids = b.list("segment_ids", None)
+    collection = b.str("collection", None)
+    if (ids is None) == (collection is None):
+        raise invalid("get_segment_info: give exactly one of 'collection' and 'segment_ids'")
+    if ids is not None:
+        return {"segment_ids": ids}
+    return {"db": _db(b), "collection": check_name(collection, "collection")}
