@@ -258,13 +258,18 @@ class DmlService:
         try:
             ts = await self.proxy.ddl.alloc_ts()
             self.tracker.stamp(task, ts)
-            sends = []
-            for i, piece in enumerate(pieces):
+            # Place every message before publishing any: a coord that fails half way through
+            # must leave nothing of this request in the log.
+            segments = []
+            for piece in pieces:
                 segment_id = 0
                 if piece.kind is MsgType.INSERT:
                     key = (info.collection_id, partition_id, piece.vchannel)
                     segment_id = await self.segments.place(key, piece.rows, ts)
                     used.append(segment_id)
+                segments.append(segment_id)
+            sends = []
+            for i, (piece, segment_id) in enumerate(zip(pieces, segments, strict=True)):
                 msg = DmlMessage(
                     piece.kind,
                     ts,

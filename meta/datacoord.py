@@ -74,6 +74,21 @@ class DataCoord:
 
         segs, self.checkpoints = await self.coord.db.run(load)
         self.segments = {s.segment_id: s for s in segs}
+        await self._recover()
+
+    async def _recover(self) -> None:
+        """Finish what a coord that died mid-way left: seals without a timestamp (proxies
+        may still hold quotas, so wait out their expiry) and flushes nobody confirmed."""
+        changed = []
+        for s in self.segments.values():
+            if s.state is SegmentState.SEALED and s.seal_ts is None:
+                s.seal_ts = self.coord.tso.alloc()
+                s.last_expire_ts = tsutil.compose(tsutil.now_ms() + QUOTA_LIFETIME_MS)
+                changed.append(s)
+            elif s.state is SegmentState.FLUSHING:
+                s.state = SegmentState.SEALED
+                changed.append(s)
+        await self._save(changed)
 
     def background(self) -> list[Periodic]:
         """Seal idle segments often; purge consumed stream prefixes now and then."""
@@ -314,6 +329,8 @@ class DataCoord:
         seg = self.segments.get(sid)
         if seg is None:
             raise ElanusError(ErrorCode.SEGMENT_NOT_FOUND, f"segment {sid} is not known")
+        if seg.state is SegmentState.FLUSHED:
+            return {}  # a repeated report (the coord restarted and asked again)
         seg.num_rows, seg.path = num_rows, path
         seg.min_ts, seg.max_ts, seg.start_seq = min_ts, max_ts, start_seq
         seg.flushed_ts = self.coord.tso.alloc()

@@ -67,19 +67,28 @@ class TimeTickSync:
     def forget_proxy(self, proxy_id: str) -> None:
         self.reports.pop(proxy_id, None)
 
-    def live_reports(self) -> list[ProxyReport]:
+    def live_reports(self) -> list[ProxyReport] | None:
+        """Reports of the live proxies, or None while a live proxy has not reported yet
+        (after a coord restart): a tick then could overtake that proxy's writes."""
         ttl = self.coord.settings.session_ttl_s
         now = time.monotonic()
         stale = [p for p, r in self.reports.items() if now - r.at > ttl]
         for p in stale:
             log.info("proxy %s stopped reporting; it no longer holds time ticks back", p)
             del self.reports[p]
+        unheard = [
+            s.node_id for s in self.coord.sessions.of_role("proxy") if s.node_id not in self.reports
+        ]
+        if unheard:
+            return None
         return list(self.reports.values())
 
     async def publish_ticks(self) -> dict[str, int]:
         """Publish one tick per active pchannel: the minimum over live proxies' reports."""
         async with self._publish_lock:
             reports = self.live_reports()
+            if reports is None:
+                return {}
             fresh = self.coord.tso.alloc() if not reports else 0
             published: dict[str, int] = {}
             for p in sorted(self.active_pchannels):

@@ -30,6 +30,7 @@ from nats.js.errors import NotFoundError
 from elanus.channels import subjects
 from elanus.channels.dml import DmlMessage, MsgType, data_subject, stream_name, tick_subject
 from elanus.channels.loop import cancel_and_wait
+from elanus.errors import ElanusError
 from elanus.schema import TIMESTAMP_FIELD, Schema
 from elanus.segments import layout, storage
 from elanus.segments.pkstats import PkStats
@@ -89,6 +90,7 @@ class ChannelWriter:
         self.growing: dict[int, GrowingBuffer] = {}
         self.flushed: dict[int, FlushedSegment] = {}
         self.done: set[int] = set()
+        self.reports: dict[int, dict[str, Any]] = {}  # what we said when we flushed them
         self._pack: list[DmlMessage] = []
         self._last_delta_sync = time.monotonic()
         self._task: asyncio.Task[None] | None = None
@@ -181,15 +183,17 @@ class ChannelWriter:
         self.next_seq = seq + 1
         if self._deltas_due():
             await self._sync_deltas()
-        reply = await self.node.bus.request(
-            subjects.coord("datanode.tt"),
-            {
-                "node_id": self.node.node_id,
-                "vchannel": self.vchannel,
-                "ts": ts,
-                "checkpoint": self.checkpoint(),
-            },
-        )
+        report = {
+            "node_id": self.node.node_id,
+            "vchannel": self.vchannel,
+            "ts": ts,
+            "checkpoint": self.checkpoint(),
+        }
+        try:
+            reply = await self.node.bus.request(subjects.coord("datanode.tt"), report, timeout=10)
+        except ElanusError as exc:  # the coord is away; the next tick reports again
+            log.warning("%s: tick report failed: %s", self.vchannel, exc)
+            return
         if reply["flush"]:
             await self._flush(reply["flush"])
 
@@ -221,6 +225,18 @@ class ChannelWriter:
             mask = seg.stats.may_contain(pks)
             if mask.any():
                 seg.pending.append((pks.filter(pa.array(mask)), m.ts, m.seq))
+
+    async def _report_flushed(self, report: dict[str, Any]) -> None:
+        """Tell the coord, retrying while it is away: the segment is on disk either way."""
+        delay = 0.1
+        while not self._stopping:
+            try:
+                await self.node.bus.request(subjects.coord("segment.flushed"), report, timeout=10)
+                return
+            except ElanusError as exc:
+                log.warning("%s: flush report failed, retrying: %s", self.vchannel, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
 
     def checkpoint(self) -> dict[str, int]:
         seqs = [b.first_seq for b in self.growing.values()]
@@ -256,6 +272,9 @@ class ChannelWriter:
 
     async def _flush(self, segment_ids: list[int]) -> None:
         for sid in segment_ids:
+            if sid in self.reports:  # asked again (the coord restarted): say the same
+                await self._report_flushed(self.reports[sid])
+                continue
             buf = self.growing.pop(sid, None)
             report: dict[str, Any] = {
                 "node_id": self.node.node_id,
@@ -290,5 +309,6 @@ class ChannelWriter:
             self.done.add(sid)
             await self._sync_deltas()
             report["checkpoint"] = self.checkpoint()
-            await self.node.bus.request(subjects.coord("segment.flushed"), report)
+            self.reports[sid] = report
+            await self._report_flushed(report)
             log.info("%s: flushed segment %s (%s rows)", self.vchannel, sid, report["num_rows"])

@@ -239,8 +239,11 @@ class ElanusProcess:
     failing test leaves nothing running.
     """
 
-    def __init__(self, *args: str, log_path: Path, uri: str | None = None) -> None:
+    def __init__(
+        self, *args: str, log_path: Path, uri: str | None = None, env: dict[str, str] | None = None
+    ) -> None:
         self.args = args
+        self.env = env or {}
         self.log_path = log_path
         self.uri = uri
         self.proc: _subprocess.Popen[bytes] | None = None
@@ -262,7 +265,7 @@ class ElanusProcess:
                 stdout=log,
                 stderr=_subprocess.STDOUT,
                 stdin=_subprocess.DEVNULL,
-                env=cli_env(),
+                env=cli_env(**self.env),
                 start_new_session=True,
             )
         return self

@@ -1,0 +1,174 @@
+"""kill -9 mid-ingest, of the datanode and of the coord, each its own OS process: after a
+restart and a flush, the stored rows are exactly the acknowledged rows (none lost, none
+twice)."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import lance
+import numpy as np
+import pyarrow as pa
+import pytest
+from conftest import ElanusProcess
+
+from elanus.channels.nats_server import EmbeddedNats, free_port
+from elanus.errors import ElanusError
+from elanus.flight.client import Client
+
+ENV = {
+    "ELANUS_SESSION_TTL_S": "2",
+    "ELANUS_TIMETICK_INTERVAL_MS": "50",
+    "ELANUS_SEGMENT_MAX_ROWS": "4000",  # segments seal and flush while the ingest runs
+}
+DIM = 16
+BATCH = 500
+BATCHES = 60
+
+
+class Cluster:
+    """NATS in the test; coord, datanode and proxy as separate ``elanus run`` processes."""
+
+    def __init__(self, tmp: Path, track: Callable[[ElanusProcess], ElanusProcess]) -> None:
+        self.tmp = tmp
+        self.track = track
+        self.nats = EmbeddedNats(tmp / "nats").start()
+        self.port = free_port()
+        self.uri = f"grpc://127.0.0.1:{self.port}"
+        self.procs: dict[str, ElanusProcess] = {}
+        self.spawn("coord")
+        self.spawn("datanode")
+        self.spawn("proxy").wait_ready()
+
+    def spawn(self, role: str) -> ElanusProcess:
+        args = ["run", role, "--nats", self.nats.url, "--data-dir", str(self.tmp / "data")]
+        if role == "proxy":
+            args += ["--port", str(self.port)]
+        n = sum(1 for k in self.procs if k.startswith(role))
+        proc = ElanusProcess(
+            *args,
+            log_path=self.tmp / f"{role}-{n}.log",
+            uri=self.uri if role == "proxy" else None,
+            env=ENV,
+        )
+        self.procs[f"{role}-{n}"] = self.track(proc).start()
+        return proc
+
+    def kill9(self, role: str) -> None:
+        live = [
+            p
+            for k, p in self.procs.items()
+            if k.startswith(role) and p.proc is not None and p.proc.poll() is None
+        ]
+        for p in live:
+            p.send(signal.SIGKILL)
+            assert p.wait(10) == -signal.SIGKILL
+
+    def close(self) -> None:
+        for p in reversed(list(self.procs.values())):
+            p.stop(timeout=5)
+        self.nats.stop()
+
+
+@pytest.fixture
+def cluster(
+    tmp_path: Path, elanus_processes: Callable[[ElanusProcess], ElanusProcess]
+) -> Iterator[Cluster]:
+    c = Cluster(tmp_path, elanus_processes)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+class Ingest(threading.Thread):
+    """Inserts batches with fresh keys; remembers exactly the keys that were acknowledged."""
+
+    def __init__(self, client: Client, collection: str) -> None:
+        super().__init__(daemon=True)
+        self.client = client
+        self.collection = collection
+        self.acked: list[int] = []
+        self.failures = 0
+        self.rng = np.random.default_rng(7)
+
+    def run(self) -> None:
+        next_pk = 0
+        for _ in range(BATCHES):
+            pks = np.arange(next_pk, next_pk + BATCH, dtype=np.int64)
+            next_pk += BATCH
+            data = {"id": pks, "vector": self.rng.random((BATCH, DIM), dtype=np.float32)}
+            try:
+                result = self.client.insert(self.collection, data)
+            except ElanusError:
+                self.failures += 1  # not acknowledged: it must not show up later either
+                time.sleep(0.2)
+                continue
+            assert result["ids"] == pks.tolist()
+            self.acked.extend(result["ids"])
+            time.sleep(0.01)
+
+    def wait_for(self, rows: int, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self.acked) < rows:
+            assert self.is_alive(), "the ingest ended early"
+            assert time.monotonic() < deadline, f"only {len(self.acked)} rows acknowledged"
+            time.sleep(0.05)
+
+
+def stored_pks(client: Client, collection: str) -> list[int]:
+    """Primary keys of every flushed segment, read straight from the Lance files."""
+    pks: list[pa.Array] = []
+    for seg in client.get_segment_info(collection):
+        if seg["state"] == "Flushed":
+            table = lance.dataset(seg["path"]).to_table(columns=["id"])
+            pks.append(table.column("id").combine_chunks())
+    return sorted(pa.concat_arrays(pks).to_pylist()) if pks else []
+
+
+def flush_with_retry(client: Client, collection: str, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            client.flush(collection, timeout=max(1.0, deadline - time.monotonic()))
+            return
+        except ElanusError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+def run_crash(cluster: Cluster, role: str) -> Ingest:
+    client = Client(cluster.uri, timeout=30)
+    client.create_collection("crash", dimension=DIM, num_shards=2)
+    ingest = Ingest(client, "crash")
+    ingest.start()
+    ingest.wait_for(BATCHES * BATCH // 3)
+    cluster.kill9(role)
+    time.sleep(0.5)
+    cluster.spawn(role)
+    ingest.join(180)
+    assert not ingest.is_alive()
+    flush_with_retry(client, "crash")
+    stored = stored_pks(client, "crash")
+    assert len(stored) == len(set(stored)), "a row was written twice"
+    assert stored == sorted(ingest.acked), (
+        f"stored {len(stored)} rows, acknowledged {len(ingest.acked)}"
+    )
+    client.close()
+    return ingest
+
+
+def test_kill_9_of_the_datanode_loses_and_duplicates_nothing(cluster: Cluster) -> None:
+    ingest = run_crash(cluster, "datanode")
+    assert ingest.failures == 0  # the log takes writes while no datanode runs
+    assert len(ingest.acked) == BATCHES * BATCH
+
+
+def test_kill_9_of_the_coord_loses_and_duplicates_nothing(cluster: Cluster) -> None:
+    ingest = run_crash(cluster, "coord")
+    assert len(ingest.acked) > BATCHES * BATCH // 3
