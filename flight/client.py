@@ -362,3 +362,13 @@ class Client:
         else:
             body = self._in_db(db, collection=collection_name)
         return list(self._action("get_segment_info", body)["segments"])
+
+    def compact(self, collection_name: str, *, db: str | None = None) -> int:
+        """Start merging small segments and dropping deleted rows; returns the job id."""
+        reply = self._action("compact", self._in_db(db, collection=collection_name))
+        return int(reply["compaction_id"])
+
+    def get_compaction_state(self, compaction_id: int) -> str:
+        """``"Executing"`` or ``"Completed"`` (pymilvus's spelling)."""
+        reply = self._action("get_compaction_state", {"compaction_id": compaction_id})
+        return "Completed" if reply["state"] == "completed" else "Executing"

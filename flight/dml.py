@@ -149,6 +149,12 @@ class DmlService:
             return dict(self.proxy.run(self._flush(info)))
         if name == "get_flush_state":
             return dict(self.proxy.run(self.proxy.ddl.coord("flush.state", request)))
+        if name == "compact":
+            info = self.collection(request["db"], request["collection"])
+            body = {"collection_id": info.collection_id}
+            return dict(self.proxy.run(self.proxy.ddl.coord("compaction.trigger", body)))
+        if name == "get_compaction_state":
+            return dict(self.proxy.run(self.proxy.ddl.coord("compaction.state", request)))
         if name == "get_segment_info":
             if "collection" in request:
                 info = self.collection(request["db"], request["collection"])

@@ -14,7 +14,14 @@ from elanus.requests import Body
 from elanus.schema import check_name
 
 MAX_DELETE_KEYS = 1_000_000
-DML_ACTIONS = ("delete", "flush", "get_flush_state", "get_segment_info")
+DML_ACTIONS = (
+    "delete",
+    "flush",
+    "get_flush_state",
+    "get_segment_info",
+    "compact",
+    "get_compaction_state",
+)
 
 
 @_action(
@@ -73,3 +80,23 @@ def _segment_info(b: Body) -> dict[str, Any]:
     if ids is not None:
         return {"segment_ids": ids}
     return {"db": _db(b), "collection": check_name(collection, "collection")}
+
+
+@_action(
+    "compact",
+    "Merge the collection's flushed segments and drop deleted rows. Body: collection. "
+    "Result: compaction_id, plans; poll get_compaction_state.",
+    ("collection",),
+)
+def _compact(b: Body) -> dict[str, Any]:
+    return {"db": _db(b), "collection": _name(b, "collection", "collection")}
+
+
+@_action(
+    "get_compaction_state",
+    "Progress of a compaction. Body: compaction_id. Result: state (executing | completed), "
+    "pending, executing, completed, failed.",
+    ("compaction_id",),
+)
+def _compaction_state(b: Body) -> dict[str, Any]:
+    return {"compaction_id": b.int("compaction_id", lo=1)}

@@ -21,9 +21,11 @@ from elanus.channels.role import Role
 from elanus.channels.sessions import SessionInfo, SessionWatcher
 from elanus.meta.catalog import Catalog, pchannel_name
 from elanus.meta.channelmanager import ChannelManager
+from elanus.meta.compaction import CompactionManager
 from elanus.meta.counters import ID_HIGH_WATER, TSO_BOUND, CounterStore
 from elanus.meta.datacoord import DataCoord
 from elanus.meta.db import Database
+from elanus.meta.gc import GarbageCollector
 from elanus.meta.idalloc import IDAllocator
 from elanus.meta.rootcoord import RootCoord
 from elanus.meta.timetick import TimeTickSync
@@ -46,6 +48,8 @@ class Coordinator(Role):
         self.data = DataCoord(self)
         self.timeticks = TimeTickSync(self)
         self.channels = ChannelManager(self)
+        self.compaction = CompactionManager(self)
+        self.gc = GarbageCollector(self)
         self._background: list[Periodic] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self._counters: CounterStore | None = None
@@ -61,7 +65,7 @@ class Coordinator(Role):
             "health": self.health,
             "session.list": self.list_sessions,
         }
-        for service in (self.root, self.data, self.timeticks):
+        for service in (self.root, self.data, self.timeticks, self.compaction):
             handlers.update(service.handlers())
         return handlers
 
@@ -88,7 +92,8 @@ class Coordinator(Role):
         self._subscription = await self.bus.serve(subjects.COORD, self.handlers(), queue="coord")
         await self.channels.start()
         await self.timeticks.start()
-        self._background = [p.start() for p in self.data.background()]
+        background = self.data.background() + self.compaction.background() + self.gc.background()
+        self._background = [p.start() for p in background]
         await self.register()
         await self.channels.balance()
 

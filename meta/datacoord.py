@@ -56,6 +56,10 @@ class DataCoord:
         self.channel_ticks: dict[str, int] = {}
         self._lock = asyncio.Lock()
         self._schemas: dict[int, Schema] = {}
+        self.quota_holders: dict[int, set[str]] = {}
+        """segment -> proxies that were granted quota in it (only they can still write)."""
+        self._holders_unknown: set[int] = set()
+        """Growing segments from before a coord restart: their holders are not known."""
 
     def handlers(self) -> dict[str, Handler]:
         return {
@@ -74,6 +78,7 @@ class DataCoord:
 
         segs, self.checkpoints = await self.coord.db.run(load)
         self.segments = {s.segment_id: s for s in segs}
+        self._holders_unknown = {s.segment_id for s in segs if s.state is SegmentState.GROWING}
         await self._recover()
 
     async def _recover(self) -> None:
@@ -142,7 +147,8 @@ class DataCoord:
         vchannel = b.str("vchannel")
         rows = b.int("rows", lo=1, hi=100_000_000)
         whole = b.bool("whole", False)  # all rows in one segment (one message = one segment)
-        b.allow(["proxy_id"]).done()
+        proxy_id = b.str("proxy_id", "")
+        b.done()
         schema = await self._schema(cid)
         async with self._lock:
             grants, changed, full = [], [], []
@@ -162,6 +168,7 @@ class DataCoord:
                 seg.last_expire_ts = max(seg.last_expire_ts, expire)
                 seg.last_alloc_at = time.time()
                 grants.append({"segment_id": seg.segment_id, "rows": n, "expire_ts": expire})
+                self.quota_holders.setdefault(seg.segment_id, set()).add(proxy_id)
                 changed.append(seg)
                 rows -= min(rows, n)
             await self._save(changed + full)
@@ -206,9 +213,15 @@ class DataCoord:
         return seal_ts
 
     async def _release_quotas(self, segment_ids: list[int]) -> bool:
-        proxies = self.coord.sessions.of_role("proxy")
-        if not segment_ids or not proxies:
-            return True
+        """Ask every proxy holding quota in these segments to drop it and finish in-flight
+        writes. False when that cannot be confirmed: then the seal waits for expiry."""
+        holders: set[str] = set()
+        for sid in segment_ids:
+            holders |= self.quota_holders.pop(sid, set())
+        unknown = any(sid in self._holders_unknown for sid in segment_ids)
+        self._holders_unknown -= set(segment_ids)
+        if not holders:
+            return not unknown
 
         async def ask(node_id: str) -> bool:
             try:
@@ -222,8 +235,8 @@ class DataCoord:
                 log.warning("proxy %s did not release quotas: %s", node_id, exc)
                 return False
 
-        answers = await asyncio.gather(*(ask(p.node_id) for p in proxies))
-        return all(answers)
+        answers = await asyncio.gather(*(ask(p) for p in sorted(holders)))
+        return all(answers) and "" not in holders and not unknown
 
     async def seal_idle(self) -> None:
         idle_s = self.coord.settings.segment_idle_s
@@ -310,7 +323,8 @@ class DataCoord:
         for s in ready:
             s.state = SegmentState.FLUSHING
         await self._save(ready)
-        return {"flush": [s.segment_id for s in ready]}
+        compact = self.coord.compaction.take_for(vchannel)
+        return {"flush": [s.segment_id for s in ready], "compact": compact}
 
     async def _checkpoint(self, vchannel: str, seq: int, ts: int) -> None:
         if self.checkpoints.get(vchannel) != (seq, ts):
@@ -345,6 +359,15 @@ class DataCoord:
             del self.segments[sid]
         await self.coord.bus.publish(SEGMENT_FLUSHED, seg.to_dict())
         return {}
+
+    async def replace(self, sources: list[Segment], target: Segment) -> None:
+        """Swap compacted sources for their target in one catalog write."""
+        async with self._lock:
+            await self._save([*sources, target])
+            for s in sources:
+                self.segments.pop(s.segment_id, None)
+            if target.state is SegmentState.FLUSHED:
+                self.segments[target.segment_id] = target
 
     # -- collection lifecycle ---------------------------------------------------------------
     async def drop_collection(self, collection_id: int, ts: int) -> None:

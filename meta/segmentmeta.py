@@ -80,11 +80,17 @@ def save(con: duckdb.DuckDBPyConnection, segments: list[Segment]) -> None:
         return
     placeholders = ", ".join("?" * len(COLUMNS))
     updates = ", ".join(f"{c} = excluded.{c}" for c in COLUMNS if c != "segment_id")
-    con.executemany(
-        f"INSERT INTO segments ({', '.join(COLUMNS)}) VALUES ({placeholders}) "
-        f"ON CONFLICT (segment_id) DO UPDATE SET {updates}",
-        [s.row() for s in segments],
-    )
+    con.execute("BEGIN TRANSACTION")  # all or nothing: compaction swaps segments here
+    try:
+        con.executemany(
+            f"INSERT INTO segments ({', '.join(COLUMNS)}) VALUES ({placeholders}) "
+            f"ON CONFLICT (segment_id) DO UPDATE SET {updates}",
+            [s.row() for s in segments],
+        )
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
 
 
 def load(

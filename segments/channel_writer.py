@@ -27,12 +27,14 @@ from nats.errors import TimeoutError as NatsTimeout
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
+from elanus import layout
 from elanus.channels import subjects
 from elanus.channels.dml import DmlMessage, MsgType, data_subject, stream_name, tick_subject
 from elanus.channels.loop import cancel_and_wait
 from elanus.errors import ElanusError
 from elanus.schema import TIMESTAMP_FIELD, Schema
-from elanus.segments import layout, storage
+from elanus.segments import storage
+from elanus.segments.compactor import compact_segments
 from elanus.segments.pkstats import PkStats
 
 if TYPE_CHECKING:
@@ -196,6 +198,8 @@ class ChannelWriter:
             return
         if reply["flush"]:
             await self._flush(reply["flush"])
+        for plan in reply.get("compact", []):
+            await self._compact(plan)
 
     def _insert(self, m: DmlMessage) -> None:
         if m.segment_id in self.done or m.batch is None:
@@ -226,15 +230,50 @@ class ChannelWriter:
             if mask.any():
                 seg.pending.append((pks.filter(pa.array(mask)), m.ts, m.seq))
 
+    async def _compact(self, plan: dict[str, Any]) -> None:
+        """Run a compaction plan between two packs, so no delete can slip past it."""
+        await self._sync_deltas()  # deletes of the sources must be in their delta logs
+        sources = [s["segment_id"] for s in plan["sources"]]
+        target = int(plan["target_segment_id"])
+        pid = int(plan["partition_id"])
+        dirs = [self._seg_dir(pid, s) for s in sources]
+        result = await asyncio.to_thread(
+            compact_segments,
+            dirs,
+            self._seg_dir(pid, target),
+            self.pk_field,
+            int(plan["horizon_ts"]),
+        )
+        for s in sources:
+            self.flushed.pop(s, None)
+        if result["num_rows"]:
+            stats = storage.load_pk_stats(self._seg_dir(pid, target))
+            self.flushed[target] = FlushedSegment(pid, stats)
+        self.done.add(target)
+        report = {
+            "node_id": self.node.node_id,
+            "vchannel": self.vchannel,
+            "plan_id": plan["plan_id"],
+            "target_segment_id": target,
+            **result,
+        }
+        await self._tell_coord("compaction.done", report)
+        log.info(
+            "%s: compacted %s into %s (%s rows)", self.vchannel, sources, target, result["num_rows"]
+        )
+
     async def _report_flushed(self, report: dict[str, Any]) -> None:
-        """Tell the coord, retrying while it is away: the segment is on disk either way."""
+        await self._tell_coord("segment.flushed", report)
+
+    async def _tell_coord(self, method: str, report: dict[str, Any]) -> None:
+        """Report, retrying while the coord is away: the files are on disk either way."""
         delay = 0.1
         while not self._stopping:
             try:
-                await self.node.bus.request(subjects.coord("segment.flushed"), report, timeout=10)
+                await self.node.bus.request(subjects.coord(method), report, timeout=10)
                 return
             except ElanusError as exc:
-                log.warning("%s: flush report failed, retrying: %s", self.vchannel, exc)
+                log.warning("%s: %s report failed, retrying: %s", self.vchannel, method, exc)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import lance
 import pyarrow as pa
 
+from elanus import layout
 from elanus.channels.dml import PK_COLUMN
-from elanus.segments import layout
 from elanus.segments.pkstats import PkStats
 
 DELTA_SCHEMA = pa.schema([pa.field("ts", pa.uint64(), nullable=False)])

@@ -1,0 +1,232 @@
+"""Compaction planning: merge small flushed segments and drop deleted rows.
+
+The coord plans, the datanode that consumes the segments' vchannel executes: a plan rides
+on the reply to that datanode's next tick report, and the datanode runs it between two
+packs, so no delete of the channel can slip past it. When the datanode reports the
+result, the sources become Dropped and the target Flushed, in one catalog write.
+
+Rows deleted at or before the *horizon* (now minus the time-travel retention) are
+dropped; newer delete records are carried into the target, so reads at a timestamp inside
+the retention window still see those rows.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from elanus import tsutil
+from elanus.channels.loop import Periodic
+from elanus.meta.segmentmeta import Segment, SegmentState
+from elanus.requests import Body
+
+if TYPE_CHECKING:
+    from elanus.channels.bus import Handler
+    from elanus.meta.coord import Coordinator
+
+log = logging.getLogger(__name__)
+
+PLAN_TIMEOUT_S = 120.0
+SMALL_FRACTION = 0.5
+"""A flushed segment under this fraction of the row limit is 'small' for the auto policy."""
+SEGMENT_COMPACTED = "elanus.segment.compacted"
+
+
+@dataclass
+class Plan:
+    plan_id: int
+    compaction_id: int
+    collection_id: int
+    partition_id: int
+    vchannel: str
+    sources: list[int]
+    target_segment_id: int
+    horizon_ts: int
+    state: str = "pending"  # pending -> executing -> completed | failed
+    issued_at: float = 0.0
+    result: dict[str, Any] = field(default_factory=dict)
+
+    def to_wire(self, segments: dict[int, Segment]) -> dict[str, Any]:
+        return {
+            "plan_id": self.plan_id,
+            "partition_id": self.partition_id,
+            "target_segment_id": self.target_segment_id,
+            "horizon_ts": self.horizon_ts,
+            "sources": [
+                {"segment_id": s, "path": segments[s].path, "partition_id": self.partition_id}
+                for s in self.sources
+            ],
+        }
+
+
+class CompactionManager:
+    def __init__(self, coord: Coordinator) -> None:
+        self.coord = coord
+        self.plans: dict[int, Plan] = {}
+        self._compaction_ids = itertools.count(1)
+
+    def handlers(self) -> dict[str, Handler]:
+        return {
+            "compaction.trigger": self.trigger,
+            "compaction.state": self.state,
+            "compaction.done": self.done,
+        }
+
+    def background(self) -> list[Periodic]:
+        interval = self.coord.settings.compaction_interval_s
+        return [Periodic(self.auto, interval, "auto compaction")] if interval > 0 else []
+
+    # -- planning ---------------------------------------------------------------------------
+    def _busy(self) -> set[int]:
+        return {
+            s for p in self.plans.values() if p.state in ("pending", "executing") for s in p.sources
+        }
+
+    def _horizon(self) -> int:
+        retention_ms = int(self.coord.settings.retention_s * 1000)
+        return tsutil.compose(max(0, tsutil.now_ms() - retention_ms))
+
+    def _groups(
+        self, segs: list[Segment], max_rows: int, *, merge_only: bool
+    ) -> list[list[Segment]]:
+        """Pack segments of one partition and vchannel into groups within the row limit."""
+        segs = sorted(segs, key=lambda s: s.num_rows)
+        groups: list[list[Segment]] = []
+        current: list[Segment] = []
+        rows = 0
+        for s in segs:
+            if current and rows + s.num_rows > max_rows:
+                groups.append(current)
+                current, rows = [], 0
+            current.append(s)
+            rows += s.num_rows
+        if current:
+            groups.append(current)
+        return [g for g in groups if len(g) > 1 or not merge_only]
+
+    def plan(self, collection_id: int | None, *, manual: bool) -> int:
+        """Make plans for a collection (or every one); returns the compaction id."""
+        data = self.coord.data
+        busy = self._busy()
+        by_channel: dict[tuple[int, int, str], list[Segment]] = {}
+        for s in data.segments.values():
+            if s.state is not SegmentState.FLUSHED or s.segment_id in busy or not s.path:
+                continue
+            if collection_id is not None and s.collection_id != collection_id:
+                continue
+            if not manual and s.num_rows >= s.max_rows * SMALL_FRACTION:
+                continue
+            by_channel.setdefault((s.collection_id, s.partition_id, s.vchannel), []).append(s)
+        compaction_id = next(self._compaction_ids)
+        horizon = self._horizon()
+        for (cid, pid, vchannel), segs in by_channel.items():
+            max_rows = max(s.max_rows for s in segs)
+            for group in self._groups(segs, max_rows, merge_only=not manual):
+                plan = Plan(
+                    plan_id=self.coord.ids.alloc(),
+                    compaction_id=compaction_id,
+                    collection_id=cid,
+                    partition_id=pid,
+                    vchannel=vchannel,
+                    sources=[s.segment_id for s in group],
+                    target_segment_id=self.coord.ids.alloc(),
+                    horizon_ts=horizon,
+                )
+                self.plans[plan.plan_id] = plan
+        return compaction_id
+
+    async def auto(self) -> None:
+        self.plan(None, manual=False)
+        self._expire()
+
+    def _expire(self) -> None:
+        """A plan nobody finished (its datanode died) is dropped; the next round replans."""
+        now = time.monotonic()
+        for p in list(self.plans.values()):
+            if p.state == "executing" and now - p.issued_at > PLAN_TIMEOUT_S:
+                log.warning("compaction plan %s timed out", p.plan_id)
+                p.state = "failed"
+
+    def take_for(self, vchannel: str) -> list[dict[str, Any]]:
+        """Plans to hand to the datanode reporting ``vchannel`` (the tick reply)."""
+        out = []
+        for p in self.plans.values():
+            if p.vchannel == vchannel and p.state == "pending":
+                if any(s not in self.coord.data.segments for s in p.sources):
+                    p.state = "failed"  # a source went away (collection dropped)
+                    continue
+                p.state, p.issued_at = "executing", time.monotonic()
+                out.append(p.to_wire(self.coord.data.segments))
+        return out
+
+    # -- handlers ---------------------------------------------------------------------------
+    async def trigger(self, raw: dict[str, Any]) -> dict[str, Any]:
+        b = Body(raw, "compaction.trigger")
+        cid = b.int("collection_id")
+        b.done()
+        compaction_id = self.plan(cid, manual=True)
+        plans = [p for p in self.plans.values() if p.compaction_id == compaction_id]
+        return {"compaction_id": compaction_id, "plans": len(plans)}
+
+    async def state(self, raw: dict[str, Any]) -> dict[str, Any]:
+        b = Body(raw, "compaction.state")
+        compaction_id = b.int("compaction_id")
+        b.done()
+        plans = [p for p in self.plans.values() if p.compaction_id == compaction_id]
+        counts = {
+            s: sum(1 for p in plans if p.state == s)
+            for s in ("pending", "executing", "completed", "failed")
+        }
+        finished = counts["pending"] == counts["executing"] == 0
+        return {
+            "compaction_id": compaction_id,
+            "state": "completed" if finished else "executing",
+            **counts,
+        }
+
+    async def done(self, raw: dict[str, Any]) -> dict[str, Any]:
+        b = Body(raw, "compaction.done")
+        plan_id = b.int("plan_id")
+        num_rows = b.int("num_rows", lo=0)
+        path = b.str("path", None)
+        min_ts, max_ts = b.int("min_ts", None), b.int("max_ts", None)
+        b.allow(["node_id", "vchannel", "target_segment_id"]).done()
+        plan = self.plans.get(plan_id)
+        if plan is None or plan.state in ("completed", "failed"):
+            # Planned before a coord restart, or given up: the sources stay, and garbage
+            # collection removes the target's files as an orphan.
+            log.info("ignoring the result of compaction plan %s", plan_id)
+            return {"ignored": True}
+        data = self.coord.data
+        ts = self.coord.tso.alloc()
+        sources = [data.segments[s] for s in plan.sources if s in data.segments]
+        target = Segment(
+            segment_id=plan.target_segment_id,
+            collection_id=plan.collection_id,
+            partition_id=plan.partition_id,
+            vchannel=plan.vchannel,
+            state=SegmentState.FLUSHED if num_rows else SegmentState.DROPPED,
+            max_rows=max((s.max_rows for s in sources), default=num_rows),
+            allocated_rows=num_rows,
+            num_rows=num_rows,
+            created_ts=ts,
+            flushed_ts=ts,
+            dropped_ts=None if num_rows else ts,
+            min_ts=min_ts,
+            max_ts=max_ts,
+            path=path,
+            level=1,
+            compacted_from=list(plan.sources),
+            seal_ts=max((s.seal_ts or 0 for s in sources), default=0),
+        )
+        for s in sources:
+            s.state, s.dropped_ts = SegmentState.DROPPED, ts
+        await data.replace(sources, target)
+        plan.state, plan.result = "completed", {"num_rows": num_rows}
+        await self.coord.bus.publish(
+            SEGMENT_COMPACTED, {"target": target.to_dict(), "sources": plan.sources, "ts": ts}
+        )
+        return {}

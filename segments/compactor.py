@@ -1,0 +1,68 @@
+"""Merging segments: the rows of the sources, minus those deleted at or before the horizon.
+
+A row ``(pk, ts_row)`` is gone when a delete ``(pk, ts_del)`` has ``ts_row < ts_del <=
+horizon``. Deletes after the horizon are kept in the target's delta log, so reads at a
+time inside the retention window still see those rows as they were.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from elanus.channels.dml import PK_COLUMN
+from elanus.schema import TIMESTAMP_FIELD
+from elanus.segments import storage
+
+
+def deleted_mask(pks: pa.Array, row_ts: pa.Array, deltas: pa.Table, horizon_ts: int) -> np.ndarray:
+    """True for rows removed by a delete at or before ``horizon_ts``."""
+    old = deltas.filter(pc.less_equal(deltas.column("ts"), pa.scalar(horizon_ts, pa.uint64())))
+    if old.num_rows == 0:
+        return np.zeros(len(pks), dtype=bool)
+    latest = old.group_by(PK_COLUMN).aggregate([("ts", "max")])
+    rows = pa.table(
+        {PK_COLUMN: pks, "row_ts": row_ts, "idx": pa.array(np.arange(len(pks), dtype=np.int64))}
+    )
+    joined = rows.join(latest, keys=PK_COLUMN, join_type="inner")
+    hit = joined.filter(pc.less(joined.column("row_ts"), joined.column("ts_max")))
+    mask = np.zeros(len(pks), dtype=bool)
+    mask[hit.column("idx").to_numpy()] = True
+    return mask
+
+
+def compact_segments(
+    source_dirs: list[Path], target_dir: Path, pk_field: str, horizon_ts: int
+) -> dict[str, Any]:
+    """Write the merged target; returns what the coord records about it."""
+    data = pa.concat_tables([storage.read_segment(d) for d in source_dirs]).combine_chunks()
+    delta_tables = [t for t in (storage.read_deltas(d) for d in source_dirs) if t is not None]
+    carried = None
+    if delta_tables:
+        deltas = pa.concat_tables(delta_tables).combine_chunks()
+        pks = data.column(pk_field).combine_chunks()
+        gone = deleted_mask(pks, data.column(TIMESTAMP_FIELD).combine_chunks(), deltas, horizon_ts)
+        data = data.filter(pa.array(~gone))
+        newer = pc.greater(deltas.column("ts"), pa.scalar(horizon_ts, pa.uint64()))
+        carried = deltas.filter(newer)
+    if data.num_rows == 0:
+        return {"num_rows": 0}
+    path = storage.write_segment(target_dir, data, pk_field)
+    if carried is not None and carried.num_rows:
+        storage.write_deltas(
+            target_dir,
+            carried.column(PK_COLUMN).combine_chunks(),
+            carried.column("ts").combine_chunks(),
+            "compacted",
+        )
+    mm = pc.min_max(data.column(TIMESTAMP_FIELD))
+    return {
+        "num_rows": data.num_rows,
+        "path": str(path),
+        "min_ts": mm["min"].as_py(),
+        "max_ts": mm["max"].as_py(),
+    }
