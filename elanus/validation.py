@@ -123,7 +123,7 @@ def conform_insert(
         col = columns.get(f.name)
         arr = _missing(f, n) if col is None else _conform_column(f, col)
         if f.is_primary:
-            _check_unique_keys(f, arr)
+            _check_unique_keys(f.name, arr)
         arrays.append(arr)
         fields.append(f.arrow_field())
 
@@ -309,6 +309,14 @@ def _to_float(
     if not (pa.types.is_integer(t) or pa.types.is_floating(t)):
         raise mismatch(f"{label} takes {dt.value} numbers, got Arrow type {t}")
     target = pa.float32() if dt == DataType.FLOAT else pa.float64()
+    if pa.types.is_floating(t) and len(arr):
+        bad = pc.or_(pc.is_nan(arr), pc.is_inf(arr))  # nulls stay null, not "bad"
+        if pc.any(bad).as_py():
+            i = _first_true(bad)
+            raise invalid(
+                f"{label}: value {arr[i].as_py()!r} at {loc(i)} is not a finite number "
+                "(NaN and infinity are not allowed)"
+            )
     if t == target:
         return arr
     if target == pa.float32() and t == pa.float64():
@@ -677,7 +685,12 @@ _CONVERTERS: dict[DataType, Callable[[Field, pa.Array], pa.Array]] = {
 # -- primary keys ---------------------------------------------------------------------------
 
 
-def _check_unique_keys(f: Field, arr: pa.Array) -> None:
+def check_unique_across(arrays: list[pa.Array], field_name: str) -> None:
+    """No key twice in one request made of several batches (rows numbered across all)."""
+    _check_unique_keys(field_name, pa.concat_arrays(arrays))
+
+
+def _check_unique_keys(name: str, arr: pa.Array) -> None:
     n = len(arr)
     if n < 2 or pc.count_distinct(arr).as_py() == n:
         return
@@ -689,7 +702,7 @@ def _check_unique_keys(f: Field, arr: pa.Array) -> None:
     key = arr[i].as_py()
     j = int(np.argmax(codes == codes[i]))
     raise invalid(
-        f"duplicate primary key {key!r} in field {f.name!r} (rows {j} and {i}); "
+        f"duplicate primary key {key!r} in field {name!r} (rows {j} and {i}); "
         "primary keys must be unique within a request"
     )
 

@@ -359,7 +359,7 @@ PUT_OPS = ("insert", "upsert")
 
 
 def check_put(raw: bytes) -> dict[str, Any]:
-    """The JSON command of a DoPut descriptor: op, collection, partition, db."""
+    """The JSON command of a DoPut descriptor: op, collection, partition, db, atomic."""
     b = Body(decode_body(raw, "DoPut command"), "DoPut command")
     op = b.str("op", "insert")
     if op not in PUT_OPS:
@@ -367,6 +367,7 @@ def check_put(raw: bytes) -> dict[str, Any]:
     partition = b.str("partition", None)
     request = {
         "op": op,
+        "atomic": b.bool("atomic", False),
         "db": _db(b),
         "collection": _name(b, "collection", "collection"),
         "partition": check_name(partition, "partition") if partition else None,

@@ -22,6 +22,9 @@ from elanus.flight.wire import DEFAULT_DB, decode_body, encode_json, from_flight
 from elanus.rows import to_arrow
 from elanus.schema import Schema, check_name
 
+ATOMIC_LIMIT_BYTES = 256 << 20
+"""Inserts up to this size are checked whole before anything is written (the proxy's
+default ``max_request_bytes``)."""
 DEFAULT_BATCH_BYTES = 8 << 20
 """Rows per DoPut batch are sized to about this many bytes (one PutResult each)."""
 
@@ -226,7 +229,14 @@ class Client:
         batch_bytes: int,
     ) -> dict[str, Any]:
         table = to_arrow(data, self._schema_of(collection_name, db))
-        command = {"op": op, "collection": collection_name, "db": db or self._db}
+        # All or nothing for bad input, up to the server's request limit; larger inserts
+        # stream batch by batch (each batch still checked whole before it is written).
+        command = {
+            "op": op,
+            "collection": collection_name,
+            "db": db or self._db,
+            "atomic": table.nbytes <= ATOMIC_LIMIT_BYTES,
+        }
         if partition_name:
             command["partition"] = partition_name
         descriptor = flight.FlightDescriptor.for_command(encode_json(command))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +35,7 @@ from elanus.flight.timeticker import DmlTracker, TimeTicker
 from elanus.pkhash import shard_of
 from elanus.requests import Body
 from elanus.schema import DEFAULT_PARTITION
-from elanus.validation import conform_delete_keys, conform_insert
+from elanus.validation import check_unique_across, conform_delete_keys, conform_insert
 
 if TYPE_CHECKING:
     from elanus.channels.bus import Handler
@@ -52,6 +53,29 @@ class Piece:
     vchannel: str
     rows: int
     payload: bytes
+    batch: pa.RecordBatch | None = None
+    """Kept for inserts, to cut the message where it crosses a segment boundary."""
+
+    def cut(self, sizes: list[int]) -> list[Piece]:
+        if len(sizes) == 1:
+            return [self]
+        assert self.batch is not None
+        out, offset = [], 0
+        for n in sizes:
+            part = self.batch.slice(offset, n)
+            out.append(Piece(self.kind, self.vchannel, n, ipc_bytes(part), part))
+            offset += n
+        return out
+
+
+@dataclass
+class Prepared:
+    """A checked, routed and encoded batch, ready to publish."""
+
+    partition_id: int
+    pks: pa.Array
+    pieces: list[Piece]
+    nbytes: int
 
 
 @dataclass
@@ -193,10 +217,21 @@ class DmlService:
         upsert: bool = False,
     ) -> DmlResult:
         """Check and publish one batch; returns once JetStream acknowledged all of it."""
+        return self.commit(info, self.prepare(info, partition, data, upsert=upsert))
+
+    def prepare(
+        self,
+        info: CollectionInfo,
+        partition: str | None,
+        data: pa.Table | pa.RecordBatch,
+        *,
+        upsert: bool = False,
+        max_bytes: int | None = None,
+    ) -> Prepared:
+        """Every check, auto ids, routing and encoding: all that can fail on bad input."""
         pid = self.partition_id(info, partition)
-        table = conform_insert(
-            data, info.schema, upsert=upsert, max_bytes=self.proxy.settings.max_request_bytes
-        )
+        limit = self.proxy.settings.max_request_bytes if max_bytes is None else max_bytes
+        table = conform_insert(data, info.schema, upsert=upsert, max_bytes=limit)
         pk = info.schema.primary
         if pk.auto_id and not upsert:
             start = self.proxy.run(self.ids.take(table.num_rows))
@@ -207,8 +242,33 @@ class DmlService:
         pieces = self._pieces(info, table, pks, MsgType.INSERT)
         if upsert:
             pieces = self._pieces(info, None, pks, MsgType.DELETE) + pieces
-        ts = self.proxy.run(self._publish(info, pid, pieces))
-        return DmlResult(pks, ts)
+        return Prepared(pid, pks, pieces, table.nbytes)
+
+    def insert_all(
+        self,
+        info: CollectionInfo,
+        partition: str | None,
+        batches: Iterable[pa.RecordBatch],
+        upsert: bool,
+    ) -> Iterator[DmlResult]:
+        """Check every batch (sizes and keys across all of them too), then publish each."""
+        limit = self.proxy.settings.max_request_bytes
+        prepared: list[Prepared] = []
+        total = 0
+        for batch in batches:
+            prepared.append(
+                self.prepare(info, partition, batch, upsert=upsert, max_bytes=limit - total)
+            )
+            total += prepared[-1].nbytes
+        if len(prepared) > 1:
+            check_unique_across([p.pks for p in prepared], info.schema.primary.name)
+        for p in prepared:
+            yield self.commit(info, p)
+
+    def commit(self, info: CollectionInfo, prepared: Prepared) -> DmlResult:
+        """Publish a prepared batch; returns once JetStream acknowledged all of it."""
+        ts = self.proxy.run(self._publish(info, prepared.partition_id, prepared.pieces))
+        return DmlResult(prepared.pks, ts)
 
     def delete(self, info: CollectionInfo, partition: str | None, keys: Any) -> DmlResult:
         pid = self.partition_id(info, partition) if partition else 0
@@ -252,8 +312,11 @@ class DmlService:
                     for rb in part.combine_chunks().to_batches()
                     for b in split_batch(rb, self.max_message_bytes)
                 ]
-            for b in batches:
-                pieces.append(Piece(kind, vchannel, b.num_rows, ipc_bytes(b)))
+            keep = kind is MsgType.INSERT
+            pieces += [
+                Piece(kind, vchannel, b.num_rows, ipc_bytes(b), b if keep else None)
+                for b in batches
+            ]
         return pieces
 
     # -- the event-loop part ----------------------------------------------------------------
@@ -266,16 +329,18 @@ class DmlService:
             self.tracker.stamp(task, ts)
             # Place every message before publishing any: a coord that fails half way through
             # must leave nothing of this request in the log.
-            segments = []
+            placed: list[tuple[Piece, int]] = []
             for piece in pieces:
-                segment_id = 0
-                if piece.kind is MsgType.INSERT:
-                    key = (info.collection_id, partition_id, piece.vchannel)
-                    segment_id = await self.segments.place(key, piece.rows, ts)
-                    used.append(segment_id)
-                segments.append(segment_id)
+                if piece.kind is not MsgType.INSERT:
+                    placed.append((piece, 0))
+                    continue
+                key = (info.collection_id, partition_id, piece.vchannel)
+                where = await self.segments.place(key, piece.rows, ts)
+                used += [segment_id for segment_id, _ in where]
+                cuts = piece.cut([n for _, n in where])
+                placed += [(c, sid) for c, (sid, _) in zip(cuts, where, strict=True)]
             sends = []
-            for i, (piece, segment_id) in enumerate(zip(pieces, segments, strict=True)):
+            for i, (piece, segment_id) in enumerate(placed):
                 msg = DmlMessage(
                     piece.kind,
                     ts,

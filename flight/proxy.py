@@ -150,15 +150,24 @@ class ProxyServer(Role):
         reader: flight.MetadataRecordBatchReader,
         writer: flight.FlightMetadataWriter,
     ) -> None:
-        """DoPut: each incoming batch is checked, published and acknowledged on its own."""
+        """DoPut: insert or upsert a stream of batches, one PutResult per batch.
+
+        With ``atomic`` (what the SDK sends) every batch is checked before any is
+        published, so bad input anywhere in the stream writes nothing; the stream's total
+        is then bounded by ``max_request_bytes``. Without it, batches are checked,
+        published and acknowledged one by one, for streams of any length.
+        """
         try:
             request = check_put(command)
             info = self.dml.collection(request["db"], request["collection"])
             upsert = request["op"] == "upsert"
-            for chunk in reader:
-                if chunk.data is None or chunk.data.num_rows == 0:
-                    continue
-                result = self.dml.insert(info, request["partition"], chunk.data, upsert=upsert)
+            batches = (c.data for c in reader if c.data is not None and c.data.num_rows)
+            if not request["atomic"]:
+                for batch in batches:
+                    result = self.dml.insert(info, request["partition"], batch, upsert=upsert)
+                    writer.write(PutAck(result.pks, result.ts).encode())
+                return
+            for result in self.dml.insert_all(info, request["partition"], batches, upsert):
                 writer.write(PutAck(result.pks, result.ts).encode())
         except ElanusError as exc:
             raise to_flight_error(exc) from None

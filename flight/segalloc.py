@@ -34,8 +34,12 @@ class SegmentAllocator:
         self._released: set[int] = set()
         self._changed = asyncio.Condition()
 
-    async def place(self, key: Key, rows: int, ts: int) -> int:
-        """The segment for one message of ``rows`` rows at ``ts``; call ``done`` after it."""
+    async def place(self, key: Key, rows: int, ts: int) -> list[tuple[int, int]]:
+        """Segments for one message of ``rows`` rows at ``ts``: ``[(segment, rows), ...]``.
+
+        Usually one segment; two or more only where the message crosses a segment's row
+        limit (the caller then cuts it there). Call ``done`` with the segments after.
+        """
         quotas = [
             q
             for q in self._quotas.get(key, [])
@@ -46,22 +50,23 @@ class SegmentAllocator:
             if q.remaining >= rows:
                 q.remaining -= rows
                 self._in_flight[q.segment_id] += 1
-                return q.segment_id
+                return [(q.segment_id, rows)]
         cid, pid, vchannel = key
         reply = await self._request(
-            {
-                "collection_id": cid,
-                "partition_id": pid,
-                "vchannel": vchannel,
-                "rows": rows,
-                "whole": True,
-            }
+            {"collection_id": cid, "partition_id": pid, "vchannel": vchannel, "rows": rows}
         )
-        grant = reply["assignments"][0]
-        q = Quota(grant["segment_id"], grant["rows"] - rows, grant["expire_ts"])
-        self._quotas.setdefault(key, []).append(q)
-        self._in_flight[q.segment_id] += 1
-        return q.segment_id
+        self._quotas[key] = []  # what is left of older quotas cannot hold whole messages
+        placed = []
+        for grant in reply["assignments"]:
+            n = min(rows, grant["rows"])
+            rows -= n
+            self._quotas[key].append(
+                Quota(grant["segment_id"], grant["rows"] - n, grant["expire_ts"])
+            )
+            if n:
+                self._in_flight[grant["segment_id"]] += 1
+                placed.append((grant["segment_id"], n))
+        return placed
 
     async def done(self, segment_ids: list[int]) -> None:
         for sid in segment_ids:

@@ -146,7 +146,6 @@ class DataCoord:
         pid = b.int("partition_id")
         vchannel = b.str("vchannel")
         rows = b.int("rows", lo=1, hi=100_000_000)
-        whole = b.bool("whole", False)  # all rows in one segment (one message = one segment)
         proxy_id = b.str("proxy_id", "")
         b.done()
         schema = await self._schema(cid)
@@ -158,7 +157,7 @@ class DataCoord:
                 if seg is None:
                     seg = self._new_segment(cid, pid, vchannel, schema)
                 free = seg.max_rows - seg.allocated_rows
-                if free <= 0 or (whole and free < rows and seg.allocated_rows > 0):
+                if free <= 0:
                     full.append(seg)
                     seg.state = SegmentState.SEALED
                     continue

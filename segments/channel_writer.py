@@ -219,12 +219,15 @@ class ChannelWriter:
         if m.batch is None:
             return
         pks = m.batch.column(0)
+        only = m.partition_id  # 0: every partition (a delete without a partition)
         for buf in self.growing.values():
+            if only and buf.partition_id != only:
+                continue
             mask = pc.is_in(pks, value_set=buf.pk_array())
             if pc.any(mask).as_py():
                 buf.deletes.append((pks.filter(mask), m.ts))
         for seg in self.flushed.values():
-            if seg.stats is None:
+            if seg.stats is None or (only and seg.partition_id != only):
                 continue
             mask = seg.stats.may_contain(pks)
             if mask.any():
