@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import typer
 
 import elanus
-from elanus.cli import admin, server
+from elanus.cli import admin, data, server
 from elanus.cli.context import CliState, ConfigOpt, DataDirOpt, JsonOpt, UriOpt
 from elanus.cli.output import error_parts, print_error
 
@@ -31,6 +31,9 @@ app.add_typer(server.config_app, name="config")
 app.command("status")(admin.status)
 app.add_typer(admin.collection_app, name="collection")
 app.add_typer(admin.partition_app, name="partition")
+app.command("insert")(data.insert)
+app.command("flush")(data.flush)
+app.command("segments")(data.segments)
 
 
 def _version(value: bool) -> None:

@@ -38,7 +38,7 @@ from elanus.schema import DEFAULT_PARTITION
 from elanus.validation import check_unique_across, conform_delete_keys, conform_insert
 
 if TYPE_CHECKING:
-    from elanus.channels.bus import Handler
+    from elanus.channels.bus import Bus, Handler
     from elanus.flight.proxy import ProxyServer
 
 log = logging.getLogger(__name__)
@@ -117,6 +117,7 @@ class DmlService:
             proxy.ddl.alloc_ts,
             self._send_report,
             proxy.settings.timetick_interval_ms / 1000,
+            lease_s=proxy.settings.session_ttl_s * 0.8,
         )
         self.segments = SegmentAllocator(
             lambda body: proxy.ddl.coord("segment.assign", {**body, "proxy_id": proxy.node_id})
@@ -124,6 +125,7 @@ class DmlService:
         self.ids = IdCache(proxy)
         self.max_message_bytes = DEFAULT_MAX_MESSAGE_BYTES
         self._subscription: Any = None
+        self.data_bus: Bus | None = None
 
     @property
     def subject_prefix(self) -> str:
@@ -133,11 +135,15 @@ class DmlService:
         return {"segments.release": self._release, "timetick.report": self._report_now}
 
     async def start(self) -> None:
+        self.data_bus = await self.proxy.bus.fork(f"proxy-{self.proxy.node_id}-data")
         self._subscription = await self.proxy.bus.serve(self.subject_prefix, self.handlers())
         await self.ticker.start()
 
     async def stop(self) -> None:
         await self.ticker.stop()
+        if self.data_bus is not None:
+            await self.data_bus.close()
+            self.data_bus = None
         if self._subscription is not None:
             try:
                 await self._subscription.unsubscribe()
@@ -226,11 +232,10 @@ class DmlService:
         data: pa.Table | pa.RecordBatch,
         *,
         upsert: bool = False,
-        max_bytes: int | None = None,
     ) -> Prepared:
         """Every check, auto ids, routing and encoding: all that can fail on bad input."""
         pid = self.partition_id(info, partition)
-        limit = self.proxy.settings.max_request_bytes if max_bytes is None else max_bytes
+        limit = self.proxy.settings.max_request_bytes
         table = conform_insert(data, info.schema, upsert=upsert, max_bytes=limit)
         pk = info.schema.primary
         if pk.auto_id and not upsert:
@@ -256,10 +261,15 @@ class DmlService:
         prepared: list[Prepared] = []
         total = 0
         for batch in batches:
-            prepared.append(
-                self.prepare(info, partition, batch, upsert=upsert, max_bytes=limit - total)
-            )
-            total += prepared[-1].nbytes
+            total += batch.nbytes
+            if total > limit:
+                raise ElanusError(
+                    ErrorCode.REQUEST_TOO_LARGE,
+                    f"{'upsert' if upsert else 'insert'} request is at least {total} bytes; "
+                    f"the limit is {limit} bytes "
+                    "(max_request_bytes): send it in smaller requests",
+                )
+            prepared.append(self.prepare(info, partition, batch, upsert=upsert))
         if len(prepared) > 1:
             check_unique_across([p.pks for p in prepared], info.schema.primary.name)
         for p in prepared:
@@ -321,8 +331,10 @@ class DmlService:
 
     # -- the event-loop part ----------------------------------------------------------------
     async def _publish(self, info: CollectionInfo, partition_id: int, pieces: list[Piece]) -> int:
-        js = self.proxy.bus.js
+        assert self.data_bus is not None, "the DML service is not started"
+        js = self.data_bus.js
         task = self.tracker.begin(pchannel_of(p.vchannel) for p in pieces)
+        epoch = self.ticker.epoch
         used: list[int] = []
         try:
             ts = await self.proxy.ddl.alloc_ts()
@@ -365,6 +377,12 @@ class DmlService:
                         raise ElanusError(
                             ErrorCode.UNAVAILABLE, f"the log did not accept the write: {again}"
                         ) from None
+            if not self.ticker.lease_held(epoch):
+                raise ElanusError(
+                    ErrorCode.UNAVAILABLE,
+                    "the proxy lost contact with the coord while writing; the write may be "
+                    "incomplete: retry it (an upsert is safe to repeat)",
+                )
             return ts
         finally:
             self.tracker.end(task)

@@ -9,12 +9,14 @@ the call returns once no task still publishing into that segment is in flight.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 Key = tuple[int, int, str]  # collection, partition, vchannel
+RELEASED_TTL_S = 600.0
 
 
 @dataclass
@@ -31,7 +33,8 @@ class SegmentAllocator:
         self._request = request
         self._quotas: dict[Key, list[Quota]] = {}
         self._in_flight: Counter[int] = Counter()
-        self._released: set[int] = set()
+        self._released: dict[int, float] = {}
+        """Sealed segments, remembered a while so a late grant reply cannot revive them."""
         self._changed = asyncio.Condition()
 
     async def place(self, key: Key, rows: int, ts: int) -> list[tuple[int, int]]:
@@ -78,7 +81,9 @@ class SegmentAllocator:
 
     async def release(self, segment_ids: list[int]) -> None:
         ids = set(segment_ids)
-        self._released |= ids
+        now = time.monotonic()
+        self._released = {s: t for s, t in self._released.items() if now - t < RELEASED_TTL_S}
+        self._released.update((s, now) for s in ids)
         for key in list(self._quotas):
             self._quotas[key] = [q for q in self._quotas[key] if q.segment_id not in ids]
         async with self._changed:

@@ -14,6 +14,7 @@ import asyncio
 import itertools
 import logging
 import threading
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -102,6 +103,7 @@ class TimeTicker:
         alloc_ts: Callable[[], Awaitable[int]],
         send: Callable[[int, dict[str, int]], Awaitable[None]],
         interval_s: float,
+        lease_s: float = 5.0,
     ) -> None:
         self.tracker = tracker
         self.alloc_ts = alloc_ts
@@ -109,6 +111,11 @@ class TimeTicker:
         self.interval_s = interval_s
         self._periodic = Periodic(self.report_now, interval_s, "time tick report")
         self._lock = asyncio.Lock()
+        self.lease_s = lease_s
+        self.epoch = 0
+        """Bumped when reports stopped for longer than the lease: the coord may then have
+        stopped waiting for this proxy, so writes in flight across it cannot be trusted."""
+        self._last_ok = 0.0
 
     async def start(self, wait_s: float = 60.0) -> None:
         """First report, waiting for the coord if it is still starting: the coord must count
@@ -132,6 +139,14 @@ class TimeTicker:
             now = await self.alloc_ts()
             default, pchannels = self.tracker.report(now)
             await self.send(default, pchannels)
+            clock = time.monotonic()
+            if self._last_ok and clock - self._last_ok > self.lease_s:
+                self.epoch += 1
+            self._last_ok = clock
+
+    def lease_held(self, epoch: int) -> bool:
+        """Whether the coord has counted this proxy without a break since ``epoch``."""
+        return self.epoch == epoch and time.monotonic() - self._last_ok <= self.lease_s
 
     async def stop(self) -> None:
         await self._periodic.stop()

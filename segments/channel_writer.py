@@ -98,6 +98,7 @@ class ChannelWriter:
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self._sub: Any = None
+        self._consumer_seq = 0
         self.storage = node.settings.storage_path
         for seg in spec.get("segments", []):
             self._learn_segment(seg)
@@ -115,19 +116,29 @@ class ChannelWriter:
 
     # -- consuming ---------------------------------------------------------------------------
     async def start(self) -> None:
-        js = self.node.bus.js
+        await self._subscribe(self.start_seq)
+        self._task = asyncio.create_task(self._run(), name=f"datanode-{self.vchannel}")
+
+    async def _subscribe(self, from_seq: int | None) -> None:
+        """(Re)create this channel's durable pull consumer at a stream position."""
+        assert self.node.data_bus is not None
+        js = self.node.data_bus.js
         stream = stream_name(self.pchannel)
         durable = f"dn_{self.vchannel}"
+        if self._sub is not None:
+            try:
+                await self._sub.unsubscribe()
+            except Exception:  # noqa: BLE001 - the old inbox may be gone already
+                pass
+            self._sub = None
         try:
             await js.delete_consumer(stream, durable)
         except NotFoundError:
             pass
         config = ConsumerConfig(
             durable_name=durable,
-            deliver_policy=(
-                DeliverPolicy.BY_START_SEQUENCE if self.start_seq else DeliverPolicy.ALL
-            ),
-            opt_start_seq=self.start_seq,
+            deliver_policy=DeliverPolicy.BY_START_SEQUENCE if from_seq else DeliverPolicy.ALL,
+            opt_start_seq=from_seq,
             ack_policy=AckPolicy.NONE,
             filter_subjects=[
                 data_subject(self.pchannel, self.vchannel),
@@ -136,7 +147,7 @@ class ChannelWriter:
         )
         await js.add_consumer(stream, config)
         self._sub = await js.pull_subscribe_bind(durable=durable, stream=stream)
-        self._task = asyncio.create_task(self._run(), name=f"datanode-{self.vchannel}")
+        self._consumer_seq = 0
 
     async def stop(self) -> None:
         self._stopping = True
@@ -163,6 +174,20 @@ class ChannelWriter:
                 continue
             for m in msgs:
                 seq = m.metadata.sequence.stream
+                consumer_seq = m.metadata.sequence.consumer
+                if consumer_seq != self._consumer_seq + 1:
+                    # Unacknowledged delivery lost messages on the way (a slow consumer
+                    # under load); nothing redelivers them, so read again from here.
+                    log.warning(
+                        "%s: delivery gap (consumer seq %d after %d); re-reading from %d",
+                        self.vchannel,
+                        consumer_seq,
+                        self._consumer_seq,
+                        self.next_seq,
+                    )
+                    await self._subscribe(self.next_seq)
+                    break
+                self._consumer_seq = consumer_seq
                 dm = DmlMessage.decode(m.headers, m.data, seq)
                 if dm.type is MsgType.TICK:
                     await self._on_tick(dm.ts, seq)
@@ -203,6 +228,14 @@ class ChannelWriter:
 
     def _insert(self, m: DmlMessage) -> None:
         if m.segment_id in self.done or m.batch is None:
+            if m.segment_id in self.reports:  # flushed by us, earlier in this very stream
+                log.error(
+                    "%s: %d rows at ts %d arrived after segment %d was flushed; dropped",
+                    self.vchannel,
+                    m.batch.num_rows if m.batch else 0,
+                    m.ts,
+                    m.segment_id,
+                )
             return  # replayed rows of a segment already on disk
         buf = self.growing.get(m.segment_id)
         if buf is None:

@@ -22,6 +22,8 @@ class DataNode(Role):
         super().__init__(settings, bus, node_id)
         self.channels: dict[str, ChannelWriter] = {}
         self._subscription: Any = None
+        self.data_bus: Bus | None = None
+        """Consumers fetch megabytes here; reports to the coord go on ``bus``."""
 
     @property
     def address(self) -> str:
@@ -31,6 +33,7 @@ class DataNode(Role):
         return {"watch": self.watch, "unwatch": self.unwatch, "status": self.status}
 
     async def start(self) -> None:
+        self.data_bus = await self.bus.fork(f"datanode-{self.node_id}-data")
         self._subscription = await self.bus.serve(self.address, self.handlers())
         await self.register()
 
@@ -39,6 +42,9 @@ class DataNode(Role):
         for writer in list(self.channels.values()):
             await writer.stop()
         self.channels.clear()
+        if self.data_bus is not None:
+            await self.data_bus.close()
+            self.data_bus = None
         if self._subscription is not None:
             try:
                 await self._subscription.unsubscribe()
