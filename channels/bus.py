@@ -85,6 +85,11 @@ class Bus:
             ) from None
         return self
 
+    async def fork(self, name: str) -> Bus:
+        """A second connection to the same server, for bulk data: megabytes of DML on one
+        socket must not delay the small control messages (ticks, keepalives) on another."""
+        return await Bus(self.url, name).connect()
+
     async def _on_error(self, exc: Exception) -> None:
         log.debug("nats %s: %s", self.name, exc)
 
