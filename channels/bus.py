@@ -41,6 +41,64 @@ def _json_default(obj: Any) -> Any:
     raise TypeError(f"cannot encode {type(obj).__name__} as JSON")
 
 
+class LocalServices:
+    """Request handlers served by roles of this process, by subject prefix.
+
+    Seed 000 §6.5: a component's function is separate from how it is reached. When the
+    role serving a subject runs in the caller's process (standalone), ``Bus.request``
+    calls its handler directly, skipping NATS and JSON; otherwise it goes over NATS. The
+    handler runs as its own task on its own loop, as a NATS request would, so a caller
+    that times out does not cancel it half way. Handlers must not mutate the request and
+    must return objects they no longer change.
+    """
+
+    def __init__(self) -> None:
+        self._served: dict[
+            tuple[str, str], list[tuple[dict[str, Handler], asyncio.AbstractEventLoop]]
+        ] = {}
+
+    def add(self, url: str, prefix: str, handlers: dict[str, Handler]) -> None:
+        key = (url, prefix)
+        self._served.setdefault(key, []).append((handlers, asyncio.get_running_loop()))
+
+    def remove(self, url: str, prefix: str, handlers: dict[str, Handler]) -> None:
+        key = (url, prefix)
+        entries = self._served.get(key, [])
+        self._served[key] = [e for e in entries if e[0] is not handlers]
+        if not self._served[key]:
+            del self._served[key]
+
+    def find(
+        self, url: str, subject: str
+    ) -> tuple[Handler | None, asyncio.AbstractEventLoop] | None:
+        """The handler for ``subject`` in the cluster behind ``url``, if served here."""
+        prefix, _, method = subject.rpartition(".")
+        while prefix:
+            entries = self._served.get((url, prefix))
+            if entries:
+                handlers, loop = entries[-1]
+                return handlers.get(method), loop
+            prefix, _, head = prefix.rpartition(".")
+            method = f"{head}.{method}"
+        return None
+
+
+LOCAL = LocalServices()
+
+
+class Served:
+    """What ``Bus.serve`` returns: ``unsubscribe`` ends both the local and NATS service."""
+
+    def __init__(
+        self, sub: Subscription, url: str, prefix: str, handlers: dict[str, Handler]
+    ) -> None:
+        self.sub, self.url, self.prefix, self.handlers = sub, url, prefix, handlers
+
+    async def unsubscribe(self) -> None:
+        LOCAL.remove(self.url, self.prefix, self.handlers)
+        await self.sub.unsubscribe()
+
+
 class Bus:
     """One NATS connection per process (or per role in tests), with JetStream at hand."""
 
@@ -114,6 +172,9 @@ class Bus:
     async def request(
         self, subject: str, payload: dict[str, Any] | None = None, timeout: float = 30.0
     ) -> Any:
+        local = LOCAL.find(self.url, subject)
+        if local is not None:
+            return await self._local_request(subject, local, payload or {}, timeout)
         try:
             msg = await self.nc.request(subject, dumps(payload or {}), timeout=timeout)
         except NoRespondersError:
@@ -127,9 +188,32 @@ class Bus:
             return reply.get("result")
         raise ElanusError.from_dict(reply.get("error") or {})
 
+    async def _local_request(
+        self,
+        subject: str,
+        local: tuple[Handler | None, asyncio.AbstractEventLoop],
+        payload: dict[str, Any],
+        timeout: float,
+    ) -> Any:
+        handler, loop = local
+        if handler is None:
+            method = subject.rpartition(".")[2]
+            raise ElanusError(ErrorCode.UNKNOWN_ACTION, f"unknown method {method!r}")
+        coro = _guarded(subject, handler, payload)
+        if loop is asyncio.get_running_loop():
+            future: asyncio.Future[Any] = asyncio.ensure_future(coro)
+        else:
+            future = asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), timeout)
+        except TimeoutError:
+            raise ElanusError(
+                ErrorCode.TIMEOUT, f"{subject} did not answer in {timeout}s"
+            ) from None
+
     async def serve(
         self, prefix: str, handlers: dict[str, Handler], queue: str | None = None
-    ) -> Subscription:
+    ) -> Served:
         """Answer ``<prefix>.<method>`` requests; each message runs as its own task."""
 
         async def on_message(msg: Msg) -> None:
@@ -138,7 +222,9 @@ class Bus:
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
-        return await self.nc.subscribe(f"{prefix}.>", queue=queue or "", cb=on_message)
+        sub = await self.nc.subscribe(f"{prefix}.>", queue=queue or "", cb=on_message)
+        LOCAL.add(self.url, prefix, handlers)
+        return Served(sub, self.url, prefix, handlers)
 
     async def _dispatch(self, msg: Msg, method: str, handlers: dict[str, Handler]) -> None:
         handler = handlers.get(method)
@@ -180,3 +266,15 @@ class Bus:
                 log.exception("subscriber of %s failed", subject)
 
         return await self.nc.subscribe(subject, cb=on_message)
+
+
+async def _guarded(subject: str, handler: Handler, payload: dict[str, Any]) -> Any:
+    """Run a handler as a NATS request would: unexpected errors become INTERNAL."""
+    try:
+        return await handler(payload)
+    except (ElanusError, asyncio.CancelledError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - the same answer a remote caller would get
+        log.exception("handler %s failed", subject)
+        method = subject.rpartition(".")[2]
+        raise ElanusError(ErrorCode.INTERNAL, f"{method}: {exc}") from None
