@@ -1,0 +1,14 @@
+"""Milvus-style boolean filter expressions: parse, type-check, evaluate with Arrow compute.
+
+    expr = parse('age > {min} and color in ["red", "blue"]', schema, {"min": 18})
+    mask = expr.evaluate(table)          # pa.BooleanArray, NULL counted as false
+    expr.fields                          # {"age", "$meta"}: the columns to load
+    expr.to_sql()                        # a pushdown predicate, or None
+
+See ``elanus.expr.grammar`` for the language and ``elanus.expr.values`` for JSON handling.
+"""
+
+from elanus.expr.compiler import FUNCTIONS, Expr, parse
+from elanus.expr.nodes import Kind
+
+__all__ = ["FUNCTIONS", "Expr", "Kind", "parse"]
