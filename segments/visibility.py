@@ -1,0 +1,79 @@
+"""Which rows of a segment a read at timestamp ``T`` sees (MVCC over ``_ts`` and deletes).
+
+Every row carries its insert timestamp ``_ts`` and a *death* timestamp: the earliest delete
+of its key that came after the insert (``MAX`` while there is none). A read at ``T`` sees
+the row exactly when ``_ts <= T < death``. Deletes only ever lower a death timestamp, so
+applying them is idempotent and order-free, and any ``T`` inside the retention window —
+time travel — is answered by the same two comparisons.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+ALIVE = np.iinfo(np.uint64).max
+
+
+class RowVersions:
+    """Insert and death timestamps of a segment's rows, keyed by primary key."""
+
+    def __init__(self, pks: pa.Array, insert_ts: np.ndarray) -> None:
+        self.pks = pks
+        self.insert_ts = insert_ts.astype(np.uint64, copy=False)
+        self.death_ts = np.full(len(pks), ALIVE, dtype=np.uint64)
+
+    def __len__(self) -> int:
+        return len(self.pks)
+
+    def append(self, pks: pa.Array, insert_ts: np.ndarray) -> None:
+        """New rows (a growing segment)."""
+        self.pks = pa.concat_arrays([self.pks, pks]) if len(self.pks) else pks
+        self.insert_ts = np.concatenate([self.insert_ts, insert_ts.astype(np.uint64)])
+        self.death_ts = np.concatenate([self.death_ts, np.full(len(pks), ALIVE, dtype=np.uint64)])
+
+    def delete(self, pks: pa.Array, ts: np.ndarray | int) -> int:
+        """Apply deletes ``(pk, ts)`` (keys may repeat); returns the rows they touched."""
+        if len(pks) == 0 or len(self.pks) == 0:
+            return 0
+        del_ts = np.broadcast_to(np.asarray(ts, dtype=np.uint64), (len(pks),))
+        touched = 0
+        # ``index_in`` needs unique keys: take the deletes in rounds, one per key each.
+        for batch in _unique_rounds(pks):
+            touched += self._delete_unique(pks.take(pa.array(batch)), del_ts[batch])
+        return touched
+
+    def _delete_unique(self, pks: pa.Array, del_ts: np.ndarray) -> int:
+        where = pc.index_in(self.pks, value_set=pks)
+        found = pc.is_valid(where)
+        rows = np.nonzero(found.to_numpy(zero_copy_only=False))[0]
+        if not len(rows):
+            return 0
+        cand = del_ts[where.filter(found).to_numpy()]
+        later = cand > self.insert_ts[rows]  # a delete never kills a later insert
+        rows, cand = rows[later], cand[later]
+        np.minimum.at(self.death_ts, rows, cand)
+        return int(len(rows))
+
+    def visible(self, ts: int) -> np.ndarray:
+        """The rows a read at ``ts`` sees."""
+        t = np.uint64(ts)
+        return (self.insert_ts <= t) & (self.death_ts > t)
+
+    def live_count(self, ts: int) -> int:
+        return int(np.count_nonzero(self.visible(ts)))
+
+
+def _unique_rounds(pks: pa.Array) -> list[np.ndarray]:
+    """Positions of ``pks`` split so that no key repeats within a round."""
+    codes = pc.dictionary_encode(pks).indices.to_numpy(zero_copy_only=False)
+    if len(np.unique(codes)) == len(codes):
+        return [np.arange(len(codes))]
+    order = np.argsort(codes, kind="stable")
+    sorted_codes = codes[order]
+    starts = np.r_[0, np.nonzero(np.diff(sorted_codes))[0] + 1]
+    group_start = np.repeat(starts, np.diff(np.r_[starts, len(codes)]))
+    occurrence = np.empty(len(codes), dtype=np.int64)
+    occurrence[order] = np.arange(len(codes)) - group_start
+    return [np.nonzero(occurrence == r)[0] for r in range(int(occurrence.max()) + 1)]
