@@ -1,0 +1,119 @@
+"""A segment held in memory for search and query: what workers (sealed segments) and
+delegators (growing segments) answer from.
+
+Rows are an Arrow table (user columns plus ``_ts``); vectors are searched through zero-copy
+views (``VectorIndexExact``); every read takes a timestamp and sees exactly the rows
+visible then (``RowVersions``), further narrowed by a filter expression.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from elanus.expr import Expr
+from elanus.schema import TIMESTAMP_FIELD, Schema
+from elanus.segments.search import VectorIndexExact
+from elanus.segments.visibility import RowVersions
+
+
+@dataclass
+class SearchHits:
+    """Per-query top hits of one segment: distances, primary keys and row positions."""
+
+    distances: np.ndarray  # (nq, k') float32
+    pks: np.ndarray  # (nq, k') int64 or object
+    rows: np.ndarray  # (nq, k') int64, -1 for padding
+
+
+class MemSegment:
+    def __init__(
+        self, segment_id: int, partition_id: int, schema: Schema, table: pa.Table | None = None
+    ) -> None:
+        self.segment_id = segment_id
+        self.partition_id = partition_id
+        self.schema = schema
+        self.pk_field = schema.primary.name
+        empty = schema.to_arrow(with_ts=True).empty_table()
+        self.table = empty if table is None else table.combine_chunks()
+        pks = self.table.column(self.pk_field).combine_chunks()
+        ts = self.table.column(TIMESTAMP_FIELD).to_numpy()
+        self.versions = RowVersions(pks, ts)
+        self._indexes: dict[str, VectorIndexExact] = {}
+        self._pending: list[pa.Table] = []
+
+    @property
+    def num_rows(self) -> int:
+        return self.table.num_rows + sum(t.num_rows for t in self._pending)
+
+    # -- changes ----------------------------------------------------------------------------
+    def append(self, rows: pa.Table) -> None:
+        """Rows of a growing segment (with ``_ts``); indexed again on the next read."""
+        rows = rows.select(self.table.schema.names).cast(self.table.schema)
+        self._pending.append(rows)
+        self.versions.append(
+            rows.column(self.pk_field).combine_chunks(), rows.column(TIMESTAMP_FIELD).to_numpy()
+        )
+
+    def delete(self, pks: pa.Array, ts: np.ndarray | int) -> int:
+        return self.versions.delete(pks, ts)
+
+    def _settle(self) -> None:
+        if self._pending:
+            self.table = pa.concat_tables([self.table, *self._pending]).combine_chunks()
+            self._pending.clear()
+            self._indexes.clear()
+
+    def _index(self, field: str) -> VectorIndexExact:
+        if field not in self._indexes:
+            self._indexes[field] = VectorIndexExact(self.table.column(field))
+        return self._indexes[field]
+
+    # -- reads ------------------------------------------------------------------------------
+    def visible(self, ts: int, expr: Expr | None = None) -> np.ndarray:
+        """Rows a read at ``ts`` with filter ``expr`` sees."""
+        self._settle()
+        mask = self.versions.visible(ts)
+        if expr is not None and mask.any():
+            mask &= expr.evaluate(self.table).to_numpy(zero_copy_only=False)
+        return mask
+
+    def search(
+        self,
+        field: str,
+        queries: Any,
+        k: int,
+        metric: str,
+        ts: int,
+        expr: Expr | None = None,
+        radius: float | None = None,
+        range_filter: float | None = None,
+    ) -> SearchHits:
+        mask = self.visible(ts, expr)
+        distances, rows = self._index(field).search(
+            queries, k, metric, valid=mask, radius=radius, range_filter=range_filter
+        )
+        pks = self.table.column(self.pk_field).to_numpy(zero_copy_only=False)
+        safe = np.where(rows >= 0, rows, 0)
+        hit_pks = pks[safe] if len(pks) else np.zeros(rows.shape, dtype=np.int64)
+        return SearchHits(distances, hit_pks, rows)
+
+    def take(self, rows: np.ndarray, columns: list[str]) -> pa.Table:
+        """Output fields of the given rows (search results), in that order."""
+        self._settle()
+        return self.table.select(columns).take(pa.array(rows, pa.int64()))
+
+    def query(
+        self, ts: int, expr: Expr | None, columns: list[str], limit: int | None = None
+    ) -> pa.Table:
+        mask = self.visible(ts, expr)
+        rows = np.nonzero(mask)[0]
+        if limit is not None:
+            rows = rows[:limit]
+        return self.take(rows, columns)
+
+    def count(self, ts: int, expr: Expr | None = None) -> int:
+        return int(np.count_nonzero(self.visible(ts, expr)))
