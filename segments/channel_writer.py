@@ -23,14 +23,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from nats.errors import TimeoutError as NatsTimeout
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
-from nats.js.errors import NotFoundError
 
 from elanus import layout
 from elanus.channels import subjects
-from elanus.channels.dml import DmlMessage, MsgType, data_subject, stream_name, tick_subject
-from elanus.channels.loop import cancel_and_wait
+from elanus.channels.consumer import ChannelConsumer
+from elanus.channels.dml import DmlMessage, MsgType
 from elanus.errors import ElanusError
 from elanus.schema import TIMESTAMP_FIELD, Schema
 from elanus.segments import storage
@@ -44,7 +41,6 @@ log = logging.getLogger(__name__)
 
 DELTA_SYNC_ROWS = 50_000
 DELTA_SYNC_SECONDS = 5.0
-FETCH_BATCH = 64
 
 
 @dataclass
@@ -86,19 +82,22 @@ class ChannelWriter:
         self.schema = Schema.from_dict(spec["schema"])
         self.pk_field = self.schema.primary.name
         checkpoint = spec.get("checkpoint")
-        self.start_seq: int | None = checkpoint["seq"] if checkpoint else None
-        self.tick_ts: int = checkpoint["ts"] if checkpoint else 0
-        self.next_seq: int = self.start_seq or 1
+        assert node.data_bus is not None
+        self.consumer = ChannelConsumer(
+            node.data_bus,
+            self.pchannel,
+            self.vchannel,
+            f"dn_{self.vchannel}",
+            self._on_pack,
+            start_seq=checkpoint["seq"] if checkpoint else None,
+            start_ts=checkpoint["ts"] if checkpoint else 0,
+        )
         self.growing: dict[int, GrowingBuffer] = {}
         self.flushed: dict[int, FlushedSegment] = {}
         self.done: set[int] = set()
         self.reports: dict[int, dict[str, Any]] = {}  # what we said when we flushed them
-        self._pack: list[DmlMessage] = []
         self._last_delta_sync = time.monotonic()
-        self._task: asyncio.Task[None] | None = None
         self._stopping = False
-        self._sub: Any = None
-        self._consumer_seq = 0
         self.storage = node.settings.storage_path
         for seg in spec.get("segments", []):
             self._learn_segment(seg)
@@ -115,99 +114,24 @@ class ChannelWriter:
         return layout.segment_dir(self.storage, self.collection_id, partition_id, segment_id)
 
     # -- consuming ---------------------------------------------------------------------------
-    async def start(self) -> None:
-        await self._subscribe(self.start_seq)
-        self._task = asyncio.create_task(self._run(), name=f"datanode-{self.vchannel}")
+    @property
+    def tick_ts(self) -> int:
+        return self.consumer.tick_ts
 
-    async def _subscribe(self, from_seq: int | None) -> None:
-        """(Re)create this channel's durable pull consumer at a stream position."""
-        assert self.node.data_bus is not None
-        js = self.node.data_bus.js
-        stream = stream_name(self.pchannel)
-        durable = f"dn_{self.vchannel}"
-        if self._sub is not None:
-            try:
-                await self._sub.unsubscribe()
-            except Exception:  # noqa: BLE001 - the old inbox may be gone already
-                pass
-            self._sub = None
-        try:
-            await js.delete_consumer(stream, durable)
-        except NotFoundError:
-            pass
-        config = ConsumerConfig(
-            durable_name=durable,
-            deliver_policy=DeliverPolicy.BY_START_SEQUENCE if from_seq else DeliverPolicy.ALL,
-            opt_start_seq=from_seq,
-            ack_policy=AckPolicy.NONE,
-            filter_subjects=[
-                data_subject(self.pchannel, self.vchannel),
-                tick_subject(self.pchannel),
-            ],
-        )
-        await js.add_consumer(stream, config)
-        self._sub = await js.pull_subscribe_bind(durable=durable, stream=stream)
-        self._consumer_seq = 0
+    async def start(self) -> None:
+        await self.consumer.start()
 
     async def stop(self) -> None:
         self._stopping = True
-        await cancel_and_wait(self._task)
-        self._task = None
-        if self._sub is not None:
-            try:
-                await self._sub.unsubscribe()
-            except Exception:  # noqa: BLE001
-                pass
-            self._sub = None
-
-    async def _run(self) -> None:
-        while not self._stopping:
-            try:
-                msgs = await self._sub.fetch(FETCH_BATCH, timeout=1.0)
-            except NatsTimeout:
-                continue
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - NATS reconnecting; retry
-                log.warning("%s: fetch failed: %s", self.vchannel, exc)
-                await asyncio.sleep(0.5)
-                continue
-            for m in msgs:
-                seq = m.metadata.sequence.stream
-                consumer_seq = m.metadata.sequence.consumer
-                if consumer_seq != self._consumer_seq + 1:
-                    # Unacknowledged delivery lost messages on the way (a slow consumer
-                    # under load); nothing redelivers them, so read again from here.
-                    log.warning(
-                        "%s: delivery gap (consumer seq %d after %d); re-reading from %d",
-                        self.vchannel,
-                        consumer_seq,
-                        self._consumer_seq,
-                        self.next_seq,
-                    )
-                    await self._subscribe(self.next_seq)
-                    break
-                self._consumer_seq = consumer_seq
-                dm = DmlMessage.decode(m.headers, m.data, seq)
-                if dm.type is MsgType.TICK:
-                    await self._on_tick(dm.ts, seq)
-                else:
-                    self._pack.append(dm)
-                self.next_seq = seq + 1
+        await self.consumer.stop()
 
     # -- applying a pack ---------------------------------------------------------------------
-    async def _on_tick(self, ts: int, seq: int) -> None:
-        if ts <= self.tick_ts:
-            return
-        pack, self._pack = self._pack, []
-        pack.sort(key=lambda m: (m.ts, 0 if m.type is MsgType.DELETE else 1))
+    async def _on_pack(self, pack: list[DmlMessage], ts: int, seq: int) -> None:
         for m in pack:
             if m.type is MsgType.INSERT:
                 self._insert(m)
             elif m.type is MsgType.DELETE:
                 self._delete(m)
-        self.tick_ts = ts
-        self.next_seq = seq + 1
         if self._deltas_due():
             await self._sync_deltas()
         report = {
@@ -316,7 +240,7 @@ class ChannelWriter:
     def checkpoint(self) -> dict[str, int]:
         seqs = [b.first_seq for b in self.growing.values()]
         seqs += [p[2] for seg in self.flushed.values() for p in seg.pending]
-        return {"seq": min(seqs, default=self.next_seq), "ts": self.tick_ts}
+        return {"seq": min(seqs, default=self.consumer.next_seq), "ts": self.tick_ts}
 
     # -- writing -----------------------------------------------------------------------------
     def _deltas_due(self) -> bool:

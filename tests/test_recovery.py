@@ -191,6 +191,6 @@ def test_a_delivery_gap_is_read_again_from_the_last_position(stack: Stack) -> No
                 assert time.monotonic() < deadline
                 time.sleep(0.05)
             (writer,) = channels.values()
-            writer._consumer_seq -= 5
+            writer.consumer._consumer_seq -= 5
     client.flush("gap", timeout=30)
     assert stored_pks(client, "gap") == sorted(acked)

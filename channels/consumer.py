@@ -1,0 +1,169 @@
+"""Consuming one vchannel in packs between time ticks (seed 003): what datanodes and
+query-node delegators both do.
+
+A durable pull consumer reads the vchannel's data and its pchannel's ticks in stream
+order. Messages are collected until a tick; the pack is then handed on sorted by
+timestamp (deletes before inserts at one timestamp: an upsert deletes the older row, not
+its own), so the result never depends on how publishes from several proxies interleaved.
+
+Delivery is unacknowledged (nothing to redeliver, nothing to track per message); a gap in
+the consumer sequence — messages dropped on the way under load — makes the consumer read
+again from the last position it handed on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from nats.errors import TimeoutError as NatsTimeout
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.errors import NotFoundError
+
+from elanus.channels.bus import Bus
+from elanus.channels.dml import DmlMessage, MsgType, data_subject, stream_name, tick_subject
+from elanus.channels.loop import cancel_and_wait
+
+log = logging.getLogger(__name__)
+
+FETCH_BATCH = 64
+PackHandler = Callable[[list[DmlMessage], int, int], Awaitable[None]]
+"""``on_pack(messages, tick_ts, tick_seq)``: the messages before a tick, timestamp order."""
+
+
+def pack_order(m: DmlMessage) -> tuple[int, int]:
+    return (m.ts, 0 if m.type is MsgType.DELETE else 1)
+
+
+class ChannelConsumer:
+    def __init__(
+        self,
+        bus: Bus,
+        pchannel: str,
+        vchannel: str,
+        durable: str,
+        on_pack: PackHandler,
+        *,
+        start_seq: int | None = None,
+        start_ts: int = 0,
+    ) -> None:
+        self.bus = bus
+        self.pchannel = pchannel
+        self.vchannel = vchannel
+        self.durable = durable
+        self.on_pack = on_pack
+        self.start_seq = start_seq
+        self.tick_ts = start_ts
+        """The last tick handed on: this consumer's tsafe."""
+        self.next_seq = start_seq or 1
+        """The stream position after the last message handed on (or collected)."""
+        self._pack: list[DmlMessage] = []
+        self._pack_start: int | None = None
+        self._sub: Any = None
+        self._consumer_seq = 0
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+        self._tick = asyncio.Condition()
+
+    async def start(self) -> None:
+        await self._subscribe(self.start_seq)
+        self._task = asyncio.create_task(self._run(), name=f"consume-{self.durable}")
+
+    async def stop(self) -> None:
+        self._stopping = True
+        await cancel_and_wait(self._task)
+        self._task = None
+        await self._unsubscribe()
+
+    async def wait_tick(self, ts: int, timeout: float) -> bool:
+        """Wait until a tick at or past ``ts`` was handed on (tsafe >= ts)."""
+        async with self._tick:
+            try:
+                await asyncio.wait_for(self._tick.wait_for(lambda: self.tick_ts >= ts), timeout)
+                return True
+            except TimeoutError:
+                return False
+
+    async def _unsubscribe(self) -> None:
+        if self._sub is not None:
+            try:
+                await self._sub.unsubscribe()
+            except Exception:  # noqa: BLE001 - the inbox may be gone already
+                pass
+            self._sub = None
+
+    async def _subscribe(self, from_seq: int | None) -> None:
+        """(Re)create the durable pull consumer at a stream position."""
+        js = self.bus.js
+        stream = stream_name(self.pchannel)
+        await self._unsubscribe()
+        try:
+            await js.delete_consumer(stream, self.durable)
+        except NotFoundError:
+            pass
+        config = ConsumerConfig(
+            durable_name=self.durable,
+            deliver_policy=DeliverPolicy.BY_START_SEQUENCE if from_seq else DeliverPolicy.ALL,
+            opt_start_seq=from_seq,
+            ack_policy=AckPolicy.NONE,
+            filter_subjects=[
+                data_subject(self.pchannel, self.vchannel),
+                tick_subject(self.pchannel),
+            ],
+        )
+        await js.add_consumer(stream, config)
+        self._sub = await js.pull_subscribe_bind(durable=self.durable, stream=stream)
+        self._consumer_seq = 0
+
+    async def _run(self) -> None:
+        while not self._stopping:
+            try:
+                msgs = await self._sub.fetch(FETCH_BATCH, timeout=1.0)
+            except NatsTimeout:
+                continue
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - NATS reconnecting; retry
+                log.warning("%s: fetch failed: %r", self.vchannel, exc)
+                await asyncio.sleep(0.5)
+                continue
+            for m in msgs:
+                if not await self._receive(m):
+                    break
+
+    async def _receive(self, m: Any) -> bool:
+        seq = m.metadata.sequence.stream
+        consumer_seq = m.metadata.sequence.consumer
+        if consumer_seq != self._consumer_seq + 1:
+            # Messages were lost on the way and nothing redelivers them: read again
+            # from the start of the pack being collected.
+            restart = self._pack_start if self._pack_start is not None else self.next_seq
+            log.warning(
+                "%s: delivery gap (consumer seq %d after %d); re-reading from %d",
+                self.vchannel,
+                consumer_seq,
+                self._consumer_seq,
+                restart,
+            )
+            self._pack, self._pack_start = [], None
+            self.next_seq = restart
+            await self._subscribe(restart)
+            return False
+        self._consumer_seq = consumer_seq
+        dm = DmlMessage.decode(m.headers, m.data, seq)
+        self.next_seq = seq + 1
+        if dm.type is not MsgType.TICK:
+            if self._pack_start is None:
+                self._pack_start = seq
+            self._pack.append(dm)
+            return True
+        if dm.ts > self.tick_ts:
+            pack, self._pack, self._pack_start = self._pack, [], None
+            pack.sort(key=pack_order)
+            await self.on_pack(pack, dm.ts, seq)
+            async with self._tick:
+                self.tick_ts = dm.ts
+                self._tick.notify_all()
+        return True
