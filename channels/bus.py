@@ -8,12 +8,15 @@ caller's ``request`` returns the result or raises the ``ElanusError`` the handle
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import nats
+import numpy as np
+import pyarrow as pa
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
@@ -34,11 +37,36 @@ def dumps(obj: Any) -> bytes:
 
 
 def _json_default(obj: Any) -> Any:
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
     if hasattr(obj, "item"):  # numpy scalars
         return obj.item()
     if isinstance(obj, set | frozenset | tuple):
         return list(obj)
+    if isinstance(obj, pa.Table | pa.RecordBatch):
+        return {ARROW_KEY: base64.b64encode(ipc_table_bytes(obj)).decode()}
     raise TypeError(f"cannot encode {type(obj).__name__} as JSON")
+
+
+ARROW_KEY = "__arrow_ipc__"
+
+
+def ipc_table_bytes(data: pa.Table | pa.RecordBatch) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, data.schema) as writer:
+        writer.write(data)
+    return sink.getvalue().to_pybytes()
+
+
+def as_table(value: Any) -> pa.Table:
+    """A table from a reply: as is when the call was local, decoded when it crossed NATS."""
+    if isinstance(value, pa.Table):
+        return value
+    if isinstance(value, pa.RecordBatch):
+        return pa.Table.from_batches([value])
+    if isinstance(value, dict) and ARROW_KEY in value:
+        return pa.ipc.open_stream(base64.b64decode(value[ARROW_KEY])).read_all()
+    raise TypeError(f"expected an Arrow table, got {type(value).__name__}")
 
 
 class LocalServices:

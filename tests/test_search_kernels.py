@@ -10,8 +10,9 @@ import pyarrow as pa
 import pytest
 
 from elanus.errors import ElanusError
+from elanus.reduce import merge_topk
 from elanus.segments import search as S
-from elanus.segments.search import VectorIndexExact, merge_topk
+from elanus.segments.search import VectorIndexExact
 
 FLOAT_METRICS = ["L2", "IP", "COSINE"]
 BINARY_METRICS = ["HAMMING", "JACCARD"]

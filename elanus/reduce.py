@@ -1,0 +1,155 @@
+"""Merging ranked search results: per segment, per worker, per shard, then per proxy.
+
+Pure numpy (no I/O), so workers, delegators and the proxy all reduce the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+
+from elanus.errors import invalid
+
+Metric = Literal["L2", "IP", "COSINE", "HAMMING", "JACCARD"]
+METRICS = ("L2", "IP", "COSINE", "HAMMING", "JACCARD")
+LARGER_IS_BETTER = frozenset({"IP", "COSINE"})
+KIND_METRICS = {
+    "float": frozenset({"L2", "IP", "COSINE"}),
+    "binary": frozenset({"HAMMING", "JACCARD"}),
+    "sparse": frozenset({"IP"}),
+}
+
+
+F32 = np.float32
+I64 = np.int64
+
+
+def normalize_metric(metric: str) -> str:
+    m = str(metric).upper()
+    if m not in METRICS:
+        raise invalid(f"unknown metric type {metric!r}; expected one of {', '.join(METRICS)}")
+    return m
+
+
+def larger_is_better(metric: str) -> bool:
+    return normalize_metric(metric) in LARGER_IS_BETTER
+
+
+def worst_distance(metric: str) -> float:
+    """The padding distance: -inf for similarities, +inf for distances."""
+    return -np.inf if larger_is_better(metric) else np.inf
+
+
+def _pk_fill(dtype: np.dtype) -> Any:
+    return -1 if dtype.kind in "iu" else ("" if dtype.kind == "U" else None)
+
+
+def merge_topk(
+    parts: Sequence[tuple[np.ndarray, ...]],
+    k: int,
+    metric: str,
+    offset: int = 0,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Reduce per-segment / per-shard results of the same ``nq`` queries.
+
+    Each part is ``(distances (nq, k_i), pks (nq, k_i))`` or ``(distances, pks, rows)``;
+    entries whose distance is not finite are padding. Per query, entries are ranked best
+    first (ties keep part order), a primary key seen again is dropped (the best-ranked copy
+    wins), then ``offset`` entries are skipped and ``k`` kept.
+
+    Returns ``(distances (nq, k), pks (nq, k), source_index, row_index)``: ``source_index``
+    is the part each entry came from (-1 for padding) and ``row_index`` the part's ``rows``
+    value (or the entry's column within the part when a part has no ``rows``). Padding has
+    distance ±inf, pk -1 (None/"" for object/string keys) and indices -1.
+    """
+    larger = larger_is_better(metric)
+    worst = -np.inf if larger else np.inf
+    if k < 0 or offset < 0:
+        raise invalid("limit and offset must be non-negative")
+    if not parts:
+        raise invalid("merge_topk needs at least one part")
+    nq = np.atleast_2d(np.asarray(parts[0][0])).shape[0]
+    dist_l, pk_l, src_l, row_l = [], [], [], []
+    for s, part in enumerate(parts):
+        d = np.asarray(part[0], F32).reshape(nq, -1)
+        p = np.asarray(part[1]).reshape(nq, -1)
+        if d.shape != p.shape:
+            raise invalid(f"part {s}: distances {d.shape} and pks {p.shape} differ in shape")
+        r = (
+            np.asarray(part[2], I64).reshape(nq, -1)
+            if len(part) > 2 and part[2] is not None
+            else np.broadcast_to(np.arange(d.shape[1], dtype=I64), d.shape)
+        )
+        dist_l.append(d)
+        pk_l.append(p)
+        src_l.append(np.full(d.shape, s, np.int32))
+        row_l.append(r)
+    D = np.concatenate(dist_l, axis=1)
+    P = np.concatenate(pk_l, axis=1)
+    S = np.concatenate(src_l, axis=1)
+    R = np.concatenate(row_l, axis=1)
+    fill = _pk_fill(P.dtype)
+
+    out_d = np.full((nq, k), worst, F32)
+    out_p = np.full((nq, k), fill, dtype=P.dtype)
+    out_s = np.full((nq, k), -1, np.int32)
+    out_r = np.full((nq, k), -1, I64)
+    if D.shape[1] == 0 or k == 0 or nq == 0:
+        return out_d, out_p, out_s, out_r
+
+    # rank each query's entries best first (stable: ties keep part order); padding last
+    key = np.where(np.isfinite(D), -D if larger else D, np.inf)
+    order = np.argsort(key, axis=1, kind="stable")
+    want = offset + k
+    # Fast path: only the first `want` ranked entries of every query. A query whose window
+    # held duplicates (fewer than `want` distinct pks) while more entries follow is redone
+    # over all its entries; dropping a duplicate depends only on better-ranked entries.
+    width = min(D.shape[1], want)
+    ins, outs = (D, P, S, R), (out_d, out_p, out_s, out_r)
+    everyone = np.arange(nq)
+    redo = _reduce_rows(everyone, order[:, :width], key, P, offset, k, ins, outs)
+    if width < D.shape[1]:
+        redo &= np.isfinite(key[everyone, order[:, width]])
+        short = np.flatnonzero(redo)
+        if short.size:
+            _reduce_rows(short, order[short], key, P, offset, k, ins, outs)
+    return out_d, out_p, out_s, out_r
+
+
+def _reduce_rows(
+    qs: np.ndarray,
+    order: np.ndarray,
+    key: np.ndarray,
+    P: np.ndarray,
+    offset: int,
+    k: int,
+    ins: tuple[np.ndarray, ...],
+    outs: tuple[np.ndarray, ...],
+) -> np.ndarray:
+    """Write the merged results of queries ``qs`` (entries ranked by ``order``, one row per
+    query) into ``outs``; returns which of them kept fewer than offset + k entries."""
+    rows = qs[:, None]
+    present = np.isfinite(key[rows, order])
+    pks = P[rows, order]
+    codes = pks if pks.dtype.kind in "iub" else np.unique(pks, return_inverse=True)[1]
+    codes = codes.reshape(pks.shape)
+    # a pk already kept at a better rank of the same query is dropped
+    by_pk = np.argsort(codes, axis=1, kind="stable")  # equal pks stay in rank order
+    sorted_codes = np.take_along_axis(codes, by_pk, 1)
+    dup_sorted = np.zeros(codes.shape, bool)
+    dup_sorted[:, 1:] = (sorted_codes[:, 1:] == sorted_codes[:, :-1]) & np.take_along_axis(
+        present, by_pk, 1
+    )[:, :-1]
+    dup = np.empty_like(dup_sorted)
+    np.put_along_axis(dup, by_pk, dup_sorted, 1)
+
+    keep = present & ~dup
+    rank = np.cumsum(keep, axis=1) - 1
+    sel = keep & (rank >= offset) & (rank < offset + k)
+    ri, ci = np.nonzero(sel)
+    qi, src_col, out_col = qs[ri], order[ri, ci], rank[ri, ci] - offset
+    for a, out in zip(ins, outs, strict=True):
+        out[qi, out_col] = a[qi, src_col]
+    return np.asarray(rank[:, -1] + 1 < offset + k) if rank.shape[1] else np.ones(len(qs), bool)
