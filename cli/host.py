@@ -58,6 +58,7 @@ ROLES: dict[str, RoleSpec] = {
     # Insertion order is start order (stop order is the reverse); coord must come first.
     "coord": RoleSpec("elanus.meta.coord:Coordinator"),
     "datanode": RoleSpec("elanus.segments.datanode:DataNode"),
+    "querynode": RoleSpec("elanus.segments.querynode:QueryNode"),
     "proxy": RoleSpec("elanus.flight.proxy:ProxyServer"),
 }
 

@@ -153,3 +153,51 @@ def _reduce_rows(
     for a, out in zip(ins, outs, strict=True):
         out[qi, out_col] = a[qi, src_col]
     return np.asarray(rank[:, -1] + 1 < offset + k) if rank.shape[1] else np.ones(len(qs), bool)
+
+
+def reduce_parts(
+    parts: Sequence[dict[str, Any]], k: int, metric: str, offset: int = 0
+) -> dict[str, Any]:
+    """Merge result parts into one part of the same shape (so it can be merged again).
+
+    A part is ``{"distances": (nq, k'), "pks": (nq, k'), "outputs": table | None,
+    "output_rows": flat positions}``: ``outputs`` holds one row per real hit, in query-major
+    order, and ``output_rows`` says which flat ``(query * k' + column)`` slot each is.
+    """
+    import pyarrow as pa  # the merge itself needs only numpy
+
+    arrays = [(np.asarray(p["distances"], dtype=F32), _as_pks(p["pks"])) for p in parts]
+    arrays = [a for a in arrays if a[0].ndim == 2]
+    if not arrays:
+        return {"distances": np.zeros((0, 0), F32), "pks": np.zeros((0, 0), I64)}
+    distances, pks, source, column = merge_topk(arrays, k, metric, offset)
+    out: dict[str, Any] = {"distances": distances, "pks": pks}
+    with_outputs = [p for p in parts if p.get("outputs") is not None]
+    if not with_outputs:
+        return out
+    tables, maps, base = [], [], 0
+    for (d, _), p in zip(arrays, parts, strict=True):
+        slot_to_row = np.full(d.size, -1, dtype=I64)
+        rows = np.asarray(p.get("output_rows", []), dtype=I64)
+        slot_to_row[rows] = np.arange(len(rows)) + base
+        maps.append((slot_to_row, d.shape[1]))
+        table = p["outputs"]
+        tables.append(table)
+        base += table.num_rows
+    merged = pa.concat_tables(tables, promote_options="permissive")
+    nq, width = distances.shape
+    query = np.repeat(np.arange(nq), width)
+    src, col = source.ravel(), column.ravel()
+    index = np.full(nq * width, -1, dtype=I64)
+    for i, (slot_to_row, k_i) in enumerate(maps):
+        pick = np.nonzero(src == i)[0]
+        index[pick] = slot_to_row[query[pick] * k_i + col[pick]]
+    valid = np.nonzero(index >= 0)[0]
+    out["outputs"] = merged.take(pa.array(index[valid]))
+    out["output_rows"] = valid
+    return out
+
+
+def _as_pks(pks: Any) -> np.ndarray:
+    arr = np.asarray(pks)
+    return arr.astype(object) if arr.dtype.kind == "U" else arr

@@ -35,9 +35,11 @@ class Settings:
     segment_max_bytes: int = 512 * 1024 * 1024
     segment_idle_s: float = 600.0
     max_request_bytes: int = 256 * 1024 * 1024
+    bounded_staleness_ms: int = 1000
+    """How far behind a Bounded read may be."""
     compaction_interval_s: float = 60.0
     """How often the automatic policy looks for small flushed segments to merge (0: off)."""
-    retention_s: float = 0.0
+    retention_s: float = 600.0
     """Time-travel window: compaction keeps rows deleted less than this long ago."""
     gc_delay_s: float = 60.0
     """Files of dropped segments stay this long (readers may still have them open)."""

@@ -38,6 +38,8 @@ class Client:
         self.uri = uri
         self.timeout = timeout
         self._db = check_name(db, "database")
+        self._last_write_ts = 0
+        """The newest write of this client: what a Session-consistent read waits for."""
         try:
             self._flight: flight.FlightClient | None = flight.FlightClient(uri)
         except (pa.ArrowException, ValueError) as exc:
@@ -278,6 +280,7 @@ class Client:
                 raise from_flight_error(first) from None
             raise first
         pks = pa.concat_arrays([a.pks for a in acks]) if acks else pa.array([], pa.int64())
+        self._last_write_ts = max([self._last_write_ts, *(a.ts for a in acks)])
         return {
             f"{op}_count": len(pks),
             "ids": pks.to_pylist(),
@@ -331,7 +334,9 @@ class Client:
         body = self._in_db(db, collection=collection_name, ids=keys)
         if partition_name:
             body["partition"] = partition_name
-        return self._action("delete", body, timeout=timeout)
+        reply = self._action("delete", body, timeout=timeout)
+        self._last_write_ts = max(self._last_write_ts, int(reply.get("ts", 0)))
+        return reply
 
     def flush(
         self,
@@ -382,3 +387,131 @@ class Client:
         """``"Executing"`` or ``"Completed"`` (pymilvus's spelling)."""
         reply = self._action("get_compaction_state", {"compaction_id": compaction_id})
         return "Completed" if reply["state"] == "completed" else "Executing"
+
+    # -- reads ------------------------------------------------------------------------------
+    def load_collection(
+        self,
+        collection_name: str,
+        partition_names: list[str] | None = None,
+        *,
+        db: str | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Load a collection (or some of its partitions) into the query nodes."""
+        body = self._in_db(db, collection=collection_name)
+        if partition_names:
+            body["partition_names"] = list(partition_names)
+        return self._action("load_collection", body, timeout=timeout)
+
+    def release_collection(self, collection_name: str, *, db: str | None = None) -> None:
+        self._action("release_collection", self._in_db(db, collection=collection_name))
+
+    def get_load_state(self, collection_name: str, *, db: str | None = None) -> dict[str, Any]:
+        return self._action("get_load_state", self._in_db(db, collection=collection_name))
+
+    def _read_options(
+        self,
+        body: dict[str, Any],
+        consistency_level: str | None,
+        guarantee_timestamp: int | None,
+        as_of: int | None,
+        partition_names: list[str] | None,
+    ) -> dict[str, Any]:
+        if consistency_level:
+            body["consistency_level"] = str(ConsistencyLevel.parse(consistency_level))
+            if body["consistency_level"] == ConsistencyLevel.SESSION and not guarantee_timestamp:
+                guarantee_timestamp = self._last_write_ts
+        if guarantee_timestamp:
+            body["guarantee_timestamp"] = int(guarantee_timestamp)
+        if as_of:
+            body["as_of"] = int(as_of)
+        if partition_names:
+            body["partition_names"] = list(partition_names)
+        return body
+
+    def search(
+        self,
+        collection_name: str,
+        data: Any,
+        limit: int = 10,
+        filter: str = "",
+        output_fields: list[str] | None = None,
+        search_params: dict[str, Any] | None = None,
+        *,
+        anns_field: str | None = None,
+        offset: int = 0,
+        filter_params: dict[str, Any] | None = None,
+        consistency_level: str | None = None,
+        guarantee_timestamp: int | None = None,
+        as_of: int | None = None,
+        partition_names: list[str] | None = None,
+        db: str | None = None,
+        timeout: float | None = None,
+    ) -> list[list[dict[str, Any]]]:
+        """pymilvus-style search: per query vector, hits ``{"id", "distance", "entity"}``."""
+        vectors = (
+            data.tolist()
+            if hasattr(data, "tolist")
+            else [v.tolist() if hasattr(v, "tolist") else v for v in data]
+        )
+        body = self._in_db(
+            db,
+            collection=collection_name,
+            data=vectors,
+            limit=limit,
+            offset=offset,
+            output_fields=list(output_fields or []),
+        )
+        if filter:
+            body["filter"] = filter
+        if filter_params:
+            body["filter_params"] = filter_params
+        if search_params:
+            body["search_params"] = search_params
+        if anns_field:
+            body["anns_field"] = anns_field
+        body = self._read_options(
+            body, consistency_level, guarantee_timestamp, as_of, partition_names
+        )
+        return list(self._action("search", body, timeout=timeout)["results"])
+
+    def query(
+        self,
+        collection_name: str,
+        filter: str = "",
+        output_fields: list[str] | None = None,
+        *,
+        ids: Any = None,
+        limit: int | None = None,
+        offset: int = 0,
+        filter_params: dict[str, Any] | None = None,
+        consistency_level: str | None = None,
+        guarantee_timestamp: int | None = None,
+        as_of: int | None = None,
+        partition_names: list[str] | None = None,
+        db: str | None = None,
+        timeout: float | None = None,
+    ) -> list[dict[str, Any]]:
+        """Rows matching a filter (or the given ids); ``["count(*)"]`` counts them."""
+        body = self._in_db(
+            db, collection=collection_name, output_fields=list(output_fields or []), offset=offset
+        )
+        if ids is not None:
+            body["ids"] = ids.tolist() if hasattr(ids, "tolist") else list(ids)
+        else:
+            body["filter"] = filter
+        if limit is not None:
+            body["limit"] = limit
+        if filter_params:
+            body["filter_params"] = filter_params
+        body = self._read_options(
+            body, consistency_level, guarantee_timestamp, as_of, partition_names
+        )
+        return list(self._action("query", body, timeout=timeout)["rows"])
+
+    def get(
+        self, collection_name: str, ids: Any, output_fields: list[str] | None = None, **kwargs: Any
+    ) -> list[dict[str, Any]]:
+        """Rows by primary key."""
+        ids = [ids] if isinstance(ids, int | str) else ids
+        return self.query(collection_name, output_fields=output_fields, ids=ids, **kwargs)

@@ -30,6 +30,8 @@ from elanus.flight.dml import DmlService
 from elanus.flight.dml_actions import DML_ACTIONS
 from elanus.flight.metacache import MetaCache
 from elanus.flight.putresult import PutAck
+from elanus.flight.query import QueryService
+from elanus.flight.query_actions import QUERY_ACTIONS
 from elanus.flight.wire import encode_json, to_flight_error
 from elanus.settings import Settings
 
@@ -48,6 +50,7 @@ class ProxyServer(Role):
         self.cache = MetaCache()
         self.ddl = DdlService(bus, self.cache, self.node_id)
         self.dml = DmlService(self)
+        self.query = QueryService(self)
         self.port: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: _FlightService | None = None
@@ -135,6 +138,8 @@ class ProxyServer(Role):
             spec, request = check_request(name, raw)
             if spec.name in DML_ACTIONS:
                 return encode_json(self.dml.action(spec.name, request))
+            if spec.name in QUERY_ACTIONS:
+                return encode_json(self.query.action(spec.name, request))
             return encode_json(self.run(self.ddl.execute(spec.name, request)))
         except ElanusError as exc:
             raise to_flight_error(exc) from None

@@ -229,4 +229,5 @@ class CompactionManager:
         await self.coord.bus.publish(
             SEGMENT_COMPACTED, {"target": target.to_dict(), "sources": plan.sources, "ts": ts}
         )
+        self.coord.query.schedule(self.coord.query.on_compacted(target, list(plan.sources)))
         return {}

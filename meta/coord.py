@@ -27,6 +27,7 @@ from elanus.meta.datacoord import DataCoord
 from elanus.meta.db import Database
 from elanus.meta.gc import GarbageCollector
 from elanus.meta.idalloc import IDAllocator
+from elanus.meta.querycoord import QueryCoord
 from elanus.meta.rootcoord import RootCoord
 from elanus.meta.timetick import TimeTickSync
 from elanus.meta.tso import TimestampOracle
@@ -50,6 +51,7 @@ class Coordinator(Role):
         self.channels = ChannelManager(self)
         self.compaction = CompactionManager(self)
         self.gc = GarbageCollector(self)
+        self.query = QueryCoord(self)
         self._background: list[Periodic] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self._counters: CounterStore | None = None
@@ -65,7 +67,7 @@ class Coordinator(Role):
             "health": self.health,
             "session.list": self.list_sessions,
         }
-        for service in (self.root, self.data, self.timeticks, self.compaction):
+        for service in (self.root, self.data, self.timeticks, self.compaction, self.query):
             handlers.update(service.handlers())
         return handlers
 
@@ -86,13 +88,19 @@ class Coordinator(Role):
         )
         await ensure_streams(self.bus.js, self.pchannels)
         await self.data.start()
+        await self.query.start()
         self.sessions = await SessionWatcher(
             self.bus, self._on_session, ttl_s=self.settings.session_ttl_s
         ).start()
         self._subscription = await self.bus.serve(subjects.COORD, self.handlers(), queue="coord")
         await self.channels.start()
         await self.timeticks.start()
-        background = self.data.background() + self.compaction.background() + self.gc.background()
+        background = [
+            *self.data.background(),
+            *self.compaction.background(),
+            *self.gc.background(),
+            *self.query.background(),
+        ]
         self._background = [p.start() for p in background]
         await self.register()
         await self.channels.balance()
@@ -117,6 +125,7 @@ class Coordinator(Role):
         self._background.clear()
         for task in list(self._tasks):
             await cancel_and_wait(task)
+        await self.query.stop()
         if hasattr(self, "sessions"):
             await self.timeticks.stop()
             await self.channels.stop()

@@ -357,6 +357,8 @@ class DataCoord:
         if seg.state is SegmentState.DROPPED:
             del self.segments[sid]
         await self.coord.bus.publish(SEGMENT_FLUSHED, seg.to_dict())
+        if seg.state is SegmentState.FLUSHED:
+            self.coord.query.schedule(self.coord.query.on_segment_flushed(seg))
         return {}
 
     async def replace(self, sources: list[Segment], target: Segment) -> None:

@@ -46,4 +46,11 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
                 node_id VARCHAR NOT NULL, assigned_ts UBIGINT NOT NULL)""",
         ],
     ),
+    (
+        3,
+        "loaded collections",
+        [
+            "CREATE TABLE query_loads (collection_id BIGINT PRIMARY KEY, partitions VARCHAR)",
+        ],
+    ),
 ]

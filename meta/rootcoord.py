@@ -139,6 +139,7 @@ class RootCoord:
         db, name = b.str("db", DEFAULT_DB), b.str("name")
         cid, ts = await self._ddl(b, Catalog.drop_collection, db, name)
         await self._invalidate("collection.drop", db, name, cid, ts)
+        await self.coord.query.release_collection(cid)
         await self.coord.data.drop_collection(cid, ts)
         await self.coord.on_collections_changed()
         return {"collection_id": cid}

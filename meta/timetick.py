@@ -14,8 +14,10 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from elanus.channels import subjects
 from elanus.channels.dml import DmlMessage, MsgType
 from elanus.channels.loop import Periodic
+from elanus.errors import ElanusError
 from elanus.requests import Body
 
 if TYPE_CHECKING:
@@ -47,7 +49,23 @@ class TimeTickSync:
         self._publish_lock = asyncio.Lock()
 
     def handlers(self) -> dict[str, Handler]:
-        return {"timetick.report": self.report}
+        return {"timetick.report": self.report, "timetick.now": self.tick_now}
+
+    async def tick_now(self, raw: dict[str, Any]) -> dict[str, Any]:
+        """Fresh reports from every live proxy, then a tick at once: a Strong read waits
+        for one round trip instead of the rest of the tick interval."""
+        Body(raw, "timetick.now").done()
+
+        async def ask(node_id: str) -> None:
+            try:
+                await self.coord.bus.request(
+                    f"{subjects.PREFIX}.proxy.{node_id}.timetick.report", {}, timeout=5
+                )
+            except ElanusError as exc:
+                log.debug("proxy %s did not report on demand: %s", node_id, exc)
+
+        await asyncio.gather(*(ask(p.node_id) for p in self.coord.sessions.of_role("proxy")))
+        return {"ticks": await self.publish_ticks()}
 
     async def start(self) -> None:
         self._periodic.start()

@@ -16,6 +16,7 @@ from elanus.flight.client import Client
 from elanus.flight.proxy import ProxyServer
 from elanus.meta.coord import Coordinator
 from elanus.segments.datanode import DataNode
+from elanus.segments.querynode import QueryNode
 from elanus.settings import Settings
 
 STEP_TIMEOUT_S = 30.0
@@ -63,6 +64,7 @@ class Stack:
         self.coord: Coordinator | None = None
         self.proxies: list[ProxyServer] = []
         self.datanodes: list[DataNode] = []
+        self.querynodes: list[QueryNode] = []
         self._clients: list[Client] = []
 
     def call(self, coro: Any) -> Any:
@@ -80,8 +82,15 @@ class Stack:
         self.coord = Coordinator(self.settings, self.bus)
         self.call(self.coord.start())
         self.add_datanode()
+        self.add_querynode()
         self.add_proxy()
         return self
+
+    def add_querynode(self) -> QueryNode:
+        node = QueryNode(self.settings, self.bus)
+        self.call(node.start())
+        self.querynodes.append(node)
+        return node
 
     def add_datanode(self) -> DataNode:
         node = DataNode(self.settings, self.bus)
@@ -110,6 +119,9 @@ class Stack:
         for proxy in reversed(self.proxies):
             _collect(errors, lambda p=proxy: self.call(p.stop()))
         self.proxies.clear()
+        for qn in reversed(self.querynodes):
+            _collect(errors, lambda n=qn: self.call(n.stop()))
+        self.querynodes.clear()
         for node in reversed(self.datanodes):
             _collect(errors, lambda n=node: self.call(n.stop()))
         self.datanodes.clear()

@@ -81,10 +81,11 @@ def test_bad_config_file_is_a_usage_error(tmp_path: Path) -> None:
 # -- status -------------------------------------------------------------------------------------
 def test_status(server: StandaloneProcess) -> None:
     sessions = cli_json(server, "status")
-    assert sorted(s["role"] for s in sessions) == ["coord", "datanode", "proxy"]
+    assert sorted(s["role"] for s in sessions) == ["coord", "datanode", "proxy", "querynode"]
     assert all(s["pid"] == server.proc.pid for s in sessions)  # type: ignore[union-attr]
     table = cli(server, "status")
-    assert "coord" in table and "datanode" in table and "proxy" in table and server.uri in table
+    assert all(r in table for r in ("coord", "datanode", "proxy", "querynode"))
+    assert server.uri in table
 
 
 # -- collections and partitions -----------------------------------------------------------------

@@ -22,7 +22,12 @@ DIM = 8
 
 
 def make_stack(nats: EmbeddedNats, loop: LoopThread, tmp: Path, **settings: Any) -> Stack:
-    defaults = {"segment_max_rows": 10_000, "compaction_interval_s": 0, "gc_delay_s": 0}
+    defaults = {
+        "segment_max_rows": 10_000,
+        "compaction_interval_s": 0,
+        "gc_delay_s": 0,
+        "retention_s": 0,
+    }
     return Stack(loop, nats.url, tmp / "data", **{**defaults, **settings}).start()
 
 

@@ -1,0 +1,269 @@
+"""Search and query in the proxy (seed 000 §6.4; DESIGN.md, read path).
+
+The proxy checks the request, turns the consistency level into a guarantee timestamp,
+asks the delegator of every vchannel (they wait for their tsafe, search growing data and
+fan out to workers), then reduces across shards and shapes the answer.
+
+Consistency levels: Strong reads at a fresh TSO timestamp, after asking the coord for an
+immediate tick; Bounded waits only for data older than the staleness bound; Session for
+the caller's own last write (``guarantee_timestamp``); Eventually waits for nothing.
+``as_of`` reads at an earlier timestamp (time travel) inside the retention window.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from elanus import tsutil
+from elanus.channels import subjects
+from elanus.channels.bus import as_table
+from elanus.consistency import ConsistencyLevel
+from elanus.errors import ElanusError, ErrorCode, invalid
+from elanus.expr import parse
+from elanus.flight.metacache import CollectionInfo
+from elanus.reduce import normalize_metric, reduce_parts
+from elanus.schema import DataType, Field
+
+if TYPE_CHECKING:
+    from elanus.flight.proxy import ProxyServer
+
+COUNT = "count(*)"
+
+
+class QueryService:
+    def __init__(self, proxy: ProxyServer) -> None:
+        self.proxy = proxy
+
+    def _coord(self, method: str, body: dict[str, Any]) -> Any:
+        return self.proxy.run(self.proxy.ddl.coord(method, body))
+
+    def _info(self, request: dict[str, Any]) -> CollectionInfo:
+        return self.proxy.dml.collection(request["db"], request["collection"])
+
+    def _partition_ids(self, info: CollectionInfo, names: list[str] | None) -> list[int] | None:
+        if not names:
+            return None
+        return [self.proxy.dml.partition_id(info, n) for n in names]
+
+    # -- DoAction (Flight threads) ----------------------------------------------------------
+    def action(self, name: str, request: dict[str, Any]) -> dict[str, Any]:
+        info = self._info(request)
+        if name == "load_collection":
+            pids = self._partition_ids(info, request["partition_names"])
+            body: dict[str, Any] = {"collection_id": info.collection_id}
+            if pids:
+                body["partition_ids"] = pids
+            return dict(self._coord("query.load", body))
+        if name == "release_collection":
+            return dict(self._coord("query.release", {"collection_id": info.collection_id}))
+        if name == "get_load_state":
+            return dict(self._coord("query.state", {"collection_id": info.collection_id}))
+        if name == "search":
+            return self.search(info, request)
+        if name == "query":
+            return self.query(info, request)
+        raise ElanusError(ErrorCode.UNKNOWN_ACTION, f"{name!r} is not a read-path action")
+
+    # -- shared pieces ----------------------------------------------------------------------
+    def _read_at(self, info: CollectionInfo, request: dict[str, Any]) -> tuple[int, int]:
+        """(guarantee timestamp, read timestamp; 0 = the delegator's tsafe)."""
+        settings = self.proxy.settings
+        as_of = request["as_of"]
+        if as_of:
+            oldest = tsutil.compose(tsutil.now_ms() - int(settings.retention_s * 1000))
+            if as_of < oldest:
+                raise invalid(
+                    f"as_of {as_of} is older than the time-travel retention "
+                    f"({settings.retention_s:g} s)"
+                )
+            return as_of, as_of
+        level = ConsistencyLevel.parse(request["consistency_level"] or info.consistency_level)
+        if level is ConsistencyLevel.STRONG:
+            ts = self.proxy.run(self.proxy.ddl.alloc_ts())
+            self._coord("timetick.now", {})
+            return ts, ts
+        if level is ConsistencyLevel.SESSION:
+            return request["guarantee_timestamp"], 0
+        if level is ConsistencyLevel.BOUNDED:
+            return tsutil.compose(tsutil.now_ms() - settings.bounded_staleness_ms), 0
+        return 0, 0
+
+    def _route(self, info: CollectionInfo) -> dict[str, str]:
+        return dict(self._coord("query.route", {"collection_id": info.collection_id})["vchannels"])
+
+    def _fan_out(self, info: CollectionInfo, method: str, body: dict[str, Any]) -> list[Any]:
+        route = self._route(info)
+
+        async def ask_all() -> list[Any]:
+            return await asyncio.gather(
+                *(
+                    self.proxy.bus.request(
+                        subjects.node("querynode", node, method), {**body, "vchannel": v}, 120
+                    )
+                    for v, node in route.items()
+                )
+            )
+
+        return self.proxy.run(ask_all())
+
+    def _outputs(self, info: CollectionInfo, names: list[str]) -> list[str]:
+        fields = [f.name for f in info.schema.fields]
+        if "*" in names:
+            names = [n for n in names if n != "*"] + fields
+        out = []
+        for n in names:
+            if n not in fields and n != COUNT:
+                raise invalid(f"output field {n!r} does not exist in {info.name!r}")
+            if n not in out:
+                out.append(n)
+        return out
+
+    def _filter(self, info: CollectionInfo, text: str | None, params: dict[str, Any]) -> None:
+        if text:
+            parse(text, info.schema, params)  # BAD_EXPRESSION before anything is sent
+
+    # -- search -----------------------------------------------------------------------------
+    def search(self, info: CollectionInfo, request: dict[str, Any]) -> dict[str, Any]:
+        field = self._vector_field(info, request["anns_field"])
+        queries = _query_vectors(field, request["data"])
+        params = request["search_params"]
+        metric = normalize_metric(
+            params.get("metric_type")
+            or info.described["properties"].get("metric_type")
+            or ("HAMMING" if field.dtype is DataType.BINARY_VECTOR else "COSINE")
+        )
+        outputs = self._outputs(info, request["output_fields"])
+        if COUNT in outputs:
+            raise invalid("search cannot output count(*)")
+        self._filter(info, request["filter"], request["filter_params"])
+        guarantee, ts = self._read_at(info, request)
+        pk = info.schema.primary.name
+        limit, offset = request["limit"], request["offset"]
+        replies = self._fan_out(
+            info,
+            "search",
+            {
+                "field": field.name,
+                "queries": queries,
+                "k": limit + offset,
+                "metric": metric,
+                "filter": request["filter"],
+                "params": request["filter_params"],
+                "output_fields": outputs,
+                "guarantee_ts": guarantee,
+                "ts": ts,
+                "partition_ids": self._partition_ids(info, request["partition_names"]),
+                "radius": params.get("radius"),
+                "range_filter": params.get("range_filter"),
+            },
+        )
+        parts = [_part(r) for r in replies]
+        merged = reduce_parts(parts, limit, metric, offset)
+        read_ts = max((int(r["ts"]) for r in replies), default=ts)
+        return {"results": _shape_hits(merged, outputs, pk), "ts": read_ts}
+
+    def _vector_field(self, info: CollectionInfo, name: str | None) -> Field:
+        vectors = info.schema.vector_fields
+        if name is None:
+            if len(vectors) > 1:
+                names = ", ".join(f.name for f in vectors)
+                raise invalid(f"collection has several vector fields ({names}): set anns_field")
+            return vectors[0]
+        for f in vectors:
+            if f.name == name:
+                return f
+        raise invalid(f"anns_field {name!r} is not a vector field of {info.name!r}")
+
+    # -- query ------------------------------------------------------------------------------
+    def query(self, info: CollectionInfo, request: dict[str, Any]) -> dict[str, Any]:
+        pk = info.schema.primary.name
+        text, params = request["filter"], request["filter_params"]
+        if request["ids"] is not None:
+            text, params = f"{pk} in {{__ids}}", {"__ids": list(request["ids"])}
+        self._filter(info, text, params)
+        outputs = self._outputs(info, request["output_fields"] or [pk])
+        guarantee, ts = self._read_at(info, request)
+        body = {
+            "filter": text,
+            "params": params,
+            "guarantee_ts": guarantee,
+            "ts": ts,
+            "partition_ids": self._partition_ids(info, request["partition_names"]),
+        }
+        if COUNT in outputs:
+            replies = self._fan_out(info, "count", body)
+            return {
+                "rows": [{COUNT: sum(int(r["count"]) for r in replies)}],
+                "ts": max(int(r["ts"]) for r in replies),
+            }
+        columns = outputs if pk in outputs else [pk, *outputs]
+        offset, limit = request["offset"], request["limit"]
+        window = None if limit is None else offset + limit
+        replies = self._fan_out(info, "query", {**body, "output_fields": columns, "limit": window})
+        table = pa.concat_tables(
+            [as_table(r["rows"]) for r in replies], promote_options="permissive"
+        )
+        table = table.sort_by(pk).slice(offset, limit)
+        return {"rows": table.select(outputs).to_pylist(), "ts": max(int(r["ts"]) for r in replies)}
+
+
+def _query_vectors(field: Field, data: list[Any]) -> Any:
+    if field.dtype in (DataType.FLOAT_VECTOR, DataType.FLOAT16_VECTOR):
+        try:
+            q = np.asarray(data, dtype=np.float32)
+        except (TypeError, ValueError):
+            raise invalid(f"search: 'data' must be a list of {field.dim}-d vectors") from None
+        if q.ndim != 2 or q.shape[1] != field.dim:
+            got = q.shape[1] if q.ndim == 2 else "ragged or scalar"
+            raise invalid(
+                f"search: vector field {field.name!r} has dim {field.dim}, "
+                f"the query vectors have {got}"
+            )
+        if not np.isfinite(q).all():
+            raise invalid("search: query vectors contain NaN or infinity")
+        return q
+    if field.dtype is DataType.BINARY_VECTOR:
+        width = (field.dim or 0) // 8
+        q = np.asarray(data, dtype=np.uint8)
+        if q.ndim != 2 or q.shape[1] != width:
+            raise invalid(f"search: binary queries for {field.name!r} need {width} bytes each")
+        return q
+    return data
+
+
+def _part(reply: dict[str, Any]) -> dict[str, Any]:
+    part = dict(reply)
+    if part.get("outputs") is not None:
+        part["outputs"] = as_table(part["outputs"])
+    return part
+
+
+def _shape_hits(merged: dict[str, Any], outputs: list[str], pk: str) -> list[list[dict[str, Any]]]:
+    distances, pks = np.asarray(merged["distances"]), np.asarray(merged["pks"])
+    rows = merged.get("outputs")
+    where: dict[int, int] = {}
+    if rows is not None:
+        where = {int(slot): i for i, slot in enumerate(merged["output_rows"])}
+        rows = rows.to_pylist()
+    width = distances.shape[1] if distances.ndim == 2 else 0
+    results = []
+    for q in range(distances.shape[0]):
+        hits = []
+        for c in range(width):
+            d = float(distances[q, c])
+            if not np.isfinite(d):
+                continue
+            hit: dict[str, Any] = {
+                "id": pks[q, c].item() if hasattr(pks[q, c], "item") else pks[q, c],
+                "distance": d,
+            }
+            if rows is not None:
+                i = where.get(q * width + c)
+                hit["entity"] = {k: rows[i][k] for k in outputs} if i is not None else {}
+            hits.append(hit)
+        results.append(hits)
+    return results

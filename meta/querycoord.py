@@ -1,0 +1,328 @@
+"""Query coordination (seed 000 §6.4, seed 001): load, release, distribution, handoff.
+
+Loading a collection gives each of its flushed segments to a worker and each vchannel to
+a delegator (least-loaded live query nodes), the delegator starting at the channel's
+checkpoint and knowing which sealed segments exist. After a flush or a compaction the new
+segment is loaded on a worker first and only then handed to the delegator, which swaps it
+for the growing copy (or the compacted sources) in one step. Loaded collections are kept
+in DuckDB and loaded again after a coord restart or when query nodes come and go.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from elanus.channels import subjects
+from elanus.channels.dml import pchannel_of
+from elanus.channels.loop import Periodic, cancel_and_wait
+from elanus.errors import ElanusError, ErrorCode
+from elanus.meta.segmentmeta import SegmentState
+from elanus.requests import Body
+
+if TYPE_CHECKING:
+    from elanus.channels.bus import Handler
+    from elanus.meta.coord import Coordinator
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Loaded:
+    collection_id: int
+    partition_ids: list[int] | None
+    state: str = "Loading"
+    channels: dict[str, str] = field(default_factory=dict)  # vchannel -> node
+    segments: dict[int, str] = field(default_factory=dict)  # segment -> node
+
+
+class QueryCoord:
+    def __init__(self, coord: Coordinator) -> None:
+        self.coord = coord
+        self.loaded: dict[int, Loaded] = {}
+        self._handoffs: set[asyncio.Task[None]] = set()
+        self._lock = asyncio.Lock()  # placements and handoffs one at a time
+
+    def schedule(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run a handoff in the background (the reporting datanode need not wait)."""
+        task = asyncio.create_task(self._locked(coro))
+        self._handoffs.add(task)
+        task.add_done_callback(self._handoffs.discard)
+
+    async def _locked(self, coro: Coroutine[Any, Any, None]) -> None:
+        async with self._lock:
+            try:
+                await coro
+            except Exception as exc:  # noqa: BLE001 - keep_loaded repairs what is left
+                log.warning("handoff failed: %s", exc)
+
+    async def stop(self) -> None:
+        for task in list(self._handoffs):
+            await cancel_and_wait(task)
+
+    def handlers(self) -> dict[str, Handler]:
+        return {
+            "query.load": self.load,
+            "query.release": self.release,
+            "query.state": self.state,
+            "query.route": self.route,
+        }
+
+    def background(self) -> list[Periodic]:
+        return [Periodic(self.keep_loaded, 1.0, "keep collections loaded")]
+
+    async def start(self) -> None:
+        rows = await self.coord.db.run(
+            lambda con: con.execute("SELECT collection_id, partitions FROM query_loads").fetchall()
+        )
+        for cid, parts in rows:
+            self.loaded[int(cid)] = Loaded(int(cid), json.loads(parts) if parts else None)
+
+    # -- helpers ----------------------------------------------------------------------------
+    def _nodes(self) -> list[str]:
+        return sorted(s.node_id for s in self.coord.sessions.of_role("querynode"))
+
+    async def _call(self, node: str, method: str, body: dict[str, Any]) -> Any:
+        return await self.coord.bus.request(subjects.node("querynode", node, method), body, 120)
+
+    def _least_loaded(self, nodes: list[str], counts: dict[str, int]) -> str:
+        return min(nodes, key=lambda n: (counts.get(n, 0), n))
+
+    def _flushed(self, lo: Loaded) -> list[Any]:
+        return [
+            s
+            for s in self.coord.data.segments.values()
+            if s.collection_id == lo.collection_id
+            and s.state is SegmentState.FLUSHED
+            and s.path
+            and (lo.partition_ids is None or s.partition_id in lo.partition_ids)
+        ]
+
+    # -- load and release -------------------------------------------------------------------
+    async def load(self, raw: dict[str, Any]) -> dict[str, Any]:
+        b = Body(raw, "query.load")
+        cid = b.int("collection_id")
+        partitions = b.list("partition_ids", None)
+        b.done()
+        lo = Loaded(cid, sorted(int(p) for p in partitions) if partitions else None)
+        old = self.loaded.get(cid)
+        if old is not None and old.state == "Loaded" and old.partition_ids == lo.partition_ids:
+            return await self.state({"collection_id": cid})
+        await self.coord.db.run(
+            lambda con: con.execute(
+                "INSERT INTO query_loads VALUES (?, ?) ON CONFLICT (collection_id) "
+                "DO UPDATE SET partitions = excluded.partitions",
+                [cid, json.dumps(lo.partition_ids) if lo.partition_ids else None],
+            )
+        )
+        self.loaded[cid] = lo
+        async with self._lock:
+            await self._place(lo)
+        return await self.state({"collection_id": cid})
+
+    async def _place(self, lo: Loaded) -> None:
+        nodes = self._nodes()
+        if not nodes:
+            raise ElanusError(ErrorCode.UNAVAILABLE, "no query node is running to load into")
+        info = await self.coord.root.describe_by_id(lo.collection_id)
+        rows: dict[str, int] = {}
+        specs: dict[str, list[dict[str, Any]]] = {}
+        for seg in sorted(self._flushed(lo), key=lambda s: -s.num_rows):
+            node = self._least_loaded(nodes, rows)
+            rows[node] = rows.get(node, 0) + seg.num_rows
+            lo.segments[seg.segment_id] = node
+            specs.setdefault(node, []).append(
+                {
+                    "segment_id": seg.segment_id,
+                    "partition_id": seg.partition_id,
+                    "path": seg.path,
+                    "vchannel": seg.vchannel,
+                }
+            )
+        for node, segs in specs.items():
+            await self._call(
+                node,
+                "worker.load",
+                {"collection_id": lo.collection_id, "schema": info["schema"], "segments": segs},
+            )
+        channels: dict[str, int] = {}
+        for v in info["vchannels"]:
+            node = self._least_loaded(nodes, channels)
+            channels[node] = channels.get(node, 0) + 1
+            await self._watch(lo, info, v, node)
+        lo.state = "Loaded"
+
+    async def _watch(self, lo: Loaded, info: dict[str, Any], vchannel: str, node: str) -> None:
+        checkpoint = self.coord.data.checkpoints.get(vchannel)
+        sealed = [
+            {"segment_id": sid, "node_id": n, "partition_id": seg.partition_id, "path": seg.path}
+            for sid, n in lo.segments.items()
+            if (seg := self.coord.data.segments.get(sid)) is not None and seg.vchannel == vchannel
+        ]
+        await self._call(
+            node,
+            "watch",
+            {
+                "vchannel": vchannel,
+                "pchannel": pchannel_of(vchannel),
+                "collection_id": lo.collection_id,
+                "schema": info["schema"],
+                "checkpoint": {"seq": checkpoint[0], "ts": checkpoint[1]} if checkpoint else None,
+                "sealed": sealed,
+                "partition_ids": lo.partition_ids,
+            },
+        )
+        lo.channels[vchannel] = node
+
+    async def release(self, raw: dict[str, Any]) -> dict[str, Any]:
+        b = Body(raw, "query.release")
+        cid = b.int("collection_id")
+        b.done()
+        await self.release_collection(cid)
+        return {}
+
+    async def release_collection(self, cid: int) -> None:
+        lo = self.loaded.pop(cid, None)
+        await self.coord.db.run(
+            lambda con: con.execute("DELETE FROM query_loads WHERE collection_id = ?", [cid])
+        )
+        if lo is None:
+            return
+        for node in set(lo.channels.values()) | set(lo.segments.values()):
+            if node in self._nodes():
+                try:
+                    await self._call(node, "release_collection", {"collection_id": cid})
+                except ElanusError as exc:
+                    log.warning("query node %s did not release %s: %s", node, cid, exc)
+
+    async def state(self, raw: dict[str, Any]) -> dict[str, Any]:
+        b = Body(raw, "query.state")
+        cid = b.int("collection_id")
+        b.done()
+        lo = self.loaded.get(cid)
+        persisted = sum(
+            s.num_rows
+            for s in self.coord.data.segments.values()
+            if s.collection_id == cid and s.state is SegmentState.FLUSHED
+        )
+        if lo is None:
+            return {
+                "state": "NotLoad",
+                "progress": 0,
+                "persisted_rows": persisted,
+                "loaded_rows": 0,
+            }
+        loaded = sum(
+            self.coord.data.segments[s].num_rows
+            for s in lo.segments
+            if s in self.coord.data.segments
+        )
+        progress = 100 if lo.state == "Loaded" else (100 * loaded // persisted if persisted else 0)
+        return {
+            "state": lo.state,
+            "progress": progress,
+            "persisted_rows": persisted,
+            "loaded_rows": loaded,
+            "partition_ids": lo.partition_ids,
+        }
+
+    async def route(self, raw: dict[str, Any]) -> dict[str, Any]:
+        b = Body(raw, "query.route")
+        cid = b.int("collection_id")
+        b.done()
+        lo = self.loaded.get(cid)
+        if lo is None or lo.state != "Loaded":
+            raise ElanusError(
+                ErrorCode.COLLECTION_NOT_LOADED, f"collection {cid} is not loaded; load it first"
+            )
+        return {"vchannels": dict(lo.channels), "partition_ids": lo.partition_ids}
+
+    # -- handoff ----------------------------------------------------------------------------
+    async def on_segment_flushed(self, seg: Any) -> None:
+        lo = self.loaded.get(seg.collection_id)
+        if lo is None or lo.state != "Loaded" or not seg.path:
+            return
+        if lo.partition_ids is not None and seg.partition_id not in lo.partition_ids:
+            return
+        await self._hand_over(lo, seg, remove=[])
+
+    async def on_compacted(self, target: Any, sources: list[int]) -> None:
+        lo = self.loaded.get(target.collection_id)
+        if lo is None or lo.state != "Loaded":
+            return
+        if target.state is SegmentState.FLUSHED and target.path:
+            await self._hand_over(lo, target, remove=sources)
+        else:
+            await self._drop(lo, target.vchannel, sources)
+
+    async def _hand_over(self, lo: Loaded, seg: Any, remove: list[int]) -> None:
+        nodes = self._nodes()
+        delegator = lo.channels.get(seg.vchannel)
+        if not nodes or delegator is None:
+            lo.state = "Loading"  # keep_loaded places it again
+            return
+        counts: dict[str, int] = {}
+        for n in lo.segments.values():
+            counts[n] = counts.get(n, 0) + 1
+        node = self._least_loaded(nodes, counts)
+        info = await self.coord.root.describe_by_id(lo.collection_id)
+        spec = {
+            "segment_id": seg.segment_id,
+            "partition_id": seg.partition_id,
+            "path": seg.path,
+            "vchannel": seg.vchannel,
+        }
+        await self._call(
+            node,
+            "worker.load",
+            {"collection_id": lo.collection_id, "schema": info["schema"], "segments": [spec]},
+        )
+        lo.segments[seg.segment_id] = node
+        await self._call(
+            delegator,
+            "sync",
+            {
+                "vchannel": seg.vchannel,
+                "remove": remove,
+                "add": [{**spec, "node_id": node}],
+            },
+        )
+        await self._drop(lo, None, remove)
+
+    async def _drop(self, lo: Loaded, vchannel: str | None, sources: list[int]) -> None:
+        if vchannel is not None and vchannel in lo.channels:
+            await self._call(
+                lo.channels[vchannel], "sync", {"vchannel": vchannel, "remove": sources, "add": []}
+            )
+        by_node: dict[str, list[int]] = {}
+        for sid in sources:
+            node = lo.segments.pop(sid, None)
+            if node is not None:
+                by_node.setdefault(node, []).append(sid)
+        for node, sids in by_node.items():
+            if node in self._nodes():
+                await self._call(node, "worker.release", {"segment_ids": sids})
+
+    async def keep_loaded(self) -> None:
+        """Place collections again whose query nodes went away (or after a restart)."""
+        nodes = set(self._nodes())
+        for lo in list(self.loaded.values()):
+            lost = [n for n in {*lo.channels.values(), *lo.segments.values()} if n not in nodes]
+            if lo.state == "Loaded" and not lost:
+                continue
+            if not nodes:
+                lo.state = "Loading"
+                continue
+            log.info("placing collection %s again (lost nodes %s)", lo.collection_id, lost)
+            fresh = Loaded(lo.collection_id, lo.partition_ids)
+            self.loaded[lo.collection_id] = fresh
+            try:
+                async with self._lock:
+                    await self._place(fresh)
+            except ElanusError as exc:
+                fresh.state = "Loading"
+                log.warning("could not place collection %s: %s", lo.collection_id, exc)

@@ -1,0 +1,212 @@
+"""The shard delegator of query node v2 (seed 001): one per vchannel of a loaded collection.
+
+It consumes the vchannel from the channel checkpoint (everything before is in flushed
+segments), keeps growing segments in memory, and knows the distribution: which worker
+holds which sealed segment. Deletes are applied to growing data at once and forwarded to
+the workers whose segments may hold the key (the PK oracle: per-segment bloom filters);
+every delete is also kept in a buffer, replayed into a segment that joins later
+(handoff after a flush, a compaction target), so no segment misses one.
+
+Inserts into a segment that is already sealed are skipped: its rows are on a worker. A
+handoff replaces a growing segment by its sealed copy in one step of the event loop, so
+a search sees each row exactly once.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from elanus.channels.bus import as_table
+from elanus.channels.consumer import ChannelConsumer
+from elanus.channels.dml import DmlMessage, MsgType
+from elanus.errors import ElanusError, ErrorCode
+from elanus.expr import Expr
+from elanus.reduce import reduce_parts
+from elanus.schema import TIMESTAMP_FIELD, Schema
+from elanus.segments import storage
+from elanus.segments.memseg import MemSegment
+from elanus.segments.pkstats import PkStats
+from elanus.segments.worker import SearchRequest, concat_or_empty, search_part
+
+if TYPE_CHECKING:
+    from elanus.segments.querynode import QueryNode
+
+log = logging.getLogger(__name__)
+TSAFE_WAIT_S = 30.0
+
+
+class Delegator:
+    def __init__(self, node: QueryNode, spec: dict[str, Any]) -> None:
+        self.node = node
+        self.vchannel: str = spec["vchannel"]
+        self.collection_id: int = int(spec["collection_id"])
+        self.schema = Schema.from_dict(spec["schema"])
+        self.pk_field = self.schema.primary.name
+        partitions = spec.get("partition_ids")
+        self.partitions: set[int] | None = set(partitions) if partitions else None
+        self.growing: dict[int, MemSegment] = {}
+        self.sealed: dict[int, str] = {}  # segment -> worker node
+        self.sealed_partition: dict[int, int] = {}
+        self.stats: dict[int, PkStats | None] = {}
+        self.delete_buffer: list[tuple[pa.Array, int]] = []
+        checkpoint = spec.get("checkpoint")
+        assert node.data_bus is not None
+        durable = f"qn_{node.node_id}_{self.vchannel}"
+        self.consumer = ChannelConsumer(
+            node.data_bus,
+            spec["pchannel"],
+            self.vchannel,
+            durable,
+            self._on_pack,
+            start_seq=checkpoint["seq"] if checkpoint else None,
+            start_ts=checkpoint["ts"] if checkpoint else 0,
+        )
+        self._add_sealed(spec.get("sealed", []))
+
+    @property
+    def tsafe(self) -> int:
+        return self.consumer.tick_ts
+
+    async def start(self) -> None:
+        await self.consumer.start()
+
+    async def stop(self) -> None:
+        await self.consumer.stop()
+
+    # -- the channel ------------------------------------------------------------------------
+    async def _on_pack(self, pack: list[DmlMessage], ts: int, seq: int) -> None:
+        for m in pack:
+            if m.batch is None:
+                continue
+            if m.type is MsgType.INSERT:
+                self._insert(m)
+            elif m.type is MsgType.DELETE:
+                await self._delete(m.batch.column(0), m.ts, m.partition_id)
+
+    def _insert(self, m: DmlMessage) -> None:
+        if m.segment_id in self.sealed:
+            return  # its rows are already on a worker
+        if self.partitions is not None and m.partition_id not in self.partitions:
+            return
+        seg = self.growing.get(m.segment_id)
+        if seg is None:
+            seg = self.growing[m.segment_id] = MemSegment(m.segment_id, m.partition_id, self.schema)
+        assert m.batch is not None
+        ts = pa.array(np.full(m.batch.num_rows, m.ts, dtype=np.uint64))
+        seg.append(pa.Table.from_batches([m.batch]).append_column(TIMESTAMP_FIELD, ts))
+
+    async def _delete(self, pks: pa.Array, ts: int, partition_id: int = 0) -> None:
+        self.delete_buffer.append((pks, ts))
+        for seg in self.growing.values():
+            if not partition_id or seg.partition_id == partition_id:
+                seg.delete(pks, ts)
+        by_node: dict[str, list[int]] = {}
+        for sid, node in self.sealed.items():
+            stats = self.stats.get(sid)
+            if stats is None or stats.may_contain(pks).any():
+                by_node.setdefault(node, []).append(sid)
+        for node, sids in by_node.items():
+            await self.node.call(
+                node, "worker.delete", {"segment_ids": sids, "pks": pks.to_pylist(), "ts": ts}
+            )
+
+    # -- distribution -----------------------------------------------------------------------
+    def _add_sealed(self, specs: list[dict[str, Any]]) -> None:
+        for s in specs:
+            sid = int(s["segment_id"])
+            self.sealed[sid] = s["node_id"]
+            self.sealed_partition[sid] = int(s.get("partition_id", 0))
+            path = s.get("path")
+            self.stats[sid] = storage.load_pk_stats(Path(path).parent) if path else None
+
+    async def sync(self, add: list[dict[str, Any]], remove: list[int]) -> None:
+        """Handoff: sealed segments join (their growing copies leave in the same step),
+        others leave. Buffered deletes are replayed into the newcomers first."""
+        for s in add:
+            sid, node = int(s["segment_id"]), s["node_id"]
+            for pks, ts in self.delete_buffer:
+                await self.node.call(
+                    node, "worker.delete", {"segment_ids": [sid], "pks": pks.to_pylist(), "ts": ts}
+                )
+        self._add_sealed(add)
+        for s in add:
+            self.growing.pop(int(s["segment_id"]), None)
+        for sid in remove:
+            self.sealed.pop(sid, None)
+            self.stats.pop(sid, None)
+            self.sealed_partition.pop(sid, None)
+
+    # -- reads ------------------------------------------------------------------------------
+    async def read_ts(self, body: dict[str, Any]) -> int:
+        """Wait until tsafe reaches the guarantee; the read timestamp (``ts`` or tsafe)."""
+        guarantee = int(body.get("guarantee_ts") or 0)
+        if guarantee and not await self.consumer.wait_tick(guarantee, TSAFE_WAIT_S):
+            raise ElanusError(
+                ErrorCode.TIMEOUT,
+                f"{self.vchannel} did not reach the guarantee timestamp in {TSAFE_WAIT_S}s",
+            )
+        ts = int(body.get("ts") or 0)
+        return ts if ts else self.tsafe
+
+    def _workers(self, partition_ids: list[int] | None) -> dict[str, list[int]]:
+        by_node: dict[str, list[int]] = {}
+        wanted = set(partition_ids) if partition_ids else None
+        for sid, node in self.sealed.items():
+            if wanted is None or self.sealed_partition.get(sid) in wanted:
+                by_node.setdefault(node, []).append(sid)
+        return by_node
+
+    def _growing(self, partition_ids: list[int] | None) -> list[MemSegment]:
+        wanted = set(partition_ids) if partition_ids else None
+        return [s for s in self.growing.values() if wanted is None or s.partition_id in wanted]
+
+    async def search(self, body: dict[str, Any]) -> dict[str, Any]:
+        ts = await self.read_ts(body)
+        body = {**body, "ts": ts}
+        req = SearchRequest(body, self.schema)
+        parts = [search_part(seg, req) for seg in self._growing(body.get("partition_ids"))]
+        for node, sids in self._workers(body.get("partition_ids")).items():
+            reply = await self.node.call(node, "worker.search", {**body, "segment_ids": sids})
+            parts += [_part_from_wire(p) for p in reply["parts"]]
+        merged = reduce_parts(parts, req.k, req.metric) if parts else _empty(req)
+        return {**merged, "ts": ts}
+
+    async def query(self, body: dict[str, Any], expr: Expr | None) -> dict[str, Any]:
+        ts = await self.read_ts(body)
+        columns = list(body["output_fields"])
+        limit = body.get("limit")
+        tables = [
+            s.query(ts, expr, columns, limit) for s in self._growing(body.get("partition_ids"))
+        ]
+        for node, sids in self._workers(body.get("partition_ids")).items():
+            reply = await self.node.call(
+                node, "worker.query", {**body, "ts": ts, "segment_ids": sids}
+            )
+            tables.append(as_table(reply["rows"]))
+        return {"rows": concat_or_empty(tables, columns, list(self.growing.values())), "ts": ts}
+
+    async def count(self, body: dict[str, Any], expr: Expr | None) -> dict[str, Any]:
+        ts = await self.read_ts(body)
+        total = sum(s.count(ts, expr) for s in self._growing(body.get("partition_ids")))
+        for node, sids in self._workers(body.get("partition_ids")).items():
+            reply = await self.node.call(
+                node, "worker.count", {**body, "ts": ts, "segment_ids": sids}
+            )
+            total += int(reply["count"])
+        return {"count": total, "ts": ts}
+
+
+def _part_from_wire(p: dict[str, Any]) -> dict[str, Any]:
+    if p.get("outputs") is not None:
+        p = {**p, "outputs": as_table(p["outputs"])}
+    return p
+
+
+def _empty(req: SearchRequest) -> dict[str, Any]:
+    nq = len(req.queries)
+    return {"distances": np.zeros((nq, 0), np.float32), "pks": np.zeros((nq, 0), np.int64)}

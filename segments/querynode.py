@@ -1,0 +1,195 @@
+"""The querynode role: delegators (one per watched vchannel) and a worker, as in query
+node v2 (seed 001). Both halves answer over the bus; when the other half is in this
+process the bus calls it directly (``Bus.request``'s local path)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pyarrow as pa
+
+from elanus.channels import subjects
+from elanus.channels.bus import Bus, Handler
+from elanus.channels.role import Role
+from elanus.errors import ElanusError, ErrorCode
+from elanus.expr import Expr, parse
+from elanus.requests import Body
+from elanus.schema import Schema
+from elanus.segments.delegator import Delegator
+from elanus.segments.worker import SearchRequest, Worker
+from elanus.settings import Settings
+
+log = logging.getLogger(__name__)
+CALL_TIMEOUT_S = 60.0
+
+
+class QueryNode(Role):
+    role_name = "querynode"
+
+    def __init__(self, settings: Settings, bus: Bus, node_id: str | None = None) -> None:
+        super().__init__(settings, bus, node_id)
+        self.worker = Worker()
+        self.delegators: dict[str, Delegator] = {}
+        self.schemas: dict[int, Schema] = {}
+        self.data_bus: Bus | None = None
+        self._subscription: Any = None
+
+    @property
+    def address(self) -> str:
+        return f"{subjects.PREFIX}.querynode.{self.node_id}"
+
+    def handlers(self) -> dict[str, Handler]:
+        return {
+            "watch": self.watch,
+            "unwatch": self.unwatch,
+            "sync": self.sync,
+            "release_collection": self.release_collection,
+            "status": self.status,
+            "search": self.search,
+            "query": self.query,
+            "count": self.count,
+            "worker.load": self.worker_load,
+            "worker.release": self.worker_release,
+            "worker.delete": self.worker_delete,
+            "worker.search": self.worker_search,
+            "worker.query": self.worker_query,
+            "worker.count": self.worker_count,
+        }
+
+    async def start(self) -> None:
+        self.data_bus = await self.bus.fork(f"querynode-{self.node_id}-data")
+        self._subscription = await self.bus.serve(self.address, self.handlers())
+        await self.register()
+
+    async def stop(self) -> None:
+        await super().stop()
+        for d in list(self.delegators.values()):
+            await d.stop()
+        self.delegators.clear()
+        if self._subscription is not None:
+            try:
+                await self._subscription.unsubscribe()
+            except Exception:  # noqa: BLE001
+                pass
+            self._subscription = None
+        if self.data_bus is not None:
+            await self.data_bus.close()
+            self.data_bus = None
+
+    async def call(self, node_id: str, method: str, body: dict[str, Any]) -> Any:
+        """A request to a querynode (this one or another), by node id."""
+        return await self.bus.request(
+            subjects.node("querynode", node_id, method), body, CALL_TIMEOUT_S
+        )
+
+    # -- delegators -------------------------------------------------------------------------
+    async def watch(self, raw: dict[str, Any]) -> dict[str, Any]:
+        b = Body(raw, "querynode.watch")
+        vchannel = b.str("vchannel")
+        b.allow(
+            ["pchannel", "collection_id", "schema", "checkpoint", "sealed", "partition_ids"]
+        ).done()
+        self.schemas[int(raw["collection_id"])] = Schema.from_dict(raw["schema"])
+        old = self.delegators.pop(vchannel, None)
+        if old is not None:
+            await old.stop()
+        delegator = Delegator(self, raw)
+        await delegator.start()
+        self.delegators[vchannel] = delegator
+        return {"vchannel": vchannel, "tsafe": delegator.tsafe}
+
+    async def unwatch(self, raw: dict[str, Any]) -> dict[str, Any]:
+        d = self.delegators.pop(Body(raw, "querynode.unwatch").str("vchannel"), None)
+        if d is not None:
+            await d.stop()
+        return {}
+
+    def _delegator(self, vchannel: str) -> Delegator:
+        d = self.delegators.get(vchannel)
+        if d is None:
+            raise ElanusError(
+                ErrorCode.COLLECTION_NOT_LOADED, f"this query node does not serve {vchannel}"
+            )
+        return d
+
+    async def sync(self, raw: dict[str, Any]) -> dict[str, Any]:
+        d = self._delegator(raw["vchannel"])
+        await d.sync(raw.get("add", []), [int(s) for s in raw.get("remove", [])])
+        return {}
+
+    async def release_collection(self, raw: dict[str, Any]) -> dict[str, Any]:
+        cid = int(raw["collection_id"])
+        for v, d in list(self.delegators.items()):
+            if d.collection_id == cid:
+                await d.stop()
+                del self.delegators[v]
+        self.worker.release_collection(cid)
+        return {}
+
+    async def status(self, raw: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "delegators": {
+                v: {
+                    "tsafe": d.tsafe,
+                    "growing": {s: g.num_rows for s, g in d.growing.items()},
+                    "sealed": d.sealed,
+                }
+                for v, d in self.delegators.items()
+            },
+            "segments": {s: seg.num_rows for s, seg in self.worker.segments.items()},
+        }
+
+    def _expr(self, collection_id: int, raw: dict[str, Any]) -> Expr | None:
+        text = raw.get("filter")
+        return parse(text, self.schemas[collection_id], raw.get("params")) if text else None
+
+    async def search(self, raw: dict[str, Any]) -> dict[str, Any]:
+        return await self._delegator(raw["vchannel"]).search(raw)
+
+    async def query(self, raw: dict[str, Any]) -> dict[str, Any]:
+        d = self._delegator(raw["vchannel"])
+        return await d.query(raw, self._expr(d.collection_id, raw))
+
+    async def count(self, raw: dict[str, Any]) -> dict[str, Any]:
+        d = self._delegator(raw["vchannel"])
+        return await d.count(raw, self._expr(d.collection_id, raw))
+
+    # -- worker -----------------------------------------------------------------------------
+    async def worker_load(self, raw: dict[str, Any]) -> dict[str, Any]:
+        cid = int(raw["collection_id"])
+        schema = self.schemas.setdefault(cid, Schema.from_dict(raw["schema"]))
+        loaded = await self.worker.load(cid, schema, raw["segments"])
+        return {"loaded": loaded, "rows": self.worker.rows(loaded)}
+
+    async def worker_release(self, raw: dict[str, Any]) -> dict[str, Any]:
+        self.worker.release([int(s) for s in raw["segment_ids"]])
+        return {}
+
+    async def worker_delete(self, raw: dict[str, Any]) -> dict[str, Any]:
+        pks = raw["pks"] if isinstance(raw["pks"], pa.Array) else pa.array(raw["pks"])
+        return {"rows": self.worker.delete(raw["segment_ids"], pks, int(raw["ts"]))}
+
+    def _collection_of(self, segment_ids: list[int]) -> int:
+        for s in segment_ids:
+            if s in self.worker.collection_of:
+                return self.worker.collection_of[s]
+        raise ElanusError(ErrorCode.SEGMENT_NOT_FOUND, f"segments {segment_ids} are not loaded")
+
+    async def worker_search(self, raw: dict[str, Any]) -> dict[str, Any]:
+        ids = [int(s) for s in raw["segment_ids"]]
+        req = SearchRequest(raw, self.schemas[self._collection_of(ids)])
+        return {"parts": self.worker.search(ids, req)}
+
+    async def worker_query(self, raw: dict[str, Any]) -> dict[str, Any]:
+        ids = [int(s) for s in raw["segment_ids"]]
+        expr = self._expr(self._collection_of(ids), raw)
+        rows = self.worker.query(
+            ids, int(raw["ts"]), expr, list(raw["output_fields"]), raw.get("limit")
+        )
+        return {"rows": rows}
+
+    async def worker_count(self, raw: dict[str, Any]) -> dict[str, Any]:
+        ids = [int(s) for s in raw["segment_ids"]]
+        expr = self._expr(self._collection_of(ids), raw)
+        return {"count": self.worker.count(ids, int(raw["ts"]), expr)}

@@ -1,0 +1,138 @@
+"""The query-node worker (seed 001): sealed segments in memory, searched and queried on
+the delegator's behalf over the list of segments it names.
+
+A segment is loaded from its Lance dataset with its delta logs applied; later deletes
+arrive from the delegator. Loading and scanning run off the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from elanus.channels.dml import PK_COLUMN
+from elanus.expr import Expr, parse
+from elanus.schema import Schema
+from elanus.segments import storage
+from elanus.segments.memseg import MemSegment
+
+log = logging.getLogger(__name__)
+
+
+def load_segment(spec: dict[str, Any], schema: Schema) -> MemSegment:
+    """Read a flushed segment and its persisted deletes (runs in a thread)."""
+    seg_dir = Path(spec["path"]).parent
+    seg = MemSegment(
+        int(spec["segment_id"]), int(spec["partition_id"]), schema, storage.read_segment(seg_dir)
+    )
+    deltas = storage.read_deltas(seg_dir)
+    if deltas is not None and deltas.num_rows:
+        seg.delete(deltas.column(PK_COLUMN).combine_chunks(), deltas.column("ts").to_numpy())
+    return seg
+
+
+class Worker:
+    def __init__(self) -> None:
+        self.segments: dict[int, MemSegment] = {}
+        self.collection_of: dict[int, int] = {}
+
+    async def load(
+        self, collection_id: int, schema: Schema, specs: list[dict[str, Any]]
+    ) -> list[int]:
+        new = [s for s in specs if int(s["segment_id"]) not in self.segments]
+        loaded = await asyncio.gather(*(asyncio.to_thread(load_segment, s, schema) for s in new))
+        for seg in loaded:
+            self.segments[seg.segment_id] = seg
+            self.collection_of[seg.segment_id] = collection_id
+        return [int(s["segment_id"]) for s in specs]
+
+    def release(self, segment_ids: list[int]) -> None:
+        for sid in segment_ids:
+            self.segments.pop(sid, None)
+            self.collection_of.pop(sid, None)
+
+    def release_collection(self, collection_id: int) -> None:
+        self.release([s for s, c in self.collection_of.items() if c == collection_id])
+
+    def delete(self, segment_ids: list[int], pks: pa.Array, ts: np.ndarray | int) -> int:
+        return sum(self.segments[s].delete(pks, ts) for s in segment_ids if s in self.segments)
+
+    def rows(self, segment_ids: list[int]) -> int:
+        return sum(self.segments[s].num_rows for s in segment_ids if s in self.segments)
+
+    def _held(self, segment_ids: list[int]) -> list[MemSegment]:
+        missing = [s for s in segment_ids if s not in self.segments]
+        if missing:
+            raise KeyError(f"segments {missing} are not loaded on this worker")
+        return [self.segments[s] for s in segment_ids]
+
+    def search(self, segment_ids: list[int], req: SearchRequest) -> list[dict[str, Any]]:
+        return [search_part(seg, req) for seg in self._held(segment_ids)]
+
+    def query(
+        self,
+        segment_ids: list[int],
+        ts: int,
+        expr: Expr | None,
+        columns: list[str],
+        limit: int | None,
+    ) -> pa.Table:
+        tables = [seg.query(ts, expr, columns, limit) for seg in self._held(segment_ids)]
+        return concat_or_empty(tables, columns, self._held(segment_ids))
+
+    def count(self, segment_ids: list[int], ts: int, expr: Expr | None) -> int:
+        return sum(seg.count(ts, expr) for seg in self._held(segment_ids))
+
+
+class SearchRequest:
+    """A search as every segment runs it: vectors, k, metric, read timestamp, filter."""
+
+    def __init__(self, body: dict[str, Any], schema: Schema) -> None:
+        self.field: str = body["field"]
+        self.queries = (
+            np.asarray(body["queries"], dtype=np.float32)
+            if schema.field(self.field).dtype.value == "FloatVector"
+            else body["queries"]
+        )
+        self.k: int = int(body["k"])
+        self.metric: str = body["metric"]
+        self.ts: int = int(body["ts"])
+        self.filter: str | None = body.get("filter")
+        self.params = body.get("params") or {}
+        self.expr = parse(self.filter, schema, self.params) if self.filter else None
+        self.radius: float | None = body.get("radius")
+        self.range_filter: float | None = body.get("range_filter")
+        self.output_fields: list[str] = list(body.get("output_fields") or [])
+
+
+def search_part(seg: MemSegment, req: SearchRequest) -> dict[str, Any]:
+    """One segment's hits with their output fields (one row per hit, query-major)."""
+    hits = seg.search(
+        req.field, req.queries, req.k, req.metric, req.ts, req.expr, req.radius, req.range_filter
+    )
+    part: dict[str, Any] = {
+        "distances": hits.distances,
+        "pks": hits.pks,
+        "segment_id": seg.segment_id,
+    }
+    if req.output_fields:
+        rows = hits.rows.ravel()
+        valid = rows >= 0
+        part["outputs"] = seg.take(rows[valid], req.output_fields)
+        part["output_rows"] = np.nonzero(valid)[0]
+    return part
+
+
+def concat_or_empty(
+    tables: list[pa.Table], columns: list[str], segments: list[MemSegment]
+) -> pa.Table:
+    if tables:
+        return pa.concat_tables(tables, promote_options="permissive")
+    if segments:
+        return segments[0].table.select(columns).slice(0, 0)
+    return pa.table({c: pa.array([]) for c in columns})
