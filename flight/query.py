@@ -13,6 +13,7 @@ the caller's own last write (``guarantee_timestamp``); Eventually waits for noth
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -26,7 +27,7 @@ from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.expr import parse
 from elanus.flight.metacache import CollectionInfo
 from elanus.reduce import normalize_metric, reduce_parts
-from elanus.schema import DataType, Field
+from elanus.schema import DYNAMIC_FIELD, DataType, Field
 
 if TYPE_CHECKING:
     from elanus.flight.proxy import ProxyServer
@@ -111,16 +112,30 @@ class QueryService:
         return self.proxy.run(ask_all())
 
     def _outputs(self, info: CollectionInfo, names: list[str]) -> list[str]:
+        """Requested output names; with dynamic fields on, unknown names are ``$meta`` keys
+        (the reply reads them out of that column)."""
         fields = [f.name for f in info.schema.fields]
         if "*" in names:
             names = [n for n in names if n != "*"] + fields
         out = []
         for n in names:
-            if n not in fields and n != COUNT:
+            if not isinstance(n, str):
+                raise invalid(f"output field names must be strings, got {n!r}")
+            dynamic = info.schema.enable_dynamic_field and n != DYNAMIC_FIELD
+            if n not in fields and n != COUNT and not dynamic:
                 raise invalid(f"output field {n!r} does not exist in {info.name!r}")
             if n not in out:
                 out.append(n)
         return out
+
+    @staticmethod
+    def _columns(info: CollectionInfo, outputs: list[str]) -> list[str]:
+        """Stored columns behind the output names (dynamic names live in ``$meta``)."""
+        fields = {f.name for f in info.schema.fields}
+        cols = [n for n in outputs if n in fields]
+        if any(n not in fields and n != COUNT for n in outputs):
+            cols.append(DYNAMIC_FIELD)
+        return cols
 
     def _filter(self, info: CollectionInfo, text: str | None, params: dict[str, Any]) -> None:
         if text:
@@ -153,7 +168,7 @@ class QueryService:
                 "metric": metric,
                 "filter": request["filter"],
                 "params": request["filter_params"],
-                "output_fields": outputs,
+                "output_fields": self._columns(info, outputs),
                 "guarantee_ts": guarantee,
                 "ts": ts,
                 "partition_ids": self._partition_ids(info, request["partition_names"]),
@@ -200,7 +215,8 @@ class QueryService:
                 "rows": [{COUNT: sum(int(r["count"]) for r in replies)}],
                 "ts": max(int(r["ts"]) for r in replies),
             }
-        columns = outputs if pk in outputs else [pk, *outputs]
+        stored = self._columns(info, outputs)
+        columns = stored if pk in stored else [pk, *stored]
         offset, limit = request["offset"], request["limit"]
         window = None if limit is None else offset + limit
         replies = self._fan_out(info, "query", {**body, "output_fields": columns, "limit": window})
@@ -208,7 +224,8 @@ class QueryService:
             [as_table(r["rows"]) for r in replies], promote_options="permissive"
         )
         table = table.sort_by(pk).slice(offset, limit)
-        return {"rows": table.select(outputs).to_pylist(), "ts": max(int(r["ts"]) for r in replies)}
+        rows = [entity(r, outputs) for r in table.to_pylist()]
+        return {"rows": rows, "ts": max(int(r["ts"]) for r in replies)}
 
 
 def _query_vectors(field: Field, data: list[Any]) -> Any:
@@ -263,7 +280,25 @@ def _shape_hits(merged: dict[str, Any], outputs: list[str], pk: str) -> list[lis
             }
             if rows is not None:
                 i = where.get(q * width + c)
-                hit["entity"] = {k: rows[i][k] for k in outputs} if i is not None else {}
+                hit["entity"] = entity(rows[i], outputs) if i is not None else {}
             hits.append(hit)
         results.append(hits)
     return results
+
+
+def entity(row: dict[str, Any], outputs: list[str]) -> dict[str, Any]:
+    """The requested fields of a result row, dynamic ones read out of ``$meta``."""
+    meta: dict[str, Any] | None = None
+    out = {}
+    for name in outputs:
+        if name in row and name != DYNAMIC_FIELD:
+            out[name] = row[name]
+            continue
+        if meta is None:
+            raw = row.get(DYNAMIC_FIELD)
+            meta = json.loads(raw) if raw else {}
+        if name == DYNAMIC_FIELD:
+            out[name] = meta
+        elif name in meta:
+            out[name] = meta[name]
+    return out
