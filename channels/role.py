@@ -4,9 +4,9 @@ the others only through the bus (NATS) or Arrow Flight, and keeps a session whil
 from __future__ import annotations
 
 import uuid
-from typing import ClassVar
+from typing import Any, ClassVar
 
-from elanus.channels.bus import Bus
+from elanus.channels.bus import Bus, Handler, Served
 from elanus.channels.sessions import Session, SessionInfo
 from elanus.settings import Settings
 
@@ -18,7 +18,10 @@ class Role:
         self.settings = settings
         self.bus = bus
         self.node_id = node_id or uuid.uuid4().hex[:10]
+        self.data_bus: Bus | None = None
+        """A second NATS connection for bulk data, if the role opened one."""
         self._session: Session | None = None
+        self._served: list[Served] = []
 
     @property
     def address(self) -> str:
@@ -28,6 +31,10 @@ class Role:
     def session_meta(self) -> dict[str, object]:
         return {}
 
+    def handlers(self) -> dict[str, Handler]:
+        """Request handlers served at ``address`` by ``serve``."""
+        return {}
+
     async def start(self) -> None:
         await self.register()
 
@@ -35,7 +42,35 @@ class Role:
         info = SessionInfo(self.role_name, self.node_id, self.address, meta=self.session_meta())
         self._session = await Session(self.bus, info, self.settings.session_ttl_s).start()
 
+    async def serve(
+        self,
+        prefix: str | None = None,
+        handlers: dict[str, Handler] | None = None,
+        queue: str | None = None,
+    ) -> None:
+        """Answer requests on ``<prefix>.<method>`` until ``stop``."""
+        served = await self.bus.serve(prefix or self.address, handlers or self.handlers(), queue)
+        self._served.append(served)
+
+    async def open_data_bus(self) -> Bus:
+        self.data_bus = await self.bus.fork(f"{self.role_name}-{self.node_id}-data")
+        return self.data_bus
+
     async def stop(self) -> None:
+        """Leave the session, stop answering, close the data connection."""
         if self._session is not None:
             await self._session.stop()
             self._session = None
+        for served in self._served:
+            await _quietly(served.unsubscribe())
+        self._served.clear()
+        if self.data_bus is not None:
+            await self.data_bus.close()
+            self.data_bus = None
+
+
+async def _quietly(awaitable: Any) -> None:
+    try:
+        await awaitable
+    except Exception:  # noqa: BLE001 - NATS may be gone already at shutdown
+        pass

@@ -38,7 +38,7 @@ from elanus.schema import DEFAULT_PARTITION
 from elanus.validation import check_unique_across, conform_delete_keys, conform_insert
 
 if TYPE_CHECKING:
-    from elanus.channels.bus import Bus, Handler
+    from elanus.channels.bus import Handler
     from elanus.flight.proxy import ProxyServer
 
 log = logging.getLogger(__name__)
@@ -124,8 +124,6 @@ class DmlService:
         )
         self.ids = IdCache(proxy)
         self.max_message_bytes = DEFAULT_MAX_MESSAGE_BYTES
-        self._subscription: Any = None
-        self.data_bus: Bus | None = None
 
     @property
     def subject_prefix(self) -> str:
@@ -135,21 +133,13 @@ class DmlService:
         return {"segments.release": self._release, "timetick.report": self._report_now}
 
     async def start(self) -> None:
-        self.data_bus = await self.proxy.bus.fork(f"proxy-{self.proxy.node_id}-data")
-        self._subscription = await self.proxy.bus.serve(self.subject_prefix, self.handlers())
+        """Publishes on the proxy's data connection; the proxy role closes it on stop."""
+        await self.proxy.open_data_bus()
+        await self.proxy.serve(self.subject_prefix, self.handlers())
         await self.ticker.start()
 
     async def stop(self) -> None:
         await self.ticker.stop()
-        if self.data_bus is not None:
-            await self.data_bus.close()
-            self.data_bus = None
-        if self._subscription is not None:
-            try:
-                await self._subscription.unsubscribe()
-            except Exception:  # noqa: BLE001
-                pass
-            self._subscription = None
 
     async def _send_report(self, default_ts: int, pchannels: dict[str, int]) -> None:
         await self.proxy.ddl.coord(
@@ -331,8 +321,8 @@ class DmlService:
 
     # -- the event-loop part ----------------------------------------------------------------
     async def _publish(self, info: CollectionInfo, partition_id: int, pieces: list[Piece]) -> int:
-        assert self.data_bus is not None, "the DML service is not started"
-        js = self.data_bus.js
+        assert self.proxy.data_bus is not None, "the DML service is not started"
+        js = self.proxy.data_bus.js
         task = self.tracker.begin(pchannel_of(p.vchannel) for p in pieces)
         epoch = self.ticker.epoch
         used: list[int] = []

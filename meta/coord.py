@@ -55,7 +55,6 @@ class Coordinator(Role):
         self._background: list[Periodic] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self._counters: CounterStore | None = None
-        self._subscription: Any = None
         self._started_at = time.time()
 
     @property
@@ -92,7 +91,7 @@ class Coordinator(Role):
         self.sessions = await SessionWatcher(
             self.bus, self._on_session, ttl_s=self.settings.session_ttl_s
         ).start()
-        self._subscription = await self.bus.serve(subjects.COORD, self.handlers(), queue="coord")
+        await self.serve(subjects.COORD, queue="coord")
         await self.channels.start()
         await self.timeticks.start()
         background = [
@@ -129,12 +128,6 @@ class Coordinator(Role):
         if hasattr(self, "sessions"):
             await self.timeticks.stop()
             await self.channels.stop()
-        if self._subscription is not None:
-            try:
-                await self._subscription.unsubscribe()
-            except Exception:  # noqa: BLE001 - NATS may be gone already
-                pass
-            self._subscription = None
         if hasattr(self, "sessions"):
             await self.sessions.stop()
         if self._counters is not None:

@@ -21,9 +21,6 @@ class DataNode(Role):
     def __init__(self, settings: Settings, bus: Bus, node_id: str | None = None) -> None:
         super().__init__(settings, bus, node_id)
         self.channels: dict[str, ChannelWriter] = {}
-        self._subscription: Any = None
-        self.data_bus: Bus | None = None
-        """Consumers fetch megabytes here; reports to the coord go on ``bus``."""
 
     @property
     def address(self) -> str:
@@ -33,24 +30,15 @@ class DataNode(Role):
         return {"watch": self.watch, "unwatch": self.unwatch, "status": self.status}
 
     async def start(self) -> None:
-        self.data_bus = await self.bus.fork(f"datanode-{self.node_id}-data")
-        self._subscription = await self.bus.serve(self.address, self.handlers())
+        await self.open_data_bus()
+        await self.serve()
         await self.register()
 
     async def stop(self) -> None:
-        await super().stop()
         for writer in list(self.channels.values()):
             await writer.stop()
         self.channels.clear()
-        if self.data_bus is not None:
-            await self.data_bus.close()
-            self.data_bus = None
-        if self._subscription is not None:
-            try:
-                await self._subscription.unsubscribe()
-            except Exception:  # noqa: BLE001
-                pass
-            self._subscription = None
+        await super().stop()
 
     async def watch(self, raw: dict[str, Any]) -> dict[str, Any]:
         b = Body(raw, "datanode.watch")

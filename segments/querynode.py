@@ -32,8 +32,6 @@ class QueryNode(Role):
         self.worker = Worker()
         self.delegators: dict[str, Delegator] = {}
         self.schemas: dict[int, Schema] = {}
-        self.data_bus: Bus | None = None
-        self._subscription: Any = None
 
     @property
     def address(self) -> str:
@@ -58,24 +56,15 @@ class QueryNode(Role):
         }
 
     async def start(self) -> None:
-        self.data_bus = await self.bus.fork(f"querynode-{self.node_id}-data")
-        self._subscription = await self.bus.serve(self.address, self.handlers())
+        await self.open_data_bus()
+        await self.serve()
         await self.register()
 
     async def stop(self) -> None:
-        await super().stop()
         for d in list(self.delegators.values()):
             await d.stop()
         self.delegators.clear()
-        if self._subscription is not None:
-            try:
-                await self._subscription.unsubscribe()
-            except Exception:  # noqa: BLE001
-                pass
-            self._subscription = None
-        if self.data_bus is not None:
-            await self.data_bus.close()
-            self.data_bus = None
+        await super().stop()
 
     async def call(self, node_id: str, method: str, body: dict[str, Any]) -> Any:
         """A request to a querynode (this one or another), by node id."""
