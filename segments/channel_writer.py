@@ -40,6 +40,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DELTA_SYNC_ROWS = 50_000
+SPILL_BYTES = 64 << 20
+"""A growing segment's rows are written to Lance in the background every this many bytes."""
 DELTA_SYNC_SECONDS = 5.0
 
 
@@ -52,13 +54,29 @@ class GrowingBuffer:
     pks: list[pa.Array] = field(default_factory=list)
     deletes: list[tuple[pa.Array, int]] = field(default_factory=list)
     rows: int = 0
+    pending_bytes: int = 0
+    spilled_rows: int = 0
+    """Rows already in the segment's Lance dataset (written while the segment grows)."""
+    spill: asyncio.Task[None] | None = None
+    min_ts: int | None = None
+    max_ts: int | None = None
     _pk_cache: pa.Array | None = None
 
-    def add(self, batch: pa.RecordBatch, pk: pa.Array) -> None:
+    def add(self, batch: pa.RecordBatch, pk: pa.Array, ts: int) -> None:
         self.batches.append(batch)
         self.pks.append(pk)
         self.rows += batch.num_rows
+        self.pending_bytes += batch.nbytes
+        self.min_ts = ts if self.min_ts is None else min(self.min_ts, ts)
+        self.max_ts = ts if self.max_ts is None else max(self.max_ts, ts)
         self._pk_cache = None
+
+    def take_pending(self) -> tuple[list[pa.RecordBatch], bool]:
+        """Batches not written yet, and whether they start the dataset."""
+        batches, self.batches, self.pending_bytes = self.batches, [], 0
+        first = self.spilled_rows == 0
+        self.spilled_rows += sum(b.num_rows for b in batches)
+        return batches, first
 
     def pk_array(self) -> pa.Array:
         if self._pk_cache is None:
@@ -124,6 +142,9 @@ class ChannelWriter:
     async def stop(self) -> None:
         self._stopping = True
         await self.consumer.stop()
+        spills = [b.spill for b in self.growing.values() if b.spill is not None]
+        if spills:  # let background writes end before the files may go away
+            await asyncio.wait(spills, timeout=30)
 
     # -- applying a pack ---------------------------------------------------------------------
     async def _on_pack(self, pack: list[DmlMessage], ts: int, seq: int) -> None:
@@ -170,7 +191,9 @@ class ChannelWriter:
         batch = pa.RecordBatch.from_arrays(
             [*batch.columns, ts_col], names=[*batch.schema.names, TIMESTAMP_FIELD]
         )
-        buf.add(batch, m.batch.column(self.pk_field))
+        buf.add(batch, m.batch.column(self.pk_field), m.ts)
+        if buf.pending_bytes >= SPILL_BYTES:
+            self._start_spill(buf)
 
     def _delete(self, m: DmlMessage) -> None:
         if m.batch is None:
@@ -221,6 +244,21 @@ class ChannelWriter:
         log.info(
             "%s: compacted %s into %s (%s rows)", self.vchannel, sources, target, result["num_rows"]
         )
+
+    def _start_spill(self, buf: GrowingBuffer) -> None:
+        """Write a growing segment's rows so far in the background (Lance leaves the GIL),
+        so a flush has only the tail left to write. Spills of one segment run in order."""
+        batches, first = buf.take_pending()
+        seg_dir = self._seg_dir(buf.partition_id, buf.segment_id)
+        previous = buf.spill
+
+        async def spill() -> None:
+            if previous is not None:
+                await previous
+            table = pa.Table.from_batches(batches)
+            await asyncio.to_thread(storage.write_rows, seg_dir, table, first=first)
+
+        buf.spill = asyncio.create_task(spill())
 
     async def _report_flushed(self, report: dict[str, Any]) -> None:
         await self._tell_coord("segment.flushed", report)
@@ -283,8 +321,12 @@ class ChannelWriter:
             }
             if buf is not None and buf.rows:
                 seg_dir = self._seg_dir(buf.partition_id, sid)
-                table = pa.Table.from_batches(buf.batches).combine_chunks()
-                path = await asyncio.to_thread(storage.write_segment, seg_dir, table, self.pk_field)
+                if buf.batches:
+                    self._start_spill(buf)  # the tail
+                assert buf.spill is not None
+                await buf.spill
+                path = layout.data_path(seg_dir)
+                stats = await asyncio.to_thread(storage.write_pk_stats, seg_dir, buf.pk_array())
                 if buf.deletes:
                     pks = pa.concat_arrays([d[0] for d in buf.deletes])
                     ts = pa.concat_arrays(
@@ -293,18 +335,14 @@ class ChannelWriter:
                     await asyncio.to_thread(
                         storage.write_deltas, seg_dir, pks, ts, f"{buf.first_seq:012d}-flush"
                     )
-                ts_col = table.column(TIMESTAMP_FIELD)
-                mm = pc.min_max(ts_col)
                 report.update(
-                    num_rows=table.num_rows,
+                    num_rows=buf.rows,
                     path=str(path),
-                    min_ts=mm["min"].as_py(),
-                    max_ts=mm["max"].as_py(),
+                    min_ts=buf.min_ts,
+                    max_ts=buf.max_ts,
                     start_seq=buf.first_seq,
                 )
-                self.flushed[sid] = FlushedSegment(
-                    buf.partition_id, PkStats.build(table.column(self.pk_field))
-                )
+                self.flushed[sid] = FlushedSegment(buf.partition_id, stats)
             self.done.add(sid)
             await self._sync_deltas()
             report["checkpoint"] = self.checkpoint()

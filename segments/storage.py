@@ -17,11 +17,24 @@ DELTA_SCHEMA = pa.schema([pa.field("ts", pa.uint64(), nullable=False)])
 
 def write_segment(seg_dir: Path, table: pa.Table, pk_field: str) -> Path:
     """Write (or rewrite, on replay after a crash) the segment's rows and its pk stats."""
+    path = write_rows(seg_dir, table, first=True)
+    write_pk_stats(seg_dir, table.column(pk_field))
+    return path
+
+
+def write_rows(seg_dir: Path, table: pa.Table, *, first: bool) -> Path:
+    """Rows into the segment's Lance dataset: ``first`` starts it over (a replay after a
+    crash rewrites it from the start), later calls add fragments."""
     seg_dir.mkdir(parents=True, exist_ok=True)
     path = layout.data_path(seg_dir)
-    lance.write_dataset(table, str(path), mode="overwrite")
-    PkStats.build(table.column(pk_field)).save(layout.stats_path(seg_dir))
+    lance.write_dataset(table, str(path), mode="overwrite" if first else "append")
     return path
+
+
+def write_pk_stats(seg_dir: Path, pks: pa.Array | pa.ChunkedArray) -> PkStats:
+    stats = PkStats.build(pks)
+    stats.save(layout.stats_path(seg_dir))
+    return stats
 
 
 def write_deltas(seg_dir: Path, pks: pa.Array, ts: pa.Array, name: str) -> Path:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import lance
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -1376,3 +1377,26 @@ def test_streaming_doput_acknowledges_what_it_wrote_before_a_bad_batch(
         )
     finally:
         c.drop_collection("streamed")
+
+
+def test_growing_segments_spill_to_lance_while_ingest_runs(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows are written in the background as a segment grows; the flushed segment holds
+    each row exactly once, across several Lance fragments."""
+    from elanus.segments import channel_writer
+
+    monkeypatch.setattr(channel_writer, "SPILL_BYTES", 20_000)
+    c = stack.client()
+    c.create_collection("spill", dimension=8)
+    rng = np.random.default_rng(9)
+    acked: list[int] = []
+    for k in range(10):
+        ids = np.arange(k * 300, (k + 1) * 300)
+        acked += c.insert("spill", {"id": ids, "vector": rng.random((300, 8), "f4")})["ids"]
+    c.flush("spill")
+    (seg,) = [s for s in c.get_segment_info("spill") if s["state"] == "Flushed"]
+    ds = lance.dataset(seg["path"])
+    assert len(ds.get_fragments()) > 1
+    assert sorted(ds.to_table(columns=["id"]).column("id").to_pylist()) == sorted(acked)
+    assert seg["num_rows"] == len(acked)
