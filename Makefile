@@ -42,9 +42,10 @@ lint: dev
 format: dev
 	$(VENV)/bin/ruff format $(LINT_DIRS) tests
 
-bench: dev                        ## every bench/*.py script, in name order
-	@set -e; for script in $$(ls bench/*.py 2>/dev/null | sort); do \
-		echo "== $$script"; $(PY) $$script; \
+bench: venv                       ## every bench/*.py script (not bench/_*.py), in name order
+	@set -e; for script in $$(ls bench/[!_]*.py 2>/dev/null | sort); do \
+		extra=""; [ "$$script" = bench/ingest.py ] && extra="--also-768"; \
+		echo "== $$script $$extra $(ARGS)"; $(PY) $$script $$extra $(ARGS); \
 	done
 
 clean:
