@@ -1,0 +1,77 @@
+"""Time ticks: a proxy holds a pchannel's tick below its unfinished writes; a dead proxy
+stops holding ticks back once its reports go stale (seed 003, seed 000 §6.6.3)."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable
+
+from conftest import ElanusProcess, Stack
+
+from elanus import tsutil
+from elanus.channels.nats_server import free_port
+from elanus.flight.timeticker import DmlTracker
+
+
+def test_tracker_reports_below_unfinished_writes() -> None:
+    tracker = DmlTracker()
+    waiting = tracker.begin(["p1"])  # registered, no timestamp yet
+    assert tracker.report(100) == (100, {"p1": 0})  # nothing reported before: hold at 0
+    tracker.stamp(waiting, 150)
+    writing = tracker.begin(["p1", "p2"])
+    tracker.stamp(writing, 160)
+    assert tracker.report(200) == (200, {"p1": 149, "p2": 159})
+    tracker.end(waiting)
+    assert tracker.report(210) == (210, {"p1": 159, "p2": 159})
+    pending = tracker.begin(["p2"])
+    tracker.end(writing)
+    assert tracker.report(220) == (220, {"p2": 159})  # repeats its last value while pending
+    tracker.end(pending)
+    assert tracker.report(230) == (230, {})
+
+
+def test_a_killed_proxy_stops_holding_ticks_back(
+    stack: Stack, elanus_processes: Callable[[ElanusProcess], ElanusProcess], tmp_path: object
+) -> None:
+    client = stack.client()
+    info = client.create_collection("ticks", dimension=4)
+    pchannel = info["pchannels"][0]
+    port = free_port()
+    proxy = (
+        elanus_processes(
+            ElanusProcess(
+                "run",
+                "proxy",
+                "--nats",
+                stack.settings.nats_url or "",
+                "--port",
+                str(port),
+                "--data-dir",
+                stack.settings.data_dir,
+                log_path=stack.settings.data_path / "proxy2.log",
+                uri=f"grpc://127.0.0.1:{port}",
+                env={"ELANUS_SESSION_TTL_S": "2", "ELANUS_TIMETICK_INTERVAL_MS": "50"},
+            )
+        )
+        .start()
+        .wait_ready()
+    )
+    ticks = stack.coord.timeticks  # type: ignore[union-attr]
+    deadline = time.monotonic() + 10
+    while len(ticks.reports) < 2:  # both proxies report
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    # Freeze the other proxy's view: it still reports, but killing it leaves a stale report
+    # that is the minimum for a while; after the TTL it no longer counts.
+    proxy.send(signal.SIGKILL)
+    assert proxy.wait(10) == -signal.SIGKILL
+    killed_at = tsutil.now_ms()
+    deadline = time.monotonic() + 15
+    while True:
+        tick = ticks.last_tick.get(pchannel, 0)
+        if tsutil.physical_ms(tick) > killed_at + 500:
+            break
+        assert time.monotonic() < deadline, "ticks stayed held back by the dead proxy"
+        time.sleep(0.1)
+    assert len(ticks.reports) == 1  # only the live proxy still counts
