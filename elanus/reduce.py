@@ -43,7 +43,8 @@ def worst_distance(metric: str) -> float:
 
 
 def _pk_fill(dtype: np.dtype) -> Any:
-    return -1 if dtype.kind in "iu" else ("" if dtype.kind == "U" else None)
+    # Padding must compare with real keys when merged again (VarChar keys are strings).
+    return -1 if dtype.kind in "iu" else ""
 
 
 def merge_topk(

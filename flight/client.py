@@ -418,9 +418,12 @@ class Client:
         partition_names: list[str] | None,
     ) -> dict[str, Any]:
         if consistency_level:
-            body["consistency_level"] = str(ConsistencyLevel.parse(consistency_level))
-            if body["consistency_level"] == ConsistencyLevel.SESSION and not guarantee_timestamp:
-                guarantee_timestamp = self._last_write_ts
+            try:
+                body["consistency_level"] = str(ConsistencyLevel.parse(consistency_level))
+            except ValueError as exc:
+                raise ElanusError(ErrorCode.INVALID_ARGUMENT, str(exc)) from None
+        if not guarantee_timestamp:  # used by Session reads, explicit or the default level
+            guarantee_timestamp = self._last_write_ts
         if guarantee_timestamp:
             body["guarantee_timestamp"] = int(guarantee_timestamp)
         if as_of:

@@ -74,6 +74,8 @@ class QueryService:
         """(guarantee timestamp, read timestamp; 0 = the delegator's tsafe)."""
         settings = self.proxy.settings
         as_of = request["as_of"]
+        if as_of and as_of > tsutil.compose(tsutil.now_ms() + 1000):
+            raise invalid(f"as_of {as_of} is in the future")
         if as_of:
             oldest = tsutil.compose(tsutil.now_ms() - int(settings.retention_s * 1000))
             if as_of < oldest:
@@ -93,11 +95,21 @@ class QueryService:
             return tsutil.compose(tsutil.now_ms() - settings.bounded_staleness_ms), 0
         return 0, 0
 
-    def _route(self, info: CollectionInfo) -> dict[str, str]:
-        return dict(self._coord("query.route", {"collection_id": info.collection_id})["vchannels"])
+    def _route(self, info: CollectionInfo, partition_ids: list[int] | None) -> dict[str, str]:
+        route = self._coord("query.route", {"collection_id": info.collection_id})
+        loaded = route.get("partition_ids")
+        if partition_ids and loaded is not None:
+            missing = sorted(set(partition_ids) - set(loaded))
+            if missing:
+                names = [n for n, p in info.partitions.items() if p in missing]
+                raise ElanusError(
+                    ErrorCode.COLLECTION_NOT_LOADED,
+                    f"partition(s) {', '.join(names)} of {info.name!r} are not loaded",
+                )
+        return dict(route["vchannels"])
 
     def _fan_out(self, info: CollectionInfo, method: str, body: dict[str, Any]) -> list[Any]:
-        route = self._route(info)
+        route = self._route(info, body.get("partition_ids"))
 
         async def ask_all() -> list[Any]:
             return await asyncio.gather(
@@ -245,11 +257,44 @@ def _query_vectors(field: Field, data: list[Any]) -> Any:
         return q
     if field.dtype is DataType.BINARY_VECTOR:
         width = (field.dim or 0) // 8
-        q = np.asarray(data, dtype=np.uint8)
-        if q.ndim != 2 or q.shape[1] != width:
-            raise invalid(f"search: binary queries for {field.name!r} need {width} bytes each")
-        return q
+        try:
+            raw = np.asarray(data)
+        except (TypeError, ValueError):
+            raw = np.asarray([], dtype=np.int64)
+        ok = raw.ndim == 2 and raw.shape[1] == width and raw.dtype.kind in "iu"
+        if not ok or (raw.size and (raw.min() < 0 or raw.max() > 255)):
+            raise invalid(
+                f"search: binary queries for {field.name!r} need {width} bytes each "
+                f"(integers 0-255; dim {field.dim})"
+            )
+        return raw.astype(np.uint8)
+    if field.dtype is DataType.SPARSE_FLOAT_VECTOR:
+        return [_sparse_query(field, v) for v in data]
     return data
+
+
+def _sparse_query(field: Field, vector: Any) -> dict[int, float]:
+    """A sparse query vector as ``{index: value}`` with sane indices and finite values."""
+    if isinstance(vector, dict):
+        items = list(vector.items())
+    elif isinstance(vector, list) and all(
+        isinstance(p, list | tuple) and len(p) == 2 for p in vector
+    ):
+        items = [tuple(p) for p in vector]
+    else:
+        raise invalid(f"search: sparse queries for {field.name!r} are {{index: value}} maps")
+    out: dict[int, float] = {}
+    for k, v in items:
+        try:
+            index, value = int(k), float(v)
+        except (TypeError, ValueError):
+            raise invalid(f"search: sparse query entry {k!r}: {v!r} is not index: number") from None
+        if not 0 <= index < 2**32 - 1:
+            raise invalid(f"search: sparse query index {k!r} is out of range [0, 2^32 - 1)")
+        if not np.isfinite(value):
+            raise invalid(f"search: sparse query value at index {k!r} is NaN or infinite")
+        out[index] = value
+    return out
 
 
 def _part(reply: dict[str, Any]) -> dict[str, Any]:

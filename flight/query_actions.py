@@ -103,6 +103,12 @@ def _search(b: Body) -> dict[str, Any]:
     unknown = sorted(set(params) - {"metric_type", "radius", "range_filter", "params"})
     if unknown:
         raise invalid(f"search: unknown search_params key(s) {', '.join(unknown)}")
+    for key in ("radius", "range_filter"):
+        value = params.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise invalid(f"search: search_params {key!r} must be a number, got {value!r}")
+    if "metric_type" in params and not isinstance(params["metric_type"], str):
+        raise invalid("search: search_params 'metric_type' must be a string")
     return {
         "db": _db(b),
         "collection": _name(b, "collection", "collection"),

@@ -23,6 +23,8 @@ def encode_json(obj: Any) -> bytes:
 
 
 def _default(obj: Any) -> Any:
+    if isinstance(obj, bytes | bytearray | memoryview):
+        return list(bytes(obj))  # binary vectors: byte values
     if hasattr(obj, "item"):
         return obj.item()
     if isinstance(obj, set | frozenset | tuple):

@@ -112,6 +112,9 @@ class QueryCoord:
         old = self.loaded.get(cid)
         if old is not None and old.state == "Loaded" and old.partition_ids == lo.partition_ids:
             return await self.state({"collection_id": cid})
+        async with self._lock:
+            await self._place(lo)  # raises (nothing recorded) when it cannot place
+            self.loaded[cid] = lo
         await self.coord.db.run(
             lambda con: con.execute(
                 "INSERT INTO query_loads VALUES (?, ?) ON CONFLICT (collection_id) "
@@ -119,9 +122,6 @@ class QueryCoord:
                 [cid, json.dumps(lo.partition_ids) if lo.partition_ids else None],
             )
         )
-        self.loaded[cid] = lo
-        async with self._lock:
-            await self._place(lo)
         return await self.state({"collection_id": cid})
 
     async def _place(self, lo: Loaded) -> None:
@@ -309,6 +309,10 @@ class QueryCoord:
 
     async def keep_loaded(self) -> None:
         """Place collections again whose query nodes went away (or after a restart)."""
+        async with self._lock:
+            await self._repair()
+
+    async def _repair(self) -> None:
         nodes = set(self._nodes())
         for lo in list(self.loaded.values()):
             lost = [n for n in {*lo.channels.values(), *lo.segments.values()} if n not in nodes]
@@ -321,8 +325,7 @@ class QueryCoord:
             fresh = Loaded(lo.collection_id, lo.partition_ids)
             self.loaded[lo.collection_id] = fresh
             try:
-                async with self._lock:
-                    await self._place(fresh)
+                await self._place(fresh)
             except ElanusError as exc:
                 fresh.state = "Loading"
                 log.warning("could not place collection %s: %s", lo.collection_id, exc)

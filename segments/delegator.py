@@ -14,7 +14,10 @@ a search sees each row exactly once.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,6 +57,10 @@ class Delegator:
         self.sealed_partition: dict[int, int] = {}
         self.stats: dict[int, PkStats | None] = {}
         self.delete_buffer: list[tuple[pa.Array, int]] = []
+        self.version = 0
+        """Bumped by every distribution change; reads count themselves per version."""
+        self._readers: dict[int, int] = {}
+        self._readers_done = asyncio.Condition()
         checkpoint = spec.get("checkpoint")
         assert node.data_bus is not None
         durable = f"qn_{node.node_id}_{self.vchannel}"
@@ -140,6 +147,26 @@ class Delegator:
             self.sealed.pop(sid, None)
             self.stats.pop(sid, None)
             self.sealed_partition.pop(sid, None)
+        # Reads that began on the old distribution may still ask for the removed segments:
+        # answer only once they are done, so the coord releases those segments after them.
+        old, self.version = self.version, self.version + 1
+        async with self._readers_done:
+            await self._readers_done.wait_for(
+                lambda: not any(n for v, n in self._readers.items() if v <= old)
+            )
+
+    @contextlib.asynccontextmanager
+    async def _reading(self) -> AsyncIterator[None]:
+        version = self.version
+        self._readers[version] = self._readers.get(version, 0) + 1
+        try:
+            yield
+        finally:
+            self._readers[version] -= 1
+            if not self._readers[version]:
+                del self._readers[version]
+            async with self._readers_done:
+                self._readers_done.notify_all()
 
     # -- reads ------------------------------------------------------------------------------
     async def read_ts(self, body: dict[str, Any]) -> int:
@@ -167,6 +194,10 @@ class Delegator:
 
     async def search(self, body: dict[str, Any]) -> dict[str, Any]:
         ts = await self.read_ts(body)
+        async with self._reading():
+            return await self._search(body, ts)
+
+    async def _search(self, body: dict[str, Any], ts: int) -> dict[str, Any]:
         body = {**body, "ts": ts}
         req = SearchRequest(body, self.schema)
         parts = [search_part(seg, req) for seg in self._growing(body.get("partition_ids"))]
@@ -178,6 +209,10 @@ class Delegator:
 
     async def query(self, body: dict[str, Any], expr: Expr | None) -> dict[str, Any]:
         ts = await self.read_ts(body)
+        async with self._reading():
+            return await self._query(body, expr, ts)
+
+    async def _query(self, body: dict[str, Any], expr: Expr | None, ts: int) -> dict[str, Any]:
         columns = list(body["output_fields"])
         limit = body.get("limit")
         tables = [
@@ -192,6 +227,10 @@ class Delegator:
 
     async def count(self, body: dict[str, Any], expr: Expr | None) -> dict[str, Any]:
         ts = await self.read_ts(body)
+        async with self._reading():
+            return await self._count(body, expr, ts)
+
+    async def _count(self, body: dict[str, Any], expr: Expr | None, ts: int) -> dict[str, Any]:
         total = sum(s.count(ts, expr) for s in self._growing(body.get("partition_ids")))
         for node, sids in self._workers(body.get("partition_ids")).items():
             reply = await self.node.call(

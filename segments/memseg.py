@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from elanus.expr import Expr
 from elanus.schema import TIMESTAMP_FIELD, Schema
@@ -111,8 +112,11 @@ class MemSegment:
     ) -> pa.Table:
         mask = self.visible(ts, expr)
         rows = np.nonzero(mask)[0]
-        if limit is not None:
-            rows = rows[:limit]
+        if limit is not None and len(rows) > limit:
+            # The proxy pages by primary key: each segment offers its first ``limit`` keys.
+            pks = self.table.column(self.pk_field).take(pa.array(rows))
+            order = pc.sort_indices(pks).to_numpy()[:limit]
+            rows = np.sort(rows[order])
         return self.take(rows, columns)
 
     def count(self, ts: int, expr: Expr | None = None) -> int:
