@@ -13,13 +13,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from elanus import tsutil
 from elanus.channels import subjects
 from elanus.channels.dml import pchannel_of, stream_name
 from elanus.channels.loop import Periodic
-from elanus.errors import ElanusError, ErrorCode, invalid
+from elanus.errors import ElanusError, invalid
 from elanus.meta import segmentmeta
 from elanus.meta.segmentmeta import Segment, SegmentState
 from elanus.requests import Body
@@ -341,7 +342,10 @@ class DataCoord:
         b.allow(["node_id", "vchannel"]).done()
         seg = self.segments.get(sid)
         if seg is None:
-            raise ElanusError(ErrorCode.SEGMENT_NOT_FOUND, f"segment {sid} is not known")
+            # Dropped meanwhile (its partition or collection went): nothing to record, and
+            # the datanode must not retry forever.
+            log.info("ignoring the flush of segment %s, which is no longer known", sid)
+            return {"ignored": True}
         if seg.state is SegmentState.FLUSHED:
             return {}  # a repeated report (the coord restarted and asked again)
         seg.num_rows, seg.path = num_rows, path
@@ -372,13 +376,17 @@ class DataCoord:
 
     # -- collection lifecycle ---------------------------------------------------------------
     async def drop_collection(self, collection_id: int, ts: int) -> None:
+        await self.drop_segments(lambda s: s.collection_id == collection_id, ts)
+        self._schemas.pop(collection_id, None)
+
+    async def drop_segments(self, which: Callable[[Segment], bool], ts: int) -> None:
+        """Mark segments dropped (their collection or partition went); GC takes the files."""
         async with self._lock:
-            segs = self.of_collection(collection_id)
+            segs = [s for s in self.segments.values() if which(s)]
             for s in segs:
                 s.state, s.dropped_ts = SegmentState.DROPPED, ts
                 del self.segments[s.segment_id]
             await self._save(segs)
-            self._schemas.pop(collection_id, None)
 
     def reset_flushing(self, vchannel: str) -> None:
         """A channel changed datanode: unfinished flushes start over on the new one."""

@@ -82,6 +82,11 @@ class QueryCoord:
         for cid, parts in rows:
             self.loaded[int(cid)] = Loaded(int(cid), json.loads(parts) if parts else None)
 
+    def serves(self, collection_id: int, partition_id: int) -> bool:
+        """Whether a partition's data is loaded into the query nodes."""
+        lo = self.loaded.get(collection_id)
+        return lo is not None and (lo.partition_ids is None or partition_id in lo.partition_ids)
+
     # -- helpers ----------------------------------------------------------------------------
     def _nodes(self) -> list[str]:
         return sorted(s.node_id for s in self.coord.sessions.of_role("querynode"))

@@ -194,8 +194,22 @@ class RootCoord:
     async def drop_partition(self, raw: dict[str, Any]) -> dict[str, Any]:
         b = Body(raw, "partition.drop")
         db, coll, name = b.str("db", DEFAULT_DB), b.str("collection"), b.str("name")
+        parts = {
+            p["name"]: p["partition_id"]
+            for p in await self._read(Catalog.list_partitions, db, coll)
+        }
+        if name in parts and self.coord.query.serves(
+            await self._read(Catalog.require_collection, db, coll), parts[name]
+        ):
+            raise invalid(
+                f"partition {name!r} of {coll!r} is loaded: release the collection before "
+                "dropping it"
+            )
         (cid, pid), ts = await self._ddl(b, Catalog.drop_partition, db, coll, name)
         await self._invalidate("partition.drop", db, coll, cid, ts)
+        await self.coord.data.drop_segments(
+            lambda s: s.collection_id == cid and s.partition_id == pid, ts
+        )
         return {"partition_id": pid}
 
     async def has_partition(self, raw: dict[str, Any]) -> dict[str, Any]:

@@ -365,9 +365,9 @@ def test_the_stack_still_answers_after_the_bad_requests(env: Env) -> None:
     assert env.client.get_load_state("unloaded")["state"] == "NotLoad"
 
 
-# -- bugs: each of these should be a clear error and is not yet --------------------------------
+# -- cases that were INTERNAL errors or silently accepted until b3cedd8 -----------------------
 
-BUGS = [
+FORMER_BUGS = [
     pytest.param(
         Case("binary query byte over 255", s("bin", data=[[256] * 8]), INV, ("byte",)),
         id="binary query byte over 255",
@@ -418,8 +418,8 @@ BUGS = [
 ]
 
 
-@pytest.mark.parametrize("case", BUGS)
-def test_bad_read_request_known_bugs(env: Env, case: Case) -> None:
+@pytest.mark.parametrize("case", FORMER_BUGS)
+def test_bad_read_request_former_bugs(env: Env, case: Case) -> None:
     test_bad_read_request(env, case)
 
 

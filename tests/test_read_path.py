@@ -1025,6 +1025,32 @@ def test_searching_a_partition_that_is_not_loaded(make_stack: Callable[..., Stac
     )
 
 
+def test_rows_of_a_dropped_partition_are_never_returned(
+    make_stack: Callable[..., Stack],
+) -> None:
+    stack = make_stack()
+    client = stack.client()
+    client.create_collection("dp", dimension=DIM, metric_type="L2")
+    client.create_partition("dp", "p")
+    rng = np.random.default_rng(20)
+    client.insert("dp", vec_rows(np.arange(10), rng))
+    client.insert("dp", vec_rows(np.arange(10, 20), rng), partition_name="p")
+    client.flush("dp", timeout=30)
+    client.insert("dp", vec_rows(np.arange(20, 25), rng), partition_name="p")  # growing
+    client.load_collection("dp")
+    assert count(client, "dp") == 25
+    try:
+        client.drop_partition("dp", "p")
+    except ElanusError as exc:  # refusing (Milvus: release it first) is fine too
+        assert exc.code == ErrorCode.INVALID_ARGUMENT and "p" in exc.message
+        assert count(client, "dp") == 25
+        return
+    assert all_ids(client, "dp") == list(range(10))
+    client.release_collection("dp")
+    client.load_collection("dp")
+    assert all_ids(client, "dp") == list(range(10))
+
+
 # -- 7. a query node as its own OS process -----------------------------------------------------
 
 
