@@ -32,12 +32,14 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
 import threading
 import time
 import warnings
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -111,18 +113,20 @@ def run_elanus(
     profile_dir: Path | None,
     verbose: bool,
     profile_gil: bool = False,
+    keep: bool = False,
 ) -> list[Result]:
     label = (
         f"{clients} client{'s' if clients > 1 else ''}, {shards} shard{'s' if shards > 1 else ''}"
     )
     rows, nbytes = table.num_rows, table.nbytes
-    data_dir = workdir / f"elanus-d{dim}-s{shards}-c{clients}"
+    data_dir = Path(tempfile.mkdtemp(prefix=f"elanus-d{dim}-s{shards}-c{clients}-", dir=workdir))
     server = Standalone(data_dir)
     started = time.perf_counter()
     server.start()
     if verbose:
         print(f"  standalone pid {server.pid} up in {time.perf_counter() - started:.1f}s")
     spy: PySpy | None = None
+    server_warnings: list[str] = []  # filled from the server's log once it stopped
     try:
         with Client(server.uri, timeout=600) as admin:
             admin.create_collection(COLLECTION, schema=bench_schema(dim), num_shards=shards)
@@ -202,6 +206,7 @@ def run_elanus(
             "flushed_rows": flushed_rows,
             "cpu_insert_s": {k: round(v, 2) for k, v in cpu_insert.items()},
             "cpu_flush_s": {k: round(v, 2) for k, v in cpu_flush.items()},
+            "server_warnings": server_warnings,
         }
         return [
             Result(f"elanus insert, {label} (to last ack)", rows, dim, t_ack, nbytes,
@@ -213,7 +218,12 @@ def run_elanus(
         if spy is not None:
             spy.stop()
         server.stop()
-        log_text = server.log_tail(1_000_000)
+        log_text = server.log_tail(10_000_000)
+        server_warnings.extend(
+            line.split(" WARNING ", 1)[1][:300]
+            for line in log_text.splitlines()
+            if " WARNING " in line
+        )
         if "Traceback" in log_text:
             start = max(0, log_text.index("Traceback") - 1000)
             print(
@@ -221,7 +231,8 @@ def run_elanus(
                 f"{log_text[start : start + 8000]}",
                 file=sys.stderr,
             )
-        shutil.rmtree(data_dir, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(data_dir, ignore_errors=True)
 
 
 # -- baselines --------------------------------------------------------------------------------
@@ -362,11 +373,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         help="where servers and baselines write (a fresh temp dir by default)",
     )
+    p.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the servers' data dirs and logs (needs --workdir, else they go with it)",
+    )
     p.add_argument("-v", "--verbose", action="store_true")
     args = p.parse_args(argv)  # fmt: skip
     args.rows = args.rows or (100_000 if args.quick else 1_000_000)
     args.rows_768 = args.rows_768 or (20_000 if args.quick else 200_000)
     return args
+
+
+def _warning_kind(line: str) -> str:
+    """A server warning without its numbers, so that repeats group together."""
+    return re.sub(r"\d+", "N", line)[:160]
 
 
 def _cpu_text(cpu: dict[str, float]) -> str:
@@ -387,6 +408,10 @@ def print_notes(results: list[Result]) -> None:
                 f"{_cpu_text(x['cpu_flush_s'])}"
             )
             others = x["cpu_insert_s"].get("others", 0) + x["cpu_flush_s"].get("others", 0)
+            if x.get("server_warnings"):
+                kinds = Counter(_warning_kind(w) for w in x["server_warnings"])
+                top = "; ".join(f"{n} x {k}" for k, n in kinds.most_common(3))
+                print(f"      server logged {len(x['server_warnings'])} warning(s): {top}")
         elif r.kind == "raw-js":
             print(
                 f"  raw JetStream: {x['messages']} messages; IPC encoding beforehand "
@@ -474,7 +499,15 @@ def run_case(args: argparse.Namespace, rows: int, dim: int, workdir: Path) -> li
             pair = best_of(
                 n,
                 lambda s=shards, c=clients: run_elanus(
-                    table, dim, s, c, workdir, args.profile, args.verbose, args.profile_gil
+                    table,
+                    dim,
+                    s,
+                    c,
+                    workdir,
+                    args.profile,
+                    args.verbose,
+                    args.profile_gil,
+                    args.keep,
                 ),
                 label,
             )
