@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 from types import TracebackType
 from typing import Any
 
@@ -322,16 +323,24 @@ class Client:
         ids: Any = None,
         partition_name: str | None = None,
         *,
+        filter: str = "",
+        filter_params: dict[str, Any] | None = None,
         db: str | None = None,
         timeout: float | None = None,
     ) -> dict[str, Any]:
-        """Delete by primary keys; returns ``{"delete_count", "ts"}``."""
-        if ids is None:
-            raise ElanusError(ErrorCode.INVALID_ARGUMENT, "delete needs 'ids'")
-        if isinstance(ids, int | str):
-            ids = [ids]
-        keys = ids.tolist() if hasattr(ids, "tolist") else list(ids)
-        body = self._in_db(db, collection=collection_name, ids=keys)
+        """Delete by primary keys or by a ``filter`` expression (on a loaded collection);
+        returns ``{"delete_count", "ts"}``."""
+        if (ids is None) == (not filter):
+            raise ElanusError(ErrorCode.INVALID_ARGUMENT, "delete needs 'ids' or a 'filter'")
+        body = self._in_db(db, collection=collection_name)
+        if filter:
+            body["filter"] = filter
+            if filter_params:
+                body["filter_params"] = filter_params
+        else:
+            if isinstance(ids, int | str):
+                ids = [ids]
+            body["ids"] = ids.tolist() if hasattr(ids, "tolist") else list(ids)
         if partition_name:
             body["partition"] = partition_name
         reply = self._action("delete", body, timeout=timeout)
@@ -518,3 +527,64 @@ class Client:
         """Rows by primary key."""
         ids = [ids] if isinstance(ids, int | str) else ids
         return self.query(collection_name, output_fields=output_fields, ids=ids, **kwargs)
+
+    def get_collection_stats(
+        self, collection_name: str, *, db: str | None = None
+    ) -> dict[str, Any]:
+        """``{"row_count"}``: rows persisted in flushed segments (Milvus's num_entities)."""
+        return self._action("get_collection_stats", self._in_db(db, collection=collection_name))
+
+    def query_iterator(
+        self,
+        collection_name: str,
+        filter: str = "",
+        output_fields: list[str] | None = None,
+        *,
+        batch_size: int = 1000,
+        limit: int | None = None,
+        filter_params: dict[str, Any] | None = None,
+        consistency_level: str | None = None,
+        partition_names: list[str] | None = None,
+        db: str | None = None,
+    ) -> Iterator[list[dict[str, Any]]]:
+        """Pages of rows in primary-key order, all read at the first page's timestamp, so
+        results of any size stream without holding them all (pymilvus's query_iterator)."""
+        schema = self._schema_of(collection_name, db)
+        pk = schema.primary.name
+        fields = list(output_fields or [pk])
+        if pk not in fields:
+            fields.append(pk)
+        base = f"({filter})" if filter else ""
+        params = dict(filter_params or {})
+        last: Any = None
+        as_of: int | None = None
+        left = limit
+        while left is None or left > 0:
+            size = batch_size if left is None else min(batch_size, left)
+            expr = base
+            if last is not None:
+                params["__after"] = last
+                expr = f"{base} and {pk} > {{__after}}" if base else f"{pk} > {{__after}}"
+            body = self._in_db(
+                db,
+                collection=collection_name,
+                output_fields=fields,
+                limit=size,
+                filter=expr or f"{pk} == {pk}",
+            )
+            if params:
+                body["filter_params"] = params
+            body = self._read_options(
+                body, consistency_level if as_of is None else None, None, as_of, partition_names
+            )
+            reply = self._action("query", body)
+            rows = reply["rows"]
+            if not rows:
+                return
+            as_of = as_of or int(reply["ts"])
+            last = rows[-1][pk]
+            yield rows
+            if left is not None:
+                left -= len(rows)
+            if len(rows) < size:
+                return

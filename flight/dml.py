@@ -162,8 +162,20 @@ class DmlService:
     def action(self, name: str, request: dict[str, Any]) -> dict[str, Any]:
         if name == "delete":
             info = self.collection(request["db"], request["collection"])
-            result = self.delete(info, request["partition"], request["ids"])
+            keys = request["ids"]
+            if keys is None:  # by filter: the keys it matches now, then delete those
+                keys = self.proxy.query.matching_keys(info, request)
+                if not keys:
+                    return {"delete_count": 0, "ts": 0}
+            result = self.delete(info, request["partition"], keys)
             return {"delete_count": result.count, "ts": result.ts}
+        if name == "get_collection_stats":
+            info = self.collection(request["db"], request["collection"])
+            reply = self.proxy.run(
+                self.proxy.ddl.coord("segment.info", {"collection_id": info.collection_id})
+            )
+            rows = sum(s["num_rows"] for s in reply["segments"] if s["state"] == "Flushed")
+            return {"row_count": rows}
         if name == "flush":
             info = self.collection(request["db"], request["collection"])
             return dict(self.proxy.run(self._flush(info)))

@@ -21,27 +21,45 @@ DML_ACTIONS = (
     "get_segment_info",
     "compact",
     "get_compaction_state",
+    "get_collection_stats",
 )
 
 
 @_action(
     "delete",
-    "Delete entities by primary key. Body: collection, ids, partition. Result: delete_count, ts.",
-    ("collection", "ids", "partition"),
+    "Delete entities by primary key or by a filter expression (the collection must be "
+    "loaded for a filter). Body: collection, ids | filter, filter_params, partition. "
+    "Result: delete_count, ts.",
+    ("collection", "ids", "filter", "filter_params", "partition"),
 )
 def _delete(b: Body) -> dict[str, Any]:
-    ids = b.list("ids")
-    if not ids:
+    ids = b.list("ids", None)
+    filt = b.str("filter", "") or None
+    if (ids is None) == (filt is None):
+        raise invalid("delete: give exactly one of 'ids' and 'filter'")
+    if ids is not None and not ids:
         raise invalid("delete: 'ids' is empty")
-    if len(ids) > MAX_DELETE_KEYS:
+    if ids is not None and len(ids) > MAX_DELETE_KEYS:
         raise invalid(f"delete: at most {MAX_DELETE_KEYS} ids per request, got {len(ids)}")
     partition = b.str("partition", None)
     return {
         "db": _db(b),
         "collection": _name(b, "collection", "collection"),
         "ids": ids,
+        "filter": filt,
+        "filter_params": b.dict("filter_params", {}),
         "partition": _name(b, "partition", "partition") if partition else None,
     }
+
+
+@_action(
+    "get_collection_stats",
+    "Row count of a collection: rows in flushed segments, as Milvus counts num_entities. "
+    "Body: collection. Result: row_count.",
+    ("collection",),
+)
+def _collection_stats(b: Body) -> dict[str, Any]:
+    return {"db": _db(b), "collection": _name(b, "collection", "collection")}
 
 
 @_action(

@@ -205,6 +205,27 @@ class QueryService:
                 return f
         raise invalid(f"anns_field {name!r} is not a vector field of {info.name!r}")
 
+    def matching_keys(self, info: CollectionInfo, request: dict[str, Any]) -> list[Any]:
+        """Primary keys a filter matches at a fresh timestamp (delete by expression)."""
+        pk = info.schema.primary.name
+        partitions = [request["partition"]] if request.get("partition") else None
+        rows = self.query(
+            info,
+            {
+                "filter": request["filter"],
+                "filter_params": request["filter_params"],
+                "ids": None,
+                "output_fields": [pk],
+                "limit": None,
+                "offset": 0,
+                "consistency_level": "Strong",
+                "guarantee_timestamp": 0,
+                "as_of": 0,
+                "partition_names": partitions,
+            },
+        )["rows"]
+        return [r[pk] for r in rows]
+
     # -- query ------------------------------------------------------------------------------
     def query(self, info: CollectionInfo, request: dict[str, Any]) -> dict[str, Any]:
         pk = info.schema.primary.name
