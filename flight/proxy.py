@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import json
 import logging
 import threading
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterator
 from typing import Any, TypeVar
 
 import pyarrow.flight as flight
@@ -30,8 +31,8 @@ from elanus.flight.dml import DmlService
 from elanus.flight.dml_actions import DML_ACTIONS
 from elanus.flight.metacache import MetaCache
 from elanus.flight.putresult import PutAck
-from elanus.flight.query import QueryService
-from elanus.flight.query_actions import QUERY_ACTIONS
+from elanus.flight.query import QueryService, hits_table
+from elanus.flight.query_actions import QUERY_ACTIONS, check_search_stream
 from elanus.flight.wire import encode_json, to_flight_error
 from elanus.settings import Settings
 
@@ -182,6 +183,46 @@ class ProxyServer(Role):
                 ElanusError(ErrorCode.INTERNAL, f"DoPut: {type(exc).__name__}: {exc}")
             ) from None
 
+    def handle_exchange(
+        self,
+        command: bytes,
+        reader: flight.MetadataRecordBatchReader,
+        writer: flight.MetadataRecordBatchWriter,
+    ) -> None:
+        """DoExchange search: batches of query vectors in (one column of vectors), batches
+        of hits out (query_index, rank, id, distance, output fields)."""
+        with _flight_errors("DoExchange"):
+            request = check_search_stream(command)
+            info = self.dml.collection(request["db"], request["collection"])
+            pk_type = info.schema.primary.arrow_type()
+            first, started = 0, False
+            for chunk in reader:
+                batch = chunk.data
+                if batch is None or batch.num_rows == 0:
+                    continue
+                if batch.num_columns != 1:
+                    raise ElanusError(
+                        ErrorCode.INVALID_ARGUMENT,
+                        "DoExchange: send one column holding the query vectors",
+                    )
+                queries = batch.column(0).to_pylist()
+                merged, _, _ = self.query.search_merged(info, request, queries)
+                table = hits_table(merged, pk_type, first)
+                if not started:
+                    writer.begin(table.schema)
+                    started = True
+                writer.write_table(table)
+                first += batch.num_rows
+
+    def handle_get(self, ticket: bytes) -> flight.RecordBatchStream:
+        """DoGet query: the ticket is a ``query`` action body; rows stream back."""
+        with _flight_errors("DoGet"):
+            _, request = check_request("query", ticket)
+            info = self.dml.collection(request["db"], request["collection"])
+            table, _, _ = self.query.query_table(info, request)
+            return flight.RecordBatchStream(table)
+        raise AssertionError("unreachable")
+
     def run(self, coro: Coroutine[Any, Any, T], timeout: float = ACTION_TIMEOUT_S) -> T:
         """The single bridge from a Flight thread to the proxy's asyncio loop."""
         loop = self._loop
@@ -249,7 +290,7 @@ class _FlightService(flight.FlightServerBase):
     def do_get(
         self, context: flight.ServerCallContext, ticket: flight.Ticket
     ) -> flight.FlightDataStream:
-        raise _not_yet("DoGet")
+        return self._proxy.handle_get(ticket.ticket)
 
     def do_exchange(
         self,
@@ -258,4 +299,20 @@ class _FlightService(flight.FlightServerBase):
         reader: flight.MetadataRecordBatchReader,
         writer: flight.MetadataRecordBatchWriter,
     ) -> None:
-        raise _not_yet("DoExchange")
+        self._proxy.handle_exchange(descriptor.command or b"", reader, writer)
+
+
+@contextlib.contextmanager
+def _flight_errors(call: str) -> Iterator[None]:
+    """Every failure of a stream call leaves as a Flight error with a code, no traceback."""
+    try:
+        yield
+    except ElanusError as exc:
+        raise to_flight_error(exc) from None
+    except flight.FlightError:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        log.exception("%s failed", call)
+        raise to_flight_error(
+            ElanusError(ErrorCode.INTERNAL, f"{call}: {type(exc).__name__}: {exc}")
+        ) from None

@@ -155,8 +155,16 @@ class QueryService:
 
     # -- search -----------------------------------------------------------------------------
     def search(self, info: CollectionInfo, request: dict[str, Any]) -> dict[str, Any]:
+        merged, outputs, read_ts = self.search_merged(info, request, request["data"])
+        pk = info.schema.primary.name
+        return {"results": _shape_hits(merged, outputs, pk), "ts": read_ts}
+
+    def search_merged(
+        self, info: CollectionInfo, request: dict[str, Any], data: Any
+    ) -> tuple[dict[str, Any], list[str], int]:
+        """One search across shards: (merged part, output names, read timestamp)."""
         field = self._vector_field(info, request["anns_field"])
-        queries = _query_vectors(field, request["data"])
+        queries = _query_vectors(field, data)
         params = request["search_params"]
         metric = normalize_metric(
             params.get("metric_type")
@@ -168,7 +176,6 @@ class QueryService:
             raise invalid("search cannot output count(*)")
         self._filter(info, request["filter"], request["filter_params"])
         guarantee, ts = self._read_at(info, request)
-        pk = info.schema.primary.name
         limit, offset = request["limit"], request["offset"]
         replies = self._fan_out(
             info,
@@ -190,8 +197,7 @@ class QueryService:
         )
         parts = [_part(r) for r in replies]
         merged = reduce_parts(parts, limit, metric, offset)
-        read_ts = max((int(r["ts"]) for r in replies), default=ts)
-        return {"results": _shape_hits(merged, outputs, pk), "ts": read_ts}
+        return merged, outputs, max((int(r["ts"]) for r in replies), default=ts)
 
     def _vector_field(self, info: CollectionInfo, name: str | None) -> Field:
         vectors = info.schema.vector_fields
@@ -228,6 +234,15 @@ class QueryService:
 
     # -- query ------------------------------------------------------------------------------
     def query(self, info: CollectionInfo, request: dict[str, Any]) -> dict[str, Any]:
+        table, outputs, ts = self.query_table(info, request)
+        if COUNT in outputs:
+            return {"rows": table.to_pylist(), "ts": ts}
+        return {"rows": [entity(r, outputs) for r in table.to_pylist()], "ts": ts}
+
+    def query_table(
+        self, info: CollectionInfo, request: dict[str, Any]
+    ) -> tuple[pa.Table, list[str], int]:
+        """Rows of a query as Arrow (stored columns; dynamic fields stay in ``$meta``)."""
         pk = info.schema.primary.name
         text, params = request["filter"], request["filter_params"]
         if request["ids"] is not None:
@@ -244,10 +259,9 @@ class QueryService:
         }
         if COUNT in outputs:
             replies = self._fan_out(info, "count", body)
-            return {
-                "rows": [{COUNT: sum(int(r["count"]) for r in replies)}],
-                "ts": max(int(r["ts"]) for r in replies),
-            }
+            total = sum(int(r["count"]) for r in replies)
+            counted = pa.table({COUNT: pa.array([total], pa.int64())})
+            return counted, outputs, max(int(r["ts"]) for r in replies)
         stored = self._columns(info, outputs)
         columns = stored if pk in stored else [pk, *stored]
         offset, limit = request["offset"], request["limit"]
@@ -257,8 +271,7 @@ class QueryService:
             [as_table(r["rows"]) for r in replies], promote_options="permissive"
         )
         table = table.sort_by(pk).slice(offset, limit)
-        rows = [entity(r, outputs) for r in table.to_pylist()]
-        return {"rows": rows, "ts": max(int(r["ts"]) for r in replies)}
+        return table, outputs, max(int(r["ts"]) for r in replies)
 
 
 def _query_vectors(field: Field, data: list[Any]) -> Any:
@@ -368,3 +381,28 @@ def entity(row: dict[str, Any], outputs: list[str]) -> dict[str, Any]:
         elif name in meta:
             out[name] = meta[name]
     return out
+
+
+def hits_table(merged: dict[str, Any], pk_type: pa.DataType, first_query: int = 0) -> pa.Table:
+    """Search results as Arrow rows: query_index, rank, id, distance, output columns."""
+    distances = np.asarray(merged["distances"])
+    width = distances.shape[1] if distances.ndim == 2 else 0
+    flat = distances.ravel()
+    slots = np.nonzero(np.isfinite(flat))[0]
+    ids = np.asarray(merged["pks"]).ravel()[slots]
+    table = pa.table(
+        {
+            "query_index": pa.array((slots // max(width, 1) + first_query).astype(np.int32)),
+            "rank": pa.array((slots % max(width, 1)).astype(np.int32)),
+            "id": pa.array(ids.tolist(), pk_type),
+            "distance": pa.array(flat[slots].astype(np.float32)),
+        }
+    )
+    outputs = merged.get("outputs")
+    if outputs is not None and outputs.num_columns:
+        where = np.searchsorted(np.asarray(merged["output_rows"]), slots)
+        picked = outputs.take(pa.array(where))
+        for name in picked.column_names:
+            if name not in table.column_names:  # the key is already the ``id`` column
+                table = table.append_column(picked.schema.field(name), picked.column(name))
+    return table

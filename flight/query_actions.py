@@ -11,6 +11,7 @@ from typing import Any
 from elanus.consistency import ConsistencyLevel
 from elanus.errors import invalid
 from elanus.flight.actions import _action, _db, _name
+from elanus.flight.wire import decode_body
 from elanus.requests import Body
 from elanus.schema import check_name
 
@@ -95,6 +96,19 @@ def _search(b: Body) -> dict[str, Any]:
         raise invalid("search: 'data' holds no query vectors")
     if len(data) > MAX_NQ:
         raise invalid(f"search: at most {MAX_NQ} query vectors per request, got {len(data)}")
+    return {**_search_options(b), "data": data}
+
+
+def check_search_stream(raw: bytes) -> dict[str, Any]:
+    """The command of a DoExchange search: a ``search`` body without ``data`` (the query
+    vectors arrive as record batches)."""
+    b = Body(decode_body(raw, "DoExchange command"), "DoExchange command")
+    request = _search_options(b)
+    b.done()
+    return request
+
+
+def _search_options(b: Body) -> dict[str, Any]:
     limit = b.int("limit", 10, lo=1, hi=MAX_TOPK)
     offset = b.int("offset", 0, lo=0, hi=MAX_TOPK)
     if limit + offset > MAX_TOPK:
@@ -112,7 +126,6 @@ def _search(b: Body) -> dict[str, Any]:
     return {
         "db": _db(b),
         "collection": _name(b, "collection", "collection"),
-        "data": data,
         "anns_field": b.str("anns_field", None),
         "limit": limit,
         "offset": offset,

@@ -1,0 +1,86 @@
+"""Search through DoExchange and query through DoGet, with a bare pyarrow.flight client."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.flight as flight
+import pytest
+from conftest import Stack
+
+DIM = 8
+
+
+def loaded(stack: Stack) -> np.ndarray:
+    client = stack.client()
+    client.create_collection("s", dimension=DIM, metric_type="L2", num_shards=2)
+    vectors = np.random.default_rng(4).random((500, DIM), dtype=np.float32)
+    client.insert(
+        "s", {"id": np.arange(500), "vector": vectors, "tag": (np.arange(500) % 3).tolist()}
+    )
+    client.flush("s")
+    client.load_collection("s")
+    return vectors
+
+
+def test_search_through_do_exchange_equals_brute_force(stack: Stack) -> None:
+    vectors = loaded(stack)
+    fc = flight.FlightClient(stack.uri)
+    command = {
+        "collection": "s",
+        "limit": 4,
+        "output_fields": ["id", "tag"],
+        "consistency_level": "Strong",
+        "filter": "id >= 100",
+    }
+    descriptor = flight.FlightDescriptor.for_command(json.dumps(command).encode())
+    writer, reader = fc.do_exchange(descriptor)
+    queries = np.random.default_rng(8).random((5, DIM), dtype=np.float32)
+    schema = pa.schema([pa.field("vector", pa.list_(pa.float32(), DIM))])
+    writer.begin(schema)
+    for lo in (0, 3):  # two batches of queries
+        block = queries[lo : lo + 3]
+        arr = pa.FixedSizeListArray.from_arrays(pa.array(block.ravel()), DIM)
+        writer.write_batch(pa.record_batch([arr], schema=schema))
+    writer.done_writing()
+    table = reader.read_all()
+    writer.close()
+    assert table.column_names[:4] == ["query_index", "rank", "id", "distance"]
+    assert table.num_rows == 5 * 4
+    d = ((vectors[None] - queries[:, None]) ** 2).sum(-1)
+    d[:, :100] = np.inf
+    want = np.argsort(d, axis=1)[:, :4]
+    for q in range(5):
+        rows = table.filter(pa.compute.equal(table["query_index"], q))
+        assert rows["id"].to_pylist() == want[q].tolist()
+        assert rows["rank"].to_pylist() == [0, 1, 2, 3]
+        np.testing.assert_allclose(rows["distance"].to_numpy(), d[q, want[q]], rtol=1e-4)
+    fc.close()
+
+
+def test_query_through_do_get(stack: Stack) -> None:
+    loaded(stack)
+    fc = flight.FlightClient(stack.uri)
+    ticket = {
+        "collection": "s",
+        "filter": "id < 10",
+        "output_fields": ["id", "vector"],
+        "consistency_level": "Strong",
+    }
+    table = fc.do_get(flight.Ticket(json.dumps(ticket).encode())).read_all()
+    assert table["id"].to_pylist() == list(range(10))
+    assert table.schema.field("vector").type == pa.list_(pa.float32(), DIM)
+    count = {
+        "collection": "s",
+        "filter": "tag == 1",
+        "output_fields": ["count(*)"],
+        "consistency_level": "Strong",
+    }
+    table = fc.do_get(flight.Ticket(json.dumps(count).encode())).read_all()
+    assert table["count(*)"].to_pylist() == [sum(1 for i in range(500) if i % 3 == 1)]
+    with pytest.raises(flight.FlightServerError, match="BAD_EXPRESSION"):
+        bad = {"collection": "s", "filter": "id <", "consistency_level": "Strong"}
+        fc.do_get(flight.Ticket(json.dumps(bad).encode())).read_all()
+    fc.close()
