@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import typer
 
 import elanus
-from elanus.cli import admin, data, server
+from elanus.cli import admin, data, read, server
 from elanus.cli.context import CliState, ConfigOpt, DataDirOpt, JsonOpt, UriOpt
 from elanus.cli.output import error_parts, print_error
 
@@ -34,6 +34,10 @@ app.add_typer(admin.partition_app, name="partition")
 app.command("insert")(data.insert)
 app.command("flush")(data.flush)
 app.command("segments")(data.segments)
+app.command("load")(read.load)
+app.command("release")(read.release)
+app.command("search")(read.search)
+app.command("query")(read.query)
 
 
 def _version(value: bool) -> None:

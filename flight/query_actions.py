@@ -156,8 +156,9 @@ def _search_options(b: Body) -> dict[str, Any]:
 def _query(b: Body) -> dict[str, Any]:
     filt = b.str("filter", "") or None
     ids = b.list("ids", None)
-    if filt is None and ids is None:
-        raise invalid("query: give a 'filter' or 'ids'")
+    outputs = b.list("output_fields", [])
+    if filt is None and ids is None and outputs != ["count(*)"]:
+        raise invalid("query: give a 'filter' or 'ids' (only count(*) may go without)")
     if filt is not None and ids is not None:
         raise invalid("query: give either 'filter' or 'ids', not both")
     return {
@@ -165,7 +166,7 @@ def _query(b: Body) -> dict[str, Any]:
         "collection": _name(b, "collection", "collection"),
         "filter": filt,
         "ids": ids,
-        "output_fields": b.list("output_fields", []),
+        "output_fields": outputs,
         "limit": b.int("limit", None, lo=1, hi=10_000_000),
         "offset": b.int("offset", 0, lo=0),
         "filter_params": b.dict("filter_params", {}),

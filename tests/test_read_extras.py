@@ -63,3 +63,14 @@ def test_query_iterator_pages_in_key_order_at_one_snapshot(stack: Stack) -> None
     assert ids == [i for i in range(2500) if i % 7 != 6]
     limited = [r["id"] for p in client.query_iterator("x", batch_size=300, limit=700) for r in p]
     assert limited == list(range(700))
+
+
+def test_count_without_a_filter(stack: Stack) -> None:
+    client, _ = fill(stack, 50)
+    client.load_collection("x")
+    assert client.query("x", "", ["count(*)"], consistency_level="Strong") == [{"count(*)": 50}]
+    try:
+        client.query("x", "", ["id"])
+        raise AssertionError("a query without a filter was accepted")
+    except ElanusError as exc:
+        assert exc.code is ErrorCode.INVALID_ARGUMENT and "count(*)" in exc.message

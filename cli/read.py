@@ -1,0 +1,311 @@
+"""Read commands: ``load`` / ``release`` a collection, ``search`` it with query vectors from a
+.npy or .json file, and ``query`` it with a filter expression.
+
+``search`` never loads implicitly: a collection that is not loaded is the server's
+``COLLECTION_NOT_LOADED`` error, one line and exit 1, like every other failure. A vector file
+that is missing or unreadable is a usage error (exit 2) naming the file.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import numpy as np
+import typer
+from rich.console import Group, RenderableType
+
+from elanus.cli.admin import CollectionArg
+from elanus.cli.context import JsonOpt, UriOpt, run_action
+from elanus.cli.output import kv_table, table
+from elanus.consistency import ConsistencyLevel
+
+if TYPE_CHECKING:
+    from elanus.flight.client import Client
+
+METRICS = ("L2", "IP", "COSINE", "HAMMING", "JACCARD")
+_BINARY_METRICS = ("HAMMING", "JACCARD")
+COUNT = "count(*)"
+
+VectorFileOpt = Annotated[
+    Path,
+    typer.Option(
+        "--vector-file",
+        help="Query vectors: a .npy array (2-D, or 1-D for one query) or a .json list.",
+        show_default=False,
+    ),
+]
+LimitOpt = Annotated[int, typer.Option("--limit", "-k", min=1, help="Hits per query.")]
+FilterOpt = Annotated[
+    str, typer.Option("--filter", help="Boolean filter expression.", show_default=False)
+]
+OutputFieldsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--output-fields",
+        help="Comma-separated fields to return (e.g. id,title).",
+        show_default=False,
+    ),
+]
+MetricOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--metric",
+        help="L2, IP, COSINE, HAMMING or JACCARD (default: the collection's).",
+        show_default=False,
+    ),
+]
+ConsistencyOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--consistency",
+        help="Strong, Bounded, Session or Eventually (default: the collection's).",
+        show_default=False,
+    ),
+]
+AnnsFieldOpt = Annotated[
+    str | None,
+    typer.Option("--anns-field", help="Vector field to search.", show_default=False),
+]
+ExprArg = Annotated[str, typer.Argument(help='Filter expression, e.g. "id < 5".')]
+
+
+# =============================================================================================
+# Options
+# =============================================================================================
+def split_fields(text: str | None) -> list[str] | None:
+    if text is None:
+        return None
+    fields = [f.strip() for f in text.split(",") if f.strip()]
+    return fields or None
+
+
+def check_consistency(value: str | None) -> str | None:
+    if value is None:
+        return None
+    try:
+        return ConsistencyLevel.parse(value).value
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--consistency") from None
+
+
+def check_metric(value: str | None) -> str | None:
+    if value is None:
+        return None
+    metric = value.upper()
+    if metric not in METRICS:
+        raise typer.BadParameter(
+            f"unknown metric {value!r}; expected one of {', '.join(METRICS)}",
+            param_hint="--metric",
+        )
+    return metric
+
+
+def _bad_file(path: Path, why: str) -> typer.BadParameter:
+    return typer.BadParameter(f"{path}: {why}", param_hint="--vector-file")
+
+
+def read_vectors(path: Path, binary: bool = False) -> np.ndarray:
+    """The query vectors of a .npy or .json file as a 2-D array (float32, or uint8 bytes for
+    binary metrics); usage errors naming the file otherwise."""
+    suffix = path.suffix.lower()
+    if suffix not in (".npy", ".json"):
+        raise _bad_file(path, "unknown file type; expected .npy or .json")
+    if not path.exists():
+        raise _bad_file(path, "no such file")
+    if not path.is_file():
+        raise _bad_file(path, "not a file")
+    try:
+        if suffix == ".npy":
+            raw = np.load(path, allow_pickle=False)
+        else:
+            raw = np.asarray(json.loads(path.read_text()))
+    except OSError as exc:
+        raise _bad_file(path, exc.strerror or str(exc)) from None
+    except (ValueError, UnicodeDecodeError) as exc:  # bad .npy header, bad JSON, ragged lists
+        raise _bad_file(path, f"cannot read: {' '.join(str(exc).split())}") from None
+    if raw.dtype.kind not in "biuf":
+        raise _bad_file(path, f"expected numbers, got {raw.dtype}")
+    if raw.ndim == 1:
+        raw = raw.reshape(1, -1)
+    if raw.ndim != 2 or raw.shape[0] == 0 or raw.shape[1] == 0:
+        raise _bad_file(path, f"expected a 2-D array of query vectors, got shape {raw.shape}")
+    if binary:
+        if raw.dtype.kind not in "biu" or raw.min() < 0 or raw.max() > 255:
+            raise _bad_file(path, "binary queries must be bytes (integers 0-255)")
+        return raw.astype(np.uint8)
+    return raw.astype(np.float32)
+
+
+# =============================================================================================
+# elanus load / elanus release
+# =============================================================================================
+def _render_state(collection: str, verb: str) -> Any:
+    def render(state: dict[str, Any]) -> RenderableType:
+        values = {
+            "state": state.get("state"),
+            "progress": f"{state.get('progress', 0)}%",
+            "loaded rows": state.get("loaded_rows"),
+            "persisted rows": state.get("persisted_rows"),
+        }
+        return kv_table(values, title=f"✓ {verb} {collection}")
+
+    return render
+
+
+def load(
+    ctx: typer.Context, collection: CollectionArg, as_json: JsonOpt = False, uri: UriOpt = None
+) -> None:
+    """Load a collection into the query nodes so it can be searched and queried."""
+
+    def action(client: Client) -> dict[str, Any]:
+        client.load_collection(collection)
+        return client.get_load_state(collection)
+
+    run_action(ctx, action, _render_state(collection, "loaded"), as_json=as_json, uri=uri)
+
+
+def release(
+    ctx: typer.Context, collection: CollectionArg, as_json: JsonOpt = False, uri: UriOpt = None
+) -> None:
+    """Release a loaded collection from the query nodes."""
+
+    def action(client: Client) -> dict[str, Any]:
+        client.release_collection(collection)
+        return client.get_load_state(collection)
+
+    run_action(ctx, action, _render_state(collection, "released"), as_json=as_json, uri=uri)
+
+
+# =============================================================================================
+# elanus search
+# =============================================================================================
+def _entity_columns(hits: list[dict[str, Any]]) -> list[str]:
+    columns: list[str] = []
+    for hit in hits:
+        for key in hit.get("entity") or {}:
+            if key not in columns:
+                columns.append(key)
+    return columns
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, list | dict):
+        text = json.dumps(value, default=str)
+        return text if len(text) <= 60 else text[:57] + "..."
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return value
+
+
+def render_search(collection: str) -> Any:
+    def render(results: list[list[dict[str, Any]]]) -> RenderableType:
+        tables: list[RenderableType] = []
+        for q, hits in enumerate(results):
+            extra = _entity_columns(hits)
+            tables.append(
+                table(
+                    ["rank", "id", "distance", *extra],
+                    [
+                        (
+                            rank,
+                            hit.get("id"),
+                            _cell(hit.get("distance")),
+                            *(_cell((hit.get("entity") or {}).get(c)) for c in extra),
+                        )
+                        for rank, hit in enumerate(hits, start=1)
+                    ],
+                    title=f"{collection}: query {q}, {len(hits)} hit(s)",
+                )
+            )
+        return Group(*tables) if tables else "no queries"
+
+    return render
+
+
+def search(
+    ctx: typer.Context,
+    collection: CollectionArg,
+    vector_file: VectorFileOpt,
+    limit: LimitOpt = 10,
+    filter: FilterOpt = "",
+    output_fields: OutputFieldsOpt = None,
+    metric: MetricOpt = None,
+    consistency: ConsistencyOpt = None,
+    anns_field: AnnsFieldOpt = None,
+    as_json: JsonOpt = False,
+    uri: UriOpt = None,
+) -> None:
+    """Search a loaded collection with the query vectors of a .npy or .json file."""
+    metric = check_metric(metric)
+    level = check_consistency(consistency)
+    queries = read_vectors(vector_file, binary=metric in _BINARY_METRICS)
+    fields = split_fields(output_fields)
+
+    def action(client: Client) -> list[list[dict[str, Any]]]:
+        return client.search(
+            collection,
+            queries,
+            limit=limit,
+            filter=filter,
+            output_fields=fields,
+            search_params={"metric_type": metric} if metric else None,
+            anns_field=anns_field,
+            consistency_level=level,
+        )
+
+    run_action(ctx, action, render_search(collection), as_json=as_json, uri=uri)
+
+
+# =============================================================================================
+# elanus query
+# =============================================================================================
+def render_query(collection: str, fields: list[str] | None) -> Any:
+    def render(rows: list[dict[str, Any]]) -> RenderableType:
+        if fields == [COUNT] and len(rows) == 1 and COUNT in rows[0]:
+            return f"{collection}: count(*) = {rows[0][COUNT]:,}"
+        if not rows:
+            return f"{collection}: 0 row(s)"
+        columns: list[str] = []
+        for row in rows:
+            for key in row:
+                if key not in columns:
+                    columns.append(key)
+        return table(
+            columns,
+            [tuple(_cell(row.get(c)) for c in columns) for row in rows],
+            title=f"{collection}: {len(rows)} row(s)",
+        )
+
+    return render
+
+
+def query(
+    ctx: typer.Context,
+    collection: CollectionArg,
+    expr: ExprArg,
+    output_fields: OutputFieldsOpt = None,
+    limit: Annotated[
+        int | None, typer.Option("--limit", min=1, help="Rows to return.", show_default=False)
+    ] = None,
+    offset: Annotated[int, typer.Option("--offset", min=0, help="Rows to skip.")] = 0,
+    consistency: ConsistencyOpt = None,
+    as_json: JsonOpt = False,
+    uri: UriOpt = None,
+) -> None:
+    """Rows of a loaded collection matching a filter; --output-fields count(*) counts them."""
+    level = check_consistency(consistency)
+    fields = split_fields(output_fields)
+
+    def action(client: Client) -> list[dict[str, Any]]:
+        return client.query(
+            collection,
+            expr,
+            output_fields=fields,
+            limit=limit,
+            offset=offset,
+            consistency_level=level,
+        )
+
+    run_action(ctx, action, render_query(collection, fields), as_json=as_json, uri=uri)

@@ -1,0 +1,184 @@
+"""``elanus load`` / ``release`` / ``search`` / ``query`` run as a user runs them, against a
+real standalone server, plus the vector-file reader on its own."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import StandaloneProcess, run_elanus
+
+from elanus.channels.nats_server import free_port
+from elanus.cli.read import read_vectors
+
+pytestmark = pytest.mark.timeout(120)
+
+DIM = 4
+ROWS = 20
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneProcess]:
+    sp = StandaloneProcess(tmp_path_factory.mktemp("cli-read") / "data")
+    try:
+        yield sp.start().wait_ready()
+    finally:
+        sp.stop()
+
+
+def cli(server: StandaloneProcess, *args: str) -> str:
+    result = run_elanus(*args, "--uri", server.uri)
+    assert result.returncode == 0, f"elanus {' '.join(args)} failed:\n{result.stderr}"
+    assert result.stderr == "", result.stderr
+    return result.stdout
+
+
+def cli_json(server: StandaloneProcess, *args: str) -> Any:
+    return json.loads(cli(server, *args, "--json"))
+
+
+def one_line_error(result: Any, code: str) -> str:
+    assert result.returncode == 1, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"error: [{code}] "), lines[0]
+    return str(lines[0])
+
+
+def vectors(n: int = ROWS) -> np.ndarray:
+    return np.random.default_rng(7).random((n, DIM), dtype=np.float32)
+
+
+def write_jsonl(path: Path) -> Path:
+    with path.open("w") as out:
+        for i, vec in enumerate(vectors()):
+            out.write(json.dumps({"id": i, "vector": vec.tolist(), "title": f"book {i}"}) + "\n")
+    return path
+
+
+def test_load_search_query_release(server: StandaloneProcess, tmp_path: Path) -> None:
+    cli(server, "collection", "create", "books", "--dim", str(DIM))
+    assert (
+        cli_json(server, "insert", "books", str(write_jsonl(tmp_path / "b.jsonl")))["insert_count"]
+        == ROWS
+    )
+    cli(server, "flush", "books")
+    q = tmp_path / "q.npy"
+    np.save(q, vectors()[[3, 11]])
+
+    # Not loaded: search does not load implicitly.
+    unloaded = run_elanus("search", "books", "--vector-file", str(q), "--uri", server.uri)
+    one_line_error(unloaded, "COLLECTION_NOT_LOADED")
+
+    state = cli_json(server, "load", "books")
+    assert state["state"] == "Loaded"
+    assert "Loaded" in cli(server, "load", "books")
+
+    results = cli_json(
+        server,
+        "search",
+        "books",
+        "--vector-file",
+        str(q),
+        "--limit",
+        "3",
+        "--metric",
+        "L2",
+        "--output-fields",
+        "title",
+        "--consistency",
+        "Strong",
+    )
+    assert len(results) == 2 and all(len(hits) == 3 for hits in results)
+    for want, hits in zip((3, 11), results, strict=True):
+        assert hits[0]["id"] == want
+        assert hits[0]["distance"] == pytest.approx(0.0, abs=1e-5)
+        assert hits[0]["entity"]["title"] == f"book {want}"
+    shown = cli(
+        server, "search", "books", "--vector-file", str(q), "--limit", "3", "--metric", "L2"
+    )
+    assert "query 0, 3 hit(s)" in shown and "distance" in shown
+
+    # A .json file with one vector is one query; a filter keeps other ids out.
+    one = tmp_path / "one.json"
+    one.write_text(json.dumps(vectors()[5].tolist()))
+    hits = cli_json(
+        server,
+        "search",
+        "books",
+        "--vector-file",
+        str(one),
+        "--metric",
+        "L2",
+        "--filter",
+        "id >= 10",
+        "--limit",
+        "2",
+    )
+    assert len(hits) == 1 and [h["id"] >= 10 for h in hits[0]] == [True, True]
+
+    rows = cli_json(server, "query", "books", "id < 5", "--consistency", "Strong")
+    assert sorted(r["id"] for r in rows) == [0, 1, 2, 3, 4]
+    titled = cli_json(
+        server, "query", "books", "id < 5", "--output-fields", "id,title", "--limit", "2"
+    )
+    assert len(titled) == 2 and all(r["title"] == f"book {r['id']}" for r in titled)
+    assert "5 row(s)" in cli(server, "query", "books", "id < 5")
+
+    count = cli_json(server, "query", "books", "id >= 0", "--output-fields", "count(*)")
+    assert count == [{"count(*)": ROWS}]
+    assert f"count(*) = {ROWS}" in cli(
+        server, "query", "books", "id >= 0", "--output-fields", "count(*)"
+    )
+
+    bad = run_elanus("query", "books", "id <", "--uri", server.uri)
+    assert (
+        bad.returncode == 1 and bad.stderr.startswith("error: [") and "Traceback" not in bad.stderr
+    )
+
+    released = cli_json(server, "release", "books")
+    assert released["state"] == "NotLoad"
+    again = run_elanus("query", "books", "id < 5", "--uri", server.uri)
+    one_line_error(again, "COLLECTION_NOT_LOADED")
+
+
+# -- usage errors (checked before any server is reached) ---------------------------------------
+def test_vector_file_usage_errors(tmp_path: Path) -> None:
+    uri = f"grpc://127.0.0.1:{free_port()}"
+    missing = run_elanus(
+        "search", "books", "--vector-file", str(tmp_path / "nope.npy"), "--uri", uri
+    )
+    assert missing.returncode == 2, missing.stderr
+    assert "nope.npy" in missing.stderr and "Traceback" not in missing.stderr
+
+    garbage = tmp_path / "bad.npy"
+    garbage.write_bytes(b"not numpy")
+    bad = run_elanus("search", "books", "--vector-file", str(garbage), "--uri", uri)
+    assert bad.returncode == 2 and "bad.npy" in bad.stderr
+
+    odd = tmp_path / "q.txt"
+    odd.write_text("1 2 3")
+    assert run_elanus("search", "books", "--vector-file", str(odd), "--uri", uri).returncode == 2
+    metric = run_elanus(
+        "search", "books", "--vector-file", str(tmp_path / "nope.npy"), "--metric", "XX"
+    )
+    assert metric.returncode == 2 and "--metric" in metric.stderr
+
+
+def test_read_vectors(tmp_path: Path) -> None:
+    one = tmp_path / "one.npy"
+    np.save(one, np.arange(4, dtype=np.float64))
+    got = read_vectors(one)
+    assert got.shape == (1, 4) and got.dtype == np.float32
+    js = tmp_path / "two.json"
+    js.write_text("[[1, 2], [3, 4]]")
+    assert read_vectors(js).tolist() == [[1, 2], [3, 4]]
+    assert read_vectors(js, binary=True).dtype == np.uint8
+    ragged = tmp_path / "ragged.json"
+    ragged.write_text("[[1, 2], [3]]")
+    with pytest.raises(Exception, match="ragged.json"):
+        read_vectors(ragged)
