@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from elanus.meta.coord import Coordinator
 
 log = logging.getLogger(__name__)
+NODE_WAIT_S = 5.0
 
 
 @dataclass
@@ -94,6 +95,17 @@ class QueryCoord:
     async def _call(self, node: str, method: str, body: dict[str, Any]) -> Any:
         return await self.coord.bus.request(subjects.node("querynode", node, method), body, 120)
 
+    async def _wait_for_nodes(self, timeout: float) -> list[str]:
+        """Live query nodes, looking again for a little while (one may be just starting)."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            nodes = self._nodes()
+            if nodes or asyncio.get_running_loop().time() > deadline:
+                return nodes
+            await self.coord.sessions.poll()
+            if not self._nodes():
+                await asyncio.sleep(0.1)
+
     def _least_loaded(self, nodes: list[str], counts: dict[str, int]) -> str:
         return min(nodes, key=lambda n: (counts.get(n, 0), n))
 
@@ -130,7 +142,7 @@ class QueryCoord:
         return await self.state({"collection_id": cid})
 
     async def _place(self, lo: Loaded) -> None:
-        nodes = self._nodes()
+        nodes = await self._wait_for_nodes(NODE_WAIT_S)
         if not nodes:
             raise ElanusError(ErrorCode.UNAVAILABLE, "no query node is running to load into")
         info = await self.coord.root.describe_by_id(lo.collection_id)
