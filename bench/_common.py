@@ -22,7 +22,7 @@ from typing import Any
 
 import psutil
 
-from elanus.channels.nats_server import die_with_parent, free_port
+from elanus.channels.nats_server import die_with_parent, free_port, terminate
 from elanus.flight.client import Client
 
 MB = 1 << 20
@@ -102,14 +102,7 @@ class Standalone:
 
     def stop(self, timeout: float = 30.0) -> None:
         proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        terminate(proc, timeout)
 
     def __enter__(self) -> Standalone:
         return self.start()

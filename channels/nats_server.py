@@ -53,6 +53,18 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
+def terminate(proc: subprocess.Popen[bytes] | None, timeout: float = 10.0) -> None:
+    """SIGTERM a child and wait; SIGKILL it if it does not go in time."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+
+
 class EmbeddedNats:
     """Start, wait for, and stop a JetStream-enabled nats-server with its store in a dir."""
 
@@ -134,14 +146,7 @@ class EmbeddedNats:
 
     def stop(self, timeout: float = 10.0) -> None:
         proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        terminate(proc, timeout)
 
     def kill(self) -> None:
         """kill -9, for crash tests: JetStream must recover its store on the next start."""
