@@ -53,4 +53,16 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
             "CREATE TABLE query_loads (collection_id BIGINT PRIMARY KEY, partitions VARCHAR)",
         ],
     ),
+    (
+        4,
+        "query distribution",
+        [
+            """CREATE TABLE query_distribution (
+                segment_id BIGINT PRIMARY KEY, collection_id BIGINT NOT NULL,
+                node_id VARCHAR NOT NULL)""",
+            """CREATE TABLE query_channels (
+                vchannel VARCHAR PRIMARY KEY, collection_id BIGINT NOT NULL,
+                node_id VARCHAR NOT NULL)""",
+        ],
+    ),
 ]

@@ -172,6 +172,29 @@ class QueryCoord:
             channels[node] = channels.get(node, 0) + 1
             await self._watch(lo, info, v, node)
         lo.state = "Loaded"
+        await self._record(lo)
+
+    async def _record(self, lo: Loaded) -> None:
+        """Write the collection's distribution (which node serves what) to DuckDB."""
+        cid = lo.collection_id
+
+        def write(con: Any) -> None:
+            con.execute("BEGIN TRANSACTION")
+            con.execute("DELETE FROM query_distribution WHERE collection_id = ?", [cid])
+            con.execute("DELETE FROM query_channels WHERE collection_id = ?", [cid])
+            if lo.segments:
+                con.executemany(
+                    "INSERT INTO query_distribution VALUES (?, ?, ?)",
+                    [[s, cid, n] for s, n in lo.segments.items()],
+                )
+            if lo.channels:
+                con.executemany(
+                    "INSERT INTO query_channels VALUES (?, ?, ?)",
+                    [[v, cid, n] for v, n in lo.channels.items()],
+                )
+            con.execute("COMMIT")
+
+        await self.coord.db.run(write)
 
     async def _watch(self, lo: Loaded, info: dict[str, Any], vchannel: str, node: str) -> None:
         checkpoint = self.coord.data.checkpoints.get(vchannel)
@@ -204,9 +227,12 @@ class QueryCoord:
 
     async def release_collection(self, cid: int) -> None:
         lo = self.loaded.pop(cid, None)
-        await self.coord.db.run(
-            lambda con: con.execute("DELETE FROM query_loads WHERE collection_id = ?", [cid])
-        )
+
+        def forget(con: Any) -> None:
+            for table in ("query_loads", "query_distribution", "query_channels"):
+                con.execute(f"DELETE FROM {table} WHERE collection_id = ?", [cid])
+
+        await self.coord.db.run(forget)
         if lo is None:
             return
         for node in set(lo.channels.values()) | set(lo.segments.values()):
@@ -275,6 +301,7 @@ class QueryCoord:
             await self._hand_over(lo, target, remove=sources)
         else:
             await self._drop(lo, target.vchannel, sources)
+            await self._record(lo)
 
     async def _hand_over(self, lo: Loaded, seg: Any, remove: list[int]) -> None:
         nodes = self._nodes()
@@ -309,6 +336,7 @@ class QueryCoord:
             },
         )
         await self._drop(lo, None, remove)
+        await self._record(lo)
 
     async def _drop(self, lo: Loaded, vchannel: str | None, sources: list[int]) -> None:
         if vchannel is not None and vchannel in lo.channels:

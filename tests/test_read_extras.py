@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 from conftest import Stack
 
@@ -74,3 +76,34 @@ def test_count_without_a_filter(stack: Stack) -> None:
         raise AssertionError("a query without a filter was accepted")
     except ElanusError as exc:
         assert exc.code is ErrorCode.INVALID_ARGUMENT and "count(*)" in exc.message
+
+
+def test_the_distribution_is_recorded_in_duckdb(stack: Stack) -> None:
+    client, _ = fill(stack, 200)
+    client.flush("x")
+    client.load_collection("x")
+    coord = stack.coord
+    assert coord is not None
+
+    def recorded() -> tuple[set[int], set[str]]:
+        def read(con: object) -> tuple[set[int], set[str]]:
+            segs = {
+                r[0] for r in con.execute("SELECT segment_id FROM query_distribution").fetchall()
+            }  # type: ignore[attr-defined]
+            chans = {r[0] for r in con.execute("SELECT vchannel FROM query_channels").fetchall()}  # type: ignore[attr-defined]
+            return segs, chans
+
+        return stack.call(coord.db.run(read))
+
+    flushed = {s["segment_id"] for s in client.get_segment_info("x") if s["state"] == "Flushed"}
+    segs, chans = recorded()
+    assert segs == flushed and chans == set(client.describe_collection("x")["vchannels"])
+    client.insert("x", {"id": [5000], "vector": [[0.0] * DIM], "n": [1]})
+    client.flush("x")  # the new segment is handed to a worker: recorded too
+    flushed = {s["segment_id"] for s in client.get_segment_info("x") if s["state"] == "Flushed"}
+    deadline = time.monotonic() + 10
+    while recorded()[0] != flushed:
+        assert time.monotonic() < deadline, "the handoff was not recorded"
+        time.sleep(0.05)
+    client.release_collection("x")
+    assert recorded() == (set(), set())
