@@ -107,10 +107,13 @@ def test_every_action_over_bare_flight(stack: Stack, fc: flight.FlightClient) ->
 
 
 def test_other_flight_methods_fail_cleanly(fc: flight.FlightClient) -> None:
-    with pytest.raises(flight.FlightServerError) as err:
+    with pytest.raises(flight.FlightServerError) as err:  # a DoGet ticket missing its keys
         fc.do_get(flight.Ticket(b"{}")).read_all()
-    assert str(err.value).startswith("[UNKNOWN_ACTION] DoGet is not supported")
+    assert str(err.value).startswith("[INVALID_ARGUMENT] query:")
     assert "Traceback" not in str(err.value)
+    with pytest.raises(flight.FlightServerError) as err:
+        fc.get_flight_info(flight.FlightDescriptor.for_command(b"{}"))
+    assert str(err.value).startswith("[UNKNOWN_ACTION] GetFlightInfo is not supported")
     assert list(fc.list_flights()) == []
 
 
