@@ -34,6 +34,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -530,8 +531,13 @@ def run_case(args: argparse.Namespace, rows: int, dim: int, workdir: Path) -> li
     return results
 
 
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)  # unwinds: servers stopped, temp dirs removed
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     cases = [(args.rows, args.dim)]
     if args.also_768:
         cases.append((args.rows_768, 768))

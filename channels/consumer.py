@@ -28,7 +28,9 @@ from elanus.channels.loop import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
-FETCH_BATCH = 64
+FETCH_BATCH = 16
+"""~16 MB of ~1 MB messages per fetch: many vchannels on one connection must stay under
+the server's per-client pending limit, or it drops deliveries (slow consumer)."""
 PackHandler = Callable[[list[DmlMessage], int, int], Awaitable[None]]
 """``on_pack(messages, tick_ts, tick_seq)``: the messages before a tick, timestamp order."""
 

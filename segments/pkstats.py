@@ -50,8 +50,11 @@ class PkStats:
     def add(self, pks: pa.Array) -> None:
         if len(pks) == 0:
             return
-        pos = _positions(hash_pks(pks), self.num_bits).ravel()
-        np.bitwise_or.at(self.bits, pos >> 3, (1 << (pos & 7)).astype(np.uint8))
+        mask = np.zeros(self.num_bits, dtype=bool)
+        for probe in _positions(hash_pks(pks), self.num_bits):  # one scatter per probe
+            mask[probe] = True
+        bits = np.packbits(mask, bitorder="little")
+        self.bits[: len(bits)] |= bits
         mm = pc.min_max(pks)
         lo, hi = mm["min"].as_py(), mm["max"].as_py()
         self.min_pk = lo if self.min_pk is None else min(self.min_pk, lo)
