@@ -418,3 +418,13 @@ def standalone_factory(tmp_path: Path, elanus_processes: Any) -> _Callable[..., 
         return sp
 
     return make
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneProcess]:
+    """One standalone server per test module that asks for it (the CLI suites)."""
+    sp = StandaloneProcess(tmp_path_factory.mktemp("standalone") / "data")
+    try:
+        yield sp.start().wait_ready()
+    finally:
+        sp.stop()

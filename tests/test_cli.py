@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,15 +12,6 @@ from conftest import StandaloneProcess, cli_env, run_elanus
 from elanus.channels.nats_server import free_port
 
 pytestmark = pytest.mark.timeout(90)
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneProcess]:
-    sp = StandaloneProcess(tmp_path_factory.mktemp("cli") / "data")
-    try:
-        yield sp.start().wait_ready()
-    finally:
-        sp.stop()
 
 
 def cli(server: StandaloneProcess, *args: str) -> str:

@@ -4,7 +4,6 @@ standalone server (coord + datanode + proxy), plus the file-reading helpers on t
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,15 +20,6 @@ from elanus.schema import DataType, Field, Schema
 pytestmark = pytest.mark.timeout(120)
 
 DIM = 8
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneProcess]:
-    sp = StandaloneProcess(tmp_path_factory.mktemp("cli-data") / "data")
-    try:
-        yield sp.start().wait_ready()
-    finally:
-        sp.stop()
 
 
 def cli(server: StandaloneProcess, *args: str) -> str:

@@ -4,7 +4,6 @@ real standalone server, plus the vector-file reader on its own."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,15 +18,6 @@ pytestmark = pytest.mark.timeout(120)
 
 DIM = 4
 ROWS = 20
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneProcess]:
-    sp = StandaloneProcess(tmp_path_factory.mktemp("cli-read") / "data")
-    try:
-        yield sp.start().wait_ready()
-    finally:
-        sp.stop()
 
 
 def cli(server: StandaloneProcess, *args: str) -> str:
