@@ -1,0 +1,597 @@
+"""In-memory FAISS indexes over one sealed segment's vector column: build, persist, load,
+search.
+
+Index builders call :func:`build_index` / :func:`build_segment_index` and
+:meth:`SegmentIndex.write`; workers call :func:`load_index` and :meth:`SegmentIndex.search`.
+Nothing here talks to the network or the metadata store.
+
+Conventions are those of the exact kernel (``elanus.segments.search``), so a caller can
+use either for a segment: rows returned are row positions in the segment (the order the
+vectors were given in), results come best first as ``(distances (nq, k') float32, rows
+(nq, k') int64)`` with ``k' = min(k, visible rows)``, and empty slots hold row -1 and the
+worst distance (+inf, or -inf for IP/COSINE). L2 is the squared distance, IP and COSINE are
+similarities, HAMMING a bit count. COSINE indexes store unit vectors and search them by
+inner product with unit queries. Null vectors (``valid=False`` at build) are not stored
+(the index then maps its entries to row positions) and never come back.
+
+Which search runs (measured on 2 shared cores, 128-d clustered float32, k=10, one query;
+single runs, the machine was shared with other jobs, so only ratios are meaningful):
+
+* FLAT and BIN_FLAT are searched by the exact kernel over the index's own storage
+  (zero-copy), which beats ``IndexFlat.search`` (see ``segments/search.py``) and supports
+  JACCARD.
+* HNSW loses recall when few rows pass the filter, because the graph walk must cross
+  filtered-out nodes (200k rows, M=16, efConstruction=128, ef=64)::
+
+      visible   HNSW ef=64        HNSW ef=256      exact scan of the visible rows
+        1 %     0.22  0.13 ms     0.48  0.55 ms    1.00  0.14 ms
+        5 %     0.63  0.13 ms     0.81  0.51 ms    1.00  0.9 ms
+       10 %     0.89  0.12 ms     0.96  0.50 ms    1.00  2.2 ms
+       20 %     0.996 0.14 ms     0.998 0.52 ms    1.00  4.6 ms
+
+  So below ``EXACT_BELOW`` (10 %) visible rows :meth:`SegmentIndex.search` scans the
+  visible rows exactly (the HNSW storage is a flat array, used zero-copy), and between
+  10 % and 20 % it widens ``ef`` by ``(0.2 / fraction)²`` (at most 4x).
+* IVF types lose recall under a filter because the probed lists hold fewer visible rows
+  (256 lists, nprobe=16: 0.886 unfiltered, 0.78 at 10 % visible). Scanning
+  ``nprobe / fraction`` lists (capped at nlist) keeps the number of visible candidates of
+  an unfiltered search: FAISS checks the filter before computing a distance, so the
+  distance work stays the same and only the cheap bitmap tests grow; at low fractions this
+  becomes an exhaustive, exact scan of the visible rows.
+* FAISS's binary IVF takes no ``IDSelector``: filtered and range searches on BIN_IVF_FLAT
+  scan the visible codes exactly (a row-order copy, ``n * dim / 8`` bytes, is made on first
+  use). A Hamming scan costs ~0.2 ms per query over 200k 256-bit rows.
+
+:meth:`SegmentIndex.prefers_exact` exposes the 10 % threshold to callers that hold the
+raw vectors (e.g. to get exact distances rather than IVF_SQ8/IVF_PQ's approximations).
+
+Range search (``radius``, optional ``range_filter``) returns the best ``k`` rows inside the
+range, as the exact kernel does; HNSW and IVF answer it with FAISS's own (approximate)
+range search, the others exactly.
+
+Threads: searches run FAISS on the calling thread (one OpenMP thread). Many Flight threads
+search concurrently on 2 cores, and FAISS's OpenMP workers keep spinning after each call
+and slow the BLAS of the exact kernel (see ``segments/search.py``). Measured (100k rows,
+queries/s, 1 vs 2 OpenMP threads per call): HNSW single queries 7985 vs 8267 with one
+caller, 10411 vs 9816 with four; IVF_FLAT single queries 5216 vs 4098; IVF_FLAT batches of
+100: 3798 vs 4009; HNSW batches of 100: 7761 vs 14711 with one caller but 5466 vs 4956
+with four. So a batch of at least ``PARALLEL_MIN_QUERIES`` queries on HNSW uses every
+OpenMP thread when it is the only search in flight, everything else one thread. FAISS
+releases the GIL while it searches; no Python lock is held around a FAISS call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import faiss
+import numpy as np
+import pyarrow as pa
+from faiss import swig_ptr
+
+from elanus.errors import ElanusError, invalid
+from elanus.index.params import IndexSpec, search_params
+from elanus.reduce import LARGER_IS_BETTER
+from elanus.segments.search import VectorIndexExact, _binary_matrix, _float_matrix, topk
+
+F32 = np.float32
+I64 = np.int64
+
+FORMAT_VERSION = 1
+INDEX_FILE = "index.faiss"
+META_FILE = "meta.json"
+
+SMALL_SEGMENT_ROWS = 2048  # below this many vectors every index type is stored flat (exact)
+MIN_POINTS_PER_LIST = 39  # FAISS's own minimum of training points per IVF centroid
+EXACT_BELOW = 0.1  # visible fraction under which HNSW search scans the visible rows exactly
+WIDEN_BELOW = 0.2  # visible fraction under which HNSW widens ef
+PARALLEL_MIN_QUERIES = 16  # HNSW batches at least this large may use every OpenMP thread
+MAX_EF = 32768
+
+_OMP_MAX = faiss.omp_get_max_threads()
+
+
+class _InFlight:
+    """Counts concurrent searches (the lock guards only the counter, never a FAISS call)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.count = 0
+
+    @contextlib.contextmanager
+    def entered(self) -> Iterator[int]:
+        with self._lock:
+            self.count += 1
+            now = self.count
+        try:
+            yield now
+        finally:
+            with self._lock:
+                self.count -= 1
+
+
+_in_flight = _InFlight()
+
+
+@contextlib.contextmanager
+def _omp_threads(n: int) -> Iterator[None]:
+    """Run FAISS on ``n`` OpenMP threads for the calling thread only (the setting is
+    per thread, so concurrent searches do not see it)."""
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(n)
+    try:
+        yield
+    finally:
+        faiss.omp_set_num_threads(before)
+
+
+def _float_view(flat: Any) -> np.ndarray:
+    """(ntotal, d) float32 view of an ``IndexFlat``'s vectors (no copy)."""
+    n, d = flat.ntotal, flat.d
+    if n == 0:
+        return np.empty((0, d), F32)
+    return faiss.rev_swig_ptr(flat.get_xb(), n * d).reshape(n, d)
+
+
+def _binary_view(flat: Any) -> np.ndarray:
+    """(ntotal, code_size) uint8 view of an ``IndexBinaryFlat``'s codes (no copy)."""
+    n, cs = flat.ntotal, flat.code_size
+    if n == 0:
+        return np.empty((0, cs), np.uint8)
+    return faiss.rev_swig_ptr(flat.xb.data(), n * cs).reshape(n, cs)
+
+
+def _ivf_codes_in_order(ivf: Any) -> np.ndarray:
+    """Codes of an (inner) binary IVF index in insertion order: a copy, made once."""
+    cs = ivf.code_size
+    out = np.empty((ivf.ntotal, cs), np.uint8)
+    lists = ivf.invlists
+    for li in range(ivf.nlist):
+        size = lists.list_size(li)
+        if size:
+            ids = faiss.rev_swig_ptr(lists.get_ids(li), size)
+            out[ids] = faiss.rev_swig_ptr(lists.get_codes(li), size * cs).reshape(size, cs)
+    return out
+
+
+class SegmentIndex:
+    """One segment's vector index, held in memory.
+
+    ``spec`` is the requested :class:`IndexSpec`; ``built_as`` the structure actually
+    built (``"FLAT"``/``"BIN_FLAT"`` for segments under ``SMALL_SEGMENT_ROWS`` vectors, or
+    too small to train IVF_PQ's codebooks); ``nlist`` the IVF list count used (fewer than
+    requested on small segments, at least ``MIN_POINTS_PER_LIST`` vectors a list);
+    ``num_rows`` the segment's rows, null ones included; ``num_vectors`` those indexed.
+    """
+
+    def __init__(
+        self,
+        spec: IndexSpec,
+        index: Any,
+        num_rows: int,
+        built_as: str,
+        nlist: int | None,
+    ) -> None:
+        self.spec = spec
+        self.num_rows = num_rows
+        self.built_as = built_as
+        self.nlist = nlist
+        self._binary = spec.field_kind == "binary"
+        downcast = faiss.downcast_IndexBinary if self._binary else faiss.downcast_index
+        self._owner = index  # the wrapper that owns the C++ object; downcasts only borrow it
+        index = downcast(index)
+        self._index = index
+        # Row position of each stored vector, when some rows are null (an IndexIDMap).
+        self._ids: np.ndarray | None = None
+        self._present: np.ndarray | None = None
+        if isinstance(index, faiss.IndexIDMap | faiss.IndexBinaryIDMap):
+            self._ids = faiss.vector_to_array(index.id_map).astype(I64, copy=False)
+            self._present = np.zeros(num_rows, bool)
+            self._present[self._ids] = True
+            index = downcast(index.index)
+        self._inner = index
+        self.num_vectors = int(index.ntotal)
+        if self._ids is None and self.num_vectors != num_rows:
+            raise invalid(f"index holds {self.num_vectors} vectors for a {num_rows}-row segment")
+        self._exact: VectorIndexExact | None = None
+        self._metric_exact = "IP" if spec.metric == "COSINE" else spec.metric
+
+    # -- properties ------------------------------------------------------------------------
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the index structures (vectors or codes, ids, graph links,
+        centroids); excludes Python object overhead."""
+        ix, n = self._inner, self.num_vectors
+        total = 0 if self._ids is None else self._ids.nbytes + self.num_rows
+        if isinstance(ix, faiss.IndexHNSW):
+            hnsw = ix.hnsw
+            total += _float_view(faiss.downcast_index(ix.storage)).nbytes
+            total += hnsw.neighbors.size() * 4 + hnsw.levels.size() * 4 + hnsw.offsets.size() * 8
+        elif isinstance(ix, faiss.IndexIVF | faiss.IndexBinaryIVF):
+            total += n * (ix.code_size + 8)
+            q = ix.quantizer
+            total += q.ntotal * (q.code_size if self._binary else q.d * 4)
+        else:
+            total += n * (ix.code_size if self._binary else ix.d * 4)
+        return int(total)
+
+    def prefers_exact(self, visible_fraction: float) -> bool:
+        """Whether a brute-force scan of the visible rows is the better answer at this
+        visible fraction (true for exact index types, and under ``EXACT_BELOW`` for the
+        others). ``search`` already acts on it where the index holds the raw vectors
+        (FLAT, BIN_FLAT, HNSW); it is a hint for callers holding the raw column."""
+        return self.built_as in ("FLAT", "BIN_FLAT") or visible_fraction < EXACT_BELOW
+
+    # -- search ----------------------------------------------------------------------------
+    def search(
+        self,
+        queries: Any,
+        k: int,
+        params: dict[str, Any] | None = None,
+        valid: np.ndarray | None = None,
+        radius: float | None = None,
+        range_filter: float | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Top ``k`` rows per query, best first (see the module docstring).
+
+        ``params`` are the request's search params (``nprobe``, ``ef``; validated by
+        :func:`search_params`); ``valid`` is a bool (or 0/1) per segment row: rows visible
+        at the read timestamp and passing the filter. ``radius`` / ``range_filter`` keep
+        ``range_filter <= d < radius`` for L2/HAMMING and ``radius < d <= range_filter``
+        for IP/COSINE.
+        """
+        sp = search_params(self.spec, params, k)
+        metric = self.spec.metric
+        larger = metric in LARGER_IS_BETTER
+        if (
+            radius is not None
+            and range_filter is not None
+            and not (radius < range_filter if larger else range_filter < radius)
+        ):
+            side = "larger" if larger else "smaller"
+            raise invalid(f"range_filter must be {side} than radius for metric {metric}")
+        if radius is None and range_filter is not None:
+            raise invalid("range_filter needs a radius")
+        Q = self._queries(queries)
+        nq = Q.shape[0]
+        mask = self._visible(valid)
+        count = self.num_vectors if mask is None else int(np.count_nonzero(mask))
+        kk = min(k, count)
+        worst = -np.inf if larger else np.inf
+        if kk == 0 or nq == 0:
+            return np.full((nq, kk), worst, F32), np.full((nq, kk), -1, I64)
+        fraction = count / self.num_vectors
+        if self._searches_exactly(fraction, radius):
+            return self._exact_search(Q, kk, mask, radius, range_filter)
+        if count == self.num_vectors:
+            mask = None  # everything visible: no selector
+        return self._faiss_search(Q, kk, sp, mask, fraction, radius, range_filter)
+
+    def _searches_exactly(self, fraction: float, radius: float | None) -> bool:
+        if self.built_as in ("FLAT", "BIN_FLAT"):
+            return True
+        if self.built_as == "HNSW":
+            return fraction < EXACT_BELOW
+        if self.built_as == "BIN_IVF_FLAT":  # no IDSelector, no range search in FAISS
+            return fraction < 1.0 or radius is not None
+        return False
+
+    def _queries(self, queries: Any) -> np.ndarray:
+        if self._binary:
+            if isinstance(queries, bytes | bytearray):
+                queries = [queries]
+            if isinstance(queries, list | tuple) and queries and isinstance(queries[0], bytes):
+                queries = np.frombuffer(b"".join(queries), np.uint8).reshape(len(queries), -1)
+            Q = np.ascontiguousarray(queries, dtype=np.uint8)
+            width = self.spec.dim // 8
+        else:
+            try:
+                Q = np.array(queries, dtype=F32, order="C", copy=True)
+            except (TypeError, ValueError) as e:
+                raise invalid(f"query vectors must be numeric: {e}") from None
+            width = self.spec.dim
+        if Q.ndim == 1:
+            Q = Q.reshape(1, -1)
+        if Q.ndim != 2 or Q.shape[1] != width:
+            raise invalid(f"query vectors have shape {Q.shape}, expected (nq, {width})")
+        if not self._binary:
+            if not np.isfinite(Q).all():
+                raise invalid("query vectors contain NaN or infinite values")
+            if self.spec.metric == "COSINE":
+                faiss.normalize_L2(Q)  # in place, on our copy; zero vectors stay zero
+        return Q
+
+    def _visible(self, valid: np.ndarray | None) -> np.ndarray | None:
+        """Bool per segment row (visible, passing the filter, and not null), or None."""
+        if valid is None:
+            return None
+        v = np.asarray(valid)
+        if v.shape != (self.num_rows,):
+            raise invalid(
+                f"the visibility bitset has {v.shape} entries, the segment {self.num_rows} rows"
+            )
+        v = v.astype(bool, copy=False)
+        return v if self._present is None else v & self._present
+
+    # -- exact scans -------------------------------------------------------------------------
+    def _exact_kernel(self) -> VectorIndexExact:
+        if self._exact is None:  # racing threads build equal kernels; either one is kept
+            ix = self._inner
+            if isinstance(ix, faiss.IndexHNSW):
+                X = _float_view(faiss.downcast_index(ix.storage))
+            elif isinstance(ix, faiss.IndexBinaryIVF):
+                X = _ivf_codes_in_order(ix)
+            elif self._binary:
+                X = _binary_view(ix)
+            else:
+                X = _float_view(ix)
+            self._exact = VectorIndexExact(X, self._metric_exact)
+        return self._exact
+
+    def _exact_search(
+        self,
+        Q: np.ndarray,
+        kk: int,
+        mask: np.ndarray | None,
+        radius: float | None,
+        range_filter: float | None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        if mask is not None and self._ids is not None:
+            mask = mask[self._ids]  # the kernel's rows are the stored vectors
+        D, rows = self._exact_kernel().search(
+            Q, kk, self._metric_exact, valid=mask, radius=radius, range_filter=range_filter
+        )
+        if self._ids is not None:
+            rows = np.where(rows >= 0, self._ids[np.maximum(rows, 0)], -1)
+        return D, rows
+
+    # -- FAISS searches ----------------------------------------------------------------------
+    def _faiss_search(
+        self,
+        Q: np.ndarray,
+        kk: int,
+        sp: dict[str, int],
+        mask: np.ndarray | None,
+        fraction: float,
+        radius: float | None,
+        range_filter: float | None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        larger = self.spec.metric in LARGER_IS_BETTER
+        bitmap = None if mask is None else np.packbits(mask, bitorder="little")
+        sel = None if bitmap is None else faiss.IDSelectorBitmap(len(bitmap), swig_ptr(bitmap))
+        kwargs: dict[str, Any] = {} if sel is None else {"sel": sel}
+        if "ef" in sp:
+            ef = sp["ef"]
+            if fraction < WIDEN_BELOW:
+                ef = math.ceil(ef * (WIDEN_BELOW / fraction) ** 2)
+            params: Any = faiss.SearchParametersHNSW(efSearch=min(max(ef, kk), MAX_EF), **kwargs)
+        elif "nprobe" in sp:
+            nlist = self.nlist or 1
+            nprobe = min(nlist, math.ceil(min(sp["nprobe"], nlist) / max(fraction, 1e-9)))
+            params = faiss.SearchParametersIVF(nprobe=nprobe, **kwargs)
+        else:
+            params = faiss.SearchParameters(**kwargs)
+        nq = Q.shape[0]
+        threads = 1
+        with _in_flight.entered() as concurrent:
+            if self.built_as == "HNSW" and nq >= PARALLEL_MIN_QUERIES and concurrent == 1:
+                threads = _OMP_MAX
+            with _omp_threads(threads):
+                if radius is None:
+                    D, rows = self._index.search(Q, kk, params=params)
+                else:
+                    lims, Dr, Ir = self._index.range_search(Q, float(radius), params=params)
+        del bitmap, sel  # alive until FAISS returned
+        worst = -np.inf if larger else np.inf
+        if radius is not None:
+            return _ranged_topk(lims, Dr, Ir, nq, kk, larger, range_filter)
+        D = D.astype(F32, copy=False)
+        missing = rows < 0
+        if missing.any():
+            D[missing] = worst
+        return D, rows.astype(I64, copy=False)
+
+    # -- persistence -----------------------------------------------------------------------
+    def write(self, directory: Path | str) -> list[str]:
+        """Write the index into ``directory`` (created if needed); returns the file keys."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        if self._binary:
+            faiss.write_index_binary(self._index, str(directory / INDEX_FILE))
+        else:
+            faiss.write_index(self._index, str(directory / INDEX_FILE))
+        meta = {
+            "format": FORMAT_VERSION,
+            "spec": self.spec.to_dict(),
+            "num_rows": self.num_rows,
+            "num_vectors": self.num_vectors,
+            "built_as": self.built_as,
+            "nlist": self.nlist,
+            "faiss_version": faiss.__version__,
+        }
+        (directory / META_FILE).write_text(json.dumps(meta, indent=1))
+        return [INDEX_FILE, META_FILE]
+
+
+def _ranged_topk(
+    lims: np.ndarray,
+    dist: np.ndarray,
+    rows: np.ndarray,
+    nq: int,
+    kk: int,
+    larger: bool,
+    range_filter: float | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Best ``kk`` of each query's range-search hits (FAISS already applied the radius),
+    after dropping those beyond ``range_filter``; padded like a k-NN result."""
+    worst = -np.inf if larger else np.inf
+    qi = np.repeat(np.arange(nq), np.diff(lims.astype(I64)))
+    if range_filter is not None:
+        keep = (dist <= range_filter) if larger else (dist >= range_filter)
+        qi, dist, rows = qi[keep], dist[keep], rows[keep]
+    counts = np.bincount(qi, minlength=nq)
+    width = int(counts.max()) if len(counts) else 0
+    outD = np.full((nq, kk), worst, F32)
+    outR = np.full((nq, kk), -1, I64)
+    if width == 0:
+        return outD, outR
+    starts = np.cumsum(counts) - counts
+    pos = np.arange(len(qi)) - starts[qi]
+    M = np.full((nq, width), worst, F32)
+    R = np.full((nq, width), -1, I64)
+    M[qi, pos], R[qi, pos] = dist, rows
+    d, j = topk(M, kk, larger)
+    outD[:, : d.shape[1]] = d
+    outR[:, : d.shape[1]] = np.where(j >= 0, np.take_along_axis(R, np.maximum(j, 0), 1), -1)
+    return outD, outR
+
+
+# -- building ---------------------------------------------------------------------------------
+
+
+def _as_matrix(spec: IndexSpec, vectors: Any) -> np.ndarray:
+    if spec.field_kind == "binary":
+        X = np.ascontiguousarray(vectors)
+        if X.dtype != np.uint8:
+            raise invalid(f"binary vectors must be uint8 (packed bits), got {X.dtype}")
+        width = spec.dim // 8
+    else:
+        X = np.ascontiguousarray(vectors, dtype=F32)
+        width = spec.dim
+    if X.ndim != 2 or X.shape[1] != width:
+        raise invalid(f"vectors have shape {X.shape}, expected (n, {width})")
+    return X
+
+
+def _faiss_metric(metric: str) -> int:
+    return faiss.METRIC_L2 if metric == "L2" else faiss.METRIC_INNER_PRODUCT
+
+
+def _plan(spec: IndexSpec, n: int) -> tuple[str, int | None]:
+    """(structure to build, IVF list count) for ``n`` vectors."""
+    itype = spec.index_type
+    flat = "BIN_FLAT" if spec.field_kind == "binary" else "FLAT"
+    if itype in ("FLAT", "BIN_FLAT") or n < SMALL_SEGMENT_ROWS:
+        return flat, None
+    if itype == "IVF_PQ" and n < 2 ** spec.params["nbits"]:
+        return flat, None  # PQ codebooks need a training point per centroid
+    if spec.is_ivf:
+        return itype, max(1, min(spec.params["nlist"], n // MIN_POINTS_PER_LIST))
+    return itype, None
+
+
+def _new_index(spec: IndexSpec, built_as: str, nlist: int | None) -> Any:
+    d, p = spec.dim, spec.params
+    if built_as == "BIN_FLAT":
+        return faiss.IndexBinaryFlat(d)
+    if built_as == "BIN_IVF_FLAT":
+        return faiss.index_binary_factory(d, f"BIVF{nlist}")
+    desc = {
+        "FLAT": "Flat",
+        "IVF_FLAT": f"IVF{nlist},Flat",
+        "IVF_SQ8": f"IVF{nlist},SQ8",
+        "IVF_PQ": f"IVF{nlist},PQ{p.get('m')}x{p.get('nbits')}np",  # np: no polysemous training
+        "HNSW": f"HNSW{p.get('M')},Flat",
+    }[built_as]
+    index = faiss.index_factory(d, desc, _faiss_metric(spec.metric))
+    if built_as == "HNSW":
+        index.hnsw.efConstruction = p["efConstruction"]
+    return index
+
+
+def build_index(spec: IndexSpec, vectors: Any, valid: np.ndarray | None = None) -> SegmentIndex:
+    """Build ``spec``'s index over ``vectors``: float32 ``(n, dim)`` or uint8 ``(n, dim/8)``
+    packed bits. ``valid`` (bool per row) marks rows that have a vector; the others are
+    left out and never returned. Search results are positions in ``vectors``.
+
+    IVF training samples at most 256 points per list (FAISS's default); small segments
+    get fewer lists or a flat index (see :class:`SegmentIndex`). Uses every OpenMP thread.
+    """
+    X = _as_matrix(spec, vectors)
+    n = X.shape[0]
+    ids: np.ndarray | None = None
+    if valid is not None:
+        v = np.asarray(valid)
+        if v.shape != (n,):
+            raise invalid(f"valid has {v.shape} entries for {n} vectors")
+        v = v.astype(bool, copy=False)
+        if not v.all():
+            ids = np.flatnonzero(v).astype(I64)
+            X = X[ids]
+    if spec.field_kind == "float":
+        if not np.isfinite(X).all():
+            raise invalid("vectors contain NaN or infinite values")
+        if spec.metric == "COSINE":
+            X = X.copy()
+            faiss.normalize_L2(X)
+    built_as, nlist = _plan(spec, X.shape[0])
+    index = _new_index(spec, built_as, nlist)
+    try:
+        with _omp_threads(_OMP_MAX):
+            if not index.is_trained:
+                index.train(X)
+            if ids is None:
+                index.add(X)
+            else:
+                wrap = faiss.IndexBinaryIDMap if spec.field_kind == "binary" else faiss.IndexIDMap
+                outer = wrap(index)  # the wrapper keeps a reference to the inner index
+                outer.add_with_ids(X, ids)
+                index = outer
+    except RuntimeError as e:  # a FAISS constraint the params check did not foresee
+        raise ElanusError("INTERNAL", f"building {built_as} failed: {e}") from None
+    return SegmentIndex(spec, index, n, built_as, nlist)
+
+
+def build_segment_index(lance_path: str, field: str, spec: IndexSpec) -> SegmentIndex:
+    """Build ``spec``'s index over column ``field`` of the Lance dataset at ``lance_path``,
+    reading only that column; null vectors are skipped."""
+    import lance
+
+    try:
+        table = lance.dataset(lance_path).to_table(columns=[field])
+    except (ValueError, OSError) as e:
+        raise invalid(f"cannot read field {field!r} from {lance_path}: {e}") from None
+    column = table.column(field)
+    arr = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+    t = arr.type
+    valid = arr.is_valid().to_numpy(zero_copy_only=False) if arr.null_count else None
+    if spec.field_kind == "binary":
+        if not pa.types.is_fixed_size_binary(t) or t.byte_width * 8 != spec.dim:
+            want = f"fixed_size_binary({spec.dim // 8})"
+            raise invalid(f"field {field!r} has type {t}, expected {want}")
+        X = _binary_matrix(arr)
+    else:
+        ok = pa.types.is_fixed_size_list(t) and t.list_size == spec.dim
+        if not ok or not (pa.types.is_float32(t.value_type) or pa.types.is_float16(t.value_type)):
+            raise invalid(
+                f"field {field!r} has type {t}, expected fixed_size_list<float32>[{spec.dim}]"
+            )
+        X = _float_matrix(arr)
+    return build_index(spec, X, valid)
+
+
+def load_index(directory: Path | str) -> SegmentIndex:
+    """Load an index written by :meth:`SegmentIndex.write`."""
+    directory = Path(directory)
+    try:
+        meta = json.loads((directory / META_FILE).read_text())
+    except (OSError, ValueError) as e:
+        raise invalid(f"no readable index metadata in {directory}: {e}") from None
+    if meta.get("format") != FORMAT_VERSION:
+        raise invalid(f"index format {meta.get('format')!r} is not {FORMAT_VERSION}")
+    spec = IndexSpec.from_dict(meta["spec"])
+    path = str(directory / INDEX_FILE)
+    try:
+        if spec.field_kind == "binary":
+            index = faiss.read_index_binary(path)
+        else:
+            index = faiss.read_index(path)
+    except RuntimeError as e:
+        raise invalid(f"cannot read index file {path}: {e}") from None
+    return SegmentIndex(spec, index, int(meta["num_rows"]), meta["built_as"], meta["nlist"])
