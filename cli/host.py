@@ -59,6 +59,7 @@ ROLES: dict[str, RoleSpec] = {
     "coord": RoleSpec("elanus.meta.coord:Coordinator"),
     "datanode": RoleSpec("elanus.segments.datanode:DataNode"),
     "querynode": RoleSpec("elanus.segments.querynode:QueryNode"),
+    "indexnode": RoleSpec("elanus.index.indexnode:IndexNode"),
     "proxy": RoleSpec("elanus.flight.proxy:ProxyServer"),
 }
 

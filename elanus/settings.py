@@ -43,6 +43,8 @@ class Settings:
     """Time-travel window: compaction keeps rows deleted less than this long ago."""
     gc_delay_s: float = 60.0
     """Files of dropped segments stay this long (readers may still have them open)."""
+    index_build_delay_s: float = 0.0
+    """Index nodes wait this long before each build (for tests and demos of builder loss)."""
     log_level: str = "WARNING"
 
     def __post_init__(self) -> None:

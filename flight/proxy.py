@@ -25,6 +25,7 @@ from elanus.channels.bus import Bus, dumps
 from elanus.channels.loop import call_in_loop
 from elanus.channels.role import Role
 from elanus.errors import ElanusError, ErrorCode
+from elanus.flight import index_actions
 from elanus.flight.actions import ACTIONS, check_put, check_request
 from elanus.flight.ddl import DdlService
 from elanus.flight.dml import DmlService
@@ -141,6 +142,8 @@ class ProxyServer(Role):
                 return encode_json(self.dml.action(spec.name, request))
             if spec.name in QUERY_ACTIONS:
                 return encode_json(self.query.action(spec.name, request))
+            if spec.name in index_actions.INDEX_ACTIONS:
+                return encode_json(index_actions.execute(self, spec.name, request))
             return encode_json(self.run(self.ddl.execute(spec.name, request)))
         except ElanusError as exc:
             raise to_flight_error(exc) from None

@@ -76,7 +76,7 @@ import pyarrow as pa
 from faiss import swig_ptr
 
 from elanus.errors import ElanusError, invalid
-from elanus.index.params import IndexSpec, search_params
+from elanus.indexparams import IndexSpec, search_params
 from elanus.reduce import LARGER_IS_BETTER
 from elanus.segments.search import VectorIndexExact, _binary_matrix, _float_matrix, topk
 

@@ -225,6 +225,7 @@ class CompactionManager:
         for s in sources:
             s.state, s.dropped_ts = SegmentState.DROPPED, ts
         await data.replace(sources, target)
+        await self.coord.index.on_new_segment(target)
         plan.state, plan.result = "completed", {"num_rows": num_rows}
         await self.coord.bus.publish(
             SEGMENT_COMPACTED, {"target": target.to_dict(), "sources": plan.sources, "ts": ts}

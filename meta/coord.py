@@ -27,6 +27,7 @@ from elanus.meta.datacoord import DataCoord
 from elanus.meta.db import Database
 from elanus.meta.gc import GarbageCollector
 from elanus.meta.idalloc import IDAllocator
+from elanus.meta.indexcoord import IndexCoord
 from elanus.meta.querycoord import QueryCoord
 from elanus.meta.rootcoord import RootCoord
 from elanus.meta.timetick import TimeTickSync
@@ -52,6 +53,7 @@ class Coordinator(Role):
         self.compaction = CompactionManager(self)
         self.gc = GarbageCollector(self)
         self.query = QueryCoord(self)
+        self.index = IndexCoord(self)
         self._background: list[Periodic] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self._counters: CounterStore | None = None
@@ -66,7 +68,14 @@ class Coordinator(Role):
             "health": self.health,
             "session.list": self.list_sessions,
         }
-        for service in (self.root, self.data, self.timeticks, self.compaction, self.query):
+        for service in (
+            self.root,
+            self.data,
+            self.timeticks,
+            self.compaction,
+            self.query,
+            self.index,
+        ):
             handlers.update(service.handlers())
         return handlers
 
@@ -88,6 +97,7 @@ class Coordinator(Role):
         await ensure_streams(self.bus.js, self.pchannels)
         await self.data.start()
         await self.query.start()
+        await self.index.start()
         self.sessions = await SessionWatcher(
             self.bus, self._on_session, ttl_s=self.settings.session_ttl_s
         ).start()
@@ -99,6 +109,7 @@ class Coordinator(Role):
             *self.compaction.background(),
             *self.gc.background(),
             *self.query.background(),
+            *self.index.background(),
         ]
         self._background = [p.start() for p in background]
         await self.register()

@@ -362,6 +362,7 @@ class DataCoord:
             del self.segments[sid]
         await self.coord.bus.publish(SEGMENT_FLUSHED, seg.to_dict())
         if seg.state is SegmentState.FLUSHED:
+            await self.coord.index.on_new_segment(seg)
             self.coord.query.schedule(self.coord.query.on_segment_flushed(seg))
         return {}
 

@@ -65,4 +65,23 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
                 node_id VARCHAR NOT NULL)""",
         ],
     ),
+    (
+        5,
+        "index service: indexes and their build tasks (seed 002)",
+        [
+            """CREATE TABLE indexes (
+                index_id BIGINT PRIMARY KEY, collection_id BIGINT NOT NULL,
+                field_name VARCHAR NOT NULL, index_name VARCHAR NOT NULL,
+                spec_json VARCHAR NOT NULL, created_ts UBIGINT NOT NULL,
+                deleted BOOLEAN NOT NULL DEFAULT false)""",
+            """CREATE TABLE index_tasks (
+                build_id BIGINT PRIMARY KEY, index_id BIGINT NOT NULL,
+                collection_id BIGINT NOT NULL, partition_id BIGINT NOT NULL,
+                segment_id BIGINT NOT NULL, num_rows BIGINT NOT NULL, data_path VARCHAR NOT NULL,
+                state VARCHAR NOT NULL, version INTEGER NOT NULL DEFAULT 0, node_id VARCHAR,
+                fail_reason VARCHAR, file_paths VARCHAR NOT NULL DEFAULT '[]',
+                mark_deleted BOOLEAN NOT NULL DEFAULT false,
+                recycled BOOLEAN NOT NULL DEFAULT false)""",
+        ],
+    ),
 ]

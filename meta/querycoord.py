@@ -119,6 +119,16 @@ class QueryCoord:
             and (lo.partition_ids is None or s.partition_id in lo.partition_ids)
         ]
 
+    def _segment_spec(self, seg: Any) -> dict[str, Any]:
+        """What a worker needs to load a segment, with its finished indexes."""
+        return {
+            "segment_id": seg.segment_id,
+            "partition_id": seg.partition_id,
+            "path": seg.path,
+            "vchannel": seg.vchannel,
+            "indexes": self.coord.index.served(seg.segment_id),
+        }
+
     # -- load and release -------------------------------------------------------------------
     async def load(self, raw: dict[str, Any]) -> dict[str, Any]:
         b = Body(raw, "query.load")
@@ -152,14 +162,7 @@ class QueryCoord:
             node = self._least_loaded(nodes, rows)
             rows[node] = rows.get(node, 0) + seg.num_rows
             lo.segments[seg.segment_id] = node
-            specs.setdefault(node, []).append(
-                {
-                    "segment_id": seg.segment_id,
-                    "partition_id": seg.partition_id,
-                    "path": seg.path,
-                    "vchannel": seg.vchannel,
-                }
-            )
+            specs.setdefault(node, []).append(self._segment_spec(seg))
         for node, segs in specs.items():
             await self._call(
                 node,
@@ -314,12 +317,7 @@ class QueryCoord:
             counts[n] = counts.get(n, 0) + 1
         node = self._least_loaded(nodes, counts)
         info = await self.coord.root.describe_by_id(lo.collection_id)
-        spec = {
-            "segment_id": seg.segment_id,
-            "partition_id": seg.partition_id,
-            "path": seg.path,
-            "vchannel": seg.vchannel,
-        }
+        spec = self._segment_spec(seg)
         await self._call(
             node,
             "worker.load",
@@ -337,6 +335,25 @@ class QueryCoord:
         )
         await self._drop(lo, None, remove)
         await self._record(lo)
+
+    async def on_index_built(
+        self, collection_id: int, segment_id: int, index: dict[str, Any]
+    ) -> None:
+        """A finished build goes to the worker holding the segment, which swaps it in."""
+        lo = self.loaded.get(collection_id)
+        node = lo.segments.get(segment_id) if lo is not None else None
+        if node is None or node not in self._nodes():
+            return  # not loaded: the index comes with the segment when it is
+        await self._call(node, "worker.load_index", {"segment_id": segment_id, **index})
+
+    async def on_index_dropped(self, collection_id: int, field: str) -> None:
+        lo = self.loaded.get(collection_id)
+        if lo is None:
+            return
+        for node in set(lo.segments.values()) & set(self._nodes()):
+            await self._call(
+                node, "worker.drop_index", {"collection_id": collection_id, "field": field}
+            )
 
     async def _drop(self, lo: Loaded, vchannel: str | None, sources: list[int]) -> None:
         if vchannel is not None and vchannel in lo.channels:

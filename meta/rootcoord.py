@@ -141,6 +141,7 @@ class RootCoord:
         await self._invalidate("collection.drop", db, name, cid, ts)
         await self.coord.query.release_collection(cid)
         await self.coord.data.drop_collection(cid, ts)
+        await self.coord.index.drop_collection(cid)
         await self.coord.on_collections_changed()
         return {"collection_id": cid}
 

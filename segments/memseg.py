@@ -8,8 +8,12 @@ visible then (``RowVersions``), further narrowed by a filter expression.
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -19,6 +23,17 @@ from elanus.expr import Expr
 from elanus.schema import TIMESTAMP_FIELD, Schema
 from elanus.segments.search import VectorIndexExact
 from elanus.segments.visibility import RowVersions
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _guarded(method: F) -> F:
+    @functools.wraps(method)
+    def call(self: MemSegment, *args: Any, **kwargs: Any) -> Any:
+        with self._guard:
+            return method(self, *args, **kwargs)
+
+    return call  # type: ignore[return-value]
 
 
 @dataclass
@@ -44,7 +59,16 @@ class MemSegment:
         ts = self.table.column(TIMESTAMP_FIELD).to_numpy()
         self.versions = RowVersions(pks, ts)
         self._indexes: dict[str, VectorIndexExact] = {}
+        self._ann: dict[str, Any] = {}
+        """Built ANN indexes (``elanus.index.engine.SegmentIndex``) by field: sealed only."""
+        self._pks: np.ndarray | None = None
         self._pending: list[pa.Table] = []
+        self._guard: contextlib.AbstractContextManager[Any] = (
+            threading.RLock() if table is None else contextlib.nullcontext()
+        )
+        """Growing segments change while readers on other threads look (the proxy's direct
+        search path): appends and reads take turns. Sealed ones only see deletes, which
+        readers at earlier timestamps never notice, so they need no lock."""
 
     @property
     def num_rows(self) -> int:
@@ -54,24 +78,44 @@ class MemSegment:
     def append(self, rows: pa.Table) -> None:
         """Rows of a growing segment (with ``_ts``); indexed again on the next read."""
         rows = rows.select(self.table.schema.names).cast(self.table.schema)
-        self._pending.append(rows)
-        self.versions.append(
-            rows.column(self.pk_field).combine_chunks(), rows.column(TIMESTAMP_FIELD).to_numpy()
-        )
+        with self._guard:
+            self._pending.append(rows)
+            self.versions.append(
+                rows.column(self.pk_field).combine_chunks(),
+                rows.column(TIMESTAMP_FIELD).to_numpy(),
+            )
 
     def delete(self, pks: pa.Array, ts: np.ndarray | int) -> int:
-        return self.versions.delete(pks, ts)
+        with self._guard:
+            return self.versions.delete(pks, ts)
 
     def _settle(self) -> None:
         if self._pending:
             self.table = pa.concat_tables([self.table, *self._pending]).combine_chunks()
             self._pending.clear()
             self._indexes.clear()
+            self._pks = None
 
     def _index(self, field: str) -> VectorIndexExact:
         if field not in self._indexes:
             self._indexes[field] = VectorIndexExact(self.table.column(field))
         return self._indexes[field]
+
+    def attach_index(self, field: str, index: Any) -> None:
+        """Serve ``field`` from a built index from now on (one assignment: a search that
+        already picked the exact path finishes on it)."""
+        self._ann[field] = index
+
+    def detach_index(self, field: str) -> None:
+        self._ann.pop(field, None)
+
+    def index_of(self, field: str) -> Any:
+        return self._ann.get(field)
+
+    def _pk_values(self) -> np.ndarray:
+        if self._pks is None:
+            self._pks = self.table.column(self.pk_field).to_numpy(zero_copy_only=False)
+        return self._pks
 
     # -- reads ------------------------------------------------------------------------------
     def visible(self, ts: int, expr: Expr | None = None) -> np.ndarray:
@@ -82,6 +126,14 @@ class MemSegment:
             mask &= expr.evaluate(self.table).to_numpy(zero_copy_only=False)
         return mask
 
+    def search_mask(self, ts: int, expr: Expr | None = None) -> np.ndarray | None:
+        """Like ``visible``, but ``None`` when every row is visible (no mask to build)."""
+        self._settle()
+        if expr is None and self.versions.all_visible(ts):
+            return None
+        return self.visible(ts, expr)
+
+    @_guarded
     def search(
         self,
         field: str,
@@ -92,21 +144,33 @@ class MemSegment:
         expr: Expr | None = None,
         radius: float | None = None,
         range_filter: float | None = None,
+        params: dict[str, Any] | None = None,
     ) -> SearchHits:
-        mask = self.visible(ts, expr)
-        distances, rows = self._index(field).search(
-            queries, k, metric, valid=mask, radius=radius, range_filter=range_filter
-        )
-        pks = self.table.column(self.pk_field).to_numpy(zero_copy_only=False)
+        """Top ``k`` visible rows; from the field's built index when it has one for this
+        metric (and the filter leaves enough rows for it), else by the exact kernel."""
+        mask = self.search_mask(ts, expr)
+        ann = self._ann.get(field)
+        distances = rows = None
+        if ann is not None and radius is None and ann.spec.metric == metric and self.num_rows:
+            share = 1.0 if mask is None else float(np.count_nonzero(mask)) / len(mask)
+            if share and not ann.prefers_exact(share):
+                distances, rows = ann.search(queries, k, params or {}, valid=mask)
+        if distances is None or rows is None:
+            distances, rows = self._index(field).search(
+                queries, k, metric, valid=mask, radius=radius, range_filter=range_filter
+            )
+        pks = self._pk_values()
         safe = np.where(rows >= 0, rows, 0)
         hit_pks = pks[safe] if len(pks) else np.zeros(rows.shape, dtype=np.int64)
         return SearchHits(distances, hit_pks, rows)
 
+    @_guarded
     def take(self, rows: np.ndarray, columns: list[str]) -> pa.Table:
         """Output fields of the given rows (search results), in that order."""
         self._settle()
         return self.table.select(columns).take(pa.array(rows, pa.int64()))
 
+    @_guarded
     def query(
         self, ts: int, expr: Expr | None, columns: list[str], limit: int | None = None
     ) -> pa.Table:
@@ -119,5 +183,6 @@ class MemSegment:
             rows = np.sort(rows[order])
         return self.take(rows, columns)
 
+    @_guarded
     def count(self, ts: int, expr: Expr | None = None) -> int:
         return int(np.count_nonzero(self.visible(ts, expr)))

@@ -4,19 +4,20 @@ process the bus calls it directly (``Bus.request``'s local path)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
 import pyarrow as pa
 
 from elanus.channels import subjects
-from elanus.channels.bus import Bus, Handler
+from elanus.channels.bus import LOCAL, Bus, Handler
 from elanus.channels.role import Role
 from elanus.errors import ElanusError, ErrorCode
 from elanus.expr import Expr, parse
 from elanus.requests import Body
 from elanus.schema import Schema
-from elanus.segments.delegator import Delegator
+from elanus.segments.delegator import Delegator, WorkerSearch
 from elanus.segments.worker import SearchRequest, Worker
 from elanus.settings import Settings
 
@@ -50,6 +51,8 @@ class QueryNode(Role):
             "worker.load": self.worker_load,
             "worker.release": self.worker_release,
             "worker.delete": self.worker_delete,
+            "worker.load_index": self.worker_load_index,
+            "worker.drop_index": self.worker_drop_index,
             "worker.search": self.worker_search,
             "worker.query": self.worker_query,
             "worker.count": self.worker_count,
@@ -58,9 +61,13 @@ class QueryNode(Role):
     async def start(self) -> None:
         await self.open_data_bus()
         await self.serve()
+        LOCAL.add_direct(self.bus.url, f"{self.address}.search", self.search_direct)
+        LOCAL.add_direct(self.bus.url, f"{self.address}.worker.search", self.worker_search_direct)
         await self.register()
 
     async def stop(self) -> None:
+        LOCAL.remove_direct(self.bus.url, f"{self.address}.search")
+        LOCAL.remove_direct(self.bus.url, f"{self.address}.worker.search")
         for d in list(self.delegators.values()):
             await d.stop()
         self.delegators.clear()
@@ -136,6 +143,21 @@ class QueryNode(Role):
     async def search(self, raw: dict[str, Any]) -> dict[str, Any]:
         return await self._delegator(raw["vchannel"]).search(raw)
 
+    def search_direct(self, raw: dict[str, Any]) -> dict[str, Any] | None:
+        """``search`` called on the caller's thread (see ``Delegator.search_direct``)."""
+        d = self.delegators.get(raw["vchannel"])
+        if d is None:
+            return None
+        return d.search_direct(raw, self._direct_worker)
+
+    def _direct_worker(self, node_id: str) -> WorkerSearch | None:
+        return LOCAL.find_direct(self.bus.url, subjects.node("querynode", node_id, "worker.search"))
+
+    def worker_search_direct(
+        self, segment_ids: list[int], req: SearchRequest
+    ) -> list[dict[str, Any]]:
+        return self.worker.search(segment_ids, req)
+
     async def query(self, raw: dict[str, Any]) -> dict[str, Any]:
         d = self._delegator(raw["vchannel"])
         return await d.query(raw, self._expr(d.collection_id, raw))
@@ -159,6 +181,14 @@ class QueryNode(Role):
         pks = raw["pks"] if isinstance(raw["pks"], pa.Array) else pa.array(raw["pks"])
         return {"rows": self.worker.delete(raw["segment_ids"], pks, int(raw["ts"]))}
 
+    async def worker_load_index(self, raw: dict[str, Any]) -> dict[str, Any]:
+        sid = int(raw["segment_id"])
+        return {"loaded": await self.worker.load_index(sid, raw)}
+
+    async def worker_drop_index(self, raw: dict[str, Any]) -> dict[str, Any]:
+        self.worker.drop_index(int(raw["collection_id"]), str(raw["field"]))
+        return {}
+
     def _collection_of(self, segment_ids: list[int]) -> int:
         for s in segment_ids:
             if s in self.worker.collection_of:
@@ -168,7 +198,8 @@ class QueryNode(Role):
     async def worker_search(self, raw: dict[str, Any]) -> dict[str, Any]:
         ids = [int(s) for s in raw["segment_ids"]]
         req = SearchRequest(raw, self.schemas[self._collection_of(ids)])
-        return {"parts": self.worker.search(ids, req)}
+        # Off the loop: an index or a big segment can take milliseconds per batch.
+        return {"parts": await asyncio.to_thread(self.worker.search, ids, req)}
 
     async def worker_query(self, raw: dict[str, Any]) -> dict[str, Any]:
         ids = [int(s) for s in raw["segment_ids"]]

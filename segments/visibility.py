@@ -23,6 +23,9 @@ class RowVersions:
         self.pks = pks
         self.insert_ts = insert_ts.astype(np.uint64, copy=False)
         self.death_ts = np.full(len(pks), ALIVE, dtype=np.uint64)
+        self.max_insert = int(self.insert_ts.max()) if len(self.insert_ts) else 0
+        self.min_death = int(ALIVE)
+        """Bounds that let ``all_visible`` answer without touching every row."""
 
     def __len__(self) -> int:
         return len(self.pks)
@@ -32,6 +35,8 @@ class RowVersions:
         self.pks = pa.concat_arrays([self.pks, pks]) if len(self.pks) else pks
         self.insert_ts = np.concatenate([self.insert_ts, insert_ts.astype(np.uint64)])
         self.death_ts = np.concatenate([self.death_ts, np.full(len(pks), ALIVE, dtype=np.uint64)])
+        if len(insert_ts):
+            self.max_insert = max(self.max_insert, int(insert_ts.max()))
 
     def delete(self, pks: pa.Array, ts: np.ndarray | int) -> int:
         """Apply deletes ``(pk, ts)`` (keys may repeat); returns the rows they touched."""
@@ -54,12 +59,19 @@ class RowVersions:
         later = cand > self.insert_ts[rows]  # a delete never kills a later insert
         rows, cand = rows[later], cand[later]
         np.minimum.at(self.death_ts, rows, cand)
+        if len(cand):
+            self.min_death = min(self.min_death, int(cand.min()))
         return int(len(rows))
 
     def visible(self, ts: int) -> np.ndarray:
         """The rows a read at ``ts`` sees."""
         t = np.uint64(ts)
         return (self.insert_ts <= t) & (self.death_ts > t)
+
+    def all_visible(self, ts: int) -> bool:
+        """Whether a read at ``ts`` sees every row (the common case of a sealed segment
+        without deletes): then no per-row mask is needed."""
+        return self.max_insert <= ts < self.min_death
 
     def live_count(self, ts: int) -> int:
         return int(np.count_nonzero(self.visible(ts)))

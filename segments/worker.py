@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 
 def load_segment(spec: dict[str, Any], schema: Schema) -> MemSegment:
-    """Read a flushed segment and its persisted deletes (runs in a thread)."""
+    """Read a flushed segment, its persisted deletes and its built indexes (in a thread)."""
     seg_dir = Path(spec["path"]).parent
     seg = MemSegment(
         int(spec["segment_id"]), int(spec["partition_id"]), schema, storage.read_segment(seg_dir)
@@ -33,7 +33,19 @@ def load_segment(spec: dict[str, Any], schema: Schema) -> MemSegment:
     deltas = storage.read_deltas(seg_dir)
     if deltas is not None and deltas.num_rows:
         seg.delete(deltas.column(PK_COLUMN).combine_chunks(), deltas.column("ts").to_numpy())
+    for index in spec.get("indexes") or []:
+        attach_index(seg, index)
     return seg
+
+
+def attach_index(seg: MemSegment, index: dict[str, Any]) -> None:
+    """Load one built index (``{field, dir, ...}``) into a segment (runs in a thread)."""
+    from elanus.index.engine import load_index  # faiss-heavy: only where indexes are served
+
+    try:
+        seg.attach_index(index["field"], load_index(Path(index["dir"])))
+    except Exception as exc:  # noqa: BLE001 - the segment stays searchable, exactly
+        log.warning("segment %s: index %s not loaded: %s", seg.segment_id, index["dir"], exc)
 
 
 class Worker:
@@ -50,6 +62,19 @@ class Worker:
             self.segments[seg.segment_id] = seg
             self.collection_of[seg.segment_id] = collection_id
         return [int(s["segment_id"]) for s in specs]
+
+    async def load_index(self, segment_id: int, index: dict[str, Any]) -> bool:
+        """Swap a finished index in; searches before the swap used the exact kernel."""
+        seg = self.segments.get(segment_id)
+        if seg is None:
+            return False
+        await asyncio.to_thread(attach_index, seg, index)
+        return seg.index_of(index["field"]) is not None
+
+    def drop_index(self, collection_id: int, field: str) -> None:
+        for sid, cid in self.collection_of.items():
+            if cid == collection_id:
+                self.segments[sid].detach_index(field)
 
     def release(self, segment_ids: list[int]) -> None:
         for sid in segment_ids:
@@ -105,6 +130,8 @@ class SearchRequest:
         self.filter: str | None = body.get("filter")
         self.params = body.get("params") or {}
         self.expr = parse(self.filter, schema, self.params) if self.filter else None
+        self.search_params: dict[str, Any] = body.get("search_params") or {}
+        """Index parameters of this search (``nprobe``, ``ef``)."""
         self.radius: float | None = body.get("radius")
         self.range_filter: float | None = body.get("range_filter")
         self.output_fields: list[str] = list(body.get("output_fields") or [])
@@ -113,7 +140,15 @@ class SearchRequest:
 def search_part(seg: MemSegment, req: SearchRequest) -> dict[str, Any]:
     """One segment's hits with their output fields (one row per hit, query-major)."""
     hits = seg.search(
-        req.field, req.queries, req.k, req.metric, req.ts, req.expr, req.radius, req.range_filter
+        req.field,
+        req.queries,
+        req.k,
+        req.metric,
+        req.ts,
+        req.expr,
+        req.radius,
+        req.range_filter,
+        req.search_params,
     )
     part: dict[str, Any] = {
         "distances": hits.distances,

@@ -14,6 +14,7 @@ from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats
 from elanus.flight.client import Client
 from elanus.flight.proxy import ProxyServer
+from elanus.index.indexnode import IndexNode
 from elanus.meta.coord import Coordinator
 from elanus.segments.datanode import DataNode
 from elanus.segments.querynode import QueryNode
@@ -65,6 +66,7 @@ class Stack:
         self.proxies: list[ProxyServer] = []
         self.datanodes: list[DataNode] = []
         self.querynodes: list[QueryNode] = []
+        self.indexnodes: list[IndexNode] = []
         self._clients: list[Client] = []
 
     def call(self, coro: Any) -> Any:
@@ -90,6 +92,12 @@ class Stack:
         node = QueryNode(self.settings, self.bus)
         self.call(node.start())
         self.querynodes.append(node)
+        return node
+
+    def add_indexnode(self) -> IndexNode:
+        node = IndexNode(self.settings, self.bus)
+        self.call(node.start())
+        self.indexnodes.append(node)
         return node
 
     def add_datanode(self) -> DataNode:
@@ -119,6 +127,9 @@ class Stack:
         for proxy in reversed(self.proxies):
             _collect(errors, lambda p=proxy: self.call(p.stop()))
         self.proxies.clear()
+        for ixn in reversed(self.indexnodes):
+            _collect(errors, lambda n=ixn: self.call(n.stop()))
+        self.indexnodes.clear()
         for qn in reversed(self.querynodes):
             _collect(errors, lambda n=qn: self.call(n.stop()))
         self.querynodes.clear()

@@ -12,7 +12,7 @@ import pytest
 from elanus.errors import ElanusError
 from elanus.index import engine as E
 from elanus.index.engine import build_index, build_segment_index, load_index
-from elanus.index.params import make_index_spec
+from elanus.indexparams import make_index_spec
 from elanus.segments.search import VectorIndexExact
 
 N, DIM, NQ, K = 50_000, 128, 100, 10

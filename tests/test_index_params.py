@@ -7,7 +7,7 @@ import json
 import pytest
 
 from elanus.errors import ElanusError, ErrorCode
-from elanus.index.params import IndexSpec, default_pq_m, make_index_spec, search_params
+from elanus.indexparams import IndexSpec, default_pq_m, make_index_spec, search_params
 from elanus.schema import DataType
 
 FV, BV = DataType.FLOAT_VECTOR, DataType.BINARY_VECTOR

@@ -1,0 +1,177 @@
+"""DoAction entries of the index service (seed 002): create, drop, describe and list
+indexes, and the pull protocol of external builders (Spark index runs): claim pending
+tasks under a lease, renew it, report each result.
+
+Parameters are checked by the coord (``elanus.indexparams``), where the field's type and
+dimension are known; here only the body's shape.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from elanus.errors import ElanusError, ErrorCode
+from elanus.flight.actions import _action, _db, _name
+from elanus.requests import Body
+from elanus.schema import check_name
+
+if TYPE_CHECKING:
+    from elanus.flight.proxy import ProxyServer
+
+INDEX_ACTIONS = (
+    "create_index",
+    "drop_index",
+    "describe_index",
+    "list_indexes",
+    "claim_index_tasks",
+    "index_heartbeat",
+    "report_index_task",
+)
+
+
+def _target(b: Body) -> dict[str, Any]:
+    index_name = b.str("index_name", None)
+    field = b.str("field_name", None)
+    return {
+        "db": _db(b),
+        "collection": _name(b, "collection", "collection"),
+        "index_name": check_name(index_name, "index") if index_name else None,
+        "field": check_name(field, "field") if field else None,
+    }
+
+
+@_action(
+    "create_index",
+    "Build an index on a vector field of every flushed segment (and of later ones). Body: "
+    "collection, field_name, index_type (FLAT, IVF_FLAT, IVF_SQ8, IVF_PQ, HNSW, BIN_FLAT, "
+    "BIN_IVF_FLAT, AUTOINDEX), metric_type, params, index_name. Result: index_id, created.",
+    ("collection", "field_name", "index_type", "metric_type", "params", "index_name"),
+)
+def _create_index(b: Body) -> dict[str, Any]:
+    request = _target(b)
+    if request["field"] is None:
+        raise ElanusError(ErrorCode.INVALID_ARGUMENT, "create_index: 'field_name' is required")
+    return {
+        **request,
+        "index_type": b.str("index_type", "AUTOINDEX"),
+        "metric_type": b.str("metric_type", None),
+        "params": b.dict("params", {}),
+    }
+
+
+@_action(
+    "drop_index",
+    "Drop an index (by index_name or field_name); its files are recycled in the "
+    "background. Body: collection, index_name, field_name. Result: index_id.",
+    ("collection", "index_name", "field_name"),
+)
+def _drop_index(b: Body) -> dict[str, Any]:
+    return _target(b)
+
+
+@_action(
+    "describe_index",
+    "Indexes of a collection with their build progress. Body: collection, index_name, "
+    "field_name. Result: indexes (index_name, field, index_type, metric_type, params, "
+    "state, indexed_rows, total_rows, pending_tasks, failed_tasks).",
+    ("collection", "index_name", "field_name"),
+)
+def _describe_index(b: Body) -> dict[str, Any]:
+    return _target(b)
+
+
+@_action(
+    "list_indexes", "Index names of a collection. Body: collection. Result: names.", ("collection",)
+)
+def _list_indexes(b: Body) -> dict[str, Any]:
+    return {"db": _db(b), "collection": _name(b, "collection", "collection")}
+
+
+@_action(
+    "claim_index_tasks",
+    "For external builders (Spark index runs): take the pending build tasks of a "
+    "collection under a lease. Body: collection, node_id, limit, retry_failed. Result: "
+    "tasks (build_id, version, field, spec, data_path, out_dir, ...), lease_s.",
+    ("collection", "node_id", "limit", "retry_failed"),
+)
+def _claim(b: Body) -> dict[str, Any]:
+    collection = b.str("collection", None)
+    return {
+        "db": _db(b),
+        "collection": check_name(collection, "collection") if collection else None,
+        "node_id": check_name(b.str("node_id"), "builder"),
+        "limit": b.int("limit", None, lo=1),
+        "retry_failed": b.bool("retry_failed", False),
+    }
+
+
+@_action(
+    "index_heartbeat",
+    "Renew an external builder's lease. Body: node_id. Result: alive, tasks.",
+    ("node_id",),
+)
+def _heartbeat(b: Body) -> dict[str, Any]:
+    return {"node_id": check_name(b.str("node_id"), "builder")}
+
+
+@_action(
+    "report_index_task",
+    "An external builder's result for one task. Body: build_id, version, node_id, ok, "
+    "files, fail_reason, seconds. Result: accepted (false for a stale version).",
+    ("build_id", "version", "node_id", "ok", "files", "fail_reason", "seconds"),
+)
+def _report(b: Body) -> dict[str, Any]:
+    return {
+        "build_id": b.int("build_id"),
+        "version": b.int("version"),
+        "node_id": check_name(b.str("node_id"), "builder"),
+        "ok": b.bool("ok"),
+        "files": b.list("files", []),
+        "fail_reason": b.str("fail_reason", None),
+        "seconds": b.float("seconds", None),
+    }
+
+
+def execute(proxy: ProxyServer, name: str, request: dict[str, Any]) -> dict[str, Any]:
+    """Run one checked index action against the coord (called on a Flight thread)."""
+
+    def coord(method: str, body: dict[str, Any]) -> dict[str, Any]:
+        return dict(proxy.run(proxy.ddl.coord(method, body)))
+
+    def collection_id() -> int:
+        return proxy.dml.collection(request["db"], request["collection"]).collection_id
+
+    if name == "index_heartbeat":
+        return coord("index.heartbeat", {"node_id": request["node_id"]})
+    if name == "report_index_task":
+        return coord("index.report", {k: v for k, v in request.items() if v is not None})
+    if name == "claim_index_tasks":
+        body: dict[str, Any] = {"node_id": request["node_id"]}
+        if request["collection"]:
+            body["collection_id"] = collection_id()
+        if request["limit"]:
+            body["limit"] = request["limit"]
+        body["retry_failed"] = request["retry_failed"]
+        return coord("index.claim", body)
+    target = {"collection_id": collection_id()}
+    for key in ("index_name", "field"):
+        if request.get(key):
+            target[key] = request[key]
+    if name == "create_index":
+        body = {
+            "collection_id": target["collection_id"],
+            "field": request["field"],
+            "index_type": request["index_type"],
+            "params": request["params"],
+        }
+        if request["index_name"]:
+            body["index_name"] = request["index_name"]
+        if request["metric_type"]:
+            body["metric_type"] = request["metric_type"]
+        return coord("index.create", body)
+    if name == "drop_index":
+        return coord("index.drop", target)
+    described = coord("index.describe", target)
+    if name == "list_indexes":
+        return {"names": [i["index_name"] for i in described["indexes"]]}
+    return described

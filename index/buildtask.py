@@ -1,0 +1,32 @@
+"""One index build task, as both builders run it: an index node (in a thread) and a Spark
+executor (``elanus index build``). Reads the segment's vector column from Lance, builds the
+FAISS index, writes its files under the task's ``out_dir`` and says how it went — failures
+become a report with a reason, never an exception, so the coord's state machine decides."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from elanus.index.engine import build_segment_index
+from elanus.indexparams import IndexSpec
+
+
+def run_build_task(task: dict[str, Any], delay_s: float = 0.0) -> dict[str, Any]:
+    """Build one task's index; the report for ``index.report`` (without ``node_id``)."""
+    started = time.perf_counter()
+    report: dict[str, Any] = {"build_id": task["build_id"], "version": task["version"]}
+    try:
+        if delay_s:
+            time.sleep(delay_s)
+        spec = IndexSpec.from_dict(task["spec"])
+        index = build_segment_index(task["data_path"], task["field"], spec)
+        out = Path(task["out_dir"])
+        out.mkdir(parents=True, exist_ok=True)
+        keys = index.write(out)
+        report.update(ok=True, files=[str(out / k) for k in keys])
+    except Exception as exc:  # noqa: BLE001 - every failure is reported with its reason
+        report.update(ok=False, fail_reason=f"{type(exc).__name__}: {exc}")
+    report["seconds"] = round(time.perf_counter() - started, 3)
+    return report

@@ -1,0 +1,103 @@
+"""The indexnode role (seed 002's IndexNode): takes build tasks pushed by the coord, runs
+them one at a time off the event loop and reports each result. A report the coord
+rejects (the task was dropped, or re-issued to another builder meanwhile) leaves files no
+record points to, so the node removes them itself."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+from typing import Any
+
+from elanus.channels import subjects
+from elanus.channels.bus import Bus, Handler
+from elanus.channels.loop import cancel_and_wait
+from elanus.channels.role import Role
+from elanus.errors import ElanusError
+from elanus.index.buildtask import run_build_task
+from elanus.requests import Body
+from elanus.settings import Settings
+
+log = logging.getLogger(__name__)
+REPORT_TIMEOUT_S = 30.0
+REPORT_ATTEMPTS = 8
+
+
+class IndexNode(Role):
+    role_name = "indexnode"
+
+    def __init__(self, settings: Settings, bus: Bus, node_id: str | None = None) -> None:
+        super().__init__(settings, bus, node_id)
+        self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.current: dict[str, Any] | None = None
+        self.built = 0
+        self._runner: asyncio.Task[None] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"{subjects.PREFIX}.indexnode.{self.node_id}"
+
+    def handlers(self) -> dict[str, Handler]:
+        return {"build": self.build, "status": self.status}
+
+    async def start(self) -> None:
+        self._runner = asyncio.create_task(self._run(), name=f"indexnode-{self.node_id}")
+        await self.serve()
+        await self.register()
+
+    async def stop(self) -> None:
+        await super().stop()
+        await cancel_and_wait(self._runner)
+
+    async def build(self, raw: dict[str, Any]) -> dict[str, Any]:
+        b = Body(raw, "build")
+        for key in ("build_id", "version", "segment_id", "partition_id", "collection_id"):
+            b.int(key)
+        for key in ("field", "data_path", "out_dir"):
+            b.str(key)
+        b.dict("spec")
+        b.allow(["num_rows"]).done()
+        self.queue.put_nowait(dict(raw))
+        return {"accepted": True, "queued": self.queue.qsize()}
+
+    async def status(self, raw: dict[str, Any]) -> dict[str, Any]:
+        current = self.current
+        return {
+            "node_id": self.node_id,
+            "queued": self.queue.qsize(),
+            "building": current["build_id"] if current else None,
+            "built": self.built,
+        }
+
+    async def _run(self) -> None:
+        while True:
+            task = await self.queue.get()
+            self.current = task
+            try:
+                report = await asyncio.to_thread(
+                    run_build_task, task, self.settings.index_build_delay_s
+                )
+                self.built += 1
+                await self._report(task, report)
+            except Exception:  # noqa: BLE001 - one bad task must not stop the node
+                log.exception("index task %s", task.get("build_id"))
+            finally:
+                self.current = None
+
+    async def _report(self, task: dict[str, Any], report: dict[str, Any]) -> None:
+        body = {**report, "node_id": self.node_id}
+        for attempt in range(REPORT_ATTEMPTS):
+            try:
+                reply = await self.bus.request(
+                    subjects.coord("index.report"), body, REPORT_TIMEOUT_S
+                )
+                break
+            except ElanusError as exc:  # the coord may be restarting
+                log.warning("reporting task %s failed (%s), retrying", task["build_id"], exc)
+                await asyncio.sleep(min(5.0, 0.5 * 2**attempt))
+        else:
+            return  # the coord issues the task again once it sees it unfinished
+        if not reply.get("accepted"):
+            log.info("task %s not accepted (%s): removing its files", task["build_id"], reply)
+            await asyncio.to_thread(shutil.rmtree, task["out_dir"], True)

@@ -1,0 +1,485 @@
+"""Index coordination (seed 002): indexes on vector fields, one build task per flushed
+segment, builders chosen by load, versions against stale builders, recycling of files.
+
+Builders come in two kinds. Index nodes hold a session; the assignment loop pushes tasks
+to the least-loaded live one (at most ``MAX_TASKS_PER_BUILDER`` in flight each). A Spark
+index run pulls: ``index.claim`` hands it the pending tasks under a lease it renews with
+``index.heartbeat``. Either way a builder that disappears (session gone, lease lapsed)
+has its unfinished tasks issued again, and the next assignment raises their version, so
+a late report from the lost builder is ignored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from elanus import layout
+from elanus.channels import subjects
+from elanus.channels.loop import Periodic
+from elanus.errors import ElanusError, ErrorCode, invalid
+from elanus.indexparams import IndexSpec, make_index_spec
+from elanus.meta import indexmeta
+from elanus.meta.indexmeta import IndexRecord, IndexTask, TaskState
+from elanus.meta.segmentmeta import SegmentState
+from elanus.requests import Body
+from elanus.schema import Schema
+
+if TYPE_CHECKING:
+    from elanus.channels.bus import Handler
+    from elanus.meta.coord import Coordinator
+    from elanus.meta.segmentmeta import Segment
+
+log = logging.getLogger(__name__)
+MAX_TASKS_PER_BUILDER = 2
+ASSIGN_INTERVAL_S = 0.5
+BUILD_REQUEST_TIMEOUT_S = 10.0
+
+
+class IndexCoord:
+    def __init__(self, coord: Coordinator) -> None:
+        self.coord = coord
+        self.indexes: dict[int, IndexRecord] = {}
+        self.tasks: dict[int, IndexTask] = {}
+        self.leases: dict[str, float] = {}
+        """Pulling builders (Spark runs): node id → lease expiry (monotonic seconds)."""
+        self._lock = asyncio.Lock()
+
+    def handlers(self) -> dict[str, Handler]:
+        return {
+            "index.create": self.create,
+            "index.drop": self.drop,
+            "index.describe": self.describe,
+            "index.tasks": self.list_tasks,
+            "index.report": self.report,
+            "index.claim": self.claim,
+            "index.heartbeat": self.heartbeat,
+        }
+
+    def background(self) -> list[Periodic]:
+        recycle_every = max(0.5, min(30.0, self.coord.settings.gc_delay_s / 4))
+        return [
+            Periodic(self.assign, ASSIGN_INTERVAL_S, "index task assignment"),
+            Periodic(self.recycle, recycle_every, "index file recycling"),
+        ]
+
+    async def start(self) -> None:
+        indexes, tasks = await self.coord.db.run(indexmeta.load)
+        self.indexes = {i.index_id: i for i in indexes}
+        self.tasks = {t.build_id: t for t in tasks}
+
+    async def _save(
+        self, indexes: list[IndexRecord] | None = None, tasks: list[IndexTask] | None = None
+    ) -> None:
+        await self.coord.db.run(indexmeta.save, indexes or [], tasks or [])
+
+    # -- lookups ----------------------------------------------------------------------------
+    def live_indexes(self, collection_id: int) -> list[IndexRecord]:
+        return [
+            i for i in self.indexes.values() if i.collection_id == collection_id and not i.deleted
+        ]
+
+    def _find(self, collection_id: int, index_name: str | None, field: str | None) -> IndexRecord:
+        for i in self.live_indexes(collection_id):
+            if (index_name is None or i.index_name == index_name) and (
+                field is None or i.field_name == field
+            ):
+                return i
+        what = f"index {index_name!r}" if index_name else f"an index on {field!r}"
+        if index_name is None and field is None:
+            what = "an index"
+        raise ElanusError(ErrorCode.INDEX_NOT_FOUND, f"collection {collection_id} has no {what}")
+
+    def served(self, segment_id: int) -> list[dict[str, Any]]:
+        """Finished indexes of a segment, as a worker loads them with the segment."""
+        out = []
+        for t in self.tasks.values():
+            if t.segment_id != segment_id or t.state is not TaskState.FINISHED or t.mark_deleted:
+                continue
+            out.append(self._served_entry(t))
+        return out
+
+    def _served_entry(self, t: IndexTask) -> dict[str, Any]:
+        index = self.indexes[t.index_id]
+        return {
+            "field": index.field_name,
+            "spec": index.spec,
+            "dir": str(self._dir(t, t.version)),
+            "build_id": t.build_id,
+            "version": t.version,
+        }
+
+    def _dir(self, t: IndexTask, version: int) -> Path:
+        return layout.index_dir(
+            self.coord.settings.storage_path, t.build_id, version, t.partition_id, t.segment_id
+        )
+
+    def task_spec(self, t: IndexTask) -> dict[str, Any]:
+        """What a builder needs: where to read, what to build, where to write."""
+        index = self.indexes[t.index_id]
+        return {
+            "build_id": t.build_id,
+            "version": t.version,
+            "collection_id": t.collection_id,
+            "partition_id": t.partition_id,
+            "segment_id": t.segment_id,
+            "num_rows": t.num_rows,
+            "field": index.field_name,
+            "spec": index.spec,
+            "data_path": t.data_path,
+            "out_dir": str(self._dir(t, t.version)),
+        }
+
+    # -- create / drop / describe -----------------------------------------------------------
+    async def create(self, raw: dict[str, Any]) -> dict[str, Any]:
+        b = Body(raw, "index.create")
+        cid = b.int("collection_id")
+        field_name = b.str("field")
+        index_name = b.str("index_name", None) or field_name
+        index_type = b.str("index_type", "AUTOINDEX")
+        metric = b.str("metric_type", None)
+        params = b.dict("params", None) or {}
+        b.done()
+        info = await self.coord.root.describe_by_id(cid)
+        schema = Schema.from_dict(info["schema"])
+        if field_name not in {f.name for f in schema.fields}:
+            raise invalid(f"field {field_name!r} does not exist in {info['name']!r}")
+        field = schema.field(field_name)
+        if not field.dtype.is_vector:
+            raise invalid(
+                f"field {field_name!r} is {field.dtype.value}: only vector fields can be "
+                "indexed (filters scan the scalar columns directly)"
+            )
+        spec: IndexSpec = make_index_spec(field.dtype, field.dim or 0, index_type, metric, params)
+        async with self._lock:
+            for i in self.live_indexes(cid):
+                if i.field_name == field_name:
+                    if i.spec == spec.to_dict() and i.index_name == index_name:
+                        return {"index_id": i.index_id, "created": False}
+                    raise ElanusError(
+                        ErrorCode.INDEX_ALREADY_EXISTS,
+                        f"field {field_name!r} already has index {i.index_name!r} with "
+                        "different parameters; drop it first",
+                    )
+                if i.index_name == index_name:
+                    raise ElanusError(
+                        ErrorCode.INDEX_ALREADY_EXISTS,
+                        f"index name {index_name!r} is already used on field {i.field_name!r}",
+                    )
+            record = IndexRecord(
+                self.coord.ids.alloc(), cid, field_name, index_name, spec.to_dict(),
+                self.coord.tso.alloc(),
+            )  # fmt: skip
+            self.indexes[record.index_id] = record
+            tasks = [
+                self._new_task(record, s)
+                for s in self.coord.data.segments.values()
+                if s.collection_id == cid and s.state is SegmentState.FLUSHED and s.path
+            ]
+            await self._save([record], tasks)
+        log.info("index %s on %s.%s: %d tasks", index_name, cid, field_name, len(tasks))
+        return {"index_id": record.index_id, "created": True}
+
+    def _new_task(self, index: IndexRecord, seg: Segment) -> IndexTask:
+        assert seg.path is not None
+        t = IndexTask(
+            self.coord.ids.alloc(), index.index_id, seg.collection_id, seg.partition_id,
+            seg.segment_id, seg.num_rows, seg.path,
+        )  # fmt: skip
+        self.tasks[t.build_id] = t
+        return t
+
+    async def on_new_segment(self, seg: Segment) -> None:
+        """A flushed, compacted or imported segment gets a task for each index."""
+        if seg.state is not SegmentState.FLUSHED or not seg.path or not seg.num_rows:
+            return
+        async with self._lock:
+            have = {(t.index_id, t.segment_id) for t in self.tasks.values()}
+            tasks = [
+                self._new_task(i, seg)
+                for i in self.live_indexes(seg.collection_id)
+                if (i.index_id, seg.segment_id) not in have
+            ]
+            if tasks:
+                await self._save(tasks=tasks)
+
+    async def drop(self, raw: dict[str, Any]) -> dict[str, Any]:
+        b = Body(raw, "index.drop")
+        cid = b.int("collection_id")
+        index_name, field = b.str("index_name", None), b.str("field", None)
+        b.done()
+        async with self._lock:
+            record = self._find(cid, index_name, field)
+            await self._mark_deleted([record])
+        self.coord.query.schedule(self.coord.query.on_index_dropped(cid, record.field_name))
+        return {"index_id": record.index_id}
+
+    async def drop_collection(self, collection_id: int) -> None:
+        async with self._lock:
+            await self._mark_deleted(self.live_indexes(collection_id))
+
+    async def _mark_deleted(self, records: list[IndexRecord]) -> None:
+        ids = {r.index_id for r in records}
+        tasks = [t for t in self.tasks.values() if t.index_id in ids and not t.mark_deleted]
+        for r in records:
+            r.deleted = True
+        for t in tasks:
+            t.mark_deleted = True
+        await self._save(records, tasks)
+
+    async def describe(self, raw: dict[str, Any]) -> dict[str, Any]:
+        b = Body(raw, "index.describe")
+        cid = b.int("collection_id")
+        index_name, field = b.str("index_name", None), b.str("field", None)
+        b.done()
+        records = self.live_indexes(cid)
+        if index_name is not None or field is not None:
+            records = [self._find(cid, index_name, field)]
+        flushed = {
+            s.segment_id: s
+            for s in self.coord.data.segments.values()
+            if s.collection_id == cid and s.state is SegmentState.FLUSHED and s.num_rows
+        }
+        total = sum(s.num_rows for s in flushed.values())
+        return {"indexes": [self._progress(r, flushed, total) for r in records]}
+
+    def _progress(self, r: IndexRecord, flushed: dict[int, Segment], total: int) -> dict[str, Any]:
+        tasks = [
+            t
+            for t in self.tasks.values()
+            if t.index_id == r.index_id and not t.mark_deleted and t.segment_id in flushed
+        ]
+        done = [t for t in tasks if t.state is TaskState.FINISHED]
+        failed = [t for t in tasks if t.state is TaskState.FAILED]
+        pending = [t for t in tasks if t.state in (TaskState.UNISSUED, TaskState.IN_PROGRESS)]
+        if failed:
+            state = "Failed"
+        elif pending:
+            busy = any(t.state is TaskState.IN_PROGRESS for t in pending)
+            state = "InProgress" if busy or done else "Unissued"
+        else:
+            state = "Finished"
+        spec = r.spec
+        return {
+            "index_name": r.index_name,
+            "index_id": r.index_id,
+            "field": r.field_name,
+            "index_type": spec["index_type"],
+            "metric_type": spec["metric"],
+            "params": spec["params"],
+            "state": state,
+            "indexed_rows": sum(t.num_rows for t in done),
+            "total_rows": total,
+            "pending_tasks": len(pending),
+            "finished_tasks": len(done),
+            "failed_tasks": [
+                {"segment_id": t.segment_id, "build_id": t.build_id, "reason": t.fail_reason}
+                for t in failed
+            ],
+        }
+
+    async def list_tasks(self, raw: dict[str, Any]) -> dict[str, Any]:
+        b = Body(raw, "index.tasks")
+        cid = b.int("collection_id", None)
+        b.done()
+        return {
+            "tasks": [
+                t.to_dict() for t in self.tasks.values() if cid is None or t.collection_id == cid
+            ]
+        }
+
+    # -- builders ---------------------------------------------------------------------------
+    def _session_builders(self) -> list[str]:
+        return sorted(s.node_id for s in self.coord.sessions.of_role("indexnode"))
+
+    def _live_builders(self) -> set[str]:
+        now = time.monotonic()
+        leased = {n for n, expiry in self.leases.items() if expiry > now}
+        return set(self._session_builders()) | leased
+
+    async def assign(self) -> None:
+        """One round of seed 002's assignTaskLoop."""
+        async with self._lock:
+            live = self._live_builders()
+            changed: list[IndexTask] = []
+            for t in self.tasks.values():
+                lost = t.state is TaskState.IN_PROGRESS and t.node_id not in live
+                if lost and not t.mark_deleted:
+                    log.info(
+                        "index task %s: builder %s is gone, issuing again", t.build_id, t.node_id
+                    )
+                    t.state, t.node_id = TaskState.UNISSUED, None
+                    changed.append(t)
+            for n in [n for n, e in self.leases.items() if e <= time.monotonic()]:
+                del self.leases[n]
+            builders = self._session_builders()
+            load = {n: 0 for n in builders}
+            for t in self.tasks.values():
+                if t.state is TaskState.IN_PROGRESS and t.node_id in load:
+                    load[t.node_id] += 1
+            pending = sorted(
+                (t for t in self.tasks.values()
+                 if t.state is TaskState.UNISSUED and not t.mark_deleted),
+                key=lambda t: (t.version, t.build_id),
+            )  # fmt: skip
+            issued: list[IndexTask] = []
+            for t in pending:
+                free = [n for n in builders if load[n] < MAX_TASKS_PER_BUILDER]
+                if not free:
+                    break
+                node = min(free, key=lambda n: (load[n], n))
+                load[node] += 1
+                self._issue(t, node)
+                issued.append(t)
+            if changed or issued:
+                await self._save(tasks=changed + issued)
+        for t in issued:
+            await self._send(t)
+
+    def _issue(self, t: IndexTask, node: str) -> None:
+        t.version += 1
+        t.state, t.node_id, t.fail_reason = TaskState.IN_PROGRESS, node, None
+
+    async def _send(self, t: IndexTask) -> None:
+        assert t.node_id is not None
+        subject = subjects.node("indexnode", t.node_id, "build")
+        try:
+            await self.coord.bus.request(subject, self.task_spec(t), BUILD_REQUEST_TIMEOUT_S)
+        except ElanusError as exc:
+            log.warning("index node %s did not take task %s: %s", t.node_id, t.build_id, exc)
+            async with self._lock:
+                if t.state is TaskState.IN_PROGRESS and t.node_id is not None:
+                    t.state, t.node_id = TaskState.UNISSUED, None
+                    await self._save(tasks=[t])
+
+    async def claim(self, raw: dict[str, Any]) -> dict[str, Any]:
+        """A pulling builder (a Spark run) takes pending tasks under a lease."""
+        b = Body(raw, "index.claim")
+        node = b.str("node_id")
+        cid = b.int("collection_id", None)
+        limit = b.int("limit", None, lo=1)
+        retry_failed = b.bool("retry_failed", False)
+        b.done()
+        wanted = {TaskState.UNISSUED, *([TaskState.FAILED] if retry_failed else [])}
+        async with self._lock:
+            self.leases[node] = time.monotonic() + self.coord.settings.session_ttl_s
+            tasks = sorted(
+                (t for t in self.tasks.values()
+                 if t.state in wanted and not t.mark_deleted
+                 and (cid is None or t.collection_id == cid)),
+                key=lambda t: (t.version, t.build_id),
+            )[:limit]  # fmt: skip
+            for t in tasks:
+                self._issue(t, node)
+            await self._save(tasks=tasks)
+            return {"tasks": [self.task_spec(t) for t in tasks], "lease_s": self._lease_s()}
+
+    def _lease_s(self) -> float:
+        return float(self.coord.settings.session_ttl_s)
+
+    async def heartbeat(self, raw: dict[str, Any]) -> dict[str, Any]:
+        b = Body(raw, "index.heartbeat")
+        node = b.str("node_id")
+        b.done()
+        if node not in self.leases:
+            return {"alive": False, "tasks": []}
+        self.leases[node] = time.monotonic() + self._lease_s()
+        mine = [
+            t.build_id
+            for t in self.tasks.values()
+            if t.node_id == node and t.state is TaskState.IN_PROGRESS
+        ]
+        return {"alive": True, "tasks": mine}
+
+    async def report(self, raw: dict[str, Any]) -> dict[str, Any]:
+        """A builder's result; only the current version of a live task counts."""
+        b = Body(raw, "index.report")
+        build_id, version = b.int("build_id"), b.int("version")
+        ok = b.bool("ok")
+        files = [str(f) for f in b.list("files", [])]
+        reason = b.str("fail_reason", None)
+        b.allow(["node_id", "seconds"]).done()
+        async with self._lock:
+            t = self.tasks.get(build_id)
+            if t is None or t.mark_deleted:
+                return {"accepted": False, "reason": "the task was dropped"}
+            if version != t.version or t.state is not TaskState.IN_PROGRESS:
+                log.info(
+                    "ignoring stale report for task %s (v%s, now v%s)", build_id, version, t.version
+                )
+                return {"accepted": False, "reason": f"stale version {version} (now {t.version})"}
+            if ok:
+                t.state, t.file_paths, t.fail_reason = TaskState.FINISHED, files, None
+            else:
+                t.state, t.fail_reason = TaskState.FAILED, reason or "unknown failure"
+            await self._save(tasks=[t])
+        if ok:
+            self.coord.query.schedule(
+                self.coord.query.on_index_built(
+                    t.collection_id, t.segment_id, self._served_entry(t)
+                )
+            )
+        return {"accepted": True}
+
+    # -- recycling --------------------------------------------------------------------------
+    async def recycle(self) -> list[str]:
+        """Seed 002's recycleUnusedIndexFiles: files of dropped tasks (and their rows), and
+        of versions older than a finished task's."""
+        storage = self.coord.settings.storage_path
+        removed: list[str] = []
+        async with self._lock:
+            gone_segments = [
+                t
+                for t in self.tasks.values()
+                if not t.mark_deleted
+                and (
+                    (s := self.coord.data.segments.get(t.segment_id)) is None
+                    or s.state is not SegmentState.FLUSHED
+                )
+            ]
+            for t in gone_segments:
+                t.mark_deleted = True
+            dropped = [t for t in self.tasks.values() if t.mark_deleted]
+            superseded = [
+                t for t in self.tasks.values()
+                if t.state is TaskState.FINISHED and not t.recycled and not t.mark_deleted
+            ]  # fmt: skip
+            if gone_segments:
+                await self._save(tasks=gone_segments)
+
+        def remove() -> None:
+            for t in dropped:
+                root = layout.index_root(storage, t.build_id)
+                if root.exists():
+                    shutil.rmtree(root, ignore_errors=True)
+                    removed.append(str(root))
+            for t in superseded:
+                for v in range(1, t.version):
+                    old = layout.index_root(storage, t.build_id) / str(v)
+                    if old.exists():
+                        shutil.rmtree(old, ignore_errors=True)
+                        removed.append(str(old))
+
+        await asyncio.to_thread(remove)
+        async with self._lock:
+            for t in superseded:
+                t.recycled = True
+            forget = [t.build_id for t in dropped if self.tasks.get(t.build_id) is t]
+            for b in forget:
+                del self.tasks[b]
+            empty = [
+                i.index_id
+                for i in self.indexes.values()
+                if i.deleted and not any(t.index_id == i.index_id for t in self.tasks.values())
+            ]
+            for i in empty:
+                del self.indexes[i]
+            if superseded:
+                await self._save(tasks=superseded)
+            if forget or empty:
+                await self.coord.db.run(indexmeta.forget, forget, empty)
+        return removed
