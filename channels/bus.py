@@ -84,6 +84,19 @@ class LocalServices:
         self._served: dict[
             tuple[str, str], list[tuple[dict[str, Handler], asyncio.AbstractEventLoop]]
         ] = {}
+        self._direct: dict[tuple[str, str], Callable[..., Any]] = {}
+
+    # Direct calls: thread-safe functions a role offers to callers in its process on any
+    # thread, with no event-loop hop at all (the proxy's small-search path). A caller that
+    # finds none, or gets ``None`` back, takes the ordinary request path.
+    def add_direct(self, url: str, subject: str, fn: Callable[..., Any]) -> None:
+        self._direct[(url, subject)] = fn
+
+    def remove_direct(self, url: str, subject: str) -> None:
+        self._direct.pop((url, subject), None)
+
+    def find_direct(self, url: str, subject: str) -> Callable[..., Any] | None:
+        return self._direct.get((url, subject))
 
     def add(self, url: str, prefix: str, handlers: dict[str, Handler]) -> None:
         key = (url, prefix)

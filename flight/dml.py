@@ -204,6 +204,9 @@ class DmlService:
 
     # -- Flight-thread entry points ---------------------------------------------------------
     def collection(self, db: str, name: str) -> CollectionInfo:
+        cached = self.proxy.cache.get(db, name)  # no hop to the loop when it is cached
+        if cached is not None:
+            return cached
         return self.proxy.run(self.proxy.ddl.collection(db, name))
 
     def partition_id(self, info: CollectionInfo, partition: str | None) -> int:

@@ -121,6 +121,8 @@ def _search_options(b: Body) -> dict[str, Any]:
         value = params.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
             raise invalid(f"search: search_params {key!r} must be a number, got {value!r}")
+    if not isinstance(params.get("params") or {}, dict):
+        raise invalid("search: search_params 'params' must be an object, e.g. {\"nprobe\": 16}")
     if "metric_type" in params and not isinstance(params["metric_type"], str):
         raise invalid("search: search_params 'metric_type' must be a string")
     return {

@@ -17,7 +17,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 TSAFE_WAIT_S = 30.0
+WorkerSearch = Callable[[list[int], SearchRequest], list[dict[str, Any]]]
 
 
 class Delegator:
@@ -60,7 +62,10 @@ class Delegator:
         self.version = 0
         """Bumped by every distribution change; reads count themselves per version."""
         self._readers: dict[int, int] = {}
-        self._readers_done = asyncio.Condition()
+        self._readers_lock = threading.Lock()  # readers also come from Flight threads
+        self._readers_done = asyncio.Event()
+        self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
         checkpoint = spec.get("checkpoint")
         assert node.data_bus is not None
         durable = f"qn_{node.node_id}_{self.vchannel}"
@@ -149,24 +154,38 @@ class Delegator:
             self.sealed_partition.pop(sid, None)
         # Reads that began on the old distribution may still ask for the removed segments:
         # answer only once they are done, so the coord releases those segments after them.
-        old, self.version = self.version, self.version + 1
-        async with self._readers_done:
-            await self._readers_done.wait_for(
-                lambda: not any(n for v, n in self._readers.items() if v <= old)
-            )
+        with self._readers_lock:
+            old, self.version = self.version, self.version + 1
+        while True:
+            with self._readers_lock:
+                if not any(n for v, n in self._readers.items() if v <= old):
+                    return
+                self._readers_done.clear()
+            await self._readers_done.wait()
 
-    @contextlib.asynccontextmanager
-    async def _reading(self) -> AsyncIterator[None]:
-        version = self.version
-        self._readers[version] = self._readers.get(version, 0) + 1
-        try:
-            yield
-        finally:
+    def _enter_read(self) -> int:
+        with self._readers_lock:
+            version = self.version
+            self._readers[version] = self._readers.get(version, 0) + 1
+            return version
+
+    def _exit_read(self, version: int) -> None:
+        with self._readers_lock:
             self._readers[version] -= 1
             if not self._readers[version]:
                 del self._readers[version]
-            async with self._readers_done:
-                self._readers_done.notify_all()
+        if threading.get_ident() == self._loop_thread:
+            self._readers_done.set()
+        else:
+            self._loop.call_soon_threadsafe(self._readers_done.set)
+
+    @contextlib.asynccontextmanager
+    async def _reading(self) -> AsyncIterator[None]:
+        version = self._enter_read()
+        try:
+            yield
+        finally:
+            self._exit_read(version)
 
     # -- reads ------------------------------------------------------------------------------
     async def read_ts(self, body: dict[str, Any]) -> int:
@@ -183,14 +202,16 @@ class Delegator:
     def _workers(self, partition_ids: list[int] | None) -> dict[str, list[int]]:
         by_node: dict[str, list[int]] = {}
         wanted = set(partition_ids) if partition_ids else None
-        for sid, node in self.sealed.items():
+        for sid, node in list(self.sealed.items()):
             if wanted is None or self.sealed_partition.get(sid) in wanted:
                 by_node.setdefault(node, []).append(sid)
         return by_node
 
     def _growing(self, partition_ids: list[int] | None) -> list[MemSegment]:
         wanted = set(partition_ids) if partition_ids else None
-        return [s for s in self.growing.values() if wanted is None or s.partition_id in wanted]
+        return [
+            s for s in list(self.growing.values()) if wanted is None or s.partition_id in wanted
+        ]
 
     async def search(self, body: dict[str, Any]) -> dict[str, Any]:
         ts = await self.read_ts(body)
@@ -200,12 +221,47 @@ class Delegator:
     async def _search(self, body: dict[str, Any], ts: int) -> dict[str, Any]:
         body = {**body, "ts": ts}
         req = SearchRequest(body, self.schema)
-        parts = [search_part(seg, req) for seg in self._growing(body.get("partition_ids"))]
+        growing = self._growing(body.get("partition_ids"))
+        parts = await asyncio.to_thread(lambda: [search_part(seg, req) for seg in growing])
         for node, sids in self._workers(body.get("partition_ids")).items():
             reply = await self.node.call(node, "worker.search", {**body, "segment_ids": sids})
             parts += [_part_from_wire(p) for p in reply["parts"]]
         merged = reduce_parts(parts, req.k, req.metric) if parts else _empty(req)
         return {**merged, "ts": ts}
+
+    def search_direct(
+        self, body: dict[str, Any], worker_search: Callable[[str], WorkerSearch | None]
+    ) -> dict[str, Any] | None:
+        """The same search on the caller's thread, with no event-loop hop: for a proxy in
+        this process. ``None`` when it must take the ordinary path instead — tsafe has not
+        reached the guarantee yet (the ordinary path waits), or a worker is elsewhere.
+
+        Safe beside the loop thread: the distribution is read in one step (``version``
+        keeps released segments alive until this read ends), growing segments lock
+        themselves, and a delete arriving meanwhile has a timestamp above this read's
+        (tsafe only moves once a pack is applied), so it changes nothing this read sees.
+        """
+        guarantee = int(body.get("guarantee_ts") or 0)
+        if guarantee > self.tsafe:
+            return None
+        ts = int(body.get("ts") or 0) or self.tsafe
+        version = self._enter_read()
+        try:
+            partitions = body.get("partition_ids")
+            by_node = self._workers(partitions)
+            searchers = {node: worker_search(node) for node in by_node}
+            if any(s is None for s in searchers.values()):
+                return None
+            req = SearchRequest({**body, "ts": ts}, self.schema)
+            parts = [search_part(seg, req) for seg in self._growing(partitions)]
+            for node, sids in by_node.items():
+                search = searchers[node]
+                assert search is not None
+                parts += search(sids, req)
+            merged = reduce_parts(parts, req.k, req.metric) if parts else _empty(req)
+            return {**merged, "ts": ts}
+        finally:
+            self._exit_read(version)
 
     async def query(self, body: dict[str, Any], expr: Expr | None) -> dict[str, Any]:
         ts = await self.read_ts(body)
