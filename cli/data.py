@@ -23,19 +23,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import typer
-from rich.console import Console, Group, RenderableType
+from rich.console import Group, RenderableType
 from rich.progress import (
-    BarColumn,
     MofNCompleteColumn,
     Progress,
-    SpinnerColumn,
     TextColumn,
-    TimeElapsedColumn,
 )
 
 from elanus.cli.admin import CollectionArg, _hybrid_ts
 from elanus.cli.context import CliState, JsonOpt, UriOpt, connect, run_action
-from elanus.cli.output import emit, kv_table, table
+from elanus.cli.output import emit, kv_table, stderr_progress, table
 from elanus.errors import ElanusError, ErrorCode
 from elanus.rows import to_arrow
 from elanus.schema import DataType, Field, Schema
@@ -318,20 +315,6 @@ def _by_rows(f: Field, values: list[Any]) -> pa.Array:
 # =============================================================================================
 # elanus insert
 # =============================================================================================
-def _stderr_progress(state: CliState, *columns: Any) -> Progress:
-    err = Console(stderr=True, highlight=False)
-    return Progress(
-        SpinnerColumn(),
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        *columns,
-        TimeElapsedColumn(),
-        console=err,
-        transient=state.json,
-        disable=not err.is_terminal,
-    )
-
-
 def _rate(count: int, elapsed: float) -> str:
     return f"{count / elapsed:,.0f} rows/s" if elapsed > 0 and count else "-"
 
@@ -359,7 +342,7 @@ def insert(
             prepare(b, schema, first, file.name)
             for b, first in _with_offsets(_guarded(file, source.batches))
         )
-        with _stderr_progress(state, MofNCompleteColumn(), TextColumn("rows")) as progress:
+        with stderr_progress(state.json, MofNCompleteColumn(), TextColumn("rows")) as progress:
             task = progress.add_task(f"insert {file.name}", total=source.total)
             for chunk in rebatch(prepared, batch_rows):
                 try:
@@ -494,7 +477,7 @@ def flush(
     def action(client: Client) -> dict[str, Any]:
         ids = client.flush(collection, wait=False)
         if ids:
-            with _stderr_progress(state, MofNCompleteColumn(), TextColumn("segments")) as bar:
+            with stderr_progress(state.json, MofNCompleteColumn(), TextColumn("segments")) as bar:
                 _wait_flushed(client, collection, ids, timeout, bar)
         return {"segment_ids": ids, "flushed": True, "segments": segment_list(client, collection)}
 

@@ -15,6 +15,7 @@ import typer
 import elanus
 from elanus.cli import admin, data, read, server
 from elanus.cli.context import CliState, ConfigOpt, DataDirOpt, JsonOpt, UriOpt
+from elanus.cli.index import index_app
 from elanus.cli.output import error_parts, print_error
 
 app = typer.Typer(
@@ -38,6 +39,7 @@ app.command("load")(read.load)
 app.command("release")(read.release)
 app.command("search")(read.search)
 app.command("query")(read.query)
+app.add_typer(index_app, name="index")
 
 
 def _version(value: bool) -> None:

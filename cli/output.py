@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 import pyarrow.flight as flight
 from rich.console import Console, RenderableType
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from elanus.errors import ElanusError, ErrorCode, parse_prefixed
@@ -99,3 +100,18 @@ def error_line(code: str, message: str) -> str:
 def print_error(code: str, message: str) -> None:
     sys.stdout.flush()
     print(error_line(code, message), file=sys.stderr, flush=True)
+
+
+def stderr_progress(quiet: bool, *columns: Any) -> Progress:
+    """A progress bar on stderr (stdout stays clean for ``--json``); shown on terminals only."""
+    err = Console(stderr=True, highlight=False)
+    return Progress(
+        SpinnerColumn(),
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        *columns,
+        TimeElapsedColumn(),
+        console=err,
+        transient=quiet,
+        disable=not err.is_terminal,
+    )

@@ -1,0 +1,349 @@
+"""Index benchmark: recall@10 against queries/s for HNSW and IVF_FLAT over Flight, beside raw
+in-process FAISS with the same parameters, and build times beside a raw FAISS build.
+
+    .venv/bin/python bench/index.py                      # 1M x 128-d, 5 s per case
+    .venv/bin/python bench/index.py --quick              # 100k rows, 2 s per case: a smoke run
+    .venv/bin/python bench/index.py --rows 200000 --types HNSW --clients 1,4
+
+One ``elanus standalone`` child process (its own data dir, embedded nats-server, an
+in-process index node) holds one collection of clustered float32 vectors (gaussian blobs,
+the shape of real embeddings) in one shard and one segment, inserted, flushed and loaded.
+For each index type, in the same run and on the same vectors:
+
+* **build**: ``create_index`` until ``describe_index`` says Finished and the query node has
+  swapped it in, beside ``faiss`` building the same index in this process;
+* **raw FAISS**: the in-process index answering 1 query per call (1 thread) and batches of
+  100; recall@10 against exact ground truth (1,000 held-out queries);
+* **Elanus**: recall@10 from one batched search of the same queries; single-query calls from
+  1..N client threads, each a raw Flight ``search`` action with a prebuilt JSON body (the
+  same request the SDK sends), so the client costs the same as for the empty server; and the
+  SDK's batch of 100;
+* **empty Flight**: a do-nothing Flight server answering the same ``search`` bodies from the
+  same number of client threads: what the transport alone costs.
+
+Targets (issue 5): single-query clients at >= 1,500 q/s with recall@10 >= 0.95 and at least
+65% of the empty Flight server's rate; batched search at >= 50% of raw FAISS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import faiss
+import numpy as np
+import pyarrow as pa
+import pyarrow.flight as flight
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import Standalone  # noqa: E402
+from search import EmptyFlight, Stat, run_loop  # noqa: E402
+
+from elanus.flight.client import Client  # noqa: E402
+from elanus.segments.search import VectorIndexExact  # noqa: E402
+
+COLLECTION = "bench_index"
+K = 10
+BATCH = 100
+SWEEPS: dict[str, tuple[str, dict[str, Any], list[int]]] = {
+    # type: (search param, build params, search param values)
+    "HNSW": ("ef", {"M": 16, "efConstruction": 100}, [16, 32, 64, 128]),
+    "IVF_FLAT": ("nprobe", {"nlist": 1024}, [4, 8, 16, 32, 64]),
+}
+
+
+# -- data ---------------------------------------------------------------------------------------
+def clustered(n: int, dim: int, seed: int, centers: int = 1000) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    middle = rng.normal(size=(centers, dim)).astype(np.float32) * 3
+    which = rng.integers(0, centers, n)
+    out = middle[which]
+    out += rng.normal(size=(n, dim)).astype(np.float32)
+    return out
+
+
+def ground_truth(vectors: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    exact = VectorIndexExact(
+        pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), vectors.shape[1])
+    )
+    ids = []
+    for lo in range(0, len(queries), 100):
+        _, rows = exact.search(queries[lo : lo + 100], K, "L2")
+        ids.append(rows)
+    return np.vstack(ids)
+
+
+def recall(found: np.ndarray, truth: np.ndarray) -> float:
+    hits = sum(
+        len(set(f[f >= 0].tolist()) & set(t.tolist())) for f, t in zip(found, truth, strict=True)
+    )
+    return hits / truth.size
+
+
+# -- raw FAISS ----------------------------------------------------------------------------------
+def raw_index(index_type: str, build: dict[str, Any], vectors: np.ndarray) -> tuple[Any, float]:
+    dim = vectors.shape[1]
+    started = time.perf_counter()
+    if index_type == "HNSW":
+        index = faiss.IndexHNSWFlat(dim, build["M"])
+        index.hnsw.efConstruction = build["efConstruction"]
+        index.add(vectors)
+    else:
+        quantizer = faiss.IndexFlatL2(dim)
+        index = faiss.IndexIVFFlat(quantizer, dim, build["nlist"])
+        index.train(vectors)
+        index.add(vectors)
+    return index, time.perf_counter() - started
+
+
+def raw_params(index_type: str, value: int) -> Any:
+    if index_type == "HNSW":
+        return faiss.SearchParametersHNSW(efSearch=value)
+    return faiss.SearchParametersIVF(nprobe=value)
+
+
+def raw_cases(
+    index: Any, index_type: str, value: int, queries: np.ndarray, seconds: float
+) -> tuple[Stat, Stat, float]:
+    params = raw_params(index_type, value)
+    _, found = index.search(queries, K, params=params)
+    r = recall(found, TRUTH)
+    singles = [queries[i : i + 1] for i in range(len(queries))]
+    batches = [
+        queries[(j * BATCH) % (len(queries) - BATCH) :][:BATCH]
+        for j in range(len(queries) // BATCH)
+    ]
+    one = run_loop(
+        f"raw FAISS {index_type} {value}, 1 query", "raw", 1, 1, seconds,
+        lambda t: lambda i: index.search(singles[i % len(singles)], K, params=params),
+    )  # fmt: skip
+    many = run_loop(
+        f"raw FAISS {index_type} {value}, batch {BATCH}", "raw", 1, BATCH, seconds,
+        lambda t: lambda i: index.search(batches[i % len(batches)], K, params=params),
+    )  # fmt: skip
+    return one, many, r
+
+
+# -- Elanus over Flight ---------------------------------------------------------------------------
+def body(queries: np.ndarray, search: dict[str, Any]) -> bytes:
+    request = {
+        "db": "default",
+        "collection": COLLECTION,
+        "data": queries.tolist(),
+        "limit": K,
+        "offset": 0,
+        "output_fields": [],
+        "search_params": {"metric_type": "L2", "params": search},
+        "consistency_level": "Bounded",
+    }
+    return json.dumps(request, separators=(",", ":")).encode()
+
+
+def flight_loop(case: str, uri: str, bodies: list[bytes], threads: int, seconds: float) -> Stat:
+    def make(t: int) -> Any:
+        conn = flight.FlightClient(uri)
+        options = flight.FlightCallOptions(timeout=30)
+
+        def call(i: int) -> None:
+            for _ in conn.do_action(flight.Action("search", bodies[i % len(bodies)]), options):
+                pass
+
+        return call
+
+    return run_loop(case, "flight", threads, 1, seconds, make)
+
+
+def sdk_batches(
+    uri: str, index_type: str, search: dict[str, Any], queries: np.ndarray, seconds: float
+) -> Stat:
+    batches = [
+        queries[(j * BATCH) % (len(queries) - BATCH) :][:BATCH]
+        for j in range(len(queries) // BATCH)
+    ]
+
+    def make(t: int) -> Any:
+        client = Client(uri)
+        params = {"params": search}
+        return lambda i: client.search(
+            COLLECTION,
+            batches[i % len(batches)],
+            limit=K,
+            search_params=params,
+            consistency_level="Bounded",
+        )
+
+    case = f"Elanus SDK {index_type} {search}, batch {BATCH}"
+    return run_loop(case, "sdk", 1, BATCH, seconds, make)
+
+
+def elanus_recall(client: Client, queries: np.ndarray, search: dict[str, Any]) -> float:
+    hits = client.search(
+        COLLECTION, queries, limit=K, search_params={"params": search}, consistency_level="Strong"
+    )
+    found = np.array([[h["id"] for h in q] + [-1] * (K - len(q)) for q in hits])
+    return recall(found, TRUTH)
+
+
+# -- main ---------------------------------------------------------------------------------------
+TRUTH: np.ndarray = np.zeros((0, K), np.int64)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--rows", type=int, default=1_000_000)
+    p.add_argument("--dim", type=int, default=128)
+    p.add_argument("--queries", type=int, default=1000)
+    p.add_argument("--seconds", type=float, default=5.0)
+    p.add_argument("--clients", default="1,2,4")
+    p.add_argument("--types", default="HNSW,IVF_FLAT")
+    p.add_argument("--quick", action="store_true", help="100k rows, 2 s per case")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    global TRUTH
+    args = parse_args(argv)
+    if args.quick:
+        args.rows, args.seconds = min(args.rows, 100_000), 2.0
+    clients = [int(c) for c in args.clients.split(",")]
+    print(
+        f"data: {args.rows:,} x {args.dim}-d clustered float32; {args.queries} queries", flush=True
+    )
+    vectors = clustered(args.rows + args.queries, args.dim, seed=42)
+    queries, vectors = vectors[: args.queries].copy(), vectors[args.queries :].copy()
+    t0 = time.perf_counter()
+    TRUTH = ground_truth(vectors, queries)
+    print(f"ground truth in {time.perf_counter() - t0:.1f}s", flush=True)
+    singles = [body(queries[i : i + 1], {}) for i in range(len(queries))]
+    empty: dict[int, Stat] = {}
+    with EmptyFlight() as server:
+        for n in clients:
+            empty[n] = flight_loop(
+                f"empty Flight, {n} client(s)", server.uri, singles, n, args.seconds
+            )
+
+    rows_out: list[list[str]] = []
+    batch_rows: list[list[str]] = []
+    build_rows: list[list[str]] = []
+    with tempfile.TemporaryDirectory(prefix="elanus-bench-index-") as tmp:
+        env = {
+            "ELANUS_SEGMENT_MAX_ROWS": str(args.rows + 1),
+            "ELANUS_SEGMENT_MAX_BYTES": str(1 << 40),
+        }
+        with (
+            Standalone(Path(tmp) / "data", env=env) as server,
+            Client(server.uri, timeout=600) as client,
+        ):
+            client.create_collection(COLLECTION, dimension=args.dim, metric_type="L2", num_shards=1)
+            table = pa.table(
+                {"id": pa.array(np.arange(args.rows), pa.int64()),
+                 "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), args.dim)}
+            )  # fmt: skip
+            client.insert(COLLECTION, table)
+            client.flush(COLLECTION, timeout=600)
+            client.load_collection(COLLECTION, timeout=600)
+            for index_type in args.types.split(","):
+                name, build, values = SWEEPS[index_type]
+                raw, raw_build = raw_index(index_type, build, vectors)
+                started = time.perf_counter()
+                client.create_index(COLLECTION, "vector", index_type, "L2", build)
+                client.wait_for_index(COLLECTION, timeout=3600)
+                ours_build = time.perf_counter() - started
+                elanus_recall(client, queries[:10], {name: values[0]})  # the index is served
+                build_rows.append(
+                    [
+                        index_type,
+                        json.dumps(build),
+                        f"{raw_build:.1f}",
+                        f"{ours_build:.1f}",
+                        f"{raw_build / ours_build:.2f}x",
+                    ]
+                )
+                print(
+                    f"{index_type}: raw build {raw_build:.1f}s, Elanus {ours_build:.1f}s",
+                    flush=True,
+                )
+                for value in values:
+                    search = {name: value}
+                    raw_one, raw_many, raw_recall = raw_cases(
+                        raw, index_type, value, queries, args.seconds
+                    )
+                    ours_recall = elanus_recall(client, queries, search)
+                    bodies = [body(queries[i : i + 1], search) for i in range(len(queries))]
+                    for n in clients:
+                        st = flight_loop(
+                            f"Elanus {index_type} {name}={value}, {n} client(s)",
+                            server.uri,
+                            bodies,
+                            n,
+                            args.seconds,
+                        )
+                        rows_out.append(
+                            [
+                                index_type,
+                                f"{name}={value}",
+                                str(n),
+                                f"{ours_recall:.3f}",
+                                f"{st.qps:,.0f}",
+                                f"{st.pct(50):.2f}/{st.pct(99):.2f}",
+                                f"{raw_recall:.3f}",
+                                f"{raw_one.qps:,.0f}",
+                                f"{st.qps / empty[n].qps:.2f}x",
+                            ]
+                        )
+                    st = sdk_batches(server.uri, index_type, search, queries, args.seconds)
+                    batch_rows.append(
+                        [
+                            index_type,
+                            f"{name}={value}",
+                            f"{st.qps:,.0f}",
+                            f"{raw_many.qps:,.0f}",
+                            f"{st.qps / raw_many.qps:.2f}x",
+                        ]
+                    )
+                client.drop_index(COLLECTION, "vector")
+
+    print()
+    print(f"## Build ({args.rows:,} x {args.dim}-d, one segment)")
+    table_print(["index", "params", "raw FAISS s", "Elanus s", "raw / Elanus"], build_rows)
+    print()
+    print(
+        f"## Single-query search over Flight (k={K}; empty Flight server: "
+        + ", ".join(f"{n} client(s) {s.qps:,.0f} q/s" for n, s in empty.items())
+        + ")"
+    )
+    table_print(
+        [
+            "index",
+            "search",
+            "clients",
+            "recall@10",
+            "q/s",
+            "p50/p99 ms",
+            "raw recall",
+            "raw q/s (1 thread)",
+            "vs empty Flight",
+        ],
+        rows_out,
+    )
+    print()
+    print(f"## Batched search (batch of {BATCH}, 1 client)")
+    table_print(["index", "search", "Elanus q/s", "raw FAISS q/s", "vs raw"], batch_rows)
+    return 0
+
+
+def table_print(headers: list[str], body_rows: list[list[str]]) -> None:
+    print("| " + " | ".join(headers) + " |")
+    print("|" + "|".join("---" for _ in headers) + "|")
+    for r in body_rows:
+        print("| " + " | ".join(r) + " |")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
