@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.flight as flight
 
 from elanus.channels import subjects
@@ -292,38 +293,53 @@ class ReadService:
         columns: list[str],
         schema: pa.Schema,
     ) -> Iterator[pa.RecordBatch]:
-        """The rows in primary-key order, one bounded delegator request per page."""
+        """The rows in primary-key order, one bounded delegator request per page.
+
+        Keys may repeat (two inserts of one key both stay visible), so a full page is cut
+        before its last key, and the next page starts at that key (``>=``); a page that is
+        one key only is followed by all rows of that key, then the keys after it."""
         pk = info.schema.primary.name
         wanted = columns if pk in columns else [*columns, pk]
         size = page_rows(info.schema, wanted)
-        text, params = ticket["filter"], dict(ticket["filter_params"])
-        after: Any = None
-        while True:
-            expr = text
-            if after is not None:
-                params[AFTER] = after
-                cond = f"{pk} > {{{AFTER}}}"
-                expr = f"({text}) and {cond}" if text else cond
-            reply = self._ask(
-                node,
-                "read.segments",
-                {
-                    "vchannel": ticket["vchannel"],
-                    "segment_ids": ticket["segment_ids"],
-                    "ts": ticket["ts"],
-                    "guarantee_ts": ticket["ts"],
-                    "filter": expr,
-                    "params": params,
-                    "output_fields": wanted,
-                    "limit": size,
-                },
-            )
-            table = as_table(reply["rows"]).sort_by(pk).slice(0, size)
+
+        def fetch(op: str | None, key: Any, limit: int | None) -> pa.Table:
+            text, params = ticket["filter"], dict(ticket["filter_params"])
+            if op is not None:
+                params[AFTER] = key
+                cond = f"{pk} {op} {{{AFTER}}}"
+                text = f"({text}) and {cond}" if text else cond
+            body = {
+                "vchannel": ticket["vchannel"],
+                "segment_ids": ticket["segment_ids"],
+                "ts": ticket["ts"],
+                "guarantee_ts": ticket["ts"],
+                "filter": text,
+                "params": params,
+                "output_fields": wanted,
+                "limit": limit,
+            }
+            table = as_table(self._ask(node, "read.segments", body)["rows"]).sort_by(pk)
+            return table if limit is None else table.slice(0, limit)
+
+        def out(table: pa.Table) -> Iterator[pa.RecordBatch]:
             if table.num_rows:
-                after = table.column(pk)[-1].as_py()
                 yield from table.select(columns).cast(schema).combine_chunks().to_batches()
+
+        op: str | None = None
+        key: Any = None
+        while True:
+            table = fetch(op, key, size)
             if table.num_rows < size:
+                yield from out(table)
                 return
+            last = table.column(pk)[-1]
+            head = table.filter(pc.less(table.column(pk), last))
+            if head.num_rows:
+                yield from out(head)
+                op, key = ">=", last.as_py()
+            else:  # a whole page of one key
+                yield from out(fetch("==", last.as_py(), None))
+                op, key = ">", last.as_py()
 
 
 def _chain(first: list[pa.RecordBatch], rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

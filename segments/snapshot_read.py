@@ -22,6 +22,9 @@ asks for the buffer first and reads the delta logs second therefore misses none.
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
+from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +37,7 @@ from elanus.channels.dml import PK_COLUMN
 from elanus.errors import ElanusError, ErrorCode
 from elanus.expr import Expr
 from elanus.segments import storage
+from elanus.segments.memseg import MemSegment
 from elanus.segments.worker import concat_or_empty, load_segment
 
 if TYPE_CHECKING:
@@ -92,24 +96,73 @@ async def read_segments(d: Delegator, body: dict[str, Any], expr: Expr | None) -
                 node, "worker.query", {**body, "ts": ts, "segment_ids": sids, "limit": limit}
             )
             tables.append(as_table(reply["rows"]))
-        buffer = list(d.delete_buffer)
+        buffer, complete_until = list(d.delete_buffer), d.tsafe  # one step: consistent
         for spec in retired:
             tables.append(
-                await asyncio.to_thread(_read_retired, d, spec, buffer, ts, expr, columns, limit)
+                await asyncio.to_thread(
+                    _read_retired, d, spec, (buffer, complete_until), ts, expr, columns, limit
+                )
             )
+        if retired:
+            asyncio.get_running_loop().call_later(RETIRED.ttl_s + 1, RETIRED.sweep)
     return {"rows": concat_or_empty(tables, columns, list(d.growing.values())), "ts": ts}
+
+
+class _RetiredCache:
+    """A few retired segments kept loaded for a while: a paged read asks for the same one
+    page after page. Keyed by path (unique per storage); used from worker threads."""
+
+    def __init__(self, size: int = 2, ttl_s: float = 30.0) -> None:
+        self.size, self.ttl_s = size, ttl_s
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[str, tuple[MemSegment, int, float]] = OrderedDict()
+
+    def get(self, path: str, ts: int) -> MemSegment | None:
+        """The loaded segment if it holds every delete a read at ``ts`` needs."""
+        with self._lock:
+            entry = self._entries.get(path)
+            if entry is None or ts > entry[1]:
+                return None
+            self._entries[path] = (entry[0], entry[1], time.monotonic())
+            self._entries.move_to_end(path)
+            return entry[0]
+
+    def put(self, path: str, seg: MemSegment, complete_until: int) -> None:
+        with self._lock:
+            self._entries[path] = (seg, complete_until, time.monotonic())
+            self._entries.move_to_end(path)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+
+    def sweep(self) -> None:
+        """Drop what was not used for ``ttl_s`` (called some time after each use)."""
+        now = time.monotonic()
+        with self._lock:
+            for path, (_, _, used) in list(self._entries.items()):
+                if now - used > self.ttl_s:
+                    del self._entries[path]
+
+
+RETIRED = _RetiredCache()
 
 
 def _read_retired(
     d: Delegator,
     spec: dict[str, Any],
-    buffer: list[tuple[pa.Array, int]],
+    deletes: tuple[list[tuple[pa.Array, int]], int],
     ts: int,
     expr: Expr | None,
     columns: list[str],
     limit: int | None,
 ) -> pa.Table:
-    """A compacted-away segment from its files, with every buffered delete applied."""
+    """A compacted-away segment from its files, with every buffered delete applied.
+
+    ``deletes`` is the buffer and the tsafe it is complete up to; the loaded copy is kept
+    and answers later reads at or below that timestamp."""
+    buffer, complete_until = deletes
+    cached = RETIRED.get(spec["path"], ts)
+    if cached is not None:
+        return cached.query(ts, expr, columns, limit)
     if not layout.data_path(Path(spec["path"]).parent).exists():
         raise ElanusError(
             ErrorCode.SEGMENT_NOT_FOUND,
@@ -120,6 +173,7 @@ def _read_retired(
     pks, del_ts = _concat(buffer, d.schema.primary.arrow_type())
     if len(pks):
         seg.delete(pks, del_ts)
+    RETIRED.put(spec["path"], seg, complete_until)
     return seg.query(ts, expr, columns, limit)
 
 
@@ -138,6 +192,13 @@ async def deletes(d: Delegator, body: dict[str, Any]) -> dict[str, Any]:
     the segment is known), as a table (pk, ts)."""
     ts = await d.read_ts(body)
     sid = int(body["segment_id"])
+    if sid not in d.sealed and sid not in d.retired:
+        # A delegator that never held the segment (it started after the segment was
+        # compacted away) may lack deletes that went to the compaction target's logs.
+        raise ElanusError(
+            ErrorCode.SEGMENT_NOT_FOUND,
+            f"segment {sid} is not known to the delegator of {d.vchannel}; plan the read again",
+        )
     pks, del_ts = _concat(list(d.delete_buffer), d.schema.primary.arrow_type())
     keep = del_ts <= np.uint64(ts)
     stats = d.stats.get(sid)

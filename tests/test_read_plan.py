@@ -269,9 +269,41 @@ def test_segment_tickets_stream_in_pages(
     plan = c.read_plan("c", filter="id % 2 == 0")
     (growing,) = plan["endpoints"]
     batches = list(c.read_endpoint(growing["ticket"]))
-    assert [b.num_rows for b in batches[:-1]] == [256] * (len(batches) - 1)
+    want = [i for i in range(0, 1000, 2) if i % 7]
+    # A full page of 256 stops before its last key, where the next page starts.
+    assert [b.num_rows for b in batches] == [255, len(want) - 255]
+    assert pa.Table.from_batches(batches).column("id").to_pylist() == want
+
+
+def test_pages_keep_every_copy_of_a_repeated_key(
+    make_stack: Callable[..., Stack], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two inserts of one key both stay visible; pages cut by key never lose a copy."""
+    monkeypatch.setattr(readplan, "page_rows", lambda schema, columns: 4)
+    stack = make_stack()
+    c = stack.client()
+    c.create_collection("c", dimension=DIM)
+    c.load_collection("c")
+    c.insert("c", rows(0, 40))
+    for k in range(5):
+        c.insert("c", rows(7, 1, seed=k + 1))  # id 7 six times: pages of one key
+    c.insert("c", rows(12, 2, seed=9))  # ids 12 and 13 twice
+    c.delete("c", [20])
+    plan = c.read_plan("c", columns=["id", "vector"], filter="id % 2 == 0 or id == 7")
+    (growing,) = plan["endpoints"]
+    batches = list(c.read_endpoint(growing["ticket"]))
+    assert max(b.num_rows for b in batches[:-1]) <= 6 and len(batches) > 5
     got = pa.Table.from_batches(batches)
-    assert got.column("id").to_pylist() == [i for i in range(0, 1000, 2) if i % 7]
+    want = query_at(stack, plan["ts"], "id % 2 == 0 or id == 7")
+    assert sorted(got.column("id").to_pylist()) == sorted(want.column("id").to_pylist())
+    assert got.column("id").to_pylist().count(7) == 6
+    assert got.column("id").to_pylist().count(12) == 2
+
+    def pairs(t: pa.Table) -> list[tuple[int, tuple[float, ...]]]:
+        ids, vectors = t["id"].to_pylist(), t["vector"].to_pylist()
+        return sorted((i, tuple(v)) for i, v in zip(ids, vectors, strict=True))
+
+    assert pairs(got) == pairs(want)
 
 
 def test_partitions_filter_and_columns_shape_the_plan(make_stack: Callable[..., Stack]) -> None:
@@ -317,6 +349,15 @@ def test_bad_plans_and_tickets_fail_cleanly(make_stack: Callable[..., Stack]) ->
         ({**ticket, "vchannel": "dml_0_9v0"}, ErrorCode.INVALID_ARGUMENT, "vchannel"),
         ({**ticket, "collection_id": 1}, ErrorCode.COLLECTION_NOT_FOUND, "since the read plan"),
         ({**ticket, "segment_ids": [424242]}, ErrorCode.SEGMENT_NOT_FOUND, "424242"),
+        (
+            {
+                **{k: ticket[k] for k in segment_files.DELETE_KEYS},
+                "read": "deletes",
+                "segment_id": 9,
+            },
+            ErrorCode.SEGMENT_NOT_FOUND,
+            "plan the read again",
+        ),
     ]
     for doc, code, word in bad_tickets:
         err = call_error(lambda d=doc: list(c.read_endpoint(json.dumps(d).encode())))
