@@ -18,6 +18,7 @@ Tickets (JSON, redeemed with ``DoGet`` on any proxy):
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -39,6 +40,7 @@ from elanus.schema import DYNAMIC_FIELD, DataType, Schema
 if TYPE_CHECKING:
     from elanus.flight.proxy import ProxyServer
 
+log = logging.getLogger(__name__)
 READ_PLAN_ACTIONS = ("read_plan",)
 TICKET_KINDS = ("segments", "deletes")
 PAGE_BYTES = 4 << 20
@@ -353,3 +355,10 @@ def _guarded(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         yield from batches
     except ElanusError as exc:
         raise to_flight_error(exc) from None
+    except flight.FlightError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - never leak a traceback to the client
+        log.exception("DoGet read ticket failed")
+        raise to_flight_error(
+            ElanusError(ErrorCode.INTERNAL, f"DoGet: {type(exc).__name__}: {exc}")
+        ) from None
