@@ -398,6 +398,64 @@ class Client(IndexAPI):
         reply = self._action("get_compaction_state", {"compaction_id": compaction_id})
         return "Completed" if reply["state"] == "completed" else "Executing"
 
+    # -- snapshot reads (parallel readers such as Spark) --------------------------------------
+    def read_plan(
+        self,
+        collection_name: str,
+        *,
+        columns: list[str] | None = None,
+        filter: str = "",
+        filter_params: dict[str, Any] | None = None,
+        partition_names: list[str] | None = None,
+        snapshot_ts: int | None = None,
+        db: str | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """A snapshot read plan (Flight ``GetFlightInfo``): ``ts``, ``schema`` (Elanus),
+        ``arrow_schema``, ``columns``, ``total_records`` and ``endpoints``, each with its
+        ``ticket`` (bytes for :meth:`read_endpoint`), ``kind`` and ``rows``. Reading every
+        endpoint gives the rows a query with ``as_of=ts`` returns."""
+        command = self._in_db(db, collection=collection_name)
+        if columns is not None:
+            command["columns"] = list(columns)
+        if filter:
+            command["filter"] = filter
+        if filter_params:
+            command["filter_params"] = filter_params
+        if partition_names:
+            command["partition_names"] = list(partition_names)
+        if snapshot_ts:
+            command["snapshot_ts"] = int(snapshot_ts)
+        descriptor = flight.FlightDescriptor.for_command(encode_json(command))
+        try:
+            info = self._conn().get_flight_info(descriptor, self._options(timeout))
+        except (flight.FlightError, pa.ArrowException) as exc:
+            raise from_flight_error(exc) from None
+        meta = decode_body(info.app_metadata, "read plan metadata")
+        endpoints = []
+        for e in info.endpoints:
+            raw = e.ticket.ticket
+            extra = decode_body(e.app_metadata, "read plan endpoint")
+            endpoints.append({**decode_body(raw, "read plan ticket"), **extra, "ticket": raw})
+        return {
+            **meta,
+            "arrow_schema": info.schema,
+            "total_records": info.total_records,
+            "endpoints": endpoints,
+        }
+
+    def read_endpoint(
+        self, ticket: bytes, *, timeout: float | None = None
+    ) -> Iterator[pa.RecordBatch]:
+        """The record batches of one read-plan ticket (Flight ``DoGet``)."""
+        try:
+            reader = self._conn().do_get(flight.Ticket(ticket), self._options(timeout))
+            for chunk in reader:
+                if chunk.data is not None and chunk.data.num_rows:
+                    yield chunk.data
+        except (flight.FlightError, pa.ArrowException) as exc:
+            raise from_flight_error(exc) from None
+
     # -- reads ------------------------------------------------------------------------------
     def load_collection(
         self,

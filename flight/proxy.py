@@ -34,7 +34,8 @@ from elanus.flight.metacache import MetaCache
 from elanus.flight.putresult import PutAck
 from elanus.flight.query import QueryService, hits_table
 from elanus.flight.query_actions import QUERY_ACTIONS, check_search_stream
-from elanus.flight.wire import encode_json, to_flight_error
+from elanus.flight.readplan import READ_PLAN_ACTIONS, ReadService
+from elanus.flight.wire import decode_body, encode_json, to_flight_error
 from elanus.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -53,6 +54,7 @@ class ProxyServer(Role):
         self.ddl = DdlService(bus, self.cache, self.node_id)
         self.dml = DmlService(self)
         self.query = QueryService(self)
+        self.reads = ReadService(self)
         self.port: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: _FlightService | None = None
@@ -144,6 +146,8 @@ class ProxyServer(Role):
                 return encode_json(self.query.action(spec.name, request))
             if spec.name in index_actions.INDEX_ACTIONS:
                 return encode_json(index_actions.execute(self, spec.name, request))
+            if spec.name in READ_PLAN_ACTIONS:
+                return encode_json(self.reads.plan(request).to_json())
             return encode_json(self.run(self.ddl.execute(spec.name, request)))
         except ElanusError as exc:
             raise to_flight_error(exc) from None
@@ -217,13 +221,30 @@ class ProxyServer(Role):
                 writer.write_table(table)
                 first += batch.num_rows
 
-    def handle_get(self, ticket: bytes) -> flight.RecordBatchStream:
-        """DoGet query: the ticket is a ``query`` action body; rows stream back."""
+    def handle_get(self, ticket: bytes) -> flight.FlightDataStream:
+        """DoGet: a read-plan ticket (JSON with ``read``), or a ``query`` action body."""
         with _flight_errors("DoGet"):
+            doc = decode_body(ticket, "DoGet ticket")
+            if "read" in doc:
+                return self.reads.stream(doc)
             _, request = check_request("query", ticket)
             info = self.dml.collection(request["db"], request["collection"])
             table, _, _ = self.query.query_table(info, request)
             return flight.RecordBatchStream(table)
+        raise AssertionError("unreachable")
+
+    def handle_flight_info(self, descriptor: flight.FlightDescriptor) -> flight.FlightInfo:
+        """GetFlightInfo: a snapshot read plan for the JSON command (``read_plan`` body)."""
+        with _flight_errors("GetFlightInfo"):
+            request = self.reads.plan_request(_command(descriptor, "GetFlightInfo"))
+            return self.reads.plan(request).flight_info(descriptor)
+        raise AssertionError("unreachable")
+
+    def handle_schema(self, descriptor: flight.FlightDescriptor) -> flight.SchemaResult:
+        """GetSchema: the Arrow schema a read plan for the same command would have."""
+        with _flight_errors("GetSchema"):
+            request = self.reads.plan_request(_command(descriptor, "GetSchema"))
+            return flight.SchemaResult(self.reads.schema(request))
         raise AssertionError("unreachable")
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float = ACTION_TIMEOUT_S) -> T:
@@ -246,10 +267,13 @@ def _shutdown(server: flight.FlightServerBase, thread: threading.Thread | None) 
         thread.join(timeout=10)
 
 
-def _not_yet(what: str) -> flight.FlightServerError:
-    return to_flight_error(
-        ElanusError(ErrorCode.UNKNOWN_ACTION, f"{what} is not supported by this proxy yet")
-    )
+def _command(descriptor: flight.FlightDescriptor, call: str) -> bytes:
+    if descriptor.descriptor_type != flight.DescriptorType.CMD:
+        raise ElanusError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"{call} takes a command descriptor holding a JSON read_plan body, not a path",
+        )
+    return bytes(descriptor.command or b"")
 
 
 class _FlightService(flight.FlightServerBase):
@@ -274,12 +298,12 @@ class _FlightService(flight.FlightServerBase):
     def get_flight_info(
         self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
     ) -> flight.FlightInfo:
-        raise _not_yet("GetFlightInfo")
+        return self._proxy.handle_flight_info(descriptor)
 
     def get_schema(
         self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
     ) -> flight.SchemaResult:
-        raise _not_yet("GetSchema")
+        return self._proxy.handle_schema(descriptor)
 
     def do_put(
         self,

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 TSAFE_WAIT_S = 30.0
 WorkerSearch = Callable[[list[int], SearchRequest], list[dict[str, Any]]]
+RETIRED_KEPT = 4096
 
 
 class Delegator:
@@ -57,6 +58,10 @@ class Delegator:
         self.growing: dict[int, MemSegment] = {}
         self.sealed: dict[int, str] = {}  # segment -> worker node
         self.sealed_partition: dict[int, int] = {}
+        self.sealed_path: dict[int, str | None] = {}
+        self.retired: dict[int, dict[str, Any]] = {}
+        """Sealed segments that left (compacted away): where their files are, for snapshot
+        reads planned before they left (``snapshot_read``)."""
         self.stats: dict[int, PkStats | None] = {}
         self.delete_buffer: list[tuple[pa.Array, int]] = []
         self.version = 0
@@ -134,6 +139,7 @@ class Delegator:
             self.sealed[sid] = s["node_id"]
             self.sealed_partition[sid] = int(s.get("partition_id", 0))
             path = s.get("path")
+            self.sealed_path[sid] = path
             self.stats[sid] = storage.load_pk_stats(Path(path).parent) if path else None
 
     async def sync(self, add: list[dict[str, Any]], remove: list[int]) -> None:
@@ -151,7 +157,7 @@ class Delegator:
         for sid in remove:
             self.sealed.pop(sid, None)
             self.stats.pop(sid, None)
-            self.sealed_partition.pop(sid, None)
+            self._retire(sid, self.sealed_partition.pop(sid, 0), self.sealed_path.pop(sid, None))
         # Reads that began on the old distribution may still ask for the removed segments:
         # answer only once they are done, so the coord releases those segments after them.
         with self._readers_lock:
@@ -162,6 +168,12 @@ class Delegator:
                     return
                 self._readers_done.clear()
             await self._readers_done.wait()
+
+    def _retire(self, sid: int, partition_id: int, path: str | None) -> None:
+        if path:
+            self.retired[sid] = {"segment_id": sid, "partition_id": partition_id, "path": path}
+            while len(self.retired) > RETIRED_KEPT:
+                del self.retired[next(iter(self.retired))]
 
     def _enter_read(self) -> int:
         with self._readers_lock:

@@ -17,6 +17,7 @@ from elanus.errors import ElanusError, ErrorCode
 from elanus.expr import Expr, parse
 from elanus.requests import Body
 from elanus.schema import Schema
+from elanus.segments import snapshot_read
 from elanus.segments.delegator import Delegator, WorkerSearch
 from elanus.segments.worker import SearchRequest, Worker
 from elanus.settings import Settings
@@ -48,6 +49,9 @@ class QueryNode(Role):
             "search": self.search,
             "query": self.query,
             "count": self.count,
+            "read.plan": self.read_plan,
+            "read.segments": self.read_segments,
+            "read.deletes": self.read_deletes,
             "worker.load": self.worker_load,
             "worker.release": self.worker_release,
             "worker.delete": self.worker_delete,
@@ -165,6 +169,16 @@ class QueryNode(Role):
     async def count(self, raw: dict[str, Any]) -> dict[str, Any]:
         d = self._delegator(raw["vchannel"])
         return await d.count(raw, self._expr(d.collection_id, raw))
+
+    async def read_plan(self, raw: dict[str, Any]) -> dict[str, Any]:
+        return await snapshot_read.plan(self._delegator(raw["vchannel"]), raw)
+
+    async def read_segments(self, raw: dict[str, Any]) -> dict[str, Any]:
+        d = self._delegator(raw["vchannel"])
+        return await snapshot_read.read_segments(d, raw, self._expr(d.collection_id, raw))
+
+    async def read_deletes(self, raw: dict[str, Any]) -> dict[str, Any]:
+        return await snapshot_read.deletes(self._delegator(raw["vchannel"]), raw)
 
     # -- worker -----------------------------------------------------------------------------
     async def worker_load(self, raw: dict[str, Any]) -> dict[str, Any]:

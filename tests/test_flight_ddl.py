@@ -111,9 +111,12 @@ def test_other_flight_methods_fail_cleanly(fc: flight.FlightClient) -> None:
         fc.do_get(flight.Ticket(b"{}")).read_all()
     assert str(err.value).startswith("[INVALID_ARGUMENT] query:")
     assert "Traceback" not in str(err.value)
-    with pytest.raises(flight.FlightServerError) as err:
+    with pytest.raises(flight.FlightServerError) as err:  # a read plan needs a collection
         fc.get_flight_info(flight.FlightDescriptor.for_command(b"{}"))
-    assert str(err.value).startswith("[UNKNOWN_ACTION] GetFlightInfo is not supported")
+    assert str(err.value).startswith("[INVALID_ARGUMENT] read_plan: missing required key")
+    with pytest.raises(flight.FlightServerError) as err:
+        fc.get_flight_info(flight.FlightDescriptor.for_path("docs"))
+    assert str(err.value).startswith("[INVALID_ARGUMENT] GetFlightInfo takes a command")
     assert list(fc.list_flights()) == []
 
 

@@ -1,0 +1,364 @@
+"""Snapshot reads for parallel readers (Spark, any Flight client): read plans and tickets.
+
+``GetFlightInfo`` (or the ``read_plan`` action) with a JSON command fixes a snapshot
+timestamp ``T`` (a Strong read: a fresh TSO timestamp, or the caller's ``snapshot_ts``
+inside the retention window), waits until every delegator of the collection applied all
+messages up to ``T``, and returns one endpoint per sealed segment plus one per vchannel
+for its growing segments. Each ticket names its segments by id and carries ``T``, so
+redeeming every ticket (in any order, in parallel, later) returns exactly the rows a
+``query`` with ``as_of=T`` returns (see ``elanus.segments.snapshot_read`` for why listed
+ids stay right while flushes and compactions go on).
+
+Tickets (JSON, redeemed with ``DoGet`` on any proxy):
+- ``{"read": "segments", ...}``: the rows at ``T`` of the listed segments, streamed in
+  pages by primary key (each page one bounded request to the delegator);
+- ``{"read": "deletes", ...}``: the deletes stamped <= ``T`` of one sealed segment that
+  are not necessarily in its delta logs yet, for readers of the segment's own files.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.flight as flight
+
+from elanus.channels import subjects
+from elanus.channels.bus import as_table
+from elanus.errors import ElanusError, ErrorCode, invalid
+from elanus.flight.actions import _action, _db, _name, check_request
+from elanus.flight.metacache import CollectionInfo
+from elanus.flight.query_actions import _partitions
+from elanus.flight.wire import encode_json, to_flight_error
+from elanus.requests import Body
+from elanus.schema import DYNAMIC_FIELD, DataType, Schema
+
+if TYPE_CHECKING:
+    from elanus.flight.proxy import ProxyServer
+
+log = logging.getLogger(__name__)
+READ_PLAN_ACTIONS = ("read_plan",)
+TICKET_KINDS = ("segments", "deletes")
+PAGE_BYTES = 4 << 20
+"""A page of a segments ticket is about this big (one delegator request each)."""
+AFTER = "__elanus_after"
+REQUEST_TIMEOUT_S = 120.0
+
+
+@_action(
+    "read_plan",
+    "A snapshot read plan for parallel readers (what GetFlightInfo returns, as JSON). Body: "
+    "collection, partition_names, snapshot_ts, filter, filter_params, columns. Result: ts, "
+    "collection_id, schema, columns, total_records, endpoints (ticket, kind, rows).",
+    ("collection", "partition_names", "snapshot_ts", "filter", "filter_params", "columns"),
+)
+def _read_plan(b: Body) -> dict[str, Any]:
+    columns = b.list("columns", None)
+    if columns is not None:
+        if not columns or not all(isinstance(c, str) for c in columns):
+            raise invalid("read_plan: 'columns' must be a non-empty list of field names")
+        if len(set(columns)) != len(columns):
+            raise invalid("read_plan: 'columns' names a field twice")
+    return {
+        "db": _db(b),
+        "collection": _name(b, "collection", "collection"),
+        "partition_names": _partitions(b),
+        "snapshot_ts": b.int("snapshot_ts", 0, lo=0),
+        "filter": b.str("filter", "") or None,
+        "filter_params": b.dict("filter_params", {}),
+        "columns": columns,
+    }
+
+
+def check_ticket(doc: dict[str, Any]) -> dict[str, Any]:
+    """Static checks of a read ticket (a JSON object with a ``read`` key)."""
+    b = Body(doc, "DoGet ticket")
+    kind = b.str("read")
+    if kind not in TICKET_KINDS:
+        raise invalid(f"DoGet ticket: 'read' must be one of {', '.join(TICKET_KINDS)}")
+    ticket: dict[str, Any] = {
+        "read": kind,
+        "db": _db(b),
+        "collection": _name(b, "collection", "collection"),
+        "collection_id": b.int("collection_id", lo=0),
+        "vchannel": b.str("vchannel"),
+        "ts": b.int("ts", lo=1),
+    }
+    if kind == "segments":
+        ids = b.list("segment_ids")
+        if not ids or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+            raise invalid("DoGet ticket: 'segment_ids' must be a non-empty list of integers")
+        columns = b.list("columns")
+        if not columns or not all(isinstance(c, str) for c in columns):
+            raise invalid("DoGet ticket: 'columns' must be a non-empty list of field names")
+        ticket.update(
+            segment_ids=ids,
+            columns=columns,
+            filter=b.str("filter", "") or None,
+            filter_params=b.dict("filter_params", {}),
+        )
+        b.dict("sealed", None)  # for readers of the files; the proxy reads through the nodes
+    else:
+        ticket["segment_id"] = b.int("segment_id", lo=0)
+    b.done()
+    return ticket
+
+
+@dataclass
+class Endpoint:
+    kind: str  # "sealed" (one segment, readable from its files) or "growing"
+    ticket: dict[str, Any]
+    rows: int
+    """Rows stored in the segments (an upper bound on what the ticket returns)."""
+
+
+@dataclass
+class ReadPlan:
+    info: CollectionInfo
+    ts: int
+    columns: list[str]
+    schema: pa.Schema
+    endpoints: list[Endpoint]
+
+    @property
+    def total_records(self) -> int:
+        return sum(e.rows for e in self.endpoints)
+
+    def metadata(self) -> dict[str, Any]:
+        return {
+            "ts": self.ts,
+            "collection_id": self.info.collection_id,
+            "schema": self.info.schema.to_dict(),
+            "columns": self.columns,
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        endpoints = [{"ticket": e.ticket, "kind": e.kind, "rows": e.rows} for e in self.endpoints]
+        return {**self.metadata(), "total_records": self.total_records, "endpoints": endpoints}
+
+    def flight_info(self, descriptor: flight.FlightDescriptor) -> flight.FlightInfo:
+        endpoints = [
+            flight.FlightEndpoint(encode_json(e.ticket), [], app_metadata=encode_json(meta))
+            for e in self.endpoints
+            for meta in [{"kind": e.kind, "rows": e.rows}]
+        ]
+        return flight.FlightInfo(
+            self.schema,
+            descriptor,
+            endpoints,
+            self.total_records,
+            -1,
+            app_metadata=encode_json(self.metadata()),
+        )
+
+
+def arrow_schema(schema: Schema, columns: list[str] | None) -> tuple[list[str], pa.Schema]:
+    """The columns a read returns (all user columns by default) and their Arrow schema."""
+    full = schema.to_arrow()
+    if columns is None:
+        return list(full.names), full
+    for c in columns:
+        if c not in full.names:
+            extra = "" if c != DYNAMIC_FIELD else " (dynamic fields are off)"
+            raise invalid(f"column {c!r} is not a field of the collection{extra}")
+    return list(columns), pa.schema([full.field(c) for c in columns])
+
+
+def page_rows(schema: Schema, columns: list[str]) -> int:
+    """Rows per page of a segments ticket: about ``PAGE_BYTES`` of the widest rows."""
+    width = 0
+    for name in columns:
+        f = next((f for f in schema.fields if f.name == name), None)
+        if f is not None and f.dtype in (DataType.FLOAT_VECTOR, DataType.FLOAT16_VECTOR):
+            width += 4 * (f.dim or 0)
+        elif f is not None and f.dtype is DataType.BINARY_VECTOR:
+            width += (f.dim or 0) // 8
+        elif f is None or f.dtype in (DataType.VARCHAR, DataType.JSON, DataType.ARRAY):
+            width += 64
+        elif f.dtype is DataType.SPARSE_FLOAT_VECTOR:
+            width += 256
+        else:
+            width += 8
+    return max(256, min(65536, PAGE_BYTES // max(width, 1)))
+
+
+class ReadService:
+    """The proxy's half of snapshot reads: plans (Flight threads) and ticket streams."""
+
+    def __init__(self, proxy: ProxyServer) -> None:
+        self.proxy = proxy
+
+    def _info(self, db: str, collection: str) -> CollectionInfo:
+        return self.proxy.dml.collection(db, collection)
+
+    # -- plans ------------------------------------------------------------------------------
+    def plan_request(self, raw: bytes) -> dict[str, Any]:
+        """A GetFlightInfo/GetSchema command: the body of the ``read_plan`` action."""
+        return check_request("read_plan", raw)[1]
+
+    def schema(self, request: dict[str, Any]) -> pa.Schema:
+        info = self._info(request["db"], request["collection"])
+        return arrow_schema(info.schema, request["columns"])[1]
+
+    def plan(self, request: dict[str, Any]) -> ReadPlan:
+        query = self.proxy.query
+        info = self._info(request["db"], request["collection"])
+        columns, schema = arrow_schema(info.schema, request["columns"])
+        query._filter(info, request["filter"], request["filter_params"])
+        pids = query._partition_ids(info, request["partition_names"])
+        at = {"as_of": request["snapshot_ts"], "consistency_level": "Strong"}
+        _, ts = query._read_at(info, {**at, "guarantee_timestamp": 0})
+        replies = query._fan_out(
+            info, "read.plan", {"guarantee_ts": ts, "ts": ts, "partition_ids": pids}
+        )
+        stored = self.proxy.run(
+            self.proxy.ddl.coord("segment.info", {"collection_id": info.collection_id})
+        )
+        rows = {int(s["segment_id"]): int(s["num_rows"]) for s in stored["segments"]}
+        base: dict[str, Any] = {
+            "read": "segments",
+            "db": info.db,
+            "collection": info.name,
+            "collection_id": info.collection_id,
+            "ts": ts,
+            "columns": columns,
+        }
+        if request["filter"]:
+            base["filter"] = request["filter"]
+            if request["filter_params"]:
+                base["filter_params"] = request["filter_params"]
+        sealed: list[Endpoint] = []
+        growing: list[Endpoint] = []
+        for reply in sorted(replies, key=lambda r: str(r["vchannel"])):
+            v = reply["vchannel"]
+            for s in reply["sealed"]:
+                sid = int(s["segment_id"])
+                ticket = {**base, "vchannel": v, "segment_ids": [sid], "sealed": s}
+                sealed.append(Endpoint("sealed", ticket, rows.get(sid, 0)))
+            if reply["growing"]:
+                ids = [int(g["segment_id"]) for g in reply["growing"]]
+                total = sum(int(g["rows"]) for g in reply["growing"])
+                ticket = {**base, "vchannel": v, "segment_ids": ids}
+                growing.append(Endpoint("growing", ticket, total))
+        sealed.sort(key=lambda e: e.ticket["segment_ids"][0])
+        return ReadPlan(info, ts, columns, schema, sealed + growing)
+
+    # -- tickets ----------------------------------------------------------------------------
+    def stream(self, doc: dict[str, Any]) -> flight.FlightDataStream:
+        ticket = check_ticket(doc)
+        info = self._info(ticket["db"], ticket["collection"])
+        if info.collection_id != ticket["collection_id"]:
+            raise ElanusError(
+                ErrorCode.COLLECTION_NOT_FOUND,
+                f"collection {info.name!r} was dropped or replaced since the read plan",
+            )
+        node = self._delegator(info, ticket["vchannel"])
+        if ticket["read"] == "deletes":
+            reply = self._ask(
+                node,
+                "read.deletes",
+                {
+                    "vchannel": ticket["vchannel"],
+                    "segment_id": ticket["segment_id"],
+                    "ts": ticket["ts"],
+                    "guarantee_ts": ticket["ts"],
+                },
+            )
+            return flight.RecordBatchStream(as_table(reply["deletes"]))
+        columns, schema = arrow_schema(info.schema, ticket["columns"])
+        self.proxy.query._filter(info, ticket["filter"], ticket["filter_params"])
+        pages = self._pages(info, node, ticket, columns, schema)
+        first = next(pages, None)  # errors before the stream starts reach the client cleanly
+        batches = [] if first is None else [first]
+        return flight.GeneratorStream(schema, _guarded(_chain(batches, pages)))
+
+    def _delegator(self, info: CollectionInfo, vchannel: str) -> str:
+        route = self.proxy.query._route(info, None)
+        node = route.get(vchannel)
+        if node is None:
+            raise invalid(f"{vchannel!r} is not a vchannel of collection {info.name!r}")
+        return str(node)
+
+    def _ask(self, node: str, method: str, body: dict[str, Any]) -> Any:
+        subject = subjects.node("querynode", node, method)
+        return self.proxy.run(self.proxy.bus.request(subject, body, REQUEST_TIMEOUT_S))
+
+    def _pages(
+        self,
+        info: CollectionInfo,
+        node: str,
+        ticket: dict[str, Any],
+        columns: list[str],
+        schema: pa.Schema,
+    ) -> Iterator[pa.RecordBatch]:
+        """The rows in primary-key order, one bounded delegator request per page.
+
+        Keys may repeat (two inserts of one key both stay visible), so a full page is cut
+        before its last key, and the next page starts at that key (``>=``); a page that is
+        one key only is followed by all rows of that key, then the keys after it."""
+        pk = info.schema.primary.name
+        wanted = columns if pk in columns else [*columns, pk]
+        size = page_rows(info.schema, wanted)
+
+        def fetch(op: str | None, key: Any, limit: int | None) -> pa.Table:
+            text, params = ticket["filter"], dict(ticket["filter_params"])
+            if op is not None:
+                params[AFTER] = key
+                cond = f"{pk} {op} {{{AFTER}}}"
+                text = f"({text}) and {cond}" if text else cond
+            body = {
+                "vchannel": ticket["vchannel"],
+                "segment_ids": ticket["segment_ids"],
+                "ts": ticket["ts"],
+                "guarantee_ts": ticket["ts"],
+                "filter": text,
+                "params": params,
+                "output_fields": wanted,
+                "limit": limit,
+            }
+            table = as_table(self._ask(node, "read.segments", body)["rows"]).sort_by(pk)
+            return table if limit is None else table.slice(0, limit)
+
+        def out(table: pa.Table) -> Iterator[pa.RecordBatch]:
+            if table.num_rows:
+                yield from table.select(columns).cast(schema).combine_chunks().to_batches()
+
+        op: str | None = None
+        key: Any = None
+        while True:
+            table = fetch(op, key, size)
+            if table.num_rows < size:
+                yield from out(table)
+                return
+            last = table.column(pk)[-1]
+            head = table.filter(pc.less(table.column(pk), last))
+            if head.num_rows:
+                yield from out(head)
+                op, key = ">=", last.as_py()
+            else:  # a whole page of one key
+                yield from out(fetch("==", last.as_py(), None))
+                op, key = ">", last.as_py()
+
+
+def _chain(first: list[pa.RecordBatch], rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    yield from first
+    yield from rest
+
+
+def _guarded(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Errors in the middle of a stream leave as Flight errors with a code, too."""
+    try:
+        yield from batches
+    except ElanusError as exc:
+        raise to_flight_error(exc) from None
+    except flight.FlightError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - never leak a traceback to the client
+        log.exception("DoGet read ticket failed")
+        raise to_flight_error(
+            ElanusError(ErrorCode.INTERNAL, f"DoGet: {type(exc).__name__}: {exc}")
+        ) from None

@@ -1,0 +1,210 @@
+"""Snapshot reads of one vchannel for bulk readers (Spark): the read plan, the rows of
+listed segments at a timestamp, and the deletes a reader of a sealed segment's files needs.
+
+A read plan at ``T`` (taken once tsafe >= T, so every message stamped <= T is applied)
+lists the segments that exist: the sealed ones, each read on its own, and the growing
+ones, read together. Readers then name segments by id, never "everything else", because
+the distribution moves on between plan and read, and a listed id is still found:
+
+- still growing here: from memory;
+- flushed and handed off since (it keeps its id): from the worker that now holds it;
+- compacted away since: from its own files (kept ``gc_delay_s``) plus the delete buffer,
+  while the compaction target, which is not listed, is never read, so no row comes twice.
+
+A segment created after the plan holds only rows stamped after tsafe, so none at ``T``.
+
+Deletes: a sealed segment's files hold the deletes persisted by the datanode (delta logs);
+newer ones are in the delegator's delete buffer, which holds every delete since the
+channel checkpoint it started from (everything before that is on disk). A reader that
+asks for the buffer first and reads the delta logs second therefore misses none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import OrderedDict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from elanus import layout
+from elanus.channels.bus import as_table
+from elanus.channels.dml import PK_COLUMN
+from elanus.errors import ElanusError, ErrorCode
+from elanus.expr import Expr
+from elanus.segments import storage
+from elanus.segments.memseg import MemSegment
+from elanus.segments.worker import concat_or_empty, load_segment
+
+if TYPE_CHECKING:
+    from elanus.segments.delegator import Delegator
+
+
+def _wanted(partition_ids: list[int] | None) -> set[int] | None:
+    return set(partition_ids) if partition_ids else None
+
+
+async def plan(d: Delegator, body: dict[str, Any]) -> dict[str, Any]:
+    """The segments of this vchannel a read at ``ts`` must cover (after tsafe reaches it)."""
+    ts = await d.read_ts(body)
+    wanted = _wanted(body.get("partition_ids"))
+    sealed = [
+        {
+            "segment_id": sid,
+            "partition_id": d.sealed_partition.get(sid, 0),
+            "path": d.sealed_path.get(sid),
+        }
+        for sid in sorted(d.sealed)
+        if wanted is None or d.sealed_partition.get(sid) in wanted
+    ]
+    growing = [
+        {"segment_id": s.segment_id, "partition_id": s.partition_id, "rows": s.num_rows}
+        for s in sorted(d._growing(body.get("partition_ids")), key=lambda s: s.segment_id)
+    ]
+    return {"vchannel": d.vchannel, "ts": ts, "sealed": sealed, "growing": growing}
+
+
+async def read_segments(d: Delegator, body: dict[str, Any], expr: Expr | None) -> dict[str, Any]:
+    """Rows at ``ts`` of the listed segments (``output_fields``; at most ``limit`` per
+    segment, the smallest keys, for paging by primary key)."""
+    ts = await d.read_ts(body)
+    columns = list(body["output_fields"])
+    limit = body.get("limit")
+    tables: list[pa.Table] = []
+    async with d._reading():
+        by_node: dict[str, list[int]] = {}
+        retired: list[dict[str, Any]] = []
+        for sid in (int(s) for s in body["segment_ids"]):
+            if sid in d.growing:
+                tables.append(d.growing[sid].query(ts, expr, columns, limit))
+            elif sid in d.sealed:
+                by_node.setdefault(d.sealed[sid], []).append(sid)
+            elif sid in d.retired:
+                retired.append(d.retired[sid])
+            else:
+                raise ElanusError(
+                    ErrorCode.SEGMENT_NOT_FOUND,
+                    f"segment {sid} is not known to the delegator of {d.vchannel}; "
+                    "plan the read again",
+                )
+        for node, sids in by_node.items():
+            reply = await d.node.call(
+                node, "worker.query", {**body, "ts": ts, "segment_ids": sids, "limit": limit}
+            )
+            tables.append(as_table(reply["rows"]))
+        buffer, complete_until = list(d.delete_buffer), d.tsafe  # one step: consistent
+        for spec in retired:
+            tables.append(
+                await asyncio.to_thread(
+                    _read_retired, d, spec, (buffer, complete_until), ts, expr, columns, limit
+                )
+            )
+        if retired:
+            asyncio.get_running_loop().call_later(RETIRED.ttl_s + 1, RETIRED.sweep)
+    return {"rows": concat_or_empty(tables, columns, list(d.growing.values())), "ts": ts}
+
+
+class _RetiredCache:
+    """A few retired segments kept loaded for a while: a paged read asks for the same one
+    page after page. Keyed by path (unique per storage); used from worker threads."""
+
+    def __init__(self, size: int = 2, ttl_s: float = 30.0) -> None:
+        self.size, self.ttl_s = size, ttl_s
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[str, tuple[MemSegment, int, float]] = OrderedDict()
+
+    def get(self, path: str, ts: int) -> MemSegment | None:
+        """The loaded segment if it holds every delete a read at ``ts`` needs."""
+        with self._lock:
+            entry = self._entries.get(path)
+            if entry is None or ts > entry[1]:
+                return None
+            self._entries[path] = (entry[0], entry[1], time.monotonic())
+            self._entries.move_to_end(path)
+            return entry[0]
+
+    def put(self, path: str, seg: MemSegment, complete_until: int) -> None:
+        with self._lock:
+            self._entries[path] = (seg, complete_until, time.monotonic())
+            self._entries.move_to_end(path)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+
+    def sweep(self) -> None:
+        """Drop what was not used for ``ttl_s`` (called some time after each use)."""
+        now = time.monotonic()
+        with self._lock:
+            for path, (_, _, used) in list(self._entries.items()):
+                if now - used > self.ttl_s:
+                    del self._entries[path]
+
+
+RETIRED = _RetiredCache()
+
+
+def _read_retired(
+    d: Delegator,
+    spec: dict[str, Any],
+    deletes: tuple[list[tuple[pa.Array, int]], int],
+    ts: int,
+    expr: Expr | None,
+    columns: list[str],
+    limit: int | None,
+) -> pa.Table:
+    """A compacted-away segment from its files, with every buffered delete applied.
+
+    ``deletes`` is the buffer and the tsafe it is complete up to; the loaded copy is kept
+    and answers later reads at or below that timestamp."""
+    buffer, complete_until = deletes
+    cached = RETIRED.get(spec["path"], ts)
+    if cached is not None:
+        return cached.query(ts, expr, columns, limit)
+    if not layout.data_path(Path(spec["path"]).parent).exists():
+        raise ElanusError(
+            ErrorCode.SEGMENT_NOT_FOUND,
+            f"segment {spec['segment_id']} was compacted away after the read plan and its "
+            "files are gone (older than gc_delay_s); plan the read again",
+        )
+    seg = load_segment(spec, d.schema)
+    pks, del_ts = _concat(buffer, d.schema.primary.arrow_type())
+    if len(pks):
+        seg.delete(pks, del_ts)
+    RETIRED.put(spec["path"], seg, complete_until)
+    return seg.query(ts, expr, columns, limit)
+
+
+def _concat(
+    entries: list[tuple[pa.Array, int]], pk_type: pa.DataType
+) -> tuple[pa.Array, np.ndarray]:
+    if not entries:
+        return pa.array([], pk_type), np.zeros(0, np.uint64)
+    pks = pa.concat_arrays([p.cast(pk_type) for p, _ in entries])
+    ts = np.concatenate([np.full(len(p), t, dtype=np.uint64) for p, t in entries])
+    return pks, ts
+
+
+async def deletes(d: Delegator, body: dict[str, Any]) -> dict[str, Any]:
+    """Buffered deletes stamped <= ``ts`` that may touch ``segment_id`` (bloom filter when
+    the segment is known), as a table (pk, ts)."""
+    ts = await d.read_ts(body)
+    sid = int(body["segment_id"])
+    if sid not in d.sealed and sid not in d.retired:
+        # A delegator that never held the segment (it started after the segment was
+        # compacted away) may lack deletes that went to the compaction target's logs.
+        raise ElanusError(
+            ErrorCode.SEGMENT_NOT_FOUND,
+            f"segment {sid} is not known to the delegator of {d.vchannel}; plan the read again",
+        )
+    pks, del_ts = _concat(list(d.delete_buffer), d.schema.primary.arrow_type())
+    keep = del_ts <= np.uint64(ts)
+    stats = d.stats.get(sid)
+    if stats is None and sid in d.retired:
+        stats = storage.load_pk_stats(Path(d.retired[sid]["path"]).parent)
+    if stats is not None and len(pks):
+        keep &= stats.may_contain(pks)
+    pks, del_ts = pks.filter(pa.array(keep)), del_ts[keep]
+    return {"deletes": pa.table({PK_COLUMN: pks, "ts": pa.array(del_ts, pa.uint64())}), "ts": ts}

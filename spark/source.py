@@ -1,0 +1,300 @@
+"""The ``elanus`` PySpark data source (Spark >= 4.0 Python data source API): reads.
+
+    spark.read.format("elanus").option("uri", "grpc://host:8815")
+         .option("collection", "docs").load()
+
+Planning asks the proxy for a snapshot read plan (Flight GetFlightInfo): one Spark
+partition per sealed segment, read straight from its Lance files when this machine can
+see them (else through the proxy), plus one per vchannel for the growing data, read
+through the proxy. Every partition reads at the plan's timestamp, so the DataFrame equals
+a ``query`` with ``as_of`` that timestamp. (Spark 4.x keeps the first read plan of a
+loaded DataFrame for its later actions, so one ``load()`` is one snapshot there; Spark 5
+plans every scan anew. ``snapshot_ts`` pins one either way.)
+
+Options: ``uri`` and ``collection`` (or ``load(collection)``), ``db``, ``partitions``
+(comma list of partition names), ``snapshot_ts`` (a hybrid timestamp inside the retention
+window), ``filter`` (an Elanus expression) with ``filter_params`` (a JSON object),
+``columns`` (comma list: column pruning), ``batch_size`` (rows per Arrow batch, default
+8192), ``direct`` (``auto``: read sealed segments from their files when present; ``true``;
+``false``: always through the proxy), ``pushdown`` (``auto``: take Spark's filters from
+Spark 5 on, see ``safe_pushdown``; ``true``; ``false``), ``timeout`` (seconds per call,
+default 120).
+
+Column pruning: Spark (4.3) tells Python readers nothing about the columns a query uses,
+so the read covers the DataFrame's schema: all columns, or those named by ``columns``,
+or those of a schema the caller gives (``spark.read.schema("id long, title string")``).
+Filters Spark pushes (needs ``spark.sql.python.filterPushdown.enabled``, which
+``elanus.spark.session`` sets) become an Elanus expression applied in every partition;
+those that do not translate are handed back to Spark.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, Filter, InputPartition
+from pyspark.sql.types import StructType
+
+from elanus.errors import invalid
+from elanus.flight.client import Client
+from elanus.flight.wire import DEFAULT_DB, decode_body
+from elanus.schema import Schema
+from elanus.spark import segment_files
+from elanus.spark.filters import translate_all
+from elanus.spark.types import arrow_target, conform, spark_schema
+
+MODES = ("auto", "true", "false")
+OPTIONS = (
+    "uri",
+    "collection",
+    "path",
+    "db",
+    "partitions",
+    "snapshot_ts",
+    "filter",
+    "filter_params",
+    "columns",
+    "batch_size",
+    "direct",
+    "pushdown",
+    "timeout",
+)
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    uri: str
+    collection: str
+    db: str = DEFAULT_DB
+    partitions: list[str] | None = None
+    snapshot_ts: int | None = None
+    filter: str = ""
+    filter_params: dict[str, Any] = field(default_factory=dict)
+    columns: list[str] | None = None
+    batch_size: int = 8192
+    direct: str = "auto"
+    pushdown: str = "auto"
+    timeout: float = 120.0
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> ReadOptions:
+        """Check the reader's options; errors name the option."""
+        given = {k.lower(): v for k, v in options.items()}
+        unknown = sorted(set(given) - set(OPTIONS))
+        if unknown:
+            raise invalid(
+                f"unknown elanus option(s) {', '.join(unknown)}; known: {', '.join(OPTIONS)}"
+            )
+        uri = given.get("uri")
+        collection = given.get("collection") or given.get("path")
+        if not uri:
+            raise invalid("the elanus data source needs option 'uri' (grpc://host:port)")
+        if not collection:
+            raise invalid("the elanus data source needs option 'collection'")
+        direct, pushdown = (_mode(given, key) for key in ("direct", "pushdown"))
+        return cls(
+            uri=uri,
+            collection=collection,
+            db=given.get("db") or DEFAULT_DB,
+            partitions=_names(given.get("partitions")),
+            snapshot_ts=_number(given, "snapshot_ts", int, 1) or None,
+            filter=given.get("filter") or "",
+            filter_params=decode_body(
+                (given.get("filter_params") or "").encode(), "option 'filter_params'"
+            ),
+            columns=_names(given.get("columns")),
+            batch_size=_number(given, "batch_size", int, 1) or 8192,
+            direct=direct,
+            pushdown=pushdown,
+            timeout=_number(given, "timeout", float, 0.001) or 120.0,
+        )
+
+    def client(self) -> Client:
+        return Client(self.uri, timeout=self.timeout, db=self.db)
+
+    @property
+    def pushes_filters(self) -> bool:
+        """Whether the reader accepts Spark's filters (``auto``: on Spark 5 and newer)."""
+        if self.pushdown == "auto":
+            return safe_pushdown()
+        return self.pushdown == "true"
+
+
+def safe_pushdown() -> bool:
+    """Spark 4.x keeps the read plan of the last scan that pushed filters on the loaded
+    DataFrame and reuses it for a later scan of the same DataFrame without filters, which
+    then silently returns only the filtered rows (``df.filter(...).count()`` then
+    ``df.count()``). Spark 5 keeps read plans per scan. So filters are pushed by default
+    only from Spark 5 on; ``pushdown=true`` forces it (then load once per query)."""
+    return int(pyspark_version().split(".")[0]) >= 5
+
+
+def pyspark_version() -> str:
+    import pyspark
+
+    return str(pyspark.__version__)
+
+
+def _mode(given: dict[str, str], key: str) -> str:
+    value = given.get(key, "auto").lower()
+    if value not in MODES:
+        raise invalid(f"option {key!r} must be one of {', '.join(MODES)}, got {value!r}")
+    return value
+
+
+def _names(text: str | None) -> list[str] | None:
+    if text is None or not text.strip():
+        return None
+    return [n.strip() for n in text.split(",") if n.strip()]
+
+
+def _number(given: dict[str, str], key: str, kind: type, lo: float) -> Any:
+    raw = given.get(key)
+    if raw is None or raw == "":
+        return None
+    try:
+        value = kind(raw)
+    except ValueError:
+        raise invalid(f"option {key!r} must be a number, got {raw!r}") from None
+    if value < lo:
+        raise invalid(f"option {key!r} must be at least {lo}, got {raw!r}")
+    return value
+
+
+class ElanusPartition(InputPartition):
+    """One endpoint of the read plan: a sealed segment, or a vchannel's growing data."""
+
+    def __init__(self, index: int, kind: str, ticket: bytes, rows: int, schema: dict[str, Any]):
+        super().__init__(index)
+        self.kind = kind
+        self.ticket = ticket
+        self.rows = rows
+        self.schema = schema
+
+    def describe(self) -> dict[str, Any]:
+        """The ticket as JSON (segment ids, vchannel, timestamp, ...)."""
+        return {**json.loads(self.ticket), "kind": self.kind, "rows": self.rows}
+
+
+class ElanusDataSource(DataSource):
+    """Format ``elanus``: a collection as a DataFrame (reads; writes come later)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "elanus"
+
+    def schema(self) -> StructType:
+        opts = ReadOptions.parse(self.options)
+        return spark_schema(collection_schema(opts), opts.columns)
+
+    def reader(self, schema: StructType) -> ElanusReader:
+        opts = ReadOptions.parse(self.options)
+        kind = PushdownReader if opts.pushes_filters else ElanusReader
+        return kind(opts, schema)
+
+
+def collection_schema(opts: ReadOptions) -> Schema:
+    with opts.client() as client:
+        return Schema.from_dict(client.describe_collection(opts.collection)["schema"])
+
+
+class ElanusReader(DataSourceReader):
+    """Plans in ``partitions``, reads in ``read``. Picklable: holds options and text only,
+    never a connection. Spark pickles it before ``partitions`` runs, so what ``read``
+    needs travels in the partitions."""
+
+    def __init__(self, options: ReadOptions, schema: StructType) -> None:
+        self.options = options
+        self.schema = schema
+        self.columns = [f.name for f in schema.fields]
+        self.pushed: list[str] = []
+        self.params: dict[str, Any] = dict(options.filter_params)
+
+    @property
+    def filter(self) -> str:
+        """The user's filter and the pushed ones, as one expression."""
+        parts = [self.options.filter, *self.pushed]
+        parts = [p for p in parts if p]
+        return " and ".join(f"({p})" for p in parts) if len(parts) > 1 else "".join(parts)
+
+    def partitions(self) -> list[InputPartition]:
+        opts = self.options
+        with opts.client() as client:
+            plan = client.read_plan(
+                opts.collection,
+                columns=self.columns,
+                filter=self.filter,
+                filter_params=self.params if self.filter else None,
+                partition_names=opts.partitions,
+                snapshot_ts=opts.snapshot_ts,
+            )
+        return [
+            ElanusPartition(i, e["kind"], e["ticket"], int(e["rows"]), plan["schema"])
+            for i, e in enumerate(plan["endpoints"])
+        ]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, ElanusPartition)
+        target = arrow_target(self.schema)
+        size = self.options.batch_size
+        with self.options.client() as client:
+            for batch in self._batches(client, partition):
+                for start in range(0, batch.num_rows, size):
+                    yield conform(batch.slice(start, size), target)
+
+    def _batches(self, client: Client, partition: ElanusPartition) -> Iterator[pa.RecordBatch]:
+        ticket = json.loads(partition.ticket)
+        mode = self.options.direct
+        files = partition.kind == "sealed" and (
+            mode == "true" or (mode == "auto" and segment_files.readable(ticket))
+        )
+        if files:
+            schema = Schema.from_dict(partition.schema)
+            yield from segment_files.read_sealed(client, ticket, schema, self.options.batch_size)
+        else:
+            yield from client.read_endpoint(partition.ticket)
+
+
+class PushdownReader(ElanusReader):
+    """The reader that also takes the filters Spark pushes (see ``safe_pushdown``)."""
+
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:  # noqa: N802 - Spark's name
+        pushed, self.params, rejected = translate_all(
+            filters, collection_schema(self.options), self.params
+        )
+        self.pushed += pushed
+        yield from rejected
+
+
+@dataclass
+class LocalRead:
+    """What the reader did outside Spark: each partition with the rows it returned."""
+
+    parts: list[tuple[ElanusPartition, pa.Table]]
+    rejected: list[Filter]
+
+    @property
+    def table(self) -> pa.Table:
+        return pa.concat_tables([t for _, t in self.parts])
+
+    @property
+    def rows(self) -> list[int]:
+        return [t.num_rows for _, t in self.parts]
+
+
+def read_partitions(options: Mapping[str, str], filters: list[Filter] | None = None) -> LocalRead:
+    """Run the data source's planning and every partition's read in this process, as
+    Spark would (schema, pushFilters, partitions, read): for tests and debugging."""
+    source = ElanusDataSource(dict(options))
+    reader = source.reader(source.schema())
+    rejected = list(reader.pushFilters(list(filters or [])))
+    target = arrow_target(reader.schema)
+    parts = []
+    for p in reader.partitions():
+        assert isinstance(p, ElanusPartition)
+        parts.append((p, pa.Table.from_batches(list(reader.read(p)), target)))
+    return LocalRead(parts, rejected)
