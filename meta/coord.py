@@ -27,6 +27,7 @@ from elanus.meta.datacoord import DataCoord
 from elanus.meta.db import Database
 from elanus.meta.gc import GarbageCollector
 from elanus.meta.idalloc import IDAllocator
+from elanus.meta.importjobs import ImportManager
 from elanus.meta.querycoord import QueryCoord
 from elanus.meta.rootcoord import RootCoord
 from elanus.meta.timetick import TimeTickSync
@@ -52,6 +53,7 @@ class Coordinator(Role):
         self.compaction = CompactionManager(self)
         self.gc = GarbageCollector(self)
         self.query = QueryCoord(self)
+        self.imports = ImportManager(self)
         self._background: list[Periodic] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self._counters: CounterStore | None = None
@@ -66,7 +68,8 @@ class Coordinator(Role):
             "health": self.health,
             "session.list": self.list_sessions,
         }
-        for service in (self.root, self.data, self.timeticks, self.compaction, self.query):
+        services = (self.root, self.data, self.timeticks, self.compaction, self.query, self.imports)
+        for service in services:
             handlers.update(service.handlers())
         return handlers
 
@@ -88,6 +91,7 @@ class Coordinator(Role):
         await ensure_streams(self.bus.js, self.pchannels)
         await self.data.start()
         await self.query.start()
+        await self.imports.start()
         self.sessions = await SessionWatcher(
             self.bus, self._on_session, ttl_s=self.settings.session_ttl_s
         ).start()
@@ -99,6 +103,7 @@ class Coordinator(Role):
             *self.compaction.background(),
             *self.gc.background(),
             *self.query.background(),
+            *self.imports.background(),
         ]
         self._background = [p.start() for p in background]
         await self.register()
@@ -125,6 +130,7 @@ class Coordinator(Role):
         for task in list(self._tasks):
             await cancel_and_wait(task)
         await self.query.stop()
+        await self.imports.stop()
         if hasattr(self, "sessions"):
             await self.timeticks.stop()
             await self.channels.stop()
