@@ -415,15 +415,19 @@ class Client:
         *,
         upsert: bool = False,
         parts: list[str] | None = None,
+        expected_rows: int | None = None,
         db: str | None = None,
         timeout: float | None = None,
     ) -> dict[str, Any]:
         """Make every row staged under ``write_id`` visible at one timestamp (with
         ``upsert``, older rows with the same keys go at that timestamp). Safe to repeat.
+        ``expected_rows`` (what the writers staged) makes a commit that finds fewer fail.
         Returns ``{"job_id", "state": "Completed", "rows", "ts", "segment_ids"}``."""
         body = self._in_db(db, collection=collection_name, write_id=write_id, upsert=upsert)
         if parts is not None:
             body["parts"] = list(parts)
+        if expected_rows is not None:
+            body["expected_rows"] = int(expected_rows)
         reply = self._action("commit_write", body, timeout=timeout)
         if reply["state"] != "Completed":
             final = self.wait_import(int(reply["job_id"]), timeout)

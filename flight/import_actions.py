@@ -92,9 +92,9 @@ def _list_import_jobs(b: Body) -> dict[str, Any]:
     "commit_write",
     "Make the rows staged under a write id (DoPut with 'stage') visible, all at one "
     "timestamp; with upsert, earlier rows with the same keys disappear at that timestamp. "
-    "Repeating a commit is harmless. Body: collection, write_id, upsert, parts, wait_s. "
-    "Result: job_id, state, rows, ts.",
-    ("collection", "write_id", "upsert", "parts", "wait_s"),
+    "Repeating a commit is harmless. Body: collection, write_id, upsert, parts, "
+    "expected_rows, wait_s. Result: job_id, state, rows, ts.",
+    ("collection", "write_id", "upsert", "parts", "expected_rows", "wait_s"),
 )
 def _commit_write(b: Body) -> dict[str, Any]:
     parts = b.list("parts", None)
@@ -109,6 +109,7 @@ def _commit_write(b: Body) -> dict[str, Any]:
         "write_id": layout.check_write_id(b.str("write_id")),
         "upsert": b.bool("upsert", False),
         "parts": parts,
+        "expected_rows": b.int("expected_rows", None, lo=0),
         "wait_s": wait_s,
     }
 

@@ -86,7 +86,7 @@ class ImportService:
             "collection": info.name,
             "partition_id": dml.partition_id(info, None),
             "units": units,
-            "options": {"upsert": request["upsert"]},
+            "options": {"upsert": request["upsert"], "expected_rows": request["expected_rows"]},
             "write_id": write_id,
         }
         job_id = int(self._coord("import.create", body)["job_id"])

@@ -245,6 +245,11 @@ class ImportManager:
             stage="queued",
         )
         if not checked:  # a staged write with nothing staged: done at once
+            if options.get("expected_rows"):
+                raise invalid(
+                    f"nothing is staged under write {write_id!r}, but {options['expected_rows']} "
+                    "row(s) were expected (aborted, or removed as stale after gc_delay_s?)"
+                )
             job.state, job.progress, job.finished_ts = COMPLETED, 1.0, job.created_ts
         await self.coord.db.run(_save_job(job))
         self.jobs[job.job_id] = job

@@ -80,7 +80,12 @@ class DataNode(Role):
     def _start_import(self, job_id: int, coro: Any) -> None:
         task = asyncio.create_task(coro, name=f"import-{job_id}")
         self.imports[job_id] = task
-        task.add_done_callback(lambda _: self.imports.pop(job_id, None))
+
+        def forget(done: asyncio.Task[None]) -> None:
+            if self.imports.get(job_id) is done:
+                del self.imports[job_id]
+
+        task.add_done_callback(forget)
 
     async def import_run(self, raw: dict[str, Any]) -> dict[str, Any]:
         """Run a bulk import job in the background (the coord follows its reports)."""
@@ -100,11 +105,14 @@ class DataNode(Role):
         segments = b.list("segments")
         b.done()
         dirs = [Path(s["path"]).parent for s in segments]
-        if job_id not in self.imports:
-            self._start_import(job_id, self._finalize(job_id, ts, dirs))
+        self._start_import(job_id, self._finalize(job_id, ts, dirs, self.imports.get(job_id)))
         return {"job_id": job_id}
 
-    async def _finalize(self, job_id: int, ts: int, dirs: list[Path]) -> None:
+    async def _finalize(
+        self, job_id: int, ts: int, dirs: list[Path], after: asyncio.Task[None] | None
+    ) -> None:
+        if after is not None:  # the job's own run, still reporting its failure
+            await asyncio.wait([after])
         try:
             await finalize(self, job_id, ts, dirs)
         except Exception as exc:  # noqa: BLE001 - the coord asks again (another node)

@@ -82,6 +82,7 @@ class ImportTask:
         options = spec.get("options") or {}
         self.upsert = bool(options.get("upsert"))
         self.delimiter = str(options.get("sep") or ",")
+        self.expected_rows: int | None = options.get("expected_rows")
         self.storage = node.settings.storage_path
         self.progress = 0.0
         self.stage = "checking"
@@ -172,6 +173,11 @@ class ImportTask:
             unit_rows.append(rows)
         if not sum(unit_rows):
             raise invalid("the import files hold no rows")
+        if self.expected_rows is not None and sum(unit_rows) != self.expected_rows:
+            raise invalid(
+                f"{sum(unit_rows)} row(s) are staged but the writer staged {self.expected_rows} "
+                "(files removed as stale after gc_delay_s, or a part missing?)"
+            )
         if self._auto_ids:
             return None, unit_rows
         try:
