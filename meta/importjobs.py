@@ -50,6 +50,7 @@ from elanus.channels.dml import (
 )
 from elanus.channels.loop import Periodic, cancel_and_wait
 from elanus.errors import ElanusError, ErrorCode, invalid
+from elanus.meta import segmentmeta
 from elanus.meta.datacoord import SEGMENT_FLUSHED, estimate_row_bytes
 from elanus.meta.segmentmeta import Segment, SegmentState
 from elanus.pkhash import shard_of
@@ -251,8 +252,12 @@ class ImportManager:
                     "row(s) were expected (aborted, or removed as stale after gc_delay_s?)"
                 )
             job.state, job.progress, job.finished_ts = COMPLETED, 1.0, job.created_ts
-        await self.coord.db.run(_save_job(job))
-        self.jobs[job.job_id] = job
+        self.jobs[job.job_id] = job  # before any await: a concurrent commit finds it
+        try:
+            await self.coord.db.run(_save_job(job))
+        except BaseException:
+            del self.jobs[job.job_id]
+            raise
         if job.state == PENDING:
             await self._dispatch(job)
         return {"job_id": job.job_id, "existing": False}
@@ -317,7 +322,18 @@ class ImportManager:
             if not nodes:
                 job.stage = "waiting for a data node"
                 return
-            info = await self.coord.root.describe_by_id(job.collection_id)
+            try:
+                info = await self.coord.root.describe_by_id(job.collection_id)
+            except ElanusError as exc:
+                gone = exc
+            else:
+                gone = None
+        if gone is not None:  # the collection was dropped while the job waited
+            await self._fail(job, gone)
+            return
+        async with self._lock:
+            if job.state != PENDING:
+                return
             schema = Schema.from_dict(info["schema"])
             settings = self.coord.settings
             max_rows = max(
@@ -370,6 +386,11 @@ class ImportManager:
     async def _resume(self, job: ImportJob, node: str) -> None:
         """A committed job whose executor is gone: publish (again) and finalize elsewhere."""
         job.node_id, job.stage = node, "finishing"
+        try:
+            self._segments(job)
+        except ElanusError as exc:  # dropped with its collection: nothing left to finish
+            await self._fail(job, exc, force=True)
+            return
         try:
             if not job.published:
                 await self._publish_commit(job, self._segments(job))
@@ -484,8 +505,8 @@ class ImportManager:
                 for s in segs:
                     s.min_ts = s.max_ts = s.seal_ts = ts
                 job.commit_ts = ts
-                try:
-                    await self.coord.data.save_segments(segs, _save_job(job))
+                try:  # the segments are live already: no need for the datacoord's lock
+                    await self.coord.db.run(segmentmeta.save, segs, _save_job(job))
                 except BaseException:
                     job.commit_ts = None
                     for s in segs:
@@ -566,7 +587,11 @@ class ImportManager:
             return {}
         if job.commit_ts is None or job.state != IMPORTING:
             raise invalid(f"import job {job.job_id} is not committed")
-        segs = self._segments(job)
+        try:
+            segs = self._segments(job)
+        except ElanusError as exc:
+            await self._fail(job, exc, force=True)
+            raise
         now = self.coord.tso.alloc()
         for s in segs:
             s.state, s.flushed_ts = SegmentState.FLUSHED, now
@@ -607,10 +632,13 @@ class ImportManager:
         await self._fail(job, ElanusError(code, reason), node)
         return {}
 
-    async def _fail(self, job: ImportJob, exc: ElanusError, node: str | None = None) -> None:
-        """Failed, and its segments Dropped (GC removes their files), in one write."""
+    async def _fail(
+        self, job: ImportJob, exc: ElanusError, node: str | None = None, *, force: bool = False
+    ) -> None:
+        """Failed, and its segments Dropped (GC removes their files), in one write. A
+        committed job fails only by ``force`` (its collection was dropped)."""
         async with self._lock:
-            if job.state in FINAL or job.commit_ts is not None:
+            if job.state in FINAL or (job.commit_ts is not None and not force):
                 return
             if node is not None and job.node_id not in (None, node):
                 return

@@ -5,7 +5,11 @@ deletes of them reach the datanode's delta logs (also after a datanode restart).
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import json
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -383,8 +387,6 @@ class FakeExecutor:
 
 
 def _wait(predicate: Any, timeout: float = 15.0) -> None:
-    import time
-
     deadline = time.monotonic() + timeout
     while not predicate():
         assert time.monotonic() < deadline, "condition not met in time"
@@ -468,3 +470,42 @@ def test_a_committed_job_is_finished_after_its_executor_fails(
     assert client.wait_import(job, timeout=30)["rows"] == 80
     assert len(calls) == 2
     assert count(client, "resumed") == 80
+
+
+def test_reads_wait_for_a_committed_import_instead_of_seeing_part_of_it(
+    stack: Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between the commit (IMPORT messages in the log) and the handoff, a Strong read
+    waits at the delegators; it then sees every imported row, never a part."""
+    real = importer.finalize
+    release = threading.Event()
+
+    async def held(*args: Any) -> None:
+        await asyncio.to_thread(release.wait, 30)
+        await real(*args)
+
+    monkeypatch.setattr(importer, "finalize", held)
+    client = stack.client()
+    create(client, "held")
+    client.insert("held", rows_table(range(10_000, 10_010)))
+    job = client.bulk_import("held", [parquet(tmp_path / "h.parquet", rows_table(range(600)))])
+    _wait(lambda: client.get_import_state(job)["stage"] == "finishing")
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        reading = pool.submit(count, client, "held")
+        time.sleep(0.5)
+        assert not reading.done()  # held at the import's timestamp
+        release.set()
+        assert reading.result(timeout=30) == 610
+    assert client.wait_import(job, timeout=30)["rows"] == 600
+
+
+def test_a_pending_job_of_a_dropped_collection_fails(stack: Stack, tmp_path: Path) -> None:
+    client = stack.client()
+    create(client, "dropped", load=False)
+    dn = stack.datanodes.pop()
+    stack.call(dn.stop())
+    job = client.bulk_import("dropped", [parquet(tmp_path / "x.parquet", rows_table(range(5)))])
+    client.drop_collection("dropped")
+    stack.add_datanode()
+    _wait(lambda: client.get_import_state(job)["state"] == "Failed")
+    assert "does not exist" in client.get_import_state(job)["reason"]
