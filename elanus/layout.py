@@ -71,3 +71,8 @@ def staged_dir(
 
 def import_dir(storage: str | Path, job_id: int) -> Path:
     return Path(storage) / "imports" / str(job_id)
+
+
+def upsert_keys_path(storage: str | Path, job_id: int) -> Path:
+    """The keys an upsert commit replaces (columns ``pk``, ``partition_id``)."""
+    return import_dir(storage, job_id) / "upsert_keys.arrow"

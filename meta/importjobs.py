@@ -50,6 +50,7 @@ from elanus.channels.dml import (
 )
 from elanus.channels.loop import Periodic, cancel_and_wait
 from elanus.errors import ElanusError, ErrorCode, invalid
+from elanus.filereaders import FORMATS
 from elanus.meta import segmentmeta
 from elanus.meta.datacoord import SEGMENT_FLUSHED, estimate_row_bytes
 from elanus.meta.segmentmeta import Segment, SegmentState
@@ -65,14 +66,11 @@ log = logging.getLogger(__name__)
 
 PENDING, IMPORTING, COMPLETED, FAILED = "Pending", "Importing", "Completed", "Failed"
 FINAL = (COMPLETED, FAILED)
-KEYS_FILE = "upsert_keys.arrow"
-"""Written by the executor of an upsert commit: columns ``pk`` and ``partition_id``."""
 COLUMNS = (
     "job_id", "collection_id", "db", "collection", "partition_id", "write_id", "units",
     "options", "state", "progress", "rows", "segment_ids", "reason", "reason_code", "node_id",
     "commit_ts", "created_ts", "finished_ts",
 )  # fmt: skip
-UNIT_FORMATS = ("parquet", "jsonl", "csv", "numpy", "arrow")
 
 
 @dataclass
@@ -531,7 +529,7 @@ class ImportManager:
         if not job.upsert:
             return []
         info = await self.coord.root.describe_by_id(job.collection_id)
-        path = layout.import_dir(self.coord.settings.storage_path, job.job_id) / KEYS_FILE
+        path = layout.upsert_keys_path(self.coord.settings.storage_path, job.job_id)
         return await asyncio.to_thread(_delete_messages, path, list(info["vchannels"]))
 
     async def _publish(
@@ -682,8 +680,8 @@ def _check_unit(unit: Any, default_partition: int, partitions: set[int]) -> dict
     paths = b.list("paths")
     pid = b.int("partition_id", default_partition)
     b.done()
-    if fmt not in UNIT_FORMATS:
-        raise invalid(f"import: unknown format {fmt!r}; one of {', '.join(UNIT_FORMATS)}")
+    if fmt not in FORMATS:
+        raise invalid(f"import: unknown format {fmt!r}; one of {', '.join(FORMATS)}")
     if not paths or not all(isinstance(p, str) and p for p in paths):
         raise invalid("import: every unit needs a non-empty list of paths")
     if pid not in partitions:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -52,7 +53,6 @@ WRITE_BYTES = 64 << 20
 REPORT_S = 0.5
 ID_BLOCK_MAX = 10_000_000
 """The coord's ``id.alloc`` hands out at most this many ids per call."""
-KEYS_FILE = "upsert_keys.arrow"
 RETRYABLE = (ErrorCode.UNAVAILABLE, ErrorCode.TIMEOUT)
 CHECK_SHARE, WRITE_SHARE = 0.45, 0.45
 """Progress: the check pass is the first 45%, the write pass the next 45%."""
@@ -190,7 +190,7 @@ class ImportTask:
             ) from None
         return pa.concat_arrays(keys), unit_rows
 
-    def _tables(self, unit: dict[str, Any]) -> Any:
+    def _tables(self, unit: dict[str, Any]) -> Iterator[tuple[pa.Table, int | None]]:
         """The unit's batches, conformed to the schema, with the file's row count."""
         name = ", ".join(Path(p).name for p in unit["paths"])
         source = open_unit(unit, self.schema, BATCH_ROWS, delimiter=self.delimiter)
@@ -304,13 +304,13 @@ class ImportTask:
 
     def _write_keys(self, plan: Plan) -> None:
         """The keys an upsert replaces, for the coord to publish as deletes at commit."""
-        d = layout.import_dir(self.storage, self.job_id)
-        d.mkdir(parents=True, exist_ok=True)
+        path = layout.upsert_keys_path(self.storage, self.job_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
         table = pa.table({"pk": plan.pks, "partition_id": pa.array(plan.partitions)})
-        tmp = d / f"{KEYS_FILE}.tmp"
+        tmp = path.with_suffix(".tmp")
         with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
             w.write_table(table)
-        tmp.replace(d / KEYS_FILE)
+        tmp.replace(path)
 
     def _remove_written(self) -> None:
         for d in self._dirs:

@@ -200,6 +200,7 @@ def test_jsonl_csv_and_numpy_imports(shared: Stack, client: Client, tmp_path: Pa
             }
         ),
         csv,
+        write_options=pacsv.WriteOptions(delimiter=";"),
     )
     npy = tmp_path / "npy"
     npy.mkdir()
@@ -208,7 +209,7 @@ def test_jsonl_csv_and_numpy_imports(shared: Stack, client: Client, tmp_path: Pa
     np.save(npy / "vector.npy", vec[60:90])
     numpy_set = [str(npy / f) for f in ("id.npy", "title.npy", "vector.npy")]
 
-    job = run_import(client, "formats", [str(jsonl), str(csv), numpy_set])
+    job = run_import(client, "formats", [str(jsonl), str(csv), numpy_set], options={"sep": ";"})
 
     assert job["rows"] == 90 and count(client, "formats") == 90
     got = client.query("formats", "id in [0, 45, 89]", ["id", "title"], consistency_level=STRONG)
