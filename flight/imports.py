@@ -63,11 +63,11 @@ class ImportService:
         if name == "get_import_state":
             return self._coord("import.state", {"job_id": request["job_id"]})
         if name == "list_import_jobs":
-            body: dict[str, Any] = {}
+            which: dict[str, Any] = {}
             if request["collection"]:
                 info = dml.collection(request["db"], request["collection"])
-                body["collection_id"] = info.collection_id
-            return self._coord("import.list", body)
+                which["collection_id"] = info.collection_id
+            return self._coord("import.list", which)
         if name == "commit_write":
             return self.commit(request)
         if name == "abort_write":

@@ -263,7 +263,7 @@ class ImportManager:
     def _by_write_id(self, write_id: str) -> ImportJob | None:
         found = [j for j in self.jobs.values() if j.write_id == write_id]
         live = [j for j in found if j.state != FAILED]
-        return (live or found or [None])[-1]
+        return (live or found)[-1] if found else None
 
     def _job(self, job_id: int) -> ImportJob:
         job = self.jobs.get(job_id)
@@ -320,12 +320,11 @@ class ImportManager:
             if not nodes:
                 job.stage = "waiting for a data node"
                 return
+            gone: ElanusError | None = None
             try:
                 info = await self.coord.root.describe_by_id(job.collection_id)
             except ElanusError as exc:
                 gone = exc
-            else:
-                gone = None
         if gone is not None:  # the collection was dropped while the job waited
             await self._fail(job, gone)
             return
