@@ -37,6 +37,8 @@ class MsgType(enum.StrEnum):
     INSERT = "insert"
     DELETE = "delete"
     TICK = "tick"
+    IMPORT = "import"
+    """A segment written outside the log (bulk import) joins the vchannel at this ts."""
 
 
 def stream_name(pchannel: str) -> str:

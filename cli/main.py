@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import typer
 
 import elanus
-from elanus.cli import admin, data, read, server
+from elanus.cli import admin, data, imports, read, server
 from elanus.cli.context import CliState, ConfigOpt, DataDirOpt, JsonOpt, UriOpt
 from elanus.cli.index import index_app
 from elanus.cli.output import error_parts, print_error
@@ -33,6 +33,9 @@ app.command("status")(admin.status)
 app.add_typer(admin.collection_app, name="collection")
 app.add_typer(admin.partition_app, name="partition")
 app.command("insert")(data.insert)
+app.command("import")(imports.import_files)
+app.command("import-state")(imports.import_state)
+app.command("import-jobs")(imports.import_jobs)
 app.command("flush")(data.flush)
 app.command("segments")(data.segments)
 app.command("load")(read.load)

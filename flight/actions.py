@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from elanus import layout
 from elanus.consistency import ConsistencyLevel
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.flight.wire import DEFAULT_DB, decode_body
@@ -359,7 +360,8 @@ PUT_OPS = ("insert", "upsert")
 
 
 def check_put(raw: bytes) -> dict[str, Any]:
-    """The JSON command of a DoPut descriptor: op, collection, partition, db, atomic."""
+    """The JSON command of a DoPut descriptor: op, collection, partition, db, atomic, and
+    for a staged write (``flight/imports.py``) stage (the write id) and stage_part."""
     b = Body(decode_body(raw, "DoPut command"), "DoPut command")
     op = b.str("op", "insert")
     if op not in PUT_OPS:
@@ -371,6 +373,16 @@ def check_put(raw: bytes) -> dict[str, Any]:
         "db": _db(b),
         "collection": _name(b, "collection", "collection"),
         "partition": check_name(partition, "partition") if partition else None,
+        "stage": None,
     }
+    stage = b.str("stage", None)
+    part = b.str("stage_part", None)
+    if stage is not None:
+        request["stage"] = layout.check_write_id(stage, "DoPut command: 'stage'")
+        request["stage_part"] = layout.check_write_id(
+            part or layout.DEFAULT_PART, "DoPut command: 'stage_part'"
+        )
+    elif part is not None:
+        raise invalid("DoPut command: 'stage_part' needs 'stage'")
     b.done()
     return request

@@ -231,6 +231,7 @@ class Client(IndexAPI):
         db: str | None,
         timeout: float | None,
         batch_bytes: int,
+        extra: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         table = to_arrow(data, self._schema_of(collection_name, db))
         # All or nothing for bad input, up to the server's request limit; larger inserts
@@ -243,6 +244,7 @@ class Client(IndexAPI):
         }
         if partition_name:
             command["partition"] = partition_name
+        command.update(extra or {})
         descriptor = flight.FlightDescriptor.for_command(encode_json(command))
         rows_per_batch = max(1, int(table.num_rows * batch_bytes / max(table.nbytes, 1)))
         acks: list[PutAck] = []
@@ -317,6 +319,126 @@ class Client(IndexAPI):
     ) -> dict[str, Any]:
         """Replace rows by primary key (a delete and an insert at one timestamp)."""
         return self._put("upsert", collection_name, data, partition_name, db, timeout, batch_bytes)
+
+    # -- bulk import and staged writes ------------------------------------------------------
+    def bulk_import(
+        self,
+        collection_name: str,
+        files: list[Any],
+        partition_name: str | None = None,
+        *,
+        options: dict[str, Any] | None = None,
+        db: str | None = None,
+    ) -> int:
+        """Start a bulk import (Milvus's bulk insert); returns the job id.
+
+        ``files`` are absolute paths as the data nodes see them: each a Parquet, JSON
+        Lines or CSV file, or a list of ``.npy`` files (one per field, named after it).
+        Every file is checked before anything is written; poll ``get_import_state`` or
+        call ``wait_import``."""
+        body = self._in_db(
+            db,
+            collection=collection_name,
+            files=[[str(p) for p in f] if isinstance(f, list | tuple) else str(f) for f in files],
+        )
+        if partition_name:
+            body["partition"] = partition_name
+        if options:
+            body["options"] = options
+        return int(self._action("import", body)["job_id"])
+
+    def get_import_state(self, job_id: int) -> dict[str, Any]:
+        """``{"state": Pending|Importing|Completed|Failed, "progress": 0..1, "rows",
+        "segment_ids", "reason", ...}``."""
+        return self._action("get_import_state", {"job_id": int(job_id)})
+
+    def wait_import(
+        self, job_id: int, timeout: float | None = None, *, poll_s: float = 0.1
+    ) -> dict[str, Any]:
+        """Wait until the job completes (its rows are searchable); its final state.
+        A failed job raises its reason as an ``ElanusError``; TIMEOUT after ``timeout``."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            state = self.get_import_state(job_id)
+            if state["state"] == "Completed":
+                self._last_write_ts = max(self._last_write_ts, int(state.get("ts") or 0))
+                return state
+            if state["state"] == "Failed":
+                code = state.get("reason_code") or ErrorCode.INTERNAL
+                raise ElanusError(code, f"import job {job_id} failed: {state.get('reason')}")
+            if deadline is not None and time.monotonic() > deadline:
+                raise ElanusError(
+                    ErrorCode.TIMEOUT,
+                    f"import job {job_id} is still {state['state']} after {timeout}s "
+                    f"({state.get('progress', 0):.0%})",
+                )
+            time.sleep(poll_s)
+
+    def list_import_jobs(
+        self, collection_name: str | None = None, *, db: str | None = None
+    ) -> list[dict[str, Any]]:
+        body = self._in_db(db)
+        if collection_name:
+            body["collection"] = collection_name
+        return list(self._action("list_import_jobs", body)["jobs"])
+
+    def stage_insert(
+        self,
+        collection_name: str,
+        data: Any,
+        write_id: str,
+        partition_name: str | None = None,
+        *,
+        upsert: bool = False,
+        part: str | None = None,
+        db: str | None = None,
+        timeout: float | None = None,
+        batch_bytes: int = DEFAULT_BATCH_BYTES,
+    ) -> dict[str, Any]:
+        """Check and stage rows under ``write_id`` (invisible until ``commit_write``);
+        returns ``{"insert_count", "ids"}`` (auto ids included). ``part`` names the writer
+        (a Spark task attempt) so a commit can take only some parts."""
+        extra: dict[str, Any] = {"stage": write_id}
+        if part:
+            extra["stage_part"] = part
+        op = "upsert" if upsert else "insert"
+        reply = self._put(
+            op, collection_name, data, partition_name, db, timeout, batch_bytes, extra
+        )
+        count = reply.pop(f"{op}_count")
+        reply.pop("ts", None)
+        return {"insert_count": count, **reply}
+
+    def commit_write(
+        self,
+        collection_name: str,
+        write_id: str,
+        *,
+        upsert: bool = False,
+        parts: list[str] | None = None,
+        expected_rows: int | None = None,
+        db: str | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Make every row staged under ``write_id`` visible at one timestamp (with
+        ``upsert``, older rows with the same keys go at that timestamp). Safe to repeat.
+        ``expected_rows`` (what the writers staged) makes a commit that finds fewer fail.
+        Returns ``{"job_id", "state": "Completed", "rows", "ts", "segment_ids"}``."""
+        body = self._in_db(db, collection=collection_name, write_id=write_id, upsert=upsert)
+        if parts is not None:
+            body["parts"] = list(parts)
+        if expected_rows is not None:
+            body["expected_rows"] = int(expected_rows)
+        reply = self._action("commit_write", body, timeout=timeout)
+        if reply["state"] != "Completed":
+            final = self.wait_import(int(reply["job_id"]), timeout)
+            reply.update({k: final[k] for k in ("state", "rows", "ts", "segment_ids")})
+        self._last_write_ts = max(self._last_write_ts, int(reply.get("ts") or 0))
+        return reply
+
+    def abort_write(self, write_id: str) -> bool:
+        """Discard what is staged under ``write_id``; whether there was anything."""
+        return bool(self._action("abort_write", {"write_id": write_id})["removed"])
 
     def delete(
         self,

@@ -30,6 +30,8 @@ from elanus.flight.actions import ACTIONS, check_put, check_request
 from elanus.flight.ddl import DdlService
 from elanus.flight.dml import DmlService
 from elanus.flight.dml_actions import DML_ACTIONS
+from elanus.flight.import_actions import IMPORT_ACTIONS
+from elanus.flight.imports import ImportService
 from elanus.flight.metacache import MetaCache
 from elanus.flight.putresult import PutAck
 from elanus.flight.query import QueryService, hits_table
@@ -55,6 +57,7 @@ class ProxyServer(Role):
         self.dml = DmlService(self)
         self.query = QueryService(self)
         self.reads = ReadService(self)
+        self.imports = ImportService(self)
         self.port: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: _FlightService | None = None
@@ -148,6 +151,8 @@ class ProxyServer(Role):
                 return encode_json(index_actions.execute(self, spec.name, request))
             if spec.name in READ_PLAN_ACTIONS:
                 return encode_json(self.reads.plan(request).to_json())
+            if spec.name in IMPORT_ACTIONS:
+                return encode_json(self.imports.action(spec.name, request))
             return encode_json(self.run(self.ddl.execute(spec.name, request)))
         except ElanusError as exc:
             raise to_flight_error(exc) from None
@@ -175,6 +180,9 @@ class ProxyServer(Role):
             info = self.dml.collection(request["db"], request["collection"])
             upsert = request["op"] == "upsert"
             batches = (c.data for c in reader if c.data is not None and c.data.num_rows)
+            if request["stage"]:  # a staged write: checked now, visible at commit_write
+                self.imports.stage(info, request, batches, writer)
+                return
             if not request["atomic"]:
                 for batch in batches:
                     result = self.dml.insert(info, request["partition"], batch, upsert=upsert)

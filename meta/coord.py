@@ -27,6 +27,7 @@ from elanus.meta.datacoord import DataCoord
 from elanus.meta.db import Database
 from elanus.meta.gc import GarbageCollector
 from elanus.meta.idalloc import IDAllocator
+from elanus.meta.importjobs import ImportManager
 from elanus.meta.indexcoord import IndexCoord
 from elanus.meta.querycoord import QueryCoord
 from elanus.meta.rootcoord import RootCoord
@@ -54,6 +55,7 @@ class Coordinator(Role):
         self.gc = GarbageCollector(self)
         self.query = QueryCoord(self)
         self.index = IndexCoord(self)
+        self.imports = ImportManager(self)
         self._background: list[Periodic] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self._counters: CounterStore | None = None
@@ -68,14 +70,11 @@ class Coordinator(Role):
             "health": self.health,
             "session.list": self.list_sessions,
         }
-        for service in (
-            self.root,
-            self.data,
-            self.timeticks,
-            self.compaction,
-            self.query,
-            self.index,
-        ):
+        services = (
+            self.root, self.data, self.timeticks, self.compaction, self.query, self.index,
+            self.imports,
+        )  # fmt: skip
+        for service in services:
             handlers.update(service.handlers())
         return handlers
 
@@ -98,6 +97,7 @@ class Coordinator(Role):
         await self.data.start()
         await self.query.start()
         await self.index.start()
+        await self.imports.start()
         self.sessions = await SessionWatcher(
             self.bus, self._on_session, ttl_s=self.settings.session_ttl_s
         ).start()
@@ -110,6 +110,7 @@ class Coordinator(Role):
             *self.gc.background(),
             *self.query.background(),
             *self.index.background(),
+            *self.imports.background(),
         ]
         self._background = [p.start() for p in background]
         await self.register()
@@ -136,6 +137,7 @@ class Coordinator(Role):
         for task in list(self._tasks):
             await cancel_and_wait(task)
         await self.query.stop()
+        await self.imports.stop()
         if hasattr(self, "sessions"):
             await self.timeticks.stop()
             await self.channels.stop()

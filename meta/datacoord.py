@@ -366,6 +366,19 @@ class DataCoord:
             self.coord.query.schedule(self.coord.query.on_segment_flushed(seg))
         return {}
 
+    async def save_segments(
+        self, segs: list[Segment], also: Callable[[Any], None] | None = None
+    ) -> None:
+        """Record segments (and ``also``, another catalog change) in one transaction, then
+        keep the live ones: how bulk import registers and commits its segments."""
+        async with self._lock:
+            await self.coord.db.run(segmentmeta.save, segs, also)
+            for s in segs:
+                if s.state is SegmentState.DROPPED:
+                    self.segments.pop(s.segment_id, None)
+                else:
+                    self.segments[s.segment_id] = s
+
     async def replace(self, sources: list[Segment], target: Segment) -> None:
         """Swap compacted sources for their target in one catalog write."""
         async with self._lock:

@@ -3,7 +3,8 @@
 Three kinds of files go, each only after ``gc_delay_s`` (a query may still read them):
 those of dropped segments (compacted away, or of a dropped collection), whole directories
 of dropped collections, and orphans — segment directories no record points to, left by a
-flush or compaction whose report never reached the coord.
+flush or compaction whose report never reached the coord. Stale staged writes and the
+scratch files of finished import jobs go too (``ImportManager.collect_garbage``).
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ class GarbageCollector:
         for s in dropped:
             s.path = None
         await self.coord.db.run(segmentmeta.save, dropped)
+        removed += await asyncio.to_thread(self.coord.imports.collect_garbage, delay)
         self.removed.extend(removed)
         return removed
 

@@ -84,4 +84,18 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
                 recycled BOOLEAN NOT NULL DEFAULT false)""",
         ],
     ),
+    (
+        6,
+        "bulk import jobs",
+        [
+            """CREATE TABLE import_jobs (
+                job_id BIGINT PRIMARY KEY, collection_id BIGINT NOT NULL, db VARCHAR,
+                collection VARCHAR, partition_id BIGINT, write_id VARCHAR,
+                units VARCHAR NOT NULL, options VARCHAR NOT NULL, state VARCHAR NOT NULL,
+                progress DOUBLE NOT NULL DEFAULT 0, rows BIGINT NOT NULL DEFAULT 0,
+                segment_ids VARCHAR NOT NULL DEFAULT '[]', reason VARCHAR,
+                reason_code VARCHAR, node_id VARCHAR, commit_ts UBIGINT,
+                created_ts UBIGINT NOT NULL, finished_ts UBIGINT)""",
+        ],
+    ),
 ]

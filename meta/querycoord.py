@@ -296,6 +296,16 @@ class QueryCoord:
             return
         await self._hand_over(lo, seg, remove=[])
 
+    async def on_segments_imported(self, segs: list[Any]) -> None:
+        """Hand a committed import's segments to a loaded collection, now: the import job
+        reports Completed once they serve (delegators hold tsafe until they arrive)."""
+        async with self._lock:
+            for seg in segs:
+                try:
+                    await self.on_segment_flushed(seg)
+                except Exception as exc:  # noqa: BLE001 - keep_loaded repairs what is left
+                    log.warning("handoff of imported segment %s failed: %s", seg.segment_id, exc)
+
     async def on_compacted(self, target: Any, sources: list[int]) -> None:
         lo = self.loaded.get(target.collection_id)
         if lo is None or lo.state != "Loaded":

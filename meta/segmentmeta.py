@@ -1,6 +1,7 @@
 """Segment records in DuckDB: states, row counts, positions and checkpoints (seed 004).
 
 Growing → Sealed → Flushing → Flushed (→ Dropped after compaction or a collection drop).
+A bulk import's segments are Importing (invisible) until its job commits them: Flushed.
 These functions run on the database thread.
 """
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +22,7 @@ class SegmentState(enum.StrEnum):
     FLUSHING = "Flushing"
     FLUSHED = "Flushed"
     DROPPED = "Dropped"
+    IMPORTING = "Importing"
 
 
 COLUMNS = (
@@ -75,18 +78,27 @@ class Segment:
         return d
 
 
-def save(con: duckdb.DuckDBPyConnection, segments: list[Segment]) -> None:
-    if not segments:
+def save(
+    con: duckdb.DuckDBPyConnection,
+    segments: list[Segment],
+    also: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
+) -> None:
+    """Upsert segment records, and run ``also`` in the same transaction (an import job's
+    own row commits with its segments)."""
+    if not segments and also is None:
         return
     placeholders = ", ".join("?" * len(COLUMNS))
     updates = ", ".join(f"{c} = excluded.{c}" for c in COLUMNS if c != "segment_id")
     con.execute("BEGIN TRANSACTION")  # all or nothing: compaction swaps segments here
     try:
-        con.executemany(
-            f"INSERT INTO segments ({', '.join(COLUMNS)}) VALUES ({placeholders}) "
-            f"ON CONFLICT (segment_id) DO UPDATE SET {updates}",
-            [s.row() for s in segments],
-        )
+        if segments:
+            con.executemany(
+                f"INSERT INTO segments ({', '.join(COLUMNS)}) VALUES ({placeholders}) "
+                f"ON CONFLICT (segment_id) DO UPDATE SET {updates}",
+                [s.row() for s in segments],
+            )
+        if also is not None:
+            also(con)
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")

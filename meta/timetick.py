@@ -51,6 +51,12 @@ class TimeTickSync:
     def handlers(self) -> dict[str, Handler]:
         return {"timetick.report": self.report, "timetick.now": self.tick_now}
 
+    @property
+    def publish_lock(self) -> asyncio.Lock:
+        """Held while ticks are published. A message published under it with a timestamp
+        taken under it comes before every tick that passes that timestamp."""
+        return self._publish_lock
+
     async def tick_now(self, raw: dict[str, Any]) -> dict[str, Any]:
         """Fresh reports from every live proxy, then a tick at once: a Strong read waits
         for one round trip instead of the rest of the tick interval."""

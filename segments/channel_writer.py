@@ -122,9 +122,11 @@ class ChannelWriter:
 
     def _learn_segment(self, seg: dict[str, Any]) -> None:
         sid = int(seg["segment_id"])
-        if seg["state"] in ("Flushed", "Dropped"):
+        # An Importing segment with a timestamp is committed: its later deletes count.
+        committed = seg["state"] == "Importing" and seg.get("max_ts") is not None
+        if seg["state"] in ("Flushed", "Dropped") or committed:
             self.done.add(sid)
-        if seg["state"] == "Flushed":
+        if seg["state"] == "Flushed" or committed:
             seg_dir = self._seg_dir(seg["partition_id"], sid)
             self.flushed[sid] = FlushedSegment(seg["partition_id"], storage.load_pk_stats(seg_dir))
 
@@ -153,6 +155,8 @@ class ChannelWriter:
                 self._insert(m)
             elif m.type is MsgType.DELETE:
                 self._delete(m)
+            elif m.type is MsgType.IMPORT:
+                self._import(m)
         if self._deltas_due():
             await self._sync_deltas()
         report = {
@@ -212,6 +216,16 @@ class ChannelWriter:
             mask = seg.stats.may_contain(pks)
             if mask.any():
                 seg.pending.append((pks.filter(pa.array(mask)), m.ts, m.seq))
+
+    def _import(self, m: DmlMessage) -> None:
+        """A bulk import's segment joins the channel: deletes after this one reach it."""
+        if m.segment_id in self.done:  # known already (or compacted away since)
+            return
+        stats = storage.load_pk_stats(self._seg_dir(m.partition_id, m.segment_id))
+        if stats is None:
+            log.error("%s: imported segment %d has no pk stats", self.vchannel, m.segment_id)
+        self.flushed[m.segment_id] = FlushedSegment(m.partition_id, stats)
+        self.done.add(m.segment_id)
 
     async def _compact(self, plan: dict[str, Any]) -> None:
         """Run a compaction plan between two packs, so no delete can slip past it."""

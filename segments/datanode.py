@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from pathlib import Path
 from typing import Any
 
 from elanus.channels import subjects
 from elanus.channels.bus import Bus, Handler
+from elanus.channels.loop import cancel_and_wait
 from elanus.channels.role import Role
+from elanus.errors import ElanusError
 from elanus.requests import Body
 from elanus.segments.channel_writer import ChannelWriter
+from elanus.segments.importer import ImportTask, call_coord, finalize
 from elanus.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -21,13 +26,21 @@ class DataNode(Role):
     def __init__(self, settings: Settings, bus: Bus, node_id: str | None = None) -> None:
         super().__init__(settings, bus, node_id)
         self.channels: dict[str, ChannelWriter] = {}
+        self.imports: dict[int, asyncio.Task[None]] = {}
+        """Bulk import jobs this node runs (or finishes), by job id."""
 
     @property
     def address(self) -> str:
         return f"{subjects.PREFIX}.datanode.{self.node_id}"
 
     def handlers(self) -> dict[str, Handler]:
-        return {"watch": self.watch, "unwatch": self.unwatch, "status": self.status}
+        return {
+            "watch": self.watch,
+            "unwatch": self.unwatch,
+            "status": self.status,
+            "import.run": self.import_run,
+            "import.finalize": self.import_finalize,
+        }
 
     async def start(self) -> None:
         await self.open_data_bus()
@@ -35,6 +48,9 @@ class DataNode(Role):
         await self.register()
 
     async def stop(self) -> None:
+        for task in list(self.imports.values()):
+            await cancel_and_wait(task)
+        self.imports.clear()
         for writer in list(self.channels.values()):
             await writer.stop()
         self.channels.clear()
@@ -60,6 +76,52 @@ class DataNode(Role):
         if writer is not None:
             await writer.stop()
         return {}
+
+    def _start_import(self, job_id: int, coro: Any) -> None:
+        task = asyncio.create_task(coro, name=f"import-{job_id}")
+        self.imports[job_id] = task
+
+        def forget(done: asyncio.Task[None]) -> None:
+            if self.imports.get(job_id) is done:
+                del self.imports[job_id]
+
+        task.add_done_callback(forget)
+
+    async def import_run(self, raw: dict[str, Any]) -> dict[str, Any]:
+        """Run a bulk import job in the background (the coord follows its reports)."""
+        b = Body(raw, "datanode.import.run")
+        job_id = b.int("job_id")
+        b.allow(
+            ["collection_id", "schema", "vchannels", "units", "options", "max_rows", "staged"]
+        ).done()
+        if job_id not in self.imports:
+            self._start_import(job_id, ImportTask(self, raw).run())
+        return {"job_id": job_id}
+
+    async def import_finalize(self, raw: dict[str, Any]) -> dict[str, Any]:
+        """Finish a committed job whose executor went away: stamp ``_ts``, tell the coord."""
+        b = Body(raw, "datanode.import.finalize")
+        job_id, ts = b.int("job_id"), b.int("ts")
+        segments = b.list("segments")
+        b.done()
+        dirs = [Path(s["path"]).parent for s in segments]
+        self._start_import(job_id, self._finalize(job_id, ts, dirs, self.imports.get(job_id)))
+        return {"job_id": job_id}
+
+    async def _finalize(
+        self, job_id: int, ts: int, dirs: list[Path], after: asyncio.Task[None] | None
+    ) -> None:
+        if after is not None:  # the job's own run, still reporting its failure
+            await asyncio.wait([after])
+        try:
+            await finalize(self, job_id, ts, dirs)
+        except Exception as exc:  # noqa: BLE001 - the coord asks again (another node)
+            log.warning("could not finish import job %s: %s", job_id, exc)
+            body = {"job_id": job_id, "reason": str(exc), "code": "INTERNAL"}
+            try:
+                await call_coord(self, "import.fail", body)
+            except ElanusError:
+                pass
 
     async def status(self, raw: dict[str, Any]) -> dict[str, Any]:
         return {

@@ -10,6 +10,11 @@ every delete is also kept in a buffer, replayed into a segment that joins later
 Inserts into a segment that is already sealed are skipped: its rows are on a worker. A
 handoff replaces a growing segment by its sealed copy in one step of the event loop, so
 a search sees each row exactly once.
+
+A bulk import's segment announces itself with an IMPORT message at the job's timestamp;
+the delegator does not pass it (tsafe stays below) until the segment has been handed to
+it, so a read at or after the import sees all of it — and, for an upsert, never the old
+rows gone without the new ones there.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from elanus.channels import subjects
 from elanus.channels.bus import as_table
 from elanus.channels.consumer import ChannelConsumer
 from elanus.channels.dml import DmlMessage, MsgType
@@ -44,6 +50,9 @@ log = logging.getLogger(__name__)
 TSAFE_WAIT_S = 30.0
 WorkerSearch = Callable[[list[int], SearchRequest], list[dict[str, Any]]]
 RETIRED_KEPT = 4096
+IMPORT_WAIT_S = 120.0
+"""How long an IMPORT message may hold the channel back before it is passed regardless."""
+IMPORT_POLL_S = 0.05
 
 
 class Delegator:
@@ -104,6 +113,40 @@ class Delegator:
                 self._insert(m)
             elif m.type is MsgType.DELETE:
                 await self._delete(m.batch.column(0), m.ts, m.partition_id)
+        for m in pack:
+            if m.type is MsgType.IMPORT:
+                await self._await_import(m)
+
+    async def _await_import(self, m: DmlMessage) -> None:
+        """Hold the pack (and tsafe) until an imported segment serves here, unless it will
+        not: another partition, or the coord no longer has it (dropped, compacted)."""
+        sid = m.segment_id
+        if self.partitions is not None and m.partition_id not in self.partitions:
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + IMPORT_WAIT_S
+        next_check = loop.time()
+        while sid not in self.sealed:
+            now = loop.time()
+            if now > deadline:
+                log.warning("%s: imported segment %d did not arrive; going on", self.vchannel, sid)
+                return
+            if now >= next_check:
+                next_check = now + 1.0
+                if not await self._import_expected(sid):
+                    return
+            await asyncio.sleep(IMPORT_POLL_S)
+
+    async def _import_expected(self, segment_id: int) -> bool:
+        try:
+            reply = await self.node.bus.request(
+                subjects.coord("segment.info"), {"segment_ids": [segment_id]}, timeout=5
+            )
+        except ElanusError as exc:
+            log.debug("segment.info for %d failed: %s", segment_id, exc)
+            return True
+        states = [s["state"] for s in reply["segments"]]
+        return bool(states) and states[0] in ("Importing", "Flushed")
 
     def _insert(self, m: DmlMessage) -> None:
         if m.segment_id in self.sealed:

@@ -6,10 +6,13 @@ import shutil
 from pathlib import Path
 
 import lance
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from elanus import layout
 from elanus.channels.dml import PK_COLUMN
+from elanus.schema import TIMESTAMP_FIELD
 from elanus.segments.pkstats import PkStats
 
 DELTA_SCHEMA = pa.schema([pa.field("ts", pa.uint64(), nullable=False)])
@@ -29,6 +32,26 @@ def write_rows(seg_dir: Path, table: pa.Table, *, first: bool) -> Path:
     path = layout.data_path(seg_dir)
     lance.write_dataset(table, str(path), mode="overwrite" if first else "append")
     return path
+
+
+def set_import_ts(seg_dir: Path, ts: int) -> None:
+    """Give every row of an imported segment the job's timestamp as ``_ts``: one new column
+    file per fragment, the other columns untouched. Idempotent (a resumed job repeats it)."""
+    ds = lance.dataset(str(layout.data_path(seg_dir)))
+    if TIMESTAMP_FIELD in ds.schema.names:
+        current = ds.to_table(columns=[TIMESTAMP_FIELD]).column(0)
+        if pc.all(pc.equal(current, pa.scalar(ts, pa.uint64()))).as_py():
+            return
+        ds.drop_columns([TIMESTAMP_FIELD])
+        ds = lance.dataset(str(layout.data_path(seg_dir)))
+    out = pa.schema([pa.field(TIMESTAMP_FIELD, pa.uint64())])  # nullable, as flushes write it
+
+    @lance.batch_udf(output_schema=out)
+    def stamp(batch: pa.RecordBatch) -> pa.RecordBatch:
+        values = pa.array(np.full(batch.num_rows, ts, dtype=np.uint64))
+        return pa.record_batch([values], schema=out)
+
+    ds.add_columns(stamp, read_columns=[ds.schema.names[0]])
 
 
 def write_pk_stats(seg_dir: Path, pks: pa.Array | pa.ChunkedArray) -> PkStats:

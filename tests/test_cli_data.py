@@ -14,7 +14,8 @@ import pytest
 from conftest import StandaloneProcess, run_elanus
 
 from elanus.channels.nats_server import free_port
-from elanus.cli.data import file_format, parse_dense_vectors, prepare, rebatch
+from elanus.cli.data import file_format
+from elanus.filereaders import parse_dense_vectors, prepare, rebatch
 from elanus.schema import DataType, Field, Schema
 
 pytestmark = pytest.mark.timeout(120)

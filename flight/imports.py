@@ -1,0 +1,175 @@
+"""Bulk import and staged writes in the proxy.
+
+``import`` and the job queries go to the coord's ``ImportManager``. A **staged write** is
+how a parallel writer (the Spark data source) makes many tasks' rows appear at once: each
+task's DoPut carries ``"stage": <write_id>`` and is checked and conformed exactly like an
+insert (auto ids assigned and returned in the PutResults), but its batches land in Arrow
+IPC files under ``<storage>/staging/<write_id>/<part>/<collection>/<partition>/`` instead of
+the log. ``commit_write`` turns every staged file of the write (or of the named parts) into
+one import job, which publishes all of it at one timestamp; until then nothing is visible.
+Runs on Flight threads; the coord is reached through ``proxy.run``.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.flight as flight
+
+from elanus import layout
+from elanus.errors import ElanusError, ErrorCode, invalid
+from elanus.flight.metacache import CollectionInfo
+from elanus.flight.putresult import PutAck
+from elanus.validation import conform_insert
+
+if TYPE_CHECKING:
+    from elanus.flight.proxy import ProxyServer
+
+POLL_S = 0.05
+FINAL = ("Completed", "Failed")
+
+
+class ImportService:
+    def __init__(self, proxy: ProxyServer) -> None:
+        self.proxy = proxy
+
+    @property
+    def storage(self) -> Path:
+        return self.proxy.settings.storage_path
+
+    def _coord(self, method: str, body: dict[str, Any]) -> dict[str, Any]:
+        return dict(self.proxy.run(self.proxy.ddl.coord(method, body)))
+
+    # -- DoAction ---------------------------------------------------------------------------
+    def action(self, name: str, request: dict[str, Any]) -> dict[str, Any]:
+        dml = self.proxy.dml
+        if name == "import":
+            info = dml.collection(request["db"], request["collection"])
+            body = {
+                "collection_id": info.collection_id,
+                "db": info.db,
+                "collection": info.name,
+                "partition_id": dml.partition_id(info, request["partition"]),
+                "units": request["units"],
+                "options": request["options"],
+            }
+            return {"job_id": self._coord("import.create", body)["job_id"]}
+        if name == "get_import_state":
+            return self._coord("import.state", {"job_id": request["job_id"]})
+        if name == "list_import_jobs":
+            which: dict[str, Any] = {}
+            if request["collection"]:
+                info = dml.collection(request["db"], request["collection"])
+                which["collection_id"] = info.collection_id
+            return self._coord("import.list", which)
+        if name == "commit_write":
+            return self.commit(request)
+        if name == "abort_write":
+            return self._coord("import.abort_write", {"write_id": request["write_id"]})
+        raise ElanusError(ErrorCode.UNKNOWN_ACTION, f"{name!r} is not an import action")
+
+    def commit(self, request: dict[str, Any]) -> dict[str, Any]:
+        """One import job of every staged file; waits up to ``wait_s`` for it to end."""
+        dml = self.proxy.dml
+        info = dml.collection(request["db"], request["collection"])
+        write_id = request["write_id"]
+        units = self._staged_units(info, write_id, request["parts"])
+        body = {
+            "collection_id": info.collection_id,
+            "db": info.db,
+            "collection": info.name,
+            "partition_id": dml.partition_id(info, None),
+            "units": units,
+            "options": {"upsert": request["upsert"], "expected_rows": request["expected_rows"]},
+            "write_id": write_id,
+        }
+        job_id = int(self._coord("import.create", body)["job_id"])
+        deadline = time.monotonic() + request["wait_s"]
+        while True:
+            state = self._coord("import.state", {"job_id": job_id})
+            if state["state"] in FINAL or time.monotonic() >= deadline:
+                break
+            time.sleep(POLL_S)
+        if state["state"] == "Failed":
+            code = state.get("reason_code") or ErrorCode.INTERNAL.value
+            reason = state["reason"]
+            raise ElanusError(
+                code, f"commit of write {write_id!r} failed (import job {job_id}): {reason}"
+            )
+        return {
+            "job_id": job_id,
+            "state": state["state"],
+            "rows": state["rows"],
+            "ts": state["ts"],
+            "segment_ids": state["segment_ids"],
+        }
+
+    def _staged_units(
+        self, info: CollectionInfo, write_id: str, parts: list[str] | None
+    ) -> list[dict[str, Any]]:
+        root = layout.staging_dir(self.storage, write_id)
+        if not root.is_dir():
+            return []
+        units, others = [], 0
+        for part_dir in sorted(p for p in root.iterdir() if p.is_dir()):
+            if parts is not None and part_dir.name not in parts:
+                continue
+            for coll_dir in sorted(p for p in part_dir.iterdir() if p.is_dir()):
+                files = sorted(coll_dir.glob("*/*.arrow"))
+                if coll_dir.name != str(info.collection_id):
+                    others += len(files)
+                    continue
+                units += [
+                    {"format": "arrow", "paths": [str(f)], "partition_id": int(f.parent.name)}
+                    for f in files
+                    if f.parent.name.isdigit()
+                ]
+        if others and not units:
+            raise invalid(
+                f"write {write_id!r} staged rows for another collection, not {info.name!r}"
+            )
+        return units
+
+    # -- DoPut with "stage" -----------------------------------------------------------------
+    def stage(
+        self,
+        info: CollectionInfo,
+        request: dict[str, Any],
+        batches: Iterable[pa.RecordBatch],
+        writer: flight.FlightMetadataWriter,
+    ) -> None:
+        """Check each batch as an insert would, then write it to the staging area."""
+        dml = self.proxy.dml
+        upsert = request["op"] == "upsert"
+        pid = dml.partition_id(info, request["partition"])
+        target = layout.staged_dir(
+            self.storage, request["stage"], request["stage_part"], info.collection_id, pid
+        )
+        limit = self.proxy.settings.max_request_bytes
+        pk = info.schema.primary
+        for batch in batches:
+            table = conform_insert(batch, info.schema, upsert=upsert, max_bytes=limit)
+            if pk.auto_id and not upsert:
+                start = self.proxy.run(dml.ids.take(table.num_rows))
+                ids = pa.array(np.arange(start, start + table.num_rows, dtype=np.int64))
+                position = [f.name for f in info.schema.fields].index(pk.name)
+                table = table.add_column(position, pk.arrow_field(), ids)
+            _write_staged(target, table)
+            writer.write(PutAck(table.column(pk.name).combine_chunks(), 0).encode())
+
+
+def _write_staged(directory: Path, table: pa.Table) -> None:
+    """One batch, one file, written whole before it gets its name (a commit never reads
+    half a file)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    name = uuid.uuid4().hex
+    tmp = directory / f".{name}.tmp"
+    with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
+        w.write_table(table)
+    tmp.replace(directory / f"{name}.arrow")

@@ -1,0 +1,726 @@
+"""Bulk import jobs (Milvus's bulk insert): files become segments directly, not via the log.
+
+A job runs on a datanode, the executor, which reads every file and checks all of it before
+anything is written. The coord owns the job table (DuckDB, so jobs outlive restarts) and
+the steps that must be ordered with the rest of the cluster:
+
+1. ``prepare``: the executor says how many rows go to each (partition, vchannel) segment;
+   the coord allocates the segment ids and records them Importing (invisible to reads and
+   compaction, known to garbage collection).
+2. The executor writes the rows (no ``_ts`` yet) and the pk stats of every segment.
+3. ``commit``: under the time-tick lock the coord takes the import timestamp ``T``, records
+   it, and publishes into each vchannel, at ``T``, the deletes of an upsert (if any) and one
+   IMPORT message per segment. Consumers meet them in timestamp order: the datanode starts
+   tracking deletes of the new segments, a delegator holds its tsafe at ``T`` until the
+   segment has been handed to it. From here on the job cannot fail; a coord restart or a
+   dead executor resumes it.
+4. The executor writes ``_ts = T`` into every segment and calls ``finish``: the segments
+   become Flushed and the job Completed in one transaction; loaded collections get the
+   segments through the flush handoff, and the job reports Completed once they serve.
+
+A job that fails before its commit marks its segments Dropped (garbage collection removes
+the files) and has imported nothing. Staged writes (``commit_write``) are jobs whose units
+are the staged Arrow files, keyed by their write id so a repeated commit finds its job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from elanus import layout
+from elanus.channels import subjects
+from elanus.channels.dml import (
+    DmlMessage,
+    MsgType,
+    delete_batch,
+    ipc_bytes,
+    pchannel_of,
+    split_batch,
+)
+from elanus.channels.loop import Periodic, cancel_and_wait
+from elanus.errors import ElanusError, ErrorCode, invalid
+from elanus.filereaders import FORMATS
+from elanus.meta import segmentmeta
+from elanus.meta.datacoord import SEGMENT_FLUSHED, estimate_row_bytes
+from elanus.meta.segmentmeta import Segment, SegmentState
+from elanus.pkhash import shard_of
+from elanus.requests import Body
+from elanus.schema import Schema
+
+if TYPE_CHECKING:
+    from elanus.channels.bus import Handler
+    from elanus.meta.coord import Coordinator
+
+log = logging.getLogger(__name__)
+
+PENDING, IMPORTING, COMPLETED, FAILED = "Pending", "Importing", "Completed", "Failed"
+FINAL = (COMPLETED, FAILED)
+COLUMNS = (
+    "job_id", "collection_id", "db", "collection", "partition_id", "write_id", "units",
+    "options", "state", "progress", "rows", "segment_ids", "reason", "reason_code", "node_id",
+    "commit_ts", "created_ts", "finished_ts",
+)  # fmt: skip
+
+
+@dataclass
+class ImportJob:
+    job_id: int
+    collection_id: int
+    db: str
+    collection: str
+    partition_id: int
+    write_id: str | None
+    units: list[dict[str, Any]]
+    options: dict[str, Any]
+    state: str = PENDING
+    progress: float = 0.0
+    rows: int = 0
+    segment_ids: list[int] = field(default_factory=list)
+    reason: str | None = None
+    reason_code: str | None = None
+    node_id: str | None = None
+    commit_ts: int | None = None
+    created_ts: int = 0
+    finished_ts: int | None = None
+    # -- in memory only ---------------------------------------------------------------------
+    stage: str = ""
+    published: bool = False
+    """The commit's messages are in the log (False after a restart: publish again)."""
+    serving: bool = True
+    """False between the Completed commit and the loaded collections' handoff."""
+
+    def row(self) -> list[Any]:
+        values = {c: getattr(self, c) for c in COLUMNS}
+        for c in ("units", "options", "segment_ids"):
+            values[c] = json.dumps(values[c])
+        return [values[c] for c in COLUMNS]
+
+    @classmethod
+    def from_row(cls, row: tuple[Any, ...]) -> ImportJob:
+        d = dict(zip(COLUMNS, row, strict=True))
+        for c in ("units", "options", "segment_ids"):
+            d[c] = json.loads(d[c])
+        return cls(**d)
+
+    @property
+    def upsert(self) -> bool:
+        return bool(self.options.get("upsert"))
+
+    def view(self) -> dict[str, Any]:
+        """What ``get_import_state`` answers."""
+        state, progress = self.state, self.progress
+        if state == COMPLETED and not self.serving:
+            state, progress = IMPORTING, min(progress, 0.99)
+        return {
+            "job_id": self.job_id,
+            "collection": self.collection,
+            "db": self.db,
+            "state": state,
+            "progress": round(progress, 4),
+            "rows": self.rows if state == COMPLETED else 0,
+            "total_rows": self.rows,
+            "segment_ids": list(self.segment_ids),
+            "reason": self.reason or "",
+            "reason_code": self.reason_code or "",
+            "stage": self.stage if state in (PENDING, IMPORTING) else state.lower(),
+            "write_id": self.write_id,
+            "ts": self.commit_ts or 0,
+            "created_ts": self.created_ts,
+            "files": [p for u in self.units for p in u["paths"]] if not self.write_id else [],
+        }
+
+
+def _save_job(job: ImportJob) -> Any:
+    def write(con: Any) -> None:
+        placeholders = ", ".join("?" * len(COLUMNS))
+        updates = ", ".join(f"{c} = excluded.{c}" for c in COLUMNS if c != "job_id")
+        con.execute(
+            f"INSERT INTO import_jobs ({', '.join(COLUMNS)}) VALUES ({placeholders}) "
+            f"ON CONFLICT (job_id) DO UPDATE SET {updates}",
+            job.row(),
+        )
+
+    return write
+
+
+class ImportManager:
+    def __init__(self, coord: Coordinator) -> None:
+        self.coord = coord
+        self.jobs: dict[int, ImportJob] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._lock = asyncio.Lock()  # job state changes one at a time
+
+    def handlers(self) -> dict[str, Handler]:
+        return {
+            "import.create": self.create,
+            "import.state": self.state,
+            "import.list": self.list_jobs,
+            "import.abort_write": self.abort_write,
+            "import.progress": self.progress,
+            "import.prepare": self.prepare,
+            "import.commit": self.commit,
+            "import.finish": self.finish,
+            "import.fail": self.fail,
+        }
+
+    def background(self) -> list[Periodic]:
+        return [Periodic(self.supervise, 0.5, "import jobs")]
+
+    async def start(self) -> None:
+        rows = await self.coord.db.run(
+            lambda con: con.execute(
+                f"SELECT {', '.join(COLUMNS)} FROM import_jobs ORDER BY job_id"
+            ).fetchall()
+        )
+        for row in rows:
+            job = ImportJob.from_row(row)
+            self.jobs[job.job_id] = job
+            if job.state == IMPORTING and job.commit_ts is None:
+                await self._fail(
+                    job,
+                    ElanusError(
+                        ErrorCode.UNAVAILABLE,
+                        "the coord restarted while the job ran; nothing was imported",
+                    ),
+                )
+            elif job.state == IMPORTING:
+                job.node_id = None  # committed: publish again and finish on a live node
+
+    async def stop(self) -> None:
+        for task in list(self._tasks):
+            await cancel_and_wait(task)
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- client-facing handlers -------------------------------------------------------------
+    async def create(self, raw: dict[str, Any]) -> dict[str, Any]:
+        b = Body(raw, "import.create")
+        cid = b.int("collection_id")
+        db, name = b.str("db", ""), b.str("collection", "")
+        pid = b.int("partition_id")
+        units = b.list("units")
+        options = b.dict("options", {})
+        write_id = b.str("write_id", None)
+        b.done()
+        info = await self.coord.root.describe_by_id(cid)
+        partitions = {int(p["partition_id"]) for p in info.get("partitions", [])}
+        checked = [_check_unit(u, pid, partitions) for u in units]
+        if write_id is not None:
+            layout.check_write_id(write_id)
+            existing = self._by_write_id(write_id)
+            if existing is not None and existing.state != FAILED:
+                if existing.collection_id != cid:
+                    raise invalid(
+                        f"write {write_id!r} was committed to another collection "
+                        f"(job {existing.job_id})"
+                    )
+                return {"job_id": existing.job_id, "existing": True}
+        elif not checked:
+            raise invalid("import: 'files' is empty")
+        job = ImportJob(
+            job_id=self.coord.ids.alloc(),
+            collection_id=cid,
+            db=db,
+            collection=name or info.get("name", ""),
+            partition_id=pid,
+            write_id=write_id,
+            units=checked,
+            options=options,
+            created_ts=self.coord.tso.alloc(),
+            stage="queued",
+        )
+        if not checked:  # a staged write with nothing staged: done at once
+            if options.get("expected_rows"):
+                raise invalid(
+                    f"nothing is staged under write {write_id!r}, but {options['expected_rows']} "
+                    "row(s) were expected (aborted, or removed as stale after gc_delay_s?)"
+                )
+            job.state, job.progress, job.finished_ts = COMPLETED, 1.0, job.created_ts
+        self.jobs[job.job_id] = job  # before any await: a concurrent commit finds it
+        try:
+            await self.coord.db.run(_save_job(job))
+        except BaseException:
+            del self.jobs[job.job_id]
+            raise
+        if job.state == PENDING:
+            await self._dispatch(job)
+        return {"job_id": job.job_id, "existing": False}
+
+    def _by_write_id(self, write_id: str) -> ImportJob | None:
+        found = [j for j in self.jobs.values() if j.write_id == write_id]
+        live = [j for j in found if j.state != FAILED]
+        return (live or found)[-1] if found else None
+
+    def _job(self, job_id: int) -> ImportJob:
+        job = self.jobs.get(job_id)
+        if job is None:
+            raise invalid(f"import job {job_id} does not exist")
+        return job
+
+    async def state(self, raw: dict[str, Any]) -> dict[str, Any]:
+        b = Body(raw, "import.state")
+        job_id = b.int("job_id")
+        b.done()
+        return self._job(job_id).view()
+
+    async def list_jobs(self, raw: dict[str, Any]) -> dict[str, Any]:
+        b = Body(raw, "import.list")
+        cid = b.int("collection_id", None)
+        b.done()
+        jobs = [j for j in self.jobs.values() if cid is None or j.collection_id == cid]
+        return {"jobs": [j.view() for j in sorted(jobs, key=lambda j: j.job_id)]}
+
+    async def abort_write(self, raw: dict[str, Any]) -> dict[str, Any]:
+        b = Body(raw, "import.abort_write")
+        write_id = layout.check_write_id(b.str("write_id"))
+        b.done()
+        job = self._by_write_id(write_id)
+        if job is not None and job.state == COMPLETED:
+            raise invalid(f"write {write_id!r} is already committed (import job {job.job_id})")
+        if job is not None and job.state != FAILED:
+            raise invalid(
+                f"write {write_id!r} is being committed (import job {job.job_id}); "
+                "it cannot be aborted now"
+            )
+        path = layout.staging_dir(self.coord.settings.storage_path, write_id)
+        existed = await asyncio.to_thread(_remove_tree, path)
+        return {"removed": existed}
+
+    # -- dispatch and supervision -----------------------------------------------------------
+    def _datanodes(self) -> list[str]:
+        return sorted(s.node_id for s in self.coord.sessions.of_role("datanode"))
+
+    def _least_busy(self, nodes: list[str]) -> str:
+        busy: dict[str, int] = {}
+        for j in self.jobs.values():
+            if j.state == IMPORTING and j.node_id:
+                busy[j.node_id] = busy.get(j.node_id, 0) + 1
+        return min(nodes, key=lambda n: (busy.get(n, 0), n))
+
+    async def _dispatch(self, job: ImportJob) -> None:
+        """Hand a pending job to a datanode; it stays Pending while there is none."""
+        async with self._lock:
+            if job.state != PENDING:
+                return
+            nodes = self._datanodes()
+            if not nodes:
+                job.stage = "waiting for a data node"
+                return
+            gone: ElanusError | None = None
+            try:
+                info = await self.coord.root.describe_by_id(job.collection_id)
+            except ElanusError as exc:
+                gone = exc
+        if gone is not None:  # the collection was dropped while the job waited
+            await self._fail(job, gone)
+            return
+        async with self._lock:
+            if job.state != PENDING:
+                return
+            schema = Schema.from_dict(info["schema"])
+            settings = self.coord.settings
+            max_rows = max(
+                1,
+                min(
+                    settings.segment_max_rows,
+                    settings.segment_max_bytes // estimate_row_bytes(schema),
+                ),
+            )
+            node = self._least_busy(nodes)
+            job.state, job.node_id, job.stage = IMPORTING, node, "starting"
+            await self.coord.db.run(_save_job(job))  # before the node may start writing
+            spec = {
+                "job_id": job.job_id,
+                "collection_id": job.collection_id,
+                "schema": info["schema"],
+                "vchannels": info["vchannels"],
+                "units": job.units,
+                "options": job.options,
+                "max_rows": max_rows,
+                "staged": job.write_id is not None,
+            }
+        try:
+            await self.coord.bus.request(subjects.node("datanode", node, "import.run"), spec, 15)
+        except ElanusError as exc:
+            log.warning("datanode %s did not take import job %s: %s", node, job.job_id, exc)
+            await self._fail(job, exc, node)
+
+    async def supervise(self) -> None:
+        """Start pending jobs; fail jobs whose executor went away before the commit; finish
+        committed ones (after a restart or a dead executor) on a live datanode."""
+        live = set(self._datanodes())
+        for job in list(self.jobs.values()):
+            if job.state == PENDING:
+                await self._dispatch(job)
+            elif job.state == IMPORTING and (job.node_id is None or job.node_id not in live):
+                if job.commit_ts is None:
+                    await self._fail(
+                        job,
+                        ElanusError(
+                            ErrorCode.UNAVAILABLE,
+                            f"data node {job.node_id} went away during the import; "
+                            "nothing was imported",
+                        ),
+                        job.node_id,
+                    )
+                elif live:
+                    await self._resume(job, self._least_busy(sorted(live)))
+
+    async def _resume(self, job: ImportJob, node: str) -> None:
+        """A committed job whose executor is gone: publish (again) and finalize elsewhere."""
+        job.node_id, job.stage = node, "finishing"
+        try:
+            self._segments(job)
+        except ElanusError as exc:  # dropped with its collection: nothing left to finish
+            await self._fail(job, exc, force=True)
+            return
+        try:
+            if not job.published:
+                await self._publish_commit(job, self._segments(job))
+            segs = self._segments(job)
+            body = {
+                "job_id": job.job_id,
+                "ts": job.commit_ts,
+                "segments": [{"segment_id": s.segment_id, "path": s.path} for s in segs],
+            }
+            await self.coord.bus.request(
+                subjects.node("datanode", node, "import.finalize"), body, 15
+            )
+        except ElanusError as exc:
+            log.warning("could not resume import job %s on %s: %s", job.job_id, node, exc)
+            job.node_id = None  # the next round tries again
+
+    # -- executor callbacks -----------------------------------------------------------------
+    def _executing(self, b: Body) -> ImportJob:
+        job = self._job(b.int("job_id"))
+        node = b.str("node_id")
+        if job.state == FAILED:
+            raise ElanusError(
+                ErrorCode.INVALID_ARGUMENT, f"import job {job.job_id} failed: {job.reason}"
+            )
+        if job.state == IMPORTING and job.node_id != node:
+            raise ElanusError(
+                ErrorCode.UNAVAILABLE,
+                f"import job {job.job_id} is run by data node {job.node_id}, not {node}",
+            )
+        return job
+
+    async def progress(self, raw: dict[str, Any]) -> dict[str, Any]:
+        b = Body(raw, "import.progress")
+        job = self._executing(b)
+        progress = b.float("progress")
+        stage = b.str("stage", "")
+        b.done()
+        if job.state == IMPORTING:
+            job.progress = max(job.progress, min(progress, 0.99))
+            job.stage = stage or job.stage
+        return {}
+
+    async def prepare(self, raw: dict[str, Any]) -> dict[str, Any]:
+        """Allocate the job's segments (Importing) for the executor's row plan."""
+        b = Body(raw, "import.prepare")
+        job = self._executing(b)
+        plan = b.list("segments")
+        max_rows = b.int("max_rows", lo=1)
+        b.done()
+        if job.commit_ts is not None or job.segment_ids:
+            raise invalid(f"import job {job.job_id} already has its segments")
+        info = await self.coord.root.describe_by_id(job.collection_id)
+        vchannels = set(info["vchannels"])
+        storage = self.coord.settings.storage_path
+        segs = []
+        for entry in plan:
+            eb = Body(entry, "import.prepare segment")
+            vchannel, pid = eb.str("vchannel"), eb.int("partition_id")
+            rows = eb.int("rows", lo=1, hi=max_rows)
+            eb.done()
+            if vchannel not in vchannels:
+                raise invalid(f"import.prepare: {vchannel!r} is not a vchannel of the collection")
+            sid = self.coord.ids.alloc()
+            seg_dir = layout.segment_dir(storage, job.collection_id, pid, sid)
+            segs.append(
+                Segment(
+                    segment_id=sid,
+                    collection_id=job.collection_id,
+                    partition_id=pid,
+                    vchannel=vchannel,
+                    state=SegmentState.IMPORTING,
+                    max_rows=max_rows,
+                    allocated_rows=rows,
+                    num_rows=rows,
+                    created_ts=self.coord.tso.alloc(),
+                    path=str(layout.data_path(seg_dir)),
+                )
+            )
+        job.segment_ids = [s.segment_id for s in segs]
+        job.rows = sum(s.num_rows for s in segs)
+        job.stage = "writing"
+        await self.coord.data.save_segments(segs, _save_job(job))
+        return {"segment_ids": job.segment_ids}
+
+    def _segments(self, job: ImportJob) -> list[Segment]:
+        segs = [self.coord.data.segments.get(s) for s in job.segment_ids]
+        if any(s is None for s in segs):
+            raise ElanusError(
+                ErrorCode.COLLECTION_NOT_FOUND,
+                f"the collection or partition of import job {job.job_id} was dropped",
+            )
+        return [s for s in segs if s is not None]
+
+    async def commit(self, raw: dict[str, Any]) -> dict[str, Any]:
+        """The point of no return: the import timestamp, and the messages that carry it."""
+        b = Body(raw, "import.commit")
+        job = self._executing(b)
+        b.done()
+        if job.state != IMPORTING:
+            raise invalid(f"import job {job.job_id} is {job.state}, not Importing")
+        try:
+            segs = self._segments(job)
+        except ElanusError as exc:
+            if job.commit_ts is None:
+                await self._fail(job, exc, job.node_id)
+            raise
+        if job.commit_ts is None:
+            job.stage = "committing"
+            deletes = await self._upsert_deletes(job)
+            async with self.coord.timeticks.publish_lock:
+                ts = self.coord.tso.alloc()
+                for s in segs:
+                    s.min_ts = s.max_ts = s.seal_ts = ts
+                job.commit_ts = ts
+                try:  # the segments are live already: no need for the datacoord's lock
+                    await self.coord.db.run(segmentmeta.save, segs, _save_job(job))
+                except BaseException:
+                    job.commit_ts = None
+                    for s in segs:
+                        s.min_ts = s.max_ts = s.seal_ts = None
+                    raise
+                await self._publish(job, segs, deletes, ts)
+        elif not job.published:
+            await self._publish_commit(job, segs)
+        job.progress = max(job.progress, 0.95)
+        job.stage = "finishing"
+        return {"ts": job.commit_ts}
+
+    async def _publish_commit(self, job: ImportJob, segs: list[Segment]) -> None:
+        """Publish a recorded commit again (its first publication may be incomplete)."""
+        assert job.commit_ts is not None
+        deletes = await self._upsert_deletes(job)
+        async with self.coord.timeticks.publish_lock:
+            await self._publish(job, segs, deletes, job.commit_ts)
+
+    async def _upsert_deletes(self, job: ImportJob) -> list[tuple[str, int, bytes]]:
+        """The delete messages of an upsert commit: (vchannel, partition, payload)."""
+        if not job.upsert:
+            return []
+        info = await self.coord.root.describe_by_id(job.collection_id)
+        path = layout.upsert_keys_path(self.coord.settings.storage_path, job.job_id)
+        return await asyncio.to_thread(_delete_messages, path, list(info["vchannels"]))
+
+    async def _publish(
+        self,
+        job: ImportJob,
+        segs: list[Segment],
+        deletes: list[tuple[str, int, bytes]],
+        ts: int,
+    ) -> None:
+        """Upsert deletes, then one IMPORT message per segment, all at ``ts``."""
+        js = self.coord.bus.js
+        sends = []
+        for i, (vchannel, pid, payload) in enumerate(deletes):
+            msg = DmlMessage(
+                MsgType.DELETE,
+                ts,
+                vchannel,
+                job.collection_id,
+                pid,
+                0,
+                source="coord",
+                msg_id=f"import-{job.job_id}-d{i}",
+            )
+            subject, headers, _ = msg.encode(pchannel_of(vchannel))
+            sends.append(await js.publish_async(subject, payload, headers=headers))
+        for s in segs:
+            msg = DmlMessage(
+                MsgType.IMPORT,
+                ts,
+                s.vchannel,
+                job.collection_id,
+                s.partition_id,
+                s.segment_id,
+                source="coord",
+                msg_id=f"import-{job.job_id}-s{s.segment_id}",
+            )
+            subject, headers, payload = msg.encode(pchannel_of(s.vchannel))
+            sends.append(await js.publish_async(subject, payload, headers=headers))
+        try:
+            await asyncio.gather(*sends)
+        except Exception as exc:  # noqa: BLE001 - published again by the next commit call
+            raise ElanusError(
+                ErrorCode.UNAVAILABLE, f"the log did not take import job {job.job_id}: {exc}"
+            ) from None
+        job.published = True
+
+    async def finish(self, raw: dict[str, Any]) -> dict[str, Any]:
+        """The segments have their ``_ts``: Flushed, and the job Completed, in one write."""
+        b = Body(raw, "import.finish")
+        job = self._job(b.int("job_id"))
+        b.allow(["node_id"]).done()
+        if job.state == COMPLETED:
+            return {}
+        if job.commit_ts is None or job.state != IMPORTING:
+            raise invalid(f"import job {job.job_id} is not committed")
+        try:
+            segs = self._segments(job)
+        except ElanusError as exc:
+            await self._fail(job, exc, force=True)
+            raise
+        now = self.coord.tso.alloc()
+        for s in segs:
+            s.state, s.flushed_ts = SegmentState.FLUSHED, now
+        job.state, job.progress, job.finished_ts, job.serving = COMPLETED, 1.0, now, False
+        job.stage = "handing over"
+        await self.coord.data.save_segments(segs, _save_job(job))
+        for seg in segs:  # imported segments are indexed like flushed ones
+            await self.coord.index.on_new_segment(seg)
+        log.info("import job %s: %d rows in %d segments", job.job_id, job.rows, len(segs))
+        self._spawn(self._hand_over(job, segs))
+        return {}
+
+    async def _hand_over(self, job: ImportJob, segs: list[Segment]) -> None:
+        try:
+            for s in segs:
+                await self.coord.bus.publish(SEGMENT_FLUSHED, s.to_dict())
+            await self.coord.query.on_segments_imported(segs)
+        finally:
+            job.serving = True
+            await asyncio.to_thread(self._clean_up, job)
+
+    def _clean_up(self, job: ImportJob) -> None:
+        storage = self.coord.settings.storage_path
+        _remove_tree(layout.import_dir(storage, job.job_id))
+        if job.write_id and job.state == COMPLETED:
+            _remove_tree(layout.staging_dir(storage, job.write_id))
+
+    async def fail(self, raw: dict[str, Any]) -> dict[str, Any]:
+        b = Body(raw, "import.fail")
+        job = self._job(b.int("job_id"))
+        node = b.str("node_id")
+        reason = b.str("reason")
+        code = b.str("code", ErrorCode.INTERNAL.value)
+        b.done()
+        if job.state in FINAL or job.node_id != node:
+            return {"ignored": True}
+        if job.commit_ts is not None:  # past the point of no return: finish elsewhere
+            job.node_id = None
+            return {"resumed": True}
+        await self._fail(job, ElanusError(code, reason), node)
+        return {}
+
+    async def _fail(
+        self, job: ImportJob, exc: ElanusError, node: str | None = None, *, force: bool = False
+    ) -> None:
+        """Failed, and its segments Dropped (GC removes their files), in one write. A
+        committed job fails only by ``force`` (its collection was dropped)."""
+        async with self._lock:
+            if job.state in FINAL or (job.commit_ts is not None and not force):
+                return
+            if node is not None and job.node_id not in (None, node):
+                return
+            now = self.coord.tso.alloc()
+            segs = [s for s in (self.coord.data.segments.get(i) for i in job.segment_ids) if s]
+            for s in segs:
+                s.state, s.dropped_ts = SegmentState.DROPPED, now
+            job.state, job.finished_ts = FAILED, now
+            job.reason, job.reason_code = exc.message, str(exc.code)
+            await self.coord.data.save_segments(segs, _save_job(job))
+            log.info("import job %s failed: %s", job.job_id, exc.message)
+        storage = self.coord.settings.storage_path
+        await asyncio.to_thread(_remove_tree, layout.import_dir(storage, job.job_id))
+
+    # -- garbage ----------------------------------------------------------------------------
+    def collect_garbage(self, delay_s: float) -> list[str]:
+        """Staging dirs untouched for ``delay_s`` and not being committed, and the scratch
+        dirs of finished jobs (runs in a thread)."""
+        storage = self.coord.settings.storage_path
+        busy = {j.write_id for j in self.jobs.values() if j.write_id and j.state not in FINAL}
+        removed = []
+        cutoff = time.time() - delay_s
+        root = layout.staging_root(storage)
+        for d in sorted(root.iterdir()) if root.is_dir() else []:
+            if d.name in busy or _newest_mtime(d) > cutoff:
+                continue
+            if _remove_tree(d):
+                removed.append(str(d))
+        imports = Path(storage) / "imports"
+        for d in sorted(imports.iterdir()) if imports.is_dir() else []:
+            job = self.jobs.get(int(d.name)) if d.name.isdigit() else None
+            done = job is None or job.state in FINAL
+            if done and _newest_mtime(d) <= cutoff and _remove_tree(d):
+                removed.append(str(d))
+        return removed
+
+
+def _check_unit(unit: Any, default_partition: int, partitions: set[int]) -> dict[str, Any]:
+    b = Body(unit, "import unit")
+    fmt = b.str("format")
+    paths = b.list("paths")
+    pid = b.int("partition_id", default_partition)
+    b.done()
+    if fmt not in FORMATS:
+        raise invalid(f"import: unknown format {fmt!r}; one of {', '.join(FORMATS)}")
+    if not paths or not all(isinstance(p, str) and p for p in paths):
+        raise invalid("import: every unit needs a non-empty list of paths")
+    if pid not in partitions:
+        raise ElanusError(ErrorCode.PARTITION_NOT_FOUND, f"partition {pid} does not exist")
+    return {"format": fmt, "paths": list(paths), "partition_id": pid}
+
+
+def _delete_messages(path: Path, vchannels: list[str]) -> list[tuple[str, int, bytes]]:
+    """Route an upsert's keys (file columns ``pk``, ``partition_id``) to their vchannels,
+    as the proxy routes deletes, in messages of at most ~1 MB."""
+    with pa.memory_map(str(path)) as source:
+        keys = pa.ipc.open_file(source).read_all().combine_chunks()
+    out: list[tuple[str, int, bytes]] = []
+    parts = keys.column("partition_id").to_numpy()
+    for pid in np.unique(parts):
+        pks = keys.column("pk").combine_chunks().filter(pa.array(parts == pid))
+        shard = shard_of(pks, len(vchannels))
+        for s in np.unique(shard):
+            mine = pc.unique(pks.filter(pa.array(shard == s)))
+            out += [
+                (vchannels[int(s)], int(pid), ipc_bytes(batch))
+                for batch in split_batch(delete_batch(mine))
+            ]
+    return out
+
+
+def _newest_mtime(path: Path) -> float:
+    newest = path.stat().st_mtime
+    for p in path.rglob("*"):
+        try:
+            newest = max(newest, p.stat().st_mtime)
+        except OSError:
+            continue
+    return newest
+
+
+def _remove_tree(path: Path) -> bool:
+    if not path.exists():
+        return False
+    shutil.rmtree(path, ignore_errors=True)
+    return True

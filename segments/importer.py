@@ -1,0 +1,354 @@
+"""One bulk import job on a datanode (Milvus's import task): files become segments directly.
+
+The coord's ``ImportManager`` owns the job and its ordering with the log (see
+``meta/importjobs.py``); this is the work in between, in two passes over the files:
+
+1. **Check**: every batch of every file goes through ``conform_insert``, exactly as an
+   insert would at the proxy (schema, dimensions, dtypes, NaN, nulls, auto-id fields), and
+   the primary keys are kept to check them for duplicates across all files. Nothing is
+   written; any error fails the job with a reason naming the file.
+2. **Plan**: auto ids come from the coord's allocator; each row goes to the vchannel its
+   key hashes to (as the proxy routes inserts, so deletes find it) within its partition,
+   and each (partition, vchannel) run of rows is cut into segments of at most
+   ``max_rows``. The coord registers those segments (Importing).
+3. **Write**: the files are read and conformed again and every row is appended to its
+   segment's Lance dataset; then the pk stats of each segment.
+4. **Commit**: the coord publishes the job at its import timestamp ``T``; the rows get
+   ``_ts = T`` (one new column file per fragment) and the coord is told to finish.
+
+Files are read off the event loop; progress goes to the coord every half second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from elanus import layout
+from elanus.channels import subjects
+from elanus.channels.loop import Periodic
+from elanus.errors import ElanusError, ErrorCode, invalid
+from elanus.filereaders import open_unit
+from elanus.pkhash import shard_of
+from elanus.schema import Schema
+from elanus.segments import storage
+from elanus.validation import check_unique_across, conform_insert
+
+if TYPE_CHECKING:
+    from elanus.segments.datanode import DataNode
+
+log = logging.getLogger(__name__)
+
+BATCH_ROWS = 8192
+WRITE_BYTES = 64 << 20
+"""A segment's rows are appended to its Lance dataset in writes of about this size."""
+REPORT_S = 0.5
+ID_BLOCK_MAX = 10_000_000
+"""The coord's ``id.alloc`` hands out at most this many ids per call."""
+RETRYABLE = (ErrorCode.UNAVAILABLE, ErrorCode.TIMEOUT)
+CHECK_SHARE, WRITE_SHARE = 0.45, 0.45
+"""Progress: the check pass is the first 45%, the write pass the next 45%."""
+
+
+@dataclass
+class Plan:
+    """Where every row goes, in the order the files are read."""
+
+    pks: pa.Array
+    partitions: np.ndarray
+    seg_of_row: np.ndarray
+    segments: list[dict[str, Any]]
+    unit_rows: list[int]
+
+
+class ImportTask:
+    def __init__(self, node: DataNode, spec: dict[str, Any]) -> None:
+        self.node = node
+        self.job_id = int(spec["job_id"])
+        self.collection_id = int(spec["collection_id"])
+        self.schema = Schema.from_dict(spec["schema"])
+        self.vchannels: list[str] = list(spec["vchannels"])
+        self.units: list[dict[str, Any]] = list(spec["units"])
+        self.max_rows = int(spec["max_rows"])
+        self.staged = bool(spec.get("staged"))
+        options = spec.get("options") or {}
+        self.upsert = bool(options.get("upsert"))
+        self.delimiter = str(options.get("sep") or ",")
+        self.expected_rows: int | None = options.get("expected_rows")
+        self.storage = node.settings.storage_path
+        self.progress = 0.0
+        self.stage = "checking"
+        self._dirs: list[Path] = []
+
+    @property
+    def _auto_ids(self) -> bool:
+        return self.schema.primary.auto_id and not self.staged
+
+    # -- the job ----------------------------------------------------------------------------
+    async def run(self) -> None:
+        reporter = Periodic(self._report, REPORT_S, f"import {self.job_id} progress").start()
+        committed = False
+        try:
+            pks, unit_rows = await asyncio.to_thread(self._check)
+            if self._auto_ids:
+                pks = await self._alloc_ids(sum(unit_rows))
+            self.stage = "planning"
+            plan = await asyncio.to_thread(self._plan, pks, unit_rows)
+            reply = await self._coord(
+                "import.prepare", {"segments": plan.segments, "max_rows": self.max_rows}
+            )
+            seg_ids = [int(s) for s in reply["segment_ids"]]
+            self.stage = "writing"
+            await asyncio.to_thread(self._write, plan, seg_ids)
+            self.stage = "committing"
+            ts = int((await self._coord("import.commit", {}))["ts"])
+            committed = True
+            await finalize(self.node, self.job_id, ts, self._dirs)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - every failure becomes the job's reason
+            err = exc if isinstance(exc, ElanusError) else _internal(exc)
+            if committed:  # the coord finishes it (here or on another node)
+                log.warning("import job %s: finishing failed: %s", self.job_id, err)
+                await self._report_failure(err)
+                return
+            log.info("import job %s failed: %s", self.job_id, err.message)
+            await asyncio.to_thread(self._remove_written)
+            await self._report_failure(err)
+        finally:
+            await reporter.stop()
+
+    async def _coord(self, method: str, body: dict[str, Any]) -> Any:
+        return await call_coord(self.node, method, {"job_id": self.job_id, **body})
+
+    async def _report(self) -> None:
+        body = {"progress": round(self.progress, 4), "stage": self.stage}
+        try:
+            await self._coord_once("import.progress", body)
+        except ElanusError as exc:
+            log.debug("import job %s: progress report failed: %s", self.job_id, exc)
+
+    async def _coord_once(self, method: str, body: dict[str, Any]) -> Any:
+        body = {"job_id": self.job_id, "node_id": self.node.node_id, **body}
+        return await self.node.bus.request(subjects.coord(method), body, timeout=10)
+
+    async def _report_failure(self, err: ElanusError) -> None:
+        body = {"reason": err.message, "code": str(err.code)}
+        try:
+            await self._coord("import.fail", body)
+        except ElanusError as exc:  # the coord fails it itself when it sees us gone
+            log.warning("import job %s: could not report the failure: %s", self.job_id, exc)
+
+    async def _alloc_ids(self, total: int) -> pa.Array:
+        parts = []
+        while total > 0:
+            count = min(total, ID_BLOCK_MAX)
+            reply = await call_coord(self.node, "id.alloc", {"count": count}, with_node=False)
+            start = int(reply["start"])
+            parts.append(np.arange(start, start + count, dtype=np.int64))
+            total -= count
+        return pa.array(np.concatenate(parts))
+
+    # -- pass 1: check ----------------------------------------------------------------------
+    def _check(self) -> tuple[pa.Array | None, list[int]]:
+        pk = self.schema.primary
+        keys: list[pa.Array] = []
+        unit_rows: list[int] = []
+        for i, unit in enumerate(self.units):
+            rows = 0
+            for table, total in self._tables(unit):
+                rows += table.num_rows
+                if not self._auto_ids:
+                    keys.append(table.column(pk.name).combine_chunks())
+                done = rows / total if total else 0.5
+                self.progress = CHECK_SHARE * (i + min(done, 1.0)) / len(self.units)
+            unit_rows.append(rows)
+        if not sum(unit_rows):
+            raise invalid("the import files hold no rows")
+        if self.expected_rows is not None and sum(unit_rows) != self.expected_rows:
+            raise invalid(
+                f"{sum(unit_rows)} row(s) are staged but the writer staged {self.expected_rows} "
+                "(files removed as stale after gc_delay_s, or a part missing?)"
+            )
+        if self._auto_ids:
+            return None, unit_rows
+        try:
+            check_unique_across(keys, pk.name)
+        except ElanusError as exc:
+            raise ElanusError(
+                exc.code,
+                exc.message.replace("within a request", "within an import")
+                + " (rows are numbered across all files, in order)",
+            ) from None
+        return pa.concat_arrays(keys), unit_rows
+
+    def _tables(self, unit: dict[str, Any]) -> Iterator[tuple[pa.Table, int | None]]:
+        """The unit's batches, conformed to the schema, with the file's row count."""
+        name = ", ".join(Path(p).name for p in unit["paths"])
+        source = open_unit(unit, self.schema, BATCH_ROWS, delimiter=self.delimiter)
+        first = 0
+        while True:
+            try:
+                batch = next(source.batches)
+            except StopIteration:
+                return
+            except ElanusError as exc:
+                raise _in_file(exc, name, first) from None
+            except (pa.ArrowException, OSError, ValueError) as exc:
+                raise invalid(f"cannot read {name}: {' '.join(str(exc).split())}") from None
+            if not batch.num_rows:
+                continue
+            try:
+                table = conform_insert(batch, self.schema, upsert=self.staged)
+            except ElanusError as exc:
+                raise _in_file(exc, name, first) from None
+            first += batch.num_rows
+            yield table, source.total
+
+    # -- planning ---------------------------------------------------------------------------
+    def _plan(self, pks: pa.Array, unit_rows: list[int]) -> Plan:
+        """Each row's segment: rows of one (partition, vchannel) in read order, cut every
+        ``max_rows``."""
+        n = len(pks)
+        unit_parts = [int(u["partition_id"]) for u in self.units]
+        partitions = np.repeat(np.array(unit_parts, dtype=np.int64), unit_rows)
+        part_ids, part_index = np.unique(partitions, return_inverse=True)
+        nv = len(self.vchannels)
+        group = part_index.astype(np.int64) * nv + shard_of(pks, nv)
+        order = np.argsort(group, kind="stable")
+        groups, starts, counts = np.unique(group[order], return_index=True, return_counts=True)
+        rank = np.empty(n, dtype=np.int64)
+        rank[order] = np.arange(n) - np.repeat(starts, counts)
+        per_group = -(-counts // self.max_rows)  # segments per group (ceil)
+        base = np.concatenate([[0], np.cumsum(per_group)[:-1]])
+        group_of_row = np.searchsorted(groups, group)
+        seg_of_row = base[group_of_row] + rank // self.max_rows
+        seg_rows = np.bincount(seg_of_row, minlength=int(per_group.sum()))
+        segments = []
+        for g, first, count in zip(groups.tolist(), base.tolist(), per_group.tolist(), strict=True):
+            for s in range(first, first + count):
+                segments.append(
+                    {
+                        "vchannel": self.vchannels[g % nv],
+                        "partition_id": int(part_ids[g // nv]),
+                        "rows": int(seg_rows[s]),
+                    }
+                )
+        return Plan(pks, partitions, seg_of_row, segments, unit_rows)
+
+    # -- pass 2: write ----------------------------------------------------------------------
+    def _write(self, plan: Plan, seg_ids: list[int]) -> None:
+        pk = self.schema.primary
+        position = [f.name for f in self.schema.fields].index(pk.name)
+        dirs = [
+            layout.segment_dir(self.storage, self.collection_id, int(s["partition_id"]), sid)
+            for s, sid in zip(plan.segments, seg_ids, strict=True)
+        ]
+        self._dirs = dirs
+        pending: dict[int, list[pa.Table]] = {}
+        pending_bytes: dict[int, int] = {}
+        started: set[int] = set()
+
+        def write(s: int) -> None:
+            table = pa.concat_tables(pending.pop(s))
+            pending_bytes.pop(s, None)
+            storage.write_rows(dirs[s], table, first=s not in started)
+            started.add(s)
+
+        offset, total = 0, len(plan.pks)
+        for i, unit in enumerate(self.units):
+            unit_start = offset
+            for table, _ in self._tables(unit):
+                n = table.num_rows
+                if offset + n - unit_start > plan.unit_rows[i]:
+                    raise invalid(f"{unit['paths'][0]}: the file changed during the import")
+                if self._auto_ids:
+                    ids = plan.pks.slice(offset, n)
+                    table = table.add_column(position, pk.arrow_field(), ids)
+                segs = plan.seg_of_row[offset : offset + n]
+                order = np.argsort(segs, kind="stable")
+                ordered = table.take(pa.array(order))
+                present, starts, counts = np.unique(
+                    segs[order], return_index=True, return_counts=True
+                )
+                for s, start, count in zip(
+                    present.tolist(), starts.tolist(), counts.tolist(), strict=True
+                ):
+                    part = ordered.slice(start, count)
+                    pending.setdefault(s, []).append(part)
+                    pending_bytes[s] = pending_bytes.get(s, 0) + part.nbytes
+                    if pending_bytes[s] >= WRITE_BYTES:
+                        write(s)
+                offset += n
+                self.progress = CHECK_SHARE + WRITE_SHARE * offset / total
+            if offset - unit_start != plan.unit_rows[i]:
+                raise invalid(f"{unit['paths'][0]}: the file changed during the import")
+        for s in list(pending):
+            write(s)
+        order = np.argsort(plan.seg_of_row, kind="stable")
+        by_segment = plan.pks.take(pa.array(order))
+        ends = np.cumsum(np.bincount(plan.seg_of_row, minlength=len(dirs)))
+        for s, d in enumerate(dirs):
+            start = int(ends[s - 1]) if s else 0
+            storage.write_pk_stats(d, by_segment.slice(start, int(ends[s]) - start))
+        if self.upsert:
+            self._write_keys(plan)
+
+    def _write_keys(self, plan: Plan) -> None:
+        """The keys an upsert replaces, for the coord to publish as deletes at commit."""
+        path = layout.upsert_keys_path(self.storage, self.job_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        table = pa.table({"pk": plan.pks, "partition_id": pa.array(plan.partitions)})
+        tmp = path.with_suffix(".tmp")
+        with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
+            w.write_table(table)
+        tmp.replace(path)
+
+    def _remove_written(self) -> None:
+        for d in self._dirs:
+            shutil.rmtree(d, ignore_errors=True)
+        shutil.rmtree(layout.import_dir(self.storage, self.job_id), ignore_errors=True)
+
+
+async def finalize(node: DataNode, job_id: int, ts: int, dirs: list[Path]) -> None:
+    """Stamp the committed segments with the import timestamp, then let the coord finish
+    the job (also what a datanode does for a job whose executor went away)."""
+    for d in dirs:
+        await asyncio.to_thread(storage.set_import_ts, d, ts)
+    await call_coord(node, "import.finish", {"job_id": job_id})
+
+
+async def call_coord(
+    node: DataNode, method: str, body: dict[str, Any], *, with_node: bool = True
+) -> Any:
+    """A request to the coord, retried for a while when it is away (restarting)."""
+    if with_node:
+        body = {**body, "node_id": node.node_id}
+    delay = 0.1
+    for attempt in range(40):
+        try:
+            return await node.bus.request(subjects.coord(method), body, timeout=30)
+        except ElanusError as exc:
+            if exc.code not in RETRYABLE or attempt == 39:
+                raise
+            log.warning("%s failed, retrying: %s", method, exc)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+    raise AssertionError("unreachable")
+
+
+def _in_file(exc: ElanusError, name: str, first: int) -> ElanusError:
+    where = f" (row numbers count from row {first} of the file)" if first else ""
+    return ElanusError(exc.code, f"{name}: {exc.message}{where}")
+
+
+def _internal(exc: BaseException) -> ElanusError:
+    return ElanusError(ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")

@@ -1,0 +1,512 @@
+"""Bulk import end to end on a real stack (NATS, coord, datanode, query node, Flight proxy):
+files become segments directly; every file is checked before anything is written; the
+rows land in the vchannel their key hashes to, searchable and queryable, and later
+deletes of them reach the datanode's delta logs (also after a datanode restart)."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+import pytest
+from conftest import Stack
+from segment_reader import read_deltas, read_rows
+
+import elanus.segments.importer as importer
+from elanus.channels.bus import Bus
+from elanus.channels.loop import LoopThread
+from elanus.channels.nats_server import EmbeddedNats
+from elanus.channels.sessions import Session, SessionInfo
+from elanus.errors import ElanusError
+from elanus.flight.client import Client
+from elanus.pkhash import shard_of
+from elanus.schema import DataType, Schema
+
+pytestmark = pytest.mark.timeout(120)
+
+DIM = 8
+MAX_ROWS = 700
+STRONG = "Strong"
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """One stack for the module (2 shards per collection, segments of 700 rows)."""
+    tmp = tmp_path_factory.mktemp("import")
+    nats = EmbeddedNats(tmp / "nats").start()
+    loop = LoopThread("import-tests").start()
+    stack = Stack(loop, nats.url, tmp / "data", segment_max_rows=MAX_ROWS)
+    try:
+        stack.start()
+        yield stack
+    finally:
+        try:
+            stack.close()
+        finally:
+            loop.stop()
+            nats.stop()
+
+
+@pytest.fixture(scope="module")
+def client(shared: Stack) -> Client:
+    return shared.client()
+
+
+def schema(auto_id: bool = False, dynamic: bool = False) -> Schema:
+    s = Schema(enable_dynamic_field=dynamic)
+    s.add_field("id", DataType.INT64, is_primary=True, auto_id=auto_id)
+    s.add_field("title", DataType.VARCHAR, max_length=64)
+    return s.add_field("vector", DataType.FLOAT_VECTOR, dim=DIM)
+
+
+def create(client: Client, name: str, *, load: bool = True, **kw: Any) -> None:
+    client.create_collection(
+        name, schema=schema(**kw), num_shards=2, properties={"metric_type": "L2"}
+    )
+    if load:
+        client.load_collection(name)
+
+
+def vectors(n: int, seed: int = 0, dim: int = DIM) -> np.ndarray:
+    return np.random.default_rng(seed).random((n, dim), dtype=np.float32)
+
+
+def rows_table(ids: range, seed: int = 0, dim: int = DIM, auto_id: bool = False) -> pa.Table:
+    vec = vectors(len(ids), seed, dim)
+    cols: dict[str, Any] = {} if auto_id else {"id": pa.array(ids, pa.int64())}
+    cols["title"] = [f"title {i}" for i in ids]
+    cols["vector"] = pa.FixedSizeListArray.from_arrays(pa.array(vec.reshape(-1)), dim)
+    return pa.table(cols)
+
+
+def parquet(path: Path, table: pa.Table) -> str:
+    pq.write_table(table, path)
+    return str(path)
+
+
+def count(client: Client, name: str) -> int:
+    (row,) = client.query(name, "", ["count(*)"], consistency_level=STRONG)
+    return int(row["count(*)"])
+
+
+def run_import(client: Client, name: str, files: list[Any], **kw: Any) -> dict[str, Any]:
+    return client.wait_import(client.bulk_import(name, files, **kw), timeout=60)
+
+
+def failed(client: Client, name: str, files: list[Any]) -> dict[str, Any]:
+    job_id = client.bulk_import(name, files)
+    with pytest.raises(ElanusError) as err:
+        client.wait_import(job_id, timeout=60)
+    state = client.get_import_state(job_id)
+    assert state["state"] == "Failed" and state["reason"] in err.value.message
+    assert err.value.code == state["reason_code"]
+    return state
+
+
+def assert_nothing_imported(client: Client, name: str, shared: Stack) -> None:
+    assert client.get_collection_stats(name)["row_count"] == 0
+    assert count(client, name) == 0
+    segs = client.get_segment_info(name)
+    assert all(s["state"] == "Dropped" for s in segs), segs
+
+
+# -- Parquet ----------------------------------------------------------------------------------
+def test_parquet_import_is_searchable_queryable_and_routed_by_key(
+    shared: Stack, client: Client, tmp_path: Path
+) -> None:
+    create(client, "books")
+    data = rows_table(range(2000), seed=1)
+    job = run_import(client, "books", [parquet(tmp_path / "books.parquet", data)])
+
+    assert job["state"] == "Completed" and job["rows"] == 2000 and job["progress"] == 1.0
+    assert client.get_collection_stats("books")["row_count"] == 2000
+    assert count(client, "books") == 2000
+    got = client.query("books", "id in [7, 1999]", ["id", "title"], consistency_level=STRONG)
+    assert sorted((r["id"], r["title"]) for r in got) == [(7, "title 7"), (1999, "title 1999")]
+    vec = vectors(2000, seed=1)
+    hits = client.search("books", [vec[1234].tolist()], limit=1, consistency_level=STRONG)
+    assert hits[0][0]["id"] == 1234 and hits[0][0]["distance"] == pytest.approx(0.0, abs=1e-5)
+
+    # Segments: Flushed, within the row limit, every key in the vchannel it hashes to, and
+    # every row stamped with the job's one import timestamp.
+    segs = client.get_segment_info("books")
+    assert {s["segment_id"] for s in segs} == set(job["segment_ids"])
+    assert {s["state"] for s in segs} == {"Flushed"}
+    assert max(s["num_rows"] for s in segs) <= MAX_ROWS and len(segs) >= 4
+    rows = read_rows(shared.settings.storage_path, segs)
+    assert sorted(rows.column("id").to_pylist()) == list(range(2000))
+    assert set(rows.column("_ts").to_pylist()) == {job["ts"]}
+    vchannels = client.describe_collection("books")["vchannels"]
+    by_seg = {s["segment_id"]: vchannels.index(s["vchannel"]) for s in segs}
+    expected = [by_seg[s] for s in rows.column("_segment").to_pylist()]
+    assert shard_of(rows.column("id").combine_chunks(), 2).tolist() == expected
+
+
+def test_deletes_of_imported_rows_reach_the_delta_logs_across_a_datanode_restart(
+    shared: Stack, client: Client, tmp_path: Path
+) -> None:
+    create(client, "deltas")
+    job = run_import(client, "deltas", [parquet(tmp_path / "d.parquet", rows_table(range(500)))])
+    client.delete("deltas", [1, 2, 3])
+    assert count(client, "deltas") == 497
+    client.insert("deltas", rows_table(range(10_000, 10_010)))  # rows in both vchannels
+    client.flush("deltas")  # each channel's datanode writes pending deltas with the flush
+    storage = shared.settings.storage_path
+    imported = client.get_segment_info(segment_ids=job["segment_ids"])
+    assert set(read_deltas(storage, imported).column("pk").to_pylist()) == {1, 2, 3}
+
+    # A delete while no datanode runs; the next datanode replays it from the checkpoint
+    # and knows the imported segments from the coord.
+    old = shared.datanodes.pop()
+    shared.call(old.stop())
+    client.delete("deltas", [4, 5])
+    shared.add_datanode()
+    client.insert("deltas", rows_table(range(10_010, 10_020)))
+    client.flush("deltas", timeout=30)
+    assert set(read_deltas(storage, imported).column("pk").to_pylist()) == {1, 2, 3, 4, 5}
+    client.release_collection("deltas")
+    client.load_collection("deltas")
+    assert count(client, "deltas") == 500 - 5 + 20
+
+
+# -- other formats ----------------------------------------------------------------------------
+def test_jsonl_csv_and_numpy_imports(shared: Stack, client: Client, tmp_path: Path) -> None:
+    create(client, "formats")
+    vec = vectors(90, seed=3)
+    jsonl = tmp_path / "rows.jsonl"
+    jsonl.write_text(
+        "".join(
+            json.dumps({"id": i, "title": f"j{i}", "vector": vec[i].tolist()}) + "\n"
+            for i in range(30)
+        )
+    )
+    csv = tmp_path / "rows.csv"
+    pacsv.write_csv(
+        pa.table(
+            {
+                "id": list(range(30, 60)),
+                "title": [f"c{i}" for i in range(30, 60)],
+                "vector": [json.dumps(vec[i].tolist()) for i in range(30, 60)],
+            }
+        ),
+        csv,
+        write_options=pacsv.WriteOptions(delimiter=";"),
+    )
+    npy = tmp_path / "npy"
+    npy.mkdir()
+    np.save(npy / "id.npy", np.arange(60, 90, dtype=np.int64))
+    np.save(npy / "title.npy", np.array([f"n{i}" for i in range(60, 90)]))
+    np.save(npy / "vector.npy", vec[60:90])
+    numpy_set = [str(npy / f) for f in ("id.npy", "title.npy", "vector.npy")]
+
+    job = run_import(client, "formats", [str(jsonl), str(csv), numpy_set], options={"sep": ";"})
+
+    assert job["rows"] == 90 and count(client, "formats") == 90
+    got = client.query("formats", "id in [0, 45, 89]", ["id", "title"], consistency_level=STRONG)
+    assert sorted((r["id"], r["title"]) for r in got) == [(0, "j0"), (45, "c45"), (89, "n89")]
+    for i in (5, 40, 75):
+        hit = client.search("formats", [vec[i].tolist()], limit=1, consistency_level=STRONG)
+        assert hit[0][0]["id"] == i
+
+
+def test_auto_id_import_assigns_ids_and_refuses_a_key_column(
+    shared: Stack, client: Client, tmp_path: Path
+) -> None:
+    create(client, "auto", auto_id=True)
+    data = rows_table(range(300), auto_id=True)
+    job = run_import(client, "auto", [parquet(tmp_path / "auto.parquet", data)])
+    assert job["rows"] == 300
+    got = client.query("auto", "id > 0", ["id", "title"], limit=1000, consistency_level=STRONG)
+    ids = [r["id"] for r in got]
+    assert len(ids) == len(set(ids)) == 300
+    assert sorted(r["title"] for r in got) == sorted(f"title {i}" for i in range(300))
+
+    with_keys = parquet(tmp_path / "keys.parquet", rows_table(range(10)))
+    state = failed(client, "auto", [with_keys])
+    assert "auto_id" in state["reason"] and "keys.parquet" in state["reason"]
+    assert count(client, "auto") == 300
+
+
+# -- bad files: a clear reason, nothing imported ----------------------------------------------
+def _bad_files(tmp: Path) -> dict[str, tuple[list[Any], str, list[str]]]:
+    good = parquet(tmp / "good.parquet", rows_table(range(100)))
+    extra = rows_table(range(100, 110)).append_column("colour", pa.array(["red"] * 10))
+    nan_vec = vectors(10)
+    nan_vec[3, 2] = np.nan
+    nan = rows_table(range(100, 110)).set_column(
+        2, "vector", pa.FixedSizeListArray.from_arrays(pa.array(nan_vec.reshape(-1)), DIM)
+    )
+    npy = tmp / "npy"
+    npy.mkdir()
+    np.save(npy / "id.npy", np.arange(5, dtype=np.int64))
+    np.save(npy / "title.npy", np.array(["a", "b", "c"]))
+    np.save(npy / "vector.npy", vectors(5))
+    return {
+        "unknown field": (
+            [good, parquet(tmp / "extra.parquet", extra)],
+            "SCHEMA_MISMATCH",
+            ["colour", "extra.parquet"],
+        ),
+        "wrong dim": (
+            [good, parquet(tmp / "dim.parquet", rows_table(range(100, 110), dim=4))],
+            "SCHEMA_MISMATCH",
+            ["dim", "dim.parquet"],
+        ),
+        "NaN": ([good, parquet(tmp / "nan.parquet", nan)], "INVALID_ARGUMENT", ["NaN", "row 3"]),
+        "missing field": (
+            [good, parquet(tmp / "missing.parquet", rows_table(range(100, 110)).drop(["title"]))],
+            "SCHEMA_MISMATCH",
+            ["title", "missing"],
+        ),
+        "duplicate keys across files": (
+            [good, parquet(tmp / "dup.parquet", rows_table(range(99, 105)))],
+            "INVALID_ARGUMENT",
+            ["duplicate primary key 99"],
+        ),
+        "numpy row counts": (
+            [[str(npy / f) for f in ("id.npy", "title.npy", "vector.npy")]],
+            "INVALID_ARGUMENT",
+            ["same number of rows", "title.npy: 3"],
+        ),
+        "no such file": ([good, str(tmp / "absent.parquet")], "INVALID_ARGUMENT", ["absent"]),
+    }
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "unknown field",
+        "wrong dim",
+        "NaN",
+        "missing field",
+        "duplicate keys across files",
+        "numpy row counts",
+        "no such file",
+    ],
+)
+def test_a_bad_file_fails_the_job_and_imports_nothing(
+    shared: Stack, client: Client, tmp_path: Path, case: str
+) -> None:
+    name = "bad_" + case.replace(" ", "_")
+    create(client, name)
+    files, code, words = _bad_files(tmp_path)[case]
+    state = failed(client, name, files)
+    assert state["reason_code"] == code, state
+    for word in words:
+        assert word in state["reason"], state["reason"]
+    assert_nothing_imported(client, name, shared)
+    storage = shared.settings.storage_path
+    cid = client.describe_collection(name)["collection_id"]
+    written = list((storage / "collections" / str(cid)).glob("*/*/data.lance"))
+    assert written == []
+
+
+def test_requests_refused_before_any_job(client: Client, tmp_path: Path) -> None:
+    create(client, "refused", load=False)
+    before = len(client.list_import_jobs())
+    cases = [
+        (["relative.parquet"], "absolute"),
+        ([str(tmp_path / "a.xlsx")], "unknown file type"),
+        ([[str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")]], "one row-based file"),
+        ([], "empty"),
+    ]
+    for files, words in cases:
+        with pytest.raises(ElanusError, match=words) as err:
+            client.bulk_import("refused", files)
+        assert err.value.code == "INVALID_ARGUMENT"
+    with pytest.raises(ElanusError) as err:
+        client.bulk_import("refused", [str(tmp_path / "a.parquet")], partition_name="nope")
+    assert err.value.code == "PARTITION_NOT_FOUND"
+    assert len(client.list_import_jobs()) == before
+
+
+def test_import_into_a_partition_and_list_jobs(client: Client, tmp_path: Path) -> None:
+    create(client, "parted", load=False)
+    client.create_partition("parted", "p1")
+    files = [parquet(tmp_path / "p.parquet", rows_table(range(50)))]
+    job = run_import(client, "parted", files, partition_name="p1")
+    client.load_collection("parted")
+    got = client.query("parted", "", ["count(*)"], partition_names=["p1"], consistency_level=STRONG)
+    assert got[0]["count(*)"] == 50
+    assert count(client, "parted") == 50
+    jobs = client.list_import_jobs("parted")
+    assert [j["job_id"] for j in jobs] == [job["job_id"]] and jobs[0]["state"] == "Completed"
+
+
+# -- interruptions ----------------------------------------------------------------------------
+class FakeExecutor:
+    """A datanode session that takes import jobs and never finishes them."""
+
+    def __init__(self, stack: Stack, node_id: str = "ghost") -> None:
+        self.stack = stack
+        self.node_id = node_id
+        self.jobs: list[dict[str, Any]] = []
+        self.session: Session | None = None
+        self.served: Any = None
+
+    def start(self) -> FakeExecutor:
+        async def take(body: dict[str, Any]) -> dict[str, Any]:
+            self.jobs.append(body)
+            return {"job_id": body["job_id"]}
+
+        bus: Bus = self.stack.bus
+        self.served = self.stack.call(
+            bus.serve(f"elanus.datanode.{self.node_id}", {"import.run": take})
+        )
+        info = SessionInfo("datanode", self.node_id, "")
+        self.session = self.stack.call(
+            Session(bus, info, self.stack.settings.session_ttl_s).start()
+        )
+        return self
+
+    def prepare(self, job_id: int, vchannel: str, partition_id: int) -> list[int]:
+        body = {
+            "job_id": job_id,
+            "node_id": self.node_id,
+            "max_rows": MAX_ROWS,
+            "segments": [{"vchannel": vchannel, "partition_id": partition_id, "rows": 10}],
+        }
+        reply = self.stack.call(self.stack.bus.request("elanus.coord.import.prepare", body))
+        return list(reply["segment_ids"])
+
+    def stop(self) -> None:
+        session, served, self.session, self.served = self.session, self.served, None, None
+        if session is not None:
+            self.stack.call(session.stop())
+        if served is not None:
+            self.stack.call(served.unsubscribe())
+
+
+def _wait(predicate: Any, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
+
+
+def test_a_job_interrupted_before_its_commit_fails_cleanly(stack: Stack, tmp_path: Path) -> None:
+    """Executor gone, then a coord restart: failed with a reason, segments dropped."""
+    client = stack.client()
+    create(client, "ghosts", load=False)
+    info = client.describe_collection("ghosts")
+    dn = stack.datanodes.pop()
+    stack.call(dn.stop())
+    ghost = FakeExecutor(stack).start()
+    try:
+        files = [parquet(tmp_path / "g.parquet", rows_table(range(10)))]
+        first = client.bulk_import("ghosts", files)
+        _wait(lambda: len(ghost.jobs) == 1)
+        sids = ghost.prepare(first, info["vchannels"][0], info["partitions"][0]["partition_id"])
+        assert client.get_import_state(first)["state"] == "Importing"
+        assert {s["state"] for s in client.get_segment_info("ghosts")} == {"Importing"}
+        # The coord restarts while the job runs: it fails, its segments are dropped.
+        stack.restart()
+        client = stack.client()
+        state = client.get_import_state(first)
+        assert state["state"] == "Failed" and "restarted" in state["reason"]
+        assert {s["state"] for s in client.get_segment_info(segment_ids=sids)} == {"Dropped"}
+        assert client.get_collection_stats("ghosts")["row_count"] == 0
+    finally:
+        ghost.stop()
+
+
+def test_a_job_whose_executor_goes_away_fails(stack: Stack, tmp_path: Path) -> None:
+    client = stack.client()
+    create(client, "gone", load=False)
+    dn = stack.datanodes.pop()
+    stack.call(dn.stop())
+    ghost = FakeExecutor(stack).start()
+    try:
+        job = client.bulk_import("gone", [parquet(tmp_path / "g.parquet", rows_table(range(10)))])
+        _wait(lambda: len(ghost.jobs) == 1)
+        ghost.stop()
+        _wait(lambda: client.get_import_state(job)["state"] == "Failed", timeout=20)
+        assert "went away" in client.get_import_state(job)["reason"]
+    finally:
+        ghost.stop()
+
+
+def test_pending_jobs_survive_a_coord_restart(stack: Stack, tmp_path: Path) -> None:
+    client = stack.client()
+    create(client, "later", load=False)
+    dn = stack.datanodes.pop()
+    stack.call(dn.stop())
+    job = client.bulk_import("later", [parquet(tmp_path / "l.parquet", rows_table(range(40)))])
+    assert client.get_import_state(job)["state"] == "Pending"
+    stack.restart()  # with a datanode again: the job runs
+    client = stack.client()
+    assert client.wait_import(job, timeout=30)["rows"] == 40
+    client.load_collection("later")
+    assert count(client, "later") == 40
+
+
+def test_a_committed_job_is_finished_after_its_executor_fails(
+    stack: Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the commit the job cannot fail: the coord has it finished on a datanode."""
+    real = importer.finalize
+    calls = []
+
+    async def flaky(*args: Any) -> None:
+        calls.append(args)
+        if len(calls) == 1:
+            raise OSError("disk went away")
+        await real(*args)
+
+    monkeypatch.setattr(importer, "finalize", flaky)
+    monkeypatch.setattr("elanus.segments.datanode.finalize", flaky)
+    client = stack.client()
+    create(client, "resumed")
+    job = client.bulk_import("resumed", [parquet(tmp_path / "r.parquet", rows_table(range(80)))])
+    assert client.wait_import(job, timeout=30)["rows"] == 80
+    assert len(calls) == 2
+    assert count(client, "resumed") == 80
+
+
+def test_reads_wait_for_a_committed_import_instead_of_seeing_part_of_it(
+    stack: Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between the commit (IMPORT messages in the log) and the handoff, a Strong read
+    waits at the delegators; it then sees every imported row, never a part."""
+    real = importer.finalize
+    release = threading.Event()
+
+    async def held(*args: Any) -> None:
+        await asyncio.to_thread(release.wait, 30)
+        await real(*args)
+
+    monkeypatch.setattr(importer, "finalize", held)
+    client = stack.client()
+    create(client, "held")
+    client.insert("held", rows_table(range(10_000, 10_010)))
+    job = client.bulk_import("held", [parquet(tmp_path / "h.parquet", rows_table(range(600)))])
+    _wait(lambda: client.get_import_state(job)["stage"] == "finishing")
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        reading = pool.submit(count, client, "held")
+        time.sleep(0.5)
+        assert not reading.done()  # held at the import's timestamp
+        release.set()
+        assert reading.result(timeout=30) == 610
+    assert client.wait_import(job, timeout=30)["rows"] == 600
+
+
+def test_a_pending_job_of_a_dropped_collection_fails(stack: Stack, tmp_path: Path) -> None:
+    client = stack.client()
+    create(client, "dropped", load=False)
+    dn = stack.datanodes.pop()
+    stack.call(dn.stop())
+    job = client.bulk_import("dropped", [parquet(tmp_path / "x.parquet", rows_table(range(5)))])
+    client.drop_collection("dropped")
+    stack.add_datanode()
+    _wait(lambda: client.get_import_state(job)["state"] == "Failed")
+    assert "does not exist" in client.get_import_state(job)["reason"]
