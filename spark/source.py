@@ -36,7 +36,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, Filter, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceWriter,
+    Filter,
+    InputPartition,
+)
 from pyspark.sql.types import StructType
 
 from elanus.errors import invalid
@@ -181,7 +187,8 @@ class ElanusPartition(InputPartition):
 
 
 class ElanusDataSource(DataSource):
-    """Format ``elanus``: a collection as a DataFrame (reads; writes come later)."""
+    """Format ``elanus``: a collection as a DataFrame (reads) and the destination of
+    ``df.write`` (staged, committed at once; see ``elanus.spark.writer``)."""
 
     @classmethod
     def name(cls) -> str:
@@ -195,6 +202,17 @@ class ElanusDataSource(DataSource):
         opts = ReadOptions.parse(self.options)
         kind = PushdownReader if opts.pushes_filters else ElanusReader
         return kind(opts, schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from elanus.spark.writer import ElanusWriter, WriteOptions
+
+        if overwrite:
+            raise invalid(
+                "mode('overwrite') is not supported: Elanus, like Milvus, does not replace a "
+                "collection's rows; use mode('append') (option upsert=true replaces rows by "
+                "key), or drop and create the collection first"
+            )
+        return ElanusWriter(WriteOptions.parse(self.options))
 
 
 def collection_schema(opts: ReadOptions) -> Schema:

@@ -439,3 +439,18 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneProce
         yield sp.start().wait_ready()
     finally:
         sp.stop()
+
+
+# =============================================================================================
+# One local Spark (local[2]) for every Spark test module: starting a JVM costs 10-30 s.
+# =============================================================================================
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    import elanus.spark
+
+    session = elanus.spark.session("local[2]", "elanus-tests")
+    session.sparkContext.setLogLevel("ERROR")
+    try:
+        yield session
+    finally:
+        elanus.spark.shutdown(session)  # the JVM too: it would outlive the tests otherwise

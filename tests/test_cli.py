@@ -71,10 +71,16 @@ def test_bad_config_file_is_a_usage_error(tmp_path: Path) -> None:
 # -- status -------------------------------------------------------------------------------------
 def test_status(server: StandaloneProcess) -> None:
     sessions = cli_json(server, "status")
-    assert sorted(s["role"] for s in sessions) == ["coord", "datanode", "proxy", "querynode"]
+    assert sorted(s["role"] for s in sessions) == [
+        "coord",
+        "datanode",
+        "indexnode",
+        "proxy",
+        "querynode",
+    ]
     assert all(s["pid"] == server.proc.pid for s in sessions)  # type: ignore[union-attr]
     table = cli(server, "status")
-    assert all(r in table for r in ("coord", "datanode", "proxy", "querynode"))
+    assert all(r in table for r in ("coord", "datanode", "indexnode", "proxy", "querynode"))
     assert server.uri in table
 
 

@@ -55,8 +55,6 @@ from pyspark.sql.types import (  # noqa: E402
     StructType,
 )
 
-import elanus.spark  # noqa: E402
-from elanus.spark import shutdown  # noqa: E402
 from elanus.spark.source import ElanusDataSource, read_partitions, safe_pushdown  # noqa: E402
 
 pytestmark = pytest.mark.spark
@@ -99,16 +97,6 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         stack.close()
         loop.stop()
         nats.stop()
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
-    session = elanus.spark.session("local[2]", "elanus-tests")
-    session.sparkContext.setLogLevel("ERROR")
-    try:
-        yield session
-    finally:
-        shutdown(session)  # the JVM too: it would outlive the module otherwise
 
 
 def handed_off(stack: Stack, segment_id: int) -> bool:
@@ -548,5 +536,6 @@ def test_the_docs_example_runs_as_written(spark: SparkSession, served: Stack) ->
         consistency_level="Strong",
     )[0]["count(*)"]
     assert namespace["n_recent"] == count > 0
+    assert namespace["n_books"] == 1100  # the write example appended 100 rows
     local = read_partitions({"uri": served.uri, "collection": "books", "columns": "id"})
-    assert local.table.num_rows == 1000
+    assert local.table.num_rows == 1100

@@ -45,7 +45,7 @@ def test_signal_stops_everything(standalone_factory: Factory, sig: signal.Signal
     assert info["pid"] == sp.proc.pid  # type: ignore[union-attr]
     assert info["flight_uri"] == sp.uri
     assert info["nats_url"].startswith("nats://127.0.0.1:")
-    assert live_roles(sp.uri) == ["coord", "datanode", "proxy", "querynode"]
+    assert live_roles(sp.uri) == ["coord", "datanode", "indexnode", "proxy", "querynode"]
 
     sp.send(sig)
     assert sp.wait(15) == 0, sp.log()
@@ -74,7 +74,7 @@ def test_kill9_takes_nats_down_and_restart_works(standalone_factory: Factory) ->
     # The stale standalone.json of the killed process must not block a restart.
     assert sp.info_path.exists()
     again = standalone_factory(data_dir=sp.data_dir).start().wait_ready()
-    assert live_roles(again.uri) == ["coord", "datanode", "proxy", "querynode"]
+    assert live_roles(again.uri) == ["coord", "datanode", "indexnode", "proxy", "querynode"]
     assert again.stop() == 0
 
 
@@ -84,7 +84,7 @@ def test_external_nats_starts_no_child(standalone_factory: Factory, tmp_path: Pa
         assert sp.nats_children() == []
         assert sp.info()["nats_url"] == nats.url
         assert sp.info()["nats_pid"] is None
-        assert live_roles(sp.uri) == ["coord", "datanode", "proxy", "querynode"]
+        assert live_roles(sp.uri) == ["coord", "datanode", "indexnode", "proxy", "querynode"]
 
         sp.send(signal.SIGTERM)
         assert sp.wait(15) == 0, sp.log()

@@ -1,0 +1,145 @@
+"""Writes of the ``elanus`` data source: ``df.write.format("elanus")...mode("append").save()``.
+
+Each Spark task streams its Arrow batches to the proxy as a *staged* DoPut (checked like
+an insert, auto ids assigned, but written to staging files instead of the log) under the
+job's write id and its own part name (partition and attempt). Nothing is visible until
+the driver's ``commit`` asks the coord to make the parts of the successful tasks visible
+at one timestamp (``commit_write``); ``abort`` removes the staging files. So a job that
+fails, or is cancelled, leaves no row behind, and a retried task's failed attempt is not
+committed twice.
+
+Options: ``uri``, ``collection`` (or ``save(collection)``), ``db``, ``partition`` (a
+partition name), ``upsert`` (``true``: rows replace those with the same primary keys, at
+the commit timestamp), ``batch_bytes`` (bytes per DoPut batch, default 8 MiB),
+``timeout`` (seconds per call, default 600). Spark's ``overwrite`` mode is refused:
+Milvus has no overwrite; drop and create the collection instead.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+
+from elanus.errors import invalid
+from elanus.flight.client import Client
+from elanus.flight.wire import DEFAULT_DB
+
+WRITE_OPTIONS = ("uri", "collection", "path", "db", "partition", "upsert", "batch_bytes", "timeout")
+DEFAULT_BATCH_BYTES = 8 << 20
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    uri: str
+    collection: str
+    db: str = DEFAULT_DB
+    partition: str | None = None
+    upsert: bool = False
+    batch_bytes: int = DEFAULT_BATCH_BYTES
+    timeout: float = 600.0
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> WriteOptions:
+        given = {k.lower(): v for k, v in options.items()}
+        unknown = sorted(set(given) - set(WRITE_OPTIONS))
+        if unknown:
+            known = ", ".join(WRITE_OPTIONS)
+            raise invalid(f"unknown elanus write option(s) {', '.join(unknown)}; known: {known}")
+        uri, collection = given.get("uri"), given.get("collection") or given.get("path")
+        if not uri:
+            raise invalid("the elanus data source needs option 'uri' (grpc://host:port)")
+        if not collection:
+            raise invalid("the elanus data source needs option 'collection'")
+        upsert = (given.get("upsert") or "false").lower()
+        if upsert not in ("true", "false"):
+            raise invalid(f"option 'upsert' must be true or false, got {given['upsert']!r}")
+        try:
+            batch_bytes = int(given.get("batch_bytes") or DEFAULT_BATCH_BYTES)
+            timeout = float(given.get("timeout") or 600.0)
+        except ValueError as exc:
+            raise invalid(f"bad number in the elanus write options: {exc}") from None
+        if batch_bytes < 1 or timeout <= 0:
+            raise invalid("options 'batch_bytes' and 'timeout' must be positive")
+        return cls(
+            uri=uri,
+            collection=collection,
+            db=given.get("db") or DEFAULT_DB,
+            partition=given.get("partition") or None,
+            upsert=upsert == "true",
+            batch_bytes=batch_bytes,
+            timeout=timeout,
+        )
+
+    def client(self) -> Client:
+        return Client(self.uri, timeout=self.timeout, db=self.db)
+
+
+@dataclass
+class StagedPart(WriterCommitMessage):
+    """What one task staged: its part name and row count."""
+
+    part: str
+    rows: int
+
+
+class ElanusWriter(DataSourceArrowWriter):
+    def __init__(self, options: WriteOptions) -> None:
+        self.options = options
+        self.write_id = f"spark_{uuid.uuid4().hex}"
+        with options.client() as client:  # fail on the driver, before any task runs
+            client.describe_collection(options.collection)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedPart:
+        """One task: stage its batches (runs on an executor)."""
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        part = f"p{ctx.partitionId()}_a{ctx.attemptNumber()}" if ctx else f"p_{uuid.uuid4().hex}"
+        opts = self.options
+        rows = 0
+        with opts.client() as client:
+            for chunk in _rebatch(iterator, opts.batch_bytes):
+                reply = client.stage_insert(
+                    opts.collection, chunk, self.write_id, opts.partition,
+                    upsert=opts.upsert, part=part,
+                )  # fmt: skip
+                rows += int(reply["insert_count"])
+        return StagedPart(part, rows)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
+        parts = [m for m in messages if isinstance(m, StagedPart)]
+        opts = self.options
+        with opts.client() as client:
+            reply = client.commit_write(
+                opts.collection,
+                self.write_id,
+                upsert=opts.upsert,
+                parts=[p.part for p in parts],
+                expected_rows=sum(p.rows for p in parts),
+            )
+            if reply.get("state") != "Completed":
+                client.wait_import(int(reply["job_id"]), timeout=opts.timeout)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
+        with self.options.client() as client:
+            client.abort_write(self.write_id)
+
+
+def _rebatch(batches: Iterator[pa.RecordBatch], limit: int) -> Iterator[pa.Table]:
+    """Group Spark's Arrow batches into tables of about ``limit`` bytes (one DoPut each)."""
+    pending: list[pa.RecordBatch] = []
+    size = 0
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        pending.append(batch)
+        size += batch.nbytes
+        if size >= limit:
+            yield pa.Table.from_batches(pending)
+            pending, size = [], 0
+    if pending:
+        yield pa.Table.from_batches(pending)
