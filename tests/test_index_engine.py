@@ -388,7 +388,8 @@ def test_build_segment_index_from_lance(tmp_path, small, bits):
     )
     B, BQ = bits
     bvec = pa.array([bytes(r) for r in B[:n]], type=pa.binary(16))
-    table = pa.table({"pk": pa.array(np.arange(n)), "v": vec, "b": bvec})
+    half = pa.FixedSizeListArray.from_arrays(pa.array(X[:n].astype(np.float16).ravel()), SMALL_DIM)
+    table = pa.table({"pk": pa.array(np.arange(n)), "v": vec, "b": bvec, "h": half})
     path = str(tmp_path / "seg.lance")
     lance.write_dataset(table, path)
 
@@ -398,6 +399,11 @@ def test_build_segment_index_from_lance(tmp_path, small, bits):
     D, rows = ix.search(Q, K, {"ef": 100})
     D0, truth = VectorIndexExact(X[:n]).search(Q, K, "L2", valid=present)
     assert present[rows].all() and recall(rows, truth) >= 0.95
+
+    hspec = make_index_spec("Float16Vector", SMALL_DIM, "FLAT", "IP")
+    D, rows = build_segment_index(path, "h", hspec).search(Q, K)
+    D0, truth = VectorIndexExact(X[:n].astype(np.float16).astype(np.float32)).search(Q, K, "IP")
+    np.testing.assert_array_equal(rows, truth)
 
     bix = build_segment_index(path, "b", spec("BIN_FLAT", "HAMMING", 128))
     D, rows = bix.search(BQ, K)
