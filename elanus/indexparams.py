@@ -13,8 +13,9 @@ may also be given as decimal strings (the Milvus SDKs send key-value strings).
 AUTOINDEX resolves to HNSW (M=16, efConstruction=128) for float vectors: the best
 recall/latency trade-off of the supported types for in-memory segments (measured in
 ``engine.py``). For binary vectors it resolves to BIN_FLAT: a Hamming scan is cheap
-enough to be exact (about 2 ms per query over 200k 256-bit rows on one core), it supports
-JACCARD and filters, and BIN_IVF_FLAT's recall loss buys little at segment sizes.
+enough to be exact (measured 0.16 ms per query over 200k 256-bit rows, 0.9 ms at 1024
+bits, one core), it supports JACCARD and filters, and BIN_IVF_FLAT's recall loss buys
+little at segment sizes.
 """
 
 from __future__ import annotations

@@ -32,12 +32,22 @@ single runs, the machine was shared with other jobs, so only ratios are meaningf
   So below ``EXACT_BELOW`` (10 %) visible rows :meth:`SegmentIndex.search` scans the
   visible rows exactly (the HNSW storage is a flat array, used zero-copy), and between
   10 % and 20 % it widens ``ef`` by ``(0.2 / fraction)²`` (at most 4x).
-* IVF types lose recall under a filter because the probed lists hold fewer visible rows
-  (256 lists, nprobe=16: 0.886 unfiltered, 0.78 at 10 % visible). Scanning
-  ``nprobe / fraction`` lists (capped at nlist) keeps the number of visible candidates of
-  an unfiltered search: FAISS checks the filter before computing a distance, so the
-  distance work stays the same and only the cheap bitmap tests grow; at low fractions this
-  becomes an exhaustive, exact scan of the visible rows.
+* IVF types lose recall under a filter because the probed lists hold fewer visible rows.
+  Scanning ``nprobe / fraction`` lists (capped at nlist) keeps the number of visible
+  candidates of an unfiltered search: FAISS tests the filter before computing a distance,
+  so the distance work stays about the same and only cheap bitmap tests grow; at low
+  fractions it becomes an exhaustive (exact) scan of the visible rows. Recall@10 and time
+  (100k rows, 512 lists, nprobe=16; unfiltered 0.929)::
+
+      visible   nprobe 16         nprobe / fraction       exact scan
+       90 %     0.928  0.23 ms    0.934  0.29 ms (18)
+       50 %     0.916  0.19 ms    0.956  0.37 ms (32)
+       20 %     0.836  0.10 ms    0.953  0.39 ms (80)
+       10 %     0.633  0.07 ms    0.960  0.44 ms (160)     1.16 ms
+        5 %     0.450  0.05 ms    0.999  0.38 ms (320)     0.24 ms
+
+  Lists much smaller than FAISS's ideal (e.g. 20k rows in 512 lists) recover less: 0.71
+  at 50 % visible for an unfiltered 0.80; a larger ``nprobe`` is the remedy there.
 * FAISS's binary IVF takes no ``IDSelector``: filtered and range searches on BIN_IVF_FLAT
   scan the visible codes exactly (a row-order copy, ``n * dim / 8`` bytes, is made on first
   use). A Hamming scan costs ~0.2 ms per query over 200k 256-bit rows.
@@ -49,15 +59,22 @@ Range search (``radius``, optional ``range_filter``) returns the best ``k`` rows
 range, as the exact kernel does; HNSW and IVF answer it with FAISS's own (approximate)
 range search, the others exactly.
 
-Threads: searches run FAISS on the calling thread (one OpenMP thread). Many Flight threads
-search concurrently on 2 cores, and FAISS's OpenMP workers keep spinning after each call
-and slow the BLAS of the exact kernel (see ``segments/search.py``). Measured (100k rows,
-queries/s, 1 vs 2 OpenMP threads per call): HNSW single queries 7985 vs 8267 with one
-caller, 10411 vs 9816 with four; IVF_FLAT single queries 5216 vs 4098; IVF_FLAT batches of
-100: 3798 vs 4009; HNSW batches of 100: 7761 vs 14711 with one caller but 5466 vs 4956
-with four. So a batch of at least ``PARALLEL_MIN_QUERIES`` queries on HNSW uses every
-OpenMP thread when it is the only search in flight, everything else one thread. FAISS
-releases the GIL while it searches; no Python lock is held around a FAISS call.
+Threads: searches run FAISS on the calling thread (one OpenMP thread). Many Flight
+threads search concurrently on 2 cores, and FAISS's OpenMP workers keep spinning after
+each call and slow the BLAS of the exact kernel (see ``segments/search.py``). Measured,
+queries/s with 1 vs 2 OpenMP threads per call (100k rows): HNSW single queries 7985 vs
+8267 with one caller, 10411 vs 9816 with four; IVF_FLAT single queries 5216 vs 4098,
+batches of 100 3798 vs 4009; HNSW batches of 100 from four callers 5466 vs 4956. Only a
+lone HNSW batch gains from a second thread, and only when the other core is idle: 7761 vs
+14711 on a quiet machine, but 10422 vs 5193 (medians of 6) when another job held one
+core. So one thread, always. FAISS releases the GIL while it searches; no Python lock is
+held around a FAISS call.
+
+Builds default to one thread as well: with other jobs on the 2 cores, 50k x 128-d builds
+took (1 vs 2 threads) IVF_FLAT 0.44 vs 2.6 s, IVF_SQ8 0.47 vs 2.7 s, IVF_PQ (m=32) 3.3 vs
+17.5 s, HNSW (efConstruction=64) 4.1 vs 5.9 s; FAISS's k-means barriers stall whenever a
+core is taken. Parallel builds come from building several segments at once (one Spark
+task each); ``threads`` raises it for a builder with idle cores.
 """
 
 from __future__ import annotations
@@ -65,7 +82,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -91,32 +107,7 @@ SMALL_SEGMENT_ROWS = 2048  # below this many vectors every index type is stored 
 MIN_POINTS_PER_LIST = 39  # FAISS's own minimum of training points per IVF centroid
 EXACT_BELOW = 0.1  # visible fraction under which HNSW search scans the visible rows exactly
 WIDEN_BELOW = 0.2  # visible fraction under which HNSW widens ef
-PARALLEL_MIN_QUERIES = 16  # HNSW batches at least this large may use every OpenMP thread
 MAX_EF = 32768
-
-_OMP_MAX = faiss.omp_get_max_threads()
-
-
-class _InFlight:
-    """Counts concurrent searches (the lock guards only the counter, never a FAISS call)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.count = 0
-
-    @contextlib.contextmanager
-    def entered(self) -> Iterator[int]:
-        with self._lock:
-            self.count += 1
-            now = self.count
-        try:
-            yield now
-        finally:
-            with self._lock:
-                self.count -= 1
-
-
-_in_flight = _InFlight()
 
 
 @contextlib.contextmanager
@@ -378,15 +369,11 @@ class SegmentIndex:
         else:
             params = faiss.SearchParameters(**kwargs)
         nq = Q.shape[0]
-        threads = 1
-        with _in_flight.entered() as concurrent:
-            if self.built_as == "HNSW" and nq >= PARALLEL_MIN_QUERIES and concurrent == 1:
-                threads = _OMP_MAX
-            with _omp_threads(threads):
-                if radius is None:
-                    D, rows = self._index.search(Q, kk, params=params)
-                else:
-                    lims, Dr, Ir = self._index.range_search(Q, float(radius), params=params)
+        with _omp_threads(1):
+            if radius is None:
+                D, rows = self._index.search(Q, kk, params=params)
+            else:
+                lims, Dr, Ir = self._index.range_search(Q, float(radius), params=params)
         del bitmap, sel  # alive until FAISS returned
         worst = -np.inf if larger else np.inf
         if radius is not None:
@@ -505,14 +492,20 @@ def _new_index(spec: IndexSpec, built_as: str, nlist: int | None) -> Any:
     return index
 
 
-def build_index(spec: IndexSpec, vectors: Any, valid: np.ndarray | None = None) -> SegmentIndex:
+def build_index(
+    spec: IndexSpec, vectors: Any, valid: np.ndarray | None = None, threads: int = 1
+) -> SegmentIndex:
     """Build ``spec``'s index over ``vectors``: float32 ``(n, dim)`` or uint8 ``(n, dim/8)``
     packed bits. ``valid`` (bool per row) marks rows that have a vector; the others are
     left out and never returned. Search results are positions in ``vectors``.
 
     IVF training samples at most 256 points per list (FAISS's default); small segments
-    get fewer lists or a flat index (see :class:`SegmentIndex`). Uses every OpenMP thread.
+    get fewer lists or a flat index (see :class:`SegmentIndex`). ``threads`` OpenMP
+    threads train and add (one by default: see the module docstring; a dedicated builder
+    on idle cores may pass more).
     """
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise invalid(f"threads must be a positive integer, got {threads!r}")
     X = _as_matrix(spec, vectors)
     n = X.shape[0]
     ids: np.ndarray | None = None
@@ -533,7 +526,7 @@ def build_index(spec: IndexSpec, vectors: Any, valid: np.ndarray | None = None) 
     built_as, nlist = _plan(spec, X.shape[0])
     index = _new_index(spec, built_as, nlist)
     try:
-        with _omp_threads(_OMP_MAX):
+        with _omp_threads(threads):
             if not index.is_trained:
                 index.train(X)
             if ids is None:
@@ -548,7 +541,9 @@ def build_index(spec: IndexSpec, vectors: Any, valid: np.ndarray | None = None) 
     return SegmentIndex(spec, index, n, built_as, nlist)
 
 
-def build_segment_index(lance_path: str, field: str, spec: IndexSpec) -> SegmentIndex:
+def build_segment_index(
+    lance_path: str, field: str, spec: IndexSpec, threads: int = 1
+) -> SegmentIndex:
     """Build ``spec``'s index over column ``field`` of the Lance dataset at ``lance_path``,
     reading only that column; null vectors are skipped."""
     import lance
@@ -573,11 +568,15 @@ def build_segment_index(lance_path: str, field: str, spec: IndexSpec) -> Segment
                 f"field {field!r} has type {t}, expected fixed_size_list<float32>[{spec.dim}]"
             )
         X = _float_matrix(arr)
-    return build_index(spec, X, valid)
+    return build_index(spec, X, valid, threads)
 
 
 def load_index(directory: Path | str) -> SegmentIndex:
-    """Load an index written by :meth:`SegmentIndex.write`."""
+    """Load an index written by :meth:`SegmentIndex.write`, read fully into memory.
+
+    Measured (100k x 128-d): HNSW 63 MB loads in 38 ms, IVF_FLAT 50 MB in 30 ms.
+    ``IO_FLAG_MMAP`` loads IVF_FLAT in 7 ms but then searches it 3.6x slower (15k vs 54k
+    single queries/s), and does not speed up HNSW loading, so it is not used."""
     directory = Path(directory)
     try:
         meta = json.loads((directory / META_FILE).read_text())
