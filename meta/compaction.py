@@ -45,6 +45,9 @@ class Plan:
     sources: list[int]
     target_segment_id: int
     horizon_ts: int
+    planned_ts: int = 0
+    """Every write acknowledged before the plan is older: the datanode runs the plan only
+    once its channel passed this, so no delete of a source is left behind."""
     state: str = "pending"  # pending -> executing -> completed | failed
     issued_at: float = 0.0
     result: dict[str, Any] = field(default_factory=dict)
@@ -122,6 +125,7 @@ class CompactionManager:
             by_channel.setdefault((s.collection_id, s.partition_id, s.vchannel), []).append(s)
         compaction_id = next(self._compaction_ids)
         horizon = self._horizon()
+        planned_ts = self.coord.tso.alloc()
         for (cid, pid, vchannel), segs in by_channel.items():
             max_rows = max(s.max_rows for s in segs)
             for group in self._groups(segs, max_rows, merge_only=not manual):
@@ -134,6 +138,7 @@ class CompactionManager:
                     sources=[s.segment_id for s in group],
                     target_segment_id=self.coord.ids.alloc(),
                     horizon_ts=horizon,
+                    planned_ts=planned_ts,
                 )
                 self.plans[plan.plan_id] = plan
         return compaction_id
@@ -150,11 +155,12 @@ class CompactionManager:
                 log.warning("compaction plan %s timed out", p.plan_id)
                 p.state = "failed"
 
-    def take_for(self, vchannel: str) -> list[dict[str, Any]]:
-        """Plans to hand to the datanode reporting ``vchannel`` (the tick reply)."""
+    def take_for(self, vchannel: str, tick_ts: int) -> list[dict[str, Any]]:
+        """Plans to hand to the datanode reporting ``vchannel`` consumed up to ``tick_ts``
+        (the tick reply)."""
         out = []
         for p in self.plans.values():
-            if p.vchannel == vchannel and p.state == "pending":
+            if p.vchannel == vchannel and p.state == "pending" and p.planned_ts <= tick_ts:
                 if any(s not in self.coord.data.segments for s in p.sources):
                     p.state = "failed"  # a source went away (collection dropped)
                     continue

@@ -323,7 +323,7 @@ class DataCoord:
         for s in ready:
             s.state = SegmentState.FLUSHING
         await self._save(ready)
-        compact = self.coord.compaction.take_for(vchannel)
+        compact = self.coord.compaction.take_for(vchannel, ts)
         return {"flush": [s.segment_id for s in ready], "compact": compact}
 
     async def _checkpoint(self, vchannel: str, seq: int, ts: int) -> None:

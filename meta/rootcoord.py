@@ -8,9 +8,11 @@ cached meta before the next request sees it.
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import TYPE_CHECKING, Any
 
 from elanus.channels import subjects
+from elanus.channels.bus import dumps
 from elanus.consistency import ConsistencyLevel
 from elanus.errors import invalid
 from elanus.meta.catalog import DEFAULT_DB, Catalog
@@ -20,6 +22,10 @@ from elanus.schema import MAX_SHARDS, Schema, check_name
 if TYPE_CHECKING:
     from elanus.channels.bus import Handler
     from elanus.meta.coord import Coordinator
+
+
+log = logging.getLogger(__name__)
+INVALIDATE_WAIT_S = 2.0
 
 
 class RootCoord:
@@ -62,10 +68,29 @@ class RootCoord:
         return Catalog(con, self.coord.ids.alloc, self.coord.settings.num_pchannels)
 
     async def _invalidate(self, kind: str, db: str, name: str, collection_id: int, ts: int) -> None:
-        await self.coord.bus.publish(
-            subjects.META_INVALIDATE,
-            {"kind": kind, "db": db, "name": name, "collection_id": collection_id, "ts": ts},
-        )
+        """Tell every proxy to drop its cached meta, and wait (briefly) until each live one
+        said it did, as Milvus's root coord expires proxy caches before a DDL returns: a
+        client that goes to another proxy next never sees the old meta."""
+        payload = {"kind": kind, "db": db, "name": name, "collection_id": collection_id, "ts": ts}
+        await self.coord.sessions.poll()
+        expected = len(self.coord.sessions.of_role("proxy"))
+        nc = self.coord.bus.nc
+        acks: asyncio.Queue[Any] = asyncio.Queue()
+
+        async def on_ack(msg: Any) -> None:
+            acks.put_nowait(msg)
+
+        inbox = nc.new_inbox()
+        sub = await nc.subscribe(inbox, cb=on_ack)
+        try:
+            await nc.publish(subjects.META_INVALIDATE, dumps(payload), reply=inbox)
+            async with asyncio.timeout(INVALIDATE_WAIT_S):
+                for _ in range(expected):
+                    await acks.get()
+        except TimeoutError:
+            log.warning("not every proxy acknowledged the %s of %s.%s", kind, db, name)
+        finally:
+            await sub.unsubscribe()
 
     async def describe_by_id(self, collection_id: int) -> dict[str, Any]:
         return await self._read(Catalog.describe_by_id, collection_id)
