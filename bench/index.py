@@ -182,12 +182,58 @@ def sdk_batches(
     return run_loop(case, "sdk", 1, BATCH, seconds, make)
 
 
+def exchange_batches(
+    uri: str, index_type: str, search: dict[str, Any], queries: np.ndarray, seconds: float
+) -> Stat:
+    """One open DoExchange stream: a 100-query Arrow batch in, its hits (Arrow) out."""
+    dim = queries.shape[1]
+    schema = pa.schema([pa.field("vector", pa.list_(pa.float32(), dim))])
+    batches = [
+        pa.record_batch(
+            [pa.FixedSizeListArray.from_arrays(pa.array(b.reshape(-1)), dim)], schema=schema
+        )
+        for b in (
+            queries[(j * BATCH) % (len(queries) - BATCH) :][:BATCH]
+            for j in range(len(queries) // BATCH)
+        )
+    ]
+    command = {
+        "collection": COLLECTION,
+        "limit": K,
+        "search_params": {"metric_type": "L2", "params": search},
+        "consistency_level": "Bounded",
+    }
+    streams: list[Any] = []
+
+    def make(t: int) -> Any:
+        conn = flight.FlightClient(uri)
+        desc = flight.FlightDescriptor.for_command(json.dumps(command).encode())
+        writer, reader = conn.do_exchange(desc)
+        writer.begin(schema)
+        streams.append((conn, writer, reader))
+
+        def call(i: int) -> Any:
+            writer.write_batch(batches[i % len(batches)])
+            return reader.read_chunk()
+
+        return call
+
+    try:
+        case = f"Elanus DoExchange {index_type} {search}, batch {BATCH}"
+        return run_loop(case, "exchange", 1, BATCH, seconds, make)
+    finally:
+        for conn, writer, reader in streams:
+            writer.done_writing()
+            reader.read_all()
+            conn.close()
+
+
 def elanus_recall(client: Client, queries: np.ndarray, search: dict[str, Any]) -> float:
     hits = client.search(
         COLLECTION, queries, limit=K, search_params={"params": search}, consistency_level="Strong"
     )
     found = np.array([[h["id"] for h in q] + [-1] * (K - len(q)) for q in hits])
-    return recall(found, TRUTH)
+    return recall(found, TRUTH[: len(queries)])
 
 
 # -- main ---------------------------------------------------------------------------------------
@@ -233,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     build_rows: list[list[str]] = []
     with tempfile.TemporaryDirectory(prefix="elanus-bench-index-") as tmp:
         env = {
-            "ELANUS_SEGMENT_MAX_ROWS": str(args.rows + 1),
+            "ELANUS_SEGMENT_MAX_ROWS": str(2 * args.rows),
             "ELANUS_SEGMENT_MAX_BYTES": str(1 << 40),
         }
         with (
@@ -298,13 +344,16 @@ def main(argv: list[str] | None = None) -> int:
                             ]
                         )
                     st = sdk_batches(server.uri, index_type, search, queries, args.seconds)
+                    ex = exchange_batches(server.uri, index_type, search, queries, args.seconds)
                     batch_rows.append(
                         [
                             index_type,
                             f"{name}={value}",
                             f"{st.qps:,.0f}",
+                            f"{ex.qps:,.0f}",
                             f"{raw_many.qps:,.0f}",
                             f"{st.qps / raw_many.qps:.2f}x",
+                            f"{ex.qps / raw_many.qps:.2f}x",
                         ]
                     )
                 client.drop_index(COLLECTION, "vector")
@@ -334,7 +383,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     print()
     print(f"## Batched search (batch of {BATCH}, 1 client)")
-    table_print(["index", "search", "Elanus q/s", "raw FAISS q/s", "vs raw"], batch_rows)
+    headers = ["index", "search", "SDK q/s", "DoExchange q/s", "raw FAISS q/s"]
+    table_print([*headers, "SDK vs raw", "DoExchange vs raw"], batch_rows)
     return 0
 
 

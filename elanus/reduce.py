@@ -99,6 +99,9 @@ def merge_topk(
     out_r = np.full((nq, k), -1, I64)
     if D.shape[1] == 0 or k == 0 or nq == 0:
         return out_d, out_p, out_s, out_r
+    if nq == 1:
+        _reduce_one(D[0], P[0], (D, P, S, R), (out_d, out_p, out_s, out_r), larger, offset, k)
+        return out_d, out_p, out_s, out_r
 
     # rank each query's entries best first (stable: ties keep part order); padding last
     key = np.where(np.isfinite(D), -D if larger else D, np.inf)
@@ -117,6 +120,26 @@ def merge_topk(
         if short.size:
             _reduce_rows(short, order[short], key, P, offset, k, ins, outs)
     return out_d, out_p, out_s, out_r
+
+
+def _reduce_one(
+    d: np.ndarray,
+    p: np.ndarray,
+    ins: tuple[np.ndarray, ...],
+    outs: tuple[np.ndarray, ...],
+    larger: bool,
+    offset: int,
+    k: int,
+) -> None:
+    """``merge_topk`` for a single query in a handful of numpy calls (single-query searches
+    spent more time in the general path than in the index)."""
+    key = np.where(np.isfinite(d), -d if larger else d, np.inf)
+    order = np.argsort(key, kind="stable")
+    order = order[np.isfinite(key[order])]
+    _, first = np.unique(p[order], return_index=True)  # best-ranked copy of each key
+    keep = order[np.sort(first)][offset : offset + k]
+    for a, out in zip(ins, outs, strict=True):
+        out[0, : len(keep)] = a[0, keep]
 
 
 def _reduce_rows(
@@ -156,6 +179,17 @@ def _reduce_rows(
     return np.asarray(rank[:, -1] + 1 < offset + k) if rank.shape[1] else np.ones(len(qs), bool)
 
 
+def _already_reduced(d: np.ndarray, p: np.ndarray, k: int, offset: int) -> bool:
+    """Whether a part (best first, as every search returns) is its own top-k: no offset
+    to skip, no wider than k, no padding and no primary key twice in a query."""
+    if offset or d.shape[1] > k or not np.isfinite(d).all():
+        return False
+    if d.shape[1] < 2:
+        return True
+    s = np.sort(p, axis=1)
+    return bool((s[:, 1:] != s[:, :-1]).all())
+
+
 def reduce_parts(
     parts: Sequence[dict[str, Any]], k: int, metric: str, offset: int = 0
 ) -> dict[str, Any]:
@@ -167,10 +201,17 @@ def reduce_parts(
     """
     import pyarrow as pa  # the merge itself needs only numpy
 
+    nonempty = [p for p in parts if np.shape(p["distances"])[-1:] != (0,)]
+    parts = nonempty or parts[:1]  # parts with no hits (empty segments) add nothing
     arrays = [(np.asarray(p["distances"], dtype=F32), _as_pks(p["pks"])) for p in parts]
     arrays = [a for a in arrays if a[0].ndim == 2]
     if not arrays:
         return {"distances": np.zeros((0, 0), F32), "pks": np.zeros((0, 0), I64)}
+    if len(parts) == 1 and len(arrays) == 1 and _already_reduced(*arrays[0], k, offset):
+        # One part that is sorted, within k and free of repeated keys (the common case of
+        # one segment or one shard): nothing to merge. Measured: merging cost more than
+        # the HNSW search itself for single queries.
+        return {**parts[0], "distances": arrays[0][0], "pks": arrays[0][1]}
     distances, pks, source, column = merge_topk(arrays, k, metric, offset)
     out: dict[str, Any] = {"distances": distances, "pks": pks}
     with_outputs = [p for p in parts if p.get("outputs") is not None]

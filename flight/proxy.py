@@ -37,7 +37,7 @@ from elanus.flight.putresult import PutAck
 from elanus.flight.query import QueryService, hits_table
 from elanus.flight.query_actions import QUERY_ACTIONS, check_search_stream
 from elanus.flight.readplan import READ_PLAN_ACTIONS, ReadService
-from elanus.flight.wire import decode_body, encode_json, to_flight_error
+from elanus.flight.wire import decode_body, encode_result, to_flight_error
 from elanus.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -144,16 +144,16 @@ class ProxyServer(Role):
         try:
             spec, request = check_request(name, raw)
             if spec.name in DML_ACTIONS:
-                return encode_json(self.dml.action(spec.name, request))
+                return encode_result(self.dml.action(spec.name, request))
             if spec.name in QUERY_ACTIONS:
-                return encode_json(self.query.action(spec.name, request))
+                return encode_result(self.query.action(spec.name, request))
             if spec.name in index_actions.INDEX_ACTIONS:
-                return encode_json(index_actions.execute(self, spec.name, request))
+                return encode_result(index_actions.execute(self, spec.name, request))
             if spec.name in READ_PLAN_ACTIONS:
-                return encode_json(self.reads.plan(request).to_json())
+                return encode_result(self.reads.plan(request).to_json())
             if spec.name in IMPORT_ACTIONS:
-                return encode_json(self.imports.action(spec.name, request))
-            return encode_json(self.run(self.ddl.execute(spec.name, request)))
+                return encode_result(self.imports.action(spec.name, request))
+            return encode_result(self.run(self.ddl.execute(spec.name, request)))
         except ElanusError as exc:
             raise to_flight_error(exc) from None
         except Exception as exc:  # noqa: BLE001 - never leak a traceback to the client

@@ -379,28 +379,35 @@ def _part(reply: dict[str, Any]) -> dict[str, Any]:
 
 
 def _shape_hits(merged: dict[str, Any], outputs: list[str], pk: str) -> list[list[dict[str, Any]]]:
+    """Per query, ``{"id", "distance"[, "entity"]}`` for each real hit (padding dropped)."""
     distances, pks = np.asarray(merged["distances"]), np.asarray(merged["pks"])
+    if distances.ndim != 2:
+        return [[] for _ in range(len(distances))]
+    finite = np.isfinite(distances).tolist()
     rows = merged.get("outputs")
-    where: dict[int, int] = {}
-    if rows is not None:
-        where = {int(slot): i for i, slot in enumerate(merged["output_rows"])}
-        rows = rows.to_pylist()
-    width = distances.shape[1] if distances.ndim == 2 else 0
+    if rows is None:
+        return [
+            [{"id": p, "distance": d} for p, d, ok in zip(prow, drow, frow, strict=True) if ok]
+            for prow, drow, frow in zip(pks.tolist(), distances.tolist(), finite, strict=True)
+        ]
+    where = {int(slot): i for i, slot in enumerate(merged["output_rows"])}
+    values = rows.to_pylist()
+    width = distances.shape[1]
     results = []
-    for q in range(distances.shape[0]):
+    for q, (prow, drow, frow) in enumerate(
+        zip(pks.tolist(), distances.tolist(), finite, strict=True)
+    ):
         hits = []
-        for c in range(width):
-            d = float(distances[q, c])
-            if not np.isfinite(d):
-                continue
-            hit: dict[str, Any] = {
-                "id": pks[q, c].item() if hasattr(pks[q, c], "item") else pks[q, c],
-                "distance": d,
-            }
-            if rows is not None:
+        for c, (p, d, ok) in enumerate(zip(prow, drow, frow, strict=True)):
+            if ok:
                 i = where.get(q * width + c)
-                hit["entity"] = entity(rows[i], outputs) if i is not None else {}
-            hits.append(hit)
+                hits.append(
+                    {
+                        "id": p,
+                        "distance": d,
+                        "entity": entity(values[i], outputs) if i is not None else {},
+                    }
+                )
         results.append(hits)
     return results
 

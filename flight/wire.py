@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import orjson
 import pyarrow.flight as flight
 
 from elanus.errors import ElanusError, ErrorCode, invalid, parse_prefixed
@@ -17,9 +18,24 @@ from elanus.errors import ElanusError, ErrorCode, invalid, parse_prefixed
 DEFAULT_DB = "default"
 
 
+_ORJSON = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+
+
 def encode_json(obj: Any) -> bytes:
-    """Compact JSON; numpy-ish scalars and sets are tolerated so results never fail to encode."""
+    """Compact JSON; numpy-ish scalars and sets are tolerated so results never fail to encode.
+    NaN and inf stay as such, so a server can name them in its error."""
     return json.dumps(obj, separators=(",", ":"), default=_default).encode()
+
+
+def encode_result(obj: Any) -> bytes:
+    """``encode_json`` for the proxy's replies, through orjson (about 5x faster on search
+    results: it matters for single-query calls). orjson would write NaN/inf as null: stored
+    values never hold them (inserts refuse them) and the distances of real hits are finite.
+    """
+    try:
+        return orjson.dumps(obj, default=_default, option=_ORJSON)
+    except (TypeError, orjson.JSONEncodeError):
+        return encode_json(obj)
 
 
 def _default(obj: Any) -> Any:
@@ -37,9 +53,12 @@ def decode_body(raw: bytes, what: str = "request body") -> dict[str, Any]:
     if not raw or not raw.strip():
         return {}
     try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise invalid(f"malformed JSON in {what}: {exc}") from None
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        try:  # the standard library also reads NaN and Infinity, which clients may send
+            body = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise invalid(f"malformed JSON in {what}: {exc}") from None
     if not isinstance(body, dict):
         raise invalid(f"{what} must be a JSON object, got {_json_kind(body)}")
     return body

@@ -77,6 +77,7 @@ class Delegator:
         """Bumped by every distribution change; reads count themselves per version."""
         self._readers: dict[int, int] = {}
         self._readers_lock = threading.Lock()  # readers also come from Flight threads
+        self._syncs_waiting = 0
         self._readers_done = asyncio.Event()
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
@@ -205,12 +206,17 @@ class Delegator:
         # answer only once they are done, so the coord releases those segments after them.
         with self._readers_lock:
             old, self.version = self.version, self.version + 1
-        while True:
+            self._syncs_waiting += 1
+        try:
+            while True:
+                with self._readers_lock:
+                    if not any(n for v, n in self._readers.items() if v <= old):
+                        return
+                    self._readers_done.clear()
+                await self._readers_done.wait()
+        finally:
             with self._readers_lock:
-                if not any(n for v, n in self._readers.items() if v <= old):
-                    return
-                self._readers_done.clear()
-            await self._readers_done.wait()
+                self._syncs_waiting -= 1
 
     def _retire(self, sid: int, partition_id: int, path: str | None) -> None:
         if path:
@@ -229,6 +235,8 @@ class Delegator:
             self._readers[version] -= 1
             if not self._readers[version]:
                 del self._readers[version]
+            if not self._syncs_waiting:
+                return  # nobody to wake (waking the loop on every read costs GIL time)
         if threading.get_ident() == self._loop_thread:
             self._readers_done.set()
         else:
