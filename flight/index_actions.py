@@ -8,9 +8,10 @@ dimension are known; here only the body's shape.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
-from elanus.errors import ElanusError, ErrorCode
+from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.flight.actions import _action, _db, _name
 from elanus.requests import Body
 from elanus.schema import check_name
@@ -27,6 +28,16 @@ INDEX_ACTIONS = (
     "index_heartbeat",
     "report_index_task",
 )
+
+
+BUILDER_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
+
+
+def _builder(b: Body) -> str:
+    node = b.str("node_id")
+    if not BUILDER_ID.fullmatch(node):
+        raise invalid(f"node_id {node!r} must be 1 to 128 letters, digits, '_' or '-'")
+    return str(node)
 
 
 def _target(b: Body) -> dict[str, Any]:
@@ -99,7 +110,7 @@ def _claim(b: Body) -> dict[str, Any]:
     return {
         "db": _db(b),
         "collection": check_name(collection, "collection") if collection else None,
-        "node_id": check_name(b.str("node_id"), "builder"),
+        "node_id": _builder(b),
         "limit": b.int("limit", None, lo=1),
         "retry_failed": b.bool("retry_failed", False),
     }
@@ -111,7 +122,7 @@ def _claim(b: Body) -> dict[str, Any]:
     ("node_id",),
 )
 def _heartbeat(b: Body) -> dict[str, Any]:
-    return {"node_id": check_name(b.str("node_id"), "builder")}
+    return {"node_id": _builder(b)}
 
 
 @_action(
@@ -124,7 +135,7 @@ def _report(b: Body) -> dict[str, Any]:
     return {
         "build_id": b.int("build_id"),
         "version": b.int("version"),
-        "node_id": check_name(b.str("node_id"), "builder"),
+        "node_id": _builder(b),
         "ok": b.bool("ok"),
         "files": b.list("files", []),
         "fail_reason": b.str("fail_reason", None),
