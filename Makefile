@@ -42,7 +42,7 @@ lint: dev
 format: dev
 	$(VENV)/bin/ruff format $(LINT_DIRS) tests
 
-bench: venv                       ## every bench/*.py script (not bench/_*.py), in name order
+bench: dev                        ## every bench/*.py script (not bench/_*.py), in name order
 	@set -e; for script in $$(ls bench/[!_]*.py 2>/dev/null | sort); do \
 		extra=""; [ "$$script" = bench/ingest.py ] && extra="--also-768"; \
 		echo "== $$script $$extra $(ARGS)"; $(PY) $$script $$extra $(ARGS); \
