@@ -4,20 +4,20 @@ indexes, and wait for builds. Same shapes as pymilvus where they exist."""
 from __future__ import annotations
 
 import time
-from typing import Any, Protocol
-
-
-class _Actions(Protocol):
-    def _action(
-        self, action: str, body: dict[str, Any] | None = None, timeout: float | None = None
-    ) -> Any: ...
-
-    def _in_db(self, db: str | None, **body: Any) -> dict[str, Any]: ...
+from typing import TYPE_CHECKING, Any
 
 
 class IndexAPI:
+    if TYPE_CHECKING:  # provided by ``Client``
+
+        def _action(
+            self, name: str, body: dict[str, Any] | None = None, *, timeout: float | None = None
+        ) -> dict[str, Any]: ...
+
+        def _in_db(self, db: str | None, **body: Any) -> dict[str, Any]: ...
+
     def create_index(
-        self: _Actions,
+        self,
         collection_name: str,
         field_name: str,
         index_type: str = "AUTOINDEX",
@@ -39,7 +39,7 @@ class IndexAPI:
         return int(self._action("create_index", body)["index_id"])
 
     def drop_index(
-        self: _Actions,
+        self,
         collection_name: str,
         index_name: str | None = None,
         *,
@@ -50,7 +50,7 @@ class IndexAPI:
         self._action("drop_index", body)
 
     def describe_index(
-        self: _Actions,
+        self,
         collection_name: str,
         index_name: str | None = None,
         *,
@@ -62,7 +62,7 @@ class IndexAPI:
         body = _in(self, db, collection_name, index_name=index_name, field_name=field_name)
         return list(self._action("describe_index", body)["indexes"])
 
-    def list_indexes(self: _Actions, collection_name: str, *, db: str | None = None) -> list[str]:
+    def list_indexes(self, collection_name: str, *, db: str | None = None) -> list[str]:
         return list(self._action("list_indexes", _in(self, db, collection_name))["names"])
 
     def wait_for_index(
@@ -90,5 +90,5 @@ class IndexAPI:
             time.sleep(0.1)
 
 
-def _in(client: _Actions, db: str | None, collection: str, **body: Any) -> dict[str, Any]:
+def _in(client: IndexAPI, db: str | None, collection: str, **body: Any) -> dict[str, Any]:
     return client._in_db(db, collection=collection, **{k: v for k, v in body.items() if v})

@@ -313,6 +313,7 @@ class ImportManager:
 
     async def _dispatch(self, job: ImportJob) -> None:
         """Hand a pending job to a datanode; it stays Pending while there is none."""
+        await self.coord.sessions.poll()  # a node that just left must not be chosen
         async with self._lock:
             if job.state != PENDING:
                 return
@@ -357,6 +358,12 @@ class ImportManager:
             await self.coord.bus.request(subjects.node("datanode", node, "import.run"), spec, 15)
         except ElanusError as exc:
             log.warning("datanode %s did not take import job %s: %s", node, job.job_id, exc)
+            if exc.code == ErrorCode.UNAVAILABLE:  # gone meanwhile: another node, next round
+                async with self._lock:
+                    if job.state == IMPORTING and job.node_id == node:
+                        job.state, job.node_id, job.stage = PENDING, None, "waiting for a data node"
+                        await self.coord.db.run(_save_job(job))
+                return
             await self._fail(job, exc, node)
 
     async def supervise(self) -> None:

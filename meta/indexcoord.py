@@ -443,7 +443,7 @@ class IndexCoord:
             ]
             for t in gone_segments:
                 t.mark_deleted = True
-            dropped = [t for t in self.tasks.values() if t.mark_deleted]
+            dropped: list[IndexTask] = [t for t in self.tasks.values() if t.mark_deleted]
             superseded = [
                 t for t in self.tasks.values()
                 if t.state is TaskState.FINISHED and not t.recycled and not t.mark_deleted
@@ -468,7 +468,8 @@ class IndexCoord:
         async with self._lock:
             for t in superseded:
                 t.recycled = True
-            forget = [t.build_id for t in dropped if self.tasks.get(t.build_id) is t]
+            gone = {x.build_id for x in dropped}
+            forget = [b for b, x in self.tasks.items() if b in gone and x.mark_deleted]
             for b in forget:
                 del self.tasks[b]
             empty = [

@@ -51,6 +51,7 @@ from elanus.flight.wire import DEFAULT_DB, decode_body
 from elanus.schema import Schema
 from elanus.spark import segment_files
 from elanus.spark.filters import translate_all
+from elanus.spark.options import target_options
 from elanus.spark.types import arrow_target, conform, spark_schema
 
 MODES = ("auto", "true", "false")
@@ -89,18 +90,7 @@ class ReadOptions:
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReadOptions:
         """Check the reader's options; errors name the option."""
-        given = {k.lower(): v for k, v in options.items()}
-        unknown = sorted(set(given) - set(OPTIONS))
-        if unknown:
-            raise invalid(
-                f"unknown elanus option(s) {', '.join(unknown)}; known: {', '.join(OPTIONS)}"
-            )
-        uri = given.get("uri")
-        collection = given.get("collection") or given.get("path")
-        if not uri:
-            raise invalid("the elanus data source needs option 'uri' (grpc://host:port)")
-        if not collection:
-            raise invalid("the elanus data source needs option 'collection'")
+        given, uri, collection = target_options(options, OPTIONS)
         direct, pushdown = (_mode(given, key) for key in ("direct", "pushdown"))
         return cls(
             uri=uri,

@@ -27,6 +27,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from elanus.errors import invalid
 from elanus.flight.client import Client
 from elanus.flight.wire import DEFAULT_DB
+from elanus.spark.options import target_options
 
 WRITE_OPTIONS = ("uri", "collection", "path", "db", "partition", "upsert", "batch_bytes", "timeout")
 DEFAULT_BATCH_BYTES = 8 << 20
@@ -44,16 +45,7 @@ class WriteOptions:
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:
-        given = {k.lower(): v for k, v in options.items()}
-        unknown = sorted(set(given) - set(WRITE_OPTIONS))
-        if unknown:
-            known = ", ".join(WRITE_OPTIONS)
-            raise invalid(f"unknown elanus write option(s) {', '.join(unknown)}; known: {known}")
-        uri, collection = given.get("uri"), given.get("collection") or given.get("path")
-        if not uri:
-            raise invalid("the elanus data source needs option 'uri' (grpc://host:port)")
-        if not collection:
-            raise invalid("the elanus data source needs option 'collection'")
+        given, uri, collection = target_options(options, WRITE_OPTIONS, "write option")
         upsert = (given.get("upsert") or "false").lower()
         if upsert not in ("true", "false"):
             raise invalid(f"option 'upsert' must be true or false, got {given['upsert']!r}")
