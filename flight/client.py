@@ -18,7 +18,7 @@ import pyarrow.flight as flight
 
 from elanus.consistency import ConsistencyLevel
 from elanus.errors import ElanusError, ErrorCode
-from elanus.flight.client_index import IndexAPI
+from elanus.flight.client_index import BuilderAPI, IndexAPI
 from elanus.flight.putresult import PutAck
 from elanus.flight.wire import DEFAULT_DB, decode_body, encode_json, from_flight_error
 from elanus.rows import to_arrow
@@ -31,7 +31,7 @@ DEFAULT_BATCH_BYTES = 8 << 20
 """Rows per DoPut batch are sized to about this many bytes (one PutResult each)."""
 
 
-class Client(IndexAPI):
+class Client(IndexAPI, BuilderAPI):
     """``Client("grpc://host:8815")``; methods mirror pymilvus's ``MilvusClient``."""
 
     def __init__(

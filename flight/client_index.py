@@ -7,7 +7,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 
-class IndexAPI:
+class _ClientActions:
     if TYPE_CHECKING:  # provided by ``Client``
 
         def _action(
@@ -16,6 +16,8 @@ class IndexAPI:
 
         def _in_db(self, db: str | None, **body: Any) -> dict[str, Any]: ...
 
+
+class IndexAPI(_ClientActions):
     def create_index(
         self,
         collection_name: str,
@@ -90,5 +92,32 @@ class IndexAPI:
             time.sleep(0.1)
 
 
-def _in(client: IndexAPI, db: str | None, collection: str, **body: Any) -> dict[str, Any]:
+class BuilderAPI(_ClientActions):
+    """The pull protocol of external index builders (Spark index runs), mixed into
+    ``Client``: claim tasks under a lease, renew it, report each result."""
+
+    def claim_index_tasks(
+        self,
+        node_id: str,
+        collection_name: str | None = None,
+        *,
+        retry_failed: bool = False,
+        db: str | None = None,
+    ) -> dict[str, Any]:
+        """``{"tasks": [...], "lease_s": ...}``: pending tasks now held by ``node_id``."""
+        body = self._in_db(db, node_id=node_id, retry_failed=retry_failed)
+        if collection_name:
+            body["collection"] = collection_name
+        return self._action("claim_index_tasks", body)
+
+    def index_heartbeat(self, node_id: str) -> dict[str, Any]:
+        """Renew the lease; ``{"alive", "tasks"}`` (the builder's tasks still in progress)."""
+        return self._action("index_heartbeat", {"node_id": node_id})
+
+    def report_index_task(self, node_id: str, report: dict[str, Any]) -> dict[str, Any]:
+        """One task's result; ``{"accepted": false, ...}`` for a stale version."""
+        return self._action("report_index_task", {**report, "node_id": node_id})
+
+
+def _in(client: _ClientActions, db: str | None, collection: str, **body: Any) -> dict[str, Any]:
     return client._in_db(db, collection=collection, **{k: v for k, v in body.items() if v})

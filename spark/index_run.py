@@ -48,7 +48,7 @@ def build_and_report(uri: str, node_id: str, task: dict[str, Any]) -> dict[str, 
 
     report = run_build_task(task)
     with Client(uri) as client:
-        reply = client._action("report_index_task", {**report, "node_id": node_id})
+        reply = client.report_index_task(node_id, report)
     return {**report, "accepted": bool(reply.get("accepted"))}
 
 
@@ -68,7 +68,7 @@ class _Lease:
         with Client(uri) as client:
             while not self._stop.wait(every):
                 try:
-                    reply = client._action("index_heartbeat", {"node_id": node_id})
+                    reply = client.index_heartbeat(node_id)
                     self.remaining = len(reply["tasks"])
                 except Exception:  # noqa: BLE001 - try again; the lease covers a few misses
                     continue
@@ -92,12 +92,7 @@ def run_index_build(
     started = time.perf_counter()
     run = IndexRun(node_id=f"spark_{uuid.uuid4().hex[:10]}")
     with Client(uri, db=db or "default") as client:
-        claim = client._action(
-            "claim_index_tasks",
-            client._in_db(
-                db, collection=collection, node_id=run.node_id, retry_failed=retry_failed
-            ),
-        )
+        claim = client.claim_index_tasks(run.node_id, collection, retry_failed=retry_failed)
     tasks: list[dict[str, Any]] = claim["tasks"]
     run.claimed = len(tasks)
     if not tasks:

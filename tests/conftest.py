@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -163,6 +164,26 @@ def _collect(errors: list[BaseException], fn: Any) -> None:
         fn()
     except BaseException as exc:  # noqa: BLE001 - keep cleaning up, report the first
         errors.append(exc)
+
+
+@contextlib.contextmanager
+def own_stack(tmp: Path, name: str, **settings: Any) -> Iterator[Stack]:
+    """A started ``Stack`` on its own nats-server and loop thread, for module-scoped
+    fixtures; the stack, the loop and the server stop in that order, even on failure."""
+    nats = EmbeddedNats(tmp / "nats").start()
+    try:
+        loop = LoopThread(name).start()
+        try:
+            stack = Stack(loop, nats.url, tmp / "data", **settings)
+            try:
+                stack.start()
+                yield stack
+            finally:
+                stack.close()
+        finally:
+            loop.stop()
+    finally:
+        nats.stop()
 
 
 @pytest.fixture

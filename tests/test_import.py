@@ -19,13 +19,11 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
-from conftest import Stack
+from conftest import Stack, own_stack
 from segment_reader import read_deltas, read_rows
 
 import elanus.segments.importer as importer
 from elanus.channels.bus import Bus
-from elanus.channels.loop import LoopThread
-from elanus.channels.nats_server import EmbeddedNats
 from elanus.channels.sessions import Session, SessionInfo
 from elanus.errors import ElanusError
 from elanus.flight.client import Client
@@ -42,19 +40,10 @@ STRONG = "Strong"
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     """One stack for the module (2 shards per collection, segments of 700 rows)."""
-    tmp = tmp_path_factory.mktemp("import")
-    nats = EmbeddedNats(tmp / "nats").start()
-    loop = LoopThread("import-tests").start()
-    stack = Stack(loop, nats.url, tmp / "data", segment_max_rows=MAX_ROWS)
-    try:
-        stack.start()
+    with own_stack(
+        tmp_path_factory.mktemp("import"), "import-tests", segment_max_rows=MAX_ROWS
+    ) as stack:
         yield stack
-    finally:
-        try:
-            stack.close()
-        finally:
-            loop.stop()
-            nats.stop()
 
 
 @pytest.fixture(scope="module")

@@ -315,11 +315,8 @@ def test_builder_killed_mid_task_is_replaced(
         (done,) = tasks(stack, cid)
         assert done["version"] == 2 and done["node_id"] != slow_node
         # The lost builder's late report (version 1) is ignored and changes nothing.
-        reply = client._action(
-            "report_index_task",
-            {"build_id": done["build_id"], "version": 1, "node_id": slow_node, "ok": False,
-             "fail_reason": "stale"},
-        )  # fmt: skip
+        stale = {"build_id": done["build_id"], "version": 1, "ok": False, "fail_reason": "stale"}
+        reply = client.report_index_task(slow_node, stale)
         assert reply["accepted"] is False and "stale" in reply["reason"]
         assert tasks(stack, cid)[0] == done
         assert client.describe_index("k")[0]["state"] == "Finished"

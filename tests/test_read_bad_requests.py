@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import Stack
+from conftest import Stack, own_stack
 
 from elanus import DataType, ElanusError, ErrorCode, Schema
 from elanus.channels.loop import LoopThread
@@ -46,12 +46,7 @@ def _wait_for(pred: Callable[[], Any], timeout: float = 30, what: str = "conditi
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
-    tmp = tmp_path_factory.mktemp("bad")
-    nats = EmbeddedNats(tmp / "nats").start()
-    loop = LoopThread("bad-requests-loop").start()
-    stack = Stack(loop, nats.url, tmp / "data")
-    try:
-        stack.start()
+    with own_stack(tmp_path_factory.mktemp("bad"), "bad-requests-loop") as stack:
         _wait_for(
             lambda: stack.coord.sessions.of_role("querynode"),  # type: ignore[union-attr]
             what="the query node session",
@@ -121,10 +116,6 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
         for name in COLLECTIONS[:-1]:
             client.load_collection(name)
         yield Env(stack, client)
-    finally:
-        stack.close()
-        loop.stop()
-        nats.stop()
 
 
 def snapshot(c: Client) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import ElanusProcess, Stack
+from conftest import ElanusProcess, Stack, own_stack
 
 from elanus import DataType, ElanusError, ErrorCode, Schema
 from elanus.channels.loop import LoopThread
@@ -263,11 +263,7 @@ def build(stack: Stack, client: Client, data: Data, metric: str, shards: int, lo
 @pytest.fixture(scope="module")
 def layout(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Layout]:
     tmp = tmp_path_factory.mktemp("layout")
-    nats = EmbeddedNats(tmp / "nats").start()
-    loop = LoopThread("layout-loop").start()
-    stack = Stack(loop, nats.url, tmp / "data", compaction_interval_s=0, retention_s=0)
-    try:
-        stack.start()
+    with own_stack(tmp, "layout-loop", compaction_interval_s=0, retention_s=0) as stack:
         stack.add_querynode()  # segments and channels spread over two query nodes
         wait_querynodes(stack, 2)
         client = stack.client()
@@ -276,10 +272,6 @@ def layout(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Layout]:
         build(stack, client, fl, "L2", shards=2, load_first=True)
         build(stack, client, bi, "HAMMING", shards=1, load_first=False)
         yield Layout(stack, client, fl, bi)
-    finally:
-        stack.close()
-        loop.stop()
-        nats.stop()
 
 
 def _queries(data: Data, n: int, seed: int) -> np.ndarray:

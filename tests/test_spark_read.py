@@ -17,11 +17,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.flight as flight
 import pytest
-from conftest import Stack
+from conftest import Stack, own_stack
 
 from elanus import DataType, ElanusError, ErrorCode, Schema
-from elanus.channels.loop import LoopThread
-from elanus.channels.nats_server import EmbeddedNats
 from elanus.flight.client import Client
 from elanus.schema import SPARSE_ARROW_TYPE, Field
 
@@ -78,25 +76,11 @@ def wait_for(pred: Callable[[], Any], timeout: float = 30, what: str = "conditio
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     tmp = tmp_path_factory.mktemp("spark-read")
-    nats = EmbeddedNats(tmp / "nats").start()
-    loop = LoopThread("spark-read").start()
-    stack = Stack(
-        loop,
-        nats.url,
-        tmp / "data",
-        compaction_interval_s=0,
-        segment_max_rows=12_000,
-        retention_s=3600,
-    )
-    try:
-        stack.start()
+    settings = {"compaction_interval_s": 0, "segment_max_rows": 12_000, "retention_s": 3600}
+    with own_stack(tmp, "spark-read", **settings) as stack:
         assert stack.coord is not None
         wait_for(lambda: stack.coord.sessions.of_role("querynode"), what="a query node")  # type: ignore[union-attr]
         yield stack
-    finally:
-        stack.close()
-        loop.stop()
-        nats.stop()
 
 
 def handed_off(stack: Stack, segment_id: int) -> bool:

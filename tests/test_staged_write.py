@@ -15,11 +15,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
-from conftest import Stack
+from conftest import Stack, own_stack
 
 from elanus import layout
-from elanus.channels.loop import LoopThread
-from elanus.channels.nats_server import EmbeddedNats
 from elanus.errors import ElanusError
 from elanus.flight.client import Client
 from elanus.schema import DataType, Schema
@@ -32,19 +30,8 @@ STRONG = "Strong"
 
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    tmp = tmp_path_factory.mktemp("staged")
-    nats = EmbeddedNats(tmp / "nats").start()
-    loop = LoopThread("staged-tests").start()
-    stack = Stack(loop, nats.url, tmp / "data")
-    try:
-        stack.start()
+    with own_stack(tmp_path_factory.mktemp("staged"), "staged-tests") as stack:
         yield stack
-    finally:
-        try:
-            stack.close()
-        finally:
-            loop.stop()
-            nats.stop()
 
 
 @pytest.fixture(scope="module")

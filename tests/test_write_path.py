@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.flight as flight
 import pytest
-from conftest import Stack
+from conftest import Stack, own_stack
 from segment_reader import (
     SEGMENT_COLUMN,
     data_counts,
@@ -671,21 +671,10 @@ class BadInputEnv:
 @pytest.fixture(scope="module")
 def bad_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BadInputEnv]:
     tmp = tmp_path_factory.mktemp("bad_input")
-    server = EmbeddedNats(tmp / "nats").start()
-    loop = LoopThread("bad-input-loop").start()
-    stack: Stack | None = None
-    try:
-        stack = Stack(loop, server.url, tmp / "data", max_request_bytes=BAD_MAX_REQUEST_BYTES)
-        stack.start()
+    limit = BAD_MAX_REQUEST_BYTES
+    with own_stack(tmp, "bad-input-loop", max_request_bytes=limit) as stack:
         hold_stream_purges(stack)
         yield BadInputEnv(stack)
-    finally:
-        try:
-            if stack is not None:
-                stack.close()
-        finally:
-            loop.stop()
-            server.stop()
 
 
 def _oversized() -> pa.Table:
