@@ -15,6 +15,9 @@ class ConsistencyLevel(enum.StrEnum):
     def parse(cls, value: str | ConsistencyLevel) -> ConsistencyLevel:
         if isinstance(value, ConsistencyLevel):
             return value
+        exact = cls._value2member_map_.get(value)  # the usual spelling: one lookup
+        if exact is not None:
+            return exact  # type: ignore[return-value]
         for level in cls:
             if level.value.lower() == str(value).lower():
                 return level

@@ -179,13 +179,31 @@ def _reduce_rows(
     return np.asarray(rank[:, -1] + 1 < offset + k) if rank.shape[1] else np.ones(len(qs), bool)
 
 
+def _reduced_as_is(part: dict[str, Any], k: int, offset: int) -> bool:
+    """Whether a part as searches make it (numpy arrays) is already its own top-k."""
+    d, p = part["distances"], part["pks"]
+    return (
+        type(d) is np.ndarray
+        and type(p) is np.ndarray
+        and d.dtype == F32
+        and d.ndim == 2
+        and p.dtype.kind in "iuO"
+        and _already_reduced(d, p, k, offset)
+    )
+
+
 def _already_reduced(d: np.ndarray, p: np.ndarray, k: int, offset: int) -> bool:
     """Whether a part (best first, as every search returns) is its own top-k: no offset
     to skip, no wider than k, no padding and no primary key twice in a query."""
-    if offset or d.shape[1] > k or not np.isfinite(d).all():
+    if offset or d.shape[1] > k:
         return False
     if d.shape[1] < 2:
-        return True
+        return d.shape[1] == 0 or bool(np.isfinite(d).all())
+    if not np.isfinite(d[:, -1]).all():  # padding sits at the end of a row
+        return False
+    if d.shape[0] == 1:  # one query (the common case): a set is quicker than numpy here
+        row = p[0].tolist()
+        return len(set(row)) == len(row)
     s = np.sort(p, axis=1)
     return bool((s[:, 1:] != s[:, :-1]).all())
 
@@ -201,6 +219,11 @@ def reduce_parts(
     """
     import pyarrow as pa  # the merge itself needs only numpy
 
+    if len(parts) == 1 and _reduced_as_is(parts[0], k, offset):
+        # One part that is sorted, within k and free of repeated keys (the common case of
+        # one segment or one shard): nothing to merge. Measured: merging cost more than
+        # the HNSW search itself for single queries.
+        return parts[0]
     nonempty = [p for p in parts if np.shape(p["distances"])[-1:] != (0,)]
     parts = nonempty or parts[:1]  # parts with no hits (empty segments) add nothing
     arrays = [(np.asarray(p["distances"], dtype=F32), _as_pks(p["pks"])) for p in parts]
@@ -208,9 +231,6 @@ def reduce_parts(
     if not arrays:
         return {"distances": np.zeros((0, 0), F32), "pks": np.zeros((0, 0), I64)}
     if len(parts) == 1 and len(arrays) == 1 and _already_reduced(*arrays[0], k, offset):
-        # One part that is sorted, within k and free of repeated keys (the common case of
-        # one segment or one shard): nothing to merge. Measured: merging cost more than
-        # the HNSW search itself for single queries.
         return {**parts[0], "distances": arrays[0][0], "pks": arrays[0][1]}
     distances, pks, source, column = merge_topk(arrays, k, metric, offset)
     out: dict[str, Any] = {"distances": distances, "pks": pks}

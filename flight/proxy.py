@@ -142,6 +142,8 @@ class ProxyServer(Role):
     def handle_action(self, name: str, raw: bytes) -> bytes:
         """Check, execute and encode one DoAction; every error becomes a Flight error."""
         try:
+            if name == "search":  # the hot one: checked plans are reused by request shape
+                return encode_result(self.query.search_action(raw))
             spec, request = check_request(name, raw)
             if spec.name in DML_ACTIONS:
                 return encode_result(self.dml.action(spec.name, request))
@@ -209,6 +211,7 @@ class ProxyServer(Role):
         with _flight_errors("DoExchange"):
             request = check_search_stream(command)
             info = self.dml.collection(request["db"], request["collection"])
+            plan = self.query.prepare_search(info, {**request, "data": None})
             pk_type = info.schema.primary.arrow_type()
             first, started = 0, False
             for chunk in reader:
@@ -220,8 +223,7 @@ class ProxyServer(Role):
                         ErrorCode.INVALID_ARGUMENT,
                         "DoExchange: send one column holding the query vectors",
                     )
-                queries = batch.column(0).to_pylist()
-                merged, _, _ = self.query.search_merged(info, request, queries)
+                merged, _ = self.query.run_search(plan, batch.column(0))
                 table = hits_table(merged, pk_type, first)
                 if not started:
                     writer.begin(table.schema)

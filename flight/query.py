@@ -15,10 +15,13 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from math import isfinite
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from elanus import tsutil
 from elanus.channels import subjects
@@ -26,7 +29,10 @@ from elanus.channels.bus import LOCAL, as_table
 from elanus.consistency import ConsistencyLevel
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.expr import parse
+from elanus.flight.actions import check_request
 from elanus.flight.metacache import CollectionInfo
+from elanus.flight.query_actions import check_search_data
+from elanus.flight.searchplan import SearchPlan, SearchPlans
 from elanus.reduce import normalize_metric, reduce_parts
 from elanus.schema import DYNAMIC_FIELD, DataType, Field
 
@@ -45,6 +51,7 @@ class QueryService:
     def __init__(self, proxy: ProxyServer) -> None:
         self.proxy = proxy
         self._routes: dict[int, tuple[float, dict[str, Any]]] = {}
+        self.plans = SearchPlans()
 
     def _coord(self, method: str, body: dict[str, Any]) -> Any:
         return self.proxy.run(self.proxy.ddl.coord(method, body))
@@ -73,7 +80,10 @@ class QueryService:
         if name == "get_load_state":
             return dict(self._coord("query.state", {"collection_id": info.collection_id}))
         if name == "search":
-            return self.search(info, request)
+            plan = self.prepare_search(info, request)
+            merged, read_ts = self.run_search(plan, request["data"])
+            pk = info.schema.primary.name
+            return {"results": _shape_hits(merged, plan.outputs, pk), "ts": read_ts}
         if name == "query":
             return self.query(info, request)
         raise ElanusError(ErrorCode.UNKNOWN_ACTION, f"{name!r} is not a read-path action")
@@ -193,17 +203,36 @@ class QueryService:
             parse(text, info.schema, params)  # BAD_EXPRESSION before anything is sent
 
     # -- search -----------------------------------------------------------------------------
-    def search(self, info: CollectionInfo, request: dict[str, Any]) -> dict[str, Any]:
-        merged, outputs, read_ts = self.search_merged(info, request, request["data"])
-        pk = info.schema.primary.name
-        return {"results": _shape_hits(merged, outputs, pk), "ts": read_ts}
+    def search_action(self, raw: bytes) -> dict[str, Any]:
+        """The ``search`` action. A request shaped like an earlier one reuses that one's
+        checked plan and only has its vectors checked (see ``flight/searchplan.py``)."""
+        try:
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            body = None  # NaN, huge integers, bad JSON: the full check has the words
+        plan = None
+        if isinstance(body, dict):
+            data = body.pop("data", None)
+            key = self.plans.key(body)
+            plan = self.plans.get(key, self.proxy.cache.generation)
+        if plan is None:
+            _, request = check_request("search", raw)
+            generation = self.proxy.cache.generation  # before the lookup: see SearchPlan
+            plan = self.prepare_search(self._info(request), request, generation)
+            data = request["data"]
+            if body is not None:
+                self.plans.put(key, plan)
+        else:
+            data = check_search_data(data)
+        merged, read_ts = self.run_search(plan, data)
+        pk = plan.info.schema.primary.name
+        return {"results": _shape_hits(merged, plan.outputs, pk), "ts": read_ts}
 
-    def search_merged(
-        self, info: CollectionInfo, request: dict[str, Any], data: Any
-    ) -> tuple[dict[str, Any], list[str], int]:
-        """One search across shards: (merged part, output names, read timestamp)."""
+    def prepare_search(
+        self, info: CollectionInfo, request: dict[str, Any], generation: int = -1
+    ) -> SearchPlan:
+        """The parts of a search that do not depend on its vectors, checked."""
         field = self._vector_field(info, request["anns_field"])
-        queries = _query_vectors(field, data)
         params = request["search_params"]
         metric = normalize_metric(
             params.get("metric_type")
@@ -214,30 +243,32 @@ class QueryService:
         if COUNT in outputs:
             raise invalid("search cannot output count(*)")
         self._filter(info, request["filter"], request["filter_params"])
-        guarantee, ts = self._read_at(info, request)
-        limit, offset = request["limit"], request["offset"]
-        replies = self._fan_out(
-            info,
-            "search",
-            {
-                "field": field.name,
-                "queries": queries,
-                "k": limit + offset,
-                "metric": metric,
-                "filter": request["filter"],
-                "params": request["filter_params"],
-                "output_fields": self._columns(info, outputs),
-                "guarantee_ts": guarantee,
-                "ts": ts,
-                "partition_ids": self._partition_ids(info, request["partition_names"]),
-                "search_params": params.get("params") or {},
-                "radius": params.get("radius"),
-                "range_filter": params.get("range_filter"),
-            },
-        )
+        node_body = {
+            "field": field.name,
+            "k": request["limit"] + request["offset"],
+            "metric": metric,
+            "filter": request["filter"],
+            "params": request["filter_params"],
+            "output_fields": self._columns(info, outputs),
+            "partition_ids": self._partition_ids(info, request["partition_names"]),
+            "search_params": params.get("params") or {},
+            "radius": params.get("radius"),
+            "range_filter": params.get("range_filter"),
+        }
+        return SearchPlan(info, generation, request, field, metric, outputs, node_body)
+
+    def run_search(self, plan: SearchPlan, data: Any) -> tuple[dict[str, Any], int]:
+        """One search across shards: (merged part, read timestamp)."""
+        queries = _query_vectors(plan.field, data)
+        guarantee, ts = self._read_at(plan.info, plan.request)
+        body = {**plan.node_body, "queries": queries, "guarantee_ts": guarantee, "ts": ts}
+        replies = self._fan_out(plan.info, "search", body)
+        limit, offset = plan.request["limit"], plan.request["offset"]
+        if len(replies) == 1 and not offset:  # a delegator's reply is already its top-k
+            return _part(replies[0]), int(replies[0]["ts"])
+        read_ts = max((int(r["ts"]) for r in replies), default=ts)
         parts = [_part(r) for r in replies]
-        merged = reduce_parts(parts, limit, metric, offset)
-        return merged, outputs, max((int(r["ts"]) for r in replies), default=ts)
+        return reduce_parts(parts, limit, plan.metric, offset), read_ts
 
     def _vector_field(self, info: CollectionInfo, name: str | None) -> Field:
         vectors = info.schema.vector_fields
@@ -314,8 +345,17 @@ class QueryService:
         return table, outputs, max(int(r["ts"]) for r in replies)
 
 
-def _query_vectors(field: Field, data: list[Any]) -> Any:
-    if field.dtype in (DataType.FLOAT_VECTOR, DataType.FLOAT16_VECTOR):
+def _query_vectors(field: Field, data: Any) -> Any:
+    """The query vectors of a search as its segments take them (float32 rows for float
+    vectors), checked against the field; ``data`` is JSON lists or an Arrow column."""
+    if isinstance(data, pa.ChunkedArray):
+        data = data.combine_chunks()
+    if isinstance(data, pa.Array):
+        if not _float_field(field) or data.null_count:
+            data = data.to_pylist()  # the checks below name what is wrong with it
+        else:
+            data = _arrow_float_rows(field, data)
+    if _float_field(field):
         try:
             q = np.asarray(data, dtype=np.float32)
         except (TypeError, ValueError):
@@ -345,6 +385,27 @@ def _query_vectors(field: Field, data: list[Any]) -> Any:
     if field.dtype is DataType.SPARSE_FLOAT_VECTOR:
         return [_sparse_query(field, v) for v in data]
     return data
+
+
+def _float_field(field: Field) -> bool:
+    return field.dtype in (DataType.FLOAT_VECTOR, DataType.FLOAT16_VECTOR)
+
+
+def _arrow_float_rows(field: Field, column: pa.Array) -> Any:
+    """A list column of numbers as an (n, d) array without going through Python lists; a
+    column of another shape comes back as lists for the ordinary checks."""
+    kind = column.type
+    if not (
+        pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)
+    ):
+        return column.to_pylist()
+    values = column.flatten()
+    lengths = column.value_lengths()
+    dim = field.dim or 0
+    number = pa.types.is_floating(values.type) or pa.types.is_integer(values.type)
+    if not number or values.null_count or pc.any(pc.not_equal(lengths, dim)).as_py():
+        return column.to_pylist()
+    return values.to_numpy(zero_copy_only=False).reshape(len(column), dim)
 
 
 def _sparse_query(field: Field, vector: Any) -> dict[int, float]:
@@ -383,13 +444,13 @@ def _shape_hits(merged: dict[str, Any], outputs: list[str], pk: str) -> list[lis
     distances, pks = np.asarray(merged["distances"]), np.asarray(merged["pks"])
     if distances.ndim != 2:
         return [[] for _ in range(len(distances))]
-    finite = np.isfinite(distances).tolist()
     rows = merged.get("outputs")
     if rows is None:
         return [
-            [{"id": p, "distance": d} for p, d, ok in zip(prow, drow, frow, strict=True) if ok]
-            for prow, drow, frow in zip(pks.tolist(), distances.tolist(), finite, strict=True)
+            [{"id": p, "distance": d} for p, d in zip(prow, drow, strict=True) if isfinite(d)]
+            for prow, drow in zip(pks.tolist(), distances.tolist(), strict=True)
         ]
+    finite = np.isfinite(distances).tolist()
     where = {int(slot): i for i, slot in enumerate(merged["output_rows"])}
     values = rows.to_pylist()
     width = distances.shape[1]

@@ -91,12 +91,24 @@ def _load_state(b: Body) -> dict[str, Any]:
     ),
 )
 def _search(b: Body) -> dict[str, Any]:
+    return {**_search_options(b), "data": _search_data(b)}
+
+
+def _search_data(b: Body) -> list[Any]:
     data = b.list("data")
     if not data:
         raise invalid("search: 'data' holds no query vectors")
     if len(data) > MAX_NQ:
         raise invalid(f"search: at most {MAX_NQ} query vectors per request, got {len(data)}")
-    return {**_search_options(b), "data": data}
+    return data
+
+
+def check_search_data(data: Any) -> list[Any]:
+    """The ``data`` of a search body, checked as ``search`` checks it (for a request whose
+    other keys were checked before)."""
+    if type(data) is list and 0 < len(data) <= MAX_NQ:
+        return data
+    return _search_data(Body({"data": data}, "search"))
 
 
 def check_search_stream(raw: bytes) -> dict[str, Any]:

@@ -79,11 +79,9 @@ task each); ``threads`` raises it for a builder with idle cores.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -95,7 +93,13 @@ from faiss import swig_ptr
 from elanus.errors import ElanusError, invalid
 from elanus.indexparams import IndexSpec, search_params
 from elanus.reduce import LARGER_IS_BETTER
-from elanus.segments.search import VectorIndexExact, _binary_matrix, _float_matrix, topk
+from elanus.segments.search import (
+    VectorIndexExact,
+    _binary_matrix,
+    _float_matrix,
+    topk,
+    use_faiss_threads,
+)
 
 F32 = np.float32
 I64 = np.int64
@@ -109,6 +113,7 @@ MIN_POINTS_PER_LIST = 39  # FAISS's own minimum of training points per IVF centr
 EXACT_BELOW = 0.1  # visible fraction under which HNSW search scans the visible rows exactly
 WIDEN_BELOW = 0.2  # visible fraction under which HNSW widens ef
 MAX_EF = 32768
+MAX_CACHED = 64  # search-parameter objects kept per index
 
 
 PARALLEL_MIN_QUERIES = 32
@@ -125,31 +130,17 @@ class _InFlight:
         self._lock = threading.Lock()
         self.count = 0
 
-    @contextlib.contextmanager
-    def entered(self) -> Iterator[int]:
+    def enter(self) -> int:
         with self._lock:
             self.count += 1
-            now = self.count
-        try:
-            yield now
-        finally:
-            with self._lock:
-                self.count -= 1
+            return self.count
+
+    def leave(self) -> None:
+        with self._lock:
+            self.count -= 1
 
 
 IN_FLIGHT = _InFlight()
-
-
-@contextlib.contextmanager
-def _omp_threads(n: int) -> Iterator[None]:
-    """Run FAISS on ``n`` OpenMP threads for the calling thread only (the setting is
-    per thread, so concurrent searches do not see it)."""
-    before = faiss.omp_get_max_threads()
-    faiss.omp_set_num_threads(n)
-    try:
-        yield
-    finally:
-        faiss.omp_set_num_threads(before)
 
 
 def _float_view(flat: Any) -> np.ndarray:
@@ -221,6 +212,8 @@ class SegmentIndex:
         if self._ids is None and self.num_vectors != num_rows:
             raise invalid(f"index holds {self.num_vectors} vectors for a {num_rows}-row segment")
         self._exact: VectorIndexExact | None = None
+        self._params: dict[tuple[Any, ...], Any] = {}
+        self._checked: dict[tuple[int, str], dict[str, int]] = {}
         self._metric_exact = "IP" if spec.metric == "COSINE" else spec.metric
 
     # -- properties ------------------------------------------------------------------------
@@ -267,7 +260,7 @@ class SegmentIndex:
         ``range_filter <= d < radius`` for L2/HAMMING and ``radius < d <= range_filter``
         for IP/COSINE.
         """
-        sp = search_params(self.spec, params, k)
+        sp = self._search_params(params, k)
         metric = self.spec.metric
         larger = metric in LARGER_IS_BETTER
         if (
@@ -294,6 +287,18 @@ class SegmentIndex:
             mask = None  # everything visible: no selector
         return self._faiss_search(Q, kk, sp, mask, fraction, radius, range_filter)
 
+    def _search_params(self, params: dict[str, Any] | None, k: int) -> dict[str, int]:
+        """:func:`search_params`, remembered for the request shapes seen (a single-query
+        search is short enough for the check to show)."""
+        key = (k, repr(params))  # JSON-made values: equal reprs are equal values
+        sp = self._checked.get(key)
+        if sp is None:
+            sp = search_params(self.spec, params, k)
+            if len(self._checked) >= MAX_CACHED:
+                self._checked.clear()
+            self._checked[key] = sp
+        return sp
+
     def _searches_exactly(self, fraction: float, radius: float | None) -> bool:
         if self.built_as in ("FLAT", "BIN_FLAT"):
             return True
@@ -312,8 +317,9 @@ class SegmentIndex:
             Q = np.ascontiguousarray(queries, dtype=np.uint8)
             width = self.spec.dim // 8
         else:
-            try:
-                Q = np.array(queries, dtype=F32, order="C", copy=True)
+            try:  # a copy only where it is changed in place (COSINE normalises it)
+                copy = True if self.spec.metric == "COSINE" else None
+                Q = np.array(queries, dtype=F32, order="C", copy=copy)
             except (TypeError, ValueError) as e:
                 raise invalid(f"query vectors must be numeric: {e}") from None
             width = self.spec.dim
@@ -386,6 +392,40 @@ class SegmentIndex:
         larger = self.spec.metric in LARGER_IS_BETTER
         bitmap = None if mask is None else np.packbits(mask, bitorder="little")
         sel = None if bitmap is None else faiss.IDSelectorBitmap(len(bitmap), swig_ptr(bitmap))
+        params = self._faiss_params(sp, kk, fraction, sel)
+        nq = Q.shape[0]
+        running = IN_FLIGHT.enter()
+        try:
+            use_faiss_threads(ALL_THREADS if running == 1 and nq >= PARALLEL_MIN_QUERIES else 1)
+            if radius is not None:
+                lims, Dr, Ir = self._index.range_search(Q, float(radius), params=params)
+            elif self._binary:
+                D, rows = self._index.search(Q, kk, params=params)
+            else:  # FAISS's own call, without its Python wrapper's checks (Q is ours)
+                D = np.empty((nq, kk), F32)
+                rows = np.empty((nq, kk), I64)
+                self._index.search_c(nq, swig_ptr(Q), kk, swig_ptr(D), swig_ptr(rows), params)
+        finally:
+            IN_FLIGHT.leave()
+        del bitmap, sel  # alive until FAISS returned
+        worst = -np.inf if larger else np.inf
+        if radius is not None:
+            return _ranged_topk(lims, Dr, Ir, nq, kk, larger, range_filter)
+        D = D.astype(F32, copy=False)
+        missing = rows < 0
+        if missing.any():
+            D[missing] = worst
+        return D, rows.astype(I64, copy=False)
+
+    def _faiss_params(self, sp: dict[str, int], kk: int, fraction: float, sel: Any) -> Any:
+        """FAISS search parameters; unfiltered ones are made once per value and shared
+        (FAISS only reads them)."""
+        key = None
+        if sel is None:
+            key = (sp.get("ef"), sp.get("nprobe"), kk)
+            cached = self._params.get(key)
+            if cached is not None:
+                return cached
         kwargs: dict[str, Any] = {} if sel is None else {"sel": sel}
         if "ef" in sp:
             ef = sp["ef"]
@@ -398,23 +438,11 @@ class SegmentIndex:
             params = faiss.SearchParametersIVF(nprobe=nprobe, **kwargs)
         else:
             params = faiss.SearchParameters(**kwargs)
-        nq = Q.shape[0]
-        with IN_FLIGHT.entered() as running:
-            alone = running == 1 and nq >= PARALLEL_MIN_QUERIES
-            with _omp_threads(ALL_THREADS if alone else 1):
-                if radius is None:
-                    D, rows = self._index.search(Q, kk, params=params)
-                else:
-                    lims, Dr, Ir = self._index.range_search(Q, float(radius), params=params)
-        del bitmap, sel  # alive until FAISS returned
-        worst = -np.inf if larger else np.inf
-        if radius is not None:
-            return _ranged_topk(lims, Dr, Ir, nq, kk, larger, range_filter)
-        D = D.astype(F32, copy=False)
-        missing = rows < 0
-        if missing.any():
-            D[missing] = worst
-        return D, rows.astype(I64, copy=False)
+        if key is not None:
+            if len(self._params) >= MAX_CACHED:
+                self._params.clear()
+            self._params[key] = params
+        return params
 
     # -- persistence -----------------------------------------------------------------------
     def write(self, directory: Path | str) -> list[str]:
@@ -557,17 +585,17 @@ def build_index(
             faiss.normalize_L2(X)
     built_as, nlist = _plan(spec, X.shape[0])
     index = _new_index(spec, built_as, nlist)
+    use_faiss_threads(threads)
     try:
-        with _omp_threads(threads):
-            if not index.is_trained:
-                index.train(X)
-            if ids is None:
-                index.add(X)
-            else:
-                wrap = faiss.IndexBinaryIDMap if spec.field_kind == "binary" else faiss.IndexIDMap
-                outer = wrap(index)  # the wrapper keeps a reference to the inner index
-                outer.add_with_ids(X, ids)
-                index = outer
+        if not index.is_trained:
+            index.train(X)
+        if ids is None:
+            index.add(X)
+        else:
+            wrap = faiss.IndexBinaryIDMap if spec.field_kind == "binary" else faiss.IndexIDMap
+            outer = wrap(index)  # the wrapper keeps a reference to the inner index
+            outer.add_with_ids(X, ids)
+            index = outer
     except RuntimeError as e:  # a FAISS constraint the params check did not foresee
         raise ElanusError("INTERNAL", f"building {built_as} failed: {e}") from None
     return SegmentIndex(spec, index, n, built_as, nlist)

@@ -19,6 +19,7 @@ from elanus.requests import Body
 from elanus.schema import Schema
 from elanus.segments import snapshot_read
 from elanus.segments.delegator import Delegator, WorkerSearch
+from elanus.segments.search import stop_faiss_interrupt_checks
 from elanus.segments.worker import SearchRequest, Worker
 from elanus.settings import Settings
 
@@ -63,6 +64,7 @@ class QueryNode(Role):
         }
 
     async def start(self) -> None:
+        stop_faiss_interrupt_checks()  # searches run on Flight threads beside the loop
         await self.open_data_bus()
         await self.serve()
         LOCAL.add_direct(self.bus.url, f"{self.address}.search", self.search_direct)

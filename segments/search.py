@@ -30,7 +30,7 @@ is derived from the Hamming distance and the rows' popcounts.
 
 from __future__ import annotations
 
-import contextlib
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -54,21 +54,39 @@ F32 = np.float32
 I64 = np.int64
 
 
+def stop_faiss_interrupt_checks() -> None:
+    """Keep FAISS from taking the GIL in the middle of a search, for this process.
+
+    FAISS's Python module installs a callback that long loops call to look for Ctrl-C; it
+    takes the GIL. In a server the search has released the GIL and other threads (the event
+    loop) hold it often, so that check waited for them: with a loop thread 10% busy, a
+    single-query search on a Flight thread took 173 us instead of 117 us, and the calls/s
+    of a one-client loop fell by a quarter. Servers stop on signals handled elsewhere, so
+    the check buys nothing there.
+    """
+    faiss.InterruptCallback.clear_instance()
+
+
 # -- top-k ------------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _one_omp_thread() -> Iterator[None]:
-    """Run faiss helpers on the calling thread only. Their OpenMP threads keep spinning after
-    each call and fight numpy's OpenBLAS threads for the cores: measured 3-5x slower
-    searches on 2 cores. A single thread scans ~1e9 scores/s, plenty here. The setting is
-    per calling thread, so concurrent searches do not interfere."""
-    threads = faiss.omp_get_max_threads()
-    faiss.omp_set_num_threads(1)
-    try:
-        yield
-    finally:
-        faiss.omp_set_num_threads(threads)
+_FAISS_THREADS = threading.local()
+
+
+def use_faiss_threads(n: int) -> None:
+    """Let FAISS use ``n`` OpenMP threads on the calling thread from now on.
+
+    The setting is per thread, so concurrent searches do not interfere, and it stays: every
+    FAISS caller here sets what it needs first, which costs nothing when it is already so
+    (a get and a set per search were ~10 us of a 70 us single-query path).
+
+    One thread is the rule: FAISS's OpenMP workers keep spinning after each call and fight
+    numpy's OpenBLAS threads for the cores (measured 3-5x slower searches on 2 cores), and a
+    single thread scans ~1e9 scores/s, plenty here.
+    """
+    if getattr(_FAISS_THREADS, "n", 0) != n:
+        faiss.omp_set_num_threads(n)
+        _FAISS_THREADS.n = n
 
 
 def topk(scores: np.ndarray, k: int, larger: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -86,10 +104,10 @@ def topk(scores: np.ndarray, k: int, larger: bool) -> tuple[np.ndarray, np.ndarr
         ids = np.empty((nq, k), I64)
         heap = faiss.float_minheap_array_t() if larger else faiss.float_maxheap_array_t()
         heap.nh, heap.k, heap.val, heap.ids = nq, k, swig_ptr(D), swig_ptr(ids)
-        with _one_omp_thread():
-            heap.heapify()
-            heap.addn(n, swig_ptr(scores), 0, 0, nq)  # type: ignore[call-arg]
-            heap.reorder()
+        use_faiss_threads(1)
+        heap.heapify()
+        heap.addn(n, swig_ptr(scores), 0, 0, nq)  # type: ignore[call-arg]
+        heap.reorder()
     else:
         key = -scores if larger else scores
         part = np.argpartition(key, k - 1, axis=1)[:, :k] if k < n else np.argsort(key, axis=1)
@@ -391,10 +409,10 @@ class VectorIndexExact:
             Qc = Q[q0 : q0 + step]
             if metric in ("HAMMING", "JACCARD"):
                 ham = np.empty((len(Qc), m), np.int32)
-                with _one_omp_thread():
-                    faiss.hammings(  # type: ignore[attr-defined]
-                        swig_ptr(Qc), swig_ptr(X), len(Qc), m, X.shape[1], swig_ptr(ham)
-                    )
+                use_faiss_threads(1)
+                faiss.hammings(  # type: ignore[attr-defined]
+                    swig_ptr(Qc), swig_ptr(X), len(Qc), m, X.shape[1], swig_ptr(ham)
+                )
                 S = ham.astype(F32)
                 if metric == "JACCARD":  # |a|b| = (|a|+|b|+ham)/2, |a&b| = (|a|+|b|-ham)/2
                     qpop = np.bitwise_count(Qc).sum(axis=1, dtype=np.int32).astype(F32)

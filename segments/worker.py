@@ -119,11 +119,11 @@ class SearchRequest:
 
     def __init__(self, body: dict[str, Any], schema: Schema) -> None:
         self.field: str = body["field"]
-        self.queries = (
-            np.asarray(body["queries"], dtype=np.float32)
-            if schema.field(self.field).dtype.value == "FloatVector"
-            else body["queries"]
-        )
+        queries = body["queries"]
+        ready = isinstance(queries, np.ndarray) and queries.dtype == np.float32
+        if not ready and schema.field(self.field).dtype.value == "FloatVector":
+            queries = np.asarray(queries, dtype=np.float32)
+        self.queries = queries
         self.k: int = int(body["k"])
         self.metric: str = body["metric"]
         self.ts: int = int(body["ts"])
