@@ -6,6 +6,7 @@ Pure numpy (no I/O), so workers, delegators and the proxy all reduce the same wa
 from __future__ import annotations
 
 from collections.abc import Sequence
+from math import isfinite
 from typing import Any, Literal
 
 import numpy as np
@@ -199,11 +200,11 @@ def _already_reduced(d: np.ndarray, p: np.ndarray, k: int, offset: int) -> bool:
         return False
     if d.shape[1] < 2:
         return d.shape[1] == 0 or bool(np.isfinite(d).all())
-    if not np.isfinite(d[:, -1]).all():  # padding sits at the end of a row
-        return False
-    if d.shape[0] == 1:  # one query (the common case): a set is quicker than numpy here
+    if d.shape[0] == 1:  # one query (the common case): plain Python is quicker here
         row = p[0].tolist()
-        return len(set(row)) == len(row)
+        return isfinite(d[0, -1]) and len(set(row)) == len(row)  # padding is at the end
+    if not np.isfinite(d[:, -1]).all():
+        return False
     s = np.sort(p, axis=1)
     return bool((s[:, 1:] != s[:, :-1]).all())
 

@@ -68,8 +68,7 @@ class MetaCache:
 
     @property
     def generation(self) -> int:
-        with self._lock:
-            return self._generation
+        return self._generation  # one attribute read: atomic, no lock needed
 
     def __len__(self) -> int:
         with self._lock:

@@ -412,6 +412,8 @@ class SegmentIndex:
         if radius is not None:
             return _ranged_topk(lims, Dr, Ir, nq, kk, larger, range_filter)
         D = D.astype(F32, copy=False)
+        if nq == 1 and rows[0, -1] >= 0:
+            return D, rows  # one full row (FAISS pads a row with -1 at its end)
         missing = rows < 0
         if missing.any():
             D[missing] = worst

@@ -160,8 +160,12 @@ class MemSegment:
                 queries, k, metric, valid=mask, radius=radius, range_filter=range_filter
             )
         pks = self._pk_values()
-        safe = np.where(rows >= 0, rows, 0)
-        hit_pks = pks[safe] if len(pks) else np.zeros(rows.shape, dtype=np.int64)
+        if not len(pks):
+            hit_pks = np.zeros(rows.shape, dtype=np.int64)
+        elif len(rows) == 1 and rows.shape[1] and rows[0, -1] >= 0:
+            hit_pks = pks[rows]  # one query, every slot a hit (padding sits at the end)
+        else:
+            hit_pks = pks[np.where(rows >= 0, rows, 0)]
         return SearchHits(distances, hit_pks, rows)
 
     @_guarded
