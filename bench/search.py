@@ -127,6 +127,7 @@ def run_loop(
     per_call: int,
     seconds: float,
     make_call: Callable[[int], Callable[[int], Any]],
+    quiet: bool = False,
 ) -> Stat:
     """``threads`` threads, each calling ``make_call(thread)(i)`` for ``seconds``."""
     calls = [make_call(t) for t in range(threads)]
@@ -169,6 +170,8 @@ def run_loop(
         raise errors[0]
     all_lat = [x for lt in lats for x in lt]
     st = Stat(case, kind, threads, per_call, wall, all_lat)
+    if quiet:
+        return st
     print(
         f"  {case}: {st.qps:,.0f} q/s, p50 {st.pct(50):.2f} ms, p99 {st.pct(99):.2f} ms", flush=True
     )
