@@ -80,10 +80,7 @@ class QueryService:
         if name == "get_load_state":
             return dict(self._coord("query.state", {"collection_id": info.collection_id}))
         if name == "search":
-            plan = self.prepare_search(info, request)
-            merged, read_ts = self.run_search(plan, request["data"])
-            pk = info.schema.primary.name
-            return {"results": _shape_hits(merged, plan.outputs, pk), "ts": read_ts}
+            return self._answer(self.prepare_search(info, request), request["data"])
         if name == "query":
             return self.query(info, request)
         raise ElanusError(ErrorCode.UNKNOWN_ACTION, f"{name!r} is not a read-path action")
@@ -224,6 +221,9 @@ class QueryService:
                 self.plans.put(key, plan)
         else:
             data = check_search_data(data)
+        return self._answer(plan, data)
+
+    def _answer(self, plan: SearchPlan, data: Any) -> dict[str, Any]:
         merged, read_ts = self.run_search(plan, data)
         pk = plan.info.schema.primary.name
         return {"results": _shape_hits(merged, plan.outputs, pk), "ts": read_ts}
@@ -255,7 +255,8 @@ class QueryService:
             "radius": params.get("radius"),
             "range_filter": params.get("range_filter"),
         }
-        return SearchPlan(info, generation, request, field, metric, outputs, node_body)
+        kept = {**request, "data": None}  # a plan outlives the request: not its vectors
+        return SearchPlan(info, generation, kept, field, metric, outputs, node_body)
 
     def run_search(self, plan: SearchPlan, data: Any) -> tuple[dict[str, Any], int]:
         """One search across shards: (merged part, read timestamp)."""

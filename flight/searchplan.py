@@ -32,7 +32,7 @@ class SearchPlan:
     generation: int
     """The meta cache generation ``info`` was read at."""
     request: dict[str, Any]
-    """The statically checked request (its ``data`` is the first caller's)."""
+    """The statically checked request, without its ``data``."""
     field: Field
     metric: str
     outputs: list[str]
