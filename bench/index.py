@@ -47,7 +47,7 @@ import pyarrow.flight as flight
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import Standalone  # noqa: E402
-from search import EmptyFlight, Stat, run_loop  # noqa: E402
+from search import EmptyFlight, Stat, exchange_loop, run_loop  # noqa: E402
 
 from elanus.flight.client import Client  # noqa: E402
 from elanus.segments.search import VectorIndexExact  # noqa: E402
@@ -241,16 +241,9 @@ def exchange_batches(
     uri: str, index_type: str, search: dict[str, Any], queries: np.ndarray, seconds: float
 ) -> Stat:
     """One open DoExchange stream: a 100-query Arrow batch in, its hits (Arrow) out."""
-    dim = queries.shape[1]
-    schema = pa.schema([pa.field("vector", pa.list_(pa.float32(), dim))])
     batches = [
-        pa.record_batch(
-            [pa.FixedSizeListArray.from_arrays(pa.array(b.reshape(-1)), dim)], schema=schema
-        )
-        for b in (
-            queries[(j * BATCH) % (len(queries) - BATCH) :][:BATCH]
-            for j in range(len(queries) // BATCH)
-        )
+        queries[(j * BATCH) % (len(queries) - BATCH) :][:BATCH]
+        for j in range(len(queries) // BATCH)
     ]
     command = {
         "collection": COLLECTION,
@@ -258,29 +251,8 @@ def exchange_batches(
         "search_params": {"metric_type": "L2", "params": search},
         "consistency_level": "Bounded",
     }
-    streams: list[Any] = []
-
-    def make(t: int) -> Any:
-        conn = flight.FlightClient(uri)
-        desc = flight.FlightDescriptor.for_command(json.dumps(command).encode())
-        writer, reader = conn.do_exchange(desc)
-        writer.begin(schema)
-        streams.append((conn, writer, reader))
-
-        def call(i: int) -> Any:
-            writer.write_batch(batches[i % len(batches)])
-            return reader.read_chunk()
-
-        return call
-
-    try:
-        case = f"Elanus DoExchange {index_type} {search}, batch {BATCH}"
-        return run_loop(case, "exchange", 1, BATCH, seconds, make)
-    finally:
-        for conn, writer, reader in streams:
-            writer.done_writing()
-            reader.read_all()
-            conn.close()
+    case = f"Elanus DoExchange {index_type} {search}, batch {BATCH}"
+    return exchange_loop(case, "exchange", uri, command, batches, seconds)
 
 
 def elanus_recall(client: Client, queries: np.ndarray, search: dict[str, Any]) -> float:

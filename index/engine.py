@@ -97,6 +97,7 @@ from elanus.segments.search import (
     VectorIndexExact,
     _binary_matrix,
     _float_matrix,
+    check_range,
     topk,
     use_faiss_threads,
 )
@@ -263,13 +264,7 @@ class SegmentIndex:
         sp = self._search_params(params, k)
         metric = self.spec.metric
         larger = metric in LARGER_IS_BETTER
-        if (
-            radius is not None
-            and range_filter is not None
-            and not (radius < range_filter if larger else range_filter < radius)
-        ):
-            side = "larger" if larger else "smaller"
-            raise invalid(f"range_filter must be {side} than radius for metric {metric}")
+        check_range(metric, radius, range_filter)
         if radius is None and range_filter is not None:
             raise invalid("range_filter needs a radius")
         Q = self._queries(queries)

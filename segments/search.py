@@ -54,6 +54,17 @@ F32 = np.float32
 I64 = np.int64
 
 
+def check_range(metric: str, radius: float | None, range_filter: float | None) -> None:
+    """A Milvus range keeps ``range_filter <= d < radius`` (``radius < d <= range_filter``
+    where larger is better): the bounds must leave room between them."""
+    if radius is None or range_filter is None:
+        return
+    larger = metric in LARGER_IS_BETTER
+    if not (radius < range_filter if larger else range_filter < radius):
+        side = "larger" if larger else "smaller"
+        raise invalid(f"range_filter must be {side} than radius for metric {metric}")
+
+
 def stop_faiss_interrupt_checks() -> None:
     """Keep FAISS from taking the GIL in the middle of a search, for this process.
 
@@ -301,13 +312,7 @@ class VectorIndexExact:
         if k < 0:
             raise invalid(f"k must be non-negative, got {k}")
         larger = metric in LARGER_IS_BETTER
-        if (
-            radius is not None
-            and range_filter is not None
-            and not (radius < range_filter if larger else range_filter < radius)
-        ):
-            side = "larger" if larger else "smaller"
-            raise invalid(f"range_filter must be {side} than radius for metric {metric}")
+        check_range(metric, radius, range_filter)
         Q, qsq = self._queries(queries, metric)
         nq = Q[0].shape[0] - 1 if isinstance(Q, tuple) else Q.shape[0]
         mask = self._mask(valid)
