@@ -240,6 +240,19 @@ def run_elanus(
     )
 
 
+def cli(server: StandaloneProcess, *args: str) -> str:
+    """Run a client command against ``server``; it must succeed and write nothing on stderr
+    (no progress bars without a terminal). Returns stdout."""
+    result = run_elanus(*args, "--uri", server.uri)
+    assert result.returncode == 0, f"elanus {' '.join(args)} failed:\n{result.stderr}"
+    assert result.stderr == "", result.stderr
+    return result.stdout
+
+
+def cli_json(server: StandaloneProcess, *args: str) -> Any:
+    return _json.loads(cli(server, *args, "--json"))
+
+
 def process_gone(pid: int) -> bool:
     """True once ``pid`` no longer runs (a zombie waiting for a reaper counts as gone)."""
     try:

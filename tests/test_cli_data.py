@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import StandaloneProcess, run_elanus
+from conftest import StandaloneProcess, cli, cli_json, run_elanus
 
 from elanus.channels.nats_server import free_port
 from elanus.cli.data import file_format
@@ -21,17 +21,6 @@ from elanus.schema import DataType, Field, Schema
 pytestmark = pytest.mark.timeout(120)
 
 DIM = 8
-
-
-def cli(server: StandaloneProcess, *args: str) -> str:
-    result = run_elanus(*args, "--uri", server.uri)
-    assert result.returncode == 0, f"elanus {' '.join(args)} failed:\n{result.stderr}"
-    assert result.stderr == "", result.stderr  # no progress bars without a terminal
-    return result.stdout
-
-
-def cli_json(server: StandaloneProcess, *args: str) -> Any:
-    return json.loads(cli(server, *args, "--json"))
 
 
 def one_line_error(result: Any, code: str, exit_code: int = 1) -> str:

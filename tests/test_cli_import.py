@@ -3,32 +3,19 @@ real standalone server."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import StandaloneProcess, run_elanus
+from conftest import StandaloneProcess, cli, cli_json, run_elanus
 
 from elanus.flight.client import Client
 
 pytestmark = pytest.mark.timeout(120)
 
 DIM = 8
-
-
-def cli(server: StandaloneProcess, *args: str) -> str:
-    result = run_elanus(*args, "--uri", server.uri)
-    assert result.returncode == 0, f"elanus {' '.join(args)} failed:\n{result.stderr}"
-    assert result.stderr == "", result.stderr  # no progress bars without a terminal
-    return result.stdout
-
-
-def cli_json(server: StandaloneProcess, *args: str) -> Any:
-    return json.loads(cli(server, *args, "--json"))
 
 
 def write_parquet(path: Path, ids: range, dim: int = DIM) -> Path:

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import StandaloneProcess, run_elanus
+from conftest import StandaloneProcess, cli, cli_json, run_elanus
 
 from elanus.channels.nats_server import free_port
 from elanus.cli.read import read_vectors
@@ -18,17 +18,6 @@ pytestmark = pytest.mark.timeout(120)
 
 DIM = 4
 ROWS = 20
-
-
-def cli(server: StandaloneProcess, *args: str) -> str:
-    result = run_elanus(*args, "--uri", server.uri)
-    assert result.returncode == 0, f"elanus {' '.join(args)} failed:\n{result.stderr}"
-    assert result.stderr == "", result.stderr
-    return result.stdout
-
-
-def cli_json(server: StandaloneProcess, *args: str) -> Any:
-    return json.loads(cli(server, *args, "--json"))
 
 
 def one_line_error(result: Any, code: str) -> str:
