@@ -35,9 +35,17 @@ POLL_S = 0.05
 FINAL = ("Completed", "Failed")
 
 
+ABORTED_KEPT = 1024
+"""Aborted write ids a proxy remembers, to refuse and clean up their late parts."""
+
+
 class ImportService:
     def __init__(self, proxy: ProxyServer) -> None:
         self.proxy = proxy
+        self._aborted: dict[str, None] = {}
+        """Writes aborted through this proxy (insertion ordered, the oldest forgotten first).
+        When a Spark job fails, the driver aborts while other tasks may still be streaming:
+        their parts are refused, and a part already being written removes itself."""
 
     @property
     def storage(self) -> Path:
@@ -71,6 +79,9 @@ class ImportService:
         if name == "commit_write":
             return self.commit(request)
         if name == "abort_write":
+            self._aborted[request["write_id"]] = None  # before the files go: see stage()
+            while len(self._aborted) > ABORTED_KEPT:
+                del self._aborted[next(iter(self._aborted))]
             return self._coord("import.abort_write", {"write_id": request["write_id"]})
         raise ElanusError(ErrorCode.UNKNOWN_ACTION, f"{name!r} is not an import action")
 
@@ -153,6 +164,7 @@ class ImportService:
         )
         limit = self.proxy.settings.max_request_bytes
         pk = info.schema.primary
+        self._refuse_aborted(request["stage"])
         for batch in batches:
             table = conform_insert(batch, info.schema, upsert=upsert, max_bytes=limit)
             if pk.auto_id and not upsert:
@@ -160,11 +172,21 @@ class ImportService:
                 ids = pa.array(np.arange(start, start + table.num_rows, dtype=np.int64))
                 position = [f.name for f in info.schema.fields].index(pk.name)
                 table = table.add_column(position, pk.arrow_field(), ids)
-            _write_staged(target, table)
+            written = _write_staged(target, table)
+            if request["stage"] in self._aborted:  # aborted while this file was written
+                written.unlink(missing_ok=True)
+                self._refuse_aborted(request["stage"])
             writer.write(PutAck(table.column(pk.name).combine_chunks(), 0).encode())
 
+    def _refuse_aborted(self, write_id: str) -> None:
+        if write_id in self._aborted:
+            raise ElanusError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"write {write_id!r} was aborted; start a new write to stage more rows",
+            )
 
-def _write_staged(directory: Path, table: pa.Table) -> None:
+
+def _write_staged(directory: Path, table: pa.Table) -> Path:
     """One batch, one file, written whole before it gets its name (a commit never reads
     half a file)."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -172,4 +194,6 @@ def _write_staged(directory: Path, table: pa.Table) -> None:
     tmp = directory / f".{name}.tmp"
     with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
         w.write_table(table)
-    tmp.replace(directory / f"{name}.arrow")
+    final = directory / f"{name}.arrow"
+    tmp.replace(final)
+    return final

@@ -131,6 +131,18 @@ def test_abort_leaves_nothing(shared: Stack, client: Client) -> None:
     assert count(client, "aborted") == 0
 
 
+def test_parts_arriving_after_an_abort_are_refused(shared: Stack, client: Client) -> None:
+    """A failed Spark job aborts while other tasks may still stream their parts: those
+    parts must not leave staging files behind."""
+    create(client, "late")
+    client.stage_insert("late", rows(range(10), 1), "w10", part="p0_a0")
+    assert client.abort_write("w10") is True
+    with pytest.raises(ElanusError, match="'w10' was aborted"):
+        client.stage_insert("late", rows(range(10, 20), 1), "w10", part="p1_a0")
+    assert staged_files(shared, "w10") == []
+    assert count(client, "late") == 0
+
+
 def test_auto_ids_are_assigned_at_staging_and_kept(client: Client) -> None:
     create(client, "autos", auto_id=True)
     staged = client.stage_insert("autos", rows(range(60), 3, auto_id=True), "w4")
