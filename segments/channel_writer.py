@@ -114,6 +114,9 @@ class ChannelWriter:
         self.flushed: dict[int, FlushedSegment] = {}
         self.done: set[int] = set()
         self.reports: dict[int, dict[str, Any]] = {}  # what we said when we flushed them
+        self.data_seq = -1
+        """Stream position of the last non-tick message consumed (the coord saves
+        checkpoints that would replay data at once, tick-only moves now and then)."""
         self._last_delta_sync = time.monotonic()
         self._stopping = False
         self.storage = node.settings.storage_path
@@ -150,6 +153,8 @@ class ChannelWriter:
 
     # -- applying a pack ---------------------------------------------------------------------
     async def _on_pack(self, pack: list[DmlMessage], ts: int, seq: int) -> None:
+        if pack:
+            self.data_seq = max(self.data_seq, max(m.seq for m in pack))
         for m in pack:
             if m.type is MsgType.INSERT:
                 self._insert(m)
@@ -164,6 +169,7 @@ class ChannelWriter:
             "vchannel": self.vchannel,
             "ts": ts,
             "checkpoint": self.checkpoint(),
+            "data_seq": self.data_seq,
         }
         try:
             reply = await self.node.bus.request(subjects.coord("datanode.tt"), report, timeout=10)
