@@ -218,8 +218,6 @@ def reduce_parts(
     "output_rows": flat positions}``: ``outputs`` holds one row per real hit, in query-major
     order, and ``output_rows`` says which flat ``(query * k' + column)`` slot each is.
     """
-    import pyarrow as pa  # the merge itself needs only numpy
-
     if len(parts) == 1 and _reduced_as_is(parts[0], k, offset):
         # One part that is sorted, within k and free of repeated keys (the common case of
         # one segment or one shard): nothing to merge. Measured: merging cost more than
@@ -233,6 +231,8 @@ def reduce_parts(
         return {"distances": np.zeros((0, 0), F32), "pks": np.zeros((0, 0), I64)}
     if len(parts) == 1 and len(arrays) == 1 and _already_reduced(*arrays[0], k, offset):
         return {**parts[0], "distances": arrays[0][0], "pks": arrays[0][1]}
+    import pyarrow as pa  # the merge itself needs only numpy
+
     distances, pks, source, column = merge_topk(arrays, k, metric, offset)
     out: dict[str, Any] = {"distances": distances, "pks": pks}
     with_outputs = [p for p in parts if p.get("outputs") is not None]

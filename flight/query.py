@@ -35,6 +35,7 @@ from elanus.flight.query_actions import check_search_data
 from elanus.flight.searchplan import SearchPlan, SearchPlans
 from elanus.reduce import normalize_metric, reduce_parts
 from elanus.schema import DYNAMIC_FIELD, DataType, Field
+from elanus.segments.worker import SearchRequest
 
 if TYPE_CHECKING:
     from elanus.flight.proxy import ProxyServer
@@ -51,6 +52,8 @@ class QueryService:
     def __init__(self, proxy: ProxyServer) -> None:
         self.proxy = proxy
         self._routes: dict[int, tuple[float, dict[str, Any]]] = {}
+        self._direct: dict[int, tuple[dict[str, str], list[tuple[Any, str]]]] = {}
+        """collection -> (the route they were found for, its in-process search calls)."""
         self.plans = SearchPlans()
 
     def _coord(self, method: str, body: dict[str, Any]) -> Any:
@@ -131,12 +134,6 @@ class QueryService:
 
     def _fan_out(self, info: CollectionInfo, method: str, body: dict[str, Any]) -> list[Any]:
         route = self._route(info, body.get("partition_ids"))
-        if method == "search":
-            replies = self._search_direct(route, body)
-            if replies is not None:
-                return replies
-            self._routes.pop(info.collection_id, None)  # maybe stale: ask the coord again
-            route = self._route(info, body.get("partition_ids"))
 
         async def ask_all() -> list[Any]:
             return await asyncio.gather(
@@ -150,21 +147,29 @@ class QueryService:
 
         return self.proxy.run(ask_all())
 
-    def _search_direct(self, route: dict[str, str], body: dict[str, Any]) -> list[Any] | None:
+    def _search_direct(
+        self, plan: SearchPlan, queries: Any, guarantee: int, ts: int
+    ) -> list[Any] | None:
         """Searches on this Flight thread when every delegator runs in this process and can
-        answer now: no event-loop hop, no serialisation (seed 000 §6.5). ``None``: take the
-        ordinary path (a delegator elsewhere, or one still waiting for its tsafe)."""
-        url = self.proxy.bus.url
-        calls = []
-        for vchannel, node in route.items():
-            fn = LOCAL.find_direct(url, subjects.node("querynode", node, "search"))
-            if fn is None:
-                return None
-            calls.append((fn, vchannel))
+        answer now: no event-loop hop, no serialisation, the plan's node request reused
+        (seed 000 §6.5). ``None``: take the ordinary path (a delegator elsewhere, or one
+        still waiting for its tsafe); the route is then asked for again."""
+        info = plan.info
+        route = self._route(info, plan.node_request.partition_ids)
+        calls = self._direct.get(info.collection_id)
+        if calls is None or calls[0] is not route:
+            url = self.proxy.bus.url
+            found = [
+                (LOCAL.find_direct(url, subjects.node("querynode", node, "search")), vchannel)
+                for vchannel, node in route.items()
+            ]
+            calls = (route, found)
+            self._direct[info.collection_id] = calls
         replies = []
-        for fn, vchannel in calls:
-            reply = fn({**body, "vchannel": vchannel})
+        for fn, vchannel in calls[1]:
+            reply = None if fn is None else fn(vchannel, plan.node_request, queries, guarantee, ts)
             if reply is None:
+                self._routes.pop(info.collection_id, None)  # maybe stale: ask the coord again
                 return None
             replies.append(reply)
         return replies
@@ -256,14 +261,17 @@ class QueryService:
             "range_filter": params.get("range_filter"),
         }
         kept = {**request, "data": None}  # a plan outlives the request: not its vectors
-        return SearchPlan(info, generation, kept, field, metric, outputs, node_body)
+        node_request = SearchRequest(node_body, info.schema)
+        return SearchPlan(info, generation, kept, field, metric, outputs, node_body, node_request)
 
     def run_search(self, plan: SearchPlan, data: Any) -> tuple[dict[str, Any], int]:
         """One search across shards: (merged part, read timestamp)."""
         queries = _query_vectors(plan.field, data)
         guarantee, ts = self._read_at(plan.info, plan.request)
-        body = {**plan.node_body, "queries": queries, "guarantee_ts": guarantee, "ts": ts}
-        replies = self._fan_out(plan.info, "search", body)
+        replies = self._search_direct(plan, queries, guarantee, ts)
+        if replies is None:
+            body = {**plan.node_body, "queries": queries, "guarantee_ts": guarantee, "ts": ts}
+            replies = self._fan_out(plan.info, "search", body)
         limit, offset = plan.request["limit"], plan.request["offset"]
         if len(replies) == 1 and not offset:  # a delegator's reply is already its top-k
             return _part(replies[0]), int(replies[0]["ts"])
@@ -434,10 +442,10 @@ def _sparse_query(field: Field, vector: Any) -> dict[int, float]:
 
 
 def _part(reply: dict[str, Any]) -> dict[str, Any]:
-    part = dict(reply)
-    if part.get("outputs") is not None:
-        part["outputs"] = as_table(part["outputs"])
-    return part
+    outputs = reply.get("outputs")
+    if outputs is None or isinstance(outputs, pa.Table):
+        return reply
+    return {**reply, "outputs": as_table(outputs)}
 
 
 def _shape_hits(merged: dict[str, Any], outputs: list[str], pk: str) -> list[list[dict[str, Any]]]:

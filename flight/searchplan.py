@@ -18,6 +18,7 @@ import orjson
 
 from elanus.flight.metacache import CollectionInfo
 from elanus.schema import Field
+from elanus.segments.worker import SearchRequest
 
 MAX_PLANS = 256
 """Request shapes remembered; past that the table starts over (shapes repeat in practice,
@@ -39,6 +40,8 @@ class SearchPlan:
     """Output names as the reply shows them."""
     node_body: dict[str, Any]
     """What each delegator gets, less ``queries``, ``guarantee_ts`` and ``ts``."""
+    node_request: SearchRequest
+    """``node_body`` as delegators in this process take it (filter parsed once)."""
 
 
 class SearchPlans:

@@ -49,6 +49,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 TSAFE_WAIT_S = 30.0
 WorkerSearch = Callable[[list[int], SearchRequest], list[dict[str, Any]]]
+DirectLayout = tuple[list[MemSegment], list[tuple[WorkerSearch, list[int]]]]
+"""What a direct search reads: growing segments, and each worker's search with its segments."""
 RETIRED_KEPT = 4096
 IMPORT_WAIT_S = 120.0
 """How long an IMPORT message may hold the channel back before it is passed regardless."""
@@ -75,6 +77,9 @@ class Delegator:
         self.delete_buffer: list[tuple[pa.Array, int]] = []
         self.version = 0
         """Bumped by every distribution change; reads count themselves per version."""
+        self.layout = 0
+        """Bumped after every change of ``growing`` or ``sealed`` (direct reads cache by it)."""
+        self._direct_layout: tuple[Any, DirectLayout] | None = None
         self._readers: dict[int, int] = {}
         self._readers_lock = threading.Lock()  # readers also come from Flight threads
         self._syncs_waiting = 0
@@ -157,6 +162,7 @@ class Delegator:
         seg = self.growing.get(m.segment_id)
         if seg is None:
             seg = self.growing[m.segment_id] = MemSegment(m.segment_id, m.partition_id, self.schema)
+            self.layout += 1
         assert m.batch is not None
         ts = pa.array(np.full(m.batch.num_rows, m.ts, dtype=np.uint64))
         seg.append(pa.Table.from_batches([m.batch]).append_column(TIMESTAMP_FIELD, ts))
@@ -185,6 +191,7 @@ class Delegator:
             path = s.get("path")
             self.sealed_path[sid] = path
             self.stats[sid] = storage.load_pk_stats(Path(path).parent) if path else None
+        self.layout += 1
 
     async def sync(self, add: list[dict[str, Any]], remove: list[int]) -> None:
         """Handoff: sealed segments join (their growing copies leave in the same step),
@@ -202,6 +209,7 @@ class Delegator:
             self.sealed.pop(sid, None)
             self.stats.pop(sid, None)
             self._retire(sid, self.sealed_partition.pop(sid, 0), self.sealed_path.pop(sid, None))
+        self.layout += 1
         # Reads that began on the old distribution may still ask for the removed segments:
         # answer only once they are done, so the coord releases those segments after them.
         with self._readers_lock:
@@ -293,38 +301,63 @@ class Delegator:
         return {**merged, "ts": ts}
 
     def search_direct(
-        self, body: dict[str, Any], worker_search: Callable[[str], WorkerSearch | None]
+        self,
+        template: SearchRequest,
+        queries: Any,
+        guarantee: int,
+        ts: int,
+        worker_search: Callable[[str], WorkerSearch | None],
     ) -> dict[str, Any] | None:
-        """The same search on the caller's thread, with no event-loop hop: for a proxy in
-        this process. ``None`` when it must take the ordinary path instead — tsafe has not
-        reached the guarantee yet (the ordinary path waits), or a worker is elsewhere.
+        """The search of ``template`` for ``queries`` on the caller's thread, with no
+        event-loop hop: for a proxy in this process. ``None`` when it must take the ordinary
+        path instead — tsafe has not reached the guarantee yet (the ordinary path waits), or
+        a worker is elsewhere.
 
         Safe beside the loop thread: the distribution is read in one step (``version``
         keeps released segments alive until this read ends), growing segments lock
         themselves, and a delete arriving meanwhile has a timestamp above this read's
         (tsafe only moves once a pack is applied), so it changes nothing this read sees.
         """
-        guarantee = int(body.get("guarantee_ts") or 0)
-        if guarantee > self.tsafe:
+        tsafe = self.tsafe
+        if guarantee > tsafe:
             return None
-        ts = int(body.get("ts") or 0) or self.tsafe
+        req = template.at(queries, ts or tsafe)
         version = self._enter_read()
         try:
-            partitions = body.get("partition_ids")
-            by_node = self._workers(partitions)
-            searchers = {node: worker_search(node) for node in by_node}
-            if any(s is None for s in searchers.values()):
+            layout = self._layout_for(req.partition_ids, worker_search)
+            if layout is None:
                 return None
-            req = SearchRequest({**body, "ts": ts}, self.schema)
-            parts = [search_part(seg, req) for seg in self._growing(partitions)]
-            for node, sids in by_node.items():
-                search = searchers[node]
-                assert search is not None
+            growing, searches = layout
+            parts = [search_part(seg, req) for seg in growing]
+            for search, sids in searches:
                 parts += search(sids, req)
             merged = reduce_parts(parts, req.k, req.metric) if parts else _empty(req)
-            return {**merged, "ts": ts}
+            return {**merged, "ts": req.ts}
         finally:
             self._exit_read(version)
+
+    def _layout_for(
+        self,
+        partition_ids: list[int] | None,
+        worker_search: Callable[[str], WorkerSearch | None],
+    ) -> DirectLayout | None:
+        """Growing segments and worker calls of a direct read, kept until ``layout`` moves.
+
+        ``layout`` is read before the dicts, so an entry is never newer-keyed than what it
+        holds: a change that lands meanwhile makes the next read look again."""
+        key = (self.layout, None if partition_ids is None else tuple(partition_ids))
+        cached = self._direct_layout
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        searches = []
+        for node, sids in self._workers(partition_ids).items():
+            search = worker_search(node)
+            if search is None:
+                return None
+            searches.append((search, sids))
+        layout = (self._growing(partition_ids), searches)
+        self._direct_layout = (key, layout)
+        return layout
 
     async def query(self, body: dict[str, Any], expr: Expr | None) -> dict[str, Any]:
         ts = await self.read_ts(body)

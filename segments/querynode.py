@@ -149,12 +149,14 @@ class QueryNode(Role):
     async def search(self, raw: dict[str, Any]) -> dict[str, Any]:
         return await self._delegator(raw["vchannel"]).search(raw)
 
-    def search_direct(self, raw: dict[str, Any]) -> dict[str, Any] | None:
+    def search_direct(
+        self, vchannel: str, template: SearchRequest, queries: Any, guarantee: int, ts: int
+    ) -> dict[str, Any] | None:
         """``search`` called on the caller's thread (see ``Delegator.search_direct``)."""
-        d = self.delegators.get(raw["vchannel"])
+        d = self.delegators.get(vchannel)
         if d is None:
             return None
-        return d.search_direct(raw, self._direct_worker)
+        return d.search_direct(template, queries, guarantee, ts, self._direct_worker)
 
     def _direct_worker(self, node_id: str) -> WorkerSearch | None:
         return LOCAL.find_direct(self.bus.url, subjects.node("querynode", node_id, "worker.search"))

@@ -115,18 +115,21 @@ class Worker:
 
 
 class SearchRequest:
-    """A search as every segment runs it: vectors, k, metric, read timestamp, filter."""
+    """A search as every segment runs it: vectors, k, metric, read timestamp, filter.
+
+    Made from a node body; a proxy in the same process makes one per request shape and
+    reuses it through :meth:`at` (its filter is parsed once, not once per query)."""
 
     def __init__(self, body: dict[str, Any], schema: Schema) -> None:
         self.field: str = body["field"]
-        queries = body["queries"]
-        ready = isinstance(queries, np.ndarray) and queries.dtype == np.float32
+        queries = body.get("queries")
+        ready = queries is None or (isinstance(queries, np.ndarray) and queries.dtype == np.float32)
         if not ready and schema.field(self.field).dtype.value == "FloatVector":
             queries = np.asarray(queries, dtype=np.float32)
         self.queries = queries
         self.k: int = int(body["k"])
         self.metric: str = body["metric"]
-        self.ts: int = int(body["ts"])
+        self.ts: int = int(body.get("ts") or 0)
         self.filter: str | None = body.get("filter")
         self.params = body.get("params") or {}
         self.expr = parse(self.filter, schema, self.params) if self.filter else None
@@ -135,6 +138,14 @@ class SearchRequest:
         self.radius: float | None = body.get("radius")
         self.range_filter: float | None = body.get("range_filter")
         self.output_fields: list[str] = list(body.get("output_fields") or [])
+        self.partition_ids: list[int] | None = body.get("partition_ids")
+
+    def at(self, queries: Any, ts: int) -> SearchRequest:
+        """The same search for other (checked) query vectors at another read timestamp."""
+        req = SearchRequest.__new__(SearchRequest)
+        req.__dict__.update(self.__dict__)
+        req.queries, req.ts = queries, ts
+        return req
 
 
 def search_part(seg: MemSegment, req: SearchRequest) -> dict[str, Any]:

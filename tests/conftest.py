@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -184,6 +185,16 @@ def own_stack(tmp: Path, name: str, **settings: Any) -> Iterator[Stack]:
             loop.stop()
     finally:
         nats.stop()
+
+
+def wait_for(pred: Callable[[], Any], timeout: float = 30, what: str = "condition") -> Any:
+    """Poll ``pred`` until it returns something true (and return that), or fail naming
+    ``what``."""
+    deadline = time.monotonic() + timeout
+    while not (value := pred()):
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+    return value
 
 
 @pytest.fixture

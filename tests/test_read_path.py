@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import ElanusProcess, Stack, own_stack
+from conftest import ElanusProcess, Stack, own_stack, wait_for
 
 from elanus import DataType, ElanusError, ErrorCode, Schema
 from elanus.channels.loop import LoopThread
@@ -42,16 +42,6 @@ LARGER = {"IP", "COSINE"}
 
 
 # -- helpers ------------------------------------------------------------------------------------
-
-
-def wait_for(pred: Callable[[], Any], timeout: float = 30, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = pred()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def wait_querynodes(stack: Stack, n: int = 1) -> None:

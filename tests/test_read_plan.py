@@ -6,7 +6,6 @@ between planning and reading."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
-from conftest import Stack
+from conftest import Stack, wait_for
 
 from elanus import ElanusError, ErrorCode
 from elanus.channels.loop import LoopThread
@@ -26,14 +25,6 @@ from elanus.schema import Schema
 from elanus.spark import segment_files
 
 DIM = 8
-
-
-def wait_for(pred: Callable[[], Any], timeout: float = 30, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := pred()):
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-    return value
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
-from conftest import Stack, own_stack
+from conftest import Stack, own_stack, wait_for
 
 from elanus.flight.client import Client
 
@@ -181,3 +181,40 @@ def test_sdk_searches_still_agree_with_brute_force(stack: Stack, vectors: np.nda
         assert [[h["id"] for h in row] for row in hits] == [
             exact_ids(vectors, q, 4) for q in queries
         ]
+
+
+def test_direct_reads_follow_new_growing_segments_and_handoffs(stack: Stack) -> None:
+    """The in-process search path keeps each delegator's segment layout between calls: a
+    new growing segment, and its handoff to a sealed one, must show in the next search."""
+    client = stack.client()
+    data = np.random.default_rng(9).random((101, DIM), dtype=np.float32)
+    client.create_collection("lay", dimension=DIM, metric_type="L2")
+    client.create_partition("lay", "empty")
+    client.insert("lay", {"id": np.arange(100), "vector": data[:100]})
+    client.flush("lay")
+    client.load_collection("lay")
+    target = data[100]
+
+    def top(level: str, **extra: Any) -> list[int]:
+        body = {"collection": "lay", "limit": 5, "consistency_level": level, **extra}
+        return [
+            h["id"] for h in raw_search(stack, {**body, "data": [target.tolist()]})["results"][0]
+        ]
+
+    assert top("Eventually", partition_names=["empty"]) == []
+    assert 100 not in top("Eventually")  # the layout without partitions is kept now
+    delegator = next(
+        d
+        for qn in stack.querynodes
+        for d in qn.delegators.values()
+        if d.collection_id == client.describe_collection("lay")["collection_id"]
+    )
+    assert delegator._direct_layout is not None, "the search did not take the direct path"
+    client.insert("lay", {"id": [100], "vector": target[None]})  # a new growing segment
+    assert top("Strong")[0] == 100
+    assert top("Eventually")[0] == 100  # no wait: served from the delegator's layout
+    assert top("Eventually", partition_names=["empty"]) == []
+    client.flush("lay")  # the growing segment hands off to a sealed one
+    wait_for(lambda: not delegator.growing, what="the growing segment to hand off")
+    hits = top("Eventually")
+    assert hits[0] == 100 and len(hits) == len(set(hits)) == 5

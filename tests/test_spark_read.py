@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import json
 import re
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.flight as flight
 import pytest
-from conftest import Stack, own_stack
+from conftest import Stack, own_stack, wait_for
 
 from elanus import DataType, ElanusError, ErrorCode, Schema
 from elanus.flight.client import Client
@@ -63,14 +62,6 @@ TAGS = ["alpha", "beta", "gamma", "al_pha", "delta"]
 DELETED = set(range(0, BIG, 10))
 UPSERTED = set(range(1, 101))
 LIVE = len((set(range(BIG)) - DELETED) | UPSERTED)
-
-
-def wait_for(pred: Callable[[], Any], timeout: float = 30, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := pred()):
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-    return value
 
 
 @pytest.fixture(scope="module")
