@@ -830,7 +830,9 @@ def _check_json_friendly(name: str, arr: pa.Array, path: str = "") -> None:
 
 _DUCK_LOCK = threading.Lock()
 _DUCK_DB: duckdb.DuckDBPyConnection | None = None
-_local = threading.local()
+_CURSORS: dict[int, duckdb.DuckDBPyConnection] = {}
+"""OS thread id -> its cursor (not a ``threading.local``: Flight handler threads get a new
+Python thread state per call, which would make a cursor per call)."""
 # DuckDB's parser also accepts NaN/Infinity (any case) and trailing commas; rows that might
 # use those are re-checked with Python's strict parser.
 _LENIENT = r"(?i)nan|inf|,\s*[\]}]"
@@ -839,13 +841,16 @@ _LENIENT = r"(?i)nan|inf|,\s*[\]}]"
 def _duck() -> duckdb.DuckDBPyConnection:
     """A DuckDB connection for this thread (one shared in-memory database)."""
     global _DUCK_DB
-    con = getattr(_local, "con", None)
+    ident = threading.get_ident()
+    con = _CURSORS.get(ident)
     if con is None:
         with _DUCK_LOCK:
             if _DUCK_DB is None:
                 _DUCK_DB = duckdb.connect(":memory:")
             con = _DUCK_DB.cursor()
-        _local.con = con
+            if len(_CURSORS) >= 1024:  # threads come and go: forget the gone ones
+                _CURSORS.clear()
+            _CURSORS[ident] = con
     return con
 
 

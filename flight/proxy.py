@@ -257,8 +257,17 @@ class ProxyServer(Role):
             return flight.SchemaResult(self.reads.schema(request))
         raise AssertionError("unreachable")
 
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        """Start ``coro`` on the proxy's loop without waiting for it (background refreshes);
+        it handles its own errors."""
+        loop = self._loop
+        if not self._accepting or loop is None or loop.is_closed():
+            coro.close()
+            return
+        asyncio.run_coroutine_threadsafe(coro, loop)
+
     def run(self, coro: Coroutine[Any, Any, T], timeout: float = ACTION_TIMEOUT_S) -> T:
-        """The single bridge from a Flight thread to the proxy's asyncio loop."""
+        """The bridge from a Flight thread to the proxy's asyncio loop (with ``spawn``)."""
         loop = self._loop
         if not self._accepting or loop is None or loop.is_closed():
             coro.close()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from math import isfinite
 from typing import TYPE_CHECKING, Any
@@ -40,18 +41,22 @@ from elanus.segments.worker import SearchRequest
 if TYPE_CHECKING:
     from elanus.flight.proxy import ProxyServer
 
+log = logging.getLogger(__name__)
+
 COUNT = "count(*)"
 
 
 ROUTE_TTL_S = 1.0
-"""How long a collection's route (vchannel → query node) is reused without asking the coord;
-a stale one only costs a fall back to the ordinary path, which asks again."""
+"""How long a collection's route (vchannel → query node) is reused before it is asked for
+again, in the background; a stale one only costs a fall back to the ordinary path, which
+asks at once."""
 
 
 class QueryService:
     def __init__(self, proxy: ProxyServer) -> None:
         self.proxy = proxy
         self._routes: dict[int, tuple[float, dict[str, Any]]] = {}
+        self._refreshing: set[int] = set()
         self._direct: dict[int, tuple[dict[str, str], list[tuple[Any, str]]]] = {}
         """collection -> (the route they were found for, its in-process search calls)."""
         self.plans = SearchPlans()
@@ -115,12 +120,19 @@ class QueryService:
         return 0, 0
 
     def _route(self, info: CollectionInfo, partition_ids: list[int] | None) -> dict[str, str]:
-        cached = self._routes.get(info.collection_id)
-        if cached is not None and cached[0] > time.monotonic():
-            route = cached[1]
+        cid = info.collection_id
+        cached = self._routes.get(cid)
+        now = time.monotonic()
+        if cached is None or cached[0] + ROUTE_TTL_S <= now:
+            route = self._coord("query.route", {"collection_id": cid})
+            self._routes[cid] = (now + ROUTE_TTL_S, route)
         else:
-            route = self._coord("query.route", {"collection_id": info.collection_id})
-            self._routes[info.collection_id] = (time.monotonic() + ROUTE_TTL_S, route)
+            expiry, route = cached
+            if expiry <= now and cid not in self._refreshing:
+                # A busy collection's route is renewed in the background, used meanwhile for
+                # up to one more TTL: a search waited on the coord once a second before.
+                self._refreshing.add(cid)
+                self.proxy.spawn(self._refresh_route(cid))
         loaded = route.get("partition_ids")
         if partition_ids and loaded is not None:
             missing = sorted(set(partition_ids) - set(loaded))
@@ -146,6 +158,16 @@ class QueryService:
             )
 
         return self.proxy.run(ask_all())
+
+    async def _refresh_route(self, collection_id: int) -> None:
+        try:
+            route = await self.proxy.ddl.coord("query.route", {"collection_id": collection_id})
+            self._routes[collection_id] = (time.monotonic() + ROUTE_TTL_S, route)
+        except Exception as exc:  # noqa: BLE001 - the next search asks again, and says why
+            log.debug("route of collection %d not refreshed: %s", collection_id, exc)
+            self._routes.pop(collection_id, None)
+        finally:
+            self._refreshing.discard(collection_id)
 
     def _search_direct(
         self, plan: SearchPlan, queries: Any, guarantee: int, ts: int

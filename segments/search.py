@@ -81,7 +81,11 @@ def stop_faiss_interrupt_checks() -> None:
 # -- top-k ------------------------------------------------------------------------------------
 
 
-_FAISS_THREADS = threading.local()
+_FAISS_THREADS: dict[int, int] = {}
+"""OS thread id -> the OpenMP thread count set on it. Not a ``threading.local``: a Flight
+handler thread gets a fresh Python thread state on every call (pyarrow's
+``PyGILState_Ensure``), so thread-local values vanish between calls while the OpenMP
+setting stays with the OS thread."""
 
 
 def use_faiss_threads(n: int) -> None:
@@ -94,10 +98,17 @@ def use_faiss_threads(n: int) -> None:
     One thread is the rule: FAISS's OpenMP workers keep spinning after each call and fight
     numpy's OpenBLAS threads for the cores (measured 3-5x slower searches on 2 cores), and a
     single thread scans ~1e9 scores/s, plenty here.
+
+    A thread that reuses a finished one's id starts from OpenMP's default while the table
+    says otherwise; that only matters for a large batch beside other searches (more
+    threads than cores for a moment), never for results.
     """
-    if getattr(_FAISS_THREADS, "n", 0) != n:
+    ident = threading.get_ident()
+    if _FAISS_THREADS.get(ident) != n:
         faiss.omp_set_num_threads(n)
-        _FAISS_THREADS.n = n
+        if len(_FAISS_THREADS) >= 4096:  # threads come and go: forget the gone ones
+            _FAISS_THREADS.clear()
+        _FAISS_THREADS[ident] = n
 
 
 def topk(scores: np.ndarray, k: int, larger: bool) -> tuple[np.ndarray, np.ndarray]:
