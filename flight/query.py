@@ -175,7 +175,7 @@ class QueryService:
         """Searches on this Flight thread when every delegator runs in this process and can
         answer now: no event-loop hop, no serialisation, the plan's node request reused
         (seed 000 §6.5). ``None``: take the ordinary path (a delegator elsewhere, or one
-        still waiting for its tsafe); the route is then asked for again."""
+        that cannot answer now, after which the route is asked for again)."""
         info = plan.info
         route = self._route(info, plan.node_request.partition_ids)
         calls = self._direct.get(info.collection_id)
@@ -187,9 +187,11 @@ class QueryService:
             ]
             calls = (route, found)
             self._direct[info.collection_id] = calls
+        if any(fn is None for fn, _ in calls[1]):
+            return None  # a delegator in another process: the route stands
         replies = []
         for fn, vchannel in calls[1]:
-            reply = None if fn is None else fn(vchannel, plan.node_request, queries, guarantee, ts)
+            reply = fn(vchannel, plan.node_request, queries, guarantee, ts)
             if reply is None:
                 self._routes.pop(info.collection_id, None)  # maybe stale: ask the coord again
                 return None
