@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -68,6 +69,7 @@ class ChannelConsumer:
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self._tick = asyncio.Condition()
+        self._tick_for_threads = threading.Condition()
 
     async def start(self) -> None:
         await self._subscribe(self.start_seq)
@@ -87,6 +89,11 @@ class ChannelConsumer:
                 return True
             except TimeoutError:
                 return False
+
+    def wait_tick_in_thread(self, ts: int, timeout: float) -> bool:
+        """``wait_tick`` for a thread other than the loop's (a Flight handler)."""
+        with self._tick_for_threads:
+            return self._tick_for_threads.wait_for(lambda: self.tick_ts >= ts, timeout)
 
     async def _unsubscribe(self) -> None:
         if self._sub is not None:
@@ -168,4 +175,6 @@ class ChannelConsumer:
             async with self._tick:
                 self.tick_ts = dm.ts
                 self._tick.notify_all()
+            with self._tick_for_threads:
+                self._tick_for_threads.notify_all()
         return True

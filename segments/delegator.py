@@ -48,6 +48,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 TSAFE_WAIT_S = 30.0
+DIRECT_WAIT_S = 1.0
+"""How long a direct search waits on its own thread for tsafe (a Strong read's forced tick
+comes within milliseconds) before it leaves the read to the ordinary path."""
 WorkerSearch = Callable[[list[int], SearchRequest], list[dict[str, Any]]]
 DirectLayout = tuple[list[MemSegment], list[tuple[WorkerSearch, list[int]]]]
 """What a direct search reads: growing segments, and each worker's search with its segments."""
@@ -309,19 +312,22 @@ class Delegator:
         worker_search: Callable[[str], WorkerSearch | None],
     ) -> dict[str, Any] | None:
         """The search of ``template`` for ``queries`` on the caller's thread, with no
-        event-loop hop: for a proxy in this process. ``None`` when it must take the ordinary
-        path instead — tsafe has not reached the guarantee yet (the ordinary path waits), or
-        a worker is elsewhere.
+        event-loop hop: for a proxy in this process. It waits here for tsafe to reach the
+        guarantee, for up to DIRECT_WAIT_S. ``None`` when it must take the ordinary path
+        instead: tsafe is still behind (the ordinary path waits longer), or a worker is
+        elsewhere.
 
         Safe beside the loop thread: the distribution is read in one step (``version``
         keeps released segments alive until this read ends), growing segments lock
         themselves, and a delete arriving meanwhile has a timestamp above this read's
         (tsafe only moves once a pack is applied), so it changes nothing this read sees.
         """
-        tsafe = self.tsafe
-        if guarantee > tsafe:
+        if guarantee > self.tsafe and (
+            threading.get_ident() == self._loop_thread
+            or not self.consumer.wait_tick_in_thread(guarantee, DIRECT_WAIT_S)
+        ):
             return None
-        req = template.at(queries, ts or tsafe)
+        req = template.at(queries, ts or self.tsafe)
         version = self._enter_read()
         try:
             layout = self._layout_for(req.partition_ids, worker_search)

@@ -218,3 +218,25 @@ def test_direct_reads_follow_new_growing_segments_and_handoffs(stack: Stack) -> 
     wait_for(lambda: not delegator.growing, what="the growing segment to hand off")
     hits = top("Eventually")
     assert hits[0] == 100 and len(hits) == len(set(hits)) == 5
+
+
+def test_strong_searches_wait_for_tsafe_on_the_direct_path(stack: Stack) -> None:
+    """A Strong read's guarantee is ahead of tsafe when it starts; the direct path waits on
+    the Flight thread for the forced tick instead of leaving the read to the event loop."""
+    client = stack.client()
+    data = np.random.default_rng(11).random((50, DIM), dtype=np.float32)
+    client.create_collection("strong", dimension=DIM, metric_type="L2", num_shards=1)
+    client.insert("strong", {"id": np.arange(40), "vector": data[:40]})
+    client.flush("strong")
+    client.load_collection("strong")
+    cid = client.describe_collection("strong")["collection_id"]
+    (delegator,) = [
+        d for qn in stack.querynodes for d in qn.delegators.values() if d.collection_id == cid
+    ]
+    for i in range(40, 50):
+        client.insert("strong", {"id": [i], "vector": data[i][None]})
+        delegator._direct_layout = None  # set again only by a direct read
+        body = {"collection": "strong", "limit": 1, "consistency_level": "Strong"}
+        reply = raw_search(stack, {**body, "data": [data[i].tolist()]})
+        assert [h["id"] for h in reply["results"][0]] == [i]  # its own write, at once
+        assert delegator._direct_layout is not None, "the Strong search left the direct path"
