@@ -592,7 +592,7 @@ def test_to_sql() -> None:
         "i32 % 2 == 0",
         "color == 'red'",
         "i32 in []",
-        'title like "a\\%"',
+        'title like "a\\\\%"',
     ):
         assert parse(text, SCHEMA).to_sql() is None, text
 
@@ -796,3 +796,15 @@ def test_long_literal_lists() -> None:
         assert message in info.value.message, info.value.message
     big = parse("id in [" + ",".join(map(str, range(50_000))) + "]", SCHEMA)
     assert big.evaluate(table).true_count == N
+
+
+def test_string_escapes_follow_go_as_milvus_unquotes() -> None:
+    """Milvus unquotes literals with Go's rules: ``\\_`` is refused, ``\\\\_`` is a literal
+    backslash (so a like pattern matches ``_`` itself), ``\\u0041`` is a letter."""
+    with pytest.raises(ElanusError, match=r"unknown escape sequence \\_ at column"):
+        parse(r"title like 'a\_b%'", SCHEMA)
+    like = parse(r"title like 'a\\_b%'", SCHEMA)
+    assert like.to_sql() is None  # an escaped wildcard is not pushed down
+    table = pa.table({"title": ["a_b1", "axb2", "a_"]})
+    assert like.evaluate(table).to_pylist() == [True, False, False]
+    assert parse(r'title == "\u0061_"', SCHEMA).evaluate(table).to_pylist() == [False, False, True]

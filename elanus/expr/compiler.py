@@ -511,7 +511,10 @@ class _Compiler:
 
     def c_string(self, t: Tree) -> Node:
         tok = _token(t, 0)
-        return self.const(_unescape(str(tok.value)[1:-1]), tok)
+        try:
+            return self.const(_unescape(str(tok.value)[1:-1]), tok)
+        except ValueError as exc:
+            self.fail_at(str(exc), tok)
 
     def c_true(self, t: Tree) -> Node:
         return self.const(True, t)
@@ -639,7 +642,10 @@ def _is_index(text: str, start: int) -> bool:
 
 def _item_value(item: str) -> Any:
     if item[0] in "\"'":
-        return _unescape(item[1:-1])
+        try:
+            return _unescape(item[1:-1])
+        except ValueError:
+            return _BAD
     low = item.lower()
     if low in ("true", "false"):
         return low == "true"
@@ -699,6 +705,9 @@ def _position(x: Tree | Token | Node) -> tuple[int, int]:
 
 
 def _unescape(body: str) -> str:
+    """Go's string escapes, as Milvus unquotes literals: an unknown one (``\\_``) is an
+    error, so a like pattern escapes ``%`` and ``_`` with a doubled backslash."""
+
     def sub(m: re.Match[str]) -> str:
         esc = m.group(1)
         if esc in _SIMPLE_ESCAPES:
@@ -707,7 +716,7 @@ def _unescape(body: str) -> str:
             return chr(int(esc[1:], 16))
         if esc[0] in "01234567":
             return chr(int(esc, 8))
-        return "\\" + esc  # unknown escapes stay, so like patterns can say \% and \_
+        raise ValueError(f"unknown escape sequence \\{esc}")
 
     return _ESCAPE_RE.sub(sub, body)
 
