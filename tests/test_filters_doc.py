@@ -173,7 +173,7 @@ def test_big_integers_travel_exactly(conn: flight.FlightClient) -> None:
     assert re.search(rb'"ts":\d{18}\b', raw)  # hybrid timestamps are above 2**53 too
     for bad in (str(BIG), float(BIG), 2**63, True):
         message = _refusal(conn, "query", {**query, "ids": [bad]})
-        assert message.startswith("[INVALID_ARGUMENT] query: 'ids'"), message
+        assert message.startswith("[BAD_EXPRESSION] query: 'ids'"), message
         assert "INTERNAL" not in message
     message = _refusal(
         conn, "query", {**query, "filter": "id == {k}", "filter_params": {"k": str(BIG)}}
