@@ -32,7 +32,7 @@ from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.expr import parse
 from elanus.flight.actions import check_request
 from elanus.flight.metacache import CollectionInfo
-from elanus.flight.query_actions import check_search_data
+from elanus.flight.query_actions import check_query_ids, check_search_data
 from elanus.flight.searchplan import SearchPlan, SearchPlans
 from elanus.reduce import normalize_metric, reduce_parts
 from elanus.schema import DYNAMIC_FIELD, DataType, Field
@@ -350,7 +350,8 @@ class QueryService:
         pk = info.schema.primary.name
         text, params = request["filter"], request["filter_params"]
         if request["ids"] is not None:
-            text, params = f"{pk} in {{__ids}}", {"__ids": list(request["ids"])}
+            ids = check_query_ids(list(request["ids"]), info.schema.primary)
+            text, params = f"{pk} in {{__ids}}", {"__ids": ids}
         self._filter(info, text, params)
         outputs = self._outputs(info, request["output_fields"] or [pk])
         guarantee, ts = self._read_at(info, request)

@@ -9,16 +9,38 @@ from __future__ import annotations
 from typing import Any
 
 from elanus.consistency import ConsistencyLevel
-from elanus.errors import invalid
+from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.flight.actions import _action, _db, _name
 from elanus.flight.wire import decode_body
 from elanus.requests import Body
-from elanus.schema import check_name
+from elanus.schema import DataType, Field, check_name
 
 MAX_TOPK = 16_384
 MAX_NQ = 16_384
 QUERY_ACTIONS = ("load_collection", "release_collection", "get_load_state", "search", "query")
 READ_KEYS = ("consistency_level", "guarantee_timestamp", "as_of", "partition_names")
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def check_query_ids(ids: list[Any], pk: Field) -> list[Any]:
+    """``ids`` of a query, checked against the primary key: exact JSON integers in the int64
+    range for an Int64 key (no strings, floats or booleans, so no key is ever rounded),
+    strings for a VarChar key. A wrong id is BAD_EXPRESSION, as Milvus reports ids (which
+    it turns into ``pk in [...]``), naming the value rather than an internal expression."""
+    if pk.dtype == DataType.INT64:
+        for v in ids:
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise _bad_id(f"of Int64 primary key {pk.name!r} must be JSON integers, got {v!r}")
+            if not _INT64_MIN <= v <= _INT64_MAX:
+                raise _bad_id(f"value {v} is out of the Int64 range")
+    elif not all(isinstance(v, str) for v in ids):
+        bad = next(v for v in ids if not isinstance(v, str))
+        raise _bad_id(f"of VarChar primary key {pk.name!r} must be strings, got {bad!r}")
+    return ids
+
+
+def _bad_id(message: str) -> ElanusError:
+    return ElanusError(ErrorCode.BAD_EXPRESSION, f"query: 'ids' {message}")
 
 
 def _partitions(b: Body) -> list[str] | None:

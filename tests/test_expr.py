@@ -692,6 +692,7 @@ def test_bad_template_values() -> None:
         (None, "NoneType"),
         ([[1]], "nested"),
         (math.nan, "float"),
+        ([1, 2**63], "out of range"),
     ):
         with pytest.raises(ElanusError) as info:
             parse("i32 in {p}" if isinstance(value, list) else "i32 > {p}", STATIC, {"p": value})
@@ -700,6 +701,38 @@ def test_bad_template_values() -> None:
     assert parse("i32 > {p}", STATIC, {"p": np.int64(3)}).text == "i32 > {p}"
     with pytest.raises(ElanusError, match="string"):
         parse(123, STATIC)  # type: ignore[arg-type]
+
+
+def test_integers_beyond_2_53_beside_floats() -> None:
+    """An Int64 value above 2**53 meeting a float is compared as a double (as Milvus does),
+    not refused by Arrow's checked cast as an INTERNAL error; int with int stays exact."""
+    big = 2**53 + 1
+    schema = Schema(
+        [
+            Field("id", DataType.INT64, is_primary=True),
+            Field("d", DataType.DOUBLE),
+            Field("j", DataType.JSON),
+        ]
+    )
+    t = pa.table(
+        {
+            "id": pa.array([big, 3], pa.int64()),
+            "d": [0.5, 2.5],
+            "j": [json.dumps({"n": big}), json.dumps({"n": 0.5})],
+        }
+    )
+    for text, want in (
+        ("id > 0.5", [True, True]),
+        ("id > d", [True, True]),
+        ("id * 1.5 > 1", [True, True]),
+        ("id in [2.5, 3]", [False, True]),
+        ("d < 9007199254740993", [True, True]),
+        (f"id == {big}", [True, False]),
+        (f'j["n"] >= {big}', [True, False]),
+        ('j["n"] ** 2 > 1', [True, False]),
+        (f"id + 0.0 == {big}.0", [True, False]),
+    ):
+        assert parse(text, schema).evaluate(t).to_pylist() == want, text
 
 
 def test_dynamic_names_need_dynamic_schema() -> None:

@@ -547,17 +547,13 @@ class _Compiler:
             self.fail(f"template parameter {{{name}}} has unsupported type {kind}", line, column)
         if isinstance(value, list) and name.startswith(_LIST_PARAM):
             return ListConst(value, f"list {_show(value)}", line, column)
+        for v in value if isinstance(value, list) else [value]:
+            if isinstance(v, list):
+                self.fail(f"template parameter {{{name}}} holds a nested list", line, column)
+            if isinstance(v, int) and not isinstance(v, bool) and not _INT64_MIN <= v <= _INT64_MAX:
+                self.fail(f"template parameter {{{name}}} = {v} is out of range", line, column)
         if isinstance(value, list):
-            for v in value:
-                if isinstance(v, list):
-                    self.fail(f"template parameter {{{name}}} holds a nested list", line, column)
             return ListConst(value, f"parameter {{{name}}} (list {_show(value)})", line, column)
-        if (
-            isinstance(value, int)
-            and not isinstance(value, bool)
-            and not (_INT64_MIN <= value <= _INT64_MAX)
-        ):
-            self.fail(f"template parameter {{{name}}} = {value} is out of range", line, column)
         return Const(value, f"parameter {{{name}}} ({_value_desc(value)})", line, column)
 
 

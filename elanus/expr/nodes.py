@@ -271,6 +271,22 @@ def _broadcast(v: Value, n: int) -> pa.Array:
     return pa.repeat(v, n) if isinstance(v, pa.Scalar) else v
 
 
+def to_float64(v: Value) -> Value:
+    """``v`` (an Arrow array or scalar) as float64, rounding integers above 2**53 to the
+    nearest double as C++ and Milvus do, where Arrow's checked cast would raise."""
+    return pc.cast(v, pa.float64(), safe=False)
+
+
+def numeric_pair(a: Value, b: Value) -> tuple[Value, Value]:
+    """Operands of one comparison: an integer beside a float is compared as a double."""
+    a_int, b_int = pa.types.is_integer(a.type), pa.types.is_integer(b.type)
+    if a_int and pa.types.is_floating(b.type):
+        return to_float64(a), b
+    if b_int and pa.types.is_floating(a.type):
+        return a, to_float64(b)
+    return a, b
+
+
 def _null_where(mask: Value, result: Value) -> Value:
     """``result`` with NULL where ``mask`` (is_null of an operand) is true."""
     return pc.if_else(mask, pa.scalar(None, pa.bool_()), result)
@@ -299,12 +315,12 @@ class Compare(Node):
         fn = _CMP[self.op]
         if left.kind is Kind.JSON and right.kind is Kind.JSON:
             lv, rv = ctx.value(left), ctx.value(right)
-            parts = [fn(lv.number(), rv.number()), fn(lv.string(), rv.string())]
+            parts = [fn(*numeric_pair(lv.number(), rv.number())), fn(lv.string(), rv.string())]
             if self.op in ("==", "!="):
                 parts.append(fn(lv.boolean(), rv.boolean()))
             return pc.coalesce(*parts)
         want = right.kind if left.kind is Kind.JSON else left.kind
-        return fn(view(left, want, ctx), view(right, want, ctx))
+        return fn(*numeric_pair(view(left, want, ctx), view(right, want, ctx)))
 
     def sql(self, quote: Quote) -> str | None:
         left, right = (c.sql(quote) for c in self.children)
@@ -414,7 +430,7 @@ def _value_set(arr: pa.Array, kind: Kind, values: list[Any]) -> tuple[pa.Array, 
             return arr, pa.array(values, pa.float32())
         if pa.types.is_integer(t) and all(isinstance(v, int) for v in values):
             return arr.cast(pa.int64()), pa.array(values, pa.int64())
-        return arr.cast(pa.float64()), pa.array([float(v) for v in values], pa.float64())
+        return to_float64(arr), pa.array([float(v) for v in values], pa.float64())
     t = pa.string() if kind is Kind.STRING else pa.bool_()
     return arr.cast(t), pa.array(values, t)
 
@@ -462,7 +478,7 @@ class Arith(Node):
 
     def _operand(self, node: Node, ctx: Context) -> Value:
         v = view(node, Kind.FLOAT, ctx)
-        return v.cast(pa.int64() if self.kind is Kind.INT else pa.float64())
+        return v.cast(pa.int64()) if self.kind is Kind.INT else to_float64(v)
 
     def eval(self, ctx: Context) -> Value:
         if self.op == "neg":
