@@ -21,6 +21,7 @@ from conformance_cases import (
     SearchCase,
 )
 from conformance_data import COLLECTION, query_vectors, rows
+from conformance_fixtures import ela_fixture, lite_fixture  # noqa: F401  (fixtures)
 
 from elanus.errors import ElanusError
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from conformance_data import VECTOR_FIELDS, query_vectors, rows
-from conftest import elanus_schema, milvus_schema
+from conformance_fixtures import elanus_schema, milvus_schema
 from test_differential import plain, same
 
 pytestmark = pytest.mark.conformance

@@ -1,5 +1,8 @@
 """Two servers with the same seeded collection: Milvus Lite (through pymilvus) and an
-Elanus standalone (through the Elanus SDK). One of each per test module."""
+Elanus standalone (through the Elanus SDK), one of each per test module.
+
+Imported by the test modules rather than kept in a conftest.py: other suites import the
+top-level ``conftest`` by name, and a second conftest module would shadow it."""
 
 from __future__ import annotations
 
@@ -34,8 +37,8 @@ def elanus_schema() -> Any:
     return schema
 
 
-@pytest.fixture(scope="module")
-def lite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+@pytest.fixture(scope="module", name="lite")
+def lite_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """Milvus Lite with the seeded collection: FLAT indexes, one per metric."""
     path = Path(tmp_path_factory.mktemp("milvus-lite")) / "lite.db"
     client = pymilvus.MilvusClient(str(path))
@@ -55,8 +58,8 @@ def lite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         client.close()
 
 
-@pytest.fixture(scope="module")
-def ela(server: Any) -> Iterator[Client]:
+@pytest.fixture(scope="module", name="ela")
+def ela_fixture(server: Any) -> Iterator[Client]:
     """Elanus with the same collection: half the rows flushed into a sealed segment, half
     growing, so both kinds of segment answer every case."""
     client = Client(server.uri, timeout=60)
