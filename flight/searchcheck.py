@@ -4,7 +4,9 @@ Milvus scores a search with the metric of the field's index: a request without
 ``metric_type`` takes it, and one naming another metric is refused ("metric type not
 match"). A field without an index uses the collection's default metric (the one quick
 setup was given), else Milvus's default (COSINE for float vectors, HAMMING for binary,
-IP for sparse). Search params (``nprobe``, ``ef``) are checked against the index's build
+IP for sparse), unless the request names one: with no index there is nothing for it to
+contradict (Milvus Lite scores unindexed fields in any metric; Milvus itself cannot load
+a collection whose vector field has no index, and its quick setup makes one). Search params (``nprobe``, ``ef``) are checked against the index's build
 params, and range-search bounds against the metric, so a bad request is refused before
 any node sees it.
 
@@ -66,11 +68,12 @@ def default_metric(info: CollectionInfo, field: Field) -> str:
 def resolve_metric(
     info: CollectionInfo, field: Field, index: dict[str, Any] | None, requested: Any
 ) -> str:
-    """The metric a search is scored with; a requested one must be the index's."""
-    expected = normalize_metric(index["metric_type"]) if index else default_metric(info, field)
+    """The metric a search is scored with; a requested one must be the index's. A field
+    without an index is scanned exactly, in any metric asked for (as Milvus Lite does)."""
     if not requested:
-        return expected
+        return normalize_metric(index["metric_type"]) if index else default_metric(info, field)
     actual = normalize_metric(requested)
+    expected = normalize_metric(index["metric_type"]) if index else actual
     if actual != expected:
         raise invalid(
             f"metric type not match: invalid parameter[expected={expected}][actual={actual}]"
