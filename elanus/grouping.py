@@ -66,18 +66,18 @@ def regroup(
     group_rank = (np.cumsum(first, axis=1) - 1).ravel()
     order = np.empty(n, I64)
     order[srt] = group_rank[srt[run_first]]  # the rank of the hit's group by best hit
-    occ, order = occ.reshape(nq, w), order.reshape(nq, w)
+    occ2, order2 = occ.reshape(nq, w), order.reshape(nq, w)
     wanted = offset + limit
-    member = valid & (order < wanted) & (occ < group_size)
+    member = valid & (order2 < wanted) & (occ2 < group_size)
     counts = np.bincount(
-        (np.arange(nq)[:, None] * wanted + order)[member], minlength=nq * wanted
+        (np.arange(nq)[:, None] * wanted + order2)[member], minlength=nq * wanted
     ).reshape(nq, wanted)
     complete = counts.min(axis=1, initial=group_size) >= group_size if wanted else np.ones(nq, bool)
 
-    keep = member & (order >= offset)
+    keep = member & (order2 >= offset)
     kr, kc = np.nonzero(keep)
     width = limit * group_size
-    sort_key = kr * width + (order[kr, kc] - offset) * group_size + occ[kr, kc]
+    sort_key = kr * width + (order2[kr, kc] - offset) * group_size + occ2[kr, kc]
     pick = np.argsort(sort_key, kind="stable")
     kr, kc = kr[pick], kc[pick]
     per_row = np.bincount(kr, minlength=nq)

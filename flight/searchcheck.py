@@ -6,9 +6,11 @@ match"). A field without an index uses the collection's default metric (the one 
 setup was given), else Milvus's default (COSINE for float vectors, HAMMING for binary,
 IP for sparse), unless the request names one: with no index there is nothing for it to
 contradict (Milvus Lite scores unindexed fields in any metric; Milvus itself cannot load
-a collection whose vector field has no index, and its quick setup makes one). Search params (``nprobe``, ``ef``) are checked against the index's build
-params, and range-search bounds against the metric, so a bad request is refused before
-any node sees it.
+a collection whose vector field has no index, and its quick setup makes one).
+
+Search params (``nprobe``, ``ef``) are checked against the index's build params, and
+range-search bounds against the metric, so a bad request is refused before any node
+sees it.
 
 Indexes come from the index coord, once per meta generation: creating or dropping an
 index broadcasts a meta invalidation, which bumps the generation and so also retires the
