@@ -638,10 +638,14 @@ class Client(IndexAPI, BuilderAPI):
         guarantee_timestamp: int | None = None,
         as_of: int | None = None,
         partition_names: list[str] | None = None,
+        group_by_field: str | None = None,
+        group_size: int | None = None,
+        strict_group_size: bool | None = None,
         db: str | None = None,
         timeout: float | None = None,
     ) -> list[list[dict[str, Any]]]:
-        """pymilvus-style search: per query vector, hits ``{"id", "distance", "entity"}``."""
+        """pymilvus-style search: per query vector, hits ``{"id", "distance", "entity"}``;
+        with ``group_by_field``, ``limit`` groups of up to ``group_size`` hits each."""
         vectors = (
             data.tolist()
             if hasattr(data, "tolist")
@@ -663,6 +667,10 @@ class Client(IndexAPI, BuilderAPI):
             body["search_params"] = search_params
         if anns_field:
             body["anns_field"] = anns_field
+        grouping = ("group_by_field", group_by_field), ("group_size", group_size)
+        for key, value in (*grouping, ("strict_group_size", strict_group_size)):
+            if value is not None:
+                body[key] = value
         body = self._read_options(
             body, consistency_level, guarantee_timestamp, as_of, partition_names
         )

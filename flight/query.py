@@ -33,8 +33,17 @@ from elanus.expr import parse
 from elanus.flight.actions import check_request
 from elanus.flight.metacache import CollectionInfo
 from elanus.flight.query_actions import check_query_ids, check_search_data
+from elanus.flight.searchcheck import (
+    SearchIndexes,
+    check_index_params,
+    check_range,
+    group_field,
+    resolve_metric,
+    split_search_params,
+)
 from elanus.flight.searchplan import SearchPlan, SearchPlans
-from elanus.reduce import normalize_metric, reduce_parts
+from elanus.grouping import reduce_grouped
+from elanus.reduce import reduce_parts
 from elanus.schema import DYNAMIC_FIELD, DataType, Field
 from elanus.segments.worker import SearchRequest
 
@@ -60,6 +69,10 @@ class QueryService:
         self._direct: dict[int, tuple[dict[str, str], list[tuple[Any, str]]]] = {}
         """collection -> (the route they were found for, its in-process search calls)."""
         self.plans = SearchPlans()
+        self.indexes = SearchIndexes(self._index_entries)
+
+    def _index_entries(self, collection_id: int) -> list[dict[str, Any]]:
+        return list(self._coord("index.describe", {"collection_id": collection_id})["indexes"])
 
     def _coord(self, method: str, body: dict[str, Any]) -> Any:
         return self.proxy.run(self.proxy.ddl.coord(method, body))
@@ -263,27 +276,37 @@ class QueryService:
         """The parts of a search that do not depend on its vectors, checked."""
         field = self._vector_field(info, request["anns_field"])
         params = request["search_params"]
-        metric = normalize_metric(
-            params.get("metric_type")
-            or info.described["properties"].get("metric_type")
-            or ("HAMMING" if field.dtype is DataType.BINARY_VECTOR else "COSINE")
+        index = self.indexes.of(
+            info, field.name, generation if generation >= 0 else self.proxy.cache.generation
         )
+        metric = resolve_metric(info, field, index, params.get("metric_type"))
+        radius, range_filter, index_params = split_search_params(params)
+        check_range(metric, radius, range_filter)
+        k = request["limit"] + request["offset"]
+        group = group_field(info, request.get("group_by_field"))
+        group_size = request.get("group_size", 1) if group else 1
+        check_index_params(field, index, index_params, k * group_size)
         outputs = self._outputs(info, request["output_fields"])
         if COUNT in outputs:
             raise invalid("search cannot output count(*)")
+        if group is not None and group.name not in outputs:
+            outputs.append(group.name)  # a grouped hit shows its group's value
         self._filter(info, request["filter"], request["filter_params"])
         node_body = {
             "field": field.name,
-            "k": request["limit"] + request["offset"],
+            "k": k,
             "metric": metric,
             "filter": request["filter"],
             "params": request["filter_params"],
             "output_fields": self._columns(info, outputs),
             "partition_ids": self._partition_ids(info, request["partition_names"]),
-            "search_params": params.get("params") or {},
-            "radius": params.get("radius"),
-            "range_filter": params.get("range_filter"),
+            "search_params": index_params,
+            "radius": radius,
+            "range_filter": range_filter,
         }
+        if group is not None:
+            node_body["group_by_field"] = group.name
+            node_body["group_size"] = group_size
         kept = {**request, "data": None}  # a plan outlives the request: not its vectors
         node_request = SearchRequest(node_body, info.schema)
         return SearchPlan(info, generation, kept, field, metric, outputs, node_body, node_request)
@@ -301,6 +324,10 @@ class QueryService:
             return _part(replies[0]), int(replies[0]["ts"])
         read_ts = max((int(r["ts"]) for r in replies), default=ts)
         parts = [_part(r) for r in replies]
+        group = plan.node_request.group_by
+        if group is not None:
+            size = plan.node_request.group_size
+            return reduce_grouped(parts, limit, size, plan.metric, group, offset), read_ts
         return reduce_parts(parts, limit, plan.metric, offset), read_ts
 
     def _vector_field(self, info: CollectionInfo, name: str | None) -> Field:

@@ -11,6 +11,7 @@ from typing import Any
 from elanus.consistency import ConsistencyLevel
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.flight.actions import _action, _db, _name
+from elanus.flight.searchcheck import split_search_params
 from elanus.flight.wire import decode_body
 from elanus.requests import Body
 from elanus.schema import DataType, Field, check_name
@@ -18,6 +19,7 @@ from elanus.schema import DataType, Field, check_name
 MAX_TOPK = 16_384
 MAX_NQ = 16_384
 QUERY_ACTIONS = ("load_collection", "release_collection", "get_load_state", "search", "query")
+GROUP_KEYS = ("group_by_field", "group_size", "strict_group_size")
 READ_KEYS = ("consistency_level", "guarantee_timestamp", "as_of", "partition_names")
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
@@ -97,7 +99,8 @@ def _load_state(b: Body) -> dict[str, Any]:
     "search",
     "Vector search. Body: collection, data (list of vectors), anns_field, limit, offset, "
     "filter, filter_params, output_fields, search_params (metric_type, radius, "
-    "range_filter), consistency_level, guarantee_timestamp, as_of, partition_names. "
+    "range_filter, params), group_by_field, group_size, strict_group_size, "
+    "consistency_level, guarantee_timestamp, as_of, partition_names. "
     "Result: results (per query: id, distance, entity), ts.",
     (
         "collection",
@@ -109,6 +112,7 @@ def _load_state(b: Body) -> dict[str, Any]:
         "filter_params",
         "output_fields",
         "search_params",
+        *GROUP_KEYS,
         *READ_KEYS,
     ),
 )
@@ -151,12 +155,19 @@ def _search_options(b: Body) -> dict[str, Any]:
     unknown = sorted(set(params) - {"metric_type", "radius", "range_filter", "params"})
     if unknown:
         raise invalid(f"search: unknown search_params key(s) {', '.join(unknown)}")
-    for key in ("radius", "range_filter"):
-        value = params.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
-            raise invalid(f"search: search_params {key!r} must be a number, got {value!r}")
     if not isinstance(params.get("params") or {}, dict):
         raise invalid("search: search_params 'params' must be an object, e.g. {\"nprobe\": 16}")
+    split_search_params(params)  # the range bounds are numbers, wherever they sit
+    group_by = b.str("group_by_field", None) or None
+    group_size = b.int("group_size", 1, lo=1, hi=MAX_TOPK)
+    strict = b.bool("strict_group_size", False)
+    if group_by is None and (group_size != 1 or strict):
+        raise invalid("search: group_size and strict_group_size need a group_by_field")
+    if group_size * (limit + offset) > MAX_TOPK:
+        raise invalid(
+            f"search: (limit + offset) * group_size must be at most {MAX_TOPK}, "
+            f"got {(limit + offset) * group_size}"
+        )
     if "metric_type" in params and not isinstance(params["metric_type"], str):
         raise invalid("search: search_params 'metric_type' must be a string")
     return {
@@ -169,6 +180,9 @@ def _search_options(b: Body) -> dict[str, Any]:
         "filter_params": b.dict("filter_params", {}),
         "output_fields": b.list("output_fields", []),
         "search_params": params,
+        "group_by_field": group_by,
+        "group_size": group_size,
+        "strict_group_size": strict,
         **_read_options(b),
     }
 

@@ -182,7 +182,15 @@ class IndexCoord:
             ]
             await self._save([record], tasks)
         log.info("index %s on %s.%s: %d tasks", index_name, cid, field_name, len(tasks))
+        await self._searches_changed("index.create", info)
         return {"index_id": record.index_id, "created": True}
+
+    async def _searches_changed(self, kind: str, info: dict[str, Any]) -> None:
+        """An index fixes the metric searches of its field use: proxies drop the search
+        plans they made before it came or went (a meta invalidation, as DDL sends)."""
+        cid = int(info["collection_id"])
+        ts = self.coord.tso.alloc()
+        await self.coord.root.invalidate_proxies(kind, str(info["db"]), str(info["name"]), cid, ts)
 
     def _new_task(self, index: IndexRecord, seg: Segment) -> IndexTask:
         assert seg.path is not None
@@ -216,6 +224,7 @@ class IndexCoord:
             record = self._find(cid, index_name, field)
             await self._mark_deleted([record])
         self.coord.query.schedule(self.coord.query.on_index_dropped(cid, record.field_name))
+        await self._searches_changed("index.drop", await self.coord.root.describe_by_id(cid))
         return {"index_id": record.index_id}
 
     async def drop_collection(self, collection_id: int) -> None:

@@ -92,6 +92,12 @@ class RootCoord:
         finally:
             await sub.unsubscribe()
 
+    async def invalidate_proxies(
+        self, kind: str, db: str, name: str, collection_id: int, ts: int
+    ) -> None:
+        """Drop every proxy's cached meta of a collection (index changes call it too)."""
+        await self._invalidate(kind, db, name, collection_id, ts)
+
     async def describe_by_id(self, collection_id: int) -> dict[str, Any]:
         return await self._read(Catalog.describe_by_id, collection_id)
 

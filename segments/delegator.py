@@ -36,12 +36,16 @@ from elanus.channels.consumer import ChannelConsumer
 from elanus.channels.dml import DmlMessage, MsgType
 from elanus.errors import ElanusError, ErrorCode
 from elanus.expr import Expr
-from elanus.reduce import reduce_parts
 from elanus.schema import TIMESTAMP_FIELD, Schema
 from elanus.segments import storage
 from elanus.segments.memseg import MemSegment
 from elanus.segments.pkstats import PkStats
-from elanus.segments.worker import SearchRequest, concat_or_empty, search_part
+from elanus.segments.worker import (
+    SearchRequest,
+    concat_or_empty,
+    reduce_request,
+    search_part,
+)
 
 if TYPE_CHECKING:
     from elanus.segments.querynode import QueryNode
@@ -300,7 +304,7 @@ class Delegator:
         for node, sids in self._workers(body.get("partition_ids")).items():
             reply = await self.node.call(node, "worker.search", {**body, "segment_ids": sids})
             parts += [_part_from_wire(p) for p in reply["parts"]]
-        merged = reduce_parts(parts, req.k, req.metric) if parts else _empty(req)
+        merged = reduce_request(parts, req) if parts else _empty(req)
         return {**merged, "ts": ts}
 
     def search_direct(
@@ -337,7 +341,7 @@ class Delegator:
             parts = [search_part(seg, req) for seg in growing]
             for search, sids in searches:
                 parts += search(sids, req)
-            merged = reduce_parts(parts, req.k, req.metric) if parts else _empty(req)
+            merged = reduce_request(parts, req) if parts else _empty(req)
             return {**merged, "ts": req.ts}
         finally:
             self._exit_read(version)

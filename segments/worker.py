@@ -17,11 +17,17 @@ import pyarrow as pa
 
 from elanus.channels.dml import PK_COLUMN
 from elanus.expr import Expr, parse
+from elanus.grouping import reduce_grouped, regroup
+from elanus.indexparams import MAX_EF
+from elanus.reduce import reduce_parts
 from elanus.schema import Schema
 from elanus.segments import storage
 from elanus.segments.memseg import MemSegment
 
 log = logging.getLogger(__name__)
+
+MAX_GROUP_SCAN = MAX_EF
+"""Hits a segment looks at, at most, to fill a grouped search's groups (HNSW's ef bound)."""
 
 
 def load_segment(spec: dict[str, Any], schema: Schema) -> MemSegment:
@@ -139,6 +145,9 @@ class SearchRequest:
         self.range_filter: float | None = body.get("range_filter")
         self.output_fields: list[str] = list(body.get("output_fields") or [])
         self.partition_ids: list[int] | None = body.get("partition_ids")
+        self.group_by: str | None = body.get("group_by_field")
+        """Grouped search: ``k`` counts groups of up to ``group_size`` hits."""
+        self.group_size: int = int(body.get("group_size") or 1)
 
     def at(self, queries: Any, ts: int) -> SearchRequest:
         """The same search for other (checked) query vectors at another read timestamp."""
@@ -149,17 +158,48 @@ class SearchRequest:
 
 
 def search_part(seg: MemSegment, req: SearchRequest) -> dict[str, Any]:
-    """One segment's hits with their output fields (one row per hit, query-major)."""
+    """One segment's hits with their output fields (one row per hit, query-major); for a
+    grouped search its ``k`` best groups."""
+    if req.group_by is None:
+        return _hits_part(seg, req, req.k, req.search_params)
+    return grouped_part(seg, req)
+
+
+def grouped_part(seg: MemSegment, req: SearchRequest) -> dict[str, Any]:
+    """A segment's best groups: searched ever wider until every query has ``k`` full
+    groups (then no farther hit can change them) or the segment is exhausted."""
+    assert req.group_by is not None
+    k = req.k * req.group_size
+    params = req.search_params
+    while True:
+        part = _hits_part(seg, req, k, params)
+        grouped, complete = regroup(part, req.k, req.group_size, 0, req.group_by, req.metric)
+        if complete.all() or k >= min(seg.num_rows, MAX_GROUP_SCAN):
+            return {**grouped, "segment_id": seg.segment_id}
+        k = min(k * 4, seg.num_rows, MAX_GROUP_SCAN)
+        params = {n: v for n, v in params.items() if n != "ef"}  # HNSW widens ef to k
+
+
+def reduce_request(parts: list[dict[str, Any]], req: SearchRequest) -> dict[str, Any]:
+    """Merge the parts of one search (grouped or not) into its top ``k``."""
+    if req.group_by is not None:
+        return reduce_grouped(parts, req.k, req.group_size, req.metric, req.group_by)
+    return reduce_parts(parts, req.k, req.metric)
+
+
+def _hits_part(
+    seg: MemSegment, req: SearchRequest, k: int, params: dict[str, Any]
+) -> dict[str, Any]:
     hits = seg.search(
         req.field,
         req.queries,
-        req.k,
+        k,
         req.metric,
         req.ts,
         req.expr,
         req.radius,
         req.range_filter,
-        req.search_params,
+        params,
     )
     part: dict[str, Any] = {
         "distances": hits.distances,

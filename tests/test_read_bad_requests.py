@@ -245,7 +245,11 @@ CASES = [
     ),
     Case(
         "range_filter below radius for IP",
-        s(search_params={"metric_type": "IP", "radius": 2.0, "range_filter": 1.0}),
+        s(  # an IP collection: the L2 one refuses IP itself (metric type not match)
+            "sparse",
+            data=[{1: 1.0}],
+            search_params={"metric_type": "IP", "radius": 2.0, "range_filter": 1.0},
+        ),
         INV,
         ("range_filter", "radius"),
     ),
