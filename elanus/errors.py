@@ -53,17 +53,18 @@ def invalid(message: str) -> ElanusError:
     return ElanusError(ErrorCode.INVALID_ARGUMENT, message)
 
 
-_PREFIX = re.compile(r"^\[([A-Z_]+)\]\s*(.*)$", re.S)
+_PREFIX = re.compile(r"^(?:[A-Za-z ]{1,40}: )?\[([A-Z_]+)\]\s*(.*)$", re.S)
 
 
 def parse_prefixed(text: str) -> tuple[str, str] | None:
-    """Split ``"[CODE] message"`` (as carried in a Flight error) into its parts."""
+    """Split ``"[CODE] message"`` (as carried in a Flight error) into its parts; a status
+    name in front (pyarrow's ``"Unknown error: "``, as GetSchema errors read) is skipped."""
     m = _PREFIX.match(text.strip())
     if not m:
         return None
     msg = m.group(2)
     # pyarrow appends ". Detail: ..." to server-side messages; drop it.
-    cut = msg.rfind(". Detail: ")
+    cut = msg.find(". Detail: ")
     if cut >= 0:
         msg = msg[:cut]
     return m.group(1), msg

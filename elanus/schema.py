@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import enum
 import json
+import math
 import re
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,6 +79,14 @@ VECTOR_TYPES = frozenset(
     }
 )
 INT_TYPES = frozenset({DataType.INT8, DataType.INT16, DataType.INT32, DataType.INT64})
+INT_RANGES: dict[DataType, tuple[int, int]] = {
+    DataType.INT8: (-(2**7), 2**7 - 1),
+    DataType.INT16: (-(2**15), 2**15 - 1),
+    DataType.INT32: (-(2**31), 2**31 - 1),
+    DataType.INT64: (-(2**63), 2**63 - 1),
+}
+FLOAT32_MAX = 3.4028234663852886e38
+"""The largest finite float32 (``numpy.finfo(numpy.float32).max``)."""
 ARRAY_ELEMENT_TYPES = frozenset(
     {DataType.BOOL, *INT_TYPES, DataType.FLOAT, DataType.DOUBLE, DataType.VARCHAR}
 )
@@ -268,24 +278,44 @@ class Field:
             self._check_default()
 
     def _check_default(self) -> None:
-        v, dt = self.default_value, self.dtype
-        ok = (
-            (dt == DataType.BOOL and isinstance(v, bool))
-            or (dt in INT_TYPES and isinstance(v, int) and not isinstance(v, bool))
-            or (
-                dt in (DataType.FLOAT, DataType.DOUBLE)
-                and isinstance(v, int | float)
-                and not isinstance(v, bool)
+        """Milvus's rules for ``default_value``: scalar fields only (not the primary key,
+        vectors, JSON or Array), a value of the field's own type that fits its limits, so
+        a row that takes the default can always be stored."""
+        v, dt, name = self.default_value, self.dtype, self.name
+        if dt in (DataType.JSON, DataType.ARRAY):
+            raise invalid(f"field {name!r}: {dt.value} fields do not support default values")
+        if dt == DataType.BOOL:
+            fits = isinstance(v, bool)
+        elif dt == DataType.VARCHAR:
+            fits = isinstance(v, str)
+        else:
+            fits = isinstance(v, int | float) and not isinstance(v, bool)
+            if dt in INT_TYPES:
+                fits = fits and isinstance(v, int)
+        if not fits:
+            raise invalid(
+                f"default value {_short(v)} of field {name!r} is not {_kind_of(dt)} "
+                f"(the field is {dt.value})"
             )
-            or (
-                dt == DataType.VARCHAR
-                and isinstance(v, str)
-                and len(v.encode()) <= (self.max_length or 0)
+        if dt in INT_TYPES:
+            lo, hi = INT_RANGES[dt]
+            if not lo <= v <= hi:
+                raise invalid(
+                    f"default value {v} of field {name!r} is out of the {dt.value} range "
+                    f"[{lo}, {hi}]"
+                )
+        elif dt in (DataType.FLOAT, DataType.DOUBLE):
+            limit = FLOAT32_MAX if dt == DataType.FLOAT else sys.float_info.max
+            if not math.isfinite(v) or abs(v) > limit:
+                raise invalid(
+                    f"default value {v!r} of field {name!r} is not a finite {dt.value} "
+                    f"(|value| <= {limit:g})"
+                )
+        elif dt == DataType.VARCHAR and len(v.encode()) > (self.max_length or 0):
+            raise invalid(
+                f"default value of field {name!r} is {len(v.encode())} bytes long; "
+                f"the field's max_length is {self.max_length}"
             )
-            or (dt == DataType.JSON and _is_json(v))
-        )
-        if not ok:
-            raise invalid(f"default value {v!r} does not fit field {self.name!r} ({dt.value})")
 
 
 @dataclass
@@ -427,9 +457,14 @@ def _opt_int(d: dict[str, Any], key: str) -> int | None:
         raise invalid(f"{key} must be an integer, got {v!r}") from None
 
 
-def _is_json(v: Any) -> bool:
-    try:
-        json.dumps(v)
-        return True
-    except (TypeError, ValueError):
-        return False
+def _kind_of(dt: DataType) -> str:
+    if dt == DataType.BOOL:
+        return "a boolean"
+    if dt == DataType.VARCHAR:
+        return "a string"
+    return "an integer" if dt in INT_TYPES else "a number"
+
+
+def _short(value: Any, limit: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -35,6 +35,9 @@ class Settings:
     segment_max_bytes: int = 512 * 1024 * 1024
     segment_idle_s: float = 600.0
     max_request_bytes: int = 256 * 1024 * 1024
+    max_json_depth: int = 64
+    """How deeply a JSON request body (DoAction body, command, ticket) may nest arrays and
+    objects; a deeper one is refused with INVALID_ARGUMENT. Process-wide."""
     bounded_staleness_ms: int = 1000
     """How far behind a Bounded read may be."""
     compaction_interval_s: float = 60.0
@@ -52,6 +55,8 @@ class Settings:
             raise ValueError("num_pchannels must be at least 1")
         if self.timetick_interval_ms < 1:
             raise ValueError("timetick_interval_ms must be at least 1")
+        if self.max_json_depth < 2:
+            raise ValueError("max_json_depth must be at least 2")
 
     @property
     def data_path(self) -> Path:

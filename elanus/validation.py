@@ -27,19 +27,23 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from elanus.errors import ElanusError, ErrorCode, invalid
-from elanus.schema import DYNAMIC_FIELD, INT_TYPES, SPARSE_ARROW_TYPE, DataType, Field, Schema
+from elanus.schema import (
+    DYNAMIC_FIELD,
+    FLOAT32_MAX,
+    INT_RANGES,
+    INT_TYPES,
+    RESERVED_NAMES,
+    SPARSE_ARROW_TYPE,
+    DataType,
+    Field,
+    Schema,
+)
 
 __all__ = ["conform_insert", "conform_delete_keys", "first_invalid_json", "MAX_SPARSE_INDEX"]
 
 MAX_SPARSE_INDEX = 2**32 - 2  # Milvus: a sparse index must be below 2^32 - 1
-_F32_MAX = float(np.finfo(np.float32).max)
+_F32_MAX = FLOAT32_MAX
 _F16_MAX = float(np.finfo(np.float16).max)
-_INT_RANGES: dict[DataType, tuple[int, int]] = {
-    DataType.INT8: (-(2**7), 2**7 - 1),
-    DataType.INT16: (-(2**15), 2**15 - 1),
-    DataType.INT32: (-(2**31), 2**31 - 1),
-    DataType.INT64: (-(2**63), 2**63 - 1),
-}
 Loc = Callable[[int], str]
 
 
@@ -198,7 +202,7 @@ def _missing(f: Field, n: int) -> pa.Array:
 
 def _default_scalar(f: Field) -> pa.Scalar:
     value = f.default_value
-    if f.dtype == DataType.JSON:
+    if f.dtype == DataType.JSON:  # refused since, but a catalog may hold an older schema
         value = json.dumps(value)
     return pa.scalar(value, type=f.arrow_type())
 
@@ -278,7 +282,7 @@ def _to_int(
     target = _ARROW_INT[dt]
     if arr.type == target:
         return arr
-    lo, hi = _INT_RANGES[dt]
+    lo, hi = INT_RANGES[dt]
     src = np.iinfo(arr.type.to_pandas_dtype())
     bad: pa.Array | None = None
     if src.min < lo:
@@ -715,6 +719,8 @@ def _dynamic_column(
 ) -> pa.Array:
     meta = columns.get(DYNAMIC_FIELD)
     extra = [name for name in unknown if name != DYNAMIC_FIELD]
+    for name in extra:
+        _check_dynamic_key(name)
     if meta is not None:
         meta = _check_meta(schema, meta)
     if not extra:
@@ -759,6 +765,7 @@ def _check_meta(schema: Schema, meta: pa.Array) -> pa.Array:
             f"{_preview(meta[bad].as_py())}"
         )
     static = [f.name for f in schema.fields]
+    taken = [*static, *RESERVED_NAMES, ""]
     table = pa.table({"i": pa.array(np.arange(len(meta), dtype=np.int64)), "m": meta})
     con = _duck()
     con.register("_elanus_meta", table)
@@ -767,7 +774,7 @@ def _check_meta(schema: Schema, meta: pa.Array) -> pa.Array:
             "SELECT min(i) FILTER (WHERE json_type(m) <> 'OBJECT'), "
             "min(i) FILTER (WHERE json_type(m) = 'OBJECT' AND list_has_any(json_keys(m), ?)) "
             "FROM _elanus_meta WHERE m IS NOT NULL",
-            [static],
+            [taken],
         ).fetchall()[0]
     finally:
         con.unregister("_elanus_meta")
@@ -778,12 +785,26 @@ def _check_meta(schema: Schema, meta: pa.Array) -> pa.Array:
         )
     if clash is not None:
         keys = json.loads(meta[clash].as_py())
+        for key in keys:
+            _check_dynamic_key(key, f"{DYNAMIC_FIELD!r}: the value at row {clash} has key")
         names = sorted(set(keys) & set(static))
         raise invalid(
             f"{DYNAMIC_FIELD!r}: the value at row {clash} has key {names[0]!r}, which is a field "
             "of the collection schema (dynamic keys cannot repeat schema fields)"
         )
     return meta
+
+
+def _check_dynamic_key(key: str, where: str = "insert data has a dynamic field named") -> None:
+    """Milvus refuses ``$meta`` as a dynamic key; Elanus also keeps the names of its own
+    columns (``_ts``...) and the empty name out, so no stored key can shadow them."""
+    if key == "":
+        raise invalid(f"{where} '' (empty): a dynamic field needs a name")
+    if key in RESERVED_NAMES:
+        raise invalid(
+            f"{where} {key!r}, which is reserved; dynamic fields cannot be named "
+            f"{', '.join(repr(n) for n in sorted(RESERVED_NAMES))}"
+        )
 
 
 def _check_json_friendly(name: str, arr: pa.Array, path: str = "") -> None:

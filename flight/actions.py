@@ -16,7 +16,7 @@ from typing import Any
 from elanus import layout
 from elanus.consistency import ConsistencyLevel
 from elanus.errors import ElanusError, ErrorCode, invalid
-from elanus.flight.wire import DEFAULT_DB, decode_body
+from elanus.flight.wire import DEFAULT_DB, decode_request
 from elanus.requests import Body
 from elanus.schema import (
     MAX_DESCRIPTION,
@@ -69,7 +69,7 @@ def check_request(name: str, raw: bytes) -> tuple[ActionSpec, dict[str, Any]]:
         close = difflib.get_close_matches(name, ACTIONS, n=1)
         hint = f"did you mean {close[0]!r}?" if close else "ListActions lists the known ones"
         raise ElanusError(ErrorCode.UNKNOWN_ACTION, f"unknown action {name!r}; {hint}")
-    raw_body = decode_body(raw, f"{name} body")
+    raw_body = decode_request(raw, f"{name} body")
     allowed = {"db", *spec.keys}
     unknown = sorted(set(raw_body) - allowed)
     if unknown:  # before anything else, so a misspelt key is named as such
@@ -362,7 +362,7 @@ PUT_OPS = ("insert", "upsert")
 def check_put(raw: bytes) -> dict[str, Any]:
     """The JSON command of a DoPut descriptor: op, collection, partition, db, atomic, and
     for a staged write (``flight/imports.py``) stage (the write id) and stage_part."""
-    b = Body(decode_body(raw, "DoPut command"), "DoPut command")
+    b = Body(decode_request(raw, "DoPut command"), "DoPut command")
     op = b.str("op", "insert")
     if op not in PUT_OPS:
         raise invalid(f"DoPut command: 'op' must be one of {', '.join(PUT_OPS)}, not {op!r}")

@@ -19,6 +19,7 @@ import pyarrow.flight as flight
 from elanus.consistency import ConsistencyLevel
 from elanus.errors import ElanusError, ErrorCode
 from elanus.flight.client_index import BuilderAPI, IndexAPI
+from elanus.flight.client_reads import ReadSchemaAPI
 from elanus.flight.putresult import PutAck
 from elanus.flight.wire import DEFAULT_DB, decode_body, encode_json, from_flight_error
 from elanus.rows import to_arrow
@@ -31,7 +32,7 @@ DEFAULT_BATCH_BYTES = 8 << 20
 """Rows per DoPut batch are sized to about this many bytes (one PutResult each)."""
 
 
-class Client(IndexAPI, BuilderAPI):
+class Client(IndexAPI, BuilderAPI, ReadSchemaAPI):
     """``Client("grpc://host:8815")``; methods mirror pymilvus's ``MilvusClient``."""
 
     def __init__(
@@ -537,18 +538,9 @@ class Client(IndexAPI, BuilderAPI):
         ``arrow_schema``, ``columns``, ``total_records`` and ``endpoints``, each with its
         ``ticket`` (bytes for :meth:`read_endpoint`), ``kind`` and ``rows``. Reading every
         endpoint gives the rows a query with ``as_of=ts`` returns."""
-        command = self._in_db(db, collection=collection_name)
-        if columns is not None:
-            command["columns"] = list(columns)
-        if filter:
-            command["filter"] = filter
-        if filter_params:
-            command["filter_params"] = filter_params
-        if partition_names:
-            command["partition_names"] = list(partition_names)
-        if snapshot_ts:
-            command["snapshot_ts"] = int(snapshot_ts)
-        descriptor = flight.FlightDescriptor.for_command(encode_json(command))
+        descriptor = self._read_command(
+            collection_name, db, columns, filter, filter_params, partition_names, snapshot_ts
+        )
         try:
             info = self._conn().get_flight_info(descriptor, self._options(timeout))
         except (flight.FlightError, pa.ArrowException) as exc:

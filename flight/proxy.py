@@ -27,6 +27,7 @@ from elanus.channels.role import Role
 from elanus.errors import ElanusError, ErrorCode
 from elanus.flight import index_actions
 from elanus.flight.actions import ACTIONS, check_put, check_request
+from elanus.flight.bodyshape import set_max_json_depth
 from elanus.flight.ddl import DdlService
 from elanus.flight.dml import DmlService
 from elanus.flight.dml_actions import DML_ACTIONS
@@ -37,7 +38,7 @@ from elanus.flight.putresult import PutAck
 from elanus.flight.query import QueryService, hits_table
 from elanus.flight.query_actions import QUERY_ACTIONS, check_search_stream
 from elanus.flight.readplan import READ_PLAN_ACTIONS, ReadService
-from elanus.flight.wire import decode_body, encode_result, to_flight_error
+from elanus.flight.wire import decode_request, encode_result, to_flight_error
 from elanus.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -81,6 +82,7 @@ class ProxyServer(Role):
     # -- lifecycle --------------------------------------------------------------------------
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
+        set_max_json_depth(self.settings.max_json_depth)
         location = f"grpc://{self.settings.flight_host}:{self.settings.flight_port}"
         try:
             await self.ddl.start()
@@ -234,7 +236,7 @@ class ProxyServer(Role):
     def handle_get(self, ticket: bytes) -> flight.FlightDataStream:
         """DoGet: a read-plan ticket (JSON with ``read``), or a ``query`` action body."""
         with _flight_errors("DoGet"):
-            doc = decode_body(ticket, "DoGet ticket")
+            doc = decode_request(ticket, "DoGet ticket")
             if "read" in doc:
                 return self.reads.stream(doc)
             _, request = check_request("query", ticket)
@@ -295,6 +297,28 @@ def _command(descriptor: flight.FlightDescriptor, call: str) -> bytes:
     return bytes(descriptor.command or b"")
 
 
+class GetSchemaRefused(Exception):  # noqa: N818 - named for what a client reads
+    """A GetSchema error. pyarrow's GetSchema callback, unlike the others, does not turn a
+    ``FlightError`` into a Flight status, so this plain exception carries the same
+    ``"[CODE] message"`` text, and the JSON error goes out in the ``grpc-status-details-bin``
+    trailer, where Flight puts the extra info of every other call."""
+
+
+def _schema_refusal(context: flight.ServerCallContext, exc: flight.FlightError) -> GetSchemaRefused:
+    info = getattr(exc, "extra_info", None)
+    if info:
+        context.add_trailer("grpc-status-details-bin", info)
+    return GetSchemaRefused(str(exc))
+
+
+def _without_source(fn: T) -> T:
+    """pyarrow sends a Python traceback along with an uncaught exception's status; for the
+    one raise it cannot catch (GetSchema) the frame names no file and shows no source."""
+    code = fn.__code__  # type: ignore[attr-defined]
+    fn.__code__ = code.replace(co_filename="<elanus proxy>")  # type: ignore[attr-defined]
+    return fn
+
+
 class _FlightService(flight.FlightServerBase):
     """The gRPC face of a ProxyServer; all logic lives in the proxy."""
 
@@ -319,10 +343,15 @@ class _FlightService(flight.FlightServerBase):
     ) -> flight.FlightInfo:
         return self._proxy.handle_flight_info(descriptor)
 
+    @_without_source
     def get_schema(
         self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
     ) -> flight.SchemaResult:
-        return self._proxy.handle_schema(descriptor)
+        try:
+            return self._proxy.handle_schema(descriptor)
+        except flight.FlightError as exc:
+            refusal = _schema_refusal(context, exc)
+        raise refusal
 
     def do_put(
         self,

@@ -31,6 +31,7 @@ from elanus.consistency import ConsistencyLevel
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.expr import parse
 from elanus.flight.actions import check_request
+from elanus.flight.bodyshape import check_body_shape
 from elanus.flight.metacache import CollectionInfo
 from elanus.flight.query_actions import check_query_ids, check_search_data
 from elanus.flight.searchcheck import (
@@ -251,6 +252,7 @@ class QueryService:
             body = None  # NaN, huge integers, bad JSON: the full check has the words
         plan = None
         if isinstance(body, dict):
+            check_body_shape(raw, body, "search body")
             data = body.pop("data", None)
             key = self.plans.key(body)
             plan = self.plans.get(key, self.proxy.cache.generation)

@@ -12,7 +12,7 @@ from elanus.consistency import ConsistencyLevel
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.flight.actions import _action, _db, _name
 from elanus.flight.searchcheck import split_search_params
-from elanus.flight.wire import decode_body
+from elanus.flight.wire import decode_request
 from elanus.requests import Body
 from elanus.schema import DataType, Field, check_name
 
@@ -140,7 +140,7 @@ def check_search_data(data: Any) -> list[Any]:
 def check_search_stream(raw: bytes) -> dict[str, Any]:
     """The command of a DoExchange search: a ``search`` body without ``data`` (the query
     vectors arrive as record batches)."""
-    b = Body(decode_body(raw, "DoExchange command"), "DoExchange command")
+    b = Body(decode_request(raw, "DoExchange command"), "DoExchange command")
     request = _search_options(b)
     b.done()
     return request
@@ -207,6 +207,14 @@ def _query(b: Body) -> dict[str, Any]:
     filt = b.str("filter", "") or None
     ids = b.list("ids", None)
     outputs = b.list("output_fields", [])
+    if "count(*)" in outputs and any(n != "count(*)" for n in outputs):
+        others = [repr(n) for n in outputs if n != "count(*)"]
+        others = others[:3] + (["..."] if len(others) > 3 else [])
+        raise invalid(
+            f"query: 'count(*)' must be the only output field (also asked for: "
+            f"{', '.join(others)}); "
+            "count in one query and fetch fields in another"
+        )
     if filt is None and ids is None and outputs != ["count(*)"]:
         raise invalid("query: give a 'filter' or 'ids' (only count(*) may go without)")
     if filt is not None and ids is not None:

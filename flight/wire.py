@@ -14,6 +14,7 @@ import orjson
 import pyarrow.flight as flight
 
 from elanus.errors import ElanusError, ErrorCode, invalid, parse_prefixed
+from elanus.flight.bodyshape import check_body_shape, max_json_depth
 
 DEFAULT_DB = "default"
 
@@ -59,8 +60,22 @@ def decode_body(raw: bytes, what: str = "request body") -> dict[str, Any]:
             body = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as exc:
             raise invalid(f"malformed JSON in {what}: {exc}") from None
+        except RecursionError:
+            raise invalid(
+                f"{what} is nested too deeply to read; the limit is {max_json_depth()} levels "
+                "(setting max_json_depth)"
+            ) from None
     if not isinstance(body, dict):
         raise invalid(f"{what} must be a JSON object, got {_json_kind(body)}")
+    return body
+
+
+def decode_request(raw: bytes, what: str = "request body") -> dict[str, Any]:
+    """``decode_body`` for what clients send the proxy: also refuses a key given twice in
+    one object and nesting deeper than ``max_json_depth`` (see ``bodyshape``)."""
+    body = decode_body(raw, what)
+    if body:
+        check_body_shape(raw, body, what)
     return body
 
 
