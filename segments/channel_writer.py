@@ -99,6 +99,7 @@ class ChannelWriter:
         self.collection_id: int = spec["collection_id"]
         self.schema = Schema.from_dict(spec["schema"])
         self.pk_field = self.schema.primary.name
+        self.arrow_schema = storage.segment_schema(self.schema)
         checkpoint = spec.get("checkpoint")
         assert node.data_bus is not None
         self.consumer = ChannelConsumer(
@@ -201,6 +202,7 @@ class ChannelWriter:
         batch = pa.RecordBatch.from_arrays(
             [*batch.columns, ts_col], names=[*batch.schema.names, TIMESTAMP_FIELD]
         )
+        batch = storage.conform(batch, self.arrow_schema)  # one schema for every batch
         buf.add(batch, m.batch.column(self.pk_field), m.ts)
         if buf.pending_bytes >= SPILL_BYTES:
             self._start_spill(buf)
@@ -244,7 +246,7 @@ class ChannelWriter:
             compact_segments,
             dirs,
             self._seg_dir(pid, target),
-            self.pk_field,
+            self.schema,
             int(plan["horizon_ts"]),
         )
         for s in sources:
@@ -271,12 +273,13 @@ class ChannelWriter:
         batches, first = buf.take_pending()
         seg_dir = self._seg_dir(buf.partition_id, buf.segment_id)
         previous = buf.spill
+        target = self.arrow_schema
 
         async def spill() -> None:
             if previous is not None:
                 await previous
             table = pa.Table.from_batches(batches)
-            await asyncio.to_thread(storage.write_rows, seg_dir, table, first=first)
+            await asyncio.to_thread(storage.write_rows, seg_dir, table, target, first=first)
 
         buf.spill = asyncio.create_task(spill())
 
