@@ -28,6 +28,7 @@ from elanus import layout
 from elanus.channels import subjects
 from elanus.channels.consumer import ChannelConsumer
 from elanus.channels.dml import DmlMessage, MsgType
+from elanus.channels.supervisor import describe
 from elanus.errors import ElanusError
 from elanus.schema import TIMESTAMP_FIELD, Schema
 from elanus.segments import storage
@@ -108,6 +109,8 @@ class ChannelWriter:
             self.vchannel,
             f"dn_{self.vchannel}",
             self._on_pack,
+            supervisor=node.supervisor,
+            on_failure=self._channel_failed,
             start_seq=checkpoint["seq"] if checkpoint else None,
             start_ts=checkpoint["ts"] if checkpoint else 0,
         )
@@ -144,6 +147,16 @@ class ChannelWriter:
 
     async def start(self) -> None:
         await self.consumer.start()
+
+    def _channel_failed(self, exc: BaseException) -> None:
+        """The consuming task died (logged with its traceback already): tell the coord,
+        which fails the flushes waiting on this channel and has it watched again."""
+        body = {"node_id": self.node.node_id, "vchannel": self.vchannel}
+        body["reason"] = self.consumer.failure or describe(exc)
+        self.node.supervisor.spawn(
+            f"report {self.vchannel} failure",
+            lambda: self._tell_coord("datanode.channel_failed", body),
+        )
 
     async def stop(self) -> None:
         self._stopping = True
@@ -242,13 +255,20 @@ class ChannelWriter:
         target = int(plan["target_segment_id"])
         pid = int(plan["partition_id"])
         dirs = [self._seg_dir(pid, s) for s in sources]
-        result = await asyncio.to_thread(
-            compact_segments,
-            dirs,
-            self._seg_dir(pid, target),
-            self.schema,
-            int(plan["horizon_ts"]),
-        )
+        try:
+            result = await asyncio.to_thread(
+                compact_segments,
+                dirs,
+                self._seg_dir(pid, target),
+                self.schema,
+                int(plan["horizon_ts"]),
+            )
+        except Exception as exc:  # noqa: BLE001 - the plan fails; the channel goes on
+            log.exception("%s: compaction plan %s failed", self.vchannel, plan["plan_id"])
+            await asyncio.to_thread(storage.remove_segment, self._seg_dir(pid, target))
+            body = {"node_id": self.node.node_id, "plan_id": plan["plan_id"]}
+            await self._tell_coord("compaction.fail", {**body, "reason": describe(exc)})
+            return
         for s in sources:
             self.flushed.pop(s, None)
         if result["num_rows"]:
@@ -281,7 +301,8 @@ class ChannelWriter:
             table = pa.Table.from_batches(batches)
             await asyncio.to_thread(storage.write_rows, seg_dir, table, target, first=first)
 
-        buf.spill = asyncio.create_task(spill())
+        name = f"spill segment {buf.segment_id}"
+        buf.spill = self.node.supervisor.spawn(name, spill)  # a failure fails the flush
 
     async def _report_flushed(self, report: dict[str, Any]) -> None:
         await self._tell_coord("segment.flushed", report)
