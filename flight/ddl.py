@@ -13,8 +13,8 @@ from typing import Any
 
 from elanus.channels import subjects
 from elanus.channels.bus import Bus
-from elanus.errors import ElanusError, ErrorCode
 from elanus.channels.supervisor import Supervisor
+from elanus.errors import ElanusError, ErrorCode
 from elanus.flight.ddqueue import DdQueue
 from elanus.flight.metacache import CollectionInfo, MetaCache
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from pathlib import Path
 from collections.abc import Callable, Coroutine
+from pathlib import Path
 from typing import Any
 
 from elanus.channels import subjects
