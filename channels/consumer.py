@@ -26,6 +26,7 @@ from nats.js.errors import NotFoundError
 from elanus.channels.bus import Bus
 from elanus.channels.dml import DmlMessage, MsgType, data_subject, stream_name, tick_subject
 from elanus.channels.loop import cancel_and_wait
+from elanus.channels.supervisor import OnFailure, Supervisor, describe
 
 log = logging.getLogger(__name__)
 
@@ -49,10 +50,16 @@ class ChannelConsumer:
         durable: str,
         on_pack: PackHandler,
         *,
+        supervisor: Supervisor,
+        on_failure: OnFailure | None = None,
         start_seq: int | None = None,
         start_ts: int = 0,
     ) -> None:
         self.bus = bus
+        self.supervisor = supervisor
+        self.on_failure = on_failure
+        self.failure: str | None = None
+        """Why the consuming task died (``Type: message``); None while it runs."""
         self.pchannel = pchannel
         self.vchannel = vchannel
         self.durable = durable
@@ -73,12 +80,28 @@ class ChannelConsumer:
 
     async def start(self) -> None:
         await self._subscribe(self.start_seq)
-        self._task = asyncio.create_task(self._run(), name=f"consume-{self.durable}")
+        self.failure = None
+        self.supervisor.recover(self.task_name)
+        self._task = self.supervisor.spawn(
+            self.task_name, self._run, vital=True, on_failure=self._failed
+        )
+
+    @property
+    def task_name(self) -> str:
+        return f"channel {self.vchannel}"
+
+    def _failed(self, exc: BaseException) -> None:
+        """The task died mid-pack: nothing is consumed any more (a restart would apply part
+        of a pack twice); the owner decides (the datanode has the channel reassigned)."""
+        self.failure = describe(exc)
+        if self.on_failure is not None:
+            self.on_failure(exc)
 
     async def stop(self) -> None:
         self._stopping = True
         await cancel_and_wait(self._task)
         self._task = None
+        self.supervisor.recover(self.task_name)  # not ours any more, failed or not
         await self._unsubscribe()
 
     async def wait_tick(self, ts: int, timeout: float) -> bool:

@@ -15,6 +15,8 @@ import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
+from elanus.errors import ElanusError
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -126,8 +128,10 @@ class Periodic:
                 await self.fn()
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # noqa: BLE001 - keep going; the next round may work
+            except ElanusError as exc:  # the coord away, a node gone: the next round may work
                 log.warning("%s failed: %s", self.name, exc)
+            except Exception:  # noqa: BLE001 - a bug: its traceback now, then keep going
+                log.exception("%s failed", self.name)
 
     async def stop(self) -> None:
         self._stopping = True

@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 from elanus.channels.bus import Bus, Handler, Served
 from elanus.channels.sessions import Session, SessionInfo
+from elanus.channels.supervisor import Supervisor
 from elanus.settings import Settings
 
 
@@ -22,6 +23,8 @@ class Role:
         """A second NATS connection for bulk data, if the role opened one."""
         self._session: Session | None = None
         self._served: list[Served] = []
+        self.supervisor = Supervisor(f"{self.role_name} {self.node_id}", self._health_changed)
+        """Every background task of the role runs through it (see ``channels/supervisor``)."""
 
     @property
     def address(self) -> str:
@@ -39,8 +42,15 @@ class Role:
         await self.register()
 
     async def register(self) -> None:
-        info = SessionInfo(self.role_name, self.node_id, self.address, meta=self.session_meta())
+        meta = {**self.session_meta(), "health": self.supervisor.health()}
+        info = SessionInfo(self.role_name, self.node_id, self.address, meta=meta)
         self._session = await Session(self.bus, info, self.settings.session_ttl_s).start()
+
+    def _health_changed(self) -> None:
+        """Carry the role's health in its session: the next keepalive publishes it, so the
+        coord's ``health`` and ``elanus status`` name a role whose vital task failed."""
+        if self._session is not None:
+            self._session.info.meta["health"] = self.supervisor.health()
 
     async def serve(
         self,
@@ -64,6 +74,7 @@ class Role:
         for served in self._served:
             await _quietly(served.unsubscribe())
         self._served.clear()
+        await self.supervisor.stop()
         if self.data_bus is not None:
             await self.data_bus.close()
             self.data_bus = None

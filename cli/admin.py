@@ -61,16 +61,25 @@ def status(ctx: typer.Context, as_json: JsonOpt = False, uri: UriOpt = None) -> 
                 duration(s.get("uptime_s")),
                 s.get("pid"),
                 s.get("host"),
+                _health((s.get("meta") or {}).get("health")),
             )
             for s in sessions
         ]
         return table(
-            ["role", "id", "address", "uptime", "pid", "host"],
+            ["role", "id", "address", "uptime", "pid", "host", "health"],
             rows,
             title=f"{len(rows)} live role(s)",
         )
 
     run_action(ctx, lambda c: c.list_sessions(), render, as_json=as_json, uri=uri)
+
+
+def _health(health: dict[str, Any] | None) -> str:
+    """``ok``, or ``unhealthy:`` and each failed task with its error."""
+    failures = (health or {}).get("failures") or []
+    if not failures:
+        return "ok"
+    return "unhealthy: " + "; ".join(f"{f['task']}: {f['error']}" for f in failures)
 
 
 # -- collections ------------------------------------------------------------------------------

@@ -32,6 +32,8 @@ DEFAULT_DB = "default"
 DEFAULT_PARTITION = "_default"
 TIMESTAMP_FIELD = "_ts"
 DYNAMIC_FIELD = "$meta"
+TIMESTAMP_ARROW_FIELD = pa.field(TIMESTAMP_FIELD, pa.uint64(), nullable=False)
+"""A row's insert timestamp as segments store it."""
 RESERVED_NAMES = frozenset({TIMESTAMP_FIELD, "_row_id", "_rowid", "_segment", DYNAMIC_FIELD})
 
 
@@ -375,7 +377,7 @@ class Schema:
         if with_dynamic and self.enable_dynamic_field:
             cols.append(pa.field(DYNAMIC_FIELD, pa.string(), nullable=True))
         if with_ts:
-            cols.append(pa.field(TIMESTAMP_FIELD, pa.uint64(), nullable=False))
+            cols.append(TIMESTAMP_ARROW_FIELD)
         return pa.schema(cols)
 
     def validate(self) -> None:

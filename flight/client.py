@@ -517,9 +517,10 @@ class Client(IndexAPI, BuilderAPI, ReadSchemaAPI):
         return int(reply["compaction_id"])
 
     def get_compaction_state(self, compaction_id: int) -> str:
-        """``"Executing"`` or ``"Completed"`` (pymilvus's spelling)."""
+        """``"Executing"``, ``"Completed"`` (pymilvus's spelling) or ``"Failed"`` (the
+        action's ``reason`` says why); an unknown id raises COMPACTION_NOT_FOUND."""
         reply = self._action("get_compaction_state", {"compaction_id": compaction_id})
-        return "Completed" if reply["state"] == "completed" else "Executing"
+        return str(reply["state"]).capitalize()
 
     # -- snapshot reads (parallel readers such as Spark) --------------------------------------
     def read_plan(

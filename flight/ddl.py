@@ -13,6 +13,7 @@ from typing import Any
 
 from elanus.channels import subjects
 from elanus.channels.bus import Bus
+from elanus.channels.supervisor import Supervisor
 from elanus.errors import ElanusError, ErrorCode
 from elanus.flight.ddqueue import DdQueue
 from elanus.flight.metacache import CollectionInfo, MetaCache
@@ -40,6 +41,7 @@ class DdlService:
         self.node_id = node_id
         self.started_at = time.time()
         self.queue = DdQueue(self.alloc_ts)
+        self.supervisor: Supervisor | None = None
         self._handlers: dict[str, Handler] = {
             "create_collection": self._create_collection,
             "has_collection": self._has_collection,
@@ -55,8 +57,9 @@ class DdlService:
         for action, method in _DDL_METHODS.items():
             self._handlers[action] = self._queued(action, method)
 
-    async def start(self) -> None:
-        await self.queue.start()
+    async def start(self, supervisor: Supervisor) -> None:
+        self.supervisor = supervisor
+        await self.queue.start(supervisor)
 
     async def stop(self) -> None:
         await self.queue.stop()
@@ -148,6 +151,9 @@ class DdlService:
             "ddl_executed": self.queue.executed,
             "cached_collections": len(self.cache),
         }
+        if self.supervisor is not None:
+            proxy["health"] = self.supervisor.health()
+        healthy = self.supervisor is None or self.supervisor.healthy
         try:
             coord = await self.coord("health", {}, timeout=HEALTH_TIMEOUT_S)
         except ElanusError as exc:
@@ -156,5 +162,5 @@ class DdlService:
                 "proxy": proxy,
                 "coord": {"status": "unavailable", "error": exc.to_dict()},
             }
-        status = "ok" if (coord or {}).get("status") == "ok" else "degraded"
+        status = "ok" if healthy and (coord or {}).get("status") == "ok" else "degraded"
         return {"status": status, "proxy": proxy, "coord": coord}

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from elanus.channels.loop import cancel_and_wait
+from elanus.channels.supervisor import Supervisor
 from elanus.errors import ElanusError, ErrorCode
 
 log = logging.getLogger(__name__)
@@ -40,9 +41,10 @@ class DdQueue:
         self.executed = 0
         self.active: DdTask | None = None
 
-    async def start(self) -> DdQueue:
+    async def start(self, supervisor: Supervisor) -> DdQueue:
+        """Run the worker (restarted with a backoff should it ever fail)."""
         if self._worker is None:
-            self._worker = asyncio.create_task(self._work(), name="ddqueue")
+            self._worker = supervisor.spawn("ddl queue", self._work, restart=True)
         return self
 
     async def stop(self) -> None:

@@ -112,8 +112,9 @@ def _compact(b: Body) -> dict[str, Any]:
 
 @_action(
     "get_compaction_state",
-    "Progress of a compaction. Body: compaction_id. Result: state (executing | completed), "
-    "pending, executing, completed, failed.",
+    "Progress of a compaction. Body: compaction_id. Result: state (executing | completed | "
+    "failed), pending, executing, completed, failed, and reason when failed. An unknown id "
+    "is COMPACTION_NOT_FOUND.",
     ("compaction_id",),
 )
 def _compaction_state(b: Body) -> dict[str, Any]:

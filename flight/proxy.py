@@ -85,7 +85,7 @@ class ProxyServer(Role):
         set_max_json_depth(self.settings.max_json_depth)
         location = f"grpc://{self.settings.flight_host}:{self.settings.flight_port}"
         try:
-            await self.ddl.start()
+            await self.ddl.start(self.supervisor)
             await self.dml.start()
             self._invalidations = await self.bus.nc.subscribe(
                 subjects.META_INVALIDATE, cb=self._on_invalidate
@@ -98,7 +98,7 @@ class ProxyServer(Role):
                 ) from None
             self.port = self._server.port
             self._thread = threading.Thread(
-                target=self._server.serve, daemon=True, name=f"flight-{self.port}"
+                target=self._serve, args=(self._server,), daemon=True, name=f"flight-{self.port}"
             )
             self._thread.start()
             self._accepting = True
@@ -107,6 +107,16 @@ class ProxyServer(Role):
             await self.stop()
             raise
         log.info("proxy %s serving Arrow Flight on %s", self.node_id, self.uri)
+
+    def _serve(self, server: _FlightService) -> None:
+        """The Flight server's thread: should it fail, that is logged at once and the
+        proxy reports itself unhealthy (``health``, ``elanus status``)."""
+        try:
+            server.serve()
+        except Exception as exc:
+            log.exception("proxy %s: the Arrow Flight server failed", self.node_id)
+            if self._loop is not None and not self._loop.is_closed():
+                self._loop.call_soon_threadsafe(self.supervisor.failed, "flight server", exc)
 
     async def stop(self) -> None:
         self._accepting = False

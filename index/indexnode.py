@@ -42,7 +42,7 @@ class IndexNode(Role):
         return {"build": self.build, "status": self.status}
 
     async def start(self) -> None:
-        self._runner = asyncio.create_task(self._run(), name=f"indexnode-{self.node_id}")
+        self._runner = self.supervisor.spawn("index builds", self._run, restart=True)
         await self.serve()
         await self.register()
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from elanus.channels import subjects
@@ -21,6 +22,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+RESTART_FIRST_S = 0.5
+RESTART_MAX_S = 30.0
+RESTART_FORGET_S = 300.0
+"""A failure this long after the previous restart starts the backoff over."""
+
 
 class ChannelManager:
     def __init__(self, coord: Coordinator) -> None:
@@ -28,6 +34,8 @@ class ChannelManager:
         self.watchers: dict[str, str] = {}  # vchannel -> datanode id
         self._lock = asyncio.Lock()
         self._periodic = Periodic(self.balance, 1.0, "channel assignment")
+        self._restarts: dict[str, tuple[int, float]] = {}
+        """vchannel -> (failures in a row, not watched again before this monotonic time)."""
 
     async def start(self) -> None:
         rows = await self.coord.db.run(
@@ -59,8 +67,9 @@ class ChannelManager:
                     await self._unassign(v)
             if not live_nodes:
                 return
+            now = time.monotonic()
             for v, cid in sorted(vchannels.items()):
-                if v in self.watchers:
+                if v in self.watchers or self._restarts.get(v, (0, 0.0))[1] > now:
                     continue
                 load = {n: 0 for n in live_nodes}
                 for n in self.watchers.values():
@@ -95,7 +104,20 @@ class ChannelManager:
             )
         )
         self.watchers[vchannel] = node
+        self.coord.data.channel_failures.pop(vchannel, None)
         log.info("vchannel %s -> datanode %s", vchannel, node)
+
+    async def restart(self, vchannel: str) -> None:
+        """Its datanode's task died: unwatch it now and watch it again (from the checkpoint)
+        on the next balance after a backoff that doubles with each failure in a row."""
+        failures, last = self._restarts.get(vchannel, (0, 0.0))
+        now = time.monotonic()
+        failures = 1 if now - last > RESTART_FORGET_S else failures + 1
+        delay = min(RESTART_FIRST_S * 2 ** (failures - 1), RESTART_MAX_S)
+        self._restarts[vchannel] = (failures, now + delay)
+        log.warning("restarting vchannel %s in %.1f s (failure %d)", vchannel, delay, failures)
+        async with self._lock:
+            await self._unassign(vchannel)
 
     async def _unassign(self, vchannel: str) -> None:
         node = self.watchers.pop(vchannel, None)

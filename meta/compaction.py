@@ -12,7 +12,6 @@ the retention window still see those rows.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import time
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from elanus import tsutil
 from elanus.channels.loop import Periodic
+from elanus.errors import ElanusError, ErrorCode
 from elanus.meta.segmentmeta import Segment, SegmentState
 from elanus.requests import Body
 
@@ -51,6 +51,12 @@ class Plan:
     state: str = "pending"  # pending -> executing -> completed | failed
     issued_at: float = 0.0
     result: dict[str, Any] = field(default_factory=dict)
+    reason: str = ""
+    """Why the plan failed."""
+
+    def fail(self, reason: str) -> None:
+        log.warning("compaction plan %s failed: %s", self.plan_id, reason)
+        self.state, self.reason = "failed", reason
 
     def to_wire(self, segments: dict[int, Segment]) -> dict[str, Any]:
         return {
@@ -69,13 +75,15 @@ class CompactionManager:
     def __init__(self, coord: Coordinator) -> None:
         self.coord = coord
         self.plans: dict[int, Plan] = {}
-        self._compaction_ids = itertools.count(1)
+        self.known: set[int] = set()
+        """Compaction ids handed out (a manual one may have no plan: nothing to merge)."""
 
     def handlers(self) -> dict[str, Handler]:
         return {
             "compaction.trigger": self.trigger,
             "compaction.state": self.state,
             "compaction.done": self.done,
+            "compaction.fail": self.fail,
         }
 
     def background(self) -> list[Periodic]:
@@ -123,7 +131,7 @@ class CompactionManager:
             if not manual and s.num_rows >= s.max_rows * SMALL_FRACTION:
                 continue
             by_channel.setdefault((s.collection_id, s.partition_id, s.vchannel), []).append(s)
-        compaction_id = next(self._compaction_ids)
+        compaction_id = self.coord.ids.alloc()  # unique across coord restarts
         horizon = self._horizon()
         planned_ts = self.coord.tso.alloc()
         for (cid, pid, vchannel), segs in by_channel.items():
@@ -141,6 +149,8 @@ class CompactionManager:
                     planned_ts=planned_ts,
                 )
                 self.plans[plan.plan_id] = plan
+        if manual or any(p.compaction_id == compaction_id for p in self.plans.values()):
+            self.known.add(compaction_id)
         return compaction_id
 
     async def auto(self) -> None:
@@ -152,8 +162,7 @@ class CompactionManager:
         now = time.monotonic()
         for p in list(self.plans.values()):
             if p.state == "executing" and now - p.issued_at > PLAN_TIMEOUT_S:
-                log.warning("compaction plan %s timed out", p.plan_id)
-                p.state = "failed"
+                p.fail(f"no result from the datanode of {p.vchannel} in {PLAN_TIMEOUT_S:.0f} s")
 
     def take_for(self, vchannel: str, tick_ts: int) -> list[dict[str, Any]]:
         """Plans to hand to the datanode reporting ``vchannel`` consumed up to ``tick_ts``
@@ -162,7 +171,7 @@ class CompactionManager:
         for p in self.plans.values():
             if p.vchannel == vchannel and p.state == "pending" and p.planned_ts <= tick_ts:
                 if any(s not in self.coord.data.segments for s in p.sources):
-                    p.state = "failed"  # a source went away (collection dropped)
+                    p.fail("a source segment went away (collection dropped?)")
                     continue
                 p.state, p.issued_at = "executing", time.monotonic()
                 out.append(p.to_wire(self.coord.data.segments))
@@ -181,17 +190,37 @@ class CompactionManager:
         b = Body(raw, "compaction.state")
         compaction_id = b.int("compaction_id")
         b.done()
+        if compaction_id not in self.known:
+            raise ElanusError(
+                ErrorCode.COMPACTION_NOT_FOUND,
+                f"compaction {compaction_id} does not exist (or was started before the "
+                "coord restarted)",
+            )
         plans = [p for p in self.plans.values() if p.compaction_id == compaction_id]
         counts = {
             s: sum(1 for p in plans if p.state == s)
             for s in ("pending", "executing", "completed", "failed")
         }
-        finished = counts["pending"] == counts["executing"] == 0
-        return {
-            "compaction_id": compaction_id,
-            "state": "completed" if finished else "executing",
-            **counts,
-        }
+        reasons = [p.reason for p in plans if p.state == "failed"]
+        if counts["pending"] or counts["executing"]:
+            state = "executing"
+        else:
+            state = "failed" if reasons else "completed"
+        reply: dict[str, Any] = {"compaction_id": compaction_id, "state": state, **counts}
+        if reasons:
+            reply["reason"] = reasons[0]
+        return reply
+
+    async def fail(self, raw: dict[str, Any]) -> dict[str, Any]:
+        """The datanode could not run a plan: the compaction fails with its reason (the
+        sources stay; the next round may plan them again)."""
+        b = Body(raw, "compaction.fail")
+        plan_id, reason = b.int("plan_id"), b.str("reason")
+        b.allow(["node_id"]).done()
+        plan = self.plans.get(plan_id)
+        if plan is not None and plan.state in ("pending", "executing"):
+            plan.fail(reason)
+        return {}
 
     async def done(self, raw: dict[str, Any]) -> dict[str, Any]:
         b = Body(raw, "compaction.done")

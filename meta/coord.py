@@ -16,7 +16,7 @@ from typing import Any
 from elanus.channels import subjects
 from elanus.channels.bus import Bus, Handler
 from elanus.channels.dml import ensure_streams
-from elanus.channels.loop import Periodic, cancel_and_wait
+from elanus.channels.loop import Periodic
 from elanus.channels.role import Role
 from elanus.channels.sessions import SessionInfo, SessionWatcher
 from elanus.meta.catalog import Catalog, pchannel_name
@@ -57,7 +57,6 @@ class Coordinator(Role):
         self.index = IndexCoord(self)
         self.imports = ImportManager(self)
         self._background: list[Periodic] = []
-        self._tasks: set[asyncio.Task[None]] = set()
         self._counters: CounterStore | None = None
         self._started_at = time.time()
 
@@ -121,9 +120,7 @@ class Coordinator(Role):
         if info.role == "proxy" and event == "leave":
             self.timeticks.forget_proxy(info.node_id)
         if info.role == "datanode":
-            task = asyncio.create_task(self.channels.balance())
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self.supervisor.spawn("channel assignment", self.channels.balance)
 
     async def on_collections_changed(self) -> None:
         """Called after create/drop: (re)assign vchannels and the set of ticked pchannels."""
@@ -134,8 +131,6 @@ class Coordinator(Role):
         for periodic in self._background:
             await periodic.stop()
         self._background.clear()
-        for task in list(self._tasks):
-            await cancel_and_wait(task)
         await self.query.stop()
         await self.imports.stop()
         if hasattr(self, "sessions"):
@@ -151,8 +146,19 @@ class Coordinator(Role):
 
     # -- handlers ---------------------------------------------------------------------------
     async def health(self, body: dict[str, Any]) -> dict[str, Any]:
+        """``degraded`` when a role (this coord included) reports a failed vital task;
+        ``unhealthy`` names each such role and its failures."""
+        unhealthy = [
+            {"role": s.role, "node_id": s.node_id, **s.meta["health"]}
+            for s in self.sessions.live.values()
+            if s.meta.get("health", {}).get("status", "ok") != "ok" and s.node_id != self.node_id
+        ]
+        if not self.supervisor.healthy:
+            unhealthy.append({"role": self.role_name, "node_id": self.node_id})
+            unhealthy[-1].update(self.supervisor.health())
         return {
-            "status": "ok",
+            "status": "degraded" if unhealthy else "ok",
+            "unhealthy": unhealthy,
             "node_id": self.node_id,
             "ts": self.tso.alloc(),
             "uptime_s": round(time.time() - self._started_at, 3),

@@ -20,7 +20,7 @@ from elanus import tsutil
 from elanus.channels import subjects
 from elanus.channels.dml import pchannel_of, stream_name
 from elanus.channels.loop import Periodic
-from elanus.errors import ElanusError, invalid
+from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.meta import segmentmeta
 from elanus.meta.segmentmeta import Segment, SegmentState
 from elanus.requests import Body
@@ -66,6 +66,8 @@ class DataCoord:
         """segment -> proxies that were granted quota in it (only they can still write)."""
         self._holders_unknown: set[int] = set()
         """Growing segments from before a coord restart: their holders are not known."""
+        self.channel_failures: dict[str, str] = {}
+        """vchannel -> why its datanode task died, until the channel is watched again."""
 
     def handlers(self) -> dict[str, Handler]:
         return {
@@ -75,6 +77,7 @@ class DataCoord:
             "flush": self.flush,
             "flush.state": self.flush_state,
             "datanode.tt": self.datanode_tt,
+            "datanode.channel_failed": self.channel_failed,
         }
 
     async def start(self) -> None:
@@ -179,7 +182,7 @@ class DataCoord:
                 rows -= min(rows, n)
             await self._save(changed + full)
         if full:
-            asyncio.create_task(self.seal(full))
+            self.coord.supervisor.spawn("seal full segments", lambda: self.seal(full))
         return {"assignments": grants}
 
     def _new_segment(self, cid: int, pid: int, vchannel: str, schema: Schema) -> Segment:
@@ -274,12 +277,39 @@ class DataCoord:
         b = Body(raw, "flush.state")
         ids = b.list("segment_ids")
         b.allow(["collection_id", "flush_ts"]).done()
+        self._check_channels(ids)
         done = [
             i
             for i in ids
             if i not in self.segments or self.segments[i].state is SegmentState.FLUSHED
         ]
         return {"flushed": len(done) == len(ids), "done": len(done), "total": len(ids)}
+
+    def _check_channels(self, segment_ids: list[Any]) -> None:
+        """A flush waiting on a channel whose datanode task died fails, naming it, instead
+        of waiting for a report that cannot come (until the channel is watched again)."""
+        for sid in segment_ids:
+            seg = self.segments.get(sid) if isinstance(sid, int) else None
+            if seg is None or seg.state is SegmentState.FLUSHED:
+                continue
+            reason = self.channel_failures.get(seg.vchannel)
+            if reason is not None:
+                raise ElanusError(
+                    ErrorCode.UNAVAILABLE,
+                    f"segment {sid} cannot be flushed: the datanode task of channel "
+                    f"{seg.vchannel} failed ({reason}); it is being restarted, flush again",
+                )
+
+    async def channel_failed(self, raw: dict[str, Any]) -> dict[str, Any]:
+        """A datanode's task of a vchannel died: flushes waiting on it fail, and the
+        channel is watched again from its checkpoint (after a backoff)."""
+        b = Body(raw, "datanode.channel_failed")
+        vchannel, reason = b.str("vchannel"), b.str("reason")
+        b.allow(["node_id"]).done()
+        log.error("datanode %s: channel %s failed: %s", raw.get("node_id"), vchannel, reason)
+        self.channel_failures[vchannel] = reason
+        await self.coord.channels.restart(vchannel)
+        return {}
 
     async def segment_info(self, raw: dict[str, Any]) -> dict[str, Any]:
         b = Body(raw, "segment.info")

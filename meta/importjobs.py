@@ -202,7 +202,7 @@ class ImportManager:
             await cancel_and_wait(task)
 
     def _spawn(self, coro: Any) -> None:
-        task = asyncio.create_task(coro)
+        task = self.coord.supervisor.spawn("import job step", lambda: coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

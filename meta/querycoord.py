@@ -50,16 +50,13 @@ class QueryCoord:
 
     def schedule(self, coro: Coroutine[Any, Any, None]) -> None:
         """Run a handoff in the background (the reporting datanode need not wait)."""
-        task = asyncio.create_task(self._locked(coro))
+        task = self.coord.supervisor.spawn("handoff", lambda: self._locked(coro))
         self._handoffs.add(task)
         task.add_done_callback(self._handoffs.discard)
 
     async def _locked(self, coro: Coroutine[Any, Any, None]) -> None:
         async with self._lock:
-            try:
-                await coro
-            except Exception as exc:  # noqa: BLE001 - keep_loaded repairs what is left
-                log.warning("handoff failed: %s", exc)
+            await coro  # a failure is logged by the supervisor; keep_loaded repairs it
 
     async def stop(self) -> None:
         for task in list(self._handoffs):

@@ -28,6 +28,7 @@ from elanus import layout
 from elanus.channels import subjects
 from elanus.channels.consumer import ChannelConsumer
 from elanus.channels.dml import DmlMessage, MsgType
+from elanus.channels.supervisor import describe
 from elanus.errors import ElanusError
 from elanus.schema import TIMESTAMP_FIELD, Schema
 from elanus.segments import storage
@@ -99,6 +100,7 @@ class ChannelWriter:
         self.collection_id: int = spec["collection_id"]
         self.schema = Schema.from_dict(spec["schema"])
         self.pk_field = self.schema.primary.name
+        self.arrow_schema = storage.segment_schema(self.schema)
         checkpoint = spec.get("checkpoint")
         assert node.data_bus is not None
         self.consumer = ChannelConsumer(
@@ -107,6 +109,8 @@ class ChannelWriter:
             self.vchannel,
             f"dn_{self.vchannel}",
             self._on_pack,
+            supervisor=node.supervisor,
+            on_failure=self._channel_failed,
             start_seq=checkpoint["seq"] if checkpoint else None,
             start_ts=checkpoint["ts"] if checkpoint else 0,
         )
@@ -143,6 +147,16 @@ class ChannelWriter:
 
     async def start(self) -> None:
         await self.consumer.start()
+
+    def _channel_failed(self, exc: BaseException) -> None:
+        """The consuming task died (logged with its traceback already): tell the coord,
+        which fails the flushes waiting on this channel and has it watched again."""
+        body = {"node_id": self.node.node_id, "vchannel": self.vchannel}
+        body["reason"] = self.consumer.failure or describe(exc)
+        self.node.supervisor.spawn(
+            f"report {self.vchannel} failure",
+            lambda: self._tell_coord("datanode.channel_failed", body),
+        )
 
     async def stop(self) -> None:
         self._stopping = True
@@ -201,6 +215,7 @@ class ChannelWriter:
         batch = pa.RecordBatch.from_arrays(
             [*batch.columns, ts_col], names=[*batch.schema.names, TIMESTAMP_FIELD]
         )
+        batch = storage.conform(batch, self.arrow_schema)  # one schema for every batch
         buf.add(batch, m.batch.column(self.pk_field), m.ts)
         if buf.pending_bytes >= SPILL_BYTES:
             self._start_spill(buf)
@@ -240,13 +255,20 @@ class ChannelWriter:
         target = int(plan["target_segment_id"])
         pid = int(plan["partition_id"])
         dirs = [self._seg_dir(pid, s) for s in sources]
-        result = await asyncio.to_thread(
-            compact_segments,
-            dirs,
-            self._seg_dir(pid, target),
-            self.pk_field,
-            int(plan["horizon_ts"]),
-        )
+        try:
+            result = await asyncio.to_thread(
+                compact_segments,
+                dirs,
+                self._seg_dir(pid, target),
+                self.schema,
+                int(plan["horizon_ts"]),
+            )
+        except Exception as exc:  # noqa: BLE001 - the plan fails; the channel goes on
+            log.exception("%s: compaction plan %s failed", self.vchannel, plan["plan_id"])
+            await asyncio.to_thread(storage.remove_segment, self._seg_dir(pid, target))
+            body = {"node_id": self.node.node_id, "plan_id": plan["plan_id"]}
+            await self._tell_coord("compaction.fail", {**body, "reason": describe(exc)})
+            return
         for s in sources:
             self.flushed.pop(s, None)
         if result["num_rows"]:
@@ -271,14 +293,16 @@ class ChannelWriter:
         batches, first = buf.take_pending()
         seg_dir = self._seg_dir(buf.partition_id, buf.segment_id)
         previous = buf.spill
+        target = self.arrow_schema
 
         async def spill() -> None:
             if previous is not None:
                 await previous
             table = pa.Table.from_batches(batches)
-            await asyncio.to_thread(storage.write_rows, seg_dir, table, first=first)
+            await asyncio.to_thread(storage.write_rows, seg_dir, table, target, first=first)
 
-        buf.spill = asyncio.create_task(spill())
+        name = f"spill segment {buf.segment_id}"
+        buf.spill = self.node.supervisor.spawn(name, spill)  # a failure fails the flush
 
     async def _report_flushed(self, report: dict[str, Any]) -> None:
         await self._tell_coord("segment.flushed", report)

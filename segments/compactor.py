@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from elanus.channels.dml import PK_COLUMN
-from elanus.schema import TIMESTAMP_FIELD
+from elanus.schema import TIMESTAMP_FIELD, Schema
 from elanus.segments import storage
 
 
@@ -36,10 +36,13 @@ def deleted_mask(pks: pa.Array, row_ts: pa.Array, deltas: pa.Table, horizon_ts: 
 
 
 def compact_segments(
-    source_dirs: list[Path], target_dir: Path, pk_field: str, horizon_ts: int
+    source_dirs: list[Path], target_dir: Path, schema: Schema, horizon_ts: int
 ) -> dict[str, Any]:
-    """Write the merged target; returns what the coord records about it."""
-    data = pa.concat_tables([storage.read_segment(d) for d in source_dirs]).combine_chunks()
+    """Write the merged target; returns what the coord records about it. Every source is
+    read in the collection's segment schema, whichever writer (or older version) wrote it."""
+    pk_field = schema.primary.name
+    data = pa.concat_tables([storage.read_segment(d, schema) for d in source_dirs])
+    data = data.combine_chunks()
     delta_tables = [t for t in (storage.read_deltas(d) for d in source_dirs) if t is not None]
     carried = None
     if delta_tables:
@@ -51,7 +54,7 @@ def compact_segments(
         carried = deltas.filter(newer)
     if data.num_rows == 0:
         return {"num_rows": 0}
-    path = storage.write_segment(target_dir, data, pk_field)
+    path = storage.write_segment(target_dir, data, schema)
     if carried is not None and carried.num_rows:
         storage.write_deltas(
             target_dir,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -77,8 +78,8 @@ class DataNode(Role):
             await writer.stop()
         return {}
 
-    def _start_import(self, job_id: int, coro: Any) -> None:
-        task = asyncio.create_task(coro, name=f"import-{job_id}")
+    def _start_import(self, job_id: int, make: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        task = self.supervisor.spawn(f"import job {job_id}", make)
         self.imports[job_id] = task
 
         def forget(done: asyncio.Task[None]) -> None:
@@ -95,7 +96,7 @@ class DataNode(Role):
             ["collection_id", "schema", "vchannels", "units", "options", "max_rows", "staged"]
         ).done()
         if job_id not in self.imports:
-            self._start_import(job_id, ImportTask(self, raw).run())
+            self._start_import(job_id, ImportTask(self, raw).run)
         return {"job_id": job_id}
 
     async def import_finalize(self, raw: dict[str, Any]) -> dict[str, Any]:
@@ -105,7 +106,8 @@ class DataNode(Role):
         segments = b.list("segments")
         b.done()
         dirs = [Path(s["path"]).parent for s in segments]
-        self._start_import(job_id, self._finalize(job_id, ts, dirs, self.imports.get(job_id)))
+        after = self.imports.get(job_id)
+        self._start_import(job_id, lambda: self._finalize(job_id, ts, dirs, after))
         return {"job_id": job_id}
 
     async def _finalize(

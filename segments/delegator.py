@@ -102,6 +102,7 @@ class Delegator:
             self.vchannel,
             durable,
             self._on_pack,
+            supervisor=node.supervisor,
             start_seq=checkpoint["seq"] if checkpoint else None,
             start_ts=checkpoint["ts"] if checkpoint else 0,
         )

@@ -256,11 +256,12 @@ class ImportTask:
         pending: dict[int, list[pa.Table]] = {}
         pending_bytes: dict[int, int] = {}
         started: set[int] = set()
+        target = storage.segment_schema(self.schema, with_ts=False)  # the commit adds _ts
 
         def write(s: int) -> None:
             table = pa.concat_tables(pending.pop(s))
             pending_bytes.pop(s, None)
-            storage.write_rows(dirs[s], table, first=s not in started)
+            storage.write_rows(dirs[s], table, target, first=s not in started)
             started.add(s)
 
         offset, total = 0, len(plan.pks)

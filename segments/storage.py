@@ -1,9 +1,16 @@
-"""Reading and writing a segment's files: Lance data, delta logs, pk stats."""
+"""Reading and writing a segment's files: Lance data, delta logs, pk stats.
+
+Every segment of a collection has one Arrow schema, whatever wrote it (a datanode flush,
+a bulk import or staged write, a compaction): ``segment_schema`` derives it from the
+collection schema, and every write and read goes through ``conform``, so segments from
+different writers (and older versions) concatenate.
+"""
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import TypeVar
 
 import lance
 import numpy as np
@@ -12,24 +19,64 @@ import pyarrow.compute as pc
 
 from elanus import layout
 from elanus.channels.dml import PK_COLUMN
-from elanus.schema import TIMESTAMP_FIELD
+from elanus.errors import ElanusError, ErrorCode
+from elanus.schema import TIMESTAMP_ARROW_FIELD, TIMESTAMP_FIELD, Schema
 from elanus.segments.pkstats import PkStats
 
 DELTA_SCHEMA = pa.schema([pa.field("ts", pa.uint64(), nullable=False)])
+Rows = TypeVar("Rows", pa.Table, pa.RecordBatch)
 
 
-def write_segment(seg_dir: Path, table: pa.Table, pk_field: str) -> Path:
+def segment_schema(schema: Schema, *, with_ts: bool = True) -> pa.Schema:
+    """The Arrow schema a segment of a collection with ``schema`` is written with: the
+    fields with their types and nullability, ``$meta`` when dynamic fields are on, then
+    ``_ts`` (not null). ``with_ts=False``: an import's rows before their commit stamps it."""
+    return schema.to_arrow(with_ts=with_ts)
+
+
+def conform(rows: Rows, target: pa.Schema) -> Rows:
+    """``rows`` with exactly ``target``'s columns, in its order, types and nullability.
+
+    Columns ``target`` lacks are left out; a nullable column ``rows`` lacks (a segment
+    written before the field existed) comes as nulls. Raises when a column cannot be cast
+    (a null in a not-null column, a type that does not convert)."""
+    names = rows.schema.names
+    if names == target.names and rows.schema.equals(target, check_metadata=True):
+        return rows
+    columns: list[pa.Array | pa.ChunkedArray] = []
+    for f in target:
+        if f.name in names:
+            columns.append(rows.column(f.name))
+        elif f.nullable:
+            nulls = pa.nulls(rows.num_rows, f.type)
+            columns.append(nulls if isinstance(rows, pa.RecordBatch) else pa.chunked_array([nulls]))
+        else:
+            raise ElanusError(
+                ErrorCode.INTERNAL, f"segment rows have no column {f.name!r} and it is not null"
+            )
+    out = type(rows).from_arrays(columns, names=target.names)
+    try:
+        return out.cast(target)
+    except (pa.ArrowException, ValueError, TypeError) as exc:
+        raise ElanusError(
+            ErrorCode.INTERNAL, f"segment rows do not fit the collection schema: {exc}"
+        ) from None
+
+
+def write_segment(seg_dir: Path, table: pa.Table, schema: Schema) -> Path:
     """Write (or rewrite, on replay after a crash) the segment's rows and its pk stats."""
-    path = write_rows(seg_dir, table, first=True)
-    write_pk_stats(seg_dir, table.column(pk_field))
+    path = write_rows(seg_dir, table, segment_schema(schema), first=True)
+    write_pk_stats(seg_dir, table.column(schema.primary.name))
     return path
 
 
-def write_rows(seg_dir: Path, table: pa.Table, *, first: bool) -> Path:
-    """Rows into the segment's Lance dataset: ``first`` starts it over (a replay after a
-    crash rewrites it from the start), later calls add fragments."""
+def write_rows(seg_dir: Path, table: pa.Table, target: pa.Schema, *, first: bool) -> Path:
+    """Rows, conformed to ``target`` (``segment_schema``), into the segment's Lance dataset:
+    ``first`` starts it over (a replay after a crash rewrites it from the start), later
+    calls add fragments."""
     seg_dir.mkdir(parents=True, exist_ok=True)
     path = layout.data_path(seg_dir)
+    table = conform(table, target)
     lance.write_dataset(table, str(path), mode="overwrite" if first else "append")
     return path
 
@@ -44,7 +91,7 @@ def set_import_ts(seg_dir: Path, ts: int) -> None:
             return
         ds.drop_columns([TIMESTAMP_FIELD])
         ds = lance.dataset(str(layout.data_path(seg_dir)))
-    out = pa.schema([pa.field(TIMESTAMP_FIELD, pa.uint64())])  # nullable, as flushes write it
+    out = pa.schema([TIMESTAMP_ARROW_FIELD])  # as every segment has it
 
     @lance.batch_udf(output_schema=out)
     def stamp(batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -84,8 +131,11 @@ def read_deltas(seg_dir: Path) -> pa.Table | None:
     return pa.concat_tables(tables) if tables else None
 
 
-def read_segment(seg_dir: Path, columns: list[str] | None = None) -> pa.Table:
-    return lance.dataset(str(layout.data_path(seg_dir))).to_table(columns=columns)
+def read_segment(seg_dir: Path, schema: Schema) -> pa.Table:
+    """A segment's rows in the collection's segment schema, whichever writer (or older
+    version) wrote them."""
+    table = lance.dataset(str(layout.data_path(seg_dir))).to_table()
+    return conform(table, segment_schema(schema))
 
 
 def load_pk_stats(seg_dir: Path) -> PkStats | None:

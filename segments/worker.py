@@ -34,7 +34,10 @@ def load_segment(spec: dict[str, Any], schema: Schema) -> MemSegment:
     """Read a flushed segment, its persisted deletes and its built indexes (in a thread)."""
     seg_dir = Path(spec["path"]).parent
     seg = MemSegment(
-        int(spec["segment_id"]), int(spec["partition_id"]), schema, storage.read_segment(seg_dir)
+        int(spec["segment_id"]),
+        int(spec["partition_id"]),
+        schema,
+        storage.read_segment(seg_dir, schema),
     )
     deltas = storage.read_deltas(seg_dir)
     if deltas is not None and deltas.num_rows:

@@ -82,6 +82,8 @@ def test_status(server: StandaloneProcess) -> None:
     table = cli(server, "status")
     assert all(r in table for r in ("coord", "datanode", "indexnode", "proxy", "querynode"))
     assert server.uri in table
+    assert all(s["meta"]["health"]["status"] == "ok" for s in sessions)
+    assert "health" in table and " ok " in table  # a failed vital task would show here
 
 
 # -- collections and partitions -----------------------------------------------------------------

@@ -16,6 +16,7 @@ import pytest
 
 from elanus import ElanusError, ErrorCode
 from elanus.channels import subjects
+from elanus.channels.supervisor import Supervisor
 from elanus.flight.actions import ACTIONS
 from elanus.flight.ddqueue import DdQueue
 from elanus.flight.metacache import MetaCache
@@ -245,7 +246,7 @@ def test_ddqueue_runs_one_task_at_a_time_in_ts_order(stack: Stack) -> None:
             reply = await stack.bus.request(subjects.coord("tso.alloc"), {"count": 1})
             return int(reply["ts"])
 
-        queue = await DdQueue(alloc).start()
+        queue = await DdQueue(alloc).start(Supervisor("test proxy"))
         order: list[int] = []
         active = 0
         most = 0
