@@ -2,9 +2,10 @@
 
 Every expression is checked against a plain per-row Python reference (SQL three-valued
 logic: NULL makes a comparison NULL, and NULL counts as false at the end; a predicate on a
-JSON path answers as Milvus does, see ``settled`` and tests/test_json_null_semantics.py). The suite runs on two generated tables: one whose
-JSON columns Arrow's JSON reader can type (the fast decode path) and one with mixed-type
-JSON values (the per-distinct-value fallback), each whole, chunked and sliced.
+JSON path answers as Milvus does, see ``settled`` and tests/test_json_null_semantics.py).
+The suite runs on two generated tables: one whose JSON columns Arrow's JSON reader can type
+(the fast decode path) and one with mixed-type JSON values (the per-distinct-value
+fallback), each whole, chunked and sliced.
 """
 
 from __future__ import annotations
