@@ -15,6 +15,35 @@ from typing import Any
 
 import pytest
 
+from elanus import DataType, Schema
+
+# A small collection both kinds of tests use: a JSON field with a missing key, a JSON null,
+# a value of another type and a null field; dynamic keys present, missing, null and of
+# several types; a nullable scalar.
+SAMPLE_ROWS: list[dict[str, Any]] = [
+    {"pk": 3, "v": [0.1, 0.2], "j": {"x": 1, "tags": [1, 2]}, "n": 5, "d": 1, "s": "a"},
+    {"pk": 1, "v": [0.3, 0.4], "j": {"x": "1"}, "n": None, "d": "x"},
+    {"pk": 2, "v": [0.5, 0.6], "j": None, "n": 7, "d": None},
+    {"pk": 0, "v": [0.7, 0.8], "j": {"y": 2, "tags": [3]}, "n": 1},
+    {"pk": 5, "v": [0.9, 1.0], "j": {"x": None, "tags": None}, "n": 1, "d": [1, 2]},
+]
+SAMPLE_FIELDS: list[dict[str, Any]] = [
+    {"name": "pk", "type": "INT64", "is_primary": True},
+    {"name": "v", "type": "FLOAT_VECTOR", "dim": 2},
+    {"name": "j", "type": "JSON", "nullable": True},
+    {"name": "n", "type": "INT64", "nullable": True},
+]
+
+
+def sample_schema() -> Schema:
+    """``SAMPLE_FIELDS`` as an Elanus schema, dynamic fields on."""
+    schema = Schema(enable_dynamic_field=True)
+    for f in SAMPLE_FIELDS:
+        kw = {k: v for k, v in f.items() if k not in ("name", "type")}
+        schema.add_field(f["name"], getattr(DataType, f["type"]), **kw)
+    return schema
+
+
 _SCRIPT = r"""
 import json, sys
 from pymilvus import DataType, MilvusClient

@@ -16,37 +16,18 @@ rows; where it does not, the case says so and Milvus's source is followed.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pytest
 from conftest import Stack
-from lite_oracle import lite_answers
+from lite_oracle import SAMPLE_FIELDS, SAMPLE_ROWS, lite_answers, sample_schema
 
-from elanus import DataType, Schema
 from elanus.expr import parse
 from elanus.rows import to_arrow
 
-ROWS: list[dict[str, Any]] = [
-    {"pk": 3, "v": [0.1, 0.2], "j": {"x": 1, "tags": [1, 2]}, "n": 5, "d": 1, "s": "a"},
-    {"pk": 1, "v": [0.3, 0.4], "j": {"x": "1"}, "n": None, "d": "x"},
-    {"pk": 2, "v": [0.5, 0.6], "j": None, "n": 7, "d": None},
-    {"pk": 0, "v": [0.7, 0.8], "j": {"y": 2, "tags": [3]}, "n": 1},
-    {"pk": 5, "v": [0.9, 1.0], "j": {"x": None, "tags": None}, "n": 1, "d": [1, 2]},
-]
-SCHEMA = (
-    Schema(enable_dynamic_field=True)
-    .add_field("pk", DataType.INT64, is_primary=True)
-    .add_field("v", DataType.FLOAT_VECTOR, dim=2)
-    .add_field("j", DataType.JSON, nullable=True)
-    .add_field("n", DataType.INT64, nullable=True)
-)
-LITE_FIELDS: list[dict[str, Any]] = [
-    {"name": "pk", "type": "INT64", "is_primary": True},
-    {"name": "v", "type": "FLOAT_VECTOR", "dim": 2},
-    {"name": "j", "type": "JSON", "nullable": True},
-    {"name": "n", "type": "INT64", "nullable": True},
-]
+ROWS = SAMPLE_ROWS
+SCHEMA = sample_schema()
+LITE_FIELDS = SAMPLE_FIELDS
 LITE_3VL = "Milvus Lite: unknown (NULL) for a missing key or another type"
 LITE_NULL_FIELD = "Milvus Lite: a null JSON field is 'not contained' rather than unknown"
 LITE_NO_PARSE = "Milvus Lite cannot evaluate this filter on these rows"

@@ -15,31 +15,18 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import Stack
-from lite_oracle import lite_answers
+from lite_oracle import SAMPLE_FIELDS, SAMPLE_ROWS, lite_answers, sample_schema
 
 from elanus import DataType, ElanusError, ErrorCode, Schema
 from elanus.flight.client import Client
 
 STRONG = {"consistency_level": "Strong"}
-ROWS: list[dict[str, Any]] = [
-    {"pk": 3, "v": [0.1, 0.2], "j": {"x": 1, "tags": [1, 2]}, "n": 5, "d": 1, "s": "a"},
-    {"pk": 1, "v": [0.3, 0.4], "j": {"x": "1"}, "n": None, "d": "x"},
-    {"pk": 2, "v": [0.5, 0.6], "j": None, "n": 7, "d": None},
-    {"pk": 0, "v": [0.7, 0.8], "j": {"y": 2, "tags": [3]}, "n": 1},
-    {"pk": 5, "v": [0.9, 1.0], "j": {"x": None, "tags": None}, "n": 1, "d": [1, 2]},
-]
+ROWS = SAMPLE_ROWS
 FIELDS = ("pk", "v", "j", "n")
 
 
 def make_collection(client: Client) -> None:
-    schema = (
-        Schema(enable_dynamic_field=True)
-        .add_field("pk", DataType.INT64, is_primary=True)
-        .add_field("v", DataType.FLOAT_VECTOR, dim=2)
-        .add_field("j", DataType.JSON, nullable=True)
-        .add_field("n", DataType.INT64, nullable=True)
-    )
-    client.create_collection("c", schema=schema, properties={"metric_type": "L2"})
+    client.create_collection("c", schema=sample_schema(), properties={"metric_type": "L2"})
     client.insert("c", ROWS)
     client.load_collection("c")
 
@@ -51,12 +38,7 @@ def client(stack: Stack) -> Client:
     return c
 
 
-LITE_FIELDS: list[dict[str, Any]] = [
-    {"name": "pk", "type": "INT64", "is_primary": True},
-    {"name": "v", "type": "FLOAT_VECTOR", "dim": 2},
-    {"name": "j", "type": "JSON", "nullable": True},
-    {"name": "n", "type": "INT64", "nullable": True},
-]
+LITE_FIELDS = SAMPLE_FIELDS
 QUERY_OUTPUTS: list[list[str] | None] = [["n"], ["j"], ["*"], ["$meta"], ["d"], ["d", "zz"], None]
 SEARCH_OUTPUTS: list[list[str]] = [["j"], ["*"], ["$meta"], ["pk"], ["d"]]
 
