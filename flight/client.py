@@ -686,9 +686,14 @@ class Client(IndexAPI, BuilderAPI, ReadSchemaAPI):
         db: str | None = None,
         timeout: float | None = None,
     ) -> list[dict[str, Any]]:
-        """Rows matching a filter (or the given ids); ``["count(*)"]`` counts them."""
+        """Rows matching a filter (or the given ids; an empty filter takes a ``limit``);
+        ``["count(*)"]`` counts them. Without ``output_fields`` every field and dynamic key
+        comes back (``["*"]``), as pymilvus's MilvusClient asks; the primary key always."""
         body = self._in_db(
-            db, collection=collection_name, output_fields=list(output_fields or []), offset=offset
+            db,
+            collection=collection_name,
+            output_fields=list(output_fields or ["*"]),
+            offset=offset,
         )
         if ids is not None:
             body["ids"] = ids.tolist() if hasattr(ids, "tolist") else list(ids)

@@ -13,7 +13,6 @@ the caller's own last write (``guarantee_timestamp``); Eventually waits for noth
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from math import isfinite
@@ -33,6 +32,14 @@ from elanus.expr import parse
 from elanus.flight.actions import check_request
 from elanus.flight.bodyshape import check_body_shape
 from elanus.flight.metacache import CollectionInfo
+from elanus.flight.outputs import (
+    COUNT,
+    entity,
+    json_fields,
+    resolve_outputs,
+    stored_columns,
+    with_primary_first,
+)
 from elanus.flight.query_actions import check_query_ids, check_search_data
 from elanus.flight.searchcheck import (
     SearchIndexes,
@@ -45,16 +52,13 @@ from elanus.flight.searchcheck import (
 from elanus.flight.searchplan import SearchPlan, SearchPlans
 from elanus.grouping import reduce_grouped
 from elanus.reduce import reduce_parts
-from elanus.schema import DYNAMIC_FIELD, DataType, Field
+from elanus.schema import DataType, Field, Schema
 from elanus.segments.worker import SearchRequest
 
 if TYPE_CHECKING:
     from elanus.flight.proxy import ProxyServer
 
 log = logging.getLogger(__name__)
-
-COUNT = "count(*)"
-
 
 ROUTE_TTL_S = 1.0
 """How long a collection's route (vchannel → query node) is reused before it is asked for
@@ -212,31 +216,8 @@ class QueryService:
             replies.append(reply)
         return replies
 
-    def _outputs(self, info: CollectionInfo, names: list[str]) -> list[str]:
-        """Requested output names; with dynamic fields on, unknown names are ``$meta`` keys
-        (the reply reads them out of that column)."""
-        fields = [f.name for f in info.schema.fields]
-        if "*" in names:
-            names = [n for n in names if n != "*"] + fields
-        out = []
-        for n in names:
-            if not isinstance(n, str):
-                raise invalid(f"output field names must be strings, got {n!r}")
-            dynamic = info.schema.enable_dynamic_field and n != DYNAMIC_FIELD
-            if n not in fields and n != COUNT and not dynamic:
-                raise invalid(f"output field {n!r} does not exist in {info.name!r}")
-            if n not in out:
-                out.append(n)
-        return out
-
-    @staticmethod
-    def _columns(info: CollectionInfo, outputs: list[str]) -> list[str]:
-        """Stored columns behind the output names (dynamic names live in ``$meta``)."""
-        fields = {f.name for f in info.schema.fields}
-        cols = [n for n in outputs if n in fields]
-        if any(n not in fields and n != COUNT for n in outputs):
-            cols.append(DYNAMIC_FIELD)
-        return cols
+    def _outputs(self, info: CollectionInfo, names: list[Any]) -> list[str]:
+        return resolve_outputs(info.schema, info.name, names)
 
     def _filter(self, info: CollectionInfo, text: str | None, params: dict[str, Any]) -> None:
         if text:
@@ -269,8 +250,7 @@ class QueryService:
 
     def _answer(self, plan: SearchPlan, data: Any) -> dict[str, Any]:
         merged, read_ts = self.run_search(plan, data)
-        pk = plan.info.schema.primary.name
-        return {"results": _shape_hits(merged, plan.outputs, pk), "ts": read_ts}
+        return {"results": _shape_hits(merged, plan.outputs, plan.info.schema), "ts": read_ts}
 
     def prepare_search(
         self, info: CollectionInfo, request: dict[str, Any], generation: int = -1
@@ -300,7 +280,7 @@ class QueryService:
             "metric": metric,
             "filter": request["filter"],
             "params": request["filter_params"],
-            "output_fields": self._columns(info, outputs),
+            "output_fields": stored_columns(info.schema, outputs),
             "partition_ids": self._partition_ids(info, request["partition_names"]),
             "search_params": index_params,
             "radius": radius,
@@ -370,7 +350,9 @@ class QueryService:
         table, outputs, ts = self.query_table(info, request)
         if COUNT in outputs:
             return {"rows": table.to_pylist(), "ts": ts}
-        return {"rows": [entity(r, outputs) for r in table.to_pylist()], "ts": ts}
+        outputs = with_primary_first(outputs, info.schema.primary.name)
+        json_names = json_fields(info.schema)
+        return {"rows": [entity(r, outputs, json_names) for r in table.to_pylist()], "ts": ts}
 
     def query_table(
         self, info: CollectionInfo, request: dict[str, Any]
@@ -396,7 +378,7 @@ class QueryService:
             total = sum(int(r["count"]) for r in replies)
             counted = pa.table({COUNT: pa.array([total], pa.int64())})
             return counted, outputs, max(int(r["ts"]) for r in replies)
-        stored = self._columns(info, outputs)
+        stored = stored_columns(info.schema, outputs)
         columns = stored if pk in stored else [pk, *stored]
         offset, limit = request["offset"], request["limit"]
         window = None if limit is None else offset + limit
@@ -502,20 +484,28 @@ def _part(reply: dict[str, Any]) -> dict[str, Any]:
     return {**reply, "outputs": as_table(outputs)}
 
 
-def _shape_hits(merged: dict[str, Any], outputs: list[str], pk: str) -> list[list[dict[str, Any]]]:
-    """Per query, ``{"id", "distance"[, "entity"]}`` for each real hit (padding dropped)."""
+def _shape_hits(
+    merged: dict[str, Any], outputs: list[str], schema: Schema
+) -> list[list[dict[str, Any]]]:
+    """Per query, ``{"id", "distance", "entity"}`` for each real hit (padding dropped);
+    ``entity`` holds the requested outputs only, ``{}`` when none were asked for."""
     distances, pks = np.asarray(merged["distances"]), np.asarray(merged["pks"])
     if distances.ndim != 2:
         return [[] for _ in range(len(distances))]
     rows = merged.get("outputs")
     if rows is None:
         return [
-            [{"id": p, "distance": d} for p, d in zip(prow, drow, strict=True) if isfinite(d)]
+            [
+                {"id": p, "distance": d, "entity": {}}
+                for p, d in zip(prow, drow, strict=True)
+                if isfinite(d)
+            ]
             for prow, drow in zip(pks.tolist(), distances.tolist(), strict=True)
         ]
     finite = np.isfinite(distances).tolist()
     where = {int(slot): i for i, slot in enumerate(merged["output_rows"])}
     values = rows.to_pylist()
+    json_names = json_fields(schema)
     width = distances.shape[1]
     results = []
     for q, (prow, drow, frow) in enumerate(
@@ -525,33 +515,10 @@ def _shape_hits(merged: dict[str, Any], outputs: list[str], pk: str) -> list[lis
         for c, (p, d, ok) in enumerate(zip(prow, drow, frow, strict=True)):
             if ok:
                 i = where.get(q * width + c)
-                hits.append(
-                    {
-                        "id": p,
-                        "distance": d,
-                        "entity": entity(values[i], outputs) if i is not None else {},
-                    }
-                )
+                row = entity(values[i], outputs, json_names) if i is not None else {}
+                hits.append({"id": p, "distance": d, "entity": row})
         results.append(hits)
     return results
-
-
-def entity(row: dict[str, Any], outputs: list[str]) -> dict[str, Any]:
-    """The requested fields of a result row, dynamic ones read out of ``$meta``."""
-    meta: dict[str, Any] | None = None
-    out = {}
-    for name in outputs:
-        if name in row and name != DYNAMIC_FIELD:
-            out[name] = row[name]
-            continue
-        if meta is None:
-            raw = row.get(DYNAMIC_FIELD)
-            meta = json.loads(raw) if raw else {}
-        if name == DYNAMIC_FIELD:
-            out[name] = meta
-        elif name in meta:
-            out[name] = meta[name]
-    return out
 
 
 def hits_table(merged: dict[str, Any], pk_type: pa.DataType, first_query: int = 0) -> pa.Table:

@@ -215,8 +215,13 @@ def _query(b: Body) -> dict[str, Any]:
             f"{', '.join(others)}); "
             "count in one query and fetch fields in another"
         )
-    if filt is None and ids is None and outputs != ["count(*)"]:
-        raise invalid("query: give a 'filter' or 'ids' (only count(*) may go without)")
+    limit = b.int("limit", None, lo=1, hi=10_000_000)
+    if filt is None and ids is None and outputs != ["count(*)"] and limit is None:
+        # Milvus: "empty expression should be used with limit"
+        raise invalid(
+            "query: an empty filter needs a 'limit' (or give a 'filter' or 'ids'; "
+            "only count(*) may go without)"
+        )
     if filt is not None and ids is not None:
         raise invalid("query: give either 'filter' or 'ids', not both")
     return {
@@ -225,7 +230,7 @@ def _query(b: Body) -> dict[str, Any]:
         "filter": filt,
         "ids": ids,
         "output_fields": outputs,
-        "limit": b.int("limit", None, lo=1, hi=10_000_000),
+        "limit": limit,
         "offset": b.int("offset", 0, lo=0),
         "filter_params": b.dict("filter_params", {}),
         **_read_options(b),

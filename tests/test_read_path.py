@@ -793,8 +793,8 @@ def test_as_of_reads_the_collection_as_it_was(make_stack: Callable[..., Stack]) 
                     )
     # just before an upsert, the old row; at its timestamp, the new one
     _, ts_up, _, _ = next(h for h in history if h[0] == "upsert 20..25")
-    assert client.get("t", [22], ["tag"], as_of=ts_up - 1) == [{"tag": 0}]
-    assert client.get("t", [22], ["tag"], as_of=ts_up) == [{"tag": 9}]
+    assert client.get("t", [22], ["tag"], as_of=ts_up - 1) == [{"id": 22, "tag": 0}]
+    assert client.get("t", [22], ["tag"], as_of=ts_up) == [{"id": 22, "tag": 9}]
 
 
 def test_as_of_older_than_the_retention_window_is_refused(

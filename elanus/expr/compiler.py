@@ -15,6 +15,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedTok
 
 from elanus.errors import ElanusError, ErrorCode
 from elanus.expr.grammar import TERMINAL_NAMES, parser
+from elanus.expr.jsonsem import settle_json
 from elanus.expr.nodes import (
     NUMERIC,
     SCALAR,
@@ -132,7 +133,7 @@ def parse(text: str, schema: Schema, params: dict[str, Any] | None = None) -> Ex
             ErrorCode.BAD_EXPRESSION, f"the expression must be a string, not {type(text).__name__}"
         )
     compiler = _Compiler(text, schema, params or {})
-    return Expr(text, compiler.run(), schema)
+    return Expr(text, settle_json(compiler.run()), schema)
 
 
 class _Compiler:

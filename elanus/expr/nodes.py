@@ -4,7 +4,7 @@ Each node has a static :class:`Kind`; the compiler only builds well-typed trees,
 evaluators here trust their operands' kinds. Evaluation follows SQL three-valued logic:
 a comparison with NULL (a NULL column value, a missing JSON key, a JSON value of another
 type) is NULL, ``and``/``or`` are Kleene, ``not NULL`` is NULL; the caller turns NULL into
-false at the very end.
+false at the very end. Predicates on JSON paths then get Milvus's answers (``jsonsem.py``).
 """
 
 from __future__ import annotations
