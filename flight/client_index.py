@@ -4,20 +4,12 @@ indexes, and wait for builds. Same shapes as pymilvus where they exist."""
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from elanus.flight.client_base import ClientBase
 
 
-class _ClientActions:
-    if TYPE_CHECKING:  # provided by ``Client``
-
-        def _action(
-            self, name: str, body: dict[str, Any] | None = None, *, timeout: float | None = None
-        ) -> dict[str, Any]: ...
-
-        def _in_db(self, db: str | None, **body: Any) -> dict[str, Any]: ...
-
-
-class IndexAPI(_ClientActions):
+class IndexAPI(ClientBase):
     def create_index(
         self,
         collection_name: str,
@@ -92,7 +84,7 @@ class IndexAPI(_ClientActions):
             time.sleep(0.1)
 
 
-class BuilderAPI(_ClientActions):
+class BuilderAPI(ClientBase):
     """The pull protocol of external index builders (Spark index runs), mixed into
     ``Client``: claim tasks under a lease, renew it, report each result."""
 
@@ -119,5 +111,5 @@ class BuilderAPI(_ClientActions):
         return self._action("report_index_task", {**report, "node_id": node_id})
 
 
-def _in(client: _ClientActions, db: str | None, collection: str, **body: Any) -> dict[str, Any]:
+def _in(client: ClientBase, db: str | None, collection: str, **body: Any) -> dict[str, Any]:
     return client._in_db(db, collection=collection, **{k: v for k, v in body.items() if v})

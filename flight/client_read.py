@@ -1,0 +1,267 @@
+"""The read half of the SDK (mixed into ``Client``): load and release, search, query,
+get, paging iterators, and snapshot read plans for parallel readers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.flight as flight
+
+from elanus.consistency import ConsistencyLevel
+from elanus.errors import ElanusError, ErrorCode
+from elanus.flight.client_base import ClientBase
+from elanus.flight.wire import decode_body, encode_json, from_flight_error
+
+
+class ReadAPI(ClientBase):
+    # -- snapshot reads (parallel readers such as Spark) --------------------------------------
+    def read_plan(
+        self,
+        collection_name: str,
+        *,
+        columns: list[str] | None = None,
+        filter: str = "",
+        filter_params: dict[str, Any] | None = None,
+        partition_names: list[str] | None = None,
+        snapshot_ts: int | None = None,
+        db: str | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """A snapshot read plan (Flight ``GetFlightInfo``): ``ts``, ``schema`` (Elanus),
+        ``arrow_schema``, ``columns``, ``total_records`` and ``endpoints``, each with its
+        ``ticket`` (bytes for :meth:`read_endpoint`), ``kind`` and ``rows``. Reading every
+        endpoint gives the rows a query with ``as_of=ts`` returns."""
+        command = self._in_db(db, collection=collection_name)
+        if columns is not None:
+            command["columns"] = list(columns)
+        if filter:
+            command["filter"] = filter
+        if filter_params:
+            command["filter_params"] = filter_params
+        if partition_names:
+            command["partition_names"] = list(partition_names)
+        if snapshot_ts:
+            command["snapshot_ts"] = int(snapshot_ts)
+        descriptor = flight.FlightDescriptor.for_command(encode_json(command))
+        try:
+            info = self._conn().get_flight_info(descriptor, self._options(timeout))
+        except (flight.FlightError, pa.ArrowException) as exc:
+            raise from_flight_error(exc) from None
+        meta = decode_body(info.app_metadata, "read plan metadata")
+        endpoints = []
+        for e in info.endpoints:
+            raw = e.ticket.ticket
+            extra = decode_body(e.app_metadata, "read plan endpoint")
+            endpoints.append({**decode_body(raw, "read plan ticket"), **extra, "ticket": raw})
+        return {
+            **meta,
+            "arrow_schema": info.schema,
+            "total_records": info.total_records,
+            "endpoints": endpoints,
+        }
+
+    def read_endpoint(
+        self, ticket: bytes, *, timeout: float | None = None
+    ) -> Iterator[pa.RecordBatch]:
+        """The record batches of one read-plan ticket (Flight ``DoGet``)."""
+        try:
+            reader = self._conn().do_get(flight.Ticket(ticket), self._options(timeout))
+            for chunk in reader:
+                if chunk.data is not None and chunk.data.num_rows:
+                    yield chunk.data
+        except (flight.FlightError, pa.ArrowException) as exc:
+            raise from_flight_error(exc) from None
+
+    # -- reads ------------------------------------------------------------------------------
+    def load_collection(
+        self,
+        collection_name: str,
+        partition_names: list[str] | None = None,
+        *,
+        db: str | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Load a collection (or some of its partitions) into the query nodes."""
+        body = self._in_db(db, collection=collection_name)
+        if partition_names:
+            body["partition_names"] = list(partition_names)
+        return self._action("load_collection", body, timeout=timeout)
+
+    def release_collection(self, collection_name: str, *, db: str | None = None) -> None:
+        self._action("release_collection", self._in_db(db, collection=collection_name))
+
+    def get_load_state(self, collection_name: str, *, db: str | None = None) -> dict[str, Any]:
+        return self._action("get_load_state", self._in_db(db, collection=collection_name))
+
+    def _read_options(
+        self,
+        body: dict[str, Any],
+        consistency_level: str | None,
+        guarantee_timestamp: int | None,
+        as_of: int | None,
+        partition_names: list[str] | None,
+    ) -> dict[str, Any]:
+        if consistency_level:
+            try:
+                body["consistency_level"] = str(ConsistencyLevel.parse(consistency_level))
+            except ValueError as exc:
+                raise ElanusError(ErrorCode.INVALID_ARGUMENT, str(exc)) from None
+        if not guarantee_timestamp:  # used by Session reads, explicit or the default level
+            guarantee_timestamp = self._last_write_ts
+        if guarantee_timestamp:
+            body["guarantee_timestamp"] = int(guarantee_timestamp)
+        if as_of:
+            body["as_of"] = int(as_of)
+        if partition_names:
+            body["partition_names"] = list(partition_names)
+        return body
+
+    def search(
+        self,
+        collection_name: str,
+        data: Any,
+        limit: int = 10,
+        filter: str = "",
+        output_fields: list[str] | None = None,
+        search_params: dict[str, Any] | None = None,
+        *,
+        anns_field: str | None = None,
+        offset: int = 0,
+        filter_params: dict[str, Any] | None = None,
+        consistency_level: str | None = None,
+        guarantee_timestamp: int | None = None,
+        as_of: int | None = None,
+        partition_names: list[str] | None = None,
+        db: str | None = None,
+        timeout: float | None = None,
+    ) -> list[list[dict[str, Any]]]:
+        """pymilvus-style search: per query vector, hits ``{"id", "distance", "entity"}``."""
+        vectors = (
+            data.tolist()
+            if hasattr(data, "tolist")
+            else [v.tolist() if hasattr(v, "tolist") else v for v in data]
+        )
+        body = self._in_db(
+            db,
+            collection=collection_name,
+            data=vectors,
+            limit=limit,
+            offset=offset,
+            output_fields=list(output_fields or []),
+        )
+        if filter:
+            body["filter"] = filter
+        if filter_params:
+            body["filter_params"] = filter_params
+        if search_params:
+            body["search_params"] = search_params
+        if anns_field:
+            body["anns_field"] = anns_field
+        body = self._read_options(
+            body, consistency_level, guarantee_timestamp, as_of, partition_names
+        )
+        return list(self._action("search", body, timeout=timeout)["results"])
+
+    def query(
+        self,
+        collection_name: str,
+        filter: str = "",
+        output_fields: list[str] | None = None,
+        *,
+        ids: Any = None,
+        limit: int | None = None,
+        offset: int = 0,
+        filter_params: dict[str, Any] | None = None,
+        consistency_level: str | None = None,
+        guarantee_timestamp: int | None = None,
+        as_of: int | None = None,
+        partition_names: list[str] | None = None,
+        db: str | None = None,
+        timeout: float | None = None,
+    ) -> list[dict[str, Any]]:
+        """Rows matching a filter (or the given ids); ``["count(*)"]`` counts them."""
+        body = self._in_db(
+            db, collection=collection_name, output_fields=list(output_fields or []), offset=offset
+        )
+        if ids is not None:
+            body["ids"] = ids.tolist() if hasattr(ids, "tolist") else list(ids)
+        else:
+            body["filter"] = filter
+        if limit is not None:
+            body["limit"] = limit
+        if filter_params:
+            body["filter_params"] = filter_params
+        body = self._read_options(
+            body, consistency_level, guarantee_timestamp, as_of, partition_names
+        )
+        return list(self._action("query", body, timeout=timeout)["rows"])
+
+    def get(
+        self, collection_name: str, ids: Any, output_fields: list[str] | None = None, **kwargs: Any
+    ) -> list[dict[str, Any]]:
+        """Rows by primary key."""
+        ids = [ids] if isinstance(ids, int | str) else ids
+        return self.query(collection_name, output_fields=output_fields, ids=ids, **kwargs)
+
+    def get_collection_stats(
+        self, collection_name: str, *, db: str | None = None
+    ) -> dict[str, Any]:
+        """``{"row_count"}``: rows persisted in flushed segments (Milvus's num_entities)."""
+        return self._action("get_collection_stats", self._in_db(db, collection=collection_name))
+
+    def query_iterator(
+        self,
+        collection_name: str,
+        filter: str = "",
+        output_fields: list[str] | None = None,
+        *,
+        batch_size: int = 1000,
+        limit: int | None = None,
+        filter_params: dict[str, Any] | None = None,
+        consistency_level: str | None = None,
+        partition_names: list[str] | None = None,
+        db: str | None = None,
+    ) -> Iterator[list[dict[str, Any]]]:
+        """Pages of rows in primary-key order, all read at the first page's timestamp, so
+        results of any size stream without holding them all (pymilvus's query_iterator)."""
+        schema = self._schema_of(collection_name, db)
+        pk = schema.primary.name
+        fields = list(output_fields or [pk])
+        if pk not in fields:
+            fields.append(pk)
+        base = f"({filter})" if filter else ""
+        params = dict(filter_params or {})
+        last: Any = None
+        as_of: int | None = None
+        left = limit
+        while left is None or left > 0:
+            size = batch_size if left is None else min(batch_size, left)
+            expr = base
+            if last is not None:
+                params["__after"] = last
+                expr = f"{base} and {pk} > {{__after}}" if base else f"{pk} > {{__after}}"
+            body = self._in_db(
+                db,
+                collection=collection_name,
+                output_fields=fields,
+                limit=size,
+                filter=expr or f"{pk} == {pk}",
+            )
+            if params:
+                body["filter_params"] = params
+            body = self._read_options(
+                body, consistency_level if as_of is None else None, None, as_of, partition_names
+            )
+            reply = self._action("query", body)
+            rows = reply["rows"]
+            if not rows:
+                return
+            as_of = as_of or int(reply["ts"])
+            last = rows[-1][pk]
+            yield rows
+            if left is not None:
+                left -= len(rows)
+            if len(rows) < size:
+                return
