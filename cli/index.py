@@ -85,9 +85,14 @@ def create(
 
     def action(client: Client) -> list[dict[str, Any]]:
         client.create_index(
-            collection, field, index_type, metric, build_params, index_name=index_name
+            collection,
+            field,
+            index_type=index_type,
+            metric_type=metric,
+            params=build_params,
+            index_name=index_name,
         )
-        return client.describe_index(collection, field_name=field)
+        return client.index_infos(collection, field_name=field)
 
     run_action(ctx, action, _render_indexes(collection), as_json=as_json, uri=uri)
 
@@ -103,7 +108,7 @@ def describe(
     """Indexes with their build progress and failures."""
     run_action(
         ctx,
-        lambda c: c.describe_index(collection, index_name),
+        lambda c: c.index_infos(collection, index_name),
         _render_indexes(collection),
         as_json=as_json,
         uri=uri,

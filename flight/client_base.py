@@ -23,7 +23,7 @@ class ClientBase:
         self.uri = uri
         self.timeout = timeout
         self._db = check_name(db, "database")
-        self._last_write_ts = 0
+        self._last_write_ts: int = 0
         """The newest write of this client: what a Session-consistent read waits for."""
         try:
             self._flight: flight.FlightClient | None = flight.FlightClient(uri)
@@ -83,7 +83,10 @@ class ClientBase:
     def __repr__(self) -> str:
         return f"Client({self.uri!r}, db={self._db!r})"
 
+    def _saw_write(self, ts: int) -> None:
+        """Remember a write's timestamp: later Session reads wait for the newest one."""
+        self._last_write_ts = max(self._last_write_ts, int(ts))
+
     def _schema_of(self, collection_name: str, db: str | None) -> Schema:
         desc = self._action("describe_collection", self._in_db(db, name=collection_name))
         return Schema.from_dict(desc["schema"])
-

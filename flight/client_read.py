@@ -12,6 +12,7 @@ import pyarrow.flight as flight
 from elanus.consistency import ConsistencyLevel
 from elanus.errors import ElanusError, ErrorCode
 from elanus.flight.client_base import ClientBase
+from elanus.flight.client_compat import QueryIterator, reject_unknown
 from elanus.flight.wire import decode_body, encode_json, from_flight_error
 
 
@@ -78,22 +79,63 @@ class ReadAPI(ClientBase):
     def load_collection(
         self,
         collection_name: str,
-        partition_names: list[str] | None = None,
-        *,
-        db: str | None = None,
         timeout: float | None = None,
+        *,
+        partition_names: list[str] | None = None,
+        db: str | None = None,
+        **kwargs: Any,
     ) -> dict[str, Any]:
         """Load a collection (or some of its partitions) into the query nodes."""
+        reject_unknown("load_collection", kwargs)
         body = self._in_db(db, collection=collection_name)
         if partition_names:
             body["partition_names"] = list(partition_names)
         return self._action("load_collection", body, timeout=timeout)
 
-    def release_collection(self, collection_name: str, *, db: str | None = None) -> None:
-        self._action("release_collection", self._in_db(db, collection=collection_name))
+    def load_partitions(
+        self,
+        collection_name: str,
+        partition_names: str | list[str],
+        timeout: float | None = None,
+        *,
+        db: str | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        """Load only these partitions (pymilvus's ``load_partitions``)."""
+        names = [partition_names] if isinstance(partition_names, str) else list(partition_names)
+        if not names:
+            raise ElanusError(ErrorCode.INVALID_ARGUMENT, "load_partitions needs partition names")
+        reject_unknown("load_partitions", kwargs)
+        return self.load_collection(collection_name, timeout, partition_names=names, db=db)
 
-    def get_load_state(self, collection_name: str, *, db: str | None = None) -> dict[str, Any]:
-        return self._action("get_load_state", self._in_db(db, collection=collection_name))
+    def release_collection(
+        self,
+        collection_name: str,
+        timeout: float | None = None,
+        *,
+        db: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        reject_unknown("release_collection", kwargs)
+        body = self._in_db(db, collection=collection_name)
+        self._action("release_collection", body, timeout=timeout)
+
+    def get_load_state(
+        self,
+        collection_name: str,
+        partition_name: str | None = "",
+        timeout: float | None = None,
+        *,
+        db: str | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        """``{"state": NotLoad|Loading|Loaded, "progress", ...}`` of the collection (Elanus
+        keeps no load state per partition, so asking for one is refused)."""
+        if partition_name:
+            kwargs["partition_name"] = partition_name
+        reject_unknown("get_load_state", kwargs)
+        body = self._in_db(db, collection=collection_name)
+        return self._action("get_load_state", body, timeout=timeout)
 
     def _read_options(
         self,
@@ -121,23 +163,27 @@ class ReadAPI(ClientBase):
     def search(
         self,
         collection_name: str,
-        data: Any,
-        limit: int = 10,
+        data: Any = None,
         filter: str = "",
+        limit: int = 10,
         output_fields: list[str] | None = None,
         search_params: dict[str, Any] | None = None,
-        *,
+        timeout: float | None = None,
+        partition_names: list[str] | None = None,
         anns_field: str | None = None,
+        *,
         offset: int = 0,
         filter_params: dict[str, Any] | None = None,
         consistency_level: str | None = None,
         guarantee_timestamp: int | None = None,
         as_of: int | None = None,
-        partition_names: list[str] | None = None,
         db: str | None = None,
-        timeout: float | None = None,
+        **kwargs: Any,
     ) -> list[list[dict[str, Any]]]:
         """pymilvus-style search: per query vector, hits ``{"id", "distance", "entity"}``."""
+        reject_unknown("search", kwargs)
+        if data is None:
+            raise ElanusError(ErrorCode.INVALID_ARGUMENT, "search needs query vectors ('data')")
         vectors = (
             data.tolist()
             if hasattr(data, "tolist")
@@ -169,23 +215,26 @@ class ReadAPI(ClientBase):
         collection_name: str,
         filter: str = "",
         output_fields: list[str] | None = None,
-        *,
+        timeout: float | None = None,
         ids: Any = None,
+        partition_names: list[str] | None = None,
+        *,
         limit: int | None = None,
         offset: int = 0,
         filter_params: dict[str, Any] | None = None,
         consistency_level: str | None = None,
         guarantee_timestamp: int | None = None,
         as_of: int | None = None,
-        partition_names: list[str] | None = None,
         db: str | None = None,
-        timeout: float | None = None,
+        **kwargs: Any,
     ) -> list[dict[str, Any]]:
         """Rows matching a filter (or the given ids); ``["count(*)"]`` counts them."""
+        reject_unknown("query", kwargs)
         body = self._in_db(
             db, collection=collection_name, output_fields=list(output_fields or []), offset=offset
         )
         if ids is not None:
+            ids = [ids] if isinstance(ids, int | str) else ids
             body["ids"] = ids.tolist() if hasattr(ids, "tolist") else list(ids)
         else:
             body["filter"] = filter
@@ -199,33 +248,86 @@ class ReadAPI(ClientBase):
         return list(self._action("query", body, timeout=timeout)["rows"])
 
     def get(
-        self, collection_name: str, ids: Any, output_fields: list[str] | None = None, **kwargs: Any
+        self,
+        collection_name: str,
+        ids: Any,
+        output_fields: list[str] | None = None,
+        timeout: float | None = None,
+        partition_names: list[str] | None = None,
+        **kwargs: Any,
     ) -> list[dict[str, Any]]:
-        """Rows by primary key."""
+        """Rows by primary key (keywords as for ``query``)."""
         ids = [ids] if isinstance(ids, int | str) else ids
-        return self.query(collection_name, output_fields=output_fields, ids=ids, **kwargs)
+        return self.query(
+            collection_name,
+            output_fields=output_fields,
+            timeout=timeout,
+            ids=ids,
+            partition_names=partition_names,
+            **kwargs,
+        )
 
     def get_collection_stats(
-        self, collection_name: str, *, db: str | None = None
+        self,
+        collection_name: str,
+        timeout: float | None = None,
+        *,
+        db: str | None = None,
+        **kwargs: Any,
     ) -> dict[str, Any]:
         """``{"row_count"}``: rows persisted in flushed segments (Milvus's num_entities)."""
-        return self._action("get_collection_stats", self._in_db(db, collection=collection_name))
+        reject_unknown("get_collection_stats", kwargs)
+        body = self._in_db(db, collection=collection_name)
+        return self._action("get_collection_stats", body, timeout=timeout)
 
     def query_iterator(
         self,
         collection_name: str,
+        batch_size: int = 1000,
+        limit: int | None = -1,
         filter: str = "",
         output_fields: list[str] | None = None,
+        partition_names: list[str] | None = None,
+        timeout: float | None = None,
         *,
-        batch_size: int = 1000,
-        limit: int | None = None,
         filter_params: dict[str, Any] | None = None,
         consistency_level: str | None = None,
-        partition_names: list[str] | None = None,
         db: str | None = None,
-    ) -> Iterator[list[dict[str, Any]]]:
+        **kwargs: Any,
+    ) -> QueryIterator:
         """Pages of rows in primary-key order, all read at the first page's timestamp, so
-        results of any size stream without holding them all (pymilvus's query_iterator)."""
+        results of any size stream without holding them all (pymilvus's query_iterator:
+        ``next()`` until it returns ``[]``, or iterate it). ``limit=-1``: every row."""
+        reject_unknown("query_iterator", kwargs)
+        if batch_size < 1:
+            raise ElanusError(ErrorCode.INVALID_ARGUMENT, "batch_size must be at least 1")
+        pages = self._pages(
+            collection_name,
+            batch_size,
+            None if limit is None or limit < 0 else limit,
+            filter,
+            output_fields,
+            partition_names,
+            timeout,
+            filter_params,
+            consistency_level,
+            db,
+        )
+        return QueryIterator(pages)
+
+    def _pages(
+        self,
+        collection_name: str,
+        batch_size: int,
+        limit: int | None,
+        filter: str,
+        output_fields: list[str] | None,
+        partition_names: list[str] | None,
+        timeout: float | None,
+        filter_params: dict[str, Any] | None,
+        consistency_level: str | None,
+        db: str | None,
+    ) -> Iterator[list[dict[str, Any]]]:
         schema = self._schema_of(collection_name, db)
         pk = schema.primary.name
         fields = list(output_fields or [pk])
@@ -254,7 +356,7 @@ class ReadAPI(ClientBase):
             body = self._read_options(
                 body, consistency_level if as_of is None else None, None, as_of, partition_names
             )
-            reply = self._action("query", body)
+            reply = self._action("query", body, timeout=timeout)
             rows = reply["rows"]
             if not rows:
                 return

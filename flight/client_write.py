@@ -12,6 +12,7 @@ import pyarrow.flight as flight
 
 from elanus.errors import ElanusError, ErrorCode
 from elanus.flight.client_base import ClientBase
+from elanus.flight.client_compat import reject_unknown
 from elanus.flight.putresult import PutAck
 from elanus.flight.wire import encode_json, from_flight_error
 from elanus.rows import to_arrow
@@ -86,7 +87,7 @@ class WriteAPI(ClientBase):
                 raise from_flight_error(first) from None
             raise first
         pks = pa.concat_arrays([a.pks for a in acks]) if acks else pa.array([], pa.int64())
-        self._last_write_ts = max([self._last_write_ts, *(a.ts for a in acks)])
+        self._saw_write(max((a.ts for a in acks), default=0))
         return {
             f"{op}_count": len(pks),
             "ids": pks.to_pylist(),
@@ -97,29 +98,33 @@ class WriteAPI(ClientBase):
         self,
         collection_name: str,
         data: Any,
-        partition_name: str | None = None,
+        timeout: float | None = None,
+        partition_name: str | None = "",
         *,
         db: str | None = None,
-        timeout: float | None = None,
         batch_bytes: int = DEFAULT_BATCH_BYTES,
+        **kwargs: Any,
     ) -> dict[str, Any]:
         """Insert rows (Arrow table, list of dicts, dict of columns/numpy arrays).
 
         Returns ``{"insert_count", "ids", "ts"}`` once the log has acknowledged every row.
         """
+        reject_unknown("insert", kwargs)
         return self._put("insert", collection_name, data, partition_name, db, timeout, batch_bytes)
 
     def upsert(
         self,
         collection_name: str,
         data: Any,
-        partition_name: str | None = None,
+        timeout: float | None = None,
+        partition_name: str | None = "",
         *,
         db: str | None = None,
-        timeout: float | None = None,
         batch_bytes: int = DEFAULT_BATCH_BYTES,
+        **kwargs: Any,
     ) -> dict[str, Any]:
         """Replace rows by primary key (a delete and an insert at one timestamp)."""
+        reject_unknown("upsert", kwargs)
         return self._put("upsert", collection_name, data, partition_name, db, timeout, batch_bytes)
 
     # -- bulk import and staged writes ------------------------------------------------------
@@ -163,7 +168,7 @@ class WriteAPI(ClientBase):
         while True:
             state = self.get_import_state(job_id)
             if state["state"] == "Completed":
-                self._last_write_ts = max(self._last_write_ts, int(state.get("ts") or 0))
+                self._saw_write(int(state.get("ts") or 0))
                 return state
             if state["state"] == "Failed":
                 code = state.get("reason_code") or ErrorCode.INTERNAL
@@ -235,7 +240,7 @@ class WriteAPI(ClientBase):
         if reply["state"] != "Completed":
             final = self.wait_import(int(reply["job_id"]), timeout)
             reply.update({k: final[k] for k in ("state", "rows", "ts", "segment_ids")})
-        self._last_write_ts = max(self._last_write_ts, int(reply.get("ts") or 0))
+        self._saw_write(int(reply.get("ts") or 0))
         return reply
 
     def abort_write(self, write_id: str) -> bool:
@@ -246,15 +251,17 @@ class WriteAPI(ClientBase):
         self,
         collection_name: str,
         ids: Any = None,
+        timeout: float | None = None,
+        filter: str | None = None,
         partition_name: str | None = None,
         *,
-        filter: str = "",
         filter_params: dict[str, Any] | None = None,
         db: str | None = None,
-        timeout: float | None = None,
+        **kwargs: Any,
     ) -> dict[str, Any]:
         """Delete by primary keys or by a ``filter`` expression (on a loaded collection);
         returns ``{"delete_count", "ts"}``."""
+        reject_unknown("delete", kwargs)
         if (ids is None) == (not filter):
             raise ElanusError(ErrorCode.INVALID_ARGUMENT, "delete needs 'ids' or a 'filter'")
         body = self._in_db(db, collection=collection_name)
@@ -269,24 +276,26 @@ class WriteAPI(ClientBase):
         if partition_name:
             body["partition"] = partition_name
         reply = self._action("delete", body, timeout=timeout)
-        self._last_write_ts = max(self._last_write_ts, int(reply.get("ts", 0)))
+        self._saw_write(int(reply.get("ts", 0)))
         return reply
 
     def flush(
         self,
         collection_name: str,
+        timeout: float | None = None,
         *,
         db: str | None = None,
-        timeout: float | None = None,
         wait: bool = True,
         poll_s: float = 0.05,
+        **kwargs: Any,
     ) -> list[int]:
         """Seal and persist the collection's growing segments (seed 004).
 
         With ``wait`` (the default, as in pymilvus) returns once every sealed segment is
         Flushed; returns the segment ids either way.
         """
-        reply = self._action("flush", self._in_db(db, collection=collection_name))
+        reject_unknown("flush", kwargs)
+        reply = self._action("flush", self._in_db(db, collection=collection_name), timeout=timeout)
         ids = [int(i) for i in reply.get("segment_ids", [])]
         deadline = None if timeout is None else time.monotonic() + timeout
         while wait and ids and not self.get_flush_state(ids):
@@ -312,13 +321,33 @@ class WriteAPI(ClientBase):
             body = self._in_db(db, collection=collection_name)
         return list(self._action("get_segment_info", body)["segments"])
 
-    def compact(self, collection_name: str, *, db: str | None = None) -> int:
-        """Start merging small segments and dropping deleted rows; returns the job id."""
-        reply = self._action("compact", self._in_db(db, collection=collection_name))
-        return int(reply["compaction_id"])
+    def compact(
+        self,
+        collection_name: str,
+        is_clustering: bool | None = False,
+        is_l0: bool | None = False,
+        target_size: int | None = None,
+        target_size_unit: str = "mb",
+        timeout: float | None = None,
+        *,
+        db: str | None = None,
+        **kwargs: Any,
+    ) -> int:
+        """Start merging small segments and dropping deleted rows; returns the job id.
+        Elanus has no clustering, L0-only or sized compaction: asking for one is refused."""
+        if is_clustering:
+            kwargs["is_clustering"] = is_clustering
+        if is_l0:
+            kwargs["is_l0"] = is_l0
+        if target_size is not None:
+            kwargs["target_size"] = target_size
+        reject_unknown("compact", kwargs)
+        body = self._in_db(db, collection=collection_name)
+        return int(self._action("compact", body, timeout=timeout)["compaction_id"])
 
-    def get_compaction_state(self, compaction_id: int) -> str:
+    def get_compaction_state(self, job_id: int, timeout: float | None = None, **kwargs: Any) -> str:
         """``"Executing"`` or ``"Completed"`` (pymilvus's spelling)."""
-        reply = self._action("get_compaction_state", {"compaction_id": compaction_id})
+        reject_unknown("get_compaction_state", kwargs)
+        body = {"compaction_id": int(job_id)}
+        reply = self._action("get_compaction_state", body, timeout=timeout)
         return "Completed" if reply["state"] == "completed" else "Executing"
-
