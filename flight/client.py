@@ -30,10 +30,15 @@ class Client(ReadAPI, WriteAPI, IndexAPI, BuilderAPI):
     # -- pymilvus builders ------------------------------------------------------------------
     @staticmethod
     def create_schema(
-        auto_id: bool = False, enable_dynamic_field: bool = False, description: str = ""
+        *,
+        auto_id: bool = False,
+        enable_dynamic_field: bool = False,
+        description: str = "",
+        **kwargs: Any,
     ) -> Schema:
         """An empty schema to ``add_field`` to (pymilvus's ``MilvusClient.create_schema``);
         ``auto_id`` becomes the default of the primary field."""
+        reject_unknown("create_schema", kwargs)
         return Schema(
             enable_dynamic_field=enable_dynamic_field, description=description, auto_id=auto_id
         )

@@ -148,11 +148,12 @@ class IndexAPI(ClientBase):
 
 
 def _milvus_index(info: dict[str, Any]) -> dict[str, Any]:
-    """pymilvus's ``pending_index_rows`` beside Elanus's keys."""
+    """pymilvus's ``field_name`` and ``pending_index_rows`` beside Elanus's keys."""
+    out = {**info, "field_name": info.get("field")}
     total, done = info.get("total_rows"), info.get("indexed_rows")
     if isinstance(total, int) and isinstance(done, int):
-        return {**info, "pending_index_rows": max(total - done, 0)}
-    return info
+        out["pending_index_rows"] = max(total - done, 0)
+    return out
 
 
 class BuilderAPI(ClientBase):
