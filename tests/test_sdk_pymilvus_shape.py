@@ -235,3 +235,17 @@ def test_shared_methods_take_pymilvus_parameters_in_pymilvus_order() -> None:
         if not ok or (_has_kwargs(theirs) and not _has_kwargs(ours)):
             wrong[name] = (mine, pm)
     assert wrong == {}
+
+
+def test_errors_name_collections_by_name(stack: Stack) -> None:
+    """A Milvus user never sees collection ids: errors say which collection by name."""
+    client = stack.client()
+    client.create_collection("unloaded_books", 4)
+    with pytest.raises(ElanusError) as err:
+        client.search("unloaded_books", [[0.0] * 4])
+    assert err.value.code == ErrorCode.COLLECTION_NOT_LOADED
+    assert "'unloaded_books'" in err.value.message, err.value.message
+    with pytest.raises(ElanusError) as err:
+        client.describe_index("unloaded_books", "nope")
+    assert err.value.code == ErrorCode.INDEX_NOT_FOUND
+    assert "collection 'unloaded_books' has no index 'nope'" == err.value.message
