@@ -8,6 +8,7 @@ option types are declared once here so every command spells them the same way.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -104,6 +105,20 @@ class CliState:
         per-command option filled from it cannot override a ``--uri`` given before the
         command."""
         return self.uri or os.environ.get("ELANUS_URI") or self.settings().flight_uri
+
+
+def json_object(text: str | None, param_hint: str) -> dict[str, Any]:
+    """An option given as a JSON object (``--params '{"ef": 64}'``); anything else is a
+    usage error naming the option."""
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise typer.BadParameter(f"not JSON: {exc}", param_hint=param_hint) from None
+    if not isinstance(value, dict):
+        raise typer.BadParameter("must be a JSON object", param_hint=param_hint)
+    return value
 
 
 @contextlib.contextmanager

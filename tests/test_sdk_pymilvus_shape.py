@@ -248,4 +248,4 @@ def test_errors_name_collections_by_name(stack: Stack) -> None:
     with pytest.raises(ElanusError) as err:
         client.describe_index("unloaded_books", "nope")
     assert err.value.code == ErrorCode.INDEX_NOT_FOUND
-    assert "collection 'unloaded_books' has no index 'nope'" == err.value.message
+    assert err.value.message == "collection 'unloaded_books' has no index 'nope'"
