@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import pyarrow as pa
@@ -290,19 +290,8 @@ class Field:
             raise invalid(f"default value {v!r} does not fit field {self.name!r} ({dt.value})")
 
 
-_FIELD_KEYWORDS = frozenset(
-    {
-        "is_primary",
-        "auto_id",
-        "dim",
-        "max_length",
-        "element_type",
-        "max_capacity",
-        "nullable",
-        "default_value",
-        "description",
-    }
-)
+_FIELD_KEYWORDS = frozenset(f.name for f in fields(Field)) - {"name", "dtype", "field_id"}
+"""What ``Schema.add_field`` takes as keywords: the settings of a ``Field``."""
 
 
 @dataclass

@@ -106,13 +106,18 @@ def normalise(out: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def test_a_milvus_client_script_gives_milvus_answers(stack: Stack, tmp_path: Path) -> None:
+def run_both(stack: Stack, tmp_path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The script's answers from Milvus Lite and from Elanus."""
     lite = pymilvus.MilvusClient(str(tmp_path / "lite.db"))
     try:
         milvus = script(lite, pymilvus.DataType)
     finally:
         lite.close()
-    ours = script(elanus.connect(stack.uri, timeout=30), elanus.DataType)
+    return milvus, script(elanus.connect(stack.uri, timeout=30), elanus.DataType)
+
+
+def test_a_milvus_client_script_gives_milvus_answers(stack: Stack, tmp_path: Path) -> None:
+    milvus, ours = run_both(stack, tmp_path)
     assert normalise(ours) == normalise(milvus)
     # Milvus Lite answers a delete with the deleted keys (pre-2.3.2 Milvus); pymilvus's
     # documented answer from Milvus 2.3.2 on is {"delete_count": n}: Elanus follows the docs.
@@ -126,12 +131,7 @@ def test_a_milvus_client_script_gives_milvus_answers(stack: Stack, tmp_path: Pat
     "returns every field; Elanus's read path returns only the output fields (not fixed here)",
 )
 def test_query_and_get_rows_are_shaped_as_milvus_rows(stack: Stack, tmp_path: Path) -> None:
-    lite = pymilvus.MilvusClient(str(tmp_path / "lite.db"))
-    try:
-        milvus = script(lite, pymilvus.DataType)
-    finally:
-        lite.close()
-    ours = script(elanus.connect(stack.uri, timeout=30), elanus.DataType)
+    milvus, ours = run_both(stack, tmp_path)
     assert _plain(ours["query"]) == _plain(milvus["query"])
     assert _plain(ours["get"]) == _plain(milvus["get"])
 
