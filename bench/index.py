@@ -325,7 +325,9 @@ def main(argv: list[str] | None = None) -> int:
                     build = {**build, "nlist": nlist_for(args.rows)}
                 raw, raw_build = raw_index(index_type, build, vectors)
                 started = time.perf_counter()
-                client.create_index(COLLECTION, "vector", index_type, "L2", build)
+                client.create_index(
+                    COLLECTION, "vector", index_type=index_type, metric_type="L2", params=build
+                )
                 client.wait_for_index(COLLECTION, timeout=3600)
                 ours_build = time.perf_counter() - started
                 elanus_recall(client, queries[:10], {name: values[0]})  # the index is served

@@ -8,6 +8,8 @@ option types are declared once here so every command spells them the same way.
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -31,9 +33,9 @@ UriOpt = Annotated[
     str | None,
     typer.Option(
         "--uri",
-        envvar="ELANUS_URI",
         show_default=False,
-        help="Flight uri of a proxy (default: from settings, grpc://127.0.0.1:8815).",
+        help="Flight uri of a proxy (default: $ELANUS_URI, else from settings, "
+        "grpc://127.0.0.1:8815).",
     ),
 ]
 ConfigOpt = Annotated[
@@ -98,7 +100,25 @@ class CliState:
             raise typer.BadParameter(str(exc), param_hint="settings") from None
 
     def target_uri(self) -> str:
-        return self.uri or self.settings().flight_uri
+        """``--uri`` (before or after the command) beats ``ELANUS_URI``, which beats the
+        settings. The environment is read here, not as the option's default, so a
+        per-command option filled from it cannot override a ``--uri`` given before the
+        command."""
+        return self.uri or os.environ.get("ELANUS_URI") or self.settings().flight_uri
+
+
+def json_object(text: str | None, param_hint: str) -> dict[str, Any]:
+    """An option given as a JSON object (``--params '{"ef": 64}'``); anything else is a
+    usage error naming the option."""
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise typer.BadParameter(f"not JSON: {exc}", param_hint=param_hint) from None
+    if not isinstance(value, dict):
+        raise typer.BadParameter("must be a JSON object", param_hint=param_hint)
+    return value
 
 
 @contextlib.contextmanager

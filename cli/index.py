@@ -13,7 +13,7 @@ from rich.console import Group, RenderableType
 from rich.progress import MofNCompleteColumn, TextColumn
 
 from elanus.cli.admin import CollectionArg
-from elanus.cli.context import CliState, JsonOpt, UriOpt, connect, run_action
+from elanus.cli.context import CliState, JsonOpt, UriOpt, connect, json_object, run_action
 from elanus.cli.output import emit, kv_table, stderr_progress, table
 
 if TYPE_CHECKING:
@@ -26,18 +26,6 @@ index_app = typer.Typer(
 IndexNameOpt = Annotated[
     str | None, typer.Option("--index-name", "-n", help="Index name (default: the field name).")
 ]
-
-
-def _params(text: str | None) -> dict[str, Any]:
-    if not text:
-        return {}
-    try:
-        params = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise typer.BadParameter(f"not JSON: {exc}", param_hint="--params") from None
-    if not isinstance(params, dict):
-        raise typer.BadParameter("must be a JSON object", param_hint="--params")
-    return params
 
 
 def _render_indexes(collection: str) -> Any:
@@ -81,13 +69,18 @@ def create(
     uri: UriOpt = None,
 ) -> None:
     """Index a vector field; every flushed segment gets a build task."""
-    build_params = _params(params)
+    build_params = json_object(params, "--params")
 
     def action(client: Client) -> list[dict[str, Any]]:
         client.create_index(
-            collection, field, index_type, metric, build_params, index_name=index_name
+            collection,
+            field,
+            index_type=index_type,
+            metric_type=metric,
+            params=build_params,
+            index_name=index_name,
         )
-        return client.describe_index(collection, field_name=field)
+        return client.index_infos(collection, field_name=field)
 
     run_action(ctx, action, _render_indexes(collection), as_json=as_json, uri=uri)
 
@@ -103,7 +96,7 @@ def describe(
     """Indexes with their build progress and failures."""
     run_action(
         ctx,
-        lambda c: c.describe_index(collection, index_name),
+        lambda c: c.index_infos(collection, index_name),
         _render_indexes(collection),
         as_json=as_json,
         uri=uri,

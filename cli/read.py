@@ -17,7 +17,7 @@ import typer
 from rich.console import Group, RenderableType
 
 from elanus.cli.admin import CollectionArg
-from elanus.cli.context import JsonOpt, UriOpt, run_action
+from elanus.cli.context import JsonOpt, UriOpt, json_object, run_action
 from elanus.cli.output import kv_table, table
 from elanus.consistency import ConsistencyLevel
 
@@ -33,6 +33,20 @@ VectorFileOpt = Annotated[
     typer.Option(
         "--vector-file",
         help="Query vectors: a .npy array (2-D, or 1-D for one query) or a .json list.",
+        show_default=False,
+    ),
+]
+PartitionsOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--partition", "-p", help="Partition to read (repeat for several).", show_default=False
+    ),
+]
+SearchParamsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--params",
+        help='Index search parameters as JSON, e.g. {"ef": 64} or {"nprobe": 16}.',
         show_default=False,
     ),
 ]
@@ -155,12 +169,16 @@ def _render_state(collection: str, verb: str) -> Any:
 
 
 def load(
-    ctx: typer.Context, collection: CollectionArg, as_json: JsonOpt = False, uri: UriOpt = None
+    ctx: typer.Context,
+    collection: CollectionArg,
+    partitions: PartitionsOpt = None,
+    as_json: JsonOpt = False,
+    uri: UriOpt = None,
 ) -> None:
-    """Load a collection into the query nodes so it can be searched and queried."""
+    """Load a collection (or only --partition ones) so it can be searched and queried."""
 
     def action(client: Client) -> dict[str, Any]:
-        client.load_collection(collection)
+        client.load_collection(collection, partition_names=partitions or None)
         return client.get_load_state(collection)
 
     run_action(ctx, action, _render_state(collection, "loaded"), as_json=as_json, uri=uri)
@@ -234,11 +252,16 @@ def search(
     metric: MetricOpt = None,
     consistency: ConsistencyOpt = None,
     anns_field: AnnsFieldOpt = None,
+    params: SearchParamsOpt = None,
+    partitions: PartitionsOpt = None,
     as_json: JsonOpt = False,
     uri: UriOpt = None,
 ) -> None:
     """Search a loaded collection with the query vectors of a .npy or .json file."""
     metric = check_metric(metric)
+    search_params: dict[str, Any] = {"params": json_object(params, "--params")}
+    if metric:
+        search_params["metric_type"] = metric
     level = check_consistency(consistency)
     queries = read_vectors(vector_file, binary=metric in _BINARY_METRICS)
     fields = split_fields(output_fields)
@@ -250,8 +273,9 @@ def search(
             limit=limit,
             filter=filter,
             output_fields=fields,
-            search_params={"metric_type": metric} if metric else None,
+            search_params=search_params,
             anns_field=anns_field,
+            partition_names=partitions or None,
             consistency_level=level,
         )
 
@@ -291,6 +315,7 @@ def query(
     ] = None,
     offset: Annotated[int, typer.Option("--offset", min=0, help="Rows to skip.")] = 0,
     consistency: ConsistencyOpt = None,
+    partitions: PartitionsOpt = None,
     as_json: JsonOpt = False,
     uri: UriOpt = None,
 ) -> None:
@@ -305,6 +330,7 @@ def query(
             output_fields=fields,
             limit=limit,
             offset=offset,
+            partition_names=partitions or None,
             consistency_level=level,
         )
 

@@ -12,7 +12,7 @@ import json
 import math
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import pyarrow as pa
@@ -54,10 +54,12 @@ class DataType(enum.StrEnum):
     SPARSE_FLOAT_VECTOR = "SparseFloatVector"
 
     @classmethod
-    def parse(cls, value: str | DataType) -> DataType:
+    def parse(cls, value: str | DataType | enum.Enum) -> DataType:
+        """A type by value or member name; another enum (pymilvus's ``DataType``) by name."""
         if isinstance(value, DataType):
             return value
-        key = str(value).replace("_", "").lower()
+        raw = value.name if isinstance(value, enum.Enum) else str(value)
+        key = raw.replace("_", "").lower()
         for dt in cls:
             if dt.value.lower() == key or dt.name.replace("_", "").lower() == key:
                 return dt
@@ -320,15 +322,27 @@ class Field:
             )
 
 
+_FIELD_KEYWORDS = frozenset(f.name for f in fields(Field)) - {"name", "dtype", "field_id"}
+"""What ``Schema.add_field`` takes as keywords: the settings of a ``Field``."""
+
+
 @dataclass
 class Schema:
     fields: list[Field] = field(default_factory=list)
     enable_dynamic_field: bool = False
     description: str = ""
+    auto_id: bool = field(default=False, compare=False, repr=False)
+    """pymilvus's schema-level ``auto_id``: the default of the primary field added later."""
 
-    def add_field(self, name: str, dtype: DataType | str, **kwargs: Any) -> Schema:
-        """pymilvus-style builder: ``schema.add_field("id", DataType.INT64, is_primary=True)``."""
-        self.fields.append(Field(name=name, dtype=DataType.parse(dtype), **kwargs))
+    def add_field(self, field_name: str, datatype: DataType | str, **kwargs: Any) -> Schema:
+        """pymilvus-style builder: ``schema.add_field("id", DataType.INT64, is_primary=True)``.
+        A keyword Elanus has no field setting for is refused by name."""
+        unknown = sorted(set(kwargs) - _FIELD_KEYWORDS)
+        if unknown:
+            raise invalid(f"add_field does not support {', '.join(map(repr, unknown))}")
+        if kwargs.get("is_primary") and "auto_id" not in kwargs:
+            kwargs["auto_id"] = self.auto_id
+        self.fields.append(Field(name=field_name, dtype=DataType.parse(datatype), **kwargs))
         return self
 
     @property

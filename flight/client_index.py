@@ -4,68 +4,123 @@ indexes, and wait for builds. Same shapes as pymilvus where they exist."""
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from elanus.errors import ElanusError, ErrorCode
+from elanus.flight.client_base import ClientBase
+from elanus.flight.client_compat import IndexParam, IndexParams, reject_unknown
 
 
-class _ClientActions:
-    if TYPE_CHECKING:  # provided by ``Client``
-
-        def _action(
-            self, name: str, body: dict[str, Any] | None = None, *, timeout: float | None = None
-        ) -> dict[str, Any]: ...
-
-        def _in_db(self, db: str | None, **body: Any) -> dict[str, Any]: ...
-
-
-class IndexAPI(_ClientActions):
+class IndexAPI(ClientBase):
     def create_index(
         self,
         collection_name: str,
-        field_name: str,
+        index_params: IndexParams | str | None = None,
+        timeout: float | None = None,
+        *,
+        field_name: str | None = None,
         index_type: str = "AUTOINDEX",
         metric_type: str | None = None,
         params: dict[str, Any] | None = None,
-        *,
         index_name: str | None = None,
         db: str | None = None,
+        **kwargs: Any,
+    ) -> int | list[int]:
+        """Record indexes; every flushed segment (and each later one) gets a build task.
+
+        pymilvus's form: ``create_index(name, index_params)`` with
+        ``prepare_index_params()``; returns the index ids. Elanus's shorthand for one index:
+        ``create_index(name, field_name=..., index_type=..., metric_type=..., params=...)``
+        (``index_params`` may also be the field name); returns its id. An identical
+        request returns the existing index id."""
+        reject_unknown("create_index", kwargs)
+        if isinstance(index_params, IndexParams):
+            if not index_params:
+                raise ElanusError(ErrorCode.INVALID_ARGUMENT, "index_params lists no index")
+            return [self._create_one(collection_name, p, timeout, db) for p in index_params]
+        if isinstance(index_params, str):
+            field_name = field_name or index_params
+        elif index_params is not None:
+            raise ElanusError(
+                ErrorCode.INVALID_ARGUMENT,
+                "index_params must come from prepare_index_params() (or be a field name)",
+            )
+        if not field_name:
+            raise ElanusError(ErrorCode.INVALID_ARGUMENT, "create_index needs a field name")
+        one = IndexParam(
+            field_name, index_type, index_name or "", metric_type=metric_type, params=params
+        )
+        return self._create_one(collection_name, one, timeout, db)
+
+    def _create_one(
+        self, collection: str, index: IndexParam, timeout: float | None, db: str | None
     ) -> int:
-        """Record an index; every flushed segment (and each later one) gets a build task.
-        An identical request returns the existing index id."""
-        body = _in(self, db, collection_name, field_name=field_name, index_type=index_type)
-        if metric_type:
-            body["metric_type"] = metric_type
-        if params:
-            body["params"] = dict(params)
-        if index_name:
-            body["index_name"] = index_name
-        return int(self._action("create_index", body)["index_id"])
+        body = _in(self, db, collection, **index.to_dict())
+        return int(self._action("create_index", body, timeout=timeout)["index_id"])
 
     def drop_index(
         self,
         collection_name: str,
-        index_name: str | None = None,
+        index_name: str | None = "",
+        timeout: float | None = None,
         *,
         field_name: str | None = None,
         db: str | None = None,
+        **kwargs: Any,
     ) -> None:
+        reject_unknown("drop_index", kwargs)
         body = _in(self, db, collection_name, index_name=index_name, field_name=field_name)
-        self._action("drop_index", body)
+        self._action("drop_index", body, timeout=timeout)
 
     def describe_index(
+        self,
+        collection_name: str,
+        index_name: str | None = "",
+        timeout: float | None = None,
+        *,
+        field_name: str | None = None,
+        db: str | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Indexes with build progress: state, indexed_rows / total_rows,
+        pending_index_rows, pending_tasks, failed_tasks (segment and reason). Named (as
+        pymilvus requires), the one index's dict; unnamed, a list of every index's."""
+        reject_unknown("describe_index", kwargs)
+        infos = self.index_infos(
+            collection_name, index_name, field_name=field_name, db=db, timeout=timeout
+        )
+        return infos[0] if index_name and infos else infos
+
+    def index_infos(
         self,
         collection_name: str,
         index_name: str | None = None,
         *,
         field_name: str | None = None,
         db: str | None = None,
+        timeout: float | None = None,
     ) -> list[dict[str, Any]]:
-        """Indexes with build progress: state, indexed_rows / total_rows, pending_tasks,
-        failed_tasks (segment and reason)."""
+        """``describe_index`` always as a list (every index, or those named/of a field)."""
         body = _in(self, db, collection_name, index_name=index_name, field_name=field_name)
-        return list(self._action("describe_index", body)["indexes"])
+        reply = self._action("describe_index", body, timeout=timeout)
+        return [_milvus_index(i) for i in reply["indexes"]]
 
-    def list_indexes(self, collection_name: str, *, db: str | None = None) -> list[str]:
-        return list(self._action("list_indexes", _in(self, db, collection_name))["names"])
+    def list_indexes(
+        self,
+        collection_name: str,
+        field_name: str | None = "",
+        *,
+        db: str | None = None,
+        **kwargs: Any,
+    ) -> list[str]:
+        """Index names, of one field's indexes when ``field_name`` is given."""
+        timeout = kwargs.pop("timeout", None)
+        reject_unknown("list_indexes", kwargs)
+        if field_name:
+            infos = self.index_infos(collection_name, field_name=field_name, db=db)
+            return [str(i["index_name"]) for i in infos]
+        body = _in(self, db, collection_name)
+        return list(self._action("list_indexes", body, timeout=timeout)["names"])
 
     def wait_for_index(
         self,
@@ -78,7 +133,7 @@ class IndexAPI(_ClientActions):
         """Poll until every task of the index finished; raises on failure or timeout."""
         deadline = time.monotonic() + timeout
         while True:
-            (info,) = self.describe_index(collection_name, index_name, db=db)
+            (info,) = self.index_infos(collection_name, index_name, db=db)
             if info["state"] == "Finished":
                 return info
             if info["state"] == "Failed":
@@ -92,7 +147,16 @@ class IndexAPI(_ClientActions):
             time.sleep(0.1)
 
 
-class BuilderAPI(_ClientActions):
+def _milvus_index(info: dict[str, Any]) -> dict[str, Any]:
+    """pymilvus's ``field_name`` and ``pending_index_rows`` beside Elanus's keys."""
+    out = {**info, "field_name": info.get("field")}
+    total, done = info.get("total_rows"), info.get("indexed_rows")
+    if isinstance(total, int) and isinstance(done, int):
+        out["pending_index_rows"] = max(total - done, 0)
+    return out
+
+
+class BuilderAPI(ClientBase):
     """The pull protocol of external index builders (Spark index runs), mixed into
     ``Client``: claim tasks under a lease, renew it, report each result."""
 
@@ -119,5 +183,5 @@ class BuilderAPI(_ClientActions):
         return self._action("report_index_task", {**report, "node_id": node_id})
 
 
-def _in(client: _ClientActions, db: str | None, collection: str, **body: Any) -> dict[str, Any]:
+def _in(client: ClientBase, db: str | None, collection: str, **body: Any) -> dict[str, Any]:
     return client._in_db(db, collection=collection, **{k: v for k, v in body.items() if v})

@@ -268,7 +268,7 @@ class ImportManager:
     def _job(self, job_id: int) -> ImportJob:
         job = self.jobs.get(job_id)
         if job is None:
-            raise invalid(f"import job {job_id} does not exist")
+            raise ElanusError(ErrorCode.IMPORT_JOB_NOT_FOUND, f"import job {job_id} does not exist")
         return job
 
     async def state(self, raw: dict[str, Any]) -> dict[str, Any]:

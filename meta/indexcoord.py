@@ -83,7 +83,9 @@ class IndexCoord:
             i for i in self.indexes.values() if i.collection_id == collection_id and not i.deleted
         ]
 
-    def _find(self, collection_id: int, index_name: str | None, field: str | None) -> IndexRecord:
+    async def _find(
+        self, collection_id: int, index_name: str | None, field: str | None
+    ) -> IndexRecord:
         for i in self.live_indexes(collection_id):
             if (index_name is None or i.index_name == index_name) and (
                 field is None or i.field_name == field
@@ -92,7 +94,8 @@ class IndexCoord:
         what = f"index {index_name!r}" if index_name else f"an index on {field!r}"
         if index_name is None and field is None:
             what = "an index"
-        raise ElanusError(ErrorCode.INDEX_NOT_FOUND, f"collection {collection_id} has no {what}")
+        label = await self.coord.root.collection_label(collection_id)
+        raise ElanusError(ErrorCode.INDEX_NOT_FOUND, f"collection {label} has no {what}")
 
     def served(self, segment_id: int) -> list[dict[str, Any]]:
         """Finished indexes of a segment, as a worker loads them with the segment."""
@@ -221,7 +224,7 @@ class IndexCoord:
         index_name, field = b.str("index_name", None), b.str("field", None)
         b.done()
         async with self._lock:
-            record = self._find(cid, index_name, field)
+            record = await self._find(cid, index_name, field)
             await self._mark_deleted([record])
         self.coord.query.schedule(self.coord.query.on_index_dropped(cid, record.field_name))
         await self._searches_changed("index.drop", await self.coord.root.describe_by_id(cid))
@@ -247,7 +250,7 @@ class IndexCoord:
         b.done()
         records = self.live_indexes(cid)
         if index_name is not None or field is not None:
-            records = [self._find(cid, index_name, field)]
+            records = [await self._find(cid, index_name, field)]
         flushed = {
             s.segment_id: s
             for s in self.coord.data.segments.values()

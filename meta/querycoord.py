@@ -279,8 +279,10 @@ class QueryCoord:
         b.done()
         lo = self.loaded.get(cid)
         if lo is None or lo.state != "Loaded":
+            label = await self.coord.root.collection_label(cid)
             raise ElanusError(
-                ErrorCode.COLLECTION_NOT_LOADED, f"collection {cid} is not loaded; load it first"
+                ErrorCode.COLLECTION_NOT_LOADED,
+                f"collection {label} is not loaded; load it first",
             )
         return {"vchannels": dict(lo.channels), "partition_ids": lo.partition_ids}
 

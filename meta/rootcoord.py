@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from elanus.channels import subjects
 from elanus.channels.bus import dumps
 from elanus.consistency import ConsistencyLevel
-from elanus.errors import invalid
+from elanus.errors import ElanusError, invalid
 from elanus.meta.catalog import DEFAULT_DB, Catalog
 from elanus.requests import Body
 from elanus.schema import MAX_SHARDS, Schema, check_name
@@ -100,6 +100,14 @@ class RootCoord:
 
     async def describe_by_id(self, collection_id: int) -> dict[str, Any]:
         return await self._read(Catalog.describe_by_id, collection_id)
+
+    async def collection_label(self, collection_id: int) -> str:
+        """How an error names a collection to users: by its name (they never see ids);
+        by id only if it is gone from the catalog."""
+        try:
+            return repr((await self.describe_by_id(collection_id))["name"])
+        except ElanusError:
+            return f"id {collection_id}"
 
     # -- TSO and IDs ------------------------------------------------------------------------
     async def tso_alloc(self, raw: dict[str, Any]) -> dict[str, Any]:

@@ -188,6 +188,16 @@ def test_global_options_before_the_command(server: StandaloneProcess) -> None:
     assert isinstance(json.loads(result.stdout), list)
 
 
+def test_uri_before_the_command_beats_elanus_uri(server: StandaloneProcess) -> None:
+    dead = f"grpc://127.0.0.1:{free_port()}"
+    env = cli_env(ELANUS_URI=dead)
+    result = run_elanus("--uri", server.uri, "--json", "collection", "list", env=env)
+    assert result.returncode == 0, result.stderr
+    # Without a flag the environment's uri is the one used (and named when unreachable).
+    result = run_elanus("collection", "list", env=env)
+    assert dead in assert_one_line_error(result, "UNAVAILABLE")
+
+
 def test_unreachable_uri() -> None:
     uri = f"grpc://127.0.0.1:{free_port()}"
     result = run_elanus("collection", "list", "--uri", uri)

@@ -67,6 +67,9 @@ def test_import_failures_are_one_line(server: StandaloneProcess, tmp_path: Path)
     assert "narrow.parquet" in lines[0] and "dim" in lines[0]
     listed = cli(server, "import-jobs", "strict")
     assert "Failed" in listed and "narrow.parquet" in listed
+    missing = run_elanus("import-state", "987654321", "--uri", server.uri)
+    assert missing.returncode == 1, (missing.stdout, missing.stderr)
+    assert missing.stderr.startswith("error: [IMPORT_JOB_NOT_FOUND] import job 987654321 ")
 
     missing = run_elanus("import", "strict", str(tmp_path / "absent.parquet"), "--uri", server.uri)
     assert missing.returncode == 2 and "no such file" in missing.stderr

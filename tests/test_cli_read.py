@@ -125,6 +125,34 @@ def test_load_search_query_release(server: StandaloneProcess, tmp_path: Path) ->
     one_line_error(again, "COLLECTION_NOT_LOADED")
 
 
+def test_search_params_and_partitions(server: StandaloneProcess, tmp_path: Path) -> None:
+    cli(server, "collection", "create", "parted", "--dim", str(DIM))
+    cli(server, "partition", "create", "parted", "late")
+    rows = tmp_path / "rows.jsonl"
+    write_jsonl(rows)
+    cli(server, "insert", "parted", str(rows))
+    late = tmp_path / "late.jsonl"
+    with late.open("w") as out:
+        for i, vec in enumerate(vectors()):
+            out.write(json.dumps({"id": 100 + i, "vector": vec.tolist(), "title": "late"}) + "\n")
+    cli(server, "insert", "parted", str(late), "--partition", "late")
+    cli(server, "flush", "parted")
+    state = cli_json(server, "load", "parted", "--partition", "late", "--partition", "_default")
+    assert state["state"] == "Loaded"
+    q = tmp_path / "q.json"
+    q.write_text(json.dumps(vectors()[3].tolist()))
+    common = ("search", "parted", "--vector-file", str(q), "--metric", "L2", "--limit", "3")
+    both = cli_json(server, *common, "--consistency", "Strong")
+    assert {h["id"] for h in both[0]} == {3, 103} | {both[0][2]["id"]}
+    only_late = cli_json(server, *common, "--partition", "late", "--params", '{"ef": 64}')
+    assert [h["id"] for h in only_late[0]][0] == 103
+    assert all(h["id"] >= 100 for h in only_late[0])
+    rows_late = cli_json(server, "query", "parted", "id >= 0", "--partition", "late")
+    assert sorted(r["id"] for r in rows_late) == list(range(100, 100 + ROWS))
+    bad = run_elanus(*common, "--params", "[1]", "--uri", server.uri)
+    assert bad.returncode == 2 and "--params" in bad.stderr and "JSON object" in bad.stderr
+
+
 # -- usage errors (checked before any server is reached) ---------------------------------------
 def test_vector_file_usage_errors(tmp_path: Path) -> None:
     uri = f"grpc://127.0.0.1:{free_port()}"

@@ -107,7 +107,13 @@ def test_index_lifecycle_progress_drop_and_recycle(stack: Stack) -> None:
     client = stack.client()
     vectors = make_collection(client, "books", [(0, 1500), (1500, 3000)])
     cid = collection_id(client, "books")
-    index_id = client.create_index("books", "vector", "HNSW", "L2", {"M": 8, "efConstruction": 40})
+    index_id = client.create_index(
+        "books",
+        "vector",
+        index_type="HNSW",
+        metric_type="L2",
+        params={"M": 8, "efConstruction": 40},
+    )
     (info,) = client.describe_index("books")
     # No index node runs yet: one Unissued task per flushed segment, nothing indexed.
     assert info["state"] == "Unissued" and info["pending_tasks"] == 2
@@ -118,14 +124,22 @@ def test_index_lifecycle_progress_drop_and_recycle(stack: Stack) -> None:
     }
     # An identical request returns the same index; a different one on the field is refused.
     assert (
-        client.create_index("books", "vector", "HNSW", "L2", {"M": 8, "efConstruction": 40})
+        client.create_index(
+            "books",
+            "vector",
+            index_type="HNSW",
+            metric_type="L2",
+            params={"M": 8, "efConstruction": 40},
+        )
         == index_id
     )
     with pytest.raises(ElanusError) as exc:
-        client.create_index("books", "vector", "IVF_FLAT", "L2", {"nlist": 16})
+        client.create_index(
+            "books", "vector", index_type="IVF_FLAT", metric_type="L2", params={"nlist": 16}
+        )
     assert exc.value.code == ErrorCode.INDEX_ALREADY_EXISTS and "drop it first" in exc.value.message
     with pytest.raises(ElanusError) as exc:
-        client.create_index("books", "bucket", "HNSW")
+        client.create_index("books", "bucket", index_type="HNSW")
     assert (
         exc.value.code == ErrorCode.INVALID_ARGUMENT and "only vector fields" in exc.value.message
     )
@@ -207,10 +221,10 @@ def test_bad_index_requests_change_nothing(stack: Stack) -> None:
         assert exc.value.code == ErrorCode.INVALID_ARGUMENT, kwargs
         assert word in exc.value.message, (kwargs, exc.value.message)
     with pytest.raises(ElanusError) as exc:
-        client.create_index("bad", "nope", "HNSW")
+        client.create_index("bad", "nope", index_type="HNSW")
     assert "nope" in exc.value.message
     with pytest.raises(ElanusError) as exc:
-        client.create_index("missing", "vector", "HNSW")
+        client.create_index("missing", "vector", index_type="HNSW")
     assert exc.value.code == ErrorCode.COLLECTION_NOT_FOUND
     with pytest.raises(ElanusError) as exc:
         client.drop_index("bad", "vector")
@@ -234,7 +248,7 @@ def test_recall_filters_and_deletes_through_the_index(
     n = 50_000
     client = stack.client()
     vectors = make_collection(client, "r", [(0, 25_000), (25_000, n)], seed=5)
-    client.create_index("r", "vector", index_type, "L2", build)
+    client.create_index("r", "vector", index_type=index_type, metric_type="L2", params=build)
     stack.add_indexnode()
     client.load_collection("r")
     client.wait_for_index("r", timeout=120)
@@ -300,7 +314,9 @@ def test_builder_killed_mid_task_is_replaced(
             lambda: slow.check_alive() or stack.coord.sessions.of_role("indexnode"),  # type: ignore[union-attr]
             what="the index node process's session",
         )
-        client.create_index("k", "vector", "IVF_FLAT", "L2", {"nlist": 8})
+        client.create_index(
+            "k", "vector", index_type="IVF_FLAT", metric_type="L2", params={"nlist": 8}
+        )
         (task,) = wait_for(
             lambda: [t for t in tasks(stack, cid) if t["state"] == "InProgress"] or None,
             what="the task issued to the slow builder",
@@ -331,7 +347,7 @@ def test_compacted_segment_gets_indexed(stack: Stack) -> None:
     client = stack.client()
     make_collection(client, "c", [(0, 300), (300, 600), (600, 900)])
     cid = collection_id(client, "c")
-    client.create_index("c", "vector", "IVF_FLAT", "L2", {"nlist": 4})
+    client.create_index("c", "vector", index_type="IVF_FLAT", metric_type="L2", params={"nlist": 4})
     stack.add_indexnode()
     wait_querynodes(stack)
     client.load_collection("c")

@@ -26,7 +26,7 @@ def test_cli_spark_index_run_builds_every_segment(stack: Stack) -> None:
     client = stack.client()
     vectors = make_collection(client, "s", [(0, 1000), (1000, 2000), (2000, 3000)])
     cid = collection_id(client, "s")
-    client.create_index("s", "vector", "IVF_FLAT", "L2", {"nlist": 8})
+    client.create_index("s", "vector", index_type="IVF_FLAT", metric_type="L2", params={"nlist": 8})
     client.load_collection("s")
     assert client.describe_index("s")[0]["state"] == "Unissued"
 
@@ -58,7 +58,7 @@ def test_cli_spark_index_run_builds_every_segment(stack: Stack) -> None:
 def test_spark_submit_runs_the_same_job(stack: Stack) -> None:
     client = stack.client()
     make_collection(client, "t", [(0, 500), (500, 1000)])
-    client.create_index("t", "vector", "FLAT", "L2")
+    client.create_index("t", "vector", index_type="FLAT", metric_type="L2")
     from elanus.spark import index_run
 
     submit = Path(sys.executable).parent / "spark-submit"

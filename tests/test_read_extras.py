@@ -55,7 +55,7 @@ def test_query_iterator_pages_in_key_order_at_one_snapshot(stack: Stack) -> None
     client.load_collection("x")
     pages = []
     for page in client.query_iterator(
-        "x", "n != 6", ["id", "n"], batch_size=1000, consistency_level="Strong"
+        "x", 1000, filter="n != 6", output_fields=["id", "n"], consistency_level="Strong"
     ):
         pages.append(page)
         if len(pages) == 1:  # written after the snapshot: never seen by this iteration

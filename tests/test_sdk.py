@@ -125,7 +125,7 @@ def test_rename_within_and_across_databases(stack: Stack) -> None:
     assert c.list_collections() == ["new"]
     assert c.describe_collection("new")["collection_id"] == cid
     c.create_database("archive")
-    c.rename_collection("new", "kept", new_db="archive")
+    c.rename_collection("new", "kept", target_db="archive")
     assert c.list_collections() == []
     assert c.list_collections(db="archive") == ["kept"]
     assert c.describe_collection("kept", db="archive")["collection_id"] == cid

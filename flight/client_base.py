@@ -1,0 +1,92 @@
+"""The plumbing every part of the SDK shares: the Flight connection, one DoAction round
+trip, the client's database, and the schema of a collection (for inserts and paging)."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.flight as flight
+
+from elanus.errors import ElanusError, ErrorCode
+from elanus.flight.wire import DEFAULT_DB, decode_body, encode_json, from_flight_error
+from elanus.schema import Schema, check_name
+
+
+class ClientBase:
+    """The connection half of ``Client``; the API mixins build on it."""
+
+    def __init__(
+        self, uri: str = "grpc://localhost:8815", timeout: float | None = None, db: str = DEFAULT_DB
+    ) -> None:
+        self.uri = uri
+        self.timeout = timeout
+        self._db = check_name(db, "database")
+        self._last_write_ts: int = 0
+        """The newest write of this client: what a Session-consistent read waits for."""
+        try:
+            self._flight: flight.FlightClient | None = flight.FlightClient(uri)
+        except (pa.ArrowException, ValueError) as exc:
+            raise ElanusError(ErrorCode.INVALID_ARGUMENT, f"bad proxy uri {uri!r}: {exc}") from None
+
+    # -- plumbing ---------------------------------------------------------------------------
+    @property
+    def db(self) -> str:
+        """The database that calls without an explicit ``db`` act on."""
+        return self._db
+
+    def _conn(self) -> flight.FlightClient:
+        if self._flight is None:
+            raise ElanusError(ErrorCode.UNAVAILABLE, "the client is closed")
+        return self._flight
+
+    def _options(self, timeout: float | None) -> flight.FlightCallOptions:
+        t = timeout if timeout is not None else self.timeout
+        return flight.FlightCallOptions(timeout=t) if t is not None else flight.FlightCallOptions()
+
+    def _action(
+        self, name: str, body: dict[str, Any] | None = None, *, timeout: float | None = None
+    ) -> dict[str, Any]:
+        """One DoAction round trip: JSON body in, the first result's JSON object out."""
+        action = flight.Action(name, encode_json(body or {}))
+        try:
+            results = list(self._conn().do_action(action, self._options(timeout)))
+        except (flight.FlightError, pa.ArrowException) as exc:
+            raise from_flight_error(exc) from None
+        if not results:
+            return {}
+        try:
+            return decode_body(results[0].body.to_pybytes(), f"{name} result")
+        except ElanusError as exc:
+            raise ElanusError(ErrorCode.INTERNAL, f"unreadable reply: {exc.message}") from None
+
+    def _in_db(self, db: str | None, **body: Any) -> dict[str, Any]:
+        return {"db": db or self._db, **body}
+
+    def close(self) -> None:
+        if self._flight is not None:
+            self._flight.close()
+            self._flight = None
+
+    def __enter__(self) -> ClientBase:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Client({self.uri!r}, db={self._db!r})"
+
+    def _saw_write(self, ts: int) -> None:
+        """Remember a write's timestamp: later Session reads wait for the newest one."""
+        self._last_write_ts = max(self._last_write_ts, int(ts))
+
+    def _schema_of(self, collection_name: str, db: str | None) -> Schema:
+        desc = self._action("describe_collection", self._in_db(db, name=collection_name))
+        return Schema.from_dict(desc["schema"])

@@ -1,0 +1,411 @@
+"""The read half of the SDK (mixed into ``Client``): load and release, search, query,
+get, paging iterators, and snapshot read plans for parallel readers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.flight as flight
+
+from elanus.consistency import ConsistencyLevel
+from elanus.errors import ElanusError, ErrorCode
+from elanus.flight.client_base import ClientBase
+from elanus.flight.client_compat import QueryIterator, reject_unknown
+from elanus.flight.wire import decode_body, encode_json, from_flight_error
+
+
+class ReadAPI(ClientBase):
+    # -- snapshot reads (parallel readers such as Spark) --------------------------------------
+    def _read_command(
+        self,
+        collection_name: str,
+        db: str | None,
+        columns: list[str] | None = None,
+        filter: str = "",
+        filter_params: dict[str, Any] | None = None,
+        partition_names: list[str] | None = None,
+        snapshot_ts: int | None = None,
+    ) -> flight.FlightDescriptor:
+        """The ``read_plan`` body of GetFlightInfo and GetSchema, as a command descriptor."""
+        command = self._in_db(db, collection=collection_name)
+        if columns is not None:
+            command["columns"] = list(columns)
+        if filter:
+            command["filter"] = filter
+        if filter_params:
+            command["filter_params"] = filter_params
+        if partition_names:
+            command["partition_names"] = list(partition_names)
+        if snapshot_ts:
+            command["snapshot_ts"] = int(snapshot_ts)
+        return flight.FlightDescriptor.for_command(encode_json(command))
+
+    def read_schema(
+        self,
+        collection_name: str,
+        *,
+        columns: list[str] | None = None,
+        db: str | None = None,
+        timeout: float | None = None,
+    ) -> pa.Schema:
+        """The Arrow schema of a snapshot read of these columns (Flight ``GetSchema``),
+        without taking a snapshot."""
+        descriptor = self._read_command(collection_name, db, columns)
+        try:
+            return self._conn().get_schema(descriptor, self._options(timeout)).schema
+        except (flight.FlightError, pa.ArrowException) as exc:
+            raise from_flight_error(exc) from None
+
+    def read_plan(
+        self,
+        collection_name: str,
+        *,
+        columns: list[str] | None = None,
+        filter: str = "",
+        filter_params: dict[str, Any] | None = None,
+        partition_names: list[str] | None = None,
+        snapshot_ts: int | None = None,
+        db: str | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """A snapshot read plan (Flight ``GetFlightInfo``): ``ts``, ``schema`` (Elanus),
+        ``arrow_schema``, ``columns``, ``total_records`` and ``endpoints``, each with its
+        ``ticket`` (bytes for :meth:`read_endpoint`), ``kind`` and ``rows``. Reading every
+        endpoint gives the rows a query with ``as_of=ts`` returns."""
+        descriptor = self._read_command(
+            collection_name, db, columns, filter, filter_params, partition_names, snapshot_ts
+        )
+        try:
+            info = self._conn().get_flight_info(descriptor, self._options(timeout))
+        except (flight.FlightError, pa.ArrowException) as exc:
+            raise from_flight_error(exc) from None
+        meta = decode_body(info.app_metadata, "read plan metadata")
+        endpoints = []
+        for e in info.endpoints:
+            raw = e.ticket.ticket
+            extra = decode_body(e.app_metadata, "read plan endpoint")
+            endpoints.append({**decode_body(raw, "read plan ticket"), **extra, "ticket": raw})
+        return {
+            **meta,
+            "arrow_schema": info.schema,
+            "total_records": info.total_records,
+            "endpoints": endpoints,
+        }
+
+    def read_endpoint(
+        self, ticket: bytes, *, timeout: float | None = None
+    ) -> Iterator[pa.RecordBatch]:
+        """The record batches of one read-plan ticket (Flight ``DoGet``)."""
+        try:
+            reader = self._conn().do_get(flight.Ticket(ticket), self._options(timeout))
+            for chunk in reader:
+                if chunk.data is not None and chunk.data.num_rows:
+                    yield chunk.data
+        except (flight.FlightError, pa.ArrowException) as exc:
+            raise from_flight_error(exc) from None
+
+    # -- reads ------------------------------------------------------------------------------
+    def load_collection(
+        self,
+        collection_name: str,
+        timeout: float | None = None,
+        *,
+        partition_names: list[str] | None = None,
+        db: str | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        """Load a collection (or some of its partitions) into the query nodes."""
+        reject_unknown("load_collection", kwargs)
+        body = self._in_db(db, collection=collection_name)
+        if partition_names:
+            body["partition_names"] = list(partition_names)
+        return self._action("load_collection", body, timeout=timeout)
+
+    def load_partitions(
+        self,
+        collection_name: str,
+        partition_names: str | list[str],
+        timeout: float | None = None,
+        *,
+        db: str | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        """Load only these partitions (pymilvus's ``load_partitions``)."""
+        names = [partition_names] if isinstance(partition_names, str) else list(partition_names)
+        if not names:
+            raise ElanusError(ErrorCode.INVALID_ARGUMENT, "load_partitions needs partition names")
+        reject_unknown("load_partitions", kwargs)
+        return self.load_collection(collection_name, timeout, partition_names=names, db=db)
+
+    def release_collection(
+        self,
+        collection_name: str,
+        timeout: float | None = None,
+        *,
+        db: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        reject_unknown("release_collection", kwargs)
+        body = self._in_db(db, collection=collection_name)
+        self._action("release_collection", body, timeout=timeout)
+
+    def get_load_state(
+        self,
+        collection_name: str,
+        partition_name: str | None = "",
+        timeout: float | None = None,
+        *,
+        db: str | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        """``{"state": NotLoad|Loading|Loaded, "progress", ...}`` of the collection (Elanus
+        keeps no load state per partition, so asking for one is refused)."""
+        if partition_name:
+            kwargs["partition_name"] = partition_name
+        reject_unknown("get_load_state", kwargs)
+        body = self._in_db(db, collection=collection_name)
+        return self._action("get_load_state", body, timeout=timeout)
+
+    def _read_options(
+        self,
+        body: dict[str, Any],
+        consistency_level: str | None,
+        guarantee_timestamp: int | None,
+        as_of: int | None,
+        partition_names: list[str] | None,
+    ) -> dict[str, Any]:
+        if consistency_level:
+            try:
+                body["consistency_level"] = str(ConsistencyLevel.parse(consistency_level))
+            except ValueError as exc:
+                raise ElanusError(ErrorCode.INVALID_ARGUMENT, str(exc)) from None
+        if not guarantee_timestamp:  # used by Session reads, explicit or the default level
+            guarantee_timestamp = self._last_write_ts
+        if guarantee_timestamp:
+            body["guarantee_timestamp"] = int(guarantee_timestamp)
+        if as_of:
+            body["as_of"] = int(as_of)
+        if partition_names:
+            body["partition_names"] = list(partition_names)
+        return body
+
+    def search(
+        self,
+        collection_name: str,
+        data: Any = None,
+        filter: str = "",
+        limit: int = 10,
+        output_fields: list[str] | None = None,
+        search_params: dict[str, Any] | None = None,
+        timeout: float | None = None,
+        partition_names: list[str] | None = None,
+        anns_field: str | None = None,
+        *,
+        offset: int = 0,
+        filter_params: dict[str, Any] | None = None,
+        consistency_level: str | None = None,
+        guarantee_timestamp: int | None = None,
+        as_of: int | None = None,
+        group_by_field: str | None = None,
+        group_size: int | None = None,
+        strict_group_size: bool | None = None,
+        db: str | None = None,
+        **kwargs: Any,
+    ) -> list[list[dict[str, Any]]]:
+        """pymilvus-style search: per query vector, hits ``{"id", "distance", "entity"}``;
+        with ``group_by_field``, ``limit`` groups of up to ``group_size`` hits each."""
+        reject_unknown("search", kwargs)
+        if data is None:
+            raise ElanusError(ErrorCode.INVALID_ARGUMENT, "search needs query vectors ('data')")
+        vectors = (
+            data.tolist()
+            if hasattr(data, "tolist")
+            else [v.tolist() if hasattr(v, "tolist") else v for v in data]
+        )
+        body = self._in_db(
+            db,
+            collection=collection_name,
+            data=vectors,
+            limit=limit,
+            offset=offset,
+            output_fields=list(output_fields or []),
+        )
+        if filter:
+            body["filter"] = filter
+        if filter_params:
+            body["filter_params"] = filter_params
+        if search_params:
+            body["search_params"] = search_params
+        if anns_field:
+            body["anns_field"] = anns_field
+        grouping = ("group_by_field", group_by_field), ("group_size", group_size)
+        for key, value in (*grouping, ("strict_group_size", strict_group_size)):
+            if value is not None:
+                body[key] = value
+        body = self._read_options(
+            body, consistency_level, guarantee_timestamp, as_of, partition_names
+        )
+        return list(self._action("search", body, timeout=timeout)["results"])
+
+    def query(
+        self,
+        collection_name: str,
+        filter: str = "",
+        output_fields: list[str] | None = None,
+        timeout: float | None = None,
+        ids: Any = None,
+        partition_names: list[str] | None = None,
+        *,
+        limit: int | None = None,
+        offset: int = 0,
+        filter_params: dict[str, Any] | None = None,
+        consistency_level: str | None = None,
+        guarantee_timestamp: int | None = None,
+        as_of: int | None = None,
+        db: str | None = None,
+        **kwargs: Any,
+    ) -> list[dict[str, Any]]:
+        """Rows matching a filter (or the given ids); ``["count(*)"]`` counts them."""
+        reject_unknown("query", kwargs)
+        body = self._in_db(
+            db,
+            collection=collection_name,
+            output_fields=list(output_fields or ["*"]),
+            offset=offset,
+        )
+        if ids is not None:
+            ids = [ids] if isinstance(ids, int | str) else ids
+            body["ids"] = ids.tolist() if hasattr(ids, "tolist") else list(ids)
+        else:
+            body["filter"] = filter
+        if limit is not None:
+            body["limit"] = limit
+        if filter_params:
+            body["filter_params"] = filter_params
+        body = self._read_options(
+            body, consistency_level, guarantee_timestamp, as_of, partition_names
+        )
+        return list(self._action("query", body, timeout=timeout)["rows"])
+
+    def get(
+        self,
+        collection_name: str,
+        ids: Any,
+        output_fields: list[str] | None = None,
+        timeout: float | None = None,
+        partition_names: list[str] | None = None,
+        **kwargs: Any,
+    ) -> list[dict[str, Any]]:
+        """Rows by primary key (keywords as for ``query``)."""
+        ids = [ids] if isinstance(ids, int | str) else ids
+        return self.query(
+            collection_name,
+            output_fields=output_fields,
+            timeout=timeout,
+            ids=ids,
+            partition_names=partition_names,
+            **kwargs,
+        )
+
+    def get_collection_stats(
+        self,
+        collection_name: str,
+        timeout: float | None = None,
+        *,
+        db: str | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        """``{"row_count"}``: rows persisted in flushed segments (Milvus's num_entities)."""
+        reject_unknown("get_collection_stats", kwargs)
+        body = self._in_db(db, collection=collection_name)
+        return self._action("get_collection_stats", body, timeout=timeout)
+
+    def query_iterator(
+        self,
+        collection_name: str,
+        batch_size: int = 1000,
+        limit: int | None = -1,
+        filter: str = "",
+        output_fields: list[str] | None = None,
+        partition_names: list[str] | None = None,
+        timeout: float | None = None,
+        *,
+        filter_params: dict[str, Any] | None = None,
+        consistency_level: str | None = None,
+        db: str | None = None,
+        **kwargs: Any,
+    ) -> QueryIterator:
+        """Pages of rows in primary-key order, all read at the first page's timestamp, so
+        results of any size stream without holding them all (pymilvus's query_iterator:
+        ``next()`` until it returns ``[]``, or iterate it). ``limit=-1``: every row."""
+        reject_unknown("query_iterator", kwargs)
+        if batch_size < 1:
+            raise ElanusError(ErrorCode.INVALID_ARGUMENT, "batch_size must be at least 1")
+        pages = self._pages(
+            collection_name,
+            batch_size,
+            None if limit is None or limit < 0 else limit,
+            filter,
+            output_fields,
+            partition_names,
+            timeout,
+            filter_params,
+            consistency_level,
+            db,
+        )
+        return QueryIterator(pages)
+
+    def _pages(
+        self,
+        collection_name: str,
+        batch_size: int,
+        limit: int | None,
+        filter: str,
+        output_fields: list[str] | None,
+        partition_names: list[str] | None,
+        timeout: float | None,
+        filter_params: dict[str, Any] | None,
+        consistency_level: str | None,
+        db: str | None,
+    ) -> Iterator[list[dict[str, Any]]]:
+        schema = self._schema_of(collection_name, db)
+        pk = schema.primary.name
+        fields = list(output_fields or [pk])
+        if pk not in fields:
+            fields.append(pk)
+        base = f"({filter})" if filter else ""
+        params = dict(filter_params or {})
+        last: Any = None
+        as_of: int | None = None
+        left = limit
+        while left is None or left > 0:
+            size = batch_size if left is None else min(batch_size, left)
+            expr = base
+            if last is not None:
+                params["__after"] = last
+                expr = f"{base} and {pk} > {{__after}}" if base else f"{pk} > {{__after}}"
+            body = self._in_db(
+                db,
+                collection=collection_name,
+                output_fields=fields,
+                limit=size,
+                filter=expr or f"{pk} == {pk}",
+            )
+            if params:
+                body["filter_params"] = params
+            body = self._read_options(
+                body, consistency_level if as_of is None else None, None, as_of, partition_names
+            )
+            reply = self._action("query", body, timeout=timeout)
+            rows = reply["rows"]
+            if not rows:
+                return
+            as_of = as_of or int(reply["ts"])
+            last = rows[-1][pk]
+            yield rows
+            if left is not None:
+                left -= len(rows)
+            if len(rows) < size:
+                return

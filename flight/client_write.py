@@ -1,0 +1,354 @@
+"""The write half of the SDK (mixed into ``Client``): inserts and upserts over DoPut,
+deletes, bulk imports, staged writes, flush and compaction."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.flight as flight
+
+from elanus.errors import ElanusError, ErrorCode
+from elanus.flight.client_base import ClientBase
+from elanus.flight.client_compat import reject_unknown
+from elanus.flight.putresult import PutAck
+from elanus.flight.wire import encode_json, from_flight_error
+from elanus.rows import to_arrow
+
+ATOMIC_LIMIT_BYTES = 256 << 20
+"""Inserts up to this size are checked whole before anything is written (the proxy's
+default ``max_request_bytes``)."""
+DEFAULT_BATCH_BYTES = 8 << 20
+"""Rows per DoPut batch are sized to about this many bytes (one PutResult each)."""
+
+
+class WriteAPI(ClientBase):
+    def _put(
+        self,
+        op: str,
+        collection_name: str,
+        data: Any,
+        partition_name: str | None,
+        db: str | None,
+        timeout: float | None,
+        batch_bytes: int,
+        extra: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        table = to_arrow(data, self._schema_of(collection_name, db))
+        # All or nothing for bad input, up to the server's request limit; larger inserts
+        # stream batch by batch (each batch still checked whole before it is written).
+        command = {
+            "op": op,
+            "collection": collection_name,
+            "db": db or self._db,
+            "atomic": table.nbytes <= ATOMIC_LIMIT_BYTES,
+        }
+        if partition_name:
+            command["partition"] = partition_name
+        command.update(extra or {})
+        descriptor = flight.FlightDescriptor.for_command(encode_json(command))
+        rows_per_batch = max(1, int(table.num_rows * batch_bytes / max(table.nbytes, 1)))
+        acks: list[PutAck] = []
+        errors: list[BaseException] = []
+        try:
+            writer, reader = self._conn().do_put(descriptor, table.schema, self._options(timeout))
+        except (flight.FlightError, pa.ArrowException) as exc:
+            raise from_flight_error(exc) from None
+
+        def read_acks() -> None:  # acks stream back while later batches are still sent
+            try:
+                while (buf := reader.read()) is not None:
+                    acks.append(PutAck.decode(buf))
+            except BaseException as exc:  # noqa: BLE001 - reported by the caller
+                errors.append(exc)
+
+        acker = threading.Thread(target=read_acks, name="elanus-put-acks", daemon=True)
+        acker.start()
+        try:
+            for batch in table.to_batches(max_chunksize=rows_per_batch):
+                if errors:  # the server refused a batch: stop sending
+                    break
+                writer.write_batch(batch)
+            writer.done_writing()
+            acker.join()
+        except (flight.FlightError, pa.ArrowException) as exc:
+            errors.insert(0, exc)
+        finally:
+            try:  # always end the call, or the server keeps it open
+                writer.close()
+            except (flight.FlightError, pa.ArrowException) as exc:
+                errors.append(exc)
+            acker.join(timeout=5)
+        if errors:
+            first = errors[0]
+            if isinstance(first, flight.FlightError | pa.ArrowException):
+                raise from_flight_error(first) from None
+            raise first
+        pks = pa.concat_arrays([a.pks for a in acks]) if acks else pa.array([], pa.int64())
+        self._saw_write(max((a.ts for a in acks), default=0))
+        return {
+            f"{op}_count": len(pks),
+            "ids": pks.to_pylist(),
+            "ts": max((a.ts for a in acks), default=0),
+        }
+
+    def insert(
+        self,
+        collection_name: str,
+        data: Any,
+        timeout: float | None = None,
+        partition_name: str | None = "",
+        *,
+        db: str | None = None,
+        batch_bytes: int = DEFAULT_BATCH_BYTES,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        """Insert rows (Arrow table, list of dicts, dict of columns/numpy arrays).
+
+        Returns ``{"insert_count", "ids", "ts"}`` once the log has acknowledged every row.
+        """
+        reject_unknown("insert", kwargs)
+        return self._put("insert", collection_name, data, partition_name, db, timeout, batch_bytes)
+
+    def upsert(
+        self,
+        collection_name: str,
+        data: Any,
+        timeout: float | None = None,
+        partition_name: str | None = "",
+        *,
+        db: str | None = None,
+        batch_bytes: int = DEFAULT_BATCH_BYTES,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        """Replace rows by primary key (a delete and an insert at one timestamp)."""
+        reject_unknown("upsert", kwargs)
+        return self._put("upsert", collection_name, data, partition_name, db, timeout, batch_bytes)
+
+    # -- bulk import and staged writes ------------------------------------------------------
+    def bulk_import(
+        self,
+        collection_name: str,
+        files: list[Any],
+        partition_name: str | None = None,
+        *,
+        options: dict[str, Any] | None = None,
+        db: str | None = None,
+    ) -> int:
+        """Start a bulk import (Milvus's bulk insert); returns the job id.
+
+        ``files`` are absolute paths as the data nodes see them: each a Parquet, JSON
+        Lines or CSV file, or a list of ``.npy`` files (one per field, named after it).
+        Every file is checked before anything is written; poll ``get_import_state`` or
+        call ``wait_import``."""
+        body = self._in_db(
+            db,
+            collection=collection_name,
+            files=[[str(p) for p in f] if isinstance(f, list | tuple) else str(f) for f in files],
+        )
+        if partition_name:
+            body["partition"] = partition_name
+        if options:
+            body["options"] = options
+        return int(self._action("import", body)["job_id"])
+
+    def get_import_state(self, job_id: int) -> dict[str, Any]:
+        """``{"state": Pending|Importing|Completed|Failed, "progress": 0..1, "rows",
+        "segment_ids", "reason", ...}``."""
+        return self._action("get_import_state", {"job_id": int(job_id)})
+
+    def wait_import(
+        self, job_id: int, timeout: float | None = None, *, poll_s: float = 0.1
+    ) -> dict[str, Any]:
+        """Wait until the job completes (its rows are searchable); its final state.
+        A failed job raises its reason as an ``ElanusError``; TIMEOUT after ``timeout``."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            state = self.get_import_state(job_id)
+            if state["state"] == "Completed":
+                self._saw_write(int(state.get("ts") or 0))
+                return state
+            if state["state"] == "Failed":
+                code = state.get("reason_code") or ErrorCode.INTERNAL
+                raise ElanusError(code, f"import job {job_id} failed: {state.get('reason')}")
+            if deadline is not None and time.monotonic() > deadline:
+                raise ElanusError(
+                    ErrorCode.TIMEOUT,
+                    f"import job {job_id} is still {state['state']} after {timeout}s "
+                    f"({state.get('progress', 0):.0%})",
+                )
+            time.sleep(poll_s)
+
+    def list_import_jobs(
+        self, collection_name: str | None = None, *, db: str | None = None
+    ) -> list[dict[str, Any]]:
+        body = self._in_db(db)
+        if collection_name:
+            body["collection"] = collection_name
+        return list(self._action("list_import_jobs", body)["jobs"])
+
+    def stage_insert(
+        self,
+        collection_name: str,
+        data: Any,
+        write_id: str,
+        partition_name: str | None = None,
+        *,
+        upsert: bool = False,
+        part: str | None = None,
+        db: str | None = None,
+        timeout: float | None = None,
+        batch_bytes: int = DEFAULT_BATCH_BYTES,
+    ) -> dict[str, Any]:
+        """Check and stage rows under ``write_id`` (invisible until ``commit_write``);
+        returns ``{"insert_count", "ids"}`` (auto ids included). ``part`` names the writer
+        (a Spark task attempt) so a commit can take only some parts."""
+        extra: dict[str, Any] = {"stage": write_id}
+        if part:
+            extra["stage_part"] = part
+        op = "upsert" if upsert else "insert"
+        reply = self._put(
+            op, collection_name, data, partition_name, db, timeout, batch_bytes, extra
+        )
+        count = reply.pop(f"{op}_count")
+        reply.pop("ts", None)
+        return {"insert_count": count, **reply}
+
+    def commit_write(
+        self,
+        collection_name: str,
+        write_id: str,
+        *,
+        upsert: bool = False,
+        parts: list[str] | None = None,
+        expected_rows: int | None = None,
+        db: str | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Make every row staged under ``write_id`` visible at one timestamp (with
+        ``upsert``, older rows with the same keys go at that timestamp). Safe to repeat.
+        ``expected_rows`` (what the writers staged) makes a commit that finds fewer fail.
+        Returns ``{"job_id", "state": "Completed", "rows", "ts", "segment_ids"}``."""
+        body = self._in_db(db, collection=collection_name, write_id=write_id, upsert=upsert)
+        if parts is not None:
+            body["parts"] = list(parts)
+        if expected_rows is not None:
+            body["expected_rows"] = int(expected_rows)
+        reply = self._action("commit_write", body, timeout=timeout)
+        if reply["state"] != "Completed":
+            final = self.wait_import(int(reply["job_id"]), timeout)
+            reply.update({k: final[k] for k in ("state", "rows", "ts", "segment_ids")})
+        self._saw_write(int(reply.get("ts") or 0))
+        return reply
+
+    def abort_write(self, write_id: str) -> bool:
+        """Discard what is staged under ``write_id``; whether there was anything."""
+        return bool(self._action("abort_write", {"write_id": write_id})["removed"])
+
+    def delete(
+        self,
+        collection_name: str,
+        ids: Any = None,
+        timeout: float | None = None,
+        filter: str | None = None,
+        partition_name: str | None = None,
+        *,
+        filter_params: dict[str, Any] | None = None,
+        db: str | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        """Delete by primary keys or by a ``filter`` expression (on a loaded collection);
+        returns ``{"delete_count", "ts"}``."""
+        reject_unknown("delete", kwargs)
+        if (ids is None) == (not filter):
+            raise ElanusError(ErrorCode.INVALID_ARGUMENT, "delete needs 'ids' or a 'filter'")
+        body = self._in_db(db, collection=collection_name)
+        if filter:
+            body["filter"] = filter
+            if filter_params:
+                body["filter_params"] = filter_params
+        else:
+            if isinstance(ids, int | str):
+                ids = [ids]
+            body["ids"] = ids.tolist() if hasattr(ids, "tolist") else list(ids)
+        if partition_name:
+            body["partition"] = partition_name
+        reply = self._action("delete", body, timeout=timeout)
+        self._saw_write(int(reply.get("ts", 0)))
+        return reply
+
+    def flush(
+        self,
+        collection_name: str,
+        timeout: float | None = None,
+        *,
+        db: str | None = None,
+        wait: bool = True,
+        poll_s: float = 0.05,
+        **kwargs: Any,
+    ) -> list[int]:
+        """Seal and persist the collection's growing segments (seed 004).
+
+        With ``wait`` (the default, as in pymilvus) returns once every sealed segment is
+        Flushed; returns the segment ids either way.
+        """
+        reject_unknown("flush", kwargs)
+        reply = self._action("flush", self._in_db(db, collection=collection_name), timeout=timeout)
+        ids = [int(i) for i in reply.get("segment_ids", [])]
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while wait and ids and not self.get_flush_state(ids):
+            if deadline is not None and time.monotonic() > deadline:
+                raise ElanusError(ErrorCode.TIMEOUT, f"flush of {collection_name!r} timed out")
+            time.sleep(poll_s)
+        return ids
+
+    def get_flush_state(self, segment_ids: list[int]) -> bool:
+        return bool(self._action("get_flush_state", {"segment_ids": list(segment_ids)})["flushed"])
+
+    def get_segment_info(
+        self,
+        collection_name: str | None = None,
+        *,
+        segment_ids: list[int] | None = None,
+        db: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """Segments of a collection (or the given ids): state, rows, vchannel, positions."""
+        if segment_ids is not None:
+            body: dict[str, Any] = {"segment_ids": list(segment_ids)}
+        else:
+            body = self._in_db(db, collection=collection_name)
+        return list(self._action("get_segment_info", body)["segments"])
+
+    def compact(
+        self,
+        collection_name: str,
+        is_clustering: bool | None = False,
+        is_l0: bool | None = False,
+        target_size: int | None = None,
+        target_size_unit: str = "mb",
+        timeout: float | None = None,
+        *,
+        db: str | None = None,
+        **kwargs: Any,
+    ) -> int:
+        """Start merging small segments and dropping deleted rows; returns the job id.
+        Elanus has no clustering, L0-only or sized compaction: asking for one is refused."""
+        if is_clustering:
+            kwargs["is_clustering"] = is_clustering
+        if is_l0:
+            kwargs["is_l0"] = is_l0
+        if target_size is not None:
+            kwargs["target_size"] = target_size
+        reject_unknown("compact", kwargs)
+        body = self._in_db(db, collection=collection_name)
+        return int(self._action("compact", body, timeout=timeout)["compaction_id"])
+
+    def get_compaction_state(self, job_id: int, timeout: float | None = None, **kwargs: Any) -> str:
+        """``"Executing"``, ``"Completed"`` (pymilvus's spelling) or ``"Failed"`` (the
+        action's ``reason`` says why); an unknown id raises COMPACTION_NOT_FOUND."""
+        reject_unknown("get_compaction_state", kwargs)
+        body = {"compaction_id": int(job_id)}
+        reply = self._action("get_compaction_state", body, timeout=timeout)
+        return str(reply["state"]).capitalize()
