@@ -30,7 +30,6 @@ class Example:
     text: str
     params: dict[str, Any]
     matches: list[int]
-    milvus: list[int] | None  # the Milvus 2.5 answer where Elanus is being aligned
     error: str | None
 
 
@@ -47,11 +46,11 @@ def _example(body: str) -> Example:
             notes[key.strip()] = value.strip()
         else:
             lines.append(line)
+    assert set(notes) <= {"params", "matches", "error"}, f"unknown note in {body!r}"
     return Example(
         text="\n".join(lines).strip(),
         params=json.loads(notes.get("params", "{}")),
         matches=_ids(notes.get("matches", "none")),
-        milvus=_ids(notes["milvus"]) if "milvus" in notes else None,
         error=notes.get("error"),
     )
 
@@ -136,14 +135,12 @@ def test_the_page_has_examples_of_everything() -> None:
         " is not null", "exists ", "[0]", '["', "{", "$meta", "0x", "true",
     ):  # fmt: skip
         assert token in texts, f"no example uses {token!r}"
-    assert any(e.milvus is not None for e in EXAMPLES)
 
 
 @pytest.mark.parametrize("ex", EXAMPLES, ids=[e.text for e in EXAMPLES])
 def test_example_selects_the_documented_rows(conn: flight.FlightClient, ex: Example) -> None:
     got = _query_ids(conn, ex.text, ex.params)
-    allowed = [ex.matches] if ex.milvus is None else [ex.matches, ex.milvus]
-    assert got in allowed, f"{ex.text!r} matched {got}, the page says {allowed}"
+    assert got == ex.matches, f"{ex.text!r} matched {got}, the page says {ex.matches}"
     assert _search_ids(conn, ex.text, ex.params) == got
 
 
