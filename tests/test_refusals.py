@@ -86,22 +86,25 @@ def _schema_with(**field: Any) -> Schema:
 @pytest.mark.parametrize(
     ("field", "words"),
     [
-        ({"dtype": DataType.INT8, "default_value": 1000}, ["1000", "'f'", "Int8", "[-128, 127]"]),
-        ({"dtype": DataType.INT16, "default_value": -40000}, ["-40000", "Int16"]),
-        ({"dtype": DataType.INT32, "default_value": 2**31}, ["2147483648", "Int32"]),
-        ({"dtype": DataType.INT64, "default_value": 1.5}, ["1.5", "integer"]),
-        ({"dtype": DataType.INT8, "default_value": True}, ["True", "integer"]),
-        ({"dtype": DataType.BOOL, "default_value": 1}, ["boolean", "Bool"]),
-        ({"dtype": DataType.FLOAT, "default_value": 1e39}, ["1e+39", "finite Float"]),
         (
-            {"dtype": DataType.VARCHAR, "max_length": 3, "default_value": "abcd"},
+            {"datatype": DataType.INT8, "default_value": 1000},
+            ["1000", "'f'", "Int8", "[-128, 127]"],
+        ),
+        ({"datatype": DataType.INT16, "default_value": -40000}, ["-40000", "Int16"]),
+        ({"datatype": DataType.INT32, "default_value": 2**31}, ["2147483648", "Int32"]),
+        ({"datatype": DataType.INT64, "default_value": 1.5}, ["1.5", "integer"]),
+        ({"datatype": DataType.INT8, "default_value": True}, ["True", "integer"]),
+        ({"datatype": DataType.BOOL, "default_value": 1}, ["boolean", "Bool"]),
+        ({"datatype": DataType.FLOAT, "default_value": 1e39}, ["1e+39", "finite Float"]),
+        (
+            {"datatype": DataType.VARCHAR, "max_length": 3, "default_value": "abcd"},
             ["4 bytes", "max_length is 3"],
         ),
-        ({"dtype": DataType.VARCHAR, "max_length": 3, "default_value": 7}, ["string"]),
-        ({"dtype": DataType.JSON, "default_value": {"a": 1}}, ["JSON fields do not support"]),
+        ({"datatype": DataType.VARCHAR, "max_length": 3, "default_value": 7}, ["string"]),
+        ({"datatype": DataType.JSON, "default_value": {"a": 1}}, ["JSON fields do not support"]),
         (
             {
-                "dtype": DataType.ARRAY,
+                "datatype": DataType.ARRAY,
                 "element_type": DataType.INT64,
                 "max_capacity": 4,
                 "default_value": [1],
@@ -138,7 +141,7 @@ def test_default_values_at_the_limits_are_accepted(env: tuple[Stack, Client]) ->
 
 def test_nan_default_over_the_wire_is_refused(env: tuple[Stack, Client]) -> None:
     stack, client = env
-    schema = _schema_with(dtype=DataType.DOUBLE).to_dict()
+    schema = _schema_with(datatype=DataType.DOUBLE).to_dict()
     schema["fields"][2]["default_value"] = float("nan")
     body = json.dumps({"name": "nan_default", "schema": schema}).encode()
     with _refused(ErrorCode.INVALID_ARGUMENT, "nan", "finite Double"):

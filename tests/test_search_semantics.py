@@ -77,7 +77,7 @@ def make(client: Client, name: str, index: tuple[str, str] | None = None) -> np.
         client.insert(name, _table(np.arange(lo, lo + 200), vectors[lo : lo + 200]))
         client.flush(name, timeout=60)
     if index is not None:
-        client.create_index(name, "vector", index[0], index[1])
+        client.create_index(name, "vector", index_type=index[0], metric_type=index[1])
         client.wait_for_index(name, timeout=60)
     client.load_collection(name)
     return vectors
@@ -145,7 +145,7 @@ def test_index_created_or_dropped_after_a_search_changes_its_metric(client: Clie
     queries = _vectors(2, seed=12)
     before = search(client, "late", queries, limit=4)  # no index: COSINE, Milvus's default
     assert [[h["id"] for h in r] for r in before] == exact(vectors, queries, "COSINE", 4)
-    client.create_index("late", "vector", "FLAT", "L2")
+    client.create_index("late", "vector", index_type="FLAT", metric_type="L2")
     after = search(client, "late", queries, limit=4)  # same request shape: plan retired
     assert [[h["id"] for h in r] for r in after] == exact(vectors, queries, "L2", 4)
     refused(
@@ -173,7 +173,7 @@ def test_quick_setup_metric_is_the_default_and_an_index_overrides_it(client: Cli
     # Milvus's quick setup makes an IP index, to be dropped before another is made; here
     # no index exists yet, so the new one simply takes over (the state Milvus reaches after
     # drop_index + create_index).
-    client.create_index("quick", "vector", "FLAT", "L2")
+    client.create_index("quick", "vector", index_type="FLAT", metric_type="L2")
     client.wait_for_index("quick", timeout=60)
     hits = search(client, "quick", queries, limit=3)
     assert [[h["id"] for h in r] for r in hits] == exact(vectors, queries, "L2", 3)
