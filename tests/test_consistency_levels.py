@@ -22,11 +22,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
-from conftest import Stack, StandaloneProcess
+from conftest import ElanusProcess, Stack, StandaloneProcess, wait_for
 
 from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats
 from elanus.flight.client import Client
+from elanus.meta.coord import Coordinator
 
 LEVELS = ("Strong", "Bounded", "Session", "Eventually")
 WIDE = 256
@@ -176,3 +177,35 @@ def test_every_level_is_complete_after_load_release_and_a_restart(
             "r", [vector_of(4321, WIDE, n, lambda b: b)], limit=1, consistency_level="Bounded"
         )
         assert hits[0]["id"] == 4321
+
+
+def test_count_after_flush_and_load_with_the_query_node_in_its_own_process(
+    nats_server: EmbeddedNats,
+    loop_thread: LoopThread,
+    tmp_path: Path,
+    elanus_processes: Callable[[ElanusProcess], ElanusProcess],
+) -> None:
+    """The same load race with the delegator in another OS process (the watch and every
+    read go over NATS); the reader has no writes, so Session waits for nothing."""
+    data_dir = tmp_path / "data"
+    settings = {"timetick_interval_ms": SLOW_TICK_MS, "session_ttl_s": 10}
+    stack = Stack(loop_thread, nats_server.url, data_dir, compaction_interval_s=0, **settings)
+    env = {"ELANUS_SESSION_TTL_S": "10", "ELANUS_TIMETICK_INTERVAL_MS": str(SLOW_TICK_MS)}
+    args = ["run", "querynode", "--nats", nats_server.url, "--data-dir", str(data_dir)]
+    try:
+        stack.coord = Coordinator(stack.settings, stack.bus)
+        stack.call(stack.coord.start())
+        stack.add_datanode()
+        stack.add_proxy()
+        node = elanus_processes(
+            ElanusProcess(*args, log_path=tmp_path / "querynode.log", env=env)
+        ).start()
+        wait_for(
+            lambda: node.check_alive() or stack.coord.sessions.of_role("querynode"),  # type: ignore[union-attr]
+            what="the query node process's session",
+        )
+        _, reader = flushed_and_loaded(stack)
+        assert count(reader, "c", "Session") == BATCH * BATCHES
+        assert counts(reader, "c") == dict.fromkeys(LEVELS, BATCH * BATCHES)
+    finally:
+        stack.close()
