@@ -70,6 +70,7 @@ def slow_stack(
         tmp_path / "data",
         timetick_interval_ms=SLOW_TICK_MS,
         session_ttl_s=10,  # a proxy's write lease (0.8 x this) must outlast a report interval
+        bounded_staleness_ms=5000,  # Milvus's default (common.gracefulTime)
         compaction_interval_s=0,
     )
     try:
