@@ -4,10 +4,11 @@ The proxy checks the request, turns the consistency level into a guarantee times
 asks the delegator of every vchannel (they wait for their tsafe, search growing data and
 fan out to workers), then reduces across shards and shapes the answer.
 
-Consistency levels: Strong reads at a fresh TSO timestamp, after asking the coord for an
-immediate tick; Bounded waits only for data older than the staleness bound; Session for
-the caller's own last write (``guarantee_timestamp``); Eventually waits for nothing.
-``as_of`` reads at an earlier timestamp (time travel) inside the retention window.
+Consistency levels set the guarantee: Strong a fresh TSO timestamp, after asking the coord
+for an immediate tick; Bounded the staleness bound; Session the caller's own last write
+(``guarantee_timestamp``); Eventually nothing. Each delegator reads at its tsafe once that
+passes the guarantee. ``as_of`` reads at an earlier timestamp (time travel) inside the
+retention window.
 """
 
 from __future__ import annotations
@@ -113,7 +114,12 @@ class QueryService:
 
     # -- shared pieces ----------------------------------------------------------------------
     def _read_at(self, info: CollectionInfo, request: dict[str, Any]) -> tuple[int, int]:
-        """(guarantee timestamp, read timestamp; 0 = the delegator's tsafe)."""
+        """(guarantee timestamp, read timestamp; 0 = the delegator's tsafe).
+
+        As in Milvus, the level only sets how far tsafe must have come before a read (the
+        guarantee); the read itself is at the delegator's tsafe after that wait, so no level
+        sees less than what is already safe there. Only ``as_of`` names the read timestamp.
+        """
         settings = self.proxy.settings
         as_of = request["as_of"]
         if as_of and as_of > tsutil.compose(tsutil.now_ms() + 1000):
@@ -130,7 +136,7 @@ class QueryService:
         if level is ConsistencyLevel.STRONG:
             ts = self.proxy.run(self.proxy.ddl.alloc_ts())
             self._coord("timetick.now", {})
-            return ts, ts
+            return ts, 0
         if level is ConsistencyLevel.SESSION:
             return request["guarantee_timestamp"], 0
         if level is ConsistencyLevel.BOUNDED:

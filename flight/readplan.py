@@ -211,7 +211,7 @@ class ReadService:
         query._filter(info, request["filter"], request["filter_params"])
         pids = query._partition_ids(info, request["partition_names"])
         at = {"as_of": request["snapshot_ts"], "consistency_level": "Strong"}
-        _, ts = query._read_at(info, {**at, "guarantee_timestamp": 0})
+        ts, _ = query._read_at(info, {**at, "guarantee_timestamp": 0})  # one ts for all shards
         replies = query._fan_out(
             info, "read.plan", {"guarantee_ts": ts, "ts": ts, "partition_ids": pids}
         )

@@ -167,10 +167,12 @@ class QueryCoord:
                 {"collection_id": lo.collection_id, "schema": info["schema"], "segments": segs},
             )
         channels: dict[str, int] = {}
+        watches = []
         for v in info["vchannels"]:
             node = self._least_loaded(nodes, channels)
             channels[node] = channels.get(node, 0) + 1
-            await self._watch(lo, info, v, node)
+            watches.append(self._watch(lo, info, v, node))
+        await asyncio.gather(*watches)  # each waits for its delegator to catch up
         lo.state = "Loaded"
         await self._record(lo)
 
@@ -197,12 +199,23 @@ class QueryCoord:
         await self.coord.db.run(write)
 
     async def _watch(self, lo: Loaded, info: dict[str, Any], vchannel: str, node: str) -> None:
+        """Start the vchannel's delegator at the channel checkpoint; it serves reads once
+        its tsafe reaches ``ready_ts``: the checkpoint's tick and the newest row of every
+        sealed segment it is given (the checkpoint may be a tick older than a segment
+        flushed just now, and a read at it would hide that segment's rows)."""
         checkpoint = self.coord.data.checkpoints.get(vchannel)
-        sealed = [
-            {"segment_id": sid, "node_id": n, "partition_id": seg.partition_id, "path": seg.path}
+        segs = [
+            (sid, n, seg)
             for sid, n in lo.segments.items()
             if (seg := self.coord.data.segments.get(sid)) is not None and seg.vchannel == vchannel
         ]
+        sealed = [
+            {"segment_id": sid, "node_id": n, "partition_id": seg.partition_id, "path": seg.path}
+            for sid, n, seg in segs
+        ]
+        ready_ts = max(
+            [checkpoint[1] if checkpoint else 0, *(seg.max_ts or 0 for _, _, seg in segs)]
+        )
         await self._call(
             node,
             "watch",
@@ -214,6 +227,7 @@ class QueryCoord:
                 "checkpoint": {"seq": checkpoint[0], "ts": checkpoint[1]} if checkpoint else None,
                 "sealed": sealed,
                 "partition_ids": lo.partition_ids,
+                "ready_ts": ready_ts,
             },
         )
         lo.channels[vchannel] = node

@@ -107,10 +107,21 @@ class Delegator:
             start_ts=checkpoint["ts"] if checkpoint else 0,
         )
         self._add_sealed(spec.get("sealed", []))
+        self.ready_ts = int(spec.get("ready_ts") or 0)
+        """The tsafe this delegator must reach before it answers a read: its sealed segments
+        hold rows up to here, and the checkpoint it starts from may be older. Every read
+        waits for it, whatever its level, so flushed data is never hidden."""
 
     @property
     def tsafe(self) -> int:
         return self.consumer.tick_ts
+
+    async def catch_up(self, timeout: float = TSAFE_WAIT_S) -> bool:
+        """Wait (up to ``timeout``) until tsafe reaches ``ready_ts``; reads wait anyway."""
+        if await self.consumer.wait_tick(self.ready_ts, timeout):
+            return True
+        log.warning("%s: tsafe did not reach %d in %gs", self.vchannel, self.ready_ts, timeout)
+        return False
 
     async def start(self) -> None:
         await self.consumer.start()
@@ -268,9 +279,10 @@ class Delegator:
 
     # -- reads ------------------------------------------------------------------------------
     async def read_ts(self, body: dict[str, Any]) -> int:
-        """Wait until tsafe reaches the guarantee; the read timestamp (``ts`` or tsafe)."""
-        guarantee = int(body.get("guarantee_ts") or 0)
-        if guarantee and not await self.consumer.wait_tick(guarantee, TSAFE_WAIT_S):
+        """Wait until tsafe reaches the guarantee (and ``ready_ts``); the read timestamp:
+        ``ts`` when the caller names one (time travel), else tsafe after the wait."""
+        guarantee = max(int(body.get("guarantee_ts") or 0), self.ready_ts)
+        if guarantee > self.tsafe and not await self.consumer.wait_tick(guarantee, TSAFE_WAIT_S):
             raise ElanusError(
                 ErrorCode.TIMEOUT,
                 f"{self.vchannel} did not reach the guarantee timestamp in {TSAFE_WAIT_S}s",
@@ -327,6 +339,7 @@ class Delegator:
         themselves, and a delete arriving meanwhile has a timestamp above this read's
         (tsafe only moves once a pack is applied), so it changes nothing this read sees.
         """
+        guarantee = max(guarantee, self.ready_ts)
         if guarantee > self.tsafe and (
             threading.get_ident() == self._loop_thread
             or not self.consumer.wait_tick_in_thread(guarantee, DIRECT_WAIT_S)

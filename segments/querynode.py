@@ -90,7 +90,15 @@ class QueryNode(Role):
         b = Body(raw, "querynode.watch")
         vchannel = b.str("vchannel")
         b.allow(
-            ["pchannel", "collection_id", "schema", "checkpoint", "sealed", "partition_ids"]
+            [
+                "pchannel",
+                "collection_id",
+                "schema",
+                "checkpoint",
+                "sealed",
+                "partition_ids",
+                "ready_ts",
+            ]
         ).done()
         self.schemas[int(raw["collection_id"])] = Schema.from_dict(raw["schema"])
         old = self.delegators.pop(vchannel, None)
@@ -99,6 +107,7 @@ class QueryNode(Role):
         delegator = Delegator(self, raw)
         await delegator.start()
         self.delegators[vchannel] = delegator
+        await delegator.catch_up()  # a load answers once its data is readable at any level
         return {"vchannel": vchannel, "tsafe": delegator.tsafe}
 
     async def unwatch(self, raw: dict[str, Any]) -> dict[str, Any]:
