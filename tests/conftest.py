@@ -3,7 +3,16 @@
 
 from __future__ import annotations
 
-import contextlib
+import os
+
+# pymilvus (the Milvus Lite reference in tests/conformance and elsewhere) brings grpc into
+# this process. With grpc's fork support on, a fork for a child process (the embedded
+# nats-server, started with a preexec_fn) could run grpc's fork handlers while its poller
+# threads were busy and abort the child before exec ("epoll_wait error: Bad file
+# descriptor"; seen twice in a full run). The children exec at once and never use grpc.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
+import contextlib  # noqa: E402
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
