@@ -49,6 +49,36 @@ class Settings:
     index_build_delay_s: float = 0.0
     """Index nodes wait this long before each build (for tests and demos of builder loss)."""
     log_level: str = "WARNING"
+    # -- security (docs/security.md) --------------------------------------------------------
+    auth_enabled: bool = False
+    """Every Flight call must carry a credential (basic auth handshake, then a bearer token)."""
+    root_password: str | None = None
+    """The ``root`` user's password on first start; unset: generated into
+    ``<data_dir>/root_password`` (owner-only)."""
+    token_ttl_s: float = 86_400.0
+    """How long a bearer token from the handshake stays valid."""
+    import_roots: str | None = None
+    """Directories import files may be read from, separated by ``,``; unset:
+    ``<data_dir>/import`` and ``<storage>/import``."""
+    tls_cert: str | None = None
+    """PEM certificate chain of the Flight server; with ``tls_key`` it serves grpc+tls."""
+    tls_key: str | None = None
+    tls_client_ca: str | None = None
+    """PEM CA bundle; when set, clients must present a certificate it signed (mutual TLS)."""
+    nats_user: str | None = None
+    """Credentials roles use on NATS (an external server's, in cluster mode); standalone
+    generates them for its embedded server when unset."""
+    nats_password: str | None = None
+    max_action_bytes: int = 64 * 1024 * 1024
+    """Largest DoAction body, command or ticket; a larger one is refused before parsing."""
+    max_put_bytes: int = 4 * 1024 * 1024 * 1024
+    """Largest total of one DoPut stream (any mode)."""
+    max_put_batches: int = 1_000_000
+    """Most record batches in one DoPut stream."""
+    dml_rate_per_user: float = 0.0
+    """DML requests per second per user (0: unlimited); a burst of one second is allowed."""
+    dql_rate_per_user: float = 0.0
+    """Search/query requests per second per user (0: unlimited)."""
 
     def __post_init__(self) -> None:
         if self.num_pchannels < 1:
