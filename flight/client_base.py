@@ -3,6 +3,10 @@ trip, the client's database, and the schema of a collection (for inserts and pag
 
 from __future__ import annotations
 
+import base64
+import json
+import time
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
@@ -14,11 +18,54 @@ from elanus.flight.wire import DEFAULT_DB, decode_body, encode_json, from_flight
 from elanus.schema import Schema, check_name
 
 
+@dataclass
+class Login:
+    """The credentials a client was opened with, as pymilvus takes them: ``token`` as
+    ``"user:password"`` (or a bearer token from an earlier handshake), or user + password."""
+
+    user: str
+    password: str | None
+    expires: float = 0.0
+
+    @classmethod
+    def of(cls, token: str | None, user: str | None, password: str | None) -> Login | None:
+        if token:
+            name, sep, secret = token.partition(":")
+            return cls(name, secret) if sep else cls(token, None)
+        if user:
+            return cls(user, password or "")
+        return None
+
+    def expiring(self) -> bool:
+        return self.password is not None and 0 < self.expires < time.time() + RENEW_BEFORE_S
+
+    def renewed(self, header: str) -> None:
+        """Read the expiry a bearer token carries (not its signature: the server checks it)."""
+        token = header.partition(" ")[2]
+        try:
+            body = token.partition(".")[0]
+            payload = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+            self.expires = float(payload["exp"])
+        except (ValueError, KeyError, TypeError):
+            self.expires = 0.0
+
+
+RENEW_BEFORE_S = 60.0
+"""A token this close to its expiry is renewed by a new handshake before the next call."""
+
+
 class ClientBase:
     """The connection half of ``Client``; the API mixins build on it."""
 
     def __init__(
-        self, uri: str = "grpc://localhost:8815", timeout: float | None = None, db: str = DEFAULT_DB
+        self,
+        uri: str = "grpc://localhost:8815",
+        timeout: float | None = None,
+        db: str = DEFAULT_DB,
+        *,
+        token: str | None = None,
+        user: str | None = None,
+        password: str | None = None,
     ) -> None:
         self.uri = uri
         self.timeout = timeout
@@ -29,6 +76,10 @@ class ClientBase:
             self._flight: flight.FlightClient | None = flight.FlightClient(uri)
         except (pa.ArrowException, ValueError) as exc:
             raise ElanusError(ErrorCode.INVALID_ARGUMENT, f"bad proxy uri {uri!r}: {exc}") from None
+        self._login = Login.of(token, user, password)
+        self._headers: list[tuple[bytes, bytes]] = []
+        if self._login is not None:
+            self._authenticate()
 
     # -- plumbing ---------------------------------------------------------------------------
     @property
@@ -43,7 +94,25 @@ class ClientBase:
 
     def _options(self, timeout: float | None) -> flight.FlightCallOptions:
         t = timeout if timeout is not None else self.timeout
-        return flight.FlightCallOptions(timeout=t) if t is not None else flight.FlightCallOptions()
+        if self._login is not None and self._login.expiring():
+            self._authenticate()
+        return flight.FlightCallOptions(timeout=t, headers=self._headers)
+
+    def _authenticate(self) -> None:
+        """Flight's basic-auth handshake; later calls carry the bearer token it returns."""
+        login = self._login
+        assert login is not None
+        if login.password is None:  # a token from an earlier handshake
+            self._headers = [(b"authorization", f"Bearer {login.user}".encode())]
+            return
+        try:
+            header = self._conn().authenticate_basic_token(
+                login.user, login.password, flight.FlightCallOptions(timeout=self.timeout)
+            )
+        except (flight.FlightError, pa.ArrowException) as exc:
+            raise from_flight_error(exc) from None
+        self._headers = [header]
+        login.renewed(header[1].decode())
 
     def _action(
         self, name: str, body: dict[str, Any] | None = None, *, timeout: float | None = None

@@ -13,7 +13,7 @@ import contextlib
 import json
 import logging
 import threading
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 import pyarrow.flight as flight
@@ -25,8 +25,18 @@ from elanus.channels.bus import Bus, dumps
 from elanus.channels.loop import call_in_loop
 from elanus.channels.role import Role
 from elanus.errors import ElanusError, ErrorCode
-from elanus.flight import index_actions
+from elanus.flight import auth_actions, index_actions
 from elanus.flight.actions import ACTIONS, check_put, check_request
+from elanus.flight.auth import (
+    ANONYMOUS,
+    MIDDLEWARE_KEY,
+    Authenticator,
+    AuthMiddlewareFactory,
+    Caller,
+    HandshakeOnly,
+    authorize,
+    caller_of,
+)
 from elanus.flight.bodyshape import set_max_json_depth
 from elanus.flight.ddl import DdlService
 from elanus.flight.dml import DmlService
@@ -38,7 +48,8 @@ from elanus.flight.putresult import PutAck
 from elanus.flight.query import QueryService, hits_table
 from elanus.flight.query_actions import QUERY_ACTIONS, check_search_stream
 from elanus.flight.readplan import READ_PLAN_ACTIONS, ReadService
-from elanus.flight.wire import decode_request, encode_result, to_flight_error
+from elanus.flight.wire import DEFAULT_DB, decode_request, encode_result, to_flight_error
+from elanus.privileges import Need
 from elanus.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -65,6 +76,8 @@ class ProxyServer(Role):
         self._thread: threading.Thread | None = None
         self._invalidations: Subscription | None = None
         self._accepting = False
+        self.auth: Authenticator | None = None
+        """Set when ``auth_enabled``: checks every call's credentials (``flight/auth.py``)."""
 
     @property
     def uri(self) -> str:
@@ -87,6 +100,13 @@ class ProxyServer(Role):
         try:
             await self.ddl.start(self.supervisor)
             await self.dml.start()
+            if self.settings.auth_enabled:
+                secret = (await self.ddl.coord("auth.secret", {}))["secret"]
+                self.auth = Authenticator(
+                    lambda method, body: dict(self.run(self.ddl.coord(method, body))),
+                    bytes.fromhex(secret),
+                    self.settings.token_ttl_s,
+                )
             self._invalidations = await self.bus.nc.subscribe(
                 subjects.META_INVALIDATE, cb=self._on_invalidate
             )
@@ -137,7 +157,11 @@ class ProxyServer(Role):
 
     async def _on_invalidate(self, msg: Msg) -> None:
         try:
-            dropped = self.cache.on_invalidate(json.loads(msg.data))
+            doc = json.loads(msg.data)
+            if doc.get("kind") == "auth":
+                dropped = self.auth.forget(doc.get("user")) if self.auth is not None else 0
+            else:
+                dropped = self.cache.on_invalidate(doc)
         except Exception:  # noqa: BLE001 - a message we cannot read: forget everything
             log.warning("unreadable meta invalidation %r; clearing the meta cache", msg.data)
             self.cache.clear()
@@ -151,12 +175,16 @@ class ProxyServer(Role):
                 log.debug("could not ack a meta invalidation")
 
     # -- called on Flight threads -----------------------------------------------------------
-    def handle_action(self, name: str, raw: bytes) -> bytes:
-        """Check, execute and encode one DoAction; every error becomes a Flight error."""
+    def handle_action(self, name: str, raw: bytes, caller: Caller = ANONYMOUS) -> bytes:
+        """Check, authorise, execute and encode one DoAction; every error becomes a Flight
+        error."""
         try:
             if name == "search":  # the hot one: checked plans are reused by request shape
-                return encode_result(self.query.search_action(raw))
+                return encode_result(self.query.search_action(raw, _searcher(caller)))
             spec, request = check_request(name, raw)
+            authorize(caller, spec.name, request)
+            if spec.name in auth_actions.AUTH_ACTIONS:
+                return encode_result(auth_actions.execute(self, spec.name, request, caller))
             if spec.name in DML_ACTIONS:
                 return encode_result(self.dml.action(spec.name, request))
             if spec.name in QUERY_ACTIONS:
@@ -181,6 +209,7 @@ class ProxyServer(Role):
         command: bytes,
         reader: flight.MetadataRecordBatchReader,
         writer: flight.FlightMetadataWriter,
+        caller: Caller = ANONYMOUS,
     ) -> None:
         """DoPut: insert or upsert a stream of batches, one PutResult per batch.
 
@@ -191,8 +220,11 @@ class ProxyServer(Role):
         """
         try:
             request = check_put(command)
-            info = self.dml.collection(request["db"], request["collection"])
             upsert = request["op"] == "upsert"
+            caller.require(
+                Need("Upsert" if upsert else "Insert", request["db"], request["collection"])
+            )
+            info = self.dml.collection(request["db"], request["collection"])
             batches = (c.data for c in reader if c.data is not None and c.data.num_rows)
             if request["stage"]:  # a staged write: checked now, visible at commit_write
                 self.imports.stage(info, request, batches, writer)
@@ -217,11 +249,13 @@ class ProxyServer(Role):
         command: bytes,
         reader: flight.MetadataRecordBatchReader,
         writer: flight.MetadataRecordBatchWriter,
+        caller: Caller = ANONYMOUS,
     ) -> None:
         """DoExchange search: batches of query vectors in (one column of vectors), batches
         of hits out (query_index, rank, id, distance, output fields)."""
         with _flight_errors("DoExchange"):
             request = check_search_stream(command)
+            caller.require(Need("Search", request["db"], request["collection"]))
             info = self.dml.collection(request["db"], request["collection"])
             plan = self.query.prepare_search(info, {**request, "data": None})
             pk_type = info.schema.primary.arrow_type()
@@ -243,29 +277,36 @@ class ProxyServer(Role):
                 writer.write_table(table)
                 first += batch.num_rows
 
-    def handle_get(self, ticket: bytes) -> flight.FlightDataStream:
+    def handle_get(self, ticket: bytes, caller: Caller = ANONYMOUS) -> flight.FlightDataStream:
         """DoGet: a read-plan ticket (JSON with ``read``), or a ``query`` action body."""
         with _flight_errors("DoGet"):
             doc = decode_request(ticket, "DoGet ticket")
             if "read" in doc:
-                return self.reads.stream(doc)
+                return self.reads.stream(doc, caller)
             _, request = check_request("query", ticket)
+            caller.require(Need("Query", request["db"], request["collection"]))
             info = self.dml.collection(request["db"], request["collection"])
             table, _, _ = self.query.query_table(info, request)
             return flight.RecordBatchStream(table)
         raise AssertionError("unreachable")
 
-    def handle_flight_info(self, descriptor: flight.FlightDescriptor) -> flight.FlightInfo:
+    def handle_flight_info(
+        self, descriptor: flight.FlightDescriptor, caller: Caller = ANONYMOUS
+    ) -> flight.FlightInfo:
         """GetFlightInfo: a snapshot read plan for the JSON command (``read_plan`` body)."""
         with _flight_errors("GetFlightInfo"):
             request = self.reads.plan_request(_command(descriptor, "GetFlightInfo"))
+            authorize(caller, "read_plan", request)
             return self.reads.plan(request).flight_info(descriptor)
         raise AssertionError("unreachable")
 
-    def handle_schema(self, descriptor: flight.FlightDescriptor) -> flight.SchemaResult:
+    def handle_schema(
+        self, descriptor: flight.FlightDescriptor, caller: Caller = ANONYMOUS
+    ) -> flight.SchemaResult:
         """GetSchema: the Arrow schema a read plan for the same command would have."""
         with _flight_errors("GetSchema"):
             request = self.reads.plan_request(_command(descriptor, "GetSchema"))
+            authorize(caller, "read_plan", request)
             return flight.SchemaResult(self.reads.schema(request))
         raise AssertionError("unreachable")
 
@@ -290,6 +331,13 @@ class ProxyServer(Role):
             raise ElanusError(ErrorCode.TIMEOUT, f"no answer within {timeout}s") from None
         except concurrent.futures.CancelledError:
             raise ElanusError(ErrorCode.UNAVAILABLE, "the proxy is shutting down") from None
+
+
+def _searcher(caller: Caller) -> Callable[[str, str], None] | None:
+    """The search privilege check for ``caller`` (none for a superuser: the hot path)."""
+    if caller.superuser:
+        return None
+    return lambda db, collection: caller.require(Need("Search", db or DEFAULT_DB, collection))
 
 
 def _shutdown(server: flight.FlightServerBase, thread: threading.Thread | None) -> None:
@@ -333,7 +381,12 @@ class _FlightService(flight.FlightServerBase):
     """The gRPC face of a ProxyServer; all logic lives in the proxy."""
 
     def __init__(self, location: str, proxy: ProxyServer) -> None:
-        super().__init__(location)
+        middleware: dict[str, flight.ServerMiddlewareFactory] = {}
+        handshake = None
+        if proxy.settings.auth_enabled:
+            middleware[MIDDLEWARE_KEY] = AuthMiddlewareFactory(lambda: proxy.auth)
+            handshake = HandshakeOnly()
+        super().__init__(location, auth_handler=handshake, middleware=middleware)
         self._proxy = proxy
 
     def list_actions(self, context: flight.ServerCallContext) -> list[flight.ActionType]:
@@ -343,7 +396,7 @@ class _FlightService(flight.FlightServerBase):
         self, context: flight.ServerCallContext, action: flight.Action
     ) -> list[flight.Result]:
         body = action.body.to_pybytes() if action.body is not None else b""
-        return [flight.Result(self._proxy.handle_action(action.type, body))]
+        return [flight.Result(self._proxy.handle_action(action.type, body, caller_of(context)))]
 
     def list_flights(self, context: flight.ServerCallContext, criteria: bytes) -> list[Any]:
         return []
@@ -351,14 +404,14 @@ class _FlightService(flight.FlightServerBase):
     def get_flight_info(
         self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
     ) -> flight.FlightInfo:
-        return self._proxy.handle_flight_info(descriptor)
+        return self._proxy.handle_flight_info(descriptor, caller_of(context))
 
     @_without_source
     def get_schema(
         self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
     ) -> flight.SchemaResult:
         try:
-            return self._proxy.handle_schema(descriptor)
+            return self._proxy.handle_schema(descriptor, caller_of(context))
         except flight.FlightError as exc:
             refusal = _schema_refusal(context, exc)
         raise refusal
@@ -370,12 +423,12 @@ class _FlightService(flight.FlightServerBase):
         reader: flight.MetadataRecordBatchReader,
         writer: flight.FlightMetadataWriter,
     ) -> None:
-        self._proxy.handle_put(descriptor.command or b"", reader, writer)
+        self._proxy.handle_put(descriptor.command or b"", reader, writer, caller_of(context))
 
     def do_get(
         self, context: flight.ServerCallContext, ticket: flight.Ticket
     ) -> flight.FlightDataStream:
-        return self._proxy.handle_get(ticket.ticket)
+        return self._proxy.handle_get(ticket.ticket, caller_of(context))
 
     def do_exchange(
         self,
@@ -384,7 +437,7 @@ class _FlightService(flight.FlightServerBase):
         reader: flight.MetadataRecordBatchReader,
         writer: flight.MetadataRecordBatchWriter,
     ) -> None:
-        self._proxy.handle_exchange(descriptor.command or b"", reader, writer)
+        self._proxy.handle_exchange(descriptor.command or b"", reader, writer, caller_of(context))
 
 
 @contextlib.contextmanager

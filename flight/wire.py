@@ -91,10 +91,19 @@ def _json_kind(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
 
-def to_flight_error(exc: ElanusError) -> flight.FlightServerError:
+_STATUS: dict[str, type[flight.FlightError]] = {
+    ErrorCode.UNAUTHENTICATED: flight.FlightUnauthenticatedError,
+    ErrorCode.PERMISSION_DENIED: flight.FlightUnauthorizedError,
+}
+"""Codes with a Flight status of their own (gRPC UNAUTHENTICATED / PERMISSION_DENIED), so
+generic Flight clients see them as such; every other code travels as a server error."""
+
+
+def to_flight_error(exc: ElanusError) -> flight.FlightError:
     """The one shape in which every error leaves the proxy."""
     info = encode_json({"code": str(exc.code), "message": exc.message})
-    return flight.FlightServerError(f"[{exc.code}] {exc.message}", extra_info=info)
+    kind = _STATUS.get(str(exc.code), flight.FlightServerError)
+    return kind(f"[{exc.code}] {exc.message}", extra_info=info)
 
 
 def from_flight_error(exc: BaseException) -> ElanusError:
