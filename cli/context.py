@@ -68,6 +68,30 @@ StorageOpt = Annotated[
     str | None,
     typer.Option("--storage", show_default=False, help="Segment and index storage path."),
 ]
+UserOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--user", envvar="ELANUS_USER", show_default=False, help="User name (auth_enabled)."
+    ),
+]
+PasswordOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--password",
+        envvar="ELANUS_PASSWORD",
+        show_default=False,
+        help="Password of --user (prefer $ELANUS_PASSWORD: command lines are visible to ps).",
+    ),
+]
+TokenOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--token",
+        envvar="ELANUS_TOKEN",
+        show_default=False,
+        help="'user:password', as pymilvus takes it (instead of --user/--password).",
+    ),
+]
 
 
 @dataclass(frozen=True)
@@ -78,6 +102,14 @@ class CliState:
     data_dir: str | None = None
     uri: str | None = None
     json: bool = False
+    user: str | None = None
+    password: str | None = None
+    token: str | None = None
+
+    def client_options(self) -> dict[str, Any]:
+        """The credentials given (``Client`` keyword arguments)."""
+        given = {"token": self.token, "user": self.user, "password": self.password}
+        return {k: v for k, v in given.items() if v}
 
     @classmethod
     def of(cls, ctx: typer.Context) -> CliState:
@@ -128,7 +160,7 @@ def connect(state: CliState) -> Iterator[Client]:
 
     uri = state.target_uri()
     try:
-        with Client(uri) as client:
+        with Client(uri, **state.client_options()) as client:
             yield client
     except ElanusError as exc:
         if exc.code == ErrorCode.UNAVAILABLE and uri not in exc.message:

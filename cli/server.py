@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 from typing import Annotated, Any
 
@@ -34,12 +35,53 @@ def server_settings(
     nats: str | None,
     nats_port: int | None,
     storage: str | None,
+    auth_enabled: bool | None = None,
 ) -> Settings:
     """The merged settings of a server command; its flags are the top layer."""
     state = CliState.of(ctx).merged(data_dir=data_dir)
     return state.settings(
-        flight_port=port, flight_host=host, nats_url=nats, nats_port=nats_port, storage=storage
+        flight_port=port,
+        flight_host=host,
+        nats_url=nats,
+        nats_port=nats_port,
+        storage=storage,
+        auth_enabled=auth_enabled,
     )
+
+
+AuthOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--auth/--no-auth",
+        show_default=False,
+        help="Require credentials on every call (setting auth_enabled).",
+    ),
+]
+InsecureOpt = Annotated[
+    bool,
+    typer.Option("--insecure", help="Allow serving a non-loopback address without --auth."),
+]
+
+
+def check_exposure(settings: Settings, insecure: bool) -> None:
+    """Refuse to put an open server on a network by accident."""
+    if settings.auth_enabled or insecure or _loopback(settings.flight_host):
+        return
+    raise typer.BadParameter(
+        f"refusing to serve {settings.flight_host!r} with authentication off: anyone who "
+        "reaches it could read, write and drop everything. Pass --auth (setting "
+        "auth_enabled), or --insecure if that is what you want.",
+        param_hint="--host",
+    )
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _configure_logging(settings: Settings) -> None:
@@ -67,6 +109,8 @@ def standalone(
     nats: NatsOpt = None,
     host: HostOpt = None,
     storage: StorageOpt = None,
+    auth: AuthOpt = None,
+    insecure: InsecureOpt = False,
 ) -> None:
     """Run every role in this process, with an embedded NATS unless --nats is given."""
     settings = server_settings(
@@ -77,7 +121,9 @@ def standalone(
         nats=nats,
         nats_port=nats_port,
         storage=storage,
+        auth_enabled=auth,
     )
+    check_exposure(settings, insecure)
     _configure_logging(settings)
     settings.data_path.mkdir(parents=True, exist_ok=True)
     roles = RoleHost(settings, standalone_roles(), info_file=settings.data_path / INFO_FILE)
@@ -92,6 +138,8 @@ def run(
     port: PortOpt = None,
     host: HostOpt = None,
     data_dir: DataDirOpt = None,
+    auth: AuthOpt = None,
+    insecure: InsecureOpt = False,
 ) -> None:
     """Run one role against an external NATS (cluster mode)."""
     if role not in ROLES:
@@ -99,8 +147,17 @@ def run(
             f"unknown role {role!r}; known: {', '.join(ROLES)}", param_hint="ROLE"
         )
     settings = server_settings(
-        ctx, data_dir=data_dir, port=port, host=host, nats=nats, nats_port=None, storage=storage
+        ctx,
+        data_dir=data_dir,
+        port=port,
+        host=host,
+        nats=nats,
+        nats_port=None,
+        storage=storage,
+        auth_enabled=auth,
     )
+    if role == "proxy":
+        check_exposure(settings, insecure)
     if not settings.nats_url:
         raise typer.BadParameter(
             "a role on its own needs an external NATS: "

@@ -13,6 +13,7 @@ Runs from the CLI (``elanus index build COLLECTION --spark-master local[2]``) or
 from __future__ import annotations
 
 import argparse
+import os
 import threading
 import time
 import uuid
@@ -42,12 +43,14 @@ class IndexRun:
         return dict(self.__dict__)
 
 
-def build_and_report(uri: str, node_id: str, task: dict[str, Any]) -> dict[str, Any]:
+def build_and_report(
+    uri: str, node_id: str, task: dict[str, Any], connection: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """One Spark task: build one segment's index and report it (runs on an executor)."""
     from elanus.index.buildtask import run_build_task
 
     report = run_build_task(task)
-    with Client(uri) as client:
+    with Client(uri, **(connection or {})) as client:
         reply = client.report_index_task(node_id, report)
     return {**report, "accepted": bool(reply.get("accepted"))}
 
@@ -56,8 +59,11 @@ class _Lease:
     """Renews the run's lease on a thread until closed; learns how many of the run's
     tasks the coord still counts as in progress (the rest were reported)."""
 
-    def __init__(self, uri: str, node_id: str, lease_s: float, claimed: int) -> None:
+    def __init__(
+        self, uri: str, node_id: str, lease_s: float, claimed: int, connection: dict[str, Any]
+    ) -> None:
         self.remaining = claimed
+        self._connection = connection
         self._stop = threading.Event()
         self._thread = threading.Thread(
             target=self._renew, args=(uri, node_id, max(0.2, lease_s / 3)), daemon=True
@@ -65,7 +71,7 @@ class _Lease:
         self._thread.start()
 
     def _renew(self, uri: str, node_id: str, every: float) -> None:
-        with Client(uri) as client:
+        with Client(uri, **self._connection) as client:
             while not self._stop.wait(every):
                 try:
                     reply = client.index_heartbeat(node_id)
@@ -87,17 +93,21 @@ def run_index_build(
     db: str | None = None,
     retry_failed: bool = False,
     on_progress: Callable[[int, int], None] | None = None,
+    connection: dict[str, Any] | None = None,
 ) -> IndexRun:
-    """Claim the collection's pending index tasks and build them as one Spark job."""
+    """Claim the collection's pending index tasks and build them as one Spark job.
+    ``connection``: ``Client`` keyword arguments (credentials with the IndexBuilder
+    privilege when the server has ``auth_enabled``)."""
     started = time.perf_counter()
     run = IndexRun(node_id=f"spark_{uuid.uuid4().hex[:10]}")
-    with Client(uri, db=db or "default") as client:
+    connection = dict(connection or {})
+    with Client(uri, db=db or "default", **connection) as client:
         claim = client.claim_index_tasks(run.node_id, collection, retry_failed=retry_failed)
     tasks: list[dict[str, Any]] = claim["tasks"]
     run.claimed = len(tasks)
     if not tasks:
         return run
-    lease = _Lease(uri, run.node_id, float(claim["lease_s"]), len(tasks))
+    lease = _Lease(uri, run.node_id, float(claim["lease_s"]), len(tasks), connection)
     try:
         if spark is None:
             from elanus.spark import session
@@ -105,7 +115,7 @@ def run_index_build(
             spark = session(master, app_name=f"elanus-index-{collection}")
         node_id = run.node_id
         rdd = spark.sparkContext.parallelize(tasks, numSlices=len(tasks))
-        job = rdd.map(lambda t: build_and_report(uri, node_id, t))
+        job = rdd.map(lambda t: build_and_report(uri, node_id, t, connection))
         outcome: dict[str, Any] = {}
 
         def collect() -> None:
@@ -148,12 +158,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--db", default=None)
     parser.add_argument("--retry-failed", action="store_true")
     args = parser.parse_args(argv)
+    token = os.environ.get("ELANUS_TOKEN")  # "user:password"; never on a command line
     from pyspark.sql import SparkSession
 
     spark = SparkSession.builder.appName(f"elanus-index-{args.collection}").getOrCreate()
     try:
         run = run_index_build(
-            args.uri, args.collection, spark=spark, db=args.db, retry_failed=args.retry_failed
+            args.uri,
+            args.collection,
+            spark=spark,
+            db=args.db,
+            retry_failed=args.retry_failed,
+            connection={"token": token} if token else None,
         )
     finally:
         spark.stop()

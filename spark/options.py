@@ -5,8 +5,18 @@ from ``load(name)`` / ``save(name)``)."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from elanus.errors import invalid
+
+CLIENT_OPTIONS = ("user", "password", "token")
+"""Credentials for a server with ``auth_enabled``: ``user`` + ``password``, or ``token``
+as ``"user:password"`` (as pymilvus takes it)."""
+
+
+def client_options(given: Mapping[str, str]) -> dict[str, Any]:
+    """The ``Client`` keyword arguments the options carry (credentials); picklable."""
+    return {k: given[k] for k in CLIENT_OPTIONS if given.get(k)}
 
 
 def target_options(

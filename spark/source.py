@@ -51,7 +51,7 @@ from elanus.flight.wire import DEFAULT_DB, decode_body
 from elanus.schema import Schema
 from elanus.spark import segment_files
 from elanus.spark.filters import translate_all
-from elanus.spark.options import target_options
+from elanus.spark.options import CLIENT_OPTIONS, client_options, target_options
 from elanus.spark.types import arrow_target, conform, spark_schema
 
 MODES = ("auto", "true", "false")
@@ -69,6 +69,7 @@ OPTIONS = (
     "direct",
     "pushdown",
     "timeout",
+    *CLIENT_OPTIONS,
 )
 
 
@@ -86,6 +87,8 @@ class ReadOptions:
     direct: str = "auto"
     pushdown: str = "auto"
     timeout: float = 120.0
+    connection: dict[str, Any] = field(default_factory=dict, repr=False)
+    """``Client`` keyword arguments: credentials (never shown in a repr)."""
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReadOptions:
@@ -107,10 +110,11 @@ class ReadOptions:
             direct=direct,
             pushdown=pushdown,
             timeout=_number(given, "timeout", float, 0.001) or 120.0,
+            connection=client_options(given),
         )
 
     def client(self) -> Client:
-        return Client(self.uri, timeout=self.timeout, db=self.db)
+        return Client(self.uri, timeout=self.timeout, db=self.db, **self.connection)
 
     @property
     def pushes_filters(self) -> bool:

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
@@ -27,9 +28,12 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from elanus.errors import invalid
 from elanus.flight.client import Client
 from elanus.flight.wire import DEFAULT_DB
-from elanus.spark.options import target_options
+from elanus.spark.options import CLIENT_OPTIONS, client_options, target_options
 
-WRITE_OPTIONS = ("uri", "collection", "path", "db", "partition", "upsert", "batch_bytes", "timeout")
+WRITE_OPTIONS = (
+    "uri", "collection", "path", "db", "partition", "upsert", "batch_bytes", "timeout",
+    *CLIENT_OPTIONS,
+)  # fmt: skip
 DEFAULT_BATCH_BYTES = 8 << 20
 
 
@@ -42,6 +46,8 @@ class WriteOptions:
     upsert: bool = False
     batch_bytes: int = DEFAULT_BATCH_BYTES
     timeout: float = 600.0
+    connection: dict[str, Any] = field(default_factory=dict, repr=False)
+    """``Client`` keyword arguments: credentials (never shown in a repr)."""
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:
@@ -64,10 +70,11 @@ class WriteOptions:
             upsert=upsert == "true",
             batch_bytes=batch_bytes,
             timeout=timeout,
+            connection=client_options(given),
         )
 
     def client(self) -> Client:
-        return Client(self.uri, timeout=self.timeout, db=self.db)
+        return Client(self.uri, timeout=self.timeout, db=self.db, **self.connection)
 
 
 @dataclass
