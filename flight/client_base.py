@@ -26,6 +26,7 @@ class Login:
     user: str
     password: str | None
     expires: float = 0.0
+    renew_at: float = 0.0
 
     @classmethod
     def of(cls, token: str | None, user: str | None, password: str | None) -> Login | None:
@@ -37,7 +38,7 @@ class Login:
         return None
 
     def expiring(self) -> bool:
-        return self.password is not None and 0 < self.expires < time.time() + RENEW_BEFORE_S
+        return self.password is not None and 0 < self.renew_at < time.time()
 
     def renewed(self, header: str) -> None:
         """Read the expiry a bearer token carries (not its signature: the server checks it)."""
@@ -47,11 +48,15 @@ class Login:
             payload = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
             self.expires = float(payload["exp"])
         except (ValueError, KeyError, TypeError):
-            self.expires = 0.0
+            self.expires = self.renew_at = 0.0
+            return
+        now = time.time()
+        self.renew_at = self.expires - min(RENEW_BEFORE_S, (self.expires - now) / 4)
 
 
 RENEW_BEFORE_S = 60.0
-"""A token this close to its expiry is renewed by a new handshake before the next call."""
+"""A token this close to its expiry (or in the last quarter of its life) is renewed by a
+new handshake before the next call."""
 
 
 class ClientBase:
