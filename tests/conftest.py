@@ -302,6 +302,8 @@ def wait_healthy(uri: str, timeout: float = 30.0, alive: _Callable[[], None] | N
             client.health()
             return
         except _ElanusError as exc:
+            if exc.code == "UNAUTHENTICATED":  # a server with auth_enabled: it answered
+                return
             last = exc
         finally:
             client.close()
@@ -421,7 +423,13 @@ class StandaloneProcess(ElanusProcess):
 
     uri: str
 
-    def __init__(self, data_dir: Path, *extra: str, port: int | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        *extra: str,
+        port: int | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.data_dir = data_dir
         self.port = port or _free_port()
         nats = [] if "--nats" in extra else ["--nats-port", "0"]
@@ -435,6 +443,7 @@ class StandaloneProcess(ElanusProcess):
             *extra,
             log_path=data_dir.parent / f"{data_dir.name}-standalone.log",
             uri=f"grpc://127.0.0.1:{self.port}",
+            env=env,
         )
 
     @property
