@@ -213,46 +213,35 @@ DbOpt = Annotated[
 ]
 
 
-@role_app.command("grant")
-def grant(
-    ctx: typer.Context,
-    name: RoleArg,
-    privilege: Annotated[str, typer.Argument(help="Privilege, privilege group or All.")],
-    object_type: ObjectTypeOpt = "Collection",
-    object_name: ObjectNameOpt = "*",
-    db: DbOpt = "default",
-    as_json: JsonOpt = False,
-    uri: UriOpt = None,
-) -> None:
-    """Grant a privilege on an object to a role."""
-    run_action(
-        ctx,
-        lambda c: c.grant_privilege(name, object_type, privilege, object_name, db),
-        _done(f"{name} may {privilege} on {object_type} {object_name}"),
-        as_json=as_json,
-        uri=uri,
+def _grant_command(revoke: bool) -> Any:
+    """``role grant`` and ``role revoke``: one signature, two directions."""
+
+    def command(
+        ctx: typer.Context,
+        name: RoleArg,
+        privilege: Annotated[str, typer.Argument(help="Privilege, privilege group or All.")],
+        object_type: ObjectTypeOpt = "Collection",
+        object_name: ObjectNameOpt = "*",
+        db: DbOpt = "default",
+        as_json: JsonOpt = False,
+        uri: UriOpt = None,
+    ) -> None:
+        def call(c: Any) -> Any:
+            change = c.revoke_privilege if revoke else c.grant_privilege
+            return change(name, object_type, privilege, object_name, db)
+
+        verb = "may no longer" if revoke else "may"
+        message = f"{name} {verb} {privilege} on {object_type} {object_name}"
+        run_action(ctx, call, _done(message), as_json=as_json, uri=uri)
+
+    command.__doc__ = (
+        "Revoke a grant from a role." if revoke else "Grant a privilege on an object to a role."
     )
+    return command
 
 
-@role_app.command("revoke")
-def revoke(
-    ctx: typer.Context,
-    name: RoleArg,
-    privilege: Annotated[str, typer.Argument(help="Privilege, privilege group or All.")],
-    object_type: ObjectTypeOpt = "Collection",
-    object_name: ObjectNameOpt = "*",
-    db: DbOpt = "default",
-    as_json: JsonOpt = False,
-    uri: UriOpt = None,
-) -> None:
-    """Revoke a grant from a role."""
-    run_action(
-        ctx,
-        lambda c: c.revoke_privilege(name, object_type, privilege, object_name, db),
-        _done(f"{name} may no longer {privilege} on {object_type} {object_name}"),
-        as_json=as_json,
-        uri=uri,
-    )
+role_app.command("grant")(_grant_command(revoke=False))
+role_app.command("revoke")(_grant_command(revoke=True))
 
 
 def _names(kind: str) -> Any:

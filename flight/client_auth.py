@@ -98,6 +98,7 @@ class AuthAPI(ClientBase):
         db_name: str = "",
         timeout: float | None = None,
     ) -> None:
+        """Take back what ``grant_privilege`` with the same arguments gave."""
         body = _grant(role_name, object_type, privilege, object_name, db_name or self.db)
         self._action("revoke_privilege", body, timeout=timeout)
 
