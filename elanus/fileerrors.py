@@ -72,7 +72,13 @@ def reader_failure(path: str | Path, exc: BaseException, what: str = "") -> Elan
     return invalid(f"{name}: {kind}{at}")
 
 
-_QUOTED = re.compile(r"""(?:'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*")(?:\.[^\s,;:()]+|\[\])*""")
+_QUOTED = re.compile(
+    r"""(?:'(?:[^'\\\n]|\\.)*(?:'|\.\.\.)|"(?:[^"\\\n]|\\.)*(?:"|\.\.\.))"""
+    r"""(?:\.[^\s,;:()]+|\[\])*"""
+)
+"""A quoted text (also one a preview cut short with ``...``), with any ``.key`` path after."""
+_DETAIL = re.compile(r"(cannot convert the values|is not JSON|cannot be stored as JSON): .*$")
+"""Where a message goes on with a library's own text, which may quote values."""
 _VALUE = re.compile(r"\bvalue -?(?:\d[\d.]*(?:e[+-]?\d+)?|nan|inf)\b", re.I)
 
 
@@ -84,7 +90,8 @@ def without_file_text(err: ElanusError, names: Iterable[str]) -> ElanusError:
     def quoted(m: re.Match[str]) -> str:
         return m.group(0) if m.group(0) in keep else HIDDEN
 
-    message = _QUOTED.sub(quoted, err.message)
+    message = _DETAIL.sub(r"\1", err.message)
+    message = _QUOTED.sub(quoted, message)
     message = _strip_angles(message)
     message = _VALUE.sub("value", message)
     return ElanusError(err.code, message)

@@ -40,7 +40,7 @@ from elanus.fileerrors import unknown_columns, without_file_text
 from elanus.filereaders import open_unit, unreadable
 from elanus.importroots import import_roots
 from elanus.pkhash import shard_of
-from elanus.schema import Schema
+from elanus.schema import DYNAMIC_FIELD, Schema
 from elanus.segments import storage
 from elanus.validation import check_unique_across, conform_insert
 
@@ -190,9 +190,10 @@ class ImportTask:
         try:
             check_unique_across(keys, pk.name)
         except ElanusError as exc:
+            quiet = without_file_text(exc, [pk.name])
             raise ElanusError(
                 exc.code,
-                exc.message.replace("within a request", "within an import")
+                quiet.message.replace("within a request", "within an import")
                 + " (rows are numbered across all files, in order)",
             ) from None
         return pa.concat_arrays(keys), unit_rows
@@ -205,6 +206,7 @@ class ImportTask:
             unit, self.schema, BATCH_ROWS, delimiter=self.delimiter, roots=self._roots
         )
         fields = [f.name for f in self.schema.fields]
+        names = [*fields, DYNAMIC_FIELD]  # what a message may quote (the schema's own)
         first = 0
         while True:
             try:
@@ -212,7 +214,7 @@ class ImportTask:
             except StopIteration:
                 return
             except ElanusError as exc:
-                raise _in_file(without_file_text(exc, fields), name, first) from None
+                raise _in_file(without_file_text(exc, names), name, first) from None
             except Exception as exc:  # noqa: BLE001 - any reader failure; its text is not shown
                 raise unreadable(name, exc) from None
             if not batch.num_rows:
@@ -224,7 +226,7 @@ class ImportTask:
             try:
                 table = conform_insert(batch, self.schema, upsert=self.staged)
             except ElanusError as exc:
-                raise _in_file(without_file_text(exc, fields), name, first) from None
+                raise _in_file(without_file_text(exc, names), name, first) from None
             first += batch.num_rows
             yield table, source.total
 
