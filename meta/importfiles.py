@@ -40,8 +40,11 @@ def uploads_of(settings: Settings, units: Iterable[dict[str, Any]]) -> set[Path]
     return found
 
 
-def remove_uploads(settings: Settings, units: Iterable[dict[str, Any]]) -> None:
-    for d in uploads_of(settings, units):
+def remove_uploads(
+    settings: Settings, units: Iterable[dict[str, Any]], keep: set[Path] | None = None
+) -> None:
+    """Remove the uploads ``units`` read, but those in ``keep`` (other jobs read them)."""
+    for d in uploads_of(settings, units) - (keep or set()):
         remove_tree(d)
 
 

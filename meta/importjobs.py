@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from elanus import layout
@@ -535,9 +536,14 @@ class ImportManager:
     def _clean_up(self, job: ImportJob) -> None:
         storage = self.coord.settings.storage_path
         remove_tree(layout.import_dir(storage, job.job_id))
-        remove_uploads(self.coord.settings, job.units)
+        remove_uploads(self.coord.settings, job.units, self._live_uploads(job))
         if job.write_id and job.state == COMPLETED:
             remove_tree(layout.staging_dir(storage, job.write_id))
+
+    def _live_uploads(self, but: ImportJob | None = None) -> set[Path]:
+        """Uploads that jobs still to end read (another job may import one again)."""
+        live = [j for j in self.jobs.values() if j is not but and j.state not in FINAL]
+        return uploads_of(self.coord.settings, [u for j in live for u in j.units])
 
     async def fail(self, raw: dict[str, Any]) -> dict[str, Any]:
         b = Body(raw, "import.fail")
@@ -574,18 +580,18 @@ class ImportManager:
             log.info("import job %s failed: %s", job.job_id, exc.message)
         storage = self.coord.settings.storage_path
         await asyncio.to_thread(remove_tree, layout.import_dir(storage, job.job_id))
-        await asyncio.to_thread(remove_uploads, self.coord.settings, job.units)
+        keep = self._live_uploads(job)
+        await asyncio.to_thread(remove_uploads, self.coord.settings, job.units, keep)
 
     # -- garbage ----------------------------------------------------------------------------
     def collect_garbage(self, delay_s: float) -> list[str]:
         """Stale staging dirs, scratch dirs of finished jobs and expired uploads (runs in a
         thread; ``meta/importfiles.py``)."""
         busy = {j.write_id for j in self.jobs.values() if j.write_id and j.state not in FINAL}
-        live = [u for j in self.jobs.values() if j.state not in FINAL for u in j.units]
 
         def finished(name: str) -> bool:
             job = self.jobs.get(int(name)) if name.isdigit() else None
             return job is None or job.state in FINAL
 
         settings = self.coord.settings
-        return collect_garbage(settings, delay_s, busy, finished, uploads_of(settings, live))
+        return collect_garbage(settings, delay_s, busy, finished, self._live_uploads())

@@ -448,6 +448,20 @@ def test_a_bare_flight_upload(shared: Stack, client: Client, tmp_path: Path) -> 
     assert not any(area.iterdir())  # the refused stream left nothing
 
 
+def test_an_upload_two_jobs_read_stays_until_both_end(stack: Stack, tmp_path: Path) -> None:
+    client = stack.client()
+    create(client, "twice")
+    node = stack.datanodes.pop()
+    stack.call(node.stop())  # both jobs wait, then run on one node
+    path = client.upload_file("twice", write_rows(tmp_path / "t.parquet", range(30)))
+    jobs = [client.bulk_import("twice", [path], upload=False) for _ in range(2)]
+    stack.add_datanode()
+    for job in jobs:
+        client.wait_import(job, timeout=60)
+    assert count(client, "twice") == 60  # imports do not deduplicate across jobs
+    wait_for(lambda: not Path(path).parent.exists(), 10, "the upload to be removed")
+
+
 def test_uploads_no_job_took_expire(tmp_path: Path) -> None:
     settings = Settings(data_dir=str(tmp_path / "d"))
     area = importroots.upload_area(settings)
