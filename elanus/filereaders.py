@@ -314,7 +314,7 @@ def _check_numpy_shape(name: str, f: Field | None, arr: np.ndarray) -> None:
     if arr.dtype.kind not in "biufU":
         raise ElanusError(
             ErrorCode.SCHEMA_MISMATCH,
-            f"{name}.npy: numpy dtype {arr.dtype} is not supported (numbers, booleans or "
+            f"{name}.npy: numpy dtype {arr.dtype.str} is not supported (numbers, booleans or "
             "fixed-width unicode strings)",
         )
 

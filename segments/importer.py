@@ -202,11 +202,16 @@ class ImportTask:
         """The unit's batches, conformed to the schema, with the file's row count. Files
         are opened inside the import roots only, and no message quotes what they hold."""
         name = ", ".join(Path(p).name for p in unit["paths"])
-        source = open_unit(
-            unit, self.schema, BATCH_ROWS, delimiter=self.delimiter, roots=self._roots
-        )
         fields = [f.name for f in self.schema.fields]
         names = [*fields, DYNAMIC_FIELD]  # what a message may quote (the schema's own)
+        try:
+            source = open_unit(
+                unit, self.schema, BATCH_ROWS, delimiter=self.delimiter, roots=self._roots
+            )
+        except ElanusError as exc:  # a refused path quotes only the path it was given
+            if exc.code == ErrorCode.PATH_NOT_ALLOWED:
+                raise
+            raise without_file_text(exc, names) from None
         first = 0
         while True:
             try:
