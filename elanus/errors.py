@@ -15,6 +15,8 @@ from typing import Any
 class ErrorCode(enum.StrEnum):
     INVALID_ARGUMENT = "INVALID_ARGUMENT"
     SCHEMA_MISMATCH = "SCHEMA_MISMATCH"
+    PATH_NOT_ALLOWED = "PATH_NOT_ALLOWED"
+    """A path names no regular file inside the import roots (docs/security.md)."""
     COLLECTION_NOT_FOUND = "COLLECTION_NOT_FOUND"
     COLLECTION_ALREADY_EXISTS = "COLLECTION_ALREADY_EXISTS"
     PARTITION_NOT_FOUND = "PARTITION_NOT_FOUND"

@@ -59,7 +59,9 @@ class Settings:
     """How long a bearer token from the handshake stays valid."""
     import_roots: str | None = None
     """Directories import files may be read from, separated by ``,``; unset:
-    ``<data_dir>/import`` and ``<storage>/import``."""
+    ``<data_dir>/import`` and ``<storage>/import`` (created at start). Relative import
+    paths are taken under the first; uploads land in ``<storage>/import/uploads``, always
+    readable (``elanus/importroots.py``, docs/security.md)."""
     tls_cert: str | None = None
     """PEM certificate chain of the Flight server; with ``tls_key`` it serves grpc+tls."""
     tls_key: str | None = None

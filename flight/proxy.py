@@ -26,7 +26,7 @@ from elanus.channels.loop import call_in_loop
 from elanus.channels.role import Role
 from elanus.errors import ElanusError, ErrorCode
 from elanus.flight import auth_actions, index_actions
-from elanus.flight.actions import ACTIONS, check_put, check_request
+from elanus.flight.actions import ACTIONS, UPLOAD_OP, check_put, check_request
 from elanus.flight.auth import (
     ANONYMOUS,
     MIDDLEWARE_KEY,
@@ -48,7 +48,9 @@ from elanus.flight.putresult import PutAck
 from elanus.flight.query import QueryService, hits_table
 from elanus.flight.query_actions import QUERY_ACTIONS, check_search_stream
 from elanus.flight.readplan import READ_PLAN_ACTIONS, ReadService
+from elanus.flight.uploads import receive_upload
 from elanus.flight.wire import DEFAULT_DB, decode_request, encode_result, to_flight_error
+from elanus.importroots import ensure_dirs
 from elanus.privileges import Need
 from elanus.settings import Settings
 
@@ -96,6 +98,7 @@ class ProxyServer(Role):
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         set_max_json_depth(self.settings.max_json_depth)
+        await asyncio.to_thread(ensure_dirs, self.settings)  # the import roots, for uploads
         location = f"grpc://{self.settings.flight_host}:{self.settings.flight_port}"
         try:
             await self.ddl.start(self.supervisor)
@@ -211,7 +214,8 @@ class ProxyServer(Role):
         writer: flight.FlightMetadataWriter,
         caller: Caller = ANONYMOUS,
     ) -> None:
-        """DoPut: insert or upsert a stream of batches, one PutResult per batch.
+        """DoPut: insert or upsert a stream of batches, one PutResult per batch (or, with
+        op ``upload``, a file into the import area: ``flight/uploads.py``).
 
         With ``atomic`` (what the SDK sends) every batch is checked before any is
         published, so bad input anywhere in the stream writes nothing; the stream's total
@@ -221,10 +225,12 @@ class ProxyServer(Role):
         try:
             request = check_put(command)
             upsert = request["op"] == "upsert"
-            caller.require(
-                Need("Upsert" if upsert else "Insert", request["db"], request["collection"])
-            )
+            privilege = {UPLOAD_OP: "Import", "upsert": "Upsert"}.get(request["op"], "Insert")
+            caller.require(Need(privilege, request["db"], request["collection"]))
             info = self.dml.collection(request["db"], request["collection"])
+            if request["op"] == UPLOAD_OP:  # a file into the import area, for an import
+                receive_upload(self.settings, request, reader, writer)
+                return
             batches = (c.data for c in reader if c.data is not None and c.data.num_rows)
             if request["stage"]:  # a staged write: checked now, visible at commit_write
                 self.imports.stage(info, request, batches, writer)
