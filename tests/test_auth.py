@@ -494,3 +494,30 @@ def test_root_password_is_generated_owner_only(tmp_path: Path) -> None:
         assert Client(stack.uri, token=f"root:{password}").whoami()["user"] == "root"
         with pytest.raises(ElanusError):
             Client(stack.uri, token="root:Milvus")
+
+
+def test_bulk_import_needs_the_import_privilege(secured: Stack, tmp_path: Path) -> None:
+    """The upload stream and the import job both need Import on the collection; a user
+    with only Insert may not make the server read files."""
+    root = root_of(secured)
+    data = tmp_path / "rows.jsonl"
+    rows = [{"id": 9000 + i, "vector": [0.3] * DIM} for i in range(5)]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    root.create_role("inserter")
+    root.grant_privilege("inserter", "Collection", "Insert", "c")
+    root.create_user("ivan", "ivan-pw-1")
+    root.grant_role("ivan", "inserter")
+    ivan = Client(secured.uri, token="ivan:ivan-pw-1")
+    with pytest.raises(ElanusError) as denied:
+        ivan.upload_file("c", data)
+    assert denied.value.code == ErrorCode.PERMISSION_DENIED and "Import" in denied.value.message
+    with pytest.raises(ElanusError) as job:
+        ivan.bulk_import("c", ["rows.jsonl"], upload=False)
+    assert job.value.code == ErrorCode.PERMISSION_DENIED
+    root.grant_privilege("inserter", "Collection", "Import", "c")
+    before = count(root)
+    job_id = ivan.bulk_import("c", [str(data)], upload=True)
+    assert ivan.wait_import(job_id, timeout=60)["state"] == "Completed"
+    assert count(root) == before + 5
+    ivan.close()
+    root.close()
