@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.panel import Panel
 
+from elanus.channels.natsauth import redact_url
 from elanus.cli.context import (
     CliState,
     DataDirOpt,
@@ -191,4 +192,7 @@ def config_show(
     )
     values: dict[str, Any] = settings.to_dict()
     values["flight_uri"] = settings.flight_uri
+    values["nats_url"] = redact_url(settings.nats_url)
+    for key in [k for k in values if k.endswith("password") and values[k] is not None]:
+        values[key] = "***"  # secrets are set, never shown
     emit(values, kv_table, CliState.of(ctx).json or as_json)

@@ -68,9 +68,13 @@ class Settings:
     tls_client_ca: str | None = None
     """PEM CA bundle; when set, clients must present a certificate it signed (mutual TLS)."""
     nats_user: str | None = None
-    """Credentials roles use on NATS (an external server's, in cluster mode); standalone
-    generates them for its embedded server when unset."""
+    """User the roles log in to NATS with (default ``elanus``). In cluster mode, the external
+    server's (userinfo in ``nats_url`` works too); standalone requires it on its embedded
+    server (docs/security.md)."""
     nats_password: str | None = None
+    """Its password; unset in standalone: generated on first start into
+    ``<data_dir>/nats/credentials.json`` (owner-only) and reused. Pass it to role processes
+    through ``ELANUS_NATS_PASSWORD``, never on a command line."""
     max_action_bytes: int = 64 * 1024 * 1024
     """Largest DoAction body, command or ticket; a larger one is refused before parsing."""
     max_put_bytes: int = 4 * 1024 * 1024 * 1024
