@@ -21,6 +21,7 @@ from rich.console import RenderableType
 
 from elanus.cli.output import emit
 from elanus.errors import ElanusError, ErrorCode
+from elanus.flight.tls import read_pem
 from elanus.settings import Settings, load_settings
 
 if TYPE_CHECKING:
@@ -64,6 +65,16 @@ NatsPortOpt = Annotated[
     int | None,
     typer.Option("--nats-port", show_default=False, help="Port of the embedded NATS (0: any)."),
 ]
+TlsCaOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--tls-ca",
+        envvar="ELANUS_TLS_CA",
+        show_default=False,
+        help="PEM file of the CA that signed the proxy's TLS certificate; the uri becomes "
+        "grpc+tls:// (also $ELANUS_TLS_CA).",
+    ),
+]
 StorageOpt = Annotated[
     str | None,
     typer.Option("--storage", show_default=False, help="Segment and index storage path."),
@@ -78,6 +89,7 @@ class CliState:
     data_dir: str | None = None
     uri: str | None = None
     json: bool = False
+    tls_ca: Path | None = None
 
     @classmethod
     def of(cls, ctx: typer.Context) -> CliState:
@@ -98,6 +110,13 @@ class CliState:
             return load_settings(self.config, data_dir=self.data_dir, **flags)
         except ValueError as exc:
             raise typer.BadParameter(str(exc), param_hint="settings") from None
+
+    def client_options(self) -> dict[str, Any]:
+        """Keyword arguments for every ``Client`` the command opens: the CA to trust, read
+        here so a Spark job can carry the bytes to its executors."""
+        if self.tls_ca is None:
+            return {}
+        return {"tls_root_certs": read_pem(self.tls_ca, "--tls-ca")}
 
     def target_uri(self) -> str:
         """``--uri`` (before or after the command) beats ``ELANUS_URI``, which beats the
@@ -128,7 +147,7 @@ def connect(state: CliState) -> Iterator[Client]:
 
     uri = state.target_uri()
     try:
-        with Client(uri) as client:
+        with Client(uri, **state.client_options()) as client:
             yield client
     except ElanusError as exc:
         if exc.code == ErrorCode.UNAVAILABLE and uri not in exc.message:

@@ -14,7 +14,7 @@ import typer
 
 import elanus
 from elanus.cli import admin, data, imports, read, server
-from elanus.cli.context import CliState, ConfigOpt, DataDirOpt, JsonOpt, UriOpt
+from elanus.cli.context import CliState, ConfigOpt, DataDirOpt, JsonOpt, TlsCaOpt, UriOpt
 from elanus.cli.index import index_app
 from elanus.cli.output import error_parts, print_error
 
@@ -58,13 +58,14 @@ def global_options(
     data_dir: DataDirOpt = None,
     uri: UriOpt = None,
     as_json: JsonOpt = False,
+    tls_ca: TlsCaOpt = None,
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
     ),
 ) -> None:
     """Options given here apply to every command; --json, --uri and --data-dir may also
     follow the command that uses them."""
-    ctx.obj = CliState(config=config, data_dir=data_dir, uri=uri, json=as_json)
+    ctx.obj = CliState(config=config, data_dir=data_dir, uri=uri, json=as_json, tls_ca=tls_ca)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -22,6 +22,27 @@ from elanus.cli.host import INFO_FILE, ROLES, RoleHost, standalone_roles
 from elanus.cli.output import console, emit, kv_table
 from elanus.settings import Settings
 
+TlsCertOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--tls-cert",
+        show_default=False,
+        help="PEM certificate chain: serve grpc+tls:// (with --tls-key).",
+    ),
+]
+TlsKeyOpt = Annotated[
+    str | None,
+    typer.Option("--tls-key", show_default=False, help="PEM private key of --tls-cert."),
+]
+TlsClientCaOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--tls-client-ca",
+        show_default=False,
+        help="PEM CA bundle: clients must present a certificate it signed (mutual TLS).",
+    ),
+]
+
 config_app = typer.Typer(help="Inspect the effective settings.", no_args_is_help=True)
 
 
@@ -34,11 +55,21 @@ def server_settings(
     nats: str | None,
     nats_port: int | None,
     storage: str | None,
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
+    tls_client_ca: str | None = None,
 ) -> Settings:
     """The merged settings of a server command; its flags are the top layer."""
     state = CliState.of(ctx).merged(data_dir=data_dir)
     return state.settings(
-        flight_port=port, flight_host=host, nats_url=nats, nats_port=nats_port, storage=storage
+        flight_port=port,
+        flight_host=host,
+        nats_url=nats,
+        nats_port=nats_port,
+        storage=storage,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
+        tls_client_ca=tls_client_ca,
     )
 
 
@@ -67,6 +98,9 @@ def standalone(
     nats: NatsOpt = None,
     host: HostOpt = None,
     storage: StorageOpt = None,
+    tls_cert: TlsCertOpt = None,
+    tls_key: TlsKeyOpt = None,
+    tls_client_ca: TlsClientCaOpt = None,
 ) -> None:
     """Run every role in this process, with an embedded NATS unless --nats is given."""
     settings = server_settings(
@@ -77,6 +111,9 @@ def standalone(
         nats=nats,
         nats_port=nats_port,
         storage=storage,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
+        tls_client_ca=tls_client_ca,
     )
     _configure_logging(settings)
     settings.data_path.mkdir(parents=True, exist_ok=True)
@@ -92,14 +129,27 @@ def run(
     port: PortOpt = None,
     host: HostOpt = None,
     data_dir: DataDirOpt = None,
+    tls_cert: TlsCertOpt = None,
+    tls_key: TlsKeyOpt = None,
+    tls_client_ca: TlsClientCaOpt = None,
 ) -> None:
-    """Run one role against an external NATS (cluster mode)."""
+    """Run one role against an external NATS (cluster mode); the TLS flags apply to a
+    proxy."""
     if role not in ROLES:
         raise typer.BadParameter(
             f"unknown role {role!r}; known: {', '.join(ROLES)}", param_hint="ROLE"
         )
     settings = server_settings(
-        ctx, data_dir=data_dir, port=port, host=host, nats=nats, nats_port=None, storage=storage
+        ctx,
+        data_dir=data_dir,
+        port=port,
+        host=host,
+        nats=nats,
+        nats_port=None,
+        storage=storage,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
+        tls_client_ca=tls_client_ca,
     )
     if not settings.nats_url:
         raise typer.BadParameter(

@@ -61,8 +61,10 @@ class Settings:
     """Directories import files may be read from, separated by ``,``; unset:
     ``<data_dir>/import`` and ``<storage>/import``."""
     tls_cert: str | None = None
-    """PEM certificate chain of the Flight server; with ``tls_key`` it serves grpc+tls."""
+    """PEM certificate chain of the Flight server; with ``tls_key`` it serves grpc+tls and
+    advertises a ``grpc+tls://`` uri."""
     tls_key: str | None = None
+    """PEM private key of ``tls_cert``."""
     tls_client_ca: str | None = None
     """PEM CA bundle; when set, clients must present a certificate it signed (mutual TLS)."""
     nats_user: str | None = None
@@ -87,6 +89,10 @@ class Settings:
             raise ValueError("timetick_interval_ms must be at least 1")
         if self.max_json_depth < 2:
             raise ValueError("max_json_depth must be at least 2")
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise ValueError("TLS needs both tls_cert and tls_key")
+        if self.tls_client_ca and not self.tls_cert:
+            raise ValueError("tls_client_ca (mutual TLS) needs tls_cert and tls_key too")
 
     @property
     def data_path(self) -> Path:
@@ -111,7 +117,12 @@ class Settings:
     @property
     def flight_uri(self) -> str:
         host = "127.0.0.1" if self.flight_host in ("0.0.0.0", "") else self.flight_host
-        return f"grpc://{host}:{self.flight_port}"
+        return f"{self.flight_scheme}://{host}:{self.flight_port}"
+
+    @property
+    def flight_scheme(self) -> str:
+        """``grpc+tls`` when the proxy serves TLS (``tls_cert``), else ``grpc``."""
+        return "grpc+tls" if self.tls_cert else "grpc"
 
     def replace(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})

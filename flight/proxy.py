@@ -38,6 +38,7 @@ from elanus.flight.putresult import PutAck
 from elanus.flight.query import QueryService, hits_table
 from elanus.flight.query_actions import QUERY_ACTIONS, check_search_stream
 from elanus.flight.readplan import READ_PLAN_ACTIONS, ReadService
+from elanus.flight.tls import server_tls
 from elanus.flight.wire import decode_request, encode_result, to_flight_error
 from elanus.settings import Settings
 
@@ -83,7 +84,9 @@ class ProxyServer(Role):
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         set_max_json_depth(self.settings.max_json_depth)
-        location = f"grpc://{self.settings.flight_host}:{self.settings.flight_port}"
+        s = self.settings
+        location = f"{s.flight_scheme}://{s.flight_host}:{s.flight_port}"
+        tls = server_tls(s.tls_cert, s.tls_key, s.tls_client_ca)
         try:
             await self.ddl.start(self.supervisor)
             await self.dml.start()
@@ -91,7 +94,7 @@ class ProxyServer(Role):
                 subjects.META_INVALIDATE, cb=self._on_invalidate
             )
             try:
-                self._server = await asyncio.to_thread(_FlightService, location, self)
+                self._server = await asyncio.to_thread(_FlightService, location, self, tls)
             except Exception as exc:
                 raise ElanusError(
                     ErrorCode.UNAVAILABLE, f"cannot serve Arrow Flight on {location}: {exc}"
@@ -332,8 +335,8 @@ def _without_source(fn: T) -> T:
 class _FlightService(flight.FlightServerBase):
     """The gRPC face of a ProxyServer; all logic lives in the proxy."""
 
-    def __init__(self, location: str, proxy: ProxyServer) -> None:
-        super().__init__(location)
+    def __init__(self, location: str, proxy: ProxyServer, tls: dict[str, Any]) -> None:
+        super().__init__(location, **tls)
         self._proxy = proxy
 
     def list_actions(self, context: flight.ServerCallContext) -> list[flight.ActionType]:

@@ -5,8 +5,13 @@ from ``load(name)`` / ``save(name)``)."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from elanus.errors import invalid
+from elanus.flight.tls import read_pem
+
+CONNECT_OPTIONS = ("tls_ca",)
+"""Options of both the reader and the writer that say how to connect, besides ``uri``."""
 
 
 def target_options(
@@ -24,3 +29,10 @@ def target_options(
     if not collection:
         raise invalid("the elanus data source needs option 'collection'")
     return given, uri, collection
+
+
+def client_options(given: Mapping[str, str]) -> dict[str, Any]:
+    """``Client`` keyword arguments from the connection options: ``tls_ca`` (a PEM path)
+    is read on the driver, so executors get the bytes and need no copy of the file."""
+    path = given.get("tls_ca")
+    return {"tls_root_certs": read_pem(path, "option 'tls_ca'")} if path else {}
