@@ -72,15 +72,22 @@ class Settings:
     generates them for its embedded server when unset."""
     nats_password: str | None = None
     max_action_bytes: int = 64 * 1024 * 1024
-    """Largest DoAction body, command or ticket; a larger one is refused before parsing."""
+    """Largest DoAction body, DoGet ticket, or DoPut / DoExchange / GetFlightInfo command;
+    a larger one is refused with REQUEST_TOO_LARGE from its length alone, before parsing.
+    0: no limit. Bulk data travels in DoPut and DoExchange streams, not in bodies."""
     max_put_bytes: int = 4 * 1024 * 1024 * 1024
-    """Largest total of one DoPut stream (any mode)."""
+    """Most bytes one DoPut stream may carry, whatever its mode (atomic streams are also
+    held to ``max_request_bytes``). 0: no limit."""
     max_put_batches: int = 1_000_000
-    """Most record batches in one DoPut stream."""
-    dml_rate_per_user: float = 0.0
-    """DML requests per second per user (0: unlimited); a burst of one second is allowed."""
-    dql_rate_per_user: float = 0.0
-    """Search/query requests per second per user (0: unlimited)."""
+    """Most messages (record batches) one DoPut stream may carry. 0: no limit."""
+    dml_rate_per_user: float = 1_000.0
+    """DML requests (inserts, upserts, deletes, imports, commits) per second per user; a
+    burst of one second's worth passes at once. 0: unlimited. Far above an honest client's
+    rate (a batch of rows is one request) yet a cap on a runaway loop."""
+    dql_rate_per_user: float = 10_000.0
+    """Search, query and read requests per second per user, with a burst of one second's
+    worth. 0: unlimited. About twice what an empty Flight server answers on the 2-core
+    benchmark machine (bench/README.md), so benchmarks never meet it."""
 
     def __post_init__(self) -> None:
         if self.num_pchannels < 1:
@@ -89,6 +96,12 @@ class Settings:
             raise ValueError("timetick_interval_ms must be at least 1")
         if self.max_json_depth < 2:
             raise ValueError("max_json_depth must be at least 2")
+        for name in ("max_action_bytes", "max_put_bytes", "max_put_batches"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be 0 (no limit) or positive")
+        for name in ("dml_rate_per_user", "dql_rate_per_user"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be 0 (unlimited) or positive")
         if bool(self.tls_cert) != bool(self.tls_key):
             raise ValueError("TLS needs both tls_cert and tls_key")
         if self.tls_client_ca and not self.tls_cert:

@@ -33,6 +33,7 @@ from elanus.flight.dml import DmlService
 from elanus.flight.dml_actions import DML_ACTIONS
 from elanus.flight.import_actions import IMPORT_ACTIONS
 from elanus.flight.imports import ImportService
+from elanus.flight.limits import ACTION_KINDS, Kind, Limits
 from elanus.flight.metacache import MetaCache
 from elanus.flight.putresult import PutAck
 from elanus.flight.query import QueryService, hits_table
@@ -60,6 +61,7 @@ class ProxyServer(Role):
         self.query = QueryService(self)
         self.reads = ReadService(self)
         self.imports = ImportService(self)
+        self.limits = Limits(settings)
         self.port: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: _FlightService | None = None
@@ -190,13 +192,15 @@ class ProxyServer(Role):
         With ``atomic`` (what the SDK sends) every batch is checked before any is
         published, so bad input anywhere in the stream writes nothing; the stream's total
         is then bounded by ``max_request_bytes``. Without it, batches are checked,
-        published and acknowledged one by one, for streams of any length.
+        published and acknowledged one by one. Every stream stops at ``max_put_batches``
+        messages and ``max_put_bytes`` bytes (``limits.PutBudget``).
         """
         try:
             request = check_put(command)
             info = self.dml.collection(request["db"], request["collection"])
             upsert = request["op"] == "upsert"
-            batches = (c.data for c in reader if c.data is not None and c.data.num_rows)
+            mode = "staged" if request["stage"] else "atomic" if request["atomic"] else "stream"
+            batches = self.limits.put_budget(mode).batches(reader)
             if request["stage"]:  # a staged write: checked now, visible at commit_write
                 self.imports.stage(info, request, batches, writer)
                 return
@@ -339,12 +343,21 @@ class _FlightService(flight.FlightServerBase):
         super().__init__(location, **tls)
         self._proxy = proxy
 
+    def _admit(
+        self, context: flight.ServerCallContext, kind: Kind | None, size: int, what: str
+    ) -> None:
+        """Size and rate limits, before anything of the request is read (``limits``)."""
+        with _flight_errors(what):
+            self._proxy.limits.admit(_caller(context), kind, size, what)
+
     def list_actions(self, context: flight.ServerCallContext) -> list[flight.ActionType]:
         return [flight.ActionType(spec.name, spec.description) for spec in ACTIONS.values()]
 
     def do_action(
         self, context: flight.ServerCallContext, action: flight.Action
     ) -> list[flight.Result]:
+        size = action.body.size if action.body is not None else 0
+        self._admit(context, ACTION_KINDS.get(action.type), size, f"{action.type} body")
         body = action.body.to_pybytes() if action.body is not None else b""
         return [flight.Result(self._proxy.handle_action(action.type, body))]
 
@@ -354,6 +367,7 @@ class _FlightService(flight.FlightServerBase):
     def get_flight_info(
         self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
     ) -> flight.FlightInfo:
+        self._admit(context, Kind.DQL, len(descriptor.command or b""), "GetFlightInfo command")
         return self._proxy.handle_flight_info(descriptor)
 
     @_without_source
@@ -361,6 +375,7 @@ class _FlightService(flight.FlightServerBase):
         self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
     ) -> flight.SchemaResult:
         try:
+            self._admit(context, None, len(descriptor.command or b""), "GetSchema command")
             return self._proxy.handle_schema(descriptor)
         except flight.FlightError as exc:
             refusal = _schema_refusal(context, exc)
@@ -373,11 +388,14 @@ class _FlightService(flight.FlightServerBase):
         reader: flight.MetadataRecordBatchReader,
         writer: flight.FlightMetadataWriter,
     ) -> None:
-        self._proxy.handle_put(descriptor.command or b"", reader, writer)
+        command = descriptor.command or b""
+        self._admit(context, Kind.DML, len(command), "DoPut command")
+        self._proxy.handle_put(command, reader, writer)
 
     def do_get(
         self, context: flight.ServerCallContext, ticket: flight.Ticket
     ) -> flight.FlightDataStream:
+        self._admit(context, Kind.DQL, len(ticket.ticket), "DoGet ticket")
         return self._proxy.handle_get(ticket.ticket)
 
     def do_exchange(
@@ -387,7 +405,15 @@ class _FlightService(flight.FlightServerBase):
         reader: flight.MetadataRecordBatchReader,
         writer: flight.MetadataRecordBatchWriter,
     ) -> None:
-        self._proxy.handle_exchange(descriptor.command or b"", reader, writer)
+        command = descriptor.command or b""
+        self._admit(context, Kind.DQL, len(command), "DoExchange command")
+        self._proxy.handle_exchange(command, reader, writer)
+
+
+def _caller(context: flight.ServerCallContext) -> str:
+    """The user a call is made by, the key of its rate limits. Authentication is not
+    wired in yet: every call is "anonymous"."""
+    return "anonymous"
 
 
 @contextlib.contextmanager
