@@ -249,3 +249,31 @@ def test_standalone_refuses_a_missing_certificate(standalone_factory: Any, tmp_p
     sp.start()
     assert sp.wait(30) != 0
     assert "tls_cert" in sp.log() and "nope.pem" in sp.log()
+
+
+# -- Spark: option tls_ca -----------------------------------------------------------------------
+
+
+@pytest.mark.timeout(600)
+def test_spark_writes_and_reads_over_tls(tls_stack: Stack, pki: dict[str, Any], spark: Any) -> None:
+    from pyspark.sql import functions as F
+
+    ca = str(pki["ca"].cert)
+    client = tls_stack.client(tls_root_certs=ca)
+    client.create_collection("spark_tls", dimension=4, metric_type="L2")
+    client.load_collection("spark_tls")
+    df = spark.range(0, 100, numPartitions=2).withColumn(
+        "vector", F.array(*[(F.col("id") + i).cast("float") for i in range(4)])
+    )
+    writer = df.write.format("elanus").option("uri", tls_stack.uri)
+    writer.option("collection", "spark_tls").option("tls_ca", ca).mode("append").save()
+    (count,) = client.query("spark_tls", "id >= 0", ["count(*)"], consistency_level="Strong")
+    assert count["count(*)"] == 100
+
+    reader = spark.read.format("elanus").option("uri", tls_stack.uri)
+    back = reader.option("collection", "spark_tls").option("tls_ca", ca).load()
+    assert sorted(r["id"] for r in back.select("id").collect()) == list(range(100))
+
+    untrusting = spark.read.format("elanus").option("uri", tls_stack.uri)
+    with pytest.raises(Exception, match="TLS handshake"):
+        untrusting.option("collection", "spark_tls").load().count()
