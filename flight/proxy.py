@@ -356,8 +356,9 @@ class _FlightService(flight.FlightServerBase):
     def do_action(
         self, context: flight.ServerCallContext, action: flight.Action
     ) -> list[flight.Result]:
-        size = action.body.size if action.body is not None else 0
-        self._admit(context, ACTION_KINDS.get(action.type), size, f"{action.type} body")
+        size = len(action.type) + (action.body.size if action.body is not None else 0)
+        what = f"{action.type} body" if len(action.type) <= 128 else "DoAction type and body"
+        self._admit(context, ACTION_KINDS.get(action.type), size, what)
         body = action.body.to_pybytes() if action.body is not None else b""
         return [flight.Result(self._proxy.handle_action(action.type, body))]
 

@@ -341,3 +341,15 @@ def test_default_limits_are_on(tmp_path: Path) -> None:
     s = Settings()
     assert s.dml_rate_per_user > 0 and s.dql_rate_per_user > 0
     assert s.max_action_bytes == 64 << 20
+
+
+def test_a_huge_action_name_counts_and_is_not_echoed(stack: Stack) -> None:
+    uri = limited(stack, max_action_bytes=1 << 20)
+    fc = flight.FlightClient(uri)
+    try:
+        with pytest.raises(flight.FlightServerError) as info:
+            list(fc.do_action(flight.Action("x" * (2 << 20), b"{}")))
+    finally:
+        fc.close()
+    code, message = flight_code(info.value)
+    assert code == "REQUEST_TOO_LARGE" and len(message) < 500
