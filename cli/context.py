@@ -21,6 +21,7 @@ from rich.console import RenderableType
 
 from elanus.cli.output import emit
 from elanus.errors import ElanusError, ErrorCode
+from elanus.flight.tls import read_pem
 from elanus.settings import Settings, load_settings
 
 if TYPE_CHECKING:
@@ -64,6 +65,16 @@ NatsPortOpt = Annotated[
     int | None,
     typer.Option("--nats-port", show_default=False, help="Port of the embedded NATS (0: any)."),
 ]
+TlsCaOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--tls-ca",
+        envvar="ELANUS_TLS_CA",
+        show_default=False,
+        help="PEM file of the CA that signed the proxy's TLS certificate; the uri becomes "
+        "grpc+tls:// (also $ELANUS_TLS_CA).",
+    ),
+]
 StorageOpt = Annotated[
     str | None,
     typer.Option("--storage", show_default=False, help="Segment and index storage path."),
@@ -105,11 +116,7 @@ class CliState:
     user: str | None = None
     password: str | None = None
     token: str | None = None
-
-    def client_options(self) -> dict[str, Any]:
-        """The credentials given (``Client`` keyword arguments)."""
-        given = {"token": self.token, "user": self.user, "password": self.password}
-        return {k: v for k, v in given.items() if v}
+    tls_ca: Path | None = None
 
     @classmethod
     def of(cls, ctx: typer.Context) -> CliState:
@@ -130,6 +137,15 @@ class CliState:
             return load_settings(self.config, data_dir=self.data_dir, **flags)
         except ValueError as exc:
             raise typer.BadParameter(str(exc), param_hint="settings") from None
+
+    def client_options(self) -> dict[str, Any]:
+        """Keyword arguments for every ``Client`` the command opens: the credentials, and
+        the CA to trust, read here so a Spark job can carry the bytes to its executors."""
+        given = {"token": self.token, "user": self.user, "password": self.password}
+        options: dict[str, Any] = {k: v for k, v in given.items() if v}
+        if self.tls_ca is not None:
+            options["tls_root_certs"] = read_pem(self.tls_ca, "--tls-ca")
+        return options
 
     def target_uri(self) -> str:
         """``--uri`` (before or after the command) beats ``ELANUS_URI``, which beats the

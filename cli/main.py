@@ -20,6 +20,7 @@ from elanus.cli.context import (
     DataDirOpt,
     JsonOpt,
     PasswordOpt,
+    TlsCaOpt,
     TokenOpt,
     UriOpt,
     UserOpt,
@@ -72,6 +73,7 @@ def global_options(
     user: UserOpt = None,
     password: PasswordOpt = None,
     token: TokenOpt = None,
+    tls_ca: TlsCaOpt = None,
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
     ),
@@ -86,6 +88,7 @@ def global_options(
         user=user,
         password=password,
         token=token,
+        tls_ca=tls_ca,
     )
 
 

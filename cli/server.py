@@ -24,6 +24,27 @@ from elanus.cli.host import INFO_FILE, ROLES, RoleHost, standalone_roles
 from elanus.cli.output import console, emit, kv_table
 from elanus.settings import Settings
 
+TlsCertOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--tls-cert",
+        show_default=False,
+        help="PEM certificate chain: serve grpc+tls:// (with --tls-key).",
+    ),
+]
+TlsKeyOpt = Annotated[
+    str | None,
+    typer.Option("--tls-key", show_default=False, help="PEM private key of --tls-cert."),
+]
+TlsClientCaOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--tls-client-ca",
+        show_default=False,
+        help="PEM CA bundle: clients must present a certificate it signed (mutual TLS).",
+    ),
+]
+
 config_app = typer.Typer(help="Inspect the effective settings.", no_args_is_help=True)
 
 
@@ -37,6 +58,9 @@ def server_settings(
     nats_port: int | None,
     storage: str | None,
     auth_enabled: bool | None = None,
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
+    tls_client_ca: str | None = None,
 ) -> Settings:
     """The merged settings of a server command; its flags are the top layer."""
     state = CliState.of(ctx).merged(data_dir=data_dir)
@@ -47,6 +71,9 @@ def server_settings(
         nats_port=nats_port,
         storage=storage,
         auth_enabled=auth_enabled,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
+        tls_client_ca=tls_client_ca,
     )
 
 
@@ -112,6 +139,9 @@ def standalone(
     storage: StorageOpt = None,
     auth: AuthOpt = None,
     insecure: InsecureOpt = False,
+    tls_cert: TlsCertOpt = None,
+    tls_key: TlsKeyOpt = None,
+    tls_client_ca: TlsClientCaOpt = None,
 ) -> None:
     """Run every role in this process, with an embedded NATS unless --nats is given."""
     settings = server_settings(
@@ -123,6 +153,9 @@ def standalone(
         nats_port=nats_port,
         storage=storage,
         auth_enabled=auth,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
+        tls_client_ca=tls_client_ca,
     )
     check_exposure(settings, insecure)
     _configure_logging(settings)
@@ -141,8 +174,12 @@ def run(
     data_dir: DataDirOpt = None,
     auth: AuthOpt = None,
     insecure: InsecureOpt = False,
+    tls_cert: TlsCertOpt = None,
+    tls_key: TlsKeyOpt = None,
+    tls_client_ca: TlsClientCaOpt = None,
 ) -> None:
-    """Run one role against an external NATS (cluster mode)."""
+    """Run one role against an external NATS (cluster mode); the TLS flags apply to a
+    proxy."""
     if role not in ROLES:
         raise typer.BadParameter(
             f"unknown role {role!r}; known: {', '.join(ROLES)}", param_hint="ROLE"
@@ -156,6 +193,9 @@ def run(
         nats_port=None,
         storage=storage,
         auth_enabled=auth,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
+        tls_client_ca=tls_client_ca,
     )
     if role == "proxy":
         check_exposure(settings, insecure)

@@ -31,6 +31,7 @@ class ErrorCode(enum.StrEnum):
     BAD_EXPRESSION = "BAD_EXPRESSION"
     REQUEST_TOO_LARGE = "REQUEST_TOO_LARGE"
     LIMIT_EXCEEDED = "LIMIT_EXCEEDED"
+    RATE_LIMITED = "RATE_LIMITED"
     UNKNOWN_ACTION = "UNKNOWN_ACTION"
     UNAUTHENTICATED = "UNAUTHENTICATED"
     PERMISSION_DENIED = "PERMISSION_DENIED"
@@ -43,6 +44,11 @@ class ErrorCode(enum.StrEnum):
     INTERNAL = "INTERNAL"
 
 
+RETRYABLE = frozenset({ErrorCode.RATE_LIMITED, ErrorCode.UNAVAILABLE, ErrorCode.TIMEOUT})
+"""Codes after which the same request may succeed if sent again later (a DDL that timed
+out may have happened: check before repeating it)."""
+
+
 class ElanusError(Exception):
     """An error with a stable code and a message that names the problem."""
 
@@ -50,6 +56,11 @@ class ElanusError(Exception):
         self.code = ErrorCode(code) if code in ErrorCode.__members__ else code
         self.message = message
         super().__init__(f"[{self.code}] {message}")
+
+    @property
+    def retryable(self) -> bool:
+        """Whether sending the same request again later may succeed (``RETRYABLE``)."""
+        return self.code in RETRYABLE
 
     def to_dict(self) -> dict[str, str]:
         return {"code": str(self.code), "message": self.message}

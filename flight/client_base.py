@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from elanus.errors import ElanusError, ErrorCode
+from elanus.flight.tls import PemSource, client_tls
 from elanus.flight.wire import DEFAULT_DB, decode_body, encode_json, from_flight_error
 from elanus.schema import Schema, check_name
 
@@ -71,14 +72,37 @@ class ClientBase:
         token: str | None = None,
         user: str | None = None,
         password: str | None = None,
+        tls_root_certs: PemSource | None = None,
+        server_pem_path: PemSource | None = None,
+        ca_pem_path: PemSource | None = None,
+        client_pem_path: PemSource | None = None,
+        client_key_path: PemSource | None = None,
+        server_name: str | None = None,
+        secure: bool = False,
     ) -> None:
+        """Credentials (with ``auth_enabled``): ``token="user:password"`` as pymilvus takes
+        it, or ``user`` and ``password``. ``tls_root_certs`` (or pymilvus's
+        ``server_pem_path`` / ``ca_pem_path``) is the CA to trust, a PEM path or bytes;
+        ``client_pem_path`` and ``client_key_path`` are the certificate and key for mutual
+        TLS. TLS material makes a ``grpc://`` uri
+        ``grpc+tls://`` (see ``flight.tls.client_tls``)."""
+        uri, tls = client_tls(
+            uri,
+            tls_root_certs=tls_root_certs,
+            server_pem_path=server_pem_path,
+            ca_pem_path=ca_pem_path,
+            client_pem_path=client_pem_path,
+            client_key_path=client_key_path,
+            server_name=server_name,
+            secure=secure,
+        )
         self.uri = uri
         self.timeout = timeout
         self._db = check_name(db, "database")
         self._last_write_ts: int = 0
         """The newest write of this client: what a Session-consistent read waits for."""
         try:
-            self._flight: flight.FlightClient | None = flight.FlightClient(uri)
+            self._flight: flight.FlightClient | None = flight.FlightClient(uri, **tls)
         except (pa.ArrowException, ValueError) as exc:
             raise ElanusError(ErrorCode.INVALID_ARGUMENT, f"bad proxy uri {uri!r}: {exc}") from None
         self._login = Login.of(token, user, password)

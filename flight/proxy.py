@@ -43,11 +43,13 @@ from elanus.flight.dml import DmlService
 from elanus.flight.dml_actions import DML_ACTIONS
 from elanus.flight.import_actions import IMPORT_ACTIONS
 from elanus.flight.imports import ImportService
+from elanus.flight.limits import ACTION_KINDS, Kind, Limits
 from elanus.flight.metacache import MetaCache
 from elanus.flight.putresult import PutAck
 from elanus.flight.query import QueryService, hits_table
 from elanus.flight.query_actions import QUERY_ACTIONS, check_search_stream
 from elanus.flight.readplan import READ_PLAN_ACTIONS, ReadService
+from elanus.flight.tls import server_tls
 from elanus.flight.uploads import receive_upload
 from elanus.flight.wire import DEFAULT_DB, decode_request, encode_result, to_flight_error
 from elanus.importroots import ensure_dirs
@@ -72,6 +74,7 @@ class ProxyServer(Role):
         self.query = QueryService(self)
         self.reads = ReadService(self)
         self.imports = ImportService(self)
+        self.limits = Limits(settings)
         self.port: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: _FlightService | None = None
@@ -99,7 +102,9 @@ class ProxyServer(Role):
         self._loop = asyncio.get_running_loop()
         set_max_json_depth(self.settings.max_json_depth)
         await asyncio.to_thread(ensure_dirs, self.settings)  # the import roots, for uploads
-        location = f"grpc://{self.settings.flight_host}:{self.settings.flight_port}"
+        s = self.settings
+        location = f"{s.flight_scheme}://{s.flight_host}:{s.flight_port}"
+        tls = server_tls(s.tls_cert, s.tls_key, s.tls_client_ca)
         try:
             await self.ddl.start(self.supervisor)
             await self.dml.start()
@@ -114,7 +119,7 @@ class ProxyServer(Role):
                 subjects.META_INVALIDATE, cb=self._on_invalidate
             )
             try:
-                self._server = await asyncio.to_thread(_FlightService, location, self)
+                self._server = await asyncio.to_thread(_FlightService, location, self, tls)
             except Exception as exc:
                 raise ElanusError(
                     ErrorCode.UNAVAILABLE, f"cannot serve Arrow Flight on {location}: {exc}"
@@ -220,7 +225,8 @@ class ProxyServer(Role):
         With ``atomic`` (what the SDK sends) every batch is checked before any is
         published, so bad input anywhere in the stream writes nothing; the stream's total
         is then bounded by ``max_request_bytes``. Without it, batches are checked,
-        published and acknowledged one by one, for streams of any length.
+        published and acknowledged one by one. Every stream stops at ``max_put_batches``
+        messages and ``max_put_bytes`` bytes (``limits.PutBudget``).
         """
         try:
             request = check_put(command)
@@ -231,7 +237,8 @@ class ProxyServer(Role):
             if request["op"] == UPLOAD_OP:  # a file into the import area, for an import
                 receive_upload(self.settings, request, reader, writer)
                 return
-            batches = (c.data for c in reader if c.data is not None and c.data.num_rows)
+            mode = "staged" if request["stage"] else "atomic" if request["atomic"] else "stream"
+            batches = self.limits.put_budget(mode).batches(reader)
             if request["stage"]:  # a staged write: checked now, visible at commit_write
                 self.imports.stage(info, request, batches, writer)
                 return
@@ -386,14 +393,21 @@ def _without_source(fn: T) -> T:
 class _FlightService(flight.FlightServerBase):
     """The gRPC face of a ProxyServer; all logic lives in the proxy."""
 
-    def __init__(self, location: str, proxy: ProxyServer) -> None:
+    def __init__(self, location: str, proxy: ProxyServer, tls: dict[str, Any]) -> None:
         middleware: dict[str, flight.ServerMiddlewareFactory] = {}
         handshake = None
         if proxy.settings.auth_enabled:
             middleware[MIDDLEWARE_KEY] = AuthMiddlewareFactory(lambda: proxy.auth)
             handshake = HandshakeOnly()
-        super().__init__(location, auth_handler=handshake, middleware=middleware)
+        super().__init__(location, auth_handler=handshake, middleware=middleware, **tls)
         self._proxy = proxy
+
+    def _admit(
+        self, context: flight.ServerCallContext, kind: Kind | None, size: int, what: str
+    ) -> None:
+        """Size and rate limits, before anything of the request is read (``limits``)."""
+        with _flight_errors(what):
+            self._proxy.limits.admit(caller_of(context).user, kind, size, what)
 
     def list_actions(self, context: flight.ServerCallContext) -> list[flight.ActionType]:
         return [flight.ActionType(spec.name, spec.description) for spec in ACTIONS.values()]
@@ -401,6 +415,9 @@ class _FlightService(flight.FlightServerBase):
     def do_action(
         self, context: flight.ServerCallContext, action: flight.Action
     ) -> list[flight.Result]:
+        size = len(action.type) + (action.body.size if action.body is not None else 0)
+        what = f"{action.type} body" if len(action.type) <= 128 else "DoAction type and body"
+        self._admit(context, ACTION_KINDS.get(action.type), size, what)
         body = action.body.to_pybytes() if action.body is not None else b""
         return [flight.Result(self._proxy.handle_action(action.type, body, caller_of(context)))]
 
@@ -410,6 +427,7 @@ class _FlightService(flight.FlightServerBase):
     def get_flight_info(
         self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
     ) -> flight.FlightInfo:
+        self._admit(context, Kind.DQL, len(descriptor.command or b""), "GetFlightInfo command")
         return self._proxy.handle_flight_info(descriptor, caller_of(context))
 
     @_without_source
@@ -417,6 +435,7 @@ class _FlightService(flight.FlightServerBase):
         self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
     ) -> flight.SchemaResult:
         try:
+            self._admit(context, None, len(descriptor.command or b""), "GetSchema command")
             return self._proxy.handle_schema(descriptor, caller_of(context))
         except flight.FlightError as exc:
             refusal = _schema_refusal(context, exc)
@@ -429,11 +448,14 @@ class _FlightService(flight.FlightServerBase):
         reader: flight.MetadataRecordBatchReader,
         writer: flight.FlightMetadataWriter,
     ) -> None:
-        self._proxy.handle_put(descriptor.command or b"", reader, writer, caller_of(context))
+        command = descriptor.command or b""
+        self._admit(context, Kind.DML, len(command), "DoPut command")
+        self._proxy.handle_put(command, reader, writer, caller_of(context))
 
     def do_get(
         self, context: flight.ServerCallContext, ticket: flight.Ticket
     ) -> flight.FlightDataStream:
+        self._admit(context, Kind.DQL, len(ticket.ticket), "DoGet ticket")
         return self._proxy.handle_get(ticket.ticket, caller_of(context))
 
     def do_exchange(
@@ -443,7 +465,9 @@ class _FlightService(flight.FlightServerBase):
         reader: flight.MetadataRecordBatchReader,
         writer: flight.MetadataRecordBatchWriter,
     ) -> None:
-        self._proxy.handle_exchange(descriptor.command or b"", reader, writer, caller_of(context))
+        command = descriptor.command or b""
+        self._admit(context, Kind.DQL, len(command), "DoExchange command")
+        self._proxy.handle_exchange(command, reader, writer, caller_of(context))
 
 
 @contextlib.contextmanager

@@ -15,6 +15,7 @@ import pyarrow.flight as flight
 
 from elanus.errors import ElanusError, ErrorCode, invalid, parse_prefixed
 from elanus.flight.bodyshape import check_body_shape, max_json_depth
+from elanus.flight.tls import unavailable_hint
 
 DEFAULT_DB = "default"
 
@@ -121,7 +122,7 @@ def from_flight_error(exc: BaseException) -> ElanusError:
     if parsed is not None:
         return ElanusError(*parsed)
     if isinstance(exc, flight.FlightUnavailableError):
-        return ElanusError(ErrorCode.UNAVAILABLE, f"cannot reach the Elanus proxy: {text}")
+        return unavailable_hint(text)
     if isinstance(exc, flight.FlightTimedOutError):
         return ElanusError(ErrorCode.TIMEOUT, f"the Elanus proxy did not answer in time: {text}")
     if isinstance(exc, flight.FlightCancelledError):
