@@ -521,3 +521,34 @@ def test_bulk_import_needs_the_import_privilege(secured: Stack, tmp_path: Path) 
     assert count(root) == before + 5
     ivan.close()
     root.close()
+
+
+def test_rate_limits_are_per_user(tmp_path: Path) -> None:
+    """One user over the DML rate is refused (RATE_LIMITED, nothing written); another
+    user's bucket is untouched."""
+    with own_stack(
+        tmp_path, "rates", auth_enabled=True, root_password=ROOT_PASSWORD, dml_rate_per_user=3
+    ) as stack:
+        root = root_of(stack)
+        root.create_collection("r", dimension=DIM)
+        root.load_collection("r")
+        root.create_role("w")
+        root.grant_privilege("w", "Collection", "Insert", "r")
+        for user in ("hank", "iris"):
+            root.create_user(user, f"{user}-pw-1")
+            root.grant_role(user, "w")
+        hank = Client(stack.uri, token="hank:hank-pw-1")
+        iris = Client(stack.uri, token="iris:iris-pw-1")
+        accepted, refused = 0, 0
+        for i in range(12):
+            try:
+                hank.insert("r", [_row(i)])
+                accepted += 1
+            except ElanusError as exc:
+                assert exc.code == "RATE_LIMITED" and "'hank'" in exc.message
+                refused += 1
+        assert refused > 0 and accepted >= 3
+        iris.insert("r", [_row(100)])  # her own bucket is full
+        assert count(root, "r") == accepted + 1
+        for c in (hank, iris, root):
+            c.close()
