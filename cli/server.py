@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 from typing import Annotated, Any
 
@@ -22,7 +21,7 @@ from elanus.cli.context import (
 )
 from elanus.cli.host import INFO_FILE, ROLES, RoleHost, standalone_roles
 from elanus.cli.output import console, emit, kv_table
-from elanus.settings import Settings
+from elanus.settings import Settings, is_loopback_host
 
 TlsCertOpt = Annotated[
     str | None,
@@ -93,7 +92,7 @@ InsecureOpt = Annotated[
 
 def check_exposure(settings: Settings, insecure: bool) -> None:
     """Refuse to put an open server on a network by accident."""
-    if settings.auth_enabled or insecure or _loopback(settings.flight_host):
+    if settings.auth_enabled or insecure or is_loopback_host(settings.flight_host):
         return
     raise typer.BadParameter(
         f"refusing to serve {settings.flight_host!r} with authentication off: anyone who "
@@ -101,15 +100,6 @@ def check_exposure(settings: Settings, insecure: bool) -> None:
         "auth_enabled), or --insecure if that is what you want.",
         param_hint="--host",
     )
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _configure_logging(settings: Settings) -> None:

@@ -7,6 +7,7 @@ keys are the field names below (flat, or under an ``[elanus]`` table).
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import os
 import tomllib
 from dataclasses import dataclass, fields
@@ -151,6 +152,16 @@ class Settings:
         d["storage"] = str(self.storage_path)
         d["data_dir"] = str(self.data_path)
         return d
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether ``host`` (a name or an address) stays on this machine."""
+    if host.strip("[]") == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def _coerce(name: str, raw: Any, annotation: Any) -> Any:

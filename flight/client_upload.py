@@ -11,7 +11,6 @@ Imports only pyarrow and shared types.
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import os
 from collections.abc import Callable
@@ -24,6 +23,7 @@ import pyarrow.flight as flight
 
 from elanus.errors import ElanusError, ErrorCode
 from elanus.flight.wire import encode_json, from_flight_error
+from elanus.settings import is_loopback_host
 
 CHUNK_BYTES = 4 << 20
 """Bytes per uploaded batch (one binary value each)."""
@@ -37,13 +37,7 @@ def is_loopback(uri: str) -> bool:
     parsed = urlparse(uri)
     if parsed.scheme.endswith("unix"):
         return True
-    host = (parsed.hostname or "").strip("[]")
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return is_loopback_host(parsed.hostname or "")
 
 
 def local_files(entries: list[Entry]) -> dict[str, str]:
