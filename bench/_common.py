@@ -40,8 +40,15 @@ class Standalone:
     launcher: list[str] = [sys.executable, "-m", "elanus.cli"]
     """How to run the ``elanus`` command (a class attribute, so an experiment can swap it)."""
 
-    def __init__(self, data_dir: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        env: dict[str, str] | None = None,
+        client_options: dict[str, Any] | None = None,
+    ) -> None:
         self.data_dir = data_dir
+        self.client_options = client_options or {}
+        """What the health check connects with (credentials, when the env turns auth on)."""
         self.port = free_port()
         self.uri = f"grpc://127.0.0.1:{self.port}"
         self.log_path = data_dir.parent / f"{data_dir.name}-standalone.log"
@@ -73,7 +80,7 @@ class Standalone:
                 )
             if (self.data_dir / "standalone.json").exists():
                 try:
-                    with Client(self.uri, timeout=5) as c:
+                    with Client(self.uri, timeout=5, **self.client_options) as c:
                         c.health()
                     return self
                 except Exception as exc:  # noqa: BLE001 - not up yet
