@@ -13,6 +13,7 @@ import contextlib
 import json
 import logging
 import threading
+import traceback
 from collections.abc import Coroutine, Iterator
 from typing import Any, TypeVar
 
@@ -321,12 +322,27 @@ def _schema_refusal(context: flight.ServerCallContext, exc: flight.FlightError) 
     return GetSchemaRefused(str(exc))
 
 
-def _without_source(fn: T) -> T:
-    """pyarrow sends a Python traceback along with an uncaught exception's status; for the
-    one raise it cannot catch (GetSchema) the frame names no file and shows no source."""
-    code = fn.__code__  # type: ignore[attr-defined]
-    fn.__code__ = code.replace(co_filename="<elanus proxy>")  # type: ignore[attr-defined]
-    return fn
+def _quiet_schema_refusals() -> None:
+    """Keep tracebacks out of GetSchema errors.
+
+    pyarrow sends an uncaught exception's status with a detail of
+    ``traceback.format_exception(...)`` -- frames, pyarrow's source file names, line
+    numbers -- which it looks up in the ``traceback`` module at each failure. For a
+    ``GetSchemaRefused`` (the one raise pyarrow cannot catch) the detail becomes the class
+    name alone; every other exception is formatted as before.
+    """
+    original = traceback.format_exception
+    if getattr(original, "_elanus_quiet", False):
+        return
+
+    def format_exception(exc: Any, *args: Any, **kwargs: Any) -> list[str]:
+        value = args[0] if args else exc
+        if isinstance(value, GetSchemaRefused):
+            return [f"{GetSchemaRefused.__name__}\n"]
+        return original(exc, *args, **kwargs)
+
+    format_exception._elanus_quiet = True  # type: ignore[attr-defined]
+    traceback.format_exception = format_exception  # type: ignore[assignment]
 
 
 class _FlightService(flight.FlightServerBase):
@@ -335,6 +351,7 @@ class _FlightService(flight.FlightServerBase):
     def __init__(self, location: str, proxy: ProxyServer) -> None:
         super().__init__(location)
         self._proxy = proxy
+        _quiet_schema_refusals()
 
     def list_actions(self, context: flight.ServerCallContext) -> list[flight.ActionType]:
         return [flight.ActionType(spec.name, spec.description) for spec in ACTIONS.values()]
@@ -353,7 +370,6 @@ class _FlightService(flight.FlightServerBase):
     ) -> flight.FlightInfo:
         return self._proxy.handle_flight_info(descriptor)
 
-    @_without_source
     def get_schema(
         self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
     ) -> flight.SchemaResult:
