@@ -39,6 +39,7 @@ from elanus.flight.putresult import PutAck
 from elanus.flight.query import QueryService, hits_table
 from elanus.flight.query_actions import QUERY_ACTIONS, check_search_stream
 from elanus.flight.readplan import READ_PLAN_ACTIONS, ReadService
+from elanus.flight.streams import client_batches
 from elanus.flight.wire import decode_request, encode_result, to_flight_error
 from elanus.settings import Settings
 
@@ -194,7 +195,7 @@ class ProxyServer(Role):
             request = check_put(command)
             info = self.dml.collection(request["db"], request["collection"])
             upsert = request["op"] == "upsert"
-            batches = (c.data for c in reader if c.data is not None and c.data.num_rows)
+            batches = client_batches(reader, "DoPut")
             if request["stage"]:  # a staged write: checked now, visible at commit_write
                 self.imports.stage(info, request, batches, writer)
                 return
@@ -227,10 +228,7 @@ class ProxyServer(Role):
             plan = self.query.prepare_search(info, {**request, "data": None})
             pk_type = info.schema.primary.arrow_type()
             first, started = 0, False
-            for chunk in reader:
-                batch = chunk.data
-                if batch is None or batch.num_rows == 0:
-                    continue
+            for batch in client_batches(reader, "DoExchange"):
                 if batch.num_columns != 1:
                     raise ElanusError(
                         ErrorCode.INVALID_ARGUMENT,
