@@ -17,6 +17,7 @@ import traceback
 from collections.abc import Coroutine, Iterator
 from typing import Any, TypeVar
 
+import numpy as np
 import pyarrow.flight as flight
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
@@ -221,7 +222,8 @@ class ProxyServer(Role):
         writer: flight.MetadataRecordBatchWriter,
     ) -> None:
         """DoExchange search: batches of query vectors in (one column of vectors), batches
-        of hits out (query_index, rank, id, distance, output fields)."""
+        of hits out (query_index, rank, id, distance, output fields). A stream without
+        vectors gets a stream without hits (query_index, rank, id, distance)."""
         with _flight_errors("DoExchange"):
             request = check_search_stream(command)
             info = self.dml.collection(request["db"], request["collection"])
@@ -241,6 +243,9 @@ class ProxyServer(Role):
                     started = True
                 writer.write_table(table)
                 first += batch.num_rows
+            if not started:  # no query vectors: an empty answer, not a stream without schema
+                empty = {"distances": np.empty((0, 0), np.float32), "pks": np.empty(0)}
+                writer.begin(hits_table(empty, pk_type).schema)
 
     def handle_get(self, ticket: bytes) -> flight.FlightDataStream:
         """DoGet: a read-plan ticket (JSON with ``read``), or a ``query`` action body."""
