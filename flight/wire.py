@@ -91,10 +91,26 @@ def _json_kind(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
 
+MAX_ERROR_CHARS = 1024
+"""Longest error message sent to a client. Messages quote what they refuse (a name, a
+key); quoting a 100 KiB name in full made the status outgrow gRPC's 16 KiB metadata
+limit, and the client got an uncoded RESOURCE_EXHAUSTED instead of the error."""
+
+
+def clip_message(message: str, limit: int = MAX_ERROR_CHARS) -> str:
+    """At most ``limit`` characters, and valid UTF-8 (a lone surrogate a client sent in a
+    JSON escape is written as an escape again)."""
+    if len(message) > limit:
+        keep = limit - 40
+        message = f"{message[:keep]}… ({len(message) - keep} more characters)"
+    return message.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def to_flight_error(exc: ElanusError) -> flight.FlightServerError:
     """The one shape in which every error leaves the proxy."""
-    info = encode_json({"code": str(exc.code), "message": exc.message})
-    return flight.FlightServerError(f"[{exc.code}] {exc.message}", extra_info=info)
+    message = clip_message(exc.message)
+    info = json.dumps({"code": str(exc.code), "message": message}, ensure_ascii=False)
+    return flight.FlightServerError(f"[{exc.code}] {message}", extra_info=info.encode())
 
 
 def from_flight_error(exc: BaseException) -> ElanusError:
