@@ -479,11 +479,11 @@ def oversized_cases() -> list[Case]:
     assert len(vectors) > MIB
 
     def big_stream() -> tuple[pa.Schema, list[pa.RecordBatch]]:
-        batches = [good_batch(6000, 700_000 + 6000 * i) for i in range(4)]  # ~0.25 MiB each
+        batches = [good_batch(6000, 700_000 + 6000 * i) for i in range(8)]  # ~0.2 MiB each
         return batches[0].schema, batches
 
     def big_batch() -> tuple[pa.Schema, list[pa.RecordBatch]]:
-        b = good_batch(30_000, 800_000)
+        b = good_batch(60_000, 800_000)  # ~2.2 MiB
         return b.schema, [b]
 
     def many_batches() -> tuple[pa.Schema, list[pa.RecordBatch]]:
