@@ -246,11 +246,12 @@ def ipc_messages(table: pa.Table, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) ->
     ]
 
 
-async def _publish_all(url: str, messages: list[bytes]) -> float:
+async def _publish_all(server: EmbeddedNats, messages: list[bytes]) -> float:
     import nats
     from nats.js.api import StorageType, StreamConfig
 
-    nc = await nats.connect(url)
+    creds = server.credentials  # the embedded server requires them, as in production
+    nc = await nats.connect(server.url, user=creds.user, password=creds.password)
     try:
         js = nc.jetstream()
         await js.add_stream(StreamConfig(name="RAW", subjects=["raw.>"], storage=StorageType.FILE))
@@ -272,7 +273,7 @@ def run_raw_jetstream(table: pa.Table, dim: int, workdir: Path) -> Result:
     server = EmbeddedNats(store).start()
     try:
         meter = CpuMeter({"client": os.getpid(), "nats": server.pid}).start()
-        seconds = asyncio.run(_publish_all(server.url, messages))
+        seconds = asyncio.run(_publish_all(server, messages))
         cpu = meter.stop()
     finally:
         server.stop()

@@ -24,6 +24,7 @@ from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js import JetStreamContext
 
+from elanus.channels.natsauth import NatsCredentials, resolve
 from elanus.errors import ElanusError, ErrorCode
 
 log = logging.getLogger(__name__)
@@ -141,10 +142,17 @@ class Served:
 
 
 class Bus:
-    """One NATS connection per process (or per role in tests), with JetStream at hand."""
+    """One NATS connection per process (or per role in tests), with JetStream at hand.
 
-    def __init__(self, url: str, name: str = "elanus") -> None:
-        self.url = url
+    ``credentials`` (or userinfo in ``url``) are presented to the server; ``url`` keeps
+    no userinfo, since it is logged, shown and used as a key of ``LOCAL``.
+    """
+
+    def __init__(
+        self, url: str, name: str = "elanus", credentials: NatsCredentials | None = None
+    ) -> None:
+        self.url, from_url = resolve(url)
+        self.credentials = credentials or from_url
         self.name = name
         self._nc: NatsClient | None = None
         self._js: JetStreamContext | None = None
@@ -167,17 +175,47 @@ class Bus:
         return self._nc is not None and self._nc.is_connected
 
     async def connect(self, timeout: float = 10.0) -> Bus:
-        connecting = nats.connect(
-            self.url,
-            name=self.name,
-            connect_timeout=timeout,
-            max_reconnect_attempts=-1,
-            reconnect_time_wait=0.25,
-            allow_reconnect=True,
-            error_cb=self._on_error,
+        """Connect, or fail with UNAVAILABLE (unreachable) or UNAUTHENTICATED (refused
+        credentials): nats-py would otherwise retry a refused login forever."""
+        creds = self.credentials
+        refused: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+        async def on_error(exc: Exception) -> None:
+            if _is_auth_error(exc):
+                if not refused.done():
+                    refused.set_result(exc)
+                if self._nc is not None:  # a reconnect refused: worth more than debug
+                    log.warning("nats %s: the server refused our credentials", self.name)
+            await self._on_error(exc)
+
+        connecting: asyncio.Future[Any] = asyncio.ensure_future(
+            nats.connect(
+                self.url,
+                name=self.name,
+                user=creds.user if creds else None,
+                password=creds.password if creds else None,
+                connect_timeout=timeout,
+                max_reconnect_attempts=-1,
+                reconnect_time_wait=0.25,
+                allow_reconnect=True,
+                error_cb=on_error,
+            )
         )
+        await asyncio.wait({connecting, refused}, timeout=timeout, return_when="FIRST_COMPLETED")
+        if not connecting.done():
+            connecting.cancel()
+            await asyncio.gather(connecting, return_exceptions=True)
+            if refused.done():
+                hint = "" if creds else " (none were given: set nats_user and nats_password)"
+                raise ElanusError(
+                    ErrorCode.UNAUTHENTICATED,  # as the Flight face answers the same failure
+                    f"NATS at {self.url} refused the credentials{hint}",
+                )
+            raise ElanusError(
+                ErrorCode.UNAVAILABLE, f"cannot connect to NATS at {self.url}: timeout"
+            )
         try:
-            self._nc = await asyncio.wait_for(connecting, timeout)
+            self._nc = connecting.result()
         except (TimeoutError, OSError, nats.errors.NoServersError) as exc:
             raise ElanusError(
                 ErrorCode.UNAVAILABLE, f"cannot connect to NATS at {self.url}: {exc or 'timeout'}"
@@ -187,7 +225,7 @@ class Bus:
     async def fork(self, name: str) -> Bus:
         """A second connection to the same server, for bulk data: megabytes of DML on one
         socket must not delay the small control messages (ticks, keepalives) on another."""
-        return await Bus(self.url, name).connect()
+        return await Bus(self.url, name, self.credentials).connect()
 
     async def _on_error(self, exc: Exception) -> None:
         log.debug("nats %s: %s", self.name, exc)
@@ -307,6 +345,13 @@ class Bus:
                 log.exception("subscriber of %s failed", subject)
 
         return await self.nc.subscribe(subject, cb=on_message)
+
+
+def _is_auth_error(exc: Exception) -> bool:
+    """Whether nats-py reports the server refusing our login (no typed error for it)."""
+    if isinstance(exc, nats.errors.AuthorizationError):
+        return True
+    return isinstance(exc, nats.errors.Error) and "authorization violation" in str(exc).lower()
 
 
 async def _guarded(subject: str, handler: Handler, payload: dict[str, Any]) -> Any:

@@ -3,6 +3,8 @@
 The child must never outlive its parent: on Linux it gets ``PR_SET_PDEATHSIG`` (the kernel
 sends SIGTERM when the parent dies, even by kill -9), and it runs in its own process group
 so a terminal's Ctrl-C reaches only the parent, which then stops the roles before NATS.
+It requires a user and password (``channels/natsauth.py``), written with the rest of its
+configuration to an owner-only file, never on its command line (``ps`` would show them).
 ``PR_SET_PDEATHSIG`` fires when the *thread* that forked the child exits, so ``start`` must
 be called from a thread that lives as long as the server (the main thread, in practice).
 """
@@ -19,6 +21,14 @@ import sys
 import sysconfig
 import time
 from pathlib import Path
+
+from elanus.channels.natsauth import (
+    NatsCredentials,
+    check_for_config,
+    conf_string,
+    stored_credentials,
+    write_private,
+)
 
 PR_SET_PDEATHSIG = 1
 
@@ -66,7 +76,11 @@ def terminate(proc: subprocess.Popen[bytes] | None, timeout: float = 10.0) -> No
 
 
 class EmbeddedNats:
-    """Start, wait for, and stop a JetStream-enabled nats-server with its store in a dir."""
+    """Start, wait for, and stop a JetStream-enabled nats-server with its store in a dir.
+
+    ``credentials`` are what clients must present; when none are given they are read from
+    (or generated into, for ``user``) the store dir, so a restart on the same dir keeps them.
+    """
 
     def __init__(
         self,
@@ -74,32 +88,58 @@ class EmbeddedNats:
         port: int = 0,
         host: str = "127.0.0.1",
         max_payload_mb: int = 8,
+        credentials: NatsCredentials | None = None,
+        user: str | None = None,
     ) -> None:
         self.store_dir = Path(store_dir)
         self.host = host
         self.port = port
         self.max_payload_mb = max_payload_mb
+        self._credentials = check_for_config(credentials) if credentials else None
+        self._user = user
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
+        """Where to connect; carries no credentials (it is printed and logged)."""
         return f"nats://{self.host}:{self.port}"
+
+    @property
+    def credentials(self) -> NatsCredentials:
+        if self._credentials is None:
+            self._make_store_dir()
+            self._credentials = check_for_config(stored_credentials(self.store_dir, self._user))
+        return self._credentials
+
+    def client_env(self) -> dict[str, str]:
+        """Environment variables that give a role process started by us our credentials."""
+        return self.credentials.env()
+
+    def _make_store_dir(self) -> None:
+        """The store holds every message on the bus: owner-only, like the files in it."""
+        if not self.store_dir.exists():
+            self.store_dir.mkdir(parents=True, mode=0o700)
 
     @property
     def log_path(self) -> Path:
         return self.store_dir / "nats-server.log"
 
     def _write_config(self) -> Path:
-        self.store_dir.mkdir(parents=True, exist_ok=True)
+        creds = self.credentials
         conf = self.store_dir / "nats-server.conf"
         store = (self.store_dir / "jetstream").as_posix()
-        conf.write_text(
+        write_private(
+            conf,
             f'listen: "{self.host}:{self.port}"\n'
             f"max_payload: {self.max_payload_mb}MB\n"
             f"max_pending: {max(64, 8 * self.max_payload_mb)}MB\n"
-            "jetstream {\n"
-            f'  store_dir: "{store}"\n'
+            "authorization {\n"
+            f"  user: {conf_string(creds.user)}\n"
+            f"  password: {conf_string(creds.password)}\n"
             "}\n"
+            "jetstream {\n"
+            f"  store_dir: {conf_string(store)}\n"
+            "}\n",
         )
         return conf
 

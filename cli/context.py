@@ -21,6 +21,7 @@ from rich.console import RenderableType
 
 from elanus.cli.output import emit
 from elanus.errors import ElanusError, ErrorCode
+from elanus.flight.tls import read_pem
 from elanus.settings import Settings, load_settings
 
 if TYPE_CHECKING:
@@ -64,9 +65,43 @@ NatsPortOpt = Annotated[
     int | None,
     typer.Option("--nats-port", show_default=False, help="Port of the embedded NATS (0: any)."),
 ]
+TlsCaOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--tls-ca",
+        envvar="ELANUS_TLS_CA",
+        show_default=False,
+        help="PEM file of the CA that signed the proxy's TLS certificate; the uri becomes "
+        "grpc+tls:// (also $ELANUS_TLS_CA).",
+    ),
+]
 StorageOpt = Annotated[
     str | None,
     typer.Option("--storage", show_default=False, help="Segment and index storage path."),
+]
+UserOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--user", envvar="ELANUS_USER", show_default=False, help="User name (auth_enabled)."
+    ),
+]
+PasswordOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--password",
+        envvar="ELANUS_PASSWORD",
+        show_default=False,
+        help="Password of --user (prefer $ELANUS_PASSWORD: command lines are visible to ps).",
+    ),
+]
+TokenOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--token",
+        envvar="ELANUS_TOKEN",
+        show_default=False,
+        help="'user:password', as pymilvus takes it (instead of --user/--password).",
+    ),
 ]
 
 
@@ -78,6 +113,10 @@ class CliState:
     data_dir: str | None = None
     uri: str | None = None
     json: bool = False
+    user: str | None = None
+    password: str | None = None
+    token: str | None = None
+    tls_ca: Path | None = None
 
     @classmethod
     def of(cls, ctx: typer.Context) -> CliState:
@@ -98,6 +137,15 @@ class CliState:
             return load_settings(self.config, data_dir=self.data_dir, **flags)
         except ValueError as exc:
             raise typer.BadParameter(str(exc), param_hint="settings") from None
+
+    def client_options(self) -> dict[str, Any]:
+        """Keyword arguments for every ``Client`` the command opens: the credentials, and
+        the CA to trust, read here so a Spark job can carry the bytes to its executors."""
+        given = {"token": self.token, "user": self.user, "password": self.password}
+        options: dict[str, Any] = {k: v for k, v in given.items() if v}
+        if self.tls_ca is not None:
+            options["tls_root_certs"] = read_pem(self.tls_ca, "--tls-ca")
+        return options
 
     def target_uri(self) -> str:
         """``--uri`` (before or after the command) beats ``ELANUS_URI``, which beats the
@@ -128,7 +176,7 @@ def connect(state: CliState) -> Iterator[Client]:
 
     uri = state.target_uri()
     try:
-        with Client(uri) as client:
+        with Client(uri, **state.client_options()) as client:
             yield client
     except ElanusError as exc:
         if exc.code == ErrorCode.UNAVAILABLE and uri not in exc.message:

@@ -29,6 +29,7 @@ import psutil
 from elanus.channels.bus import Bus
 from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats
+from elanus.channels.natsauth import DEFAULT_USER, NatsCredentials, redact_url, resolve
 from elanus.errors import ElanusError, ErrorCode
 from elanus.settings import Settings
 
@@ -120,7 +121,7 @@ class RoleHost:
     def nats_url(self) -> str | None:
         if self.nats is not None:
             return self.nats.url
-        return self.settings.nats_url
+        return redact_url(self.settings.nats_url)
 
     @property
     def flight_uri(self) -> str | None:
@@ -156,17 +157,10 @@ class RoleHost:
     def _start(self) -> None:
         stack = self._stack
         self._check_info_file()
-        url = self.settings.nats_url
-        if url is None:
-            if threading.current_thread() is not threading.main_thread():
-                log.warning("embedded NATS started off the main thread: it will die with it")
-            self.nats = EmbeddedNats(self.settings.nats_store_path, port=self.settings.nats_port)
-            stack.callback(self._undo, "stopping nats-server", self.nats.stop)
-            self.nats.start()
-            url = self.nats.url
+        url, creds = self._nats()
         self.loop = LoopThread().start()
         stack.callback(self._undo, "stopping the loop", self.loop.stop)
-        bus = Bus(url, name=f"elanus-{'+'.join(self.role_names)}-{os.getpid()}")
+        bus = Bus(url, name=f"elanus-{'+'.join(self.role_names)}-{os.getpid()}", credentials=creds)
         self._connect(bus)
         self.bus = bus
         self._undo_on_loop("closing the bus", bus.close)
@@ -179,6 +173,25 @@ class RoleHost:
             self._write_info_file(self.info_file)
             stack.callback(self.info_file.unlink, missing_ok=True)
         log.info("hosting %s (nats %s, flight %s)", self.role_names, url, self.flight_uri)
+
+    def _nats(self) -> tuple[str, NatsCredentials | None]:
+        """The NATS URL and credentials of the roles: an external server's from the
+        settings (or the URL), else those of an embedded server started here (the settings'
+        or, when unset, generated once and kept owner-only in its store dir)."""
+        s = self.settings
+        if s.nats_url is not None:
+            return resolve(s.nats_url, s.nats_user, s.nats_password)
+        if threading.current_thread() is not threading.main_thread():
+            log.warning("embedded NATS started off the main thread: it will die with it")
+        configured = None
+        if s.nats_password is not None:
+            configured = NatsCredentials(s.nats_user or DEFAULT_USER, s.nats_password)
+        self.nats = EmbeddedNats(
+            s.nats_store_path, port=s.nats_port, credentials=configured, user=s.nats_user
+        )
+        self._stack.callback(self._undo, "stopping nats-server", self.nats.stop)
+        self.nats.start()
+        return self.nats.url, self.nats.credentials
 
     def _connect(self, bus: Bus) -> None:
         """Connect, or fail with a clear error: an unreachable NATS would be retried forever."""

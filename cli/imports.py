@@ -1,11 +1,12 @@
 """Bulk import commands: ``elanus import COLLECTION FILE...``, ``elanus import-state JOB``
 and ``elanus import-jobs [COLLECTION]``.
 
-``import`` hands the files to the server (paths made absolute: the data node reads them
-itself, nothing is streamed through the client) and follows the job with a progress bar on
-stderr; ``--no-wait`` prints the job id and returns at once. Files that are not there are
-usage errors before anything is sent; a file the server refuses fails the job, and the
-command, with the server's reason.
+``import`` hands the files to the server: a server on this machine reads a file in place
+when it lies inside its import roots; any other file is first uploaded into the server's
+import area over Flight (``--upload`` always, ``--no-upload`` never). It then follows the
+job with a progress bar on stderr; ``--no-wait`` prints the job id and returns at once.
+Files that are not there are usage errors before anything is sent; a file the server
+refuses fails the job, and the command, with the server's reason.
 """
 
 from __future__ import annotations
@@ -43,6 +44,14 @@ JobArg = Annotated[int, typer.Argument(help="Import job id.", show_default=False
 NoWaitOpt = Annotated[
     bool, typer.Option("--no-wait", help="Print the job id and return without waiting.")
 ]
+UploadOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--upload/--no-upload",
+        help="Upload the files to the server first (default: when it cannot read them).",
+        show_default=False,
+    ),
+]
 TimeoutOpt = Annotated[float, typer.Option("--timeout", min=0, help="Seconds to wait for the job.")]
 
 
@@ -53,6 +62,7 @@ def import_files(
     partition: PartitionOpt = None,
     no_wait: NoWaitOpt = False,
     timeout: TimeoutOpt = DEFAULT_TIMEOUT_S,
+    upload: UploadOpt = None,
     as_json: JsonOpt = False,
     uri: UriOpt = None,
 ) -> None:
@@ -67,7 +77,7 @@ def import_files(
     state = CliState.of(ctx).merged(json=as_json, uri=uri)
     started = time.monotonic()
     with connect(state) as client:
-        job_id = client.bulk_import(collection, paths, partition_name=partition)
+        job_id = client.bulk_import(collection, paths, partition_name=partition, upload=upload)
         if no_wait:
             result = client.get_import_state(job_id)
         else:

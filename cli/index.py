@@ -168,6 +168,7 @@ def build(
             master=spark_master,
             retry_failed=retry_failed,
             on_progress=progress,
+            client_options=state.client_options(),
         )
 
     def render(result: dict[str, Any]) -> RenderableType:

@@ -13,8 +13,18 @@ from collections.abc import Sequence
 import typer
 
 import elanus
-from elanus.cli import admin, data, imports, read, server
-from elanus.cli.context import CliState, ConfigOpt, DataDirOpt, JsonOpt, UriOpt
+from elanus.cli import admin, data, imports, read, server, users
+from elanus.cli.context import (
+    CliState,
+    ConfigOpt,
+    DataDirOpt,
+    JsonOpt,
+    PasswordOpt,
+    TlsCaOpt,
+    TokenOpt,
+    UriOpt,
+    UserOpt,
+)
 from elanus.cli.index import index_app
 from elanus.cli.output import error_parts, print_error
 
@@ -43,6 +53,8 @@ app.command("release")(read.release)
 app.command("search")(read.search)
 app.command("query")(read.query)
 app.add_typer(index_app, name="index")
+app.add_typer(users.user_app, name="user")
+app.add_typer(users.role_app, name="role")
 
 
 def _version(value: bool) -> None:
@@ -58,13 +70,26 @@ def global_options(
     data_dir: DataDirOpt = None,
     uri: UriOpt = None,
     as_json: JsonOpt = False,
+    user: UserOpt = None,
+    password: PasswordOpt = None,
+    token: TokenOpt = None,
+    tls_ca: TlsCaOpt = None,
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
     ),
 ) -> None:
     """Options given here apply to every command; --json, --uri and --data-dir may also
     follow the command that uses them."""
-    ctx.obj = CliState(config=config, data_dir=data_dir, uri=uri, json=as_json)
+    ctx.obj = CliState(
+        config=config,
+        data_dir=data_dir,
+        uri=uri,
+        json=as_json,
+        user=user,
+        password=password,
+        token=token,
+        tls_ca=tls_ca,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:

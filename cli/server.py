@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 from rich.panel import Panel
 
+from elanus.channels.natsauth import redact_url
 from elanus.cli.context import (
     CliState,
     DataDirOpt,
@@ -20,7 +21,28 @@ from elanus.cli.context import (
 )
 from elanus.cli.host import INFO_FILE, ROLES, RoleHost, standalone_roles
 from elanus.cli.output import console, emit, kv_table
-from elanus.settings import Settings
+from elanus.settings import Settings, is_loopback_host
+
+TlsCertOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--tls-cert",
+        show_default=False,
+        help="PEM certificate chain: serve grpc+tls:// (with --tls-key).",
+    ),
+]
+TlsKeyOpt = Annotated[
+    str | None,
+    typer.Option("--tls-key", show_default=False, help="PEM private key of --tls-cert."),
+]
+TlsClientCaOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--tls-client-ca",
+        show_default=False,
+        help="PEM CA bundle: clients must present a certificate it signed (mutual TLS).",
+    ),
+]
 
 config_app = typer.Typer(help="Inspect the effective settings.", no_args_is_help=True)
 
@@ -34,11 +56,49 @@ def server_settings(
     nats: str | None,
     nats_port: int | None,
     storage: str | None,
+    auth_enabled: bool | None = None,
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
+    tls_client_ca: str | None = None,
 ) -> Settings:
     """The merged settings of a server command; its flags are the top layer."""
     state = CliState.of(ctx).merged(data_dir=data_dir)
     return state.settings(
-        flight_port=port, flight_host=host, nats_url=nats, nats_port=nats_port, storage=storage
+        flight_port=port,
+        flight_host=host,
+        nats_url=nats,
+        nats_port=nats_port,
+        storage=storage,
+        auth_enabled=auth_enabled,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
+        tls_client_ca=tls_client_ca,
+    )
+
+
+AuthOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--auth/--no-auth",
+        show_default=False,
+        help="Require credentials on every call (setting auth_enabled).",
+    ),
+]
+InsecureOpt = Annotated[
+    bool,
+    typer.Option("--insecure", help="Allow serving a non-loopback address without --auth."),
+]
+
+
+def check_exposure(settings: Settings, insecure: bool) -> None:
+    """Refuse to put an open server on a network by accident."""
+    if settings.auth_enabled or insecure or is_loopback_host(settings.flight_host):
+        return
+    raise typer.BadParameter(
+        f"refusing to serve {settings.flight_host!r} with authentication off: anyone who "
+        "reaches it could read, write and drop everything. Pass --auth (setting "
+        "auth_enabled), or --insecure if that is what you want.",
+        param_hint="--host",
     )
 
 
@@ -67,6 +127,11 @@ def standalone(
     nats: NatsOpt = None,
     host: HostOpt = None,
     storage: StorageOpt = None,
+    auth: AuthOpt = None,
+    insecure: InsecureOpt = False,
+    tls_cert: TlsCertOpt = None,
+    tls_key: TlsKeyOpt = None,
+    tls_client_ca: TlsClientCaOpt = None,
 ) -> None:
     """Run every role in this process, with an embedded NATS unless --nats is given."""
     settings = server_settings(
@@ -77,7 +142,12 @@ def standalone(
         nats=nats,
         nats_port=nats_port,
         storage=storage,
+        auth_enabled=auth,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
+        tls_client_ca=tls_client_ca,
     )
+    check_exposure(settings, insecure)
     _configure_logging(settings)
     settings.data_path.mkdir(parents=True, exist_ok=True)
     roles = RoleHost(settings, standalone_roles(), info_file=settings.data_path / INFO_FILE)
@@ -92,15 +162,33 @@ def run(
     port: PortOpt = None,
     host: HostOpt = None,
     data_dir: DataDirOpt = None,
+    auth: AuthOpt = None,
+    insecure: InsecureOpt = False,
+    tls_cert: TlsCertOpt = None,
+    tls_key: TlsKeyOpt = None,
+    tls_client_ca: TlsClientCaOpt = None,
 ) -> None:
-    """Run one role against an external NATS (cluster mode)."""
+    """Run one role against an external NATS (cluster mode); the TLS flags apply to a
+    proxy."""
     if role not in ROLES:
         raise typer.BadParameter(
             f"unknown role {role!r}; known: {', '.join(ROLES)}", param_hint="ROLE"
         )
     settings = server_settings(
-        ctx, data_dir=data_dir, port=port, host=host, nats=nats, nats_port=None, storage=storage
+        ctx,
+        data_dir=data_dir,
+        port=port,
+        host=host,
+        nats=nats,
+        nats_port=None,
+        storage=storage,
+        auth_enabled=auth,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
+        tls_client_ca=tls_client_ca,
     )
+    if role == "proxy":
+        check_exposure(settings, insecure)
     if not settings.nats_url:
         raise typer.BadParameter(
             "a role on its own needs an external NATS: "
@@ -134,4 +222,7 @@ def config_show(
     )
     values: dict[str, Any] = settings.to_dict()
     values["flight_uri"] = settings.flight_uri
+    values["nats_url"] = redact_url(settings.nats_url)
+    for key in [k for k in values if k.endswith("password") and values[k] is not None]:
+        values[key] = "***"  # secrets are set, never shown
     emit(values, kv_table, CliState.of(ctx).json or as_json)

@@ -15,6 +15,8 @@ from typing import Any
 class ErrorCode(enum.StrEnum):
     INVALID_ARGUMENT = "INVALID_ARGUMENT"
     SCHEMA_MISMATCH = "SCHEMA_MISMATCH"
+    PATH_NOT_ALLOWED = "PATH_NOT_ALLOWED"
+    """A path names no regular file inside the import roots (docs/security.md)."""
     COLLECTION_NOT_FOUND = "COLLECTION_NOT_FOUND"
     COLLECTION_ALREADY_EXISTS = "COLLECTION_ALREADY_EXISTS"
     PARTITION_NOT_FOUND = "PARTITION_NOT_FOUND"
@@ -29,10 +31,22 @@ class ErrorCode(enum.StrEnum):
     BAD_EXPRESSION = "BAD_EXPRESSION"
     REQUEST_TOO_LARGE = "REQUEST_TOO_LARGE"
     LIMIT_EXCEEDED = "LIMIT_EXCEEDED"
+    RATE_LIMITED = "RATE_LIMITED"
     UNKNOWN_ACTION = "UNKNOWN_ACTION"
+    UNAUTHENTICATED = "UNAUTHENTICATED"
+    PERMISSION_DENIED = "PERMISSION_DENIED"
+    USER_NOT_FOUND = "USER_NOT_FOUND"
+    USER_ALREADY_EXISTS = "USER_ALREADY_EXISTS"
+    ROLE_NOT_FOUND = "ROLE_NOT_FOUND"
+    ROLE_ALREADY_EXISTS = "ROLE_ALREADY_EXISTS"
     TIMEOUT = "TIMEOUT"
     UNAVAILABLE = "UNAVAILABLE"
     INTERNAL = "INTERNAL"
+
+
+RETRYABLE = frozenset({ErrorCode.RATE_LIMITED, ErrorCode.UNAVAILABLE, ErrorCode.TIMEOUT})
+"""Codes after which the same request may succeed if sent again later (a DDL that timed
+out may have happened: check before repeating it)."""
 
 
 class ElanusError(Exception):
@@ -42,6 +56,11 @@ class ElanusError(Exception):
         self.code = ErrorCode(code) if code in ErrorCode.__members__ else code
         self.message = message
         super().__init__(f"[{self.code}] {message}")
+
+    @property
+    def retryable(self) -> bool:
+        """Whether sending the same request again later may succeed (``RETRYABLE``)."""
+        return self.code in RETRYABLE
 
     def to_dict(self) -> dict[str, str]:
         return {"code": str(self.code), "message": self.message}

@@ -10,23 +10,27 @@ arrays arrive as JSON text (``"[0.1, 0.2]"``) and are parsed (dense vectors vect
 Arrow compute); a JSON-typed field read from JSON Lines as an object becomes JSON text. The
 real checking (types, dimensions, nulls, NaN) is ``elanus.validation.conform_insert``'s.
 
-No network and no writes: only the files named are read. Errors are ``ElanusError``s that
-name the file.
+No network and no writes: only the files named are read, on the server only inside the
+import roots (``elanus.importroots``). Errors are ``ElanusError``s that name the file and
+never quote its bytes (``elanus.fileerrors``).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
+import numpy.lib.format as npformat
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from elanus.errors import ElanusError, ErrorCode, invalid
+from elanus.fileerrors import reader_failure
+from elanus.importroots import open_confined
 from elanus.rows import to_arrow
 from elanus.schema import DYNAMIC_FIELD, DataType, Field, Schema
 
@@ -40,6 +44,7 @@ FORMATS = (*ROW_FORMATS, NUMPY, ARROW)
 _SUFFIXES = {".parquet": PARQUET, ".pq": PARQUET, ".jsonl": JSONL, ".ndjson": JSONL, ".csv": CSV}
 # pyarrow's CSV and JSON readers decompress these on the fly (not Parquet: it compresses inside)
 _COMPRESSED = (".gz", ".bz2", ".zst", ".lz4")
+_CODECS = {".gz": "gzip", ".bz2": "bz2", ".zst": "zstd", ".lz4": "lz4"}
 NUMPY_SUFFIX = ".npy"
 _NUMPY_TYPES = {
     DataType.BOOL,
@@ -133,55 +138,92 @@ class Source:
     total: int | None
 
 
-def unreadable(path: str | Path, exc: BaseException) -> ElanusError:
-    message = " ".join(str(exc).split()) or type(exc).__name__
-    return invalid(f"cannot read {Path(path).name}: {message}")
+def unreadable(path: str | Path, exc: BaseException, what: str = "") -> ElanusError:
+    """A reader failure naming the file and the kind of problem, never the file's bytes."""
+    return reader_failure(path, exc, what)
 
 
-def guarded(path: str | Path, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def guarded(
+    path: str | Path, batches: Iterator[pa.RecordBatch], what: str = ""
+) -> Iterator[pa.RecordBatch]:
     """Reader failures (bad CSV/JSON/Parquet) as INVALID_ARGUMENT naming the file."""
     while True:
         try:
             batch = next(batches)
         except StopIteration:
             return
-        except (pa.ArrowException, OSError, ValueError) as exc:
-            raise unreadable(path, exc) from None
+        except Exception as exc:  # noqa: BLE001 - any reader failure; its text is not shown
+            raise unreadable(path, exc, what) from None
         yield batch
 
 
+def open_file(path: str | Path, roots: Sequence[Path] | None) -> BinaryIO:
+    """The file, opened for reading: confined to ``roots`` on the server (see
+    ``elanus.importroots``), as is on the client (``roots`` None)."""
+    if roots is not None:
+        return open_confined(path, roots)
+    try:
+        return open(path, "rb")
+    except OSError as exc:
+        raise unreadable(path, exc) from None
+
+
+def _closing(handle: BinaryIO, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    try:
+        yield from batches
+    finally:
+        handle.close()
+
+
 def open_source(
-    path: str | Path, fmt: str, schema: Schema, batch_rows: int, *, delimiter: str = ","
+    path: str | Path,
+    fmt: str,
+    schema: Schema,
+    batch_rows: int,
+    *,
+    delimiter: str = ",",
+    roots: Sequence[Path] | None = None,
 ) -> Source:
     """Open a row-based file (Parquet, JSON Lines, CSV) or a staged Arrow IPC file."""
     path = Path(path)
+    if fmt not in (*ROW_FORMATS, ARROW):
+        raise invalid(f"{path.name}: not a row-based format: {fmt!r}")
+    handle = open_file(path, roots)
     try:
         if fmt == PARQUET:
             import pyarrow.parquet as pq
 
-            pf = pq.ParquetFile(path)
-            return Source(iter(pf.iter_batches(batch_size=batch_rows)), pf.metadata.num_rows)
+            pf = pq.ParquetFile(handle)
+            batches = pf.iter_batches(batch_size=batch_rows)
+            return Source(_closing(handle, batches), pf.metadata.num_rows)
+        if fmt == ARROW:
+            with handle:
+                table = pa.ipc.open_file(handle).read_all()
+            return Source(iter(table.to_batches(max_chunksize=batch_rows)), table.num_rows)
+        stream = pa.input_stream(handle, compression=_codec(path))
         if fmt == JSONL:
             import pyarrow.json as pajson
 
-            whole = pajson.read_json(path)  # infers types over the whole file
+            with handle:
+                whole = pajson.read_json(stream)  # infers types over the whole file
             return Source(iter(whole.to_batches(max_chunksize=batch_rows)), whole.num_rows)
-        if fmt == ARROW:
-            with pa.memory_map(str(path)) as source:
-                table = pa.ipc.open_file(source).read_all()
-            return Source(iter(table.to_batches(max_chunksize=batch_rows)), table.num_rows)
-        if fmt != CSV:
-            raise invalid(f"{path.name}: not a row-based format: {fmt!r}")
         import pyarrow.csv as pacsv
 
         reader = pacsv.open_csv(
-            path,
+            stream,
             parse_options=pacsv.ParseOptions(delimiter=delimiter),
             convert_options=pacsv.ConvertOptions(column_types=csv_column_types(schema)),
         )
-        return Source(iter(reader), None)
-    except (pa.ArrowException, OSError, ValueError) as exc:
-        raise unreadable(path, exc) from None
+        return Source(_closing(handle, iter(reader)), None)
+    except Exception as exc:  # noqa: BLE001 - any reader failure; its text is not shown
+        handle.close()
+        raise unreadable(path, exc, fmt) from None
+
+
+def _codec(path: Path) -> str | None:
+    """What pyarrow's own path-based detection would pick (the file is opened by us)."""
+    suffix = path.suffix.lower()
+    return _CODECS.get(suffix) if suffix in _COMPRESSED else None
 
 
 def csv_column_types(schema: Schema) -> dict[str, pa.DataType]:
@@ -200,7 +242,12 @@ def csv_column_types(schema: Schema) -> dict[str, pa.DataType]:
     return types
 
 
-def open_numpy(paths: list[str | Path], schema: Schema, batch_rows: int) -> Source:
+def open_numpy(
+    paths: list[str | Path],
+    schema: Schema,
+    batch_rows: int,
+    roots: Sequence[Path] | None = None,
+) -> Source:
     """A set of ``.npy`` files, one per field, memory-mapped and read in row slices."""
     fields = {f.name: f for f in schema.fields}
     arrays: dict[str, tuple[Field | None, np.ndarray]] = {}
@@ -218,11 +265,7 @@ def open_numpy(paths: list[str | Path], schema: Schema, batch_rows: int) -> Sour
                 f"{Path(p).name}: field {name!r} is {f.dtype.value}, which a .npy file cannot "
                 "hold; import it from Parquet or JSON Lines"
             )
-        try:
-            arr = np.load(p, mmap_mode="r", allow_pickle=False)
-        except (OSError, ValueError, EOFError) as exc:
-            raise unreadable(p, exc) from None
-        arrays[name] = (f, arr)
+        arrays[name] = (f, _load_npy(p, roots))
     counts = {name: int(a.shape[0]) if a.ndim else -1 for name, (_, a) in arrays.items()}
     if len(set(counts.values())) > 1:
         listed = ", ".join(f"{n}.npy: {c}" for n, c in counts.items())
@@ -240,6 +283,25 @@ def open_numpy(paths: list[str | Path], schema: Schema, batch_rows: int) -> Sour
     return Source(batches(), total)
 
 
+def _load_npy(path: str | Path, roots: Sequence[Path] | None) -> np.ndarray:
+    """Memory-map an opened ``.npy`` file (no pickles); the map outlives the handle."""
+    with open_file(path, roots) as handle:
+        try:
+            version = npformat.read_magic(handle)
+            if version == (1, 0):
+                shape, fortran, dtype = npformat.read_array_header_1_0(handle)
+            else:
+                shape, fortran, dtype = npformat.read_array_header_2_0(handle)
+            if dtype.hasobject:
+                raise ValueError("pickled objects")
+            if not shape or 0 in shape:
+                return np.zeros(shape, dtype=dtype)
+            mapped: Any = handle  # numpy's stubs want a writable file; "r" maps read-only
+            return np.memmap(mapped, dtype, "r", handle.tell(), shape, "F" if fortran else "C")
+        except Exception as exc:  # noqa: BLE001 - numpy quotes bad headers: never shown
+            raise unreadable(path, exc, ".npy") from None
+
+
 def _check_numpy_shape(name: str, f: Field | None, arr: np.ndarray) -> None:
     vector = f is not None and f.dtype.is_vector
     want = 2 if vector else 1
@@ -252,7 +314,7 @@ def _check_numpy_shape(name: str, f: Field | None, arr: np.ndarray) -> None:
     if arr.dtype.kind not in "biufU":
         raise ElanusError(
             ErrorCode.SCHEMA_MISMATCH,
-            f"{name}.npy: numpy dtype {arr.dtype} is not supported (numbers, booleans or "
+            f"{name}.npy: numpy dtype {arr.dtype.str} is not supported (numbers, booleans or "
             "fixed-width unicode strings)",
         )
 
@@ -267,19 +329,25 @@ def _numpy_column(f: Field | None, part: np.ndarray) -> pa.Array:
 
 
 def open_unit(
-    unit: dict[str, Any], schema: Schema, batch_rows: int, *, delimiter: str = ","
+    unit: dict[str, Any],
+    schema: Schema,
+    batch_rows: int,
+    *,
+    delimiter: str = ",",
+    roots: Sequence[Path] | None = None,
 ) -> Source:
-    """Open one import unit (``group_files``' output) with its columns converted."""
+    """Open one import unit (``group_files``' output) with its columns converted; on the
+    server ``roots`` confines every file it opens."""
     fmt, paths = unit["format"], unit["paths"]
     if fmt == NUMPY:
-        return open_numpy(paths, schema, batch_rows)
+        return open_numpy(paths, schema, batch_rows, roots)
     path = Path(paths[0])
-    source = open_source(path, fmt, schema, batch_rows, delimiter=delimiter)
+    source = open_source(path, fmt, schema, batch_rows, delimiter=delimiter, roots=roots)
     if fmt == ARROW:
         return source
     converted = (
         prepare(b, schema, first, path.name)
-        for b, first in with_offsets(guarded(path, source.batches))
+        for b, first in with_offsets(guarded(path, source.batches, fmt))
     )
     return Source(converted, source.total)
 
@@ -408,9 +476,9 @@ def _json_rows(f: Field, arr: pa.Array, first_row: int, source: str) -> list[Any
         try:
             value = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise invalid(
+            raise invalid(  # the text itself is never quoted (elanus.fileerrors)
                 f"field {f.name!r}: the value at row {first_row + i} of {source} is not JSON "
-                f"({exc.msg}): {text[:60]!r}",
+                f"({exc.msg} at character {exc.pos})",
             ) from None
         rows.append(_drop_null_keys(value))
     return rows

@@ -7,6 +7,7 @@ keys are the field names below (flat, or under an ``[elanus]`` table).
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import os
 import tomllib
 from dataclasses import dataclass, fields
@@ -59,26 +60,41 @@ class Settings:
     """How long a bearer token from the handshake stays valid."""
     import_roots: str | None = None
     """Directories import files may be read from, separated by ``,``; unset:
-    ``<data_dir>/import`` and ``<storage>/import``."""
+    ``<data_dir>/import`` and ``<storage>/import`` (created at start). Relative import
+    paths are taken under the first; uploads land in ``<storage>/import/uploads``, always
+    readable (``elanus/importroots.py``, docs/security.md)."""
     tls_cert: str | None = None
-    """PEM certificate chain of the Flight server; with ``tls_key`` it serves grpc+tls."""
+    """PEM certificate chain of the Flight server; with ``tls_key`` it serves grpc+tls and
+    advertises a ``grpc+tls://`` uri."""
     tls_key: str | None = None
+    """PEM private key of ``tls_cert``."""
     tls_client_ca: str | None = None
     """PEM CA bundle; when set, clients must present a certificate it signed (mutual TLS)."""
     nats_user: str | None = None
-    """Credentials roles use on NATS (an external server's, in cluster mode); standalone
-    generates them for its embedded server when unset."""
+    """User the roles log in to NATS with (default ``elanus``). In cluster mode, the external
+    server's (userinfo in ``nats_url`` works too); standalone requires it on its embedded
+    server (docs/security.md)."""
     nats_password: str | None = None
+    """Its password; unset in standalone: generated on first start into
+    ``<data_dir>/nats/credentials.json`` (owner-only) and reused. Pass it to role processes
+    through ``ELANUS_NATS_PASSWORD``, never on a command line."""
     max_action_bytes: int = 64 * 1024 * 1024
-    """Largest DoAction body, command or ticket; a larger one is refused before parsing."""
+    """Largest DoAction body, DoGet ticket, or DoPut / DoExchange / GetFlightInfo command;
+    a larger one is refused with REQUEST_TOO_LARGE from its length alone, before parsing.
+    0: no limit. Bulk data travels in DoPut and DoExchange streams, not in bodies."""
     max_put_bytes: int = 4 * 1024 * 1024 * 1024
-    """Largest total of one DoPut stream (any mode)."""
+    """Most bytes one DoPut stream may carry, whatever its mode (atomic streams are also
+    held to ``max_request_bytes``). 0: no limit."""
     max_put_batches: int = 1_000_000
-    """Most record batches in one DoPut stream."""
-    dml_rate_per_user: float = 0.0
-    """DML requests per second per user (0: unlimited); a burst of one second is allowed."""
-    dql_rate_per_user: float = 0.0
-    """Search/query requests per second per user (0: unlimited)."""
+    """Most messages (record batches) one DoPut stream may carry. 0: no limit."""
+    dml_rate_per_user: float = 1_000.0
+    """DML requests (inserts, upserts, deletes, imports, commits) per second per user; a
+    burst of one second's worth passes at once. 0: unlimited. Far above an honest client's
+    rate (a batch of rows is one request) yet a cap on a runaway loop."""
+    dql_rate_per_user: float = 10_000.0
+    """Search, query and read requests per second per user, with a burst of one second's
+    worth. 0: unlimited. About twice what an empty Flight server answers on the 2-core
+    benchmark machine (bench/README.md), so benchmarks never meet it."""
 
     def __post_init__(self) -> None:
         if self.num_pchannels < 1:
@@ -87,6 +103,16 @@ class Settings:
             raise ValueError("timetick_interval_ms must be at least 1")
         if self.max_json_depth < 2:
             raise ValueError("max_json_depth must be at least 2")
+        for name in ("max_action_bytes", "max_put_bytes", "max_put_batches"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be 0 (no limit) or positive")
+        for name in ("dml_rate_per_user", "dql_rate_per_user"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be 0 (unlimited) or positive")
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise ValueError("TLS needs both tls_cert and tls_key")
+        if self.tls_client_ca and not self.tls_cert:
+            raise ValueError("tls_client_ca (mutual TLS) needs tls_cert and tls_key too")
 
     @property
     def data_path(self) -> Path:
@@ -111,7 +137,12 @@ class Settings:
     @property
     def flight_uri(self) -> str:
         host = "127.0.0.1" if self.flight_host in ("0.0.0.0", "") else self.flight_host
-        return f"grpc://{host}:{self.flight_port}"
+        return f"{self.flight_scheme}://{host}:{self.flight_port}"
+
+    @property
+    def flight_scheme(self) -> str:
+        """``grpc+tls`` when the proxy serves TLS (``tls_cert``), else ``grpc``."""
+        return "grpc+tls" if self.tls_cert else "grpc"
 
     def replace(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
@@ -121,6 +152,16 @@ class Settings:
         d["storage"] = str(self.storage_path)
         d["data_dir"] = str(self.data_path)
         return d
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether ``host`` (a name or an address) stays on this machine."""
+    if host.strip("[]") == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def _coerce(name: str, raw: Any, annotation: Any) -> Any:

@@ -358,6 +358,8 @@ def _get_timestamp(b: Body) -> dict[str, Any]:
 
 # -- DoPut --------------------------------------------------------------------------------
 PUT_OPS = ("insert", "upsert")
+UPLOAD_OP = "upload"
+"""A DoPut that carries a file into the server's import area (``flight/uploads.py``)."""
 
 
 def check_put(raw: bytes) -> dict[str, Any]:
@@ -365,8 +367,11 @@ def check_put(raw: bytes) -> dict[str, Any]:
     for a staged write (``flight/imports.py``) stage (the write id) and stage_part."""
     b = Body(decode_request(raw, "DoPut command"), "DoPut command")
     op = b.str("op", "insert")
+    if op == UPLOAD_OP:
+        return _check_upload(b)
     if op not in PUT_OPS:
-        raise invalid(f"DoPut command: 'op' must be one of {', '.join(PUT_OPS)}, not {op!r}")
+        ops = ", ".join((*PUT_OPS, UPLOAD_OP))
+        raise invalid(f"DoPut command: 'op' must be one of {ops}, not {op!r}")
     partition = b.str("partition", None)
     request = {
         "op": op,
@@ -385,5 +390,18 @@ def check_put(raw: bytes) -> dict[str, Any]:
         )
     elif part is not None:
         raise invalid("DoPut command: 'stage_part' needs 'stage'")
+    b.done()
+    return request
+
+
+def _check_upload(b: Body) -> dict[str, Any]:
+    """``{"op": "upload", "collection", "name", "db"}``: the collection the file is for
+    (it must exist; privileges are the import's) and the file's name (sanitised)."""
+    request = {
+        "op": UPLOAD_OP,
+        "db": _db(b),
+        "collection": _name(b, "collection", "collection"),
+        "name": b.str("name"),
+    }
     b.done()
     return request

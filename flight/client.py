@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from elanus.consistency import ConsistencyLevel
+from elanus.flight.client_auth import AuthAPI
 from elanus.flight.client_base import ClientBase
 from elanus.flight.client_compat import IndexParams, milvus_description, reject_unknown
 from elanus.flight.client_index import BuilderAPI, IndexAPI
@@ -24,7 +25,7 @@ from elanus.schema import Schema, check_name
 __all__ = ["ATOMIC_LIMIT_BYTES", "DEFAULT_BATCH_BYTES", "Client", "ClientBase"]
 
 
-class Client(ReadAPI, WriteAPI, IndexAPI, BuilderAPI):
+class Client(ReadAPI, WriteAPI, IndexAPI, BuilderAPI, AuthAPI):
     """``Client("grpc://host:8815")``; methods mirror pymilvus's ``MilvusClient``."""
 
     # -- pymilvus builders ------------------------------------------------------------------

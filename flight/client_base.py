@@ -3,6 +3,10 @@ trip, the client's database, and the schema of a collection (for inserts and pag
 
 from __future__ import annotations
 
+import base64
+import json
+import time
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
@@ -10,25 +14,101 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from elanus.errors import ElanusError, ErrorCode
+from elanus.flight.tls import PemSource, client_tls
 from elanus.flight.wire import DEFAULT_DB, decode_body, encode_json, from_flight_error
 from elanus.schema import Schema, check_name
+
+
+@dataclass
+class Login:
+    """The credentials a client was opened with, as pymilvus takes them: ``token`` as
+    ``"user:password"`` (or a bearer token from an earlier handshake), or user + password."""
+
+    user: str
+    password: str | None
+    expires: float = 0.0
+    renew_at: float = 0.0
+
+    @classmethod
+    def of(cls, token: str | None, user: str | None, password: str | None) -> Login | None:
+        if token:
+            name, sep, secret = token.partition(":")
+            return cls(name, secret) if sep else cls(token, None)
+        if user:
+            return cls(user, password or "")
+        return None
+
+    def expiring(self) -> bool:
+        return self.password is not None and 0 < self.renew_at < time.time()
+
+    def renewed(self, header: str) -> None:
+        """Read the expiry a bearer token carries (not its signature: the server checks it)."""
+        token = header.partition(" ")[2]
+        try:
+            body = token.partition(".")[0]
+            payload = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+            self.expires = float(payload["exp"])
+        except (ValueError, KeyError, TypeError):
+            self.expires = self.renew_at = 0.0
+            return
+        now = time.time()
+        self.renew_at = self.expires - min(RENEW_BEFORE_S, (self.expires - now) / 4)
+
+
+RENEW_BEFORE_S = 60.0
+"""A token this close to its expiry (or in the last quarter of its life) is renewed by a
+new handshake before the next call."""
 
 
 class ClientBase:
     """The connection half of ``Client``; the API mixins build on it."""
 
     def __init__(
-        self, uri: str = "grpc://localhost:8815", timeout: float | None = None, db: str = DEFAULT_DB
+        self,
+        uri: str = "grpc://localhost:8815",
+        timeout: float | None = None,
+        db: str = DEFAULT_DB,
+        *,
+        token: str | None = None,
+        user: str | None = None,
+        password: str | None = None,
+        tls_root_certs: PemSource | None = None,
+        server_pem_path: PemSource | None = None,
+        ca_pem_path: PemSource | None = None,
+        client_pem_path: PemSource | None = None,
+        client_key_path: PemSource | None = None,
+        server_name: str | None = None,
+        secure: bool = False,
     ) -> None:
+        """Credentials (with ``auth_enabled``): ``token="user:password"`` as pymilvus takes
+        it, or ``user`` and ``password``. ``tls_root_certs`` (or pymilvus's
+        ``server_pem_path`` / ``ca_pem_path``) is the CA to trust, a PEM path or bytes;
+        ``client_pem_path`` and ``client_key_path`` are the certificate and key for mutual
+        TLS. TLS material makes a ``grpc://`` uri
+        ``grpc+tls://`` (see ``flight.tls.client_tls``)."""
+        uri, tls = client_tls(
+            uri,
+            tls_root_certs=tls_root_certs,
+            server_pem_path=server_pem_path,
+            ca_pem_path=ca_pem_path,
+            client_pem_path=client_pem_path,
+            client_key_path=client_key_path,
+            server_name=server_name,
+            secure=secure,
+        )
         self.uri = uri
         self.timeout = timeout
         self._db = check_name(db, "database")
         self._last_write_ts: int = 0
         """The newest write of this client: what a Session-consistent read waits for."""
         try:
-            self._flight: flight.FlightClient | None = flight.FlightClient(uri)
+            self._flight: flight.FlightClient | None = flight.FlightClient(uri, **tls)
         except (pa.ArrowException, ValueError) as exc:
             raise ElanusError(ErrorCode.INVALID_ARGUMENT, f"bad proxy uri {uri!r}: {exc}") from None
+        self._login = Login.of(token, user, password)
+        self._headers: list[tuple[bytes, bytes]] = []
+        if self._login is not None:
+            self._authenticate()
 
     # -- plumbing ---------------------------------------------------------------------------
     @property
@@ -43,7 +123,25 @@ class ClientBase:
 
     def _options(self, timeout: float | None) -> flight.FlightCallOptions:
         t = timeout if timeout is not None else self.timeout
-        return flight.FlightCallOptions(timeout=t) if t is not None else flight.FlightCallOptions()
+        if self._login is not None and self._login.expiring():
+            self._authenticate()
+        return flight.FlightCallOptions(timeout=t, headers=self._headers)
+
+    def _authenticate(self) -> None:
+        """Flight's basic-auth handshake; later calls carry the bearer token it returns."""
+        login = self._login
+        assert login is not None
+        if login.password is None:  # a token from an earlier handshake
+            self._headers = [(b"authorization", f"Bearer {login.user}".encode())]
+            return
+        try:
+            header = self._conn().authenticate_basic_token(
+                login.user, login.password, flight.FlightCallOptions(timeout=self.timeout)
+            )
+        except (flight.FlightError, pa.ArrowException) as exc:
+            raise from_flight_error(exc) from None
+        self._headers = [header]
+        login.renewed(header[1].decode())
 
     def _action(
         self, name: str, body: dict[str, Any] | None = None, *, timeout: float | None = None

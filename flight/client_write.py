@@ -3,6 +3,7 @@ deletes, bulk imports, staged writes, flush and compaction."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from typing import Any
@@ -13,6 +14,7 @@ import pyarrow.flight as flight
 from elanus.errors import ElanusError, ErrorCode
 from elanus.flight.client_base import ClientBase
 from elanus.flight.client_compat import reject_unknown
+from elanus.flight.client_upload import import_with_uploads, is_loopback, upload
 from elanus.flight.putresult import PutAck
 from elanus.flight.wire import encode_json, from_flight_error
 from elanus.rows import to_arrow
@@ -136,23 +138,43 @@ class WriteAPI(ClientBase):
         *,
         options: dict[str, Any] | None = None,
         db: str | None = None,
+        upload: bool | None = None,
     ) -> int:
         """Start a bulk import (Milvus's bulk insert); returns the job id.
 
-        ``files`` are absolute paths as the data nodes see them: each a Parquet, JSON
-        Lines or CSV file, or a list of ``.npy`` files (one per field, named after it).
-        Every file is checked before anything is written; poll ``get_import_state`` or
-        call ``wait_import``."""
-        body = self._in_db(
-            db,
-            collection=collection_name,
-            files=[[str(p) for p in f] if isinstance(f, list | tuple) else str(f) for f in files],
-        )
+        ``files``: each a Parquet, JSON Lines or CSV file, or a list of ``.npy`` files (one
+        per field, named after it). A path that exists here is a local file; the server
+        reads it in place when it can (a server on this machine, the file inside its
+        import roots), else it is uploaded first (``upload=True``: always; ``False``:
+        never). Other paths are the server's, inside its import roots (relative: under the
+        first root). Every file is checked before anything is written; poll
+        ``get_import_state`` or call ``wait_import``."""
+        entries = [[str(p) for p in f] if isinstance(f, list | tuple) else str(f) for f in files]
+        body = self._in_db(db, collection=collection_name)
         if partition_name:
             body["partition"] = partition_name
         if options:
             body["options"] = options
-        return int(self._action("import", body)["job_id"])
+
+        def start(named: list[Any]) -> int:
+            return int(self._action("import", {**body, "files": named})["job_id"])
+
+        return import_with_uploads(
+            entries,
+            start,
+            lambda path: self.upload_file(collection_name, path, db=db),
+            upload_mode=upload,
+            loopback=is_loopback(self.uri),
+        )
+
+    def upload_file(
+        self, collection_name: str, path: str | os.PathLike[str], *, db: str | None = None
+    ) -> str:
+        """Stream a local file into the server's import area (for an import into
+        ``collection_name``); returns the server path to import. The server removes it
+        when the import that reads it ends, or after a while if none does."""
+        command = self._in_db(db, collection=collection_name)
+        return str(upload(self._conn(), self._options(None), command, path)["path"])
 
     def get_import_state(self, job_id: int) -> dict[str, Any]:
         """``{"state": Pending|Importing|Completed|Failed, "progress": 0..1, "rows",

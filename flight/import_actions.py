@@ -3,12 +3,12 @@ list_import_jobs, commit_write, abort_write.
 
 Registered in the shared catalogue (``actions.ACTIONS``) so ListActions, the unknown-key
 check and the protocol doc cover them; the proxy runs them through ``ImportService``.
-Pure: no I/O (file paths are checked by name here, by the data node when it reads them).
+Pure: no I/O. File paths are checked by name here; the proxy then confines them to the
+import roots (``elanus.importroots``) and the data node checks again when it opens them.
 """
 
 from __future__ import annotations
 
-from pathlib import PurePosixPath
 from typing import Any
 
 from elanus import layout
@@ -31,8 +31,9 @@ def _paths(entries: list[Any]) -> list[str]:
 @_action(
     "import",
     "Bulk import files into segments (Milvus's bulk insert): Parquet, JSON Lines or CSV "
-    "files, or sets of .npy files (one per field). Body: collection, files, partition, "
-    "options (sep). Result: job_id; poll get_import_state.",
+    "files, or sets of .npy files (one per field), inside the server's import roots "
+    "(relative paths: under the first root; DoPut op 'upload' puts a file there). Body: "
+    "collection, files, partition, options (sep). Result: job_id; poll get_import_state.",
     ("collection", "files", "partition", "options"),
 )
 def _import(b: Body) -> dict[str, Any]:
@@ -42,11 +43,6 @@ def _import(b: Body) -> dict[str, Any]:
     if len(_paths(files)) > MAX_FILES:
         raise invalid(f"import: at most {MAX_FILES} files per job")
     units = group_files(files)
-    relative = [p for p in _paths(files) if not PurePosixPath(p).is_absolute()]
-    if relative:
-        raise invalid(
-            f"import: file paths must be absolute (as the data nodes see them): {relative[0]!r}"
-        )
     options = b.dict("options", {})
     unknown = sorted(set(options) - set(IMPORT_OPTIONS))
     if unknown:

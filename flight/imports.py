@@ -26,6 +26,7 @@ from elanus import layout
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.flight.metacache import CollectionInfo
 from elanus.flight.putresult import PutAck
+from elanus.importroots import confine, import_roots
 from elanus.validation import conform_insert
 
 if TYPE_CHECKING:
@@ -64,7 +65,7 @@ class ImportService:
                 "db": info.db,
                 "collection": info.name,
                 "partition_id": dml.partition_id(info, request["partition"]),
-                "units": request["units"],
+                "units": self._confined(request["units"]),
                 "options": request["options"],
             }
             return {"job_id": self._coord("import.create", body)["job_id"]}
@@ -84,6 +85,20 @@ class ImportService:
                 del self._aborted[next(iter(self._aborted))]
             return self._coord("import.abort_write", {"write_id": request["write_id"]})
         raise ElanusError(ErrorCode.UNKNOWN_ACTION, f"{name!r} is not an import action")
+
+    def _confined(self, units: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Every path must name a regular file inside the import roots (refused with
+        PATH_NOT_ALLOWED otherwise); relative ones are taken under the first root. The data
+        node checks again when it opens them."""
+        roots = import_roots(self.proxy.settings)
+        out = []
+        for unit in units:
+            paths = []
+            for p in unit["paths"]:
+                confine(p, roots)
+                paths.append(p if Path(p).is_absolute() else str(roots[0] / p))
+            out.append({**unit, "paths": paths})
+        return out
 
     def commit(self, request: dict[str, Any]) -> dict[str, Any]:
         """One import job of every staged file; waits up to ``wait_s`` for it to end."""

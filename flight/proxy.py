@@ -14,7 +14,7 @@ import json
 import logging
 import threading
 import traceback
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 import numpy as np
@@ -27,21 +27,36 @@ from elanus.channels.bus import Bus, dumps
 from elanus.channels.loop import call_in_loop
 from elanus.channels.role import Role
 from elanus.errors import ElanusError, ErrorCode
-from elanus.flight import index_actions
-from elanus.flight.actions import ACTIONS, check_put, check_request
+from elanus.flight import auth_actions, index_actions
+from elanus.flight.actions import ACTIONS, UPLOAD_OP, check_put, check_request
+from elanus.flight.auth import (
+    ANONYMOUS,
+    MIDDLEWARE_KEY,
+    Authenticator,
+    AuthMiddlewareFactory,
+    Caller,
+    HandshakeOnly,
+    authorize,
+    caller_of,
+)
 from elanus.flight.bodyshape import set_max_json_depth
 from elanus.flight.ddl import DdlService
 from elanus.flight.dml import DmlService
 from elanus.flight.dml_actions import DML_ACTIONS
 from elanus.flight.import_actions import IMPORT_ACTIONS
 from elanus.flight.imports import ImportService
+from elanus.flight.limits import ACTION_KINDS, Kind, Limits
 from elanus.flight.metacache import MetaCache
 from elanus.flight.putresult import PutAck
 from elanus.flight.query import QueryService, hits_table
 from elanus.flight.query_actions import QUERY_ACTIONS, check_search_stream
 from elanus.flight.readplan import READ_PLAN_ACTIONS, ReadService
-from elanus.flight.streams import client_batches
-from elanus.flight.wire import decode_request, encode_result, to_flight_error
+from elanus.flight.streams import client_batches, client_chunks
+from elanus.flight.tls import server_tls
+from elanus.flight.uploads import receive_upload
+from elanus.flight.wire import DEFAULT_DB, decode_request, encode_result, to_flight_error
+from elanus.importroots import ensure_dirs
+from elanus.privileges import Need
 from elanus.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -62,12 +77,15 @@ class ProxyServer(Role):
         self.query = QueryService(self)
         self.reads = ReadService(self)
         self.imports = ImportService(self)
+        self.limits = Limits(settings)
         self.port: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: _FlightService | None = None
         self._thread: threading.Thread | None = None
         self._invalidations: Subscription | None = None
         self._accepting = False
+        self.auth: Authenticator | None = None
+        """Set when ``auth_enabled``: checks every call's credentials (``flight/auth.py``)."""
 
     @property
     def uri(self) -> str:
@@ -86,15 +104,25 @@ class ProxyServer(Role):
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         set_max_json_depth(self.settings.max_json_depth)
-        location = f"grpc://{self.settings.flight_host}:{self.settings.flight_port}"
+        await asyncio.to_thread(ensure_dirs, self.settings)  # the import roots, for uploads
+        s = self.settings
+        location = f"{s.flight_scheme}://{s.flight_host}:{s.flight_port}"
+        tls = server_tls(s.tls_cert, s.tls_key, s.tls_client_ca)
         try:
             await self.ddl.start(self.supervisor)
             await self.dml.start()
+            if self.settings.auth_enabled:
+                secret = (await self.ddl.coord("auth.secret", {}))["secret"]
+                self.auth = Authenticator(
+                    lambda method, body: dict(self.run(self.ddl.coord(method, body))),
+                    bytes.fromhex(secret),
+                    self.settings.token_ttl_s,
+                )
             self._invalidations = await self.bus.nc.subscribe(
                 subjects.META_INVALIDATE, cb=self._on_invalidate
             )
             try:
-                self._server = await asyncio.to_thread(_FlightService, location, self)
+                self._server = await asyncio.to_thread(_FlightService, location, self, tls)
             except Exception as exc:
                 raise ElanusError(
                     ErrorCode.UNAVAILABLE, f"cannot serve Arrow Flight on {location}: {exc}"
@@ -140,7 +168,11 @@ class ProxyServer(Role):
 
     async def _on_invalidate(self, msg: Msg) -> None:
         try:
-            dropped = self.cache.on_invalidate(json.loads(msg.data))
+            doc = json.loads(msg.data)
+            if doc.get("kind") == "auth":
+                dropped = self.auth.forget(doc.get("user")) if self.auth is not None else 0
+            else:
+                dropped = self.cache.on_invalidate(doc)
         except Exception:  # noqa: BLE001 - a message we cannot read: forget everything
             log.warning("unreadable meta invalidation %r; clearing the meta cache", msg.data)
             self.cache.clear()
@@ -154,12 +186,16 @@ class ProxyServer(Role):
                 log.debug("could not ack a meta invalidation")
 
     # -- called on Flight threads -----------------------------------------------------------
-    def handle_action(self, name: str, raw: bytes) -> bytes:
-        """Check, execute and encode one DoAction; every error becomes a Flight error."""
+    def handle_action(self, name: str, raw: bytes, caller: Caller = ANONYMOUS) -> bytes:
+        """Check, authorise, execute and encode one DoAction; every error becomes a Flight
+        error."""
         try:
             if name == "search":  # the hot one: checked plans are reused by request shape
-                return encode_result(self.query.search_action(raw))
+                return encode_result(self.query.search_action(raw, _searcher(caller)))
             spec, request = check_request(name, raw)
+            authorize(caller, spec.name, request)
+            if spec.name in auth_actions.AUTH_ACTIONS:
+                return encode_result(auth_actions.execute(self, spec.name, request, caller))
             if spec.name in DML_ACTIONS:
                 return encode_result(self.dml.action(spec.name, request))
             if spec.name in QUERY_ACTIONS:
@@ -184,19 +220,29 @@ class ProxyServer(Role):
         command: bytes,
         reader: flight.MetadataRecordBatchReader,
         writer: flight.FlightMetadataWriter,
+        caller: Caller = ANONYMOUS,
     ) -> None:
-        """DoPut: insert or upsert a stream of batches, one PutResult per batch.
+        """DoPut: insert or upsert a stream of batches, one PutResult per batch (or, with
+        op ``upload``, a file into the import area: ``flight/uploads.py``).
 
         With ``atomic`` (what the SDK sends) every batch is checked before any is
         published, so bad input anywhere in the stream writes nothing; the stream's total
         is then bounded by ``max_request_bytes``. Without it, batches are checked,
-        published and acknowledged one by one, for streams of any length.
+        published and acknowledged one by one. Every stream stops at ``max_put_batches``
+        messages and ``max_put_bytes`` bytes (``limits.PutBudget``).
         """
         try:
             request = check_put(command)
-            info = self.dml.collection(request["db"], request["collection"])
             upsert = request["op"] == "upsert"
-            batches = client_batches(reader, "DoPut")
+            privilege = {UPLOAD_OP: "Import", "upsert": "Upsert"}.get(request["op"], "Insert")
+            caller.require(Need(privilege, request["db"], request["collection"]))
+            info = self.dml.collection(request["db"], request["collection"])
+            if request["op"] == UPLOAD_OP:  # a file into the import area, for an import
+                receive_upload(self.settings, request, reader, writer)
+                return
+            mode = "staged" if request["stage"] else "atomic" if request["atomic"] else "stream"
+            budget = self.limits.put_budget(mode)
+            batches = budget.batches(client_chunks(reader, "DoPut"))
             if request["stage"]:  # a staged write: checked now, visible at commit_write
                 self.imports.stage(info, request, batches, writer)
                 return
@@ -220,12 +266,14 @@ class ProxyServer(Role):
         command: bytes,
         reader: flight.MetadataRecordBatchReader,
         writer: flight.MetadataRecordBatchWriter,
+        caller: Caller = ANONYMOUS,
     ) -> None:
         """DoExchange search: batches of query vectors in (one column of vectors), batches
         of hits out (query_index, rank, id, distance, output fields). A stream without
         vectors gets a stream without hits (query_index, rank, id, distance)."""
         with _flight_errors("DoExchange"):
             request = check_search_stream(command)
+            caller.require(Need("Search", request["db"], request["collection"]))
             info = self.dml.collection(request["db"], request["collection"])
             plan = self.query.prepare_search(info, {**request, "data": None})
             pk_type = info.schema.primary.arrow_type()
@@ -247,29 +295,36 @@ class ProxyServer(Role):
                 empty = {"distances": np.empty((0, 0), np.float32), "pks": np.empty(0)}
                 writer.begin(hits_table(empty, pk_type).schema)
 
-    def handle_get(self, ticket: bytes) -> flight.FlightDataStream:
+    def handle_get(self, ticket: bytes, caller: Caller = ANONYMOUS) -> flight.FlightDataStream:
         """DoGet: a read-plan ticket (JSON with ``read``), or a ``query`` action body."""
         with _flight_errors("DoGet"):
             doc = decode_request(ticket, "DoGet ticket")
             if "read" in doc:
-                return self.reads.stream(doc)
+                return self.reads.stream(doc, caller)
             _, request = check_request("query", ticket)
+            caller.require(Need("Query", request["db"], request["collection"]))
             info = self.dml.collection(request["db"], request["collection"])
             table, _, _ = self.query.query_table(info, request)
             return flight.RecordBatchStream(table)
         raise AssertionError("unreachable")
 
-    def handle_flight_info(self, descriptor: flight.FlightDescriptor) -> flight.FlightInfo:
+    def handle_flight_info(
+        self, descriptor: flight.FlightDescriptor, caller: Caller = ANONYMOUS
+    ) -> flight.FlightInfo:
         """GetFlightInfo: a snapshot read plan for the JSON command (``read_plan`` body)."""
         with _flight_errors("GetFlightInfo"):
             request = self.reads.plan_request(_command(descriptor, "GetFlightInfo"))
+            authorize(caller, "read_plan", request)
             return self.reads.plan(request).flight_info(descriptor)
         raise AssertionError("unreachable")
 
-    def handle_schema(self, descriptor: flight.FlightDescriptor) -> flight.SchemaResult:
+    def handle_schema(
+        self, descriptor: flight.FlightDescriptor, caller: Caller = ANONYMOUS
+    ) -> flight.SchemaResult:
         """GetSchema: the Arrow schema a read plan for the same command would have."""
         with _flight_errors("GetSchema"):
             request = self.reads.plan_request(_command(descriptor, "GetSchema"))
+            authorize(caller, "read_plan", request)
             return flight.SchemaResult(self.reads.schema(request))
         raise AssertionError("unreachable")
 
@@ -294,6 +349,13 @@ class ProxyServer(Role):
             raise ElanusError(ErrorCode.TIMEOUT, f"no answer within {timeout}s") from None
         except concurrent.futures.CancelledError:
             raise ElanusError(ErrorCode.UNAVAILABLE, "the proxy is shutting down") from None
+
+
+def _searcher(caller: Caller) -> Callable[[str, str], None] | None:
+    """The search privilege check for ``caller`` (none for a superuser: the hot path)."""
+    if caller.superuser:
+        return None
+    return lambda db, collection: caller.require(Need("Search", db or DEFAULT_DB, collection))
 
 
 def _shutdown(server: flight.FlightServerBase, thread: threading.Thread | None) -> None:
@@ -351,10 +413,22 @@ def _quiet_schema_refusals() -> None:
 class _FlightService(flight.FlightServerBase):
     """The gRPC face of a ProxyServer; all logic lives in the proxy."""
 
-    def __init__(self, location: str, proxy: ProxyServer) -> None:
-        super().__init__(location)
+    def __init__(self, location: str, proxy: ProxyServer, tls: dict[str, Any]) -> None:
+        middleware: dict[str, flight.ServerMiddlewareFactory] = {}
+        handshake = None
+        if proxy.settings.auth_enabled:
+            middleware[MIDDLEWARE_KEY] = AuthMiddlewareFactory(lambda: proxy.auth)
+            handshake = HandshakeOnly()
+        super().__init__(location, auth_handler=handshake, middleware=middleware, **tls)
         self._proxy = proxy
         _quiet_schema_refusals()
+
+    def _admit(
+        self, context: flight.ServerCallContext, kind: Kind | None, size: int, what: str
+    ) -> None:
+        """Size and rate limits, before anything of the request is read (``limits``)."""
+        with _flight_errors(what):
+            self._proxy.limits.admit(caller_of(context).user, kind, size, what)
 
     def list_actions(self, context: flight.ServerCallContext) -> list[flight.ActionType]:
         return [flight.ActionType(spec.name, spec.description) for spec in ACTIONS.values()]
@@ -362,8 +436,11 @@ class _FlightService(flight.FlightServerBase):
     def do_action(
         self, context: flight.ServerCallContext, action: flight.Action
     ) -> list[flight.Result]:
+        size = len(action.type) + (action.body.size if action.body is not None else 0)
+        what = f"{action.type} body" if len(action.type) <= 128 else "DoAction type and body"
+        self._admit(context, ACTION_KINDS.get(action.type), size, what)
         body = action.body.to_pybytes() if action.body is not None else b""
-        return [flight.Result(self._proxy.handle_action(action.type, body))]
+        return [flight.Result(self._proxy.handle_action(action.type, body, caller_of(context)))]
 
     def list_flights(self, context: flight.ServerCallContext, criteria: bytes) -> list[Any]:
         return []
@@ -371,13 +448,15 @@ class _FlightService(flight.FlightServerBase):
     def get_flight_info(
         self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
     ) -> flight.FlightInfo:
-        return self._proxy.handle_flight_info(descriptor)
+        self._admit(context, Kind.DQL, len(descriptor.command or b""), "GetFlightInfo command")
+        return self._proxy.handle_flight_info(descriptor, caller_of(context))
 
     def get_schema(
         self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
     ) -> flight.SchemaResult:
         try:
-            return self._proxy.handle_schema(descriptor)
+            self._admit(context, None, len(descriptor.command or b""), "GetSchema command")
+            return self._proxy.handle_schema(descriptor, caller_of(context))
         except flight.FlightError as exc:
             refusal = _schema_refusal(context, exc)
         raise refusal
@@ -389,12 +468,15 @@ class _FlightService(flight.FlightServerBase):
         reader: flight.MetadataRecordBatchReader,
         writer: flight.FlightMetadataWriter,
     ) -> None:
-        self._proxy.handle_put(descriptor.command or b"", reader, writer)
+        command = descriptor.command or b""
+        self._admit(context, Kind.DML, len(command), "DoPut command")
+        self._proxy.handle_put(command, reader, writer, caller_of(context))
 
     def do_get(
         self, context: flight.ServerCallContext, ticket: flight.Ticket
     ) -> flight.FlightDataStream:
-        return self._proxy.handle_get(ticket.ticket)
+        self._admit(context, Kind.DQL, len(ticket.ticket), "DoGet ticket")
+        return self._proxy.handle_get(ticket.ticket, caller_of(context))
 
     def do_exchange(
         self,
@@ -403,7 +485,9 @@ class _FlightService(flight.FlightServerBase):
         reader: flight.MetadataRecordBatchReader,
         writer: flight.MetadataRecordBatchWriter,
     ) -> None:
-        self._proxy.handle_exchange(descriptor.command or b"", reader, writer)
+        command = descriptor.command or b""
+        self._admit(context, Kind.DQL, len(command), "DoExchange command")
+        self._proxy.handle_exchange(command, reader, writer, caller_of(context))
 
 
 @contextlib.contextmanager

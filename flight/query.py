@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from math import isfinite
 from typing import TYPE_CHECKING, Any
 
@@ -230,9 +231,12 @@ class QueryService:
             parse(text, info.schema, params)  # BAD_EXPRESSION before anything is sent
 
     # -- search -----------------------------------------------------------------------------
-    def search_action(self, raw: bytes) -> dict[str, Any]:
+    def search_action(
+        self, raw: bytes, authorize: Callable[[str, str], None] | None = None
+    ) -> dict[str, Any]:
         """The ``search`` action. A request shaped like an earlier one reuses that one's
-        checked plan and only has its vectors checked (see ``flight/searchplan.py``)."""
+        checked plan and only has its vectors checked (see ``flight/searchplan.py``).
+        ``authorize(db, collection)`` raises if the caller may not search there."""
         try:
             body = orjson.loads(raw)
         except orjson.JSONDecodeError:
@@ -245,12 +249,16 @@ class QueryService:
             plan = self.plans.get(key, self.proxy.cache.generation)
         if plan is None:
             _, request = check_request("search", raw)
+            if authorize is not None:
+                authorize(request["db"], request["collection"])
             generation = self.proxy.cache.generation  # before the lookup: see SearchPlan
             plan = self.prepare_search(self._info(request), request, generation)
             data = request["data"]
             if body is not None:
                 self.plans.put(key, plan)
         else:
+            if authorize is not None:
+                authorize(plan.info.db, plan.info.name)
             data = check_search_data(data)
         return self._answer(plan, data)
 

@@ -32,6 +32,7 @@ from elanus.channels import subjects
 from elanus.channels.bus import as_table
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.flight.actions import _action, _db, _name, check_request
+from elanus.flight.auth import ANONYMOUS, Caller, authorize
 from elanus.flight.metacache import CollectionInfo
 from elanus.flight.query_actions import _partitions
 from elanus.flight.wire import encode_json, to_flight_error
@@ -257,8 +258,9 @@ class ReadService:
         return ReadPlan(info, ts, columns, schema, sealed + growing)
 
     # -- tickets ----------------------------------------------------------------------------
-    def stream(self, doc: dict[str, Any]) -> flight.FlightDataStream:
+    def stream(self, doc: dict[str, Any], caller: Caller = ANONYMOUS) -> flight.FlightDataStream:
         ticket = check_ticket(doc)
+        authorize(caller, "read_plan", ticket)
         info = self._info(ticket["db"], ticket["collection"])
         if info.collection_id != ticket["collection_id"]:
             raise ElanusError(

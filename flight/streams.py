@@ -19,8 +19,11 @@ from elanus.errors import invalid
 _REASON_CHARS = 160
 
 
-def client_batches(reader: flight.MetadataRecordBatchReader, call: str) -> Iterator[pa.RecordBatch]:
-    """The non-empty record batches of a client stream, each validated in full."""
+def client_chunks(
+    reader: flight.MetadataRecordBatchReader, call: str
+) -> Iterator[flight.FlightStreamChunk]:
+    """Every message of a client stream (for the stream caps, which count them all), each
+    record batch in it validated in full."""
     index = 0
     while True:
         try:
@@ -36,15 +39,21 @@ def client_batches(reader: flight.MetadataRecordBatchReader, call: str) -> Itera
             ) from None
         index += 1
         batch = chunk.data
-        if batch is None or batch.num_rows == 0:
-            continue
-        try:
-            batch.validate(full=True)
-        except (pa.ArrowException, OSError) as exc:
-            raise invalid(
-                f"{call}: record batch {index - 1} of the stream is malformed ({_reason(exc)})"
-            ) from None
-        yield batch
+        if batch is not None and batch.num_rows:
+            try:
+                batch.validate(full=True)
+            except (pa.ArrowException, OSError) as exc:
+                raise invalid(
+                    f"{call}: record batch {index - 1} of the stream is malformed ({_reason(exc)})"
+                ) from None
+        yield chunk
+
+
+def client_batches(reader: flight.MetadataRecordBatchReader, call: str) -> Iterator[pa.RecordBatch]:
+    """The non-empty record batches of a client stream, each validated in full."""
+    for chunk in client_chunks(reader, call):
+        if chunk.data is not None and chunk.data.num_rows:
+            yield chunk.data
 
 
 def _reason(exc: BaseException) -> str:

@@ -15,6 +15,7 @@ import pyarrow.flight as flight
 
 from elanus.errors import ElanusError, ErrorCode, invalid, parse_prefixed
 from elanus.flight.bodyshape import check_body_shape, max_json_depth
+from elanus.flight.tls import unavailable_hint
 
 DEFAULT_DB = "default"
 
@@ -106,11 +107,20 @@ def clip_message(message: str, limit: int = MAX_ERROR_CHARS) -> str:
     return message.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def to_flight_error(exc: ElanusError) -> flight.FlightServerError:
+_STATUS: dict[str, type[flight.FlightError]] = {
+    ErrorCode.UNAUTHENTICATED: flight.FlightUnauthenticatedError,
+    ErrorCode.PERMISSION_DENIED: flight.FlightUnauthorizedError,
+}
+"""Codes with a Flight status of their own (gRPC UNAUTHENTICATED / PERMISSION_DENIED), so
+generic Flight clients see them as such; every other code travels as a server error."""
+
+
+def to_flight_error(exc: ElanusError) -> flight.FlightError:
     """The one shape in which every error leaves the proxy."""
     message = clip_message(exc.message)
     info = json.dumps({"code": str(exc.code), "message": message}, ensure_ascii=False)
-    return flight.FlightServerError(f"[{exc.code}] {message}", extra_info=info.encode())
+    kind = _STATUS.get(str(exc.code), flight.FlightServerError)
+    return kind(f"[{exc.code}] {message}", extra_info=info.encode())
 
 
 def from_flight_error(exc: BaseException) -> ElanusError:
@@ -128,7 +138,7 @@ def from_flight_error(exc: BaseException) -> ElanusError:
     if parsed is not None:
         return ElanusError(*parsed)
     if isinstance(exc, flight.FlightUnavailableError):
-        return ElanusError(ErrorCode.UNAVAILABLE, f"cannot reach the Elanus proxy: {text}")
+        return unavailable_hint(text)
     if isinstance(exc, flight.FlightTimedOutError):
         return ElanusError(ErrorCode.TIMEOUT, f"the Elanus proxy did not answer in time: {text}")
     if isinstance(exc, flight.FlightCancelledError):

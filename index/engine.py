@@ -219,6 +219,12 @@ class SegmentIndex:
 
     # -- properties ------------------------------------------------------------------------
     @property
+    def faiss_structure(self) -> Any:
+        """The FAISS index holding the vectors (inside an id map, if there is one): what a
+        verifier compares with the spec (``d``, ``metric_type``, its class)."""
+        return self._inner
+
+    @property
     def nbytes(self) -> int:
         """Bytes held by the index structures (vectors or codes, ids, graph links,
         centroids); excludes Python object overhead."""

@@ -19,6 +19,7 @@ from elanus.channels.dml import ensure_streams
 from elanus.channels.loop import Periodic
 from elanus.channels.role import Role
 from elanus.channels.sessions import SessionInfo, SessionWatcher
+from elanus.meta.auth import AuthCoord
 from elanus.meta.catalog import Catalog, pchannel_name
 from elanus.meta.channelmanager import ChannelManager
 from elanus.meta.compaction import CompactionManager
@@ -56,6 +57,7 @@ class Coordinator(Role):
         self.query = QueryCoord(self)
         self.index = IndexCoord(self)
         self.imports = ImportManager(self)
+        self.auth = AuthCoord(self)
         self._background: list[Periodic] = []
         self._counters: CounterStore | None = None
         self._started_at = time.time()
@@ -71,7 +73,7 @@ class Coordinator(Role):
         }
         services = (
             self.root, self.data, self.timeticks, self.compaction, self.query, self.index,
-            self.imports,
+            self.imports, self.auth,
         )  # fmt: skip
         for service in services:
             handlers.update(service.handlers())
@@ -92,6 +94,7 @@ class Coordinator(Role):
                 con, self.ids.alloc, self.settings.num_pchannels
             ).ensure_default_database(first_ts)
         )
+        await self.auth.start()
         await ensure_streams(self.bus.js, self.pchannels)
         await self.data.start()
         await self.query.start()

@@ -26,35 +26,40 @@ are the staged Arrow files, keyed by their write id so a repeated commit finds i
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import shutil
-import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from elanus import layout
 from elanus.channels import subjects
 from elanus.channels.dml import (
     DmlMessage,
     MsgType,
-    delete_batch,
-    ipc_bytes,
     pchannel_of,
-    split_batch,
 )
 from elanus.channels.loop import Periodic, cancel_and_wait
 from elanus.errors import ElanusError, ErrorCode, invalid
-from elanus.filereaders import FORMATS
 from elanus.meta import segmentmeta
 from elanus.meta.datacoord import SEGMENT_FLUSHED, estimate_row_bytes
+from elanus.meta.importfiles import (
+    collect_garbage,
+    delete_messages,
+    remove_tree,
+    remove_uploads,
+    uploads_of,
+)
+from elanus.meta.importjob import (
+    COLUMNS,
+    COMPLETED,
+    FAILED,
+    FINAL,
+    IMPORTING,
+    PENDING,
+    ImportJob,
+    check_unit,
+    save_job,
+)
 from elanus.meta.segmentmeta import Segment, SegmentState
-from elanus.pkhash import shard_of
 from elanus.requests import Body
 from elanus.schema import Schema
 
@@ -63,95 +68,6 @@ if TYPE_CHECKING:
     from elanus.meta.coord import Coordinator
 
 log = logging.getLogger(__name__)
-
-PENDING, IMPORTING, COMPLETED, FAILED = "Pending", "Importing", "Completed", "Failed"
-FINAL = (COMPLETED, FAILED)
-COLUMNS = (
-    "job_id", "collection_id", "db", "collection", "partition_id", "write_id", "units",
-    "options", "state", "progress", "rows", "segment_ids", "reason", "reason_code", "node_id",
-    "commit_ts", "created_ts", "finished_ts",
-)  # fmt: skip
-
-
-@dataclass
-class ImportJob:
-    job_id: int
-    collection_id: int
-    db: str
-    collection: str
-    partition_id: int
-    write_id: str | None
-    units: list[dict[str, Any]]
-    options: dict[str, Any]
-    state: str = PENDING
-    progress: float = 0.0
-    rows: int = 0
-    segment_ids: list[int] = field(default_factory=list)
-    reason: str | None = None
-    reason_code: str | None = None
-    node_id: str | None = None
-    commit_ts: int | None = None
-    created_ts: int = 0
-    finished_ts: int | None = None
-    # -- in memory only ---------------------------------------------------------------------
-    stage: str = ""
-    published: bool = False
-    """The commit's messages are in the log (False after a restart: publish again)."""
-    serving: bool = True
-    """False between the Completed commit and the loaded collections' handoff."""
-
-    def row(self) -> list[Any]:
-        values = {c: getattr(self, c) for c in COLUMNS}
-        for c in ("units", "options", "segment_ids"):
-            values[c] = json.dumps(values[c])
-        return [values[c] for c in COLUMNS]
-
-    @classmethod
-    def from_row(cls, row: tuple[Any, ...]) -> ImportJob:
-        d = dict(zip(COLUMNS, row, strict=True))
-        for c in ("units", "options", "segment_ids"):
-            d[c] = json.loads(d[c])
-        return cls(**d)
-
-    @property
-    def upsert(self) -> bool:
-        return bool(self.options.get("upsert"))
-
-    def view(self) -> dict[str, Any]:
-        """What ``get_import_state`` answers."""
-        state, progress = self.state, self.progress
-        if state == COMPLETED and not self.serving:
-            state, progress = IMPORTING, min(progress, 0.99)
-        return {
-            "job_id": self.job_id,
-            "collection": self.collection,
-            "db": self.db,
-            "state": state,
-            "progress": round(progress, 4),
-            "rows": self.rows if state == COMPLETED else 0,
-            "total_rows": self.rows,
-            "segment_ids": list(self.segment_ids),
-            "reason": self.reason or "",
-            "reason_code": self.reason_code or "",
-            "stage": self.stage if state in (PENDING, IMPORTING) else state.lower(),
-            "write_id": self.write_id,
-            "ts": self.commit_ts or 0,
-            "created_ts": self.created_ts,
-            "files": [p for u in self.units for p in u["paths"]] if not self.write_id else [],
-        }
-
-
-def _save_job(job: ImportJob) -> Any:
-    def write(con: Any) -> None:
-        placeholders = ", ".join("?" * len(COLUMNS))
-        updates = ", ".join(f"{c} = excluded.{c}" for c in COLUMNS if c != "job_id")
-        con.execute(
-            f"INSERT INTO import_jobs ({', '.join(COLUMNS)}) VALUES ({placeholders}) "
-            f"ON CONFLICT (job_id) DO UPDATE SET {updates}",
-            job.row(),
-        )
-
-    return write
 
 
 class ImportManager:
@@ -218,7 +134,7 @@ class ImportManager:
         b.done()
         info = await self.coord.root.describe_by_id(cid)
         partitions = {int(p["partition_id"]) for p in info.get("partitions", [])}
-        checked = [_check_unit(u, pid, partitions) for u in units]
+        checked = [check_unit(u, pid, partitions) for u in units]
         if write_id is not None:
             layout.check_write_id(write_id)
             existing = self._by_write_id(write_id)
@@ -252,7 +168,7 @@ class ImportManager:
             job.state, job.progress, job.finished_ts = COMPLETED, 1.0, job.created_ts
         self.jobs[job.job_id] = job  # before any await: a concurrent commit finds it
         try:
-            await self.coord.db.run(_save_job(job))
+            await self.coord.db.run(save_job(job))
         except BaseException:
             del self.jobs[job.job_id]
             raise
@@ -297,7 +213,7 @@ class ImportManager:
                 "it cannot be aborted now"
             )
         path = layout.staging_dir(self.coord.settings.storage_path, write_id)
-        existed = await asyncio.to_thread(_remove_tree, path)
+        existed = await asyncio.to_thread(remove_tree, path)
         return {"removed": existed}
 
     # -- dispatch and supervision -----------------------------------------------------------
@@ -343,7 +259,7 @@ class ImportManager:
             )
             node = self._least_busy(nodes)
             job.state, job.node_id, job.stage = IMPORTING, node, "starting"
-            await self.coord.db.run(_save_job(job))  # before the node may start writing
+            await self.coord.db.run(save_job(job))  # before the node may start writing
             spec = {
                 "job_id": job.job_id,
                 "collection_id": job.collection_id,
@@ -362,7 +278,7 @@ class ImportManager:
                 async with self._lock:
                     if job.state == IMPORTING and job.node_id == node:
                         job.state, job.node_id, job.stage = PENDING, None, "waiting for a data node"
-                        await self.coord.db.run(_save_job(job))
+                        await self.coord.db.run(save_job(job))
                 return
             await self._fail(job, exc, node)
 
@@ -476,7 +392,7 @@ class ImportManager:
         job.segment_ids = [s.segment_id for s in segs]
         job.rows = sum(s.num_rows for s in segs)
         job.stage = "writing"
-        await self.coord.data.save_segments(segs, _save_job(job))
+        await self.coord.data.save_segments(segs, save_job(job))
         return {"segment_ids": job.segment_ids}
 
     def _segments(self, job: ImportJob) -> list[Segment]:
@@ -510,7 +426,7 @@ class ImportManager:
                     s.min_ts = s.max_ts = s.seal_ts = ts
                 job.commit_ts = ts
                 try:  # the segments are live already: no need for the datacoord's lock
-                    await self.coord.db.run(segmentmeta.save, segs, _save_job(job))
+                    await self.coord.db.run(segmentmeta.save, segs, save_job(job))
                 except BaseException:
                     job.commit_ts = None
                     for s in segs:
@@ -536,7 +452,7 @@ class ImportManager:
             return []
         info = await self.coord.root.describe_by_id(job.collection_id)
         path = layout.upsert_keys_path(self.coord.settings.storage_path, job.job_id)
-        return await asyncio.to_thread(_delete_messages, path, list(info["vchannels"]))
+        return await asyncio.to_thread(delete_messages, path, list(info["vchannels"]))
 
     async def _publish(
         self,
@@ -601,7 +517,7 @@ class ImportManager:
             s.state, s.flushed_ts = SegmentState.FLUSHED, now
         job.state, job.progress, job.finished_ts, job.serving = COMPLETED, 1.0, now, False
         job.stage = "handing over"
-        await self.coord.data.save_segments(segs, _save_job(job))
+        await self.coord.data.save_segments(segs, save_job(job))
         for seg in segs:  # imported segments are indexed like flushed ones
             await self.coord.index.on_new_segment(seg)
         log.info("import job %s: %d rows in %d segments", job.job_id, job.rows, len(segs))
@@ -619,9 +535,15 @@ class ImportManager:
 
     def _clean_up(self, job: ImportJob) -> None:
         storage = self.coord.settings.storage_path
-        _remove_tree(layout.import_dir(storage, job.job_id))
+        remove_tree(layout.import_dir(storage, job.job_id))
+        remove_uploads(self.coord.settings, job.units, self._live_uploads(job))
         if job.write_id and job.state == COMPLETED:
-            _remove_tree(layout.staging_dir(storage, job.write_id))
+            remove_tree(layout.staging_dir(storage, job.write_id))
+
+    def _live_uploads(self, but: ImportJob | None = None) -> set[Path]:
+        """Uploads that jobs still to end read (another job may import one again)."""
+        live = [j for j in self.jobs.values() if j is not but and j.state not in FINAL]
+        return uploads_of(self.coord.settings, [u for j in live for u in j.units])
 
     async def fail(self, raw: dict[str, Any]) -> dict[str, Any]:
         b = Body(raw, "import.fail")
@@ -654,80 +576,22 @@ class ImportManager:
                 s.state, s.dropped_ts = SegmentState.DROPPED, now
             job.state, job.finished_ts = FAILED, now
             job.reason, job.reason_code = exc.message, str(exc.code)
-            await self.coord.data.save_segments(segs, _save_job(job))
+            await self.coord.data.save_segments(segs, save_job(job))
             log.info("import job %s failed: %s", job.job_id, exc.message)
         storage = self.coord.settings.storage_path
-        await asyncio.to_thread(_remove_tree, layout.import_dir(storage, job.job_id))
+        await asyncio.to_thread(remove_tree, layout.import_dir(storage, job.job_id))
+        keep = self._live_uploads(job)
+        await asyncio.to_thread(remove_uploads, self.coord.settings, job.units, keep)
 
     # -- garbage ----------------------------------------------------------------------------
     def collect_garbage(self, delay_s: float) -> list[str]:
-        """Staging dirs untouched for ``delay_s`` and not being committed, and the scratch
-        dirs of finished jobs (runs in a thread)."""
-        storage = self.coord.settings.storage_path
+        """Stale staging dirs, scratch dirs of finished jobs and expired uploads (runs in a
+        thread; ``meta/importfiles.py``)."""
         busy = {j.write_id for j in self.jobs.values() if j.write_id and j.state not in FINAL}
-        removed = []
-        cutoff = time.time() - delay_s
-        root = layout.staging_root(storage)
-        for d in sorted(root.iterdir()) if root.is_dir() else []:
-            if d.name in busy or _newest_mtime(d) > cutoff:
-                continue
-            if _remove_tree(d):
-                removed.append(str(d))
-        imports = Path(storage) / "imports"
-        for d in sorted(imports.iterdir()) if imports.is_dir() else []:
-            job = self.jobs.get(int(d.name)) if d.name.isdigit() else None
-            done = job is None or job.state in FINAL
-            if done and _newest_mtime(d) <= cutoff and _remove_tree(d):
-                removed.append(str(d))
-        return removed
 
+        def finished(name: str) -> bool:
+            job = self.jobs.get(int(name)) if name.isdigit() else None
+            return job is None or job.state in FINAL
 
-def _check_unit(unit: Any, default_partition: int, partitions: set[int]) -> dict[str, Any]:
-    b = Body(unit, "import unit")
-    fmt = b.str("format")
-    paths = b.list("paths")
-    pid = b.int("partition_id", default_partition)
-    b.done()
-    if fmt not in FORMATS:
-        raise invalid(f"import: unknown format {fmt!r}; one of {', '.join(FORMATS)}")
-    if not paths or not all(isinstance(p, str) and p for p in paths):
-        raise invalid("import: every unit needs a non-empty list of paths")
-    if pid not in partitions:
-        raise ElanusError(ErrorCode.PARTITION_NOT_FOUND, f"partition {pid} does not exist")
-    return {"format": fmt, "paths": list(paths), "partition_id": pid}
-
-
-def _delete_messages(path: Path, vchannels: list[str]) -> list[tuple[str, int, bytes]]:
-    """Route an upsert's keys (file columns ``pk``, ``partition_id``) to their vchannels,
-    as the proxy routes deletes, in messages of at most ~1 MB."""
-    with pa.memory_map(str(path)) as source:
-        keys = pa.ipc.open_file(source).read_all().combine_chunks()
-    out: list[tuple[str, int, bytes]] = []
-    parts = keys.column("partition_id").to_numpy()
-    for pid in np.unique(parts):
-        pks = keys.column("pk").combine_chunks().filter(pa.array(parts == pid))
-        shard = shard_of(pks, len(vchannels))
-        for s in np.unique(shard):
-            mine = pc.unique(pks.filter(pa.array(shard == s)))
-            out += [
-                (vchannels[int(s)], int(pid), ipc_bytes(batch))
-                for batch in split_batch(delete_batch(mine))
-            ]
-    return out
-
-
-def _newest_mtime(path: Path) -> float:
-    newest = path.stat().st_mtime
-    for p in path.rglob("*"):
-        try:
-            newest = max(newest, p.stat().st_mtime)
-        except OSError:
-            continue
-    return newest
-
-
-def _remove_tree(path: Path) -> bool:
-    if not path.exists():
-        return False
-    shutil.rmtree(path, ignore_errors=True)
-    return True
+        settings = self.coord.settings
+        return collect_garbage(settings, delay_s, busy, finished, self._live_uploads())

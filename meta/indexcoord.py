@@ -48,6 +48,8 @@ class IndexCoord:
         self.leases: dict[str, float] = {}
         """Pulling builders (Spark runs): node id → lease expiry (monotonic seconds)."""
         self._lock = asyncio.Lock()
+        self._verifying: dict[tuple[int, int], asyncio.Future[str | None]] = {}
+        """Reports being verified, by (build id, version): a retry joins the running check."""
 
     def handlers(self) -> dict[str, Handler]:
         return {
@@ -58,6 +60,7 @@ class IndexCoord:
             "index.report": self.report,
             "index.claim": self.claim,
             "index.heartbeat": self.heartbeat,
+            "index.load_failed": self.load_failed,
         }
 
     def background(self) -> list[Periodic]:
@@ -408,34 +411,109 @@ class IndexCoord:
         return {"alive": True, "tasks": mine}
 
     async def report(self, raw: dict[str, Any]) -> dict[str, Any]:
-        """A builder's result; only the current version of a live task counts."""
+        """A builder's result; only the current version of a live task, from the builder
+        it was issued to, counts, and a success only once its files are verified."""
         b = Body(raw, "index.report")
         build_id, version = b.int("build_id"), b.int("version")
         ok = b.bool("ok")
         files = [str(f) for f in b.list("files", [])]
         reason = b.str("fail_reason", None)
-        b.allow(["node_id", "seconds"]).done()
+        node = b.str("node_id", None)
+        b.allow(["seconds"]).done()
         async with self._lock:
             t = self.tasks.get(build_id)
             if t is None or t.mark_deleted:
                 return {"accepted": False, "reason": "the task was dropped"}
+            if (
+                ok
+                and t.state is TaskState.FINISHED
+                and (version, files)
+                == (
+                    t.version,
+                    t.file_paths,
+                )
+            ):
+                return {"accepted": True}  # a retry of a report that was accepted
             if version != t.version or t.state is not TaskState.IN_PROGRESS:
                 log.info(
                     "ignoring stale report for task %s (v%s, now v%s)", build_id, version, t.version
                 )
                 return {"accepted": False, "reason": f"stale version {version} (now {t.version})"}
-            if ok:
-                t.state, t.file_paths, t.fail_reason = TaskState.FINISHED, files, None
-            else:
+            if node is not None and node != t.node_id:
+                return {"accepted": False, "reason": "the task is assigned to another builder"}
+            if not ok:
                 t.state, t.fail_reason = TaskState.FAILED, reason or "unknown failure"
+                await self._save(tasks=[t])
+                return {"accepted": True}
+            key = (build_id, version)
+            check = self._verifying.get(key)
+            if check is None:  # a retried report waits for the same check
+                check = asyncio.ensure_future(self._verify(t, version, files))
+                self._verifying[key] = check
+                check.add_done_callback(lambda _: self._verifying.pop(key, None))
+        rejected = await asyncio.shield(check)
+        async with self._lock:
+            if t.mark_deleted or t.version != version:
+                return {"accepted": False, "reason": "the task changed while it was verified"}
+            if t.state is TaskState.FINISHED:
+                return {"accepted": rejected is None}  # the other copy of this report won
+            if rejected is not None:
+                log.warning("index task %s v%s: report rejected: %s", build_id, version, rejected)
+                self._reissue(t, f"report rejected: {rejected}")
+                await self._save(tasks=[t])
+                return {"accepted": False, "reason": f"verification failed: {rejected}"}
+            t.state, t.file_paths, t.fail_reason = TaskState.FINISHED, files, None
             await self._save(tasks=[t])
-        if ok:
-            self.coord.query.schedule(
-                self.coord.query.on_index_built(
-                    t.collection_id, t.segment_id, self._served_entry(t)
-                )
-            )
+        self.coord.query.schedule(
+            self.coord.query.on_index_built(t.collection_id, t.segment_id, self._served_entry(t))
+        )
         return {"accepted": True}
+
+    async def _verify(self, t: IndexTask, version: int, files: list[str]) -> str | None:
+        """Why the files of ``t``'s build ``version`` are no index of it (``None``: they
+        are). In a thread: it reads the files and loads them with FAISS."""
+        # The coord's only use of index/ (docs/design-notes.md): the query node's loader.
+        from elanus.index.verify import verify_report
+
+        storage = self.coord.settings.storage_path
+        spec = self.indexes[t.index_id].spec
+        out_dir = self._dir(t, version)
+        return await asyncio.to_thread(verify_report, storage, out_dir, files, spec, t.num_rows)
+
+    def _reissue(self, t: IndexTask, reason: str) -> None:
+        """Back to Unissued under a new version: the attempt that failed is retired at
+        once (anything still reported for it is stale), and a builder builds it again."""
+        t.state, t.node_id, t.fail_reason = TaskState.UNISSUED, None, reason
+        t.version += 1
+
+    async def load_failed(self, raw: dict[str, Any]) -> dict[str, Any]:
+        """A query node could not load a Finished index. The coord checks the files itself
+        (one node's trouble, memory say, is no reason to rebuild) and, if they do not hold,
+        issues the task again; searches of the segment stay exact meanwhile."""
+        b = Body(raw, "index.load_failed")
+        build_id, version = b.int("build_id"), b.int("version")
+        node = b.str("node_id", "a query node")
+        b.allow(["segment_id"]).done()
+        async with self._lock:
+            t = self.tasks.get(build_id)
+            if t is None or t.mark_deleted or t.version != version:
+                return {"reissued": False}
+            if t.state is not TaskState.FINISHED:
+                return {"reissued": t.state is TaskState.UNISSUED}
+            files = list(t.file_paths)
+        rejected = await self._verify(t, version, files)
+        async with self._lock:
+            if t.mark_deleted or t.version != version or t.state is not TaskState.FINISHED:
+                return {"reissued": t.state is TaskState.UNISSUED}
+            if rejected is None:
+                log.warning("index task %s loads here but not on %s", build_id, node)
+                return {"reissued": False}
+            log.warning(
+                "index task %s: %s cannot load it (%s); building again", build_id, node, rejected
+            )
+            self._reissue(t, f"query node {node} could not load the index: {rejected}")
+            await self._save(tasks=[t])
+        return {"reissued": True}
 
     # -- recycling --------------------------------------------------------------------------
     async def recycle(self) -> list[str]:

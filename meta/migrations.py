@@ -98,4 +98,22 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
                 created_ts UBIGINT NOT NULL, finished_ts UBIGINT)""",
         ],
     ),
+    (
+        7,
+        "users, roles and grants (Milvus RBAC) and the bearer-token secret",
+        [
+            """CREATE TABLE users (
+                name VARCHAR PRIMARY KEY, hash VARCHAR NOT NULL, pw_version INTEGER NOT NULL)""",
+            "CREATE TABLE roles (name VARCHAR PRIMARY KEY)",
+            """CREATE TABLE user_roles (
+                user_name VARCHAR NOT NULL, role VARCHAR NOT NULL,
+                PRIMARY KEY (user_name, role))""",
+            """CREATE TABLE grants (
+                role VARCHAR NOT NULL, object_type VARCHAR NOT NULL,
+                object_name VARCHAR NOT NULL, db_name VARCHAR NOT NULL,
+                privilege VARCHAR NOT NULL, grantor VARCHAR NOT NULL,
+                PRIMARY KEY (role, object_type, object_name, db_name, privilege))""",
+            "CREATE TABLE auth_secret (value VARCHAR NOT NULL)",
+        ],
+    ),
 ]

@@ -72,6 +72,11 @@ class RootCoord:
         said it did, as Milvus's root coord expires proxy caches before a DDL returns: a
         client that goes to another proxy next never sees the old meta."""
         payload = {"kind": kind, "db": db, "name": name, "collection_id": collection_id, "ts": ts}
+        await self.broadcast(payload)
+
+    async def broadcast(self, payload: dict[str, Any]) -> None:
+        """Publish a meta invalidation and wait (briefly) for every live proxy's ack."""
+        kind = payload.get("kind")
         await self.coord.sessions.poll()
         expected = len(self.coord.sessions.of_role("proxy"))
         nc = self.coord.bus.nc
@@ -88,7 +93,7 @@ class RootCoord:
                 for _ in range(expected):
                     await acks.get()
         except TimeoutError:
-            log.warning("not every proxy acknowledged the %s of %s.%s", kind, db, name)
+            log.warning("not every proxy acknowledged the %s invalidation", kind)
         finally:
             await sub.unsubscribe()
 

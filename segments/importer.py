@@ -36,9 +36,11 @@ from elanus import layout
 from elanus.channels import subjects
 from elanus.channels.loop import Periodic
 from elanus.errors import ElanusError, ErrorCode, invalid
-from elanus.filereaders import open_unit
+from elanus.fileerrors import unknown_columns, without_file_text
+from elanus.filereaders import open_unit, unreadable
+from elanus.importroots import import_roots
 from elanus.pkhash import shard_of
-from elanus.schema import Schema
+from elanus.schema import DYNAMIC_FIELD, Schema
 from elanus.segments import storage
 from elanus.validation import check_unique_across, conform_insert
 
@@ -84,6 +86,11 @@ class ImportTask:
         self.delimiter = str(options.get("sep") or ",")
         self.expected_rows: int | None = options.get("expected_rows")
         self.storage = node.settings.storage_path
+        self._roots = (
+            [layout.staging_root(self.storage)] if self.staged else import_roots(node.settings)
+        )
+        """Where this job may open files: the import roots, or the staging area for the
+        Arrow files of a staged write (checked again at every open)."""
         self.progress = 0.0
         self.stage = "checking"
         self._dirs: list[Path] = []
@@ -183,17 +190,28 @@ class ImportTask:
         try:
             check_unique_across(keys, pk.name)
         except ElanusError as exc:
+            quiet = without_file_text(exc, [pk.name])
             raise ElanusError(
                 exc.code,
-                exc.message.replace("within a request", "within an import")
+                quiet.message.replace("within a request", "within an import")
                 + " (rows are numbered across all files, in order)",
             ) from None
         return pa.concat_arrays(keys), unit_rows
 
     def _tables(self, unit: dict[str, Any]) -> Iterator[tuple[pa.Table, int | None]]:
-        """The unit's batches, conformed to the schema, with the file's row count."""
+        """The unit's batches, conformed to the schema, with the file's row count. Files
+        are opened inside the import roots only, and no message quotes what they hold."""
         name = ", ".join(Path(p).name for p in unit["paths"])
-        source = open_unit(unit, self.schema, BATCH_ROWS, delimiter=self.delimiter)
+        fields = [f.name for f in self.schema.fields]
+        names = [*fields, DYNAMIC_FIELD]  # what a message may quote (the schema's own)
+        try:
+            source = open_unit(
+                unit, self.schema, BATCH_ROWS, delimiter=self.delimiter, roots=self._roots
+            )
+        except ElanusError as exc:  # a refused path quotes only the path it was given
+            if exc.code == ErrorCode.PATH_NOT_ALLOWED:
+                raise
+            raise without_file_text(exc, names) from None
         first = 0
         while True:
             try:
@@ -201,15 +219,19 @@ class ImportTask:
             except StopIteration:
                 return
             except ElanusError as exc:
-                raise _in_file(exc, name, first) from None
-            except (pa.ArrowException, OSError, ValueError) as exc:
-                raise invalid(f"cannot read {name}: {' '.join(str(exc).split())}") from None
+                raise _in_file(without_file_text(exc, names), name, first) from None
+            except Exception as exc:  # noqa: BLE001 - any reader failure; its text is not shown
+                raise unreadable(name, exc) from None
             if not batch.num_rows:
                 continue
+            if not self.schema.enable_dynamic_field:
+                unknown = unknown_columns(name, batch.schema.names, fields)
+                if unknown is not None:
+                    raise unknown
             try:
                 table = conform_insert(batch, self.schema, upsert=self.staged)
             except ElanusError as exc:
-                raise _in_file(exc, name, first) from None
+                raise _in_file(without_file_text(exc, names), name, first) from None
             first += batch.num_rows
             yield table, source.total
 
@@ -352,4 +374,10 @@ def _in_file(exc: ElanusError, name: str, first: int) -> ElanusError:
 
 
 def _internal(exc: BaseException) -> ElanusError:
-    return ElanusError(ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+    """An unexpected failure: its text may hold file content, so only its kind travels
+    (the data node's log has the rest)."""
+    log.warning("import failed unexpectedly", exc_info=exc)
+    return ElanusError(
+        ErrorCode.INTERNAL,
+        f"the import failed unexpectedly ({type(exc).__name__}); the data node's log has details",
+    )

@@ -32,7 +32,7 @@ class QueryNode(Role):
 
     def __init__(self, settings: Settings, bus: Bus, node_id: str | None = None) -> None:
         super().__init__(settings, bus, node_id)
-        self.worker = Worker()
+        self.worker = Worker(on_index_failure=self._index_failed)
         self.delegators: dict[str, Delegator] = {}
         self.schemas: dict[int, Schema] = {}
 
@@ -211,6 +211,22 @@ class QueryNode(Role):
     async def worker_load_index(self, raw: dict[str, Any]) -> dict[str, Any]:
         sid = int(raw["segment_id"])
         return {"loaded": await self.worker.load_index(sid, raw)}
+
+    def _index_failed(self, segment_id: int, index: dict[str, Any]) -> None:
+        """Tell the coord (in the background: the load answers meanwhile) that a finished
+        index did not load here; it checks the files and has them built again."""
+        if "build_id" not in index or "version" not in index:
+            return
+        body = {
+            "build_id": int(index["build_id"]),
+            "version": int(index["version"]),
+            "segment_id": segment_id,
+            "node_id": self.node_id,
+        }
+        self.supervisor.spawn(
+            f"report index {body['build_id']} not loaded",
+            lambda: self.bus.request(subjects.coord("index.load_failed"), body, CALL_TIMEOUT_S),
+        )
 
     async def worker_drop_index(self, raw: dict[str, Any]) -> dict[str, Any]:
         self.worker.drop_index(int(raw["collection_id"]), str(raw["field"]))

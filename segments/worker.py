@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +32,15 @@ MAX_GROUP_SCAN = MAX_EF
 """Hits a segment looks at, at most, to fill a grouped search's groups (HNSW's ef bound)."""
 
 
-def load_segment(spec: dict[str, Any], schema: Schema) -> MemSegment:
-    """Read a flushed segment, its persisted deletes and its built indexes (in a thread)."""
+IndexFailure = Callable[[int, dict[str, Any]], None]
+"""Told (on the loop) of a built index a worker could not load: segment id, index entry."""
+
+
+def load_segment(
+    spec: dict[str, Any], schema: Schema, failed: list[dict[str, Any]] | None = None
+) -> MemSegment:
+    """Read a flushed segment, its persisted deletes and its built indexes (in a thread);
+    index entries that did not load are added to ``failed``."""
     seg_dir = Path(spec["path"]).parent
     seg = MemSegment(
         int(spec["segment_id"]),
@@ -44,41 +52,62 @@ def load_segment(spec: dict[str, Any], schema: Schema) -> MemSegment:
     if deltas is not None and deltas.num_rows:
         seg.delete(deltas.column(PK_COLUMN).combine_chunks(), deltas.column("ts").to_numpy())
     for index in spec.get("indexes") or []:
-        attach_index(seg, index)
+        if not attach_index(seg, index) and failed is not None:
+            failed.append(index)
     return seg
 
 
-def attach_index(seg: MemSegment, index: dict[str, Any]) -> None:
-    """Load one built index (``{field, dir, ...}``) into a segment (runs in a thread)."""
+def attach_index(seg: MemSegment, index: dict[str, Any]) -> bool:
+    """Load one built index (``{field, dir, ...}``) into a segment (runs in a thread);
+    whether it loaded."""
     from elanus.index.engine import load_index  # faiss-heavy: only where indexes are served
 
     try:
         seg.attach_index(index["field"], load_index(Path(index["dir"])))
     except Exception as exc:  # noqa: BLE001 - the segment stays searchable, exactly
         log.warning("segment %s: index %s not loaded: %s", seg.segment_id, index["dir"], exc)
+        return False
+    return True
 
 
 class Worker:
-    def __init__(self) -> None:
+    """``on_index_failure`` hears of every finished index that did not load, so that the
+    coord can have it built again rather than leave the segment on exact search."""
+
+    def __init__(self, on_index_failure: IndexFailure | None = None) -> None:
         self.segments: dict[int, MemSegment] = {}
         self.collection_of: dict[int, int] = {}
+        self.on_index_failure = on_index_failure
 
     async def load(
         self, collection_id: int, schema: Schema, specs: list[dict[str, Any]]
     ) -> list[int]:
         new = [s for s in specs if int(s["segment_id"]) not in self.segments]
-        loaded = await asyncio.gather(*(asyncio.to_thread(load_segment, s, schema) for s in new))
-        for seg in loaded:
+        failed: list[list[dict[str, Any]]] = [[] for _ in new]
+        loaded = await asyncio.gather(
+            *(
+                asyncio.to_thread(load_segment, s, schema, f)
+                for s, f in zip(new, failed, strict=True)
+            )
+        )
+        for seg, bad in zip(loaded, failed, strict=True):
             self.segments[seg.segment_id] = seg
             self.collection_of[seg.segment_id] = collection_id
+            for index in bad:
+                self._index_failed(seg.segment_id, index)
         return [int(s["segment_id"]) for s in specs]
+
+    def _index_failed(self, segment_id: int, index: dict[str, Any]) -> None:
+        if self.on_index_failure is not None:
+            self.on_index_failure(segment_id, index)
 
     async def load_index(self, segment_id: int, index: dict[str, Any]) -> bool:
         """Swap a finished index in; searches before the swap used the exact kernel."""
         seg = self.segments.get(segment_id)
         if seg is None:
             return False
-        await asyncio.to_thread(attach_index, seg, index)
+        if not await asyncio.to_thread(attach_index, seg, index):
+            self._index_failed(segment_id, index)
         return seg.index_of(index["field"]) is not None
 
     def drop_index(self, collection_id: int, field: str) -> None:

@@ -13,10 +13,11 @@ Runs from the CLI (``elanus index build COLLECTION --spark-master local[2]``) or
 from __future__ import annotations
 
 import argparse
+import os
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -42,12 +43,14 @@ class IndexRun:
         return dict(self.__dict__)
 
 
-def build_and_report(uri: str, node_id: str, task: dict[str, Any]) -> dict[str, Any]:
+def build_and_report(
+    uri: str, node_id: str, task: dict[str, Any], connect: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """One Spark task: build one segment's index and report it (runs on an executor)."""
     from elanus.index.buildtask import run_build_task
 
     report = run_build_task(task)
-    with Client(uri) as client:
+    with Client(uri, **(connect or {})) as client:
         reply = client.report_index_task(node_id, report)
     return {**report, "accepted": bool(reply.get("accepted"))}
 
@@ -56,16 +59,20 @@ class _Lease:
     """Renews the run's lease on a thread until closed; learns how many of the run's
     tasks the coord still counts as in progress (the rest were reported)."""
 
-    def __init__(self, uri: str, node_id: str, lease_s: float, claimed: int) -> None:
+    def __init__(
+        self, uri: str, node_id: str, lease_s: float, claimed: int, connect: Mapping[str, Any]
+    ) -> None:
         self.remaining = claimed
         self._stop = threading.Event()
         self._thread = threading.Thread(
-            target=self._renew, args=(uri, node_id, max(0.2, lease_s / 3)), daemon=True
+            target=self._renew,
+            args=(Client(uri, **connect), node_id, max(0.2, lease_s / 3)),
+            daemon=True,
         )
         self._thread.start()
 
-    def _renew(self, uri: str, node_id: str, every: float) -> None:
-        with Client(uri) as client:
+    def _renew(self, client: Client, node_id: str, every: float) -> None:
+        with client:
             while not self._stop.wait(every):
                 try:
                     reply = client.index_heartbeat(node_id)
@@ -87,17 +94,21 @@ def run_index_build(
     db: str | None = None,
     retry_failed: bool = False,
     on_progress: Callable[[int, int], None] | None = None,
+    client_options: Mapping[str, Any] | None = None,
 ) -> IndexRun:
-    """Claim the collection's pending index tasks and build them as one Spark job."""
+    """Claim the collection's pending index tasks and build them as one Spark job.
+    ``client_options`` are ``Client`` keyword arguments for the driver and the executors
+    (``tls_root_certs`` as bytes: executors may not see the driver's files)."""
     started = time.perf_counter()
     run = IndexRun(node_id=f"spark_{uuid.uuid4().hex[:10]}")
-    with Client(uri, db=db or "default") as client:
+    connect = dict(client_options or {})
+    with Client(uri, db=db or "default", **connect) as client:
         claim = client.claim_index_tasks(run.node_id, collection, retry_failed=retry_failed)
     tasks: list[dict[str, Any]] = claim["tasks"]
     run.claimed = len(tasks)
     if not tasks:
         return run
-    lease = _Lease(uri, run.node_id, float(claim["lease_s"]), len(tasks))
+    lease = _Lease(uri, run.node_id, float(claim["lease_s"]), len(tasks), connect)
     try:
         if spark is None:
             from elanus.spark import session
@@ -105,7 +116,7 @@ def run_index_build(
             spark = session(master, app_name=f"elanus-index-{collection}")
         node_id = run.node_id
         rdd = spark.sparkContext.parallelize(tasks, numSlices=len(tasks))
-        job = rdd.map(lambda t: build_and_report(uri, node_id, t))
+        job = rdd.map(lambda t: build_and_report(uri, node_id, t, connect))
         outcome: dict[str, Any] = {}
 
         def collect() -> None:
@@ -147,13 +158,28 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--uri", default="grpc://127.0.0.1:8815")
     parser.add_argument("--db", default=None)
     parser.add_argument("--retry-failed", action="store_true")
+    parser.add_argument("--tls-ca", default=None, help="PEM file of the proxy's TLS CA")
     args = parser.parse_args(argv)
+    token = os.environ.get("ELANUS_TOKEN")  # "user:password"; never on a command line
     from pyspark.sql import SparkSession
+
+    from elanus.flight.tls import read_pem
+
+    connect: dict[str, Any] = (
+        {"tls_root_certs": read_pem(args.tls_ca, "--tls-ca")} if args.tls_ca else {}
+    )
+    if token:
+        connect["token"] = token
 
     spark = SparkSession.builder.appName(f"elanus-index-{args.collection}").getOrCreate()
     try:
         run = run_index_build(
-            args.uri, args.collection, spark=spark, db=args.db, retry_failed=args.retry_failed
+            args.uri,
+            args.collection,
+            spark=spark,
+            db=args.db,
+            retry_failed=args.retry_failed,
+            client_options=connect,
         )
     finally:
         spark.stop()

@@ -5,8 +5,16 @@ from ``load(name)`` / ``save(name)``)."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from elanus.errors import invalid
+from elanus.flight.tls import read_pem
+
+CREDENTIAL_OPTIONS = ("user", "password", "token")
+"""Credentials for a server with ``auth_enabled``: ``user`` + ``password``, or ``token``
+as ``"user:password"`` (as pymilvus takes it)."""
+CONNECT_OPTIONS = ("tls_ca", *CREDENTIAL_OPTIONS)
+"""Options of both the reader and the writer that say how to connect, besides ``uri``."""
 
 
 def target_options(
@@ -24,3 +32,14 @@ def target_options(
     if not collection:
         raise invalid("the elanus data source needs option 'collection'")
     return given, uri, collection
+
+
+def client_options(given: Mapping[str, str]) -> dict[str, Any]:
+    """``Client`` keyword arguments from the connection options (picklable): the
+    credentials, and ``tls_ca`` (a PEM path) read on the driver, so executors get the bytes
+    and need no copy of the file."""
+    options: dict[str, Any] = {k: given[k] for k in CREDENTIAL_OPTIONS if given.get(k)}
+    path = given.get("tls_ca")
+    if path:
+        options["tls_root_certs"] = read_pem(path, "option 'tls_ca'")
+    return options

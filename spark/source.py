@@ -18,7 +18,8 @@ window), ``filter`` (an Elanus expression) with ``filter_params`` (a JSON object
 8192), ``direct`` (``auto``: read sealed segments from their files when present; ``true``;
 ``false``: always through the proxy), ``pushdown`` (``auto``: take Spark's filters from
 Spark 5 on, see ``safe_pushdown``; ``true``; ``false``), ``timeout`` (seconds per call,
-default 120).
+default 120), ``tls_ca`` (PEM file of the CA of a ``grpc+tls://`` proxy, read on the
+driver).
 
 Column pruning: Spark (4.3) tells Python readers nothing about the columns a query uses,
 so the read covers the DataFrame's schema: all columns, or those named by ``columns``,
@@ -51,7 +52,7 @@ from elanus.flight.wire import DEFAULT_DB, decode_body
 from elanus.schema import Schema
 from elanus.spark import segment_files
 from elanus.spark.filters import translate_all
-from elanus.spark.options import target_options
+from elanus.spark.options import CONNECT_OPTIONS, client_options, target_options
 from elanus.spark.types import arrow_target, conform, spark_schema
 
 MODES = ("auto", "true", "false")
@@ -69,6 +70,7 @@ OPTIONS = (
     "direct",
     "pushdown",
     "timeout",
+    *CONNECT_OPTIONS,
 )
 
 
@@ -86,6 +88,8 @@ class ReadOptions:
     direct: str = "auto"
     pushdown: str = "auto"
     timeout: float = 120.0
+    connect: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    """``Client`` keyword arguments (``options.client_options``)."""
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReadOptions:
@@ -107,10 +111,11 @@ class ReadOptions:
             direct=direct,
             pushdown=pushdown,
             timeout=_number(given, "timeout", float, 0.001) or 120.0,
+            connect=client_options(given),
         )
 
     def client(self) -> Client:
-        return Client(self.uri, timeout=self.timeout, db=self.db)
+        return Client(self.uri, timeout=self.timeout, db=self.db, **self.connect)
 
     @property
     def pushes_filters(self) -> bool:

@@ -11,7 +11,8 @@ committed twice.
 Options: ``uri``, ``collection`` (or ``save(collection)``), ``db``, ``partition`` (a
 partition name), ``upsert`` (``true``: rows replace those with the same primary keys, at
 the commit timestamp), ``batch_bytes`` (bytes per DoPut batch, default 8 MiB),
-``timeout`` (seconds per call, default 600). Spark's ``overwrite`` mode is refused:
+``timeout`` (seconds per call, default 600), ``tls_ca`` (PEM file of the CA of a
+``grpc+tls://`` proxy, read on the driver). Spark's ``overwrite`` mode is refused:
 Milvus has no overwrite; drop and create the collection instead.
 """
 
@@ -19,7 +20,8 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
@@ -27,9 +29,19 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from elanus.errors import invalid
 from elanus.flight.client import Client
 from elanus.flight.wire import DEFAULT_DB
-from elanus.spark.options import target_options
+from elanus.spark.options import CONNECT_OPTIONS, client_options, target_options
 
-WRITE_OPTIONS = ("uri", "collection", "path", "db", "partition", "upsert", "batch_bytes", "timeout")
+WRITE_OPTIONS = (
+    "uri",
+    "collection",
+    "path",
+    "db",
+    "partition",
+    "upsert",
+    "batch_bytes",
+    "timeout",
+    *CONNECT_OPTIONS,
+)
 DEFAULT_BATCH_BYTES = 8 << 20
 
 
@@ -42,6 +54,8 @@ class WriteOptions:
     upsert: bool = False
     batch_bytes: int = DEFAULT_BATCH_BYTES
     timeout: float = 600.0
+    connect: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    """``Client`` keyword arguments (``options.client_options``)."""
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:
@@ -64,10 +78,11 @@ class WriteOptions:
             upsert=upsert == "true",
             batch_bytes=batch_bytes,
             timeout=timeout,
+            connect=client_options(given),
         )
 
     def client(self) -> Client:
-        return Client(self.uri, timeout=self.timeout, db=self.db)
+        return Client(self.uri, timeout=self.timeout, db=self.db, **self.connect)
 
 
 @dataclass

@@ -23,6 +23,7 @@ import pytest
 from elanus.channels.bus import Bus
 from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats
+from elanus.channels.natsauth import NatsCredentials
 from elanus.flight.client import Client
 from elanus.flight.proxy import ProxyServer
 from elanus.index.indexnode import IndexNode
@@ -55,23 +56,29 @@ def loop_thread() -> Iterator[LoopThread]:
 class Stack:
     """A coord and any number of proxies on one NATS server, all on one loop thread.
 
-    ``proxy``/``uri`` are the first proxy's; ``add_proxy`` starts more (optionally on their
-    own NATS connection, as separate processes would have), ``restart`` replaces the coord
-    and proxies with new ones on the same data dir. ``close`` stops whatever still runs.
+    ``nats`` is the server (its URL and credentials are used) or a URL. ``proxy``/``uri``
+    are the first proxy's; ``add_proxy`` starts more (optionally on their own NATS
+    connection, as separate processes would have), ``restart`` replaces the coord and
+    proxies with new ones on the same data dir. ``close`` stops whatever still runs.
     """
 
-    def __init__(self, loop: LoopThread, nats_url: str, data_dir: Path, **settings: Any) -> None:
+    def __init__(
+        self, loop: LoopThread, nats: EmbeddedNats | str, data_dir: Path, **settings: Any
+    ) -> None:
         self.loop = loop
         defaults: dict[str, Any] = {
             "data_dir": str(data_dir),
-            "nats_url": nats_url,
+            "nats_url": nats if isinstance(nats, str) else nats.url,
             "flight_host": "127.0.0.1",
             "flight_port": 0,
             "session_ttl_s": 2,
             "timetick_interval_ms": 50,
         }
+        if isinstance(nats, EmbeddedNats):
+            creds = nats.credentials
+            defaults.update(nats_user=creds.user, nats_password=creds.password)
         self.settings = Settings(**{**defaults, **settings})
-        self.bus: Bus = self.call(Bus(nats_url, name="test-stack").connect())
+        self.bus: Bus = self.call(self.new_bus("test-stack").connect())
         self._buses: list[Bus] = [self.bus]
         self.coord: Coordinator | None = None
         self.proxies: list[ProxyServer] = []
@@ -82,6 +89,23 @@ class Stack:
 
     def call(self, coro: Any) -> Any:
         return self.loop.call(coro, timeout=STEP_TIMEOUT_S)
+
+    @property
+    def nats_credentials(self) -> NatsCredentials | None:
+        s = self.settings
+        return (
+            NatsCredentials(s.nats_user or "elanus", s.nats_password) if s.nats_password else None
+        )
+
+    def new_bus(self, name: str) -> Bus:
+        """An unconnected bus on the stack's NATS, with its credentials (as a role has)."""
+        return Bus(self.settings.nats_url or "", name=name, credentials=self.nats_credentials)
+
+    def role_env(self, **env: str) -> dict[str, str]:
+        """``env`` plus the NATS credentials, for a role started as its own process (they
+        travel in its environment, never on its command line)."""
+        creds = self.nats_credentials
+        return {**env, **(creds.env() if creds else {})}
 
     @property
     def proxy(self) -> ProxyServer:
@@ -120,7 +144,7 @@ class Stack:
     def add_proxy(self, own_bus: bool = False) -> ProxyServer:
         bus = self.bus
         if own_bus:
-            bus = self.call(Bus(self.settings.nats_url or "", name="test-proxy").connect())
+            bus = self.call(self.new_bus("test-proxy").connect())
             self._buses.append(bus)
         proxy = ProxyServer(self.settings, bus)
         self.call(proxy.start())
@@ -184,7 +208,7 @@ def own_stack(tmp: Path, name: str, **settings: Any) -> Iterator[Stack]:
     try:
         loop = LoopThread(name).start()
         try:
-            stack = Stack(loop, nats.url, tmp / "data", **settings)
+            stack = Stack(loop, nats, tmp / "data", **settings)
             try:
                 stack.start()
                 yield stack
@@ -208,7 +232,7 @@ def wait_for(pred: Callable[[], Any], timeout: float = 30, what: str = "conditio
 
 @pytest.fixture
 def stack(nats_server: EmbeddedNats, loop_thread: LoopThread, tmp_path: Path) -> Iterator[Stack]:
-    s = Stack(loop_thread, nats_server.url, tmp_path / "data")
+    s = Stack(loop_thread, nats_server, tmp_path / "data")
     try:
         s.start()
         yield s
@@ -302,6 +326,8 @@ def wait_healthy(uri: str, timeout: float = 30.0, alive: _Callable[[], None] | N
             client.health()
             return
         except _ElanusError as exc:
+            if exc.code == "UNAUTHENTICATED":  # a server with auth_enabled: it answered
+                return
             last = exc
         finally:
             client.close()
@@ -421,7 +447,13 @@ class StandaloneProcess(ElanusProcess):
 
     uri: str
 
-    def __init__(self, data_dir: Path, *extra: str, port: int | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        *extra: str,
+        port: int | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.data_dir = data_dir
         self.port = port or _free_port()
         nats = [] if "--nats" in extra else ["--nats-port", "0"]
@@ -435,6 +467,7 @@ class StandaloneProcess(ElanusProcess):
             *extra,
             log_path=data_dir.parent / f"{data_dir.name}-standalone.log",
             uri=f"grpc://127.0.0.1:{self.port}",
+            env=env,
         )
 
     @property
@@ -475,10 +508,12 @@ def standalone_factory(tmp_path: Path, elanus_processes: Any) -> _Callable[..., 
     """Make (unstarted) standalone processes; all of them are killed at teardown."""
     count = 0
 
-    def make(*extra: str, data_dir: Path | None = None) -> StandaloneProcess:
+    def make(
+        *extra: str, data_dir: Path | None = None, env: dict[str, str] | None = None
+    ) -> StandaloneProcess:
         nonlocal count
         count += 1
-        sp = StandaloneProcess(data_dir or tmp_path / f"data{count}", *extra)
+        sp = StandaloneProcess(data_dir or tmp_path / f"data{count}", *extra, env=env)
         elanus_processes(sp)
         return sp
 

@@ -34,7 +34,6 @@ SETTINGS = {
     "timetick_interval_ms": 50,
 }
 """What the suite's standalone server runs with (as ``ELANUS_*`` variables)."""
-LIMITS_XFAIL = "limits branch"
 
 Batches = Callable[[], tuple[pa.Schema, list[pa.RecordBatch]]]
 
@@ -126,7 +125,27 @@ BASE: dict[str, dict[str, Any]] = {
     "search": {"collection": MAIN, "data": [VEC], "limit": 3},
     "query": {"collection": MAIN, "filter": "id < 3"},
     "read_plan": {"collection": MAIN},
-}
+    "whoami": {},
+    "create_user": {"user_name": "fz_user", "password": "fz-password"},
+    "drop_user": {"user_name": "fz_absent_user"},
+    "update_password": {"user_name": "fz_absent_user", "new_password": "fz-password-2"},
+    "list_users": {},
+    "describe_user": {"user_name": "root"},
+    "create_role": {"role_name": "fz_role"},
+    "drop_role": {"role_name": "fz_absent_role"},
+    "grant_role": {"user_name": "fz_absent_user", "role_name": "public"},
+    "revoke_role": {"user_name": "fz_absent_user", "role_name": "public"},
+    "grant_privilege": {
+        "role_name": "fz_absent_role", "object_type": "Collection", "privilege": "Search",
+        "object_name": MAIN,
+    },
+    "revoke_privilege": {
+        "role_name": "fz_absent_role", "object_type": "Collection", "privilege": "Search",
+        "object_name": MAIN,
+    },
+    "list_roles": {},
+    "describe_role": {"role_name": "public"},
+}  # fmt: skip
 WRITE_ACTIONS = {"delete"}
 """Actions whose refusal must leave ``MAIN``'s row count as it was."""
 
@@ -146,6 +165,10 @@ def base_body_cases() -> list[Case]:
                 "SEGMENT_NOT_FOUND",
                 "COMPACTION_NOT_FOUND",
                 "IMPORT_JOB_NOT_FOUND",
+                "USER_NOT_FOUND",
+                "USER_ALREADY_EXISTS",
+                "ROLE_NOT_FOUND",
+                "ROLE_ALREADY_EXISTS",
             }
         )
         out.append(Case(f"base/{name}", "action", dumps(BASE[name]), name, codes=codes, ok=True))
@@ -156,11 +179,12 @@ def base_body_cases() -> list[Case]:
 _KEYS_BY_KIND = {
     "str": """db name new_name new_db collection partition consistency_level description
         primary_field vector_field id_type metric_type field_name index_type index_name
-        node_id fail_reason filter write_id anns_field group_by_field""",
+        node_id fail_reason filter write_id anns_field group_by_field user_name password
+        old_password new_password role_name object_type privilege object_name db_name""",
     "int": """dimension num_shards max_length count limit build_id version compaction_id job_id
         expected_rows offset group_size guarantee_timestamp as_of snapshot_ts""",
     "float": "seconds wait_s",
-    "bool": "auto_id retry_failed ok upsert strict_group_size",
+    "bool": "auto_id retry_failed ok upsert strict_group_size force_drop",
     "dict": "schema properties params filter_params options search_params",
     "list": "files ids segment_ids parts partition_names data output_fields columns",
 }

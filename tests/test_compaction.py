@@ -28,7 +28,7 @@ def make_stack(nats: EmbeddedNats, loop: LoopThread, tmp: Path, **settings: Any)
         "gc_delay_s": 0,
         "retention_s": 0,
     }
-    return Stack(loop, nats.url, tmp / "data", **{**defaults, **settings}).start()
+    return Stack(loop, nats, tmp / "data", **{**defaults, **settings}).start()
 
 
 @pytest.fixture

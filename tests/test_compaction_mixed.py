@@ -53,7 +53,7 @@ def rows(ids: range, *, titles: bool = True) -> pa.Table:
 def stack(nats_server: EmbeddedNats, loop_thread: LoopThread, tmp_path: Path) -> Iterator[Stack]:
     s = Stack(
         loop_thread,
-        nats_server.url,
+        nats_server,
         tmp_path / "data",
         compaction_interval_s=0,
         gc_delay_s=0,

@@ -66,7 +66,7 @@ def slow_stack(
 ) -> Iterator[Stack]:
     s = Stack(
         loop_thread,
-        nats_server.url,
+        nats_server,
         tmp_path / "data",
         timetick_interval_ms=SLOW_TICK_MS,
         session_ttl_s=10,  # a proxy's write lease (0.8 x this) must outlast a report interval
@@ -190,8 +190,8 @@ def test_count_after_flush_and_load_with_the_query_node_in_its_own_process(
     read go over NATS); the reader has no writes, so Session waits for nothing."""
     data_dir = tmp_path / "data"
     settings = {"timetick_interval_ms": SLOW_TICK_MS, "session_ttl_s": 10}
-    stack = Stack(loop_thread, nats_server.url, data_dir, compaction_interval_s=0, **settings)
-    env = {"ELANUS_SESSION_TTL_S": "10", "ELANUS_TIMETICK_INTERVAL_MS": str(SLOW_TICK_MS)}
+    stack = Stack(loop_thread, nats_server, data_dir, compaction_interval_s=0, **settings)
+    env = stack.role_env(ELANUS_SESSION_TTL_S="10", ELANUS_TIMETICK_INTERVAL_MS=str(SLOW_TICK_MS))
     args = ["run", "querynode", "--nats", nats_server.url, "--data-dir", str(data_dir)]
     try:
         stack.coord = Coordinator(stack.settings, stack.bus)

@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 from conftest import StandaloneProcess
-from fuzz_cases import BIG, DIM, LIMITS_XFAIL, MAIN, SETTINGS, VEC, Case, dumps
+from fuzz_cases import BIG, DIM, MAIN, SETTINGS, VEC, Case, dumps
 from fuzz_streams import DROP, VEC_TYPE, good_batch
 
 from elanus import DataType, Schema
@@ -289,11 +289,7 @@ def all_cases() -> list[Case]:
 
 
 def _params() -> list[Any]:
-    out = []
-    for case in all_cases():
-        marks = [pytest.mark.xfail(reason=LIMITS_XFAIL, strict=False)] if case.oversized else []
-        out.append(pytest.param(case, id=case.id, marks=marks))
-    return out
+    return [pytest.param(case, id=case.id) for case in all_cases()]
 
 
 @pytest.mark.parametrize("case", _params())

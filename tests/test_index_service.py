@@ -298,13 +298,13 @@ def test_builder_killed_mid_task_is_replaced(
     elanus_processes: Callable[[ElanusProcess], ElanusProcess],
 ) -> None:
     data_dir = tmp_path / "data"
-    stack = Stack(loop_thread, nats_server.url, data_dir, compaction_interval_s=0)
+    stack = Stack(loop_thread, nats_server, data_dir, compaction_interval_s=0)
     try:
         stack.start()
         client = stack.client()
         make_collection(client, "k", [(0, 2000)])
         cid = collection_id(client, "k")
-        env = {"ELANUS_SESSION_TTL_S": "2", "ELANUS_INDEX_BUILD_DELAY_S": "600"}
+        env = stack.role_env(ELANUS_SESSION_TTL_S="2", ELANUS_INDEX_BUILD_DELAY_S="600")
         args = ["run", "indexnode", "--nats", nats_server.url, "--data-dir", str(data_dir)]
         slow = elanus_processes(
             ElanusProcess(*args, log_path=tmp_path / "indexnode.log", env=env)

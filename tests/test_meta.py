@@ -139,13 +139,15 @@ def test_migrations_are_versioned_and_applied_once(tmp_path: Path) -> None:
 
 COORD_PROCESS = textwrap.dedent(
     """
-    import asyncio, sys
+    import asyncio, os, sys
     from elanus.channels.bus import Bus
+    from elanus.channels.natsauth import NatsCredentials
     from elanus.meta.coord import Coordinator
     from elanus.settings import Settings
 
     async def main():
-        bus = await Bus(sys.argv[1]).connect()
+        creds = NatsCredentials(os.environ["ELANUS_NATS_USER"], os.environ["ELANUS_NATS_PASSWORD"])
+        bus = await Bus(sys.argv[1], credentials=creds).connect()
         coord = Coordinator(Settings(data_dir=sys.argv[2], session_ttl_s=2), bus)
         await coord.start()
         print("ready", flush=True)
@@ -163,9 +165,10 @@ def nats(tmp_path: Path):
     server.stop()
 
 
-def _spawn_coord(nats_url: str, data_dir: Path) -> subprocess.Popen[str]:
+def _spawn_coord(nats: EmbeddedNats, data_dir: Path) -> subprocess.Popen[str]:
     proc = subprocess.Popen(
-        [sys.executable, "-c", COORD_PROCESS, nats_url, str(data_dir)],
+        [sys.executable, "-c", COORD_PROCESS, nats.url, str(data_dir)],
+        env={**os.environ, **nats.client_env()},  # credentials never on the command line
         stdout=subprocess.PIPE,
         text=True,
         start_new_session=True,
@@ -180,8 +183,8 @@ def _spawn_coord(nats_url: str, data_dir: Path) -> subprocess.Popen[str]:
 def test_tso_and_ids_survive_kill_9_of_the_coord(nats: EmbeddedNats, tmp_path: Path) -> None:
     data = tmp_path / "data"
     loop = LoopThread().start()
-    bus = loop.call(Bus(nats.url).connect())
-    proc = _spawn_coord(nats.url, data)
+    bus = loop.call(Bus(nats.url, credentials=nats.credentials).connect())
+    proc = _spawn_coord(nats, data)
     try:
         issued = [
             loop.call(bus.request("elanus.coord.tso.alloc", {"count": 7}))["ts"] for _ in range(300)
@@ -215,8 +218,8 @@ def test_tso_and_ids_survive_kill_9_of_the_coord(nats: EmbeddedNats, tmp_path: P
 def test_coord_catalog_survives_kill_9(nats: EmbeddedNats, tmp_path: Path) -> None:
     data = tmp_path / "data"
     loop = LoopThread().start()
-    bus = loop.call(Bus(nats.url).connect())
-    proc = _spawn_coord(nats.url, data)
+    bus = loop.call(Bus(nats.url, credentials=nats.credentials).connect())
+    proc = _spawn_coord(nats, data)
     schema = {
         "fields": [
             {"name": "pk", "type": "VarChar", "is_primary": True, "max_length": 64},
@@ -243,7 +246,7 @@ def test_coord_catalog_survives_kill_9(nats: EmbeddedNats, tmp_path: Path) -> No
         )
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(10)
-        proc = _spawn_coord(nats.url, data)
+        proc = _spawn_coord(nats, data)
         described = loop.call(bus.request("elanus.coord.collection.describe", {"name": "kept"}))
         assert described["collection_id"] == created["collection_id"]
         assert described["schema"] == created["schema"]
@@ -260,11 +263,11 @@ def test_coord_catalog_survives_kill_9(nats: EmbeddedNats, tmp_path: Path) -> No
 
 def test_sessions_report_live_roles_and_expire(nats: EmbeddedNats, tmp_path: Path) -> None:
     loop = LoopThread().start()
-    bus = loop.call(Bus(nats.url).connect())
+    bus = loop.call(Bus(nats.url, credentials=nats.credentials).connect())
     coord = Coordinator(Settings(data_dir=str(tmp_path / "d"), session_ttl_s=1.5), bus)
     loop.call(coord.start())
     try:
-        proc = _spawn_coord(nats.url, tmp_path / "other")  # a second role process
+        proc = _spawn_coord(nats, tmp_path / "other")  # a second role process
         sessions = loop.call(bus.request("elanus.coord.session.list", {}))["sessions"]
         assert {s["pid"] for s in sessions} == {os.getpid(), proc.pid}
         os.killpg(proc.pid, signal.SIGKILL)

@@ -441,7 +441,7 @@ def test_as_of_in_the_future_is_refused(env: Env) -> None:
 def test_load_without_a_query_node_is_unavailable(
     nats_server: EmbeddedNats, loop_thread: LoopThread, tmp_path: Path
 ) -> None:
-    stack = Stack(loop_thread, nats_server.url, tmp_path / "data")
+    stack = Stack(loop_thread, nats_server, tmp_path / "data")
     try:  # a coord, a datanode and a proxy; no query node
         stack.coord = Coordinator(stack.settings, stack.bus)
         stack.call(stack.coord.start())
@@ -462,7 +462,7 @@ def test_load_without_a_query_node_is_unavailable(
 def test_failed_load_leaves_no_trace(
     nats_server: EmbeddedNats, loop_thread: LoopThread, tmp_path: Path
 ) -> None:
-    stack = Stack(loop_thread, nats_server.url, tmp_path / "data")
+    stack = Stack(loop_thread, nats_server, tmp_path / "data")
     try:
         stack.coord = Coordinator(stack.settings, stack.bus)
         stack.call(stack.coord.start())

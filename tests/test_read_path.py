@@ -409,7 +409,7 @@ def make_stack(
     def make(**settings: Any) -> Stack:
         defaults = {"compaction_interval_s": 0}
         n = len(stacks)
-        s = Stack(loop_thread, nats_server.url, tmp_path / f"data{n}", **{**defaults, **settings})
+        s = Stack(loop_thread, nats_server, tmp_path / f"data{n}", **{**defaults, **settings})
         stacks.append(s)
         s.start()
         wait_querynodes(s)
@@ -1043,8 +1043,8 @@ def test_querynode_process_killed_and_replaced(
     elanus_processes: Callable[[ElanusProcess], ElanusProcess],
 ) -> None:
     data_dir = tmp_path / "data"
-    stack = Stack(loop_thread, nats_server.url, data_dir, compaction_interval_s=0)
-    env = {"ELANUS_SESSION_TTL_S": "2", "ELANUS_TIMETICK_INTERVAL_MS": "50"}
+    stack = Stack(loop_thread, nats_server, data_dir, compaction_interval_s=0)
+    env = stack.role_env(ELANUS_SESSION_TTL_S="2", ELANUS_TIMETICK_INTERVAL_MS="50")
 
     def spawn(n: int) -> ElanusProcess:
         args = ["run", "querynode", "--nats", nats_server.url, "--data-dir", str(data_dir)]

@@ -37,7 +37,7 @@ def make_stack(
         defaults = {"compaction_interval_s": 0, "segment_max_rows": 300}
         s = Stack(
             loop_thread,
-            nats_server.url,
+            nats_server,
             tmp_path / f"data{len(stacks)}",
             **{**defaults, **settings},
         )

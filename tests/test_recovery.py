@@ -54,7 +54,7 @@ class Cluster:
             *args,
             log_path=self.tmp / f"{role}-{n}.log",
             uri=self.uri if role == "proxy" else None,
-            env=ENV,
+            env={**ENV, **self.nats.client_env()},
         )
         self.procs[f"{role}-{n}"] = self.track(proc).start()
         return proc

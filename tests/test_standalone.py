@@ -80,7 +80,7 @@ def test_kill9_takes_nats_down_and_restart_works(standalone_factory: Factory) ->
 
 def test_external_nats_starts_no_child(standalone_factory: Factory, tmp_path: Path) -> None:
     with EmbeddedNats(tmp_path / "external-nats") as nats:
-        sp = standalone_factory("--nats", nats.url).start().wait_ready()
+        sp = standalone_factory("--nats", nats.url, env=nats.client_env()).start().wait_ready()
         assert sp.nats_children() == []
         assert sp.info()["nats_url"] == nats.url
         assert sp.info()["nats_pid"] is None
@@ -99,7 +99,9 @@ def test_roles_run_on_their_own(
     with EmbeddedNats(tmp_path / "nats") as nats:
         common = ("--nats", nats.url, "--data-dir", str(tmp_path / "data"))
         coord = elanus_processes(
-            ElanusProcess("run", "coord", *common, log_path=tmp_path / "coord.log")
+            ElanusProcess(
+                "run", "coord", *common, log_path=tmp_path / "coord.log", env=nats.client_env()
+            )
         ).start()
         port = free_port()
         proxy = (
@@ -112,6 +114,7 @@ def test_roles_run_on_their_own(
                     str(port),
                     log_path=tmp_path / "proxy.log",
                     uri=f"grpc://127.0.0.1:{port}",
+                    env=nats.client_env(),
                 )
             )
             .start()

@@ -57,7 +57,7 @@ def test_a_killed_proxy_stops_holding_ticks_back(
                 stack.settings.data_dir,
                 log_path=stack.settings.data_path / "proxy2.log",
                 uri=f"grpc://127.0.0.1:{port}",
-                env={"ELANUS_SESSION_TTL_S": "2", "ELANUS_TIMETICK_INTERVAL_MS": "50"},
+                env=stack.role_env(ELANUS_SESSION_TTL_S="2", ELANUS_TIMETICK_INTERVAL_MS="50"),
             )
         )
         .start()

@@ -58,7 +58,7 @@ def make_stack(
     stacks: list[Stack] = []
 
     def make(**settings: Any) -> Stack:
-        s = Stack(loop_thread, nats_server.url, tmp_path / f"data{len(stacks)}", **settings)
+        s = Stack(loop_thread, nats_server, tmp_path / f"data{len(stacks)}", **settings)
         stacks.append(s)
         s.start()
         return s

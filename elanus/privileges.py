@@ -1,0 +1,233 @@
+"""Milvus's RBAC vocabulary: object types, privileges, built-in roles and groups, and the
+privilege each Flight call needs. Pure: the coord stores grants, the proxy decides with
+``permits``; both read this one table, so docs/security.md and the code cannot drift.
+
+A grant is ``(object_type, object_name, db_name, privilege)``. ``Global`` objects are named
+``*``; ``Database`` objects by the database's name; ``Collection`` objects by the
+collection's name inside ``db_name``; ``User`` objects by a user's name. ``*`` matches any
+name, and ``db_name`` ``*`` any database.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+ROOT_USER = "root"
+ADMIN_ROLE = "admin"
+PUBLIC_ROLE = "public"
+BUILTIN_ROLES = (ADMIN_ROLE, PUBLIC_ROLE)
+ANY = "*"
+ALL_PRIVILEGES = "All"
+"""A grant of ``All`` (on any object type) carries every privilege of its scope."""
+
+
+class ObjectType(enum.StrEnum):
+    GLOBAL = "Global"
+    DATABASE = "Database"
+    COLLECTION = "Collection"
+    USER = "User"
+
+    @classmethod
+    def parse(cls, text: str) -> ObjectType:
+        for member in cls:
+            if member.value.lower() == str(text).lower():
+                return member
+        known = ", ".join(m.value for m in cls)
+        raise ValueError(f"unknown object type {text!r}; the object types are {known}")
+
+
+# privilege -> the object type it is checked on (Milvus's users_and_roles table)
+PRIVILEGES: dict[str, ObjectType] = {
+    # Global
+    "CreateCollection": ObjectType.GLOBAL,
+    "DropCollection": ObjectType.GLOBAL,
+    "DescribeCollection": ObjectType.GLOBAL,
+    "ShowCollections": ObjectType.GLOBAL,
+    "RenameCollection": ObjectType.GLOBAL,
+    "CreateDatabase": ObjectType.GLOBAL,
+    "DropDatabase": ObjectType.GLOBAL,
+    "ListDatabases": ObjectType.GLOBAL,
+    "CreateOwnership": ObjectType.GLOBAL,
+    "DropOwnership": ObjectType.GLOBAL,
+    "SelectOwnership": ObjectType.GLOBAL,
+    "ManageOwnership": ObjectType.GLOBAL,
+    "DescribeCluster": ObjectType.GLOBAL,  # Elanus: list_sessions
+    "IndexBuilder": ObjectType.GLOBAL,  # Elanus: claim/heartbeat/report index build tasks
+    # Collection
+    "CreateIndex": ObjectType.COLLECTION,
+    "DropIndex": ObjectType.COLLECTION,
+    "IndexDetail": ObjectType.COLLECTION,
+    "Load": ObjectType.COLLECTION,
+    "GetLoadState": ObjectType.COLLECTION,
+    "Release": ObjectType.COLLECTION,
+    "Insert": ObjectType.COLLECTION,
+    "Delete": ObjectType.COLLECTION,
+    "Upsert": ObjectType.COLLECTION,
+    "Search": ObjectType.COLLECTION,
+    "Query": ObjectType.COLLECTION,
+    "Flush": ObjectType.COLLECTION,
+    "Compaction": ObjectType.COLLECTION,
+    "Import": ObjectType.COLLECTION,
+    "GetStatistics": ObjectType.COLLECTION,
+    "CreatePartition": ObjectType.COLLECTION,
+    "DropPartition": ObjectType.COLLECTION,
+    "ShowPartitions": ObjectType.COLLECTION,
+    "HasPartition": ObjectType.COLLECTION,
+    # User
+    "UpdateUser": ObjectType.USER,
+    "SelectUser": ObjectType.USER,
+}
+
+PRIVILEGE_GROUPS: dict[str, tuple[str, ...]] = {
+    "CollectionReadOnly": (
+        "Query", "Search", "IndexDetail", "GetLoadState", "GetStatistics", "HasPartition",
+        "ShowPartitions",
+    ),
+    "CollectionReadWrite": (
+        "Query", "Search", "IndexDetail", "GetLoadState", "GetStatistics", "HasPartition",
+        "ShowPartitions", "Load", "Release", "Insert", "Delete", "Upsert", "Import", "Flush",
+        "Compaction", "CreateIndex", "DropIndex", "CreatePartition", "DropPartition",
+    ),
+    "DatabaseReadOnly": ("DescribeCollection", "ShowCollections"),
+    "DatabaseReadWrite": (
+        "DescribeCollection", "ShowCollections", "CreateCollection", "DropCollection",
+        "RenameCollection",
+    ),
+}  # fmt: skip
+"""Milvus 2.5's built-in privilege groups (the subset that names Elanus's privileges): a
+grant of a group's name grants each member on the same object."""
+
+PUBLIC_GRANTS: tuple[tuple[str, str, str, str], ...] = (
+    (ObjectType.GLOBAL, ANY, ANY, "DescribeCollection"),
+    (ObjectType.GLOBAL, ANY, ANY, "ShowCollections"),
+    (ObjectType.COLLECTION, ANY, ANY, "IndexDetail"),
+)
+"""What every user has through ``public``, as in Milvus."""
+
+
+def check_privilege(name: str) -> str:
+    """A privilege, group or ``All``, spelt as Milvus spells it (case-insensitive in)."""
+    for known in (*PRIVILEGES, *PRIVILEGE_GROUPS, ALL_PRIVILEGES):
+        if known.lower() == str(name).lower():
+            return known
+    raise ValueError(f"unknown privilege {name!r}; docs/security.md lists the privileges")
+
+
+@dataclass(frozen=True)
+class Grant:
+    object_type: str
+    object_name: str
+    db_name: str
+    privilege: str
+
+    def covers(self, need: Need) -> bool:
+        if not _privilege_covers(self.privilege, need.privilege):
+            return False
+        if self.object_type == ObjectType.GLOBAL:
+            return self.db_name in (ANY, need.db)
+        if self.object_type == ObjectType.DATABASE:
+            return self.object_name in (ANY, need.db)
+        if self.object_type != PRIVILEGES[need.privilege]:
+            return False
+        if self.object_type == ObjectType.USER:
+            return self.object_name in (ANY, need.name)
+        return self.db_name in (ANY, need.db) and self.object_name in (ANY, need.name)
+
+
+def _privilege_covers(granted: str, wanted: str) -> bool:
+    if granted in (wanted, ALL_PRIVILEGES):
+        return True
+    return wanted in PRIVILEGE_GROUPS.get(granted, ())
+
+
+@dataclass(frozen=True)
+class Need:
+    """What one call needs: a privilege on an object (``name`` is the collection or user;
+    ``*`` where the call names none)."""
+
+    privilege: str
+    db: str
+    name: str = ANY
+
+    def describe(self) -> str:
+        kind = PRIVILEGES[self.privilege]
+        if kind == ObjectType.GLOBAL:
+            return f"{self.privilege} on Global in database {self.db!r}"
+        if kind == ObjectType.USER:
+            return f"{self.privilege} on User {self.name!r}"
+        return f"{self.privilege} on Collection {self.name!r} in database {self.db!r}"
+
+
+def permits(grants: Iterable[Grant], need: Need) -> bool:
+    return any(g.covers(need) for g in grants)
+
+
+# -- what each call needs ------------------------------------------------------------------
+OPEN = ""
+"""Any authenticated user may make the call (health, timestamps, polls of opaque ids)."""
+
+ACTION_PRIVILEGES: dict[str, str] = {
+    "create_collection": "CreateCollection",
+    "drop_collection": "DropCollection",
+    "has_collection": "DescribeCollection",
+    "describe_collection": "DescribeCollection",
+    "list_collections": "ShowCollections",
+    "rename_collection": "RenameCollection",
+    "create_partition": "CreatePartition",
+    "drop_partition": "DropPartition",
+    "has_partition": "HasPartition",
+    "list_partitions": "ShowPartitions",
+    "create_database": "CreateDatabase",
+    "drop_database": "DropDatabase",
+    "list_databases": "ListDatabases",
+    "list_sessions": "DescribeCluster",
+    "health": OPEN,
+    "get_timestamp": OPEN,
+    "create_index": "CreateIndex",
+    "drop_index": "DropIndex",
+    "describe_index": "IndexDetail",
+    "list_indexes": "IndexDetail",
+    "claim_index_tasks": "IndexBuilder",
+    "index_heartbeat": "IndexBuilder",
+    "report_index_task": "IndexBuilder",
+    "delete": "Delete",
+    "get_collection_stats": "GetStatistics",
+    "flush": "Flush",
+    "get_flush_state": OPEN,
+    "get_segment_info": "GetStatistics",
+    "compact": "Compaction",
+    "get_compaction_state": OPEN,
+    "import": "Import",
+    "get_import_state": OPEN,
+    "list_import_jobs": "Import",
+    "commit_write": "Insert",
+    "abort_write": OPEN,
+    "load_collection": "Load",
+    "release_collection": "Release",
+    "get_load_state": "GetLoadState",
+    "search": "Search",
+    "query": "Query",
+    "read_plan": "Query",
+    # users and roles
+    "whoami": OPEN,
+    "create_user": "CreateOwnership",
+    "drop_user": "DropOwnership",
+    "update_password": "UpdateUser",
+    "list_users": "SelectOwnership",
+    "describe_user": "SelectUser",
+    "create_role": "CreateOwnership",
+    "drop_role": "DropOwnership",
+    "grant_role": "ManageOwnership",
+    "revoke_role": "ManageOwnership",
+    "grant_privilege": "ManageOwnership",
+    "revoke_privilege": "ManageOwnership",
+    "list_roles": "SelectOwnership",
+    "describe_role": "SelectOwnership",
+}
+"""Every DoAction's privilege. DoPut needs Insert (Upsert for upserts); DoExchange, Search;
+DoGet, GetFlightInfo and GetSchema, Query. A user may always describe and re-password
+themselves (``SELF_SERVICE``)."""
+
+SELF_SERVICE = frozenset({"update_password", "describe_user"})

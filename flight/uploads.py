@@ -1,0 +1,83 @@
+"""Uploads: a client's file carried into the server's import area over a DoPut stream.
+
+``elanus import`` and ``Client.bulk_import`` use it for a file the server cannot read
+itself (outside the import roots, or on another machine), then import the path the upload
+answers. The descriptor is the JSON command ``{"op": "upload", "collection", "name"}``; the
+stream's batches have one binary column whose values, in order, are the file's bytes. The
+file is written to ``<storage>/import/uploads/<id>/<name>`` under a temporary name and
+renamed when the stream ends, so an import never reads half an upload; the one PutResult's
+``app_metadata`` is JSON ``{"upload_id", "path", "bytes"}``. The stream is capped by
+``max_put_bytes``. The coord removes an upload when the job that imported it ends, and
+expires one no job took (``meta/importfiles.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.flight as flight
+
+from elanus.errors import ElanusError, ErrorCode, invalid
+from elanus.filereaders import file_format, is_numpy
+from elanus.importroots import safe_upload_name, upload_area
+from elanus.settings import Settings
+
+
+def receive_upload(
+    settings: Settings,
+    request: dict[str, Any],
+    chunks: Iterable[flight.FlightStreamChunk],
+    writer: flight.FlightMetadataWriter,
+) -> dict[str, Any]:
+    """Write the stream to a new upload directory; answer (and return) where it is."""
+    name = safe_upload_name(request["name"])
+    if not is_numpy(name):
+        file_format(name)  # refuses a type no import reads, before any byte is stored
+    upload_id = uuid.uuid4().hex
+    directory = upload_area(settings) / upload_id
+    directory.mkdir(parents=True)
+    partial = directory / f".{name}.part"
+    limit = settings.max_put_bytes
+    total = 0
+    try:
+        with open(partial, "xb") as out:
+            for chunk in chunks:
+                batch = chunk.data
+                if batch is None or not batch.num_rows:
+                    continue
+                column = _bytes_column(batch)
+                for value in column:
+                    if not value.is_valid:
+                        raise invalid("upload: a chunk of the file is null")
+                    data = value.as_buffer()
+                    total += data.size
+                    if total > limit:
+                        raise ElanusError(
+                            ErrorCode.REQUEST_TOO_LARGE,
+                            f"upload of {name!r} passed {limit} bytes (max_put_bytes)",
+                        )
+                    out.write(memoryview(data))
+        final = directory / name
+        partial.rename(final)
+    except BaseException:
+        shutil.rmtree(directory, ignore_errors=True)
+        raise
+    reply = {"upload_id": upload_id, "path": str(final), "bytes": total}
+    writer.write(pa.py_buffer(json.dumps(reply).encode()))
+    return reply
+
+
+def _bytes_column(batch: pa.RecordBatch) -> pa.Array:
+    if batch.num_columns != 1 or not (
+        pa.types.is_binary(batch.schema.types[0]) or pa.types.is_large_binary(batch.schema.types[0])
+    ):
+        raise invalid(
+            "upload: each batch must have exactly one binary column holding the file's bytes, "
+            f"got {batch.num_columns} column(s) of {', '.join(map(str, batch.schema.types))}"
+        )
+    return batch.column(0)
