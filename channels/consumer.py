@@ -97,26 +97,42 @@ class ChannelConsumer:
         if self.on_failure is not None:
             self.on_failure(exc)
 
+    @property
+    def stopped(self) -> bool:
+        """Stopped (the channel was released): tsafe will not move again."""
+        return self._stopping
+
     async def stop(self) -> None:
         self._stopping = True
+        await self._wake_waiters()  # reads waiting for a tick that will never come
         await cancel_and_wait(self._task)
         self._task = None
         self.supervisor.recover(self.task_name)  # not ours any more, failed or not
         await self._unsubscribe()
 
     async def wait_tick(self, ts: int, timeout: float) -> bool:
-        """Wait until a tick at or past ``ts`` was handed on (tsafe >= ts)."""
+        """Wait until a tick at or past ``ts`` was handed on (tsafe >= ts); False after
+        ``timeout``, or as soon as the consumer stops."""
         async with self._tick:
             try:
-                await asyncio.wait_for(self._tick.wait_for(lambda: self.tick_ts >= ts), timeout)
-                return True
+                await asyncio.wait_for(
+                    self._tick.wait_for(lambda: self.tick_ts >= ts or self._stopping), timeout
+                )
             except TimeoutError:
                 return False
+        return self.tick_ts >= ts
 
     def wait_tick_in_thread(self, ts: int, timeout: float) -> bool:
         """``wait_tick`` for a thread other than the loop's (a Flight handler)."""
         with self._tick_for_threads:
-            return self._tick_for_threads.wait_for(lambda: self.tick_ts >= ts, timeout)
+            self._tick_for_threads.wait_for(lambda: self.tick_ts >= ts or self._stopping, timeout)
+        return self.tick_ts >= ts
+
+    async def _wake_waiters(self) -> None:
+        async with self._tick:
+            self._tick.notify_all()
+        with self._tick_for_threads:
+            self._tick_for_threads.notify_all()
 
     async def _unsubscribe(self) -> None:
         if self._sub is not None:

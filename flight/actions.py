@@ -78,6 +78,7 @@ def check_request(name: str, raw: bytes) -> tuple[ActionSpec, dict[str, Any]]:
             f"allowed keys are {', '.join(sorted(allowed))}"
         )
     body = Body(raw_body, name)
+    _db(body)  # every action takes "db", even those that do not use it: it must be a name
     request = spec.check(body)
     body.allow(allowed).done()
     return spec, request

@@ -13,9 +13,11 @@ import contextlib
 import json
 import logging
 import threading
+import traceback
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
+import numpy as np
 import pyarrow.flight as flight
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
@@ -49,6 +51,7 @@ from elanus.flight.putresult import PutAck
 from elanus.flight.query import QueryService, hits_table
 from elanus.flight.query_actions import QUERY_ACTIONS, check_search_stream
 from elanus.flight.readplan import READ_PLAN_ACTIONS, ReadService
+from elanus.flight.streams import client_batches, client_chunks
 from elanus.flight.tls import server_tls
 from elanus.flight.uploads import receive_upload
 from elanus.flight.wire import DEFAULT_DB, decode_request, encode_result, to_flight_error
@@ -238,7 +241,8 @@ class ProxyServer(Role):
                 receive_upload(self.settings, request, reader, writer)
                 return
             mode = "staged" if request["stage"] else "atomic" if request["atomic"] else "stream"
-            batches = self.limits.put_budget(mode).batches(reader)
+            budget = self.limits.put_budget(mode)
+            batches = budget.batches(client_chunks(reader, "DoPut"))
             if request["stage"]:  # a staged write: checked now, visible at commit_write
                 self.imports.stage(info, request, batches, writer)
                 return
@@ -265,7 +269,8 @@ class ProxyServer(Role):
         caller: Caller = ANONYMOUS,
     ) -> None:
         """DoExchange search: batches of query vectors in (one column of vectors), batches
-        of hits out (query_index, rank, id, distance, output fields)."""
+        of hits out (query_index, rank, id, distance, output fields). A stream without
+        vectors gets a stream without hits (query_index, rank, id, distance)."""
         with _flight_errors("DoExchange"):
             request = check_search_stream(command)
             caller.require(Need("Search", request["db"], request["collection"]))
@@ -273,10 +278,7 @@ class ProxyServer(Role):
             plan = self.query.prepare_search(info, {**request, "data": None})
             pk_type = info.schema.primary.arrow_type()
             first, started = 0, False
-            for chunk in reader:
-                batch = chunk.data
-                if batch is None or batch.num_rows == 0:
-                    continue
+            for batch in client_batches(reader, "DoExchange"):
                 if batch.num_columns != 1:
                     raise ElanusError(
                         ErrorCode.INVALID_ARGUMENT,
@@ -289,6 +291,9 @@ class ProxyServer(Role):
                     started = True
                 writer.write_table(table)
                 first += batch.num_rows
+            if not started:  # no query vectors: an empty answer, not a stream without schema
+                empty = {"distances": np.empty((0, 0), np.float32), "pks": np.empty(0)}
+                writer.begin(hits_table(empty, pk_type).schema)
 
     def handle_get(self, ticket: bytes, caller: Caller = ANONYMOUS) -> flight.FlightDataStream:
         """DoGet: a read-plan ticket (JSON with ``read``), or a ``query`` action body."""
@@ -382,12 +387,27 @@ def _schema_refusal(context: flight.ServerCallContext, exc: flight.FlightError) 
     return GetSchemaRefused(str(exc))
 
 
-def _without_source(fn: T) -> T:
-    """pyarrow sends a Python traceback along with an uncaught exception's status; for the
-    one raise it cannot catch (GetSchema) the frame names no file and shows no source."""
-    code = fn.__code__  # type: ignore[attr-defined]
-    fn.__code__ = code.replace(co_filename="<elanus proxy>")  # type: ignore[attr-defined]
-    return fn
+def _quiet_schema_refusals() -> None:
+    """Keep tracebacks out of GetSchema errors.
+
+    pyarrow sends an uncaught exception's status with a detail of
+    ``traceback.format_exception(...)`` -- frames, pyarrow's source file names, line
+    numbers -- which it looks up in the ``traceback`` module at each failure. For a
+    ``GetSchemaRefused`` (the one raise pyarrow cannot catch) the detail becomes the class
+    name alone; every other exception is formatted as before.
+    """
+    original = traceback.format_exception
+    if getattr(original, "_elanus_quiet", False):
+        return
+
+    def format_exception(exc: Any, *args: Any, **kwargs: Any) -> list[str]:
+        value = args[0] if args else exc
+        if isinstance(value, GetSchemaRefused):
+            return [f"{GetSchemaRefused.__name__}\n"]
+        return original(exc, *args, **kwargs)
+
+    format_exception._elanus_quiet = True  # type: ignore[attr-defined]
+    traceback.format_exception = format_exception  # type: ignore[assignment]
 
 
 class _FlightService(flight.FlightServerBase):
@@ -401,6 +421,7 @@ class _FlightService(flight.FlightServerBase):
             handshake = HandshakeOnly()
         super().__init__(location, auth_handler=handshake, middleware=middleware, **tls)
         self._proxy = proxy
+        _quiet_schema_refusals()
 
     def _admit(
         self, context: flight.ServerCallContext, kind: Kind | None, size: int, what: str
@@ -430,7 +451,6 @@ class _FlightService(flight.FlightServerBase):
         self._admit(context, Kind.DQL, len(descriptor.command or b""), "GetFlightInfo command")
         return self._proxy.handle_flight_info(descriptor, caller_of(context))
 
-    @_without_source
     def get_schema(
         self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
     ) -> flight.SchemaResult:

@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.flight as flight
 
+from elanus import tsutil
 from elanus.channels import subjects
 from elanus.channels.bus import as_table
 from elanus.errors import ElanusError, ErrorCode, invalid
@@ -44,6 +45,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 READ_PLAN_ACTIONS = ("read_plan",)
 TICKET_KINDS = ("segments", "deletes")
+FUTURE_SLACK_MS = 1000
+"""A ticket's ``ts`` may lead this proxy's clock by this much (clocks of proxies differ)."""
 PAGE_BYTES = 4 << 20
 """A page of a segments ticket is about this big (one delegator request each)."""
 AFTER = "__elanus_after"
@@ -89,6 +92,10 @@ def check_ticket(doc: dict[str, Any]) -> dict[str, Any]:
         "vchannel": b.str("vchannel"),
         "ts": b.int("ts", lo=1),
     }
+    if ticket["ts"] > tsutil.compose(tsutil.now_ms() + FUTURE_SLACK_MS):
+        # a plan's snapshot is a timestamp already handed out: a later one is made up,
+        # and reading at it would hold this call until the channels caught up with it
+        raise invalid(f"DoGet ticket: 'ts' {ticket['ts']} is in the future")
     if kind == "segments":
         ids = b.list("segment_ids")
         if not ids or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
@@ -96,6 +103,8 @@ def check_ticket(doc: dict[str, Any]) -> dict[str, Any]:
         columns = b.list("columns")
         if not columns or not all(isinstance(c, str) for c in columns):
             raise invalid("DoGet ticket: 'columns' must be a non-empty list of field names")
+        if len(set(columns)) != len(columns):
+            raise invalid("DoGet ticket: 'columns' names a field twice")
         ticket.update(
             segment_ids=ids,
             columns=columns,

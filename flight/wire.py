@@ -92,6 +92,21 @@ def _json_kind(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
 
+MAX_ERROR_CHARS = 1024
+"""Longest error message sent to a client. Messages quote what they refuse (a name, a
+key); quoting a 100 KiB name in full made the status outgrow gRPC's 16 KiB metadata
+limit, and the client got an uncoded RESOURCE_EXHAUSTED instead of the error."""
+
+
+def clip_message(message: str, limit: int = MAX_ERROR_CHARS) -> str:
+    """At most ``limit`` characters, and valid UTF-8 (a lone surrogate a client sent in a
+    JSON escape is written as an escape again)."""
+    if len(message) > limit:
+        keep = limit - 40
+        message = f"{message[:keep]}… ({len(message) - keep} more characters)"
+    return message.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 _STATUS: dict[str, type[flight.FlightError]] = {
     ErrorCode.UNAUTHENTICATED: flight.FlightUnauthenticatedError,
     ErrorCode.PERMISSION_DENIED: flight.FlightUnauthorizedError,
@@ -102,9 +117,10 @@ generic Flight clients see them as such; every other code travels as a server er
 
 def to_flight_error(exc: ElanusError) -> flight.FlightError:
     """The one shape in which every error leaves the proxy."""
-    info = encode_json({"code": str(exc.code), "message": exc.message})
+    message = clip_message(exc.message)
+    info = json.dumps({"code": str(exc.code), "message": message}, ensure_ascii=False)
     kind = _STATUS.get(str(exc.code), flight.FlightServerError)
-    return kind(f"[{exc.code}] {exc.message}", extra_info=info)
+    return kind(f"[{exc.code}] {message}", extra_info=info.encode())
 
 
 def from_flight_error(exc: BaseException) -> ElanusError:

@@ -283,6 +283,12 @@ class Delegator:
         ``ts`` when the caller names one (time travel), else tsafe after the wait."""
         guarantee = max(int(body.get("guarantee_ts") or 0), self.ready_ts)
         if guarantee > self.tsafe and not await self.consumer.wait_tick(guarantee, TSAFE_WAIT_S):
+            if self.consumer.stopped:
+                raise ElanusError(
+                    ErrorCode.COLLECTION_NOT_LOADED,
+                    f"{self.vchannel} was released (collection released or dropped) "
+                    "while the read waited for it",
+                )
             raise ElanusError(
                 ErrorCode.TIMEOUT,
                 f"{self.vchannel} did not reach the guarantee timestamp in {TSAFE_WAIT_S}s",

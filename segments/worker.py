@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from elanus.channels.dml import PK_COLUMN
+from elanus.errors import ElanusError, ErrorCode
 from elanus.expr import Expr, parse
 from elanus.grouping import reduce_grouped, regroup
 from elanus.indexparams import MAX_EF
@@ -130,8 +131,12 @@ class Worker:
 
     def _held(self, segment_ids: list[int]) -> list[MemSegment]:
         missing = [s for s in segment_ids if s not in self.segments]
-        if missing:
-            raise KeyError(f"segments {missing} are not loaded on this worker")
+        if missing:  # released since the delegator picked them (a drop or release racing)
+            raise ElanusError(
+                ErrorCode.SEGMENT_NOT_FOUND,
+                f"segments {missing} are not loaded on this worker (released meanwhile?); "
+                "retry the read",
+            )
         return [self.segments[s] for s in segment_ids]
 
     def search(self, segment_ids: list[int], req: SearchRequest) -> list[dict[str, Any]]:

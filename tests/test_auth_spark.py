@@ -88,9 +88,13 @@ def test_spark_index_run_needs_the_builder_privilege(secured: Stack, spark: Spar
         root.flush("sp")
         root.create_index("sp", field_name="vector", index_type="FLAT", metric_type="L2")
     with pytest.raises(ElanusError) as denied:
-        run_index_build(secured.uri, "sp", spark=spark, client_options={"token": "sparky:sparky-pw"})
+        run_index_build(
+            secured.uri, "sp", spark=spark, client_options={"token": "sparky:sparky-pw"}
+        )
     assert denied.value.code == "PERMISSION_DENIED" and "IndexBuilder" in denied.value.message
-    run = run_index_build(secured.uri, "sp", spark=spark, client_options={"token": "bob:builder-pw"})
+    run = run_index_build(
+        secured.uri, "sp", spark=spark, client_options={"token": "bob:builder-pw"}
+    )
     assert run.claimed >= 1 and run.built == run.claimed and run.failed == 0
     with Client(secured.uri, token=ROOT) as root:
         assert root.describe_index("sp")[0]["state"] == "Finished"

@@ -3,14 +3,20 @@ stops holding ticks back once its reports go stale (seed 003, seed 000 §6.6.3).
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import time
 from collections.abc import Callable
+from typing import Any
 
 from conftest import ElanusProcess, Stack
 
 from elanus import tsutil
-from elanus.channels.nats_server import free_port
+from elanus.channels.bus import Bus
+from elanus.channels.consumer import ChannelConsumer
+from elanus.channels.loop import LoopThread
+from elanus.channels.nats_server import EmbeddedNats, free_port
+from elanus.channels.supervisor import Supervisor
 from elanus.flight.timeticker import DmlTracker
 
 
@@ -75,3 +81,35 @@ def test_a_killed_proxy_stops_holding_ticks_back(
         assert time.monotonic() < deadline, "ticks stayed held back by the dead proxy"
         time.sleep(0.1)
     assert len(ticks.reports) == 1  # only the live proxy still counts
+
+
+def test_a_read_waiting_for_tsafe_ends_when_its_channel_stops(
+    nats_server: EmbeddedNats, loop_thread: LoopThread
+) -> None:
+    """A read waits for tsafe to reach its guarantee; when the channel is released
+    meanwhile (the collection dropped), the wait ends at once instead of running out its
+    timeout (30 s: longer than a client's deadline, so the client saw no code)."""
+
+    async def on_pack(messages: Any, tick_ts: int, tick_seq: int) -> None:
+        return None
+
+    async def scenario() -> tuple[bool, bool, float]:
+        bus = await Bus(nats_server.url, name="test-consumer").connect()
+        consumer = ChannelConsumer(
+            bus, "p0", "p0v0", "test-durable", on_pack, supervisor=Supervisor("test")
+        )
+        future = tsutil.compose(tsutil.now_ms() + 3_600_000)
+        waiting = asyncio.ensure_future(consumer.wait_tick(future, 30))
+        in_thread = asyncio.get_running_loop().run_in_executor(
+            None, consumer.wait_tick_in_thread, future, 30
+        )
+        await asyncio.sleep(0.2)
+        started = time.monotonic()
+        await consumer.stop()
+        reached = await asyncio.wait_for(waiting, 5), await asyncio.wait_for(in_thread, 5)
+        await bus.close()
+        return reached[0], reached[1], time.monotonic() - started
+
+    reached, reached_in_thread, seconds = loop_thread.call(scenario(), timeout=30)
+    assert (reached, reached_in_thread) == (False, False)
+    assert seconds < 5
