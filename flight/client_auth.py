@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from elanus.flight.client_base import ClientBase
+from elanus.flight.client_compat import reject_unknown
 from elanus.privileges import ANY, PRIVILEGES, ObjectType
 
 
@@ -15,10 +16,19 @@ class AuthAPI(ClientBase):
         return self._action("whoami")
 
     # -- users ------------------------------------------------------------------------------
-    def create_user(self, user_name: str, password: str, timeout: float | None = None) -> None:
+    def create_user(
+        self,
+        user_name: str,
+        password: str,
+        timeout: float | None = None,
+        description: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        _refuse_extras("create_user", description, kwargs)
         self._action("create_user", {"user_name": user_name, "password": password}, timeout=timeout)
 
-    def drop_user(self, user_name: str, timeout: float | None = None) -> None:
+    def drop_user(self, user_name: str, timeout: float | None = None, **kwargs: Any) -> None:
+        reject_unknown("drop_user", kwargs)
         self._action("drop_user", {"user_name": user_name}, timeout=timeout)
 
     def update_password(
@@ -28,9 +38,12 @@ class AuthAPI(ClientBase):
         new_password: str,
         reset_connection: bool = False,
         timeout: float | None = None,
+        description: str | None = None,
+        **kwargs: Any,
     ) -> None:
         """A new password; tokens issued before it stop working. ``reset_connection``
         (this client's own user) logs in again with the new password."""
+        _refuse_extras("update_password", description, kwargs)
         body: dict[str, Any] = {"user_name": user_name, "new_password": new_password}
         if old_password is not None:
             body["old_password"] = old_password
@@ -40,37 +53,59 @@ class AuthAPI(ClientBase):
             login.password = new_password
             self._authenticate()
 
-    def list_users(self, timeout: float | None = None) -> list[str]:
+    def list_users(self, timeout: float | None = None, **kwargs: Any) -> list[str]:
+        reject_unknown("list_users", kwargs)
         return list(self._action("list_users", timeout=timeout)["users"])
 
-    def describe_user(self, user_name: str, timeout: float | None = None) -> dict[str, Any]:
+    def describe_user(
+        self, user_name: str, timeout: float | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
         """``{"user_name", "roles"}``."""
+        reject_unknown("describe_user", kwargs)
         return self._action("describe_user", {"user_name": user_name}, timeout=timeout)
 
     # -- roles ------------------------------------------------------------------------------
-    def create_role(self, role_name: str, timeout: float | None = None) -> None:
+    def create_role(
+        self, role_name: str, timeout: float | None = None, description: str = "", **kwargs: Any
+    ) -> None:
+        _refuse_extras("create_role", description, kwargs)
         self._action("create_role", {"role_name": role_name}, timeout=timeout)
 
     def drop_role(
-        self, role_name: str, force_drop: bool = False, timeout: float | None = None
+        self,
+        role_name: str,
+        force_drop: bool = False,
+        timeout: float | None = None,
+        **kwargs: Any,
     ) -> None:
+        reject_unknown("drop_role", kwargs)
         body = {"role_name": role_name, "force_drop": force_drop}
         self._action("drop_role", body, timeout=timeout)
 
-    def grant_role(self, user_name: str, role_name: str, timeout: float | None = None) -> None:
+    def grant_role(
+        self, user_name: str, role_name: str, timeout: float | None = None, **kwargs: Any
+    ) -> None:
+        reject_unknown("grant_role", kwargs)
         self._action(
             "grant_role", {"user_name": user_name, "role_name": role_name}, timeout=timeout
         )
 
-    def revoke_role(self, user_name: str, role_name: str, timeout: float | None = None) -> None:
+    def revoke_role(
+        self, user_name: str, role_name: str, timeout: float | None = None, **kwargs: Any
+    ) -> None:
+        reject_unknown("revoke_role", kwargs)
         body = {"user_name": user_name, "role_name": role_name}
         self._action("revoke_role", body, timeout=timeout)
 
-    def list_roles(self, timeout: float | None = None) -> list[str]:
+    def list_roles(self, timeout: float | None = None, **kwargs: Any) -> list[str]:
+        reject_unknown("list_roles", kwargs)
         return list(self._action("list_roles", timeout=timeout)["roles"])
 
-    def describe_role(self, role_name: str, timeout: float | None = None) -> dict[str, Any]:
+    def describe_role(
+        self, role_name: str, timeout: float | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
         """``{"role", "privileges": [{object_type, object_name, db_name, privilege, ...}]}``."""
+        reject_unknown("describe_role", kwargs)
         return self._action("describe_role", {"role_name": role_name}, timeout=timeout)
 
     # -- privileges -------------------------------------------------------------------------
@@ -82,10 +117,12 @@ class AuthAPI(ClientBase):
         object_name: str,
         db_name: str = "",
         timeout: float | None = None,
+        **kwargs: Any,
     ) -> None:
         """Grant ``privilege`` (a name, a group or ``All``) on an object: ``Global`` /
         ``*``, ``Database`` / a database, ``Collection`` / a collection of ``db_name``
         (this client's database if empty), ``User`` / a user."""
+        reject_unknown("grant_privilege", kwargs)
         body = _grant(role_name, object_type, privilege, object_name, db_name or self.db)
         self._action("grant_privilege", body, timeout=timeout)
 
@@ -97,8 +134,10 @@ class AuthAPI(ClientBase):
         object_name: str,
         db_name: str = "",
         timeout: float | None = None,
+        **kwargs: Any,
     ) -> None:
         """Take back what ``grant_privilege`` with the same arguments gave."""
+        reject_unknown("revoke_privilege", kwargs)
         body = _grant(role_name, object_type, privilege, object_name, db_name or self.db)
         self._action("revoke_privilege", body, timeout=timeout)
 
@@ -109,9 +148,11 @@ class AuthAPI(ClientBase):
         collection_name: str,
         db_name: str | None = None,
         timeout: float | None = None,
+        **kwargs: Any,
     ) -> None:
         """Milvus 2.5's form: on a collection (``*``: every collection) of a database; a
         Global privilege (CreateCollection, ...) applies to the whole database."""
+        reject_unknown("grant_privilege_v2", kwargs)
         body = _grant_v2(role_name, privilege, collection_name, db_name or self.db)
         self._action("grant_privilege", body, timeout=timeout)
 
@@ -122,9 +163,19 @@ class AuthAPI(ClientBase):
         collection_name: str,
         db_name: str | None = None,
         timeout: float | None = None,
+        **kwargs: Any,
     ) -> None:
+        reject_unknown("revoke_privilege_v2", kwargs)
         body = _grant_v2(role_name, privilege, collection_name, db_name or self.db)
         self._action("revoke_privilege", body, timeout=timeout)
+
+
+def _refuse_extras(method: str, description: str | None, kwargs: dict[str, Any]) -> None:
+    """pymilvus 2.6 takes a description for users and roles; Elanus stores none, so one
+    given is refused by name rather than dropped."""
+    if description:
+        kwargs = {**kwargs, "description": description}
+    reject_unknown(method, kwargs)
 
 
 def _grant(

@@ -94,7 +94,9 @@ def test_a_read_waiting_for_tsafe_ends_when_its_channel_stops(
         return None
 
     async def scenario() -> tuple[bool, bool, float]:
-        bus = await Bus(nats_server.url, name="test-consumer").connect()
+        bus = await Bus(
+            nats_server.url, name="test-consumer", credentials=nats_server.credentials
+        ).connect()
         consumer = ChannelConsumer(
             bus, "p0", "p0v0", "test-durable", on_pack, supervisor=Supervisor("test")
         )
