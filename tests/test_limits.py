@@ -80,14 +80,19 @@ def put(uri: str, command: dict[str, Any], batches: list[pa.RecordBatch]) -> tup
     try:
         descriptor = flight.FlightDescriptor.for_command(json.dumps(command).encode())
         writer, reader = fc.do_put(descriptor, SCHEMA)
+        write_error = read_error = None
         try:
             for batch in batches:
                 writer.write_batch(batch)
             writer.done_writing()
+        except (flight.FlightError, pa.ArrowException) as exc:
+            write_error = exc  # the server may refuse while we still write: read on
+        try:  # the acks sent before a refusal arrive before its status
             while (buf := reader.read()) is not None:
                 acked += len(PutAck.decode(buf).pks)
         except (flight.FlightError, pa.ArrowException) as exc:
-            error = exc
+            read_error = exc
+        error = read_error or write_error
         try:
             writer.close()
         except (flight.FlightError, pa.ArrowException) as exc:
