@@ -161,40 +161,39 @@ def _describe_role(b: Body) -> dict[str, Any]:
 def execute(proxy: ProxyServer, name: str, request: dict[str, Any], caller: Caller) -> Any:
     """Run one checked (and authorised) RBAC action against the coord."""
 
-    def coord(method: str, body: dict[str, Any]) -> dict[str, Any]:
-        return dict(proxy.run(proxy.ddl.coord(method, body)))
-
     user, role = request.get("user_name"), request.get("role_name")
     if name == "whoami":
         if caller.user == "anonymous":
             return {"user": caller.user, "roles": [], "superuser": True}
-        described = coord("auth.user.describe", {"user": caller.user})
+        described = proxy.coord_call("auth.user.describe", {"user": caller.user})
         return {"user": caller.user, "roles": described["roles"], "superuser": caller.superuser}
     if name == "create_user":
-        return coord("auth.user.create", {"user": user, "password": request["password"]})
+        return proxy.coord_call("auth.user.create", {"user": user, "password": request["password"]})
     if name == "drop_user":
-        return coord("auth.user.drop", {"user": user})
+        return proxy.coord_call("auth.user.drop", {"user": user})
     if name == "update_password":
         body: dict[str, Any] = {"user": user, "new_password": request["new_password"]}
         if user == caller.user or request["old_password"] is not None:
             body["old_password"] = request["old_password"] or ""
         else:  # another user's password, by someone holding UpdateUser on them
             body["reset"] = True
-        return coord("auth.user.password", body)
+        return proxy.coord_call("auth.user.password", body)
     if name == "list_users":
-        return coord("auth.user.list", {})
+        return proxy.coord_call("auth.user.list", {})
     if name == "describe_user":
-        return coord("auth.user.describe", {"user": user})
+        return proxy.coord_call("auth.user.describe", {"user": user})
     if name == "create_role":
-        return coord("auth.role.create", {"role": role})
+        return proxy.coord_call("auth.role.create", {"role": role})
     if name == "drop_role":
-        return coord("auth.role.drop", {"role": role, "force_drop": request["force_drop"]})
+        return proxy.coord_call(
+            "auth.role.drop", {"role": role, "force_drop": request["force_drop"]}
+        )
     if name in ("grant_role", "revoke_role"):
         method = "auth.role.grant" if name == "grant_role" else "auth.role.revoke"
-        return coord(method, {"user": user, "role": role})
+        return proxy.coord_call(method, {"user": user, "role": role})
     if name in ("grant_privilege", "revoke_privilege"):
         method = "auth.privilege.grant" if name == "grant_privilege" else "auth.privilege.revoke"
-        return coord(
+        return proxy.coord_call(
             method,
             {
                 "role": role,
@@ -203,5 +202,5 @@ def execute(proxy: ProxyServer, name: str, request: dict[str, Any], caller: Call
             },
         )
     if name == "list_roles":
-        return coord("auth.role.list", {})
-    return coord("auth.role.describe", {"role": role})
+        return proxy.coord_call("auth.role.list", {})
+    return proxy.coord_call("auth.role.describe", {"role": role})

@@ -180,18 +180,18 @@ class DmlService:
             info = self.collection(request["db"], request["collection"])
             return dict(self.proxy.run(self._flush(info)))
         if name == "get_flush_state":
-            return dict(self.proxy.run(self.proxy.ddl.coord("flush.state", request)))
+            return self.proxy.coord_call("flush.state", request)
         if name == "compact":
             info = self.collection(request["db"], request["collection"])
             body = {"collection_id": info.collection_id}
-            return dict(self.proxy.run(self.proxy.ddl.coord("compaction.trigger", body)))
+            return self.proxy.coord_call("compaction.trigger", body)
         if name == "get_compaction_state":
-            return dict(self.proxy.run(self.proxy.ddl.coord("compaction.state", request)))
+            return self.proxy.coord_call("compaction.state", request)
         if name == "get_segment_info":
             if "collection" in request:
                 info = self.collection(request["db"], request["collection"])
                 request = {"collection_id": info.collection_id}
-            return dict(self.proxy.run(self.proxy.ddl.coord("segment.info", request)))
+            return self.proxy.coord_call("segment.info", request)
         raise ElanusError(ErrorCode.UNKNOWN_ACTION, f"{name!r} is not a write-path action")
 
     async def _flush(self, info: CollectionInfo) -> dict[str, Any]:

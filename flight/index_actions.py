@@ -146,16 +146,13 @@ def _report(b: Body) -> dict[str, Any]:
 def execute(proxy: ProxyServer, name: str, request: dict[str, Any]) -> dict[str, Any]:
     """Run one checked index action against the coord (called on a Flight thread)."""
 
-    def coord(method: str, body: dict[str, Any]) -> dict[str, Any]:
-        return dict(proxy.run(proxy.ddl.coord(method, body)))
-
     def collection_id() -> int:
         return proxy.dml.collection(request["db"], request["collection"]).collection_id
 
     if name == "index_heartbeat":
-        return coord("index.heartbeat", {"node_id": request["node_id"]})
+        return proxy.coord_call("index.heartbeat", {"node_id": request["node_id"]})
     if name == "report_index_task":
-        return coord("index.report", {k: v for k, v in request.items() if v is not None})
+        return proxy.coord_call("index.report", {k: v for k, v in request.items() if v is not None})
     if name == "claim_index_tasks":
         body: dict[str, Any] = {"node_id": request["node_id"]}
         if request["collection"]:
@@ -163,7 +160,7 @@ def execute(proxy: ProxyServer, name: str, request: dict[str, Any]) -> dict[str,
         if request["limit"]:
             body["limit"] = request["limit"]
         body["retry_failed"] = request["retry_failed"]
-        return coord("index.claim", body)
+        return proxy.coord_call("index.claim", body)
     target = {"collection_id": collection_id()}
     for key in ("index_name", "field"):
         if request.get(key):
@@ -179,10 +176,10 @@ def execute(proxy: ProxyServer, name: str, request: dict[str, Any]) -> dict[str,
             body["index_name"] = request["index_name"]
         if request["metric_type"]:
             body["metric_type"] = request["metric_type"]
-        return coord("index.create", body)
+        return proxy.coord_call("index.create", body)
     if name == "drop_index":
-        return coord("index.drop", target)
-    described = coord("index.describe", target)
+        return proxy.coord_call("index.drop", target)
+    described = proxy.coord_call("index.describe", target)
     if name == "list_indexes":
         return {"names": [i["index_name"] for i in described["indexes"]]}
     return described

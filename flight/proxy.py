@@ -114,7 +114,7 @@ class ProxyServer(Role):
             if self.settings.auth_enabled:
                 secret = (await self.ddl.coord("auth.secret", {}))["secret"]
                 self.auth = Authenticator(
-                    lambda method, body: dict(self.run(self.ddl.coord(method, body))),
+                    self.coord_call,
                     bytes.fromhex(secret),
                     self.settings.token_ttl_s,
                 )
@@ -337,6 +337,10 @@ class ProxyServer(Role):
             return
         asyncio.run_coroutine_threadsafe(coro, loop)
 
+    def coord_call(self, method: str, body: dict[str, Any]) -> dict[str, Any]:
+        """One coord request from a Flight thread."""
+        return dict(self.run(self.ddl.coord(method, body)))
+
     def run(self, coro: Coroutine[Any, Any, T], timeout: float = ACTION_TIMEOUT_S) -> T:
         """The bridge from a Flight thread to the proxy's asyncio loop (with ``spawn``)."""
         loop = self._loop
@@ -425,10 +429,13 @@ class _FlightService(flight.FlightServerBase):
 
     def _admit(
         self, context: flight.ServerCallContext, kind: Kind | None, size: int, what: str
-    ) -> None:
-        """Size and rate limits, before anything of the request is read (``limits``)."""
+    ) -> Caller:
+        """Size and rate limits, before anything of the request is read (``limits``); the
+        caller, for the call's privilege checks."""
+        caller = caller_of(context)
         with _flight_errors(what):
-            self._proxy.limits.admit(caller_of(context).user, kind, size, what)
+            self._proxy.limits.admit(caller.user, kind, size, what)
+        return caller
 
     def list_actions(self, context: flight.ServerCallContext) -> list[flight.ActionType]:
         return [flight.ActionType(spec.name, spec.description) for spec in ACTIONS.values()]
@@ -438,9 +445,9 @@ class _FlightService(flight.FlightServerBase):
     ) -> list[flight.Result]:
         size = len(action.type) + (action.body.size if action.body is not None else 0)
         what = f"{action.type} body" if len(action.type) <= 128 else "DoAction type and body"
-        self._admit(context, ACTION_KINDS.get(action.type), size, what)
+        caller = self._admit(context, ACTION_KINDS.get(action.type), size, what)
         body = action.body.to_pybytes() if action.body is not None else b""
-        return [flight.Result(self._proxy.handle_action(action.type, body, caller_of(context)))]
+        return [flight.Result(self._proxy.handle_action(action.type, body, caller))]
 
     def list_flights(self, context: flight.ServerCallContext, criteria: bytes) -> list[Any]:
         return []
@@ -448,15 +455,17 @@ class _FlightService(flight.FlightServerBase):
     def get_flight_info(
         self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
     ) -> flight.FlightInfo:
-        self._admit(context, Kind.DQL, len(descriptor.command or b""), "GetFlightInfo command")
-        return self._proxy.handle_flight_info(descriptor, caller_of(context))
+        caller = self._admit(
+            context, Kind.DQL, len(descriptor.command or b""), "GetFlightInfo command"
+        )
+        return self._proxy.handle_flight_info(descriptor, caller)
 
     def get_schema(
         self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
     ) -> flight.SchemaResult:
         try:
-            self._admit(context, None, len(descriptor.command or b""), "GetSchema command")
-            return self._proxy.handle_schema(descriptor, caller_of(context))
+            caller = self._admit(context, None, len(descriptor.command or b""), "GetSchema command")
+            return self._proxy.handle_schema(descriptor, caller)
         except flight.FlightError as exc:
             refusal = _schema_refusal(context, exc)
         raise refusal
@@ -469,14 +478,14 @@ class _FlightService(flight.FlightServerBase):
         writer: flight.FlightMetadataWriter,
     ) -> None:
         command = descriptor.command or b""
-        self._admit(context, Kind.DML, len(command), "DoPut command")
-        self._proxy.handle_put(command, reader, writer, caller_of(context))
+        caller = self._admit(context, Kind.DML, len(command), "DoPut command")
+        self._proxy.handle_put(command, reader, writer, caller)
 
     def do_get(
         self, context: flight.ServerCallContext, ticket: flight.Ticket
     ) -> flight.FlightDataStream:
-        self._admit(context, Kind.DQL, len(ticket.ticket), "DoGet ticket")
-        return self._proxy.handle_get(ticket.ticket, caller_of(context))
+        caller = self._admit(context, Kind.DQL, len(ticket.ticket), "DoGet ticket")
+        return self._proxy.handle_get(ticket.ticket, caller)
 
     def do_exchange(
         self,
@@ -486,8 +495,8 @@ class _FlightService(flight.FlightServerBase):
         writer: flight.MetadataRecordBatchWriter,
     ) -> None:
         command = descriptor.command or b""
-        self._admit(context, Kind.DQL, len(command), "DoExchange command")
-        self._proxy.handle_exchange(command, reader, writer, caller_of(context))
+        caller = self._admit(context, Kind.DQL, len(command), "DoExchange command")
+        self._proxy.handle_exchange(command, reader, writer, caller)
 
 
 @contextlib.contextmanager

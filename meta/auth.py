@@ -368,8 +368,8 @@ def _set_password(con: duckdb.DuckDBPyConnection, user: str, hashed: str) -> Non
     )
 
 
-def _list(con: duckdb.DuckDBPyConnection, sql: str) -> list[str]:
-    return [str(r[0]) for r in con.execute(sql).fetchall()]
+def _list(con: duckdb.DuckDBPyConnection, sql: str, *args: str) -> list[str]:
+    return [str(r[0]) for r in con.execute(sql, list(args)).fetchall()]
 
 
 def _require_role(con: duckdb.DuckDBPyConnection, role: str) -> None:
@@ -385,7 +385,7 @@ def _create_role(con: duckdb.DuckDBPyConnection, role: str) -> None:
 
 def _drop_role(con: duckdb.DuckDBPyConnection, role: str, force: bool) -> None:
     _require_role(con, role)
-    users = _list_args(con, "SELECT user_name FROM user_roles WHERE role = ?", role)
+    users = _list(con, "SELECT user_name FROM user_roles WHERE role = ?", role)
     grants = con.execute("SELECT count(*) FROM grants WHERE role = ?", [role]).fetchone()
     if not force and (users or (grants and grants[0])):
         raise invalid(
@@ -395,10 +395,6 @@ def _drop_role(con: duckdb.DuckDBPyConnection, role: str, force: bool) -> None:
     con.execute("DELETE FROM user_roles WHERE role = ?", [role])
     con.execute("DELETE FROM grants WHERE role = ?", [role])
     con.execute("DELETE FROM roles WHERE name = ?", [role])
-
-
-def _list_args(con: duckdb.DuckDBPyConnection, sql: str, arg: str) -> list[str]:
-    return [str(r[0]) for r in con.execute(sql, [arg]).fetchall()]
 
 
 def _bind_role(con: duckdb.DuckDBPyConnection, user: str, role: str, add: bool) -> None:
