@@ -46,6 +46,9 @@ class IndexCoord:
         self.indexes: dict[int, IndexRecord] = {}
         self.tasks: dict[int, IndexTask] = {}
         self.leases: dict[str, float] = {}
+        # Builders that did not answer a dispatch are passed over until this time, so a
+        # killed process whose session has not yet expired is not handed task after task.
+        self.unreachable: dict[str, float] = {}
         """Pulling builders (Spark runs): node id → lease expiry (monotonic seconds)."""
         self._lock = asyncio.Lock()
         self._verifying: dict[tuple[int, int], asyncio.Future[str | None]] = {}
@@ -331,7 +334,9 @@ class IndexCoord:
                     changed.append(t)
             for n in [n for n, e in self.leases.items() if e <= time.monotonic()]:
                 del self.leases[n]
-            builders = self._session_builders()
+            now = time.monotonic()
+            self.unreachable = {n: t for n, t in self.unreachable.items() if t > now}
+            builders = [n for n in self._session_builders() if n not in self.unreachable]
             load = {n: 0 for n in builders}
             for t in self.tasks.values():
                 if t.state is TaskState.IN_PROGRESS and t.node_id in load:
@@ -360,14 +365,17 @@ class IndexCoord:
         t.state, t.node_id, t.fail_reason = TaskState.IN_PROGRESS, node, None
 
     async def _send(self, t: IndexTask) -> None:
-        assert t.node_id is not None
-        subject = subjects.node("indexnode", t.node_id, "build")
+        node, version = t.node_id, t.version
+        assert node is not None
+        subject = subjects.node("indexnode", node, "build")
         try:
             await self.coord.bus.request(subject, self.task_spec(t), BUILD_REQUEST_TIMEOUT_S)
         except ElanusError as exc:
-            log.warning("index node %s did not take task %s: %s", t.node_id, t.build_id, exc)
+            log.warning("index node %s did not take task %s: %s", node, t.build_id, exc)
             async with self._lock:
-                if t.state is TaskState.IN_PROGRESS and t.node_id is not None:
+                ttl = self.coord.settings.session_ttl_s
+                self.unreachable[node] = time.monotonic() + ttl
+                if t.state is TaskState.IN_PROGRESS and t.version == version:
                     t.state, t.node_id = TaskState.UNISSUED, None
                     await self._save(tasks=[t])
 
