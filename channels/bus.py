@@ -1,131 +1,34 @@
-"""A thin comm layer over one NATS connection: JSON request/reply and broadcasts.
+"""A thin comm layer over one NATS connection: request/reply, broadcasts, JetStream.
 
-Control traffic between roles is JSON request/reply on NATS subjects. A reply is
-``{"ok": true, "result": ...}`` or ``{"ok": false, "error": {"code", "message"}}``; the
-caller's ``request`` returns the result or raises the ``ElanusError`` the handler raised.
+Every role-to-role request goes through ``Bus.request`` (or ``Bus.request_sync`` from a
+non-loop thread). The transport behind it is in-process when the serving role runs in
+this process and NATS otherwise (``channels/transport.py``); messages are frame messages
+(``channels/frames.py``): JSON headers beside binary numpy/Arrow frames. The caller gets
+the handler's result, or the ``ElanusError`` the handler raised.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import json
 import logging
-from collections.abc import Awaitable, Callable
+import threading
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import nats
-import numpy as np
-import pyarrow as pa
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
-from nats.errors import NoRespondersError
-from nats.errors import TimeoutError as NatsTimeout
 from nats.js import JetStreamContext
 
+from elanus.channels import frames
 from elanus.channels.natsauth import NatsCredentials, resolve
+from elanus.channels.transport import LOCAL, Handler, NatsTransport, blocking
 from elanus.errors import ElanusError, ErrorCode
 
+__all__ = ["LOCAL", "Bus", "Handler", "Served", "blocking"]
+
 log = logging.getLogger(__name__)
-
-Handler = Callable[[dict[str, Any]], Awaitable[Any]]
-JSON_HEADERS = {"content-type": "application/json"}
-
-
-def dumps(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), default=_json_default).encode()
-
-
-def _json_default(obj: Any) -> Any:
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    if hasattr(obj, "item"):  # numpy scalars
-        return obj.item()
-    if isinstance(obj, set | frozenset | tuple):
-        return list(obj)
-    if isinstance(obj, pa.Table | pa.RecordBatch):
-        return {ARROW_KEY: base64.b64encode(ipc_table_bytes(obj)).decode()}
-    raise TypeError(f"cannot encode {type(obj).__name__} as JSON")
-
-
-ARROW_KEY = "__arrow_ipc__"
-
-
-def ipc_table_bytes(data: pa.Table | pa.RecordBatch) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, data.schema) as writer:
-        writer.write(data)
-    return sink.getvalue().to_pybytes()
-
-
-def as_table(value: Any) -> pa.Table:
-    """A table from a reply: as is when the call was local, decoded when it crossed NATS."""
-    if isinstance(value, pa.Table):
-        return value
-    if isinstance(value, pa.RecordBatch):
-        return pa.Table.from_batches([value])
-    if isinstance(value, dict) and ARROW_KEY in value:
-        return pa.ipc.open_stream(base64.b64decode(value[ARROW_KEY])).read_all()
-    raise TypeError(f"expected an Arrow table, got {type(value).__name__}")
-
-
-class LocalServices:
-    """Request handlers served by roles of this process, by subject prefix.
-
-    Seed 000 §6.5: a component's function is separate from how it is reached. When the
-    role serving a subject runs in the caller's process (standalone), ``Bus.request``
-    calls its handler directly, skipping NATS and JSON; otherwise it goes over NATS. The
-    handler runs as its own task on its own loop, as a NATS request would, so a caller
-    that times out does not cancel it half way. Handlers must not mutate the request and
-    must return objects they no longer change.
-    """
-
-    def __init__(self) -> None:
-        self._served: dict[
-            tuple[str, str], list[tuple[dict[str, Handler], asyncio.AbstractEventLoop]]
-        ] = {}
-        self._direct: dict[tuple[str, str], Callable[..., Any]] = {}
-
-    # Direct calls: thread-safe functions a role offers to callers in its process on any
-    # thread, with no event-loop hop at all (the proxy's small-search path). A caller that
-    # finds none, or gets ``None`` back, takes the ordinary request path.
-    def add_direct(self, url: str, subject: str, fn: Callable[..., Any]) -> None:
-        self._direct[(url, subject)] = fn
-
-    def remove_direct(self, url: str, subject: str) -> None:
-        self._direct.pop((url, subject), None)
-
-    def find_direct(self, url: str, subject: str) -> Callable[..., Any] | None:
-        return self._direct.get((url, subject))
-
-    def add(self, url: str, prefix: str, handlers: dict[str, Handler]) -> None:
-        key = (url, prefix)
-        self._served.setdefault(key, []).append((handlers, asyncio.get_running_loop()))
-
-    def remove(self, url: str, prefix: str, handlers: dict[str, Handler]) -> None:
-        key = (url, prefix)
-        entries = self._served.get(key, [])
-        self._served[key] = [e for e in entries if e[0] is not handlers]
-        if not self._served[key]:
-            del self._served[key]
-
-    def find(
-        self, url: str, subject: str
-    ) -> tuple[Handler | None, asyncio.AbstractEventLoop] | None:
-        """The handler for ``subject`` in the cluster behind ``url``, if served here."""
-        prefix, _, method = subject.rpartition(".")
-        while prefix:
-            entries = self._served.get((url, prefix))
-            if entries:
-                handlers, loop = entries[-1]
-                return handlers.get(method), loop
-            prefix, _, head = prefix.rpartition(".")
-            method = f"{head}.{method}"
-        return None
-
-
-LOCAL = LocalServices()
 
 
 class Served:
@@ -149,13 +52,23 @@ class Bus:
     """
 
     def __init__(
-        self, url: str, name: str = "elanus", credentials: NatsCredentials | None = None
+        self,
+        url: str,
+        name: str = "elanus",
+        credentials: NatsCredentials | None = None,
+        in_process: bool = True,
     ) -> None:
         self.url, from_url = resolve(url)
         self.credentials = credentials or from_url
         self.name = name
+        self.in_process = in_process
+        """Whether requests to roles of this process skip NATS (``transport = "nats"``
+        turns it off, so a one-process stack exercises the wire like a cluster)."""
         self._nc: NatsClient | None = None
         self._js: JetStreamContext | None = None
+        self._nats: NatsTransport | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread = 0
         self._tasks: set[asyncio.Task[Any]] = set()
 
     @property
@@ -220,12 +133,15 @@ class Bus:
             raise ElanusError(
                 ErrorCode.UNAVAILABLE, f"cannot connect to NATS at {self.url}: {exc or 'timeout'}"
             ) from None
+        self._nats = await NatsTransport(self._nc).start()
+        self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
         return self
 
     async def fork(self, name: str) -> Bus:
         """A second connection to the same server, for bulk data: megabytes of DML on one
         socket must not delay the small control messages (ticks, keepalives) on another."""
-        return await Bus(self.url, name, self.credentials).connect()
+        return await Bus(self.url, name, self.credentials, self.in_process).connect()
 
     async def _on_error(self, exc: Exception) -> None:
         log.debug("nats %s: %s", self.name, exc)
@@ -235,6 +151,9 @@ class Bus:
             task.cancel()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._nats is not None:
+            await self._nats.stop()
+            self._nats = None
         if self._nc is not None:
             try:
                 await self._nc.drain()
@@ -248,103 +167,135 @@ class Bus:
             self._js = None
 
     # -- request/reply ----------------------------------------------------------------------
-    async def request(
-        self, subject: str, payload: dict[str, Any] | None = None, timeout: float = 30.0
-    ) -> Any:
-        local = LOCAL.find(self.url, subject)
-        if local is not None:
-            return await self._local_request(subject, local, payload or {}, timeout)
-        try:
-            msg = await self.nc.request(subject, dumps(payload or {}), timeout=timeout)
-        except NoRespondersError:
-            raise ElanusError(ErrorCode.UNAVAILABLE, f"no service answers on {subject}") from None
-        except NatsTimeout:
-            raise ElanusError(
-                ErrorCode.TIMEOUT, f"{subject} did not answer in {timeout}s"
-            ) from None
-        reply = json.loads(msg.data)
-        if reply.get("ok"):
-            return reply.get("result")
-        raise ElanusError.from_dict(reply.get("error") or {})
+    @property
+    def transport(self) -> NatsTransport:
+        if self._nats is None:
+            raise RuntimeError("Bus is not connected")
+        return self._nats
 
-    async def _local_request(
-        self,
-        subject: str,
-        local: tuple[Handler | None, asyncio.AbstractEventLoop],
-        payload: dict[str, Any],
-        timeout: float,
-    ) -> Any:
-        handler, loop = local
-        if handler is None:
-            method = subject.rpartition(".")[2]
-            raise ElanusError(ErrorCode.UNKNOWN_ACTION, f"unknown method {method!r}")
-        coro = _guarded(subject, handler, payload)
-        if loop is asyncio.get_running_loop():
-            future: asyncio.Future[Any] = asyncio.ensure_future(coro)
-        else:
-            future = asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
+    async def request(self, subject: str, payload: Any = None, timeout: float = 30.0) -> Any:
+        """The reply of whoever serves ``subject``: a role of this process, called directly,
+        or one elsewhere over NATS."""
+        local = LOCAL.find(self.url, subject) if self.in_process else None
+        if local is not None:
+            return await local.call(payload if payload is not None else {}, timeout)
+        return await self.transport.request(
+            subject, payload if payload is not None else {}, timeout
+        )
+
+    def request_sync(self, subject: str, payload: Any = None, timeout: float = 30.0) -> Any:
+        """``request`` from a thread that is not the bus's loop (a Flight thread): a
+        blocking handler of this process runs right on the calling thread."""
+        local = LOCAL.find(self.url, subject) if self.in_process else None
+        if local is not None:
+            return local.call_sync(payload if payload is not None else {}, timeout)
+        return self._on_loop(self.transport.request(subject, payload or {}, timeout), timeout)
+
+    def request_many_sync(self, calls: list[tuple[str, Any]], timeout: float = 30.0) -> list[Any]:
+        """Several requests from a non-loop thread: those served here run on this thread
+        one after the other, the rest concurrently over NATS meanwhile. Results in order;
+        the first failure is raised."""
+        found = [LOCAL.find(self.url, s) if self.in_process else None for s, _ in calls]
+        remote = [i for i, f in enumerate(found) if f is None]
+        pending = None
+        if remote:
+
+            async def ask_remote() -> list[Any]:
+                return await asyncio.gather(
+                    *(self.transport.request(calls[i][0], calls[i][1], timeout) for i in remote)
+                )
+
+            pending = asyncio.run_coroutine_threadsafe(ask_remote(), self.loop)
+        results: list[Any] = [None] * len(calls)
         try:
-            return await asyncio.wait_for(asyncio.shield(future), timeout)
-        except TimeoutError:
-            raise ElanusError(
-                ErrorCode.TIMEOUT, f"{subject} did not answer in {timeout}s"
-            ) from None
+            for i, endpoint in enumerate(found):
+                if endpoint is not None:
+                    results[i] = endpoint.call_sync(calls[i][1], timeout)
+        except BaseException:
+            if pending is not None:
+                pending.cancel()
+            raise
+        if pending is not None:
+            values = _result(pending, calls[remote[0]][0], timeout)
+            for i, value in zip(remote, values, strict=True):
+                results[i] = value
+        return results
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            raise RuntimeError("Bus is not connected")
+        return self._loop
+
+    def _on_loop(self, coro: Coroutine[Any, Any, Any], timeout: float) -> Any:
+        if threading.get_ident() == self._loop_thread:
+            raise RuntimeError("request_sync called on the bus's own loop")
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        return _result(future, "request", timeout)
 
     async def serve(
         self, prefix: str, handlers: dict[str, Handler], queue: str | None = None
     ) -> Served:
-        """Answer ``<prefix>.<method>`` requests; each message runs as its own task."""
-
-        async def on_message(msg: Msg) -> None:
-            method = msg.subject[len(prefix) + 1 :]
-            task = asyncio.create_task(self._dispatch(msg, method, handlers))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-
-        sub = await self.nc.subscribe(f"{prefix}.>", queue=queue or "", cb=on_message)
+        """Answer ``<prefix>.<method>`` requests, from this process and over NATS."""
+        sub = await self.transport.serve(prefix, handlers, queue, self._tasks)
         LOCAL.add(self.url, prefix, handlers)
         return Served(sub, self.url, prefix, handlers)
 
-    async def _dispatch(self, msg: Msg, method: str, handlers: dict[str, Handler]) -> None:
-        handler = handlers.get(method)
-        try:
-            if handler is None:
-                raise ElanusError(ErrorCode.UNKNOWN_ACTION, f"unknown method {method!r}")
-            try:
-                body = json.loads(msg.data) if msg.data else {}
-            except ValueError as exc:
-                raise ElanusError(ErrorCode.INVALID_ARGUMENT, f"malformed JSON: {exc}") from None
-            if not isinstance(body, dict):
-                raise ElanusError(ErrorCode.INVALID_ARGUMENT, "request body must be a JSON object")
-            result = await handler(body)
-            reply = {"ok": True, "result": result}
-        except ElanusError as exc:
-            reply = {"ok": False, "error": exc.to_dict()}
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - report, never kill the service
-            log.exception("handler %s failed", method)
-            reply = {"ok": False, "error": {"code": "INTERNAL", "message": f"{method}: {exc}"}}
-        if msg.reply:
-            try:
-                await msg.respond(dumps(reply))
-            except Exception:  # noqa: BLE001 - the requester may be gone
-                log.debug("could not reply to %s", method)
-
     # -- broadcast --------------------------------------------------------------------------
-    async def publish(self, subject: str, payload: dict[str, Any]) -> None:
-        await self.nc.publish(subject, dumps(payload))
+    async def publish(self, subject: str, payload: Any) -> None:
+        await self.nc.publish(subject, frames.encode(payload))
 
     async def subscribe(
-        self, subject: str, callback: Callable[[dict[str, Any]], Awaitable[None]]
+        self, subject: str, callback: Callable[[Any], Awaitable[Any]]
     ) -> Subscription:
+        """Hear every message on ``subject``; when the sender waits for answers
+        (``scatter``), what ``callback`` returns is its answer."""
+
         async def on_message(msg: Msg) -> None:
             try:
-                await callback(json.loads(msg.data))
+                answer = await callback(frames.decode(msg.data))
             except Exception:  # noqa: BLE001
                 log.exception("subscriber of %s failed", subject)
+                return
+            if msg.reply:
+                try:
+                    await self.nc.publish(msg.reply, frames.encode(answer))
+                except Exception:  # noqa: BLE001 - the sender may be gone
+                    log.debug("could not answer a broadcast on %s", subject)
 
         return await self.nc.subscribe(subject, cb=on_message)
+
+    async def scatter(self, subject: str, payload: Any, expected: int, timeout: float) -> list[Any]:
+        """Broadcast ``payload`` and gather up to ``expected`` answers within ``timeout``
+        (fewer when some subscriber is slow or gone)."""
+        answers: asyncio.Queue[Any] = asyncio.Queue()
+
+        async def on_answer(msg: Msg) -> None:
+            answers.put_nowait(msg.data)
+
+        inbox = self.nc.new_inbox()
+        sub = await self.nc.subscribe(inbox, cb=on_answer)
+        got: list[Any] = []
+        try:
+            await self.nc.publish(subject, frames.encode(payload), reply=inbox)
+            async with asyncio.timeout(timeout):
+                while len(got) < expected:
+                    got.append(frames.decode(await answers.get()))
+        except TimeoutError:
+            pass
+        finally:
+            await sub.unsubscribe()
+        return got
+
+
+def _result(future: Any, subject: str, timeout: float) -> Any:
+    """A concurrent future's result; the transport enforces the timeout, this only guards
+    against a loop that never runs the request."""
+    try:
+        return future.result(timeout + 5.0)
+    except TimeoutError:
+        future.cancel()
+        raise ElanusError(ErrorCode.TIMEOUT, f"{subject} did not answer in {timeout}s") from None
 
 
 def _is_auth_error(exc: Exception) -> bool:
@@ -352,15 +303,3 @@ def _is_auth_error(exc: Exception) -> bool:
     if isinstance(exc, nats.errors.AuthorizationError):
         return True
     return isinstance(exc, nats.errors.Error) and "authorization violation" in str(exc).lower()
-
-
-async def _guarded(subject: str, handler: Handler, payload: dict[str, Any]) -> Any:
-    """Run a handler as a NATS request would: unexpected errors become INTERNAL."""
-    try:
-        return await handler(payload)
-    except (ElanusError, asyncio.CancelledError):
-        raise
-    except Exception as exc:  # noqa: BLE001 - the same answer a remote caller would get
-        log.exception("handler %s failed", subject)
-        method = subject.rpartition(".")[2]
-        raise ElanusError(ErrorCode.INTERNAL, f"{method}: {exc}") from None

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import json
 import logging
 import threading
 import traceback
@@ -19,11 +18,10 @@ from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow.flight as flight
-from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
 from elanus.channels import subjects
-from elanus.channels.bus import Bus, dumps
+from elanus.channels.bus import Bus
 from elanus.channels.loop import call_in_loop
 from elanus.channels.role import Role
 from elanus.errors import ElanusError, ErrorCode
@@ -118,8 +116,8 @@ class ProxyServer(Role):
                     bytes.fromhex(secret),
                     self.settings.token_ttl_s,
                 )
-            self._invalidations = await self.bus.nc.subscribe(
-                subjects.META_INVALIDATE, cb=self._on_invalidate
+            self._invalidations = await self.bus.subscribe(
+                subjects.META_INVALIDATE, self._on_invalidate
             )
             try:
                 self._server = await asyncio.to_thread(_FlightService, location, self, tls)
@@ -166,24 +164,19 @@ class ProxyServer(Role):
             self._invalidations = None
         await super().stop()
 
-    async def _on_invalidate(self, msg: Msg) -> None:
+    async def _on_invalidate(self, doc: Any) -> dict[str, Any]:
+        """Drop cached meta (or cached identities, for ``kind: auth``); the answer is the
+        ack a coord waits for before its DDL returns."""
         try:
-            doc = json.loads(msg.data)
             if doc.get("kind") == "auth":
                 dropped = self.auth.forget(doc.get("user")) if self.auth is not None else 0
             else:
                 dropped = self.cache.on_invalidate(doc)
         except Exception:  # noqa: BLE001 - a message we cannot read: forget everything
-            log.warning("unreadable meta invalidation %r; clearing the meta cache", msg.data)
+            log.warning("unreadable meta invalidation; clearing the meta cache")
             self.cache.clear()
             dropped = -1
-        if msg.reply:  # a coord that waits for every proxy to drop its cache gets an ack
-            try:
-                await msg.respond(
-                    dumps({"ok": True, "result": {"node_id": self.node_id, "dropped": dropped}})
-                )
-            except Exception:  # noqa: BLE001
-                log.debug("could not ack a meta invalidation")
+        return {"node_id": self.node_id, "dropped": dropped}
 
     # -- called on Flight threads -----------------------------------------------------------
     def handle_action(self, name: str, raw: bytes, caller: Caller = ANONYMOUS) -> bytes:

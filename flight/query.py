@@ -27,7 +27,6 @@ import pyarrow.compute as pc
 
 from elanus import tsutil
 from elanus.channels import subjects
-from elanus.channels.bus import LOCAL, as_table
 from elanus.consistency import ConsistencyLevel
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.expr import parse
@@ -55,13 +54,14 @@ from elanus.flight.searchplan import SearchPlan, SearchPlans
 from elanus.grouping import reduce_grouped
 from elanus.reduce import reduce_parts
 from elanus.schema import DataType, Field, Schema
-from elanus.segments.worker import SearchRequest
+from elanus.searchrequest import SearchRequest
 
 if TYPE_CHECKING:
     from elanus.flight.proxy import ProxyServer
 
 log = logging.getLogger(__name__)
 
+SEARCH_TIMEOUT_S = 120.0
 ROUTE_TTL_S = 1.0
 """How long a collection's route (vchannel → query node) is reused before it is asked for
 again, in the background; a stale one only costs a fall back to the ordinary path, which
@@ -73,8 +73,6 @@ class QueryService:
         self.proxy = proxy
         self._routes: dict[int, tuple[float, dict[str, Any]]] = {}
         self._refreshing: set[int] = set()
-        self._direct: dict[int, tuple[dict[str, str], list[tuple[Any, str]]]] = {}
-        """collection -> (the route they were found for, its in-process search calls)."""
         self.plans = SearchPlans()
         self.indexes = SearchIndexes(self._index_entries)
 
@@ -194,34 +192,26 @@ class QueryService:
         finally:
             self._refreshing.discard(collection_id)
 
-    def _search_direct(
-        self, plan: SearchPlan, queries: Any, guarantee: int, ts: int
-    ) -> list[Any] | None:
-        """Searches on this Flight thread when every delegator runs in this process and can
-        answer now: no event-loop hop, no serialisation, the plan's node request reused
-        (seed 000 §6.5). ``None``: take the ordinary path (a delegator elsewhere, or one
-        that cannot answer now, after which the route is asked for again)."""
-        info = plan.info
-        route = self._route(info, plan.node_request.partition_ids)
-        calls = self._direct.get(info.collection_id)
-        if calls is None or calls[0] is not route:
-            url = self.proxy.bus.url
-            found = [
-                (LOCAL.find_direct(url, subjects.node("querynode", node, "search")), vchannel)
-                for vchannel, node in route.items()
+    def _search_shards(self, info: CollectionInfo, req: SearchRequest) -> list[Any]:
+        """Every delegator's answer. Delegators in this process run on this Flight thread
+        (no event-loop hop, no encoding: seed 000 §6.5); others are asked over NATS
+        meanwhile. A cached route that has gone stale is asked for again, once."""
+        for attempt in (0, 1):
+            route = self._route(info, req.partition_ids)
+            calls = [
+                (subjects.node("querynode", node, "search"), {"vchannel": v, "request": req})
+                for v, node in route.items()
             ]
-            calls = (route, found)
-            self._direct[info.collection_id] = calls
-        if any(fn is None for fn, _ in calls[1]):
-            return None  # a delegator in another process: the route stands
-        replies = []
-        for fn, vchannel in calls[1]:
-            reply = fn(vchannel, plan.node_request, queries, guarantee, ts)
-            if reply is None:
-                self._routes.pop(info.collection_id, None)  # maybe stale: ask the coord again
-                return None
-            replies.append(reply)
-        return replies
+            try:
+                return list(self.proxy.bus.request_many_sync(calls, SEARCH_TIMEOUT_S))
+            except ElanusError as exc:
+                if attempt or exc.code not in (
+                    ErrorCode.COLLECTION_NOT_LOADED,
+                    ErrorCode.UNAVAILABLE,
+                ):
+                    raise
+                self._routes.pop(info.collection_id, None)
+        raise AssertionError("unreachable")
 
     def _outputs(self, info: CollectionInfo, names: list[Any]) -> list[str]:
         return resolve_outputs(info.schema, info.name, names)
@@ -304,22 +294,20 @@ class QueryService:
             node_body["group_by_field"] = group.name
             node_body["group_size"] = group_size
         kept = {**request, "data": None}  # a plan outlives the request: not its vectors
-        node_request = SearchRequest(node_body, info.schema)
-        return SearchPlan(info, generation, kept, field, metric, outputs, node_body, node_request)
+        node_request = SearchRequest.from_body(node_body)
+        node_request.expr(info.schema)  # parsed once per plan, carried by every request
+        return SearchPlan(info, generation, kept, field, metric, outputs, node_request)
 
     def run_search(self, plan: SearchPlan, data: Any) -> tuple[dict[str, Any], int]:
         """One search across shards: (merged part, read timestamp)."""
         queries = _query_vectors(plan.field, data)
         guarantee, ts = self._read_at(plan.info, plan.request)
-        replies = self._search_direct(plan, queries, guarantee, ts)
-        if replies is None:
-            body = {**plan.node_body, "queries": queries, "guarantee_ts": guarantee, "ts": ts}
-            replies = self._fan_out(plan.info, "search", body)
+        replies = self._search_shards(plan.info, plan.node_request.at(queries, ts, guarantee))
         limit, offset = plan.request["limit"], plan.request["offset"]
         if len(replies) == 1 and not offset:  # a delegator's reply is already its top-k
-            return _part(replies[0]), int(replies[0]["ts"])
+            return replies[0], int(replies[0]["ts"])
         read_ts = max((int(r["ts"]) for r in replies), default=ts)
-        parts = [_part(r) for r in replies]
+        parts = list(replies)
         group = plan.node_request.group_by
         if group is not None:
             size = plan.node_request.group_size
@@ -397,9 +385,7 @@ class QueryService:
         offset, limit = request["offset"], request["limit"]
         window = None if limit is None else offset + limit
         replies = self._fan_out(info, "query", {**body, "output_fields": columns, "limit": window})
-        table = pa.concat_tables(
-            [as_table(r["rows"]) for r in replies], promote_options="permissive"
-        )
+        table = pa.concat_tables([r["rows"] for r in replies], promote_options="permissive")
         table = table.sort_by(pk).slice(offset, limit)
         return table, outputs, max(int(r["ts"]) for r in replies)
 
@@ -489,13 +475,6 @@ def _sparse_query(field: Field, vector: Any) -> dict[int, float]:
             raise invalid(f"search: sparse query value at index {k!r} is NaN or infinite")
         out[index] = value
     return out
-
-
-def _part(reply: dict[str, Any]) -> dict[str, Any]:
-    outputs = reply.get("outputs")
-    if outputs is None or isinstance(outputs, pa.Table):
-        return reply
-    return {**reply, "outputs": as_table(outputs)}
 
 
 def _shape_hits(

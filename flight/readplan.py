@@ -29,7 +29,6 @@ import pyarrow.flight as flight
 
 from elanus import tsutil
 from elanus.channels import subjects
-from elanus.channels.bus import as_table
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.flight.actions import _action, _db, _name, check_request
 from elanus.flight.auth import ANONYMOUS, Caller, authorize
@@ -279,7 +278,7 @@ class ReadService:
                     "guarantee_ts": ticket["ts"],
                 },
             )
-            return flight.RecordBatchStream(as_table(reply["deletes"]))
+            return flight.RecordBatchStream(reply["deletes"])
         columns, schema = arrow_schema(info.schema, ticket["columns"])
         self.proxy.query._filter(info, ticket["filter"], ticket["filter_params"])
         pages = self._pages(info, node, ticket, columns, schema)
@@ -331,7 +330,7 @@ class ReadService:
                 "output_fields": wanted,
                 "limit": limit,
             }
-            table = as_table(self._ask(node, "read.segments", body)["rows"]).sort_by(pk)
+            table = self._ask(node, "read.segments", body)["rows"].sort_by(pk)
             return table if limit is None else table.slice(0, limit)
 
         def out(table: pa.Table) -> Iterator[pa.RecordBatch]:

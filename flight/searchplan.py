@@ -18,7 +18,7 @@ import orjson
 
 from elanus.flight.metacache import CollectionInfo
 from elanus.schema import Field
-from elanus.segments.worker import SearchRequest
+from elanus.searchrequest import SearchRequest
 
 MAX_PLANS = 256
 """Request shapes remembered; past that the table starts over (shapes repeat in practice,
@@ -38,10 +38,8 @@ class SearchPlan:
     metric: str
     outputs: list[str]
     """Output names as the reply shows them."""
-    node_body: dict[str, Any]
-    """What each delegator gets, less ``queries``, ``guarantee_ts`` and ``ts``."""
     node_request: SearchRequest
-    """``node_body`` as delegators in this process take it (filter parsed once)."""
+    """What each delegator gets, less its vectors and timestamps (filter parsed once)."""
 
 
 class SearchPlans:

@@ -12,7 +12,6 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from elanus.channels import subjects
-from elanus.channels.bus import dumps
 from elanus.consistency import ConsistencyLevel
 from elanus.errors import ElanusError, invalid
 from elanus.meta.catalog import DEFAULT_DB, Catalog
@@ -76,26 +75,12 @@ class RootCoord:
 
     async def broadcast(self, payload: dict[str, Any]) -> None:
         """Publish a meta invalidation and wait (briefly) for every live proxy's ack."""
-        kind = payload.get("kind")
         await self.coord.sessions.poll()
         expected = len(self.coord.sessions.of_role("proxy"))
-        nc = self.coord.bus.nc
-        acks: asyncio.Queue[Any] = asyncio.Queue()
-
-        async def on_ack(msg: Any) -> None:
-            acks.put_nowait(msg)
-
-        inbox = nc.new_inbox()
-        sub = await nc.subscribe(inbox, cb=on_ack)
-        try:
-            await nc.publish(subjects.META_INVALIDATE, dumps(payload), reply=inbox)
-            async with asyncio.timeout(INVALIDATE_WAIT_S):
-                for _ in range(expected):
-                    await acks.get()
-        except TimeoutError:
-            log.warning("not every proxy acknowledged the %s invalidation", kind)
-        finally:
-            await sub.unsubscribe()
+        bus = self.coord.bus
+        acks = await bus.scatter(subjects.META_INVALIDATE, payload, expected, INVALIDATE_WAIT_S)
+        if len(acks) < expected:
+            log.warning("not every proxy acknowledged the %s invalidation", payload.get("kind"))
 
     async def invalidate_proxies(
         self, kind: str, db: str, name: str, collection_id: int, ts: int

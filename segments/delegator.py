@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,33 +31,23 @@ import numpy as np
 import pyarrow as pa
 
 from elanus.channels import subjects
-from elanus.channels.bus import as_table
 from elanus.channels.consumer import ChannelConsumer
 from elanus.channels.dml import DmlMessage, MsgType
 from elanus.errors import ElanusError, ErrorCode
 from elanus.expr import Expr
 from elanus.schema import TIMESTAMP_FIELD, Schema
+from elanus.searchrequest import SearchRequest
 from elanus.segments import storage
 from elanus.segments.memseg import MemSegment
 from elanus.segments.pkstats import PkStats
-from elanus.segments.worker import (
-    SearchRequest,
-    concat_or_empty,
-    reduce_request,
-    search_part,
-)
+from elanus.segments.worker import concat_or_empty, reduce_request, search_part
 
 if TYPE_CHECKING:
     from elanus.segments.querynode import QueryNode
 
 log = logging.getLogger(__name__)
 TSAFE_WAIT_S = 30.0
-DIRECT_WAIT_S = 1.0
-"""How long a direct search waits on its own thread for tsafe (a Strong read's forced tick
-comes within milliseconds) before it leaves the read to the ordinary path."""
-WorkerSearch = Callable[[list[int], SearchRequest], list[dict[str, Any]]]
-DirectLayout = tuple[list[MemSegment], list[tuple[WorkerSearch, list[int]]]]
-"""What a direct search reads: growing segments, and each worker's search with its segments."""
+WORKER_CALL_S = 60.0
 RETIRED_KEPT = 4096
 IMPORT_WAIT_S = 120.0
 """How long an IMPORT message may hold the channel back before it is passed regardless."""
@@ -84,9 +74,6 @@ class Delegator:
         self.delete_buffer: list[tuple[pa.Array, int]] = []
         self.version = 0
         """Bumped by every distribution change; reads count themselves per version."""
-        self.layout = 0
-        """Bumped after every change of ``growing`` or ``sealed`` (direct reads cache by it)."""
-        self._direct_layout: tuple[Any, DirectLayout] | None = None
         self._readers: dict[int, int] = {}
         self._readers_lock = threading.Lock()  # readers also come from Flight threads
         self._syncs_waiting = 0
@@ -181,7 +168,6 @@ class Delegator:
         seg = self.growing.get(m.segment_id)
         if seg is None:
             seg = self.growing[m.segment_id] = MemSegment(m.segment_id, m.partition_id, self.schema)
-            self.layout += 1
         assert m.batch is not None
         ts = pa.array(np.full(m.batch.num_rows, m.ts, dtype=np.uint64))
         seg.append(pa.Table.from_batches([m.batch]).append_column(TIMESTAMP_FIELD, ts))
@@ -210,7 +196,6 @@ class Delegator:
             path = s.get("path")
             self.sealed_path[sid] = path
             self.stats[sid] = storage.load_pk_stats(Path(path).parent) if path else None
-        self.layout += 1
 
     async def sync(self, add: list[dict[str, Any]], remove: list[int]) -> None:
         """Handoff: sealed segments join (their growing copies leave in the same step),
@@ -228,7 +213,6 @@ class Delegator:
             self.sealed.pop(sid, None)
             self.stats.pop(sid, None)
             self._retire(sid, self.sealed_partition.pop(sid, 0), self.sealed_path.pop(sid, None))
-        self.layout += 1
         # Reads that began on the old distribution may still ask for the removed segments:
         # answer only once they are done, so the coord releases those segments after them.
         with self._readers_lock:
@@ -283,18 +267,30 @@ class Delegator:
         ``ts`` when the caller names one (time travel), else tsafe after the wait."""
         guarantee = max(int(body.get("guarantee_ts") or 0), self.ready_ts)
         if guarantee > self.tsafe and not await self.consumer.wait_tick(guarantee, TSAFE_WAIT_S):
-            if self.consumer.stopped:
-                raise ElanusError(
-                    ErrorCode.COLLECTION_NOT_LOADED,
-                    f"{self.vchannel} was released (collection released or dropped) "
-                    "while the read waited for it",
-                )
-            raise ElanusError(
-                ErrorCode.TIMEOUT,
-                f"{self.vchannel} did not reach the guarantee timestamp in {TSAFE_WAIT_S}s",
-            )
+            raise self._not_readable()
         ts = int(body.get("ts") or 0)
         return ts if ts else self.tsafe
+
+    def read_ts_blocking(self, guarantee: int, ts: int) -> int:
+        """``read_ts`` for a thread other than the loop's (a search handler)."""
+        guarantee = max(guarantee, self.ready_ts)
+        if guarantee > self.tsafe and not self.consumer.wait_tick_in_thread(
+            guarantee, TSAFE_WAIT_S
+        ):
+            raise self._not_readable()
+        return ts if ts else self.tsafe
+
+    def _not_readable(self) -> ElanusError:
+        if self.consumer.stopped:
+            return ElanusError(
+                ErrorCode.COLLECTION_NOT_LOADED,
+                f"{self.vchannel} was released (collection released or dropped) "
+                "while the read waited for it",
+            )
+        return ElanusError(
+            ErrorCode.TIMEOUT,
+            f"{self.vchannel} did not reach the guarantee timestamp in {TSAFE_WAIT_S}s",
+        )
 
     def _workers(self, partition_ids: list[int] | None) -> dict[str, list[int]]:
         by_node: dict[str, list[int]] = {}
@@ -310,84 +306,35 @@ class Delegator:
             s for s in list(self.growing.values()) if wanted is None or s.partition_id in wanted
         ]
 
-    async def search(self, body: dict[str, Any]) -> dict[str, Any]:
-        ts = await self.read_ts(body)
-        async with self._reading():
-            return await self._search(body, ts)
+    def search(self, req: SearchRequest) -> dict[str, Any]:
+        """The delegator's one search path: wait for tsafe, search the growing segments,
+        ask each worker for its sealed ones, reduce to the top ``k``.
 
-    async def _search(self, body: dict[str, Any], ts: int) -> dict[str, Any]:
-        body = {**body, "ts": ts}
-        req = SearchRequest(body, self.schema)
-        growing = self._growing(body.get("partition_ids"))
-        parts = await asyncio.to_thread(lambda: [search_part(seg, req) for seg in growing])
-        for node, sids in self._workers(body.get("partition_ids")).items():
-            reply = await self.node.call(node, "worker.search", {**body, "segment_ids": sids})
-            parts += [_part_from_wire(p) for p in reply["parts"]]
-        merged = reduce_request(parts, req) if parts else _empty(req)
-        return {**merged, "ts": ts}
-
-    def search_direct(
-        self,
-        template: SearchRequest,
-        queries: Any,
-        guarantee: int,
-        ts: int,
-        worker_search: Callable[[str], WorkerSearch | None],
-    ) -> dict[str, Any] | None:
-        """The search of ``template`` for ``queries`` on the caller's thread, with no
-        event-loop hop: for a proxy in this process. It waits here for tsafe to reach the
-        guarantee, for up to DIRECT_WAIT_S. ``None`` when it must take the ordinary path
-        instead: tsafe is still behind (the ordinary path waits longer), or a worker is
-        elsewhere.
-
+        Blocking: it runs on the caller's thread when the caller is in this process (a
+        Flight thread) and on a handler thread when it came over NATS, never on the loop.
         Safe beside the loop thread: the distribution is read in one step (``version``
         keeps released segments alive until this read ends), growing segments lock
         themselves, and a delete arriving meanwhile has a timestamp above this read's
         (tsafe only moves once a pack is applied), so it changes nothing this read sees.
         """
-        guarantee = max(guarantee, self.ready_ts)
-        if guarantee > self.tsafe and (
-            threading.get_ident() == self._loop_thread
-            or not self.consumer.wait_tick_in_thread(guarantee, DIRECT_WAIT_S)
-        ):
-            return None
-        req = template.at(queries, ts or self.tsafe)
+        req = req.at(ts=self.read_ts_blocking(req.guarantee_ts, req.ts))
         version = self._enter_read()
         try:
-            layout = self._layout_for(req.partition_ids, worker_search)
-            if layout is None:
-                return None
-            growing, searches = layout
-            parts = [search_part(seg, req) for seg in growing]
-            for search, sids in searches:
-                parts += search(sids, req)
+            parts = [search_part(seg, req) for seg in self._growing(req.partition_ids)]
+            calls = [
+                (
+                    subjects.node("querynode", node, "worker.search"),
+                    {"segment_ids": sids, "request": req},
+                )
+                for node, sids in self._workers(req.partition_ids).items()
+            ]
+            if calls:
+                for reply in self.node.bus.request_many_sync(calls, WORKER_CALL_S):
+                    parts += reply["parts"]
             merged = reduce_request(parts, req) if parts else _empty(req)
             return {**merged, "ts": req.ts}
         finally:
             self._exit_read(version)
-
-    def _layout_for(
-        self,
-        partition_ids: list[int] | None,
-        worker_search: Callable[[str], WorkerSearch | None],
-    ) -> DirectLayout | None:
-        """Growing segments and worker calls of a direct read, kept until ``layout`` moves.
-
-        ``layout`` is read before the dicts, so an entry is never newer-keyed than what it
-        holds: a change that lands meanwhile makes the next read look again."""
-        key = (self.layout, None if partition_ids is None else tuple(partition_ids))
-        cached = self._direct_layout
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        searches = []
-        for node, sids in self._workers(partition_ids).items():
-            search = worker_search(node)
-            if search is None:
-                return None
-            searches.append((search, sids))
-        layout = (self._growing(partition_ids), searches)
-        self._direct_layout = (key, layout)
-        return layout
 
     async def query(self, body: dict[str, Any], expr: Expr | None) -> dict[str, Any]:
         ts = await self.read_ts(body)
@@ -404,7 +351,7 @@ class Delegator:
             reply = await self.node.call(
                 node, "worker.query", {**body, "ts": ts, "segment_ids": sids}
             )
-            tables.append(as_table(reply["rows"]))
+            tables.append(reply["rows"])
         return {"rows": concat_or_empty(tables, columns, list(self.growing.values())), "ts": ts}
 
     async def count(self, body: dict[str, Any], expr: Expr | None) -> dict[str, Any]:
@@ -420,12 +367,6 @@ class Delegator:
             )
             total += int(reply["count"])
         return {"count": total, "ts": ts}
-
-
-def _part_from_wire(p: dict[str, Any]) -> dict[str, Any]:
-    if p.get("outputs") is not None:
-        p = {**p, "outputs": as_table(p["outputs"])}
-    return p
 
 
 def _empty(req: SearchRequest) -> dict[str, Any]:

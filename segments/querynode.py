@@ -1,26 +1,26 @@
 """The querynode role: delegators (one per watched vchannel) and a worker, as in query
-node v2 (seed 001). Both halves answer over the bus; when the other half is in this
-process the bus calls it directly (``Bus.request``'s local path)."""
+node v2 (seed 001). Both halves answer over the bus, whose transport calls them directly
+when the caller is in this process; searches are blocking handlers, so an in-process
+search runs on its caller's thread with no event-loop hop."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any
 
 import pyarrow as pa
 
 from elanus.channels import subjects
-from elanus.channels.bus import LOCAL, Bus, Handler
+from elanus.channels.bus import Bus, Handler, blocking
 from elanus.channels.role import Role
 from elanus.errors import ElanusError, ErrorCode
 from elanus.expr import Expr, parse
 from elanus.requests import Body
 from elanus.schema import Schema
 from elanus.segments import snapshot_read
-from elanus.segments.delegator import Delegator, WorkerSearch
+from elanus.segments.delegator import Delegator
 from elanus.segments.search import stop_faiss_interrupt_checks
-from elanus.segments.worker import SearchRequest, Worker
+from elanus.segments.worker import Worker
 from elanus.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -67,13 +67,9 @@ class QueryNode(Role):
         stop_faiss_interrupt_checks()  # searches run on Flight threads beside the loop
         await self.open_data_bus()
         await self.serve()
-        LOCAL.add_direct(self.bus.url, f"{self.address}.search", self.search_direct)
-        LOCAL.add_direct(self.bus.url, f"{self.address}.worker.search", self.worker_search_direct)
         await self.register()
 
     async def stop(self) -> None:
-        LOCAL.remove_direct(self.bus.url, f"{self.address}.search")
-        LOCAL.remove_direct(self.bus.url, f"{self.address}.worker.search")
         for d in list(self.delegators.values()):
             await d.stop()
         self.delegators.clear()
@@ -155,25 +151,10 @@ class QueryNode(Role):
         text = raw.get("filter")
         return parse(text, self.schemas[collection_id], raw.get("params")) if text else None
 
-    async def search(self, raw: dict[str, Any]) -> dict[str, Any]:
-        return await self._delegator(raw["vchannel"]).search(raw)
-
-    def search_direct(
-        self, vchannel: str, template: SearchRequest, queries: Any, guarantee: int, ts: int
-    ) -> dict[str, Any] | None:
-        """``search`` called on the caller's thread (see ``Delegator.search_direct``)."""
-        d = self.delegators.get(vchannel)
-        if d is None:
-            return None
-        return d.search_direct(template, queries, guarantee, ts, self._direct_worker)
-
-    def _direct_worker(self, node_id: str) -> WorkerSearch | None:
-        return LOCAL.find_direct(self.bus.url, subjects.node("querynode", node_id, "worker.search"))
-
-    def worker_search_direct(
-        self, segment_ids: list[int], req: SearchRequest
-    ) -> list[dict[str, Any]]:
-        return self.worker.search(segment_ids, req)
+    @blocking
+    def search(self, raw: dict[str, Any]) -> dict[str, Any]:
+        """``{"vchannel", "request": SearchRequest}``: the delegator's search."""
+        return self._delegator(raw["vchannel"]).search(raw["request"])
 
     async def query(self, raw: dict[str, Any]) -> dict[str, Any]:
         d = self._delegator(raw["vchannel"])
@@ -238,11 +219,11 @@ class QueryNode(Role):
                 return self.worker.collection_of[s]
         raise ElanusError(ErrorCode.SEGMENT_NOT_FOUND, f"segments {segment_ids} are not loaded")
 
-    async def worker_search(self, raw: dict[str, Any]) -> dict[str, Any]:
+    @blocking
+    def worker_search(self, raw: dict[str, Any]) -> dict[str, Any]:
+        """``{"segment_ids", "request": SearchRequest}``: hits of each named segment."""
         ids = [int(s) for s in raw["segment_ids"]]
-        req = SearchRequest(raw, self.schemas[self._collection_of(ids)])
-        # Off the loop: an index or a big segment can take milliseconds per batch.
-        return {"parts": await asyncio.to_thread(self.worker.search, ids, req)}
+        return {"parts": self.worker.search(ids, raw["request"])}
 
     async def worker_query(self, raw: dict[str, Any]) -> dict[str, Any]:
         ids = [int(s) for s in raw["segment_ids"]]

@@ -32,7 +32,6 @@ import numpy as np
 import pyarrow as pa
 
 from elanus import layout
-from elanus.channels.bus import as_table
 from elanus.channels.dml import PK_COLUMN
 from elanus.errors import ElanusError, ErrorCode
 from elanus.expr import Expr
@@ -95,7 +94,7 @@ async def read_segments(d: Delegator, body: dict[str, Any], expr: Expr | None) -
             reply = await d.node.call(
                 node, "worker.query", {**body, "ts": ts, "segment_ids": sids, "limit": limit}
             )
-            tables.append(as_table(reply["rows"]))
+            tables.append(reply["rows"])
         buffer, complete_until = list(d.delete_buffer), d.tsafe  # one step: consistent
         for spec in retired:
             tables.append(

@@ -18,11 +18,12 @@ import pyarrow as pa
 
 from elanus.channels.dml import PK_COLUMN
 from elanus.errors import ElanusError, ErrorCode
-from elanus.expr import Expr, parse
+from elanus.expr import Expr
 from elanus.grouping import reduce_grouped, regroup
 from elanus.indexparams import MAX_EF
 from elanus.reduce import reduce_parts
 from elanus.schema import Schema
+from elanus.searchrequest import SearchRequest
 from elanus.segments import storage
 from elanus.segments.memseg import MemSegment
 
@@ -157,43 +158,6 @@ class Worker:
         return sum(seg.count(ts, expr) for seg in self._held(segment_ids))
 
 
-class SearchRequest:
-    """A search as every segment runs it: vectors, k, metric, read timestamp, filter.
-
-    Made from a node body; a proxy in the same process makes one per request shape and
-    reuses it through :meth:`at` (its filter is parsed once, not once per query)."""
-
-    def __init__(self, body: dict[str, Any], schema: Schema) -> None:
-        self.field: str = body["field"]
-        queries = body.get("queries")
-        ready = queries is None or (isinstance(queries, np.ndarray) and queries.dtype == np.float32)
-        if not ready and schema.field(self.field).dtype.value == "FloatVector":
-            queries = np.asarray(queries, dtype=np.float32)
-        self.queries = queries
-        self.k: int = int(body["k"])
-        self.metric: str = body["metric"]
-        self.ts: int = int(body.get("ts") or 0)
-        self.filter: str | None = body.get("filter")
-        self.params = body.get("params") or {}
-        self.expr = parse(self.filter, schema, self.params) if self.filter else None
-        self.search_params: dict[str, Any] = body.get("search_params") or {}
-        """Index parameters of this search (``nprobe``, ``ef``)."""
-        self.radius: float | None = body.get("radius")
-        self.range_filter: float | None = body.get("range_filter")
-        self.output_fields: list[str] = list(body.get("output_fields") or [])
-        self.partition_ids: list[int] | None = body.get("partition_ids")
-        self.group_by: str | None = body.get("group_by_field")
-        """Grouped search: ``k`` counts groups of up to ``group_size`` hits."""
-        self.group_size: int = int(body.get("group_size") or 1)
-
-    def at(self, queries: Any, ts: int) -> SearchRequest:
-        """The same search for other (checked) query vectors at another read timestamp."""
-        req = SearchRequest.__new__(SearchRequest)
-        req.__dict__.update(self.__dict__)
-        req.queries, req.ts = queries, ts
-        return req
-
-
 def search_part(seg: MemSegment, req: SearchRequest) -> dict[str, Any]:
     """One segment's hits with their output fields (one row per hit, query-major); for a
     grouped search its ``k`` best groups."""
@@ -233,7 +197,7 @@ def _hits_part(
         k,
         req.metric,
         req.ts,
-        req.expr,
+        req.expr(seg.schema),
         req.radius,
         req.range_filter,
         params,

@@ -8,6 +8,7 @@ plans on any DDL.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -184,8 +185,9 @@ def test_sdk_searches_still_agree_with_brute_force(stack: Stack, vectors: np.nda
 
 
 def test_direct_reads_follow_new_growing_segments_and_handoffs(stack: Stack) -> None:
-    """The in-process search path keeps each delegator's segment layout between calls: a
-    new growing segment, and its handoff to a sealed one, must show in the next search."""
+    """In-process searches run on the Flight thread, reading the delegator's segments as
+    they are at each call: a new growing segment, and its handoff to a sealed one, must
+    show in the next search."""
     client = stack.client()
     data = np.random.default_rng(9).random((101, DIM), dtype=np.float32)
     client.create_collection("lay", dimension=DIM, metric_type="L2")
@@ -201,15 +203,16 @@ def test_direct_reads_follow_new_growing_segments_and_handoffs(stack: Stack) -> 
             h["id"] for h in raw_search(stack, {**body, "data": [target.tolist()]})["results"][0]
         ]
 
-    assert top("Eventually", partition_names=["empty"]) == []
-    assert 100 not in top("Eventually")  # the layout without partitions is kept now
     delegator = next(
         d
         for qn in stack.querynodes
         for d in qn.delegators.values()
         if d.collection_id == client.describe_collection("lay")["collection_id"]
     )
-    assert delegator._direct_layout is not None, "the search did not take the direct path"
+    threads = record_search_threads(delegator)
+    assert top("Eventually", partition_names=["empty"]) == []
+    assert 100 not in top("Eventually")
+    assert threads and all(flight_thread(t) for t in threads), threads
     client.insert("lay", {"id": [100], "vector": target[None]})  # a new growing segment
     assert top("Strong")[0] == 100
     assert top("Eventually")[0] == 100  # no wait: served from the delegator's layout
@@ -221,8 +224,8 @@ def test_direct_reads_follow_new_growing_segments_and_handoffs(stack: Stack) -> 
 
 
 def test_strong_searches_wait_for_tsafe_on_the_direct_path(stack: Stack) -> None:
-    """A Strong read's guarantee is ahead of tsafe when it starts; the direct path waits on
-    the Flight thread for the forced tick instead of leaving the read to the event loop."""
+    """A Strong read's guarantee is ahead of tsafe when it starts; the in-process search
+    waits on the Flight thread for the forced tick, with no hop to the event loop."""
     client = stack.client()
     data = np.random.default_rng(11).random((50, DIM), dtype=np.float32)
     client.create_collection("strong", dimension=DIM, metric_type="L2", num_shards=1)
@@ -233,10 +236,29 @@ def test_strong_searches_wait_for_tsafe_on_the_direct_path(stack: Stack) -> None
     (delegator,) = [
         d for qn in stack.querynodes for d in qn.delegators.values() if d.collection_id == cid
     ]
+    threads = record_search_threads(delegator)
     for i in range(40, 50):
         client.insert("strong", {"id": [i], "vector": data[i][None]})
-        delegator._direct_layout = None  # set again only by a direct read
         body = {"collection": "strong", "limit": 1, "consistency_level": "Strong"}
         reply = raw_search(stack, {**body, "data": [data[i].tolist()]})
         assert [h["id"] for h in reply["results"][0]] == [i]  # its own write, at once
-        assert delegator._direct_layout is not None, "the Strong search left the direct path"
+    assert len(threads) == 10
+    assert all(flight_thread(t) for t in threads), threads
+
+
+def flight_thread(name: str) -> bool:
+    """gRPC's own threads: Python names them ``Dummy-N`` (neither a loop nor a handler)."""
+    return name.startswith("Dummy-")
+
+
+def record_search_threads(delegator: Any) -> list[str]:
+    """The names of the threads the delegator's searches run on, from now on."""
+    names: list[str] = []
+    search = delegator.search
+
+    def recorded(req: Any) -> Any:
+        names.append(threading.current_thread().name)
+        return search(req)
+
+    delegator.search = recorded
+    return names

@@ -1,0 +1,317 @@
+"""How a request reaches the role that serves it: in this process, or over NATS.
+
+``Bus.request`` (and ``Bus.request_sync`` from a non-loop thread) asks the in-process
+transport first: when the role serving the subject runs in this process it is called
+directly, with the very request objects the caller built. Otherwise the NATS transport
+carries the request as a frame message (``channels/frames.py``). Both give the same
+answers: the handler's result, or the ``ElanusError`` it raised (anything else becomes
+INTERNAL), and both run the handler as a task of its own so that a caller that times out
+does not cancel it half way (as a NATS handler would carry on).
+
+A handler is either a coroutine function, or a plain function marked :func:`blocking`:
+thread-safe work (a search) that runs on the caller's thread when the caller is in this
+process and on a worker thread otherwise, never on an event loop.
+
+Messages of any size travel through a stock nats-server (1 MB ``max_payload``): a reply
+too large for one message comes as several parts to the requester's inbox; a request too
+large carries its first part and the responder pulls the rest from the requester.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+
+from elanus.channels import frames
+from elanus.errors import ElanusError, ErrorCode
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[Any], Awaitable[Any]] | Callable[[Any], Any]
+BLOCKING = "__elanus_blocking__"
+PARTS = "Elanus-Parts"
+"""Header of a request's first part or a reply's every part: how many parts there are."""
+PULL = "Elanus-Pull"
+"""Header of a large request: the subject its remaining parts are fetched from."""
+PART_MARGIN = 8 * 1024
+"""Room left in each part for NATS headers, which the server counts into ``max_payload``."""
+STATUS_NO_RESPONDERS = "503"
+HANDLER_THREADS = 32
+_handler_pool = ThreadPoolExecutor(HANDLER_THREADS, thread_name_prefix="elanus-handler")
+"""Blocking handlers reached from a loop run here, not in the loop's default executor:
+a search may wait seconds for tsafe, and must not hold up the roles' own thread work."""
+
+
+def blocking(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Mark a handler as a thread-safe plain function (see the module docstring)."""
+    setattr(fn, BLOCKING, True)
+    return fn
+
+
+def is_blocking(handler: Handler) -> bool:
+    return bool(getattr(handler, BLOCKING, False))
+
+
+def unknown_method(subject: str) -> ElanusError:
+    return ElanusError(ErrorCode.UNKNOWN_ACTION, f"unknown method {subject.rpartition('.')[2]!r}")
+
+
+def internal(subject: str, exc: BaseException) -> ElanusError:
+    return ElanusError(ErrorCode.INTERNAL, f"{subject.rpartition('.')[2]}: {exc}")
+
+
+def call_blocking(subject: str, handler: Handler, payload: Any) -> Any:
+    """Run a blocking handler here; unexpected errors become INTERNAL, as over NATS."""
+    try:
+        return handler(payload)
+    except ElanusError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the same answer a remote caller would get
+        log.exception("handler %s failed", subject)
+        raise internal(subject, exc) from None
+
+
+async def run_handler(subject: str, handler: Handler, payload: Any) -> Any:
+    """Run any handler from a loop: a blocking one on a worker thread."""
+    if is_blocking(handler):
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(_handler_pool, call_blocking, subject, handler, payload)
+    try:
+        return await handler(payload)  # type: ignore[misc]
+    except (ElanusError, asyncio.CancelledError):
+        raise
+    except Exception as exc:  # noqa: BLE001
+        log.exception("handler %s failed", subject)
+        raise internal(subject, exc) from None
+
+
+class Endpoint:
+    """A handler served in this process, and the loop its role runs on."""
+
+    __slots__ = ("handler", "loop", "subject")
+
+    def __init__(self, subject: str, handler: Handler | None, loop: asyncio.AbstractEventLoop):
+        self.subject, self.handler, self.loop = subject, handler, loop
+
+    async def call(self, payload: Any, timeout: float) -> Any:
+        if self.handler is None:
+            raise unknown_method(self.subject)
+        coro = run_handler(self.subject, self.handler, payload)
+        if self.loop is asyncio.get_running_loop():
+            future: asyncio.Future[Any] = asyncio.ensure_future(coro)
+        else:
+            future = asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self.loop))
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), timeout)
+        except TimeoutError:
+            raise _timeout(self.subject, timeout) from None
+
+    def call_sync(self, payload: Any, timeout: float) -> Any:
+        """From a thread that is not ``loop``'s: a blocking handler runs right here."""
+        if self.handler is None:
+            raise unknown_method(self.subject)
+        if is_blocking(self.handler):
+            return call_blocking(self.subject, self.handler, payload)
+        future = asyncio.run_coroutine_threadsafe(
+            run_handler(self.subject, self.handler, payload), self.loop
+        )
+        try:
+            return future.result(timeout)
+        except TimeoutError:
+            raise _timeout(self.subject, timeout) from None
+
+
+def _timeout(subject: str, timeout: float) -> ElanusError:
+    return ElanusError(ErrorCode.TIMEOUT, f"{subject} did not answer in {timeout}s")
+
+
+class LocalTransport:
+    """Handlers served by roles of this process, by (cluster url, subject prefix)."""
+
+    def __init__(self) -> None:
+        self._served: dict[
+            tuple[str, str], list[tuple[dict[str, Handler], asyncio.AbstractEventLoop]]
+        ] = {}
+
+    def add(self, url: str, prefix: str, handlers: dict[str, Handler]) -> None:
+        entry = (handlers, asyncio.get_running_loop())
+        self._served.setdefault((url, prefix), []).append(entry)
+
+    def remove(self, url: str, prefix: str, handlers: dict[str, Handler]) -> None:
+        key = (url, prefix)
+        entries = [e for e in self._served.get(key, []) if e[0] is not handlers]
+        if entries:
+            self._served[key] = entries
+        else:
+            self._served.pop(key, None)
+
+    def find(self, url: str, subject: str) -> Endpoint | None:
+        """The endpoint of ``subject`` in the cluster behind ``url``, if served here."""
+        prefix, _, method = subject.rpartition(".")
+        while prefix:
+            entries = self._served.get((url, prefix))
+            if entries:
+                handlers, loop = entries[-1]
+                return Endpoint(subject, handlers.get(method), loop)
+            prefix, _, head = prefix.rpartition(".")
+            method = f"{head}.{method}"
+        return None
+
+
+LOCAL = LocalTransport()
+
+
+class NatsTransport:
+    """Request/reply over one NATS connection with frame messages of any size.
+
+    Replies come to one wildcard inbox subscription per connection (as nats-py's own
+    request does), routed to their request by the last subject token; the same
+    subscription serves the parts of this side's large requests to the responder."""
+
+    def __init__(self, nc: NatsClient) -> None:
+        self.nc = nc
+        self._prefix = nc.new_inbox()
+        self._ids = itertools.count(1)
+        self._replies: dict[str, asyncio.Queue[Msg]] = {}
+        self._pulls: dict[str, list[bytes]] = {}
+        self._sub: Subscription | None = None
+
+    @property
+    def part_limit(self) -> int:
+        return max(self.nc.max_payload - PART_MARGIN, 64 * 1024)
+
+    async def start(self) -> NatsTransport:
+        self._sub = await self.nc.subscribe(f"{self._prefix}.*", cb=self._on_inbox)
+        return self
+
+    async def stop(self) -> None:
+        if self._sub is not None:
+            try:
+                await self._sub.unsubscribe()
+            except Exception:  # noqa: BLE001 - the connection may be gone already
+                pass
+            self._sub = None
+
+    async def _on_inbox(self, msg: Msg) -> None:
+        token = msg.subject.rpartition(".")[2]
+        queue = self._replies.get(token)
+        if queue is not None:
+            queue.put_nowait(msg)
+            return
+        parts = self._pulls.get(token)
+        if parts is not None and msg.reply:
+            try:
+                index = int(msg.data)
+                await self.nc.publish(msg.reply, parts[index])
+            except (ValueError, IndexError):
+                log.warning("a bad part request on %s", msg.subject)
+
+    async def request(self, subject: str, payload: Any, timeout: float) -> Any:
+        data = frames.encode(payload)
+        token = str(next(self._ids))
+        queue: asyncio.Queue[Msg] = asyncio.Queue()
+        self._replies[token] = queue
+        try:
+            inbox = f"{self._prefix}.{token}"
+            parts = frames.split(data, self.part_limit)
+            if len(parts) == 1:
+                await self.nc.publish(subject, data, reply=inbox)
+            else:
+                pull = f"p{token}"
+                self._pulls[pull] = parts
+                headers = {PARTS: str(len(parts)), PULL: f"{self._prefix}.{pull}"}
+                await self.nc.publish(subject, parts[0], reply=inbox, headers=headers)
+            try:
+                async with asyncio.timeout(timeout):
+                    raw = await _collect(queue, subject)
+            except TimeoutError:
+                raise _timeout(subject, timeout) from None
+        finally:
+            self._replies.pop(token, None)
+            self._pulls.pop(f"p{token}", None)
+        reply = frames.decode(raw)
+        if reply.get("ok"):
+            return reply.get("result")
+        raise ElanusError.from_dict(reply.get("error") or {})
+
+    async def serve(
+        self, prefix: str, handlers: dict[str, Handler], queue: str | None, tasks: set[Any]
+    ) -> Subscription:
+        """Answer ``<prefix>.<method>``; each message runs as its own task (in ``tasks``)."""
+
+        async def on_message(msg: Msg) -> None:
+            task = asyncio.create_task(self._dispatch(msg, prefix, handlers))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+
+        return await self.nc.subscribe(f"{prefix}.>", queue=queue or "", cb=on_message)
+
+    async def _dispatch(self, msg: Msg, prefix: str, handlers: dict[str, Handler]) -> None:
+        subject = msg.subject
+        handler = handlers.get(subject[len(prefix) + 1 :])
+        try:
+            if handler is None:
+                raise unknown_method(subject)
+            body = frames.decode(await self._whole_request(msg))
+            if not isinstance(body, dict):
+                raise ElanusError(ErrorCode.INVALID_ARGUMENT, "request body must be an object")
+            result = await run_handler(subject, handler, body)
+            reply: dict[str, Any] = {"ok": True, "result": result}
+        except ElanusError as exc:
+            reply = {"ok": False, "error": exc.to_dict()}
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - report, never kill the service
+            log.exception("handler %s failed", subject)
+            reply = {"ok": False, "error": internal(subject, exc).to_dict()}
+        if msg.reply:
+            await self._respond(msg.reply, reply, subject)
+
+    async def _whole_request(self, msg: Msg) -> bytes:
+        count = int((msg.headers or {}).get(PARTS, "1"))
+        if count == 1:
+            return msg.data
+        pull = (msg.headers or {})[PULL]
+        parts = [msg.data]
+        for i in range(1, count):
+            part = await self.nc.request(pull, str(i).encode(), timeout=30)
+            parts.append(part.data)
+        return frames.join(parts)
+
+    async def _respond(self, reply_to: str, reply: dict[str, Any], subject: str) -> None:
+        try:
+            data = frames.encode(reply)
+        except Exception as exc:  # noqa: BLE001 - a result the bus cannot carry
+            log.exception("handler %s returned what the bus cannot carry", subject)
+            data = frames.encode({"ok": False, "error": internal(subject, exc).to_dict()})
+        parts = frames.split(data, self.part_limit)
+        try:
+            if len(parts) == 1:
+                await self.nc.publish(reply_to, data)
+                return
+            headers = {PARTS: str(len(parts))}
+            for part in parts:
+                await self.nc.publish(reply_to, part, headers=headers)
+        except Exception:  # noqa: BLE001 - the requester may be gone
+            log.debug("could not reply to %s", subject)
+
+
+async def _collect(queue: asyncio.Queue[Msg], subject: str) -> bytes:
+    """A reply's bytes: one message, or every part of a large one, in order."""
+    first = await queue.get()
+    headers = first.headers or {}
+    if headers.get("Status") == STATUS_NO_RESPONDERS:
+        raise ElanusError(ErrorCode.UNAVAILABLE, f"no service answers on {subject}")
+    count = int(headers.get(PARTS, "1"))
+    parts = [first.data]
+    while len(parts) < count:
+        parts.append((await queue.get()).data)
+    return frames.join(parts)

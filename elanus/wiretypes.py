@@ -1,0 +1,27 @@
+"""Request types that travel on the bus as themselves.
+
+A dataclass registered here crosses the bus as its fields (``channels/frames.py`` lifts
+it into the header, its arrays into frames) and arrives as an instance of the same class;
+in-process it is simply the same object. Registration is by class name."""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+T = TypeVar("T", bound=type[Any])
+
+_TYPES: dict[str, type[Any]] = {}
+
+
+def wire_type(cls: T) -> T:
+    """Class decorator: instances of ``cls`` may travel on the bus."""
+    _TYPES[cls.__name__] = cls
+    return cls
+
+
+def lookup(name: str) -> type[Any] | None:
+    return _TYPES.get(name)
+
+
+def is_wire_type(value: Any) -> bool:
+    return _TYPES.get(type(value).__name__) is type(value)
