@@ -116,9 +116,9 @@ def encode_pieces(
         elif part.num_rows == 1:
             raise invalid(
                 f"a row takes {len(payload)} bytes encoded, more than a DML message may "
-                f"carry: {limit} bytes (the NATS server's max_payload less "
-                f"{HEADER_RESERVE + SAFETY_MARGIN} bytes for headers and margin); "
-                "store less in one row"
+                f"carry: {limit} bytes (the NATS server's max_payload of "
+                f"{limit + HEADER_RESERVE + SAFETY_MARGIN} bytes, less "
+                f"{HEADER_RESERVE + SAFETY_MARGIN} for headers and margin); store less in one row"
             )
         else:
             half = part.num_rows // 2

@@ -14,7 +14,7 @@ import nats
 import numpy as np
 import pyarrow as pa
 import pytest
-from conftest import Stack
+from conftest import Stack, own_stack
 from segment_reader import data_counts, subject_counts
 
 from elanus import DataType, ElanusError, ErrorCode, Schema
@@ -31,22 +31,9 @@ STOCK_MAX_PAYLOAD = 1024 * 1024
 @pytest.fixture(scope="module")
 def stock(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     """A stack (coord, datanode, querynode, proxy) on a nats-server with its stock limits."""
-    tmp = tmp_path_factory.mktemp("stock")
-    server = EmbeddedNats(tmp / "nats", max_payload_mb=None).start()
-    try:
-        loop = LoopThread("stock").start()
-        try:
-            stack = Stack(loop, server, tmp / "data")
-            try:
-                stack.start()
-                assert stack.bus.nc.max_payload == STOCK_MAX_PAYLOAD
-                yield stack
-            finally:
-                stack.close()
-        finally:
-            loop.stop()
-    finally:
-        server.stop()
+    with own_stack(tmp_path_factory.mktemp("stock"), "stock", max_payload_mb=None) as stack:
+        assert stack.bus.nc.max_payload == STOCK_MAX_PAYLOAD
+        yield stack
 
 
 def vectors(values: np.ndarray) -> pa.FixedSizeListArray:
