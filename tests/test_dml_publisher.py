@@ -251,3 +251,16 @@ def test_a_single_row_over_the_limit_is_refused_before_anything_is_published(
     assert len(pieces) >= 7
     rows = [k for p in pieces for k in pa.ipc.open_stream(p.payload).read_all()["pk"].to_pylist()]
     assert rows == list(range(61))
+
+
+def test_a_write_the_log_never_takes_fails_unavailable_after_the_retries(
+    stock_nats: tuple[LoopThread, Any],
+) -> None:
+    loop, nc = stock_nats
+    publisher = DmlPublisher(nc, nc.jetstream())
+    msg = DmlMessage(MsgType.DELETE, 5, "dml_9_1v0", 1, 0, 0, "t", None, "t-lost")
+    (piece,) = publisher.pieces(MsgType.DELETE, ["dml_9_1v0"], pa.array([1, 2], pa.int64()))
+    with pytest.raises(ElanusError) as err:  # no stream holds dml_9's subjects
+        loop.call(publisher.publish([(msg, piece.payload)], "the lost write"), timeout=60)
+    assert err.value.code == ErrorCode.UNAVAILABLE
+    assert "the lost write" in err.value.message and "after 3 attempts" in err.value.message
