@@ -60,8 +60,9 @@ from _common import (  # noqa: E402
     timed,
 )
 
-from elanus.channels.dml import DEFAULT_MAX_MESSAGE_BYTES, ipc_bytes, split_batch  # noqa: E402
+from elanus.channels.dml import DEFAULT_MAX_MESSAGE_BYTES  # noqa: E402
 from elanus.channels.nats_server import EmbeddedNats  # noqa: E402
+from elanus.channels.publisher import encode_pieces  # noqa: E402
 from elanus.flight.client import Client  # noqa: E402
 from elanus.schema import DataType, Field, Schema  # noqa: E402
 
@@ -240,9 +241,9 @@ def run_elanus(
 def ipc_messages(table: pa.Table, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[bytes]:
     """The table as ~1 MB Arrow IPC stream messages, cut as the proxy cuts them."""
     return [
-        ipc_bytes(b)
+        payload
         for rb in table.combine_chunks().to_batches()
-        for b in split_batch(rb, max_bytes)
+        for _, payload in encode_pieces(rb, max_bytes, max_bytes)
     ]
 
 

@@ -21,6 +21,8 @@ from nats.js.errors import NotFoundError
 SUBJECT_ROOT = "elanus.dml"
 TICK = "_tick"
 DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
+"""The payload size DML messages are cut near (``channels/publisher.py``), when the NATS
+server allows that much."""
 PK_COLUMN = "pk"
 
 H_TYPE = "Elanus-Type"
@@ -122,20 +124,6 @@ def read_ipc(payload: bytes) -> pa.RecordBatch:
     if len(batches) == 1:
         return batches[0]
     return pa.Table.from_batches(batches, reader.schema).combine_chunks().to_batches()[0]
-
-
-def split_batch(
-    batch: pa.RecordBatch,
-    max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-) -> list[pa.RecordBatch]:
-    """Slices of ``batch`` of at most ~``max_bytes`` each (at least one row per slice)."""
-    if batch.num_rows == 0:
-        return []
-    size = batch.nbytes
-    if size <= max_bytes:
-        return [batch]
-    rows = max(1, int(batch.num_rows * max_bytes / size))
-    return [batch.slice(i, rows) for i in range(0, batch.num_rows, rows)]
 
 
 def delete_batch(pks: pa.Array) -> pa.RecordBatch:

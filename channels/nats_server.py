@@ -78,6 +78,9 @@ def terminate(proc: subprocess.Popen[bytes] | None, timeout: float = 10.0) -> No
 class EmbeddedNats:
     """Start, wait for, and stop a JetStream-enabled nats-server with its store in a dir.
 
+    ``max_payload_mb`` None leaves the server's stock limits (1 MB per message), as a
+    ``nats-server`` that an operator runs has them.
+
     ``credentials`` are what clients must present; when none are given they are read from
     (or generated into, for ``user``) the store dir, so a restart on the same dir keeps them.
     """
@@ -87,7 +90,7 @@ class EmbeddedNats:
         store_dir: str | os.PathLike[str],
         port: int = 0,
         host: str = "127.0.0.1",
-        max_payload_mb: int = 8,
+        max_payload_mb: int | None = 8,
         credentials: NatsCredentials | None = None,
         user: str | None = None,
     ) -> None:
@@ -128,11 +131,16 @@ class EmbeddedNats:
         creds = self.credentials
         conf = self.store_dir / "nats-server.conf"
         store = (self.store_dir / "jetstream").as_posix()
+        limits = ""
+        if self.max_payload_mb is not None:
+            limits = (
+                f"max_payload: {self.max_payload_mb}MB\n"
+                f"max_pending: {max(64, 8 * self.max_payload_mb)}MB\n"
+            )
         write_private(
             conf,
             f'listen: "{self.host}:{self.port}"\n'
-            f"max_payload: {self.max_payload_mb}MB\n"
-            f"max_pending: {max(64, 8 * self.max_payload_mb)}MB\n"
+            f"{limits}"
             "authorization {\n"
             f"  user: {conf_string(creds.user)}\n"
             f"  password: {conf_string(creds.password)}\n"

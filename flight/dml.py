@@ -1,7 +1,8 @@
 """Inserts, upserts and deletes in the proxy (seed 000 §6.2, §6.6.1, §6.6.3).
 
 The heavy, per-row work — schema checks, auto ids, hashing keys to vchannels, cutting
-messages near 1 MB and encoding them as Arrow IPC — runs on the Flight thread that
+messages below the NATS server's limit and encoding them as Arrow IPC
+(``channels/publisher.py``) — runs on the Flight thread that
 received the request. Only the short, ordered part runs on the event loop: register the
 task with the time ticker, take a TSO timestamp, place each message in a segment quota,
 publish, and wait until JetStream acknowledged every message. Tasks run in parallel.
@@ -10,7 +11,6 @@ publish, and wait until JetStream acknowledged every message. Tasks run in paral
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -19,20 +19,12 @@ import numpy as np
 import pyarrow as pa
 
 from elanus.channels import subjects
-from elanus.channels.dml import (
-    DEFAULT_MAX_MESSAGE_BYTES,
-    DmlMessage,
-    MsgType,
-    delete_batch,
-    ipc_bytes,
-    pchannel_of,
-    split_batch,
-)
+from elanus.channels.dml import DmlMessage, MsgType, pchannel_of
+from elanus.channels.publisher import DmlPublisher, Piece
 from elanus.errors import ElanusError, ErrorCode
 from elanus.flight.metacache import CollectionInfo
 from elanus.flight.segalloc import SegmentAllocator
 from elanus.flight.timeticker import DmlTracker, TimeTicker
-from elanus.pkhash import shard_of
 from elanus.requests import Body
 from elanus.schema import DEFAULT_PARTITION
 from elanus.validation import check_unique_across, conform_delete_keys, conform_insert
@@ -41,31 +33,7 @@ if TYPE_CHECKING:
     from elanus.channels.bus import Handler
     from elanus.flight.proxy import ProxyServer
 
-log = logging.getLogger(__name__)
 ID_BLOCK = 100_000
-
-
-@dataclass
-class Piece:
-    """One message to publish: its vchannel, kind and encoded payload."""
-
-    kind: MsgType
-    vchannel: str
-    rows: int
-    payload: bytes
-    batch: pa.RecordBatch | None = None
-    """Kept for inserts, to cut the message where it crosses a segment boundary."""
-
-    def cut(self, sizes: list[int]) -> list[Piece]:
-        if len(sizes) == 1:
-            return [self]
-        assert self.batch is not None
-        out, offset = [], 0
-        for n in sizes:
-            part = self.batch.slice(offset, n)
-            out.append(Piece(self.kind, self.vchannel, n, ipc_bytes(part), part))
-            offset += n
-        return out
 
 
 @dataclass
@@ -123,7 +91,7 @@ class DmlService:
             lambda body: proxy.ddl.coord("segment.assign", {**body, "proxy_id": proxy.node_id})
         )
         self.ids = IdCache(proxy)
-        self.max_message_bytes = DEFAULT_MAX_MESSAGE_BYTES
+        self._publisher: DmlPublisher | None = None
 
     @property
     def subject_prefix(self) -> str:
@@ -135,11 +103,18 @@ class DmlService:
     async def start(self) -> None:
         """Publishes on the proxy's data connection; the proxy role closes it on stop."""
         await self.proxy.open_data_bus()
+        assert self.proxy.data_bus is not None
+        self._publisher = DmlPublisher(self.proxy.data_bus.nc, self.proxy.data_bus.js)
         await self.proxy.serve(self.subject_prefix, self.handlers())
         await self.ticker.start()
 
     async def stop(self) -> None:
         await self.ticker.stop()
+
+    @property
+    def publisher(self) -> DmlPublisher:
+        assert self._publisher is not None, "the DML service is not started"
+        return self._publisher
 
     async def _send_report(self, default_ts: int, pchannels: dict[str, int]) -> None:
         await self.proxy.ddl.coord(
@@ -249,9 +224,9 @@ class DmlService:
             position = [f.name for f in info.schema.fields].index(pk.name)
             table = table.add_column(position, pk.arrow_field(), ids)
         pks = table.column(pk.name).combine_chunks()
-        pieces = self._pieces(info, table, pks, MsgType.INSERT)
+        pieces = self.publisher.pieces(MsgType.INSERT, info.vchannels, pks, table)
         if upsert:
-            pieces = self._pieces(info, None, pks, MsgType.DELETE) + pieces
+            pieces = self.publisher.pieces(MsgType.DELETE, info.vchannels, pks) + pieces
         return Prepared(pid, pks, pieces, table.nbytes)
 
     def insert_all(
@@ -288,56 +263,12 @@ class DmlService:
     def delete(self, info: CollectionInfo, partition: str | None, keys: Any) -> DmlResult:
         pid = self.partition_id(info, partition) if partition else 0
         pks = conform_delete_keys(keys, info.schema)
-        ts = self.proxy.run(self._publish(info, pid, self._pieces(info, None, pks, MsgType.DELETE)))
+        pieces = self.publisher.pieces(MsgType.DELETE, info.vchannels, pks)
+        ts = self.proxy.run(self._publish(info, pid, pieces))
         return DmlResult(pks, ts)
-
-    def _pieces(
-        self, info: CollectionInfo, table: pa.Table | None, pks: pa.Array, kind: MsgType
-    ) -> list[Piece]:
-        """Route rows to vchannels by key hash and cut them into messages near 1 MB."""
-        shards = info.vchannels
-        if len(shards) == 1:
-            groups = [(shards[0], table, pks)]
-        else:
-            shard = shard_of(pks, len(shards))
-            order = np.argsort(shard, kind="stable")
-            counts = np.bincount(shard, minlength=len(shards))
-            idx = pa.array(order)
-            sorted_table = table.take(idx) if table is not None else None
-            sorted_pks = pks.take(idx)
-            groups, offset = [], 0
-            for s, n in enumerate(counts.tolist()):
-                if n:
-                    groups.append(
-                        (
-                            shards[s],
-                            sorted_table.slice(offset, n) if sorted_table else None,
-                            sorted_pks.slice(offset, n),
-                        )
-                    )
-                offset += n
-        pieces = []
-        for vchannel, part, part_pks in groups:
-            if kind is MsgType.DELETE:
-                batches = [delete_batch(part_pks)]
-            else:
-                assert part is not None
-                batches = [
-                    b
-                    for rb in part.combine_chunks().to_batches()
-                    for b in split_batch(rb, self.max_message_bytes)
-                ]
-            keep = kind is MsgType.INSERT
-            pieces += [
-                Piece(kind, vchannel, b.num_rows, ipc_bytes(b), b if keep else None)
-                for b in batches
-            ]
-        return pieces
 
     # -- the event-loop part ----------------------------------------------------------------
     async def _publish(self, info: CollectionInfo, partition_id: int, pieces: list[Piece]) -> int:
-        assert self.proxy.data_bus is not None, "the DML service is not started"
-        js = self.proxy.data_bus.js
         task = self.tracker.begin(pchannel_of(p.vchannel) for p in pieces)
         epoch = self.ticker.epoch
         used: list[int] = []
@@ -356,32 +287,23 @@ class DmlService:
                 used += [segment_id for segment_id, _ in where]
                 cuts = piece.cut([n for _, n in where])
                 placed += [(c, sid) for c, (sid, _) in zip(cuts, where, strict=True)]
-            sends = []
-            for i, (piece, segment_id) in enumerate(placed):
-                msg = DmlMessage(
-                    piece.kind,
-                    ts,
-                    piece.vchannel,
-                    info.collection_id,
-                    partition_id,
-                    segment_id,
-                    source=self.proxy.node_id,
-                    msg_id=f"{self.proxy.node_id}-{task.task_id}-{i}",
+            sends = [
+                (
+                    DmlMessage(
+                        piece.kind,
+                        ts,
+                        piece.vchannel,
+                        info.collection_id,
+                        partition_id,
+                        segment_id,
+                        source=self.proxy.node_id,
+                        msg_id=f"{self.proxy.node_id}-{task.task_id}-{i}",
+                    ),
+                    piece.payload,
                 )
-                subject, headers, _ = msg.encode(pchannel_of(piece.vchannel))
-                future = await js.publish_async(subject, piece.payload, headers=headers)
-                sends.append((subject, headers, piece.payload, future))
-            for subject, headers, payload, future in sends:
-                try:
-                    await future
-                except Exception as exc:  # noqa: BLE001 - retry once; the msg id dedupes
-                    log.warning("publish to %s failed (%s); retrying", subject, exc)
-                    try:
-                        await js.publish(subject, payload, headers=headers, timeout=10)
-                    except Exception as again:  # noqa: BLE001
-                        raise ElanusError(
-                            ErrorCode.UNAVAILABLE, f"the log did not accept the write: {again}"
-                        ) from None
+                for i, (piece, segment_id) in enumerate(placed)
+            ]
+            await self.publisher.publish(sends, "the write")
             if not self.ticker.lease_held(epoch):
                 raise ElanusError(
                     ErrorCode.UNAVAILABLE,

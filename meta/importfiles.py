@@ -19,9 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from elanus import layout
-from elanus.channels.dml import delete_batch, ipc_bytes, split_batch
 from elanus.importroots import upload_area, within
-from elanus.pkhash import shard_of
 from elanus.settings import Settings
 
 UPLOAD_GRACE_S = 600.0
@@ -80,23 +78,14 @@ def collect_garbage(
     return removed
 
 
-def delete_messages(path: Path, vchannels: list[str]) -> list[tuple[str, int, bytes]]:
-    """Route an upsert's keys (file columns ``pk``, ``partition_id``) to their vchannels,
-    as the proxy routes deletes, in messages of at most ~1 MB."""
+def upsert_keys(path: Path) -> list[tuple[int, pa.Array]]:
+    """The distinct keys an upsert replaces in each partition (file columns ``pk``,
+    ``partition_id``), to be deleted at its commit."""
     with pa.memory_map(str(path)) as source:
         keys = pa.ipc.open_file(source).read_all().combine_chunks()
-    out: list[tuple[str, int, bytes]] = []
     parts = keys.column("partition_id").to_numpy()
-    for pid in np.unique(parts):
-        pks = keys.column("pk").combine_chunks().filter(pa.array(parts == pid))
-        shard = shard_of(pks, len(vchannels))
-        for s in np.unique(shard):
-            mine = pc.unique(pks.filter(pa.array(shard == s)))
-            out += [
-                (vchannels[int(s)], int(pid), ipc_bytes(batch))
-                for batch in split_batch(delete_batch(mine))
-            ]
-    return out
+    pks = keys.column("pk").combine_chunks()
+    return [(int(pid), pc.unique(pks.filter(pa.array(parts == pid)))) for pid in np.unique(parts)]
 
 
 def newest_mtime(path: Path) -> float:

@@ -32,21 +32,18 @@ from typing import TYPE_CHECKING, Any
 
 from elanus import layout
 from elanus.channels import subjects
-from elanus.channels.dml import (
-    DmlMessage,
-    MsgType,
-    pchannel_of,
-)
+from elanus.channels.dml import DmlMessage, MsgType
 from elanus.channels.loop import Periodic, cancel_and_wait
+from elanus.channels.publisher import DmlPublisher, Piece
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.meta import segmentmeta
 from elanus.meta.datacoord import SEGMENT_FLUSHED, estimate_row_bytes
 from elanus.meta.importfiles import (
     collect_garbage,
-    delete_messages,
     remove_tree,
     remove_uploads,
     uploads_of,
+    upsert_keys,
 )
 from elanus.meta.importjob import (
     COLUMNS,
@@ -446,56 +443,54 @@ class ImportManager:
         async with self.coord.timeticks.publish_lock:
             await self._publish(job, segs, deletes, job.commit_ts)
 
-    async def _upsert_deletes(self, job: ImportJob) -> list[tuple[str, int, bytes]]:
-        """The delete messages of an upsert commit: (vchannel, partition, payload)."""
+    async def _upsert_deletes(self, job: ImportJob) -> list[tuple[int, Piece]]:
+        """The delete messages of an upsert commit: (partition, piece)."""
         if not job.upsert:
             return []
         info = await self.coord.root.describe_by_id(job.collection_id)
         path = layout.upsert_keys_path(self.coord.settings.storage_path, job.job_id)
-        return await asyncio.to_thread(delete_messages, path, list(info["vchannels"]))
+        vchannels = list(info["vchannels"])
+        publisher = self._publisher()
+
+        def pieces() -> list[tuple[int, Piece]]:
+            return [
+                (pid, piece)
+                for pid, pks in upsert_keys(path)
+                for piece in publisher.pieces(MsgType.DELETE, vchannels, pks)
+            ]
+
+        return await asyncio.to_thread(pieces)
+
+    def _publisher(self) -> DmlPublisher:
+        return DmlPublisher(self.coord.bus.nc, self.coord.bus.js)
 
     async def _publish(
-        self,
-        job: ImportJob,
-        segs: list[Segment],
-        deletes: list[tuple[str, int, bytes]],
-        ts: int,
+        self, job: ImportJob, segs: list[Segment], deletes: list[tuple[int, Piece]], ts: int
     ) -> None:
-        """Upsert deletes, then one IMPORT message per segment, all at ``ts``."""
-        js = self.coord.bus.js
-        sends = []
-        for i, (vchannel, pid, payload) in enumerate(deletes):
-            msg = DmlMessage(
-                MsgType.DELETE,
-                ts,
-                vchannel,
-                job.collection_id,
-                pid,
-                0,
-                source="coord",
-                msg_id=f"import-{job.job_id}-d{i}",
+        """Upsert deletes, then one IMPORT message per segment, all at ``ts``; the message
+        ids are the same each time a commit is published, so JetStream keeps one of each."""
+
+        def message(kind: MsgType, vchannel: str, pid: int, seg: int, tag: str) -> DmlMessage:
+            msg_id = f"import-{job.job_id}-{tag}"
+            return DmlMessage(
+                kind, ts, vchannel, job.collection_id, pid, seg, "coord", None, msg_id
             )
-            subject, headers, _ = msg.encode(pchannel_of(vchannel))
-            sends.append(await js.publish_async(subject, payload, headers=headers))
-        for s in segs:
-            msg = DmlMessage(
-                MsgType.IMPORT,
-                ts,
-                s.vchannel,
-                job.collection_id,
-                s.partition_id,
-                s.segment_id,
-                source="coord",
-                msg_id=f"import-{job.job_id}-s{s.segment_id}",
+
+        sends = [
+            (message(MsgType.DELETE, p.vchannel, pid, 0, f"d{i}"), p.payload)
+            for i, (pid, p) in enumerate(deletes)
+        ]
+        sends += [
+            (
+                message(
+                    MsgType.IMPORT, s.vchannel, s.partition_id, s.segment_id, f"s{s.segment_id}"
+                ),
+                b"",
             )
-            subject, headers, payload = msg.encode(pchannel_of(s.vchannel))
-            sends.append(await js.publish_async(subject, payload, headers=headers))
-        try:
-            await asyncio.gather(*sends)
-        except Exception as exc:  # noqa: BLE001 - published again by the next commit call
-            raise ElanusError(
-                ErrorCode.UNAVAILABLE, f"the log did not take import job {job.job_id}: {exc}"
-            ) from None
+            for s in segs
+        ]
+        # a failure is published again by the next commit call
+        await self._publisher().publish(sends, f"import job {job.job_id}")
         job.published = True
 
     async def finish(self, raw: dict[str, Any]) -> dict[str, Any]:

@@ -201,10 +201,13 @@ def _collect(errors: list[BaseException], fn: Any) -> None:
 
 
 @contextlib.contextmanager
-def own_stack(tmp: Path, name: str, **settings: Any) -> Iterator[Stack]:
+def own_stack(
+    tmp: Path, name: str, *, max_payload_mb: int | None = 8, **settings: Any
+) -> Iterator[Stack]:
     """A started ``Stack`` on its own nats-server and loop thread, for module-scoped
-    fixtures; the stack, the loop and the server stop in that order, even on failure."""
-    nats = EmbeddedNats(tmp / "nats").start()
+    fixtures; the stack, the loop and the server stop in that order, even on failure.
+    ``max_payload_mb`` None gives the server its stock limits (1 MB messages)."""
+    nats = EmbeddedNats(tmp / "nats", max_payload_mb=max_payload_mb).start()
     try:
         loop = LoopThread(name).start()
         try:

@@ -1,0 +1,263 @@
+"""The one way DML reaches the log, for the proxy (insert, upsert, delete) and import jobs.
+
+Rows are routed by primary key to vchannels (``elanus.pkhash``), cut into pieces whose whole
+message — Arrow IPC payload *and* NATS headers — stays below the connected server's
+``max_payload`` (from its INFO: a stock ``nats-server`` allows 1 MB, and refuses a larger
+message by closing the connection), and each piece is encoded once. Every message carries a
+``Nats-Msg-Id``: JetStream drops a repeated id within the stream's duplicate window, so a
+retry never writes twice. ``publish`` returns only once JetStream acknowledged every
+message, so a write the caller acknowledges survives kill -9.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from nats.aio.client import Client as NatsClient
+from nats.js import JetStreamContext
+
+from elanus.channels.dml import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    DmlMessage,
+    MsgType,
+    delete_batch,
+    ipc_bytes,
+    pchannel_of,
+)
+from elanus.errors import ElanusError, ErrorCode, invalid
+from elanus.pkhash import shard_of
+
+log = logging.getLogger(__name__)
+
+HEADER_RESERVE = 1024
+"""Bytes of every message kept for its NATS headers (``publish`` checks the real ones)."""
+SAFETY_MARGIN = 8 * 1024
+"""Bytes kept below the server's limit besides the headers, for what we did not count."""
+ATTEMPTS = 3
+ACK_TIMEOUT_S = 10.0
+RETRY_PAUSE_S = 0.25
+
+
+@dataclass
+class Piece:
+    """One message's rows: its vchannel, kind and encoded payload."""
+
+    kind: MsgType
+    vchannel: str
+    rows: int
+    payload: bytes
+    batch: pa.RecordBatch | None = None
+    """Kept for inserts, to cut the message where it crosses a segment boundary."""
+
+    def cut(self, sizes: list[int]) -> list[Piece]:
+        """Pieces of ``sizes`` rows each; parts of a piece are smaller, so they fit too."""
+        if len(sizes) == 1:
+            return [self]
+        assert self.batch is not None
+        out, offset = [], 0
+        for n in sizes:
+            part = self.batch.slice(offset, n)
+            out.append(Piece(self.kind, self.vchannel, n, ipc_bytes(part), part))
+            offset += n
+        return out
+
+
+def route(
+    pks: pa.Array, vchannels: Sequence[str], table: pa.Table | None = None
+) -> list[tuple[str, pa.Table | None, pa.Array]]:
+    """Each vchannel's rows (and keys), by key hash; vchannels without rows are left out."""
+    if len(vchannels) == 1:
+        return [(vchannels[0], table, pks)] if len(pks) else []
+    shard = shard_of(pks, len(vchannels))
+    order = pa.array(np.argsort(shard, kind="stable"))
+    counts = np.bincount(shard, minlength=len(vchannels))
+    rows = table.take(order) if table is not None else None
+    keys = pks.take(order)
+    groups, offset = [], 0
+    for s, n in enumerate(counts.tolist()):
+        if n:
+            part = rows.slice(offset, n) if rows is not None else None
+            groups.append((vchannels[s], part, keys.slice(offset, n)))
+        offset += n
+    return groups
+
+
+def header_bytes(headers: dict[str, str]) -> int:
+    """The size of ``headers`` on the wire (``NATS/1.0`` and a CRLF-ended line per header)."""
+    lines = sum(len(k.encode()) + len(v.encode()) + 4 for k, v in headers.items())
+    return len(b"NATS/1.0\r\n") + lines + 2
+
+
+def encode_pieces(
+    batch: pa.RecordBatch, target: int, limit: int
+) -> list[tuple[pa.RecordBatch, bytes]]:
+    """``batch`` cut into slices whose IPC encoding is at most ``target`` bytes, each
+    encoded once (a slice the estimate made too large is halved and encoded again). A
+    single row may take up to ``limit``; a larger one is refused, naming the limit."""
+    if batch.num_rows == 0:
+        return []
+    empty = pa.RecordBatch.from_pylist([], schema=batch.schema)
+    overhead = len(ipc_bytes(empty))
+    per_row = max(1.0, batch.nbytes / batch.num_rows)
+    step = max(1, int((target - overhead) * 0.97 / per_row))
+    todo = [batch.slice(i, step) for i in range(0, batch.num_rows, step)][::-1]  # pop: first
+    out: list[tuple[pa.RecordBatch, bytes]] = []
+    while todo:
+        part = todo.pop()
+        payload = ipc_bytes(part)
+        if len(payload) <= target or (part.num_rows == 1 and len(payload) <= limit):
+            out.append((part, payload))
+        elif part.num_rows == 1:
+            raise invalid(
+                f"a row takes {len(payload)} bytes encoded, more than a DML message may "
+                f"carry: {limit} bytes (the NATS server's max_payload of "
+                f"{limit + HEADER_RESERVE + SAFETY_MARGIN} bytes, less "
+                f"{HEADER_RESERVE + SAFETY_MARGIN} for headers and margin); store less in one row"
+            )
+        else:
+            half = part.num_rows // 2
+            todo += [part.slice(half), part.slice(0, half)]
+    return out
+
+
+class DmlPublisher:
+    """Cuts, encodes and publishes DML messages on one NATS connection (``nc``/``js``).
+
+    ``preferred_bytes`` is the payload size pieces are cut near when the server allows
+    more (messages of a few MB would make consumers' batches coarse); the server's limit
+    is read at each call, as a reconnect may reach a server with another.
+    """
+
+    def __init__(
+        self,
+        nc: NatsClient,
+        js: JetStreamContext,
+        *,
+        preferred_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    ) -> None:
+        self.nc = nc
+        self.js = js
+        self.preferred_bytes = preferred_bytes
+
+    @property
+    def server_max_payload(self) -> int:
+        """What the server accepts per message, headers and payload together."""
+        return int(self.nc.max_payload)
+
+    @property
+    def payload_limit(self) -> int:
+        """The largest payload a message may have (a single row can take this much)."""
+        return self.server_max_payload - HEADER_RESERVE - SAFETY_MARGIN
+
+    @property
+    def target_bytes(self) -> int:
+        return min(self.preferred_bytes, self.payload_limit)
+
+    # -- cutting (any thread) --------------------------------------------------------------
+    def pieces(
+        self,
+        kind: MsgType,
+        vchannels: Sequence[str],
+        pks: pa.Array,
+        table: pa.Table | None = None,
+    ) -> list[Piece]:
+        """Route ``table``'s rows (INSERT) or the keys ``pks`` (DELETE) to ``vchannels``
+        and cut and encode them; raises INVALID_ARGUMENT, before anything is published,
+        when one row alone is over the limit."""
+        if kind not in (MsgType.INSERT, MsgType.DELETE):
+            raise ValueError(f"{kind} messages carry no rows")
+        if kind is MsgType.INSERT and table is None:
+            raise ValueError("an INSERT needs its rows")
+        target, limit = self.target_bytes, self.payload_limit
+        out: list[Piece] = []
+        for vchannel, rows, keys in route(
+            pks, vchannels, table if kind is MsgType.INSERT else None
+        ):
+            if kind is MsgType.DELETE:
+                batches = [delete_batch(keys)]
+            else:
+                assert rows is not None
+                batches = rows.combine_chunks().to_batches()
+            keep = kind is MsgType.INSERT
+            out += [
+                Piece(kind, vchannel, part.num_rows, payload, part if keep else None)
+                for b in batches
+                for part, payload in encode_pieces(b, target, limit)
+            ]
+        return out
+
+    # -- publishing (the event loop) ---------------------------------------------------------
+    async def publish(self, sends: Sequence[tuple[DmlMessage, bytes]], what: str) -> None:
+        """Publish each (message headers, payload) and wait for every acknowledgement,
+        retrying what failed or went unanswered; UNAVAILABLE names ``what`` if JetStream
+        still did not take all of it. Every message needs a ``msg_id``."""
+        wire = [self._wire(m, payload) for m, payload in sends]  # all checked before any send
+        failed: list[tuple[tuple[str, dict[str, str], bytes], BaseException]] = []
+        futures: list[tuple[tuple[str, dict[str, str], bytes], asyncio.Future[Any]]] = []
+        for w in wire:
+            subject, headers, payload = w
+            try:
+                futures.append((w, await self.js.publish_async(subject, payload, headers=headers)))
+            except Exception as exc:  # noqa: BLE001 - sent again below; the msg id dedupes
+                failed.append((w, exc))
+        pending = {f for _, f in futures}
+        while pending:  # a large write may take long: give up only when acks stop coming
+            done, pending = await asyncio.wait(
+                pending, timeout=ACK_TIMEOUT_S, return_when=asyncio.FIRST_COMPLETED
+            )
+            if not done:
+                break
+        for w, future in futures:
+            if not future.done():
+                future.cancel()
+                failed.append((w, TimeoutError(f"no acknowledgement in {ACK_TIMEOUT_S}s")))
+            elif future.cancelled() or future.exception() is not None:
+                failed.append((w, future.exception() or asyncio.CancelledError()))
+        for attempt in range(2, ATTEMPTS + 1):
+            if not failed:
+                return
+            first = failed[0][1]
+            log.warning(
+                "%d DML messages of %s failed (%s); attempt %d", len(failed), what, first, attempt
+            )
+            await asyncio.sleep(RETRY_PAUSE_S * (attempt - 1))
+            outcomes = await asyncio.gather(
+                *(self._publish_sync(w) for w, _ in failed), return_exceptions=True
+            )
+            failed = [(w, r) for (w, _), r in zip(failed, outcomes, strict=True) if r is not None]
+        if failed:
+            raise ElanusError(
+                ErrorCode.UNAVAILABLE,
+                f"the log did not accept {what} ({len(failed)} of {len(wire)} messages, "
+                f"after {ATTEMPTS} attempts): {failed[0][1]}",
+            )
+
+    async def _publish_sync(self, w: tuple[str, dict[str, str], bytes]) -> BaseException | None:
+        subject, headers, payload = w
+        try:
+            await self.js.publish(subject, payload, headers=headers, timeout=ACK_TIMEOUT_S)
+        except Exception as exc:  # noqa: BLE001 - the caller retries or reports it
+            return exc
+        return None
+
+    def _wire(self, msg: DmlMessage, payload: bytes) -> tuple[str, dict[str, str], bytes]:
+        if not msg.msg_id:
+            raise ValueError("a DML message needs a msg_id: JetStream dedupes retries by it")
+        if msg.batch is not None:
+            raise ValueError("pass the encoded payload, not the batch: it is encoded once")
+        subject, headers, _ = msg.encode(pchannel_of(msg.vchannel))
+        size = header_bytes(headers)
+        if size > HEADER_RESERVE or len(payload) > self.payload_limit:
+            raise ElanusError(
+                ErrorCode.INTERNAL,
+                f"a DML message for {msg.vchannel} has {size} bytes of headers and "
+                f"{len(payload)} of payload; the server takes {self.server_max_payload} "
+                f"bytes per message ({HEADER_RESERVE} kept for headers)",
+            )
+        return subject, headers, payload
