@@ -22,6 +22,7 @@ from elanus import layout
 from elanus.channels.dml import delete_batch, ipc_bytes, split_batch
 from elanus.importroots import upload_area, within
 from elanus.pkhash import shard_of
+from elanus.schema import PK_COLUMN
 from elanus.settings import Settings
 
 UPLOAD_GRACE_S = 600.0
@@ -88,7 +89,7 @@ def delete_messages(path: Path, vchannels: list[str]) -> list[tuple[str, int, by
     out: list[tuple[str, int, bytes]] = []
     parts = keys.column("partition_id").to_numpy()
     for pid in np.unique(parts):
-        pks = keys.column("pk").combine_chunks().filter(pa.array(parts == pid))
+        pks = keys.column(PK_COLUMN).combine_chunks().filter(pa.array(parts == pid))
         shard = shard_of(pks, len(vchannels))
         for s in np.unique(shard):
             mine = pc.unique(pks.filter(pa.array(shard == s)))

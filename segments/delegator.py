@@ -46,6 +46,7 @@ from elanus.segments.worker import (
     reduce_request,
     search_part,
 )
+from elanus.states import SegmentState
 
 if TYPE_CHECKING:
     from elanus.segments.querynode import QueryNode
@@ -171,7 +172,7 @@ class Delegator:
             log.debug("segment.info for %d failed: %s", segment_id, exc)
             return True
         states = [s["state"] for s in reply["segments"]]
-        return bool(states) and states[0] in ("Importing", "Flushed")
+        return bool(states) and states[0] in (SegmentState.IMPORTING, SegmentState.FLUSHED)
 
     def _insert(self, m: DmlMessage) -> None:
         if m.segment_id in self.sealed:
