@@ -38,6 +38,7 @@ lint: dev
 	$(VENV)/bin/ruff check $(LINT_DIRS) tests
 	$(VENV)/bin/ruff format --check $(LINT_DIRS) tests
 	$(VENV)/bin/mypy elanus channels meta flight cli
+	$(PY) .ci/lint_imports.py     # lint-imports over the mapped elanus namespace
 
 format: dev
 	$(VENV)/bin/ruff format $(LINT_DIRS) tests

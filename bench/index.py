@@ -50,7 +50,7 @@ from _common import Standalone  # noqa: E402
 from search import EmptyFlight, Stat, exchange_loop, run_loop  # noqa: E402
 
 from elanus.flight.client import Client  # noqa: E402
-from elanus.segments.search import VectorIndexExact  # noqa: E402
+from elanus.index.kernels import VectorIndexExact  # noqa: E402
 
 COLLECTION = "bench_index"
 K = 10
@@ -64,7 +64,7 @@ SWEEPS: dict[str, tuple[str, dict[str, Any], list[int]]] = {
     "IVF_SQ8": ("nprobe", {"nlist": 4096}, [4, 6, 8, 16]),
 }
 FACTORY = {"HNSW": "HNSW{M},Flat", "IVF_FLAT": "IVF{nlist},Flat", "IVF_SQ8": "IVF{nlist},SQ8"}
-"""The FAISS factory strings ``elanus.index.engine`` builds for these types."""
+"""The FAISS factory strings ``elanus.index.build`` builds for these types."""
 
 
 # -- data ---------------------------------------------------------------------------------------

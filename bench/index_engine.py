@@ -31,9 +31,9 @@ from typing import Any
 import faiss
 import numpy as np
 
-from elanus.index.engine import build_index
+from elanus.index.build import build_index
+from elanus.index.kernels import VectorIndexExact
 from elanus.indexparams import make_index_spec, search_params
-from elanus.segments.search import VectorIndexExact
 
 TYPES: dict[str, tuple[dict[str, int], dict[str, int]]] = {  # build params, search params
     "FLAT": ({}, {}),

@@ -65,7 +65,7 @@ from _common import MB, Standalone, timed  # noqa: E402
 
 from elanus.channels.nats_server import die_with_parent, free_port  # noqa: E402
 from elanus.flight.client import Client  # noqa: E402
-from elanus.segments.search import VectorIndexExact  # noqa: E402
+from elanus.index.kernels import VectorIndexExact  # noqa: E402
 
 COLLECTION = "bench_search"
 K = 10

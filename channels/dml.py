@@ -18,12 +18,13 @@ from nats.js import JetStreamContext
 from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
 from nats.js.errors import NotFoundError
 
+from elanus.schema import PK_COLUMN
+
 SUBJECT_ROOT = "elanus.dml"
 TICK = "_tick"
 DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
 """The payload size DML messages are cut near (``channels/publisher.py``), when the NATS
 server allows that much."""
-PK_COLUMN = "pk"
 
 H_TYPE = "Elanus-Type"
 H_COLLECTION = "Elanus-Collection"

@@ -31,6 +31,7 @@ from elanus.cli.output import emit, kv_table, stderr_progress, table
 from elanus.errors import ElanusError, ErrorCode
 from elanus.filereaders import rebatch
 from elanus.schema import Schema
+from elanus.states import SegmentState
 
 if TYPE_CHECKING:
     from elanus.flight.client import Client
@@ -39,7 +40,7 @@ DEFAULT_BATCH_ROWS = 10_000
 DEFAULT_FLUSH_TIMEOUT_S = 300.0
 POLL_S = 0.1
 
-_DONE_STATES = ("Flushed", "Dropped")
+_DONE_STATES = (SegmentState.FLUSHED, SegmentState.DROPPED)
 _ROW_ERRORS = (
     ErrorCode.SCHEMA_MISMATCH,
     ErrorCode.INVALID_ARGUMENT,
@@ -221,7 +222,7 @@ def _wait_flushed(
     while True:
         infos = client.get_segment_info(segment_ids=ids)
         states = {int(s["segment_id"]): s.get("state") for s in infos}
-        done = sum(1 for i in ids if states.get(i, "Flushed") in _DONE_STATES)
+        done = sum(1 for i in ids if states.get(i, SegmentState.FLUSHED) in _DONE_STATES)
         progress.update(task, completed=done)
         if done == len(ids) and client.get_flush_state(ids):
             return

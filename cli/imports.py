@@ -25,6 +25,7 @@ from elanus.cli.data import PartitionOpt, check_readable
 from elanus.cli.output import emit, kv_table, stderr_progress, table
 from elanus.errors import ElanusError, ErrorCode
 from elanus.filereaders import group_files
+from elanus.states import ImportJobState
 
 if TYPE_CHECKING:
     from elanus.flight.client import Client
@@ -96,9 +97,9 @@ def _follow(client: Client, job_id: int, timeout: float, state: CliState) -> dic
         while True:
             job = client.get_import_state(job_id)
             bar.update(task, completed=float(job["progress"]), stage=job.get("stage", ""))
-            if job["state"] == "Completed":
+            if job["state"] == ImportJobState.COMPLETED:
                 return job
-            if job["state"] == "Failed":
+            if job["state"] == ImportJobState.FAILED:
                 code = job.get("reason_code") or ErrorCode.INTERNAL.value
                 raise ElanusError(code, f"import job {job_id} failed: {job['reason']}")
             if time.monotonic() >= deadline:
@@ -127,7 +128,7 @@ def _render_job(title: str) -> Any:
             values["files"] = ", ".join(Path(p).name for p in job["files"])
         if "elapsed_s" in job:
             values["elapsed"] = f"{job['elapsed_s']:.2f}s"
-        mark = "✓ " if job["state"] == "Completed" else ""
+        mark = "✓ " if job["state"] == ImportJobState.COMPLETED else ""
         return kv_table(values, title=f"{mark}{title}: {job['state']}")
 
     return render

@@ -35,6 +35,9 @@ DYNAMIC_FIELD = "$meta"
 TIMESTAMP_ARROW_FIELD = pa.field(TIMESTAMP_FIELD, pa.uint64(), nullable=False)
 """A row's insert timestamp as segments store it."""
 RESERVED_NAMES = frozenset({TIMESTAMP_FIELD, "_row_id", "_rowid", "_segment", DYNAMIC_FIELD})
+PK_COLUMN = "pk"
+"""The key column of delete records (``pk``, ``ts``) and of key batches, whatever the
+primary field is called: delete messages, delta logs, snapshot reads, import key plans."""
 
 
 class DataType(enum.StrEnum):

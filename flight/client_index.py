@@ -9,6 +9,7 @@ from typing import Any
 from elanus.errors import ElanusError, ErrorCode
 from elanus.flight.client_base import ClientBase
 from elanus.flight.client_compat import IndexParam, IndexParams, reject_unknown
+from elanus.states import IndexTaskState
 
 
 class IndexAPI(ClientBase):
@@ -134,9 +135,9 @@ class IndexAPI(ClientBase):
         deadline = time.monotonic() + timeout
         while True:
             (info,) = self.index_infos(collection_name, index_name, db=db)
-            if info["state"] == "Finished":
+            if info["state"] == IndexTaskState.FINISHED:
                 return info
-            if info["state"] == "Failed":
+            if info["state"] == IndexTaskState.FAILED:
                 reasons = "; ".join(str(f["reason"]) for f in info["failed_tasks"])
                 raise RuntimeError(f"index {info['index_name']!r} failed: {reasons}")
             if time.monotonic() > deadline:

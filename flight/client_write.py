@@ -18,6 +18,7 @@ from elanus.flight.client_upload import import_with_uploads, is_loopback, upload
 from elanus.flight.putresult import PutAck
 from elanus.flight.wire import encode_json, from_flight_error
 from elanus.rows import to_arrow
+from elanus.states import ImportJobState
 
 ATOMIC_LIMIT_BYTES = 256 << 20
 """Inserts up to this size are checked whole before anything is written (the proxy's
@@ -189,10 +190,10 @@ class WriteAPI(ClientBase):
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             state = self.get_import_state(job_id)
-            if state["state"] == "Completed":
+            if state["state"] == ImportJobState.COMPLETED:
                 self._saw_write(int(state.get("ts") or 0))
                 return state
-            if state["state"] == "Failed":
+            if state["state"] == ImportJobState.FAILED:
                 code = state.get("reason_code") or ErrorCode.INTERNAL
                 raise ElanusError(code, f"import job {job_id} failed: {state.get('reason')}")
             if deadline is not None and time.monotonic() > deadline:
@@ -259,7 +260,7 @@ class WriteAPI(ClientBase):
         if expected_rows is not None:
             body["expected_rows"] = int(expected_rows)
         reply = self._action("commit_write", body, timeout=timeout)
-        if reply["state"] != "Completed":
+        if reply["state"] != ImportJobState.COMPLETED:
             final = self.wait_import(int(reply["job_id"]), timeout)
             reply.update({k: final[k] for k in ("state", "rows", "ts", "segment_ids")})
         self._saw_write(int(reply.get("ts") or 0))

@@ -27,6 +27,7 @@ from elanus.flight.segalloc import SegmentAllocator
 from elanus.flight.timeticker import DmlTracker, TimeTicker
 from elanus.requests import Body
 from elanus.schema import DEFAULT_PARTITION
+from elanus.states import SegmentState
 from elanus.validation import check_unique_across, conform_delete_keys, conform_insert
 
 if TYPE_CHECKING:
@@ -149,7 +150,8 @@ class DmlService:
             reply = self.proxy.run(
                 self.proxy.ddl.coord("segment.info", {"collection_id": info.collection_id})
             )
-            rows = sum(s["num_rows"] for s in reply["segments"] if s["state"] == "Flushed")
+            flushed = [s for s in reply["segments"] if s["state"] == SegmentState.FLUSHED]
+            rows = sum(s["num_rows"] for s in flushed)
             return {"row_count": rows}
         if name == "flush":
             info = self.collection(request["db"], request["collection"])

@@ -27,13 +27,13 @@ from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.flight.metacache import CollectionInfo
 from elanus.flight.putresult import PutAck
 from elanus.importroots import confine, import_roots
+from elanus.states import IMPORT_FINAL, ImportJobState
 from elanus.validation import conform_insert
 
 if TYPE_CHECKING:
     from elanus.flight.proxy import ProxyServer
 
 POLL_S = 0.05
-FINAL = ("Completed", "Failed")
 
 
 ABORTED_KEPT = 1024
@@ -119,10 +119,10 @@ class ImportService:
         deadline = time.monotonic() + request["wait_s"]
         while True:
             state = self._coord("import.state", {"job_id": job_id})
-            if state["state"] in FINAL or time.monotonic() >= deadline:
+            if state["state"] in IMPORT_FINAL or time.monotonic() >= deadline:
                 break
             time.sleep(POLL_S)
-        if state["state"] == "Failed":
+        if state["state"] == ImportJobState.FAILED:
             code = state.get("reason_code") or ErrorCode.INTERNAL.value
             reason = state["reason"]
             raise ElanusError(

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from elanus.index.engine import build_segment_index
+from elanus.index.build import build_segment_index
 from elanus.indexparams import IndexSpec
 
 

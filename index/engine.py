@@ -1,11 +1,12 @@
 """In-memory FAISS indexes over one sealed segment's vector column: build, persist, load,
 search.
 
-Index builders call :func:`build_index` / :func:`build_segment_index` and
-:meth:`SegmentIndex.write`; workers call :func:`load_index` and :meth:`SegmentIndex.search`.
-Nothing here talks to the network or the metadata store.
+Index builders make a :class:`SegmentIndex` (``elanus.index.build``) and call
+:meth:`SegmentIndex.write`; workers and the coord's report check call :func:`load_index`,
+workers then :meth:`SegmentIndex.search`. Nothing here talks to the network or the
+metadata store.
 
-Conventions are those of the exact kernel (``elanus.segments.search``), so a caller can
+Conventions are those of the exact kernel (``elanus.index.kernels``), so a caller can
 use either for a segment: rows returned are row positions in the segment (the order the
 vectors were given in), results come best first as ``(distances (nq, k') float32, rows
 (nq, k') int64)`` with ``k' = min(k, visible rows)``, and empty slots hold row -1 and the
@@ -18,7 +19,7 @@ Which search runs (measured on 2 shared cores, 128-d clustered float32, k=10, on
 single runs, the machine was shared with other jobs, so only ratios are meaningful):
 
 * FLAT and BIN_FLAT are searched by the exact kernel over the index's own storage
-  (zero-copy), which beats ``IndexFlat.search`` (see ``segments/search.py``) and supports
+  (zero-copy), which beats ``IndexFlat.search`` (see ``index/kernels.py``) and supports
   JACCARD.
 * HNSW loses recall when few rows pass the filter, because the graph walk must cross
   filtered-out nodes (200k rows, M=16, efConstruction=128, ef=64)::
@@ -61,7 +62,7 @@ range search, the others exactly.
 
 Threads: searches run FAISS on the calling thread (one OpenMP thread). Many Flight
 threads search concurrently on 2 cores, and FAISS's OpenMP workers keep spinning after
-each call and slow the BLAS of the exact kernel (see ``segments/search.py``). Measured,
+each call and slow the BLAS of the exact kernel (see ``index/kernels.py``). Measured,
 queries/s with 1 vs 2 OpenMP threads per call (100k rows): HNSW single queries 7985 vs
 8267 with one caller, 10411 vs 9816 with four; IVF_FLAT single queries 5216 vs 4098,
 batches of 100 3798 vs 4009; HNSW batches of 100 from four callers 5466 vs 4956. Only a
@@ -69,12 +70,6 @@ lone HNSW batch gains from a second thread, and only when the other core is idle
 14711 on a quiet machine, but 10422 vs 5193 (medians of 6) when another job held one
 core. So one thread, always. FAISS releases the GIL while it searches; no Python lock is
 held around a FAISS call.
-
-Builds default to one thread as well: with other jobs on the 2 cores, 50k x 128-d builds
-took (1 vs 2 threads) IVF_FLAT 0.44 vs 2.6 s, IVF_SQ8 0.47 vs 2.7 s, IVF_PQ (m=32) 3.3 vs
-17.5 s, HNSW (efConstruction=64) 4.1 vs 5.9 s; FAISS's k-means barriers stall whenever a
-core is taken. Parallel builds come from building several segments at once (one Spark
-task each); ``threads`` raises it for a builder with idle cores.
 """
 
 from __future__ import annotations
@@ -87,20 +82,17 @@ from typing import Any
 
 import faiss
 import numpy as np
-import pyarrow as pa
 from faiss import swig_ptr
 
-from elanus.errors import ElanusError, invalid
-from elanus.indexparams import IndexSpec, search_params
-from elanus.reduce import LARGER_IS_BETTER
-from elanus.segments.search import (
+from elanus.errors import invalid
+from elanus.index.kernels import (
     VectorIndexExact,
-    _binary_matrix,
-    _float_matrix,
     check_range,
     topk,
     use_faiss_threads,
 )
+from elanus.indexparams import IndexSpec, search_params
+from elanus.reduce import LARGER_IS_BETTER
 
 F32 = np.float32
 I64 = np.int64
@@ -109,8 +101,6 @@ FORMAT_VERSION = 1
 INDEX_FILE = "index.faiss"
 META_FILE = "meta.json"
 
-SMALL_SEGMENT_ROWS = 2048  # below this many vectors every index type is stored flat (exact)
-MIN_POINTS_PER_LIST = 39  # FAISS's own minimum of training points per IVF centroid
 EXACT_BELOW = 0.1  # visible fraction under which HNSW search scans the visible rows exactly
 WIDEN_BELOW = 0.2  # visible fraction under which HNSW widens ef
 MAX_EF = 32768
@@ -179,7 +169,8 @@ class SegmentIndex:
     ``spec`` is the requested :class:`IndexSpec`; ``built_as`` the structure actually
     built (``"FLAT"``/``"BIN_FLAT"`` for segments under ``SMALL_SEGMENT_ROWS`` vectors, or
     too small to train IVF_PQ's codebooks); ``nlist`` the IVF list count used (fewer than
-    requested on small segments, at least ``MIN_POINTS_PER_LIST`` vectors a list);
+    requested on small segments, at least ``MIN_POINTS_PER_LIST`` vectors a list; both
+    constants are ``elanus.index.build``'s);
     ``num_rows`` the segment's rows, null ones included; ``num_vectors`` those indexed.
     """
 
@@ -500,138 +491,6 @@ def _ranged_topk(
     outD[:, : d.shape[1]] = d
     outR[:, : d.shape[1]] = np.where(j >= 0, np.take_along_axis(R, np.maximum(j, 0), 1), -1)
     return outD, outR
-
-
-# -- building ---------------------------------------------------------------------------------
-
-
-def _as_matrix(spec: IndexSpec, vectors: Any) -> np.ndarray:
-    if spec.field_kind == "binary":
-        X = np.ascontiguousarray(vectors)
-        if X.dtype != np.uint8:
-            raise invalid(f"binary vectors must be uint8 (packed bits), got {X.dtype}")
-        width = spec.dim // 8
-    else:
-        X = np.ascontiguousarray(vectors, dtype=F32)
-        width = spec.dim
-    if X.ndim != 2 or X.shape[1] != width:
-        raise invalid(f"vectors have shape {X.shape}, expected (n, {width})")
-    return X
-
-
-def _faiss_metric(metric: str) -> int:
-    return faiss.METRIC_L2 if metric == "L2" else faiss.METRIC_INNER_PRODUCT
-
-
-def _plan(spec: IndexSpec, n: int) -> tuple[str, int | None]:
-    """(structure to build, IVF list count) for ``n`` vectors."""
-    itype = spec.index_type
-    flat = "BIN_FLAT" if spec.field_kind == "binary" else "FLAT"
-    if itype in ("FLAT", "BIN_FLAT") or n < SMALL_SEGMENT_ROWS:
-        return flat, None
-    if itype == "IVF_PQ" and n < 2 ** spec.params["nbits"]:
-        return flat, None  # PQ codebooks need a training point per centroid
-    if spec.is_ivf:
-        return itype, max(1, min(spec.params["nlist"], n // MIN_POINTS_PER_LIST))
-    return itype, None
-
-
-def _new_index(spec: IndexSpec, built_as: str, nlist: int | None) -> Any:
-    d, p = spec.dim, spec.params
-    if built_as == "BIN_FLAT":
-        return faiss.IndexBinaryFlat(d)
-    if built_as == "BIN_IVF_FLAT":
-        return faiss.index_binary_factory(d, f"BIVF{nlist}")
-    desc = {
-        "FLAT": "Flat",
-        "IVF_FLAT": f"IVF{nlist},Flat",
-        "IVF_SQ8": f"IVF{nlist},SQ8",
-        "IVF_PQ": f"IVF{nlist},PQ{p.get('m')}x{p.get('nbits')}np",  # np: no polysemous training
-        "HNSW": f"HNSW{p.get('M')},Flat",
-    }[built_as]
-    index = faiss.index_factory(d, desc, _faiss_metric(spec.metric))
-    if built_as == "HNSW":
-        index.hnsw.efConstruction = p["efConstruction"]
-    return index
-
-
-def build_index(
-    spec: IndexSpec, vectors: Any, valid: np.ndarray | None = None, threads: int = 1
-) -> SegmentIndex:
-    """Build ``spec``'s index over ``vectors``: float32 ``(n, dim)`` or uint8 ``(n, dim/8)``
-    packed bits. ``valid`` (bool per row) marks rows that have a vector; the others are
-    left out and never returned. Search results are positions in ``vectors``.
-
-    IVF training samples at most 256 points per list (FAISS's default); small segments
-    get fewer lists or a flat index (see :class:`SegmentIndex`). ``threads`` OpenMP
-    threads train and add (one by default: see the module docstring; a dedicated builder
-    on idle cores may pass more).
-    """
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise invalid(f"threads must be a positive integer, got {threads!r}")
-    X = _as_matrix(spec, vectors)
-    n = X.shape[0]
-    ids: np.ndarray | None = None
-    if valid is not None:
-        v = np.asarray(valid)
-        if v.shape != (n,):
-            raise invalid(f"valid has {v.shape} entries for {n} vectors")
-        v = v.astype(bool, copy=False)
-        if not v.all():
-            ids = np.flatnonzero(v).astype(I64)
-            X = X[ids]
-    if spec.field_kind == "float":
-        if not np.isfinite(X).all():
-            raise invalid("vectors contain NaN or infinite values")
-        if spec.metric == "COSINE":
-            X = X.copy()
-            faiss.normalize_L2(X)
-    built_as, nlist = _plan(spec, X.shape[0])
-    index = _new_index(spec, built_as, nlist)
-    use_faiss_threads(threads)
-    try:
-        if not index.is_trained:
-            index.train(X)
-        if ids is None:
-            index.add(X)
-        else:
-            wrap = faiss.IndexBinaryIDMap if spec.field_kind == "binary" else faiss.IndexIDMap
-            outer = wrap(index)  # the wrapper keeps a reference to the inner index
-            outer.add_with_ids(X, ids)
-            index = outer
-    except RuntimeError as e:  # a FAISS constraint the params check did not foresee
-        raise ElanusError("INTERNAL", f"building {built_as} failed: {e}") from None
-    return SegmentIndex(spec, index, n, built_as, nlist)
-
-
-def build_segment_index(
-    lance_path: str, field: str, spec: IndexSpec, threads: int = 1
-) -> SegmentIndex:
-    """Build ``spec``'s index over column ``field`` of the Lance dataset at ``lance_path``,
-    reading only that column; null vectors are skipped."""
-    import lance
-
-    try:
-        table = lance.dataset(lance_path).to_table(columns=[field])
-    except (ValueError, OSError) as e:
-        raise invalid(f"cannot read field {field!r} from {lance_path}: {e}") from None
-    column = table.column(field)
-    arr = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
-    t = arr.type
-    valid = arr.is_valid().to_numpy(zero_copy_only=False) if arr.null_count else None
-    if spec.field_kind == "binary":
-        if not pa.types.is_fixed_size_binary(t) or t.byte_width * 8 != spec.dim:
-            want = f"fixed_size_binary({spec.dim // 8})"
-            raise invalid(f"field {field!r} has type {t}, expected {want}")
-        X = _binary_matrix(arr)
-    else:
-        ok = pa.types.is_fixed_size_list(t) and t.list_size == spec.dim
-        if not ok or not (pa.types.is_float32(t.value_type) or pa.types.is_float16(t.value_type)):
-            raise invalid(
-                f"field {field!r} has type {t}, expected fixed_size_list<float32>[{spec.dim}]"
-            )
-        X = _float_matrix(arr)
-    return build_index(spec, X, valid, threads)
 
 
 def load_index(directory: Path | str) -> SegmentIndex:

@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 from elanus import tsutil
 from elanus.channels.loop import Periodic
 from elanus.errors import ElanusError, ErrorCode
-from elanus.meta.segmentmeta import Segment, SegmentState
+from elanus.meta.segmentmeta import Segment
 from elanus.requests import Body
+from elanus.states import COMPACTION_OPEN, CompactionState, SegmentState
 
 if TYPE_CHECKING:
     from elanus.channels.bus import Handler
@@ -48,7 +49,7 @@ class Plan:
     planned_ts: int = 0
     """Every write acknowledged before the plan is older: the datanode runs the plan only
     once its channel passed this, so no delete of a source is left behind."""
-    state: str = "pending"  # pending -> executing -> completed | failed
+    state: CompactionState = CompactionState.PENDING
     issued_at: float = 0.0
     result: dict[str, Any] = field(default_factory=dict)
     reason: str = ""
@@ -56,7 +57,7 @@ class Plan:
 
     def fail(self, reason: str) -> None:
         log.warning("compaction plan %s failed: %s", self.plan_id, reason)
-        self.state, self.reason = "failed", reason
+        self.state, self.reason = CompactionState.FAILED, reason
 
     def to_wire(self, segments: dict[int, Segment]) -> dict[str, Any]:
         return {
@@ -92,9 +93,7 @@ class CompactionManager:
 
     # -- planning ---------------------------------------------------------------------------
     def _busy(self) -> set[int]:
-        return {
-            s for p in self.plans.values() if p.state in ("pending", "executing") for s in p.sources
-        }
+        return {s for p in self.plans.values() if p.state in COMPACTION_OPEN for s in p.sources}
 
     def _horizon(self) -> int:
         retention_ms = int(self.coord.settings.retention_s * 1000)
@@ -161,7 +160,7 @@ class CompactionManager:
         """A plan nobody finished (its datanode died) is dropped; the next round replans."""
         now = time.monotonic()
         for p in list(self.plans.values()):
-            if p.state == "executing" and now - p.issued_at > PLAN_TIMEOUT_S:
+            if p.state is CompactionState.EXECUTING and now - p.issued_at > PLAN_TIMEOUT_S:
                 p.fail(f"no result from the datanode of {p.vchannel} in {PLAN_TIMEOUT_S:.0f} s")
 
     def take_for(self, vchannel: str, tick_ts: int) -> list[dict[str, Any]]:
@@ -169,11 +168,12 @@ class CompactionManager:
         (the tick reply)."""
         out = []
         for p in self.plans.values():
-            if p.vchannel == vchannel and p.state == "pending" and p.planned_ts <= tick_ts:
+            due = p.state is CompactionState.PENDING and p.planned_ts <= tick_ts
+            if p.vchannel == vchannel and due:
                 if any(s not in self.coord.data.segments for s in p.sources):
                     p.fail("a source segment went away (collection dropped?)")
                     continue
-                p.state, p.issued_at = "executing", time.monotonic()
+                p.state, p.issued_at = CompactionState.EXECUTING, time.monotonic()
                 out.append(p.to_wire(self.coord.data.segments))
         return out
 
@@ -197,15 +197,12 @@ class CompactionManager:
                 "coord restarted)",
             )
         plans = [p for p in self.plans.values() if p.compaction_id == compaction_id]
-        counts = {
-            s: sum(1 for p in plans if p.state == s)
-            for s in ("pending", "executing", "completed", "failed")
-        }
-        reasons = [p.reason for p in plans if p.state == "failed"]
-        if counts["pending"] or counts["executing"]:
-            state = "executing"
+        counts = {s.value: sum(1 for p in plans if p.state is s) for s in CompactionState}
+        reasons = [p.reason for p in plans if p.state is CompactionState.FAILED]
+        if any(p.state in COMPACTION_OPEN for p in plans):
+            state = CompactionState.EXECUTING
         else:
-            state = "failed" if reasons else "completed"
+            state = CompactionState.FAILED if reasons else CompactionState.COMPLETED
         reply: dict[str, Any] = {"compaction_id": compaction_id, "state": state, **counts}
         if reasons:
             reply["reason"] = reasons[0]
@@ -218,7 +215,7 @@ class CompactionManager:
         plan_id, reason = b.int("plan_id"), b.str("reason")
         b.allow(["node_id"]).done()
         plan = self.plans.get(plan_id)
-        if plan is not None and plan.state in ("pending", "executing"):
+        if plan is not None and plan.state in COMPACTION_OPEN:
             plan.fail(reason)
         return {}
 
@@ -230,7 +227,7 @@ class CompactionManager:
         min_ts, max_ts = b.int("min_ts", None), b.int("max_ts", None)
         b.allow(["node_id", "vchannel", "target_segment_id"]).done()
         plan = self.plans.get(plan_id)
-        if plan is None or plan.state in ("completed", "failed"):
+        if plan is None or plan.state not in COMPACTION_OPEN:
             # Planned before a coord restart, or given up: the sources stay, and garbage
             # collection removes the target's files as an orphan.
             log.info("ignoring the result of compaction plan %s", plan_id)
@@ -261,7 +258,7 @@ class CompactionManager:
             s.state, s.dropped_ts = SegmentState.DROPPED, ts
         await data.replace(sources, target)
         await self.coord.index.on_new_segment(target)
-        plan.state, plan.result = "completed", {"num_rows": num_rows}
+        plan.state, plan.result = CompactionState.COMPLETED, {"num_rows": num_rows}
         await self.coord.bus.publish(
             SEGMENT_COMPACTED, {"target": target.to_dict(), "sources": plan.sources, "ts": ts}
         )

@@ -22,9 +22,10 @@ from elanus.channels.dml import pchannel_of, stream_name
 from elanus.channels.loop import Periodic
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.meta import segmentmeta
-from elanus.meta.segmentmeta import Segment, SegmentState
+from elanus.meta.segmentmeta import Segment
 from elanus.requests import Body
 from elanus.schema import Schema
+from elanus.states import SegmentState
 
 if TYPE_CHECKING:
     from elanus.channels.bus import Handler
@@ -82,7 +83,7 @@ class DataCoord:
 
     async def start(self) -> None:
         def load(con: Any) -> tuple[list[Segment], dict[str, tuple[int, int]]]:
-            segs = segmentmeta.load(con, "state <> 'Dropped'")
+            segs = segmentmeta.load(con, f"state <> '{SegmentState.DROPPED}'")
             return segs, segmentmeta.load_checkpoints(con)
 
         segs, self.checkpoints = await self.coord.db.run(load)
@@ -331,8 +332,9 @@ class DataCoord:
                 else []
             )
         else:
-            where = "collection_id = ?" + ("" if include_dropped else " AND state <> 'Dropped'")
-            segs = await self.coord.db.run(segmentmeta.load, where, [cid])
+            where = "collection_id = ?" + ("" if include_dropped else " AND state <> ?")
+            params = [cid] if include_dropped else [cid, SegmentState.DROPPED.value]
+            segs = await self.coord.db.run(segmentmeta.load, where, params)
         live = {s.segment_id: s for s in segs}
         live.update({i: s for i, s in self.segments.items() if i in live})
         return {"segments": [s.to_dict() for s in live.values()]}

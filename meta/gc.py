@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from elanus import layout, tsutil
 from elanus.channels.loop import Periodic
 from elanus.meta import segmentmeta
+from elanus.states import COMPACTION_OPEN, SegmentState
 
 if TYPE_CHECKING:
     from elanus.meta.coord import Coordinator
@@ -42,9 +43,8 @@ class GarbageCollector:
         storage = self.coord.settings.storage_path
 
         def plan(con: Any) -> tuple[list[Any], list[int], set[int]]:
-            dropped = segmentmeta.load(
-                con, "state = 'Dropped' AND path IS NOT NULL AND dropped_ts <= ?", [horizon]
-            )
+            where = "state = ? AND path IS NOT NULL AND dropped_ts <= ?"
+            dropped = segmentmeta.load(con, where, [SegmentState.DROPPED.value, horizon])
             collections = [
                 r[0]
                 for r in con.execute(
@@ -60,7 +60,7 @@ class GarbageCollector:
         known |= {
             p.target_segment_id
             for p in self.coord.compaction.plans.values()
-            if p.state in ("pending", "executing")
+            if p.state in COMPACTION_OPEN
         }
         dirs = [Path(s.path).parent for s in dropped if s.path]
         dirs += [layout.collection_dir(storage, c) for c in collections]

@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 
 from elanus import layout
 from elanus.importroots import upload_area, within
+from elanus.schema import PK_COLUMN
 from elanus.settings import Settings
 
 UPLOAD_GRACE_S = 600.0
@@ -84,7 +85,7 @@ def upsert_keys(path: Path) -> list[tuple[int, pa.Array]]:
     with pa.memory_map(str(path)) as source:
         keys = pa.ipc.open_file(source).read_all().combine_chunks()
     parts = keys.column("partition_id").to_numpy()
-    pks = keys.column("pk").combine_chunks()
+    pks = keys.column(PK_COLUMN).combine_chunks()
     return [(int(pid), pc.unique(pks.filter(pa.array(parts == pid)))) for pid in np.unique(parts)]
 
 

@@ -10,9 +10,8 @@ from typing import Any
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.filereaders import FORMATS
 from elanus.requests import Body
+from elanus.states import IMPORT_FINAL, ImportJobState
 
-PENDING, IMPORTING, COMPLETED, FAILED = "Pending", "Importing", "Completed", "Failed"
-FINAL = (COMPLETED, FAILED)
 COLUMNS = (
     "job_id", "collection_id", "db", "collection", "partition_id", "write_id", "units",
     "options", "state", "progress", "rows", "segment_ids", "reason", "reason_code", "node_id",
@@ -30,7 +29,7 @@ class ImportJob:
     write_id: str | None
     units: list[dict[str, Any]]
     options: dict[str, Any]
-    state: str = PENDING
+    state: ImportJobState = ImportJobState.PENDING
     progress: float = 0.0
     rows: int = 0
     segment_ids: list[int] = field(default_factory=list)
@@ -58,6 +57,7 @@ class ImportJob:
         d = dict(zip(COLUMNS, row, strict=True))
         for c in ("units", "options", "segment_ids"):
             d[c] = json.loads(d[c])
+        d["state"] = ImportJobState(d["state"])
         return cls(**d)
 
     @property
@@ -67,20 +67,20 @@ class ImportJob:
     def view(self) -> dict[str, Any]:
         """What ``get_import_state`` answers."""
         state, progress = self.state, self.progress
-        if state == COMPLETED and not self.serving:
-            state, progress = IMPORTING, min(progress, 0.99)
+        if state == ImportJobState.COMPLETED and not self.serving:
+            state, progress = ImportJobState.IMPORTING, min(progress, 0.99)
         return {
             "job_id": self.job_id,
             "collection": self.collection,
             "db": self.db,
             "state": state,
             "progress": round(progress, 4),
-            "rows": self.rows if state == COMPLETED else 0,
+            "rows": self.rows if state == ImportJobState.COMPLETED else 0,
             "total_rows": self.rows,
             "segment_ids": list(self.segment_ids),
             "reason": self.reason or "",
             "reason_code": self.reason_code or "",
-            "stage": self.stage if state in (PENDING, IMPORTING) else state.lower(),
+            "stage": self.stage if state not in IMPORT_FINAL else state.lower(),
             "write_id": self.write_id,
             "ts": self.commit_ts or 0,
             "created_ts": self.created_ts,

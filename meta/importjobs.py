@@ -47,18 +47,14 @@ from elanus.meta.importfiles import (
 )
 from elanus.meta.importjob import (
     COLUMNS,
-    COMPLETED,
-    FAILED,
-    FINAL,
-    IMPORTING,
-    PENDING,
     ImportJob,
     check_unit,
     save_job,
 )
-from elanus.meta.segmentmeta import Segment, SegmentState
+from elanus.meta.segmentmeta import Segment
 from elanus.requests import Body
 from elanus.schema import Schema
+from elanus.states import IMPORT_FINAL, ImportJobState, SegmentState
 
 if TYPE_CHECKING:
     from elanus.channels.bus import Handler
@@ -99,7 +95,7 @@ class ImportManager:
         for row in rows:
             job = ImportJob.from_row(row)
             self.jobs[job.job_id] = job
-            if job.state == IMPORTING and job.commit_ts is None:
+            if job.state == ImportJobState.IMPORTING and job.commit_ts is None:
                 await self._fail(
                     job,
                     ElanusError(
@@ -107,7 +103,7 @@ class ImportManager:
                         "the coord restarted while the job ran; nothing was imported",
                     ),
                 )
-            elif job.state == IMPORTING:
+            elif job.state == ImportJobState.IMPORTING:
                 job.node_id = None  # committed: publish again and finish on a live node
 
     async def stop(self) -> None:
@@ -135,7 +131,7 @@ class ImportManager:
         if write_id is not None:
             layout.check_write_id(write_id)
             existing = self._by_write_id(write_id)
-            if existing is not None and existing.state != FAILED:
+            if existing is not None and existing.state != ImportJobState.FAILED:
                 if existing.collection_id != cid:
                     raise invalid(
                         f"write {write_id!r} was committed to another collection "
@@ -162,20 +158,20 @@ class ImportManager:
                     f"nothing is staged under write {write_id!r}, but {options['expected_rows']} "
                     "row(s) were expected (aborted, or removed as stale after gc_delay_s?)"
                 )
-            job.state, job.progress, job.finished_ts = COMPLETED, 1.0, job.created_ts
+            job.state, job.progress, job.finished_ts = ImportJobState.COMPLETED, 1.0, job.created_ts
         self.jobs[job.job_id] = job  # before any await: a concurrent commit finds it
         try:
             await self.coord.db.run(save_job(job))
         except BaseException:
             del self.jobs[job.job_id]
             raise
-        if job.state == PENDING:
+        if job.state == ImportJobState.PENDING:
             await self._dispatch(job)
         return {"job_id": job.job_id, "existing": False}
 
     def _by_write_id(self, write_id: str) -> ImportJob | None:
         found = [j for j in self.jobs.values() if j.write_id == write_id]
-        live = [j for j in found if j.state != FAILED]
+        live = [j for j in found if j.state != ImportJobState.FAILED]
         return (live or found)[-1] if found else None
 
     def _job(self, job_id: int) -> ImportJob:
@@ -202,9 +198,9 @@ class ImportManager:
         write_id = layout.check_write_id(b.str("write_id"))
         b.done()
         job = self._by_write_id(write_id)
-        if job is not None and job.state == COMPLETED:
+        if job is not None and job.state == ImportJobState.COMPLETED:
             raise invalid(f"write {write_id!r} is already committed (import job {job.job_id})")
-        if job is not None and job.state != FAILED:
+        if job is not None and job.state != ImportJobState.FAILED:
             raise invalid(
                 f"write {write_id!r} is being committed (import job {job.job_id}); "
                 "it cannot be aborted now"
@@ -220,7 +216,7 @@ class ImportManager:
     def _least_busy(self, nodes: list[str]) -> str:
         busy: dict[str, int] = {}
         for j in self.jobs.values():
-            if j.state == IMPORTING and j.node_id:
+            if j.state == ImportJobState.IMPORTING and j.node_id:
                 busy[j.node_id] = busy.get(j.node_id, 0) + 1
         return min(nodes, key=lambda n: (busy.get(n, 0), n))
 
@@ -228,7 +224,7 @@ class ImportManager:
         """Hand a pending job to a datanode; it stays Pending while there is none."""
         await self.coord.sessions.poll()  # a node that just left must not be chosen
         async with self._lock:
-            if job.state != PENDING:
+            if job.state != ImportJobState.PENDING:
                 return
             nodes = self._datanodes()
             if not nodes:
@@ -243,7 +239,7 @@ class ImportManager:
             await self._fail(job, gone)
             return
         async with self._lock:
-            if job.state != PENDING:
+            if job.state != ImportJobState.PENDING:
                 return
             schema = Schema.from_dict(info["schema"])
             settings = self.coord.settings
@@ -255,7 +251,7 @@ class ImportManager:
                 ),
             )
             node = self._least_busy(nodes)
-            job.state, job.node_id, job.stage = IMPORTING, node, "starting"
+            job.state, job.node_id, job.stage = ImportJobState.IMPORTING, node, "starting"
             await self.coord.db.run(save_job(job))  # before the node may start writing
             spec = {
                 "job_id": job.job_id,
@@ -273,8 +269,9 @@ class ImportManager:
             log.warning("datanode %s did not take import job %s: %s", node, job.job_id, exc)
             if exc.code == ErrorCode.UNAVAILABLE:  # gone meanwhile: another node, next round
                 async with self._lock:
-                    if job.state == IMPORTING and job.node_id == node:
-                        job.state, job.node_id, job.stage = PENDING, None, "waiting for a data node"
+                    if job.state == ImportJobState.IMPORTING and job.node_id == node:
+                        job.state, job.node_id = ImportJobState.PENDING, None
+                        job.stage = "waiting for a data node"
                         await self.coord.db.run(save_job(job))
                 return
             await self._fail(job, exc, node)
@@ -284,9 +281,9 @@ class ImportManager:
         committed ones (after a restart or a dead executor) on a live datanode."""
         live = set(self._datanodes())
         for job in list(self.jobs.values()):
-            if job.state == PENDING:
+            if job.state == ImportJobState.PENDING:
                 await self._dispatch(job)
-            elif job.state == IMPORTING and (job.node_id is None or job.node_id not in live):
+            elif job.state == ImportJobState.IMPORTING and job.node_id not in live:
                 if job.commit_ts is None:
                     await self._fail(
                         job,
@@ -328,11 +325,11 @@ class ImportManager:
     def _executing(self, b: Body) -> ImportJob:
         job = self._job(b.int("job_id"))
         node = b.str("node_id")
-        if job.state == FAILED:
+        if job.state == ImportJobState.FAILED:
             raise ElanusError(
                 ErrorCode.INVALID_ARGUMENT, f"import job {job.job_id} failed: {job.reason}"
             )
-        if job.state == IMPORTING and job.node_id != node:
+        if job.state == ImportJobState.IMPORTING and job.node_id != node:
             raise ElanusError(
                 ErrorCode.UNAVAILABLE,
                 f"import job {job.job_id} is run by data node {job.node_id}, not {node}",
@@ -345,7 +342,7 @@ class ImportManager:
         progress = b.float("progress")
         stage = b.str("stage", "")
         b.done()
-        if job.state == IMPORTING:
+        if job.state == ImportJobState.IMPORTING:
             job.progress = max(job.progress, min(progress, 0.99))
             job.stage = stage or job.stage
         return {}
@@ -406,7 +403,7 @@ class ImportManager:
         b = Body(raw, "import.commit")
         job = self._executing(b)
         b.done()
-        if job.state != IMPORTING:
+        if job.state != ImportJobState.IMPORTING:
             raise invalid(f"import job {job.job_id} is {job.state}, not Importing")
         try:
             segs = self._segments(job)
@@ -498,9 +495,9 @@ class ImportManager:
         b = Body(raw, "import.finish")
         job = self._job(b.int("job_id"))
         b.allow(["node_id"]).done()
-        if job.state == COMPLETED:
+        if job.state == ImportJobState.COMPLETED:
             return {}
-        if job.commit_ts is None or job.state != IMPORTING:
+        if job.commit_ts is None or job.state != ImportJobState.IMPORTING:
             raise invalid(f"import job {job.job_id} is not committed")
         try:
             segs = self._segments(job)
@@ -510,7 +507,8 @@ class ImportManager:
         now = self.coord.tso.alloc()
         for s in segs:
             s.state, s.flushed_ts = SegmentState.FLUSHED, now
-        job.state, job.progress, job.finished_ts, job.serving = COMPLETED, 1.0, now, False
+        job.state, job.progress, job.finished_ts = ImportJobState.COMPLETED, 1.0, now
+        job.serving = False
         job.stage = "handing over"
         await self.coord.data.save_segments(segs, save_job(job))
         for seg in segs:  # imported segments are indexed like flushed ones
@@ -532,12 +530,12 @@ class ImportManager:
         storage = self.coord.settings.storage_path
         remove_tree(layout.import_dir(storage, job.job_id))
         remove_uploads(self.coord.settings, job.units, self._live_uploads(job))
-        if job.write_id and job.state == COMPLETED:
+        if job.write_id and job.state == ImportJobState.COMPLETED:
             remove_tree(layout.staging_dir(storage, job.write_id))
 
     def _live_uploads(self, but: ImportJob | None = None) -> set[Path]:
         """Uploads that jobs still to end read (another job may import one again)."""
-        live = [j for j in self.jobs.values() if j is not but and j.state not in FINAL]
+        live = [j for j in self.jobs.values() if j is not but and j.state not in IMPORT_FINAL]
         return uploads_of(self.coord.settings, [u for j in live for u in j.units])
 
     async def fail(self, raw: dict[str, Any]) -> dict[str, Any]:
@@ -547,7 +545,7 @@ class ImportManager:
         reason = b.str("reason")
         code = b.str("code", ErrorCode.INTERNAL.value)
         b.done()
-        if job.state in FINAL or job.node_id != node:
+        if job.state in IMPORT_FINAL or job.node_id != node:
             return {"ignored": True}
         if job.commit_ts is not None:  # past the point of no return: finish elsewhere
             job.node_id = None
@@ -561,7 +559,7 @@ class ImportManager:
         """Failed, and its segments Dropped (GC removes their files), in one write. A
         committed job fails only by ``force`` (its collection was dropped)."""
         async with self._lock:
-            if job.state in FINAL or (job.commit_ts is not None and not force):
+            if job.state in IMPORT_FINAL or (job.commit_ts is not None and not force):
                 return
             if node is not None and job.node_id not in (None, node):
                 return
@@ -569,7 +567,7 @@ class ImportManager:
             segs = [s for s in (self.coord.data.segments.get(i) for i in job.segment_ids) if s]
             for s in segs:
                 s.state, s.dropped_ts = SegmentState.DROPPED, now
-            job.state, job.finished_ts = FAILED, now
+            job.state, job.finished_ts = ImportJobState.FAILED, now
             job.reason, job.reason_code = exc.message, str(exc.code)
             await self.coord.data.save_segments(segs, save_job(job))
             log.info("import job %s failed: %s", job.job_id, exc.message)
@@ -582,11 +580,13 @@ class ImportManager:
     def collect_garbage(self, delay_s: float) -> list[str]:
         """Stale staging dirs, scratch dirs of finished jobs and expired uploads (runs in a
         thread; ``meta/importfiles.py``)."""
-        busy = {j.write_id for j in self.jobs.values() if j.write_id and j.state not in FINAL}
+        busy = {
+            j.write_id for j in self.jobs.values() if j.write_id and j.state not in IMPORT_FINAL
+        }
 
         def finished(name: str) -> bool:
             job = self.jobs.get(int(name)) if name.isdigit() else None
-            return job is None or job.state in FINAL
+            return job is None or job.state in IMPORT_FINAL
 
         settings = self.coord.settings
         return collect_garbage(settings, delay_s, busy, finished, self._live_uploads())

@@ -24,10 +24,10 @@ from elanus.channels.loop import Periodic
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.indexparams import IndexSpec, make_index_spec
 from elanus.meta import indexmeta
-from elanus.meta.indexmeta import IndexRecord, IndexTask, TaskState
-from elanus.meta.segmentmeta import SegmentState
+from elanus.meta.indexmeta import IndexRecord, IndexTask
 from elanus.requests import Body
 from elanus.schema import Schema
+from elanus.states import IndexTaskState, SegmentState
 
 if TYPE_CHECKING:
     from elanus.channels.bus import Handler
@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 MAX_TASKS_PER_BUILDER = 2
 ASSIGN_INTERVAL_S = 0.5
 BUILD_REQUEST_TIMEOUT_S = 10.0
+_PENDING = frozenset({IndexTaskState.UNISSUED, IndexTaskState.IN_PROGRESS})
 
 
 class IndexCoord:
@@ -107,7 +108,8 @@ class IndexCoord:
         """Finished indexes of a segment, as a worker loads them with the segment."""
         out = []
         for t in self.tasks.values():
-            if t.segment_id != segment_id or t.state is not TaskState.FINISHED or t.mark_deleted:
+            served = t.state is IndexTaskState.FINISHED and not t.mark_deleted
+            if t.segment_id != segment_id or not served:
                 continue
             out.append(self._served_entry(t))
         return out
@@ -271,16 +273,16 @@ class IndexCoord:
             for t in self.tasks.values()
             if t.index_id == r.index_id and not t.mark_deleted and t.segment_id in flushed
         ]
-        done = [t for t in tasks if t.state is TaskState.FINISHED]
-        failed = [t for t in tasks if t.state is TaskState.FAILED]
-        pending = [t for t in tasks if t.state in (TaskState.UNISSUED, TaskState.IN_PROGRESS)]
+        done = [t for t in tasks if t.state is IndexTaskState.FINISHED]
+        failed = [t for t in tasks if t.state is IndexTaskState.FAILED]
+        pending = [t for t in tasks if t.state in _PENDING]
         if failed:
-            state = "Failed"
+            state = IndexTaskState.FAILED
         elif pending:
-            busy = any(t.state is TaskState.IN_PROGRESS for t in pending)
-            state = "InProgress" if busy or done else "Unissued"
+            busy = any(t.state is IndexTaskState.IN_PROGRESS for t in pending)
+            state = IndexTaskState.IN_PROGRESS if busy or done else IndexTaskState.UNISSUED
         else:
-            state = "Finished"
+            state = IndexTaskState.FINISHED
         spec = r.spec
         return {
             "index_name": r.index_name,
@@ -325,12 +327,12 @@ class IndexCoord:
             live = self._live_builders()
             changed: list[IndexTask] = []
             for t in self.tasks.values():
-                lost = t.state is TaskState.IN_PROGRESS and t.node_id not in live
+                lost = t.state is IndexTaskState.IN_PROGRESS and t.node_id not in live
                 if lost and not t.mark_deleted:
                     log.info(
                         "index task %s: builder %s is gone, issuing again", t.build_id, t.node_id
                     )
-                    t.state, t.node_id = TaskState.UNISSUED, None
+                    t.state, t.node_id = IndexTaskState.UNISSUED, None
                     changed.append(t)
             for n in [n for n, e in self.leases.items() if e <= time.monotonic()]:
                 del self.leases[n]
@@ -339,11 +341,11 @@ class IndexCoord:
             builders = [n for n in self._session_builders() if n not in self.unreachable]
             load = {n: 0 for n in builders}
             for t in self.tasks.values():
-                if t.state is TaskState.IN_PROGRESS and t.node_id in load:
+                if t.state is IndexTaskState.IN_PROGRESS and t.node_id in load:
                     load[t.node_id] += 1
             pending = sorted(
                 (t for t in self.tasks.values()
-                 if t.state is TaskState.UNISSUED and not t.mark_deleted),
+                 if t.state is IndexTaskState.UNISSUED and not t.mark_deleted),
                 key=lambda t: (t.version, t.build_id),
             )  # fmt: skip
             issued: list[IndexTask] = []
@@ -362,7 +364,7 @@ class IndexCoord:
 
     def _issue(self, t: IndexTask, node: str) -> None:
         t.version += 1
-        t.state, t.node_id, t.fail_reason = TaskState.IN_PROGRESS, node, None
+        t.state, t.node_id, t.fail_reason = IndexTaskState.IN_PROGRESS, node, None
 
     async def _send(self, t: IndexTask) -> None:
         node, version = t.node_id, t.version
@@ -375,8 +377,8 @@ class IndexCoord:
             async with self._lock:
                 ttl = self.coord.settings.session_ttl_s
                 self.unreachable[node] = time.monotonic() + ttl
-                if t.state is TaskState.IN_PROGRESS and t.version == version:
-                    t.state, t.node_id = TaskState.UNISSUED, None
+                if t.state is IndexTaskState.IN_PROGRESS and t.version == version:
+                    t.state, t.node_id = IndexTaskState.UNISSUED, None
                     await self._save(tasks=[t])
 
     async def claim(self, raw: dict[str, Any]) -> dict[str, Any]:
@@ -387,7 +389,7 @@ class IndexCoord:
         limit = b.int("limit", None, lo=1)
         retry_failed = b.bool("retry_failed", False)
         b.done()
-        wanted = {TaskState.UNISSUED, *([TaskState.FAILED] if retry_failed else [])}
+        wanted = {IndexTaskState.UNISSUED, *([IndexTaskState.FAILED] if retry_failed else [])}
         async with self._lock:
             self.leases[node] = time.monotonic() + self.coord.settings.session_ttl_s
             tasks = sorted(
@@ -414,7 +416,7 @@ class IndexCoord:
         mine = [
             t.build_id
             for t in self.tasks.values()
-            if t.node_id == node and t.state is TaskState.IN_PROGRESS
+            if t.node_id == node and t.state is IndexTaskState.IN_PROGRESS
         ]
         return {"alive": True, "tasks": mine}
 
@@ -434,7 +436,7 @@ class IndexCoord:
                 return {"accepted": False, "reason": "the task was dropped"}
             if (
                 ok
-                and t.state is TaskState.FINISHED
+                and t.state is IndexTaskState.FINISHED
                 and (version, files)
                 == (
                     t.version,
@@ -442,7 +444,7 @@ class IndexCoord:
                 )
             ):
                 return {"accepted": True}  # a retry of a report that was accepted
-            if version != t.version or t.state is not TaskState.IN_PROGRESS:
+            if version != t.version or t.state is not IndexTaskState.IN_PROGRESS:
                 log.info(
                     "ignoring stale report for task %s (v%s, now v%s)", build_id, version, t.version
                 )
@@ -450,7 +452,7 @@ class IndexCoord:
             if node is not None and node != t.node_id:
                 return {"accepted": False, "reason": "the task is assigned to another builder"}
             if not ok:
-                t.state, t.fail_reason = TaskState.FAILED, reason or "unknown failure"
+                t.state, t.fail_reason = IndexTaskState.FAILED, reason or "unknown failure"
                 await self._save(tasks=[t])
                 return {"accepted": True}
             key = (build_id, version)
@@ -463,14 +465,14 @@ class IndexCoord:
         async with self._lock:
             if t.mark_deleted or t.version != version:
                 return {"accepted": False, "reason": "the task changed while it was verified"}
-            if t.state is TaskState.FINISHED:
+            if t.state is IndexTaskState.FINISHED:
                 return {"accepted": rejected is None}  # the other copy of this report won
             if rejected is not None:
                 log.warning("index task %s v%s: report rejected: %s", build_id, version, rejected)
                 self._reissue(t, f"report rejected: {rejected}")
                 await self._save(tasks=[t])
                 return {"accepted": False, "reason": f"verification failed: {rejected}"}
-            t.state, t.file_paths, t.fail_reason = TaskState.FINISHED, files, None
+            t.state, t.file_paths, t.fail_reason = IndexTaskState.FINISHED, files, None
             await self._save(tasks=[t])
         self.coord.query.schedule(
             self.coord.query.on_index_built(t.collection_id, t.segment_id, self._served_entry(t))
@@ -491,7 +493,7 @@ class IndexCoord:
     def _reissue(self, t: IndexTask, reason: str) -> None:
         """Back to Unissued under a new version: the attempt that failed is retired at
         once (anything still reported for it is stale), and a builder builds it again."""
-        t.state, t.node_id, t.fail_reason = TaskState.UNISSUED, None, reason
+        t.state, t.node_id, t.fail_reason = IndexTaskState.UNISSUED, None, reason
         t.version += 1
 
     async def load_failed(self, raw: dict[str, Any]) -> dict[str, Any]:
@@ -506,13 +508,13 @@ class IndexCoord:
             t = self.tasks.get(build_id)
             if t is None or t.mark_deleted or t.version != version:
                 return {"reissued": False}
-            if t.state is not TaskState.FINISHED:
-                return {"reissued": t.state is TaskState.UNISSUED}
+            if t.state is not IndexTaskState.FINISHED:
+                return {"reissued": t.state is IndexTaskState.UNISSUED}
             files = list(t.file_paths)
         rejected = await self._verify(t, version, files)
         async with self._lock:
-            if t.mark_deleted or t.version != version or t.state is not TaskState.FINISHED:
-                return {"reissued": t.state is TaskState.UNISSUED}
+            if t.mark_deleted or t.version != version or t.state is not IndexTaskState.FINISHED:
+                return {"reissued": t.state is IndexTaskState.UNISSUED}
             if rejected is None:
                 log.warning("index task %s loads here but not on %s", build_id, node)
                 return {"reissued": False}
@@ -544,7 +546,7 @@ class IndexCoord:
             dropped: list[IndexTask] = [t for t in self.tasks.values() if t.mark_deleted]
             superseded = [
                 t for t in self.tasks.values()
-                if t.state is TaskState.FINISHED and not t.recycled and not t.mark_deleted
+                if t.state is IndexTaskState.FINISHED and not t.recycled and not t.mark_deleted
             ]  # fmt: skip
             if gone_segments:
                 await self._save(tasks=gone_segments)

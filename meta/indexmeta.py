@@ -10,19 +10,13 @@ recycling loop removes their files and rows, and the files of superseded version
 
 from __future__ import annotations
 
-import enum
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
 import duckdb
 
-
-class TaskState(enum.StrEnum):
-    UNISSUED = "Unissued"
-    IN_PROGRESS = "InProgress"
-    FINISHED = "Finished"
-    FAILED = "Failed"
+from elanus.states import IndexTaskState
 
 
 @dataclass
@@ -63,7 +57,7 @@ class IndexTask:
     segment_id: int
     num_rows: int
     data_path: str
-    state: TaskState = TaskState.UNISSUED
+    state: IndexTaskState = IndexTaskState.UNISSUED
     version: int = 0
     node_id: str | None = None
     fail_reason: str | None = None
@@ -80,7 +74,7 @@ class IndexTask:
     @classmethod
     def from_row(cls, row: tuple[Any, ...]) -> IndexTask:
         d = dict(zip(TASK_COLUMNS, row, strict=True))
-        d["state"] = TaskState(d["state"])
+        d["state"] = IndexTaskState(d["state"])
         d["file_paths"] = json.loads(d["file_paths"] or "[]")
         return cls(**d)
 

@@ -21,8 +21,8 @@ from elanus.channels import subjects
 from elanus.channels.dml import pchannel_of
 from elanus.channels.loop import Periodic, cancel_and_wait
 from elanus.errors import ElanusError, ErrorCode
-from elanus.meta.segmentmeta import SegmentState
 from elanus.requests import Body
+from elanus.states import SegmentState
 
 if TYPE_CHECKING:
     from elanus.channels.bus import Handler

@@ -7,7 +7,6 @@ These functions run on the database thread.
 
 from __future__ import annotations
 
-import enum
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -15,15 +14,7 @@ from typing import Any
 
 import duckdb
 
-
-class SegmentState(enum.StrEnum):
-    GROWING = "Growing"
-    SEALED = "Sealed"
-    FLUSHING = "Flushing"
-    FLUSHED = "Flushed"
-    DROPPED = "Dropped"
-    IMPORTING = "Importing"
-
+from elanus.states import SegmentState
 
 COLUMNS = (
     "segment_id", "collection_id", "partition_id", "vchannel", "state", "max_rows",

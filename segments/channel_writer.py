@@ -34,6 +34,7 @@ from elanus.schema import TIMESTAMP_FIELD, Schema
 from elanus.segments import storage
 from elanus.segments.compactor import compact_segments
 from elanus.segments.pkstats import PkStats
+from elanus.states import SegmentState
 
 if TYPE_CHECKING:
     from elanus.segments.datanode import DataNode
@@ -130,10 +131,10 @@ class ChannelWriter:
     def _learn_segment(self, seg: dict[str, Any]) -> None:
         sid = int(seg["segment_id"])
         # An Importing segment with a timestamp is committed: its later deletes count.
-        committed = seg["state"] == "Importing" and seg.get("max_ts") is not None
-        if seg["state"] in ("Flushed", "Dropped") or committed:
+        committed = seg["state"] == SegmentState.IMPORTING and seg.get("max_ts") is not None
+        if seg["state"] in (SegmentState.FLUSHED, SegmentState.DROPPED) or committed:
             self.done.add(sid)
-        if seg["state"] == "Flushed" or committed:
+        if seg["state"] == SegmentState.FLUSHED or committed:
             seg_dir = self._seg_dir(seg["partition_id"], sid)
             self.flushed[sid] = FlushedSegment(seg["partition_id"], storage.load_pk_stats(seg_dir))
 

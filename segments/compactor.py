@@ -14,8 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from elanus.channels.dml import PK_COLUMN
-from elanus.schema import TIMESTAMP_FIELD, Schema
+from elanus.schema import PK_COLUMN, TIMESTAMP_FIELD, Schema
 from elanus.segments import storage
 
 

@@ -41,6 +41,7 @@ from elanus.segments import storage
 from elanus.segments.memseg import MemSegment
 from elanus.segments.pkstats import PkStats
 from elanus.segments.worker import concat_or_empty, reduce_request, search_part
+from elanus.states import SegmentState
 
 if TYPE_CHECKING:
     from elanus.segments.querynode import QueryNode
@@ -158,7 +159,7 @@ class Delegator:
             log.debug("segment.info for %d failed: %s", segment_id, exc)
             return True
         states = [s["state"] for s in reply["segments"]]
-        return bool(states) and states[0] in ("Importing", "Flushed")
+        return bool(states) and states[0] in (SegmentState.IMPORTING, SegmentState.FLUSHED)
 
     def _insert(self, m: DmlMessage) -> None:
         if m.segment_id in self.sealed:

@@ -40,7 +40,7 @@ from elanus.fileerrors import unknown_columns, without_file_text
 from elanus.filereaders import open_unit, unreadable
 from elanus.importroots import import_roots
 from elanus.pkhash import shard_of
-from elanus.schema import DYNAMIC_FIELD, Schema
+from elanus.schema import DYNAMIC_FIELD, PK_COLUMN, Schema
 from elanus.segments import storage
 from elanus.validation import check_unique_across, conform_insert
 
@@ -329,7 +329,7 @@ class ImportTask:
         """The keys an upsert replaces, for the coord to publish as deletes at commit."""
         path = layout.upsert_keys_path(self.storage, self.job_id)
         path.parent.mkdir(parents=True, exist_ok=True)
-        table = pa.table({"pk": plan.pks, "partition_id": pa.array(plan.partitions)})
+        table = pa.table({PK_COLUMN: plan.pks, "partition_id": pa.array(plan.partitions)})
         tmp = path.with_suffix(".tmp")
         with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
             w.write_table(table)

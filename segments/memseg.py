@@ -20,8 +20,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from elanus.expr import Expr
+from elanus.index.kernels import VectorIndexExact
 from elanus.schema import TIMESTAMP_FIELD, Schema
-from elanus.segments.search import VectorIndexExact
 from elanus.segments.visibility import RowVersions
 
 F = TypeVar("F", bound=Callable[..., Any])

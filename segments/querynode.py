@@ -15,11 +15,11 @@ from elanus.channels.bus import Bus, Handler, blocking
 from elanus.channels.role import Role
 from elanus.errors import ElanusError, ErrorCode
 from elanus.expr import Expr, parse
+from elanus.index.kernels import stop_faiss_interrupt_checks
 from elanus.requests import Body
 from elanus.schema import Schema
 from elanus.segments import snapshot_read
 from elanus.segments.delegator import Delegator
-from elanus.segments.search import stop_faiss_interrupt_checks
 from elanus.segments.worker import Worker
 from elanus.settings import Settings
 

@@ -32,9 +32,9 @@ import numpy as np
 import pyarrow as pa
 
 from elanus import layout
-from elanus.channels.dml import PK_COLUMN
 from elanus.errors import ElanusError, ErrorCode
 from elanus.expr import Expr
+from elanus.schema import PK_COLUMN
 from elanus.segments import storage
 from elanus.segments.memseg import MemSegment
 from elanus.segments.worker import concat_or_empty, load_segment

@@ -18,9 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from elanus import layout
-from elanus.channels.dml import PK_COLUMN
 from elanus.errors import ElanusError, ErrorCode
-from elanus.schema import TIMESTAMP_ARROW_FIELD, TIMESTAMP_FIELD, Schema
+from elanus.schema import PK_COLUMN, TIMESTAMP_ARROW_FIELD, TIMESTAMP_FIELD, Schema
 from elanus.segments.pkstats import PkStats
 
 DELTA_SCHEMA = pa.schema([pa.field("ts", pa.uint64(), nullable=False)])

@@ -16,13 +16,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from elanus.channels.dml import PK_COLUMN
 from elanus.errors import ElanusError, ErrorCode
 from elanus.expr import Expr
 from elanus.grouping import reduce_grouped, regroup
 from elanus.indexparams import MAX_EF
 from elanus.reduce import reduce_parts
-from elanus.schema import Schema
+from elanus.schema import PK_COLUMN, Schema
 from elanus.searchrequest import SearchRequest
 from elanus.segments import storage
 from elanus.segments.memseg import MemSegment

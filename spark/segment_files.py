@@ -20,12 +20,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from elanus import layout
-from elanus.channels.dml import PK_COLUMN
 from elanus.errors import ElanusError, ErrorCode
 from elanus.expr import parse
 from elanus.flight.client import Client
 from elanus.flight.wire import encode_json
-from elanus.schema import TIMESTAMP_FIELD, Schema
+from elanus.schema import PK_COLUMN, TIMESTAMP_FIELD, Schema
 from elanus.segments import storage
 from elanus.segments.compactor import deleted_mask
 

@@ -30,6 +30,7 @@ from elanus.errors import invalid
 from elanus.flight.client import Client
 from elanus.flight.wire import DEFAULT_DB
 from elanus.spark.options import CONNECT_OPTIONS, client_options, target_options
+from elanus.states import ImportJobState
 
 WRITE_OPTIONS = (
     "uri",
@@ -128,7 +129,7 @@ class ElanusWriter(DataSourceArrowWriter):
                 parts=[p.part for p in parts],
                 expected_rows=sum(p.rows for p in parts),
             )
-            if reply.get("state") != "Completed":
+            if reply.get("state") != ImportJobState.COMPLETED:
                 client.wait_import(int(reply["job_id"]), timeout=opts.timeout)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]

@@ -1,4 +1,5 @@
-"""The FAISS segment-index engine (index/engine.py) against the exact kernel as ground truth."""
+"""The FAISS segment-index engine (index/engine.py, index/build.py) against the exact
+kernel as ground truth."""
 
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ import pyarrow as pa
 import pytest
 
 from elanus.errors import ElanusError
-from elanus.index import engine as E
-from elanus.index.engine import build_index, build_segment_index, load_index
+from elanus.index.build import MIN_POINTS_PER_LIST, build_index, build_segment_index
+from elanus.index.engine import load_index
+from elanus.index.kernels import VectorIndexExact
 from elanus.indexparams import make_index_spec
-from elanus.segments.search import VectorIndexExact
 
 N, DIM, NQ, K = 50_000, 128, 100, 10
 SMALL_N, SMALL_DIM = 8_000, 32
@@ -307,7 +308,7 @@ def test_one_row_segments(itype, build):
 def test_small_segments_degrade_sensibly(small):
     X, Q = small
     ivf = build_index(spec("IVF_FLAT", "L2", SMALL_DIM, nlist=4096), X)  # 8000 rows < 39 * 4096
-    assert ivf.built_as == "IVF_FLAT" and ivf.nlist == SMALL_N // E.MIN_POINTS_PER_LIST
+    assert ivf.built_as == "IVF_FLAT" and ivf.nlist == SMALL_N // MIN_POINTS_PER_LIST
     _, rows = ivf.search(Q, K, {"nprobe": 4096})  # nprobe is checked against the spec's nlist
     _, truth = VectorIndexExact(X).search(Q, K, "L2")
     assert recall(rows, truth) == 1.0

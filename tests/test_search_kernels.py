@@ -1,4 +1,4 @@
-"""Exact search kernels and the top-k reduce (segments/search.py) against numpy brute force."""
+"""Exact search kernels and the top-k reduce (index/kernels.py) against numpy brute force."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pyarrow as pa
 import pytest
 
 from elanus.errors import ElanusError
+from elanus.index import kernels as S
+from elanus.index.kernels import VectorIndexExact
 from elanus.reduce import merge_topk
-from elanus.segments import search as S
-from elanus.segments.search import VectorIndexExact
 
 FLOAT_METRICS = ["L2", "IP", "COSINE"]
 BINARY_METRICS = ["HAMMING", "JACCARD"]

@@ -10,10 +10,11 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from elanus.conform_json import first_invalid_json
 from elanus.errors import ElanusError, ErrorCode
 from elanus.rows import to_arrow
 from elanus.schema import DYNAMIC_FIELD, SPARSE_ARROW_TYPE, DataType, Field, Schema
-from elanus.validation import conform_delete_keys, conform_insert, first_invalid_json
+from elanus.validation import conform_delete_keys, conform_insert
 
 DIM = 4
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Callable
 from typing import Any, Literal, NoReturn
 
@@ -14,8 +12,20 @@ from lark import Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
 from elanus.errors import ElanusError, ErrorCode
-from elanus.expr.grammar import TERMINAL_NAMES, parser
+from elanus.expr.grammar import end_position, expected_words, last_token, parser
 from elanus.expr.jsonsem import settle_json
+from elanus.expr.literals import (
+    BAD,
+    INT64_MAX,
+    INT64_MIN,
+    LIST_PARAM,
+    lift_lists,
+    number_literal,
+    param_value,
+    show,
+    unescape,
+    value_desc,
+)
 from elanus.expr.nodes import (
     NUMERIC,
     SCALAR,
@@ -44,23 +54,6 @@ from elanus.expr.nodes import (
 from elanus.schema import DYNAMIC_FIELD, DataType, Field, Schema
 
 MAX_EXPRESSION_LENGTH = 1 << 20
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
-_INT_RE = re.compile(r"0[xX][0-9a-fA-F]+|0[bB][01]+|0[oO][0-7]+|0[0-7]*|[1-9][0-9]*")
-_FLOAT_RE = re.compile(r"(?:[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+")
-_ESCAPE_RE = re.compile(r"\\(u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|x[0-9a-fA-F]{2}|[0-7]{1,3}|.)", re.S)
-_SIMPLE_ESCAPES = {
-    "n": "\n",
-    "t": "\t",
-    "r": "\r",
-    "b": "\b",
-    "f": "\f",
-    "v": "\v",
-    "a": "\a",
-    "\\": "\\",
-    '"': '"',
-    "'": "'",
-    "/": "/",
-}
 #: name -> (mode, number of arguments)
 FUNCTIONS: dict[str, tuple[str, int]] = {
     "json_contains": ("one", 2),
@@ -169,7 +162,7 @@ class _Compiler:
             self.fail("empty expression", 1, 1)
         if len(self.text) > MAX_EXPRESSION_LENGTH:
             self.fail(f"expression is longer than {MAX_EXPRESSION_LENGTH} characters", 1, 1)
-        text, self.params = _lift_lists(self.text, self.params)
+        text, self.params = lift_lists(self.text, self.params)
         try:
             tree = parser().parse(text)
         except UnexpectedInput as e:
@@ -191,11 +184,11 @@ class _Compiler:
             hint = " (use '==' to compare)" if ch == "=" else ""
             self.fail(f"unexpected character {ch!r}", e.line, e.column, hint)
         if isinstance(e, UnexpectedToken):
-            expected = _expected(e.expected)
+            expected = expected_words(e.expected)
             if e.token.type == "$END":
-                last = _last_token(self.text)
+                last = last_token(self.text)
                 after = f" after {last.value!r}" if last is not None else ""
-                line, column = _end_position(self.text)
+                line, column = end_position(self.text)
                 self.fail(
                     f"unexpected end of expression{after}", line, column, f"; expected {expected}"
                 )
@@ -334,13 +327,11 @@ class _Compiler:
         """Fail unless literal ``v`` can be compared with ``target`` (scalar or array)."""
         vk = kind_of_value(v)
         if vk is Kind.LIST:
-            self.fail_at(
-                f"{message} nested list {_show(v)} (nested lists are not supported)", where
-            )
+            self.fail_at(f"{message} nested list {show(v)} (nested lists are not supported)", where)
         tk = target.element_kind if isinstance(target, ArrayColumn) else target.kind
         if tk is Kind.JSON or tk == vk or (tk in NUMERIC and vk in NUMERIC):
             return
-        self.fail_at(f"{message} {_value_desc(v)}", where)
+        self.fail_at(f"{message} {value_desc(v)}", where)
 
     def c_like(self, t: Tree) -> Node:
         operand = self.node(t.children[0])
@@ -500,12 +491,12 @@ class _Compiler:
     # -- literals ----------------------------------------------------------------------------
     def const(self, value: Any, t: Tree | Token) -> Const:
         line, column = _position(t)
-        return Const(value, _value_desc(value), line, column)
+        return Const(value, value_desc(value), line, column)
 
     def c_number(self, t: Tree, negate: bool = False) -> Node:
         tok = _token(t, 0)
         text = str(tok.value)
-        value = _number_literal(text, negate)
+        value = number_literal(text, negate)
         if isinstance(value, str):
             self.fail_at(value, tok)
         return self.const(value, tok)
@@ -513,7 +504,7 @@ class _Compiler:
     def c_string(self, t: Tree) -> Node:
         tok = _token(t, 0)
         try:
-            return self.const(_unescape(str(tok.value)[1:-1]), tok)
+            return self.const(unescape(str(tok.value)[1:-1]), tok)
         except ValueError as exc:
             self.fail_at(str(exc), tok)
 
@@ -534,7 +525,7 @@ class _Compiler:
                 self.fail_at(f"list elements must be literals, got {item.desc}", item)
             values.append(item.value)
         line, column = _position(t)
-        return ListConst(values, f"list {_show(values)}", line, column)
+        return ListConst(values, f"list {show(values)}", line, column)
 
     def c_template(self, t: Tree) -> Node:
         tok = _token(t, 0)
@@ -542,134 +533,27 @@ class _Compiler:
         line, column = _position(t)
         if name not in self.params:
             self.fail(f"unknown template parameter {{{name}}}", line, column)
-        value = _param_value(self.params[name])
-        if value is _BAD:
+        value = param_value(self.params[name])
+        if value is BAD:
             kind = type(self.params[name]).__name__
             self.fail(f"template parameter {{{name}}} has unsupported type {kind}", line, column)
-        if isinstance(value, list) and name.startswith(_LIST_PARAM):
-            return ListConst(value, f"list {_show(value)}", line, column)
+        if isinstance(value, list) and name.startswith(LIST_PARAM):
+            return ListConst(value, f"list {show(value)}", line, column)
         for v in value if isinstance(value, list) else [value]:
             if isinstance(v, list):
                 self.fail(f"template parameter {{{name}}} holds a nested list", line, column)
-            if isinstance(v, int) and not isinstance(v, bool) and not _INT64_MIN <= v <= _INT64_MAX:
+            if isinstance(v, int) and not isinstance(v, bool) and not INT64_MIN <= v <= INT64_MAX:
                 self.fail(f"template parameter {{{name}}} = {v} is out of range", line, column)
         if isinstance(value, list):
-            return ListConst(value, f"parameter {{{name}}} (list {_show(value)})", line, column)
-        return Const(value, f"parameter {{{name}}} ({_value_desc(value)})", line, column)
+            return ListConst(value, f"parameter {{{name}}} (list {show(value)})", line, column)
+        return Const(value, f"parameter {{{name}}} ({value_desc(value)})", line, column)
 
 
-# ---- helpers ------------------------------------------------------------------------------------
-def _number_literal(text: str, negate: bool = False) -> int | float | str:
-    """The value of a number literal, or a message saying why it is not one."""
-    sign = "-" if negate else ""
-    if _INT_RE.fullmatch(text):
-        if text[:2].lower() in ("0x", "0b", "0o"):
-            value = int(text, 0)
-        elif len(text) > 1 and text.startswith("0"):
-            value = int(text, 8)  # C-style octal, as in Milvus
-        else:
-            value = int(text)
-        value = -value if negate else value
-        if not _INT64_MIN <= value <= _INT64_MAX:
-            return f"integer literal {sign}{text} is out of range"
-        return value
-    if _FLOAT_RE.fullmatch(text):
-        f = float(text)
-        if not math.isfinite(f):
-            return f"number literal {sign}{text} is out of range"
-        return -f if negate else f
-    return f"invalid number literal {text!r}"
-
-
-# Long lists of literals (``id in [1, 2, ...]`` with thousands of keys) are common and
-# slow to parse token by token, so before parsing they are lifted out of the text into
-# internal template parameters; the placeholder is padded to the list's length so every
-# later position is unchanged. Lists that do not fit this shape are left to the parser.
-_LIST_PARAM = "__elanus_list_"
-_MIN_LIFTED = 16
-_STR = r""""(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'"""
-_LIT = rf"(?:-[ \t]*)?(?:\d|\.\d)(?:[eE][+-]\d|[\w.])*|{_STR}|(?i:true|false)\b"
-_SCAN_RE = re.compile(rf"{_STR}|\[\s*(?:(?:{_LIT})\s*,\s*)*(?:{_LIT})\s*,?\s*\]")
-_ITEM_RE = re.compile(_LIT)
-
-
-def _lift_lists(text: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    if text.count(",") < _MIN_LIFTED - 1:
-        return text, params
-    out: list[str] = []
-    lifted = dict(params)
-    last = 0
-    for m in _SCAN_RE.finditer(text):
-        span = m.group()
-        if span[0] != "[":
-            continue
-        if _is_index(text, m.start()):
-            continue
-        items = _ITEM_RE.findall(span)
-        if len(items) < _MIN_LIFTED:
-            continue
-        values = [_item_value(item) for item in items]
-        if any(v is _BAD for v in values):
-            continue  # let the parser report the bad literal with its position
-        name = f"{_LIST_PARAM}{len(lifted)}"
-        lifted[name] = values
-        placeholder = "{" + name + "}"
-        padding = "".join("\n" if ch == "\n" else " " for ch in span[len(placeholder) :])
-        out.append(text[last : m.start()] + placeholder + padding)
-        last = m.end()
-    if not out:
-        return text, params
-    out.append(text[last:])
-    return "".join(out), lifted
-
-
-def _is_index(text: str, start: int) -> bool:
-    """Whether the ``[`` at ``start`` follows an operand (``x[...]``) rather than an operator."""
-    end = start
-    while end > 0 and text[end - 1].isspace():
-        end -= 1
-    if end == 0 or text[end - 1] in "])}":
-        return end > 0
-    begin = end
-    while begin > 0 and (text[begin - 1].isalnum() or text[begin - 1] in "_$"):
-        begin -= 1
-    word = text[begin:end].lower()
-    return bool(word) and word not in ("in", "and", "or", "not", "exists", "is", "like")
-
-
-def _item_value(item: str) -> Any:
-    if item[0] in "\"'":
-        try:
-            return _unescape(item[1:-1])
-        except ValueError:
-            return _BAD
-    low = item.lower()
-    if low in ("true", "false"):
-        return low == "true"
-    negate = item.startswith("-")
-    value = _number_literal(item.lstrip("-").strip(), negate)
-    return _BAD if isinstance(value, str) else value
-
-
-_BAD: Any = object()
 _EMPTY_CONTEXT = Context(pa.table({}), {})
 
 
 def _value_group(v: Any) -> str:
     return "number" if isinstance(v, int | float) and not isinstance(v, bool) else type(v).__name__
-
-
-def _param_value(v: Any) -> Any:
-    if isinstance(v, np.generic):
-        v = v.item()
-    if isinstance(v, bool | int | str):
-        return v
-    if isinstance(v, float):
-        return v if math.isfinite(v) else _BAD
-    if isinstance(v, list | tuple | np.ndarray):
-        items = [_param_value(x) for x in v]
-        return _BAD if any(x is _BAD for x in items) else items
-    return _BAD
 
 
 def _float32_literals(left: Node, right: Node) -> tuple[Node, Node]:
@@ -699,68 +583,3 @@ def _position(x: Tree | Token | Node) -> tuple[int, int]:
     if x.meta.empty:
         return 1, 1
     return x.meta.line, x.meta.column
-
-
-def _unescape(body: str) -> str:
-    """Go's string escapes, as Milvus unquotes literals: an unknown one (``\\_``) is an
-    error, so a like pattern escapes ``%`` and ``_`` with a doubled backslash."""
-
-    def sub(m: re.Match[str]) -> str:
-        esc = m.group(1)
-        if esc in _SIMPLE_ESCAPES:
-            return _SIMPLE_ESCAPES[esc]
-        if esc[0] in "uUx" and len(esc) > 1:
-            return chr(int(esc[1:], 16))
-        if esc[0] in "01234567":
-            return chr(int(esc, 8))
-        raise ValueError(f"unknown escape sequence \\{esc}")
-
-    return _ESCAPE_RE.sub(sub, body)
-
-
-def _show(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, str):
-        return repr(v)
-    if isinstance(v, list):
-        items = [_show(x) for x in v[:5]] + (["..."] if len(v) > 5 else [])
-        return "[" + ", ".join(items) + "]"
-    return repr(v)
-
-
-def _value_desc(v: Any) -> str:
-    if isinstance(v, bool):
-        return f"boolean {_show(v)}"
-    if isinstance(v, int | float):
-        return f"number {_show(v)}"
-    if isinstance(v, str):
-        return f"string {_show(v)}"
-    return f"list {_show(v)}"
-
-
-def _expected(names: set[str]) -> str:
-    operand = {"NAME", "NUMBER", "STRING"}
-    if operand <= names:
-        return "a value (a field, a literal, a function call, '[' or '(')"
-    shown = sorted({TERMINAL_NAMES.get(n, n) for n in names})
-    if len(shown) == 1:
-        return shown[0]
-    return "one of " + ", ".join(shown)
-
-
-def _last_token(text: str) -> Token | None:
-    last: Token | None = None
-    try:
-        for tok in parser().lex(text):
-            last = tok
-    except UnexpectedInput:
-        return last
-    return last
-
-
-def _end_position(text: str) -> tuple[int, int]:
-    stripped = text.rstrip()
-    line = stripped.count("\n") + 1
-    column = len(stripped) - (stripped.rfind("\n") + 1) + 1
-    return line, column

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import functools
 
-from lark import Lark
+from lark import Lark, Token
+from lark.exceptions import UnexpectedInput
 
 GRAMMAR = r"""
 ?start: or_test
@@ -129,3 +130,33 @@ def parser() -> Lark:
         propagate_positions=True,
         maybe_placeholders=True,
     )
+
+
+def expected_words(names: set[str]) -> str:
+    """What the parser wanted next, in words, for a syntax error."""
+    operand = {"NAME", "NUMBER", "STRING"}
+    if operand <= names:
+        return "a value (a field, a literal, a function call, '[' or '(')"
+    shown = sorted({TERMINAL_NAMES.get(n, n) for n in names})
+    if len(shown) == 1:
+        return shown[0]
+    return "one of " + ", ".join(shown)
+
+
+def last_token(text: str) -> Token | None:
+    """The last token the lexer reads from ``text`` (the place of an unexpected end)."""
+    last: Token | None = None
+    try:
+        for tok in parser().lex(text):
+            last = tok
+    except UnexpectedInput:
+        return last
+    return last
+
+
+def end_position(text: str) -> tuple[int, int]:
+    """(line, column) just after the last non-blank character of ``text``."""
+    stripped = text.rstrip()
+    line = stripped.count("\n") + 1
+    column = len(stripped) - (stripped.rfind("\n") + 1) + 1
+    return line, column

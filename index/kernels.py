@@ -3,6 +3,8 @@
 Pure compute (numpy, faiss, pyarrow): query-node workers and delegators call it on the
 in-memory columns of growing segments (and of sealed segments without an index), and the
 delegator and proxy call :func:`merge_topk` to reduce per-segment and per-shard results.
+It lives in ``index/`` (the Knowhere of DESIGN.md's table) because the segment-index engine
+scans FLAT and HNSW storage with it too: ``segments/`` imports ``index/``, never the reverse.
 
 Distances follow Milvus: ``L2`` is the squared Euclidean distance, ``HAMMING`` the number
 of differing bits and ``JACCARD`` ``1 - |a & b| / |a | b|`` (smaller is better); ``IP`` and
@@ -169,7 +171,7 @@ def _single_chunk(column: Any) -> Any:
     return column
 
 
-def _float_matrix(arr: pa.FixedSizeListArray) -> np.ndarray:
+def float_matrix(arr: pa.FixedSizeListArray) -> np.ndarray:
     """(n, dim) view of a fixed_size_list<float32|float16> array (float32 data is not copied)."""
     dim = arr.type.list_size
     values = arr.values.slice(arr.offset * dim, len(arr) * dim)
@@ -179,7 +181,7 @@ def _float_matrix(arr: pa.FixedSizeListArray) -> np.ndarray:
     return x.reshape(len(arr), dim)
 
 
-def _binary_matrix(arr: pa.FixedSizeBinaryArray) -> np.ndarray:
+def binary_matrix(arr: pa.FixedSizeBinaryArray) -> np.ndarray:
     width = arr.type.byte_width
     buf = arr.buffers()[1]
     return np.frombuffer(buf, np.uint8, count=len(arr) * width, offset=arr.offset * width).reshape(
@@ -265,10 +267,10 @@ class VectorIndexExact:
             pa.types.is_float32(t.value_type) or pa.types.is_float16(t.value_type)
         ):
             self.kind, self.dim = "float", t.list_size
-            self.x = _float_matrix(column)
+            self.x = float_matrix(column)
         elif pa.types.is_fixed_size_binary(t):
             self.kind, self.dim = "binary", t.byte_width * 8
-            self.x = _binary_matrix(column)
+            self.x = binary_matrix(column)
         elif pa.types.is_map(t):
             self.kind, self.dim = "sparse", 0
             self._build_sparse(column)

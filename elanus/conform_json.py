@@ -1,0 +1,223 @@
+"""The insert checks of JSON values: JSON text (strict JSON, checked vectorised with an
+in-memory DuckDB's ``json_valid``) and the dynamic field ``$meta`` (unknown columns folded
+into one JSON object per row with ``json_merge_patch``).
+
+The DuckDB here is ``:memory:`` only, one shared database with a cursor per OS thread: a
+compute engine for JSON, never a file (docs/design-notes.md, "Layering")."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from elanus.conform_common import (
+    mismatch,
+    preview,
+    single_array,
+)
+from elanus.errors import invalid
+from elanus.schema import (
+    DYNAMIC_FIELD,
+    RESERVED_NAMES,
+    Schema,
+)
+
+
+def dynamic_column(
+    schema: Schema, columns: dict[str, pa.Array], unknown: list[str], n: int
+) -> pa.Array:
+    meta = columns.get(DYNAMIC_FIELD)
+    extra = [name for name in unknown if name != DYNAMIC_FIELD]
+    for name in extra:
+        _check_dynamic_key(name)
+    if meta is not None:
+        meta = _check_meta(schema, meta)
+    if not extra:
+        return meta if meta is not None else pa.nulls(n, type=pa.string())
+    for name in extra:
+        _check_json_friendly(name, columns[name])
+    struct = pa.StructArray.from_arrays([columns[name] for name in extra], names=extra)
+    table = pa.table(
+        {
+            "i": pa.array(np.arange(n, dtype=np.int64)),
+            "m": meta if meta is not None else pa.nulls(n, type=pa.string()),
+            "s": struct,
+        }
+    )
+    con = _duck()
+    con.register("_elanus_dyn", table)
+    try:
+        out = con.sql(
+            "SELECT json_merge_patch(coalesce(m, '{}'), to_json(s))::VARCHAR AS m "
+            "FROM _elanus_dyn ORDER BY i"
+        ).to_arrow_table()
+    finally:
+        con.unregister("_elanus_dyn")
+    return single_array(out.column(0)).cast(pa.string())
+
+
+def _check_meta(schema: Schema, meta: pa.Array) -> pa.Array:
+    t = meta.type
+    if pa.types.is_null(t):
+        return pa.nulls(len(meta), type=pa.string())
+    if not (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)):
+        raise mismatch(
+            f"the dynamic field column {DYNAMIC_FIELD!r} takes JSON object text (strings), "
+            f"got Arrow type {t}"
+        )
+    if t != pa.string():
+        meta = meta.cast(pa.string())
+    bad = first_invalid_json(meta)
+    if bad is not None:
+        raise invalid(
+            f"{DYNAMIC_FIELD!r}: the value at row {bad} is not valid JSON text: "
+            f"{preview(meta[bad].as_py())}"
+        )
+    static = [f.name for f in schema.fields]
+    taken = [*static, *RESERVED_NAMES, ""]
+    table = pa.table({"i": pa.array(np.arange(len(meta), dtype=np.int64)), "m": meta})
+    con = _duck()
+    con.register("_elanus_meta", table)
+    try:
+        not_object, clash = con.execute(
+            "SELECT min(i) FILTER (WHERE json_type(m) <> 'OBJECT'), "
+            "min(i) FILTER (WHERE json_type(m) = 'OBJECT' AND list_has_any(json_keys(m), ?)) "
+            "FROM _elanus_meta WHERE m IS NOT NULL",
+            [taken],
+        ).fetchall()[0]
+    finally:
+        con.unregister("_elanus_meta")
+    if not_object is not None:
+        raise invalid(
+            f"{DYNAMIC_FIELD!r}: the value at row {not_object} is not a JSON object: "
+            f"{preview(meta[not_object].as_py())}"
+        )
+    if clash is not None:
+        keys = json.loads(meta[clash].as_py())
+        for key in keys:
+            _check_dynamic_key(key, f"{DYNAMIC_FIELD!r}: the value at row {clash} has key")
+        names = sorted(set(keys) & set(static))
+        raise invalid(
+            f"{DYNAMIC_FIELD!r}: the value at row {clash} has key {names[0]!r}, which is a field "
+            "of the collection schema (dynamic keys cannot repeat schema fields)"
+        )
+    return meta
+
+
+def _check_dynamic_key(key: str, where: str = "insert data has a dynamic field named") -> None:
+    """Milvus refuses ``$meta`` as a dynamic key; Elanus also keeps the names of its own
+    columns (``_ts``...) and the empty name out, so no stored key can shadow them."""
+    if key == "":
+        raise invalid(f"{where} '' (empty): a dynamic field needs a name")
+    if key in RESERVED_NAMES:
+        raise invalid(
+            f"{where} {key!r}, which is reserved; dynamic fields cannot be named "
+            f"{', '.join(repr(n) for n in sorted(RESERVED_NAMES))}"
+        )
+
+
+def _check_json_friendly(name: str, arr: pa.Array, path: str = "") -> None:
+    """Dynamic columns become JSON: only JSON-like types, and no NaN/infinity."""
+    t = arr.type
+    where = f"dynamic field {name!r}{path}"
+    if pa.types.is_dictionary(t):
+        return _check_json_friendly(name, arr.dictionary_decode(), path)
+    if (
+        pa.types.is_null(t)
+        or pa.types.is_boolean(t)
+        or pa.types.is_integer(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_string_view(t)
+    ):
+        return None
+    if pa.types.is_floating(t):
+        values = arr.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+        if arr.null_count:
+            values = values[~arr.is_null().to_numpy(zero_copy_only=False)]
+        finite = np.isfinite(values)
+        if not finite.all():
+            bad = values[int(np.argmin(finite))].item()
+            raise invalid(f"{where} contains {bad!r}, which JSON cannot hold")
+        return None
+    if (
+        pa.types.is_list(t)
+        or pa.types.is_large_list(t)
+        or pa.types.is_fixed_size_list(t)
+        or pa.types.is_list_view(t)
+        or pa.types.is_large_list_view(t)
+    ):
+        return _check_json_friendly(name, pc.list_flatten(arr), path + "[]")
+    if pa.types.is_struct(t):
+        for i in range(t.num_fields):
+            sub = pc.struct_field(arr, [i])
+            _check_json_friendly(name, sub, f"{path}.{t.field(i).name}")
+        return None
+    raise mismatch(f"{where} has Arrow type {t}, which cannot be stored as JSON")
+
+
+_DUCK_LOCK = threading.Lock()
+
+
+_DUCK_DB: duckdb.DuckDBPyConnection | None = None
+
+
+_CURSORS: dict[int, duckdb.DuckDBPyConnection] = {}
+"""OS thread id -> its cursor (not a ``threading.local``: Flight handler threads get a new
+Python thread state per call, which would make a cursor per call)."""
+
+
+_LENIENT = r"(?i)nan|inf|,\s*[\]}]"
+
+
+def _duck() -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection for this thread (one shared in-memory database)."""
+    global _DUCK_DB
+    ident = threading.get_ident()
+    con = _CURSORS.get(ident)
+    if con is None:
+        with _DUCK_LOCK:
+            if _DUCK_DB is None:
+                _DUCK_DB = duckdb.connect(":memory:")
+            con = _DUCK_DB.cursor()
+            if len(_CURSORS) >= 1024:  # threads come and go: forget the gone ones
+                _CURSORS.clear()
+            _CURSORS[ident] = con
+    return con
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def first_invalid_json(arr: pa.Array) -> int | None:
+    """Index of the first non-null value of a string array that is not strict JSON text."""
+    n = len(arr)
+    if n == 0 or arr.null_count == n:
+        return None
+    table = pa.table({"i": pa.array(np.arange(n, dtype=np.int64)), "j": arr})
+    con = _duck()
+    con.register("_elanus_json", table)
+    try:
+        row = con.execute(
+            "SELECT min(i) FROM _elanus_json WHERE j IS NOT NULL AND NOT json_valid(j)"
+        ).fetchall()[0]
+    finally:
+        con.unregister("_elanus_json")
+    bad = None if row is None or row[0] is None else int(row[0])
+    suspects = pc.match_substring_regex(arr, _LENIENT).fill_null(False)
+    if pc.any(suspects).as_py():
+        for i in np.flatnonzero(suspects.to_numpy(zero_copy_only=False)):
+            if bad is not None and i >= bad:
+                break
+            try:
+                json.loads(arr[int(i)].as_py(), parse_constant=_reject_constant)
+            except ValueError:
+                return int(i)
+    return bad

@@ -1,0 +1,48 @@
+"""Repository rules that are about the code's shape, not its behaviour: no module over 600
+lines, and every module of ``elanus/`` is classified by the layering contracts (so a new
+shared module cannot slip past the "no I/O" and "no role package" checks)."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MAX_LINES = 600
+CONFIG = tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def _package_dirs() -> list[Path]:
+    return [ROOT / d for d in CONFIG["tool"]["setuptools"]["package-dir"].values()]
+
+
+def _contract(name_start: str) -> dict:
+    (found,) = [
+        c for c in CONFIG["tool"]["importlinter"]["contracts"] if c["name"].startswith(name_start)
+    ]
+    return found
+
+
+def test_no_module_over_600_lines() -> None:
+    too_long = {
+        str(path.relative_to(ROOT)): n
+        for directory in _package_dirs()
+        for path in sorted(directory.rglob("*.py"))
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
+    assert too_long == {}, f"modules over {MAX_LINES} lines: split them along a seam"
+
+
+def test_every_shared_module_is_under_the_contracts() -> None:
+    """The shared modules' contract lists every module (or sub-package) of ``elanus/``;
+    the pure ones are those not named as doing local-file I/O."""
+    shared_dir = ROOT / CONFIG["tool"]["setuptools"]["package-dir"]["elanus"]
+    present = {
+        f"elanus.{p.stem if p.is_file() else p.name}"
+        for p in shared_dir.iterdir()
+        if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").is_file()
+    }
+    shared = set(_contract("Shared modules of elanus/")["source_modules"])
+    pure = set(_contract("Pure shared modules do no I/O")["source_modules"])
+    assert shared == present
+    assert shared - pure == {"elanus.settings", "elanus.importroots", "elanus.filereaders"}
