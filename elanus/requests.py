@@ -312,11 +312,11 @@ def _container_checker(kind: type, item: Checker | None) -> Checker:
             raise invalid(f"{what}: {label} must be {word}")
         if item is None:
             return value
-        items = enumerate(value) if kind is builtins.list else value.items()
-        if exact is not None and all(type(v) is exact for _, v in items):
+        got: Any = value
+        listed = kind is builtins.list
+        if exact is not None and all(type(v) is exact for v in (got if listed else got.values())):
             return value
-        items = enumerate(value) if kind is builtins.list else value.items()
-        for k, v in items:
+        for k, v in enumerate(got) if listed else got.items():
             item(what, f"{label}[{k!r}]", v)
         return value
 
