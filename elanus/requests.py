@@ -1,7 +1,9 @@
-"""Reading JSON request bodies with errors that name the offending key.
+"""Reading request bodies with errors that name the offending key.
 
-Shared by the proxy (static checks on client requests) and the coord (re-checks on the
-requests it receives), so both reject the same things with the same words.
+Shared by the proxy (static checks on client requests) and the roles (checks on the
+requests they receive), so both reject the same things with the same words. ``Body`` reads
+a dict key by key; a ``@request`` dataclass declares the whole schema, and ``decode``
+checks a body against it once, where the body arrives (``Role.serve``).
 """
 
 from __future__ import annotations
@@ -144,6 +146,7 @@ def request(what: builtins.str) -> Callable[[type[R]], type[R]]:
 
 
 def is_request(tp: Any) -> builtins.bool:
+    """Whether ``tp`` can be decoded into: a ``@request`` (or any) dataclass."""
     return isinstance(tp, type) and dataclasses.is_dataclass(tp)
 
 
@@ -168,10 +171,9 @@ def decode(cls: type[R], raw: Any, what: builtins.str | None = None) -> R:
         elif check is not None:
             value = check(what, label, value)
         values[name] = value
-    if len(raw) > len(values) or not plan.names.issuperset(raw):
+    if not plan.names.issuperset(raw):
         unknown = sorted(set(raw) - plan.names)
-        if unknown:
-            raise invalid(f"{what}: unknown key(s) {', '.join(map(repr, unknown))}")
+        raise invalid(f"{what}: unknown key(s) {', '.join(map(repr, unknown))}")
     return cls(**values)
 
 

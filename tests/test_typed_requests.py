@@ -156,7 +156,7 @@ def test_the_same_body_gets_the_same_words_from_body_and_decode() -> None:
         assert refused(ClaimIndexTasks, raw) == old.value.message
 
 
-def test_bad_annotations_fail_when_served_not_when_called() -> None:
+def test_bad_annotations_are_refused_as_programming_errors() -> None:
     @request("odd")
     class Odd:
         both: int | str
