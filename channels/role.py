@@ -4,12 +4,19 @@ the others only through the bus (NATS) or Arrow Flight, and keeps a session whil
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ClassVar
 
 from elanus.channels.bus import Bus, Handler, Served
 from elanus.channels.sessions import Session, SessionInfo
 from elanus.channels.supervisor import Supervisor
+from elanus.channels.transport import blocking, is_blocking
+from elanus.requests import decode, request_type
 from elanus.settings import Settings
+
+RoleHandler = Callable[[Any], Awaitable[Any]]
+"""A handler as a role declares it: of a raw body (a dict), or of a request type (its first
+parameter annotated with a ``@request`` dataclass), which ``Role.serve`` decodes."""
 
 
 class Role:
@@ -34,7 +41,7 @@ class Role:
     def session_meta(self) -> dict[str, object]:
         return {}
 
-    def handlers(self) -> dict[str, Handler]:
+    def handlers(self) -> Mapping[str, RoleHandler]:
         """Request handlers served at ``address`` by ``serve``."""
         return {}
 
@@ -55,11 +62,13 @@ class Role:
     async def serve(
         self,
         prefix: str | None = None,
-        handlers: dict[str, Handler] | None = None,
+        handlers: Mapping[str, RoleHandler] | None = None,
         queue: str | None = None,
     ) -> None:
-        """Answer requests on ``<prefix>.<method>`` until ``stop``."""
-        served = await self.bus.serve(prefix or self.address, handlers or self.handlers(), queue)
+        """Answer requests on ``<prefix>.<method>`` until ``stop``; a typed handler gets its
+        request checked and decoded here, once, whichever way it arrived."""
+        table = {name: at_edge(fn) for name, fn in (handlers or self.handlers()).items()}
+        served = await self.bus.serve(prefix or self.address, table, queue)
         self._served.append(served)
 
     async def open_data_bus(self) -> Bus:
@@ -78,6 +87,28 @@ class Role:
         if self.data_bus is not None:
             await self.data_bus.close()
             self.data_bus = None
+
+
+def at_edge(fn: RoleHandler) -> Handler:
+    """``fn`` itself for a raw handler; for a typed one, a handler of raw bodies that decodes
+    them (an instance of the request type passes as is) before calling it."""
+    cls = request_type(fn)
+    if cls is None:
+        return fn
+    if is_blocking(fn):
+
+        @blocking
+        def typed_blocking(raw: Any) -> Any:
+            return fn(decode(cls, raw))
+
+        return typed_blocking
+
+    async def typed(raw: Any) -> Any:
+        return await fn(decode(cls, raw))
+
+    typed.__qualname__ = getattr(fn, "__qualname__", typed.__qualname__)
+    typed.__wrapped__ = fn  # type: ignore[attr-defined]
+    return typed
 
 
 async def _quietly(awaitable: Any) -> None:

@@ -11,13 +11,14 @@ import shutil
 from typing import Any
 
 from elanus.channels import subjects
-from elanus.channels.bus import Bus, Handler
+from elanus.channels.bus import Bus
 from elanus.channels.loop import cancel_and_wait
-from elanus.channels.role import Role
+from elanus.channels.role import Role, RoleHandler
 from elanus.errors import ElanusError
 from elanus.index.buildtask import run_build_task
-from elanus.requests import Body
+from elanus.requests import as_dict
 from elanus.settings import Settings
+from elanus.taskrequests import BuildIndex
 
 log = logging.getLogger(__name__)
 REPORT_TIMEOUT_S = 30.0
@@ -38,7 +39,7 @@ class IndexNode(Role):
     def address(self) -> str:
         return f"{subjects.PREFIX}.indexnode.{self.node_id}"
 
-    def handlers(self) -> dict[str, Handler]:
+    def handlers(self) -> dict[str, RoleHandler]:
         return {"build": self.build, "status": self.status}
 
     async def start(self) -> None:
@@ -50,15 +51,8 @@ class IndexNode(Role):
         await super().stop()
         await cancel_and_wait(self._runner)
 
-    async def build(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "build")
-        for key in ("build_id", "version", "segment_id", "partition_id", "collection_id"):
-            b.int(key)
-        for key in ("field", "data_path", "out_dir"):
-            b.str(key)
-        b.dict("spec")
-        b.allow(["num_rows"]).done()
-        self.queue.put_nowait(dict(raw))
+    async def build(self, req: BuildIndex) -> dict[str, Any]:
+        self.queue.put_nowait(as_dict(req))
         return {"accepted": True, "queued": self.queue.qsize()}
 
     async def status(self, raw: dict[str, Any]) -> dict[str, Any]:

@@ -20,6 +20,19 @@ from typing import TYPE_CHECKING, Any
 import argon2
 import duckdb
 
+from elanus.authrequests import (
+    CreateRole,
+    CreateUser,
+    DescribeRole,
+    DescribeUser,
+    DropRole,
+    DropUser,
+    Identity,
+    PrivilegeChange,
+    RoleBinding,
+    UpdatePassword,
+    VerifyPassword,
+)
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.privileges import (
     ADMIN_ROLE,
@@ -32,10 +45,9 @@ from elanus.privileges import (
     ObjectType,
     check_privilege,
 )
-from elanus.requests import Body
 
 if TYPE_CHECKING:
-    from elanus.channels.bus import Handler
+    from elanus.channels.role import RoleHandler
     from elanus.meta.coord import Coordinator
 
 log = logging.getLogger(__name__)
@@ -94,7 +106,7 @@ class AuthCoord:
         self.coord = coord
         self.secret = ""
 
-    def handlers(self) -> dict[str, Handler]:
+    def handlers(self) -> dict[str, RoleHandler]:
         return {
             "auth.secret": self.get_secret,
             "auth.verify": self.verify,
@@ -133,10 +145,8 @@ class AuthCoord:
     async def get_secret(self, raw: dict[str, Any]) -> dict[str, Any]:
         return {"secret": self.secret}
 
-    async def verify(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "auth.verify")
-        user, password = b.str("user"), b.str("password")
-        b.done()
+    async def verify(self, req: VerifyPassword) -> dict[str, Any]:
+        user, password = req.user, req.password
         row = await self._db(_user_row, user)
         refused = ElanusError(ErrorCode.UNAUTHENTICATED, "wrong user name or password")
         if row is None:
@@ -151,38 +161,29 @@ class AuthCoord:
             raise refused from None
         return await self._db(_identity, user)
 
-    async def identity(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "auth.identity")
-        user = b.str("user")
-        b.done()
-        return await self._db(_identity, user)
+    async def identity(self, req: Identity) -> dict[str, Any]:
+        return await self._db(_identity, req.user)
 
     # -- users ------------------------------------------------------------------------------
-    async def create_user(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "auth.user.create")
-        user, password = check_user_name(b.str("user")), check_password(b.str("password"))
-        b.done()
+    async def create_user(self, req: CreateUser) -> dict[str, Any]:
+        user, password = check_user_name(req.user), check_password(req.password)
         hashed = await asyncio.to_thread(_HASHER.hash, password)
         await self._db(_create_user, user, hashed)
         return {"user": user}
 
-    async def drop_user(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "auth.user.drop")
-        user = b.str("user")
-        b.done()
+    async def drop_user(self, req: DropUser) -> dict[str, Any]:
+        user = req.user
         if user == ROOT_USER:
             raise invalid("the root user cannot be dropped")
         await self._db(_drop_user, user)
         await self._changed(user)
         return {"user": user}
 
-    async def update_password(self, raw: dict[str, Any]) -> dict[str, Any]:
+    async def update_password(self, req: UpdatePassword) -> dict[str, Any]:
         """A new password for ``user``; ``old_password`` must match unless the caller may
         manage users (the proxy decides and says so with ``reset``)."""
-        b = Body(raw, "auth.user.password")
-        user, new = b.str("user"), check_password(b.str("new_password"))
-        old, reset = b.str("old_password", None), b.bool("reset", False)
-        b.done()
+        user, new = req.user, check_password(req.new_password)
+        old, reset = req.old_password, req.reset
         row = await self._db(_user_row, user)
         if row is None:
             raise ElanusError(ErrorCode.USER_NOT_FOUND, f"user {user!r} does not exist")
@@ -201,25 +202,18 @@ class AuthCoord:
     async def list_users(self, raw: dict[str, Any]) -> dict[str, Any]:
         return {"users": await self._db(_list, "SELECT name FROM users ORDER BY name")}
 
-    async def describe_user(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "auth.user.describe")
-        user = b.str("user")
-        b.done()
-        identity = await self._db(_identity, user)
-        return {"user_name": user, "roles": identity["roles"]}
+    async def describe_user(self, req: DescribeUser) -> dict[str, Any]:
+        identity = await self._db(_identity, req.user)
+        return {"user_name": req.user, "roles": identity["roles"]}
 
     # -- roles ------------------------------------------------------------------------------
-    async def create_role(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "auth.role.create")
-        role = check_user_name(b.str("role"), "role")
-        b.done()
+    async def create_role(self, req: CreateRole) -> dict[str, Any]:
+        role = check_user_name(req.role, "role")
         await self._db(_create_role, role)
         return {"role": role}
 
-    async def drop_role(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "auth.role.drop")
-        role, force = b.str("role"), b.bool("force_drop", False)
-        b.done()
+    async def drop_role(self, req: DropRole) -> dict[str, Any]:
+        role, force = req.role, req.force_drop
         if role in BUILTIN_ROLES:
             raise invalid(f"the built-in role {role!r} cannot be dropped")
         await self._db(_drop_role, role, force)
@@ -229,41 +223,32 @@ class AuthCoord:
     async def list_roles(self, raw: dict[str, Any]) -> dict[str, Any]:
         return {"roles": await self._db(_list, "SELECT name FROM roles ORDER BY name")}
 
-    async def describe_role(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "auth.role.describe")
-        role = b.str("role")
-        b.done()
-        return {"role": role, "privileges": await self._db(_role_grants, role)}
+    async def describe_role(self, req: DescribeRole) -> dict[str, Any]:
+        return {"role": req.role, "privileges": await self._db(_role_grants, req.role)}
 
-    async def grant_role(self, raw: dict[str, Any]) -> dict[str, Any]:
-        return await self._bind(raw, True)
+    async def grant_role(self, req: RoleBinding) -> dict[str, Any]:
+        return await self._bind(req, True)
 
-    async def revoke_role(self, raw: dict[str, Any]) -> dict[str, Any]:
-        return await self._bind(raw, False)
+    async def revoke_role(self, req: RoleBinding) -> dict[str, Any]:
+        return await self._bind(req, False)
 
-    async def _bind(self, raw: dict[str, Any], add: bool) -> dict[str, Any]:
-        b = Body(raw, "auth.role.bind")
-        user, role = b.str("user"), b.str("role")
-        b.done()
+    async def _bind(self, req: RoleBinding, add: bool) -> dict[str, Any]:
+        user, role = req.user, req.role
         if not add and user == ROOT_USER and role == ADMIN_ROLE:
             raise invalid("the root user keeps the admin role")
         await self._db(_bind_role, user, role, add)
         await self._changed(user)
         return {"user": user, "role": role}
 
-    async def grant_privilege(self, raw: dict[str, Any]) -> dict[str, Any]:
-        return await self._grant(raw, True)
+    async def grant_privilege(self, req: PrivilegeChange) -> dict[str, Any]:
+        return await self._grant(req, True)
 
-    async def revoke_privilege(self, raw: dict[str, Any]) -> dict[str, Any]:
-        return await self._grant(raw, False)
+    async def revoke_privilege(self, req: PrivilegeChange) -> dict[str, Any]:
+        return await self._grant(req, False)
 
-    async def _grant(self, raw: dict[str, Any], add: bool) -> dict[str, Any]:
-        b = Body(raw, "auth.privilege")
-        role, grantor = b.str("role"), b.str("grantor", "")
-        grant = check_grant(
-            b.str("object_type"), b.str("object_name"), b.str("db_name"), b.str("privilege")
-        )
-        b.done()
+    async def _grant(self, req: PrivilegeChange, add: bool) -> dict[str, Any]:
+        role, grantor = req.role, req.grantor
+        grant = check_grant(req.object_type, req.object_name, req.db_name, req.privilege)
         if role == ADMIN_ROLE:
             raise invalid("the admin role holds every privilege; its grants cannot change")
         await self._db(_change_grant, role, grant, grantor, add)

@@ -19,13 +19,18 @@ from typing import TYPE_CHECKING, Any
 
 from elanus import tsutil
 from elanus.channels.loop import Periodic
+from elanus.coordrequests import (
+    CompactionDone,
+    CompactionFailed,
+    GetCompactionState,
+    TriggerCompaction,
+)
 from elanus.errors import ElanusError, ErrorCode
 from elanus.meta.segmentmeta import Segment
-from elanus.requests import Body
 from elanus.states import COMPACTION_OPEN, CompactionState, SegmentState
 
 if TYPE_CHECKING:
-    from elanus.channels.bus import Handler
+    from elanus.channels.role import RoleHandler
     from elanus.meta.coord import Coordinator
 
 log = logging.getLogger(__name__)
@@ -79,7 +84,7 @@ class CompactionManager:
         self.known: set[int] = set()
         """Compaction ids handed out (a manual one may have no plan: nothing to merge)."""
 
-    def handlers(self) -> dict[str, Handler]:
+    def handlers(self) -> dict[str, RoleHandler]:
         return {
             "compaction.trigger": self.trigger,
             "compaction.state": self.state,
@@ -178,18 +183,13 @@ class CompactionManager:
         return out
 
     # -- handlers ---------------------------------------------------------------------------
-    async def trigger(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "compaction.trigger")
-        cid = b.int("collection_id")
-        b.done()
-        compaction_id = self.plan(cid, manual=True)
+    async def trigger(self, req: TriggerCompaction) -> dict[str, Any]:
+        compaction_id = self.plan(req.collection_id, manual=True)
         plans = [p for p in self.plans.values() if p.compaction_id == compaction_id]
         return {"compaction_id": compaction_id, "plans": len(plans)}
 
-    async def state(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "compaction.state")
-        compaction_id = b.int("compaction_id")
-        b.done()
+    async def state(self, req: GetCompactionState) -> dict[str, Any]:
+        compaction_id = req.compaction_id
         if compaction_id not in self.known:
             raise ElanusError(
                 ErrorCode.COMPACTION_NOT_FOUND,
@@ -208,24 +208,17 @@ class CompactionManager:
             reply["reason"] = reasons[0]
         return reply
 
-    async def fail(self, raw: dict[str, Any]) -> dict[str, Any]:
+    async def fail(self, req: CompactionFailed) -> dict[str, Any]:
         """The datanode could not run a plan: the compaction fails with its reason (the
         sources stay; the next round may plan them again)."""
-        b = Body(raw, "compaction.fail")
-        plan_id, reason = b.int("plan_id"), b.str("reason")
-        b.allow(["node_id"]).done()
-        plan = self.plans.get(plan_id)
+        plan = self.plans.get(req.plan_id)
         if plan is not None and plan.state in COMPACTION_OPEN:
-            plan.fail(reason)
+            plan.fail(req.reason)
         return {}
 
-    async def done(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "compaction.done")
-        plan_id = b.int("plan_id")
-        num_rows = b.int("num_rows", lo=0)
-        path = b.str("path", None)
-        min_ts, max_ts = b.int("min_ts", None), b.int("max_ts", None)
-        b.allow(["node_id", "vchannel", "target_segment_id"]).done()
+    async def done(self, req: CompactionDone) -> dict[str, Any]:
+        plan_id, num_rows, path = req.plan_id, req.num_rows, req.path
+        min_ts, max_ts = req.min_ts, req.max_ts
         plan = self.plans.get(plan_id)
         if plan is None or plan.state not in COMPACTION_OPEN:
             # Planned before a coord restart, or given up: the sources stay, and garbage

@@ -14,10 +14,10 @@ import time
 from typing import Any
 
 from elanus.channels import subjects
-from elanus.channels.bus import Bus, Handler
+from elanus.channels.bus import Bus
 from elanus.channels.dml import ensure_streams
 from elanus.channels.loop import Periodic
-from elanus.channels.role import Role
+from elanus.channels.role import Role, RoleHandler
 from elanus.channels.sessions import SessionInfo, SessionWatcher
 from elanus.meta.auth import AuthCoord
 from elanus.meta.catalog import Catalog, pchannel_name
@@ -66,8 +66,8 @@ class Coordinator(Role):
     def address(self) -> str:
         return subjects.COORD
 
-    def handlers(self) -> dict[str, Handler]:
-        handlers: dict[str, Handler] = {
+    def handlers(self) -> dict[str, RoleHandler]:
+        handlers: dict[str, RoleHandler] = {
             "health": self.health,
             "session.list": self.list_sessions,
         }

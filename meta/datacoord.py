@@ -20,15 +20,23 @@ from elanus import tsutil
 from elanus.channels import subjects
 from elanus.channels.dml import pchannel_of, stream_name
 from elanus.channels.loop import Periodic
+from elanus.coordrequests import (
+    AssignSegment,
+    ChannelFailed,
+    DatanodeTick,
+    Flush,
+    FlushState,
+    SegmentFlushed,
+    SegmentInfo,
+)
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.meta import segmentmeta
 from elanus.meta.segmentmeta import Segment
-from elanus.requests import Body
 from elanus.schema import Schema
 from elanus.states import SegmentState
 
 if TYPE_CHECKING:
-    from elanus.channels.bus import Handler
+    from elanus.channels.role import RoleHandler
     from elanus.meta.coord import Coordinator
 
 log = logging.getLogger(__name__)
@@ -70,7 +78,7 @@ class DataCoord:
         self.channel_failures: dict[str, str] = {}
         """vchannel -> why its datanode task died, until the channel is watched again."""
 
-    def handlers(self) -> dict[str, Handler]:
+    def handlers(self) -> dict[str, RoleHandler]:
         return {
             "segment.assign": self.assign,
             "segment.info": self.segment_info,
@@ -151,14 +159,9 @@ class DataCoord:
         return [s for s in self.segments.values() if s.collection_id == collection_id]
 
     # -- assignment -------------------------------------------------------------------------
-    async def assign(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "segment.assign")
-        cid = b.int("collection_id")
-        pid = b.int("partition_id")
-        vchannel = b.str("vchannel")
-        rows = b.int("rows", lo=1, hi=100_000_000)
-        proxy_id = b.str("proxy_id", "")
-        b.done()
+    async def assign(self, req: AssignSegment) -> dict[str, Any]:
+        cid, pid, vchannel = req.collection_id, req.partition_id, req.vchannel
+        rows, proxy_id = req.rows, req.proxy_id
         schema = await self._schema(cid)
         async with self._lock:
             grants, changed, full = [], [], []
@@ -260,10 +263,8 @@ class DataCoord:
             async with self._lock:
                 await self.seal(idle)
 
-    async def flush(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "flush")
-        cid = b.int("collection_id")
-        b.done()
+    async def flush(self, req: Flush) -> dict[str, Any]:
+        cid = req.collection_id
         async with self._lock:
             growing = [s for s in self.of_collection(cid) if s.state is SegmentState.GROWING]
             flush_ts = await self.seal(growing) if growing else self.coord.tso.alloc()
@@ -274,10 +275,8 @@ class DataCoord:
         ]
         return {"segment_ids": pending, "flush_ts": flush_ts}
 
-    async def flush_state(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "flush.state")
-        ids = b.list("segment_ids")
-        b.allow(["collection_id", "flush_ts"]).done()
+    async def flush_state(self, req: FlushState) -> dict[str, Any]:
+        ids = req.segment_ids
         self._check_channels(ids)
         done = [
             i
@@ -286,11 +285,11 @@ class DataCoord:
         ]
         return {"flushed": len(done) == len(ids), "done": len(done), "total": len(ids)}
 
-    def _check_channels(self, segment_ids: list[Any]) -> None:
+    def _check_channels(self, segment_ids: list[int]) -> None:
         """A flush waiting on a channel whose datanode task died fails, naming it, instead
         of waiting for a report that cannot come (until the channel is watched again)."""
         for sid in segment_ids:
-            seg = self.segments.get(sid) if isinstance(sid, int) else None
+            seg = self.segments.get(sid)
             if seg is None or seg.state is SegmentState.FLUSHED:
                 continue
             reason = self.channel_failures.get(seg.vchannel)
@@ -301,23 +300,17 @@ class DataCoord:
                     f"{seg.vchannel} failed ({reason}); it is being restarted, flush again",
                 )
 
-    async def channel_failed(self, raw: dict[str, Any]) -> dict[str, Any]:
+    async def channel_failed(self, req: ChannelFailed) -> dict[str, Any]:
         """A datanode's task of a vchannel died: flushes waiting on it fail, and the
         channel is watched again from its checkpoint (after a backoff)."""
-        b = Body(raw, "datanode.channel_failed")
-        vchannel, reason = b.str("vchannel"), b.str("reason")
-        b.allow(["node_id"]).done()
-        log.error("datanode %s: channel %s failed: %s", raw.get("node_id"), vchannel, reason)
+        vchannel, reason = req.vchannel, req.reason
+        log.error("datanode %s: channel %s failed: %s", req.node_id, vchannel, reason)
         self.channel_failures[vchannel] = reason
         await self.coord.channels.restart(vchannel)
         return {}
 
-    async def segment_info(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "segment.info")
-        ids = b.list("segment_ids", None)
-        cid = b.int("collection_id", None)
-        include_dropped = b.bool("include_dropped", False)
-        b.done()
+    async def segment_info(self, req: SegmentInfo) -> dict[str, Any]:
+        ids, cid, include_dropped = req.segment_ids, req.collection_id, req.include_dropped
         if ids is None and cid is None:
             raise invalid("segment.info needs 'segment_ids' or 'collection_id'")
         if ids is not None:
@@ -340,17 +333,13 @@ class DataCoord:
         return {"segments": [s.to_dict() for s in live.values()]}
 
     # -- datanode reports -------------------------------------------------------------------
-    async def datanode_tt(self, raw: dict[str, Any]) -> dict[str, Any]:
+    async def datanode_tt(self, req: DatanodeTick) -> dict[str, Any]:
         """A datanode consumed its channel up to ``ts``: checkpoint it, hand out flushes."""
-        b = Body(raw, "datanode.tt")
-        vchannel, ts = b.str("vchannel"), b.int("ts")
-        checkpoint = b.dict("checkpoint", None)
-        data_seq = b.int("data_seq", None)
-        b.allow(["node_id"]).done()
+        vchannel, ts, checkpoint = req.vchannel, req.ts, req.checkpoint
         self.channel_ticks[vchannel] = max(ts, self.channel_ticks.get(vchannel, 0))
         if checkpoint is not None:
             seq, cp_ts = int(checkpoint["seq"]), int(checkpoint["ts"])
-            await self._checkpoint(vchannel, seq, cp_ts, data_seq)
+            await self._checkpoint(vchannel, seq, cp_ts, req.data_seq)
         ready = [
             s
             for s in self.segments.values()
@@ -391,15 +380,8 @@ class DataCoord:
         await self.coord.db.run(segmentmeta.save_checkpoint, vchannel, seq, ts)
         self.saved_checkpoints[vchannel] = current
 
-    async def segment_flushed(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "segment.flushed")
-        sid = b.int("segment_id")
-        num_rows = b.int("num_rows", lo=0)
-        path = b.str("path", None)
-        min_ts, max_ts = b.int("min_ts", None), b.int("max_ts", None)
-        start_seq = b.int("start_seq", None)
-        checkpoint = b.dict("checkpoint", None)
-        b.allow(["node_id", "vchannel"]).done()
+    async def segment_flushed(self, req: SegmentFlushed) -> dict[str, Any]:
+        sid, num_rows, checkpoint = req.segment_id, req.num_rows, req.checkpoint
         seg = self.segments.get(sid)
         if seg is None:
             # Dropped meanwhile (its partition or collection went): nothing to record, and
@@ -408,8 +390,8 @@ class DataCoord:
             return {"ignored": True}
         if seg.state is SegmentState.FLUSHED:
             return {}  # a repeated report (the coord restarted and asked again)
-        seg.num_rows, seg.path = num_rows, path
-        seg.min_ts, seg.max_ts, seg.start_seq = min_ts, max_ts, start_seq
+        seg.num_rows, seg.path = num_rows, req.path
+        seg.min_ts, seg.max_ts, seg.start_seq = req.min_ts, req.max_ts, req.start_seq
         seg.flushed_ts = self.coord.tso.alloc()
         if num_rows == 0:
             seg.state, seg.dropped_ts = SegmentState.DROPPED, seg.flushed_ts

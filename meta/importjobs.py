@@ -55,9 +55,21 @@ from elanus.meta.segmentmeta import Segment
 from elanus.requests import Body
 from elanus.schema import Schema
 from elanus.states import IMPORT_FINAL, ImportJobState, SegmentState
+from elanus.taskrequests import (
+    AbortWrite,
+    CommitImport,
+    CreateImport,
+    ExecutorCall,
+    FailImport,
+    FinishImport,
+    ImportProgress,
+    ImportState,
+    ListImports,
+    PrepareImport,
+)
 
 if TYPE_CHECKING:
-    from elanus.channels.bus import Handler
+    from elanus.channels.role import RoleHandler
     from elanus.meta.coord import Coordinator
 
 log = logging.getLogger(__name__)
@@ -70,7 +82,7 @@ class ImportManager:
         self._tasks: set[asyncio.Task[None]] = set()
         self._lock = asyncio.Lock()  # job state changes one at a time
 
-    def handlers(self) -> dict[str, Handler]:
+    def handlers(self) -> dict[str, RoleHandler]:
         return {
             "import.create": self.create,
             "import.state": self.state,
@@ -116,18 +128,11 @@ class ImportManager:
         task.add_done_callback(self._tasks.discard)
 
     # -- client-facing handlers -------------------------------------------------------------
-    async def create(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "import.create")
-        cid = b.int("collection_id")
-        db, name = b.str("db", ""), b.str("collection", "")
-        pid = b.int("partition_id")
-        units = b.list("units")
-        options = b.dict("options", {})
-        write_id = b.str("write_id", None)
-        b.done()
+    async def create(self, req: CreateImport) -> dict[str, Any]:
+        cid, pid, write_id, options = req.collection_id, req.partition_id, req.write_id, req.options
         info = await self.coord.root.describe_by_id(cid)
         partitions = {int(p["partition_id"]) for p in info.get("partitions", [])}
-        checked = [check_unit(u, pid, partitions) for u in units]
+        checked = [check_unit(u, pid, partitions) for u in req.units]
         if write_id is not None:
             layout.check_write_id(write_id)
             existing = self._by_write_id(write_id)
@@ -143,8 +148,8 @@ class ImportManager:
         job = ImportJob(
             job_id=self.coord.ids.alloc(),
             collection_id=cid,
-            db=db,
-            collection=name or info.get("name", ""),
+            db=req.db,
+            collection=req.collection or info.get("name", ""),
             partition_id=pid,
             write_id=write_id,
             units=checked,
@@ -180,23 +185,16 @@ class ImportManager:
             raise ElanusError(ErrorCode.IMPORT_JOB_NOT_FOUND, f"import job {job_id} does not exist")
         return job
 
-    async def state(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "import.state")
-        job_id = b.int("job_id")
-        b.done()
-        return self._job(job_id).view()
+    async def state(self, req: ImportState) -> dict[str, Any]:
+        return self._job(req.job_id).view()
 
-    async def list_jobs(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "import.list")
-        cid = b.int("collection_id", None)
-        b.done()
+    async def list_jobs(self, req: ListImports) -> dict[str, Any]:
+        cid = req.collection_id
         jobs = [j for j in self.jobs.values() if cid is None or j.collection_id == cid]
         return {"jobs": [j.view() for j in sorted(jobs, key=lambda j: j.job_id)]}
 
-    async def abort_write(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "import.abort_write")
-        write_id = layout.check_write_id(b.str("write_id"))
-        b.done()
+    async def abort_write(self, req: AbortWrite) -> dict[str, Any]:
+        write_id = layout.check_write_id(req.write_id)
         job = self._by_write_id(write_id)
         if job is not None and job.state == ImportJobState.COMPLETED:
             raise invalid(f"write {write_id!r} is already committed (import job {job.job_id})")
@@ -322,9 +320,8 @@ class ImportManager:
             job.node_id = None  # the next round tries again
 
     # -- executor callbacks -----------------------------------------------------------------
-    def _executing(self, b: Body) -> ImportJob:
-        job = self._job(b.int("job_id"))
-        node = b.str("node_id")
+    def _executing(self, req: ExecutorCall) -> ImportJob:
+        job, node = self._job(req.job_id), req.node_id
         if job.state == ImportJobState.FAILED:
             raise ElanusError(
                 ErrorCode.INVALID_ARGUMENT, f"import job {job.job_id} failed: {job.reason}"
@@ -336,31 +333,23 @@ class ImportManager:
             )
         return job
 
-    async def progress(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "import.progress")
-        job = self._executing(b)
-        progress = b.float("progress")
-        stage = b.str("stage", "")
-        b.done()
+    async def progress(self, req: ImportProgress) -> dict[str, Any]:
+        job = self._executing(req)
         if job.state == ImportJobState.IMPORTING:
-            job.progress = max(job.progress, min(progress, 0.99))
-            job.stage = stage or job.stage
+            job.progress = max(job.progress, min(req.progress, 0.99))
+            job.stage = req.stage or job.stage
         return {}
 
-    async def prepare(self, raw: dict[str, Any]) -> dict[str, Any]:
+    async def prepare(self, req: PrepareImport) -> dict[str, Any]:
         """Allocate the job's segments (Importing) for the executor's row plan."""
-        b = Body(raw, "import.prepare")
-        job = self._executing(b)
-        plan = b.list("segments")
-        max_rows = b.int("max_rows", lo=1)
-        b.done()
+        job, max_rows = self._executing(req), req.max_rows
         if job.commit_ts is not None or job.segment_ids:
             raise invalid(f"import job {job.job_id} already has its segments")
         info = await self.coord.root.describe_by_id(job.collection_id)
         vchannels = set(info["vchannels"])
         storage = self.coord.settings.storage_path
         segs = []
-        for entry in plan:
+        for entry in req.segments:
             eb = Body(entry, "import.prepare segment")
             vchannel, pid = eb.str("vchannel"), eb.int("partition_id")
             rows = eb.int("rows", lo=1, hi=max_rows)
@@ -398,11 +387,9 @@ class ImportManager:
             )
         return [s for s in segs if s is not None]
 
-    async def commit(self, raw: dict[str, Any]) -> dict[str, Any]:
+    async def commit(self, req: CommitImport) -> dict[str, Any]:
         """The point of no return: the import timestamp, and the messages that carry it."""
-        b = Body(raw, "import.commit")
-        job = self._executing(b)
-        b.done()
+        job = self._executing(req)
         if job.state != ImportJobState.IMPORTING:
             raise invalid(f"import job {job.job_id} is {job.state}, not Importing")
         try:
@@ -490,11 +477,9 @@ class ImportManager:
         await self._publisher().publish(sends, f"import job {job.job_id}")
         job.published = True
 
-    async def finish(self, raw: dict[str, Any]) -> dict[str, Any]:
+    async def finish(self, req: FinishImport) -> dict[str, Any]:
         """The segments have their ``_ts``: Flushed, and the job Completed, in one write."""
-        b = Body(raw, "import.finish")
-        job = self._job(b.int("job_id"))
-        b.allow(["node_id"]).done()
+        job = self._job(req.job_id)
         if job.state == ImportJobState.COMPLETED:
             return {}
         if job.commit_ts is None or job.state != ImportJobState.IMPORTING:
@@ -538,19 +523,14 @@ class ImportManager:
         live = [j for j in self.jobs.values() if j is not but and j.state not in IMPORT_FINAL]
         return uploads_of(self.coord.settings, [u for j in live for u in j.units])
 
-    async def fail(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "import.fail")
-        job = self._job(b.int("job_id"))
-        node = b.str("node_id")
-        reason = b.str("reason")
-        code = b.str("code", ErrorCode.INTERNAL.value)
-        b.done()
-        if job.state in IMPORT_FINAL or job.node_id != node:
+    async def fail(self, req: FailImport) -> dict[str, Any]:
+        job = self._job(req.job_id)
+        if job.state in IMPORT_FINAL or job.node_id != req.node_id:
             return {"ignored": True}
         if job.commit_ts is not None:  # past the point of no return: finish elsewhere
             job.node_id = None
             return {"resumed": True}
-        await self._fail(job, ElanusError(code, reason), node)
+        await self._fail(job, ElanusError(req.code, req.reason), req.node_id)
         return {}
 
     async def _fail(

@@ -25,12 +25,21 @@ from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.indexparams import IndexSpec, make_index_spec
 from elanus.meta import indexmeta
 from elanus.meta.indexmeta import IndexRecord, IndexTask
-from elanus.requests import Body
 from elanus.schema import Schema
 from elanus.states import IndexTaskState, SegmentState
+from elanus.taskrequests import (
+    ClaimIndexTasks,
+    CreateIndex,
+    DescribeIndex,
+    DropIndex,
+    IndexHeartbeat,
+    IndexLoadFailed,
+    IndexReport,
+    ListIndexTasks,
+)
 
 if TYPE_CHECKING:
-    from elanus.channels.bus import Handler
+    from elanus.channels.role import RoleHandler
     from elanus.meta.coord import Coordinator
     from elanus.meta.segmentmeta import Segment
 
@@ -55,7 +64,7 @@ class IndexCoord:
         self._verifying: dict[tuple[int, int], asyncio.Future[str | None]] = {}
         """Reports being verified, by (build id, version): a retry joins the running check."""
 
-    def handlers(self) -> dict[str, Handler]:
+    def handlers(self) -> dict[str, RoleHandler]:
         return {
             "index.create": self.create,
             "index.drop": self.drop,
@@ -146,15 +155,10 @@ class IndexCoord:
         }
 
     # -- create / drop / describe -----------------------------------------------------------
-    async def create(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "index.create")
-        cid = b.int("collection_id")
-        field_name = b.str("field")
-        index_name = b.str("index_name", None) or field_name
-        index_type = b.str("index_type", "AUTOINDEX")
-        metric = b.str("metric_type", None)
-        params = b.dict("params", None) or {}
-        b.done()
+    async def create(self, req: CreateIndex) -> dict[str, Any]:
+        cid, field_name = req.collection_id, req.field
+        index_name = req.index_name or field_name
+        index_type, metric, params = req.index_type, req.metric_type, req.params or {}
         info = await self.coord.root.describe_by_id(cid)
         schema = Schema.from_dict(info["schema"])
         if field_name not in {f.name for f in schema.fields}:
@@ -226,13 +230,10 @@ class IndexCoord:
             if tasks:
                 await self._save(tasks=tasks)
 
-    async def drop(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "index.drop")
-        cid = b.int("collection_id")
-        index_name, field = b.str("index_name", None), b.str("field", None)
-        b.done()
+    async def drop(self, req: DropIndex) -> dict[str, Any]:
+        cid = req.collection_id
         async with self._lock:
-            record = await self._find(cid, index_name, field)
+            record = await self._find(cid, req.index_name, req.field)
             await self._mark_deleted([record])
         self.coord.query.schedule(self.coord.query.on_index_dropped(cid, record.field_name))
         await self._searches_changed("index.drop", await self.coord.root.describe_by_id(cid))
@@ -251,11 +252,8 @@ class IndexCoord:
             t.mark_deleted = True
         await self._save(records, tasks)
 
-    async def describe(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "index.describe")
-        cid = b.int("collection_id")
-        index_name, field = b.str("index_name", None), b.str("field", None)
-        b.done()
+    async def describe(self, req: DescribeIndex) -> dict[str, Any]:
+        cid, index_name, field = req.collection_id, req.index_name, req.field
         records = self.live_indexes(cid)
         if index_name is not None or field is not None:
             records = [await self._find(cid, index_name, field)]
@@ -302,10 +300,8 @@ class IndexCoord:
             ],
         }
 
-    async def list_tasks(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "index.tasks")
-        cid = b.int("collection_id", None)
-        b.done()
+    async def list_tasks(self, req: ListIndexTasks) -> dict[str, Any]:
+        cid = req.collection_id
         return {
             "tasks": [
                 t.to_dict() for t in self.tasks.values() if cid is None or t.collection_id == cid
@@ -381,15 +377,10 @@ class IndexCoord:
                     t.state, t.node_id = IndexTaskState.UNISSUED, None
                     await self._save(tasks=[t])
 
-    async def claim(self, raw: dict[str, Any]) -> dict[str, Any]:
+    async def claim(self, req: ClaimIndexTasks) -> dict[str, Any]:
         """A pulling builder (a Spark run) takes pending tasks under a lease."""
-        b = Body(raw, "index.claim")
-        node = b.str("node_id")
-        cid = b.int("collection_id", None)
-        limit = b.int("limit", None, lo=1)
-        retry_failed = b.bool("retry_failed", False)
-        b.done()
-        wanted = {IndexTaskState.UNISSUED, *([IndexTaskState.FAILED] if retry_failed else [])}
+        node, cid, limit = req.node_id, req.collection_id, req.limit
+        wanted = {IndexTaskState.UNISSUED, *([IndexTaskState.FAILED] if req.retry_failed else [])}
         async with self._lock:
             self.leases[node] = time.monotonic() + self.coord.settings.session_ttl_s
             tasks = sorted(
@@ -406,10 +397,8 @@ class IndexCoord:
     def _lease_s(self) -> float:
         return float(self.coord.settings.session_ttl_s)
 
-    async def heartbeat(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "index.heartbeat")
-        node = b.str("node_id")
-        b.done()
+    async def heartbeat(self, req: IndexHeartbeat) -> dict[str, Any]:
+        node = req.node_id
         if node not in self.leases:
             return {"alive": False, "tasks": []}
         self.leases[node] = time.monotonic() + self._lease_s()
@@ -420,16 +409,11 @@ class IndexCoord:
         ]
         return {"alive": True, "tasks": mine}
 
-    async def report(self, raw: dict[str, Any]) -> dict[str, Any]:
+    async def report(self, req: IndexReport) -> dict[str, Any]:
         """A builder's result; only the current version of a live task, from the builder
         it was issued to, counts, and a success only once its files are verified."""
-        b = Body(raw, "index.report")
-        build_id, version = b.int("build_id"), b.int("version")
-        ok = b.bool("ok")
-        files = [str(f) for f in b.list("files", [])]
-        reason = b.str("fail_reason", None)
-        node = b.str("node_id", None)
-        b.allow(["seconds"]).done()
+        build_id, version, ok, files = req.build_id, req.version, req.ok, req.files
+        reason, node = req.fail_reason, req.node_id
         async with self._lock:
             t = self.tasks.get(build_id)
             if t is None or t.mark_deleted:
@@ -496,14 +480,11 @@ class IndexCoord:
         t.state, t.node_id, t.fail_reason = IndexTaskState.UNISSUED, None, reason
         t.version += 1
 
-    async def load_failed(self, raw: dict[str, Any]) -> dict[str, Any]:
+    async def load_failed(self, req: IndexLoadFailed) -> dict[str, Any]:
         """A query node could not load a Finished index. The coord checks the files itself
         (one node's trouble, memory say, is no reason to rebuild) and, if they do not hold,
         issues the task again; searches of the segment stay exact meanwhile."""
-        b = Body(raw, "index.load_failed")
-        build_id, version = b.int("build_id"), b.int("version")
-        node = b.str("node_id", "a query node")
-        b.allow(["segment_id"]).done()
+        build_id, version, node = req.build_id, req.version, req.node_id
         async with self._lock:
             t = self.tasks.get(build_id)
             if t is None or t.mark_deleted or t.version != version:

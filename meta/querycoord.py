@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Any
 from elanus.channels import subjects
 from elanus.channels.dml import pchannel_of
 from elanus.channels.loop import Periodic, cancel_and_wait
+from elanus.coordrequests import LoadCollection, LoadState, QueryRoute, ReleaseCollection
 from elanus.errors import ElanusError, ErrorCode
-from elanus.requests import Body
 from elanus.states import SegmentState
 
 if TYPE_CHECKING:
-    from elanus.channels.bus import Handler
+    from elanus.channels.role import RoleHandler
     from elanus.meta.coord import Coordinator
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ class QueryCoord:
         for task in list(self._handoffs):
             await cancel_and_wait(task)
 
-    def handlers(self) -> dict[str, Handler]:
+    def handlers(self) -> dict[str, RoleHandler]:
         return {
             "query.load": self.load,
             "query.release": self.release,
@@ -127,15 +127,12 @@ class QueryCoord:
         }
 
     # -- load and release -------------------------------------------------------------------
-    async def load(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "query.load")
-        cid = b.int("collection_id")
-        partitions = b.list("partition_ids", None)
-        b.done()
-        lo = Loaded(cid, sorted(int(p) for p in partitions) if partitions else None)
+    async def load(self, req: LoadCollection) -> dict[str, Any]:
+        cid, partitions = req.collection_id, req.partition_ids
+        lo = Loaded(cid, sorted(partitions) if partitions else None)
         old = self.loaded.get(cid)
         if old is not None and old.state == "Loaded" and old.partition_ids == lo.partition_ids:
-            return await self.state({"collection_id": cid})
+            return await self.state(LoadState(collection_id=cid))
         async with self._lock:
             await self._place(lo)  # raises (nothing recorded) when it cannot place
             self.loaded[cid] = lo
@@ -146,7 +143,7 @@ class QueryCoord:
                 [cid, json.dumps(lo.partition_ids) if lo.partition_ids else None],
             )
         )
-        return await self.state({"collection_id": cid})
+        return await self.state(LoadState(collection_id=cid))
 
     async def _place(self, lo: Loaded) -> None:
         nodes = await self._wait_for_nodes(NODE_WAIT_S)
@@ -232,11 +229,8 @@ class QueryCoord:
         )
         lo.channels[vchannel] = node
 
-    async def release(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "query.release")
-        cid = b.int("collection_id")
-        b.done()
-        await self.release_collection(cid)
+    async def release(self, req: ReleaseCollection) -> dict[str, Any]:
+        await self.release_collection(req.collection_id)
         return {}
 
     async def release_collection(self, cid: int) -> None:
@@ -256,10 +250,8 @@ class QueryCoord:
                 except ElanusError as exc:
                     log.warning("query node %s did not release %s: %s", node, cid, exc)
 
-    async def state(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "query.state")
-        cid = b.int("collection_id")
-        b.done()
+    async def state(self, req: LoadState) -> dict[str, Any]:
+        cid = req.collection_id
         lo = self.loaded.get(cid)
         persisted = sum(
             s.num_rows
@@ -287,10 +279,8 @@ class QueryCoord:
             "partition_ids": lo.partition_ids,
         }
 
-    async def route(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "query.route")
-        cid = b.int("collection_id")
-        b.done()
+    async def route(self, req: QueryRoute) -> dict[str, Any]:
+        cid = req.collection_id
         lo = self.loaded.get(cid)
         if lo is None or lo.state != "Loaded":
             label = await self.coord.root.collection_label(cid)

@@ -13,13 +13,29 @@ from typing import TYPE_CHECKING, Any
 
 from elanus.channels import subjects
 from elanus.consistency import ConsistencyLevel
+from elanus.coordrequests import (
+    CreateCollection,
+    CreateDatabase,
+    CreatePartition,
+    DescribeCollection,
+    DropCollection,
+    DropDatabase,
+    DropPartition,
+    HasCollection,
+    HasPartition,
+    IdAlloc,
+    ListCollections,
+    ListDatabases,
+    ListPartitions,
+    RenameCollection,
+    TsoAlloc,
+)
 from elanus.errors import ElanusError, invalid
-from elanus.meta.catalog import DEFAULT_DB, Catalog
-from elanus.requests import Body
-from elanus.schema import MAX_SHARDS, Schema, check_name
+from elanus.meta.catalog import Catalog
+from elanus.schema import Schema, check_name
 
 if TYPE_CHECKING:
-    from elanus.channels.bus import Handler
+    from elanus.channels.role import RoleHandler
     from elanus.meta.coord import Coordinator
 
 
@@ -32,7 +48,7 @@ class RootCoord:
         self.coord = coord
         self._ddl_lock = asyncio.Lock()
 
-    def handlers(self) -> dict[str, Handler]:
+    def handlers(self) -> dict[str, RoleHandler]:
         return {
             "tso.alloc": self.tso_alloc,
             "id.alloc": self.id_alloc,
@@ -55,10 +71,10 @@ class RootCoord:
     async def _read(self, fn: Any, *args: Any) -> Any:
         return await self.coord.db.run(lambda con: fn(self._catalog(con), *args))
 
-    async def _ddl(self, body: Body, fn: Any, *args: Any) -> tuple[Any, int]:
-        """Run one DDL change under the DDL lock, stamped with the request's timestamp."""
-        ts = body.int("ts", 0) or self.coord.tso.alloc()
-        body.done()
+    async def _ddl(self, ts: int, fn: Any, *args: Any) -> tuple[Any, int]:
+        """Run one DDL change under the DDL lock, stamped with the request's timestamp (if
+        the caller took one, else a new one)."""
+        ts = ts or self.coord.tso.alloc()
         async with self._ddl_lock:
             result = await self.coord.db.run(lambda con: fn(self._catalog(con), *args, ts))
         return result, ts
@@ -100,73 +116,59 @@ class RootCoord:
             return f"id {collection_id}"
 
     # -- TSO and IDs ------------------------------------------------------------------------
-    async def tso_alloc(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "tso.alloc")
-        count = b.int("count", 1, lo=1, hi=1 << 18)
-        b.done()
-        return {"ts": self.coord.tso.alloc(count), "count": count}
+    async def tso_alloc(self, req: TsoAlloc) -> dict[str, Any]:
+        return {"ts": self.coord.tso.alloc(req.count), "count": req.count}
 
-    async def id_alloc(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "id.alloc")
-        count = b.int("count", 1, lo=1, hi=10_000_000)
-        b.done()
-        return {"start": self.coord.ids.alloc(count), "count": count}
+    async def id_alloc(self, req: IdAlloc) -> dict[str, Any]:
+        return {"start": self.coord.ids.alloc(req.count), "count": req.count}
 
     # -- databases --------------------------------------------------------------------------
-    async def create_database(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "database.create")
-        name = check_name(b.str("name"), "database")
-        db_id, _ = await self._ddl(b, Catalog.create_database, name)
+    async def create_database(self, req: CreateDatabase) -> dict[str, Any]:
+        name = check_name(req.name, "database")
+        db_id, _ = await self._ddl(req.ts, Catalog.create_database, name)
         return {"db_id": db_id}
 
-    async def drop_database(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "database.drop")
-        name = b.str("name")
-        await self._ddl(b, Catalog.drop_database, name)
+    async def drop_database(self, req: DropDatabase) -> dict[str, Any]:
+        await self._ddl(req.ts, Catalog.drop_database, req.name)
         return {}
 
-    async def list_databases(self, raw: dict[str, Any]) -> dict[str, Any]:
-        Body(raw, "database.list").done()
+    async def list_databases(self, req: ListDatabases) -> dict[str, Any]:
         return {"names": await self._read(Catalog.list_databases)}
 
     # -- collections ------------------------------------------------------------------------
-    async def create_collection(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "collection.create")
-        db = b.str("db", DEFAULT_DB)
-        name = check_name(b.str("name"), "collection")
-        schema = Schema.from_dict(b.dict("schema"))
+    async def create_collection(self, req: CreateCollection) -> dict[str, Any]:
+        db = req.db
+        name = check_name(req.name, "collection")
+        schema = Schema.from_dict(req.schema)
         schema.validate()
-        num_shards = b.int("num_shards", 1, lo=1, hi=MAX_SHARDS)
         try:
-            level = ConsistencyLevel.parse(b.str("consistency_level", "Bounded"))
+            level = ConsistencyLevel.parse(req.consistency_level)
         except ValueError as exc:
             raise invalid(str(exc)) from None
-        properties = b.dict("properties", {})
+        properties = req.properties
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in properties.items()):
             raise invalid("collection.create: 'properties' must map strings to strings")
-        description = b.str("description", "")
 
         def create(cat: Catalog, ts: int) -> dict[str, Any]:
             return cat.create_collection(
                 db,
                 name,
                 schema,
-                num_shards=num_shards,
+                num_shards=req.num_shards,
                 consistency_level=level.value,
                 properties=properties,
-                description=description,
+                description=req.description,
                 ts=ts,
             )
 
-        info, ts = await self._ddl(b, create)
+        info, ts = await self._ddl(req.ts, create)
         await self._invalidate("collection.create", db, name, info["collection_id"], ts)
         await self.coord.on_collections_changed()
         return info
 
-    async def drop_collection(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "collection.drop")
-        db, name = b.str("db", DEFAULT_DB), b.str("name")
-        cid, ts = await self._ddl(b, Catalog.drop_collection, db, name)
+    async def drop_collection(self, req: DropCollection) -> dict[str, Any]:
+        db, name = req.db, req.name
+        cid, ts = await self._ddl(req.ts, Catalog.drop_collection, db, name)
         await self._invalidate("collection.drop", db, name, cid, ts)
         await self.coord.query.release_collection(cid)
         await self.coord.data.drop_collection(cid, ts)
@@ -174,56 +176,41 @@ class RootCoord:
         await self.coord.on_collections_changed()
         return {"collection_id": cid}
 
-    async def has_collection(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "collection.has")
-        db, name = b.str("db", DEFAULT_DB), b.str("name")
-        b.done()
-        return {"value": await self._read(Catalog.has_collection, db, name)}
+    async def has_collection(self, req: HasCollection) -> dict[str, Any]:
+        return {"value": await self._read(Catalog.has_collection, req.db, req.name)}
 
-    async def describe_collection(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "collection.describe")
-        db = b.str("db", DEFAULT_DB)
-        cid = b.int("collection_id", None)
-        name = b.str("name", None)
-        b.done()
-        if cid is not None:
-            return await self._read(Catalog.describe_by_id, cid)
-        if name is None:
+    async def describe_collection(self, req: DescribeCollection) -> dict[str, Any]:
+        if req.collection_id is not None:
+            return await self._read(Catalog.describe_by_id, req.collection_id)
+        if req.name is None:
             raise invalid("collection.describe needs 'name' or 'collection_id'")
-        return await self._read(Catalog.describe, db, name)
+        return await self._read(Catalog.describe, req.db, req.name)
 
-    async def list_collections(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "collection.list")
-        db = b.str("db", DEFAULT_DB)
-        b.done()
-        return {"names": await self._read(Catalog.list_collections, db)}
+    async def list_collections(self, req: ListCollections) -> dict[str, Any]:
+        return {"names": await self._read(Catalog.list_collections, req.db)}
 
-    async def rename_collection(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "collection.rename")
-        db, name = b.str("db", DEFAULT_DB), b.str("name")
-        new_name = check_name(b.str("new_name"), "collection")
-        new_db = b.str("new_db", None)
+    async def rename_collection(self, req: RenameCollection) -> dict[str, Any]:
+        db, name = req.db, req.name
+        new_name = check_name(req.new_name, "collection")
 
         def rename(cat: Catalog, ts: int) -> int:
-            return cat.rename_collection(db, name, new_name, new_db)
+            return cat.rename_collection(db, name, new_name, req.new_db)
 
-        cid, ts = await self._ddl(b, rename)
+        cid, ts = await self._ddl(req.ts, rename)
         await self._invalidate("collection.rename", db, name, cid, ts)
         return {"collection_id": cid}
 
     # -- partitions -------------------------------------------------------------------------
-    async def create_partition(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "partition.create")
-        db, coll = b.str("db", DEFAULT_DB), b.str("collection")
-        name = check_name(b.str("name"), "partition")
-        pid, ts = await self._ddl(b, Catalog.create_partition, db, coll, name)
+    async def create_partition(self, req: CreatePartition) -> dict[str, Any]:
+        db, coll = req.db, req.collection
+        name = check_name(req.name, "partition")
+        pid, ts = await self._ddl(req.ts, Catalog.create_partition, db, coll, name)
         cid = await self._read(Catalog.require_collection, db, coll)
         await self._invalidate("partition.create", db, coll, cid, ts)
         return {"partition_id": pid}
 
-    async def drop_partition(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "partition.drop")
-        db, coll, name = b.str("db", DEFAULT_DB), b.str("collection"), b.str("name")
+    async def drop_partition(self, req: DropPartition) -> dict[str, Any]:
+        db, coll, name = req.db, req.collection, req.name
         parts = {
             p["name"]: p["partition_id"]
             for p in await self._read(Catalog.list_partitions, db, coll)
@@ -235,21 +222,15 @@ class RootCoord:
                 f"partition {name!r} of {coll!r} is loaded: release the collection before "
                 "dropping it"
             )
-        (cid, pid), ts = await self._ddl(b, Catalog.drop_partition, db, coll, name)
+        (cid, pid), ts = await self._ddl(req.ts, Catalog.drop_partition, db, coll, name)
         await self._invalidate("partition.drop", db, coll, cid, ts)
         await self.coord.data.drop_segments(
             lambda s: s.collection_id == cid and s.partition_id == pid, ts
         )
         return {"partition_id": pid}
 
-    async def has_partition(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "partition.has")
-        db, coll, name = b.str("db", DEFAULT_DB), b.str("collection"), b.str("name")
-        b.done()
-        return {"value": await self._read(Catalog.has_partition, db, coll, name)}
+    async def has_partition(self, req: HasPartition) -> dict[str, Any]:
+        return {"value": await self._read(Catalog.has_partition, req.db, req.collection, req.name)}
 
-    async def list_partitions(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "partition.list")
-        db, coll = b.str("db", DEFAULT_DB), b.str("collection")
-        b.done()
-        return {"partitions": await self._read(Catalog.list_partitions, db, coll)}
+    async def list_partitions(self, req: ListPartitions) -> dict[str, Any]:
+        return {"partitions": await self._read(Catalog.list_partitions, req.db, req.collection)}

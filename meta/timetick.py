@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 from elanus.channels import subjects
 from elanus.channels.dml import DmlMessage, MsgType
 from elanus.channels.loop import Periodic
+from elanus.coordrequests import TickNow, TickReport
 from elanus.errors import ElanusError
-from elanus.requests import Body
 
 if TYPE_CHECKING:
-    from elanus.channels.bus import Handler
+    from elanus.channels.role import RoleHandler
     from elanus.meta.coord import Coordinator
 
 log = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ class TimeTickSync:
         )
         self._publish_lock = asyncio.Lock()
 
-    def handlers(self) -> dict[str, Handler]:
+    def handlers(self) -> dict[str, RoleHandler]:
         return {"timetick.report": self.report, "timetick.now": self.tick_now}
 
     @property
@@ -57,10 +57,9 @@ class TimeTickSync:
         taken under it comes before every tick that passes that timestamp."""
         return self._publish_lock
 
-    async def tick_now(self, raw: dict[str, Any]) -> dict[str, Any]:
+    async def tick_now(self, req: TickNow) -> dict[str, Any]:
         """Fresh reports from every live proxy, then a tick at once: a Strong read waits
         for one round trip instead of the rest of the tick interval."""
-        Body(raw, "timetick.now").done()
 
         async def ask(node_id: str) -> None:
             try:
@@ -79,13 +78,9 @@ class TimeTickSync:
     async def stop(self) -> None:
         await self._periodic.stop()
 
-    async def report(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "timetick.report")
-        proxy_id = b.str("proxy_id")
-        default_ts = b.int("default_ts")
-        pchannels = b.dict("pchannels", {})
-        b.done()
-        self.reports[proxy_id] = ProxyReport(default_ts, {k: int(v) for k, v in pchannels.items()})
+    async def report(self, req: TickReport) -> dict[str, Any]:
+        pchannels = {k: int(v) for k, v in req.pchannels.items()}
+        self.reports[req.proxy_id] = ProxyReport(req.default_ts, pchannels)
         return {"last_tick": self.last_tick}
 
     def forget_proxy(self, proxy_id: str) -> None:

@@ -9,14 +9,16 @@ from pathlib import Path
 from typing import Any
 
 from elanus.channels import subjects
-from elanus.channels.bus import Bus, Handler
+from elanus.channels.bus import Bus
 from elanus.channels.loop import cancel_and_wait
-from elanus.channels.role import Role
+from elanus.channels.role import Role, RoleHandler
+from elanus.coordrequests import UnwatchChannel, WatchChannel
 from elanus.errors import ElanusError
-from elanus.requests import Body
+from elanus.requests import as_dict
 from elanus.segments.channel_writer import ChannelWriter
 from elanus.segments.importer import ImportTask, call_coord, finalize
 from elanus.settings import Settings
+from elanus.taskrequests import FinalizeImport, RunImport
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +36,7 @@ class DataNode(Role):
     def address(self) -> str:
         return f"{subjects.PREFIX}.datanode.{self.node_id}"
 
-    def handlers(self) -> dict[str, Handler]:
+    def handlers(self) -> dict[str, RoleHandler]:
         return {
             "watch": self.watch,
             "unwatch": self.unwatch,
@@ -57,23 +59,18 @@ class DataNode(Role):
         self.channels.clear()
         await super().stop()
 
-    async def watch(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "datanode.watch")
-        vchannel = b.str("vchannel")
-        b.allow(["pchannel", "collection_id", "schema", "checkpoint", "segments"]).done()
+    async def watch(self, req: WatchChannel) -> dict[str, Any]:
+        vchannel = req.vchannel
         old = self.channels.pop(vchannel, None)
         if old is not None:
             await old.stop()
-        writer = ChannelWriter(self, raw)
+        writer = ChannelWriter(self, as_dict(req))
         await writer.start()
         self.channels[vchannel] = writer
         return {"vchannel": vchannel}
 
-    async def unwatch(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "datanode.unwatch")
-        vchannel = b.str("vchannel")
-        b.done()
-        writer = self.channels.pop(vchannel, None)
+    async def unwatch(self, req: UnwatchChannel) -> dict[str, Any]:
+        writer = self.channels.pop(req.vchannel, None)
         if writer is not None:
             await writer.stop()
         return {}
@@ -88,24 +85,17 @@ class DataNode(Role):
 
         task.add_done_callback(forget)
 
-    async def import_run(self, raw: dict[str, Any]) -> dict[str, Any]:
+    async def import_run(self, req: RunImport) -> dict[str, Any]:
         """Run a bulk import job in the background (the coord follows its reports)."""
-        b = Body(raw, "datanode.import.run")
-        job_id = b.int("job_id")
-        b.allow(
-            ["collection_id", "schema", "vchannels", "units", "options", "max_rows", "staged"]
-        ).done()
+        job_id = req.job_id
         if job_id not in self.imports:
-            self._start_import(job_id, ImportTask(self, raw).run)
+            self._start_import(job_id, ImportTask(self, as_dict(req)).run)
         return {"job_id": job_id}
 
-    async def import_finalize(self, raw: dict[str, Any]) -> dict[str, Any]:
+    async def import_finalize(self, req: FinalizeImport) -> dict[str, Any]:
         """Finish a committed job whose executor went away: stamp ``_ts``, tell the coord."""
-        b = Body(raw, "datanode.import.finalize")
-        job_id, ts = b.int("job_id"), b.int("ts")
-        segments = b.list("segments")
-        b.done()
-        dirs = [Path(s["path"]).parent for s in segments]
+        job_id, ts = req.job_id, req.ts
+        dirs = [Path(s["path"]).parent for s in req.segments]
         after = self.imports.get(job_id)
         self._start_import(job_id, lambda: self._finalize(job_id, ts, dirs, after))
         return {"job_id": job_id}
