@@ -5,7 +5,6 @@ handlers, served by ``Role.serve``, refuse malformed bodies over NATS naming the
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Iterator
 from dataclasses import field
 from pathlib import Path
@@ -16,6 +15,7 @@ import pyarrow as pa
 import pytest
 
 from elanus import DataType, Schema
+from elanus.channels import frames
 from elanus.channels.bus import Bus
 from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats
@@ -224,9 +224,9 @@ def coord_bus(
 
 
 def _over_nats(loop: LoopThread, bus: Bus, method: str, body: Any) -> dict[str, Any]:
-    """The reply to a raw JSON request through the NATS server (no in-process shortcut)."""
-    msg = loop.call(bus.nc.request(f"elanus.coord.{method}", json.dumps(body).encode(), 10))
-    return dict(json.loads(msg.data))
+    """The reply to a raw frame message through the NATS server (no in-process shortcut)."""
+    msg = loop.call(bus.nc.request(f"elanus.coord.{method}", frames.encode(body), 10))
+    return dict(frames.decode(msg.data))
 
 
 @pytest.mark.parametrize(
