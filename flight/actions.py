@@ -73,7 +73,8 @@ class Action:
     """A user may call it on themselves without the privilege (describe, re-password)."""
 
 
-ACTIONS: dict[str, Action] = {}
+_DECLARED: dict[str, Action] = {}
+"""Filled as the concern modules are imported; read it through ``catalogue``."""
 CONCERNS = (
     "ddl_actions",
     "dml_actions",
@@ -104,9 +105,9 @@ def action(
         raise ValueError(f"action {name!r}: unknown privilege {privilege!r}")
 
     def register(check: Checker) -> Checker:
-        if name in ACTIONS:
+        if name in _DECLARED:
             raise ValueError(f"action {name!r} is declared twice")
-        ACTIONS[name] = Action(
+        _DECLARED[name] = Action(
             name, description, keys, check, run, privilege, rate, loop, ddl, self_checked,
             self_service,
         )  # fmt: skip
@@ -124,14 +125,14 @@ def catalogue() -> dict[str, Action]:
         for module in CONCERNS:
             importlib.import_module(f"elanus.flight.{module}")
         _loaded.append(True)
-    return ACTIONS
+    return _DECLARED
 
 
 def lookup(name: str) -> Action:
     """The action called ``name``; UNKNOWN_ACTION, with a guess, for any other name."""
     spec = catalogue().get(name)
     if spec is None:
-        close = difflib.get_close_matches(name, ACTIONS, n=1)
+        close = difflib.get_close_matches(name, _DECLARED, n=1)
         hint = f"did you mean {close[0]!r}?" if close else "ListActions lists the known ones"
         raise ElanusError(ErrorCode.UNKNOWN_ACTION, f"unknown action {name!r}; {hint}")
     return spec

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.flight as flight
 import pytest
 
-from elanus.flight.actions import ACTIONS, Call, action, catalogue, privilege_table
+from elanus.flight.actions import Call, action, catalogue, privilege_table
 from elanus.privileges import OPEN, PRIVILEGES
 from elanus.requests import Body
 
@@ -94,7 +94,7 @@ def echo_actions() -> Iterator[None]:
     try:
         yield
     finally:
-        del ACTIONS["test_echo"], ACTIONS["test_stamp"]
+        del catalogue()["test_echo"], catalogue()["test_stamp"]
 
 
 def test_a_declared_action_is_served_listed_and_checked(stack: Stack, echo_actions: None) -> None:
