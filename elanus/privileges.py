@@ -1,6 +1,7 @@
-"""Milvus's RBAC vocabulary: object types, privileges, built-in roles and groups, and the
-privilege each Flight call needs. Pure: the coord stores grants, the proxy decides with
-``permits``; both read this one table, so docs/security.md and the code cannot drift.
+"""Milvus's RBAC vocabulary: object types, privileges, built-in roles and groups. Pure: the
+coord stores grants, the proxy decides with ``permits``; both read these tables. The
+privilege each DoAction needs is declared with the action (``flight/actions.py``,
+``privilege_table``), so docs/security.md and the code cannot drift.
 
 A grant is ``(object_type, object_name, db_name, privilege)``. ``Global`` objects are named
 ``*``; ``Database`` objects by the database's name; ``Collection`` objects by the
@@ -166,68 +167,6 @@ def permits(grants: Iterable[Grant], need: Need) -> bool:
 
 # -- what each call needs ------------------------------------------------------------------
 OPEN = ""
-"""Any authenticated user may make the call (health, timestamps, polls of opaque ids)."""
-
-ACTION_PRIVILEGES: dict[str, str] = {
-    "create_collection": "CreateCollection",
-    "drop_collection": "DropCollection",
-    "has_collection": "DescribeCollection",
-    "describe_collection": "DescribeCollection",
-    "list_collections": "ShowCollections",
-    "rename_collection": "RenameCollection",
-    "create_partition": "CreatePartition",
-    "drop_partition": "DropPartition",
-    "has_partition": "HasPartition",
-    "list_partitions": "ShowPartitions",
-    "create_database": "CreateDatabase",
-    "drop_database": "DropDatabase",
-    "list_databases": "ListDatabases",
-    "list_sessions": "DescribeCluster",
-    "health": OPEN,
-    "get_timestamp": OPEN,
-    "create_index": "CreateIndex",
-    "drop_index": "DropIndex",
-    "describe_index": "IndexDetail",
-    "list_indexes": "IndexDetail",
-    "claim_index_tasks": "IndexBuilder",
-    "index_heartbeat": "IndexBuilder",
-    "report_index_task": "IndexBuilder",
-    "delete": "Delete",
-    "get_collection_stats": "GetStatistics",
-    "flush": "Flush",
-    "get_flush_state": OPEN,
-    "get_segment_info": "GetStatistics",
-    "compact": "Compaction",
-    "get_compaction_state": OPEN,
-    "import": "Import",
-    "get_import_state": OPEN,
-    "list_import_jobs": "Import",
-    "commit_write": "Insert",
-    "abort_write": OPEN,
-    "load_collection": "Load",
-    "release_collection": "Release",
-    "get_load_state": "GetLoadState",
-    "search": "Search",
-    "query": "Query",
-    "read_plan": "Query",
-    # users and roles
-    "whoami": OPEN,
-    "create_user": "CreateOwnership",
-    "drop_user": "DropOwnership",
-    "update_password": "UpdateUser",
-    "list_users": "SelectOwnership",
-    "describe_user": "SelectUser",
-    "create_role": "CreateOwnership",
-    "drop_role": "DropOwnership",
-    "grant_role": "ManageOwnership",
-    "revoke_role": "ManageOwnership",
-    "grant_privilege": "ManageOwnership",
-    "revoke_privilege": "ManageOwnership",
-    "list_roles": "SelectOwnership",
-    "describe_role": "SelectOwnership",
-}
-"""Every DoAction's privilege. DoPut needs Insert (Upsert for upserts); DoExchange, Search;
-DoGet, GetFlightInfo and GetSchema, Query. A user may always describe and re-password
-themselves (``SELF_SERVICE``)."""
-
-SELF_SERVICE = frozenset({"update_password", "describe_user"})
+"""Any authenticated user may make the call (health, timestamps, polls of opaque ids).
+DoPut needs Insert (Upsert for upserts, Import for uploads); DoExchange, Search; DoGet,
+GetFlightInfo and GetSchema, Query."""

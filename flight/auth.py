@@ -20,22 +20,16 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow.flight as flight
 
 from elanus.errors import ElanusError, ErrorCode
 from elanus.flight.wire import DEFAULT_DB
-from elanus.privileges import (
-    ACTION_PRIVILEGES,
-    ANY,
-    PRIVILEGES,
-    SELF_SERVICE,
-    Grant,
-    Need,
-    ObjectType,
-    permits,
-)
+from elanus.privileges import ANY, PRIVILEGES, Grant, Need, ObjectType, permits
+
+if TYPE_CHECKING:
+    from elanus.flight.actions import Action
 
 IDENTITY_TTL_S = 30.0
 """How long a proxy trusts a cached identity without hearing from the coord; changes reach
@@ -236,20 +230,18 @@ def caller_of(context: flight.ServerCallContext) -> Caller:
     return middleware.caller if isinstance(middleware, AuthMiddleware) else ANONYMOUS
 
 
-def need_for(caller: Caller, action: str, request: dict[str, Any]) -> Need | None:
+def need_for(caller: Caller, action: Action, request: dict[str, Any]) -> Need | None:
     """The privilege a checked DoAction request needs (``None``: any authenticated user)."""
-    privilege = ACTION_PRIVILEGES.get(action)
-    if privilege is None:
-        raise ElanusError(ErrorCode.INTERNAL, f"action {action!r} has no privilege rule")
+    privilege = action.privilege
     if not privilege:
         return None
-    if action == "commit_write" and request.get("upsert"):
+    if action.name == "commit_write" and request.get("upsert"):
         privilege = "Upsert"
     db = str(request.get("db") or DEFAULT_DB)
     kind = PRIVILEGES[privilege]
     if kind == ObjectType.USER:
         user = str(request.get("user_name") or "")
-        if action in SELF_SERVICE and user == caller.user:
+        if action.self_service and user == caller.user:
             return None
         return Need(privilege, db, user)
     if kind == ObjectType.GLOBAL:
@@ -258,7 +250,7 @@ def need_for(caller: Caller, action: str, request: dict[str, Any]) -> Need | Non
     return Need(privilege, db, str(name))
 
 
-def authorize(caller: Caller, action: str, request: dict[str, Any]) -> None:
+def authorize(caller: Caller, action: Action, request: dict[str, Any]) -> None:
     need = need_for(caller, action, request)
     if need is not None:
         caller.require(need)

@@ -7,31 +7,45 @@ proxy checks the caller's privilege first (``flight/auth.py``); the coord keeps 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from elanus.flight.actions import _action, _db
-from elanus.flight.auth import Caller
+from elanus.flight.actions import Call, Executor, action, check_db
+from elanus.privileges import OPEN
 from elanus.requests import Body
 
-if TYPE_CHECKING:
-    from elanus.flight.proxy import ProxyServer
 
-AUTH_ACTIONS = (
-    "whoami",
-    "create_user",
-    "drop_user",
-    "update_password",
-    "list_users",
-    "describe_user",
-    "create_role",
-    "drop_role",
-    "grant_role",
-    "revoke_role",
-    "grant_privilege",
-    "revoke_privilege",
-    "list_roles",
-    "describe_role",
-)
+def _coord(method: str, *keys: str) -> Executor:
+    """An executor sending the request's ``keys`` to the coord (``user_name`` as ``user``,
+    ``role_name`` as ``role``)."""
+    names = {"user_name": "user", "role_name": "role"}
+    return lambda c: c.proxy.coord_call(method, {names.get(k, k): c.request[k] for k in keys})
+
+
+def _run_whoami(c: Call) -> dict[str, Any]:
+    caller = c.caller
+    if caller.user == "anonymous":
+        return {"user": caller.user, "roles": [], "superuser": True}
+    described = c.proxy.coord_call("auth.user.describe", {"user": caller.user})
+    return {"user": caller.user, "roles": described["roles"], "superuser": caller.superuser}
+
+
+def _run_update_password(c: Call) -> dict[str, Any]:
+    request, user = c.request, c.request["user_name"]
+    body: dict[str, Any] = {"user": user, "new_password": request["new_password"]}
+    if user == c.caller.user or request["old_password"] is not None:
+        body["old_password"] = request["old_password"] or ""
+    else:  # another user's password, by someone holding UpdateUser on them
+        body["reset"] = True
+    return c.proxy.coord_call("auth.user.password", body)
+
+
+def _grants(method: str) -> Executor:
+    def run(c: Call) -> dict[str, Any]:
+        keys = ("object_type", "object_name", "db_name", "privilege")
+        body = {"role": c.request["role_name"], "grantor": c.caller.user}
+        return c.proxy.coord_call(method, {**body, **{k: c.request[k] for k in keys}})
+
+    return run
 
 
 def _user(b: Body) -> str:
@@ -42,75 +56,119 @@ def _role(b: Body) -> str:
     return str(b.str("role_name"))
 
 
-@_action("whoami", "The calling user, their roles and whether they hold every privilege.")
+@action(
+    "whoami",
+    "The calling user, their roles and whether they hold every privilege.",
+    privilege=OPEN,
+    run=_run_whoami,
+)
 def _whoami(b: Body) -> dict[str, Any]:
-    return {"db": _db(b)}
+    return {"db": check_db(b)}
 
 
-@_action("create_user", "Create a user. Body: user_name, password.", ("user_name", "password"))
+@action(
+    "create_user",
+    "Create a user. Body: user_name, password.",
+    ("user_name", "password"),
+    privilege="CreateOwnership",
+    run=_coord("auth.user.create", "user_name", "password"),
+)
 def _create_user(b: Body) -> dict[str, Any]:
-    return {"db": _db(b), "user_name": _user(b), "password": b.str("password")}
+    return {"db": check_db(b), "user_name": _user(b), "password": b.str("password")}
 
 
-@_action("drop_user", "Drop a user (not root). Body: user_name.", ("user_name",))
+@action(
+    "drop_user",
+    "Drop a user (not root). Body: user_name.",
+    ("user_name",),
+    privilege="DropOwnership",
+    run=_coord("auth.user.drop", "user_name"),
+)
 def _drop_user(b: Body) -> dict[str, Any]:
-    return {"db": _db(b), "user_name": _user(b)}
+    return {"db": check_db(b), "user_name": _user(b)}
 
 
-@_action(
+@action(
     "update_password",
     "Change a password; tokens issued before it stop working. A user changing their own "
     "gives old_password; a user with UpdateUser on another may omit it. Body: user_name, "
     "old_password, new_password.",
     ("user_name", "old_password", "new_password"),
+    privilege="UpdateUser",
+    self_service=True,
+    run=_run_update_password,
 )
 def _update_password(b: Body) -> dict[str, Any]:
     return {
-        "db": _db(b),
+        "db": check_db(b),
         "user_name": _user(b),
         "old_password": b.str("old_password", None),
         "new_password": b.str("new_password"),
     }
 
 
-@_action("list_users", "Names of every user. Result: users.")
+@action(
+    "list_users",
+    "Names of every user. Result: users.",
+    privilege="SelectOwnership",
+    run=_coord("auth.user.list"),
+)
 def _list_users(b: Body) -> dict[str, Any]:
-    return {"db": _db(b)}
+    return {"db": check_db(b)}
 
 
-@_action(
-    "describe_user", "A user's roles. Body: user_name. Result: user_name, roles.", ("user_name",)
+@action(
+    "describe_user",
+    "A user's roles. Body: user_name. Result: user_name, roles.",
+    ("user_name",),
+    privilege="SelectUser",
+    self_service=True,
+    run=_coord("auth.user.describe", "user_name"),
 )
 def _describe_user(b: Body) -> dict[str, Any]:
-    return {"db": _db(b), "user_name": _user(b)}
+    return {"db": check_db(b), "user_name": _user(b)}
 
 
-@_action("create_role", "Create a role. Body: role_name.", ("role_name",))
+@action(
+    "create_role",
+    "Create a role. Body: role_name.",
+    ("role_name",),
+    privilege="CreateOwnership",
+    run=_coord("auth.role.create", "role_name"),
+)
 def _create_role(b: Body) -> dict[str, Any]:
-    return {"db": _db(b), "role_name": _role(b)}
+    return {"db": check_db(b), "role_name": _role(b)}
 
 
-@_action(
+@action(
     "drop_role",
     "Drop a role (not admin or public); one still bound or granted needs force_drop. "
     "Body: role_name, force_drop.",
     ("role_name", "force_drop"),
+    privilege="DropOwnership",
+    run=_coord("auth.role.drop", "role_name", "force_drop"),
 )
 def _drop_role(b: Body) -> dict[str, Any]:
-    return {"db": _db(b), "role_name": _role(b), "force_drop": b.bool("force_drop", False)}
+    return {"db": check_db(b), "role_name": _role(b), "force_drop": b.bool("force_drop", False)}
 
 
-@_action(
-    "grant_role", "Bind a role to a user. Body: user_name, role_name.", ("user_name", "role_name")
+@action(
+    "grant_role",
+    "Bind a role to a user. Body: user_name, role_name.",
+    ("user_name", "role_name"),
+    privilege="ManageOwnership",
+    run=_coord("auth.role.grant", "user_name", "role_name"),
 )
 def _grant_role(b: Body) -> dict[str, Any]:
-    return {"db": _db(b), "user_name": _user(b), "role_name": _role(b)}
+    return {"db": check_db(b), "user_name": _user(b), "role_name": _role(b)}
 
 
-@_action(
+@action(
     "revoke_role",
     "Unbind a role from a user. Body: user_name, role_name.",
     ("user_name", "role_name"),
+    privilege="ManageOwnership",
+    run=_coord("auth.role.revoke", "user_name", "role_name"),
 )
 def _revoke_role(b: Body) -> dict[str, Any]:
     return _grant_role(b)
@@ -119,15 +177,17 @@ def _revoke_role(b: Body) -> dict[str, Any]:
 _GRANT_KEYS = ("role_name", "object_type", "privilege", "object_name", "db_name")
 
 
-@_action(
+@action(
     "grant_privilege",
     "Grant a privilege (or privilege group, or All) on an object to a role. Body: role_name, "
     "object_type (Global, Database, Collection, User), privilege, object_name ('*': all), "
     "db_name (default: the request's database).",
     _GRANT_KEYS,
+    privilege="ManageOwnership",
+    run=_grants("auth.privilege.grant"),
 )
 def _grant_privilege(b: Body) -> dict[str, Any]:
-    db = _db(b)
+    db = check_db(b)
     return {
         "db": db,
         "role_name": _role(b),
@@ -138,69 +198,34 @@ def _grant_privilege(b: Body) -> dict[str, Any]:
     }
 
 
-@_action("revoke_privilege", "Revoke a grant. Body: as grant_privilege.", _GRANT_KEYS)
+@action(
+    "revoke_privilege",
+    "Revoke a grant. Body: as grant_privilege.",
+    _GRANT_KEYS,
+    privilege="ManageOwnership",
+    run=_grants("auth.privilege.revoke"),
+)
 def _revoke_privilege(b: Body) -> dict[str, Any]:
     return _grant_privilege(b)
 
 
-@_action("list_roles", "Names of every role. Result: roles.")
+@action(
+    "list_roles",
+    "Names of every role. Result: roles.",
+    privilege="SelectOwnership",
+    run=_coord("auth.role.list"),
+)
 def _list_roles(b: Body) -> dict[str, Any]:
-    return {"db": _db(b)}
+    return {"db": check_db(b)}
 
 
-@_action(
+@action(
     "describe_role",
     "A role's grants. Body: role_name. Result: role, privileges (object_type, object_name, "
     "db_name, privilege, grantor_name).",
     ("role_name",),
+    privilege="SelectOwnership",
+    run=_coord("auth.role.describe", "role_name"),
 )
 def _describe_role(b: Body) -> dict[str, Any]:
-    return {"db": _db(b), "role_name": _role(b)}
-
-
-def execute(proxy: ProxyServer, name: str, request: dict[str, Any], caller: Caller) -> Any:
-    """Run one checked (and authorised) RBAC action against the coord."""
-
-    user, role = request.get("user_name"), request.get("role_name")
-    if name == "whoami":
-        if caller.user == "anonymous":
-            return {"user": caller.user, "roles": [], "superuser": True}
-        described = proxy.coord_call("auth.user.describe", {"user": caller.user})
-        return {"user": caller.user, "roles": described["roles"], "superuser": caller.superuser}
-    if name == "create_user":
-        return proxy.coord_call("auth.user.create", {"user": user, "password": request["password"]})
-    if name == "drop_user":
-        return proxy.coord_call("auth.user.drop", {"user": user})
-    if name == "update_password":
-        body: dict[str, Any] = {"user": user, "new_password": request["new_password"]}
-        if user == caller.user or request["old_password"] is not None:
-            body["old_password"] = request["old_password"] or ""
-        else:  # another user's password, by someone holding UpdateUser on them
-            body["reset"] = True
-        return proxy.coord_call("auth.user.password", body)
-    if name == "list_users":
-        return proxy.coord_call("auth.user.list", {})
-    if name == "describe_user":
-        return proxy.coord_call("auth.user.describe", {"user": user})
-    if name == "create_role":
-        return proxy.coord_call("auth.role.create", {"role": role})
-    if name == "drop_role":
-        return proxy.coord_call(
-            "auth.role.drop", {"role": role, "force_drop": request["force_drop"]}
-        )
-    if name in ("grant_role", "revoke_role"):
-        method = "auth.role.grant" if name == "grant_role" else "auth.role.revoke"
-        return proxy.coord_call(method, {"user": user, "role": role})
-    if name in ("grant_privilege", "revoke_privilege"):
-        method = "auth.privilege.grant" if name == "grant_privilege" else "auth.privilege.revoke"
-        return proxy.coord_call(
-            method,
-            {
-                "role": role,
-                "grantor": caller.user,
-                **{k: request[k] for k in ("object_type", "object_name", "db_name", "privilege")},
-            },
-        )
-    if name == "list_roles":
-        return proxy.coord_call("auth.role.list", {})
-    return proxy.coord_call("auth.role.describe", {"role": role})
+    return {"db": check_db(b), "role_name": _role(b)}

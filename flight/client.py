@@ -3,263 +3,47 @@
 Imports only pyarrow and Elanus's pure shared modules (never nats or duckdb), so
 ``import elanus`` stays light. Every server error surfaces as ``ElanusError`` with the
 server's stable code; an unreachable proxy is ``UNAVAILABLE``.
+
+``Client``'s public API, by concern (one mixin each; tests/test_sdk_listing.py keeps this
+list whole):
+
+- collections (``client_ddl.CollectionAPI``): create_schema, create_collection,
+  drop_collection, has_collection, describe_collection, list_collections, rename_collection
+- partitions (``client_ddl.PartitionAPI``): create_partition, drop_partition,
+  has_partition, list_partitions
+- databases (``client_ddl.DatabaseAPI``): create_database, drop_database, list_databases,
+  using_database, use_database
+- write (``client_write.WriteAPI``): insert, upsert, delete, flush, get_flush_state,
+  get_segment_info, compact, get_compaction_state
+- import (``client_import.ImportAPI``): bulk_import, upload_file, get_import_state,
+  wait_import, list_import_jobs, stage_insert, commit_write, abort_write
+- read (``client_read.ReadAPI``): load_collection, load_partitions, release_collection,
+  get_load_state, search, query, get, query_iterator, get_collection_stats, read_plan,
+  read_schema, read_endpoint
+- index (``client_index.IndexAPI``): prepare_index_params, create_index, drop_index,
+  describe_index, index_infos, list_indexes, wait_for_index
+- index builders (``client_index.BuilderAPI``): claim_index_tasks, index_heartbeat,
+  report_index_task
+- users and roles (``client_auth.AuthAPI``): whoami, create_user, drop_user,
+  update_password, list_users, describe_user, create_role, drop_role, grant_role,
+  revoke_role, list_roles, describe_role, grant_privilege, revoke_privilege,
+  grant_privilege_v2, revoke_privilege_v2
+- cluster (``client_admin.AdminAPI``): list_sessions, health, get_timestamp, list_actions
+- connection (``client_base.ClientBase``): uri, timeout, db, close (and ``with Client(...)``)
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-import pyarrow as pa
-import pyarrow.flight as flight
-
-from elanus.consistency import ConsistencyLevel
+from elanus.flight.client_admin import AdminAPI
 from elanus.flight.client_auth import AuthAPI
 from elanus.flight.client_base import ClientBase
-from elanus.flight.client_compat import IndexParams, milvus_description, reject_unknown
-from elanus.flight.client_index import BuilderAPI, IndexAPI
-from elanus.flight.client_read import ReadAPI
-from elanus.flight.client_write import ATOMIC_LIMIT_BYTES, DEFAULT_BATCH_BYTES, WriteAPI
-from elanus.flight.wire import from_flight_error
-from elanus.schema import Schema, check_name
+from elanus.flight.client_ddl import CollectionAPI, DatabaseAPI, PartitionAPI
+from elanus.flight.client_import import ImportAPI
+from elanus.flight.client_index import BuilderAPI
+from elanus.flight.client_write import ATOMIC_LIMIT_BYTES, DEFAULT_BATCH_BYTES
 
 __all__ = ["ATOMIC_LIMIT_BYTES", "DEFAULT_BATCH_BYTES", "Client", "ClientBase"]
 
 
-class Client(ReadAPI, WriteAPI, IndexAPI, BuilderAPI, AuthAPI):
+class Client(CollectionAPI, PartitionAPI, DatabaseAPI, ImportAPI, BuilderAPI, AuthAPI, AdminAPI):
     """``Client("grpc://host:8815")``; methods mirror pymilvus's ``MilvusClient``."""
-
-    # -- pymilvus builders ------------------------------------------------------------------
-    @staticmethod
-    def create_schema(
-        *,
-        auto_id: bool = False,
-        enable_dynamic_field: bool = False,
-        description: str = "",
-        **kwargs: Any,
-    ) -> Schema:
-        """An empty schema to ``add_field`` to (pymilvus's ``MilvusClient.create_schema``);
-        ``auto_id`` becomes the default of the primary field."""
-        reject_unknown("create_schema", kwargs)
-        return Schema(
-            enable_dynamic_field=enable_dynamic_field, description=description, auto_id=auto_id
-        )
-
-    @staticmethod
-    def prepare_index_params(field_name: str = "", **kwargs: Any) -> IndexParams:
-        """An index list to ``add_index`` to, for ``create_index``/``create_collection``."""
-        params = IndexParams()
-        if field_name:
-            params.add_index(field_name, **kwargs)
-        return params
-
-    # -- collections ------------------------------------------------------------------------
-    def create_collection(
-        self,
-        collection_name: str,
-        dimension: int | None = None,
-        primary_field_name: str = "id",
-        id_type: str = "int",
-        vector_field_name: str = "vector",
-        metric_type: str = "COSINE",
-        auto_id: bool = False,
-        timeout: float | None = None,
-        schema: Schema | dict[str, Any] | None = None,
-        index_params: IndexParams | None = None,
-        *,
-        max_length: int | None = None,
-        num_shards: int = 1,
-        consistency_level: str | ConsistencyLevel = "Bounded",
-        properties: dict[str, str] | None = None,
-        description: str = "",
-        db: str | None = None,
-        **kwargs: Any,
-    ) -> dict[str, Any]:
-        """Create from a ``Schema`` or by quick setup (``dimension``); returns the description.
-        With ``index_params`` the indexes are created and the collection loaded, as pymilvus
-        does."""
-        reject_unknown("create_collection", kwargs)
-        body = self._in_db(
-            db,
-            name=collection_name,
-            num_shards=num_shards,
-            consistency_level=str(consistency_level),
-            properties=properties or {},
-            description=description,
-        )
-        if schema is not None:
-            body["schema"] = schema.to_dict() if isinstance(schema, Schema) else schema
-        if dimension is not None:
-            body.update(
-                dimension=dimension,
-                primary_field=primary_field_name,
-                vector_field=vector_field_name,
-                id_type=id_type,
-                auto_id=auto_id,
-                metric_type=metric_type,
-                max_length=max_length,
-            )
-        created = milvus_description(self._action("create_collection", body, timeout=timeout))
-        if index_params:
-            self.create_index(collection_name, index_params, timeout, db=db)
-            self.load_collection(collection_name, timeout, db=db)
-        return created
-
-    def drop_collection(
-        self,
-        collection_name: str,
-        timeout: float | None = None,
-        *,
-        db: str | None = None,
-        **kwargs: Any,
-    ) -> None:
-        reject_unknown("drop_collection", kwargs)
-        self._action("drop_collection", self._in_db(db, name=collection_name), timeout=timeout)
-
-    def has_collection(
-        self,
-        collection_name: str,
-        timeout: float | None = None,
-        *,
-        db: str | None = None,
-        **kwargs: Any,
-    ) -> bool:
-        reject_unknown("has_collection", kwargs)
-        body = self._in_db(db, name=collection_name)
-        return bool(self._action("has_collection", body, timeout=timeout)["value"])
-
-    def describe_collection(
-        self,
-        collection_name: str,
-        timeout: float | None = None,
-        *,
-        db: str | None = None,
-        **kwargs: Any,
-    ) -> dict[str, Any]:
-        """Elanus's description (``schema``, ``vchannels``, ``partitions``, ...) with
-        pymilvus's keys beside it (``collection_name``, ``fields``, ``auto_id``, ...)."""
-        reject_unknown("describe_collection", kwargs)
-        body = self._in_db(db, name=collection_name)
-        return milvus_description(self._action("describe_collection", body, timeout=timeout))
-
-    def list_collections(self, *, db: str | None = None, **kwargs: Any) -> list[str]:
-        timeout = kwargs.pop("timeout", None)
-        reject_unknown("list_collections", kwargs)
-        return list(self._action("list_collections", self._in_db(db), timeout=timeout)["names"])
-
-    def rename_collection(
-        self,
-        old_name: str,
-        new_name: str,
-        target_db: str | None = "",
-        timeout: float | None = None,
-        *,
-        db: str | None = None,
-        **kwargs: Any,
-    ) -> None:
-        """Rename, optionally into another database (``target_db``)."""
-        reject_unknown("rename_collection", kwargs)
-        body = self._in_db(db, name=old_name, new_name=new_name, new_db=target_db or None)
-        self._action("rename_collection", body, timeout=timeout)
-
-    # -- partitions -------------------------------------------------------------------------
-    def create_partition(
-        self,
-        collection_name: str,
-        partition_name: str,
-        timeout: float | None = None,
-        *,
-        db: str | None = None,
-        **kwargs: Any,
-    ) -> None:
-        reject_unknown("create_partition", kwargs)
-        body = self._partition(db, collection_name, partition_name)
-        self._action("create_partition", body, timeout=timeout)
-
-    def drop_partition(
-        self,
-        collection_name: str,
-        partition_name: str,
-        timeout: float | None = None,
-        *,
-        db: str | None = None,
-        **kwargs: Any,
-    ) -> None:
-        reject_unknown("drop_partition", kwargs)
-        body = self._partition(db, collection_name, partition_name)
-        self._action("drop_partition", body, timeout=timeout)
-
-    def has_partition(
-        self,
-        collection_name: str,
-        partition_name: str,
-        timeout: float | None = None,
-        *,
-        db: str | None = None,
-        **kwargs: Any,
-    ) -> bool:
-        reject_unknown("has_partition", kwargs)
-        body = self._partition(db, collection_name, partition_name)
-        return bool(self._action("has_partition", body, timeout=timeout)["value"])
-
-    def list_partitions(
-        self,
-        collection_name: str,
-        timeout: float | None = None,
-        *,
-        db: str | None = None,
-        **kwargs: Any,
-    ) -> list[str]:
-        reject_unknown("list_partitions", kwargs)
-        body = self._in_db(db, collection=collection_name)
-        return list(self._action("list_partitions", body, timeout=timeout)["names"])
-
-    def _partition(self, db: str | None, collection: str, partition: str) -> dict[str, Any]:
-        return self._in_db(db, collection=collection, partition=partition)
-
-    # -- databases --------------------------------------------------------------------------
-    def create_database(
-        self,
-        db_name: str,
-        properties: dict[str, Any] | None = None,
-        timeout: float | None = None,
-        **kwargs: Any,
-    ) -> None:
-        if properties:
-            kwargs["properties"] = properties  # Elanus databases have no properties
-        reject_unknown("create_database", kwargs)
-        self._action("create_database", {"name": db_name}, timeout=timeout)
-
-    def drop_database(self, db_name: str, **kwargs: Any) -> None:
-        timeout = kwargs.pop("timeout", None)
-        reject_unknown("drop_database", kwargs)
-        self._action("drop_database", {"name": db_name}, timeout=timeout)
-
-    def list_databases(self, timeout: float | None = None, **kwargs: Any) -> list[str]:
-        reject_unknown("list_databases", kwargs)
-        return list(self._action("list_databases", timeout=timeout)["names"])
-
-    def using_database(self, db_name: str, **kwargs: Any) -> None:
-        """Make ``db_name`` the database of later calls (checked by the server on use)."""
-        reject_unknown("using_database", kwargs)
-        self._db = check_name(db_name, "database")
-
-    use_database = using_database
-
-    # -- control ----------------------------------------------------------------------------
-    def list_sessions(self) -> list[dict[str, Any]]:
-        return list(self._action("list_sessions")["sessions"])
-
-    def health(self) -> dict[str, Any]:
-        return self._action("health")
-
-    def get_timestamp(self) -> int:
-        """A fresh hybrid timestamp from the TSO (``physical_ms << 18 | logical``)."""
-        return int(self._action("get_timestamp")["ts"])
-
-    def list_actions(self) -> dict[str, str]:
-        """Action name -> description, as the proxy lists them (Flight ListActions)."""
-        try:
-            actions = self._conn().list_actions(self._options(None))
-        except (flight.FlightError, pa.ArrowException) as exc:
-            raise from_flight_error(exc) from None
-        return {a.type: a.description for a in actions}

@@ -13,6 +13,14 @@ from elanus.states import IndexTaskState
 
 
 class IndexAPI(ClientBase):
+    @staticmethod
+    def prepare_index_params(field_name: str = "", **kwargs: Any) -> IndexParams:
+        """An index list to ``add_index`` to, for ``create_index``/``create_collection``."""
+        params = IndexParams()
+        if field_name:
+            params.add_index(field_name, **kwargs)
+        return params
+
     def create_index(
         self,
         collection_name: str,

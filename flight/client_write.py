@@ -1,9 +1,8 @@
 """The write half of the SDK (mixed into ``Client``): inserts and upserts over DoPut,
-deletes, bulk imports, staged writes, flush and compaction."""
+deletes, flush and compaction (bulk imports and staged writes: ``client_import``)."""
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from typing import Any
@@ -14,11 +13,9 @@ import pyarrow.flight as flight
 from elanus.errors import ElanusError, ErrorCode
 from elanus.flight.client_base import ClientBase
 from elanus.flight.client_compat import reject_unknown
-from elanus.flight.client_upload import import_with_uploads, is_loopback, upload
 from elanus.flight.putresult import PutAck
 from elanus.flight.wire import encode_json, from_flight_error
 from elanus.rows import to_arrow
-from elanus.states import ImportJobState
 
 ATOMIC_LIMIT_BYTES = 256 << 20
 """Inserts up to this size are checked whole before anything is written (the proxy's
@@ -129,146 +126,6 @@ class WriteAPI(ClientBase):
         """Replace rows by primary key (a delete and an insert at one timestamp)."""
         reject_unknown("upsert", kwargs)
         return self._put("upsert", collection_name, data, partition_name, db, timeout, batch_bytes)
-
-    # -- bulk import and staged writes ------------------------------------------------------
-    def bulk_import(
-        self,
-        collection_name: str,
-        files: list[Any],
-        partition_name: str | None = None,
-        *,
-        options: dict[str, Any] | None = None,
-        db: str | None = None,
-        upload: bool | None = None,
-    ) -> int:
-        """Start a bulk import (Milvus's bulk insert); returns the job id.
-
-        ``files``: each a Parquet, JSON Lines or CSV file, or a list of ``.npy`` files (one
-        per field, named after it). A path that exists here is a local file; the server
-        reads it in place when it can (a server on this machine, the file inside its
-        import roots), else it is uploaded first (``upload=True``: always; ``False``:
-        never). Other paths are the server's, inside its import roots (relative: under the
-        first root). Every file is checked before anything is written; poll
-        ``get_import_state`` or call ``wait_import``."""
-        entries = [[str(p) for p in f] if isinstance(f, list | tuple) else str(f) for f in files]
-        body = self._in_db(db, collection=collection_name)
-        if partition_name:
-            body["partition"] = partition_name
-        if options:
-            body["options"] = options
-
-        def start(named: list[Any]) -> int:
-            return int(self._action("import", {**body, "files": named})["job_id"])
-
-        return import_with_uploads(
-            entries,
-            start,
-            lambda path: self.upload_file(collection_name, path, db=db),
-            upload_mode=upload,
-            loopback=is_loopback(self.uri),
-        )
-
-    def upload_file(
-        self, collection_name: str, path: str | os.PathLike[str], *, db: str | None = None
-    ) -> str:
-        """Stream a local file into the server's import area (for an import into
-        ``collection_name``); returns the server path to import. The server removes it
-        when the import that reads it ends, or after a while if none does."""
-        command = self._in_db(db, collection=collection_name)
-        return str(upload(self._conn(), self._options(None), command, path)["path"])
-
-    def get_import_state(self, job_id: int) -> dict[str, Any]:
-        """``{"state": Pending|Importing|Completed|Failed, "progress": 0..1, "rows",
-        "segment_ids", "reason", ...}``."""
-        return self._action("get_import_state", {"job_id": int(job_id)})
-
-    def wait_import(
-        self, job_id: int, timeout: float | None = None, *, poll_s: float = 0.1
-    ) -> dict[str, Any]:
-        """Wait until the job completes (its rows are searchable); its final state.
-        A failed job raises its reason as an ``ElanusError``; TIMEOUT after ``timeout``."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            state = self.get_import_state(job_id)
-            if state["state"] == ImportJobState.COMPLETED:
-                self._saw_write(int(state.get("ts") or 0))
-                return state
-            if state["state"] == ImportJobState.FAILED:
-                code = state.get("reason_code") or ErrorCode.INTERNAL
-                raise ElanusError(code, f"import job {job_id} failed: {state.get('reason')}")
-            if deadline is not None and time.monotonic() > deadline:
-                raise ElanusError(
-                    ErrorCode.TIMEOUT,
-                    f"import job {job_id} is still {state['state']} after {timeout}s "
-                    f"({state.get('progress', 0):.0%})",
-                )
-            time.sleep(poll_s)
-
-    def list_import_jobs(
-        self, collection_name: str | None = None, *, db: str | None = None
-    ) -> list[dict[str, Any]]:
-        body = self._in_db(db)
-        if collection_name:
-            body["collection"] = collection_name
-        return list(self._action("list_import_jobs", body)["jobs"])
-
-    def stage_insert(
-        self,
-        collection_name: str,
-        data: Any,
-        write_id: str,
-        partition_name: str | None = None,
-        *,
-        upsert: bool = False,
-        part: str | None = None,
-        db: str | None = None,
-        timeout: float | None = None,
-        batch_bytes: int = DEFAULT_BATCH_BYTES,
-    ) -> dict[str, Any]:
-        """Check and stage rows under ``write_id`` (invisible until ``commit_write``);
-        returns ``{"insert_count", "ids"}`` (auto ids included). ``part`` names the writer
-        (a Spark task attempt) so a commit can take only some parts."""
-        extra: dict[str, Any] = {"stage": write_id}
-        if part:
-            extra["stage_part"] = part
-        op = "upsert" if upsert else "insert"
-        reply = self._put(
-            op, collection_name, data, partition_name, db, timeout, batch_bytes, extra
-        )
-        count = reply.pop(f"{op}_count")
-        reply.pop("ts", None)
-        return {"insert_count": count, **reply}
-
-    def commit_write(
-        self,
-        collection_name: str,
-        write_id: str,
-        *,
-        upsert: bool = False,
-        parts: list[str] | None = None,
-        expected_rows: int | None = None,
-        db: str | None = None,
-        timeout: float | None = None,
-    ) -> dict[str, Any]:
-        """Make every row staged under ``write_id`` visible at one timestamp (with
-        ``upsert``, older rows with the same keys go at that timestamp). Safe to repeat.
-        ``expected_rows`` (what the writers staged) makes a commit that finds fewer fail.
-        Returns ``{"job_id", "state": "Completed", "rows", "ts", "segment_ids"}``."""
-        body = self._in_db(db, collection=collection_name, write_id=write_id, upsert=upsert)
-        if parts is not None:
-            body["parts"] = list(parts)
-        if expected_rows is not None:
-            body["expected_rows"] = int(expected_rows)
-        reply = self._action("commit_write", body, timeout=timeout)
-        if reply["state"] != ImportJobState.COMPLETED:
-            final = self.wait_import(int(reply["job_id"]), timeout)
-            reply.update({k: final[k] for k in ("state", "rows", "ts", "segment_ids")})
-        self._saw_write(int(reply.get("ts") or 0))
-        return reply
-
-    def abort_write(self, write_id: str) -> bool:
-        """Discard what is staged under ``write_id``; whether there was anything."""
-        return bool(self._action("abort_write", {"write_id": write_id})["removed"])
 
     def delete(
         self,

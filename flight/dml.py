@@ -27,7 +27,6 @@ from elanus.flight.segalloc import SegmentAllocator
 from elanus.flight.timeticker import DmlTracker, TimeTicker
 from elanus.requests import Body
 from elanus.schema import DEFAULT_PARTITION
-from elanus.states import SegmentState
 from elanus.validation import check_unique_across, conform_delete_keys, conform_insert
 
 if TYPE_CHECKING:
@@ -134,44 +133,8 @@ class DmlService:
         await self.ticker.report_now()
         return {}
 
-    # -- DoAction handlers (Flight threads) -------------------------------------------------
-    def action(self, name: str, request: dict[str, Any]) -> dict[str, Any]:
-        if name == "delete":
-            info = self.collection(request["db"], request["collection"])
-            keys = request["ids"]
-            if keys is None:  # by filter: the keys it matches now, then delete those
-                keys = self.proxy.query.matching_keys(info, request)
-                if not keys:
-                    return {"delete_count": 0, "ts": 0}
-            result = self.delete(info, request["partition"], keys)
-            return {"delete_count": result.count, "ts": result.ts}
-        if name == "get_collection_stats":
-            info = self.collection(request["db"], request["collection"])
-            reply = self.proxy.run(
-                self.proxy.ddl.coord("segment.info", {"collection_id": info.collection_id})
-            )
-            flushed = [s for s in reply["segments"] if s["state"] == SegmentState.FLUSHED]
-            rows = sum(s["num_rows"] for s in flushed)
-            return {"row_count": rows}
-        if name == "flush":
-            info = self.collection(request["db"], request["collection"])
-            return dict(self.proxy.run(self._flush(info)))
-        if name == "get_flush_state":
-            return self.proxy.coord_call("flush.state", request)
-        if name == "compact":
-            info = self.collection(request["db"], request["collection"])
-            body = {"collection_id": info.collection_id}
-            return self.proxy.coord_call("compaction.trigger", body)
-        if name == "get_compaction_state":
-            return self.proxy.coord_call("compaction.state", request)
-        if name == "get_segment_info":
-            if "collection" in request:
-                info = self.collection(request["db"], request["collection"])
-                request = {"collection_id": info.collection_id}
-            return self.proxy.coord_call("segment.info", request)
-        raise ElanusError(ErrorCode.UNKNOWN_ACTION, f"{name!r} is not a write-path action")
-
-    async def _flush(self, info: CollectionInfo) -> dict[str, Any]:
+    # -- DdRequests (on the loop) -----------------------------------------------------------
+    async def flush(self, info: CollectionInfo) -> dict[str, Any]:
         """Flush is a DdRequest (seed 004): queued in timestamp order with the DDL."""
 
         async def task(ts: int) -> Any:

@@ -1,36 +1,45 @@
-"""DoAction entries of the write path: delete, flush, flush state, segment info.
-
-Registered in the same catalogue as the DDL actions (``actions.ACTIONS``) so ListActions,
-the unknown-key check and the docs cover them; the proxy runs them through ``DmlService``.
+"""DoAction entries of the write path (delete, flush, compaction, segment state) and the
+command of a DoPut (insert, upsert, upload). The writes themselves are ``DmlService``'s.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from elanus import layout
 from elanus.errors import invalid
-from elanus.flight.actions import _action, _db, _name
+from elanus.flight.actions import Call, action, check_db, check_named
+from elanus.flight.limits import Kind
+from elanus.flight.wire import decode_request
+from elanus.privileges import OPEN
 from elanus.requests import Body
 from elanus.schema import check_name
+from elanus.states import SegmentState
 
 MAX_DELETE_KEYS = 1_000_000
-DML_ACTIONS = (
-    "delete",
-    "flush",
-    "get_flush_state",
-    "get_segment_info",
-    "compact",
-    "get_compaction_state",
-    "get_collection_stats",
-)
 
 
-@_action(
+def _run_delete(c: Call) -> dict[str, Any]:
+    request, dml = c.request, c.proxy.dml
+    info = dml.collection(request["db"], request["collection"])
+    keys = request["ids"]
+    if keys is None:  # by filter: the keys it matches now, then delete those
+        keys = c.proxy.query.matching_keys(info, request)
+        if not keys:
+            return {"delete_count": 0, "ts": 0}
+    result = dml.delete(info, request["partition"], keys)
+    return {"delete_count": result.count, "ts": result.ts}
+
+
+@action(
     "delete",
     "Delete entities by primary key or by a filter expression (the collection must be "
     "loaded for a filter). Body: collection, ids | filter, filter_params, partition. "
     "Result: delete_count, ts.",
     ("collection", "ids", "filter", "filter_params", "partition"),
+    privilege="Delete",
+    rate=Kind.DML,
+    run=_run_delete,
 )
 def _delete(b: Body) -> dict[str, Any]:
     ids = b.list("ids", None)
@@ -43,39 +52,60 @@ def _delete(b: Body) -> dict[str, Any]:
         raise invalid(f"delete: at most {MAX_DELETE_KEYS} ids per request, got {len(ids)}")
     partition = b.str("partition", None)
     return {
-        "db": _db(b),
-        "collection": _name(b, "collection", "collection"),
+        "db": check_db(b),
+        "collection": check_named(b, "collection", "collection"),
         "ids": ids,
         "filter": filt,
         "filter_params": b.dict("filter_params", {}),
-        "partition": _name(b, "partition", "partition") if partition else None,
+        "partition": check_named(b, "partition", "partition") if partition else None,
     }
 
 
-@_action(
+def _run_collection_stats(c: Call) -> dict[str, Any]:
+    info = c.proxy.dml.collection(c.request["db"], c.request["collection"])
+    reply = c.proxy.coord_call("segment.info", {"collection_id": info.collection_id})
+    return {
+        "row_count": sum(
+            s["num_rows"] for s in reply["segments"] if s["state"] == SegmentState.FLUSHED
+        )
+    }
+
+
+@action(
     "get_collection_stats",
     "Row count of a collection: rows in flushed segments, as Milvus counts num_entities. "
     "Body: collection. Result: row_count.",
     ("collection",),
+    privilege="GetStatistics",
+    run=_run_collection_stats,
 )
 def _collection_stats(b: Body) -> dict[str, Any]:
-    return {"db": _db(b), "collection": _name(b, "collection", "collection")}
+    return {"db": check_db(b), "collection": check_named(b, "collection", "collection")}
 
 
-@_action(
+def _run_flush(c: Call) -> dict[str, Any]:
+    info = c.proxy.dml.collection(c.request["db"], c.request["collection"])
+    return c.proxy.run(c.proxy.dml.flush(info))
+
+
+@action(
     "flush",
     "Seal the growing segments of a collection and have them written (seed 004). "
     "Body: collection. Result: segment_ids, flush_ts; poll get_flush_state.",
     ("collection",),
+    privilege="Flush",
+    run=_run_flush,
 )
 def _flush(b: Body) -> dict[str, Any]:
-    return {"db": _db(b), "collection": _name(b, "collection", "collection")}
+    return {"db": check_db(b), "collection": check_named(b, "collection", "collection")}
 
 
-@_action(
+@action(
     "get_flush_state",
     "Whether the given segments are flushed. Body: segment_ids. Result: flushed, done, total.",
     ("segment_ids",),
+    privilege=OPEN,
+    run=lambda c: c.proxy.coord_call("flush.state", c.request),
 )
 def _flush_state(b: Body) -> dict[str, Any]:
     ids = b.list("segment_ids")
@@ -84,11 +114,21 @@ def _flush_state(b: Body) -> dict[str, Any]:
     return {"segment_ids": ids}
 
 
-@_action(
+def _run_segment_info(c: Call) -> dict[str, Any]:
+    request = c.request
+    if "collection" in request:
+        info = c.proxy.dml.collection(request["db"], request["collection"])
+        request = {"collection_id": info.collection_id}
+    return c.proxy.coord_call("segment.info", request)
+
+
+@action(
     "get_segment_info",
     "Segments of a collection (or the given ids): state, rows, channel, positions. "
     "Body: collection | segment_ids. Result: segments.",
     ("collection", "segment_ids"),
+    privilege="GetStatistics",
+    run=_run_segment_info,
 )
 def _segment_info(b: Body) -> dict[str, Any]:
     ids = b.list("segment_ids", None)
@@ -97,25 +137,85 @@ def _segment_info(b: Body) -> dict[str, Any]:
         raise invalid("get_segment_info: give exactly one of 'collection' and 'segment_ids'")
     if ids is not None:
         return {"segment_ids": ids}
-    return {"db": _db(b), "collection": check_name(collection, "collection")}
+    return {"db": check_db(b), "collection": check_name(collection, "collection")}
 
 
-@_action(
+def _run_compact(c: Call) -> dict[str, Any]:
+    info = c.proxy.dml.collection(c.request["db"], c.request["collection"])
+    return c.proxy.coord_call("compaction.trigger", {"collection_id": info.collection_id})
+
+
+@action(
     "compact",
     "Merge the collection's flushed segments and drop deleted rows. Body: collection. "
     "Result: compaction_id, plans; poll get_compaction_state.",
     ("collection",),
+    privilege="Compaction",
+    run=_run_compact,
 )
 def _compact(b: Body) -> dict[str, Any]:
-    return {"db": _db(b), "collection": _name(b, "collection", "collection")}
+    return {"db": check_db(b), "collection": check_named(b, "collection", "collection")}
 
 
-@_action(
+@action(
     "get_compaction_state",
     "Progress of a compaction. Body: compaction_id. Result: state (executing | completed | "
     "failed), pending, executing, completed, failed, and reason when failed. An unknown id "
     "is COMPACTION_NOT_FOUND.",
     ("compaction_id",),
+    privilege=OPEN,
+    run=lambda c: c.proxy.coord_call("compaction.state", c.request),
 )
 def _compaction_state(b: Body) -> dict[str, Any]:
     return {"compaction_id": b.int("compaction_id", lo=1)}
+
+
+# -- DoPut --------------------------------------------------------------------------------
+PUT_OPS = ("insert", "upsert")
+UPLOAD_OP = "upload"
+"""A DoPut that carries a file into the server's import area (``flight/uploads.py``)."""
+
+
+def check_put(raw: bytes) -> dict[str, Any]:
+    """The JSON command of a DoPut descriptor: op, collection, partition, db, atomic, and
+    for a staged write (``flight/imports.py``) stage (the write id) and stage_part."""
+    b = Body(decode_request(raw, "DoPut command"), "DoPut command")
+    op = b.str("op", "insert")
+    if op == UPLOAD_OP:
+        return _check_upload(b)
+    if op not in PUT_OPS:
+        ops = ", ".join((*PUT_OPS, UPLOAD_OP))
+        raise invalid(f"DoPut command: 'op' must be one of {ops}, not {op!r}")
+    partition = b.str("partition", None)
+    request = {
+        "op": op,
+        "atomic": b.bool("atomic", False),
+        "db": check_db(b),
+        "collection": check_named(b, "collection", "collection"),
+        "partition": check_name(partition, "partition") if partition else None,
+        "stage": None,
+    }
+    stage = b.str("stage", None)
+    part = b.str("stage_part", None)
+    if stage is not None:
+        request["stage"] = layout.check_write_id(stage, "DoPut command: 'stage'")
+        request["stage_part"] = layout.check_write_id(
+            part or layout.DEFAULT_PART, "DoPut command: 'stage_part'"
+        )
+    elif part is not None:
+        raise invalid("DoPut command: 'stage_part' needs 'stage'")
+    b.done()
+    return request
+
+
+def _check_upload(b: Body) -> dict[str, Any]:
+    """``{"op": "upload", "collection", "name", "db"}``: the collection the file is for
+    (it must exist; privileges are the import's) and the file's name (sanitised)."""
+    request = {
+        "op": UPLOAD_OP,
+        "db": check_db(b),
+        "collection": check_named(b, "collection", "collection"),
+        "name": b.str("name"),
+    }
+    b.done()
+    return request

@@ -1,10 +1,8 @@
 """DoAction entries of bulk import and staged writes: import, get_import_state,
-list_import_jobs, commit_write, abort_write.
+list_import_jobs, commit_write, abort_write; executed by ``ImportService``.
 
-Registered in the shared catalogue (``actions.ACTIONS``) so ListActions, the unknown-key
-check and the protocol doc cover them; the proxy runs them through ``ImportService``.
-Pure: no I/O. File paths are checked by name here; the proxy then confines them to the
-import roots (``elanus.importroots``) and the data node checks again when it opens them.
+File paths are checked by name here; the proxy then confines them to the import roots
+(``elanus.importroots``) and the data node checks again when it opens them.
 """
 
 from __future__ import annotations
@@ -14,27 +12,31 @@ from typing import Any
 from elanus import layout
 from elanus.errors import invalid
 from elanus.filereaders import group_files
-from elanus.flight.actions import _action, _db, _name
+from elanus.flight.actions import Call, action, check_db, check_named
+from elanus.flight.limits import Kind
+from elanus.privileges import OPEN
 from elanus.requests import Body
 from elanus.schema import check_name
 
 MAX_FILES = 1024
 IMPORT_OPTIONS = ("sep",)
 MAX_COMMIT_WAIT_S = 110.0
-IMPORT_ACTIONS = ("import", "get_import_state", "list_import_jobs", "commit_write", "abort_write")
 
 
 def _paths(entries: list[Any]) -> list[str]:
     return [p for e in entries for p in (e if isinstance(e, list) else [e])]
 
 
-@_action(
+@action(
     "import",
     "Bulk import files into segments (Milvus's bulk insert): Parquet, JSON Lines or CSV "
     "files, or sets of .npy files (one per field), inside the server's import roots "
     "(relative paths: under the first root; DoPut op 'upload' puts a file there). Body: "
     "collection, files, partition, options (sep). Result: job_id; poll get_import_state.",
     ("collection", "files", "partition", "options"),
+    privilege="Import",
+    rate=Kind.DML,
+    run=lambda c: c.proxy.imports.start(c.request),
 )
 def _import(b: Body) -> dict[str, Any]:
     files = b.list("files")
@@ -52,45 +54,60 @@ def _import(b: Body) -> dict[str, Any]:
         raise invalid(f"import: option 'sep' must be one character (not a quote), got {sep!r}")
     partition = b.str("partition", None)
     return {
-        "db": _db(b),
-        "collection": _name(b, "collection", "collection"),
+        "db": check_db(b),
+        "collection": check_named(b, "collection", "collection"),
         "partition": check_name(partition, "partition") if partition else None,
         "units": units,
         "options": {"sep": sep} if "sep" in options else {},
     }
 
 
-@_action(
+@action(
     "get_import_state",
     "State of an import job. Body: job_id. Result: state (Pending, Importing, Completed, "
     "Failed), progress (0..1), rows, total_rows, segment_ids, reason, reason_code, stage.",
     ("job_id",),
+    privilege=OPEN,
+    run=lambda c: c.proxy.coord_call("import.state", {"job_id": c.request["job_id"]}),
 )
 def _import_state(b: Body) -> dict[str, Any]:
-    _db(b)
+    check_db(b)
     return {"job_id": b.int("job_id", lo=1)}
 
 
-@_action(
+def _run_list_jobs(c: Call) -> dict[str, Any]:
+    which: dict[str, Any] = {}
+    if c.request["collection"]:
+        info = c.proxy.dml.collection(c.request["db"], c.request["collection"])
+        which["collection_id"] = info.collection_id
+    return c.proxy.coord_call("import.list", which)
+
+
+@action(
     "list_import_jobs",
     "Import jobs, oldest first, of one collection or all. Body: collection. Result: jobs.",
     ("collection",),
+    privilege="Import",
+    run=_run_list_jobs,
 )
 def _list_import_jobs(b: Body) -> dict[str, Any]:
     collection = b.str("collection", None)
     return {
-        "db": _db(b),
+        "db": check_db(b),
         "collection": check_name(collection, "collection") if collection else None,
     }
 
 
-@_action(
+@action(
     "commit_write",
     "Make the rows staged under a write id (DoPut with 'stage') visible, all at one "
     "timestamp; with upsert, earlier rows with the same keys disappear at that timestamp. "
     "Repeating a commit is harmless. Body: collection, write_id, upsert, parts, "
     "expected_rows, wait_s. Result: job_id, state, rows, ts.",
     ("collection", "write_id", "upsert", "parts", "expected_rows", "wait_s"),
+    privilege="Insert",  # Upsert for an upsert: flight/auth.py need_for
+    rate=Kind.DML,
+    run=lambda c: c.proxy.imports.commit(c.request),
 )
 def _commit_write(b: Body) -> dict[str, Any]:
     parts = b.list("parts", None)
@@ -100,8 +117,8 @@ def _commit_write(b: Body) -> dict[str, Any]:
     if not 0 <= wait_s <= MAX_COMMIT_WAIT_S:
         raise invalid(f"commit_write: 'wait_s' must be within [0, {MAX_COMMIT_WAIT_S}]")
     return {
-        "db": _db(b),
-        "collection": _name(b, "collection", "collection"),
+        "db": check_db(b),
+        "collection": check_named(b, "collection", "collection"),
         "write_id": layout.check_write_id(b.str("write_id")),
         "upsert": b.bool("upsert", False),
         "parts": parts,
@@ -110,12 +127,14 @@ def _commit_write(b: Body) -> dict[str, Any]:
     }
 
 
-@_action(
+@action(
     "abort_write",
     "Discard the rows staged under a write id (refused once a commit of it started). "
     "Body: write_id. Result: removed.",
     ("write_id",),
+    privilege=OPEN,
+    run=lambda c: c.proxy.imports.abort(c.request["write_id"]),
 )
 def _abort_write(b: Body) -> dict[str, Any]:
-    _db(b)
+    check_db(b)
     return {"write_id": layout.check_write_id(b.str("write_id"))}

@@ -55,36 +55,26 @@ class ImportService:
     def _coord(self, method: str, body: dict[str, Any]) -> dict[str, Any]:
         return dict(self.proxy.run(self.proxy.ddl.coord(method, body)))
 
-    # -- DoAction ---------------------------------------------------------------------------
-    def action(self, name: str, request: dict[str, Any]) -> dict[str, Any]:
+    # -- executors of flight/import_actions.py ---------------------------------------------
+    def start(self, request: dict[str, Any]) -> dict[str, Any]:
+        """An ``import`` job of files inside the import roots."""
         dml = self.proxy.dml
-        if name == "import":
-            info = dml.collection(request["db"], request["collection"])
-            body = {
-                "collection_id": info.collection_id,
-                "db": info.db,
-                "collection": info.name,
-                "partition_id": dml.partition_id(info, request["partition"]),
-                "units": self._confined(request["units"]),
-                "options": request["options"],
-            }
-            return {"job_id": self._coord("import.create", body)["job_id"]}
-        if name == "get_import_state":
-            return self._coord("import.state", {"job_id": request["job_id"]})
-        if name == "list_import_jobs":
-            which: dict[str, Any] = {}
-            if request["collection"]:
-                info = dml.collection(request["db"], request["collection"])
-                which["collection_id"] = info.collection_id
-            return self._coord("import.list", which)
-        if name == "commit_write":
-            return self.commit(request)
-        if name == "abort_write":
-            self._aborted[request["write_id"]] = None  # before the files go: see stage()
-            while len(self._aborted) > ABORTED_KEPT:
-                del self._aborted[next(iter(self._aborted))]
-            return self._coord("import.abort_write", {"write_id": request["write_id"]})
-        raise ElanusError(ErrorCode.UNKNOWN_ACTION, f"{name!r} is not an import action")
+        info = dml.collection(request["db"], request["collection"])
+        body = {
+            "collection_id": info.collection_id,
+            "db": info.db,
+            "collection": info.name,
+            "partition_id": dml.partition_id(info, request["partition"]),
+            "units": self._confined(request["units"]),
+            "options": request["options"],
+        }
+        return {"job_id": self._coord("import.create", body)["job_id"]}
+
+    def abort(self, write_id: str) -> dict[str, Any]:
+        self._aborted[write_id] = None  # before the files go: see stage()
+        while len(self._aborted) > ABORTED_KEPT:
+            del self._aborted[next(iter(self._aborted))]
+        return self._coord("import.abort_write", {"write_id": write_id})
 
     def _confined(self, units: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Every path must name a regular file inside the import roots (refused with

@@ -9,26 +9,12 @@ dimension are known; here only the body's shape.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from elanus.errors import ElanusError, ErrorCode, invalid
-from elanus.flight.actions import _action, _db, _name
+from elanus.flight.actions import Call, action, check_db, check_named
 from elanus.requests import Body
 from elanus.schema import check_name
-
-if TYPE_CHECKING:
-    from elanus.flight.proxy import ProxyServer
-
-INDEX_ACTIONS = (
-    "create_index",
-    "drop_index",
-    "describe_index",
-    "list_indexes",
-    "claim_index_tasks",
-    "index_heartbeat",
-    "report_index_task",
-)
-
 
 BUILDER_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
 
@@ -44,19 +30,70 @@ def _target(b: Body) -> dict[str, Any]:
     index_name = b.str("index_name", None)
     field = b.str("field_name", None)
     return {
-        "db": _db(b),
-        "collection": _name(b, "collection", "collection"),
+        "db": check_db(b),
+        "collection": check_named(b, "collection", "collection"),
         "index_name": check_name(index_name, "index") if index_name else None,
         "field": check_name(field, "field") if field else None,
     }
 
 
-@_action(
+def _collection_id(c: Call) -> int:
+    return c.proxy.dml.collection(c.request["db"], c.request["collection"]).collection_id
+
+
+def _index_target(c: Call) -> dict[str, Any]:
+    """The coord's name for the index(es) a request means."""
+    target: dict[str, Any] = {"collection_id": _collection_id(c)}
+    for key in ("index_name", "field"):
+        if c.request.get(key):
+            target[key] = c.request[key]
+    return target
+
+
+def _run_create(c: Call) -> dict[str, Any]:
+    request = c.request
+    body = {
+        "collection_id": _collection_id(c),
+        "field": request["field"],
+        "index_type": request["index_type"],
+        "params": request["params"],
+    }
+    if request["index_name"]:
+        body["index_name"] = request["index_name"]
+    if request["metric_type"]:
+        body["metric_type"] = request["metric_type"]
+    return c.proxy.coord_call("index.create", body)
+
+
+def _run_list(c: Call) -> dict[str, Any]:
+    described = c.proxy.coord_call("index.describe", _index_target(c))
+    return {"names": [i["index_name"] for i in described["indexes"]]}
+
+
+def _run_claim(c: Call) -> dict[str, Any]:
+    request = c.request
+    body: dict[str, Any] = {"node_id": request["node_id"]}
+    if request["collection"]:
+        body["collection_id"] = _collection_id(c)
+    if request["limit"]:
+        body["limit"] = request["limit"]
+    body["retry_failed"] = request["retry_failed"]
+    return c.proxy.coord_call("index.claim", body)
+
+
+def _run_report(c: Call) -> dict[str, Any]:
+    body = {k: v for k, v in c.request.items() if v is not None}
+    return c.proxy.coord_call("index.report", body)
+
+
+@action(
     "create_index",
     "Build an index on a vector field of every flushed segment (and of later ones). Body: "
     "collection, field_name, index_type (FLAT, IVF_FLAT, IVF_SQ8, IVF_PQ, HNSW, BIN_FLAT, "
     "BIN_IVF_FLAT, AUTOINDEX), metric_type, params, index_name. Result: index_id, created.",
     ("collection", "field_name", "index_type", "metric_type", "params", "index_name"),
+    privilege="CreateIndex",
+    run=_run_create,
 )
 def _create_index(b: Body) -> dict[str, Any]:
     request = _target(b)
@@ -70,45 +107,55 @@ def _create_index(b: Body) -> dict[str, Any]:
     }
 
 
-@_action(
+@action(
     "drop_index",
     "Drop an index (by index_name or field_name); its files are recycled in the "
     "background. Body: collection, index_name, field_name. Result: index_id.",
     ("collection", "index_name", "field_name"),
+    privilege="DropIndex",
+    run=lambda c: c.proxy.coord_call("index.drop", _index_target(c)),
 )
 def _drop_index(b: Body) -> dict[str, Any]:
     return _target(b)
 
 
-@_action(
+@action(
     "describe_index",
     "Indexes of a collection with their build progress. Body: collection, index_name, "
     "field_name. Result: indexes (index_name, field, index_type, metric_type, params, "
     "state, indexed_rows, total_rows, pending_tasks, failed_tasks).",
     ("collection", "index_name", "field_name"),
+    privilege="IndexDetail",
+    run=lambda c: c.proxy.coord_call("index.describe", _index_target(c)),
 )
 def _describe_index(b: Body) -> dict[str, Any]:
     return _target(b)
 
 
-@_action(
-    "list_indexes", "Index names of a collection. Body: collection. Result: names.", ("collection",)
+@action(
+    "list_indexes",
+    "Index names of a collection. Body: collection. Result: names.",
+    ("collection",),
+    privilege="IndexDetail",
+    run=_run_list,
 )
 def _list_indexes(b: Body) -> dict[str, Any]:
-    return {"db": _db(b), "collection": _name(b, "collection", "collection")}
+    return {"db": check_db(b), "collection": check_named(b, "collection", "collection")}
 
 
-@_action(
+@action(
     "claim_index_tasks",
     "For external builders (Spark index runs): take the pending build tasks of a "
     "collection under a lease. Body: collection, node_id, limit, retry_failed. Result: "
     "tasks (build_id, version, field, spec, data_path, out_dir, ...), lease_s.",
     ("collection", "node_id", "limit", "retry_failed"),
+    privilege="IndexBuilder",
+    run=_run_claim,
 )
 def _claim(b: Body) -> dict[str, Any]:
     collection = b.str("collection", None)
     return {
-        "db": _db(b),
+        "db": check_db(b),
         "collection": check_name(collection, "collection") if collection else None,
         "node_id": _builder(b),
         "limit": b.int("limit", None, lo=1),
@@ -116,20 +163,24 @@ def _claim(b: Body) -> dict[str, Any]:
     }
 
 
-@_action(
+@action(
     "index_heartbeat",
     "Renew an external builder's lease. Body: node_id. Result: alive, tasks.",
     ("node_id",),
+    privilege="IndexBuilder",
+    run=lambda c: c.proxy.coord_call("index.heartbeat", {"node_id": c.request["node_id"]}),
 )
 def _heartbeat(b: Body) -> dict[str, Any]:
     return {"node_id": _builder(b)}
 
 
-@_action(
+@action(
     "report_index_task",
     "An external builder's result for one task. Body: build_id, version, node_id, ok, "
     "files, fail_reason, seconds. Result: accepted (false for a stale version).",
     ("build_id", "version", "node_id", "ok", "files", "fail_reason", "seconds"),
+    privilege="IndexBuilder",
+    run=_run_report,
 )
 def _report(b: Body) -> dict[str, Any]:
     return {
@@ -141,45 +192,3 @@ def _report(b: Body) -> dict[str, Any]:
         "fail_reason": b.str("fail_reason", None),
         "seconds": b.float("seconds", None),
     }
-
-
-def execute(proxy: ProxyServer, name: str, request: dict[str, Any]) -> dict[str, Any]:
-    """Run one checked index action against the coord (called on a Flight thread)."""
-
-    def collection_id() -> int:
-        return proxy.dml.collection(request["db"], request["collection"]).collection_id
-
-    if name == "index_heartbeat":
-        return proxy.coord_call("index.heartbeat", {"node_id": request["node_id"]})
-    if name == "report_index_task":
-        return proxy.coord_call("index.report", {k: v for k, v in request.items() if v is not None})
-    if name == "claim_index_tasks":
-        body: dict[str, Any] = {"node_id": request["node_id"]}
-        if request["collection"]:
-            body["collection_id"] = collection_id()
-        if request["limit"]:
-            body["limit"] = request["limit"]
-        body["retry_failed"] = request["retry_failed"]
-        return proxy.coord_call("index.claim", body)
-    target = {"collection_id": collection_id()}
-    for key in ("index_name", "field"):
-        if request.get(key):
-            target[key] = request[key]
-    if name == "create_index":
-        body = {
-            "collection_id": target["collection_id"],
-            "field": request["field"],
-            "index_type": request["index_type"],
-            "params": request["params"],
-        }
-        if request["index_name"]:
-            body["index_name"] = request["index_name"]
-        if request["metric_type"]:
-            body["metric_type"] = request["metric_type"]
-        return proxy.coord_call("index.create", body)
-    if name == "drop_index":
-        return proxy.coord_call("index.drop", target)
-    described = proxy.coord_call("index.describe", target)
-    if name == "list_indexes":
-        return {"names": [i["index_name"] for i in described["indexes"]]}
-    return described

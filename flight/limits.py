@@ -29,23 +29,14 @@ from elanus.settings import Settings
 
 
 class Kind(enum.StrEnum):
-    """The two request classes with a rate of their own (Milvus's DML and DQL quotas)."""
+    """The two request classes with a rate of their own (Milvus's DML and DQL quotas).
+    Each DoAction declares its own (``rate`` in ``flight/actions.py``; DDL, state polls
+    and index coordination count against none); every DoPut is DML, every DoGet,
+    DoExchange and GetFlightInfo DQL."""
 
     DML = "DML"
     DQL = "DQL"
 
-
-ACTION_KINDS: dict[str, Kind] = {
-    "delete": Kind.DML,
-    "import": Kind.DML,
-    "commit_write": Kind.DML,
-    "search": Kind.DQL,
-    "query": Kind.DQL,
-    "read_plan": Kind.DQL,
-}
-"""The DoAction names that count against a rate; the other actions (DDL, state polls,
-index coordination) do not. Every DoPut is DML; every DoGet, DoExchange and
-GetFlightInfo is DQL."""
 
 MAX_BUCKETS = 10_000
 """Buckets kept before full ones (users idle for a second or more) are forgotten."""

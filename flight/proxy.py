@@ -13,7 +13,7 @@ import contextlib
 import logging
 import threading
 import traceback
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Coroutine, Iterator
 from typing import Any, TypeVar
 
 import numpy as np
@@ -25,8 +25,7 @@ from elanus.channels.bus import Bus
 from elanus.channels.loop import call_in_loop
 from elanus.channels.role import Role
 from elanus.errors import ElanusError, ErrorCode
-from elanus.flight import auth_actions, index_actions
-from elanus.flight.actions import ACTIONS, UPLOAD_OP, check_put, check_request
+from elanus.flight.actions import catalogue, check_request, lookup, perform, rate_of
 from elanus.flight.auth import (
     ANONYMOUS,
     MIDDLEWARE_KEY,
@@ -40,19 +39,18 @@ from elanus.flight.auth import (
 from elanus.flight.bodyshape import set_max_json_depth
 from elanus.flight.ddl import DdlService
 from elanus.flight.dml import DmlService
-from elanus.flight.dml_actions import DML_ACTIONS
-from elanus.flight.import_actions import IMPORT_ACTIONS
+from elanus.flight.dml_actions import UPLOAD_OP, check_put
 from elanus.flight.imports import ImportService
-from elanus.flight.limits import ACTION_KINDS, Kind, Limits
+from elanus.flight.limits import Kind, Limits
 from elanus.flight.metacache import MetaCache
 from elanus.flight.putresult import PutAck
 from elanus.flight.query import QueryService, hits_table
-from elanus.flight.query_actions import QUERY_ACTIONS, check_search_stream
-from elanus.flight.readplan import READ_PLAN_ACTIONS, ReadService
+from elanus.flight.query_actions import check_search_stream
+from elanus.flight.readplan import ReadService
 from elanus.flight.streams import client_batches, client_chunks
 from elanus.flight.tls import server_tls
 from elanus.flight.uploads import receive_upload
-from elanus.flight.wire import DEFAULT_DB, decode_request, encode_result, to_flight_error
+from elanus.flight.wire import decode_request, encode_result, to_flight_error
 from elanus.importroots import ensure_dirs
 from elanus.privileges import Need
 from elanus.settings import Settings
@@ -180,26 +178,10 @@ class ProxyServer(Role):
 
     # -- called on Flight threads -----------------------------------------------------------
     def handle_action(self, name: str, raw: bytes, caller: Caller = ANONYMOUS) -> bytes:
-        """Check, authorise, execute and encode one DoAction; every error becomes a Flight
-        error."""
+        """Check, authorise, execute (``actions.perform``) and encode one DoAction; every
+        error becomes a Flight error."""
         try:
-            if name == "search":  # the hot one: checked plans are reused by request shape
-                return encode_result(self.query.search_action(raw, _searcher(caller)))
-            spec, request = check_request(name, raw)
-            authorize(caller, spec.name, request)
-            if spec.name in auth_actions.AUTH_ACTIONS:
-                return encode_result(auth_actions.execute(self, spec.name, request, caller))
-            if spec.name in DML_ACTIONS:
-                return encode_result(self.dml.action(spec.name, request))
-            if spec.name in QUERY_ACTIONS:
-                return encode_result(self.query.action(spec.name, request))
-            if spec.name in index_actions.INDEX_ACTIONS:
-                return encode_result(index_actions.execute(self, spec.name, request))
-            if spec.name in READ_PLAN_ACTIONS:
-                return encode_result(self.reads.plan(request).to_json())
-            if spec.name in IMPORT_ACTIONS:
-                return encode_result(self.imports.action(spec.name, request))
-            return encode_result(self.run(self.ddl.execute(spec.name, request)))
+            return encode_result(perform(self, name, raw, caller))
         except ElanusError as exc:
             raise to_flight_error(exc) from None
         except Exception as exc:  # noqa: BLE001 - never leak a traceback to the client
@@ -307,7 +289,7 @@ class ProxyServer(Role):
         """GetFlightInfo: a snapshot read plan for the JSON command (``read_plan`` body)."""
         with _flight_errors("GetFlightInfo"):
             request = self.reads.plan_request(_command(descriptor, "GetFlightInfo"))
-            authorize(caller, "read_plan", request)
+            authorize(caller, lookup("read_plan"), request)
             return self.reads.plan(request).flight_info(descriptor)
         raise AssertionError("unreachable")
 
@@ -317,7 +299,7 @@ class ProxyServer(Role):
         """GetSchema: the Arrow schema a read plan for the same command would have."""
         with _flight_errors("GetSchema"):
             request = self.reads.plan_request(_command(descriptor, "GetSchema"))
-            authorize(caller, "read_plan", request)
+            authorize(caller, lookup("read_plan"), request)
             return flight.SchemaResult(self.reads.schema(request))
         raise AssertionError("unreachable")
 
@@ -346,13 +328,6 @@ class ProxyServer(Role):
             raise ElanusError(ErrorCode.TIMEOUT, f"no answer within {timeout}s") from None
         except concurrent.futures.CancelledError:
             raise ElanusError(ErrorCode.UNAVAILABLE, "the proxy is shutting down") from None
-
-
-def _searcher(caller: Caller) -> Callable[[str, str], None] | None:
-    """The search privilege check for ``caller`` (none for a superuser: the hot path)."""
-    if caller.superuser:
-        return None
-    return lambda db, collection: caller.require(Need("Search", db or DEFAULT_DB, collection))
 
 
 def _shutdown(server: flight.FlightServerBase, thread: threading.Thread | None) -> None:
@@ -431,14 +406,14 @@ class _FlightService(flight.FlightServerBase):
         return caller
 
     def list_actions(self, context: flight.ServerCallContext) -> list[flight.ActionType]:
-        return [flight.ActionType(spec.name, spec.description) for spec in ACTIONS.values()]
+        return [flight.ActionType(spec.name, spec.description) for spec in catalogue().values()]
 
     def do_action(
         self, context: flight.ServerCallContext, action: flight.Action
     ) -> list[flight.Result]:
         size = len(action.type) + (action.body.size if action.body is not None else 0)
         what = f"{action.type} body" if len(action.type) <= 128 else "DoAction type and body"
-        caller = self._admit(context, ACTION_KINDS.get(action.type), size, what)
+        caller = self._admit(context, rate_of(action.type), size, what)
         body = action.body.to_pybytes() if action.body is not None else b""
         return [flight.Result(self._proxy.handle_action(action.type, body, caller))]
 

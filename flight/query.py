@@ -90,26 +90,9 @@ class QueryService:
             return None
         return [self.proxy.dml.partition_id(info, n) for n in names]
 
-    # -- DoAction (Flight threads) ----------------------------------------------------------
-    def action(self, name: str, request: dict[str, Any]) -> dict[str, Any]:
-        info = self._info(request)
-        if name in ("load_collection", "release_collection"):
-            self._routes.pop(info.collection_id, None)
-        if name == "load_collection":
-            pids = self._partition_ids(info, request["partition_names"])
-            body: dict[str, Any] = {"collection_id": info.collection_id}
-            if pids:
-                body["partition_ids"] = pids
-            return dict(self._coord("query.load", body))
-        if name == "release_collection":
-            return dict(self._coord("query.release", {"collection_id": info.collection_id}))
-        if name == "get_load_state":
-            return dict(self._coord("query.state", {"collection_id": info.collection_id}))
-        if name == "search":
-            return self._answer(self.prepare_search(info, request), request["data"])
-        if name == "query":
-            return self.query(info, request)
-        raise ElanusError(ErrorCode.UNKNOWN_ACTION, f"{name!r} is not a read-path action")
+    def forget_route(self, collection_id: int) -> None:
+        """A load or release changes where the collection is served: ask again next time."""
+        self._routes.pop(collection_id, None)
 
     # -- shared pieces ----------------------------------------------------------------------
     def _read_at(self, info: CollectionInfo, request: dict[str, Any]) -> tuple[int, int]:

@@ -6,19 +6,22 @@ besides the Arrow streams (DoExchange, DoGet) documented in docs/protocol.md.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from elanus.consistency import ConsistencyLevel
 from elanus.errors import ElanusError, ErrorCode, invalid
-from elanus.flight.actions import _action, _db, _name
+from elanus.flight.actions import Call, action, check_db, check_named
+from elanus.flight.auth import Caller
+from elanus.flight.limits import Kind
 from elanus.flight.searchcheck import split_search_params
-from elanus.flight.wire import decode_request
+from elanus.flight.wire import DEFAULT_DB, decode_request
+from elanus.privileges import Need
 from elanus.requests import Body
 from elanus.schema import DataType, Field, check_name
 
 MAX_TOPK = 16_384
 MAX_NQ = 16_384
-QUERY_ACTIONS = ("load_collection", "release_collection", "get_load_state", "search", "query")
 GROUP_KEYS = ("group_by_field", "group_size", "strict_group_size")
 READ_KEYS = ("consistency_level", "guarantee_timestamp", "as_of", "partition_names")
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
@@ -66,36 +69,79 @@ def _read_options(b: Body) -> dict[str, Any]:
     }
 
 
-@_action(
+def _run_load(c: Call) -> dict[str, Any]:
+    info = c.proxy.dml.collection(c.request["db"], c.request["collection"])
+    c.proxy.query.forget_route(info.collection_id)
+    body: dict[str, Any] = {"collection_id": info.collection_id}
+    names = c.request["partition_names"]
+    if names:
+        body["partition_ids"] = [c.proxy.dml.partition_id(info, n) for n in names]
+    return c.proxy.coord_call("query.load", body)
+
+
+@action(
     "load_collection",
     "Load a collection (or some partitions) into the query nodes. Body: collection, "
     "partition_names. Result: state, progress, loaded_rows, persisted_rows.",
     ("collection", "partition_names"),
+    privilege="Load",
+    run=_run_load,
 )
 def _load(b: Body) -> dict[str, Any]:
     return {
-        "db": _db(b),
-        "collection": _name(b, "collection", "collection"),
+        "db": check_db(b),
+        "collection": check_named(b, "collection", "collection"),
         "partition_names": _partitions(b),
     }
 
 
-@_action("release_collection", "Release a loaded collection. Body: collection.", ("collection",))
+def _run_release(c: Call) -> dict[str, Any]:
+    info = c.proxy.dml.collection(c.request["db"], c.request["collection"])
+    c.proxy.query.forget_route(info.collection_id)
+    return c.proxy.coord_call("query.release", {"collection_id": info.collection_id})
+
+
+@action(
+    "release_collection",
+    "Release a loaded collection. Body: collection.",
+    ("collection",),
+    privilege="Release",
+    run=_run_release,
+)
 def _release(b: Body) -> dict[str, Any]:
-    return {"db": _db(b), "collection": _name(b, "collection", "collection")}
+    return {"db": check_db(b), "collection": check_named(b, "collection", "collection")}
 
 
-@_action(
+def _run_load_state(c: Call) -> dict[str, Any]:
+    info = c.proxy.dml.collection(c.request["db"], c.request["collection"])
+    return c.proxy.coord_call("query.state", {"collection_id": info.collection_id})
+
+
+@action(
     "get_load_state",
     "Load state of a collection. Body: collection. Result: state (NotLoad, Loading, "
     "Loaded), progress, loaded_rows, persisted_rows.",
     ("collection",),
+    privilege="GetLoadState",
+    run=_run_load_state,
 )
 def _load_state(b: Body) -> dict[str, Any]:
-    return {"db": _db(b), "collection": _name(b, "collection", "collection")}
+    return {"db": check_db(b), "collection": check_named(b, "collection", "collection")}
 
 
-@_action(
+def _run_search(c: Call) -> dict[str, Any]:
+    """The hot path: a body shaped like an earlier one reuses that one's checked plan."""
+    return c.proxy.query.search_action(c.raw, _searcher(c.caller))
+
+
+def _searcher(caller: Caller) -> Callable[[str, str], None] | None:
+    """The search privilege check for ``caller`` (none for a superuser: the hot path)."""
+    if caller.superuser:
+        return None
+    return lambda db, collection: caller.require(Need("Search", db or DEFAULT_DB, collection))
+
+
+@action(
     "search",
     "Vector search. Body: collection, data (list of vectors), anns_field, limit, offset, "
     "filter, filter_params, output_fields, search_params (metric_type, radius, "
@@ -115,6 +161,10 @@ def _load_state(b: Body) -> dict[str, Any]:
         *GROUP_KEYS,
         *READ_KEYS,
     ),
+    privilege="Search",
+    rate=Kind.DQL,
+    self_checked=True,
+    run=_run_search,
 )
 def _search(b: Body) -> dict[str, Any]:
     return {**_search_options(b), "data": _search_data(b)}
@@ -171,8 +221,8 @@ def _search_options(b: Body) -> dict[str, Any]:
     if "metric_type" in params and not isinstance(params["metric_type"], str):
         raise invalid("search: search_params 'metric_type' must be a string")
     return {
-        "db": _db(b),
-        "collection": _name(b, "collection", "collection"),
+        "db": check_db(b),
+        "collection": check_named(b, "collection", "collection"),
         "anns_field": b.str("anns_field", None),
         "limit": limit,
         "offset": offset,
@@ -187,7 +237,12 @@ def _search_options(b: Body) -> dict[str, Any]:
     }
 
 
-@_action(
+def _run_query(c: Call) -> dict[str, Any]:
+    info = c.proxy.dml.collection(c.request["db"], c.request["collection"])
+    return c.proxy.query.query(info, c.request)
+
+
+@action(
     "query",
     "Entities matching a filter (or by ids). Body: collection, filter, ids, output_fields "
     '("count(*)" counts), limit, offset, filter_params, consistency_level, '
@@ -202,6 +257,9 @@ def _search_options(b: Body) -> dict[str, Any]:
         "filter_params",
         *READ_KEYS,
     ),
+    privilege="Query",
+    rate=Kind.DQL,
+    run=_run_query,
 )
 def _query(b: Body) -> dict[str, Any]:
     filt = b.str("filter", "") or None
@@ -225,8 +283,8 @@ def _query(b: Body) -> dict[str, Any]:
     if filt is not None and ids is not None:
         raise invalid("query: give either 'filter' or 'ids', not both")
     return {
-        "db": _db(b),
-        "collection": _name(b, "collection", "collection"),
+        "db": check_db(b),
+        "collection": check_named(b, "collection", "collection"),
         "filter": filt,
         "ids": ids,
         "output_fields": outputs,

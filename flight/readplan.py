@@ -30,8 +30,9 @@ import pyarrow.flight as flight
 from elanus import tsutil
 from elanus.channels import subjects
 from elanus.errors import ElanusError, ErrorCode, invalid
-from elanus.flight.actions import _action, _db, _name, check_request
+from elanus.flight.actions import Call, action, check_db, check_named, check_request, lookup
 from elanus.flight.auth import ANONYMOUS, Caller, authorize
+from elanus.flight.limits import Kind
 from elanus.flight.metacache import CollectionInfo
 from elanus.flight.query_actions import _partitions
 from elanus.flight.wire import encode_json, to_flight_error
@@ -42,7 +43,6 @@ if TYPE_CHECKING:
     from elanus.flight.proxy import ProxyServer
 
 log = logging.getLogger(__name__)
-READ_PLAN_ACTIONS = ("read_plan",)
 TICKET_KINDS = ("segments", "deletes")
 FUTURE_SLACK_MS = 1000
 """A ticket's ``ts`` may lead this proxy's clock by this much (clocks of proxies differ)."""
@@ -52,12 +52,19 @@ AFTER = "__elanus_after"
 REQUEST_TIMEOUT_S = 120.0
 
 
-@_action(
+def _run_read_plan(c: Call) -> dict[str, Any]:
+    return c.proxy.reads.plan(c.request).to_json()
+
+
+@action(
     "read_plan",
     "A snapshot read plan for parallel readers (what GetFlightInfo returns, as JSON). Body: "
     "collection, partition_names, snapshot_ts, filter, filter_params, columns. Result: ts, "
     "collection_id, schema, columns, total_records, endpoints (ticket, kind, rows).",
     ("collection", "partition_names", "snapshot_ts", "filter", "filter_params", "columns"),
+    privilege="Query",
+    rate=Kind.DQL,
+    run=_run_read_plan,
 )
 def _read_plan(b: Body) -> dict[str, Any]:
     columns = b.list("columns", None)
@@ -67,8 +74,8 @@ def _read_plan(b: Body) -> dict[str, Any]:
         if len(set(columns)) != len(columns):
             raise invalid("read_plan: 'columns' names a field twice")
     return {
-        "db": _db(b),
-        "collection": _name(b, "collection", "collection"),
+        "db": check_db(b),
+        "collection": check_named(b, "collection", "collection"),
         "partition_names": _partitions(b),
         "snapshot_ts": b.int("snapshot_ts", 0, lo=0),
         "filter": b.str("filter", "") or None,
@@ -85,8 +92,8 @@ def check_ticket(doc: dict[str, Any]) -> dict[str, Any]:
         raise invalid(f"DoGet ticket: 'read' must be one of {', '.join(TICKET_KINDS)}")
     ticket: dict[str, Any] = {
         "read": kind,
-        "db": _db(b),
-        "collection": _name(b, "collection", "collection"),
+        "db": check_db(b),
+        "collection": check_named(b, "collection", "collection"),
         "collection_id": b.int("collection_id", lo=0),
         "vchannel": b.str("vchannel"),
         "ts": b.int("ts", lo=1),
@@ -259,7 +266,7 @@ class ReadService:
     # -- tickets ----------------------------------------------------------------------------
     def stream(self, doc: dict[str, Any], caller: Caller = ANONYMOUS) -> flight.FlightDataStream:
         ticket = check_ticket(doc)
-        authorize(caller, "read_plan", ticket)
+        authorize(caller, lookup("read_plan"), ticket)
         info = self._info(ticket["db"], ticket["collection"])
         if info.collection_id != ticket["collection_id"]:
             raise ElanusError(

@@ -16,8 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 
-import elanus.flight.proxy  # noqa: F401 - registers every action in the catalogue
-from elanus.flight.actions import ACTIONS
+from elanus.flight.actions import catalogue
 
 DIM = 4
 MAIN = "fz"
@@ -154,7 +153,7 @@ def base_body_cases() -> list[Case]:
     """Every base body is well formed: nothing of it is refused as INVALID_ARGUMENT, so the
     wrong-type cases built on it are refused for the key they break."""
     out = []
-    for name in ACTIONS:
+    for name in catalogue():
         codes = frozenset(
             {
                 "COLLECTION_NOT_FOUND",
@@ -206,7 +205,7 @@ WRONG: dict[str, list[tuple[str, Any]]] = {
 
 def wrong_type_cases() -> list[Case]:
     out = []
-    for name, spec in ACTIONS.items():
+    for name, spec in catalogue().items():
         for key in ("db", *spec.keys):
             kind = KINDS[key]  # a KeyError here: a new key, add it to KINDS
             for label, value in WRONG[kind]:
@@ -247,7 +246,7 @@ def _bad_json(body: dict[str, Any]) -> list[tuple[str, bytes, tuple[str, ...]]]:
 
 def bad_json_cases() -> list[Case]:
     out = []
-    for name in ACTIONS:
+    for name in catalogue():
         for label, raw, words in _bad_json(BASE[name]):
             out.append(
                 Case(f"bad-json/{name}/{label}", "action", raw, name, codes=INV, words=words)

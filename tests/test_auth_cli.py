@@ -10,7 +10,8 @@ from typing import Any
 
 from conftest import StandaloneProcess, cli_env, run_elanus
 
-from elanus.privileges import ACTION_PRIVILEGES, OPEN, PRIVILEGES
+from elanus.flight.actions import privilege_table
+from elanus.privileges import OPEN, PRIVILEGES
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "security.md"
 
@@ -25,7 +26,8 @@ def test_security_doc_lists_every_call_with_its_privilege() -> None:
         for action in re.findall(r"^`(\w+)`|, `(\w+)`", calls):
             name = next(a for a in action if a)
             documented[name] = OPEN if privilege.startswith("(") else privilege
-    assert {a: p for a, p in documented.items() if a in ACTION_PRIVILEGES} == ACTION_PRIVILEGES
+    declared = privilege_table()
+    assert {a: p for a, p in documented.items() if a in declared} == declared
 
 
 def _elanus(sp: StandaloneProcess, *args: str, **env: str) -> Any:

@@ -17,7 +17,7 @@ import pytest
 from elanus import ElanusError, ErrorCode
 from elanus.channels import subjects
 from elanus.channels.supervisor import Supervisor
-from elanus.flight.actions import ACTIONS
+from elanus.flight.actions import catalogue
 from elanus.flight.ddqueue import DdQueue
 from elanus.flight.metacache import MetaCache
 
@@ -59,7 +59,7 @@ def fc(stack: Stack) -> Any:
 
 def test_every_action_over_bare_flight(stack: Stack, fc: flight.FlightClient) -> None:
     listed = {a.type: a.description for a in fc.list_actions()}
-    assert set(listed) == set(ACTIONS) and all(listed.values())
+    assert set(listed) == set(catalogue()) and all(listed.values())
 
     schema = {
         "fields": [
@@ -467,6 +467,6 @@ def test_bad_input_is_rejected_and_changes_nothing(
 def test_protocol_doc_covers_every_action_and_code() -> None:
     doc = (Path(__file__).parent.parent / "docs" / "protocol.md").read_text()
     documented = set(re.findall(r"^### `([a-z_]+)`$", doc, re.M))
-    assert documented == set(ACTIONS)
+    assert documented == set(catalogue())
     missing = [code.value for code in ErrorCode if f"`{code.value}`" not in doc]
     assert not missing

@@ -11,7 +11,7 @@ import pytest
 import elanus
 from elanus import DataType, ElanusError, ErrorCode, Schema
 from elanus.channels.nats_server import free_port
-from elanus.flight.actions import ACTIONS
+from elanus.flight.actions import catalogue
 from elanus.flight.client import Client
 
 if TYPE_CHECKING:
@@ -205,7 +205,7 @@ def test_control_calls(stack: Stack) -> None:
         assert sessions["coord"]["node_id"] == stack.coord.node_id  # type: ignore[union-attr]
         first, second = c.get_timestamp(), c.get_timestamp()
         assert 0 < first < second
-        assert set(c.list_actions()) == set(ACTIONS)
+        assert set(c.list_actions()) == set(catalogue())
 
 
 def test_sdk_import_is_light() -> None:

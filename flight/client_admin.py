@@ -1,0 +1,31 @@
+"""The SDK's cluster calls (mixed into ``Client``): sessions, health, timestamps, actions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.flight as flight
+
+from elanus.flight.client_base import ClientBase
+from elanus.flight.wire import from_flight_error
+
+
+class AdminAPI(ClientBase):
+    def list_sessions(self) -> list[dict[str, Any]]:
+        return list(self._action("list_sessions")["sessions"])
+
+    def health(self) -> dict[str, Any]:
+        return self._action("health")
+
+    def get_timestamp(self) -> int:
+        """A fresh hybrid timestamp from the TSO (``physical_ms << 18 | logical``)."""
+        return int(self._action("get_timestamp")["ts"])
+
+    def list_actions(self) -> dict[str, str]:
+        """Action name -> description, as the proxy lists them (Flight ListActions)."""
+        try:
+            actions = self._conn().list_actions(self._options(None))
+        except (flight.FlightError, pa.ArrowException) as exc:
+            raise from_flight_error(exc) from None
+        return {a.type: a.description for a in actions}

@@ -1,0 +1,225 @@
+"""The SDK's DDL (mixed into ``Client``): collections, partitions, databases."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from elanus.consistency import ConsistencyLevel
+from elanus.flight.client_base import ClientBase
+from elanus.flight.client_compat import IndexParams, milvus_description, reject_unknown
+from elanus.flight.client_index import IndexAPI
+from elanus.flight.client_read import ReadAPI
+from elanus.schema import Schema, check_name
+
+
+class CollectionAPI(IndexAPI, ReadAPI):
+    """Collections; ``create_collection`` with ``index_params`` also indexes and loads."""
+
+    @staticmethod
+    def create_schema(
+        *,
+        auto_id: bool = False,
+        enable_dynamic_field: bool = False,
+        description: str = "",
+        **kwargs: Any,
+    ) -> Schema:
+        """An empty schema to ``add_field`` to (pymilvus's ``MilvusClient.create_schema``);
+        ``auto_id`` becomes the default of the primary field."""
+        reject_unknown("create_schema", kwargs)
+        return Schema(
+            enable_dynamic_field=enable_dynamic_field, description=description, auto_id=auto_id
+        )
+
+    def create_collection(
+        self,
+        collection_name: str,
+        dimension: int | None = None,
+        primary_field_name: str = "id",
+        id_type: str = "int",
+        vector_field_name: str = "vector",
+        metric_type: str = "COSINE",
+        auto_id: bool = False,
+        timeout: float | None = None,
+        schema: Schema | dict[str, Any] | None = None,
+        index_params: IndexParams | None = None,
+        *,
+        max_length: int | None = None,
+        num_shards: int = 1,
+        consistency_level: str | ConsistencyLevel = "Bounded",
+        properties: dict[str, str] | None = None,
+        description: str = "",
+        db: str | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        """Create from a ``Schema`` or by quick setup (``dimension``); returns the description.
+        With ``index_params`` the indexes are created and the collection loaded, as pymilvus
+        does."""
+        reject_unknown("create_collection", kwargs)
+        body = self._in_db(
+            db,
+            name=collection_name,
+            num_shards=num_shards,
+            consistency_level=str(consistency_level),
+            properties=properties or {},
+            description=description,
+        )
+        if schema is not None:
+            body["schema"] = schema.to_dict() if isinstance(schema, Schema) else schema
+        if dimension is not None:
+            body.update(
+                dimension=dimension,
+                primary_field=primary_field_name,
+                vector_field=vector_field_name,
+                id_type=id_type,
+                auto_id=auto_id,
+                metric_type=metric_type,
+                max_length=max_length,
+            )
+        created = milvus_description(self._action("create_collection", body, timeout=timeout))
+        if index_params:
+            self.create_index(collection_name, index_params, timeout, db=db)
+            self.load_collection(collection_name, timeout, db=db)
+        return created
+
+    def drop_collection(
+        self,
+        collection_name: str,
+        timeout: float | None = None,
+        *,
+        db: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        reject_unknown("drop_collection", kwargs)
+        self._action("drop_collection", self._in_db(db, name=collection_name), timeout=timeout)
+
+    def has_collection(
+        self,
+        collection_name: str,
+        timeout: float | None = None,
+        *,
+        db: str | None = None,
+        **kwargs: Any,
+    ) -> bool:
+        reject_unknown("has_collection", kwargs)
+        body = self._in_db(db, name=collection_name)
+        return bool(self._action("has_collection", body, timeout=timeout)["value"])
+
+    def describe_collection(
+        self,
+        collection_name: str,
+        timeout: float | None = None,
+        *,
+        db: str | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        """Elanus's description (``schema``, ``vchannels``, ``partitions``, ...) with
+        pymilvus's keys beside it (``collection_name``, ``fields``, ``auto_id``, ...)."""
+        reject_unknown("describe_collection", kwargs)
+        body = self._in_db(db, name=collection_name)
+        return milvus_description(self._action("describe_collection", body, timeout=timeout))
+
+    def list_collections(self, *, db: str | None = None, **kwargs: Any) -> list[str]:
+        timeout = kwargs.pop("timeout", None)
+        reject_unknown("list_collections", kwargs)
+        return list(self._action("list_collections", self._in_db(db), timeout=timeout)["names"])
+
+    def rename_collection(
+        self,
+        old_name: str,
+        new_name: str,
+        target_db: str | None = "",
+        timeout: float | None = None,
+        *,
+        db: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Rename, optionally into another database (``target_db``)."""
+        reject_unknown("rename_collection", kwargs)
+        body = self._in_db(db, name=old_name, new_name=new_name, new_db=target_db or None)
+        self._action("rename_collection", body, timeout=timeout)
+
+
+class PartitionAPI(ClientBase):
+    def create_partition(
+        self,
+        collection_name: str,
+        partition_name: str,
+        timeout: float | None = None,
+        *,
+        db: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        reject_unknown("create_partition", kwargs)
+        body = self._partition(db, collection_name, partition_name)
+        self._action("create_partition", body, timeout=timeout)
+
+    def drop_partition(
+        self,
+        collection_name: str,
+        partition_name: str,
+        timeout: float | None = None,
+        *,
+        db: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        reject_unknown("drop_partition", kwargs)
+        body = self._partition(db, collection_name, partition_name)
+        self._action("drop_partition", body, timeout=timeout)
+
+    def has_partition(
+        self,
+        collection_name: str,
+        partition_name: str,
+        timeout: float | None = None,
+        *,
+        db: str | None = None,
+        **kwargs: Any,
+    ) -> bool:
+        reject_unknown("has_partition", kwargs)
+        body = self._partition(db, collection_name, partition_name)
+        return bool(self._action("has_partition", body, timeout=timeout)["value"])
+
+    def list_partitions(
+        self,
+        collection_name: str,
+        timeout: float | None = None,
+        *,
+        db: str | None = None,
+        **kwargs: Any,
+    ) -> list[str]:
+        reject_unknown("list_partitions", kwargs)
+        body = self._in_db(db, collection=collection_name)
+        return list(self._action("list_partitions", body, timeout=timeout)["names"])
+
+    def _partition(self, db: str | None, collection: str, partition: str) -> dict[str, Any]:
+        return self._in_db(db, collection=collection, partition=partition)
+
+
+class DatabaseAPI(ClientBase):
+    def create_database(
+        self,
+        db_name: str,
+        properties: dict[str, Any] | None = None,
+        timeout: float | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if properties:
+            kwargs["properties"] = properties  # Elanus databases have no properties
+        reject_unknown("create_database", kwargs)
+        self._action("create_database", {"name": db_name}, timeout=timeout)
+
+    def drop_database(self, db_name: str, **kwargs: Any) -> None:
+        timeout = kwargs.pop("timeout", None)
+        reject_unknown("drop_database", kwargs)
+        self._action("drop_database", {"name": db_name}, timeout=timeout)
+
+    def list_databases(self, timeout: float | None = None, **kwargs: Any) -> list[str]:
+        reject_unknown("list_databases", kwargs)
+        return list(self._action("list_databases", timeout=timeout)["names"])
+
+    def using_database(self, db_name: str, **kwargs: Any) -> None:
+        """Make ``db_name`` the database of later calls (checked by the server on use)."""
+        reject_unknown("using_database", kwargs)
+        self._db = check_name(db_name, "database")
+
+    use_database = using_database

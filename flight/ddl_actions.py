@@ -1,0 +1,373 @@
+"""DoAction entries of collections, partitions, databases and cluster control.
+
+DDL (create, drop, rename) runs one at a time through the proxy's DdQueue, tagged with a
+TSO timestamp; reads of the catalog go through the MetaCache (``flight/ddl.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from elanus.consistency import ConsistencyLevel
+from elanus.errors import invalid
+from elanus.flight.actions import Executor, action, check_db, check_named
+from elanus.flight.wire import DEFAULT_DB
+from elanus.privileges import OPEN
+from elanus.requests import Body
+from elanus.schema import (
+    MAX_DESCRIPTION,
+    MAX_NAME_LENGTH,
+    MAX_SHARDS,
+    DataType,
+    Schema,
+    check_name,
+    quick_schema,
+)
+
+DEFAULT_PARTITION = "_default"
+QUICK_METRICS = ("L2", "IP", "COSINE")
+MAX_PROPERTIES = 64
+MAX_TIMESTAMPS = 10_000
+QUICK_KEYS = ("primary_field", "vector_field", "id_type", "auto_id", "metric_type", "max_length")
+
+
+def _given(b: Body, key: str) -> bool:
+    return b.raw.get(key) is not None
+
+
+def _coord(method: str) -> Executor:
+    """An executor that hands the checked request to the coord as it is."""
+    return lambda c: c.proxy.ddl.passthrough(method, c.request)
+
+
+def _apply(method: str) -> Executor:
+    """A DDL executor: the coord applies the request at the task's timestamp."""
+    return lambda c: c.proxy.ddl.apply(method, c.request, c.ts)
+
+
+# -- collections --------------------------------------------------------------------------
+@action(
+    "create_collection",
+    "Create a collection from a full schema or a quick setup (dimension). Body: name, "
+    "schema | dimension, num_shards, consistency_level, properties, description.",
+    (
+        "name",
+        "schema",
+        "dimension",
+        "num_shards",
+        "consistency_level",
+        "properties",
+        "description",
+        *QUICK_KEYS,
+    ),
+    privilege="CreateCollection",
+    ddl=True,
+    run=lambda c: c.proxy.ddl.create_collection(c.request, c.ts),
+)
+def _create_collection(b: Body) -> dict[str, Any]:
+    db, name = check_db(b), check_named(b, "name", "collection")
+    properties = _properties(b)
+    schema = _schema(b, properties)
+    num_shards = b.int("num_shards", 1, lo=1, hi=MAX_SHARDS)
+    try:
+        level = ConsistencyLevel.parse(b.str("consistency_level", "Bounded"))
+    except ValueError as exc:
+        raise invalid(f"create_collection: {exc}") from None
+    description = b.str("description", "")
+    if len(description) > MAX_DESCRIPTION:
+        raise invalid(
+            f"create_collection: 'description' is longer than {MAX_DESCRIPTION} characters"
+        )
+    return {
+        "db": db,
+        "name": name,
+        "schema": schema.to_dict(),
+        "num_shards": num_shards,
+        "consistency_level": level.value,
+        "properties": properties,
+        "description": description,
+    }
+
+
+def _schema(b: Body, properties: dict[str, str]) -> Schema:
+    """Either the client's schema or the quick-setup one; validated, field ids stripped."""
+    given = b.dict("schema", None)
+    if given is not None and _given(b, "dimension"):
+        raise invalid("create_collection: give either 'schema' or 'dimension', not both")
+    if given is None and not _given(b, "dimension"):
+        raise invalid("create_collection: needs a 'schema' or a 'dimension' (quick setup)")
+    if given is not None:
+        quick = [k for k in QUICK_KEYS if _given(b, k)]
+        if quick:
+            raise invalid(
+                f"create_collection: {', '.join(map(repr, quick))} only apply to "
+                "quick setup with 'dimension', not with 'schema'"
+            )
+        try:
+            schema = Schema.from_dict(given)
+        except (TypeError, ValueError, KeyError) as exc:
+            raise invalid(f"create_collection: bad schema: {exc}") from None
+    else:
+        metric = b.str("metric_type", "COSINE").upper()
+        if metric not in QUICK_METRICS:
+            raise invalid(
+                f"create_collection: metric_type {metric!r} is not one of "
+                f"{', '.join(QUICK_METRICS)}"
+            )
+        properties["metric_type"] = metric
+        schema = quick_schema(
+            b.int("dimension"),
+            primary_field=b.str("primary_field", "id"),
+            vector_field=b.str("vector_field", "vector"),
+            id_type=b.str("id_type", "int64"),
+            auto_id=b.bool("auto_id", False),
+            max_length=b.int("max_length", 512),
+        )
+    _validate_schema(schema)
+    for f in schema.fields:
+        f.field_id = None
+    return schema
+
+
+def _validate_schema(schema: Schema) -> None:
+    """``Schema.validate`` plus what it does not check: non-string names, auto_id types."""
+    for f in schema.fields:
+        check_name(f.name, "field")  # validate() puts names in a set: they must be strings
+    schema.validate()
+    pk = schema.primary
+    if pk.auto_id and pk.dtype != DataType.INT64:
+        raise invalid(f"auto_id primary key field {pk.name!r} must be Int64, not {pk.dtype.value}")
+
+
+def _properties(b: Body) -> dict[str, str]:
+    """String to string; numbers and booleans are accepted and written as text."""
+    props = b.dict("properties", {})
+    if len(props) > MAX_PROPERTIES:
+        raise invalid(f"create_collection: {len(props)} properties; the limit is {MAX_PROPERTIES}")
+    out: dict[str, str] = {}
+    for key, value in props.items():
+        if not key or len(key) > MAX_NAME_LENGTH:
+            raise invalid(
+                f"create_collection: property key {key[:40]!r} must have 1 to "
+                f"{MAX_NAME_LENGTH} characters"
+            )
+        if isinstance(value, dict | list) or value is None:
+            raise invalid(f"create_collection: property {key!r} must be a string, got {value!r}")
+        out[key] = value if isinstance(value, str) else _scalar_text(value)
+    return out
+
+
+def _scalar_text(value: Any) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+@action(
+    "drop_collection",
+    "Drop a collection and its partitions. Body: name.",
+    ("name",),
+    privilege="DropCollection",
+    ddl=True,
+    run=_apply("collection.drop"),
+)
+def _drop_collection(b: Body) -> dict[str, Any]:
+    return {"db": check_db(b), "name": check_named(b, "name", "collection")}
+
+
+@action(
+    "has_collection",
+    "Whether a collection exists. Body: name. Result: value.",
+    ("name",),
+    privilege="DescribeCollection",
+    loop=True,
+    run=lambda c: c.proxy.ddl.has_collection(c.request),
+)
+def _has_collection(b: Body) -> dict[str, Any]:
+    return _drop_collection(b)
+
+
+@action(
+    "describe_collection",
+    "A collection's id, schema (with field ids), shards, channels, partitions. Body: name.",
+    ("name",),
+    privilege="DescribeCollection",
+    loop=True,
+    run=lambda c: c.proxy.ddl.describe_collection(c.request),
+)
+def _describe_collection(b: Body) -> dict[str, Any]:
+    return _drop_collection(b)
+
+
+@action(
+    "list_collections",
+    "Names of the collections of a database. Result: names.",
+    privilege="ShowCollections",
+    loop=True,
+    run=_coord("collection.list"),
+)
+def _list_collections(b: Body) -> dict[str, Any]:
+    return {"db": check_db(b)}
+
+
+@action(
+    "rename_collection",
+    "Rename a collection, optionally into another database. Body: name, new_name, new_db.",
+    ("name", "new_name", "new_db"),
+    privilege="RenameCollection",
+    ddl=True,
+    run=_apply("collection.rename"),
+)
+def _rename_collection(b: Body) -> dict[str, Any]:
+    db, name = check_db(b), check_named(b, "name", "collection")
+    new_name = check_named(b, "new_name", "collection")
+    new_db = check_name(b.str("new_db", db), "database")
+    if (db, name) == (new_db, new_name):
+        raise invalid(f"rename_collection: 'new_name' {new_name!r} is the current name")
+    return {"db": db, "name": name, "new_name": new_name, "new_db": new_db}
+
+
+# -- partitions ---------------------------------------------------------------------------
+def _partition_body(b: Body) -> dict[str, Any]:
+    return {
+        "db": check_db(b),
+        "collection": check_named(b, "collection", "collection"),
+        "name": check_named(b, "partition", "partition"),
+    }
+
+
+@action(
+    "create_partition",
+    "Create a partition. Body: collection, partition.",
+    ("collection", "partition"),
+    privilege="CreatePartition",
+    ddl=True,
+    run=_apply("partition.create"),
+)
+def _create_partition(b: Body) -> dict[str, Any]:
+    return _partition_body(b)
+
+
+@action(
+    "drop_partition",
+    "Drop a partition (not _default). Body: collection, partition.",
+    ("collection", "partition"),
+    privilege="DropPartition",
+    ddl=True,
+    run=_apply("partition.drop"),
+)
+def _drop_partition(b: Body) -> dict[str, Any]:
+    req = _partition_body(b)
+    if req["name"] == DEFAULT_PARTITION:
+        raise invalid(
+            f"drop_partition: the default partition {DEFAULT_PARTITION!r} cannot be dropped"
+        )
+    return req
+
+
+@action(
+    "has_partition",
+    "Whether a partition exists. Body: collection, partition.",
+    ("collection", "partition"),
+    privilege="HasPartition",
+    loop=True,
+    run=lambda c: c.proxy.ddl.has_partition(c.request),
+)
+def _has_partition(b: Body) -> dict[str, Any]:
+    return _partition_body(b)
+
+
+@action(
+    "list_partitions",
+    "Partitions of a collection. Body: collection. Result: names.",
+    ("collection",),
+    privilege="ShowPartitions",
+    loop=True,
+    run=lambda c: c.proxy.ddl.list_partitions(c.request),
+)
+def _list_partitions(b: Body) -> dict[str, Any]:
+    return {"db": check_db(b), "collection": check_named(b, "collection", "collection")}
+
+
+# -- databases ----------------------------------------------------------------------------
+def _database_name(b: Body) -> str:
+    """Database actions name their database by ``name`` (``db`` is accepted as a synonym)."""
+    name, db = b.str("name", None), b.str("db", None)
+    if name is not None and db is not None and name != db:
+        raise invalid(f"{b.what}: 'name' {name!r} and 'db' {db!r} disagree; give one")
+    if name is None and db is None:
+        raise invalid(f"{b.what}: missing required key 'name'")
+    return check_name(name if name is not None else db, "database")
+
+
+@action(
+    "create_database",
+    "Create a database. Body: name.",
+    ("name",),
+    privilege="CreateDatabase",
+    ddl=True,
+    run=_apply("database.create"),
+)
+def _create_database(b: Body) -> dict[str, Any]:
+    return {"name": _database_name(b)}
+
+
+@action(
+    "drop_database",
+    "Drop an empty database (not 'default'). Body: name.",
+    ("name",),
+    privilege="DropDatabase",
+    ddl=True,
+    run=_apply("database.drop"),
+)
+def _drop_database(b: Body) -> dict[str, Any]:
+    name = _database_name(b)
+    if name == DEFAULT_DB:
+        raise invalid(f"drop_database: the {DEFAULT_DB!r} database cannot be dropped")
+    return {"name": name}
+
+
+@action(
+    "list_databases",
+    "Names of all databases. Result: names.",
+    privilege="ListDatabases",
+    loop=True,
+    run=_coord("database.list"),
+)
+def _list_databases(b: Body) -> dict[str, Any]:
+    check_db(b)
+    return {}
+
+
+# -- control ------------------------------------------------------------------------------
+@action(
+    "list_sessions",
+    "Live processes (roles) registered in the cluster. Result: sessions.",
+    privilege="DescribeCluster",
+    loop=True,
+    run=_coord("session.list"),
+)
+def _list_sessions(b: Body) -> dict[str, Any]:
+    return _list_databases(b)
+
+
+@action(
+    "health",
+    "Status of this proxy and of the coord it talks to. Result: status.",
+    privilege=OPEN,
+    loop=True,
+    run=lambda c: c.proxy.ddl.health(),
+)
+def _health(b: Body) -> dict[str, Any]:
+    return _list_databases(b)
+
+
+@action(
+    "get_timestamp",
+    "Allocate hybrid timestamps from the TSO. Body: count (default 1). Result: ts, count.",
+    ("count",),
+    privilege=OPEN,
+    loop=True,
+    run=_coord("tso.alloc"),
+)
+def _get_timestamp(b: Body) -> dict[str, Any]:
+    check_db(b)
+    return {"count": b.int("count", 1, lo=1, hi=MAX_TIMESTAMPS)}
