@@ -8,6 +8,7 @@ import asyncio
 import logging
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from elanus.channels import subjects
@@ -126,7 +127,8 @@ class QueryNode(Role):
 
     async def sync(self, raw: dict[str, Any]) -> dict[str, Any]:
         d = self._delegator(raw["vchannel"])
-        await d.sync(raw.get("add", []), [int(s) for s in raw.get("remove", [])])
+        remove = [int(s) for s in raw.get("remove", [])]
+        await d.sync(raw.get("add", []), remove, raw.get("checkpoint"))
         return {}
 
     async def release_collection(self, raw: dict[str, Any]) -> dict[str, Any]:
@@ -144,7 +146,7 @@ class QueryNode(Role):
                 v: {
                     "tsafe": d.tsafe,
                     "growing": {s: g.num_rows for s, g in d.growing.items()},
-                    "sealed": d.sealed,
+                    "sealed": {s: seg.node_id for s, seg in d.distribution.sealed.items()},
                 }
                 for v, d in self.delegators.items()
             },
@@ -205,8 +207,8 @@ class QueryNode(Role):
         return {}
 
     async def worker_delete(self, raw: dict[str, Any]) -> dict[str, Any]:
-        pks = raw["pks"] if isinstance(raw["pks"], pa.Array) else pa.array(raw["pks"])
-        return {"rows": self.worker.delete(raw["segment_ids"], pks, int(raw["ts"]))}
+        pks, ts = _delete_from_json(raw["pks"], raw["ts"])
+        return {"rows": self.worker.delete(raw["segment_ids"], pks, ts)}
 
     async def worker_load_index(self, raw: dict[str, Any]) -> dict[str, Any]:
         sid = int(raw["segment_id"])
@@ -256,3 +258,13 @@ class QueryNode(Role):
         ids = [int(s) for s in raw["segment_ids"]]
         expr = self._expr(self._collection_of(ids), raw)
         return {"count": self.worker.count(ids, int(raw["ts"]), expr)}
+
+
+def _delete_from_json(pks: Any, ts: Any) -> tuple[pa.Array, np.ndarray | int]:
+    """A ``worker.delete``'s keys and timestamps as sent (Arrow, numpy) from what the JSON
+    bus makes of them (lists). Goes when the bus carries arrays as binary frames."""
+    if not isinstance(pks, pa.Array):
+        pks = pa.array(pks)
+    if isinstance(ts, list):
+        ts = np.asarray(ts, dtype=np.uint64)
+    return pks, ts if isinstance(ts, np.ndarray) else int(ts)
