@@ -15,7 +15,7 @@ ticks: every message stamped at or below a tick's timestamp comes before the tic
 a tick's sequence is below the checkpoint, every delete stamped at or below that tick is
 in the files of every segment it touches that the datanode still writes to, or will be
 in a segment written later (a flush or a compaction carries every delete consumed before
-it). ``persisted_ts`` finds that tick among the ticks that closed packs with deletes.
+it). ``persisted_ts`` finds that tick among the ticks the delegator noted after deletes.
 
 That holds for files read after the checkpoint was observed. So the query coord reads
 the checkpoint before it loads a segment on a worker, and sends it with the ``sync`` that
@@ -98,8 +98,9 @@ class DeleteBuffer:
         self.pk_type = pk_type
         self._entries: list[Entry] = []
         self._end = 0
-        self._ticks: deque[tuple[int, int]] = deque()  # (seq, ts) of ticks closing deletes
-        self._noted_end = 0
+        self._ticks: deque[tuple[int, int]] = deque()  # (seq, ts) of noted ticks
+        self._newest = 0  # the newest delete timestamp put
+        self._noted_ts = 0  # the newest noted tick's timestamp
         self.floor = 0
         """Every delete stamped at or below this has been trimmed (0: none)."""
 
@@ -120,13 +121,15 @@ class DeleteBuffer:
             pks = pks.cast(self.pk_type)
         self._entries.append((pks, int(ts), self._end))
         self._end += 1
+        self._newest = max(self._newest, int(ts))
 
     def note_tick(self, seq: int, ts: int) -> None:
-        """The tick (stream sequence, timestamp) closing the pack whose deletes were put
-        since the last call; ``persisted_ts`` maps a checkpoint to these."""
-        if self.end > self._noted_end:
+        """A tick (stream sequence, timestamp) the channel passed; ``persisted_ts`` maps a
+        checkpoint to these. Only ticks that cover a delete not covered by the previous
+        one are kept (a pack may hold deletes stamped above its closing tick)."""
+        if self._newest > self._noted_ts:
             self._ticks.append((seq, ts))
-            self._noted_end = self.end
+            self._noted_ts = ts
 
     def persisted_ts(self, checkpoint_seq: int) -> int:
         """The newest noted tick below a datanode checkpoint: every delete stamped at or
