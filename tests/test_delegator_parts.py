@@ -16,8 +16,8 @@ import pytest
 from conftest import Stack, wait_for
 
 from elanus.segments import storage
-from elanus.segments.deletebuffer import DeleteBuffer
 from elanus.segments.delegator import Delegator
+from elanus.segments.deletebuffer import DeleteBuffer
 from elanus.segments.distribution import Distribution
 from elanus.segments.pkoracle import PkOracle
 
