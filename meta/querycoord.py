@@ -329,6 +329,7 @@ class QueryCoord:
         for n in lo.segments.values():
             counts[n] = counts.get(n, 0) + 1
         node = self._least_loaded(nodes, counts)
+        checkpoint = self._trim_checkpoint(lo, seg.vchannel)  # read before the load
         info = await self.coord.root.describe_by_id(lo.collection_id)
         spec = self._segment_spec(seg)
         await self._call(
@@ -344,10 +345,23 @@ class QueryCoord:
                 "vchannel": seg.vchannel,
                 "remove": remove,
                 "add": [{**spec, "node_id": node}],
+                "checkpoint": checkpoint,
             },
         )
         await self._drop(lo, None, remove)
         await self._record(lo)
+
+    def _trim_checkpoint(self, lo: Loaded, vchannel: str) -> dict[str, int] | None:
+        """The datanode checkpoint of ``vchannel`` a delegator may trim its delete buffer
+        to (``segments/deletebuffer.py``), or none: a segment it serves was compacted
+        away and not yet handed over (its files no longer get new deletes)."""
+        data = self.coord.data
+        for sid in lo.segments:
+            s = data.segments.get(sid)
+            if s is None or s.state not in (SegmentState.FLUSHED, SegmentState.IMPORTING):
+                return None
+        checkpoint = data.checkpoints.get(vchannel)
+        return {"seq": checkpoint[0], "ts": checkpoint[1]} if checkpoint else None
 
     async def on_index_built(
         self, collection_id: int, segment_id: int, index: dict[str, Any]

@@ -4,7 +4,8 @@ Messages are consumed in packs between time ticks. A pack is applied in timestam
 (deletes before inserts at equal timestamps: an upsert deletes older rows, not its own), so
 the result does not depend on how publishes from different proxies interleaved. Inserts
 go to the growing buffer of their segment with an ``_ts`` column; deletes become (pk, ts)
-records of every segment that may hold the key (exact for buffers, bloom for flushed).
+records of every segment that may hold the key (exact for buffers; for flushed segments
+the PK oracle, over their bloom filters).
 
 The checkpoint is the stream position of the oldest message whose effect is not yet on
 disk; after a restart the channel is consumed again from there, skipping inserts into
@@ -33,6 +34,7 @@ from elanus.errors import ElanusError
 from elanus.schema import TIMESTAMP_FIELD, Schema
 from elanus.segments import storage
 from elanus.segments.compactor import compact_segments
+from elanus.segments.pkoracle import PkOracle
 from elanus.segments.pkstats import PkStats
 from elanus.states import SegmentState
 
@@ -89,7 +91,6 @@ class GrowingBuffer:
 @dataclass
 class FlushedSegment:
     partition_id: int
-    stats: PkStats | None
     pending: list[tuple[pa.Array, int, int]] = field(default_factory=list)  # pks, ts, seq
 
 
@@ -117,6 +118,9 @@ class ChannelWriter:
         )
         self.growing: dict[int, GrowingBuffer] = {}
         self.flushed: dict[int, FlushedSegment] = {}
+        self.pk_oracle = PkOracle()
+        """Key statistics of the flushed segments that have them (one without gets no
+        deletes: there is nothing to tell which keys it holds)."""
         self.done: set[int] = set()
         self.reports: dict[int, dict[str, Any]] = {}  # what we said when we flushed them
         self.data_seq = -1
@@ -136,7 +140,12 @@ class ChannelWriter:
             self.done.add(sid)
         if seg["state"] == SegmentState.FLUSHED or committed:
             seg_dir = self._seg_dir(seg["partition_id"], sid)
-            self.flushed[sid] = FlushedSegment(seg["partition_id"], storage.load_pk_stats(seg_dir))
+            self._add_flushed(sid, seg["partition_id"], storage.load_pk_stats(seg_dir))
+
+    def _add_flushed(self, segment_id: int, partition_id: int, stats: PkStats | None) -> None:
+        self.flushed[segment_id] = FlushedSegment(partition_id)
+        if stats is not None:
+            self.pk_oracle.add(segment_id, stats)
 
     def _seg_dir(self, partition_id: int, segment_id: int) -> Path:
         return layout.segment_dir(self.storage, self.collection_id, partition_id, segment_id)
@@ -232,12 +241,13 @@ class ChannelWriter:
             mask = pc.is_in(pks, value_set=buf.pk_array())
             if pc.any(mask).as_py():
                 buf.deletes.append((pks.filter(mask), m.ts))
-        for seg in self.flushed.values():
-            if seg.stats is None or (only and seg.partition_id != only):
-                continue
-            mask = seg.stats.may_contain(pks)
-            if mask.any():
-                seg.pending.append((pks.filter(pa.array(mask)), m.ts, m.seq))
+        ids = [
+            sid
+            for sid, seg in self.flushed.items()
+            if sid in self.pk_oracle and (not only or seg.partition_id == only)
+        ]
+        for sid, mask in self.pk_oracle.masks(pks, ids).items():
+            self.flushed[sid].pending.append((pks.filter(pa.array(mask)), m.ts, m.seq))
 
     def _import(self, m: DmlMessage) -> None:
         """A bulk import's segment joins the channel: deletes after this one reach it."""
@@ -246,7 +256,7 @@ class ChannelWriter:
         stats = storage.load_pk_stats(self._seg_dir(m.partition_id, m.segment_id))
         if stats is None:
             log.error("%s: imported segment %d has no pk stats", self.vchannel, m.segment_id)
-        self.flushed[m.segment_id] = FlushedSegment(m.partition_id, stats)
+        self._add_flushed(m.segment_id, m.partition_id, stats)
         self.done.add(m.segment_id)
 
     async def _compact(self, plan: dict[str, Any]) -> None:
@@ -272,9 +282,9 @@ class ChannelWriter:
             return
         for s in sources:
             self.flushed.pop(s, None)
+            self.pk_oracle.remove(s)
         if result["num_rows"]:
-            stats = storage.load_pk_stats(self._seg_dir(pid, target))
-            self.flushed[target] = FlushedSegment(pid, stats)
+            self._add_flushed(target, pid, storage.load_pk_stats(self._seg_dir(pid, target)))
         self.done.add(target)
         report = {
             "node_id": self.node.node_id,
@@ -387,7 +397,7 @@ class ChannelWriter:
                     max_ts=buf.max_ts,
                     start_seq=buf.first_seq,
                 )
-                self.flushed[sid] = FlushedSegment(buf.partition_id, stats)
+                self._add_flushed(sid, buf.partition_id, stats)
             self.done.add(sid)
             await self._sync_deltas()
             report["checkpoint"] = self.checkpoint()

@@ -1,11 +1,13 @@
 """The shard delegator of query node v2 (seed 001): one per vchannel of a loaded collection.
 
 It consumes the vchannel from the channel checkpoint (everything before is in flushed
-segments), keeps growing segments in memory, and knows the distribution: which worker
-holds which sealed segment. Deletes are applied to growing data at once and forwarded to
-the workers whose segments may hold the key (the PK oracle: per-segment bloom filters);
-every delete is also kept in a buffer, replayed into a segment that joins later
-(handoff after a flush, a compaction target), so no segment misses one.
+segments) and keeps growing segments in memory. Its named parts: the ``Distribution``
+(which worker holds which sealed segment, and the read pinning of a handoff), the
+``PkOracle`` (which sealed segments may hold a key) and the ``DeleteBuffer``. Deletes are
+applied to growing data at once and forwarded to the workers whose segments may hold the
+key; every delete is also buffered, and the buffer is replayed into a segment that joins
+later (handoff after a flush, a compaction target) in one request per worker, so no
+segment misses one. A handoff trims the buffer (see ``deletebuffer`` for what is safe).
 
 Inserts into a segment that is already sealed are skipped: its rows are on a worker. A
 handoff replaces a growing segment by its sealed copy in one step of the event loop, so
@@ -20,11 +22,8 @@ rows gone without the new ones there.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import threading
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -37,9 +36,10 @@ from elanus.errors import ElanusError, ErrorCode
 from elanus.expr import Expr
 from elanus.schema import TIMESTAMP_FIELD, Schema
 from elanus.searchrequest import SearchRequest
-from elanus.segments import storage
+from elanus.segments.deletebuffer import DeleteBuffer
+from elanus.segments.distribution import Distribution
 from elanus.segments.memseg import MemSegment
-from elanus.segments.pkstats import PkStats
+from elanus.segments.pkoracle import PkOracle
 from elanus.segments.worker import concat_or_empty, reduce_request, search_part
 from elanus.states import SegmentState
 
@@ -49,7 +49,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 TSAFE_WAIT_S = 30.0
 WORKER_CALL_S = 60.0
-RETIRED_KEPT = 4096
 IMPORT_WAIT_S = 120.0
 """How long an IMPORT message may hold the channel back before it is passed regardless."""
 IMPORT_POLL_S = 0.05
@@ -65,21 +64,11 @@ class Delegator:
         partitions = spec.get("partition_ids")
         self.partitions: set[int] | None = set(partitions) if partitions else None
         self.growing: dict[int, MemSegment] = {}
-        self.sealed: dict[int, str] = {}  # segment -> worker node
-        self.sealed_partition: dict[int, int] = {}
-        self.sealed_path: dict[int, str | None] = {}
-        self.retired: dict[int, dict[str, Any]] = {}
-        """Sealed segments that left (compacted away): where their files are, for snapshot
-        reads planned before they left (``snapshot_read``)."""
-        self.stats: dict[int, PkStats | None] = {}
-        self.delete_buffer: list[tuple[pa.Array, int]] = []
-        self.version = 0
-        """Bumped by every distribution change; reads count themselves per version."""
-        self._readers: dict[int, int] = {}
-        self._readers_lock = threading.Lock()  # readers also come from Flight threads
-        self._syncs_waiting = 0
-        self._readers_done = asyncio.Event()
-        self._loop = asyncio.get_running_loop()
+        self.pk_oracle = PkOracle()
+        self.distribution = Distribution(self.pk_oracle)
+        self.delete_buffer = DeleteBuffer(self.schema.primary.arrow_type())
+        self._persisted_ts = 0
+        """Deletes stamped at or below this are on disk (``DeleteBuffer.persisted_ts``)."""
         self._loop_thread = threading.get_ident()
         checkpoint = spec.get("checkpoint")
         assert node.data_bus is not None
@@ -94,7 +83,7 @@ class Delegator:
             start_seq=checkpoint["seq"] if checkpoint else None,
             start_ts=checkpoint["ts"] if checkpoint else 0,
         )
-        self._add_sealed(spec.get("sealed", []))
+        self.distribution.add(spec.get("sealed", []))
         self.ready_ts = int(spec.get("ready_ts") or 0)
         """The tsafe this delegator must reach before it answers a read: its sealed segments
         hold rows up to here, and the checkpoint it starts from may be older. Every read
@@ -126,6 +115,9 @@ class Delegator:
                 self._insert(m)
             elif m.type is MsgType.DELETE:
                 await self._delete(m.batch.column(0), m.ts, m.partition_id)
+        self.delete_buffer.note_tick(seq, ts)
+        if self._persisted_ts > self.delete_buffer.floor:  # a retired segment's hold ended?
+            self._trim()
         for m in pack:
             if m.type is MsgType.IMPORT:
                 await self._await_import(m)
@@ -139,7 +131,7 @@ class Delegator:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + IMPORT_WAIT_S
         next_check = loop.time()
-        while sid not in self.sealed:
+        while sid not in self.distribution.sealed:
             now = loop.time()
             if now > deadline:
                 log.warning("%s: imported segment %d did not arrive; going on", self.vchannel, sid)
@@ -162,105 +154,71 @@ class Delegator:
         return bool(states) and states[0] in (SegmentState.IMPORTING, SegmentState.FLUSHED)
 
     def _insert(self, m: DmlMessage) -> None:
-        if m.segment_id in self.sealed:
+        if m.segment_id in self.distribution.sealed:
             return  # its rows are already on a worker
         if self.partitions is not None and m.partition_id not in self.partitions:
             return
         seg = self.growing.get(m.segment_id)
         if seg is None:
             seg = self.growing[m.segment_id] = MemSegment(m.segment_id, m.partition_id, self.schema)
-        assert m.batch is not None
+            assert m.batch is not None
         ts = pa.array(np.full(m.batch.num_rows, m.ts, dtype=np.uint64))
         seg.append(pa.Table.from_batches([m.batch]).append_column(TIMESTAMP_FIELD, ts))
 
     async def _delete(self, pks: pa.Array, ts: int, partition_id: int = 0) -> None:
-        self.delete_buffer.append((pks, ts))
+        self.delete_buffer.put(pks, ts)
         for seg in self.growing.values():
             if not partition_id or seg.partition_id == partition_id:
                 seg.delete(pks, ts)
+        sealed = self.distribution.sealed
         by_node: dict[str, list[int]] = {}
-        for sid, node in self.sealed.items():
-            stats = self.stats.get(sid)
-            if stats is None or stats.may_contain(pks).any():
-                by_node.setdefault(node, []).append(sid)
+        for sid in self.pk_oracle.candidates(pks, list(sealed)):
+            by_node.setdefault(sealed[sid].node_id, []).append(sid)
         for node, sids in by_node.items():
-            await self.node.call(
-                node, "worker.delete", {"segment_ids": sids, "pks": pks.to_pylist(), "ts": ts}
-            )
+            await self.node.call(node, "worker.delete", delete_body(sids, pks, ts))
 
     # -- distribution -----------------------------------------------------------------------
-    def _add_sealed(self, specs: list[dict[str, Any]]) -> None:
-        for s in specs:
-            sid = int(s["segment_id"])
-            self.sealed[sid] = s["node_id"]
-            self.sealed_partition[sid] = int(s.get("partition_id", 0))
-            path = s.get("path")
-            self.sealed_path[sid] = path
-            self.stats[sid] = storage.load_pk_stats(Path(path).parent) if path else None
-
-    async def sync(self, add: list[dict[str, Any]], remove: list[int]) -> None:
+    async def sync(
+        self, add: list[dict[str, Any]], remove: list[int], checkpoint: dict[str, Any] | None
+    ) -> None:
         """Handoff: sealed segments join (their growing copies leave in the same step),
-        others leave. Buffered deletes are replayed into the newcomers first."""
-        for s in add:
-            sid, node = int(s["segment_id"]), s["node_id"]
-            for pks, ts in self.delete_buffer:
-                await self.node.call(
-                    node, "worker.delete", {"segment_ids": [sid], "pks": pks.to_pylist(), "ts": ts}
-                )
-        self._add_sealed(add)
+        others leave. Buffered deletes are replayed into the newcomers first; then the
+        buffer is trimmed to the datanode ``checkpoint`` the coord read before it loaded
+        them (none: no trim; see ``deletebuffer``)."""
+        await self._replay(add)
+        self.distribution.add(add)
         for s in add:
             self.growing.pop(int(s["segment_id"]), None)
-        for sid in remove:
-            self.sealed.pop(sid, None)
-            self.stats.pop(sid, None)
-            self._retire(sid, self.sealed_partition.pop(sid, 0), self.sealed_path.pop(sid, None))
+        hold_s = self.node.settings.gc_delay_s
+        self.distribution.remove(remove, self.delete_buffer.floor, hold_s)
+        if checkpoint is not None:
+            persisted = self.delete_buffer.persisted_ts(int(checkpoint["seq"]))
+            self._persisted_ts = max(self._persisted_ts, persisted)
+        self._trim()
         # Reads that began on the old distribution may still ask for the removed segments:
         # answer only once they are done, so the coord releases those segments after them.
-        with self._readers_lock:
-            old, self.version = self.version, self.version + 1
-            self._syncs_waiting += 1
-        try:
-            while True:
-                with self._readers_lock:
-                    if not any(n for v, n in self._readers.items() if v <= old):
-                        return
-                    self._readers_done.clear()
-                await self._readers_done.wait()
-        finally:
-            with self._readers_lock:
-                self._syncs_waiting -= 1
+        await self.distribution.advance()
 
-    def _retire(self, sid: int, partition_id: int, path: str | None) -> None:
-        if path:
-            self.retired[sid] = {"segment_id": sid, "partition_id": partition_id, "path": path}
-            while len(self.retired) > RETIRED_KEPT:
-                del self.retired[next(iter(self.retired))]
+    async def _replay(self, add: list[dict[str, Any]]) -> None:
+        """Every buffered delete into the newcomers, one request per worker. Deletes that
+        arrive during a request are sent after it, until none is left: the caller adds
+        the newcomers without yielding, and the live path reaches them from then on."""
+        by_node: dict[str, list[int]] = {}
+        for s in add:
+            by_node.setdefault(s["node_id"], []).append(int(s["segment_id"]))
+        start = 0
+        while by_node:
+            batch = self.delete_buffer.batch(start=start)
+            if not len(batch):
+                return
+            for node, sids in by_node.items():
+                await self.node.call(node, "worker.delete", delete_body(sids, batch.pks, batch.ts))
+            start = batch.end
 
-    def _enter_read(self) -> int:
-        with self._readers_lock:
-            version = self.version
-            self._readers[version] = self._readers.get(version, 0) + 1
-            return version
-
-    def _exit_read(self, version: int) -> None:
-        with self._readers_lock:
-            self._readers[version] -= 1
-            if not self._readers[version]:
-                del self._readers[version]
-            if not self._syncs_waiting:
-                return  # nobody to wake (waking the loop on every read costs GIL time)
-        if threading.get_ident() == self._loop_thread:
-            self._readers_done.set()
-        else:
-            self._loop.call_soon_threadsafe(self._readers_done.set)
-
-    @contextlib.asynccontextmanager
-    async def _reading(self) -> AsyncIterator[None]:
-        version = self._enter_read()
-        try:
-            yield
-        finally:
-            self._exit_read(version)
+    def _trim(self) -> None:
+        hold = self.distribution.retired_hold()
+        floor = self._persisted_ts if hold is None else min(self._persisted_ts, hold)
+        self.delete_buffer.trim(floor)
 
     # -- reads ------------------------------------------------------------------------------
     async def read_ts(self, body: dict[str, Any]) -> int:
@@ -293,14 +251,6 @@ class Delegator:
             f"{self.vchannel} did not reach the guarantee timestamp in {TSAFE_WAIT_S}s",
         )
 
-    def _workers(self, partition_ids: list[int] | None) -> dict[str, list[int]]:
-        by_node: dict[str, list[int]] = {}
-        wanted = set(partition_ids) if partition_ids else None
-        for sid, node in list(self.sealed.items()):
-            if wanted is None or self.sealed_partition.get(sid) in wanted:
-                by_node.setdefault(node, []).append(sid)
-        return by_node
-
     def _growing(self, partition_ids: list[int] | None) -> list[MemSegment]:
         wanted = set(partition_ids) if partition_ids else None
         return [
@@ -313,13 +263,13 @@ class Delegator:
 
         Blocking: it runs on the caller's thread when the caller is in this process (a
         Flight thread) and on a handler thread when it came over NATS, never on the loop.
-        Safe beside the loop thread: the distribution is read in one step (``version``
-        keeps released segments alive until this read ends), growing segments lock
-        themselves, and a delete arriving meanwhile has a timestamp above this read's
-        (tsafe only moves once a pack is applied), so it changes nothing this read sees.
+        Safe beside the loop thread: the distribution is pinned for the read (a sync
+        keeps released segments alive until it ends), growing segments lock themselves,
+        and a delete arriving meanwhile has a timestamp above this read's (tsafe only
+        moves once a pack is applied), so it changes nothing this read sees.
         """
         req = req.at(ts=self.read_ts_blocking(req.guarantee_ts, req.ts))
-        version = self._enter_read()
+        version = self.distribution.enter_read()
         try:
             parts = [search_part(seg, req) for seg in self._growing(req.partition_ids)]
             calls = [
@@ -327,7 +277,7 @@ class Delegator:
                     subjects.node("querynode", node, "worker.search"),
                     {"segment_ids": sids, "request": req},
                 )
-                for node, sids in self._workers(req.partition_ids).items()
+                for node, sids in self.distribution.workers(req.partition_ids).items()
             ]
             if calls:
                 for reply in self.node.bus.request_many_sync(calls, WORKER_CALL_S):
@@ -335,11 +285,11 @@ class Delegator:
             merged = reduce_request(parts, req) if parts else _empty(req)
             return {**merged, "ts": req.ts}
         finally:
-            self._exit_read(version)
+            self.distribution.exit_read(version)
 
     async def query(self, body: dict[str, Any], expr: Expr | None) -> dict[str, Any]:
         ts = await self.read_ts(body)
-        async with self._reading():
+        async with self.distribution.reading():
             return await self._query(body, expr, ts)
 
     async def _query(self, body: dict[str, Any], expr: Expr | None, ts: int) -> dict[str, Any]:
@@ -348,7 +298,7 @@ class Delegator:
         tables = [
             s.query(ts, expr, columns, limit) for s in self._growing(body.get("partition_ids"))
         ]
-        for node, sids in self._workers(body.get("partition_ids")).items():
+        for node, sids in self.distribution.workers(body.get("partition_ids")).items():
             reply = await self.node.call(
                 node, "worker.query", {**body, "ts": ts, "segment_ids": sids}
             )
@@ -357,17 +307,22 @@ class Delegator:
 
     async def count(self, body: dict[str, Any], expr: Expr | None) -> dict[str, Any]:
         ts = await self.read_ts(body)
-        async with self._reading():
+        async with self.distribution.reading():
             return await self._count(body, expr, ts)
 
     async def _count(self, body: dict[str, Any], expr: Expr | None, ts: int) -> dict[str, Any]:
         total = sum(s.count(ts, expr) for s in self._growing(body.get("partition_ids")))
-        for node, sids in self._workers(body.get("partition_ids")).items():
+        for node, sids in self.distribution.workers(body.get("partition_ids")).items():
             reply = await self.node.call(
                 node, "worker.count", {**body, "ts": ts, "segment_ids": sids}
             )
             total += int(reply["count"])
         return {"count": total, "ts": ts}
+
+
+def delete_body(segment_ids: list[int], pks: pa.Array, ts: np.ndarray | int) -> dict[str, Any]:
+    """A ``worker.delete`` request: keys as Arrow, one timestamp per key or one for all."""
+    return {"segment_ids": segment_ids, "pks": pks, "ts": ts}
 
 
 def _empty(req: SearchRequest) -> dict[str, Any]:

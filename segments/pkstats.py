@@ -65,11 +65,16 @@ class PkStats:
         """A boolean mask: False means the key is certainly not in the segment."""
         if len(pks) == 0 or self.num_keys == 0:
             return np.zeros(len(pks), dtype=bool)
-        pos = _positions(hash_pks(pks), self.num_bits)
-        hit = (self.bits[pos >> 3] >> (pos & 7).astype(np.uint8)) & 1
-        mask = hit.all(axis=0)
+        mask = self.bloom_hits(hash_pks(pks))
         in_range = pc.and_(pc.greater_equal(pks, self.min_pk), pc.less_equal(pks, self.max_pk))
         return mask & in_range.to_numpy(zero_copy_only=False)
+
+    def bloom_hits(self, hashes: np.ndarray) -> np.ndarray:
+        """The bloom filter's answer for keys hashed already (``hash_pks``): callers that
+        ask many segments about the same keys hash them once."""
+        pos = _positions(hashes, self.num_bits)
+        hit = (self.bits[pos >> 3] >> (pos & 7).astype(np.uint8)) & 1
+        return np.asarray(hit.all(axis=0), dtype=bool)
 
     def save(self, path: str | Path) -> None:
         meta = {

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import pyarrow as pa
+import numpy as np
 
 from elanus.channels import subjects
 from elanus.channels.bus import Bus, Handler, blocking
@@ -122,7 +122,8 @@ class QueryNode(Role):
 
     async def sync(self, raw: dict[str, Any]) -> dict[str, Any]:
         d = self._delegator(raw["vchannel"])
-        await d.sync(raw.get("add", []), [int(s) for s in raw.get("remove", [])])
+        remove = [int(s) for s in raw.get("remove", [])]
+        await d.sync(raw.get("add", []), remove, raw.get("checkpoint"))
         return {}
 
     async def release_collection(self, raw: dict[str, Any]) -> dict[str, Any]:
@@ -140,7 +141,7 @@ class QueryNode(Role):
                 v: {
                     "tsafe": d.tsafe,
                     "growing": {s: g.num_rows for s, g in d.growing.items()},
-                    "sealed": d.sealed,
+                    "sealed": {s: seg.node_id for s, seg in d.distribution.sealed.items()},
                 }
                 for v, d in self.delegators.items()
             },
@@ -186,8 +187,9 @@ class QueryNode(Role):
         return {}
 
     async def worker_delete(self, raw: dict[str, Any]) -> dict[str, Any]:
-        pks = raw["pks"] if isinstance(raw["pks"], pa.Array) else pa.array(raw["pks"])
-        return {"rows": self.worker.delete(raw["segment_ids"], pks, int(raw["ts"]))}
+        """``{"segment_ids", "pks": pa.Array, "ts": one int or a uint64 array per key}``."""
+        ts = raw["ts"] if isinstance(raw["ts"], np.ndarray) else int(raw["ts"])
+        return {"rows": self.worker.delete(raw["segment_ids"], raw["pks"], ts)}
 
     async def worker_load_index(self, raw: dict[str, Any]) -> dict[str, Any]:
         sid = int(raw["segment_id"])

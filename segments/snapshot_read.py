@@ -15,8 +15,9 @@ A segment created after the plan holds only rows stamped after tsafe, so none at
 
 Deletes: a sealed segment's files hold the deletes persisted by the datanode (delta logs);
 newer ones are in the delegator's delete buffer, which holds every delete since the
-channel checkpoint it started from (everything before that is on disk). A reader that
-asks for the buffer first and reads the delta logs second therefore misses none.
+channel checkpoint it started from that is not yet on disk (``deletebuffer`` says when it
+may be trimmed, and how a retired segment holds it). A reader that asks for the buffer
+first and reads the delta logs second therefore misses none.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from elanus.errors import ElanusError, ErrorCode
 from elanus.expr import Expr
 from elanus.schema import PK_COLUMN
 from elanus.segments import storage
+from elanus.segments.deletebuffer import DeleteSnapshot
 from elanus.segments.memseg import MemSegment
 from elanus.segments.worker import concat_or_empty, load_segment
 
@@ -51,14 +53,11 @@ async def plan(d: Delegator, body: dict[str, Any]) -> dict[str, Any]:
     """The segments of this vchannel a read at ``ts`` must cover (after tsafe reaches it)."""
     ts = await d.read_ts(body)
     wanted = _wanted(body.get("partition_ids"))
+    segs = d.distribution.sealed
     sealed = [
-        {
-            "segment_id": sid,
-            "partition_id": d.sealed_partition.get(sid, 0),
-            "path": d.sealed_path.get(sid),
-        }
-        for sid in sorted(d.sealed)
-        if wanted is None or d.sealed_partition.get(sid) in wanted
+        {"segment_id": sid, "partition_id": segs[sid].partition_id, "path": segs[sid].path}
+        for sid in sorted(segs)
+        if wanted is None or segs[sid].partition_id in wanted
     ]
     growing = [
         {"segment_id": s.segment_id, "partition_id": s.partition_id, "rows": s.num_rows}
@@ -74,16 +73,17 @@ async def read_segments(d: Delegator, body: dict[str, Any], expr: Expr | None) -
     columns = list(body["output_fields"])
     limit = body.get("limit")
     tables: list[pa.Table] = []
-    async with d._reading():
+    dist = d.distribution
+    async with dist.reading():
         by_node: dict[str, list[int]] = {}
         retired: list[dict[str, Any]] = []
         for sid in (int(s) for s in body["segment_ids"]):
             if sid in d.growing:
                 tables.append(d.growing[sid].query(ts, expr, columns, limit))
-            elif sid in d.sealed:
-                by_node.setdefault(d.sealed[sid], []).append(sid)
-            elif sid in d.retired:
-                retired.append(d.retired[sid])
+            elif sid in dist.sealed:
+                by_node.setdefault(dist.sealed[sid].node_id, []).append(sid)
+            elif sid in dist.retired:
+                retired.append(dist.retired[sid])
             else:
                 raise ElanusError(
                     ErrorCode.SEGMENT_NOT_FOUND,
@@ -95,7 +95,7 @@ async def read_segments(d: Delegator, body: dict[str, Any], expr: Expr | None) -
                 node, "worker.query", {**body, "ts": ts, "segment_ids": sids, "limit": limit}
             )
             tables.append(reply["rows"])
-        buffer, complete_until = list(d.delete_buffer), d.tsafe  # one step: consistent
+        buffer, complete_until = d.delete_buffer.snapshot(), d.tsafe  # one step: consistent
         for spec in retired:
             tables.append(
                 await asyncio.to_thread(
@@ -148,7 +148,7 @@ RETIRED = _RetiredCache()
 def _read_retired(
     d: Delegator,
     spec: dict[str, Any],
-    deletes: tuple[list[tuple[pa.Array, int]], int],
+    deletes: tuple[DeleteSnapshot, int],
     ts: int,
     expr: Expr | None,
     columns: list[str],
@@ -163,27 +163,30 @@ def _read_retired(
     if cached is not None:
         return cached.query(ts, expr, columns, limit)
     if not layout.data_path(Path(spec["path"]).parent).exists():
-        raise ElanusError(
-            ErrorCode.SEGMENT_NOT_FOUND,
-            f"segment {spec['segment_id']} was compacted away after the read plan and its "
-            "files are gone (older than gc_delay_s); plan the read again",
-        )
+        raise _files_gone(spec)
+    _check_held(spec, buffer)
     seg = load_segment(spec, d.schema)
-    pks, del_ts = _concat(buffer, d.schema.primary.arrow_type())
-    if len(pks):
-        seg.delete(pks, del_ts)
+    batch = buffer.batch()
+    if len(batch):
+        seg.delete(batch.pks, batch.ts)
     RETIRED.put(spec["path"], seg, complete_until)
     return seg.query(ts, expr, columns, limit)
 
 
-def _concat(
-    entries: list[tuple[pa.Array, int]], pk_type: pa.DataType
-) -> tuple[pa.Array, np.ndarray]:
-    if not entries:
-        return pa.array([], pk_type), np.zeros(0, np.uint64)
-    pks = pa.concat_arrays([p.cast(pk_type) for p, _ in entries])
-    ts = np.concatenate([np.full(len(p), t, dtype=np.uint64) for p, t in entries])
-    return pks, ts
+def _files_gone(spec: dict[str, Any]) -> ElanusError:
+    return ElanusError(
+        ErrorCode.SEGMENT_NOT_FOUND,
+        f"segment {spec['segment_id']} was compacted away after the read plan and its "
+        "files are gone (older than gc_delay_s); plan the read again",
+    )
+
+
+def _check_held(spec: dict[str, Any], buffer: DeleteSnapshot) -> None:
+    """A retired segment's files miss the deletes after its compaction; the buffer kept
+    them for ``gc_delay_s`` (``Distribution.remove``), after which its files are due for
+    collection: the read is refused as if they were gone already."""
+    if buffer.floor > int(spec.get("hold_ts", 0)):
+        raise _files_gone(spec)
 
 
 async def deletes(d: Delegator, body: dict[str, Any]) -> dict[str, Any]:
@@ -191,19 +194,23 @@ async def deletes(d: Delegator, body: dict[str, Any]) -> dict[str, Any]:
     the segment is known), as a table (pk, ts)."""
     ts = await d.read_ts(body)
     sid = int(body["segment_id"])
-    if sid not in d.sealed and sid not in d.retired:
+    dist = d.distribution
+    if sid not in dist.sealed and sid not in dist.retired:
         # A delegator that never held the segment (it started after the segment was
         # compacted away) may lack deletes that went to the compaction target's logs.
         raise ElanusError(
             ErrorCode.SEGMENT_NOT_FOUND,
             f"segment {sid} is not known to the delegator of {d.vchannel}; plan the read again",
         )
-    pks, del_ts = _concat(list(d.delete_buffer), d.schema.primary.arrow_type())
-    keep = del_ts <= np.uint64(ts)
-    stats = d.stats.get(sid)
-    if stats is None and sid in d.retired:
-        stats = storage.load_pk_stats(Path(d.retired[sid]["path"]).parent)
-    if stats is not None and len(pks):
-        keep &= stats.may_contain(pks)
-    pks, del_ts = pks.filter(pa.array(keep)), del_ts[keep]
+    buffer = d.delete_buffer.snapshot()
+    if sid in dist.retired:
+        _check_held(dist.retired[sid], buffer)
+    batch = buffer.batch()
+    keep = batch.ts <= np.uint64(ts)
+    stats = d.pk_oracle.get(sid)
+    if stats is None and sid in dist.retired:
+        stats = storage.load_pk_stats(Path(dist.retired[sid]["path"]).parent)
+    if stats is not None and len(batch):
+        keep &= stats.may_contain(batch.pks)
+    pks, del_ts = batch.pks.filter(pa.array(keep)), batch.ts[keep]
     return {"deletes": pa.table({PK_COLUMN: pks, "ts": pa.array(del_ts, pa.uint64())}), "ts": ts}

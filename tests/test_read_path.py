@@ -67,7 +67,7 @@ def served_sealed(stack: Stack, collection_id: int) -> set[int]:
     for qn in stack.querynodes:
         for d in list(qn.delegators.values()):
             if d.collection_id == collection_id:
-                out |= set(d.sealed)
+                out |= set(d.distribution.sealed)
     return out
 
 

@@ -159,7 +159,8 @@ def test_writes_after_the_plan_are_not_read(make_stack: Callable[..., Stack]) ->
 
 
 def handed_off(stack: Stack, segment_id: int) -> bool:
-    return any(segment_id in d.sealed for qn in stack.querynodes for d in qn.delegators.values())
+    delegators = [d for qn in stack.querynodes for d in qn.delegators.values()]
+    return any(segment_id in d.distribution.sealed for d in delegators)
 
 
 def compact_and_hand_off(c: Client, stack: Stack) -> list[int]:
@@ -187,7 +188,8 @@ def test_flush_and_compaction_between_plan_and_read_duplicate_nothing(
     c.delete("c", [20, 1010])
     compact_and_hand_off(c, stack)  # ... and merged with the others into a new segment
     (delegator,) = stack.querynodes[0].delegators.values()
-    assert set(growing[0]["segment_ids"]) <= set(delegator.retired)  # read from their files
+    retired = delegator.distribution.retired
+    assert set(growing[0]["segment_ids"]) <= set(retired)  # read from their files
     want = query_at(stack, plan["ts"], "tag != 't1'")
     assert_same_rows(redeem(c, plan), want)  # through the proxy: from the retired files
     schema = Schema.from_dict(plan["schema"])

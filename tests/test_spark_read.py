@@ -75,7 +75,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
 
 def handed_off(stack: Stack, segment_id: int) -> bool:
-    return any(segment_id in d.sealed for qn in stack.querynodes for d in qn.delegators.values())
+    delegators = [d for qn in stack.querynodes for d in qn.delegators.values()]
+    return any(segment_id in d.distribution.sealed for d in delegators)
 
 
 def flush_and_hand_off(c: Client, stack: Stack, name: str) -> None:
