@@ -160,7 +160,12 @@ class RoleHost:
         url, creds = self._nats()
         self.loop = LoopThread().start()
         stack.callback(self._undo, "stopping the loop", self.loop.stop)
-        bus = Bus(url, name=f"elanus-{'+'.join(self.role_names)}-{os.getpid()}", credentials=creds)
+        bus = Bus(
+            url,
+            name=f"elanus-{'+'.join(self.role_names)}-{os.getpid()}",
+            credentials=creds,
+            in_process=self.settings.transport != "nats",
+        )
         self._connect(bus)
         self.bus = bus
         self._undo_on_loop("closing the bus", bus.close)

@@ -96,7 +96,14 @@ class Settings:
     worth. 0: unlimited. About twice what an empty Flight server answers on the 2-core
     benchmark machine (bench/README.md), so benchmarks never meet it."""
 
+    transport: str = "auto"
+    """How roles reach each other: ``auto`` calls a role of the same process directly and
+    others over NATS; ``nats`` sends every request over NATS, even within a process (a
+    one-process stack then exercises the wire exactly as a cluster does)."""
+
     def __post_init__(self) -> None:
+        if self.transport not in ("auto", "nats"):
+            raise ValueError("transport must be 'auto' or 'nats'")
         if self.num_pchannels < 1:
             raise ValueError("num_pchannels must be at least 1")
         if self.timetick_interval_ms < 1:

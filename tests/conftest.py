@@ -99,7 +99,12 @@ class Stack:
 
     def new_bus(self, name: str) -> Bus:
         """An unconnected bus on the stack's NATS, with its credentials (as a role has)."""
-        return Bus(self.settings.nats_url or "", name=name, credentials=self.nats_credentials)
+        return Bus(
+            self.settings.nats_url or "",
+            name=name,
+            credentials=self.nats_credentials,
+            in_process=self.settings.transport != "nats",
+        )
 
     def role_env(self, **env: str) -> dict[str, str]:
         """``env`` plus the NATS credentials, for a role started as its own process (they
@@ -233,9 +238,21 @@ def wait_for(pred: Callable[[], Any], timeout: float = 30, what: str = "conditio
     return value
 
 
+TRANSPORTS = ("auto", "nats")
+both_transports = pytest.mark.parametrize("stack", TRANSPORTS, indirect=True)
+"""Run a test on a stack whose roles call each other in-process, and again on one whose
+every role-to-role request crosses NATS as frame messages (``transport = "nats"``)."""
+
+
 @pytest.fixture
-def stack(nats_server: EmbeddedNats, loop_thread: LoopThread, tmp_path: Path) -> Iterator[Stack]:
-    s = Stack(loop_thread, nats_server, tmp_path / "data")
+def stack(
+    nats_server: EmbeddedNats,
+    loop_thread: LoopThread,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+) -> Iterator[Stack]:
+    transport = getattr(request, "param", "auto")
+    s = Stack(loop_thread, nats_server, tmp_path / "data", transport=transport)
     try:
         s.start()
         yield s

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
-from conftest import ElanusProcess, Stack
+from conftest import ElanusProcess, Stack, both_transports
 from test_read_path import wait_for, wait_querynodes
 
 from elanus import ElanusError, ErrorCode
@@ -103,6 +103,7 @@ def exact_topk(
 # -- 1. lifecycle -------------------------------------------------------------------------------
 
 
+@both_transports
 def test_index_lifecycle_progress_drop_and_recycle(stack: Stack) -> None:
     client = stack.client()
     vectors = make_collection(client, "books", [(0, 1500), (1500, 3000)])
@@ -346,6 +347,7 @@ def test_builder_killed_mid_task_is_replaced(
 # -- 4. compaction makes a new segment, which gets its own task ----------------------------------
 
 
+@both_transports
 def test_compacted_segment_gets_indexed(stack: Stack) -> None:
     client = stack.client()
     make_collection(client, "c", [(0, 300), (300, 600), (600, 900)])

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import ElanusProcess, Stack, own_stack, wait_for
+from conftest import TRANSPORTS, ElanusProcess, Stack, own_stack, wait_for
 
 from elanus import DataType, ElanusError, ErrorCode, Schema
 from elanus.channels.loop import LoopThread
@@ -250,10 +250,15 @@ def build(stack: Stack, client: Client, data: Data, metric: str, shards: int, lo
     data.deleted |= set(gone)
 
 
-@pytest.fixture(scope="module")
-def layout(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Layout]:
+@pytest.fixture(scope="module", params=TRANSPORTS)
+def layout(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Layout]:
+    """Two query nodes, segments of every kind; once with roles calling each other
+    in-process, once with every request over NATS (``transport``)."""
     tmp = tmp_path_factory.mktemp("layout")
-    with own_stack(tmp, "layout-loop", compaction_interval_s=0, retention_s=0) as stack:
+    settings = {"compaction_interval_s": 0, "retention_s": 0, "transport": request.param}
+    with own_stack(tmp, "layout-loop", **settings) as stack:
         stack.add_querynode()  # segments and channels spread over two query nodes
         wait_querynodes(stack, 2)
         client = stack.client()
@@ -452,8 +457,11 @@ def all_ids(client: Client, name: str, expr: str = "id >= 0", **kw: Any) -> list
 # -- 2. query -----------------------------------------------------------------------------------
 
 
-def test_query_filter_outputs_count_and_get(make_stack: Callable[..., Stack]) -> None:
-    stack = make_stack()
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_query_filter_outputs_count_and_get(
+    make_stack: Callable[..., Stack], transport: str
+) -> None:
+    stack = make_stack(transport=transport)
     client = stack.client()
     query_collection(client)
     client.load_collection("q")
@@ -522,8 +530,11 @@ def test_query_limit_offset_pages_by_primary_key(make_stack: Callable[..., Stack
     ]
 
 
-def test_delete_and_upsert_are_seen_by_strong_reads(make_stack: Callable[..., Stack]) -> None:
-    stack = make_stack()
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_delete_and_upsert_are_seen_by_strong_reads(
+    make_stack: Callable[..., Stack], transport: str
+) -> None:
+    stack = make_stack(transport=transport)
     client = stack.client()
     query_collection(client)
     client.load_collection("q")
@@ -729,8 +740,11 @@ def test_reads_under_a_concurrent_writer(make_stack: Callable[..., Stack]) -> No
 # -- 4. time travel ----------------------------------------------------------------------------
 
 
-def test_as_of_reads_the_collection_as_it_was(make_stack: Callable[..., Stack]) -> None:
-    stack = make_stack(retention_s=3600)
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_as_of_reads_the_collection_as_it_was(
+    make_stack: Callable[..., Stack], transport: str
+) -> None:
+    stack = make_stack(transport=transport, retention_s=3600)
     client = stack.client()
     client.create_collection("t", dimension=DIM, metric_type="L2", num_shards=2)
     rng = np.random.default_rng(13)
@@ -871,8 +885,9 @@ class Reader(threading.Thread):
         self.reads += 1
 
 
-def test_handoff_under_continuous_reads(make_stack: Callable[..., Stack]) -> None:
-    stack = make_stack(retention_s=0)
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_handoff_under_continuous_reads(make_stack: Callable[..., Stack], transport: str) -> None:
+    stack = make_stack(transport=transport, retention_s=0)
     stack.add_querynode()
     wait_querynodes(stack, 2)
     client = stack.client()

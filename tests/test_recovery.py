@@ -15,7 +15,7 @@ import lance
 import numpy as np
 import pyarrow as pa
 import pytest
-from conftest import ElanusProcess, Stack
+from conftest import ElanusProcess, Stack, both_transports
 
 from elanus.channels.nats_server import EmbeddedNats, free_port
 from elanus.errors import ElanusError
@@ -183,6 +183,7 @@ def test_kill_9_of_the_coord_loses_and_duplicates_nothing(cluster: Cluster) -> N
     assert len(ingest.acked) > BATCHES * BATCH // 3
 
 
+@both_transports
 def test_a_delivery_gap_is_read_again_from_the_last_position(stack: Stack) -> None:
     """Unacknowledged delivery can drop messages under load; the datanode notices the gap
     in consumer sequence numbers and reads the channel again from where it was."""

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.flight as flight
 import pytest
-from conftest import Stack, own_stack
+from conftest import Stack, both_transports, own_stack
 from segment_reader import (
     SEGMENT_COLUMN,
     data_counts,
@@ -238,6 +238,7 @@ def test_bulk_insert_100k_rows_two_shards_lands_exactly_in_lance(stack: Stack) -
 # =============================================================================================
 
 
+@both_transports
 def test_auto_id_keys_are_unique_and_stored(stack: Stack) -> None:
     c = stack.client()
     c.create_collection("auto", dimension=8, auto_id=True, num_shards=2)
@@ -268,6 +269,7 @@ def test_auto_id_keys_are_unique_and_stored(stack: Stack) -> None:
 # =============================================================================================
 
 
+@both_transports
 def test_upsert_and_delete_are_persisted_as_rows_and_delta_logs(stack: Stack) -> None:
     dim = 8
     c = stack.client()
@@ -360,6 +362,7 @@ def test_upsert_and_delete_of_flushed_rows_go_to_the_flushed_segments_delta_logs
         assert seg_of[k] in first
 
 
+@both_transports
 def test_delete_in_a_partition_only_deletes_in_that_partition(stack: Stack) -> None:
     """Regression: the datanode used to apply a delete to every partition."""
     dim = 8
