@@ -78,8 +78,9 @@ def terminate(proc: subprocess.Popen[bytes] | None, timeout: float = 10.0) -> No
 class EmbeddedNats:
     """Start, wait for, and stop a JetStream-enabled nats-server with its store in a dir.
 
-    ``max_payload_mb`` None leaves the server's stock limits (1 MB per message), as a
-    ``nats-server`` that an operator runs has them.
+    ``max_payload_mb`` None (the default) leaves the server's stock limits (1 MB per
+    message), as a ``nats-server`` that an operator runs has them: the bus cuts every
+    message below the limit, so standalone runs on exactly what a cluster meets.
 
     ``credentials`` are what clients must present; when none are given they are read from
     (or generated into, for ``user``) the store dir, so a restart on the same dir keeps them.
@@ -90,7 +91,7 @@ class EmbeddedNats:
         store_dir: str | os.PathLike[str],
         port: int = 0,
         host: str = "127.0.0.1",
-        max_payload_mb: int | None = 8,
+        max_payload_mb: int | None = None,
         credentials: NatsCredentials | None = None,
         user: str | None = None,
     ) -> None:

@@ -207,7 +207,7 @@ def _collect(errors: list[BaseException], fn: Any) -> None:
 
 @contextlib.contextmanager
 def own_stack(
-    tmp: Path, name: str, *, max_payload_mb: int | None = 8, **settings: Any
+    tmp: Path, name: str, *, max_payload_mb: int | None = None, **settings: Any
 ) -> Iterator[Stack]:
     """A started ``Stack`` on its own nats-server and loop thread, for module-scoped
     fixtures; the stack, the loop and the server stop in that order, even on failure.
