@@ -4,7 +4,7 @@ the others only through the bus (NATS) or Arrow Flight, and keeps a session whil
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from elanus.channels.bus import Bus, Handler, Served
@@ -14,7 +14,8 @@ from elanus.channels.transport import blocking, is_blocking
 from elanus.requests import decode, request_type
 from elanus.settings import Settings
 
-RoleHandler = Callable[[Any], Awaitable[Any]]
+RoleHandler = Callable[[Any], Any]
+"""A coroutine function, or a plain function marked ``@blocking``."""
 """A handler as a role declares it: of a raw body (a dict), or of a request type (its first
 parameter annotated with a ``@request`` dataclass), which ``Role.serve`` decodes."""
 

@@ -371,7 +371,7 @@ class QueryCoord:
         node = lo.segments.get(segment_id) if lo is not None else None
         if node is None or node not in self._nodes():
             return  # not loaded: the index comes with the segment when it is
-        await self._call(node, "worker.load_index", {"segment_id": segment_id, **index})
+        await self._call(node, "worker.load_index", {"segment_id": segment_id, "index": index})
 
     async def on_index_dropped(self, collection_id: int, field: str) -> None:
         lo = self.loaded.get(collection_id)

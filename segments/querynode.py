@@ -11,12 +11,29 @@ from typing import Any
 import numpy as np
 
 from elanus.channels import subjects
-from elanus.channels.bus import Bus, Handler, blocking
-from elanus.channels.role import Role
+from elanus.channels.bus import Bus, blocking
+from elanus.channels.role import Role, RoleHandler
 from elanus.errors import ElanusError, ErrorCode
-from elanus.expr import Expr, parse
+from elanus.expr import Expr, parse_cached
 from elanus.index.kernels import stop_faiss_interrupt_checks
-from elanus.requests import Body
+from elanus.noderequests import (
+    DeleteInSegments,
+    DropIndexOnNode,
+    LoadIndex,
+    LoadSegments,
+    ReadDeletes,
+    ReadSegmentRows,
+    ReadSegments,
+    ReadShard,
+    ReleaseOnNode,
+    ReleaseSegments,
+    SearchSegments,
+    SearchShard,
+    SyncDistribution,
+    UnwatchChannel,
+    WatchChannel,
+)
+from elanus.requests import as_dict
 from elanus.schema import Schema
 from elanus.segments import snapshot_read
 from elanus.segments.delegator import Delegator
@@ -40,7 +57,7 @@ class QueryNode(Role):
     def address(self) -> str:
         return f"{subjects.PREFIX}.querynode.{self.node_id}"
 
-    def handlers(self) -> dict[str, Handler]:
+    def handlers(self) -> dict[str, RoleHandler]:
         return {
             "watch": self.watch,
             "unwatch": self.unwatch,
@@ -82,32 +99,19 @@ class QueryNode(Role):
         )
 
     # -- delegators -------------------------------------------------------------------------
-    async def watch(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "querynode.watch")
-        vchannel = b.str("vchannel")
-        b.allow(
-            [
-                "pchannel",
-                "collection_id",
-                "schema",
-                "checkpoint",
-                "sealed",
-                "partition_ids",
-                "ready_ts",
-            ]
-        ).done()
-        self.schemas[int(raw["collection_id"])] = Schema.from_dict(raw["schema"])
-        old = self.delegators.pop(vchannel, None)
+    async def watch(self, req: WatchChannel) -> dict[str, Any]:
+        self.schemas[req.collection_id] = Schema.from_dict(req.schema)
+        old = self.delegators.pop(req.vchannel, None)
         if old is not None:
             await old.stop()
-        delegator = Delegator(self, raw)
+        delegator = Delegator(self, as_dict(req))
         await delegator.start()
-        self.delegators[vchannel] = delegator
+        self.delegators[req.vchannel] = delegator
         await delegator.catch_up()  # a load answers once its data is readable at any level
-        return {"vchannel": vchannel, "tsafe": delegator.tsafe}
+        return {"vchannel": req.vchannel, "tsafe": delegator.tsafe}
 
-    async def unwatch(self, raw: dict[str, Any]) -> dict[str, Any]:
-        d = self.delegators.pop(Body(raw, "querynode.unwatch").str("vchannel"), None)
+    async def unwatch(self, req: UnwatchChannel) -> dict[str, Any]:
+        d = self.delegators.pop(req.vchannel, None)
         if d is not None:
             await d.stop()
         return {}
@@ -120,19 +124,16 @@ class QueryNode(Role):
             )
         return d
 
-    async def sync(self, raw: dict[str, Any]) -> dict[str, Any]:
-        d = self._delegator(raw["vchannel"])
-        remove = [int(s) for s in raw.get("remove", [])]
-        await d.sync(raw.get("add", []), remove, raw.get("checkpoint"))
+    async def sync(self, req: SyncDistribution) -> dict[str, Any]:
+        await self._delegator(req.vchannel).sync(req.add, req.remove, req.checkpoint)
         return {}
 
-    async def release_collection(self, raw: dict[str, Any]) -> dict[str, Any]:
-        cid = int(raw["collection_id"])
+    async def release_collection(self, req: ReleaseOnNode) -> dict[str, Any]:
         for v, d in list(self.delegators.items()):
-            if d.collection_id == cid:
+            if d.collection_id == req.collection_id:
                 await d.stop()
                 del self.delegators[v]
-        self.worker.release_collection(cid)
+        self.worker.release_collection(req.collection_id)
         return {}
 
     async def status(self, raw: dict[str, Any]) -> dict[str, Any]:
@@ -148,52 +149,48 @@ class QueryNode(Role):
             "segments": {s: seg.num_rows for s, seg in self.worker.segments.items()},
         }
 
-    def _expr(self, collection_id: int, raw: dict[str, Any]) -> Expr | None:
-        text = raw.get("filter")
-        return parse(text, self.schemas[collection_id], raw.get("params")) if text else None
+    def _expr(self, collection_id: int, text: str | None, params: Any) -> Expr | None:
+        return parse_cached(text, self.schemas[collection_id], params) if text else None
 
     @blocking
-    def search(self, raw: dict[str, Any]) -> dict[str, Any]:
-        """``{"vchannel", "request": SearchRequest}``: the delegator's search."""
-        return self._delegator(raw["vchannel"]).search(raw["request"])
+    def search(self, req: SearchShard) -> dict[str, Any]:
+        return self._delegator(req.vchannel).search(req.request)
 
-    async def query(self, raw: dict[str, Any]) -> dict[str, Any]:
-        d = self._delegator(raw["vchannel"])
-        return await d.query(raw, self._expr(d.collection_id, raw))
+    async def query(self, req: ReadShard) -> dict[str, Any]:
+        d = self._delegator(req.vchannel)
+        return await d.query(as_dict(req), self._expr(d.collection_id, req.filter, req.params))
 
-    async def count(self, raw: dict[str, Any]) -> dict[str, Any]:
-        d = self._delegator(raw["vchannel"])
-        return await d.count(raw, self._expr(d.collection_id, raw))
+    async def count(self, req: ReadShard) -> dict[str, Any]:
+        d = self._delegator(req.vchannel)
+        return await d.count(as_dict(req), self._expr(d.collection_id, req.filter, req.params))
 
-    async def read_plan(self, raw: dict[str, Any]) -> dict[str, Any]:
-        return await snapshot_read.plan(self._delegator(raw["vchannel"]), raw)
+    async def read_plan(self, req: ReadShard) -> dict[str, Any]:
+        return await snapshot_read.plan(self._delegator(req.vchannel), as_dict(req))
 
-    async def read_segments(self, raw: dict[str, Any]) -> dict[str, Any]:
-        d = self._delegator(raw["vchannel"])
-        return await snapshot_read.read_segments(d, raw, self._expr(d.collection_id, raw))
+    async def read_segments(self, req: ReadSegments) -> dict[str, Any]:
+        d = self._delegator(req.vchannel)
+        expr = self._expr(d.collection_id, req.filter, req.params)
+        return await snapshot_read.read_segments(d, as_dict(req), expr)
 
-    async def read_deletes(self, raw: dict[str, Any]) -> dict[str, Any]:
-        return await snapshot_read.deletes(self._delegator(raw["vchannel"]), raw)
+    async def read_deletes(self, req: ReadDeletes) -> dict[str, Any]:
+        return await snapshot_read.deletes(self._delegator(req.vchannel), as_dict(req))
 
     # -- worker -----------------------------------------------------------------------------
-    async def worker_load(self, raw: dict[str, Any]) -> dict[str, Any]:
-        cid = int(raw["collection_id"])
-        schema = self.schemas.setdefault(cid, Schema.from_dict(raw["schema"]))
-        loaded = await self.worker.load(cid, schema, raw["segments"])
+    async def worker_load(self, req: LoadSegments) -> dict[str, Any]:
+        schema = self.schemas.setdefault(req.collection_id, Schema.from_dict(req.schema))
+        loaded = await self.worker.load(req.collection_id, schema, req.segments)
         return {"loaded": loaded, "rows": self.worker.rows(loaded)}
 
-    async def worker_release(self, raw: dict[str, Any]) -> dict[str, Any]:
-        self.worker.release([int(s) for s in raw["segment_ids"]])
+    async def worker_release(self, req: ReleaseSegments) -> dict[str, Any]:
+        self.worker.release(req.segment_ids)
         return {}
 
-    async def worker_delete(self, raw: dict[str, Any]) -> dict[str, Any]:
-        """``{"segment_ids", "pks": pa.Array, "ts": one int or a uint64 array per key}``."""
-        ts = raw["ts"] if isinstance(raw["ts"], np.ndarray) else int(raw["ts"])
-        return {"rows": self.worker.delete(raw["segment_ids"], raw["pks"], ts)}
+    async def worker_delete(self, req: DeleteInSegments) -> dict[str, Any]:
+        ts = req.ts if isinstance(req.ts, np.ndarray) else int(req.ts)
+        return {"rows": self.worker.delete(req.segment_ids, req.pks, ts)}
 
-    async def worker_load_index(self, raw: dict[str, Any]) -> dict[str, Any]:
-        sid = int(raw["segment_id"])
-        return {"loaded": await self.worker.load_index(sid, raw)}
+    async def worker_load_index(self, req: LoadIndex) -> dict[str, Any]:
+        return {"loaded": await self.worker.load_index(req.segment_id, req.index)}
 
     def _index_failed(self, segment_id: int, index: dict[str, Any]) -> None:
         """Tell the coord (in the background: the load answers meanwhile) that a finished
@@ -211,8 +208,8 @@ class QueryNode(Role):
             lambda: self.bus.request(subjects.coord("index.load_failed"), body, CALL_TIMEOUT_S),
         )
 
-    async def worker_drop_index(self, raw: dict[str, Any]) -> dict[str, Any]:
-        self.worker.drop_index(int(raw["collection_id"]), str(raw["field"]))
+    async def worker_drop_index(self, req: DropIndexOnNode) -> dict[str, Any]:
+        self.worker.drop_index(req.collection_id, req.field)
         return {}
 
     def _collection_of(self, segment_ids: list[int]) -> int:
@@ -222,20 +219,15 @@ class QueryNode(Role):
         raise ElanusError(ErrorCode.SEGMENT_NOT_FOUND, f"segments {segment_ids} are not loaded")
 
     @blocking
-    def worker_search(self, raw: dict[str, Any]) -> dict[str, Any]:
-        """``{"segment_ids", "request": SearchRequest}``: hits of each named segment."""
-        ids = [int(s) for s in raw["segment_ids"]]
-        return {"parts": self.worker.search(ids, raw["request"])}
+    def worker_search(self, req: SearchSegments) -> dict[str, Any]:
+        return {"parts": self.worker.search(req.segment_ids, req.request)}
 
-    async def worker_query(self, raw: dict[str, Any]) -> dict[str, Any]:
-        ids = [int(s) for s in raw["segment_ids"]]
-        expr = self._expr(self._collection_of(ids), raw)
-        rows = self.worker.query(
-            ids, int(raw["ts"]), expr, list(raw["output_fields"]), raw.get("limit")
-        )
-        return {"rows": rows}
+    async def worker_query(self, req: ReadSegmentRows) -> dict[str, Any]:
+        ids = req.segment_ids
+        expr = self._expr(self._collection_of(ids), req.filter, req.params)
+        return {"rows": self.worker.query(ids, req.ts, expr, req.output_fields, req.limit)}
 
-    async def worker_count(self, raw: dict[str, Any]) -> dict[str, Any]:
-        ids = [int(s) for s in raw["segment_ids"]]
-        expr = self._expr(self._collection_of(ids), raw)
-        return {"count": self.worker.count(ids, int(raw["ts"]), expr)}
+    async def worker_count(self, req: ReadSegmentRows) -> dict[str, Any]:
+        ids = req.segment_ids
+        expr = self._expr(self._collection_of(ids), req.filter, req.params)
+        return {"count": self.worker.count(ids, req.ts, expr)}
