@@ -40,7 +40,7 @@ from elanus.segments.deletebuffer import DeleteBuffer
 from elanus.segments.distribution import Distribution
 from elanus.segments.memseg import MemSegment
 from elanus.segments.pkoracle import PkOracle
-from elanus.segments.worker import concat_or_empty, reduce_request, search_part
+from elanus.segments.worker import concat_or_empty, reduce_request, search_part, segment_read
 from elanus.states import SegmentState
 
 if TYPE_CHECKING:
@@ -299,7 +299,7 @@ class Delegator:
             s.query(ts, expr, columns, limit) for s in self._growing(body.get("partition_ids"))
         ]
         for node, sids in self.distribution.workers(body.get("partition_ids")).items():
-            reply = await self.node.call(node, "worker.query", _segment_read(body, ts, sids))
+            reply = await self.node.call(node, "worker.query", segment_read(body, ts, sids))
             tables.append(reply["rows"])
         return {"rows": concat_or_empty(tables, columns, list(self.growing.values())), "ts": ts}
 
@@ -311,15 +311,9 @@ class Delegator:
     async def _count(self, body: dict[str, Any], expr: Expr | None, ts: int) -> dict[str, Any]:
         total = sum(s.count(ts, expr) for s in self._growing(body.get("partition_ids")))
         for node, sids in self.distribution.workers(body.get("partition_ids")).items():
-            reply = await self.node.call(node, "worker.count", _segment_read(body, ts, sids))
+            reply = await self.node.call(node, "worker.count", segment_read(body, ts, sids))
             total += int(reply["count"])
         return {"count": total, "ts": ts}
-
-
-def _segment_read(body: dict[str, Any], ts: int, segment_ids: list[int]) -> dict[str, Any]:
-    """A worker's part of a shard's query or count (``ReadSegmentRows``)."""
-    keys = ("filter", "params", "output_fields", "limit")
-    return {**{k: body[k] for k in keys if k in body}, "ts": ts, "segment_ids": segment_ids}
 
 
 def delete_body(segment_ids: list[int], pks: pa.Array, ts: np.ndarray | int) -> dict[str, Any]:

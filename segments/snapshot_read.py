@@ -39,7 +39,7 @@ from elanus.schema import PK_COLUMN
 from elanus.segments import storage
 from elanus.segments.deletebuffer import DeleteSnapshot
 from elanus.segments.memseg import MemSegment
-from elanus.segments.worker import concat_or_empty, load_segment
+from elanus.segments.worker import concat_or_empty, load_segment, segment_read
 
 if TYPE_CHECKING:
     from elanus.segments.delegator import Delegator
@@ -91,9 +91,7 @@ async def read_segments(d: Delegator, body: dict[str, Any], expr: Expr | None) -
                     "plan the read again",
                 )
         for node, sids in by_node.items():
-            reply = await d.node.call(
-                node, "worker.query", {**body, "ts": ts, "segment_ids": sids, "limit": limit}
-            )
+            reply = await d.node.call(node, "worker.query", segment_read(body, ts, sids))
             tables.append(reply["rows"])
         buffer, complete_until = d.delete_buffer.snapshot(), d.tsafe  # one step: consistent
         for spec in retired:

@@ -222,3 +222,9 @@ def concat_or_empty(
     if segments:
         return segments[0].table.select(columns).slice(0, 0)
     return pa.table({c: pa.array([]) for c in columns})
+
+
+def segment_read(body: dict[str, Any], ts: int, segment_ids: list[int]) -> dict[str, Any]:
+    """A worker's part of a shard's query or count (``ReadSegmentRows``)."""
+    keys = ("filter", "params", "output_fields", "limit")
+    return {**{k: body[k] for k in keys if k in body}, "ts": ts, "segment_ids": segment_ids}
