@@ -53,6 +53,9 @@ class Standalone:
         self.uri = f"grpc://127.0.0.1:{self.port}"
         self.log_path = data_dir.parent / f"{data_dir.name}-standalone.log"
         self.env = env or {}
+        self.cwd: Path | None = None
+        """Where the child runs; ``python -m`` puts it first on ``sys.path``, so another
+        build's launcher needs a directory without this checkout's packages."""
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 60.0) -> Standalone:
@@ -69,6 +72,7 @@ class Standalone:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 env=env,
+                cwd=self.cwd,
                 preexec_fn=die_with_parent if sys.platform.startswith("linux") else None,
             )
         deadline = time.monotonic() + timeout

@@ -49,7 +49,9 @@ def encode(body: Any) -> bytes:
     frames: list[Any] = []
     tree = _lift(body, frames)
     sizes = [len(f) if isinstance(f, bytes) else f.nbytes for f in frames]
-    header = orjson.dumps({"b": tree, "f": sizes}, default=_json_default)
+    header = orjson.dumps(
+        {"b": tree, "f": sizes}, default=_json_default, option=orjson.OPT_NON_STR_KEYS
+    )
     parts: list[Any] = [_HEAD.pack(MAGIC, len(header)), header]
     offset = _HEAD.size + len(header)
     for frame, size in zip(frames, sizes, strict=True):

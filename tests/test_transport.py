@@ -36,10 +36,12 @@ def test_frames_carry_arrays_tables_and_wire_types_as_themselves() -> None:
         "table": pa.table({"x": [1, 2], "y": [[1.0], [2.0, 3.0]]}),
         "batch": pa.record_batch([pa.array([True])], names=["b"]),
         "request": req,
+        "by_id": {7: "seven"},  # integer keys become strings, as in JSON
     }
     data = frames.encode(body)
     out = frames.decode(data)
     assert out["n"] == 1 and out["nested"][1:] == [None, "text"]
+    assert out["by_id"] == {"7": "seven"}
     assert out["nested"][0]["ids"].tolist() == [0, 1, 2, 3, 4]
     assert out["matrix"].tolist() == body["matrix"].tolist()
     out["matrix"] *= 2  # decoded arrays are the receiver's to change
