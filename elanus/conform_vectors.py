@@ -4,6 +4,8 @@ Arrow shape), each returning the column in its exact stored Arrow type."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -85,28 +87,25 @@ def _check_finite(f: Field, values: np.ndarray, dim: int, limit: float, kind: st
 
 
 def to_float_vector(f: Field, arr: pa.Array) -> pa.Array:
-    dim = f.dim or 0
-    target = f.arrow_type()
-    values = _vector_values(f, arr)
-    np_values = values.to_numpy(zero_copy_only=False)
-    _check_finite(f, np_values, dim, FLOAT32_MAX, "float32")
-    if arr.type == target:
-        return arr
-    if values.type != pa.float32():
-        values = pa.array(np_values.astype(np.float32))
-    return pa.FixedSizeListArray.from_arrays(values, dim)
+    return _to_floats(f, arr, np.float32, pa.float32(), FLOAT32_MAX, "float32")
 
 
 def to_float16_vector(f: Field, arr: pa.Array) -> pa.Array:
+    return _to_floats(f, arr, np.float16, pa.float16(), _F16_MAX, "float16")
+
+
+def _to_floats(
+    f: Field, arr: pa.Array, np_type: Any, arrow_type: pa.DataType, limit: float, name: str
+) -> pa.Array:
+    """A float vector column of the field's element type, finite and in range."""
     dim = f.dim or 0
-    target = f.arrow_type()
     values = _vector_values(f, arr)
     np_values = values.to_numpy(zero_copy_only=False)
-    _check_finite(f, np_values, dim, _F16_MAX, "float16")
-    if arr.type == target:
+    _check_finite(f, np_values, dim, limit, name)
+    if arr.type == f.arrow_type():
         return arr
-    if values.type != pa.float16():
-        values = pa.array(np_values.astype(np.float16))
+    if values.type != arrow_type:
+        values = pa.array(np_values.astype(np_type))
     return pa.FixedSizeListArray.from_arrays(values, dim)
 
 

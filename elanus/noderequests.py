@@ -19,7 +19,7 @@ from elanus.searchrequest import SearchRequest
 
 
 @request("querynode.watch")
-class WatchChannel:
+class DelegateChannel:
     """Start the vchannel's delegator at the channel checkpoint (seed 001)."""
 
     vchannel: str

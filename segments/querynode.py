@@ -17,6 +17,7 @@ from elanus.errors import ElanusError, ErrorCode
 from elanus.expr import Expr, parse_cached
 from elanus.index.kernels import stop_faiss_interrupt_checks
 from elanus.noderequests import (
+    DelegateChannel,
     DeleteInSegments,
     DropIndexOnNode,
     LoadIndex,
@@ -31,7 +32,6 @@ from elanus.noderequests import (
     SearchShard,
     SyncDistribution,
     UnwatchChannel,
-    WatchChannel,
 )
 from elanus.requests import as_dict
 from elanus.schema import Schema
@@ -99,7 +99,7 @@ class QueryNode(Role):
         )
 
     # -- delegators -------------------------------------------------------------------------
-    async def watch(self, req: WatchChannel) -> dict[str, Any]:
+    async def watch(self, req: DelegateChannel) -> dict[str, Any]:
         self.schemas[req.collection_id] = Schema.from_dict(req.schema)
         old = self.delegators.pop(req.vchannel, None)
         if old is not None:
