@@ -53,6 +53,12 @@ def accepted_kind(dt: DataType, f: Field | None = None) -> str:
         return f"lists of {f.dim if f else 'dim'} floats (fixed_size_list<float32, dim>)"
     if dt == DataType.FLOAT16_VECTOR:
         return f"lists of {f.dim if f else 'dim'} floats (fixed_size_list<float16, dim>)"
+    if dt == DataType.BFLOAT16_VECTOR:
+        n = f.dim if f else "dim"
+        return (
+            f"lists of {n} floats, or of {n} uint16 bfloat16 bit patterns "
+            "(fixed_size_list<uint16, dim>), or binary values of 2 * dim bytes"
+        )
     if dt == DataType.BINARY_VECTOR:
         width = (f.dim or 0) // 8 if f else "dim/8"
         return f"fixed_size_binary({width}) or binary values of {width} bytes"

@@ -1,5 +1,5 @@
-"""The insert checks of vector columns: dense float32 and float16 (dimension, NaN and
-infinities, range), binary (byte width) and sparse (index range, duplicate indices, either
+"""The insert checks of vector columns: dense float32, float16 and bfloat16 (dimension, NaN
+and infinities, range), binary (byte width) and sparse (index range, duplicate indices, either
 Arrow shape), each returning the column in its exact stored Arrow type."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from elanus import bfloat16
 from elanus.conform_common import (
     first_null,
     mismatch,
@@ -92,6 +93,44 @@ def to_float_vector(f: Field, arr: pa.Array) -> pa.Array:
 
 def to_float16_vector(f: Field, arr: pa.Array) -> pa.Array:
     return _to_floats(f, arr, np.float16, pa.float16(), _F16_MAX, "float16")
+
+
+def to_bfloat16_vector(f: Field, arr: pa.Array) -> pa.Array:
+    """Numbers are rounded to bfloat16; uint16 lists and raw little-endian bytes (2 per
+    element, pymilvus's form) are taken as bit patterns, the stored form."""
+    dim = f.dim or 0
+    t = arr.type
+    if pa.types.is_fixed_size_binary(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        arr = _bits_from_bytes(f, arr)
+    values = _vector_values(f, arr)
+    if values.type == bfloat16.ARROW_TYPE:
+        bits = values.to_numpy(zero_copy_only=False)
+        _check_finite(f, bfloat16.widen(bits), dim, bfloat16.BF16_MAX, "bfloat16")
+        if arr.type == f.arrow_type():
+            return arr
+    else:
+        np_values = values.to_numpy(zero_copy_only=False)
+        _check_finite(f, np_values, dim, bfloat16.ROUNDS_FINITE, "bfloat16")
+        bits = bfloat16.round_bits(np_values)
+    return pa.FixedSizeListArray.from_arrays(pa.array(bits, bfloat16.ARROW_TYPE), dim)
+
+
+def _bits_from_bytes(f: Field, arr: pa.Array) -> pa.Array:
+    """Binary rows of ``2 * dim`` bytes as lists of uint16 bit patterns."""
+    dim = f.dim or 0
+    lengths = pc.binary_length(arr).to_numpy(zero_copy_only=False)
+    wrong = lengths != 2 * dim
+    if wrong.any():
+        i = int(np.argmax(wrong))
+        raise mismatch(
+            f"field {f.name!r}: expected dim {dim} ({2 * dim} bytes of bfloat16), got "
+            f"{int(lengths[i])} bytes (row {i})"
+        )
+    if arr.null_count:
+        raise invalid(f"field {f.name!r}: the vector at row {first_null(arr)} is null")
+    raw = b"".join(arr.to_pylist())
+    bits = np.frombuffer(raw, dtype="<u2").astype(np.uint16)
+    return pa.FixedSizeListArray.from_arrays(pa.array(bits), dim)
 
 
 def _to_floats(

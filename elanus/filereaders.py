@@ -32,7 +32,7 @@ from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.fileerrors import reader_failure
 from elanus.importroots import open_confined
 from elanus.rows import to_arrow
-from elanus.schema import DYNAMIC_FIELD, DataType, Field, Schema
+from elanus.schema import DENSE_FLOAT_TYPES, DYNAMIC_FIELD, DataType, Field, Schema
 
 PARQUET = "parquet"
 JSONL = "jsonl"
@@ -58,6 +58,7 @@ _NUMPY_TYPES = {
     DataType.JSON,
     DataType.FLOAT_VECTOR,
     DataType.FLOAT16_VECTOR,
+    DataType.BFLOAT16_VECTOR,  # floats, or uint16 bit patterns
     DataType.BINARY_VECTOR,
 }
 
@@ -420,7 +421,7 @@ def convert_column(
     dt = f.dtype
     if pa.types.is_null(t):
         return arr
-    if dt in (DataType.FLOAT_VECTOR, DataType.FLOAT16_VECTOR):
+    if dt in DENSE_FLOAT_TYPES:
         if not _is_text(t):
             return arr
         parsed = parse_dense_vectors(arr)

@@ -38,6 +38,7 @@ DEFAULT_METRIC = {"float": "COSINE", "binary": "HAMMING"}
 VECTOR_KIND = {
     DataType.FLOAT_VECTOR: "float",
     DataType.FLOAT16_VECTOR: "float",
+    DataType.BFLOAT16_VECTOR: "float",
     DataType.BINARY_VECTOR: "binary",
 }
 

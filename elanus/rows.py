@@ -20,12 +20,19 @@ import numpy as np
 import pyarrow as pa
 
 from elanus.errors import ElanusError, ErrorCode, invalid
-from elanus.schema import DYNAMIC_FIELD, SPARSE_ARROW_TYPE, DataType, Field, Schema
+from elanus.schema import (
+    DENSE_FLOAT_TYPES,
+    DYNAMIC_FIELD,
+    SPARSE_ARROW_TYPE,
+    DataType,
+    Field,
+    Schema,
+)
 
 __all__ = ["to_arrow"]
 
 _CONVERT_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError)
-_NESTED = (DataType.FLOAT_VECTOR, DataType.FLOAT16_VECTOR, DataType.ARRAY)
+_NESTED = (*DENSE_FLOAT_TYPES, DataType.ARRAY)
 
 
 def to_arrow(data: Any, schema: Schema) -> pa.Table:
@@ -90,7 +97,7 @@ def _is_columns(data: dict[str, Any], schema: Schema) -> bool:
             return value.ndim == 2 if f.dtype in _NESTED else value.ndim == 1
         first = _first(value)
         if f.dtype in _NESTED:
-            return _is_seq(first)
+            return _is_seq(first) or isinstance(first, bytes)  # bytes: a bfloat16 row
         if f.dtype == DataType.SPARSE_FLOAT_VECTOR:
             # a row's sparse vector is a dict or a list of (index, value) pairs
             return isinstance(first, dict) or hasattr(first, "tocoo") or _is_seq(_first(first))
@@ -222,7 +229,7 @@ def _column(f: Field, values: Any) -> pa.Array | pa.ChunkedArray:
     if isinstance(values, pa.Array | pa.ChunkedArray):
         return values  # typed by the caller; the server checks it
     dt = f.dtype
-    if dt in (DataType.FLOAT_VECTOR, DataType.FLOAT16_VECTOR):
+    if dt in DENSE_FLOAT_TYPES:
         return _dense_vectors(f, values)
     if dt == DataType.BINARY_VECTOR:
         return _binary_vectors(f, values)
@@ -283,13 +290,18 @@ def _cast_or_keep(arr: pa.Array, target: pa.DataType) -> pa.Array:
 
 
 def _dense_vectors(f: Field, values: Any) -> pa.Array:
-    np_type = np.float32 if f.dtype == DataType.FLOAT_VECTOR else np.float16
+    """float32 (or float16) rows; bfloat16 rows travel as float32 (``ml_dtypes`` arrays
+    widen exactly) and the server rounds them, or as pymilvus's raw bytes."""
+    if f.dtype == DataType.BFLOAT16_VECTOR and isinstance(_first(_as_list(values)), bytes):
+        return _typed(f, _as_list(values), pa.binary())
+    half = f.dtype == DataType.FLOAT16_VECTOR
+    np_type = np.float16 if half else np.float32
     matrix = _matrix(values, np_type)
     if matrix is not None:
         flat = pa.array(matrix.reshape(-1))  # zero-copy for a C-contiguous array
         return pa.FixedSizeListArray.from_arrays(flat, matrix.shape[1])
     rows = [_plain(v) for v in _as_list(values)]
-    elem = pa.float32() if f.dtype == DataType.FLOAT_VECTOR else pa.float16()
+    elem = pa.float16() if half else pa.float32()
     if elem == pa.float16():
         # Older pyarrow cannot convert Python floats to float16: go through numpy.
         rows = [None if r is None else np.asarray(r, dtype=np.float16) for r in rows]

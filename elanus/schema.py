@@ -54,6 +54,7 @@ class DataType(enum.StrEnum):
     FLOAT_VECTOR = "FloatVector"
     BINARY_VECTOR = "BinaryVector"
     FLOAT16_VECTOR = "Float16Vector"
+    BFLOAT16_VECTOR = "BFloat16Vector"
     SPARSE_FLOAT_VECTOR = "SparseFloatVector"
 
     @classmethod
@@ -82,9 +83,14 @@ VECTOR_TYPES = frozenset(
         DataType.FLOAT_VECTOR,
         DataType.BINARY_VECTOR,
         DataType.FLOAT16_VECTOR,
+        DataType.BFLOAT16_VECTOR,
         DataType.SPARSE_FLOAT_VECTOR,
     }
 )
+DENSE_FLOAT_TYPES = frozenset(
+    {DataType.FLOAT_VECTOR, DataType.FLOAT16_VECTOR, DataType.BFLOAT16_VECTOR}
+)
+"""Dense vectors of floating-point numbers: searched (and returned) as float32."""
 INT_TYPES = frozenset({DataType.INT8, DataType.INT16, DataType.INT32, DataType.INT64})
 INT_RANGES: dict[DataType, tuple[int, int]] = {
     DataType.INT8: (-(2**7), 2**7 - 1),
@@ -207,6 +213,8 @@ class Field:
             return pa.list_(pa.float32(), self.dim or 0)
         if dt == DataType.FLOAT16_VECTOR:
             return pa.list_(pa.float16(), self.dim or 0)
+        if dt == DataType.BFLOAT16_VECTOR:  # bit patterns: see elanus/bfloat16.py
+            return pa.list_(pa.uint16(), self.dim or 0)
         if dt == DataType.BINARY_VECTOR:
             return pa.binary((self.dim or 0) // 8)
         if dt == DataType.SPARSE_FLOAT_VECTOR:
@@ -241,7 +249,7 @@ class Field:
                 raise invalid(f"auto_id needs an Int64 primary key; {self.name!r} is {dt.value}")
         elif self.auto_id:
             raise invalid(f"auto_id is only allowed on the primary key, not on {self.name!r}")
-        if dt in (DataType.FLOAT_VECTOR, DataType.BINARY_VECTOR, DataType.FLOAT16_VECTOR):
+        if dt in DENSE_FLOAT_TYPES or dt == DataType.BINARY_VECTOR:
             if self.dim is None:
                 raise invalid(f"vector field {self.name!r} needs a 'dim'")
             if not 1 <= self.dim <= MAX_DIM:

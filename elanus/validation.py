@@ -40,6 +40,7 @@ from elanus.conform_common import (
 from elanus.conform_json import dynamic_column, first_invalid_json
 from elanus.conform_vectors import (
     to_binary_vector,
+    to_bfloat16_vector,
     to_float16_vector,
     to_float_vector,
     to_sparse_vector,
@@ -417,6 +418,7 @@ _CONVERTERS: dict[DataType, Callable[[Field, pa.Array], pa.Array]] = {
     DataType.ARRAY: _to_array,
     DataType.FLOAT_VECTOR: to_float_vector,
     DataType.FLOAT16_VECTOR: to_float16_vector,
+    DataType.BFLOAT16_VECTOR: to_bfloat16_vector,
     DataType.BINARY_VECTOR: to_binary_vector,
     DataType.SPARSE_FLOAT_VECTOR: to_sparse_vector,
 }

@@ -25,7 +25,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from elanus import tsutil
+from elanus import bfloat16, tsutil
 from elanus.channels import subjects
 from elanus.consistency import ConsistencyLevel
 from elanus.errors import ElanusError, ErrorCode, invalid
@@ -53,7 +53,7 @@ from elanus.flight.searchcheck import (
 from elanus.flight.searchplan import SearchPlan, SearchPlans
 from elanus.grouping import reduce_grouped
 from elanus.reduce import reduce_parts
-from elanus.schema import DataType, Field, Schema
+from elanus.schema import DENSE_FLOAT_TYPES, DataType, Field, Schema
 from elanus.searchrequest import SearchRequest
 
 if TYPE_CHECKING:
@@ -288,14 +288,14 @@ class QueryService:
         replies = self._search_shards(plan.info, plan.node_request.at(queries, ts, guarantee))
         limit, offset = plan.request["limit"], plan.request["offset"]
         if len(replies) == 1 and not offset:  # a delegator's reply is already its top-k
-            return replies[0], int(replies[0]["ts"])
+            return _widened(replies[0]), int(replies[0]["ts"])
         read_ts = max((int(r["ts"]) for r in replies), default=ts)
         parts = list(replies)
         group = plan.node_request.group_by
         if group is not None:
             size = plan.node_request.group_size
-            return reduce_grouped(parts, limit, size, plan.metric, group, offset), read_ts
-        return reduce_parts(parts, limit, plan.metric, offset), read_ts
+            return _widened(reduce_grouped(parts, limit, size, plan.metric, group, offset)), read_ts
+        return _widened(reduce_parts(parts, limit, plan.metric, offset)), read_ts
 
     def _vector_field(self, info: CollectionInfo, name: str | None) -> Field:
         vectors = info.schema.vector_fields
@@ -369,7 +369,7 @@ class QueryService:
         window = None if limit is None else offset + limit
         replies = self._fan_out(info, "query", {**body, "output_fields": columns, "limit": window})
         table = pa.concat_tables([r["rows"] for r in replies], promote_options="permissive")
-        table = table.sort_by(pk).slice(offset, limit)
+        table = bfloat16.widen_table(table.sort_by(pk).slice(offset, limit))
         return table, outputs, max(int(r["ts"]) for r in replies)
 
 
@@ -416,7 +416,7 @@ def _query_vectors(field: Field, data: Any) -> Any:
 
 
 def _float_field(field: Field) -> bool:
-    return field.dtype in (DataType.FLOAT_VECTOR, DataType.FLOAT16_VECTOR)
+    return field.dtype in DENSE_FLOAT_TYPES
 
 
 def _arrow_float_rows(field: Field, column: pa.Array) -> Any:
@@ -433,7 +433,17 @@ def _arrow_float_rows(field: Field, column: pa.Array) -> Any:
     number = pa.types.is_floating(values.type) or pa.types.is_integer(values.type)
     if not number or values.null_count or pc.any(pc.not_equal(lengths, dim)).as_py():
         return column.to_pylist()
-    return values.to_numpy(zero_copy_only=False).reshape(len(column), dim)
+    flat = values.to_numpy(zero_copy_only=False)
+    if field.dtype is DataType.BFLOAT16_VECTOR and values.type == bfloat16.ARROW_TYPE:
+        flat = bfloat16.widen(flat)  # the stored form: bit patterns
+    return flat.reshape(len(column), dim)
+
+
+def _widened(merged: dict[str, Any]) -> dict[str, Any]:
+    """A merged search part whose output rows return bfloat16 vectors as float32 lists."""
+    if merged.get("outputs") is not None:
+        merged["outputs"] = bfloat16.widen_table(merged["outputs"])
+    return merged
 
 
 def _sparse_query(field: Field, vector: Any) -> dict[int, float]:

@@ -37,7 +37,7 @@ from elanus.flight.metacache import CollectionInfo
 from elanus.flight.query_actions import _partitions
 from elanus.flight.wire import encode_json, to_flight_error
 from elanus.requests import Body
-from elanus.schema import DYNAMIC_FIELD, DataType, Schema
+from elanus.schema import DENSE_FLOAT_TYPES, DYNAMIC_FIELD, DataType, Schema
 
 if TYPE_CHECKING:
     from elanus.flight.proxy import ProxyServer
@@ -189,7 +189,7 @@ def page_rows(schema: Schema, columns: list[str]) -> int:
     width = 0
     for name in columns:
         f = next((f for f in schema.fields if f.name == name), None)
-        if f is not None and f.dtype in (DataType.FLOAT_VECTOR, DataType.FLOAT16_VECTOR):
+        if f is not None and f.dtype in DENSE_FLOAT_TYPES:
             width += 4 * (f.dim or 0)
         elif f is not None and f.dtype is DataType.BINARY_VECTOR:
             width += (f.dim or 0) // 8

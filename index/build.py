@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from elanus.errors import ElanusError, invalid
 from elanus.index.engine import F32, I64, SegmentIndex
-from elanus.index.kernels import binary_matrix, float_matrix, use_faiss_threads
+from elanus.index.kernels import binary_matrix, float_matrix, is_float_column, use_faiss_threads
 from elanus.indexparams import IndexSpec
 
 SMALL_SEGMENT_ROWS = 2048  # below this many vectors every index type is stored flat (exact)
@@ -150,7 +150,7 @@ def build_segment_index(
         X = binary_matrix(arr)
     else:
         ok = pa.types.is_fixed_size_list(t) and t.list_size == spec.dim
-        if not ok or not (pa.types.is_float32(t.value_type) or pa.types.is_float16(t.value_type)):
+        if not ok or not is_float_column(t):
             raise invalid(
                 f"field {field!r} has type {t}, expected fixed_size_list<float32>[{spec.dim}]"
             )

@@ -41,6 +41,7 @@ import numpy as np
 import pyarrow as pa
 from faiss import swig_ptr
 
+from elanus import bfloat16
 from elanus.errors import invalid
 from elanus.reduce import (
     KIND_METRICS,
@@ -171,12 +172,24 @@ def _single_chunk(column: Any) -> Any:
     return column
 
 
+def is_float_column(t: pa.DataType) -> bool:
+    """fixed_size_list of float32, float16 or bfloat16 bit patterns (uint16)."""
+    return pa.types.is_fixed_size_list(t) and (
+        pa.types.is_float32(t.value_type)
+        or pa.types.is_float16(t.value_type)
+        or bfloat16.is_bits_type(t)
+    )
+
+
 def float_matrix(arr: pa.FixedSizeListArray) -> np.ndarray:
-    """(n, dim) view of a fixed_size_list<float32|float16> array (float32 data is not copied)."""
+    """(n, dim) float32 matrix of a dense float vector column (see ``is_float_column``;
+    float32 data is not copied, bfloat16 is widened)."""
     dim = arr.type.list_size
     values = arr.values.slice(arr.offset * dim, len(arr) * dim)
     x = values.to_numpy(zero_copy_only=values.null_count == 0 and values.type == pa.float32())
-    if x.dtype != F32:
+    if x.dtype == np.uint16:
+        x = bfloat16.widen(x)
+    elif x.dtype != F32:
         x = x.astype(F32)
     return x.reshape(len(arr), dim)
 
@@ -220,7 +233,7 @@ def sparse_to_csr(data: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 class VectorIndexExact:
     """Brute-force (exact) search over one vector column.
 
-    Built from an Arrow column (``fixed_size_list<float32|float16, dim>``,
+    Built from an Arrow column (``fixed_size_list<float32|float16|uint16 bfloat16, dim>``,
     ``fixed_size_binary(dim/8)`` or ``map<uint32, float32>``) or a numpy matrix (float →
     FloatVector, uint8 → BinaryVector). float32 data is used in place, zero-copy; null rows
     are never returned. Per-row norms (L2, COSINE) and popcounts (JACCARD) are computed on
@@ -263,9 +276,7 @@ class VectorIndexExact:
         if column.null_count:
             self._nonnull = column.is_valid().to_numpy(zero_copy_only=False)
         t = column.type
-        if pa.types.is_fixed_size_list(t) and (
-            pa.types.is_float32(t.value_type) or pa.types.is_float16(t.value_type)
-        ):
+        if is_float_column(t):
             self.kind, self.dim = "float", t.list_size
             self.x = float_matrix(column)
         elif pa.types.is_fixed_size_binary(t):

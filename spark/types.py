@@ -11,6 +11,7 @@
 | Array(element)           | array<element>             | elements are never null                 |
 | FloatVector(dim)         | array<float>               | never null                              |
 | Float16Vector(dim)       | array<float>               | widened to float32                      |
+| BFloat16Vector(dim)      | array<float>               | bit patterns widened to float32         |
 | BinaryVector(dim)        | binary                     | dim / 8 bytes                           |
 | SparseFloatVector        | map<long, float>           | indices are uint32: ``int`` would wrap  |
 | ``$meta`` (dynamic keys) | string ``$meta``           | the JSON object text, nullable          |
@@ -39,8 +40,9 @@ from pyspark.sql.types import (
 )
 from pyspark.sql.types import DataType as SparkType
 
+from elanus import bfloat16
 from elanus.errors import invalid
-from elanus.schema import DYNAMIC_FIELD, DataType, Field, Schema
+from elanus.schema import DENSE_FLOAT_TYPES, DYNAMIC_FIELD, DataType, Field, Schema
 
 _SCALARS: dict[DataType, SparkType] = {
     DataType.BOOL: BooleanType(),
@@ -60,7 +62,7 @@ def spark_type(f: Field) -> SparkType:
     dt = f.dtype
     if dt in _SCALARS:
         return _SCALARS[dt]
-    if dt in (DataType.FLOAT_VECTOR, DataType.FLOAT16_VECTOR):
+    if dt in DENSE_FLOAT_TYPES:
         return ArrayType(FloatType(), containsNull=False)
     if dt is DataType.BINARY_VECTOR:
         return BinaryType()
@@ -90,5 +92,10 @@ def arrow_target(schema: StructType) -> pa.Schema:
 
 def conform(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
     """A batch in Spark's layout: columns by name, vectors as plain lists, uint32 sparse
-    indices as int64, float16 widened; field metadata dropped."""
-    return batch.select(target.names).cast(target)
+    indices as int64, float16 and bfloat16 widened; field metadata dropped."""
+    batch = batch.select(target.names)
+    if any(bfloat16.is_bits_type(t) for t in batch.schema.types):
+        # a cast would read bit patterns as integers: widen them first
+        widened = [bfloat16.widen_column(c) for c in batch.columns]
+        batch = pa.RecordBatch.from_arrays(widened, names=batch.schema.names)
+    return batch.cast(target)
