@@ -39,8 +39,8 @@ from elanus.conform_common import (
 )
 from elanus.conform_json import dynamic_column, first_invalid_json
 from elanus.conform_vectors import (
-    to_binary_vector,
     to_bfloat16_vector,
+    to_binary_vector,
     to_float16_vector,
     to_float_vector,
     to_sparse_vector,

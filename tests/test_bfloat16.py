@@ -13,6 +13,8 @@ node, index node and proxy.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pyarrow as pa
 import pymilvus
@@ -24,6 +26,7 @@ from test_read_path import brute_force, check_hits
 from elanus import DataType, ElanusError, ErrorCode
 from elanus.bfloat16 import BF16_MAX, round_bits, widen
 from elanus.conform_vectors import to_bfloat16_vector
+from elanus.filereaders import convert_column, open_numpy
 from elanus.flight.client import Client
 from elanus.schema import Field, Schema
 
@@ -114,6 +117,20 @@ def test_nan_bit_patterns_and_short_bytes_are_refused() -> None:
         to_bfloat16_vector(f, nan)
     with pytest.raises(ElanusError, match=r"expected dim 2 \(4 bytes of bfloat16\), got 3 bytes"):
         to_bfloat16_vector(f, pa.array([b"abc"]))
+
+
+def test_import_files_give_floats_or_bit_patterns(tmp_path: Path) -> None:
+    """CSV text vectors are parsed and rounded; a uint16 .npy holds bit patterns."""
+    f = Field("vec", DataType.BFLOAT16_VECTOR, dim=2)
+    text = convert_column(f, pa.array(["[1.0, 0.1]", "[-3, 2.5]"]))
+    stored = to_bfloat16_vector(f, text)
+    assert stored.to_pylist() == [[0x3F80, 0x3DCD], [0xC040, 0x4020]]
+    s = Schema.from_dict(schema(2))
+    np.save(tmp_path / "id.npy", np.array([1, 2], np.int64))
+    np.save(tmp_path / "vec.npy", np.array(stored.to_pylist(), np.uint16))
+    source = open_numpy([tmp_path / "id.npy", tmp_path / "vec.npy"], s, 10, None)
+    (batch,) = list(source.batches)
+    assert to_bfloat16_vector(f, batch.column(1)).to_pylist() == stored.to_pylist()
 
 
 def test_spark_source_widens_the_bit_patterns() -> None:
