@@ -256,9 +256,7 @@ class RootCoord:
 
     async def alter_alias(self, req: CreateAlias) -> dict[str, Any]:
         alias = check_name(req.alias, "alias")
-        (old, cid), ts = await self._ddl(
-            req.ts, Catalog.alter_alias, req.db, req.collection, alias
-        )
+        (old, cid), ts = await self._ddl(req.ts, Catalog.alter_alias, req.db, req.collection, alias)
         await self._invalidate("alias.alter", req.db, alias, old, ts)
         if cid != old:
             await self._invalidate("alias.alter", req.db, alias, cid, ts)

@@ -68,8 +68,9 @@ def test_create_describe_list_alter_drop(stack: Stack) -> None:
     client.alter_alias("books_v2", "pub")
     assert client.describe_alias("pub")["collection_name"] == "books_v2"
     assert client.list_aliases("books")["aliases"] == ["library"]
-    assert client.describe_collection("pub")["collection_id"] == (
-        client.describe_collection("books_v2")["collection_id"]
+    assert (
+        client.describe_collection("pub")["collection_id"]
+        == (client.describe_collection("books_v2")["collection_id"])
     )
 
     client.drop_alias("pub")
@@ -195,4 +196,3 @@ def test_refused_alias_calls_name_the_problem_and_change_nothing(stack: Stack) -
 
 def _collections_in(client: Client, db: str, name: str) -> None:
     client.create_collection(name, dimension=3, db=db)
-
