@@ -8,11 +8,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from conftest import cli, cli_json, run_elanus
 
 from elanus import ElanusError, ErrorCode
 
 if TYPE_CHECKING:
-    from conftest import Stack
+    from conftest import Stack, StandaloneProcess
 
     from elanus.flight.client import Client
 
@@ -196,3 +197,32 @@ def test_refused_alias_calls_name_the_problem_and_change_nothing(stack: Stack) -
 
 def _collections_in(client: Client, db: str, name: str) -> None:
     client.create_collection(name, dimension=3, db=db)
+
+
+@pytest.mark.timeout(90)
+def test_cli_collection_alias_commands(server: StandaloneProcess) -> None:
+    for name in ("songs", "songs_v2"):
+        cli(server, "collection", "create", name, "--dim", "4")
+    assert cli_json(server, "collection", "alias", "create", "songs", "tunes") == {
+        "alias": "tunes",
+        "collection": "songs",
+    }
+    assert "created alias hits for songs" in cli(
+        server, "collection", "alias", "create", "songs", "hits"
+    )
+    assert cli_json(server, "collection", "alias", "list", "songs")["aliases"] == ["hits", "tunes"]
+    assert "tunes" in cli(server, "collection", "describe", "songs")
+    cli(server, "collection", "alias", "alter", "songs_v2", "tunes")
+    assert cli_json(server, "collection", "alias", "describe", "tunes") == {
+        "alias": "tunes",
+        "collection_name": "songs_v2",
+        "db_name": "default",
+    }
+    assert "songs_v2" in cli(server, "collection", "alias", "describe", "tunes")
+    assert cli_json(server, "collection", "alias", "drop", "tunes") == {"dropped": "tunes"}
+    assert cli_json(server, "collection", "alias", "list") == {
+        "aliases": ["hits"],
+        "db_name": "default",
+    }
+    refused = run_elanus("collection", "alias", "describe", "tunes", "--uri", server.uri)
+    assert refused.returncode != 0 and "ALIAS_NOT_FOUND" in refused.stderr
