@@ -1,4 +1,5 @@
-"""Client commands: ``status``, ``collection ...`` and ``partition ...``.
+"""Client commands: ``status``, ``collection ...`` (``collection alias ...``) and
+``partition ...``.
 
 Each command is one ``run_action`` call: what to ask the proxy, and how to show the answer
 to people (``--json`` prints the answer itself).
@@ -23,11 +24,16 @@ from elanus.tsutil import to_unix_seconds
 collection_app = typer.Typer(
     help="Create, list, describe, rename and drop collections.", no_args_is_help=True
 )
+alias_app = typer.Typer(
+    help="Create, list, describe, move (alter) and drop aliases of collections.",
+    no_args_is_help=True,
+)
 partition_app = typer.Typer(
     help="Create, list and drop partitions of a collection.", no_args_is_help=True
 )
 
 CollectionArg = Annotated[str, typer.Argument(help="Collection name.", show_default=False)]
+AliasArg = Annotated[str, typer.Argument(help="Alias name.", show_default=False)]
 PartitionArg = Annotated[str, typer.Argument(help="Partition name.", show_default=False)]
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
 
@@ -196,6 +202,7 @@ def render_collection(d: dict[str, Any]) -> RenderableType:
         "dynamic field": schema.get("enable_dynamic_field", False),
         "vchannels": ", ".join(d.get("vchannels") or []),
         "partitions": ", ".join(p.get("name", "") for p in d.get("partitions") or []),
+        "aliases": ", ".join(d.get("aliases") or []) or "-",
         "created": _hybrid_ts(d.get("created_ts")),
     }
     fields = table(
@@ -272,6 +279,87 @@ def collection_rename(
         as_json=as_json,
         uri=uri,
     )
+
+
+# -- aliases ----------------------------------------------------------------------------------
+collection_app.add_typer(alias_app, name="alias")
+
+
+def _alias_change(
+    ctx: typer.Context, method: str, verb: str, collection: str, alias: str, **opts: Any
+) -> None:
+    """``create_alias`` or ``alter_alias``: the same arguments, the same answer."""
+
+    def run(client: Any) -> dict[str, Any]:
+        getattr(client, method)(collection, alias)
+        return {"alias": alias, "collection": collection}
+
+    shown = _done(f"{verb} alias [bold]{alias}[/bold] for [bold]{collection}[/bold]")
+    run_action(ctx, run, shown, **opts)
+
+
+@alias_app.command("create")
+def alias_create(
+    ctx: typer.Context,
+    collection: CollectionArg,
+    alias: AliasArg,
+    as_json: JsonOpt = False,
+    uri: UriOpt = None,
+) -> None:
+    """Give a collection another name; every data command accepts it."""
+    _alias_change(ctx, "create_alias", "created", collection, alias, as_json=as_json, uri=uri)
+
+
+@alias_app.command("alter")
+def alias_alter(
+    ctx: typer.Context,
+    collection: CollectionArg,
+    alias: AliasArg,
+    as_json: JsonOpt = False,
+    uri: UriOpt = None,
+) -> None:
+    """Point an existing alias at another collection."""
+    _alias_change(ctx, "alter_alias", "moved", collection, alias, as_json=as_json, uri=uri)
+
+
+@alias_app.command("drop")
+def alias_drop(
+    ctx: typer.Context, alias: AliasArg, as_json: JsonOpt = False, uri: UriOpt = None
+) -> None:
+    """Drop an alias (its collection stays)."""
+
+    def drop(client: Any) -> dict[str, Any]:
+        client.drop_alias(alias)
+        return {"dropped": alias}
+
+    run_action(ctx, drop, _done(f"dropped alias [bold]{alias}[/bold]"), as_json=as_json, uri=uri)
+
+
+@alias_app.command("describe")
+def alias_describe(
+    ctx: typer.Context, alias: AliasArg, as_json: JsonOpt = False, uri: UriOpt = None
+) -> None:
+    """Show the collection an alias names."""
+    run_action(ctx, lambda c: c.describe_alias(alias), kv_table, as_json=as_json, uri=uri)
+
+
+@alias_app.command("list")
+def alias_list(
+    ctx: typer.Context,
+    collection: Annotated[
+        str, typer.Argument(help="Only this collection's aliases.", show_default=False)
+    ] = "",
+    as_json: JsonOpt = False,
+    uri: UriOpt = None,
+) -> None:
+    """List the aliases of a collection, or of the whole database."""
+
+    def render(d: dict[str, Any]) -> RenderableType:
+        names = d.get("aliases") or []
+        where = d.get("collection_name") or f"database {d.get('db_name')}"
+        return table(["alias"], [[n] for n in names], title=f"{where}: {len(names)} alias(es)")
+
+    run_action(ctx, lambda c: c.list_aliases(collection), render, as_json=as_json, uri=uri)
 
 
 # -- partitions -------------------------------------------------------------------------------

@@ -123,6 +123,37 @@ class ListPartitions:
     collection: str
 
 
+@request("alias.create")
+class CreateAlias:
+    """Also ``alias.alter``: point ``alias`` at ``collection`` (a collection's own name)."""
+
+    db: str = DEFAULT_DB
+    collection: str
+    alias: str
+    ts: int = 0
+
+
+@request("alias.drop")
+class DropAlias:
+    db: str = DEFAULT_DB
+    alias: str
+    ts: int = 0
+
+
+@request("alias.describe")
+class DescribeAlias:
+    db: str = DEFAULT_DB
+    alias: str
+
+
+@request("alias.list")
+class ListAliases:
+    """The aliases of ``collection``, or of every collection of ``db``."""
+
+    db: str = DEFAULT_DB
+    collection: str | None = None
+
+
 # -- loading (query coord) --------------------------------------------------------------------
 
 

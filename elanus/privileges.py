@@ -54,6 +54,10 @@ PRIVILEGES: dict[str, ObjectType] = {
     "DropOwnership": ObjectType.GLOBAL,
     "SelectOwnership": ObjectType.GLOBAL,
     "ManageOwnership": ObjectType.GLOBAL,
+    "CreateAlias": ObjectType.GLOBAL,
+    "DropAlias": ObjectType.GLOBAL,
+    "DescribeAlias": ObjectType.GLOBAL,
+    "ListAliases": ObjectType.GLOBAL,
     "DescribeCluster": ObjectType.GLOBAL,  # Elanus: list_sessions
     "IndexBuilder": ObjectType.GLOBAL,  # Elanus: claim/heartbeat/report index build tasks
     # Collection

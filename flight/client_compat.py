@@ -98,7 +98,7 @@ def milvus_description(desc: dict[str, Any]) -> dict[str, Any]:
         "auto_id": bool(primary.get("auto_id")),
         "fields": fields,
         "functions": [],
-        "aliases": [],
+        "aliases": list(desc.get("aliases") or []),
         "enable_dynamic_field": bool(schema.get("enable_dynamic_field", False)),
         "consistency_level_name": desc.get("consistency_level"),
         "num_partitions": len(desc.get("partitions") or []),

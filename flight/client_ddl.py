@@ -138,6 +138,61 @@ class CollectionAPI(IndexAPI, ReadAPI):
         body = self._in_db(db, name=old_name, new_name=new_name, new_db=target_db or None)
         self._action("rename_collection", body, timeout=timeout)
 
+    # -- aliases: another name of a collection, accepted wherever a collection is named ---
+    def create_alias(
+        self,
+        collection_name: str,
+        alias: str,
+        timeout: float | None = None,
+        *,
+        db: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        reject_unknown("create_alias", kwargs)
+        body = self._in_db(db, collection=collection_name, alias=alias)
+        self._action("create_alias", body, timeout=timeout)
+
+    def alter_alias(
+        self,
+        collection_name: str,
+        alias: str,
+        timeout: float | None = None,
+        *,
+        db: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Point ``alias`` at ``collection_name`` instead of the collection it names now."""
+        reject_unknown("alter_alias", kwargs)
+        body = self._in_db(db, collection=collection_name, alias=alias)
+        self._action("alter_alias", body, timeout=timeout)
+
+    def drop_alias(
+        self, alias: str, timeout: float | None = None, *, db: str | None = None, **kwargs: Any
+    ) -> None:
+        reject_unknown("drop_alias", kwargs)
+        self._action("drop_alias", self._in_db(db, alias=alias), timeout=timeout)
+
+    def describe_alias(
+        self, alias: str, timeout: float | None = None, *, db: str | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        """``{"alias", "collection_name", "db_name"}``, as pymilvus returns."""
+        reject_unknown("describe_alias", kwargs)
+        return self._action("describe_alias", self._in_db(db, alias=alias), timeout=timeout)
+
+    def list_aliases(
+        self,
+        collection_name: str = "",
+        timeout: float | None = None,
+        *,
+        db: str | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        """``{"aliases": [...], "db_name", "collection_name"}`` (the last only when a
+        collection was named), as pymilvus returns; without one, the database's aliases."""
+        reject_unknown("list_aliases", kwargs)
+        body = self._in_db(db, **({"collection": collection_name} if collection_name else {}))
+        return self._action("list_aliases", body, timeout=timeout)
+
 
 class PartitionAPI(ClientBase):
     def create_partition(

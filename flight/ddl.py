@@ -66,8 +66,10 @@ class DdlService:
 
     def _forget(self, request: dict[str, Any]) -> None:
         """Drop what this proxy cached about a DDL's target without waiting for the broadcast."""
-        if "collection" in request:  # partition DDL
-            self.cache.invalidate(request["db"], request["collection"])
+        named = [request[k] for k in ("alias", "collection") if k in request]
+        if named:  # alias or partition DDL: the alias's key, the collection's entries
+            for name in named:
+                self.cache.invalidate(request["db"], name)
         elif "db" not in request:  # database DDL: everything cached in that database
             self.cache.invalidate(request["name"])
         else:

@@ -225,6 +225,80 @@ def _rename_collection(b: Body) -> dict[str, Any]:
     return {"db": db, "name": name, "new_name": new_name, "new_db": new_db}
 
 
+# -- aliases ------------------------------------------------------------------------------
+def _alias_body(b: Body) -> dict[str, Any]:
+    return {
+        "db": check_db(b),
+        "collection": check_named(b, "collection", "collection"),
+        "alias": check_named(b, "alias", "alias"),
+    }
+
+
+@action(
+    "create_alias",
+    "Give a collection another name in its database. Body: collection, alias.",
+    ("collection", "alias"),
+    privilege="CreateAlias",
+    ddl=True,
+    run=_apply("alias.create"),
+)
+def _create_alias(b: Body) -> dict[str, Any]:
+    return _alias_body(b)
+
+
+@action(
+    "alter_alias",
+    "Point an existing alias at another collection. Body: collection, alias.",
+    ("collection", "alias"),
+    privilege="CreateAlias",
+    ddl=True,
+    run=_apply("alias.alter"),
+)
+def _alter_alias(b: Body) -> dict[str, Any]:
+    return _alias_body(b)
+
+
+@action(
+    "drop_alias",
+    "Drop an alias (not its collection). Body: alias.",
+    ("alias",),
+    privilege="DropAlias",
+    ddl=True,
+    run=_apply("alias.drop"),
+)
+def _drop_alias(b: Body) -> dict[str, Any]:
+    return {"db": check_db(b), "alias": check_named(b, "alias", "alias")}
+
+
+@action(
+    "describe_alias",
+    "The collection an alias names. Body: alias. Result: alias, collection_name, db_name.",
+    ("alias",),
+    privilege="DescribeAlias",
+    loop=True,
+    run=_coord("alias.describe"),
+)
+def _describe_alias(b: Body) -> dict[str, Any]:
+    return _drop_alias(b)
+
+
+@action(
+    "list_aliases",
+    "Aliases of a collection, or of the whole database. Body: collection (optional). "
+    "Result: aliases, db_name, collection_name (if given).",
+    ("collection",),
+    privilege="ListAliases",
+    loop=True,
+    run=_coord("alias.list"),
+)
+def _list_aliases(b: Body) -> dict[str, Any]:
+    collection = b.str("collection", None)
+    request: dict[str, Any] = {"db": check_db(b)}
+    if collection:
+        request["collection"] = check_name(collection, "collection")
+    return request
+
+
 # -- partitions ---------------------------------------------------------------------------
 def _partition_body(b: Body) -> dict[str, Any]:
     return {

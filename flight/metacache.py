@@ -4,6 +4,11 @@ Filled from the coord on a miss; entries are dropped when the coord broadcasts a
 invalidation (``elanus.meta.invalidate``) so the next request sees the new meta. Thread-safe:
 asyncio handlers and Flight handler threads both read it.
 
+An alias is cached as a second key of its collection's entry: ``get(db, alias)`` answers
+with the collection's meta (whose ``name`` is the collection's own), so every data call
+that looks a collection up here accepts an alias. The coord's invalidation of an alias
+change names the alias and the collection it named, which drops both.
+
 A load that races with an invalidation must not put stale meta back: every invalidation
 bumps a generation counter, and a load only stores its result if the generation it started
 under is still current.
@@ -71,8 +76,9 @@ class MetaCache:
         return self._generation  # one attribute read: atomic, no lock needed
 
     def __len__(self) -> int:
+        """Collections cached (an alias's second key is not one more)."""
         with self._lock:
-            return len(self._by_name)
+            return len({i.collection_id for i in self._by_name.values()})
 
     def get(self, db: str, name: str) -> CollectionInfo | None:
         with self._lock:
@@ -89,12 +95,17 @@ class MetaCache:
                 (i for i in self._by_name.values() if i.collection_id == collection_id), None
             )
 
-    def put(self, info: CollectionInfo, generation: int | None = None) -> bool:
-        """Store ``info`` unless an invalidation happened since ``generation`` was read."""
+    def put(
+        self, info: CollectionInfo, generation: int | None = None, alias: str | None = None
+    ) -> bool:
+        """Store ``info`` (also under ``alias``, the name it was asked for by) unless an
+        invalidation happened since ``generation`` was read."""
         with self._lock:
             if generation is not None and generation != self._generation:
                 return False
             self._by_name[(info.db, info.name)] = info
+            if alias is not None and alias != info.name:
+                self._by_name[(info.db, alias)] = info
             return True
 
     async def fetch(self, db: str, name: str, loader: Loader) -> CollectionInfo:
@@ -104,7 +115,7 @@ class MetaCache:
             return info
         generation = self.generation
         info = CollectionInfo.from_describe(await loader())
-        self.put(info, generation)
+        self.put(info, generation, alias=name)
         return info
 
     def invalidate(

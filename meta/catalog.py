@@ -1,8 +1,13 @@
-"""Databases, collections, partitions and vchannels in the coord's DuckDB file.
+"""Databases, collections, aliases, partitions and vchannels in the coord's DuckDB file.
 
 Every method runs on the database thread (``Database.run``), so the catalog is changed by
 one writer at a time. Dropped objects keep their rows with ``dropped_ts`` set, so later
 garbage collection can find their segments; names are unique among live objects only.
+
+An alias is a second name of a collection in the same database (Milvus's rules): it never
+equals a collection's name, a collection with aliases cannot be dropped or moved to another
+database, and everything that looks a collection up by name (``require_collection``)
+accepts an alias, except drop and rename, which refuse one by name.
 """
 
 from __future__ import annotations
@@ -87,7 +92,10 @@ class Catalog:
         return int(row[0]) if row else None
 
     def require_collection(self, db: str, name: str) -> int:
+        """The collection called ``name``, or that the alias ``name`` stands for."""
         cid = self._collection_id(db, name)
+        if cid is None:
+            cid = self._alias_target(db, name)
         if cid is None:
             raise ElanusError(
                 ErrorCode.COLLECTION_NOT_FOUND,
@@ -96,7 +104,7 @@ class Catalog:
         return cid
 
     def has_collection(self, db: str, name: str) -> bool:
-        return self._collection_id(db, name) is not None
+        return self._collection_id(db, name) is not None or self._alias_target(db, name) is not None
 
     def list_collections(self, db: str) -> list[str]:
         rows = self.con.execute(
@@ -124,6 +132,7 @@ class Catalog:
                 ErrorCode.COLLECTION_ALREADY_EXISTS,
                 f"collection {name!r} already exists in database {db!r}",
             )
+        self._refuse_alias_name(db, name, "create a collection named")
         live = self.con.execute(
             "SELECT count(*) FROM collections WHERE dropped_ts IS NULL"
         ).fetchone()
@@ -203,10 +212,18 @@ class Catalog:
             "vchannels": [c[0] for c in channels],
             "pchannels": [c[1] for c in channels],
             "partitions": self.list_partitions_by_id(collection_id),
+            "aliases": [r[0] for r in self._aliases_of(collection_id)],
         }
 
     def drop_collection(self, db: str, name: str, ts: int) -> int:
+        self._refuse_by_alias(db, name, "drop")
         cid = self.require_collection(db, name)
+        aliases = self.list_aliases(db, name)
+        if aliases:
+            raise invalid(
+                f"collection {name!r} has aliases {', '.join(map(repr, aliases))}; "
+                "drop them (drop_alias) before dropping the collection"
+            )
         self.con.execute("BEGIN TRANSACTION")
         try:
             self.con.execute(
@@ -224,6 +241,7 @@ class Catalog:
         return cid
 
     def rename_collection(self, db: str, name: str, new_name: str, new_db: str | None) -> int:
+        self._refuse_by_alias(db, name, "rename")
         cid = self.require_collection(db, name)
         target_db = new_db or db
         target_db_id = self.db_id(target_db)
@@ -232,11 +250,123 @@ class Catalog:
                 ErrorCode.COLLECTION_ALREADY_EXISTS,
                 f"collection {new_name!r} already exists in database {target_db!r}",
             )
+        self._refuse_alias_name(target_db, new_name, "rename a collection to")
+        aliases = self.list_aliases(db, name)
+        if target_db != db and aliases:
+            raise invalid(
+                f"collection {name!r} has aliases {', '.join(map(repr, aliases))}, which "
+                f"belong to database {db!r}; drop them before moving it to {target_db!r}"
+            )
         self.con.execute(
             "UPDATE collections SET name = ?, db_id = ? WHERE collection_id = ?",
             [new_name, target_db_id, cid],
         )
         return cid
+
+    # -- aliases ----------------------------------------------------------------------------
+    def _alias_target(self, db: str, alias: str) -> int | None:
+        row = self.con.execute(
+            "SELECT collection_id FROM aliases WHERE db_id = ? AND alias = ?",
+            [self.db_id(db), alias],
+        ).fetchone()
+        return int(row[0]) if row else None
+
+    def _refuse_alias_name(self, db: str, name: str, doing: str) -> None:
+        if self._alias_target(db, name) is not None:
+            raise ElanusError(
+                ErrorCode.ALIAS_ALREADY_EXISTS,
+                f"cannot {doing} {name!r}: it is an alias in database {db!r}",
+            )
+
+    def _refuse_by_alias(self, db: str, name: str, doing: str) -> None:
+        if self._collection_id(db, name) is None and self._alias_target(db, name) is not None:
+            raise invalid(
+                f"cannot {doing} a collection through its alias {name!r}; "
+                "use the collection's own name"
+            )
+
+    def _collection_of_alias(self, db: str, alias: str) -> int:
+        cid = self._alias_target(db, alias)
+        if cid is None:
+            raise ElanusError(
+                ErrorCode.ALIAS_NOT_FOUND, f"alias {alias!r} does not exist in database {db!r}"
+            )
+        return cid
+
+    def _alias_target_collection(self, db: str, collection: str, alias: str) -> int:
+        """The collection an alias is to name: a real collection (not another alias),
+        and the alias must not be a collection's name."""
+        if self._collection_id(db, alias) is not None:
+            raise ElanusError(
+                ErrorCode.COLLECTION_ALREADY_EXISTS,
+                f"alias {alias!r} is the name of a collection in database {db!r}",
+            )
+        cid = self._collection_id(db, collection)
+        if cid is None:
+            raise ElanusError(
+                ErrorCode.COLLECTION_NOT_FOUND,
+                f"collection {collection!r} does not exist in database {db!r}"
+                + (" (it is an alias)" if self._alias_target(db, collection) else ""),
+            )
+        return cid
+
+    def create_alias(self, db: str, collection: str, alias: str, ts: int) -> int:
+        """Creating an alias that already names the same collection changes nothing (as
+        in Milvus); one that names another collection is an error."""
+        cid = self._alias_target_collection(db, collection, alias)
+        current = self._alias_target(db, alias)
+        if current == cid:
+            return cid
+        if current is not None:
+            raise ElanusError(
+                ErrorCode.ALIAS_ALREADY_EXISTS,
+                f"alias {alias!r} already exists in database {db!r}, for collection "
+                f"{self.describe_by_id(current)['name']!r}; use alter_alias to move it",
+            )
+        self.con.execute(
+            "INSERT INTO aliases VALUES (?, ?, ?, ?)", [self.db_id(db), alias, cid, ts]
+        )
+        return cid
+
+    def alter_alias(self, db: str, collection: str, alias: str, ts: int) -> tuple[int, int]:
+        """Point an existing alias at another collection; (old, new) collection ids."""
+        cid = self._alias_target_collection(db, collection, alias)
+        old = self._collection_of_alias(db, alias)
+        self.con.execute(
+            "UPDATE aliases SET collection_id = ?, created_ts = ? WHERE db_id = ? AND alias = ?",
+            [cid, ts, self.db_id(db), alias],
+        )
+        return old, cid
+
+    def drop_alias(self, db: str, alias: str, ts: int) -> int:
+        cid = self._collection_of_alias(db, alias)
+        self.con.execute(
+            "DELETE FROM aliases WHERE db_id = ? AND alias = ?", [self.db_id(db), alias]
+        )
+        return cid
+
+    def describe_alias(self, db: str, alias: str) -> dict[str, Any]:
+        cid = self._collection_of_alias(db, alias)
+        return {
+            "alias": alias,
+            "collection_name": self.describe_by_id(cid)["name"],
+            "db_name": db,
+        }
+
+    def list_aliases(self, db: str, collection: str | None = None) -> list[str]:
+        """Aliases of ``collection`` (a collection's own name), or of the whole database."""
+        if collection is None:
+            rows = self.con.execute(
+                "SELECT alias FROM aliases WHERE db_id = ? ORDER BY alias", [self.db_id(db)]
+            ).fetchall()
+        else:
+            rows = self._aliases_of(self.require_collection(db, collection))
+        return [r[0] for r in rows]
+
+    def _aliases_of(self, collection_id: int) -> list[tuple[Any, ...]]:
+        return self.con.execute(
+            "SELECT alias FROM aliases WHERE collection_id = ? ORDER BY alias", [collection_id]
+        ).fetchall()
 
     # -- partitions -------------------------------------------------------------------------
     def _insert_partition(self, collection_id: int, name: str, ts: int) -> int:

@@ -116,4 +116,14 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
             "CREATE TABLE auth_secret (value VARCHAR NOT NULL)",
         ],
     ),
+    (
+        8,
+        "collection aliases",
+        [
+            # An alias names one live collection of its database; dropping it deletes the row.
+            """CREATE TABLE aliases (
+                db_id BIGINT NOT NULL, alias VARCHAR NOT NULL, collection_id BIGINT NOT NULL,
+                created_ts UBIGINT NOT NULL, PRIMARY KEY (db_id, alias))""",
+        ],
+    ),
 ]

@@ -14,16 +14,20 @@ from typing import TYPE_CHECKING, Any
 from elanus.channels import subjects
 from elanus.consistency import ConsistencyLevel
 from elanus.coordrequests import (
+    CreateAlias,
     CreateCollection,
     CreateDatabase,
     CreatePartition,
+    DescribeAlias,
     DescribeCollection,
+    DropAlias,
     DropCollection,
     DropDatabase,
     DropPartition,
     HasCollection,
     HasPartition,
     IdAlloc,
+    ListAliases,
     ListCollections,
     ListDatabases,
     ListPartitions,
@@ -65,6 +69,11 @@ class RootCoord:
             "partition.drop": self.drop_partition,
             "partition.has": self.has_partition,
             "partition.list": self.list_partitions,
+            "alias.create": self.create_alias,
+            "alias.alter": self.alter_alias,
+            "alias.drop": self.drop_alias,
+            "alias.describe": self.describe_alias,
+            "alias.list": self.list_aliases,
         }
 
     # -- helpers ----------------------------------------------------------------------------
@@ -234,3 +243,37 @@ class RootCoord:
 
     async def list_partitions(self, req: ListPartitions) -> dict[str, Any]:
         return {"partitions": await self._read(Catalog.list_partitions, req.db, req.collection)}
+
+    # -- aliases ----------------------------------------------------------------------------
+    # Every change is broadcast under the alias's name and the collection it named, so a
+    # proxy drops both the alias's cache entry and the collection's (whose description
+    # lists its aliases) before the next request reads them.
+    async def create_alias(self, req: CreateAlias) -> dict[str, Any]:
+        alias = check_name(req.alias, "alias")
+        cid, ts = await self._ddl(req.ts, Catalog.create_alias, req.db, req.collection, alias)
+        await self._invalidate("alias.create", req.db, alias, cid, ts)
+        return {"collection_id": cid}
+
+    async def alter_alias(self, req: CreateAlias) -> dict[str, Any]:
+        alias = check_name(req.alias, "alias")
+        (old, cid), ts = await self._ddl(req.ts, Catalog.alter_alias, req.db, req.collection, alias)
+        await self._invalidate("alias.alter", req.db, alias, old, ts)
+        if cid != old:
+            await self._invalidate("alias.alter", req.db, alias, cid, ts)
+        return {"collection_id": cid}
+
+    async def drop_alias(self, req: DropAlias) -> dict[str, Any]:
+        cid, ts = await self._ddl(req.ts, Catalog.drop_alias, req.db, req.alias)
+        await self._invalidate("alias.drop", req.db, req.alias, cid, ts)
+        return {}
+
+    async def describe_alias(self, req: DescribeAlias) -> dict[str, Any]:
+        return dict(await self._read(Catalog.describe_alias, req.db, req.alias))
+
+    async def list_aliases(self, req: ListAliases) -> dict[str, Any]:
+        """pymilvus's shape: ``collection_name`` only when one was asked about."""
+        aliases = await self._read(Catalog.list_aliases, req.db, req.collection)
+        out: dict[str, Any] = {"aliases": aliases, "db_name": req.db}
+        if req.collection is not None:
+            out["collection_name"] = req.collection
+        return out
