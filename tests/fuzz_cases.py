@@ -144,6 +144,11 @@ BASE: dict[str, dict[str, Any]] = {
     },
     "list_roles": {},
     "describe_role": {"role_name": "public"},
+    "create_alias": {"collection": ABSENT, "alias": "fz_alias"},
+    "alter_alias": {"collection": ABSENT, "alias": "fz_alias"},
+    "drop_alias": {"alias": "fz_absent_alias"},
+    "describe_alias": {"alias": "fz_absent_alias"},
+    "list_aliases": {},
 }  # fmt: skip
 WRITE_ACTIONS = {"delete"}
 """Actions whose refusal must leave ``MAIN``'s row count as it was."""
@@ -168,6 +173,8 @@ def base_body_cases() -> list[Case]:
                 "USER_ALREADY_EXISTS",
                 "ROLE_NOT_FOUND",
                 "ROLE_ALREADY_EXISTS",
+                "ALIAS_NOT_FOUND",
+                "ALIAS_ALREADY_EXISTS",
             }
         )
         out.append(Case(f"base/{name}", "action", dumps(BASE[name]), name, codes=codes, ok=True))
@@ -179,7 +186,8 @@ _KEYS_BY_KIND = {
     "str": """db name new_name new_db collection partition consistency_level description
         primary_field vector_field id_type metric_type field_name index_type index_name
         node_id fail_reason filter write_id anns_field group_by_field user_name password
-        old_password new_password role_name object_type privilege object_name db_name""",
+        old_password new_password role_name object_type privilege object_name db_name
+        alias""",
     "int": """dimension num_shards max_length count limit build_id version compaction_id job_id
         expected_rows offset group_size guarantee_timestamp as_of snapshot_ts""",
     "float": "seconds wait_s",
