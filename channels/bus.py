@@ -186,10 +186,11 @@ class Bus:
     def request_sync(self, subject: str, payload: Any = None, timeout: float = 30.0) -> Any:
         """``request`` from a thread that is not the bus's loop (a Flight thread): a
         blocking handler of this process runs right on the calling thread."""
+        body = payload if payload is not None else {}
         local = LOCAL.find(self.url, subject) if self.in_process else None
         if local is not None:
-            return local.call_sync(payload if payload is not None else {}, timeout)
-        return self._on_loop(self.transport.request(subject, payload or {}, timeout), timeout)
+            return local.call_sync(body, timeout)
+        return self._on_loop(self.transport.request(subject, body, timeout), timeout)
 
     def request_many_sync(self, calls: list[tuple[str, Any]], timeout: float = 30.0) -> list[Any]:
         """Several requests from a non-loop thread: those served here run on this thread

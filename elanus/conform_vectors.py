@@ -148,6 +148,20 @@ def _to_floats(
     return pa.FixedSizeListArray.from_arrays(values, dim)
 
 
+def _check_row_bytes(f: Field, lengths: pa.Array, width: int) -> None:
+    """Every row of a binary vector column holds ``width`` bytes; the first that does not
+    is named."""
+    values = lengths.to_numpy(zero_copy_only=False)
+    wrong = values != width
+    if wrong.any():
+        i = int(np.argmax(wrong))
+        got = int(values[i])
+        raise mismatch(
+            f"field {f.name!r}: expected dim {f.dim or 0} ({width} bytes), got {got * 8} "
+            f"({got} bytes) (row {i})"
+        )
+
+
 def to_binary_vector(f: Field, arr: pa.Array) -> pa.Array:
     dim = f.dim or 0
     width = dim // 8
@@ -161,15 +175,7 @@ def to_binary_vector(f: Field, arr: pa.Array) -> pa.Array:
             )
         return arr
     if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
-        lengths = pc.binary_length(arr).to_numpy(zero_copy_only=False)
-        wrong = lengths != width
-        if wrong.any():
-            i = int(np.argmax(wrong))
-            got = int(lengths[i])
-            raise mismatch(
-                f"field {f.name!r}: expected dim {dim} ({width} bytes), got {got * 8} "
-                f"({got} bytes) (row {i})"
-            )
+        _check_row_bytes(f, pc.binary_length(arr), width)
         return arr.cast(target)
     if pa.types.is_fixed_size_list(t) or pa.types.is_list(t) or pa.types.is_large_list(t):
         # bytes as lists of uint8
@@ -181,15 +187,7 @@ def to_binary_vector(f: Field, arr: pa.Array) -> pa.Array:
                     f"got {got * 8} ({got} bytes)"
                 )
         else:
-            lengths = pc.list_value_length(arr).to_numpy(zero_copy_only=False)
-            wrong = lengths != width
-            if wrong.any():
-                i = int(np.argmax(wrong))
-                got = int(lengths[i])
-                raise mismatch(
-                    f"field {f.name!r}: expected dim {dim} ({width} bytes), got {got * 8} "
-                    f"({got} bytes) (row {i})"
-                )
+            _check_row_bytes(f, pc.list_value_length(arr), width)
         values = pc.list_flatten(arr)
         if not pa.types.is_integer(values.type) or values.null_count:
             raise wrong_type(f, t)
