@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from elanus.consistency import ConsistencyLevel
 from elanus.errors import ElanusError, ErrorCode
+from elanus.functions import Function, FunctionType
 from elanus.schema import DataType, Field, Schema
 
 if TYPE_CHECKING:
@@ -22,6 +23,8 @@ __all__ = [
     "ElanusError",
     "ErrorCode",
     "Field",
+    "Function",
+    "FunctionType",
     "Schema",
     "connect",
 ]

@@ -17,7 +17,9 @@ from typing import Any
 
 import pyarrow as pa
 
+from elanus.analyzer import check_params
 from elanus.errors import invalid
+from elanus.functions import Function, check_functions
 
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MAX_NAME_LENGTH = 255
@@ -134,6 +136,9 @@ class Field:
     default_value: Any = None
     description: str = ""
     field_id: int | None = None
+    enable_analyzer: bool = False
+    analyzer_params: dict[str, Any] | None = None
+    enable_match: bool = False
 
     def __post_init__(self) -> None:
         self.dtype = DataType.parse(self.dtype)
@@ -160,6 +165,11 @@ class Field:
             d["default_value"] = self.default_value
         if self.description:
             d["description"] = self.description
+        for key in ("enable_analyzer", "enable_match"):
+            if getattr(self, key):
+                d[key] = True
+        if self.analyzer_params is not None:
+            d["analyzer_params"] = self.analyzer_params
         return d
 
     @classmethod
@@ -180,6 +190,9 @@ class Field:
             "nullable",
             "default_value",
             "description",
+            "enable_analyzer",
+            "analyzer_params",
+            "enable_match",
         }
         unknown = sorted(set(d) - known)
         if unknown:
@@ -202,6 +215,9 @@ class Field:
             default_value=d.get("default_value"),
             description=str(d.get("description", "")),
             field_id=_opt_int(d, "field_id"),
+            enable_analyzer=bool(d.get("enable_analyzer", False)),
+            analyzer_params=d.get("analyzer_params"),
+            enable_match=bool(d.get("enable_match", False)),
         )
 
     # -- Arrow ------------------------------------------------------------------------------
@@ -291,6 +307,22 @@ class Field:
             raise invalid(f"field {self.name!r} of type {dt.value} takes no element type/capacity")
         if self.default_value is not None:
             self._check_default()
+        self._check_text()
+
+    def _check_text(self) -> None:
+        """Milvus's rules for analysed text: VarChar only; matching needs the analyzer."""
+        text = self.enable_analyzer or self.enable_match or self.analyzer_params is not None
+        if text and self.dtype != DataType.VARCHAR:
+            raise invalid(
+                f"field {self.name!r}: enable_analyzer, enable_match and analyzer_params need a "
+                f"VarChar field, not {self.dtype.value}"
+            )
+        if self.enable_match and not self.enable_analyzer:
+            raise invalid(f"field {self.name!r}: enable_match needs enable_analyzer")
+        if self.analyzer_params is not None and not self.enable_analyzer:
+            raise invalid(f"field {self.name!r}: analyzer_params need enable_analyzer")
+        if self.enable_analyzer:
+            check_params(self.analyzer_params, self.name)  # kept as given, as Milvus echoes it
 
     def _check_default(self) -> None:
         """Milvus's rules for ``default_value``: scalar fields only (not the primary key,
@@ -344,6 +376,7 @@ class Schema:
     description: str = ""
     auto_id: bool = field(default=False, compare=False, repr=False)
     """pymilvus's schema-level ``auto_id``: the default of the primary field added later."""
+    functions: list[Function] = field(default_factory=list)
 
     def add_field(self, field_name: str, datatype: DataType | str, **kwargs: Any) -> Schema:
         """pymilvus-style builder: ``schema.add_field("id", DataType.INT64, is_primary=True)``.
@@ -355,6 +388,18 @@ class Schema:
             kwargs["auto_id"] = self.auto_id
         self.fields.append(Field(name=field_name, dtype=DataType.parse(datatype), **kwargs))
         return self
+
+    def add_function(self, function: Any) -> Schema:
+        """pymilvus-style: ``schema.add_function(Function(..., FunctionType.BM25, ...))``."""
+        self.functions.append(Function.coerce(function))
+        return self
+
+    def function_output(self, name: str) -> Function | None:
+        """The function computing field ``name``, if any (its values are never given)."""
+        for fn in self.functions:
+            if name in fn.output_field_names:
+                return fn
+        return None
 
     @property
     def primary(self) -> Field:
@@ -374,11 +419,14 @@ class Schema:
         raise invalid(f"field {name!r} does not exist")
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d: dict[str, Any] = {
             "fields": [f.to_dict() for f in self.fields],
             "enable_dynamic_field": self.enable_dynamic_field,
             "description": self.description,
         }
+        if self.functions:
+            d["functions"] = [fn.to_dict() for fn in self.functions]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Schema:
@@ -387,10 +435,14 @@ class Schema:
         fields = d.get("fields")
         if not isinstance(fields, list):
             raise invalid("schema must have a 'fields' list")
+        functions = d.get("functions") or []
+        if not isinstance(functions, list):
+            raise invalid("schema 'functions' must be a list")
         return cls(
             fields=[Field.from_dict(f) for f in fields],
             enable_dynamic_field=bool(d.get("enable_dynamic_field", False)),
             description=str(d.get("description", "")),
+            functions=[Function.from_dict(fn) for fn in functions],
         )
 
     def to_json(self) -> str:
@@ -433,6 +485,7 @@ class Schema:
             raise invalid(
                 f"schema has {len(vectors)} vector fields; the limit is {MAX_VECTOR_FIELDS}"
             )
+        check_functions(self)
 
 
 def check_name(name: Any, what: str) -> str:
