@@ -6,10 +6,10 @@
 
 The corpus is built from text on this machine: the paragraphs of the docstrings (modules,
 classes, functions) of Python's standard library and of the packages installed beside this
-interpreter, read with ``ast``, de-duplicated, in a fixed order. Each document also gets a 64-d dense vector: its words
-hashed into 2^16 buckets and projected by a fixed Gaussian matrix (a cheap stand-in for a
-text embedding, the same for both systems). Queries are 2 to 4 words drawn from random
-documents (seeded), with their vectors made the same way.
+interpreter, read with ``ast``, de-duplicated, in a fixed order. Each document also gets a
+64-d dense vector: its words hashed into 2^16 buckets and projected by a fixed Gaussian
+matrix (a cheap stand-in for a text embedding, the same for both systems). Queries are 2
+to 4 words drawn from random documents (seeded), with their vectors made the same way.
 
 Both systems hold the same rows: Elanus in an ``elanus standalone`` child process (a BM25
 function on a VarChar with the ``standard`` analyzer, the dense field searched exactly with
