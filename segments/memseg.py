@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from elanus.expr import Expr
+from elanus.expr.textmatch import TextIndexes
 from elanus.index.kernels import VectorIndexExact
 from elanus.schema import TIMESTAMP_FIELD, Schema
 from elanus.segments.visibility import RowVersions
@@ -62,6 +63,9 @@ class MemSegment:
         self._ann: dict[str, Any] = {}
         """Built ANN indexes (``elanus.index.engine.SegmentIndex``) by field: sealed only."""
         self._pks: np.ndarray | None = None
+        self._text = TextIndexes()
+        """Text indexes for text_match / phrase_match, built on first use; a growing
+        segment starts a new set whenever appended rows settle in."""
         self._pending: list[pa.Table] = []
         self._guard: contextlib.AbstractContextManager[Any] = (
             threading.RLock() if table is None else contextlib.nullcontext()
@@ -95,6 +99,7 @@ class MemSegment:
             self._pending.clear()
             self._indexes.clear()
             self._pks = None
+            self._text = TextIndexes()
 
     def _index(self, field: str) -> VectorIndexExact:
         if field not in self._indexes:
@@ -123,7 +128,8 @@ class MemSegment:
         self._settle()
         mask = self.versions.visible(ts)
         if expr is not None and mask.any():
-            mask &= expr.evaluate(self.table).to_numpy(zero_copy_only=False)
+            matched = expr.evaluate(self.table, text_indexes=self._text)
+            mask &= matched.to_numpy(zero_copy_only=False)
         return mask
 
     def search_mask(self, ts: int, expr: Expr | None = None) -> np.ndarray | None:

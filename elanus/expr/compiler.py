@@ -51,6 +51,7 @@ from elanus.expr.nodes import (
     kind_of_value,
     predicate,
 )
+from elanus.expr.textmatch import TEXT_FUNCTIONS, TextIndexes, text_match_node
 from elanus.schema import DYNAMIC_FIELD, DataType, Field, Schema
 
 MAX_EXPRESSION_LENGTH = 1 << 20
@@ -83,9 +84,15 @@ class Expr:
         """Columns the filter reads (``$meta`` for dynamic fields)."""
         return self._root.columns()
 
-    def evaluate(self, table: pa.Table | pa.RecordBatch) -> pa.BooleanArray:
-        """The rows where the filter is TRUE (NULL counts as false)."""
+    def evaluate(
+        self, table: pa.Table | pa.RecordBatch, text_indexes: TextIndexes | None = None
+    ) -> pa.BooleanArray:
+        """The rows where the filter is TRUE (NULL counts as false).
+
+        ``text_indexes`` lends ``text_match`` / ``phrase_match`` the indexes of ``table``'s
+        text columns (a segment's cache); without it they are built for this call."""
         ctx = Context(table, self._fields)
+        ctx.text_indexes = text_indexes
         result = predicate(self._root, ctx)
         if isinstance(result, pa.Scalar):
             return pa.array(np.full(ctx.n, result.as_py() is True), pa.bool_())
@@ -448,9 +455,14 @@ class _Compiler:
         name_tok = _token(t, 0)
         args_t = t.children[1]
         name = str(name_tok.value)
+        if name.lower() in TEXT_FUNCTIONS:
+            text_args = [self.node(a) for a in (args_t.children if args_t is not None else [])]
+            line, column = _position(name_tok)
+            desc = self.describe(t, Kind.BOOL)
+            return text_match_node(name, text_args, desc, line, column, self.fail_at, name_tok)
         spec = FUNCTIONS.get(name.lower())
         if spec is None:
-            known = ", ".join(sorted(FUNCTIONS))
+            known = ", ".join(sorted([*FUNCTIONS, *TEXT_FUNCTIONS]))
             self.fail_at(f"unknown function {name!r} (known: {known})", name_tok)
         mode, arity = spec
         arg_trees = list(args_t.children) if args_t is not None else []

@@ -85,6 +85,7 @@ class Context:
         self._columns: dict[str, pa.Array] = {}
         self._json: dict[tuple[str, tuple[str | int, ...]], JsonValues] = {}
         self._values: dict[int, Value] = {}
+        self.text_indexes: Any = None  # a textmatch.TextIndexes: where text indexes come from
 
     def column(self, name: str) -> pa.Array:
         if name not in self._columns:
@@ -135,10 +136,7 @@ class Node:
         raise NotImplementedError
 
     def columns(self) -> set[str]:
-        out: set[str] = set()
-        for c in self.children:
-            out |= c.columns()
-        return out
+        return set().union(*(c.columns() for c in self.children))
 
     def sql(self, quote: Quote) -> str | None:
         return None
