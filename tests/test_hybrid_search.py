@@ -17,8 +17,15 @@ import numpy as np
 import pytest
 from conftest import Stack, own_stack, wait_for
 
-from elanus import AnnSearchRequest, DataType, ElanusError, ErrorCode, RRFRanker, Schema
-from elanus import WeightedRanker
+from elanus import (
+    AnnSearchRequest,
+    DataType,
+    ElanusError,
+    ErrorCode,
+    RRFRanker,
+    Schema,
+    WeightedRanker,
+)
 from elanus.flight.client import Client
 
 NAME = "hy"
@@ -193,8 +200,9 @@ def reqs(qs: dict[str, list[Any]], metrics: dict[str, str], limit: int = 20) -> 
     ]
 
 
-def expected_lists(data: Data, qs: dict[str, list[Any]], metrics: dict[str, str], q: int,
-                   limit: int = 20) -> list[list[tuple[int, float]]]:  # fmt: skip
+def expected_lists(
+    data: Data, qs: dict[str, list[Any]], metrics: dict[str, str], q: int, limit: int = 20
+) -> list[list[tuple[int, float]]]:
     return [exact(data, f, m, qs[f][q], limit) for f, m in metrics.items()]
 
 
@@ -206,9 +214,13 @@ def test_rrf_over_two_dense_fields_and_a_sparse_one(env: tuple[Stack, Client, Da
     qs = queries(data)
     metrics = {"a": "L2", "b": "IP", "sp": "IP"}
     res = client.hybrid_search(
-        NAME, reqs(qs, metrics), RRFRanker(30), limit=12, output_fields=["name", "tag"],
+        NAME,
+        reqs(qs, metrics),
+        RRFRanker(30),
+        limit=12,
+        output_fields=["name", "tag"],
         consistency_level=STRONG,
-    )  # fmt: skip
+    )
     assert len(res) == 2
     for q in range(2):
         expected = ranking(rrf(expected_lists(data, qs, metrics, q), k=30))[:12]
@@ -234,9 +246,12 @@ def test_weighted_fusion(
     qs = queries(data)
     weights = [0.7, 0.2, 0.5][: len(metrics)]
     res = client.hybrid_search(
-        NAME, reqs(qs, metrics), WeightedRanker(*weights, norm_score=norm), limit=10,
+        NAME,
+        reqs(qs, metrics),
+        WeightedRanker(*weights, norm_score=norm),
+        limit=10,
         consistency_level=STRONG,
-    )  # fmt: skip
+    )
     for q in range(2):
         lists = expected_lists(data, qs, metrics, q)
         scores, descending = weighted(lists, list(metrics.values()), weights, norm)
@@ -254,10 +269,14 @@ def test_filters_per_request_offset_and_limits_per_request(
     r = [
         AnnSearchRequest(qs["a"][:1], "a", {"metric_type": "L2"}, 15, expr="tag in [1, 2]"),
         AnnSearchRequest(
-            qs["b"][:1], "b", {"metric_type": "COSINE"}, 25, expr="id < {hi}",
+            qs["b"][:1],
+            "b",
+            {"metric_type": "COSINE"},
+            25,
+            expr="id < {hi}",
             expr_params={"hi": 120},
         ),
-    ]  # fmt: skip
+    ]
     res = client.hybrid_search(
         NAME, r, WeightedRanker(0.4, 0.9), limit=7, offset=5, consistency_level=STRONG
     )
@@ -280,9 +299,15 @@ def test_group_by_groups_each_request_then_the_fused_ranking(
         AnnSearchRequest(qs["sp"][:1], "sp", {}, 3),
     ]
     res = client.hybrid_search(
-        NAME, r, RRFRanker(), limit=2, group_by_field="tag", group_size=2,
-        output_fields=["name"], consistency_level=STRONG,
-    )  # fmt: skip
+        NAME,
+        r,
+        RRFRanker(),
+        limit=2,
+        group_by_field="tag",
+        group_size=2,
+        output_fields=["name"],
+        consistency_level=STRONG,
+    )
     lists = [
         exact(data, "a", "L2", qs["a"][0], 3, group_size=2),
         exact(data, "sp", "IP", qs["sp"][0], 3, group_size=2),
@@ -308,9 +333,12 @@ def test_pymilvus_objects_and_dicts_give_the_same_answer(
     _, client, data = env
     qs = queries(data)
     ours = client.hybrid_search(
-        NAME, reqs(qs, {"a": "L2", "sp": "IP"}), WeightedRanker(0.3, 0.6), limit=8,
+        NAME,
+        reqs(qs, {"a": "L2", "sp": "IP"}),
+        WeightedRanker(0.3, 0.6),
+        limit=8,
         consistency_level=STRONG,
-    )  # fmt: skip
+    )
     theirs = client.hybrid_search(
         NAME,
         [
@@ -349,18 +377,30 @@ def test_every_request_reads_at_one_timestamp(env: tuple[Stack, Client, Data]) -
     before = client.hybrid_search(NAME, r, RRFRanker(), limit=5, consistency_level=STRONG)
     reply = client._action(
         "hybrid_search",
-        {"collection": NAME, "reqs": [
-            {"data": qs["a"][:1], "anns_field": "a", "param": {"metric_type": "L2"}},
-            {"data": qs["b"][:1], "anns_field": "b", "param": {"metric_type": "L2"}},
-        ], "limit": 5, "consistency_level": STRONG},
-    )  # fmt: skip
+        {
+            "collection": NAME,
+            "reqs": [
+                {"data": qs["a"][:1], "anns_field": "a", "param": {"metric_type": "L2"}},
+                {"data": qs["b"][:1], "anns_field": "b", "param": {"metric_type": "L2"}},
+            ],
+            "limit": 5,
+            "consistency_level": STRONG,
+        },
+    )
     read_ts = int(reply["ts"])
     assert [h["id"] for h in reply["results"][0]] == [h["id"] for h in before[0]]
     # A new row equal to both queries: the best hit of both requests from now on.
-    client.insert(NAME, {
-        "id": [10_000], "tag": [0], "name": ["new"], "a": [qs["a"][0]], "b": [qs["b"][0]],
-        "sp": [{0: 1.0}],
-    })  # fmt: skip
+    client.insert(
+        NAME,
+        {
+            "id": [10_000],
+            "tag": [0],
+            "name": ["new"],
+            "a": [qs["a"][0]],
+            "b": [qs["b"][0]],
+            "sp": [{0: 1.0}],
+        },
+    )
     old = client.hybrid_search(NAME, r, RRFRanker(), limit=5, as_of=read_ts)
     assert [h["id"] for h in old[0]] == [h["id"] for h in before[0]]
     new = client.hybrid_search(NAME, r, RRFRanker(), limit=5, consistency_level=STRONG)
@@ -392,26 +432,60 @@ def test_bad_inputs_are_refused_with_clear_errors(env: tuple[Stack, Client, Data
     _, client, data = env
     qs = queries(data)
     good = reqs(qs, {"a": "L2", "b": "IP"})
-    _refused(client, "unsupported rank type 'softmax'", reqs=good,
-             ranker={"strategy": "softmax", "params": {}})  # fmt: skip
-    _refused(client, "mismatch with ann search requests", "3 weight(s) for 2 request(s)",
-             reqs=good, ranker={"strategy": "weighted", "params": {"weights": [0.1, 0.2, 0.3]}})  # fmt: skip
-    _refused(client, "weight should be in range [0, 1]", reqs=good,
-             ranker={"strategy": "weighted", "params": {"weights": [0.5, 1.5]}})  # fmt: skip
-    _refused(client, "k should be in range (0, 16384)", reqs=good,
-             ranker={"strategy": "rrf", "params": {"k": 0}})  # fmt: skip
-    _refused(client, "anns_field 'nope' is not a vector field",
-             reqs=[good[0], AnnSearchRequest(qs["b"], "nope", {}, 5)])  # fmt: skip
+    _refused(
+        client,
+        "unsupported rank type 'softmax'",
+        reqs=good,
+        ranker={"strategy": "softmax", "params": {}},
+    )
+    _refused(
+        client,
+        "mismatch with ann search requests",
+        "3 weight(s) for 2 request(s)",
+        reqs=good,
+        ranker={"strategy": "weighted", "params": {"weights": [0.1, 0.2, 0.3]}},
+    )
+    _refused(
+        client,
+        "weight should be in range [0, 1]",
+        reqs=good,
+        ranker={"strategy": "weighted", "params": {"weights": [0.5, 1.5]}},
+    )
+    _refused(
+        client,
+        "k should be in range (0, 16384)",
+        reqs=good,
+        ranker={"strategy": "rrf", "params": {"k": 0}},
+    )
+    _refused(
+        client,
+        "anns_field 'nope' is not a vector field",
+        reqs=[good[0], AnnSearchRequest(qs["b"], "nope", {}, 5)],
+    )
     _refused(client, "minimum of ann search requests is 1", reqs=[])
     _refused(client, "maximum of ann search requests is 1024", reqs=[good[0]] * 1025)
-    _refused(client, "'b' has dim 6", "have 8",
-             reqs=[good[0], AnnSearchRequest(qs["a"], "b", {}, 5)])  # fmt: skip
-    _refused(client, "as many query vectors", "reqs[0]: 2", "reqs[1]: 1",
-             reqs=[good[0], AnnSearchRequest(qs["b"][:1], "b", {}, 5)])  # fmt: skip
-    _refused(client, "reqs[1]", "'limit'",
-             reqs=[good[0], {"data": qs["b"], "anns_field": "b", "limit": "5"}])  # fmt: skip
-    _refused(client, "reqs[0]", "unknown key(s) 'vectors'",
-             reqs=[{"vectors": qs["a"], "anns_field": "a"}])  # fmt: skip
+    _refused(
+        client, "'b' has dim 6", "have 8", reqs=[good[0], AnnSearchRequest(qs["a"], "b", {}, 5)]
+    )
+    _refused(
+        client,
+        "as many query vectors",
+        "reqs[0]: 2",
+        "reqs[1]: 1",
+        reqs=[good[0], AnnSearchRequest(qs["b"][:1], "b", {}, 5)],
+    )
+    _refused(
+        client,
+        "reqs[1]",
+        "'limit'",
+        reqs=[good[0], {"data": qs["b"], "anns_field": "b", "limit": "5"}],
+    )
+    _refused(
+        client,
+        "reqs[0]",
+        "unknown key(s) 'vectors'",
+        reqs=[{"vectors": qs["a"], "anns_field": "a"}],
+    )
     _refused(client, "cannot output count(*)", reqs=good, output_fields=["count(*)"])
     with pytest.raises(ElanusError, match="rank param weight should be in range"):
         WeightedRanker(0.5, -0.1)
