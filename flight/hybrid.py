@@ -20,7 +20,7 @@ import numpy as np
 from elanus.errors import invalid
 from elanus.flight.actions import Call, action, check_db, check_named
 from elanus.flight.limits import Kind
-from elanus.flight.outputs import COUNT, entity, json_fields
+from elanus.flight.outputs import COUNT, entity, json_fields, resolve_outputs
 from elanus.flight.query import _query_vectors
 from elanus.flight.query_actions import (
     GROUP_KEYS,
@@ -140,7 +140,7 @@ def _sub_request(raw: Any, i: int, top: dict[str, Any], default_limit: int) -> d
 def hybrid_search(service: QueryService, request: dict[str, Any]) -> dict[str, Any]:
     """Run every sub-search at one timestamp, fuse per query vector, fetch the outputs."""
     info = service.proxy.dml.collection(request["db"], request["collection"])
-    outputs = _outputs(service, info, request)
+    outputs = _outputs(info, request)
     plans = [service.prepare_search(info, sub) for sub in request["reqs"]]
     vectors = [
         _query_vectors(p.field, sub["data"]) for p, sub in zip(plans, request["reqs"], strict=True)
@@ -192,10 +192,10 @@ def hybrid_search(service: QueryService, request: dict[str, Any]) -> dict[str, A
     return {"results": results, "ts": ts}
 
 
-def _outputs(service: QueryService, info: CollectionInfo, request: dict[str, Any]) -> list[str]:
+def _outputs(info: CollectionInfo, request: dict[str, Any]) -> list[str]:
     """The output names the hits show, checked before anything is searched; grouped hits
     carry the group field, as in ``search``."""
-    outputs = service._outputs(info, request["output_fields"])
+    outputs = resolve_outputs(info.schema, info.name, request["output_fields"])
     if COUNT in outputs:
         raise invalid("hybrid_search cannot output count(*)")
     group = request["group_by_field"]

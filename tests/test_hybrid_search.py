@@ -9,8 +9,12 @@ L2 flip, the raw ascending sum of unnormalised distances) — not through ``elan
 
 from __future__ import annotations
 
+import json
 import math
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -414,6 +418,60 @@ def test_every_request_reads_at_one_timestamp(env: tuple[Stack, Client, Data]) -
         ),
         what="the extra row deleted",
     )
+
+
+# -- beside Milvus Lite ----------------------------------------------------------------------
+
+_LITE = r"""
+import json, sys
+from pymilvus import AnnSearchRequest, DataType, MilvusClient, RRFRanker, WeightedRanker
+
+spec = json.load(sys.stdin)
+c = MilvusClient(spec["path"])
+s = c.create_schema(auto_id=False)
+s.add_field("id", DataType.INT64, is_primary=True)
+s.add_field("a", DataType.FLOAT_VECTOR, dim=len(spec["qa"]))
+s.add_field("b", DataType.FLOAT_VECTOR, dim=len(spec["qb"]))
+index = c.prepare_index_params()
+index.add_index("a", index_type="FLAT", metric_type="L2")
+index.add_index("b", index_type="FLAT", metric_type="COSINE")
+c.create_collection("c", schema=s, index_params=index)
+c.insert("c", spec["rows"])
+reqs = [AnnSearchRequest([spec["qa"]], "a", {}, 20), AnnSearchRequest([spec["qb"]], "b", {}, 20)]
+out = []
+for ranker in (RRFRanker(60), WeightedRanker(0.6, 0.3), WeightedRanker(0.6, 0.3, norm_score=False)):
+    hits = c.hybrid_search("c", reqs, ranker, limit=10)[0]
+    out.append([[h["id"], h["distance"]] for h in hits])
+c.close()
+json.dump(out, sys.stdout)
+"""
+
+
+def test_fusion_agrees_with_milvus_lite(env: tuple[Stack, Client, Data], tmp_path: Path) -> None:
+    """Milvus Lite, on the same live rows and queries, ranks and scores as Elanus does
+    (RRF, weighted with and without norm_score over L2 + COSINE)."""
+    pytest.importorskip("pymilvus")
+    pytest.importorskip("milvus_lite")
+    _, client, data = env
+    qs = queries(data)
+    live = [int(i) for i in data.ids[data.live]]
+    rows = [{"id": i, "a": data.a[i].tolist(), "b": data.b[i].tolist()} for i in live]
+    spec = {"path": str(tmp_path / "lite.db"), "rows": rows, "qa": qs["a"][0], "qb": qs["b"][0]}
+    done = subprocess.run(
+        [sys.executable, "-c", _LITE],
+        input=json.dumps(spec),
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    lite = json.loads(done.stdout)
+    r = reqs({"a": qs["a"][:1], "b": qs["b"][:1]}, {"a": "L2", "b": "COSINE"})
+    rankers = (RRFRanker(60), WeightedRanker(0.6, 0.3), WeightedRanker(0.6, 0.3, norm_score=False))
+    for ranker, theirs in zip(rankers, lite, strict=True):
+        ours = client.hybrid_search(NAME, r, ranker, limit=10, consistency_level=STRONG)[0]
+        check(ours, [(int(pk), float(d)) for pk, d in theirs], f"lite {ranker!r}")
 
 
 # -- bad inputs -------------------------------------------------------------------------------
