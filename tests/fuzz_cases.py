@@ -288,6 +288,9 @@ INT_KEYS: list[tuple[str, str, int, int | None]] = [
     ("search", "group_size", 1, 16384),
     ("search", "guarantee_timestamp", 0, None),
     ("search", "as_of", 0, None),
+    ("hybrid_search", "limit", 1, 16384),
+    ("hybrid_search", "offset", 0, 16384),
+    ("hybrid_search", "group_size", 1, 16384),
     ("query", "limit", 1, 10_000_000),
     ("query", "offset", 0, None),
     ("query", "as_of", 0, None),
@@ -305,6 +308,7 @@ WORD = {"dimension": "dim"}
 """The word an error uses for a key, where it is not the key itself."""
 EXTRA = {
     ("search", "group_size"): {"group_by_field": "title"},
+    ("hybrid_search", "group_size"): {"group_by_field": "title"},
     ("create_collection", "max_length"): {"id_type": "varchar"},
 }
 
