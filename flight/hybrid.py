@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from elanus.errors import invalid
+from elanus.errors import ElanusError, invalid
 from elanus.flight.actions import Call, action, check_db, check_named
 from elanus.flight.limits import Kind
 from elanus.flight.outputs import COUNT, entity, json_fields, resolve_outputs
@@ -141,10 +141,7 @@ def hybrid_search(service: QueryService, request: dict[str, Any]) -> dict[str, A
     """Run every sub-search at one timestamp, fuse per query vector, fetch the outputs."""
     info = service.proxy.dml.collection(request["db"], request["collection"])
     outputs = _outputs(info, request)
-    plans = [service.prepare_search(info, sub) for sub in request["reqs"]]
-    vectors = [
-        _query_vectors(p.field, sub["data"]) for p, sub in zip(plans, request["reqs"], strict=True)
-    ]
+    plans, vectors = _prepare(service, info, request["reqs"])
     nqs = {len(v) for v in vectors}
     if len(nqs) > 1:
         counts = ", ".join(f"reqs[{i}]: {len(v)}" for i, v in enumerate(vectors))
@@ -190,6 +187,22 @@ def hybrid_search(service: QueryService, request: dict[str, Any]) -> dict[str, A
         for q in hits
     ]
     return {"results": results, "ts": ts}
+
+
+def _prepare(
+    service: QueryService, info: CollectionInfo, reqs: list[dict[str, Any]]
+) -> tuple[list[SearchPlan], list[Any]]:
+    """Each sub-request's checked plan and query vectors, before anything is searched; an
+    error names the request it is about."""
+    plans, vectors = [], []
+    for i, sub in enumerate(reqs):
+        try:
+            plan = service.prepare_search(info, sub)
+            vectors.append(_query_vectors(plan.field, sub["data"]))
+        except ElanusError as exc:
+            raise ElanusError(exc.code, f"hybrid_search: reqs[{i}]: {exc.message}") from None
+        plans.append(plan)
+    return plans, vectors
 
 
 def _outputs(info: CollectionInfo, request: dict[str, Any]) -> list[str]:

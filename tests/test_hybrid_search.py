@@ -517,13 +517,16 @@ def test_bad_inputs_are_refused_with_clear_errors(env: tuple[Stack, Client, Data
     )
     _refused(
         client,
-        "anns_field 'nope' is not a vector field",
+        "reqs[1]: anns_field 'nope' is not a vector field",
         reqs=[good[0], AnnSearchRequest(qs["b"], "nope", {}, 5)],
     )
     _refused(client, "minimum of ann search requests is 1", reqs=[])
     _refused(client, "maximum of ann search requests is 1024", reqs=[good[0]] * 1025)
     _refused(
-        client, "'b' has dim 6", "have 8", reqs=[good[0], AnnSearchRequest(qs["a"], "b", {}, 5)]
+        client,
+        "reqs[1]: search: vector field 'b' has dim 6",
+        "have 8",
+        reqs=[good[0], AnnSearchRequest(qs["a"], "b", {}, 5)],
     )
     _refused(
         client,
@@ -545,5 +548,9 @@ def test_bad_inputs_are_refused_with_clear_errors(env: tuple[Stack, Client, Data
         reqs=[{"vectors": qs["a"], "anns_field": "a"}],
     )
     _refused(client, "cannot output count(*)", reqs=good, output_fields=["count(*)"])
+    bad_filter = AnnSearchRequest(qs["b"], "b", {}, 5, expr="tag >")
+    with pytest.raises(ElanusError) as err:
+        client.hybrid_search(NAME, [good[0], bad_filter], RRFRanker(), limit=5)
+    assert err.value.code == ErrorCode.BAD_EXPRESSION and "reqs[1]" in err.value.message
     with pytest.raises(ElanusError, match="rank param weight should be in range"):
         WeightedRanker(0.5, -0.1)
