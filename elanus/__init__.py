@@ -11,12 +11,14 @@ from typing import TYPE_CHECKING, Any
 from elanus.consistency import ConsistencyLevel
 from elanus.errors import ElanusError, ErrorCode
 from elanus.functions import Function, FunctionType
+from elanus.rankers import AnnSearchRequest, RRFRanker, WeightedRanker
 from elanus.schema import DataType, Field, Schema
 
 if TYPE_CHECKING:
     from elanus.flight.client import Client
 
 __all__ = [
+    "AnnSearchRequest",
     "Client",
     "ConsistencyLevel",
     "DataType",
@@ -25,7 +27,9 @@ __all__ = [
     "Field",
     "Function",
     "FunctionType",
+    "RRFRanker",
     "Schema",
+    "WeightedRanker",
     "connect",
 ]
 __version__ = "0.1.0"

@@ -12,7 +12,7 @@ the mixins themselves, so a new method is listed where it is written:
   ``PartitionAPI``, ``DatabaseAPI``)
 - write: ``client_write.WriteAPI``; bulk import and staged writes:
   ``client_import.ImportAPI``
-- read: ``client_read.ReadAPI``
+- read: ``client_read.ReadAPI``; hybrid search: ``client_hybrid.HybridAPI``
 - indexes and index builders: ``client_index`` (``IndexAPI``, ``BuilderAPI``)
 - users and roles: ``client_auth.AuthAPI``
 - cluster: ``client_admin.AdminAPI``; connection: ``client_base.ClientBase``
@@ -24,6 +24,7 @@ from elanus.flight.client_admin import AdminAPI
 from elanus.flight.client_auth import AuthAPI
 from elanus.flight.client_base import ClientBase
 from elanus.flight.client_ddl import CollectionAPI, DatabaseAPI, PartitionAPI
+from elanus.flight.client_hybrid import HybridAPI
 from elanus.flight.client_import import ImportAPI
 from elanus.flight.client_index import BuilderAPI
 from elanus.flight.client_write import ATOMIC_LIMIT_BYTES, DEFAULT_BATCH_BYTES
@@ -31,7 +32,16 @@ from elanus.flight.client_write import ATOMIC_LIMIT_BYTES, DEFAULT_BATCH_BYTES
 __all__ = ["ATOMIC_LIMIT_BYTES", "DEFAULT_BATCH_BYTES", "Client", "ClientBase"]
 
 
-class Client(CollectionAPI, PartitionAPI, DatabaseAPI, ImportAPI, BuilderAPI, AuthAPI, AdminAPI):
+class Client(
+    CollectionAPI,
+    HybridAPI,
+    PartitionAPI,
+    DatabaseAPI,
+    ImportAPI,
+    BuilderAPI,
+    AuthAPI,
+    AdminAPI,
+):
     """``Client("grpc://host:8815")``; methods mirror pymilvus's ``MilvusClient``."""
 
 

@@ -102,6 +102,9 @@ class QueryService:
         guarantee); the read itself is at the delegator's tsafe after that wait, so no level
         sees less than what is already safe there. Only ``as_of`` names the read timestamp.
         """
+        pinned = request.get("read_ts")
+        if pinned:  # a timestamp this proxy has just read at (hybrid search's later parts)
+            return pinned, pinned
         settings = self.proxy.settings
         as_of = request["as_of"]
         if as_of and as_of > tsutil.compose(tsutil.now_ms() + 1000):

@@ -122,6 +122,10 @@ BASE: dict[str, dict[str, Any]] = {
     "release_collection": {"collection": ABSENT},
     "get_load_state": {"collection": MAIN},
     "search": {"collection": MAIN, "data": [VEC], "limit": 3},
+    "hybrid_search": {
+        "collection": MAIN, "reqs": [{"data": [VEC], "limit": 3}],
+        "ranker": {"strategy": "rrf", "params": {"k": 60}}, "limit": 3,
+    },
     "query": {"collection": MAIN, "filter": "id < 3"},
     "read_plan": {"collection": MAIN},
     "whoami": {},
@@ -192,8 +196,8 @@ _KEYS_BY_KIND = {
         expected_rows offset group_size guarantee_timestamp as_of snapshot_ts""",
     "float": "seconds wait_s",
     "bool": "auto_id retry_failed ok upsert strict_group_size force_drop",
-    "dict": "schema properties params filter_params options search_params",
-    "list": "files ids segment_ids parts partition_names data output_fields columns",
+    "dict": "schema properties params filter_params options search_params ranker",
+    "list": "files ids segment_ids parts partition_names data output_fields columns reqs",
 }
 KINDS: dict[str, str] = {
     key: kind
@@ -284,6 +288,9 @@ INT_KEYS: list[tuple[str, str, int, int | None]] = [
     ("search", "group_size", 1, 16384),
     ("search", "guarantee_timestamp", 0, None),
     ("search", "as_of", 0, None),
+    ("hybrid_search", "limit", 1, 16384),
+    ("hybrid_search", "offset", 0, 16384),
+    ("hybrid_search", "group_size", 1, 16384),
     ("query", "limit", 1, 10_000_000),
     ("query", "offset", 0, None),
     ("query", "as_of", 0, None),
@@ -301,6 +308,7 @@ WORD = {"dimension": "dim"}
 """The word an error uses for a key, where it is not the key itself."""
 EXTRA = {
     ("search", "group_size"): {"group_by_field": "title"},
+    ("hybrid_search", "group_size"): {"group_by_field": "title"},
     ("create_collection", "max_length"): {"id_type": "varchar"},
 }
 

@@ -1,0 +1,295 @@
+"""The ``hybrid_search`` action: several ANN searches of one collection, fused into one
+ranking by an RRF or weighted ranker (``elanus.rankers``), as Milvus's hybrid search.
+
+Each sub-request is an ordinary search (its own field, params, filter and ``limit``), so
+any vector field a search takes works here with no special case. All of them read the
+collection at one timestamp: with ``as_of`` that one; otherwise the first sub-request reads
+at the requested consistency level and the others (and, on a collection of several shards,
+the first again) at the timestamp of its reply. Output fields are fetched once, for the
+final hits, at that timestamp.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Hashable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from elanus.errors import ElanusError, invalid
+from elanus.flight.actions import Call, action, check_db, check_named
+from elanus.flight.limits import Kind
+from elanus.flight.outputs import COUNT, entity, json_fields, resolve_outputs
+from elanus.flight.query import _query_vectors
+from elanus.flight.query_actions import (
+    GROUP_KEYS,
+    MAX_TOPK,
+    READ_KEYS,
+    _read_options,
+    _search_options,
+    check_search_data,
+)
+from elanus.flight.searchplan import SearchPlan
+from elanus.rankers import MAX_REQUESTS, BaseRanker, Hit, grouped, ranker_from_dict, window
+from elanus.requests import Body
+
+if TYPE_CHECKING:
+    from elanus.flight.metacache import CollectionInfo
+    from elanus.flight.query import QueryService
+
+SUB_KEYS = ("data", "anns_field", "param", "search_params", "limit", "filter", "filter_params")
+"""What one entry of ``reqs`` may hold (``param`` is pymilvus's name of ``search_params``)."""
+
+
+def _run_hybrid(c: Call) -> dict[str, Any]:
+    return hybrid_search(c.proxy.query, c.request)
+
+
+@action(
+    "hybrid_search",
+    "Several ANN searches fused into one ranking. Body: collection, reqs (each: data, "
+    "anns_field, param or search_params, limit, filter, filter_params), ranker (strategy "
+    "rrf|weighted, params), limit, offset, output_fields, group_by_field, group_size, "
+    "strict_group_size, consistency_level, guarantee_timestamp, as_of, partition_names. "
+    "Result: results (per query: id, distance = fused score, entity), ts.",
+    (
+        "collection",
+        "reqs",
+        "ranker",
+        "limit",
+        "offset",
+        "output_fields",
+        *GROUP_KEYS,
+        *READ_KEYS,
+    ),
+    privilege="Search",
+    rate=Kind.DQL,
+    run=_run_hybrid,
+)
+def _hybrid(b: Body) -> dict[str, Any]:
+    reqs = b.list("reqs")
+    if not reqs:
+        raise invalid(
+            "hybrid_search: 'reqs' holds no search requests (minimum of ann search requests is 1)"
+        )
+    if len(reqs) > MAX_REQUESTS:
+        raise invalid(
+            f"hybrid_search: maximum of ann search requests is {MAX_REQUESTS}, got {len(reqs)}"
+        )
+    limit = b.int("limit", 10, lo=1, hi=MAX_TOPK)
+    offset = b.int("offset", 0, lo=0, hi=MAX_TOPK)
+    if limit + offset > MAX_TOPK:
+        raise invalid(f"hybrid_search: limit + offset must be at most {MAX_TOPK}")
+    group_by = b.str("group_by_field", None) or None
+    group_size = b.int("group_size", 1, lo=1, hi=MAX_TOPK)
+    strict = b.bool("strict_group_size", False)
+    if group_by is None and (group_size != 1 or strict):
+        raise invalid("hybrid_search: group_size and strict_group_size need a group_by_field")
+    if group_size * (limit + offset) > MAX_TOPK:
+        raise invalid(f"hybrid_search: (limit + offset) * group_size must be at most {MAX_TOPK}")
+    request = {
+        "db": check_db(b),
+        "collection": check_named(b, "collection", "collection"),
+        "limit": limit,
+        "offset": offset,
+        "output_fields": b.list("output_fields", []),
+        "group_by_field": group_by,
+        "group_size": group_size,
+        "strict_group_size": strict,
+        "ranker": ranker_from_dict(b.dict("ranker", None), len(reqs)),
+        **_read_options(b),
+    }
+    request["reqs"] = [_sub_request(r, i, request, limit + offset) for i, r in enumerate(reqs)]
+    return request
+
+
+def _sub_request(raw: Any, i: int, top: dict[str, Any], default_limit: int) -> dict[str, Any]:
+    """One entry of ``reqs`` as a checked ``search`` request (without output fields)."""
+    what = f"hybrid_search: reqs[{i}]"
+    if not isinstance(raw, dict):
+        raise invalid(f"{what} must be a JSON object with data, anns_field, param and limit")
+    unknown = sorted(set(raw) - set(SUB_KEYS))
+    if unknown:
+        raise invalid(
+            f"{what}: unknown key(s) {', '.join(map(repr, unknown))}; "
+            f"allowed keys are {', '.join(sorted(SUB_KEYS))}"
+        )
+    if raw.get("param") is not None and raw.get("search_params") is not None:
+        raise invalid(f"{what}: give either 'param' or 'search_params', not both")
+    body = {
+        "db": top["db"],
+        "collection": top["collection"],
+        "anns_field": raw.get("anns_field"),
+        "limit": raw.get("limit", default_limit),
+        "filter": raw.get("filter"),
+        "filter_params": raw.get("filter_params"),
+        "search_params": raw.get("search_params", raw.get("param")),
+        "group_by_field": top["group_by_field"],
+        "group_size": top["group_size"],
+        "consistency_level": top["consistency_level"],
+        "guarantee_timestamp": top["guarantee_timestamp"],
+        "as_of": top["as_of"],
+        "partition_names": top["partition_names"],
+    }
+    checked = _search_options(Body(body, what))
+    checked["data"] = check_search_data(raw.get("data"))
+    return checked
+
+
+def hybrid_search(service: QueryService, request: dict[str, Any]) -> dict[str, Any]:
+    """Run every sub-search at one timestamp, fuse per query vector, fetch the outputs."""
+    info = service.proxy.dml.collection(request["db"], request["collection"])
+    outputs = _outputs(info, request)
+    plans, vectors = _prepare(service, info, request["reqs"])
+    nqs = {len(v) for v in vectors}
+    if len(nqs) > 1:
+        counts = ", ".join(f"reqs[{i}]: {len(v)}" for i, v in enumerate(vectors))
+        raise invalid(f"hybrid_search: every request needs as many query vectors ({counts})")
+    parts, ts = _search_all(service, info, plans, vectors, bool(request["as_of"]))
+    ranker: BaseRanker = request["ranker"]
+    metrics = [p.metric for p in plans]
+    group = request["group_by_field"]
+    hits = []
+    for q in range(nqs.pop()):
+        lists = [_hits(part, q) for part in parts]
+        fused = ranker.fuse(lists, metrics)
+        ranked = fused.ranked()
+        if group is None:
+            hits.append(window(ranked, request["limit"], request["offset"]))
+        else:
+            group_of: dict[Hashable, Any] = {}
+            for part in parts:
+                for pk, value in _group_values(part, q, group).items():
+                    group_of.setdefault(pk, value)
+            hits.append(
+                grouped(
+                    ranked,
+                    fused.descending,
+                    group_of,
+                    request["limit"],
+                    request["offset"],
+                    request["group_size"],
+                    request["strict_group_size"],
+                )
+            )
+    rows = _fetch(service, info, outputs, [pk for q in hits for pk, _ in q], ts)
+    json_names = json_fields(info.schema)
+    results = [
+        [
+            {
+                "id": pk,
+                "distance": score,
+                "entity": entity(rows.get(pk, {}), outputs, json_names) if outputs else {},
+            }
+            for pk, score in q
+        ]
+        for q in hits
+    ]
+    return {"results": results, "ts": ts}
+
+
+def _prepare(
+    service: QueryService, info: CollectionInfo, reqs: list[dict[str, Any]]
+) -> tuple[list[SearchPlan], list[Any]]:
+    """Each sub-request's checked plan and query vectors, before anything is searched; an
+    error names the request it is about."""
+    plans, vectors = [], []
+    for i, sub in enumerate(reqs):
+        try:
+            plan = service.prepare_search(info, sub)
+            vectors.append(_query_vectors(plan.field, sub["data"]))
+        except ElanusError as exc:
+            raise ElanusError(exc.code, f"hybrid_search: reqs[{i}]: {exc.message}") from None
+        plans.append(plan)
+    return plans, vectors
+
+
+def _outputs(info: CollectionInfo, request: dict[str, Any]) -> list[str]:
+    """The output names the hits show, checked before anything is searched; grouped hits
+    carry the group field, as in ``search``."""
+    outputs = resolve_outputs(info.schema, info.name, request["output_fields"])
+    if COUNT in outputs:
+        raise invalid("hybrid_search cannot output count(*)")
+    group = request["group_by_field"]
+    if group is not None and group not in outputs:
+        outputs.append(group)
+    return outputs
+
+
+def _search_all(
+    service: QueryService,
+    info: CollectionInfo,
+    plans: list[SearchPlan],
+    vectors: list[Any],
+    as_of: bool,
+) -> tuple[list[dict[str, Any]], int]:
+    """Every sub-search's merged part, all read at one timestamp (returned)."""
+    if as_of:
+        parts = [service.run_search(p, v) for p, v in zip(plans, vectors, strict=True)]
+        return [part for part, _ in parts], parts[0][1]
+    first, ts = service.run_search(plans[0], vectors[0])
+    if len(info.vchannels) > 1:  # its shards read at their own tsafe: read it again at ts
+        first, _ = service.run_search(_pinned(plans[0], ts), vectors[0])
+    rest = [
+        service.run_search(_pinned(p, ts), v)[0]
+        for p, v in zip(plans[1:], vectors[1:], strict=True)
+    ]
+    return [first, *rest], ts
+
+
+def _pinned(plan: SearchPlan, ts: int) -> SearchPlan:
+    return dataclasses.replace(plan, request={**plan.request, "read_ts": ts})
+
+
+def _hits(part: dict[str, Any], q: int) -> list[Hit]:
+    """Query ``q``'s real hits of one merged part, best first."""
+    distances = np.asarray(part["distances"])
+    if distances.ndim != 2 or q >= distances.shape[0]:
+        return []
+    pks = np.asarray(part["pks"])[q].tolist()
+    return [(p, d) for p, d in zip(pks, distances[q].tolist(), strict=True) if np.isfinite(d)]
+
+
+def _group_values(part: dict[str, Any], q: int, group: str) -> dict[Hashable, Any]:
+    """Primary key -> group value of query ``q``'s hits in a grouped part."""
+    distances = np.asarray(part["distances"])
+    table = part.get("outputs")
+    if distances.ndim != 2 or table is None or group not in table.column_names:
+        return {}
+    width = distances.shape[1]
+    values = table.column(group).to_pylist()
+    slots = {int(s): i for i, s in enumerate(part["output_rows"])}
+    pks = np.asarray(part["pks"])[q].tolist()
+    out: dict[Hashable, Any] = {}
+    for c, pk in enumerate(pks):
+        i = slots.get(q * width + c)
+        if i is not None:
+            out[pk] = values[i]
+    return out
+
+
+def _fetch(
+    service: QueryService, info: CollectionInfo, outputs: list[str], pks: list[Any], ts: int
+) -> dict[Any, dict[str, Any]]:
+    """The output rows of the final hits, by primary key, read at ``ts``."""
+    if not outputs or not pks:
+        return {}
+    table, _, _ = service.query_table(
+        info,
+        {
+            "filter": None,
+            "filter_params": {},
+            "ids": list(dict.fromkeys(pks)),
+            "output_fields": outputs,
+            "limit": None,
+            "offset": 0,
+            "consistency_level": None,
+            "guarantee_timestamp": 0,
+            "as_of": 0,
+            "partition_names": None,
+            "read_ts": ts,
+        },
+    )
+    pk = info.schema.primary.name
+    return {row[pk]: row for row in table.to_pylist()}
