@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pytest
-from conftest import wait_for
+from conftest import cli, cli_json, run_elanus, wait_for
 
 from elanus import ElanusError, ErrorCode
 from elanus.schema import MAX_FIELDS, DataType, Field, Schema
 from elanus.segments import storage
 
 if TYPE_CHECKING:
-    from conftest import Stack
+    from conftest import Stack, StandaloneProcess
 
     from elanus.flight.client import Client
 
@@ -252,3 +252,68 @@ def test_a_segment_spilled_before_the_field_appends_after_it(tmp_path: Path) -> 
     assert table.column("rank").to_pylist() == [7, 7, 1]
     assert table.column("note").to_pylist() == [None, None, "x"]
     assert table.schema.equals(target)
+
+
+def test_spark_reads_the_field_from_segments_flushed_before_it(stack: Stack) -> None:
+    """The Spark source's direct file read fills the column a segment's files lack."""
+    pytest.importorskip("pyspark")
+    from elanus.spark.source import read_partitions
+
+    client = stack.client()
+    client.create_collection(NAME, schema=_schema())
+    client.insert(NAME, _rows(range(4)))
+    client.flush(NAME)
+    client.add_collection_field(NAME, "rank", DataType.INT64, nullable=True, default_value=5)
+    client.add_collection_field(NAME, "note", DataType.VARCHAR, max_length=8, nullable=True)
+    client.insert(NAME, _rows(range(4, 6), rank=9, note="n"))
+    client.flush(NAME)
+    client.load_collection(NAME)
+    opts = {"uri": stack.uri, "collection": NAME, "direct": "true"}
+    read = read_partitions(opts)
+    kinds = {p.kind for p, _ in read.parts}
+    assert kinds == {"sealed"}, kinds
+    table = pa.concat_tables([t for _, t in read.parts]).sort_by("id")
+    assert table.column("rank").to_pylist() == [5, 5, 5, 5, 9, 9]
+    assert table.column("note").to_pylist() == [None] * 4 + ["n", "n"]
+    nulls = read_partitions({**opts, "filter": "note is null and rank == 5"})
+    ids = sorted(i for _, t in nulls.parts for i in t.column("id").to_pylist())
+    assert ids == [0, 1, 2, 3]
+
+
+def test_imports_after_the_change_may_carry_the_field_or_not(stack: Stack, tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    client = stack.client()
+    client.create_collection(NAME, schema=_schema())
+    client.insert(NAME, _rows(range(2)))
+    client.add_collection_field(NAME, "rank", DataType.INT64, nullable=True, default_value=5)
+
+    def parquet(name: str, ids: list[int], **extra: list[Any]) -> str:
+        vectors = [[float(i), 1.0, 0.0] for i in ids]
+        table = pa.table({"id": pa.array(ids, pa.int64()), "vector": vectors, **extra})
+        pq.write_table(table, tmp_path / name)
+        return str(tmp_path / name)
+
+    with_field = parquet("with.parquet", [10, 11], rank=[1, None])
+    without = parquet("without.parquet", [20, 21])
+    for files in ([with_field], [without]):
+        client.wait_import(client.bulk_import(NAME, files), timeout=60)
+    client.load_collection(NAME)
+    ranks = {i: r["rank"] for i, r in _query(client, "id >= 0", ["rank"]).items()}
+    assert ranks == {0: 5, 1: 5, 10: 1, 11: 5, 20: 5, 21: 5}
+
+
+def test_cli_collection_add_field(server: StandaloneProcess) -> None:
+    cli(server, "collection", "create", "cli_books", "--dim", "4")
+    added = cli_json(
+        server, "collection", "add-field", "cli_books", "lang", "--type", "VarChar",
+        "--max-length", "8", "--default", "en",
+    )  # fmt: skip
+    assert added == {"collection": "cli_books", "added": "lang"}
+    fields = cli_json(server, "collection", "describe", "cli_books")["schema"]["fields"]
+    lang = next(f for f in fields if f["name"] == "lang")
+    assert (lang["nullable"], lang["default_value"], lang["max_length"]) == (True, "en", 8)
+    refused = run_elanus(
+        "collection", "add-field", "cli_books", "v", "--type", "FloatVector", "--uri", server.uri
+    )
+    assert refused.returncode != 0 and "scalar" in refused.stderr
