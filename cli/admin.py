@@ -22,7 +22,7 @@ from elanus.consistency import ConsistencyLevel
 from elanus.tsutil import to_unix_seconds
 
 collection_app = typer.Typer(
-    help="Create, list, describe, rename and drop collections.", no_args_is_help=True
+    help="Create, list, describe, rename, add fields to and drop collections.", no_args_is_help=True
 )
 alias_app = typer.Typer(
     help="Create, list, describe, move (alter) and drop aliases of collections.",
@@ -276,6 +276,53 @@ def collection_rename(
         ctx,
         rename,
         _done(f"renamed collection [bold]{old}[/bold] to [bold]{new}[/bold]"),
+        as_json=as_json,
+        uri=uri,
+    )
+
+
+@collection_app.command("add-field")
+def collection_add_field(
+    ctx: typer.Context,
+    name: CollectionArg,
+    field: Annotated[str, typer.Argument(help="New field's name.", show_default=False)],
+    dtype: Annotated[
+        str, typer.Option("--type", help="Scalar type: Int64, VarChar, JSON, Array...")
+    ],
+    max_length: Annotated[int | None, typer.Option(help="VarChar's max length.")] = None,
+    element_type: Annotated[str | None, typer.Option(help="Array's element type.")] = None,
+    max_capacity: Annotated[int | None, typer.Option(help="Array's max capacity.")] = None,
+    default: Annotated[
+        str | None, typer.Option(help="Default value (JSON, or plain text); existing rows read it.")
+    ] = None,
+    description: Annotated[str, typer.Option(help="Field description.")] = "",
+    as_json: JsonOpt = False,
+    uri: UriOpt = None,
+) -> None:
+    """Add a nullable scalar field to a collection; its rows so far read the default, or
+    null."""
+    kwargs: dict[str, Any] = {"nullable": True}
+    for key, value in (
+        ("max_length", max_length),
+        ("element_type", element_type),
+        ("max_capacity", max_capacity),
+    ):
+        if value is not None:
+            kwargs[key] = value
+    if default is not None:
+        try:
+            kwargs["default_value"] = json.loads(default)
+        except json.JSONDecodeError:  # plain text: a VarChar default
+            kwargs["default_value"] = default
+
+    def add(client: Any) -> dict[str, Any]:
+        client.add_collection_field(name, field, dtype, desc=description, **kwargs)
+        return {"collection": name, "added": field}
+
+    run_action(
+        ctx,
+        add,
+        _done(f"added field [bold]{field}[/bold] to collection [bold]{name}[/bold]"),
         as_json=as_json,
         uri=uri,
     )

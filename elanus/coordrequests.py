@@ -94,6 +94,14 @@ class RenameCollection:
     ts: int = 0
 
 
+@request("collection.add_field")
+class AddCollectionField:
+    db: str = DEFAULT_DB
+    collection: str
+    field: dict[str, Any]
+    ts: int = 0
+
+
 @request("partition.create")
 class CreatePartition:
     db: str = DEFAULT_DB
@@ -310,3 +318,12 @@ class WatchChannel:
 @request("datanode.unwatch")
 class UnwatchChannel:
     vchannel: str
+
+
+@request("node.schema")
+class UpdateSchema:
+    """A collection's new schema (a field was added), for the nodes holding its rows: they
+    widen what they hold before any proxy lets a client use the field."""
+
+    collection_id: int
+    schema: dict[str, Any]

@@ -80,6 +80,7 @@ PRIVILEGES: dict[str, ObjectType] = {
     "DropPartition": ObjectType.COLLECTION,
     "ShowPartitions": ObjectType.COLLECTION,
     "HasPartition": ObjectType.COLLECTION,
+    "AddCollectionField": ObjectType.COLLECTION,
     # User
     "UpdateUser": ObjectType.USER,
     "SelectUser": ObjectType.USER,

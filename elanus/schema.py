@@ -377,6 +377,9 @@ class Schema:
     auto_id: bool = field(default=False, compare=False, repr=False)
     """pymilvus's schema-level ``auto_id``: the default of the primary field added later."""
     functions: list[Function] = field(default_factory=list)
+    version: int = field(default=0, compare=False)
+    """Bumped by each change to the fields of an existing collection (add_collection_field),
+    so a node holding two copies of a schema keeps the newer."""
 
     def add_field(self, field_name: str, datatype: DataType | str, **kwargs: Any) -> Schema:
         """pymilvus-style builder: ``schema.add_field("id", DataType.INT64, is_primary=True)``.
@@ -426,6 +429,8 @@ class Schema:
         }
         if self.functions:
             d["functions"] = [fn.to_dict() for fn in self.functions]
+        if self.version:
+            d["version"] = self.version
         return d
 
     @classmethod
@@ -443,6 +448,7 @@ class Schema:
             enable_dynamic_field=bool(d.get("enable_dynamic_field", False)),
             description=str(d.get("description", "")),
             functions=[Function.from_dict(fn) for fn in functions],
+            version=_opt_int(d, "version") or 0,
         )
 
     def to_json(self) -> str:
@@ -486,6 +492,44 @@ class Schema:
                 f"schema has {len(vectors)} vector fields; the limit is {MAX_VECTOR_FIELDS}"
             )
         check_functions(self)
+
+
+ADDED_FIELD_REFUSED = (
+    ("is_primary", "a primary key"),
+    ("auto_id", "an auto_id field"),
+    ("is_partition_key", "a partition key"),
+    ("is_clustering_key", "a clustering key"),
+)
+"""Roles a field can only take when its collection is created (Milvus 2.6's rules)."""
+
+
+def added_field(raw: Any) -> Field:
+    """The field ``add_collection_field`` may add to a collection that already has rows:
+    a nullable scalar (those rows read null, or its default), never a key or a vector.
+    Raises naming the problem; the coord then checks it against the collection."""
+    if not isinstance(raw, dict):
+        raise invalid(f"add_collection_field: 'field' must be a JSON object, got {raw!r:.40}")
+    name = raw.get("name")
+    for key, what in ADDED_FIELD_REFUSED:
+        if raw.get(key):
+            raise invalid(
+                f"add_collection_field: field {name!r} cannot be {what}: a collection's "
+                "keys are fixed when it is created"
+            )
+    f = Field.from_dict({k: v for k, v in raw.items() if k not in dict(ADDED_FIELD_REFUSED)})
+    f.field_id = None  # the coord numbers it
+    if f.dtype.is_vector:
+        raise invalid(
+            f"add_collection_field: field {f.name!r} is a {f.dtype.value}: only scalar fields "
+            "can be added to an existing collection"
+        )
+    f.validate()
+    if not f.nullable:
+        raise invalid(
+            f"add_collection_field: field {f.name!r} must be nullable (nullable=True): the "
+            "rows already in the collection have no value for it"
+        )
+    return f
 
 
 def check_name(name: Any, what: str) -> str:

@@ -9,7 +9,7 @@ from elanus.flight.client_base import ClientBase
 from elanus.flight.client_compat import IndexParams, milvus_description, reject_unknown
 from elanus.flight.client_index import IndexAPI
 from elanus.flight.client_read import ReadAPI
-from elanus.schema import Schema, check_name
+from elanus.schema import DataType, Schema, check_name
 
 
 class CollectionAPI(IndexAPI, ReadAPI):
@@ -137,6 +137,24 @@ class CollectionAPI(IndexAPI, ReadAPI):
         reject_unknown("rename_collection", kwargs)
         body = self._in_db(db, name=old_name, new_name=new_name, new_db=target_db or None)
         self._action("rename_collection", body, timeout=timeout)
+
+    def add_collection_field(
+        self,
+        collection_name: str,
+        field_name: str,
+        data_type: DataType | str,
+        desc: str = "",
+        timeout: float | None = None,
+        *,
+        db: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Add a scalar field to a collection that may hold rows (Milvus 2.6): it must be
+        ``nullable=True``; rows already there read its ``default_value``, or null. Other
+        keywords as ``Schema.add_field`` takes them (max_length, element_type, ...)."""
+        field = Schema().add_field(field_name, data_type, description=desc, **kwargs).fields[0]
+        body = self._in_db(db, collection=collection_name, field=field.to_dict())
+        self._action("add_collection_field", body, timeout=timeout)
 
     # -- aliases: another name of a collection, accepted wherever a collection is named ---
     def create_alias(

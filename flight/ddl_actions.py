@@ -20,6 +20,7 @@ from elanus.schema import (
     MAX_SHARDS,
     DataType,
     Schema,
+    added_field,
     check_name,
     quick_schema,
 )
@@ -223,6 +224,22 @@ def _rename_collection(b: Body) -> dict[str, Any]:
     if (db, name) == (new_db, new_name):
         raise invalid(f"rename_collection: 'new_name' {new_name!r} is the current name")
     return {"db": db, "name": name, "new_name": new_name, "new_db": new_db}
+
+
+@action(
+    "add_collection_field",
+    "Add a nullable scalar field to an existing collection (Milvus 2.6); rows already there "
+    "read its default_value, or null. Body: collection, field. Result: collection_id, "
+    "field_id, version.",
+    ("collection", "field"),
+    privilege="AddCollectionField",
+    ddl=True,
+    run=_apply("collection.add_field"),
+)
+def _add_collection_field(b: Body) -> dict[str, Any]:
+    db, collection = check_db(b), check_named(b, "collection", "collection")
+    field = added_field(b.dict("field"))
+    return {"db": db, "collection": collection, "field": field.to_dict()}
 
 
 # -- aliases ------------------------------------------------------------------------------

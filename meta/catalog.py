@@ -19,7 +19,7 @@ from typing import Any
 import duckdb
 
 from elanus.errors import ElanusError, ErrorCode, invalid
-from elanus.schema import DEFAULT_DB, DEFAULT_PARTITION, Schema
+from elanus.schema import DEFAULT_DB, DEFAULT_PARTITION, DYNAMIC_FIELD, MAX_FIELDS, Field, Schema
 
 MAX_PARTITIONS = 1024
 MAX_COLLECTIONS = 65536
@@ -262,6 +262,36 @@ class Catalog:
             [new_name, target_db_id, cid],
         )
         return cid
+
+    # -- schema changes ---------------------------------------------------------------------
+    def with_added_field(self, db: str, name: str, added: Field) -> tuple[int, Schema]:
+        """The collection's schema with ``added`` appended under the next field id and the
+        next schema version; nothing is written (``save_schema`` does, once every node
+        holds the new schema). Refuses a name in use and a schema already full."""
+        cid = self.require_collection(db, name)
+        schema = Schema.from_dict(self.describe_by_id(cid)["schema"])
+        if added.name in {f.name for f in schema.fields} or added.name == DYNAMIC_FIELD:
+            raise invalid(
+                f"add_collection_field: collection {name!r} already has a field named "
+                f"{added.name!r}"
+            )
+        if len(schema.fields) >= MAX_FIELDS:
+            raise ElanusError(
+                ErrorCode.LIMIT_EXCEEDED,
+                f"add_collection_field: collection {name!r} has {len(schema.fields)} fields; "
+                f"the limit is {MAX_FIELDS}, so {added.name!r} cannot be added",
+            )
+        ids = [f.field_id for f in schema.fields if f.field_id is not None]
+        added.field_id = max(ids, default=FIRST_FIELD_ID - 1) + 1
+        schema.fields.append(added)
+        schema.version += 1
+        return cid, schema
+
+    def save_schema(self, collection_id: int, schema: Schema) -> None:
+        self.con.execute(
+            "UPDATE collections SET schema_json = ? WHERE collection_id = ?",
+            [schema.to_json(), collection_id],
+        )
 
     # -- aliases ----------------------------------------------------------------------------
     def _alias_target(self, db: str, alias: str) -> int | None:

@@ -435,6 +435,10 @@ class DataCoord:
         await self.drop_segments(lambda s: s.collection_id == collection_id, ts)
         self._schemas.pop(collection_id, None)
 
+    def forget_schema(self, collection_id: int) -> None:
+        """Its schema changed (a field was added): row-size estimates read it again."""
+        self._schemas.pop(collection_id, None)
+
     async def drop_segments(self, which: Callable[[Segment], bool], ts: int) -> None:
         """Mark segments dropped (their collection or partition went); GC takes the files."""
         async with self._lock:

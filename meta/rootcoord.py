@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from elanus.channels import subjects
 from elanus.consistency import ConsistencyLevel
 from elanus.coordrequests import (
+    AddCollectionField,
     CreateAlias,
     CreateCollection,
     CreateDatabase,
@@ -36,7 +37,7 @@ from elanus.coordrequests import (
 )
 from elanus.errors import ElanusError, invalid
 from elanus.meta.catalog import Catalog
-from elanus.schema import Schema, check_name
+from elanus.schema import Schema, added_field, check_name
 
 if TYPE_CHECKING:
     from elanus.channels.role import RoleHandler
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 INVALIDATE_WAIT_S = 2.0
+NODE_WAIT_S = 10.0
 
 
 class RootCoord:
@@ -65,6 +67,7 @@ class RootCoord:
             "collection.describe": self.describe_collection,
             "collection.list": self.list_collections,
             "collection.rename": self.rename_collection,
+            "collection.add_field": self.add_collection_field,
             "partition.create": self.create_partition,
             "partition.drop": self.drop_partition,
             "partition.has": self.has_partition,
@@ -208,6 +211,43 @@ class RootCoord:
         cid, ts = await self._ddl(req.ts, rename)
         await self._invalidate("collection.rename", db, name, cid, ts)
         return {"collection_id": cid}
+
+    async def add_collection_field(self, req: AddCollectionField) -> dict[str, Any]:
+        """Add a nullable scalar field. Under the DDL lock: check it against the catalog,
+        hand the new schema to every data and query node (they widen their rows and ack),
+        then save it, then expire the proxies' caches: no client can send or ask for the
+        field before every holder of rows knows it. A refusal changes nothing."""
+        added = added_field(req.field)
+        ts = req.ts or self.coord.tso.alloc()
+        db = self.coord.db
+        async with self._ddl_lock:
+            cid, schema = await db.run(
+                lambda con: self._catalog(con).with_added_field(req.db, req.collection, added)
+            )
+            await self._tell_nodes(cid, schema)
+            await db.run(lambda con: self._catalog(con).save_schema(cid, schema))
+        self.coord.data.forget_schema(cid)
+        await self._invalidate("collection.add_field", req.db, req.collection, cid, ts)
+        return {"collection_id": cid, "field_id": added.field_id, "version": schema.version}
+
+    async def _tell_nodes(self, collection_id: int, schema: Schema) -> None:
+        """Every live data and query node takes the schema (nodes that do not hold the
+        collection ignore it). A node that does not answer is only logged: its session
+        is on its way out, and a node that comes back watches with the saved schema."""
+        body = {"collection_id": collection_id, "schema": schema.to_dict()}
+        await self.coord.sessions.poll()
+        targets = [
+            subjects.node(role, s.node_id, "schema")
+            for role in ("datanode", "querynode")
+            for s in self.coord.sessions.of_role(role)
+        ]
+        results = await asyncio.gather(
+            *(self.coord.bus.request(t, body, NODE_WAIT_S) for t in targets),
+            return_exceptions=True,
+        )
+        for target, result in zip(targets, results, strict=True):
+            if isinstance(result, BaseException):
+                log.warning("%s did not take the new schema: %s", target, result)
 
     # -- partitions -------------------------------------------------------------------------
     async def create_partition(self, req: CreatePartition) -> dict[str, Any]:

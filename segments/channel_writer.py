@@ -103,6 +103,7 @@ class ChannelWriter:
         self.schema = Schema.from_dict(spec["schema"])
         self.pk_field = self.schema.primary.name
         self.arrow_schema = storage.segment_schema(self.schema)
+        self.defaults = storage.column_defaults(self.schema)
         checkpoint = spec.get("checkpoint")
         assert node.data_bus is not None
         self.consumer = ChannelConsumer(
@@ -225,10 +226,24 @@ class ChannelWriter:
         batch = pa.RecordBatch.from_arrays(
             [*batch.columns, ts_col], names=[*batch.schema.names, TIMESTAMP_FIELD]
         )
-        batch = storage.conform(batch, self.arrow_schema)  # one schema for every batch
+        # one schema for every batch; one sent before a field was added takes its default
+        batch = storage.conform(batch, self.arrow_schema, self.defaults)
         buf.add(batch, m.batch.column(self.pk_field), m.ts)
         if buf.pending_bytes >= SPILL_BYTES:
             self._start_spill(buf)
+
+    def adopt(self, schema: Schema) -> None:
+        """The collection's newer schema (a field was added): buffered rows widen now,
+        rows already spilled to Lance when the next fragment is appended."""
+        if schema.version <= self.schema.version:
+            return
+        self.schema = schema
+        self.arrow_schema = storage.segment_schema(schema)
+        self.defaults = storage.column_defaults(schema)
+        for buf in self.growing.values():
+            buf.batches = [
+                storage.conform(b, self.arrow_schema, self.defaults) for b in buf.batches
+            ]
 
     def _delete(self, m: DmlMessage) -> None:
         if m.batch is None:
@@ -304,13 +319,15 @@ class ChannelWriter:
         batches, first = buf.take_pending()
         seg_dir = self._seg_dir(buf.partition_id, buf.segment_id)
         previous = buf.spill
-        target = self.arrow_schema
+        target, defaults = self.arrow_schema, self.defaults
 
         async def spill() -> None:
             if previous is not None:
                 await previous
-            table = pa.Table.from_batches(batches)
-            await asyncio.to_thread(storage.write_rows, seg_dir, table, target, first=first)
+            table = pa.Table.from_batches(batches, schema=target)
+            await asyncio.to_thread(
+                storage.write_rows, seg_dir, table, target, first=first, defaults=defaults
+            )
 
         name = f"spill segment {buf.segment_id}"
         buf.spill = self.node.supervisor.spawn(name, spill)  # a failure fails the flush

@@ -12,9 +12,10 @@ from elanus.channels import subjects
 from elanus.channels.bus import Bus
 from elanus.channels.loop import cancel_and_wait
 from elanus.channels.role import Role, RoleHandler
-from elanus.coordrequests import UnwatchChannel, WatchChannel
+from elanus.coordrequests import UnwatchChannel, UpdateSchema, WatchChannel
 from elanus.errors import ElanusError
 from elanus.requests import as_dict
+from elanus.schema import Schema
 from elanus.segments.channel_writer import ChannelWriter
 from elanus.segments.importer import ImportTask, call_coord, finalize
 from elanus.settings import Settings
@@ -40,6 +41,7 @@ class DataNode(Role):
         return {
             "watch": self.watch,
             "unwatch": self.unwatch,
+            "schema": self.update_schema,
             "status": self.status,
             "import.run": self.import_run,
             "import.finalize": self.import_finalize,
@@ -74,6 +76,14 @@ class DataNode(Role):
         if writer is not None:
             await writer.stop()
         return {}
+
+    async def update_schema(self, req: UpdateSchema) -> dict[str, Any]:
+        """A field was added: the writers of the collection's channels take the schema."""
+        schema = Schema.from_dict(req.schema)
+        for writer in self.channels.values():
+            if writer.collection_id == req.collection_id:
+                writer.adopt(schema)
+        return {"version": schema.version}
 
     def _start_import(self, job_id: int, make: Callable[[], Coroutine[Any, Any, None]]) -> None:
         task = self.supervisor.spawn(f"import job {job_id}", make)

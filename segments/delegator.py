@@ -153,6 +153,12 @@ class Delegator:
         states = [s["state"] for s in reply["segments"]]
         return bool(states) and states[0] in (SegmentState.IMPORTING, SegmentState.FLUSHED)
 
+    def adopt(self, schema: Schema) -> None:
+        """The collection's newer schema: growing segments widen, new ones start with it."""
+        self.schema = schema
+        for seg in self.growing.values():
+            seg.adopt(schema)
+
     def _insert(self, m: DmlMessage) -> None:
         if m.segment_id in self.distribution.sealed:
             return  # its rows are already on a worker

@@ -23,6 +23,7 @@ from elanus.expr import Expr
 from elanus.expr.textmatch import TextIndexes
 from elanus.index.kernels import VectorIndexExact
 from elanus.schema import TIMESTAMP_FIELD, Schema
+from elanus.segments import storage
 from elanus.segments.visibility import RowVersions
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -81,13 +82,23 @@ class MemSegment:
     # -- changes ----------------------------------------------------------------------------
     def append(self, rows: pa.Table) -> None:
         """Rows of a growing segment (with ``_ts``); indexed again on the next read."""
-        rows = rows.select(self.table.schema.names).cast(self.table.schema)
+        # rows sent before a field was added lack it: they take its default (or null)
+        rows = storage.conform(rows, self.table.schema, storage.column_defaults(self.schema))
         with self._guard:
             self._pending.append(rows)
             self.versions.append(
                 rows.column(self.pk_field).combine_chunks(),
                 rows.column(TIMESTAMP_FIELD).to_numpy(),
             )
+
+    def adopt(self, schema: Schema) -> None:
+        """Take the collection's newer schema (a field was added): the rows held read the
+        new field's default, or null. Row positions, keys and indexes stay as they are."""
+        with self._guard:
+            self._settle()
+            target = schema.to_arrow(with_ts=True)
+            self.table = storage.conform(self.table, target, storage.column_defaults(schema))
+            self.schema = schema
 
     def delete(self, pks: pa.Array, ts: np.ndarray | int) -> int:
         with self._guard:

@@ -5,6 +5,7 @@ search runs on its caller's thread with no event-loop hop."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -13,6 +14,7 @@ import numpy as np
 from elanus.channels import subjects
 from elanus.channels.bus import Bus, blocking
 from elanus.channels.role import Role, RoleHandler
+from elanus.coordrequests import UpdateSchema
 from elanus.errors import ElanusError, ErrorCode
 from elanus.expr import Expr, parse_cached
 from elanus.index.kernels import stop_faiss_interrupt_checks
@@ -64,6 +66,7 @@ class QueryNode(Role):
             "sync": self.sync,
             "release_collection": self.release_collection,
             "status": self.status,
+            "schema": self.update_schema,
             "search": self.search,
             "query": self.query,
             "count": self.count,
@@ -115,6 +118,20 @@ class QueryNode(Role):
         if d is not None:
             await d.stop()
         return {}
+
+    async def update_schema(self, req: UpdateSchema) -> dict[str, Any]:
+        """A field was added to a collection: what this node holds of it takes the new
+        schema before any proxy lets clients use the field (a stale copy is ignored)."""
+        schema = Schema.from_dict(req.schema)
+        held = self.schemas.get(req.collection_id)
+        if held is None or held.version >= schema.version:
+            return {"version": held.version if held else None}
+        self.schemas[req.collection_id] = schema
+        for d in self.delegators.values():
+            if d.collection_id == req.collection_id:
+                d.adopt(schema)
+        await asyncio.to_thread(self.worker.adopt, req.collection_id, schema)
+        return {"version": schema.version}
 
     def _delegator(self, vchannel: str) -> Delegator:
         d = self.delegators.get(vchannel)
@@ -177,7 +194,11 @@ class QueryNode(Role):
 
     # -- worker -----------------------------------------------------------------------------
     async def worker_load(self, req: LoadSegments) -> dict[str, Any]:
-        schema = self.schemas.setdefault(req.collection_id, Schema.from_dict(req.schema))
+        schema = Schema.from_dict(req.schema)
+        held = self.schemas.get(req.collection_id)
+        if held is not None and held.version >= schema.version:
+            schema = held  # one schema object per collection; the newer one
+        self.schemas[req.collection_id] = schema
         loaded = await self.worker.load(req.collection_id, schema, req.segments)
         return {"loaded": loaded, "rows": self.worker.rows(loaded)}
 

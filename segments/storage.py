@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import lance
 import numpy as np
@@ -33,12 +33,19 @@ def segment_schema(schema: Schema, *, with_ts: bool = True) -> pa.Schema:
     return schema.to_arrow(with_ts=with_ts)
 
 
-def conform(rows: Rows, target: pa.Schema) -> Rows:
+def column_defaults(schema: Schema) -> dict[str, Any]:
+    """What rows written before a field existed read for it: its ``default_value`` (a
+    field added with one, as Milvus 2.6 has it); fields without one read null."""
+    return {f.name: f.default_value for f in schema.fields if f.default_value is not None}
+
+
+def conform(rows: Rows, target: pa.Schema, defaults: dict[str, Any] | None = None) -> Rows:
     """``rows`` with exactly ``target``'s columns, in its order, types and nullability.
 
     Columns ``target`` lacks are left out; a nullable column ``rows`` lacks (a segment
-    written before the field existed) comes as nulls. Raises when a column cannot be cast
-    (a null in a not-null column, a type that does not convert)."""
+    written before the field existed) comes as its value in ``defaults``, else as nulls.
+    Raises when a column cannot be cast (a null in a not-null column, a type that does
+    not convert)."""
     names = rows.schema.names
     if names == target.names and rows.schema.equals(target, check_metadata=True):
         return rows
@@ -47,8 +54,9 @@ def conform(rows: Rows, target: pa.Schema) -> Rows:
         if f.name in names:
             columns.append(rows.column(f.name))
         elif f.nullable:
-            nulls = pa.nulls(rows.num_rows, f.type)
-            columns.append(nulls if isinstance(rows, pa.RecordBatch) else pa.chunked_array([nulls]))
+            filled = _filled(rows.num_rows, f, (defaults or {}).get(f.name))
+            whole = isinstance(rows, pa.RecordBatch)
+            columns.append(filled if whole else pa.chunked_array([filled]))
         else:
             raise ElanusError(
                 ErrorCode.INTERNAL, f"segment rows have no column {f.name!r} and it is not null"
@@ -62,6 +70,12 @@ def conform(rows: Rows, target: pa.Schema) -> Rows:
         ) from None
 
 
+def _filled(n: int, f: pa.Field, value: Any) -> pa.Array:
+    if value is None:
+        return pa.nulls(n, f.type)
+    return pa.repeat(pa.scalar(value, f.type), n)
+
+
 def write_segment(seg_dir: Path, table: pa.Table, schema: Schema) -> Path:
     """Write (or rewrite, on replay after a crash) the segment's rows and its pk stats."""
     path = write_rows(seg_dir, table, segment_schema(schema), first=True)
@@ -69,15 +83,42 @@ def write_segment(seg_dir: Path, table: pa.Table, schema: Schema) -> Path:
     return path
 
 
-def write_rows(seg_dir: Path, table: pa.Table, target: pa.Schema, *, first: bool) -> Path:
+def write_rows(
+    seg_dir: Path,
+    table: pa.Table,
+    target: pa.Schema,
+    *,
+    first: bool,
+    defaults: dict[str, Any] | None = None,
+) -> Path:
     """Rows, conformed to ``target`` (``segment_schema``), into the segment's Lance dataset:
     ``first`` starts it over (a replay after a crash rewrites it from the start), later
     calls add fragments."""
     seg_dir.mkdir(parents=True, exist_ok=True)
     path = layout.data_path(seg_dir)
-    table = conform(table, target)
+    table = conform(table, target, defaults)
+    if not first:
+        widen(path, target, defaults)
     lance.write_dataset(table, str(path), mode="overwrite" if first else "append")
     return path
+
+
+def widen(path: Path, target: pa.Schema, defaults: dict[str, Any] | None = None) -> None:
+    """Give a dataset the columns of ``target`` it lacks (a field was added while the
+    segment was being written), filled with their default or null, so the next fragment
+    appends with the same schema. The columns it has stay untouched."""
+    ds = lance.dataset(str(path))
+    missing = [f for f in target if f.name not in ds.schema.names]
+    if not missing:
+        return
+    out = pa.schema(missing)
+
+    @lance.batch_udf(output_schema=out)
+    def fill(batch: pa.RecordBatch) -> pa.RecordBatch:
+        cols = [_filled(batch.num_rows, f, (defaults or {}).get(f.name)) for f in missing]
+        return pa.record_batch(cols, schema=out)
+
+    ds.add_columns(fill, read_columns=[ds.schema.names[0]])
 
 
 def set_import_ts(seg_dir: Path, ts: int) -> None:
@@ -134,7 +175,7 @@ def read_segment(seg_dir: Path, schema: Schema) -> pa.Table:
     """A segment's rows in the collection's segment schema, whichever writer (or older
     version) wrote them."""
     table = lance.dataset(str(layout.data_path(seg_dir))).to_table()
-    return conform(table, segment_schema(schema))
+    return conform(table, segment_schema(schema), column_defaults(schema))
 
 
 def load_pk_stats(seg_dir: Path) -> PkStats | None:

@@ -115,6 +115,13 @@ class Worker:
             if cid == collection_id:
                 self.segments[sid].detach_index(field)
 
+    def adopt(self, collection_id: int, schema: Schema) -> None:
+        """The collection's newer schema for every segment of it held here."""
+        for sid, cid in list(self.collection_of.items()):
+            seg = self.segments.get(sid)
+            if cid == collection_id and seg is not None:
+                seg.adopt(schema)
+
     def release(self, segment_ids: list[int]) -> None:
         for sid in segment_ids:
             self.segments.pop(sid, None)

@@ -73,12 +73,19 @@ def read_sealed(
             f"the files of segment {ticket['sealed']['segment_id']} are gone (compacted and "
             "collected since the read plan, older than gc_delay_s); read again",
         )
-    scanner = lance.dataset(str(path)).scanner(
-        columns=needed, filter=f"{TIMESTAMP_FIELD} <= {ts}", batch_size=batch_size
+    ds = lance.dataset(str(path))
+    scanner = ds.scanner(
+        columns=[c for c in needed if c in ds.schema.names],  # added fields: filled below
+        filter=f"{TIMESTAMP_FIELD} <= {ts}",
+        batch_size=batch_size,
     )
+    stored = storage.segment_schema(schema)
+    target = pa.schema([stored.field(c) for c in needed])
+    defaults = storage.column_defaults(schema)
     for batch in scanner.to_batches():
         if batch.num_rows == 0:
             continue
+        batch = storage.conform(batch, target, defaults)
         keep = pa.array(~deleted_mask(batch.column(pk), batch.column(TIMESTAMP_FIELD), removed, ts))
         if expr is not None:
             keep = pc.and_(keep, expr.evaluate(batch))

@@ -89,6 +89,9 @@ BASE: dict[str, dict[str, Any]] = {
     "describe_collection": {"name": MAIN},
     "list_collections": {},
     "rename_collection": {"name": ABSENT, "new_name": "fz_absent2"},
+    "add_collection_field": {
+        "collection": ABSENT, "field": {"name": "fz_added", "type": "Int64", "nullable": True},
+    },
     "create_partition": {"collection": ABSENT, "partition": "p1"},
     "drop_partition": {"collection": ABSENT, "partition": "p1"},
     "has_partition": {"collection": MAIN, "partition": "_default"},
@@ -196,7 +199,7 @@ _KEYS_BY_KIND = {
         expected_rows offset group_size guarantee_timestamp as_of snapshot_ts""",
     "float": "seconds wait_s",
     "bool": "auto_id retry_failed ok upsert strict_group_size force_drop",
-    "dict": "schema properties params filter_params options search_params ranker",
+    "dict": "schema properties params filter_params options search_params ranker field",
     "list": "files ids segment_ids parts partition_names data output_fields columns reqs",
 }
 KINDS: dict[str, str] = {

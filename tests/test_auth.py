@@ -199,6 +199,12 @@ CASES = [
          lambda c, t: c.list_partitions("c")),
     Case("HasPartition", "has_partition", lambda t: {"collection": "c", "partition": "_default"},
          lambda c, t: c.has_partition("c", "_default")),
+    Case("AddCollectionField", "add_collection_field",
+         lambda t: {"collection": f"af_{t}",
+                    "field": {"name": "extra", "type": "Int64", "nullable": True}},
+         lambda c, t: c.add_collection_field(f"af_{t}", "extra", "Int64", nullable=True),
+         _create("af"),
+         lambda root, t: root.describe_collection(f"af_{t}")["schema"]),
     # User
     Case("UpdateUser", "update_password",
          lambda t: {"user_name": f"pw_{t}", "new_password": "changed-pw"},
