@@ -12,7 +12,7 @@ the mixins themselves, so a new method is listed where it is written:
   ``PartitionAPI``, ``DatabaseAPI``)
 - write: ``client_write.WriteAPI``; bulk import and staged writes:
   ``client_import.ImportAPI``
-- read: ``client_read.ReadAPI``
+- read: ``client_read.ReadAPI``; paging iterators: ``client_iterators.IteratorAPI``
 - indexes and index builders: ``client_index`` (``IndexAPI``, ``BuilderAPI``)
 - users and roles: ``client_auth.AuthAPI``
 - cluster: ``client_admin.AdminAPI``; connection: ``client_base.ClientBase``
@@ -26,12 +26,22 @@ from elanus.flight.client_base import ClientBase
 from elanus.flight.client_ddl import CollectionAPI, DatabaseAPI, PartitionAPI
 from elanus.flight.client_import import ImportAPI
 from elanus.flight.client_index import BuilderAPI
+from elanus.flight.client_iterators import IteratorAPI
 from elanus.flight.client_write import ATOMIC_LIMIT_BYTES, DEFAULT_BATCH_BYTES
 
 __all__ = ["ATOMIC_LIMIT_BYTES", "DEFAULT_BATCH_BYTES", "Client", "ClientBase"]
 
 
-class Client(CollectionAPI, PartitionAPI, DatabaseAPI, ImportAPI, BuilderAPI, AuthAPI, AdminAPI):
+class Client(
+    CollectionAPI,
+    PartitionAPI,
+    DatabaseAPI,
+    ImportAPI,
+    BuilderAPI,
+    AuthAPI,
+    AdminAPI,
+    IteratorAPI,
+):
     """``Client("grpc://host:8815")``; methods mirror pymilvus's ``MilvusClient``."""
 
 
