@@ -14,6 +14,7 @@ client.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from typing import Any
 
@@ -102,7 +103,8 @@ class IteratorAPI(ReadAPI):
     ) -> QueryIterator:
         """Pages of rows in primary-key order, all read at the first page's timestamp, so
         results of any size stream without holding them all (pymilvus's query_iterator:
-        ``next()`` until it returns ``[]``, or iterate it). ``limit=-1``: every row."""
+        ``next()`` until it returns ``[]``, or iterate it). ``limit=-1``: every row. The
+        first page is read here, so a bad request fails here."""
         reject_unknown("query_iterator", kwargs)
         rows = _check_paging("query_iterator", batch_size, limit)
         pages = self._row_pages(
@@ -117,7 +119,7 @@ class IteratorAPI(ReadAPI):
             consistency_level,
             db,
         )
-        return QueryIterator(pages)
+        return QueryIterator(_started(pages))
 
     def _row_pages(
         self,
@@ -291,6 +293,13 @@ class IteratorAPI(ReadAPI):
                 left -= len(hits)
             if len(hits) < size:
                 return
+
+
+def _started(pages: Iterator[list[dict[str, Any]]]) -> Iterator[list[dict[str, Any]]]:
+    """The pages with the first one already read: as in pymilvus, a bad request fails at
+    the call that makes the iterator, and the snapshot is taken there."""
+    first = next(pages, None)
+    return iter(()) if first is None else itertools.chain([first], pages)
 
 
 def _rounded(

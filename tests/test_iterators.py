@@ -237,6 +237,36 @@ def test_walk_with_an_hnsw_index(stack: Stack, client: Client) -> None:
     check_walk(pages, rows.pks, distances("L2", rows.vectors, q), "L2")
 
 
+def test_varchar_keys_many_ties_and_a_partition(client: Client) -> None:
+    """40 distinct vectors, each held by 10 rows with string keys, in two partitions: pages
+    of 7 break nearly every run of ties."""
+    rng = np.random.default_rng(12)
+    base = rng.standard_normal((40, DIM)).astype(np.float32)
+    x = np.repeat(base, 10, axis=0)
+    keys = [f"k{i:03d}" for i in range(len(x))]
+    in_p1 = np.arange(len(x)) % 3 == 0
+    schema = Schema().add_field("key", DataType.VARCHAR, is_primary=True, max_length=8)
+    schema.add_field("vector", DataType.FLOAT_VECTOR, dim=DIM)
+    client.create_collection("ties", schema=schema, num_shards=2)
+    client.create_partition("ties", "p1")
+    for part, mask in (("_default", ~in_p1), ("p1", in_p1)):
+        chosen = np.nonzero(mask)[0]
+        rows = {"key": [keys[i] for i in chosen], "vector": x[chosen]}
+        client.insert("ties", rows, partition_name=part)
+    client.load_collection("ties")
+    q = rng.standard_normal(DIM).astype(np.float32)
+    params = {"metric_type": "L2"}
+    pages = walk(
+        client.search_iterator("ties", [q], 7, search_params=params, consistency_level=STRONG)
+    )
+    assert [len(p) for p in pages] == page_sizes(400, 7)
+    check_walk(pages, np.array(keys), distances("L2", x, q), "L2")
+    only = walk(
+        client.search_iterator("ties", [q], 7, partition_names=["p1"], search_params=params)
+    )
+    check_walk(only, np.array(keys)[in_p1], distances("L2", x[in_p1], q), "L2")
+
+
 # -- walks while rows change ----------------------------------------------------------------
 
 
@@ -367,7 +397,10 @@ def test_bad_inputs_get_clear_errors(client: Client) -> None:
     with pytest.raises(ElanusError) as exc:
         client.search_iterator("no_such_collection", [q])
     assert exc.value.code is ErrorCode.COLLECTION_NOT_FOUND
-    for kwargs in ({"batch_size": 0}, {"limit": -5}):
-        with pytest.raises(ElanusError) as exc:
+    for kwargs in ({"batch_size": 0}, {"limit": -5}, {"output_fields": ["nope"]}):
+        with pytest.raises(ElanusError) as exc:  # at the call, not at the first next()
             client.query_iterator("walk_l2", **kwargs)
         assert exc.value.code is bad
+    with pytest.raises(ElanusError) as exc:
+        client.query_iterator("no_such_collection")
+    assert exc.value.code is ErrorCode.COLLECTION_NOT_FOUND
