@@ -27,10 +27,10 @@ MAX_BATCH_SIZE = 16384  # Milvus's (and the search action's) largest page
 FAR = 3.0e38  # a radius every finite float32 distance lies inside
 TIE_TOLERANCE = 1e-5
 """Relative slack on a page's boundary distance. A row's distance is recomputed on every
-page; if its segment changed kernel meanwhile (a growing segment flushed, a segment
-compacted) it can move by a few float32 ulps. The next page starts this much before the
-boundary and leaves out every returned key within it, so such a drift cannot drop a row or
-repeat one."""
+page; if its segment changed meanwhile (a growing segment flushed, a segment compacted)
+the product that computes it can round differently, by a few float32 ulps. The next page
+starts this much before the boundary and leaves out every returned key within it, so such
+a drift cannot drop a row or repeat one."""
 SEEN = "__elanus_iter_seen"  # the filter parameter holding the keys already returned
 
 
