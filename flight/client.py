@@ -12,7 +12,8 @@ the mixins themselves, so a new method is listed where it is written:
   ``PartitionAPI``, ``DatabaseAPI``)
 - write: ``client_write.WriteAPI``; bulk import and staged writes:
   ``client_import.ImportAPI``
-- read: ``client_read.ReadAPI``; hybrid search: ``client_hybrid.HybridAPI``
+- read: ``client_read.ReadAPI``; hybrid search: ``client_hybrid.HybridAPI``; paging
+  iterators: ``client_iterators.IteratorAPI``
 - indexes and index builders: ``client_index`` (``IndexAPI``, ``BuilderAPI``)
 - users and roles: ``client_auth.AuthAPI``
 - cluster: ``client_admin.AdminAPI``; connection: ``client_base.ClientBase``
@@ -27,6 +28,7 @@ from elanus.flight.client_ddl import CollectionAPI, DatabaseAPI, PartitionAPI
 from elanus.flight.client_hybrid import HybridAPI
 from elanus.flight.client_import import ImportAPI
 from elanus.flight.client_index import BuilderAPI
+from elanus.flight.client_iterators import IteratorAPI
 from elanus.flight.client_write import ATOMIC_LIMIT_BYTES, DEFAULT_BATCH_BYTES
 
 __all__ = ["ATOMIC_LIMIT_BYTES", "DEFAULT_BATCH_BYTES", "Client", "ClientBase"]
@@ -41,6 +43,7 @@ class Client(
     BuilderAPI,
     AuthAPI,
     AdminAPI,
+    IteratorAPI,
 ):
     """``Client("grpc://host:8815")``; methods mirror pymilvus's ``MilvusClient``."""
 

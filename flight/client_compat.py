@@ -1,5 +1,5 @@
 """pymilvus-shaped pieces of the SDK that are not calls: index parameter lists, the
-``describe_collection`` view a ``MilvusClient`` user reads, the query iterator object,
+``describe_collection`` view a ``MilvusClient`` user reads, the iterator objects,
 and the check that turns a keyword Elanus does not know into a named error.
 
 Pure: no Flight, so the CLI and tests can use these without a server.
@@ -127,3 +127,8 @@ class QueryIterator:
     def __iter__(self) -> Iterator[list[dict[str, Any]]]:
         while page := self.next():
             yield page
+
+
+class SearchIterator(QueryIterator):
+    """pymilvus's search iterator: ``next()`` gives the next page of hits (``{"id",
+    "distance", "entity"}``, best first; ``[]`` once done) and ``close()`` ends it."""

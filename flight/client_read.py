@@ -1,5 +1,6 @@
 """The read half of the SDK (mixed into ``Client``): load and release, search, query,
-get, paging iterators, and snapshot read plans for parallel readers."""
+get, and snapshot read plans for parallel readers (the paging iterators build on it in
+``client_iterators``)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pyarrow.flight as flight
 from elanus.consistency import ConsistencyLevel
 from elanus.errors import ElanusError, ErrorCode
 from elanus.flight.client_base import ClientBase
-from elanus.flight.client_compat import QueryIterator, reject_unknown
+from elanus.flight.client_compat import reject_unknown
 from elanus.flight.wire import decode_body, encode_json, from_flight_error
 
 
@@ -321,91 +322,3 @@ class ReadAPI(ClientBase):
         reject_unknown("get_collection_stats", kwargs)
         body = self._in_db(db, collection=collection_name)
         return self._action("get_collection_stats", body, timeout=timeout)
-
-    def query_iterator(
-        self,
-        collection_name: str,
-        batch_size: int = 1000,
-        limit: int | None = -1,
-        filter: str = "",
-        output_fields: list[str] | None = None,
-        partition_names: list[str] | None = None,
-        timeout: float | None = None,
-        *,
-        filter_params: dict[str, Any] | None = None,
-        consistency_level: str | None = None,
-        db: str | None = None,
-        **kwargs: Any,
-    ) -> QueryIterator:
-        """Pages of rows in primary-key order, all read at the first page's timestamp, so
-        results of any size stream without holding them all (pymilvus's query_iterator:
-        ``next()`` until it returns ``[]``, or iterate it). ``limit=-1``: every row."""
-        reject_unknown("query_iterator", kwargs)
-        if batch_size < 1:
-            raise ElanusError(ErrorCode.INVALID_ARGUMENT, "batch_size must be at least 1")
-        pages = self._pages(
-            collection_name,
-            batch_size,
-            None if limit is None or limit < 0 else limit,
-            filter,
-            output_fields,
-            partition_names,
-            timeout,
-            filter_params,
-            consistency_level,
-            db,
-        )
-        return QueryIterator(pages)
-
-    def _pages(
-        self,
-        collection_name: str,
-        batch_size: int,
-        limit: int | None,
-        filter: str,
-        output_fields: list[str] | None,
-        partition_names: list[str] | None,
-        timeout: float | None,
-        filter_params: dict[str, Any] | None,
-        consistency_level: str | None,
-        db: str | None,
-    ) -> Iterator[list[dict[str, Any]]]:
-        schema = self._schema_of(collection_name, db)
-        pk = schema.primary.name
-        fields = list(output_fields or [pk])
-        if pk not in fields:
-            fields.append(pk)
-        base = f"({filter})" if filter else ""
-        params = dict(filter_params or {})
-        last: Any = None
-        as_of: int | None = None
-        left = limit
-        while left is None or left > 0:
-            size = batch_size if left is None else min(batch_size, left)
-            expr = base
-            if last is not None:
-                params["__after"] = last
-                expr = f"{base} and {pk} > {{__after}}" if base else f"{pk} > {{__after}}"
-            body = self._in_db(
-                db,
-                collection=collection_name,
-                output_fields=fields,
-                limit=size,
-                filter=expr or f"{pk} == {pk}",
-            )
-            if params:
-                body["filter_params"] = params
-            body = self._read_options(
-                body, consistency_level if as_of is None else None, None, as_of, partition_names
-            )
-            reply = self._action("query", body, timeout=timeout)
-            rows = reply["rows"]
-            if not rows:
-                return
-            as_of = as_of or int(reply["ts"])
-            last = rows[-1][pk]
-            yield rows
-            if left is not None:
-                left -= len(rows)
-            if len(rows) < size:
-                return

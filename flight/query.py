@@ -240,7 +240,9 @@ class QueryService:
 
     def _answer(self, plan: SearchPlan, data: Any) -> dict[str, Any]:
         merged, read_ts = self.run_search(plan, data)
-        return {"results": _shape_hits(merged, plan.outputs, plan.info.schema), "ts": read_ts}
+        # The metric tells a client which way "farther" lies (search iterators page by it).
+        results = _shape_hits(merged, plan.outputs, plan.info.schema)
+        return {"results": results, "ts": read_ts, "metric_type": plan.metric}
 
     def prepare_search(
         self, info: CollectionInfo, request: dict[str, Any], generation: int = -1

@@ -54,6 +54,13 @@ def script(client: Any, data_type: Any) -> dict[str, Any]:
     while page := it.next():
         out["pages"].append([r["id"] for r in page])
     it.close()
+    out["hit_pages"] = []
+    hits = client.search_iterator("shape", [[1.0] * 4], 2, "f >= 0", -1, ["f"])
+    while page := hits.next():
+        out["hit_pages"].append(
+            [(h["id"], round(h["distance"], 4), h["entity"]["f"]) for h in page]
+        )
+    hits.close()
     return out
 
 
@@ -102,6 +109,7 @@ def normalise(out: dict[str, Any]) -> dict[str, Any]:
         "indexes": out["indexes"],
         "index": {k: index[k] for k in ("index_type", "metric_type", "field_name", "index_name")},
         "pages": out["pages"],
+        "hit_pages": out["hit_pages"],
     }
 
 
@@ -122,6 +130,7 @@ def test_a_milvus_client_script_gives_milvus_answers(stack: Stack, tmp_path: Pat
     # documented answer from Milvus 2.3.2 on is {"delete_count": n}: Elanus follows the docs.
     assert ours["delete"]["delete_count"] == 1
     assert normalise(ours)["pages"] == [[0, 1], [2, 3]]
+    assert [[h[0] for h in p] for p in normalise(ours)["hit_pages"]] == [[1, 0], [2, 3]]
 
 
 def test_query_and_get_rows_are_shaped_as_milvus_rows(stack: Stack, tmp_path: Path) -> None:
@@ -210,7 +219,7 @@ def test_shared_methods_take_pymilvus_parameters_in_pymilvus_order() -> None:
         "has_partition", "insert", "list_collections", "list_databases", "list_indexes",
         "list_partitions", "load_collection", "load_partitions", "prepare_index_params",
         "query", "query_iterator", "release_collection", "rename_collection", "search",
-        "upsert", "use_database", "using_database", "close",
+        "search_iterator", "upsert", "use_database", "using_database", "close",
     }  # fmt: skip
     assert expected <= set(shared), sorted(expected - set(shared))
     wrong = {}
