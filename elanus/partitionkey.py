@@ -15,9 +15,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from elanus.errors import invalid
+from elanus.errors import ElanusError, ErrorCode, invalid
+from elanus.expr.cache import parse_cached
+from elanus.expr.keypins import pinned_values
 from elanus.pkhash import hash_pks
-from elanus.schema import DEFAULT_PARTITION, DataType, Field
+from elanus.schema import DEFAULT_PARTITION, DataType, Field, Schema
 
 DEFAULT_NUM_PARTITIONS = 16
 """Milvus's default when a collection has a partition key and names no count."""
@@ -64,11 +66,60 @@ def partitions_of_values(field: Field, values: Iterable[Any], num_partitions: in
     return set(partition_index(array, num_partitions).tolist()) if len(array) else set()
 
 
-def key_partition_ids(partitions: dict[str, int]) -> list[int] | None:
-    """A collection's partition ids in routing order (index i is ``_default_i``), or None
-    if its partitions are not a partition key collection's."""
-    n = len(partitions)
-    names = key_partition_names(n)
-    if not n or any(name not in partitions for name in names):
+def key_partition_ids(partitions: dict[str, int], collection: str) -> list[int]:
+    """A partition key collection's partition ids in routing order (index i is
+    ``_default_i``), from its name -> id map."""
+    names = key_partition_names(len(partitions))
+    missing = [n for n in names if n not in partitions]
+    if not partitions or missing:
+        raise ElanusError(
+            ErrorCode.INTERNAL,
+            f"collection {collection!r} has a partition key but its partitions are not "
+            f"{names[0] if names else '_default_0'}..: {', '.join(sorted(partitions))}",
+        )
+    return [partitions[n] for n in names]
+
+
+def split_by_partition(
+    table: pa.Table, field: Field, partition_ids: list[int]
+) -> list[tuple[int, pa.Table]]:
+    """``table``'s rows grouped by the partition their key hashes to, in row order within
+    each group; partitions without rows are left out."""
+    index = partition_index(table.column(field.name), len(partition_ids))
+    order = np.argsort(index, kind="stable")
+    counts = np.bincount(index, minlength=len(partition_ids))
+    ordered = table.take(pa.array(order))
+    out, offset = [], 0
+    for i, n in enumerate(counts.tolist()):
+        if n:
+            out.append((partition_ids[i], ordered.slice(offset, n)))
+        offset += n
+    return out
+
+
+def partition_name_refused(collection: str, key: Field, doing: str) -> ElanusError:
+    """Milvus's refusal of a partition name where a partition key decides the partition."""
+    return invalid(
+        f"{doing} cannot name a partition of collection {collection!r}: it has a partition "
+        f"key ({key.name!r}), so rows go to partitions by the key's value (filter on "
+        f"{key.name!r} to narrow a read)"
+    )
+
+
+def read_partitions(
+    schema: Schema,
+    partitions: dict[str, int],
+    collection: str,
+    text: str | None,
+    params: dict[str, Any] | None,
+) -> list[int] | None:
+    """The partitions a read with filter ``text`` must visit in a partition key collection:
+    those of the key values the filter pins, or None (all) when it pins none."""
+    key = schema.partition_key
+    if key is None or not text:
         return None
-    return [partitions[name] for name in names]
+    values = pinned_values(parse_cached(text, schema, params), key)
+    if not values:  # not pinned, or pinned to no value (nothing matches): read all
+        return None
+    ids = key_partition_ids(partitions, collection)
+    return sorted({ids[i] for i in partitions_of_values(key, values, len(ids))})
