@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from conftest import wait_for
+from lite_oracle import lite_answers
 from segment_reader import SEGMENT_COLUMN, read_rows
 
 from elanus import DataType, ElanusError, ErrorCode, Schema
@@ -102,12 +103,14 @@ def _partition_rows(stack: Stack, name: str) -> dict[str, list[int]]:
     clients of a partition key collection, asked of the delegators directly)."""
     query = stack.proxy.query
     info = stack.proxy.dml.collection("default", name)
+    strong = {"as_of": 0, "consistency_level": STRONG, "guarantee_timestamp": 0}
+    guarantee, _ = query._read_at(info, strong)
     out = {}
     for pname, pid in info.partitions.items():
         body = {
             "filter": "id >= 0",
             "params": {},
-            "guarantee_ts": 0,
+            "guarantee_ts": guarantee,
             "ts": 0,
             "partition_ids": [pid],
             "output_fields": ["id"],
@@ -389,3 +392,39 @@ def test_pinned_values_and_partition_counts() -> None:
     index = partition_index(pa.array(["a", "b"]), 4)
     assert got == sorted({100 + i for i in index.tolist()})
     assert read_partitions(schema, parts, "c", "n > 1", {}) is None
+
+
+def test_key_filter_answers_match_milvus_lite(stack: Stack, tmp_path: Path) -> None:
+    """The same rows and key filters in Milvus Lite and Elanus give the same keys. (Lite
+    names its key partitions ``_pk_i`` and takes partition names where Milvus refuses them,
+    so only answers are compared, not partition names or refusals.)"""
+    fields = [
+        {"name": "pk", "type": "INT64", "is_primary": True},
+        {"name": "tenant", "type": "VARCHAR", "max_length": 16, "is_partition_key": True},
+        {"name": "n", "type": "INT64"},
+        {"name": "v", "type": "FLOAT_VECTOR", "dim": 2},
+    ]
+    rows = [{"pk": i, "tenant": f"t{i % 6}", "n": i % 4, "v": [float(i), 1.0]} for i in range(60)]
+    filters = [
+        'tenant == "t1"',
+        'tenant in ["t2", "t5"]',
+        'tenant == "t3" and n > 1',
+        '(tenant == "t0" or tenant == "t4") and pk < 40',
+        'tenant != "t1" and n == 0',
+        'tenant == "nobody"',
+    ]
+    lite = lite_answers(tmp_path, fields, rows, [("filter", f) for f in filters])
+    client = stack.client()
+    schema = Schema()
+    for f in fields:
+        kw = {k: v for k, v in f.items() if k not in ("name", "type")}
+        schema.add_field(f["name"], getattr(DataType, f["type"]), **kw)
+    client.create_collection("lite", schema=schema, num_partitions=4)
+    client.load_collection("lite")
+    client.insert("lite", rows)
+    for text, want in zip(filters, lite, strict=True):
+        got = client.query("lite", text, ["pk"], consistency_level=STRONG)
+        assert sorted(r["pk"] for r in got) == want, text
+    desc = client.describe_collection("lite")
+    (tenant,) = [f for f in desc["fields"] if f["name"] == "tenant"]
+    assert tenant["is_partition_key"] is True and desc["num_partitions"] == 4
