@@ -55,6 +55,8 @@ class CreateCollection:
     consistency_level: str = "Bounded"
     properties: dict[str, Any] = field(default_factory=dict)
     description: str = ""
+    num_partitions: int | None = None
+    """Partitions of a partition key collection (checked by the coord against the schema)."""
     ts: int = 0
 
 

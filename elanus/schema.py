@@ -135,6 +135,7 @@ class Field:
     nullable: bool = False
     default_value: Any = None
     description: str = ""
+    is_partition_key: bool = False
     field_id: int | None = None
     enable_analyzer: bool = False
     analyzer_params: dict[str, Any] | None = None
@@ -154,6 +155,8 @@ class Field:
             d["is_primary"] = True
         if self.auto_id:
             d["auto_id"] = True
+        if self.is_partition_key:
+            d["is_partition_key"] = True
         for key in ("dim", "max_length", "max_capacity"):
             if getattr(self, key) is not None:
                 d[key] = getattr(self, key)
@@ -193,6 +196,7 @@ class Field:
             "enable_analyzer",
             "analyzer_params",
             "enable_match",
+            "is_partition_key",
         }
         unknown = sorted(set(d) - known)
         if unknown:
@@ -214,6 +218,7 @@ class Field:
             nullable=bool(d.get("nullable", False)),
             default_value=d.get("default_value"),
             description=str(d.get("description", "")),
+            is_partition_key=bool(d.get("is_partition_key", False)),
             field_id=_opt_int(d, "field_id"),
             enable_analyzer=bool(d.get("enable_analyzer", False)),
             analyzer_params=d.get("analyzer_params"),
@@ -265,6 +270,8 @@ class Field:
                 raise invalid(f"auto_id needs an Int64 primary key; {self.name!r} is {dt.value}")
         elif self.auto_id:
             raise invalid(f"auto_id is only allowed on the primary key, not on {self.name!r}")
+        if self.is_partition_key:
+            self._check_partition_key()
         if dt in DENSE_FLOAT_TYPES or dt == DataType.BINARY_VECTOR:
             if self.dim is None:
                 raise invalid(f"vector field {self.name!r} needs a 'dim'")
@@ -323,6 +330,19 @@ class Field:
             raise invalid(f"field {self.name!r}: analyzer_params need enable_analyzer")
         if self.enable_analyzer:
             check_params(self.analyzer_params, self.name)  # kept as given, as Milvus echoes it
+
+    def _check_partition_key(self) -> None:
+        """Milvus's rules: rows are routed by the key's hash, so it is an Int64 or VarChar
+        value every row has, and not the primary key (that is already hashed to shards)."""
+        if self.is_primary:
+            raise invalid(f"the partition key field {self.name!r} cannot be the primary key")
+        if self.dtype not in (DataType.INT64, DataType.VARCHAR):
+            raise invalid(
+                f"partition key field {self.name!r} must be Int64 or VarChar, "
+                f"not {self.dtype.value}"
+            )
+        if self.nullable:
+            raise invalid(f"partition key field {self.name!r} cannot be nullable")
 
     def _check_default(self) -> None:
         """Milvus's rules for ``default_value``: scalar fields only (not the primary key,
@@ -412,6 +432,11 @@ class Schema:
         raise invalid("schema has no primary key field")
 
     @property
+    def partition_key(self) -> Field | None:
+        """The field rows are routed to partitions by, if the collection has one."""
+        return next((f for f in self.fields if f.is_partition_key), None)
+
+    @property
     def vector_fields(self) -> list[Field]:
         return [f for f in self.fields if f.dtype.is_vector]
 
@@ -483,6 +508,12 @@ class Schema:
             raise invalid(
                 "schema must have exactly one primary key field, found "
                 f"{len(primaries)}" + (f" ({', '.join(primaries)})" if primaries else "")
+            )
+        keys = [f.name for f in self.fields if f.is_partition_key]
+        if len(keys) > 1:
+            raise invalid(
+                f"schema has {len(keys)} partition key fields ({', '.join(keys)}); "
+                "at most one is allowed"
             )
         vectors = self.vector_fields
         if not vectors:

@@ -182,6 +182,8 @@ class RunImport:
     options: dict[str, Any] = field(default_factory=dict)
     max_rows: int
     staged: bool = False
+    partitions: list[dict[str, Any]] = field(default_factory=list)
+    """The collection's partitions (name, partition_id): a partition key routes rows by them."""
 
 
 @request("datanode.import.finalize")

@@ -45,6 +45,7 @@ class CollectionAPI(IndexAPI, ReadAPI):
         *,
         max_length: int | None = None,
         num_shards: int = 1,
+        num_partitions: int | None = None,
         consistency_level: str | ConsistencyLevel = "Bounded",
         properties: dict[str, str] | None = None,
         description: str = "",
@@ -53,7 +54,7 @@ class CollectionAPI(IndexAPI, ReadAPI):
     ) -> dict[str, Any]:
         """Create from a ``Schema`` or by quick setup (``dimension``); returns the description.
         With ``index_params`` the indexes are created and the collection loaded, as pymilvus
-        does."""
+        does. ``num_partitions`` (default 16) applies to a schema with a partition key."""
         reject_unknown("create_collection", kwargs)
         body = self._in_db(
             db,
@@ -63,6 +64,8 @@ class CollectionAPI(IndexAPI, ReadAPI):
             properties=properties or {},
             description=description,
         )
+        if num_partitions is not None:
+            body["num_partitions"] = num_partitions
         if schema is not None:
             body["schema"] = schema.to_dict() if isinstance(schema, Schema) else schema
         if dimension is not None:

@@ -12,6 +12,7 @@ from elanus.consistency import ConsistencyLevel
 from elanus.errors import invalid
 from elanus.flight.actions import Executor, action, check_db, check_named
 from elanus.flight.wire import DEFAULT_DB
+from elanus.partitionkey import check_num_partitions
 from elanus.privileges import OPEN
 from elanus.requests import Body
 from elanus.schema import (
@@ -50,12 +51,14 @@ def _apply(method: str) -> Executor:
 @action(
     "create_collection",
     "Create a collection from a full schema or a quick setup (dimension). Body: name, "
-    "schema | dimension, num_shards, consistency_level, properties, description.",
+    "schema | dimension, num_shards, num_partitions, consistency_level, properties, "
+    "description.",
     (
         "name",
         "schema",
         "dimension",
         "num_shards",
+        "num_partitions",
         "consistency_level",
         "properties",
         "description",
@@ -70,6 +73,9 @@ def _create_collection(b: Body) -> dict[str, Any]:
     properties = _properties(b)
     schema = _schema(b, properties)
     num_shards = b.int("num_shards", 1, lo=1, hi=MAX_SHARDS)
+    num_partitions = check_num_partitions(
+        b.int("num_partitions", None), schema.partition_key is not None
+    )
     try:
         level = ConsistencyLevel.parse(b.str("consistency_level", "Bounded"))
     except ValueError as exc:
@@ -84,6 +90,7 @@ def _create_collection(b: Body) -> dict[str, Any]:
         "name": name,
         "schema": schema.to_dict(),
         "num_shards": num_shards,
+        "num_partitions": num_partitions,
         "consistency_level": level.value,
         "properties": properties,
         "description": description,

@@ -25,6 +25,7 @@ from elanus.errors import ElanusError, ErrorCode
 from elanus.flight.metacache import CollectionInfo
 from elanus.flight.segalloc import SegmentAllocator
 from elanus.flight.timeticker import DmlTracker, TimeTicker
+from elanus.partitionkey import key_partition_ids, partition_name_refused, split_by_partition
 from elanus.requests import Body
 from elanus.schema import DEFAULT_PARTITION
 from elanus.validation import check_unique_across, conform_delete_keys, conform_insert
@@ -38,11 +39,11 @@ ID_BLOCK = 100_000
 
 @dataclass
 class Prepared:
-    """A checked, routed and encoded batch, ready to publish."""
+    """A checked, routed and encoded batch, ready to publish: each piece with the id of
+    the partition it goes to (0: a delete that reaches every partition)."""
 
-    partition_id: int
     pks: pa.Array
-    pieces: list[Piece]
+    pieces: list[tuple[int, Piece]]
     nbytes: int
 
 
@@ -149,7 +150,14 @@ class DmlService:
             return cached
         return self.proxy.run(self.proxy.ddl.collection(db, name))
 
-    def partition_id(self, info: CollectionInfo, partition: str | None) -> int:
+    def partition_id(
+        self, info: CollectionInfo, partition: str | None, doing: str = "a request"
+    ) -> int:
+        """The id of a named partition (``_default`` if None); refused, naming ``doing``,
+        in a partition key collection, where the key decides the partition."""
+        key = info.schema.partition_key
+        if key is not None:
+            raise partition_name_refused(info.name, key, doing)
         name = partition or DEFAULT_PARTITION
         pid = info.partition_id(name)
         if pid is None:
@@ -179,7 +187,9 @@ class DmlService:
         upsert: bool = False,
     ) -> Prepared:
         """Every check, auto ids, routing and encoding: all that can fail on bad input."""
-        pid = self.partition_id(info, partition)
+        key = info.schema.partition_key
+        doing = "an upsert" if upsert else "an insert"
+        pid = self.partition_id(info, partition, doing) if key is None or partition else 0
         limit = self.proxy.settings.max_request_bytes
         table = conform_insert(data, info.schema, upsert=upsert, max_bytes=limit)
         pk = info.schema.primary
@@ -189,10 +199,21 @@ class DmlService:
             position = [f.name for f in info.schema.fields].index(pk.name)
             table = table.add_column(position, pk.arrow_field(), ids)
         pks = table.column(pk.name).combine_chunks()
-        pieces = self.publisher.pieces(MsgType.INSERT, info.vchannels, pks, table)
-        if upsert:
-            pieces = self.publisher.pieces(MsgType.DELETE, info.vchannels, pks) + pieces
-        return Prepared(pid, pks, pieces, table.nbytes)
+        if key is None:
+            parts = [(pid, table)]
+        else:  # each row to the partition its key hashes to (Milvus's partition key)
+            parts = split_by_partition(table, key, key_partition_ids(info.partitions, info.name))
+        pieces = [
+            (p, piece)
+            for p, rows in parts
+            for piece in self.publisher.pieces(
+                MsgType.INSERT, info.vchannels, rows.column(pk.name).combine_chunks(), rows
+            )
+        ]
+        if upsert:  # with a partition key the old row may be in another partition: all
+            deletes = self.publisher.pieces(MsgType.DELETE, info.vchannels, pks)
+            pieces = [(pid, d) for d in deletes] + pieces
+        return Prepared(pks, pieces, table.nbytes)
 
     def insert_all(
         self,
@@ -222,19 +243,19 @@ class DmlService:
 
     def commit(self, info: CollectionInfo, prepared: Prepared) -> DmlResult:
         """Publish a prepared batch; returns once JetStream acknowledged all of it."""
-        ts = self.proxy.run(self._publish(info, prepared.partition_id, prepared.pieces))
+        ts = self.proxy.run(self._publish(info, prepared.pieces))
         return DmlResult(prepared.pks, ts)
 
     def delete(self, info: CollectionInfo, partition: str | None, keys: Any) -> DmlResult:
-        pid = self.partition_id(info, partition) if partition else 0
+        pid = self.partition_id(info, partition, "a delete") if partition else 0
         pks = conform_delete_keys(keys, info.schema)
         pieces = self.publisher.pieces(MsgType.DELETE, info.vchannels, pks)
-        ts = self.proxy.run(self._publish(info, pid, pieces))
+        ts = self.proxy.run(self._publish(info, [(pid, p) for p in pieces]))
         return DmlResult(pks, ts)
 
     # -- the event-loop part ----------------------------------------------------------------
-    async def _publish(self, info: CollectionInfo, partition_id: int, pieces: list[Piece]) -> int:
-        task = self.tracker.begin(pchannel_of(p.vchannel) for p in pieces)
+    async def _publish(self, info: CollectionInfo, pieces: list[tuple[int, Piece]]) -> int:
+        task = self.tracker.begin(pchannel_of(p.vchannel) for _, p in pieces)
         epoch = self.ticker.epoch
         used: list[int] = []
         try:
@@ -242,16 +263,16 @@ class DmlService:
             self.tracker.stamp(task, ts)
             # Place every message before publishing any: a coord that fails half way through
             # must leave nothing of this request in the log.
-            placed: list[tuple[Piece, int]] = []
-            for piece in pieces:
+            placed: list[tuple[int, Piece, int]] = []
+            for partition_id, piece in pieces:
                 if piece.kind is not MsgType.INSERT:
-                    placed.append((piece, 0))
+                    placed.append((partition_id, piece, 0))
                     continue
                 key = (info.collection_id, partition_id, piece.vchannel)
                 where = await self.segments.place(key, piece.rows, ts)
                 used += [segment_id for segment_id, _ in where]
                 cuts = piece.cut([n for _, n in where])
-                placed += [(c, sid) for c, (sid, _) in zip(cuts, where, strict=True)]
+                placed += [(partition_id, c, sid) for c, (sid, _) in zip(cuts, where, strict=True)]
             sends = [
                 (
                     DmlMessage(
@@ -266,7 +287,7 @@ class DmlService:
                     ),
                     piece.payload,
                 )
-                for i, (piece, segment_id) in enumerate(placed)
+                for i, (partition_id, piece, segment_id) in enumerate(placed)
             ]
             await self.publisher.publish(sends, "the write")
             if not self.ticker.lease_held(epoch):

@@ -22,6 +22,8 @@ MAX_DELETE_KEYS = 1_000_000
 def _run_delete(c: Call) -> dict[str, Any]:
     request, dml = c.request, c.proxy.dml
     info = dml.collection(request["db"], request["collection"])
+    if request["partition"]:
+        dml.partition_id(info, request["partition"], "a delete")  # refused by a partition key
     keys = request["ids"]
     if keys is None:  # by filter: the keys it matches now, then delete those
         keys = c.proxy.query.matching_keys(info, request)

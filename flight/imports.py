@@ -27,10 +27,12 @@ from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.flight.metacache import CollectionInfo
 from elanus.flight.putresult import PutAck
 from elanus.importroots import confine, import_roots
+from elanus.partitionkey import key_partition_ids, split_by_partition
 from elanus.states import IMPORT_FINAL, ImportJobState
 from elanus.validation import conform_insert
 
 if TYPE_CHECKING:
+    from elanus.flight.dml import DmlService
     from elanus.flight.proxy import ProxyServer
 
 POLL_S = 0.05
@@ -64,7 +66,7 @@ class ImportService:
             "collection_id": info.collection_id,
             "db": info.db,
             "collection": info.name,
-            "partition_id": dml.partition_id(info, request["partition"]),
+            "partition_id": _job_partition(dml, info, request["partition"], "an import"),
             "units": self._confined(request["units"]),
             "options": request["options"],
         }
@@ -100,7 +102,7 @@ class ImportService:
             "collection_id": info.collection_id,
             "db": info.db,
             "collection": info.name,
-            "partition_id": dml.partition_id(info, None),
+            "partition_id": _job_partition(dml, info, None, "a commit"),
             "units": units,
             "options": {"upsert": request["upsert"], "expected_rows": request["expected_rows"]},
             "write_id": write_id,
@@ -163,10 +165,8 @@ class ImportService:
         """Check each batch as an insert would, then write it to the staging area."""
         dml = self.proxy.dml
         upsert = request["op"] == "upsert"
-        pid = dml.partition_id(info, request["partition"])
-        target = layout.staged_dir(
-            self.storage, request["stage"], request["stage_part"], info.collection_id, pid
-        )
+        pid = _job_partition(dml, info, request["partition"], "a staged write")
+        key = info.schema.partition_key
         limit = self.proxy.settings.max_request_bytes
         pk = info.schema.primary
         self._refuse_aborted(request["stage"])
@@ -177,10 +177,23 @@ class ImportService:
                 ids = pa.array(np.arange(start, start + table.num_rows, dtype=np.int64))
                 position = [f.name for f in info.schema.fields].index(pk.name)
                 table = table.add_column(position, pk.arrow_field(), ids)
-            written = _write_staged(target, table)
-            if request["stage"] in self._aborted:  # aborted while this file was written
-                written.unlink(missing_ok=True)
-                self._refuse_aborted(request["stage"])
+            parts = [(pid, table)]
+            if key is not None:  # one file per partition the rows' keys hash to
+                parts = split_by_partition(
+                    table, key, key_partition_ids(info.partitions, info.name)
+                )
+            for part_id, rows in parts:
+                target = layout.staged_dir(
+                    self.storage,
+                    request["stage"],
+                    request["stage_part"],
+                    info.collection_id,
+                    part_id,
+                )
+                written = _write_staged(target, rows)
+                if request["stage"] in self._aborted:  # aborted while this file was written
+                    written.unlink(missing_ok=True)
+                    self._refuse_aborted(request["stage"])
             writer.write(PutAck(table.column(pk.name).combine_chunks(), 0).encode())
 
     def _refuse_aborted(self, write_id: str) -> None:
@@ -189,6 +202,15 @@ class ImportService:
                 ErrorCode.INVALID_ARGUMENT,
                 f"write {write_id!r} was aborted; start a new write to stage more rows",
             )
+
+
+def _job_partition(dml: DmlService, info: CollectionInfo, partition: str | None, doing: str) -> int:
+    """A job's or staged write's partition: the named one (``_default`` if None). With a
+    partition key a name is refused and rows are routed by key (the data node routes each
+    file's rows; staging splits them), so the job names the first key partition."""
+    if info.schema.partition_key is not None and not partition:
+        return key_partition_ids(info.partitions, info.name)[0]
+    return dml.partition_id(info, partition, doing)
 
 
 def _write_staged(directory: Path, table: pa.Table) -> Path:

@@ -52,6 +52,7 @@ from elanus.flight.searchcheck import (
 )
 from elanus.flight.searchplan import SearchPlan, SearchPlans
 from elanus.grouping import reduce_grouped
+from elanus.partitionkey import partition_name_refused, read_partitions
 from elanus.reduce import reduce_parts
 from elanus.schema import DENSE_FLOAT_TYPES, DataType, Field, Schema
 from elanus.searchrequest import SearchRequest
@@ -85,7 +86,20 @@ class QueryService:
     def _info(self, request: dict[str, Any]) -> CollectionInfo:
         return self.proxy.dml.collection(request["db"], request["collection"])
 
-    def _partition_ids(self, info: CollectionInfo, names: list[str] | None) -> list[int] | None:
+    def _partition_ids(
+        self,
+        info: CollectionInfo,
+        names: list[str] | None,
+        text: str | None = None,
+        params: dict[str, Any] | None = None,
+    ) -> list[int] | None:
+        """The partitions a read visits (None: all): those named, or in a partition key
+        collection those of the key values the filter ``text`` pins (Milvus's pruning)."""
+        key = info.schema.partition_key
+        if key is not None:
+            if names:
+                raise partition_name_refused(info.name, key, "a search or query")
+            return read_partitions(info.schema, info.partitions, info.name, text, params)
         if not names:
             return None
         return [self.proxy.dml.partition_id(info, n) for n in names]
@@ -273,7 +287,9 @@ class QueryService:
             "filter": request["filter"],
             "params": request["filter_params"],
             "output_fields": stored_columns(info.schema, outputs),
-            "partition_ids": self._partition_ids(info, request["partition_names"]),
+            "partition_ids": self._partition_ids(
+                info, request["partition_names"], request["filter"], request["filter_params"]
+            ),
             "search_params": index_params,
             "radius": radius,
             "range_filter": range_filter,
@@ -361,7 +377,7 @@ class QueryService:
             "params": params,
             "guarantee_ts": guarantee,
             "ts": ts,
-            "partition_ids": self._partition_ids(info, request["partition_names"]),
+            "partition_ids": self._partition_ids(info, request["partition_names"], text, params),
         }
         if COUNT in outputs:
             replies = self._fan_out(info, "count", body)

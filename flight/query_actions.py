@@ -75,7 +75,7 @@ def _run_load(c: Call) -> dict[str, Any]:
     body: dict[str, Any] = {"collection_id": info.collection_id}
     names = c.request["partition_names"]
     if names:
-        body["partition_ids"] = [c.proxy.dml.partition_id(info, n) for n in names]
+        body["partition_ids"] = [c.proxy.dml.partition_id(info, n, "a load") for n in names]
     return c.proxy.coord_call("query.load", body)
 
 

@@ -225,7 +225,9 @@ class ReadService:
         info = self._info(request["db"], request["collection"])
         columns, schema = arrow_schema(info.schema, request["columns"])
         query._filter(info, request["filter"], request["filter_params"])
-        pids = query._partition_ids(info, request["partition_names"])
+        pids = query._partition_ids(
+            info, request["partition_names"], request["filter"], request["filter_params"]
+        )
         at = {"as_of": request["snapshot_ts"], "consistency_level": "Strong"}
         ts, _ = query._read_at(info, {**at, "guarantee_timestamp": 0})  # one ts for all shards
         replies = query._fan_out(

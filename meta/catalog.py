@@ -19,6 +19,7 @@ from typing import Any
 import duckdb
 
 from elanus.errors import ElanusError, ErrorCode, invalid
+from elanus.partitionkey import key_partition_names
 from elanus.schema import DEFAULT_DB, DEFAULT_PARTITION, DYNAMIC_FIELD, MAX_FIELDS, Field, Schema
 
 MAX_PARTITIONS = 1024
@@ -125,7 +126,10 @@ class Catalog:
         properties: dict[str, str],
         description: str,
         ts: int,
+        num_partitions: int | None = None,
     ) -> dict[str, Any]:
+        """``num_partitions`` (a partition key collection) makes ``_default_0`` ..
+        ``_default_{n-1}`` instead of ``_default``."""
         db_id = self.db_id(db)
         if self._collection_id(db, name) is not None:
             raise ElanusError(
@@ -162,7 +166,9 @@ class Catalog:
                     "INSERT INTO vchannels VALUES (?, ?, ?, ?)",
                     [cid, shard, vchannel_name(pchannel, cid, shard), pchannel],
                 )
-            self._insert_partition(cid, DEFAULT_PARTITION, ts)
+            names = key_partition_names(num_partitions) if num_partitions else [DEFAULT_PARTITION]
+            for partition in names:
+                self._insert_partition(cid, partition, ts)
             self.con.execute("COMMIT")
         except BaseException:
             self.con.execute("ROLLBACK")
@@ -414,8 +420,20 @@ class Catalog:
         ).fetchone()
         return int(row[0]) if row else None
 
+    def _refuse_partition_key(self, collection_id: int, collection: str, doing: str) -> None:
+        """Milvus fixes a partition key collection's partitions at creation."""
+        row = self.con.execute(
+            "SELECT schema_json FROM collections WHERE collection_id = ?", [collection_id]
+        ).fetchone()
+        if row and Schema.from_dict(json.loads(row[0])).partition_key is not None:
+            raise invalid(
+                f"cannot {doing} collection {collection!r}: it has a partition key field, "
+                "so its partitions are fixed when it is created (rows go to them by key)"
+            )
+
     def create_partition(self, db: str, collection: str, name: str, ts: int) -> int:
         cid = self.require_collection(db, collection)
+        self._refuse_partition_key(cid, collection, "create a partition in")
         if self._partition_id(cid, name) is not None:
             raise ElanusError(
                 ErrorCode.PARTITION_ALREADY_EXISTS,
@@ -430,6 +448,7 @@ class Catalog:
 
     def drop_partition(self, db: str, collection: str, name: str, ts: int) -> tuple[int, int]:
         cid = self.require_collection(db, collection)
+        self._refuse_partition_key(cid, collection, "drop a partition of")
         if name == DEFAULT_PARTITION:
             raise invalid("the _default partition cannot be dropped")
         pid = self._partition_id(cid, name)

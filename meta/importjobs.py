@@ -256,6 +256,7 @@ class ImportManager:
                 "collection_id": job.collection_id,
                 "schema": info["schema"],
                 "vchannels": info["vchannels"],
+                "partitions": info["partitions"],  # a partition key routes rows by them
                 "units": job.units,
                 "options": job.options,
                 "max_rows": max_rows,

@@ -37,6 +37,7 @@ from elanus.coordrequests import (
 )
 from elanus.errors import ElanusError, invalid
 from elanus.meta.catalog import Catalog
+from elanus.partitionkey import check_num_partitions
 from elanus.schema import Schema, added_field, check_name
 
 if TYPE_CHECKING:
@@ -153,6 +154,7 @@ class RootCoord:
         name = check_name(req.name, "collection")
         schema = Schema.from_dict(req.schema)
         schema.validate()
+        num_partitions = check_num_partitions(req.num_partitions, schema.partition_key is not None)
         try:
             level = ConsistencyLevel.parse(req.consistency_level)
         except ValueError as exc:
@@ -171,6 +173,7 @@ class RootCoord:
                 properties=properties,
                 description=req.description,
                 ts=ts,
+                num_partitions=num_partitions,
             )
 
         info, ts = await self._ddl(req.ts, create)

@@ -39,6 +39,7 @@ from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.fileerrors import unknown_columns, without_file_text
 from elanus.filereaders import open_unit, unreadable
 from elanus.importroots import import_roots
+from elanus.partitionkey import key_partition_ids, partition_index
 from elanus.pkhash import shard_of
 from elanus.schema import DYNAMIC_FIELD, PK_COLUMN, Schema
 from elanus.segments import storage
@@ -80,6 +81,13 @@ class ImportTask:
         self.vchannels: list[str] = list(spec["vchannels"])
         self.units: list[dict[str, Any]] = list(spec["units"])
         self.max_rows = int(spec["max_rows"])
+        self.key = self.schema.partition_key
+        self.key_ids: list[int] = []
+        """A partition key collection's partitions in routing order: rows go by key."""
+        if self.key is not None:
+            names = {str(p["name"]): int(p["partition_id"]) for p in spec.get("partitions", [])}
+            self.key_ids = key_partition_ids(names, str(self.collection_id))
+        self._key_rows: list[np.ndarray] = []
         self.staged = bool(spec.get("staged"))
         options = spec.get("options") or {}
         self.upsert = bool(options.get("upsert"))
@@ -175,6 +183,9 @@ class ImportTask:
                 rows += table.num_rows
                 if not self._auto_ids:
                     keys.append(table.column(pk.name).combine_chunks())
+                if self.key is not None:
+                    column = table.column(self.key.name)
+                    self._key_rows.append(partition_index(column, len(self.key_ids)))
                 done = rows / total if total else 0.5
                 self.progress = CHECK_SHARE * (i + min(done, 1.0)) / len(self.units)
             unit_rows.append(rows)
@@ -242,6 +253,9 @@ class ImportTask:
         n = len(pks)
         unit_parts = [int(u["partition_id"]) for u in self.units]
         partitions = np.repeat(np.array(unit_parts, dtype=np.int64), unit_rows)
+        if self.key is not None:  # the partition each row's key hashes to, not its file's
+            rows = np.concatenate(self._key_rows) if self._key_rows else np.zeros(0, np.int64)
+            partitions = np.array(self.key_ids, dtype=np.int64)[rows]
         part_ids, part_index = np.unique(partitions, return_inverse=True)
         nv = len(self.vchannels)
         group = part_index.astype(np.int64) * nv + shard_of(pks, nv)
@@ -329,7 +343,9 @@ class ImportTask:
         """The keys an upsert replaces, for the coord to publish as deletes at commit."""
         path = layout.upsert_keys_path(self.storage, self.job_id)
         path.parent.mkdir(parents=True, exist_ok=True)
-        table = pa.table({PK_COLUMN: plan.pks, "partition_id": pa.array(plan.partitions)})
+        # With a partition key the replaced row may sit in another partition: 0 reaches all.
+        parts = plan.partitions if self.key is None else np.zeros(len(plan.pks), np.int64)
+        table = pa.table({PK_COLUMN: plan.pks, "partition_id": pa.array(parts)})
         tmp = path.with_suffix(".tmp")
         with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
             w.write_table(table)

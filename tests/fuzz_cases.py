@@ -196,7 +196,8 @@ _KEYS_BY_KIND = {
         old_password new_password role_name object_type privilege object_name db_name
         alias""",
     "int": """dimension num_shards max_length count limit build_id version compaction_id job_id
-        expected_rows offset group_size guarantee_timestamp as_of snapshot_ts""",
+        expected_rows offset group_size guarantee_timestamp as_of snapshot_ts
+        num_partitions""",
     "float": "seconds wait_s",
     "bool": "auto_id retry_failed ok upsert strict_group_size force_drop",
     "dict": "schema properties params filter_params options search_params ranker field",

@@ -168,8 +168,8 @@ def test_unknown_keywords_are_refused_by_name(stack: Stack) -> None:
         client.compact("k", is_clustering=True)
     assert err.value.code == ErrorCode.INVALID_ARGUMENT and "'is_clustering'" in err.value.message
     with pytest.raises(ElanusError) as err:
-        client.create_schema().add_field("x", elanus.DataType.INT64, is_partition_key=True)
-    assert err.value.code == ErrorCode.INVALID_ARGUMENT and "is_partition_key" in err.value.message
+        client.create_schema().add_field("x", elanus.DataType.INT64, is_clustering_key=True)
+    assert err.value.code == ErrorCode.INVALID_ARGUMENT and "is_clustering_key" in err.value.message
     assert client.list_collections() == ["k"]
 
 

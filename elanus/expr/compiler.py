@@ -80,6 +80,11 @@ class Expr:
         return self._text
 
     @property
+    def root(self) -> Node:
+        """The checked expression tree (for analyses such as ``elanus.expr.keypins``)."""
+        return self._root
+
+    @property
     def fields(self) -> set[str]:
         """Columns the filter reads (``$meta`` for dynamic fields)."""
         return self._root.columns()
