@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,8 @@ from test_index_service import collection_id, served_indexes, tasks
 from test_read_path import wait_for
 
 from elanus import ElanusError, ErrorCode
+from elanus.channels.loop import LoopThread
+from elanus.channels.nats_server import EmbeddedNats
 from elanus.flight.client import Client
 from elanus.index.engine import load_index
 from elanus.index.kernels import VectorIndexExact
@@ -170,6 +173,18 @@ def test_written_index_loads_and_a_damaged_one_is_refused(tmp_path: Path) -> Non
 
 
 # -- 2. the real stack -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def stack(nats_server: EmbeddedNats, loop_thread: LoopThread, tmp_path: Path) -> Iterator[Stack]:
+    """The conftest stack without automatic compaction: a merge of the small segments
+    mid-test would add an index task (and a segment) the assertions do not expect."""
+    s = Stack(loop_thread, nats_server, tmp_path / "data", compaction_interval_s=0)
+    try:
+        s.start()
+        yield s
+    finally:
+        s.close()
 
 
 def make_sparse_collection(client: Client, name: str, rows: list[dict[int, float]]) -> None:
