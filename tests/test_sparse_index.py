@@ -172,6 +172,29 @@ def test_written_index_loads_and_a_damaged_one_is_refused(tmp_path: Path) -> Non
     assert "does not load" in str(verify_report(tmp_path, out, files, index.spec.to_dict(), 3001))
 
 
+def test_sparse_specs_defaults_autoindex_and_bm25_params() -> None:
+    auto = make_index_spec("SparseFloatVector", None, "AUTOINDEX")  # type: ignore[arg-type]
+    assert (auto.index_type, auto.metric, auto.dim) == ("SPARSE_INVERTED_INDEX", "IP", 0)
+    assert dict(auto.params) == {"drop_ratio_build": 0.0, "inverted_index_algo": "DAAT_MAXSCORE"}
+    wand = make_index_spec(
+        "SparseFloatVector", 0, "sparse_wand", "ip", {"drop_ratio_build": "0.25"}
+    )
+    assert dict(wand.params) == {"drop_ratio_build": 0.25, "inverted_index_algo": "DAAT_WAND"}
+    bm25 = make_index_spec("SparseFloatVector", 0, "AUTOINDEX", "BM25", {"bm25_k1": "1.5"})
+    assert bm25.metric == "BM25" and bm25.params["bm25_k1"] == 1.5 and bm25.params["bm25_b"] == 0.75
+    assert type(bm25).from_dict(bm25.to_dict()) == bm25
+    for params, words in (
+        ({"bm25_k1": 2.5}, "bm25_k1 must be in [1.2, 2.0]"),
+        ({"bm25_b": -0.1}, "bm25_b must be in [0.0, 1.0]"),
+        ({"bm25_b": True}, "bm25_b must be a number"),
+        ({"drop_ratio_build": float("nan")}, "drop_ratio_build must be a finite number"),
+        ({"drop_ratio_build": -0.1}, "drop_ratio_build must be in [0, 1)"),
+    ):
+        with pytest.raises(ElanusError) as exc:
+            make_index_spec("SparseFloatVector", 0, "SPARSE_INVERTED_INDEX", "BM25", params)
+        assert exc.value.code == ErrorCode.INVALID_ARGUMENT and words in exc.value.message
+
+
 # -- 2. the real stack -------------------------------------------------------------------------
 
 
