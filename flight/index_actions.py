@@ -90,7 +90,8 @@ def _run_report(c: Call) -> dict[str, Any]:
     "create_index",
     "Build an index on a vector field of every flushed segment (and of later ones). Body: "
     "collection, field_name, index_type (FLAT, IVF_FLAT, IVF_SQ8, IVF_PQ, HNSW, BIN_FLAT, "
-    "BIN_IVF_FLAT, AUTOINDEX), metric_type, params, index_name. Result: index_id, created.",
+    "BIN_IVF_FLAT, SPARSE_INVERTED_INDEX, SPARSE_WAND, AUTOINDEX), metric_type, params, "
+    "index_name. Result: index_id, created.",
     ("collection", "field_name", "index_type", "metric_type", "params", "index_name"),
     privilege="CreateIndex",
     run=_run_create,

@@ -23,6 +23,7 @@ import pyarrow as pa
 from elanus.errors import ElanusError, invalid
 from elanus.index.engine import F32, I64, SegmentIndex
 from elanus.index.kernels import binary_matrix, float_matrix, is_float_column, use_faiss_threads
+from elanus.index.sparse import SparseIndex, build_sparse_index
 from elanus.indexparams import IndexSpec
 
 SMALL_SEGMENT_ROWS = 2048  # below this many vectors every index type is stored flat (exact)
@@ -130,9 +131,10 @@ def build_index(
 
 def build_segment_index(
     lance_path: str, field: str, spec: IndexSpec, threads: int = 1
-) -> SegmentIndex:
+) -> SegmentIndex | SparseIndex:
     """Build ``spec``'s index over column ``field`` of the Lance dataset at ``lance_path``,
-    reading only that column; null vectors are skipped."""
+    reading only that column; null vectors are skipped. Sparse fields get an inverted
+    index (``elanus.index.sparse``), the others a FAISS one."""
     import lance
 
     try:
@@ -143,6 +145,10 @@ def build_segment_index(
     arr = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
     t = arr.type
     valid = arr.is_valid().to_numpy(zero_copy_only=False) if arr.null_count else None
+    if spec.field_kind == "sparse":
+        if not pa.types.is_map(t):
+            raise invalid(f"field {field!r} has type {t}, expected map<uint32, float>")
+        return build_sparse_index(spec, arr)
     if spec.field_kind == "binary":
         if not pa.types.is_fixed_size_binary(t) or t.byte_width * 8 != spec.dim:
             want = f"fixed_size_binary({spec.dim // 8})"

@@ -6,7 +6,8 @@ docs/design-notes.md, "Index reports are verified by the coord"): every reported
 in the task's output directory (normalised, no symbolic link anywhere below the storage
 root), is a regular non-empty file, and the index loads with the query node's own loader
 (:func:`elanus.index.engine.load_index`) and matches the task: dimension, metric, index
-type and parameters, and the segment's row count.
+type and parameters, and the segment's row count. A sparse index names its postings file
+instead of the FAISS file.
 
 Reasons name what failed, never what a file holds: the files may be anything, and the
 reason is shown to clients (``describe_index``, ``index.tasks``).
@@ -23,7 +24,8 @@ from typing import Any
 import faiss
 import numpy as np
 
-from elanus.index.engine import FORMAT_VERSION, INDEX_FILE, META_FILE, load_index
+from elanus.index.engine import FORMAT_VERSION, INDEX_FILE, META_FILE, SegmentIndex, load_index
+from elanus.index.sparse import POSTINGS_FILE, SparseIndex
 from elanus.indexparams import IndexSpec
 
 MAX_META_BYTES = 1 << 20
@@ -67,8 +69,10 @@ def verify_report(
     rows. Runs file I/O and a FAISS load: call it off the event loop."""
     try:
         real_out = _check_out_dir(Path(storage), Path(out_dir))
-        _check_files(Path(out_dir), real_out, files)
-        _check_index(Path(out_dir), IndexSpec.from_dict(task_spec), num_rows)
+        want = IndexSpec.from_dict(task_spec)
+        data_file = POSTINGS_FILE if want.field_kind == "sparse" else INDEX_FILE
+        _check_files(Path(out_dir), real_out, files, data_file)
+        _check_index(Path(out_dir), want, num_rows)
     except Rejected as exc:
         return str(exc)
     return None
@@ -87,7 +91,7 @@ def _check_out_dir(storage: Path, out_dir: Path) -> Path:
     return real
 
 
-def _check_files(out_dir: Path, real_out: Path, files: list[Any]) -> None:
+def _check_files(out_dir: Path, real_out: Path, files: list[Any], data_file: str) -> None:
     if not files:
         raise Rejected("the report names no files")
     if len(files) > MAX_FILES:
@@ -115,7 +119,7 @@ def _check_files(out_dir: Path, real_out: Path, files: list[Any]) -> None:
         if st.st_size == 0:
             raise Rejected(f"reported file {_show(f)} is empty")
         names.add(str(path.relative_to(out_dir)))
-    for needed in (META_FILE, INDEX_FILE):
+    for needed in (META_FILE, data_file):
         if needed not in names:
             raise Rejected(f"the report lacks {needed}, which query nodes load")
 
@@ -142,10 +146,14 @@ def _check_index(out_dir: Path, want: IndexSpec, num_rows: int) -> None:
         raise Rejected("the index was built with other parameters than the task's")
     if meta_rows != num_rows:
         raise Rejected(f"the index covers {meta_rows} rows, the segment has {num_rows}")
+    if want.field_kind == "sparse":
+        _check_sparse(out_dir, num_rows)
+        return
     try:
         index = load_index(out_dir)
     except Exception:  # noqa: BLE001 - FAISS and the loader fail in many ways
         raise Rejected(f"{INDEX_FILE} does not load as an index") from None
+    assert isinstance(index, SegmentIndex)
     inner = index.faiss_structure
     expected = _STRUCTURE.get(index.built_as)
     flat = "BIN_FLAT" if want.field_kind == "binary" else "FLAT"
@@ -167,5 +175,20 @@ def _check_index(out_dir: Path, want: IndexSpec, num_rows: int) -> None:
         width = want.dim // 8 if want.field_kind == "binary" else want.dim
         dtype = np.uint8 if want.field_kind == "binary" else np.float32
         index.search(np.zeros((1, width), dtype), 1)
+    except Exception:  # noqa: BLE001
+        raise Rejected("the index loads but cannot be searched") from None
+
+
+def _check_sparse(out_dir: Path, num_rows: int) -> None:
+    """A sparse index must load (its loader checks the postings' invariants), cover the
+    segment's rows and answer a search."""
+    try:
+        index = load_index(out_dir)
+    except Exception:  # noqa: BLE001
+        raise Rejected(f"{POSTINGS_FILE} does not load as a sparse index") from None
+    if not isinstance(index, SparseIndex) or index.num_rows != num_rows:
+        raise Rejected(f"{POSTINGS_FILE} does not hold a sparse index of {num_rows} rows")
+    try:
+        index.search([{0: 1.0}], 1)
     except Exception:  # noqa: BLE001
         raise Rejected("the index loads but cannot be searched") from None

@@ -164,14 +164,18 @@ class MemSegment:
         params: dict[str, Any] | None = None,
     ) -> SearchHits:
         """Top ``k`` visible rows; from the field's built index when it has one for this
-        metric (and the filter leaves enough rows for it), else by the exact kernel."""
+        metric (and the filter leaves enough rows for it, and it answers range searches if
+        this is one), else by the exact kernel."""
         mask = self.search_mask(ts, expr)
         ann = self._ann.get(field)
         distances = rows = None
-        if ann is not None and radius is None and ann.spec.metric == metric and self.num_rows:
-            share = 1.0 if mask is None else float(np.count_nonzero(mask)) / len(mask)
-            if share and not ann.prefers_exact(share):
-                distances, rows = ann.search(queries, k, params or {}, valid=mask)
+        ranged = radius is not None
+        if ann is not None and (not ranged or ann.serves_range) and ann.spec.metric == metric:
+            share = 1.0 if mask is None else float(np.count_nonzero(mask)) / max(len(mask), 1)
+            if self.num_rows and share and not ann.prefers_exact(share):
+                distances, rows = ann.search(
+                    queries, k, params or {}, mask, radius=radius, range_filter=range_filter
+                )
         if distances is None or rows is None:
             distances, rows = self._index(field).search(
                 queries, k, metric, valid=mask, radius=radius, range_filter=range_filter
