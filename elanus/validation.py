@@ -69,6 +69,7 @@ def conform_insert(
     *,
     upsert: bool = False,
     max_bytes: int | None = None,
+    staged: bool = False,
 ) -> pa.Table:
     """Check ``data`` against ``schema``; return it with the schema's columns and types.
 
@@ -77,6 +78,9 @@ def conform_insert(
     proxy assigns ids later), plus ``$meta`` (JSON object text or null) when the schema has
     dynamic fields enabled. Unknown columns are folded into ``$meta`` (a column's value wins
     over the same key in an incoming ``$meta``; a null column value leaves the key out).
+
+    A function's output (BM25) is computed here from its input and may not be given,
+    except by ``staged`` files: the proxy conformed those already, outputs included.
     """
     what = "upsert" if upsert else "insert"
     table = _as_table(data, what)
@@ -108,7 +112,9 @@ def conform_insert(
 
     outputs = function_outputs(schema)
     given = [name for name in names if name in outputs]
-    if given:
+    if staged:
+        outputs = {name: fn for name, fn in outputs.items() if name not in given}
+    elif given:
         raise mismatch(
             f"Attempt to insert an unexpected function output field `{given[0]}` to collection "
             f"(the {outputs[given[0]].function_type.value} function "

@@ -368,3 +368,33 @@ def test_bad_inputs_are_refused_with_clear_errors(client: Client) -> None:
     assert err.code is ErrorCode.INVALID_ARGUMENT
     assert "output field 'dense' must be SparseFloatVector" in err.message
     assert "not_sparse" not in client.list_collections()
+
+
+# -- the in-process transport and Spark -------------------------------------------------------
+
+
+def test_in_process_roles_score_the_same(stack: Stack) -> None:
+    """The function-scoped stack calls roles in-process (no encoding on the way)."""
+    client = stack.client()
+    create(client, "local", shards=2)
+    client.insert("local", rows(list(range(len(DOCS)))))
+    check_search(client, "local", dict(enumerate(DOCS)))
+
+
+def test_spark_writes_text_and_reads_it_back(spark: Any, client: Client, shared: Stack) -> None:
+    name = "sparked"
+    create(client, name)
+    df = spark.createDataFrame(
+        [(i, DOCS[i], i % 3) for i in range(len(DOCS))], "id long, text string, tag int"
+    )
+    df.write.format("elanus").option("uri", shared.uri).option("collection", name).mode(
+        "append"
+    ).save()
+    docs = dict(enumerate(DOCS))
+    wait_served(client, name, docs)
+    check_search(client, name, docs)
+    back = spark.read.format("elanus").option("uri", shared.uri).option("collection", name).load()
+    assert back.columns == ["id", "text", "tag"]  # the computed output is not returned
+    assert sorted(tuple(r) for r in back.collect()) == [
+        (i, DOCS[i], i % 3) for i in range(len(DOCS))
+    ]
