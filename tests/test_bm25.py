@@ -6,6 +6,7 @@ insert, upsert and import; and the refusals."""
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
 from collections.abc import Iterator
@@ -13,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.flight as flight
 import pyarrow.parquet as pq
 import pytest
 from conftest import Stack, own_stack, wait_for
@@ -322,6 +325,49 @@ def test_describe_lists_the_function(client: Client) -> None:
         FunctionType.BM25
     ]
 
+
+
+def test_range_group_by_and_do_exchange_with_text(client: Client, shared: Stack) -> None:
+    name = "shapes"
+    create(client, name)
+    client.insert(name, rows(list(range(len(DOCS)))))
+    docs = dict(enumerate(DOCS))
+    expected = bm25_by_hand(docs, "dogs running", ENGLISH)
+    # range search: radius < score <= range_filter (larger is better)
+    (hits,) = client.search(
+        name, data=["dogs running"], anns_field="sparse", limit=10, consistency_level=STRONG,
+        search_params={"params": {"radius": 0.5, "range_filter": 2.0}},
+    )
+    check_hits(hits, {i: s for i, s in expected.items() if 0.5 < s <= 2.0}, 10)
+    # group by tag: the best hit of each tag, best group first
+    (groups,) = client.search(
+        name, data=["dogs running"], anns_field="sparse", limit=3, group_by_field="tag",
+        consistency_level=STRONG,
+    )
+    best: dict[int, tuple[int, float]] = {}
+    for i, score in expected.items():
+        if i % 3 not in best or score > best[i % 3][1]:
+            best[i % 3] = (i, score)
+    want = sorted(best.values(), key=lambda kv: -kv[1])
+    assert [h["id"] for h in groups] == [i for i, _ in want]
+    # DoExchange: a string column of queries in, hits out
+    fc = flight.FlightClient(shared.uri)
+    command = {"collection": name, "anns_field": "sparse", "limit": 3,
+               "consistency_level": "Strong"}
+    descriptor = flight.FlightDescriptor.for_command(json.dumps(command).encode())
+    writer, reader = fc.do_exchange(descriptor)
+    schema = pa.schema([pa.field("text", pa.string())])
+    writer.begin(schema)
+    writer.write_batch(pa.record_batch([pa.array(QUERIES[:2])], schema=schema))
+    writer.done_writing()
+    table = reader.read_all()
+    writer.close()
+    for q, query in enumerate(QUERIES[:2]):
+        got = table.filter(pc.equal(table["query_index"], q))
+        hits = [{"id": i, "distance": d} for i, d in
+                zip(got["id"].to_pylist(), got["distance"].to_pylist(), strict=True)]
+        check_hits(hits, bm25_by_hand(docs, query, ENGLISH), 3)
+    fc.close()
 
 # -- refusals ---------------------------------------------------------------------------------
 
