@@ -168,5 +168,5 @@ def output_column(fn: Function, schema: Schema, text: pa.Array) -> pa.Array:
 
     src = next(f for f in schema.fields if f.name == fn.input_field_names[0])
     out = next(f for f in schema.fields if f.name == fn.output_field_names[0])
-    texts = text.to_pylist()
-    return analyzer_for(src.analyzer_params, src.name).term_frequencies(texts).cast(out.arrow_type())
+    analyzer = analyzer_for(src.analyzer_params, src.name)
+    return analyzer.term_frequencies(text.to_pylist()).cast(out.arrow_type())

@@ -119,9 +119,8 @@ class TextQueries:
         src = next(f for f in schema.fields if f.name == fn.input_field_names[0])
         analyzer = analyzer_for(src.analyzer_params, src.name)
         per_query = [np.unique(analyzer.term_ids(t), return_counts=True) for t in texts]
-        terms = np.unique(np.concatenate([ids for ids, _ in per_query] or [[]])).astype(
-            np.uint32
-        )
+        every = [ids for ids, _ in per_query] or [np.zeros(0, np.uint32)]
+        terms = np.unique(np.concatenate(every)).astype(np.uint32)
         where = [np.searchsorted(terms, ids) for ids, _ in per_query]
         return cls(terms, where, [counts.astype(np.float64) for _, counts in per_query])
 

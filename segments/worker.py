@@ -173,9 +173,7 @@ def term_stats(segments: list[MemSegment], req: SearchRequest) -> dict[str, Any]
     ``rows`` and ``tokens`` (their total length) of the visible rows, ``df`` per term."""
     terms = np.asarray(req.queries, np.uint32)
     parts = [seg.term_stats(req.field, terms, req.ts) for seg in segments]
-    return add_term_stats(
-        [{"rows": r, "tokens": t, "df": d} for r, t, d in parts], len(terms)
-    )
+    return add_term_stats([{"rows": r, "tokens": t, "df": d} for r, t, d in parts], len(terms))
 
 
 def grouped_part(seg: MemSegment, req: SearchRequest) -> dict[str, Any]:

@@ -117,8 +117,9 @@ def check_search(
 
 def text_schema(params: dict[str, Any] = ENGLISH, with_vector: bool = False) -> Schema:
     s = Schema().add_field("id", DataType.INT64, is_primary=True)
-    s.add_field("text", DataType.VARCHAR, max_length=256, enable_analyzer=True,
-                analyzer_params=params)
+    s.add_field(
+        "text", DataType.VARCHAR, max_length=256, enable_analyzer=True, analyzer_params=params
+    )
     s.add_field("tag", DataType.INT32)
     s.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
     if with_vector:
@@ -257,7 +258,11 @@ def test_filters_outputs_and_several_queries(client: Client) -> None:
         for h in hits:
             assert h["entity"] == {"text": DOCS[h["id"]], "tag": h["id"] % 3}
     star = client.search(
-        name, data=["fox"], anns_field="sparse", limit=2, output_fields=["*"],
+        name,
+        data=["fox"],
+        anns_field="sparse",
+        limit=2,
+        output_fields=["*"],
         consistency_level=STRONG,
     )
     assert star[0] and all(set(h["entity"]) == {"id", "text", "tag"} for h in star[0])
@@ -268,8 +273,9 @@ def test_filters_outputs_and_several_queries(client: Client) -> None:
     with pytest.raises(ElanusError, match="not allowed to retrieve raw data of field sparse"):
         client.search(name, data=["fox"], anns_field="sparse", output_fields=["sparse"])
     # a query whose every word is a stop word matches nothing
-    assert client.search(name, data=["the and of"], anns_field="sparse",
-                         consistency_level=STRONG) == [[]]
+    assert client.search(
+        name, data=["the and of"], anns_field="sparse", consistency_level=STRONG
+    ) == [[]]
 
 
 def test_upsert_recomputes_the_output(client: Client) -> None:
@@ -283,8 +289,7 @@ def test_upsert_recomputes_the_output(client: Client) -> None:
     check_search(client, name, docs, queries=["penguins ice", "cats pets", "dogs"])
     hits = client.search(name, data=["penguins"], anns_field="sparse", consistency_level=STRONG)
     assert [h["id"] for h in hits[0]] == [4]
-    assert client.search(name, data=["pets"], anns_field="sparse",
-                         consistency_level=STRONG) == [[]]
+    assert client.search(name, data=["pets"], anns_field="sparse", consistency_level=STRONG) == [[]]
 
 
 def test_import_computes_the_output(client: Client, tmp_path: Path) -> None:
@@ -304,8 +309,9 @@ def test_import_computes_the_output(client: Client, tmp_path: Path) -> None:
     wait_served(client, name, docs)
     check_search(client, name, docs)
     # a file that gives the output itself is refused, as an insert is
-    bad = table.append_column("sparse", pa.array([[(1, 1.0)]] * len(DOCS),
-                                                 pa.map_(pa.uint32(), pa.float32())))
+    bad = table.append_column(
+        "sparse", pa.array([[(1, 1.0)]] * len(DOCS), pa.map_(pa.uint32(), pa.float32()))
+    )
     pq.write_table(bad, tmp_path / "bad.parquet")
     job = client.bulk_import(name, [str(tmp_path / "bad.parquet")])
     with pytest.raises(ElanusError, match="unexpected function output field `sparse`"):
@@ -326,7 +332,6 @@ def test_describe_lists_the_function(client: Client) -> None:
     ]
 
 
-
 def test_range_group_by_and_do_exchange_with_text(client: Client, shared: Stack) -> None:
     name = "shapes"
     create(client, name)
@@ -335,13 +340,21 @@ def test_range_group_by_and_do_exchange_with_text(client: Client, shared: Stack)
     expected = bm25_by_hand(docs, "dogs running", ENGLISH)
     # range search: radius < score <= range_filter (larger is better)
     (hits,) = client.search(
-        name, data=["dogs running"], anns_field="sparse", limit=10, consistency_level=STRONG,
+        name,
+        data=["dogs running"],
+        anns_field="sparse",
+        limit=10,
+        consistency_level=STRONG,
         search_params={"params": {"radius": 0.5, "range_filter": 2.0}},
     )
     check_hits(hits, {i: s for i, s in expected.items() if 0.5 < s <= 2.0}, 10)
     # group by tag: the best hit of each tag, best group first
     (groups,) = client.search(
-        name, data=["dogs running"], anns_field="sparse", limit=3, group_by_field="tag",
+        name,
+        data=["dogs running"],
+        anns_field="sparse",
+        limit=3,
+        group_by_field="tag",
         consistency_level=STRONG,
     )
     best: dict[int, tuple[int, float]] = {}
@@ -352,8 +365,12 @@ def test_range_group_by_and_do_exchange_with_text(client: Client, shared: Stack)
     assert [h["id"] for h in groups] == [i for i, _ in want]
     # DoExchange: a string column of queries in, hits out
     fc = flight.FlightClient(shared.uri)
-    command = {"collection": name, "anns_field": "sparse", "limit": 3,
-               "consistency_level": "Strong"}
+    command = {
+        "collection": name,
+        "anns_field": "sparse",
+        "limit": 3,
+        "consistency_level": "Strong",
+    }
     descriptor = flight.FlightDescriptor.for_command(json.dumps(command).encode())
     writer, reader = fc.do_exchange(descriptor)
     schema = pa.schema([pa.field("text", pa.string())])
@@ -364,10 +381,13 @@ def test_range_group_by_and_do_exchange_with_text(client: Client, shared: Stack)
     writer.close()
     for q, query in enumerate(QUERIES[:2]):
         got = table.filter(pc.equal(table["query_index"], q))
-        hits = [{"id": i, "distance": d} for i, d in
-                zip(got["id"].to_pylist(), got["distance"].to_pylist(), strict=True)]
+        hits = [
+            {"id": i, "distance": d}
+            for i, d in zip(got["id"].to_pylist(), got["distance"].to_pylist(), strict=True)
+        ]
         check_hits(hits, bm25_by_hand(docs, query, ENGLISH), 3)
     fc.close()
+
 
 # -- refusals ---------------------------------------------------------------------------------
 
@@ -388,15 +408,24 @@ def test_bad_inputs_are_refused_with_clear_errors(client: Client) -> None:
     assert err.code is ErrorCode.INVALID_ARGUMENT and "query texts (strings)" in err.message
     err = code_of(lambda: client.search(name, data=["fox"], anns_field="vector"))
     assert err.code is ErrorCode.INVALID_ARGUMENT and "not the output of a BM25" in err.message
-    err = code_of(lambda: client.search(
-        name, data=["fox"], anns_field="sparse", search_params={"metric_type": "L2"}))
+    err = code_of(
+        lambda: client.search(
+            name, data=["fox"], anns_field="sparse", search_params={"metric_type": "L2"}
+        )
+    )
     assert "expected=BM25][actual=L2]" in err.message
-    err = code_of(lambda: client.search(
-        name, data=[[0.1, 0.2]], anns_field="vector", search_params={"metric_type": "BM25"}))
+    err = code_of(
+        lambda: client.search(
+            name, data=[[0.1, 0.2]], anns_field="vector", search_params={"metric_type": "BM25"}
+        )
+    )
     assert "metric BM25 applies only to the output field of a BM25 function" in err.message
     for bad in ({"bm25_k1": 1.0}, {"bm25_k1": 2.5}, {"bm25_b": -0.1}, {"bm25_b": 1.5}):
-        err = code_of(lambda bad=bad: client.search(
-            name, data=["fox"], anns_field="sparse", search_params={"params": bad}))
+        err = code_of(
+            lambda bad=bad: client.search(
+                name, data=["fox"], anns_field="sparse", search_params={"params": bad}
+            )
+        )
         assert err.code is ErrorCode.INVALID_ARGUMENT and "must be in [" in err.message, bad
 
     given = [{**rows([5])[0], "vector": [0.1, 0.2], "sparse": {3: 1.0}}]
