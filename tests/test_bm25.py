@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.flight as flight
@@ -110,6 +111,34 @@ def check_search(
     assert len(results) == len(queries)
     for query, hits in zip(queries, results, strict=True):
         check_hits(hits, bm25_by_hand(docs, query, params), limit)
+
+
+def test_kernel_statistics_and_scores_honour_the_visible_rows() -> None:
+    """The sparse kernel alone: statistics of the visible rows only, and BM25 scores that
+    equal the formula (no stack: the segment-level pieces a worker uses)."""
+    from elanus.index.kernels import BM25, VectorIndexExact
+    from elanus.reduce import bm25_idf
+
+    analyzer = analyzer_for(ENGLISH)
+    column = analyzer.term_frequencies(DOCS)
+    index = VectorIndexExact(column)
+    visible = np.array([i % 4 != 0 for i in range(len(DOCS))])
+    terms = np.unique(analyzer.term_ids("dogs running fox"))
+    rows, tokens, df = index.term_stats(terms, visible)
+    docs = {i: d for i, d in enumerate(DOCS) if visible[i]}
+    assert rows == len(docs)
+    assert tokens == sum(len(analyzer.tokens(d)) for d in docs.values())
+    for term, n in zip(terms.tolist(), df.tolist(), strict=True):
+        assert n == sum(term in analyzer.term_ids(d).tolist() for d in docs.values())
+    bm25 = BM25(1.2, 0.75, tokens / rows)
+    query = dict(zip(terms.tolist(), bm25_idf(rows, df).tolist(), strict=True))
+    distances, hits = index.search([query], 3, "BM25", visible, bm25=bm25)
+    expected = bm25_by_hand(docs, "dogs running fox", ENGLISH)
+    check_hits(
+        [{"id": int(r), "distance": float(d)} for r, d in zip(hits[0], distances[0], strict=True)],
+        expected,
+        3,
+    )
 
 
 # -- set-up ---------------------------------------------------------------------------------------
