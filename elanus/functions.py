@@ -14,6 +14,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+
 from elanus.errors import invalid
 
 if TYPE_CHECKING:
@@ -157,3 +159,14 @@ def check_functions(schema: Schema) -> None:
 def function_outputs(schema: Schema) -> dict[str, Function]:
     """Output field name -> the function that computes it."""
     return {fn.output_field_names[0]: fn for fn in schema.functions if fn.output_field_names}
+
+
+def output_column(fn: Function, schema: Schema, text: pa.Array) -> pa.Array:
+    """The BM25 output of a batch: the input field's text through its analyzer, as term
+    frequencies (one vectorised pass per batch; a null or empty text gives an empty vector)."""
+    from elanus.analyzer import analyzer_for
+
+    src = next(f for f in schema.fields if f.name == fn.input_field_names[0])
+    out = next(f for f in schema.fields if f.name == fn.output_field_names[0])
+    analyzer = analyzer_for(src.analyzer_params, src.name)
+    return analyzer.term_frequencies(text.to_pylist()).cast(out.arrow_type())

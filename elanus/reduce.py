@@ -13,13 +13,13 @@ import numpy as np
 
 from elanus.errors import invalid
 
-Metric = Literal["L2", "IP", "COSINE", "HAMMING", "JACCARD"]
-METRICS = ("L2", "IP", "COSINE", "HAMMING", "JACCARD")
-LARGER_IS_BETTER = frozenset({"IP", "COSINE"})
+Metric = Literal["L2", "IP", "COSINE", "HAMMING", "JACCARD", "BM25"]
+METRICS = ("L2", "IP", "COSINE", "HAMMING", "JACCARD", "BM25")
+LARGER_IS_BETTER = frozenset({"IP", "COSINE", "BM25"})
 KIND_METRICS = {
     "float": frozenset({"L2", "IP", "COSINE"}),
     "binary": frozenset({"HAMMING", "JACCARD"}),
-    "sparse": frozenset({"IP"}),
+    "sparse": frozenset({"IP", "BM25"}),
 }
 
 
@@ -264,3 +264,22 @@ def reduce_parts(
 def _as_pks(pks: Any) -> np.ndarray:
     arr = np.asarray(pks)
     return arr.astype(object) if arr.dtype.kind == "U" else arr
+
+
+# -- BM25 statistics ----------------------------------------------------------------------------
+
+
+def add_term_stats(parts: list[dict[str, Any]], terms: int) -> dict[str, Any]:
+    """BM25 statistics of several parts (segments, workers, shards) together: ``rows``,
+    ``tokens`` (their total length) and ``df`` (rows holding each of ``terms`` terms)."""
+    df = np.zeros(terms, I64)
+    for p in parts:
+        df += np.asarray(p["df"], I64)
+    rows = sum(int(p["rows"]) for p in parts)
+    return {"rows": rows, "tokens": float(sum(float(p["tokens"]) for p in parts)), "df": df}
+
+
+def bm25_idf(rows: int, df: np.ndarray) -> np.ndarray:
+    """Lucene's (and Milvus's) IDF: ``ln(1 + (N - df + 0.5) / (df + 0.5))``, never negative."""
+    n = np.asarray(df, np.float64)
+    return np.log1p((rows - n + 0.5) / (n + 0.5))

@@ -46,6 +46,7 @@ from elanus.conform_vectors import (
     to_sparse_vector,
 )
 from elanus.errors import ElanusError, ErrorCode, invalid
+from elanus.functions import function_outputs, output_column
 from elanus.schema import (
     DYNAMIC_FIELD,
     FLOAT32_MAX,
@@ -68,6 +69,7 @@ def conform_insert(
     *,
     upsert: bool = False,
     max_bytes: int | None = None,
+    staged: bool = False,
 ) -> pa.Table:
     """Check ``data`` against ``schema``; return it with the schema's columns and types.
 
@@ -76,6 +78,9 @@ def conform_insert(
     proxy assigns ids later), plus ``$meta`` (JSON object text or null) when the schema has
     dynamic fields enabled. Unknown columns are folded into ``$meta`` (a column's value wins
     over the same key in an incoming ``$meta``; a null column value leaves the key out).
+
+    A function's output (BM25) is computed here from its input and may not be given,
+    except by ``staged`` files: the proxy conformed those already, outputs included.
     """
     what = "upsert" if upsert else "insert"
     table = _as_table(data, what)
@@ -105,8 +110,22 @@ def conform_insert(
             else f"fields {listed} are not in the collection schema (dynamic fields are disabled)"
         )
 
+    outputs = function_outputs(schema)
+    given = [name for name in names if name in outputs]
+    if staged:
+        outputs = {name: fn for name, fn in outputs.items() if name not in given}
+    elif given:
+        raise mismatch(
+            f"Attempt to insert an unexpected function output field `{given[0]}` to collection "
+            f"(the {outputs[given[0]].function_type.value} function "
+            f"{outputs[given[0]].name!r} computes it from "
+            f"{outputs[given[0]].input_field_names[0]!r})"
+        )
+
     # Structural checks first: which columns are there at all.
     for f in schema.fields:
+        if f.name in outputs:
+            continue
         if f.is_primary and f.auto_id:
             if upsert and f.name not in columns:
                 raise mismatch(
@@ -123,17 +142,20 @@ def conform_insert(
                 "(it is not nullable and has no default value)"
             )
 
-    arrays: list[pa.Array] = []
-    fields: list[pa.Field] = []
+    conformed: dict[str, pa.Array] = {}
     for f in schema.fields:
-        if f.is_primary and f.auto_id and not upsert:
+        if (f.is_primary and f.auto_id and not upsert) or f.name in outputs:
             continue
         col = columns.get(f.name)
         arr = _missing(f, n) if col is None else _conform_column(f, col)
         if f.is_primary:
             _check_unique_keys(f.name, arr)
-        arrays.append(arr)
-        fields.append(f.arrow_field())
+        conformed[f.name] = arr
+    for name, fn in outputs.items():  # computed from the checked input text
+        conformed[name] = output_column(fn, schema, conformed[fn.input_field_names[0]])
+    kept = [f for f in schema.fields if f.name in conformed]
+    arrays: list[pa.Array] = [conformed[f.name] for f in kept]
+    fields: list[pa.Field] = [f.arrow_field() for f in kept]
 
     if schema.enable_dynamic_field:
         arrays.append(dynamic_column(schema, columns, unknown, n))

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from elanus.errors import ElanusError, ErrorCode
+from elanus.functions import FunctionType
 from elanus.schema import DataType
 
 
@@ -84,20 +85,37 @@ def milvus_field(f: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def milvus_function(fn: dict[str, Any]) -> dict[str, Any]:
+    """A schema function as pymilvus describes it (``type`` a ``FunctionType``)."""
+    return {
+        "name": fn.get("name", ""),
+        "description": fn.get("description", ""),
+        "type": FunctionType.parse(fn.get("type")),
+        "input_field_names": list(fn.get("input_field_names") or []),
+        "output_field_names": list(fn.get("output_field_names") or []),
+        "params": dict(fn.get("params") or {}),
+    }
+
+
 def milvus_description(desc: dict[str, Any]) -> dict[str, Any]:
     """Add pymilvus's ``describe_collection`` keys to Elanus's reply (which keeps its own:
     ``name``, ``db``, ``schema``, ``vchannels``, ``partitions``, ...)."""
     schema = desc.get("schema")
     if not isinstance(schema, dict):
         return desc
+    functions = [milvus_function(fn) for fn in schema.get("functions") or []]
+    outputs = {name for fn in functions for name in fn["output_field_names"]}
     fields = [milvus_field(f) for f in schema.get("fields", [])]
+    for f in fields:
+        if f["name"] in outputs:
+            f["is_function_output"] = True
     primary = next((f for f in fields if f.get("is_primary")), {})
     return {
         **desc,
         "collection_name": desc.get("name"),
         "auto_id": bool(primary.get("auto_id")),
         "fields": fields,
-        "functions": [],
+        "functions": functions,
         "aliases": list(desc.get("aliases") or []),
         "enable_dynamic_field": bool(schema.get("enable_dynamic_field", False)),
         "consistency_level_name": desc.get("consistency_level"),

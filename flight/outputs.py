@@ -9,7 +9,9 @@ Milvus (proxy ``translateOutputFields`` and pymilvus's row decoding) answers so:
   that lacks the key simply has no such entry;
 - a query or get row always carries the primary key, first, even when not asked for; a
   search hit carries it as ``id`` and its ``entity`` holds only what was asked for;
-- JSON fields come back as JSON values (objects, lists, numbers, strings), not as text.
+- JSON fields come back as JSON values (objects, lists, numbers, strings), not as text;
+- a function's output field (BM25's sparse vector) is never returned: ``*`` leaves it out
+  and naming it is refused ("not allowed to retrieve raw data of field ...").
 """
 
 from __future__ import annotations
@@ -27,13 +29,16 @@ COUNT = "count(*)"
 def resolve_outputs(schema: Schema, collection: str, names: list[Any]) -> list[str]:
     """The requested output names, checked and in order: field names, ``count(*)``,
     dynamic keys, and ``$meta`` standing for every dynamic key (``*`` expanded)."""
-    fields = [f.name for f in schema.fields]
+    computed = {f.name for f in schema.fields if schema.function_output(f.name) is not None}
+    fields = [f.name for f in schema.fields if f.name not in computed]
     dynamic = schema.enable_dynamic_field
     out: list[str] = []
     for n in names:
         if not isinstance(n, str):
             raise invalid(f"output field names must be strings, got {n!r}")
         n = n.strip()
+        if n in computed:  # Milvus's words: a function's output is not returned
+            raise invalid(f"not allowed to retrieve raw data of field {n}")
         if n == "*":
             wanted = [*fields, DYNAMIC_FIELD] if dynamic else fields
         elif n in fields or n == COUNT or dynamic:

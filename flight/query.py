@@ -51,6 +51,15 @@ from elanus.flight.searchcheck import (
     split_search_params,
 )
 from elanus.flight.searchplan import SearchPlan, SearchPlans
+from elanus.flight.textsearch import METRIC as TEXT_METRIC
+from elanus.flight.textsearch import (
+    check_text_params,
+    not_text,
+    query_texts,
+    text_function,
+    text_metric,
+    text_request,
+)
 from elanus.grouping import reduce_grouped
 from elanus.partitionkey import partition_name_refused, read_partitions
 from elanus.reduce import reduce_parts
@@ -267,8 +276,17 @@ class QueryService:
         index = self.indexes.of(
             info, field.name, generation if generation >= 0 else self.proxy.cache.generation
         )
-        metric = resolve_metric(info, field, index, params.get("metric_type"))
         radius, range_filter, index_params = split_search_params(params)
+        if text_function(info.schema, field) is not None:
+            metric = text_metric(field, index, params.get("metric_type"))
+            index_params = check_text_params(index_params)
+        else:
+            metric = resolve_metric(info, field, index, params.get("metric_type"))
+            if metric == TEXT_METRIC:
+                raise invalid(
+                    f"metric BM25 applies only to the output field of a BM25 function; "
+                    f"{field.name!r} is not one"
+                )
         check_range(metric, radius, range_filter)
         k = request["limit"] + request["offset"]
         group = group_field(info, request.get("group_by_field"))
@@ -303,10 +321,19 @@ class QueryService:
         return SearchPlan(info, generation, kept, field, metric, outputs, node_request)
 
     def run_search(self, plan: SearchPlan, data: Any) -> tuple[dict[str, Any], int]:
-        """One search across shards: (merged part, read timestamp)."""
-        queries = _query_vectors(plan.field, data)
-        guarantee, ts = self._read_at(plan.info, plan.request)
-        replies = self._search_shards(plan.info, plan.node_request.at(queries, ts, guarantee))
+        """One search across shards: (merged part, read timestamp). Query text on a BM25
+        output field first gathers the collection's statistics (``flight/textsearch.py``)."""
+        fn = text_function(plan.info.schema, plan.field)
+        if fn is not None:
+            texts = query_texts(plan.field, fn, data)
+            guarantee, ts = self._read_at(plan.info, plan.request)
+            req = text_request(self, plan, texts, ts, guarantee)
+        else:
+            not_text(plan.field, data)
+            queries = _query_vectors(plan.field, data)
+            guarantee, ts = self._read_at(plan.info, plan.request)
+            req = plan.node_request.at(queries, ts, guarantee)
+        replies = self._search_shards(plan.info, req)
         limit, offset = plan.request["limit"], plan.request["offset"]
         if len(replies) == 1 and not offset:  # a delegator's reply is already its top-k
             return _widened(replies[0]), int(replies[0]["ts"])

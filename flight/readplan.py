@@ -173,11 +173,16 @@ class ReadPlan:
 
 
 def arrow_schema(schema: Schema, columns: list[str] | None) -> tuple[list[str], pa.Schema]:
-    """The columns a read returns (all user columns by default) and their Arrow schema."""
+    """The columns a read returns (all user columns by default, but a function's output,
+    which is never returned: see ``flight/outputs.py``) and their Arrow schema."""
     full = schema.to_arrow()
+    computed = {n for fn in schema.functions for n in fn.output_field_names}
     if columns is None:
-        return list(full.names), full
+        names = [n for n in full.names if n not in computed]
+        return names, pa.schema([full.field(n) for n in names])
     for c in columns:
+        if c in computed:
+            raise invalid(f"not allowed to retrieve raw data of field {c}")
         if c not in full.names:
             extra = "" if c != DYNAMIC_FIELD else " (dynamic fields are off)"
             raise invalid(f"column {c!r} is not a field of the collection{extra}")

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import faiss
@@ -227,6 +228,42 @@ def sparse_to_csr(data: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return indptr, indices, values
 
 
+# -- BM25 -------------------------------------------------------------------------------------
+
+
+BM25_K1 = 1.2
+BM25_B = 0.75
+
+
+@dataclass(frozen=True)
+class BM25:
+    """Okapi BM25 as Milvus (knowhere) scores it: a query is a sparse vector of
+    ``tf_query * idf`` per term (``elanus.reduce.bm25_idf``, from the statistics), a row a
+    sparse vector of term frequencies, and the score their product after each row
+    frequency ``tf`` is saturated as ``tf (k1 + 1) / (tf + k1 (1 - b + b dl / avgdl))``
+    (``dl`` the row's length in tokens)."""
+
+    k1: float = BM25_K1
+    b: float = BM25_B
+    avgdl: float = 1.0
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any]) -> BM25:
+        """From a search's params (``bm25_k1``, ``bm25_b``, ``bm25_avgdl``: the proxy set
+        them after gathering the statistics)."""
+        return cls(
+            float(params.get("bm25_k1", BM25_K1)),
+            float(params.get("bm25_b", BM25_B)),
+            float(params.get("bm25_avgdl", 1.0)),
+        )
+
+    def saturate(self, tf: np.ndarray, dl: np.ndarray) -> np.ndarray:
+        """Row term frequencies to their BM25 weights (float64, vectorised)."""
+        avgdl = self.avgdl if self.avgdl > 0 else 1.0
+        norm = self.k1 * (1.0 - self.b + self.b * dl / avgdl)
+        return tf * (self.k1 + 1.0) / (tf + norm)
+
+
 # -- the index --------------------------------------------------------------------------------
 
 
@@ -313,6 +350,33 @@ class VectorIndexExact:
         rows = np.repeat(np.arange(self.n, dtype=I64), np.diff(indptr))
         order = np.argsort(keys, kind="stable")  # an inverted index: postings per dimension
         self._skeys, self._srows, self._svals = keys[order], rows[order], vals[order]
+        # a BM25 row's length in tokens: the sum of its term frequencies
+        self.row_sums = np.bincount(rows, vals.astype(np.float64), minlength=self.n)
+
+    def _postings(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(positions in the inverted index of every key's postings, concatenated; the
+        number of postings per key)."""
+        lo = np.searchsorted(self._skeys, keys, "left")
+        lengths = np.searchsorted(self._skeys, keys, "right") - lo
+        starts = np.repeat(lo - np.cumsum(lengths) + lengths, lengths)
+        return starts + np.arange(int(lengths.sum())), lengths
+
+    def term_stats(
+        self, terms: np.ndarray, valid: np.ndarray | None = None
+    ) -> tuple[int, float, np.ndarray]:
+        """BM25 statistics of the visible rows: (rows, their total length in tokens, per
+        term the number of rows holding it) — a sparse column of term frequencies only."""
+        if self.kind != "sparse":
+            raise invalid("term statistics need a sparse vector column")
+        mask = self._mask(valid)
+        terms = np.asarray(terms, np.uint32)
+        pos, lengths = self._postings(terms)
+        seen = np.ones(len(pos), bool) if mask is None else mask[self._srows[pos]]
+        which = np.repeat(np.arange(len(terms)), lengths)
+        df = np.bincount(which, seen.astype(np.float64), minlength=len(terms)).astype(I64)
+        if mask is None:
+            return self.n, float(self.row_sums.sum()), df
+        return int(np.count_nonzero(mask)), float(self.row_sums[mask].sum()), df
 
     # -- search --------------------------------------------------------------------------------
     def search(
@@ -323,16 +387,20 @@ class VectorIndexExact:
         valid: np.ndarray | None = None,
         radius: float | None = None,
         range_filter: float | None = None,
+        bm25: BM25 | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Top ``k`` rows per query: ``(distances (nq, k') float32, rows (nq, k') int64)``.
 
         ``k' = min(k, visible rows)``; slots without a result (range search, or sparse rows
         sharing no dimension with the query) hold row -1 and distance ±inf (the worst value).
         ``valid`` is a bool (or 0/1) array with one entry per row; False rows are skipped.
+        Metric BM25 (sparse term frequencies, queries weighted by IDF) takes ``bm25``.
         """
         metric = normalize_metric(metric)
         if metric not in KIND_METRICS[self.kind]:
             raise invalid(f"metric {metric} does not apply to {self.kind} vectors")
+        if (metric == "BM25") != (bm25 is not None):
+            raise invalid("metric BM25 and its parameters (k1, b, avgdl) go together")
         if k < 0:
             raise invalid(f"k must be non-negative, got {k}")
         larger = metric in LARGER_IS_BETTER
@@ -357,7 +425,8 @@ class VectorIndexExact:
         D = np.empty((nq, kk), F32)
         ids = np.empty((nq, kk), I64)
         ranged = radius is not None
-        for q0, S in self._score_blocks(Q, qsq if ranged else None, metric, rows, bias):
+        blocks = self._score_blocks(Q, qsq if ranged else None, metric, rows, bias, bm25)
+        for q0, S in blocks:
             if radius is not None:
                 _apply_range(S, larger, radius, range_filter)
             d, i = topk(S, kk, larger)
@@ -411,6 +480,7 @@ class VectorIndexExact:
         metric: str,
         rows: np.ndarray | None,
         bias: np.ndarray | None,
+        bm25: BM25 | None = None,
     ) -> Iterator[tuple[int, np.ndarray]]:
         """(first query, scores (c, m) float32) for chunks of queries; column j is row j (or
         ``rows[j]``); invisible rows score the worst value. L2 scores leave out |q|² unless
@@ -420,7 +490,7 @@ class VectorIndexExact:
         step = max(1, BLOCK_ELEMENTS // max(m, 1))
         if self.kind == "sparse":
             for q0 in range(0, nq, step):
-                yield q0, self._sparse_scores(Q, q0, min(nq, q0 + step), bias)
+                yield q0, self._sparse_scores(Q, q0, min(nq, q0 + step), bias, bm25)
             return
 
         X = self.x if rows is None else self.x[rows]
@@ -462,20 +532,23 @@ class VectorIndexExact:
             yield q0, S
 
     def _sparse_scores(
-        self, Q: tuple[np.ndarray, np.ndarray, np.ndarray], q0: int, q1: int, bias: Any
+        self,
+        Q: tuple[np.ndarray, np.ndarray, np.ndarray],
+        q0: int,
+        q1: int,
+        bias: Any,
+        bm25: BM25 | None = None,
     ) -> np.ndarray:
         indptr, qkeys, qvals = Q
         S = np.empty((q1 - q0, self.n), F32)
         for r, q in enumerate(range(q0, q1)):
             keys, vals = qkeys[indptr[q] : indptr[q + 1]], qvals[indptr[q] : indptr[q + 1]]
-            lo = np.searchsorted(self._skeys, keys, "left")
-            lengths = np.searchsorted(self._skeys, keys, "right") - lo
-            total = int(lengths.sum())
-            # positions lo[t] .. lo[t]+lengths[t] of every query term t, concatenated
-            starts = np.repeat(lo - np.cumsum(lengths) + lengths, lengths)
-            pos = starts + np.arange(total)
+            pos, lengths = self._postings(keys)
             hit_rows = self._srows[pos]
-            weights = self._svals[pos].astype(np.float64) * np.repeat(vals, lengths)
+            tf = self._svals[pos].astype(np.float64)
+            if bm25 is not None:
+                tf = bm25.saturate(tf, self.row_sums[hit_rows])
+            weights = tf * np.repeat(vals, lengths)
             score = np.bincount(hit_rows, weights, minlength=self.n)
             S[r] = score
             S[r, score == 0] = -np.inf  # no shared dimension (or a zero product): no result

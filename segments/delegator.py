@@ -34,13 +34,20 @@ from elanus.channels.consumer import ChannelConsumer
 from elanus.channels.dml import DmlMessage, MsgType
 from elanus.errors import ElanusError, ErrorCode
 from elanus.expr import Expr
+from elanus.reduce import add_term_stats
 from elanus.schema import TIMESTAMP_FIELD, Schema
 from elanus.searchrequest import SearchRequest
 from elanus.segments.deletebuffer import DeleteBuffer
 from elanus.segments.distribution import Distribution
 from elanus.segments.memseg import MemSegment
 from elanus.segments.pkoracle import PkOracle
-from elanus.segments.worker import concat_or_empty, reduce_request, search_part, segment_read
+from elanus.segments.worker import (
+    concat_or_empty,
+    reduce_request,
+    search_part,
+    segment_read,
+    term_stats,
+)
 from elanus.states import SegmentState
 
 if TYPE_CHECKING:
@@ -290,6 +297,29 @@ class Delegator:
                     parts += reply["parts"]
             merged = reduce_request(parts, req) if parts else _empty(req)
             return {**merged, "ts": req.ts}
+        finally:
+            self.distribution.exit_read(version)
+
+    def term_stats(self, req: SearchRequest) -> dict[str, Any]:
+        """BM25 statistics of this shard at the read timestamp (the first phase of a text
+        search): growing segments here, sealed ones from their workers, as ``search``
+        asks them. Every loaded partition counts, whatever the search names: the corpus
+        is the collection, as in Milvus."""
+        req = req.at(ts=self.read_ts_blocking(req.guarantee_ts, req.ts))
+        version = self.distribution.enter_read()
+        try:
+            parts = [term_stats(self._growing(None), req)]
+            calls = [
+                (
+                    subjects.node("querynode", node, "worker.term_stats"),
+                    {"segment_ids": sids, "request": req},
+                )
+                for node, sids in self.distribution.workers(None).items()
+            ]
+            if calls:
+                parts += self.node.bus.request_many_sync(calls, WORKER_CALL_S)
+            terms = 0 if req.queries is None else len(req.queries)
+            return {**add_term_stats(parts, terms), "ts": req.ts}
         finally:
             self.distribution.exit_read(version)
 

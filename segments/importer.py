@@ -240,7 +240,7 @@ class ImportTask:
                 if unknown is not None:
                     raise unknown
             try:
-                table = conform_insert(batch, self.schema, upsert=self.staged)
+                table = conform_insert(batch, self.schema, upsert=self.staged, staged=self.staged)
             except ElanusError as exc:
                 raise _in_file(without_file_text(exc, names), name, first) from None
             first += batch.num_rows

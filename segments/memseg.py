@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 
 from elanus.expr import Expr
 from elanus.expr.textmatch import TextIndexes
-from elanus.index.kernels import VectorIndexExact
+from elanus.index.kernels import BM25, VectorIndexExact
 from elanus.schema import TIMESTAMP_FIELD, Schema
 from elanus.segments import storage
 from elanus.segments.visibility import RowVersions
@@ -169,6 +169,9 @@ class MemSegment:
         mask = self.search_mask(ts, expr)
         ann = self._ann.get(field)
         distances = rows = None
+        bm25 = BM25.from_params(params or {}) if metric == "BM25" else None
+        if bm25 is not None:
+            ann = None  # BM25 is scored exactly (with the statistics of this read) for now
         ranged = radius is not None
         if ann is not None and (not ranged or ann.serves_range) and ann.spec.metric == metric:
             share = 1.0 if mask is None else float(np.count_nonzero(mask)) / max(len(mask), 1)
@@ -178,7 +181,7 @@ class MemSegment:
                 )
         if distances is None or rows is None:
             distances, rows = self._index(field).search(
-                queries, k, metric, valid=mask, radius=radius, range_filter=range_filter
+                queries, k, metric, mask, radius, range_filter, bm25
             )
         pks = self._pk_values()
         if not len(pks):
@@ -188,6 +191,13 @@ class MemSegment:
         else:
             hit_pks = pks[np.where(rows >= 0, rows, 0)]
         return SearchHits(distances, hit_pks, rows)
+
+    @_guarded
+    def term_stats(self, field: str, terms: np.ndarray, ts: int) -> tuple[int, float, np.ndarray]:
+        """BM25 statistics of the rows visible at ``ts`` (no filter: the corpus is every
+        visible row): rows, total tokens, rows holding each term."""
+        mask = self.search_mask(ts)  # first: it settles appended rows into the table
+        return self._index(field).term_stats(terms, mask)
 
     @_guarded
     def take(self, rows: np.ndarray, columns: list[str]) -> pa.Table:

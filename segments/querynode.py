@@ -68,6 +68,7 @@ class QueryNode(Role):
             "status": self.status,
             "schema": self.update_schema,
             "search": self.search,
+            "term_stats": self.term_stats,
             "query": self.query,
             "count": self.count,
             "read.plan": self.read_plan,
@@ -79,6 +80,7 @@ class QueryNode(Role):
             "worker.load_index": self.worker_load_index,
             "worker.drop_index": self.worker_drop_index,
             "worker.search": self.worker_search,
+            "worker.term_stats": self.worker_term_stats,
             "worker.query": self.worker_query,
             "worker.count": self.worker_count,
         }
@@ -173,6 +175,11 @@ class QueryNode(Role):
     def search(self, req: SearchShard) -> dict[str, Any]:
         return self._delegator(req.vchannel).search(req.request)
 
+    @blocking
+    def term_stats(self, req: SearchShard) -> dict[str, Any]:
+        """BM25 statistics of a shard (``request.queries`` holds the term ids)."""
+        return self._delegator(req.vchannel).term_stats(req.request)
+
     async def query(self, req: ReadShard) -> dict[str, Any]:
         d = self._delegator(req.vchannel)
         return await d.query(as_dict(req), self._expr(d.collection_id, req.filter, req.params))
@@ -242,6 +249,10 @@ class QueryNode(Role):
     @blocking
     def worker_search(self, req: SearchSegments) -> dict[str, Any]:
         return {"parts": self.worker.search(req.segment_ids, req.request)}
+
+    @blocking
+    def worker_term_stats(self, req: SearchSegments) -> dict[str, Any]:
+        return self.worker.term_stats(req.segment_ids, req.request)
 
     async def worker_query(self, req: ReadSegmentRows) -> dict[str, Any]:
         ids = req.segment_ids

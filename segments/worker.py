@@ -20,7 +20,7 @@ from elanus.errors import ElanusError, ErrorCode
 from elanus.expr import Expr
 from elanus.grouping import reduce_grouped, regroup
 from elanus.indexparams import MAX_EF
-from elanus.reduce import reduce_parts
+from elanus.reduce import add_term_stats, reduce_parts
 from elanus.schema import PK_COLUMN, Schema
 from elanus.searchrequest import SearchRequest
 from elanus.segments import storage
@@ -149,6 +149,9 @@ class Worker:
     def search(self, segment_ids: list[int], req: SearchRequest) -> list[dict[str, Any]]:
         return [search_part(seg, req) for seg in self._held(segment_ids)]
 
+    def term_stats(self, segment_ids: list[int], req: SearchRequest) -> dict[str, Any]:
+        return term_stats(self._held(segment_ids), req)
+
     def query(
         self,
         segment_ids: list[int],
@@ -170,6 +173,14 @@ def search_part(seg: MemSegment, req: SearchRequest) -> dict[str, Any]:
     if req.group_by is None:
         return _hits_part(seg, req, req.k, req.search_params)
     return grouped_part(seg, req)
+
+
+def term_stats(segments: list[MemSegment], req: SearchRequest) -> dict[str, Any]:
+    """BM25 statistics of ``segments`` at ``req.ts`` for the terms in ``req.queries``:
+    ``rows`` and ``tokens`` (their total length) of the visible rows, ``df`` per term."""
+    terms = np.asarray(req.queries, np.uint32)
+    parts = [seg.term_stats(req.field, terms, req.ts) for seg in segments]
+    return add_term_stats([{"rows": r, "tokens": t, "df": d} for r, t, d in parts], len(terms))
 
 
 def grouped_part(seg: MemSegment, req: SearchRequest) -> dict[str, Any]:

@@ -74,11 +74,14 @@ def spark_type(f: Field) -> SparkType:
 
 
 def spark_schema(schema: Schema, columns: list[str] | None = None) -> StructType:
-    """The DataFrame schema of a collection (or of some of its columns, in that order)."""
+    """The DataFrame schema of a collection (or of some of its columns, in that order).
+    A function's output (BM25's sparse vector) is not among the default columns: the
+    server computes it on write and never returns it."""
     fields = {f.name: StructField(f.name, spark_type(f), f.nullable) for f in schema.fields}
     if schema.enable_dynamic_field:
         fields[DYNAMIC_FIELD] = StructField(DYNAMIC_FIELD, StringType(), True)
-    names = columns if columns is not None else list(fields)
+    computed = {n for fn in schema.functions for n in fn.output_field_names}
+    names = columns if columns is not None else [n for n in fields if n not in computed]
     for n in names:
         if n not in fields:
             raise invalid(f"column {n!r} is not a field of the collection")
