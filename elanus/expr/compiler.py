@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Literal, NoReturn
 
 import numpy as np
@@ -13,6 +13,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedTok
 
 from elanus.errors import ElanusError, ErrorCode
 from elanus.expr.grammar import end_position, expected_words, last_token, parser
+from elanus.expr.indexed import IndexedContext, IndexKey
 from elanus.expr.jsonsem import settle_json
 from elanus.expr.literals import (
     BAD,
@@ -85,7 +86,17 @@ class Expr:
 
     def evaluate(self, table: pa.Table | pa.RecordBatch) -> pa.BooleanArray:
         """The rows where the filter is TRUE (NULL counts as false)."""
-        ctx = Context(table, self._fields)
+        return self._truth(Context(table, self._fields))
+
+    def evaluate_indexed(
+        self, table: pa.Table | pa.RecordBatch, indexes: Mapping[IndexKey, Any]
+    ) -> tuple[pa.BooleanArray, int]:
+        """Like :meth:`evaluate`, with the predicates that scalar ``indexes`` cover answered
+        from them (``elanus.expr.indexed``); also how many were."""
+        ctx = IndexedContext(table, self._fields, indexes)
+        return self._truth(ctx), ctx.used
+
+    def _truth(self, ctx: Context) -> pa.BooleanArray:
         result = predicate(self._root, ctx)
         if isinstance(result, pa.Scalar):
             return pa.array(np.full(ctx.n, result.as_py() is True), pa.bool_())
