@@ -23,8 +23,10 @@ from typing import Any
 import faiss
 import numpy as np
 
+from elanus.index import scalar
 from elanus.index.engine import FORMAT_VERSION, INDEX_FILE, META_FILE, load_index
 from elanus.indexparams import IndexSpec
+from elanus.scalarindex import is_scalar_spec
 
 MAX_META_BYTES = 1 << 20
 """``meta.json`` is a few hundred bytes; a larger one is refused before parsing."""
@@ -67,8 +69,12 @@ def verify_report(
     rows. Runs file I/O and a FAISS load: call it off the event loop."""
     try:
         real_out = _check_out_dir(Path(storage), Path(out_dir))
-        _check_files(Path(out_dir), real_out, files)
-        _check_index(Path(out_dir), IndexSpec.from_dict(task_spec), num_rows)
+        if is_scalar_spec(task_spec):
+            _check_files(Path(out_dir), real_out, files, (scalar.META_FILE, scalar.DATA_FILE))
+            _check_scalar(Path(out_dir), task_spec, num_rows)
+        else:
+            _check_files(Path(out_dir), real_out, files, (META_FILE, INDEX_FILE))
+            _check_index(Path(out_dir), IndexSpec.from_dict(task_spec), num_rows)
     except Rejected as exc:
         return str(exc)
     return None
@@ -87,7 +93,9 @@ def _check_out_dir(storage: Path, out_dir: Path) -> Path:
     return real
 
 
-def _check_files(out_dir: Path, real_out: Path, files: list[Any]) -> None:
+def _check_files(
+    out_dir: Path, real_out: Path, files: list[Any], required: tuple[str, ...]
+) -> None:
     if not files:
         raise Rejected("the report names no files")
     if len(files) > MAX_FILES:
@@ -115,7 +123,7 @@ def _check_files(out_dir: Path, real_out: Path, files: list[Any]) -> None:
         if st.st_size == 0:
             raise Rejected(f"reported file {_show(f)} is empty")
         names.add(str(path.relative_to(out_dir)))
-    for needed in (META_FILE, INDEX_FILE):
+    for needed in required:
         if needed not in names:
             raise Rejected(f"the report lacks {needed}, which query nodes load")
 
@@ -169,3 +177,17 @@ def _check_index(out_dir: Path, want: IndexSpec, num_rows: int) -> None:
         index.search(np.zeros((1, width), dtype), 1)
     except Exception:  # noqa: BLE001
         raise Rejected("the index loads but cannot be searched") from None
+
+
+def _check_scalar(out_dir: Path, want: dict[str, Any], num_rows: int) -> None:
+    """A scalar index must load as a worker loads it, with the task's spec and rows."""
+    if (out_dir / scalar.META_FILE).stat().st_size > MAX_META_BYTES:
+        raise Rejected(f"{scalar.META_FILE} is too large to be index metadata")
+    try:
+        index, spec = scalar.load_scalar_index(out_dir)
+    except Exception:  # noqa: BLE001 - any malformation; its details would quote the file
+        raise Rejected("the files do not load as a scalar index") from None
+    if spec.to_dict() != want:
+        raise Rejected("the index was built with other parameters than the task's")
+    if index.num_rows != num_rows:
+        raise Rejected(f"the index covers {index.num_rows} rows, the segment has {num_rows}")

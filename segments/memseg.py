@@ -61,6 +61,11 @@ class MemSegment:
         self._indexes: dict[str, VectorIndexExact] = {}
         self._ann: dict[str, Any] = {}
         """Built ANN indexes (``elanus.index.engine.SegmentIndex``) by field: sealed only."""
+        self._scalar: dict[tuple[str, tuple[str | int, ...]], Any] = {}
+        """Built scalar indexes (``elanus.index.scalar.ScalarSegmentIndex``) by field and
+        JSON path: sealed only."""
+        self.scalar_uses = 0
+        """Filter predicates answered from scalar indexes so far (to observe that they are)."""
         self._pks: np.ndarray | None = None
         self._pending: list[pa.Table] = []
         self._guard: contextlib.AbstractContextManager[Any] = (
@@ -108,6 +113,14 @@ class MemSegment:
 
     def detach_index(self, field: str) -> None:
         self._ann.pop(field, None)
+        self._scalar = {k: v for k, v in self._scalar.items() if k[0] != field}
+
+    def attach_scalar(self, index: Any) -> None:
+        """Answer filters on ``index.key`` (field, JSON path) from a built scalar index."""
+        self._scalar = {**self._scalar, index.key: index}
+
+    def has_scalar(self, field: str) -> bool:
+        return any(k[0] == field for k in self._scalar)
 
     def index_of(self, field: str) -> Any:
         return self._ann.get(field)
@@ -123,7 +136,19 @@ class MemSegment:
         self._settle()
         mask = self.versions.visible(ts)
         if expr is not None and mask.any():
-            mask &= expr.evaluate(self.table).to_numpy(zero_copy_only=False)
+            mask &= self._filter(expr).to_numpy(zero_copy_only=False)
+        return mask
+
+    def _filter(self, expr: Expr) -> pa.BooleanArray:
+        scalar = self._scalar  # one read: an index swapped in meanwhile waits for the next
+        if not scalar or self._pending:
+            return expr.evaluate(self.table)
+        wanted = expr.fields
+        usable = {k: s.entry for k, s in scalar.items() if k[0] in wanted}
+        if not usable:
+            return expr.evaluate(self.table)
+        mask, used = expr.evaluate_indexed(self.table, usable)
+        self.scalar_uses += used
         return mask
 
     def search_mask(self, ts: int, expr: Expr | None = None) -> np.ndarray | None:

@@ -85,14 +85,15 @@ class ValueIndex:
         bad = nulls if nans is None else pc.or_(nulls, pc.fill_null(nans, False))
         keep = np.flatnonzero(~bad.to_numpy(zero_copy_only=False)).astype(np.int64)
         kept = arr.take(pa.array(keep))
-        order = pc.sort_indices(kept).to_numpy()
+        keys = [("v", "ascending")]
+        columns = {"v": kept}
+        if pa.types.is_floating(arr.type):  # -0.0 first: ``in`` tells it from 0.0
+            columns["neg"] = pa.array(np.signbit(kept.to_numpy(zero_copy_only=False)))
+            keys.append(("neg", "descending"))
+        order = pc.sort_indices(pa.table(columns), sort_keys=keys).to_numpy()
         ordered = kept.take(pa.array(order))
         rows = keep[order]
-        if len(ordered):
-            change = pc.not_equal(ordered.slice(1), ordered.slice(0, len(ordered) - 1))
-            starts = np.concatenate([[0], np.flatnonzero(change.to_numpy(False)) + 1])
-        else:
-            starts = np.zeros(0, np.int64)
+        starts = distinct_starts(ordered)
         offsets = np.concatenate([starts, [len(rows)]]).astype(np.int64)
         nan_rows = (
             np.flatnonzero(pc.fill_null(nans, False).to_numpy(False))
@@ -124,6 +125,19 @@ class ValueIndex:
     def rows_between(self, lo: int, hi: int) -> np.ndarray:
         """Rows holding the distinct values ``lo`` to ``hi - 1``."""
         return self.rows[self.offsets[lo] : self.offsets[max(lo, hi)]]
+
+
+def distinct_starts(ordered: pa.Array) -> np.ndarray:
+    """Where each run of equal values starts in sorted ``ordered`` (-0.0 and 0.0 are
+    separate runs: ``==`` joins them, ``in`` does not)."""
+    if not len(ordered):
+        return np.zeros(0, np.int64)
+    change = pc.not_equal(ordered.slice(1), ordered.slice(0, len(ordered) - 1))
+    split = change.to_numpy(zero_copy_only=False)
+    if pa.types.is_floating(ordered.type):
+        sign = np.signbit(ordered.to_numpy(zero_copy_only=False))
+        split = split | (sign[1:] != sign[:-1])
+    return np.concatenate([[0], np.flatnonzero(split) + 1]).astype(np.int64)
 
 
 def _true(v: Any) -> bool:
@@ -159,18 +173,21 @@ def _compare_range(index: ValueIndex, op: str, const: Value) -> tuple[int, int]:
 def _in_rows(index: ValueIndex, kind: Kind, values: list[Any]) -> list[np.ndarray]:
     """Rows equal to one of ``values`` (one kind group), compared as ``InList`` does."""
     out = []
-    for v in values:
+    for j in range(len(values)):  # the whole list decides the casts, as in ``InList``
 
-        def cmp(fn: Callable[..., Any], v: Any = v) -> Callable[[pa.Array], Any]:
+        def cmp(fn: Callable[..., Any], j: int = j) -> Callable[[pa.Array], Any]:
             def probe(s: pa.Array) -> Any:
-                arr, vset = _value_set(s, kind, [v])
-                return fn(arr, vset[0])
+                arr, vset = _value_set(s, kind, values)
+                return fn(arr, vset[j])
 
             return probe
 
         lo = index.first(cmp(pc.greater_equal))
         hi = index.first(cmp(pc.greater), lo)
-        out.append(index.rows_between(lo, hi))
+        if hi > lo:  # the run of equal values; ``in`` itself says which of them match
+            arr, vset = _value_set(index.values.slice(lo, hi - lo), kind, values)
+            hit = pc.is_in(arr, value_set=vset).to_numpy(zero_copy_only=False)
+            out.extend(index.rows_between(lo + i, lo + i + 1) for i in np.flatnonzero(hit))
     return out
 
 
