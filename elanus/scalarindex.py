@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from elanus.errors import invalid
+from elanus.indexparams import INDEX_TYPES
 from elanus.schema import DataType, Field
 
 SCALAR_INDEX_TYPES = ("INVERTED", "BITMAP", "STL_SORT", "TRIE")
@@ -104,9 +105,10 @@ def make_scalar_spec(field: Field, index_type: Any, params: Mapping[str, Any] | 
         raise invalid(f"index params must be a JSON object, got {type(params).__name__}")
     known = SCALAR_INDEX_TYPES + ("AUTOINDEX",)
     if itype not in known:
+        what = "indexes only vector fields" if itype in INDEX_TYPES else "is unknown"
         raise invalid(
-            f"index type {index_type!r} does not apply to the {field.dtype.value} field "
-            f"{field.name!r}; scalar fields take one of {', '.join(known)}"
+            f"index type {index_type!r} {what}; the {field.dtype.value} field "
+            f"{field.name!r} takes one of {', '.join(known)}"
         )
     unknown = sorted(str(k) for k in params if k not in ("json_path", "json_cast_type"))
     if unknown:

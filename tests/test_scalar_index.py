@@ -264,7 +264,8 @@ def test_json_path_index_and_plain_index_side_by_side(stack: Stack) -> None:
         ("j", "INVERTED", {"json_path": 'meta["a"]', "json_cast_type": "double"}, "match"),
         ("j", "INVERTED", {"json_path": "j[a]", "json_cast_type": "double"}, "json_path"),
         ("id", "BITMAP", {}, "primary key"),
-        ("s", "HNSW", {}, "scalar fields take one of"),
+        ("s", "HNSW", {}, "only vector fields"),
+        ("s", "NGRAMS", {}, "is unknown; the VarChar field 's' takes one of"),
         ("s", "TRIE", {"nlist": 4}, "unknown index param"),
     ],
 )
