@@ -11,6 +11,7 @@ after they are dropped. Bad requests get errors naming the rule they break.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,9 @@ from elanus.expr import parse
 from elanus.expr.indexed import ValueIndex
 from elanus.flight.client import Client
 from elanus.flight.client_compat import IndexParams
+from elanus.index.scalar import load_scalar_index, write_scalar_index
+from elanus.index.verify import verify_report
+from elanus.scalarindex import ScalarSpec
 from elanus.schema import DataType, Schema
 
 N = 4000
@@ -200,6 +204,14 @@ def test_filters_answer_the_same_with_and_without_scalar_indexes(stack: Stack) -
     client.query("sc", "s like 'k01%'", output_fields=["id"], consistency_level="Strong")
     assert scalar_uses(stack) > before
 
+    # A reload reads the finished indexes from their files with the segments.
+    client.release_collection("sc")
+    client.load_collection("sc")
+    wait_for(lambda: served(stack, {f for f, *_ in INDEXES}), what="indexes loaded again")
+    before = scalar_uses(stack)
+    assert answers(client, "sc", queries) == plain
+    assert scalar_uses(stack) > before
+
     for _, _, name, _ in INDEXES:
         client.drop_index("sc", name)
     wait_for(lambda: not any(served(stack, {f}) for f, *_ in INDEXES), what="indexes gone")
@@ -312,3 +324,24 @@ def test_value_index_matches_plain_evaluation_on_edge_values() -> None:
         got, used = expr.evaluate_indexed(table, indexes)
         assert used == 1, text
         assert got.equals(expr.evaluate(table)), text
+
+
+@pytest.mark.parametrize("itype", ["INVERTED", "BITMAP", "STL_SORT", "TRIE"])
+def test_scalar_index_files_round_trip_and_verify(tmp_path: Path, itype: str) -> None:
+    """Each type's files load back to the same index; the coord's check accepts a real
+    build and refuses one made for other parameters or another row count."""
+    values = pa.array(["b", None, "a", "b", "", "ab", None, "a"])
+    spec = ScalarSpec(itype, DataType.VARCHAR)
+    storage = tmp_path / "storage"
+    out = storage / "indexes" / "1" / "1" / "2" / "3"
+    built = ValueIndex.from_array(values)
+    files = [str(out / f) for f in write_scalar_index(built, spec, out)]
+    loaded, again = load_scalar_index(out)
+    assert again == spec and loaded.values.equals(built.values)
+    assert loaded.offsets.tolist() == built.offsets.tolist()
+    assert sorted(loaded.rows.tolist()) == sorted(built.rows.tolist())
+    assert loaded.nulls.tolist() == [1, 6]
+    assert verify_report(storage, out, files, spec.to_dict(), 8) is None
+    assert "rows" in str(verify_report(storage, out, files, spec.to_dict(), 9))
+    other = ScalarSpec("INVERTED" if itype != "INVERTED" else "TRIE", DataType.VARCHAR)
+    assert "other parameters" in str(verify_report(storage, out, files, other.to_dict(), 8))
