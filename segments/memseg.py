@@ -139,6 +139,22 @@ class MemSegment:
             mask &= self._filter(expr).to_numpy(zero_copy_only=False)
         return mask
 
+    def _indexed_rows(self, ts: int, expr: Expr | None) -> np.ndarray | None:
+        """The visible rows matching ``expr`` when scalar indexes answer all of it (no
+        per-row evaluation; ``None``: they do not)."""
+        scalar = self._scalar
+        if expr is None or not scalar or self._pending:
+            return None
+        wanted = expr.fields
+        usable = {k: s.entry for k, s in scalar.items() if k[0] in wanted}
+        rows = expr.index_rows(usable, self.table.num_rows) if usable else None
+        if rows is None:
+            return None
+        self.scalar_uses += 1
+        if not self.versions.all_visible(ts):
+            rows = rows[self.versions.visible(ts)[rows]]
+        return rows
+
     def _filter(self, expr: Expr) -> pa.BooleanArray:
         scalar = self._scalar  # one read: an index swapped in meanwhile waits for the next
         if not scalar or self._pending:
@@ -156,6 +172,11 @@ class MemSegment:
         self._settle()
         if expr is None and self.versions.all_visible(ts):
             return None
+        rows = self._indexed_rows(ts, expr)
+        if rows is not None:
+            mask = np.zeros(self.table.num_rows, bool)
+            mask[rows] = True
+            return mask
         return self.visible(ts, expr)
 
     @_guarded
@@ -203,8 +224,10 @@ class MemSegment:
     def query(
         self, ts: int, expr: Expr | None, columns: list[str], limit: int | None = None
     ) -> pa.Table:
-        mask = self.visible(ts, expr)
-        rows = np.nonzero(mask)[0]
+        self._settle()
+        rows = self._indexed_rows(ts, expr)
+        if rows is None:
+            rows = np.nonzero(self.visible(ts, expr))[0]
         if limit is not None and len(rows) > limit:
             # The proxy pages by primary key: each segment offers its first ``limit`` keys.
             pks = self.table.column(self.pk_field).take(pa.array(rows))
@@ -214,4 +237,8 @@ class MemSegment:
 
     @_guarded
     def count(self, ts: int, expr: Expr | None = None) -> int:
+        self._settle()
+        rows = self._indexed_rows(ts, expr)
+        if rows is not None:
+            return len(rows)
         return int(np.count_nonzero(self.visible(ts, expr)))

@@ -324,6 +324,19 @@ def test_value_index_matches_plain_evaluation_on_edge_values() -> None:
         got, used = expr.evaluate_indexed(table, indexes)
         assert used == 1, text
         assert got.equals(expr.evaluate(table)), text
+        rows = expr.index_rows(indexes, 9)  # the row-set path count and query take
+        assert rows is not None and rows.tolist() == np.flatnonzero(got).tolist(), text
+    for text, whole in [
+        ("x >= 0 and n > 0", True), ("x == 0.1 or n in [1, -1]", True),
+        ("(x > 0 or n < 0) and n != 1", True), ("not (x > 0)", False),
+        ("x > 0 and id > 2", False),
+    ]:  # fmt: skip
+        expr = parse(text, schema)
+        want = np.flatnonzero(expr.evaluate(table)).tolist()
+        rows = expr.index_rows(indexes, 9)
+        assert (rows is not None) == whole, text
+        assert rows is None or rows.tolist() == want, text
+        assert np.flatnonzero(expr.evaluate_indexed(table, indexes)[0]).tolist() == want
 
 
 @pytest.mark.parametrize("itype", ["INVERTED", "BITMAP", "STL_SORT", "TRIE"])

@@ -13,7 +13,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedTok
 
 from elanus.errors import ElanusError, ErrorCode
 from elanus.expr.grammar import end_position, expected_words, last_token, parser
-from elanus.expr.indexed import IndexedContext, IndexKey
+from elanus.expr.indexed import IndexedContext, IndexKey, true_rows
 from elanus.expr.jsonsem import settle_json
 from elanus.expr.literals import (
     BAD,
@@ -91,10 +91,14 @@ class Expr:
     def evaluate_indexed(
         self, table: pa.Table | pa.RecordBatch, indexes: Mapping[IndexKey, Any]
     ) -> tuple[pa.BooleanArray, int]:
-        """Like :meth:`evaluate`, with the predicates that scalar ``indexes`` cover answered
-        from them (``elanus.expr.indexed``); also how many were."""
+        """:meth:`evaluate` with what scalar ``indexes`` cover answered from them
+        (``elanus.expr.indexed``), and how many predicates were."""
         ctx = IndexedContext(table, self._fields, indexes)
         return self._truth(ctx), ctx.used
+
+    def index_rows(self, indexes: Mapping[IndexKey, Any], n: int) -> np.ndarray | None:
+        """The TRUE rows of ``n`` when ``indexes`` answer the whole filter, else None."""
+        return true_rows(self._root, n, indexes)
 
     def _truth(self, ctx: Context) -> pa.BooleanArray:
         result = predicate(self._root, ctx)

@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from elanus.expr.jsonsem import Settled
 from elanus.expr.nodes import (
+    BoolOp,
     Column,
     Compare,
     Const,
@@ -40,6 +43,8 @@ from elanus.expr.nodes import (
 )
 from elanus.schema import DataType, Field
 
+_NO_ROWS = Context(pa.table({}), {})
+"""Constants evaluate without a table."""
 IndexKey = tuple[str, tuple[str | int, ...]]
 """(field name, JSON path): ``()`` for a plain scalar field."""
 
@@ -226,8 +231,19 @@ def _target(node: Node) -> tuple[IndexKey, Kind | None] | None:
     return None
 
 
-def answer(node: Node, ctx: Context, indexes: Mapping[IndexKey, Any]) -> pa.Array | None:
-    """``node``'s value from an index, or ``None`` when no index covers it."""
+@dataclass
+class _Hits:
+    """An indexed predicate's answer before it becomes a per-row array: true on ``rows``
+    (inverted by ``negate``), NULL on the index's NULL rows when ``null``."""
+
+    index: ValueIndex
+    rows: list[np.ndarray]
+    negate: bool
+    null: bool
+
+
+def _hits(node: Node, n: int, indexes: Mapping[IndexKey, Any]) -> _Hits | None:
+    """How an index answers ``node`` on a segment of ``n`` rows (``None``: it does not)."""
 
     def lookup(operand: Node, kinds: tuple[Kind, ...]) -> ValueIndex | None:
         target = _target(operand)
@@ -238,7 +254,7 @@ def answer(node: Node, ctx: Context, indexes: Mapping[IndexKey, Any]) -> pa.Arra
         if entry is None:
             return None
         index, dtype = entry
-        if index.num_rows != ctx.n:
+        if index.num_rows != n:
             return None
         if json is not None and not all(k in _KINDS.get(dtype, ()) for k in kinds):
             return None  # the path's index holds another typed view than this one reads
@@ -254,8 +270,8 @@ def answer(node: Node, ctx: Context, indexes: Mapping[IndexKey, Any]) -> pa.Arra
         index = lookup(left, (right.kind,))
         if index is None:
             return None
-        lo, hi = _compare_range(index, op, ctx.value(right))
-        return _result(index, [index.rows_between(lo, hi)], op == "!=", True)
+        lo, hi = _compare_range(index, op, right.eval(_NO_ROWS))
+        return _Hits(index, [index.rows_between(lo, hi)], op == "!=", True)
     if isinstance(node, InList):
         groups = _group(node.values)
         if len(groups) != 1:
@@ -264,19 +280,67 @@ def answer(node: Node, ctx: Context, indexes: Mapping[IndexKey, Any]) -> pa.Arra
         index = lookup(node.children[0], (kind,))
         if index is None:
             return None
-        return _result(index, _in_rows(index, kind, values), node.negate, True)
+        return _Hits(index, _in_rows(index, kind, values), node.negate, True)
     if isinstance(node, Like) and _PREFIX.fullmatch(node.pattern):
         index = lookup(node.children[0], (Kind.STRING,))
         if index is None:
             return None
         lo, hi = _prefix_range(index, node.pattern[:-1])
-        return _result(index, [index.rows_between(lo, hi)], False, True)
+        return _Hits(index, [index.rows_between(lo, hi)], False, True)
     if isinstance(node, IsNull) and isinstance(node.children[0], Column):
         index = lookup(node.children[0], ())
         if index is None:
             return None
-        return _result(index, [index.nulls], node.negate, False)
+        return _Hits(index, [index.nulls], node.negate, False)
     return None
+
+
+def _sorted_unique(parts: list[np.ndarray], n: int) -> np.ndarray:
+    """The rows of ``parts`` once each, ascending: sorted when few, through a mask of the
+    ``n`` rows when many (a mask is cheaper than sorting a large share of them)."""
+    total = sum(len(p) for p in parts)
+    if total * 32 > n:
+        mask = np.zeros(n, bool)
+        for p in parts:
+            mask[p] = True
+        return np.flatnonzero(mask)
+    rows = np.sort(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
+    return rows[np.r_[True, rows[1:] != rows[:-1]]] if len(rows) else rows
+
+
+def answer(node: Node, ctx: Context, indexes: Mapping[IndexKey, Any]) -> pa.Array | None:
+    """``node``'s value from an index, or ``None`` when no index covers it."""
+    hits = _hits(node, ctx.n, indexes)
+    return None if hits is None else _result(hits.index, hits.rows, hits.negate, hits.null)
+
+
+def true_rows(node: Node, n: int, indexes: Mapping[IndexKey, Any]) -> np.ndarray | None:
+    """The rows (ascending) where ``node`` is TRUE, when indexes answer all of it: indexed
+    predicates joined by ``and`` / ``or`` (Kleene logic: TRUE and TRUE, TRUE or anything);
+    ``None`` otherwise. No per-row array is built for a predicate that is not negated."""
+    if isinstance(node, BoolOp):
+        parts = [true_rows(c, n, indexes) for c in node.children]
+        if any(p is None for p in parts):
+            return None
+        sets = sorted((p for p in parts if p is not None), key=len)
+        if node.op == "or":
+            return _sorted_unique(sets, n)
+        acc = sets[0]
+        for other in sets[1:]:
+            member = np.zeros(n, bool)
+            member[other] = True
+            acc = acc[member[acc]]
+        return acc
+    if isinstance(node, Settled):
+        # fill=False: NULL became false, so TRUE is the inner predicate's TRUE
+        return None if node.fill else true_rows(node.children[0], n, indexes)
+    hits = _hits(node, n, indexes)
+    if hits is None:
+        return None
+    if not hits.negate:
+        return _sorted_unique(hits.rows, n)
+    result = _result(hits.index, hits.rows, hits.negate, hits.null)
+    return np.flatnonzero(pc.fill_null(result, False).to_numpy(zero_copy_only=False))
 
 
 _ANSWERABLE = (Compare, InList, Like, IsNull)
