@@ -177,7 +177,7 @@ def _compare_range(index: ValueIndex, op: str, const: Value) -> tuple[int, int]:
 
 def _in_rows(index: ValueIndex, kind: Kind, values: list[Any]) -> list[np.ndarray]:
     """Rows equal to one of ``values`` (one kind group), compared as ``InList`` does."""
-    out = []
+    out: list[np.ndarray] = []
     for j in range(len(values)):  # the whole list decides the casts, as in ``InList``
 
         def cmp(fn: Callable[..., Any], j: int = j) -> Callable[[pa.Array], Any]:
@@ -192,7 +192,7 @@ def _in_rows(index: ValueIndex, kind: Kind, values: list[Any]) -> list[np.ndarra
         if hi > lo:  # the run of equal values; ``in`` itself says which of them match
             arr, vset = _value_set(index.values.slice(lo, hi - lo), kind, values)
             hit = pc.is_in(arr, value_set=vset).to_numpy(zero_copy_only=False)
-            out.extend(index.rows_between(lo + i, lo + i + 1) for i in np.flatnonzero(hit))
+            out.extend(index.rows_between(lo + i, lo + i + 1) for i in np.flatnonzero(hit).tolist())
     return out
 
 
