@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from elanus.flight.client import Client
 
 index_app = typer.Typer(
-    help="Create, inspect, drop and build vector indexes.", no_args_is_help=True
+    help="Create, inspect, drop and build vector and scalar indexes.", no_args_is_help=True
 )
 
 IndexNameOpt = Annotated[
@@ -56,9 +56,16 @@ def _render_indexes(collection: str) -> Any:
 def create(
     ctx: typer.Context,
     collection: CollectionArg,
-    field: Annotated[str, typer.Argument(help="Vector field to index.", show_default=False)],
+    field: Annotated[
+        str, typer.Argument(help="Field to index (vector, scalar or JSON).", show_default=False)
+    ],
     index_type: Annotated[
-        str, typer.Option("--type", "-t", help="FLAT, IVF_FLAT, IVF_SQ8, IVF_PQ, HNSW, ...")
+        str,
+        typer.Option(
+            "--type",
+            "-t",
+            help="HNSW, IVF_FLAT, ... (vectors); INVERTED, BITMAP, STL_SORT, TRIE (scalars)",
+        ),
     ] = "AUTOINDEX",
     metric: Annotated[str | None, typer.Option("--metric", help="L2, IP, COSINE, ...")] = None,
     params: Annotated[
@@ -68,7 +75,8 @@ def create(
     as_json: JsonOpt = False,
     uri: UriOpt = None,
 ) -> None:
-    """Index a vector field; every flushed segment gets a build task."""
+    """Index a field; every flushed segment gets a build task. A JSON field is indexed
+    by path: --params '{"json_path": "<field>[\\"key\\"]", "json_cast_type": "double"}'."""
     build_params = json_object(params, "--params")
 
     def action(client: Client) -> list[dict[str, Any]]:

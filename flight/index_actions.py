@@ -88,10 +88,11 @@ def _run_report(c: Call) -> dict[str, Any]:
 
 @action(
     "create_index",
-    "Build an index on a vector field of every flushed segment (and of later ones). Body: "
-    "collection, field_name, index_type (FLAT, IVF_FLAT, IVF_SQ8, IVF_PQ, HNSW, BIN_FLAT, "
-    "BIN_IVF_FLAT, SPARSE_INVERTED_INDEX, SPARSE_WAND, AUTOINDEX), metric_type, params, "
-    "index_name. Result: index_id, created.",
+    "Build an index on a field of every flushed segment (and of later ones). Body: "
+    "collection, field_name, index_type (vectors: FLAT, IVF_FLAT, IVF_SQ8, IVF_PQ, HNSW, "
+    "BIN_FLAT, BIN_IVF_FLAT, SPARSE_INVERTED_INDEX, SPARSE_WAND; scalars: INVERTED, BITMAP, "
+    "STL_SORT, TRIE; AUTOINDEX), metric_type, params (json_path and json_cast_type for a "
+    "JSON path), index_name. Result: index_id, created.",
     ("collection", "field_name", "index_type", "metric_type", "params", "index_name"),
     privilege="CreateIndex",
     run=_run_create,

@@ -1,7 +1,8 @@
 """One index build task, as both builders run it: an index node (in a thread) and a Spark
-executor (``elanus index build``). Reads the segment's vector column from Lance, builds the
-FAISS index, writes its files under the task's ``out_dir`` and says how it went — failures
-become a report with a reason, never an exception, so the coord's state machine decides."""
+executor (``elanus index build``). Reads the segment's column from Lance, builds the
+FAISS index (or a scalar index, ``elanus.index.scalar``), writes its files under the task's
+``out_dir`` and says how it went — failures become a report with a reason, never an
+exception, so the coord's state machine decides."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from elanus.index.build import build_segment_index
+from elanus.index.scalar import build_scalar_index, write_scalar_index
 from elanus.indexparams import IndexSpec
+from elanus.scalarindex import ScalarSpec, is_scalar_spec
 
 
 def run_build_task(task: dict[str, Any], delay_s: float = 0.0) -> dict[str, Any]:
@@ -20,11 +23,16 @@ def run_build_task(task: dict[str, Any], delay_s: float = 0.0) -> dict[str, Any]
     try:
         if delay_s:
             time.sleep(delay_s)
-        spec = IndexSpec.from_dict(task["spec"])
-        index = build_segment_index(task["data_path"], task["field"], spec)
         out = Path(task["out_dir"])
         out.mkdir(parents=True, exist_ok=True)
-        keys = index.write(out)
+        if is_scalar_spec(task["spec"]):
+            scalar = ScalarSpec.from_dict(task["spec"])
+            values = build_scalar_index(task["data_path"], task["field"], scalar)
+            keys = write_scalar_index(values, scalar, out)
+        else:
+            spec = IndexSpec.from_dict(task["spec"])
+            index = build_segment_index(task["data_path"], task["field"], spec)
+            keys = index.write(out)
         report.update(ok=True, files=[str(out / k) for k in keys])
     except Exception as exc:  # noqa: BLE001 - every failure is reported with its reason
         report.update(ok=False, fail_reason=f"{type(exc).__name__}: {exc}")

@@ -24,9 +24,11 @@ from typing import Any
 import faiss
 import numpy as np
 
+from elanus.index import scalar
 from elanus.index.engine import FORMAT_VERSION, INDEX_FILE, META_FILE, SegmentIndex, load_index
 from elanus.index.sparse import POSTINGS_FILE, SparseIndex
 from elanus.indexparams import IndexSpec
+from elanus.scalarindex import is_scalar_spec
 
 MAX_META_BYTES = 1 << 20
 """``meta.json`` is a few hundred bytes; a larger one is refused before parsing."""
@@ -69,10 +71,14 @@ def verify_report(
     rows. Runs file I/O and a FAISS load: call it off the event loop."""
     try:
         real_out = _check_out_dir(Path(storage), Path(out_dir))
-        want = IndexSpec.from_dict(task_spec)
-        data_file = POSTINGS_FILE if want.field_kind == "sparse" else INDEX_FILE
-        _check_files(Path(out_dir), real_out, files, data_file)
-        _check_index(Path(out_dir), want, num_rows)
+        if is_scalar_spec(task_spec):
+            _check_files(Path(out_dir), real_out, files, (scalar.META_FILE, scalar.DATA_FILE))
+            _check_scalar(Path(out_dir), task_spec, num_rows)
+        else:
+            want = IndexSpec.from_dict(task_spec)
+            data_file = POSTINGS_FILE if want.field_kind == "sparse" else INDEX_FILE
+            _check_files(Path(out_dir), real_out, files, (META_FILE, data_file))
+            _check_index(Path(out_dir), want, num_rows)
     except Rejected as exc:
         return str(exc)
     return None
@@ -91,7 +97,9 @@ def _check_out_dir(storage: Path, out_dir: Path) -> Path:
     return real
 
 
-def _check_files(out_dir: Path, real_out: Path, files: list[Any], data_file: str) -> None:
+def _check_files(
+    out_dir: Path, real_out: Path, files: list[Any], required: tuple[str, ...]
+) -> None:
     if not files:
         raise Rejected("the report names no files")
     if len(files) > MAX_FILES:
@@ -119,7 +127,7 @@ def _check_files(out_dir: Path, real_out: Path, files: list[Any], data_file: str
         if st.st_size == 0:
             raise Rejected(f"reported file {_show(f)} is empty")
         names.add(str(path.relative_to(out_dir)))
-    for needed in (META_FILE, data_file):
+    for needed in required:
         if needed not in names:
             raise Rejected(f"the report lacks {needed}, which query nodes load")
 
@@ -192,3 +200,17 @@ def _check_sparse(out_dir: Path, num_rows: int) -> None:
         index.search([{0: 1.0}], 1)
     except Exception:  # noqa: BLE001
         raise Rejected("the index loads but cannot be searched") from None
+
+
+def _check_scalar(out_dir: Path, want: dict[str, Any], num_rows: int) -> None:
+    """A scalar index must load as a worker loads it, with the task's spec and rows."""
+    if (out_dir / scalar.META_FILE).stat().st_size > MAX_META_BYTES:
+        raise Rejected(f"{scalar.META_FILE} is too large to be index metadata")
+    try:
+        index, spec = scalar.load_scalar_index(out_dir)
+    except Exception:  # noqa: BLE001 - any malformation; its details would quote the file
+        raise Rejected("the files do not load as a scalar index") from None
+    if spec.to_dict() != want:
+        raise Rejected("the index was built with other parameters than the task's")
+    if index.num_rows != num_rows:
+        raise Rejected(f"the index covers {index.num_rows} rows, the segment has {num_rows}")

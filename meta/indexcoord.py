@@ -1,5 +1,6 @@
-"""Index coordination (seed 002): indexes on vector fields, one build task per flushed
-segment, builders chosen by load, versions against stale builders, recycling of files.
+"""Index coordination (seed 002): indexes on vector and scalar fields (and JSON paths),
+one build task per flushed segment, builders chosen by load, versions against stale
+builders, recycling of files.
 
 Builders come in two kinds. Index nodes hold a session; the assignment loop pushes tasks
 to the least-loaded live one (at most ``MAX_TASKS_PER_BUILDER`` in flight each). A Spark
@@ -25,7 +26,8 @@ from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.indexparams import IndexSpec, make_index_spec
 from elanus.meta import indexmeta
 from elanus.meta.indexmeta import IndexRecord, IndexTask
-from elanus.schema import Schema
+from elanus.scalarindex import is_scalar_spec, make_scalar_spec
+from elanus.schema import DataType, Field, Schema
 from elanus.states import IndexTaskState, SegmentState
 from elanus.taskrequests import (
     ClaimIndexTasks,
@@ -164,29 +166,25 @@ class IndexCoord:
         if field_name not in {f.name for f in schema.fields}:
             raise invalid(f"field {field_name!r} does not exist in {info['name']!r}")
         field = schema.field(field_name)
-        if not field.dtype.is_vector:
-            raise invalid(
-                f"field {field_name!r} is {field.dtype.value}: only vector fields can be "
-                "indexed (filters scan the scalar columns directly)"
-            )
-        spec: IndexSpec = make_index_spec(field.dtype, field.dim or 0, index_type, metric, params)
+        spec = _field_spec(field, index_type, metric, params)
         async with self._lock:
             for i in self.live_indexes(cid):
-                if i.field_name == field_name:
-                    if i.spec == spec.to_dict() and i.index_name == index_name:
+                if i.field_name == field_name and _slot(i.spec) == _slot(spec):
+                    if i.spec == spec and i.index_name == index_name:
                         return {"index_id": i.index_id, "created": False}
                     raise ElanusError(
                         ErrorCode.INDEX_ALREADY_EXISTS,
-                        f"field {field_name!r} already has index {i.index_name!r} with "
-                        "different parameters; drop it first",
+                        f"field {field_name!r}{_path_words(spec)} already has index "
+                        f"{i.index_name!r} with different parameters; drop it first",
                     )
                 if i.index_name == index_name:
                     raise ElanusError(
                         ErrorCode.INDEX_ALREADY_EXISTS,
-                        f"index name {index_name!r} is already used on field {i.field_name!r}",
+                        f"index name {index_name!r} is already used on field {i.field_name!r}"
+                        f"{_path_words(i.spec)}; give this index another index_name",
                     )
             record = IndexRecord(
-                self.coord.ids.alloc(), cid, field_name, index_name, spec.to_dict(),
+                self.coord.ids.alloc(), cid, field_name, index_name, spec,
                 self.coord.tso.alloc(),
             )  # fmt: skip
             self.indexes[record.index_id] = record
@@ -565,3 +563,23 @@ class IndexCoord:
             if forget or empty:
                 await self.coord.db.run(indexmeta.forget, forget, empty)
         return removed
+
+
+def _field_spec(field: Field, index_type: str, metric: str | None, params: Any) -> dict[str, Any]:
+    """The stored spec of an index on ``field``: a vector index, or a scalar one."""
+    if field.dtype.is_vector:
+        vector: IndexSpec = make_index_spec(field.dtype, field.dim or 0, index_type, metric, params)
+        return vector.to_dict()
+    if field.dtype == DataType.ARRAY:
+        raise invalid(f"indexes on Array fields ({field.name!r}) are not supported")
+    return make_scalar_spec(field, index_type, params).to_dict()
+
+
+def _slot(spec: dict[str, Any]) -> tuple[Any, ...]:
+    """What one index of a field covers: the whole field, or one JSON path of it."""
+    return tuple(spec.get("path") or ()) if is_scalar_spec(spec) else ()
+
+
+def _path_words(spec: dict[str, Any]) -> str:
+    path = (spec.get("params") or {}).get("json_path") if is_scalar_spec(spec) else None
+    return f" (json_path {path})" if path else ""

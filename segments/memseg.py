@@ -63,6 +63,11 @@ class MemSegment:
         self._indexes: dict[str, VectorIndexExact] = {}
         self._ann: dict[str, Any] = {}
         """Built ANN indexes (``elanus.index.engine.SegmentIndex``) by field: sealed only."""
+        self._scalar: dict[tuple[str, tuple[str | int, ...]], Any] = {}
+        """Built scalar indexes (``elanus.index.scalar.ScalarSegmentIndex``) by field and
+        JSON path: sealed only."""
+        self.scalar_uses = 0
+        """Filter predicates answered from scalar indexes so far (to observe that they are)."""
         self._pks: np.ndarray | None = None
         self._text = TextIndexes()
         """Text indexes for text_match / phrase_match, built on first use; a growing
@@ -124,6 +129,14 @@ class MemSegment:
 
     def detach_index(self, field: str) -> None:
         self._ann.pop(field, None)
+        self._scalar = {k: v for k, v in self._scalar.items() if k[0] != field}
+
+    def attach_scalar(self, index: Any) -> None:
+        """Answer filters on ``index.key`` (field, JSON path) from a built scalar index."""
+        self._scalar = {**self._scalar, index.key: index}
+
+    def has_scalar(self, field: str) -> bool:
+        return any(k[0] == field for k in self._scalar)
 
     def index_of(self, field: str) -> Any:
         return self._ann.get(field)
@@ -139,8 +152,35 @@ class MemSegment:
         self._settle()
         mask = self.versions.visible(ts)
         if expr is not None and mask.any():
-            matched = expr.evaluate(self.table, text_indexes=self._text)
-            mask &= matched.to_numpy(zero_copy_only=False)
+            mask &= self._filter(expr).to_numpy(zero_copy_only=False)
+        return mask
+
+    def _indexed_rows(self, ts: int, expr: Expr | None) -> np.ndarray | None:
+        """The visible rows matching ``expr`` when scalar indexes answer all of it (no
+        per-row evaluation; ``None``: they do not)."""
+        scalar = self._scalar
+        if expr is None or not scalar or self._pending:
+            return None
+        wanted = expr.fields
+        usable = {k: s.entry for k, s in scalar.items() if k[0] in wanted}
+        rows = expr.index_rows(usable, self.table.num_rows) if usable else None
+        if rows is None:
+            return None
+        self.scalar_uses += 1
+        if not self.versions.all_visible(ts):
+            rows = rows[self.versions.visible(ts)[rows]]
+        return rows
+
+    def _filter(self, expr: Expr) -> pa.BooleanArray:
+        scalar = self._scalar  # one read: an index swapped in meanwhile waits for the next
+        if not scalar or self._pending:
+            return expr.evaluate(self.table, text_indexes=self._text)
+        wanted = expr.fields
+        usable = {k: s.entry for k, s in scalar.items() if k[0] in wanted}
+        if not usable:
+            return expr.evaluate(self.table, text_indexes=self._text)
+        mask, used = expr.evaluate_indexed(self.table, usable, self._text)
+        self.scalar_uses += used
         return mask
 
     def search_mask(self, ts: int, expr: Expr | None = None) -> np.ndarray | None:
@@ -148,6 +188,11 @@ class MemSegment:
         self._settle()
         if expr is None and self.versions.all_visible(ts):
             return None
+        rows = self._indexed_rows(ts, expr)
+        if rows is not None:
+            mask = np.zeros(self.table.num_rows, bool)
+            mask[rows] = True
+            return mask
         return self.visible(ts, expr)
 
     @_guarded
@@ -209,8 +254,10 @@ class MemSegment:
     def query(
         self, ts: int, expr: Expr | None, columns: list[str], limit: int | None = None
     ) -> pa.Table:
-        mask = self.visible(ts, expr)
-        rows = np.nonzero(mask)[0]
+        self._settle()
+        rows = self._indexed_rows(ts, expr)
+        if rows is None:
+            rows = np.nonzero(self.visible(ts, expr))[0]
         if limit is not None and len(rows) > limit:
             # The proxy pages by primary key: each segment offers its first ``limit`` keys.
             pks = self.table.column(self.pk_field).take(pa.array(rows))
@@ -220,4 +267,8 @@ class MemSegment:
 
     @_guarded
     def count(self, ts: int, expr: Expr | None = None) -> int:
+        self._settle()
+        rows = self._indexed_rows(ts, expr)
+        if rows is not None:
+            return len(rows)
         return int(np.count_nonzero(self.visible(ts, expr)))

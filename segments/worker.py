@@ -21,6 +21,7 @@ from elanus.expr import Expr
 from elanus.grouping import reduce_grouped, regroup
 from elanus.indexparams import MAX_EF
 from elanus.reduce import add_term_stats, reduce_parts
+from elanus.scalarindex import is_scalar_spec
 from elanus.schema import PK_COLUMN, Schema
 from elanus.searchrequest import SearchRequest
 from elanus.segments import storage
@@ -61,9 +62,13 @@ def attach_index(seg: MemSegment, index: dict[str, Any]) -> bool:
     """Load one built index (``{field, dir, ...}``) into a segment (runs in a thread);
     whether it loaded."""
     from elanus.index.engine import load_index  # faiss-heavy: only where indexes are served
+    from elanus.index.scalar import load_segment_scalar
 
     try:
-        seg.attach_index(index["field"], load_index(Path(index["dir"])))
+        if is_scalar_spec(index.get("spec") or {}):
+            seg.attach_scalar(load_segment_scalar(index["field"], Path(index["dir"])))
+        else:
+            seg.attach_index(index["field"], load_index(Path(index["dir"])))
     except Exception as exc:  # noqa: BLE001 - the segment stays searchable, exactly
         log.warning("segment %s: index %s not loaded: %s", seg.segment_id, index["dir"], exc)
         return False
@@ -108,6 +113,8 @@ class Worker:
             return False
         if not await asyncio.to_thread(attach_index, seg, index):
             self._index_failed(segment_id, index)
+        if is_scalar_spec(index.get("spec") or {}):
+            return seg.has_scalar(index["field"])
         return seg.index_of(index["field"]) is not None
 
     def drop_index(self, collection_id: int, field: str) -> None:

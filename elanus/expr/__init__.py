@@ -9,7 +9,8 @@ See ``elanus.expr.grammar`` for the language and ``elanus.expr.values`` for JSON
 """
 
 from elanus.expr.cache import parse_cached
-from elanus.expr.compiler import FUNCTIONS, Expr, parse
+from elanus.expr.compiler import FUNCTIONS, parse
+from elanus.expr.expression import Expr
 from elanus.expr.nodes import Kind
 
 __all__ = ["FUNCTIONS", "Expr", "Kind", "parse", "parse_cached"]

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal, NoReturn
+from typing import Any, NoReturn
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from lark import Token, Tree
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
 from elanus.errors import ElanusError, ErrorCode
+from elanus.expr.expression import Expr
 from elanus.expr.grammar import end_position, expected_words, last_token, parser
 from elanus.expr.jsonsem import settle_json
 from elanus.expr.literals import (
@@ -49,9 +49,8 @@ from elanus.expr.nodes import (
     Node,
     Not,
     kind_of_value,
-    predicate,
 )
-from elanus.expr.textmatch import TEXT_FUNCTIONS, TextIndexes, text_match_node
+from elanus.expr.textmatch import TEXT_FUNCTIONS, text_match_node
 from elanus.schema import DYNAMIC_FIELD, DataType, Field, Schema
 
 MAX_EXPRESSION_LENGTH = 1 << 20
@@ -65,66 +64,6 @@ FUNCTIONS: dict[str, tuple[str, int]] = {
     "array_contains_any": ("any", 2),
     "array_length": ("length", 1),
 }
-
-
-class Expr:
-    """A parsed, type-checked filter expression, ready to evaluate on Arrow tables."""
-
-    def __init__(self, text: str, root: Node, schema: Schema) -> None:
-        self._text = text
-        self._root = root
-        self._fields = {f.name: f for f in schema.fields}
-
-    @property
-    def text(self) -> str:
-        return self._text
-
-    @property
-    def root(self) -> Node:
-        """The checked expression tree (for analyses such as ``elanus.expr.keypins``)."""
-        return self._root
-
-    @property
-    def fields(self) -> set[str]:
-        """Columns the filter reads (``$meta`` for dynamic fields)."""
-        return self._root.columns()
-
-    def evaluate(
-        self, table: pa.Table | pa.RecordBatch, text_indexes: TextIndexes | None = None
-    ) -> pa.BooleanArray:
-        """The rows where the filter is TRUE (NULL counts as false).
-
-        ``text_indexes`` lends ``text_match`` / ``phrase_match`` the indexes of ``table``'s
-        text columns (a segment's cache); without it they are built for this call."""
-        ctx = Context(table, self._fields)
-        ctx.text_indexes = text_indexes
-        result = predicate(self._root, ctx)
-        if isinstance(result, pa.Scalar):
-            return pa.array(np.full(ctx.n, result.as_py() is True), pa.bool_())
-        if isinstance(result, pa.ChunkedArray):
-            result = result.combine_chunks()
-        filled: pa.BooleanArray = pc.fill_null(result, False)
-        return filled
-
-    def to_sql(self, dialect: Literal["duckdb", "lance"] = "duckdb") -> str | None:
-        """An equivalent SQL predicate for pushdown, or None if it cannot be expressed.
-
-        Covers comparisons, ``in``, ``like``, ``and``/``or``/``not``, ``is [not] null`` and
-        ``+ - *`` on plain scalar columns; JSON paths, arrays and functions give None.
-        """
-
-        def quote(name: str) -> str:
-            if dialect == "lance":
-                return "`" + name.replace("`", "``") + "`"
-            return '"' + name.replace('"', '""') + '"'
-
-        return self._root.sql(quote)
-
-    def __repr__(self) -> str:
-        return f"Expr({self._text!r})"
-
-    def __str__(self) -> str:
-        return self._text
 
 
 def parse(text: str, schema: Schema, params: dict[str, Any] | None = None) -> Expr:
