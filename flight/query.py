@@ -280,6 +280,9 @@ class QueryService:
         if text_function(info.schema, field) is not None:
             metric = text_metric(field, index, params.get("metric_type"))
             index_params = check_text_params(index_params)
+            for key, value in ((index or {}).get("params") or {}).items():
+                if key in ("bm25_k1", "bm25_b"):  # the index's, unless the search sets them
+                    index_params.setdefault(key, float(value))
         else:
             metric = resolve_metric(info, field, index, params.get("metric_type"))
             if metric == TEXT_METRIC:

@@ -54,8 +54,17 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from elanus.errors import ElanusError, ErrorCode, invalid
-from elanus.index.kernels import BLOCK_ELEMENTS, _apply_range, check_range, sparse_to_csr, topk
+from elanus.errors import invalid
+from elanus.index.kernels import (
+    BLOCK_ELEMENTS,
+    BM25,
+    BM25_B,
+    BM25_K1,
+    _apply_range,
+    check_range,
+    sparse_to_csr,
+    topk,
+)
 from elanus.indexparams import IndexSpec, search_params
 
 F32 = np.float32
@@ -154,6 +163,7 @@ class SparseIndex:
         may hold ``drop_ratio_search``."""
         ratio = float(search_params(self.spec, params, max(k, 1))["drop_ratio_search"])
         metric = self.spec.metric
+        bm25 = self._bm25(params or {}) if metric == "BM25" else None
         check_range(metric, radius, range_filter)
         if radius is None and range_filter is not None:
             raise invalid("range_filter needs a radius")
@@ -180,7 +190,7 @@ class SparseIndex:
             for q in range(q0, q1):
                 keys, vals = qkeys[indptr[q] : indptr[q + 1]], qvals[indptr[q] : indptr[q + 1]]
                 keep = drop_below_quantile(vals, ratio)
-                S[q - q0] = self._scores(keys[keep], vals[keep], kk, mask, radius is None)
+                S[q - q0] = self._scores(keys[keep], vals[keep], kk, mask, radius is None, bm25)
             if hidden is not None:
                 S[:, hidden] = -np.inf
             if radius is not None:
@@ -196,63 +206,83 @@ class SparseIndex:
         found[found] = self._dims[at[found]] == keys[found]
         return at[found], vals[found].astype(F64)
 
-    def _contributions(self, term: int, q: float, at: np.ndarray | None = None) -> np.ndarray:
+    def _bm25(self, params: dict[str, Any]) -> BM25:
+        """The search's BM25 parameters: ``avgdl`` from the statistics the proxy gathered,
+        ``k1``/``b`` from the search, else from this index's build params."""
+        built = self.spec.params
+        return BM25(
+            float(params.get("bm25_k1", built.get("bm25_k1", BM25_K1))),
+            float(params.get("bm25_b", built.get("bm25_b", BM25_B))),
+            float(params.get("bm25_avgdl", 1.0)),
+        )
+
+    def _contributions(
+        self, term: int, q: float, at: np.ndarray | None = None, bm25: BM25 | None = None
+    ) -> np.ndarray:
         """Scores of term ``term``'s postings (those at positions ``at`` of its list, or
         all) for query value ``q``.
 
-        This is where the metric enters. IP: ``value * q``. BM25 (not implemented here;
-        its field's values are term frequencies ``tf``) will score
-        ``q * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))`` with ``dl`` from
-        :attr:`row_len`, ``k1``/``b`` from the spec's ``bm25_k1``/``bm25_b``, ``avgdl``
-        from collection statistics given with the search, and ``q`` the query term's IDF
-        weight; its upper bound per term for the pruning is ``q * (k1 + 1)``.
+        This is where the metric enters. IP: ``value * q``. BM25 (the values are term
+        frequencies ``tf``, ``q`` the query term's ``tf_query * idf``):
+        ``q * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))`` with ``dl`` the row's
+        :attr:`row_len`, as the exact kernel scores it (``BM25.saturate``).
         """
-        if self.spec.metric != "IP":
-            raise ElanusError(
-                ErrorCode.INVALID_ARGUMENT,
-                f"sparse index scoring for metric {self.spec.metric} is not available yet",
-            )
         start, end = int(self._offsets[term]), int(self._offsets[term + 1])
         values = self._vals[start:end] if at is None else self._vals[start + at]
-        return values.astype(F64) * q
+        if bm25 is None:
+            return values.astype(F64) * q
+        rows = self._rows[start:end] if at is None else self._rows[start + at]
+        return bm25.saturate(values.astype(F64), self.row_len[rows].astype(F64)) * q
 
     def _postings(self, term: int) -> np.ndarray:
         return self._rows[int(self._offsets[term]) : int(self._offsets[term + 1])]
 
     def _scores(
-        self, keys: np.ndarray, vals: np.ndarray, kk: int, mask: np.ndarray, prune: bool
+        self,
+        keys: np.ndarray,
+        vals: np.ndarray,
+        kk: int,
+        mask: np.ndarray,
+        prune: bool,
+        bm25: BM25 | None = None,
     ) -> np.ndarray:
         """One query's score per segment row, float32; -inf where no shared dimension (or a
         zero score). Rows outside ``mask`` may hold anything."""
         terms, q = self._terms(keys, vals)
         score = None
         if prune and self.algo != "TAAT_NAIVE" and len(terms) > 1:
-            score = self._pruned(terms, q, kk, mask)
+            score = self._pruned(terms, q, kk, mask, bm25)
         if score is None:
-            score = self._accumulate(terms, q)
+            score = self._accumulate(terms, q, bm25)
         out = score.astype(F32)
         out[score == 0] = -np.inf
         return out
 
-    def _accumulate(self, terms: np.ndarray, q: np.ndarray) -> np.ndarray:
+    def _accumulate(self, terms: np.ndarray, q: np.ndarray, bm25: BM25 | None = None) -> np.ndarray:
         """Every posting of every term, summed per row (TAAT)."""
         if not len(terms):
             return np.zeros(self.num_rows, F64)
         rows = np.concatenate([self._postings(t) for t in terms])
         pairs = zip(terms, q, strict=True)
-        weights = np.concatenate([self._contributions(t, qv) for t, qv in pairs])
+        weights = np.concatenate([self._contributions(t, qv, None, bm25) for t, qv in pairs])
         return np.bincount(rows, weights, minlength=self.num_rows)
 
     def _pruned(
-        self, terms: np.ndarray, q: np.ndarray, kk: int, mask: np.ndarray
+        self,
+        terms: np.ndarray,
+        q: np.ndarray,
+        kk: int,
+        mask: np.ndarray,
+        bm25: BM25 | None = None,
     ) -> np.ndarray | None:
         """MaxScore pruning (module docstring); None when its bounds do not hold."""
         if (q < 0).any() or (self._min[terms] < 0).any():
             return None
-        upper = q * self._max[terms].astype(F64)
+        # a saturated BM25 frequency never exceeds k1 + 1
+        upper = q * (self._max[terms].astype(F64) if bm25 is None else bm25.k1 + 1.0)
         strongest = int(np.argmax(upper))
         top_rows = self._postings(terms[strongest])
-        top = self._contributions(terms[strongest], q[strongest])[mask[top_rows]]
+        top = self._contributions(terms[strongest], q[strongest], None, bm25)[mask[top_rows]]
         if len(top) < kk:
             return None
         theta = float(np.partition(top, len(top) - kk)[len(top) - kk])
@@ -267,7 +297,7 @@ class SparseIndex:
             return None  # too little left out to pay for the lookups
         essential = np.sort(order[weak:])
         rest = float(bound[weak - 1])
-        partial = self._accumulate(terms[essential], q[essential])
+        partial = self._accumulate(terms[essential], q[essential], bm25)
         # a row scoring 0 on the essential terms stays below theta: rest < theta
         candidates = np.flatnonzero((partial > 0) & mask)
         pc = partial[candidates]
@@ -279,7 +309,7 @@ class SparseIndex:
             return None  # looking the survivors up would cost more than scanning everything
         for i in order[:weak][::-1]:  # weak terms, strongest first: the bound shrinks fastest
             rest -= float(upper[i])
-            partial_s = partial_s + self._lookup(terms[i], q[i], survivors)
+            partial_s = partial_s + self._lookup(terms[i], q[i], survivors, bm25)
             if len(partial_s) > kk:
                 theta = max(theta, float(np.partition(partial_s, len(partial_s) - kk)[-kk]))
             keep = partial_s + max(rest, 0.0) >= theta * (1 - BOUND_SLACK)
@@ -287,17 +317,19 @@ class SparseIndex:
         acc = np.zeros(len(survivors), F64)
         # in the query's order: each row's sum is added up as the exact kernel adds it
         for t, qv in zip(terms, q, strict=True):
-            acc += self._lookup(t, qv, survivors)
+            acc += self._lookup(t, qv, survivors, bm25)
         score = np.zeros(self.num_rows, F64)
         score[survivors] = acc
         return score
 
-    def _lookup(self, term: int, q: float, rows: np.ndarray) -> np.ndarray:
+    def _lookup(
+        self, term: int, q: float, rows: np.ndarray, bm25: BM25 | None = None
+    ) -> np.ndarray:
         """Each of ``rows``' (ascending int32) score on one term, 0 where it is absent."""
         posting = self._postings(term)
         at = np.minimum(np.searchsorted(posting, rows), len(posting) - 1)
         hit = posting[at] == rows
-        return np.where(hit, self._contributions(term, q, at), 0.0)
+        return np.where(hit, self._contributions(term, q, at, bm25), 0.0)
 
     # -- persistence -------------------------------------------------------------------------
     def write(self, directory: Path | str) -> list[str]:

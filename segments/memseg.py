@@ -215,8 +215,6 @@ class MemSegment:
         ann = self._ann.get(field)
         distances = rows = None
         bm25 = BM25.from_params(params or {}) if metric == "BM25" else None
-        if bm25 is not None:
-            ann = None  # BM25 is scored exactly (with the statistics of this read) for now
         ranged = radius is not None
         if ann is not None and (not ranged or ann.serves_range) and ann.spec.metric == metric:
             share = 1.0 if mask is None else float(np.count_nonzero(mask)) / max(len(mask), 1)

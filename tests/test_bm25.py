@@ -251,6 +251,52 @@ def test_statistics_follow_flushes_deletes_and_compaction(client: Client) -> Non
     check_search(client, name, docs)
 
 
+@pytest.mark.parametrize("index_type", ["SPARSE_INVERTED_INDEX", "SPARSE_WAND"])
+def test_an_index_scores_as_the_exact_path(client: Client, shared: Stack, index_type: str) -> None:
+    """A BM25 index on the output field (with its own k1 and b) gives the scores computed
+    by hand, on its sealed segments and, through the proxy passing the index's k1 and b
+    on, on the growing one scored exactly."""
+    from test_index_service import served_indexes
+
+    name = f"indexed_{index_type.lower()}"
+    create(client, name)
+    docs = dict(enumerate(DOCS))
+    client.insert(name, rows(list(range(8))))
+    client.flush(name, timeout=30)
+    client.insert(name, rows(list(range(8, 12))))
+    wait_served(client, name, docs)
+    params = {"bm25_k1": 1.6, "bm25_b": 0.6, "inverted_index_algo": "DAAT_MAXSCORE"}
+    if index_type == "SPARSE_WAND":
+        params["inverted_index_algo"] = "DAAT_WAND"
+
+    def bm25_indexes() -> int:
+        found = served_indexes(shared, "sparse").values()
+        return sum(1 for ix in found if ix.spec.metric == "BM25")
+
+    before = bm25_indexes()
+    client.create_index(name, "sparse", index_type=index_type, metric_type="BM25", params=params)
+    if not shared.indexnodes:
+        shared.add_indexnode()
+    client.wait_for_index(name, timeout=120)
+    wait_for(lambda: bm25_indexes() > before, 60, "the BM25 index served")
+    for deleted in ([], [1, 9]):
+        if deleted:
+            client.delete(name, deleted)
+        for i in deleted:
+            del docs[i]
+        for query in QUERIES:
+            (hits,) = client.search(
+                name, data=[query], anns_field="sparse", limit=12, consistency_level=STRONG
+            )
+            check_hits(hits, bm25_by_hand(docs, query, ENGLISH, k1=1.6, b=0.6), 12)
+    # the search's own k1 and b win over the index's
+    (hits,) = client.search(
+        name, data=["lazy dog"], anns_field="sparse", limit=10, consistency_level=STRONG,
+        search_params={"params": {"bm25_k1": 1.2, "bm25_b": 0.75}},
+    )  # fmt: skip
+    check_hits(hits, bm25_by_hand(docs, "lazy dog", ENGLISH), 10)
+
+
 def test_two_shards_score_with_collection_wide_statistics(client: Client) -> None:
     name = "sharded"
     create(client, name, shards=2)
