@@ -24,6 +24,10 @@ $(VENV)/.installed-dev: pyproject.toml | $(PY)
 	$(PIP) install -e ".[spark,dev]"
 	touch $@ $(VENV)/.installed
 
+$(VENV)/.installed-bench: pyproject.toml | $(VENV)/.installed-dev
+	$(PIP) install -e ".[spark,dev,bench]"
+	touch $@
+
 venv: $(VENV)/.installed          ## runtime install (idempotent)
 
 dev: $(VENV)/.installed-dev       ## runtime + Spark + test/lint tools
@@ -43,7 +47,7 @@ lint: dev
 format: dev
 	$(VENV)/bin/ruff format $(LINT_DIRS) tests
 
-bench: dev                        ## every bench/*.py script (not bench/_*.py), in name order
+bench: $(VENV)/.installed-bench   ## every bench/*.py script (not bench/_*.py), in name order
 	@set -e; for script in $$(ls bench/[!_]*.py 2>/dev/null | sort); do \
 		extra=""; [ "$$script" = bench/ingest.py ] && extra="--also-768"; \
 		echo "== $$script $$extra $(ARGS)"; $(PY) $$script $$extra $(ARGS); \

@@ -31,6 +31,7 @@ from elanus.flight.query_actions import (
     check_search_data,
 )
 from elanus.flight.searchplan import SearchPlan
+from elanus.flight.textsearch import not_text, query_texts, text_function
 from elanus.rankers import MAX_REQUESTS, BaseRanker, Hit, grouped, ranker_from_dict, window
 from elanus.requests import Body
 
@@ -198,7 +199,12 @@ def _prepare(
     for i, sub in enumerate(reqs):
         try:
             plan = service.prepare_search(info, sub)
-            vectors.append(_query_vectors(plan.field, sub["data"]))
+            fn = text_function(info.schema, plan.field)
+            if fn is not None:  # a BM25 field takes query texts, analysed by run_search
+                vectors.append(query_texts(plan.field, fn, sub["data"]))
+            else:
+                not_text(plan.field, sub["data"])
+                vectors.append(_query_vectors(plan.field, sub["data"]))
         except ElanusError as exc:
             raise ElanusError(exc.code, f"hybrid_search: reqs[{i}]: {exc.message}") from None
         plans.append(plan)

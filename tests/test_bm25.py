@@ -548,3 +548,39 @@ def test_spark_writes_text_and_reads_it_back(spark: Any, client: Client, shared:
     assert sorted(tuple(r) for r in back.collect()) == [
         (i, DOCS[i], i % 3) for i in range(len(DOCS))
     ]
+
+
+def test_hybrid_search_fuses_text_and_dense_requests(client: Client) -> None:
+    """A BM25 request inside hybrid_search (query text as its data) beside a dense one:
+    RRF over the two rankings, each computed by hand."""
+    from elanus import AnnSearchRequest, RRFRanker
+
+    name = "hybrid_text"
+    client.create_collection(name, schema=text_schema(with_vector=True))
+    client.load_collection(name)
+    rng = np.random.default_rng(5)
+    vectors = rng.random((len(DOCS), 2)).astype(np.float32)
+    client.insert(
+        name,
+        [{**r, "vector": vectors[r["id"]].tolist()} for r in rows(list(range(len(DOCS))))],
+    )
+    docs = dict(enumerate(DOCS))
+    query, qvec = "wild foxes hunt at night", np.array([0.3, 0.7], np.float32)  # no ties
+    reqs = [
+        AnnSearchRequest([qvec.tolist()], "vector", {"metric_type": "L2"}, 6),
+        AnnSearchRequest([query], "sparse", {"metric_type": "BM25"}, 6),
+    ]
+    (hits,) = client.hybrid_search(name, reqs, RRFRanker(60), limit=5, consistency_level=STRONG)
+    dense = np.argsort(((vectors - qvec) ** 2).sum(axis=1), kind="stable")[:6].tolist()
+    text = sorted(bm25_by_hand(docs, query, ENGLISH).items(), key=lambda kv: -kv[1])[:6]
+    fused: dict[int, float] = {}
+    for ranking in (dense, [i for i, _ in text]):
+        for rank, i in enumerate(ranking, start=1):
+            fused[i] = fused.get(i, 0.0) + 1.0 / (60 + rank)
+    want = sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))[:5]
+    assert [h["id"] for h in hits] == [i for i, _ in want]
+    assert [h["distance"] for h in hits] == pytest.approx([s for _, s in want], rel=1e-6)
+    with pytest.raises(ElanusError, match=r"reqs\[1\].*query texts"):
+        client.hybrid_search(
+            name, [reqs[0], AnnSearchRequest([[0.1, 0.2]], "sparse", {}, 5)], RRFRanker()
+        )
