@@ -519,6 +519,14 @@ def test_bad_inputs_are_refused_with_clear_errors(client: Client) -> None:
     assert "output field 'dense' must be SparseFloatVector" in err.message
     assert "not_sparse" not in client.list_collections()
 
+    s = Schema().add_field("id", DataType.INT64, is_primary=True)
+    s.add_field("n", DataType.INT64, enable_analyzer=True)
+    s.add_field("dense", DataType.FLOAT_VECTOR, dim=4)
+    err = code_of(lambda: client.create_collection("analysed_int", schema=s))
+    assert err.code is ErrorCode.INVALID_ARGUMENT
+    assert "field 'n'" in err.message and "need a VarChar field, not Int64" in err.message
+    assert "analysed_int" not in client.list_collections()
+
 
 # -- the in-process transport and Spark -------------------------------------------------------
 
