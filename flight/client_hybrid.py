@@ -45,12 +45,13 @@ class HybridAPI(ReadAPI):
         )
         if ranker is not None:
             body["ranker"] = ranker_body(ranker)
-        grouping = ("group_by_field", group_by_field), ("group_size", group_size)
-        for key, value in (*grouping, ("strict_group_size", strict_group_size)):
-            if value is not None:
-                body[key] = value
-        body = self._read_options(
-            body, consistency_level, guarantee_timestamp, as_of, partition_names
+        grouping = {
+            "group_by_field": group_by_field,
+            "group_size": group_size,
+            "strict_group_size": strict_group_size,
+        }
+        body = self._search_options(
+            body, grouping, consistency_level, guarantee_timestamp, as_of, partition_names
         )
         return list(self._action("hybrid_search", body, timeout=timeout)["results"])
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from elanus import ElanusError, ErrorCode
 from elanus.channels.bus import Bus
 from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats
@@ -236,6 +237,17 @@ def wait_for(pred: Callable[[], Any], timeout: float = 30, what: str = "conditio
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.05)
     return value
+
+
+def raises_code(code: ErrorCode, call: Callable[[], Any], *words: str) -> str:
+    """``call`` fails with ``code`` and a message holding every one of ``words``; the
+    message."""
+    with pytest.raises(ElanusError) as err:
+        call()
+    assert err.value.code == code, err.value
+    for word in words:
+        assert word in err.value.message, err.value.message
+    return err.value.message
 
 
 TRANSPORTS = ("auto", "nats")

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pytest
-from conftest import cli, cli_json, run_elanus, wait_for
+from conftest import cli, cli_json, raises_code, run_elanus, wait_for
 
 from elanus import ElanusError, ErrorCode
 from elanus.schema import MAX_FIELDS, DataType, Field, Schema
@@ -41,15 +41,6 @@ def _rows(ids: range | list[int], **extra: Any) -> list[dict[str, Any]]:
 def _query(client: Client, expr: str, fields: list[str]) -> dict[int, dict[str, Any]]:
     rows = client.query(NAME, expr, fields, consistency_level=STRONG)
     return {int(r["id"]): r for r in rows}
-
-
-def _raises(code: ErrorCode, call: Any, *words: str) -> str:
-    with pytest.raises(ElanusError) as err:
-        call()
-    assert err.value.code == code, err.value
-    for word in words:
-        assert word in err.value.message, err.value.message
-    return err.value.message
 
 
 def _fields(client: Client) -> dict[str, dict[str, Any]]:
@@ -193,21 +184,23 @@ def test_refusals_name_the_problem_and_change_nothing(stack: Stack) -> None:
         )
 
     inv = ErrorCode.INVALID_ARGUMENT
-    _raises(inv, add({"name": "n", "type": "Int64"}), "'n'", "nullable")
-    _raises(inv, add({"name": "n", "type": "Int64", "default_value": 1}), "nullable")
+    raises_code(inv, add({"name": "n", "type": "Int64"}), "'n'", "nullable")
+    raises_code(inv, add({"name": "n", "type": "Int64", "default_value": 1}), "nullable")
     vec = {"name": "v2", "type": "FloatVector", "dim": 3, "nullable": True}
-    _raises(inv, add(vec), "'v2'", "scalar")
-    _raises(inv, add({"name": "s", "type": "SparseFloatVector", "nullable": True}), "scalar")
-    _raises(inv, add({"name": "vector", "type": "Int64", "nullable": True}), "'vector'", "already")
-    _raises(inv, add({"name": "id", "type": "Int64", "nullable": True}), "'id'", "already")
+    raises_code(inv, add(vec), "'v2'", "scalar")
+    raises_code(inv, add({"name": "s", "type": "SparseFloatVector", "nullable": True}), "scalar")
+    raises_code(
+        inv, add({"name": "vector", "type": "Int64", "nullable": True}), "'vector'", "already"
+    )
+    raises_code(inv, add({"name": "id", "type": "Int64", "nullable": True}), "'id'", "already")
     key = {"name": "k", "type": "Int64", "nullable": True}
-    _raises(inv, add({**key, "is_primary": True}), "primary key")
-    _raises(inv, add({**key, "auto_id": True}), "auto_id")
-    _raises(inv, add({**key, "is_partition_key": True}), "partition key")
-    _raises(inv, add({**key, "type": "VarChar"}), "max_length")
-    _raises(inv, add({**key, "default_value": "x"}), "default value")
-    _raises(inv, add({**key, "name": "_ts"}), "reserved")
-    _raises(ErrorCode.COLLECTION_NOT_FOUND, add(key, "absent"), "'absent'")
+    raises_code(inv, add({**key, "is_primary": True}), "primary key")
+    raises_code(inv, add({**key, "auto_id": True}), "auto_id")
+    raises_code(inv, add({**key, "is_partition_key": True}), "partition key")
+    raises_code(inv, add({**key, "type": "VarChar"}), "max_length")
+    raises_code(inv, add({**key, "default_value": "x"}), "default value")
+    raises_code(inv, add({**key, "name": "_ts"}), "reserved")
+    raises_code(ErrorCode.COLLECTION_NOT_FOUND, add(key, "absent"), "'absent'")
     with pytest.raises(ElanusError) as err:  # the SDK refuses a vector before sending it
         client.add_collection_field(NAME, "v3", DataType.FLOAT_VECTOR, dim=3, nullable=True)
     assert err.value.code == inv
@@ -218,7 +211,7 @@ def test_refusals_name_the_problem_and_change_nothing(stack: Stack) -> None:
 
     for i in range(MAX_FIELDS - 2):  # fill the schema up to the limit
         client.add_collection_field(NAME, f"f{i}", DataType.INT8, nullable=True)
-    message = _raises(ErrorCode.LIMIT_EXCEEDED, add({**key, "name": "one_more"}), "'one_more'")
+    message = raises_code(ErrorCode.LIMIT_EXCEEDED, add({**key, "name": "one_more"}), "'one_more'")
     assert str(MAX_FIELDS) in message
     schema = client.describe_collection(NAME)["schema"]
     assert len(schema["fields"]) == MAX_FIELDS and schema["version"] == MAX_FIELDS - 2

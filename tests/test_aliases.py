@@ -4,13 +4,12 @@ by every proxy."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from conftest import cli, cli_json, run_elanus
+from conftest import cli, cli_json, raises_code, run_elanus
 
-from elanus import ElanusError, ErrorCode
+from elanus import ErrorCode
 
 if TYPE_CHECKING:
     from conftest import Stack, StandaloneProcess
@@ -18,15 +17,6 @@ if TYPE_CHECKING:
     from elanus.flight.client import Client
 
 STRONG = "Strong"
-
-
-def _raises(code: ErrorCode, call: Callable[[], Any], *words: str) -> str:
-    with pytest.raises(ElanusError) as err:
-        call()
-    assert err.value.code == code, err.value
-    for word in words:
-        assert word in err.value.message, err.value.message
-    return err.value.message
 
 
 def _collections(client: Client, *names: str) -> None:
@@ -75,9 +65,9 @@ def test_create_describe_list_alter_drop(stack: Stack) -> None:
     )
 
     client.drop_alias("pub")
-    _raises(ErrorCode.ALIAS_NOT_FOUND, lambda: client.describe_alias("pub"), "'pub'")
+    raises_code(ErrorCode.ALIAS_NOT_FOUND, lambda: client.describe_alias("pub"), "'pub'")
     assert not client.has_collection("pub")
-    _raises(ErrorCode.COLLECTION_NOT_FOUND, lambda: client.describe_collection("pub"))
+    raises_code(ErrorCode.COLLECTION_NOT_FOUND, lambda: client.describe_collection("pub"))
     assert client.list_collections() == ["books", "books_v2"]  # no collection went with it
 
     stack.restart()  # aliases live in the coord's catalog
@@ -134,21 +124,21 @@ def test_refused_alias_calls_name_the_problem_and_change_nothing(stack: Stack) -
         assert client.list_aliases() == {"aliases": ["pub"], "db_name": "default"}
         assert client.describe_alias("pub")["collection_name"] == "books"
 
-    _raises(
+    raises_code(
         ErrorCode.COLLECTION_ALREADY_EXISTS,
         lambda: client.create_alias("books", "films"),
         "'films'",
         "name of a collection",
     )
-    _raises(
+    raises_code(
         ErrorCode.ALIAS_ALREADY_EXISTS,
         lambda: client.create_alias("films", "pub"),
         "'pub'",
         "'books'",
         "alter_alias",
     )
-    _raises(ErrorCode.COLLECTION_NOT_FOUND, lambda: client.create_alias("nope", "x"), "'nope'")
-    _raises(
+    raises_code(ErrorCode.COLLECTION_NOT_FOUND, lambda: client.create_alias("nope", "x"), "'nope'")
+    raises_code(
         ErrorCode.COLLECTION_NOT_FOUND,
         lambda: client.create_alias("pub", "x"),
         "'pub'",
@@ -159,32 +149,36 @@ def test_refused_alias_calls_name_the_problem_and_change_nothing(stack: Stack) -
         lambda: client.drop_alias("ghost"),
         lambda: client.alter_alias("films", "ghost"),
     ):
-        _raises(ErrorCode.ALIAS_NOT_FOUND, call, "'ghost'")
-    _raises(ErrorCode.COLLECTION_ALREADY_EXISTS, lambda: client.alter_alias("films", "books"))
-    _raises(
+        raises_code(ErrorCode.ALIAS_NOT_FOUND, call, "'ghost'")
+    raises_code(ErrorCode.COLLECTION_ALREADY_EXISTS, lambda: client.alter_alias("films", "books"))
+    raises_code(
         ErrorCode.ALIAS_ALREADY_EXISTS,
         lambda: client.create_collection("pub", dimension=3),
         "'pub'",
         "is an alias",
     )
-    _raises(
+    raises_code(
         ErrorCode.ALIAS_ALREADY_EXISTS,
         lambda: client.rename_collection("films", "pub"),
         "'pub'",
     )
-    _raises(
+    raises_code(
         ErrorCode.INVALID_ARGUMENT,
         lambda: client.drop_collection("books"),
         "'books'",
         "'pub'",
         "drop_alias",
     )
-    _raises(ErrorCode.INVALID_ARGUMENT, lambda: client.drop_collection("pub"), "through its alias")
-    _raises(ErrorCode.INVALID_ARGUMENT, lambda: client.create_alias("books", "bad-name"), "alias")
+    raises_code(
+        ErrorCode.INVALID_ARGUMENT, lambda: client.drop_collection("pub"), "through its alias"
+    )
+    raises_code(
+        ErrorCode.INVALID_ARGUMENT, lambda: client.create_alias("books", "bad-name"), "alias"
+    )
     unchanged()
 
     client.create_database("other")  # aliases are per database
-    _raises(ErrorCode.INVALID_ARGUMENT, lambda: client.rename_collection("books", "b", "other"))
+    raises_code(ErrorCode.INVALID_ARGUMENT, lambda: client.rename_collection("books", "b", "other"))
     unchanged()
     _collections_in(client, "other", "books")
     client.create_alias("books", "pub", db="other")

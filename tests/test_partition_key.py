@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import wait_for
+from conftest import raises_code, wait_for
 from lite_oracle import lite_answers
 from segment_reader import SEGMENT_COLUMN, read_rows
 
@@ -38,15 +38,6 @@ STRONG = "Strong"
 DIM = 4
 PARTS = 8
 N = 400
-
-
-def _raises(code: ErrorCode, call: Callable[[], Any], *words: str) -> str:
-    with pytest.raises(ElanusError) as err:
-        call()
-    assert err.value.code == code, err.value
-    for word in words:
-        assert word in err.value.message, err.value.message
-    return err.value.message
 
 
 def key_schema(key_type: DataType) -> Schema:
@@ -282,7 +273,7 @@ def test_import_routes_rows_by_key(stack: Stack, tmp_path: Path) -> None:
     assert job["state"] == "Completed" and job["rows"] == 300
     assert _partition_rows(stack, "imp") == _expected_partitions(data, 5)
     _check_reads(client, "imp", data)
-    _raises(
+    raises_code(
         ErrorCode.INVALID_ARGUMENT,
         lambda: client.bulk_import("imp", [str(path)], partition_name="_default_0"),
         "an import",
@@ -312,25 +303,27 @@ def test_bad_inputs_are_refused_with_clear_errors(stack: Stack) -> None:
         return s.add_field("vector", DataType.FLOAT_VECTOR, dim=DIM)
 
     two = schema_with().add_field("b", DataType.INT64, is_partition_key=True)
-    _raises(inv, lambda: client.create_collection("x", schema=two), "partition key", "a, b")
-    _raises(inv, lambda: client.create_collection("x", schema=schema_with(on_pk=True)), "primary")
-    _raises(
+    raises_code(inv, lambda: client.create_collection("x", schema=two), "partition key", "a, b")
+    raises_code(
+        inv, lambda: client.create_collection("x", schema=schema_with(on_pk=True)), "primary"
+    )
+    raises_code(
         inv,
         lambda: client.create_collection("x", schema=schema_with(dtype=DataType.FLOAT)),
         "Int64 or VarChar",
     )
-    _raises(
+    raises_code(
         inv,
         lambda: client.create_collection("x", schema=schema_with(nullable=True)),
         "nullable",
     )
     for bad in (0, 1025, -1):
-        _raises(
+        raises_code(
             inv,
             lambda b=bad: client.create_collection("x", schema=schema_with(), num_partitions=b),
             "num_partitions",
         )
-    _raises(
+    raises_code(
         inv,
         lambda: client.create_collection("x", dimension=DIM, num_partitions=4),
         "num_partitions",
@@ -341,26 +334,28 @@ def test_bad_inputs_are_refused_with_clear_errors(stack: Stack) -> None:
     desc = client.create_collection("x", schema=schema_with())  # the default count
     assert desc["num_partitions"] == 16
     assert client.list_partitions("x") == key_partition_names(16)
-    _raises(inv, lambda: client.create_partition("x", "p1"), "create a partition", "partition key")
-    _raises(inv, lambda: client.drop_partition("x", "_default_3"), "drop a partition")
+    raises_code(
+        inv, lambda: client.create_partition("x", "p1"), "create a partition", "partition key"
+    )
+    raises_code(inv, lambda: client.drop_partition("x", "_default_3"), "drop a partition")
     assert client.list_partitions("x") == key_partition_names(16)
     row = {"id": 1, "a": 2, "vector": [0.0] * DIM}
-    _raises(inv, lambda: client.insert("x", [row], partition_name="_default_0"), "an insert")
-    _raises(inv, lambda: client.upsert("x", [row], partition_name="_default_0"), "an upsert")
+    raises_code(inv, lambda: client.insert("x", [row], partition_name="_default_0"), "an insert")
+    raises_code(inv, lambda: client.upsert("x", [row], partition_name="_default_0"), "an upsert")
     client.insert("x", [row])
     client.load_collection("x")
-    _raises(
+    raises_code(
         inv,
         lambda: client.query("x", "a == 2", partition_names=["_default_0"]),
         "a search or query",
         "partition key",
     )
-    _raises(
+    raises_code(
         inv,
         lambda: client.search("x", [[0.0] * DIM], partition_names=["_default_1"]),
         "a search or query",
     )
-    _raises(inv, lambda: client.delete("x", ids=[1], partition_name="_default_0"), "a delete")
+    raises_code(inv, lambda: client.delete("x", ids=[1], partition_name="_default_0"), "a delete")
     rows = client.query("x", "a == 2", ["id"], consistency_level=STRONG)
     assert [r["id"] for r in rows] == [1]  # nothing refused was written or deleted
 
