@@ -128,6 +128,14 @@ def collection_create(
     shards: Annotated[
         int | None, typer.Option("--shards", help="Number of shards.", show_default=False)
     ] = None,
+    num_partitions: Annotated[
+        int | None,
+        typer.Option(
+            "--num-partitions",
+            help="Partitions of a schema with a partition key field (default 16).",
+            show_default=False,
+        ),
+    ] = None,
     consistency: Annotated[
         str, typer.Option("--consistency", help="Strong, Bounded, Session or Eventually.")
     ] = "Bounded",
@@ -147,6 +155,8 @@ def collection_create(
     kwargs: dict[str, Any] = {"consistency_level": level.value, "description": description}
     if shards is not None:
         kwargs["num_shards"] = shards
+    if num_partitions is not None:  # the server refuses it without a partition key field
+        kwargs["num_partitions"] = num_partitions
     if schema_file is not None:
         kwargs["schema"] = _load_schema(schema_file)
     else:
@@ -190,8 +200,15 @@ def _hybrid_ts(ts: Any) -> str:
     return f"{when:%Y-%m-%d %H:%M:%S %Z} (ts {ts})"
 
 
+def _partition_key(fields: list[dict[str, Any]], partitions: list[Any]) -> str:
+    """The key field and its partition count: what ``--num-partitions`` set at creation."""
+    key = next((f.get("name") for f in fields if f.get("is_partition_key")), None)
+    return f"{key} ({len(partitions)} partitions)" if key else "-"
+
+
 def render_collection(d: dict[str, Any]) -> RenderableType:
     schema = d.get("schema") or {}
+    fields_list = schema.get("fields") or []
     summary = {
         "name": d.get("name"),
         "database": d.get("db"),
@@ -202,6 +219,7 @@ def render_collection(d: dict[str, Any]) -> RenderableType:
         "dynamic field": schema.get("enable_dynamic_field", False),
         "vchannels": ", ".join(d.get("vchannels") or []),
         "partitions": ", ".join(p.get("name", "") for p in d.get("partitions") or []),
+        "partition key": _partition_key(fields_list, d.get("partitions") or []),
         "aliases": ", ".join(d.get("aliases") or []) or "-",
         "created": _hybrid_ts(d.get("created_ts")),
     }
@@ -217,11 +235,23 @@ def render_collection(d: dict[str, Any]) -> RenderableType:
                 "yes" if f.get("nullable") else "",
                 _field_params(f),
             )
-            for f in schema.get("fields", [])
+            for f in fields_list
         ],
         title="fields",
     )
     parts: list[RenderableType] = [kv_table(summary), "", fields]
+    functions = schema.get("functions") or []
+    if functions:
+        rows = [
+            (
+                fn.get("name"),
+                fn.get("type"),
+                ", ".join(fn.get("input_field_names") or []),
+                ", ".join(fn.get("output_field_names") or []),
+            )
+            for fn in functions
+        ]
+        parts += ["", table(["function", "type", "input", "output"], rows, title="functions")]
     properties = d.get("properties") or {}
     if properties:
         parts += ["", table(["property", "value"], sorted(properties.items()), title="properties")]

@@ -15,6 +15,8 @@ from rich.progress import MofNCompleteColumn, TextColumn
 from elanus.cli.admin import CollectionArg
 from elanus.cli.context import CliState, JsonOpt, UriOpt, connect, json_object, run_action
 from elanus.cli.output import emit, kv_table, stderr_progress, table
+from elanus.indexparams import BINARY_TYPES, FLOAT_TYPES, SPARSE_TYPES
+from elanus.scalarindex import SCALAR_INDEX_TYPES
 
 if TYPE_CHECKING:
     from elanus.flight.client import Client
@@ -22,6 +24,13 @@ if TYPE_CHECKING:
 index_app = typer.Typer(
     help="Create, inspect, drop and build vector and scalar indexes.", no_args_is_help=True
 )
+
+TYPE_HELP = (
+    f"AUTOINDEX (the field's default); float vectors: {', '.join(FLOAT_TYPES)}; "
+    f"binary vectors: {', '.join(BINARY_TYPES)}; sparse vectors (and BM25 fields): "
+    f"{', '.join(SPARSE_TYPES)}; scalars and JSON paths: {', '.join(SCALAR_INDEX_TYPES)}."
+)
+"""Built from the server's own lists, so the help names every type it accepts."""
 
 IndexNameOpt = Annotated[
     str | None, typer.Option("--index-name", "-n", help="Index name (default: the field name).")
@@ -64,10 +73,15 @@ def create(
         typer.Option(
             "--type",
             "-t",
-            help="HNSW, IVF_FLAT, ... (vectors); INVERTED, BITMAP, STL_SORT, TRIE (scalars)",
+            help=TYPE_HELP,
         ),
     ] = "AUTOINDEX",
-    metric: Annotated[str | None, typer.Option("--metric", help="L2, IP, COSINE, ...")] = None,
+    metric: Annotated[
+        str | None,
+        typer.Option(
+            "--metric", help="L2, IP, COSINE (float); HAMMING, JACCARD (binary); IP, BM25 (sparse)."
+        ),
+    ] = None,
     params: Annotated[
         str | None, typer.Option("--params", help='Build parameters as JSON, e.g. {"M": 16}.')
     ] = None,

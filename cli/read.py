@@ -1,5 +1,6 @@
 """Read commands: ``load`` / ``release`` a collection, ``search`` it with query vectors from a
-.npy or .json file, and ``query`` it with a filter expression.
+.npy or .json file (or with query text, on a BM25 function's output field), and ``query`` it
+with a filter expression.
 
 ``search`` never loads implicitly: a collection that is not loaded is the server's
 ``COLLECTION_NOT_LOADED`` error, one line and exit 1, like every other failure. A vector file
@@ -24,15 +25,24 @@ from elanus.consistency import ConsistencyLevel
 if TYPE_CHECKING:
     from elanus.flight.client import Client
 
-METRICS = ("L2", "IP", "COSINE", "HAMMING", "JACCARD")
+METRICS = ("L2", "IP", "COSINE", "HAMMING", "JACCARD", "BM25")
 _BINARY_METRICS = ("HAMMING", "JACCARD")
 COUNT = "count(*)"
 
 VectorFileOpt = Annotated[
-    Path,
+    Path | None,
     typer.Option(
         "--vector-file",
         help="Query vectors: a .npy array (2-D, or 1-D for one query) or a .json list.",
+        show_default=False,
+    ),
+]
+TextOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--text",
+        help="Query text for a BM25 function's output field (repeat for several queries); "
+        "instead of --vector-file.",
         show_default=False,
     ),
 ]
@@ -66,7 +76,7 @@ MetricOpt = Annotated[
     str | None,
     typer.Option(
         "--metric",
-        help="L2, IP, COSINE, HAMMING or JACCARD (default: the collection's).",
+        help="L2, IP, COSINE, HAMMING, JACCARD or BM25 (default: the field's).",
         show_default=False,
     ),
 ]
@@ -80,7 +90,11 @@ ConsistencyOpt = Annotated[
 ]
 AnnsFieldOpt = Annotated[
     str | None,
-    typer.Option("--anns-field", help="Vector field to search.", show_default=False),
+    typer.Option(
+        "--anns-field",
+        help="Vector field to search (a BM25 output field for --text).",
+        show_default=False,
+    ),
 ]
 ExprArg = Annotated[str, typer.Argument(help='Filter expression, e.g. "id < 5".')]
 
@@ -242,10 +256,24 @@ def render_search(collection: str) -> Any:
     return render
 
 
+def search_queries(vector_file: Path | None, texts: list[str] | None, metric: str | None) -> Any:
+    """The queries of a search: exactly one of a vector file or query texts, so a typo never
+    silently searches with the wrong kind of query."""
+    if (vector_file is None) == (not texts):
+        raise typer.BadParameter(
+            "give exactly one of --vector-file FILE or --text QUERY (repeatable)",
+            param_hint="--vector-file/--text",
+        )
+    if vector_file is None:
+        return list(texts or ())
+    return read_vectors(vector_file, binary=metric in _BINARY_METRICS)
+
+
 def search(
     ctx: typer.Context,
     collection: CollectionArg,
-    vector_file: VectorFileOpt,
+    vector_file: VectorFileOpt = None,
+    text: TextOpt = None,
     limit: LimitOpt = 10,
     filter: FilterOpt = "",
     output_fields: OutputFieldsOpt = None,
@@ -257,13 +285,14 @@ def search(
     as_json: JsonOpt = False,
     uri: UriOpt = None,
 ) -> None:
-    """Search a loaded collection with the query vectors of a .npy or .json file."""
+    """Search a loaded collection with the query vectors of a .npy or .json file, or with
+    --text on a full-text (BM25) field."""
     metric = check_metric(metric)
     search_params: dict[str, Any] = {"params": json_object(params, "--params")}
     if metric:
         search_params["metric_type"] = metric
     level = check_consistency(consistency)
-    queries = read_vectors(vector_file, binary=metric in _BINARY_METRICS)
+    queries = search_queries(vector_file, text, metric)
     fields = split_fields(output_fields)
 
     def action(client: Client) -> list[list[dict[str, Any]]]:

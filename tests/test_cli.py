@@ -172,6 +172,37 @@ def test_partitions(server: StandaloneProcess) -> None:
     cli(server, "collection", "drop", "parts", "--yes")
 
 
+def test_num_partitions_of_a_partition_key(server: StandaloneProcess, tmp_path: Path) -> None:
+    schema = {
+        "fields": [
+            {"name": "id", "type": "Int64", "is_primary": True},
+            {"name": "tenant", "type": "VarChar", "max_length": 32, "is_partition_key": True},
+            {"name": "vector", "type": "FloatVector", "dim": 4},
+        ]
+    }
+    path = tmp_path / "tenants.json"
+    path.write_text(json.dumps(schema))
+    create = ("collection", "create", "tickets", "--schema", str(path), "--num-partitions", "4")
+    cli(server, *create)
+    described = cli_json(server, "collection", "describe", "tickets")
+    assert described["num_partitions"] == 4
+    assert [p["name"] for p in described["partitions"]] == [f"_default_{i}" for i in range(4)]
+    assert "tenant (4 partitions)" in cli(server, "collection", "describe", "tickets")
+
+    # The server checks the count, and refuses it without a partition key field.
+    too_many = run_elanus(
+        "collection", "create", "many", "--schema", str(path), "--num-partitions", "5000",
+        "--uri", server.uri,
+    )  # fmt: skip
+    assert "num_partitions" in assert_one_line_error(too_many, "INVALID_ARGUMENT")
+    keyless = run_elanus(
+        "collection", "create", "plain", "--dim", "4", "--num-partitions", "4", "--uri", server.uri
+    )
+    assert "partition key" in assert_one_line_error(keyless, "INVALID_ARGUMENT")
+    assert not {"many", "plain"} & set(cli_json(server, "collection", "list"))
+    cli(server, "collection", "drop", "tickets", "--yes")
+
+
 # -- failures -----------------------------------------------------------------------------------
 def test_server_error_is_one_line(server: StandaloneProcess) -> None:
     result = run_elanus("collection", "drop", "no_such_collection", "--yes", "--uri", server.uri)

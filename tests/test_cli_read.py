@@ -153,6 +153,55 @@ def test_search_params_and_partitions(server: StandaloneProcess, tmp_path: Path)
     assert bad.returncode == 2 and "--params" in bad.stderr and "JSON object" in bad.stderr
 
 
+# -- full-text search ---------------------------------------------------------------------------
+BM25_SCHEMA = {
+    "fields": [
+        {"name": "id", "type": "Int64", "is_primary": True},
+        {"name": "text", "type": "VarChar", "max_length": 200, "enable_analyzer": True,
+         "analyzer_params": {"type": "english"}},
+        {"name": "tag", "type": "VarChar", "max_length": 16},
+        {"name": "sparse", "type": "SparseFloatVector"},
+    ],
+    "functions": [{"name": "text_bm25", "type": "BM25",
+                   "input_field_names": ["text"], "output_field_names": ["sparse"]}],
+}  # fmt: skip
+DOCS = [
+    (0, "a kestrel hovers over the meadow", "sky"),
+    (1, "the red fox sleeps in the forest", "ground"),
+    (2, "kites hovering above the forest edge", "sky"),
+    (3, "rain falls on the quiet harbour", "sea"),
+]
+
+
+def test_search_text(server: StandaloneProcess, tmp_path: Path) -> None:
+    schema = tmp_path / "bm25.json"
+    schema.write_text(json.dumps(BM25_SCHEMA))
+    cli(server, "collection", "create", "notes", "--schema", str(schema))
+    assert "text_bm25" in cli(server, "collection", "describe", "notes")  # the functions table
+    rows = tmp_path / "notes.jsonl"
+    rows.write_text("".join(json.dumps({"id": i, "text": t, "tag": g}) + "\n" for i, t, g in DOCS))
+    assert cli_json(server, "insert", "notes", str(rows))["insert_count"] == len(DOCS)
+    cli(server, "load", "notes")
+
+    search = ("search", "notes", "--anns-field", "sparse", "--consistency", "Strong")
+    results = cli_json(
+        server, *search, "--text", "sleeping foxes", "--text", "hovering kite",
+        "--output-fields", "text",
+    )  # fmt: skip
+    assert [[h["id"] for h in hits] for hits in results] == [[1], [2, 0]]
+    kites = results[1]
+    assert kites[0]["distance"] > kites[1]["distance"] > 0  # BM25 scores: larger is better
+    assert kites[0]["entity"]["text"] == DOCS[2][1]
+    forest = cli_json(server, *search, "--text", "forest", "--filter", 'tag == "sky"')
+    assert [h["id"] for h in forest[0]] == [2]
+    shown = cli(server, *search, "--text", "hovering kite", "--limit", "1")
+    assert "query 0, 1 hit(s)" in shown and "distance" in shown
+
+    wrong_metric = run_elanus(*search, "--text", "fox", "--metric", "L2", "--uri", server.uri)
+    assert "BM25" in one_line_error(wrong_metric, "INVALID_ARGUMENT")
+    cli(server, "collection", "drop", "notes", "--yes")
+
+
 # -- usage errors (checked before any server is reached) ---------------------------------------
 def test_vector_file_usage_errors(tmp_path: Path) -> None:
     uri = f"grpc://127.0.0.1:{free_port()}"
@@ -174,6 +223,16 @@ def test_vector_file_usage_errors(tmp_path: Path) -> None:
         "search", "books", "--vector-file", str(tmp_path / "nope.npy"), "--metric", "XX"
     )
     assert metric.returncode == 2 and "--metric" in metric.stderr
+
+
+def test_text_or_vector_file_usage_errors(tmp_path: Path) -> None:
+    uri = f"grpc://127.0.0.1:{free_port()}"
+    q = tmp_path / "q.json"
+    q.write_text("[1, 2, 3, 4]")
+    for args in (("--text", "fox", "--vector-file", str(q)), ()):
+        result = run_elanus("search", "books", *args, "--uri", uri)
+        assert result.returncode == 2, result.stderr
+        assert "exactly one of --vector-file" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_read_vectors(tmp_path: Path) -> None:
