@@ -194,6 +194,9 @@ def test_search_text(server: StandaloneProcess, tmp_path: Path) -> None:
     assert kites[0]["entity"]["text"] == DOCS[2][1]
     forest = cli_json(server, *search, "--text", "forest", "--filter", 'tag == "sky"')
     assert [h["id"] for h in forest[0]] == [2]
+    tuned = cli_json(server, *search, "--text", "hovering kite", "--params", '{"bm25_k1": 2.0}')
+    assert [h["id"] for h in tuned[0]] == [2, 0]
+    assert tuned[0][0]["distance"] != pytest.approx(kites[0]["distance"])  # k1 reached BM25
     shown = cli(server, *search, "--text", "hovering kite", "--limit", "1")
     assert "query 0, 1 hit(s)" in shown and "distance" in shown
 
