@@ -256,7 +256,9 @@ def render_search(collection: str) -> Any:
     return render
 
 
-def search_queries(vector_file: Path | None, texts: list[str] | None, metric: str | None) -> Any:
+def search_queries(
+    vector_file: Path | None, texts: list[str] | None, metric: str | None
+) -> np.ndarray | list[str]:
     """The queries of a search: exactly one of a vector file or query texts, so a typo never
     silently searches with the wrong kind of query."""
     if (vector_file is None) == (not texts):
