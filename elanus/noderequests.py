@@ -127,8 +127,10 @@ class LoadIndex:
 
 @request("worker.drop_index")
 class DropIndexOnNode:
+    """One dropped index, by id: its field may keep other (JSON path) indexes."""
+
     collection_id: int
-    field: str
+    index_id: int
 
 
 @request("worker.search")

@@ -128,6 +128,7 @@ class IndexCoord:
     def _served_entry(self, t: IndexTask) -> dict[str, Any]:
         index = self.indexes[t.index_id]
         return {
+            "index_id": index.index_id,
             "field": index.field_name,
             "spec": index.spec,
             "dir": str(self._dir(t, t.version)),
@@ -233,7 +234,7 @@ class IndexCoord:
         async with self._lock:
             record = await self._find(cid, req.index_name, req.field)
             await self._mark_deleted([record])
-        self.coord.query.schedule(self.coord.query.on_index_dropped(cid, record.field_name))
+        self.coord.query.schedule(self.coord.query.on_index_dropped(cid, record.index_id))
         await self._searches_changed("index.drop", await self.coord.root.describe_by_id(cid))
         return {"index_id": record.index_id}
 

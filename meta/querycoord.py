@@ -373,13 +373,13 @@ class QueryCoord:
             return  # not loaded: the index comes with the segment when it is
         await self._call(node, "worker.load_index", {"segment_id": segment_id, "index": index})
 
-    async def on_index_dropped(self, collection_id: int, field: str) -> None:
+    async def on_index_dropped(self, collection_id: int, index_id: int) -> None:
         lo = self.loaded.get(collection_id)
         if lo is None:
             return
         for node in set(lo.segments.values()) & set(self._nodes()):
             await self._call(
-                node, "worker.drop_index", {"collection_id": collection_id, "field": field}
+                node, "worker.drop_index", {"collection_id": collection_id, "index_id": index_id}
             )
 
     async def _drop(self, lo: Loaded, vchannel: str | None, sources: list[int]) -> None:

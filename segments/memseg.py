@@ -66,6 +66,9 @@ class MemSegment:
         self._scalar: dict[tuple[str, tuple[str | int, ...]], Any] = {}
         """Built scalar indexes (``elanus.index.scalar.ScalarSegmentIndex``) by field and
         JSON path: sealed only."""
+        self._served_by: dict[int, tuple[str, tuple[str | int, ...] | None]] = {}
+        """What each built index (by index id) serves: a field's ANN (path ``None``) or a
+        scalar key, so that dropping one index detaches only that one."""
         self.scalar_uses = 0
         """Filter predicates answered from scalar indexes so far (to observe that they are)."""
         self._pks: np.ndarray | None = None
@@ -122,21 +125,39 @@ class MemSegment:
             self._indexes[field] = VectorIndexExact(self.table.column(field))
         return self._indexes[field]
 
-    def attach_index(self, field: str, index: Any) -> None:
+    def attach_index(self, field: str, index: Any, index_id: int | None = None) -> None:
         """Serve ``field`` from a built index from now on (one assignment: a search that
         already picked the exact path finishes on it)."""
+        self._own(index_id, (field, None))
         self._ann[field] = index
 
-    def detach_index(self, field: str) -> None:
-        self._ann.pop(field, None)
-        self._scalar = {k: v for k, v in self._scalar.items() if k[0] != field}
-
-    def attach_scalar(self, index: Any) -> None:
+    def attach_scalar(self, index: Any, index_id: int | None = None) -> None:
         """Answer filters on ``index.key`` (field, JSON path) from a built scalar index."""
+        self._own(index_id, index.key)
         self._scalar = {**self._scalar, index.key: index}
 
-    def has_scalar(self, field: str) -> bool:
-        return any(k[0] == field for k in self._scalar)
+    def _own(self, index_id: int | None, key: tuple[str, tuple[str | int, ...] | None]) -> None:
+        # the newcomer replaces whatever served the key before: an older index's drop,
+        # arriving late, must not detach it
+        self._served_by = {i: k for i, k in self._served_by.items() if k != key}
+        if index_id is not None:
+            self._served_by[index_id] = key
+
+    def detach_index(self, index_id: int) -> None:
+        """Stop serving from the index ``index_id`` (dropped); other indexes of its field
+        (other JSON paths) stay."""
+        key = self._served_by.pop(index_id, None)
+        if key is None:
+            return
+        field, path = key
+        if path is None:
+            self._ann.pop(field, None)
+        else:
+            self._scalar = {k: v for k, v in self._scalar.items() if k != (field, path)}
+
+    def has_scalar(self, field: str, path: tuple[str | int, ...] | None = None) -> bool:
+        """Whether a scalar index serves ``field`` (at ``path``, or at any path)."""
+        return any(k[0] == field and path in (None, k[1]) for k in self._scalar)
 
     def index_of(self, field: str) -> Any:
         return self._ann.get(field)

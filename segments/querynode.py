@@ -237,7 +237,7 @@ class QueryNode(Role):
         )
 
     async def worker_drop_index(self, req: DropIndexOnNode) -> dict[str, Any]:
-        self.worker.drop_index(req.collection_id, req.field)
+        self.worker.drop_index(req.collection_id, req.index_id)
         return {}
 
     def _collection_of(self, segment_ids: list[int]) -> int:

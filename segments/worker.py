@@ -66,9 +66,10 @@ def attach_index(seg: MemSegment, index: dict[str, Any]) -> bool:
 
     try:
         if is_scalar_spec(index.get("spec") or {}):
-            seg.attach_scalar(load_segment_scalar(index["field"], Path(index["dir"])))
+            scalar = load_segment_scalar(index["field"], Path(index["dir"]))
+            seg.attach_scalar(scalar, index.get("index_id"))
         else:
-            seg.attach_index(index["field"], load_index(Path(index["dir"])))
+            seg.attach_index(index["field"], load_index(Path(index["dir"])), index.get("index_id"))
     except Exception as exc:  # noqa: BLE001 - the segment stays searchable, exactly
         log.warning("segment %s: index %s not loaded: %s", seg.segment_id, index["dir"], exc)
         return False
@@ -113,14 +114,17 @@ class Worker:
             return False
         if not await asyncio.to_thread(attach_index, seg, index):
             self._index_failed(segment_id, index)
-        if is_scalar_spec(index.get("spec") or {}):
-            return seg.has_scalar(index["field"])
+        spec = index.get("spec") or {}
+        if is_scalar_spec(spec):
+            return seg.has_scalar(index["field"], tuple(spec.get("path") or ()))
         return seg.index_of(index["field"]) is not None
 
-    def drop_index(self, collection_id: int, field: str) -> None:
+    def drop_index(self, collection_id: int, index_id: int) -> None:
+        """Detach one dropped index from the collection's segments (by id: a JSON field
+        may have several path indexes, and only this one goes)."""
         for sid, cid in self.collection_of.items():
             if cid == collection_id:
-                self.segments[sid].detach_index(field)
+                self.segments[sid].detach_index(index_id)
 
     def adopt(self, collection_id: int, schema: Schema) -> None:
         """The collection's newer schema for every segment of it held here."""

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 from conftest import Stack, cli_env, run_elanus
 from test_index_service import collection_id, make_collection, served_indexes, tasks
 from test_read_path import wait_for
@@ -70,3 +71,47 @@ def test_spark_submit_runs_the_same_job(stack: Stack) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     info = client.describe_index("t")[0]
     assert info["state"] == "Finished" and info["indexed_rows"] == 1000
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(600)
+def test_spark_index_run_builds_scalar_indexes(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """STL_SORT on an Int64 field and INVERTED on a JSON path, built by a Spark run (the
+    same build step as an index node's): the coord verifies and serves them, and filters
+    answer exactly as without them."""
+    from test_scalar_index import DIM as SCALAR_DIM
+    from test_scalar_index import answers, scalar_uses, served
+    from test_scalar_index import make_collection as make_scalar_collection
+
+    from elanus.spark.index_run import run_index_build
+
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
+    monkeypatch.setenv("PYSPARK_DRIVER_PYTHON", sys.executable)
+    client = stack.client()
+    make_scalar_collection(client, "sc")  # two flushed segments of 2000 rows, loaded
+    filters = ["i < 40", "i >= 2000", "i in [7, 70, 700]", 'j["a"] > 8', 'j["a"] == 2']
+    queries = np.random.default_rng(9).normal(size=(2, SCALAR_DIM)).astype(np.float32)
+    plain = answers(client, "sc", queries, filters)
+    client.create_index("sc", field_name="i", index_type="STL_SORT", index_name="i_sorted")
+    client.create_index(
+        "sc", field_name="j", index_type="INVERTED", index_name="j_a",
+        params={"json_path": 'j["a"]', "json_cast_type": "double"},
+    )  # fmt: skip
+
+    run = run_index_build(stack.uri, "sc", master="local[1]")
+    assert (run.claimed, run.built, run.failed, run.rejected) == (4, 4, 0, 0), run.failures
+    infos = {i["index_name"]: i for i in client.describe_index("sc")}
+    assert {n: (i["state"], i["indexed_rows"]) for n, i in infos.items()} == {
+        "i_sorted": ("Finished", 4000),
+        "j_a": ("Finished", 4000),
+    }
+    built = tasks(stack, collection_id(client, "sc"))
+    assert {t["node_id"] for t in built} == {run.node_id}
+    assert {Path(f).name for t in built for f in t["file_paths"]} == {"scalar.arrow", "meta.json"}
+    wait_for(lambda: served(stack, {"i", "j"}), what="the Spark-built scalar indexes served")
+
+    before = scalar_uses(stack)
+    assert answers(client, "sc", queries, filters) == plain
+    assert scalar_uses(stack) - before >= 3 * len(filters)  # query, count, search per filter

@@ -142,10 +142,12 @@ def make_collection(client: Client, name: str) -> None:
     client.load_collection(name)
 
 
-def answers(client: Client, name: str, queries: np.ndarray) -> dict[str, Any]:
+def answers(
+    client: Client, name: str, queries: np.ndarray, filters: list[str] = FILTERS
+) -> dict[str, Any]:
     """Every filter's query ids, count and filtered-search hits (ids and distances)."""
     out: dict[str, Any] = {}
-    for flt in FILTERS:
+    for flt in filters:
         got = client.query(name, flt, output_fields=["id"], limit=N, consistency_level="Strong")
         (count,) = client.query(name, flt, output_fields=["count(*)"])
         hits = client.search(name, queries, limit=5, filter=flt, consistency_level="Strong")
@@ -218,6 +220,41 @@ def test_filters_answer_the_same_with_and_without_scalar_indexes(stack: Stack) -
     before = scalar_uses(stack)
     assert answers(client, "sc", queries) == plain
     assert scalar_uses(stack) == before
+
+
+def test_dropping_one_json_path_index_keeps_the_others_served(stack: Stack) -> None:
+    """Two path indexes on one JSON field: dropping one detaches only it on the workers
+    (the drop names the index, not the field); the other keeps answering its filters."""
+    client = stack.client()
+    make_collection(client, "jd")
+    queries = np.random.default_rng(5).normal(size=(2, DIM)).astype(np.float32)
+    on_a, on_t = ['j["a"] > 8', 'j["a"] in [2, 4.5]'], ['j["t"] == "x1"', 'j["t"] like "x%"']
+    plain = answers(client, "jd", queries, on_a + on_t)
+    assert all(plain[f][1] > 0 for f in on_a + on_t)
+    params = IndexParams()
+    for field, itype, name, extra in INDEXES:
+        if name in ("j_a", "j_t"):
+            params.add_index(field, itype, name, params=extra)
+    client.create_index("jd", params)
+    stack.add_indexnode()
+    for name in ("j_a", "j_t"):
+        client.wait_for_index("jd", name, timeout=120)
+    segments = [seg for qn in stack.querynodes for seg in qn.worker.segments.values()]
+    assert len(segments) == 2
+
+    def serving(path: tuple[str, ...]) -> bool:
+        return all(seg.has_scalar("j", path) for seg in segments)
+
+    wait_for(lambda: serving(("a",)) and serving(("t",)), what="both path indexes served")
+    client.drop_index("jd", "j_a")
+    wait_for(lambda: not any(seg.has_scalar("j", ("a",)) for seg in segments), what="j_a gone")
+    assert serving(("t",)), "dropping j_a detached j_t as well"
+
+    before = scalar_uses(stack)
+    assert answers(client, "jd", queries, on_a) == {f: plain[f] for f in on_a}
+    assert scalar_uses(stack) == before  # j["a"] filters are evaluated row by row again
+    assert answers(client, "jd", queries, on_t) == {f: plain[f] for f in on_t}
+    assert scalar_uses(stack) - before >= 3 * len(on_t)  # query, count, search per filter
 
 
 def test_json_path_index_and_plain_index_side_by_side(stack: Stack) -> None:
