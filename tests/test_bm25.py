@@ -142,31 +142,6 @@ def test_kernel_statistics_and_scores_honour_the_visible_rows() -> None:
     )
 
 
-def test_an_average_length_under_one_counts_as_one() -> None:
-    """Mostly empty texts make ``avgdl`` < 1; knowhere scores with ``max(avgdl, 1)``, so
-    a one-word row is not penalised as if it were longer than average."""
-    from elanus.index.kernels import BM25, VectorIndexExact
-    from elanus.reduce import bm25_idf
-
-    texts = ["fox", "", "", "", "fox fox", ""]
-    analyzer = analyzer_for(STANDARD)
-    index = VectorIndexExact(analyzer.term_frequencies(texts))
-    everyone = np.ones(len(texts), bool)
-    terms = np.unique(analyzer.term_ids("fox"))
-    rows, tokens, df = index.term_stats(terms, everyone)
-    assert tokens / rows == pytest.approx(0.5)
-    query = dict(zip(terms.tolist(), bm25_idf(rows, df).tolist(), strict=True))
-    distances, hits = index.search([query], 2, "BM25", everyone, bm25=BM25(1.2, 0.75, 0.5))
-    expected = bm25_by_hand(dict(enumerate(texts)), "fox", STANDARD)
-    idf = math.log(1 + (6 - 2 + 0.5) / (2 + 0.5))
-    assert expected[0] == pytest.approx(idf)  # dl = avgdl = 1: tf (k1 + 1) / (tf + k1) = 1
-    check_hits(
-        [{"id": int(r), "distance": float(d)} for r, d in zip(hits[0], distances[0], strict=True)],
-        expected,
-        2,
-    )
-
-
 # -- set-up ---------------------------------------------------------------------------------------
 
 
