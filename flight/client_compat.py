@@ -7,6 +7,7 @@ Pure: no Flight, so the CLI and tests can use these without a server.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -66,8 +67,18 @@ class IndexParams(list[IndexParam]):
         self.append(IndexParam(field_name, index_type, index_name, **kwargs))
 
 
+def text_params(f: dict[str, Any]) -> dict[str, str]:
+    """An analysed field's settings as pymilvus shows Milvus's type params: text, the
+    flags ``'true'`` and the analyzer's parameters as JSON (only those that are set)."""
+    out = {k: "true" for k in ("enable_analyzer", "enable_match") if f.get(k)}
+    if f.get("analyzer_params") is not None:
+        out["analyzer_params"] = json.dumps(f["analyzer_params"])
+    return out
+
+
 def milvus_field(f: dict[str, Any]) -> dict[str, Any]:
-    """One field as pymilvus describes it: ``type`` a ``DataType``, sizes under ``params``."""
+    """One field as pymilvus describes it: ``type`` a ``DataType``, sizes and text
+    settings under ``params``."""
     out: dict[str, Any] = {
         "field_id": f.get("field_id"),
         "name": f["name"],
@@ -75,6 +86,7 @@ def milvus_field(f: dict[str, Any]) -> dict[str, Any]:
         "type": DataType.parse(f["type"]),
         "params": {k: f[k] for k in ("dim", "max_length", "max_capacity") if k in f},
     }
+    out["params"].update(text_params(f))
     if f.get("element_type"):
         out["element_type"] = DataType.parse(f["element_type"])
     for key in ("is_primary", "auto_id", "nullable", "is_partition_key"):

@@ -241,7 +241,8 @@ class BM25:
     ``tf_query * idf`` per term (``elanus.reduce.bm25_idf``, from the statistics), a row a
     sparse vector of term frequencies, and the score their product after each row
     frequency ``tf`` is saturated as ``tf (k1 + 1) / (tf + k1 (1 - b + b dl / avgdl))``
-    (``dl`` the row's length in tokens)."""
+    (``dl`` the row's length in tokens, ``avgdl`` at least 1: knowhere clamps it so, and a
+    collection of mostly empty texts then scores as in Milvus)."""
 
     k1: float = BM25_K1
     b: float = BM25_B
@@ -259,7 +260,7 @@ class BM25:
 
     def saturate(self, tf: np.ndarray, dl: np.ndarray) -> np.ndarray:
         """Row term frequencies to their BM25 weights (float64, vectorised)."""
-        avgdl = self.avgdl if self.avgdl > 0 else 1.0
+        avgdl = max(self.avgdl, 1.0)
         norm = self.k1 * (1.0 - self.b + self.b * dl / avgdl)
         return tf * (self.k1 + 1.0) / (tf + norm)
 

@@ -55,11 +55,12 @@ def bm25_by_hand(
     docs: dict[int, str], query: str, params: dict[str, Any], k1: float = 1.2, b: float = 0.75
 ) -> dict[int, float]:
     """Milvus's BM25 over ``docs`` (id -> text): Lucene IDF, query terms counted as often
-    as they occur; only documents sharing a term with the query score."""
+    as they occur, ``avgdl`` at least 1; only documents sharing a term with the query
+    score."""
     analyzer = analyzer_for(params)
     tokens = {i: analyzer.tokens(t) for i, t in docs.items()}
     n = len(tokens)
-    avgdl = sum(len(t) for t in tokens.values()) / n
+    avgdl = max(1.0, sum(len(t) for t in tokens.values()) / n)  # knowhere's floor
     df: Counter[str] = Counter()
     for toks in tokens.values():
         df.update(set(toks))

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -193,6 +194,25 @@ def test_sparse_specs_defaults_autoindex_and_bm25_params() -> None:
         with pytest.raises(ElanusError) as exc:
             make_index_spec("SparseFloatVector", 0, "SPARSE_INVERTED_INDEX", "BM25", params)
         assert exc.value.code == ErrorCode.INVALID_ARGUMENT and words in exc.value.message
+
+
+def test_bm25_average_length_under_one_counts_as_one() -> None:
+    """Mostly empty texts make ``avgdl`` < 1; knowhere scores with ``max(avgdl, 1)``, so
+    the index and the exact kernel do too: a one-word row then scores exactly its idf."""
+    from elanus.index.kernels import BM25
+
+    rows: list[dict[int, float] | None] = [{7: 1.0}, {}, {}, {}, {7: 2.0}, {}]  # avgdl 0.5
+    col = column(rows)
+    bm25 = make_index_spec("SparseFloatVector", 0, "SPARSE_INVERTED_INDEX", "BM25", {})
+    index = build_sparse_index(bm25, col)
+    idf = math.log(1 + (6 - 2 + 0.5) / (2 + 0.5))
+    one, two = (tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * tf)) * idf for tf in (1.0, 2.0))
+    D, ids = index.search([{7: idf}], 2, {"bm25_avgdl": 0.5})
+    D0, ids0 = VectorIndexExact(col).search([{7: idf}], 2, "BM25", None, bm25=BM25(1.2, 0.75, 0.5))
+    for d, i in ((D, ids), (D0, ids0)):
+        assert i[0].tolist() == [4, 0]
+        assert d[0].tolist() == pytest.approx([two, one], rel=1e-6)
+    assert one == pytest.approx(idf)
 
 
 # -- 2. the real stack -------------------------------------------------------------------------
