@@ -32,45 +32,14 @@ from elanus.errors import invalid
 
 BUILTIN_TYPES = ("standard", "english")
 TOKENIZERS = ("standard", "whitespace")
-STEMMER_LANGUAGES = frozenset(
-    {
-        "arabic",
-        "danish",
-        "dutch",
-        "english",
-        "finnish",
-        "french",
-        "german",
-        "greek",
-        "hungarian",
-        "italian",
-        "norwegian",
-        "portuguese",
-        "romanian",
-        "russian",
-        "spanish",
-        "swedish",
-        "tamil",
-        "turkish",
-    }
-)
-STOP_LANGUAGES = frozenset(
-    {
-        "danish",
-        "dutch",
-        "english",
-        "finnish",
-        "french",
-        "german",
-        "hungarian",
-        "italian",
-        "norwegian",
-        "portuguese",
-        "russian",
-        "spanish",
-        "swedish",
-    }
-)
+# fmt: off
+STOP_LANGUAGES = frozenset({
+    "danish", "dutch", "english", "finnish", "french", "german", "hungarian", "italian",
+    "norwegian", "portuguese", "russian", "spanish", "swedish",
+})
+# fmt: on
+"""Languages with a built-in stop word list (``"_english_"`` and so on)."""
+STEMMER_LANGUAGES = STOP_LANGUAGES | {"arabic", "greek", "romanian", "tamil", "turkish"}
 SIMPLE_FILTERS = ("lowercase", "asciifolding", "alphanumonly")
 DEFAULT_PARAMS: dict[str, Any] = {"type": "standard"}
 

@@ -45,11 +45,7 @@ class HybridAPI(ReadAPI):
         )
         if ranker is not None:
             body["ranker"] = ranker_body(ranker)
-        grouping = {
-            "group_by_field": group_by_field,
-            "group_size": group_size,
-            "strict_group_size": strict_group_size,
-        }
+        grouping = (group_by_field, group_size, strict_group_size)
         body = self._search_options(
             body, grouping, consistency_level, guarantee_timestamp, as_of, partition_names
         )

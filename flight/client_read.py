@@ -241,11 +241,7 @@ class ReadAPI(ClientBase):
             body["search_params"] = search_params
         if anns_field:
             body["anns_field"] = anns_field
-        grouping = {
-            "group_by_field": group_by_field,
-            "group_size": group_size,
-            "strict_group_size": strict_group_size,
-        }
+        grouping = (group_by_field, group_size, strict_group_size)
         body = self._search_options(
             body, grouping, consistency_level, guarantee_timestamp, as_of, partition_names
         )
@@ -254,14 +250,16 @@ class ReadAPI(ClientBase):
     def _search_options(
         self,
         body: dict[str, Any],
-        grouping: dict[str, Any],
+        grouping: tuple[str | None, int | None, bool | None],
         consistency_level: str | None,
         guarantee_timestamp: int | None,
         as_of: int | None,
         partition_names: list[str] | None,
     ) -> dict[str, Any]:
-        """A search body's grouping (the keys given) and read options."""
-        body.update({k: v for k, v in grouping.items() if v is not None})
+        """A search body's grouping (``group_by_field``, ``group_size``, ``strict_group_size``:
+        those given) and read options."""
+        keys = ("group_by_field", "group_size", "strict_group_size")
+        body.update({k: v for k, v in zip(keys, grouping, strict=True) if v is not None})
         return self._read_options(
             body, consistency_level, guarantee_timestamp, as_of, partition_names
         )
