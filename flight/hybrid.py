@@ -21,7 +21,6 @@ from elanus.errors import ElanusError, invalid
 from elanus.flight.actions import Call, action, check_db, check_named
 from elanus.flight.limits import Kind
 from elanus.flight.outputs import COUNT, entity, json_fields, resolve_outputs
-from elanus.flight.query import _query_vectors
 from elanus.flight.query_actions import (
     GROUP_KEYS,
     MAX_TOPK,
@@ -31,7 +30,6 @@ from elanus.flight.query_actions import (
     check_search_data,
 )
 from elanus.flight.searchplan import SearchPlan
-from elanus.flight.textsearch import not_text, query_texts, text_function
 from elanus.rankers import MAX_REQUESTS, BaseRanker, Hit, grouped, ranker_from_dict, window
 from elanus.requests import Body
 
@@ -199,12 +197,7 @@ def _prepare(
     for i, sub in enumerate(reqs):
         try:
             plan = service.prepare_search(info, sub)
-            fn = text_function(info.schema, plan.field)
-            if fn is not None:  # a BM25 field takes query texts, analysed by run_search
-                vectors.append(query_texts(plan.field, fn, sub["data"]))
-            else:
-                not_text(plan.field, sub["data"])
-                vectors.append(_query_vectors(plan.field, sub["data"]))
+            vectors.append(service.search_data(plan, sub["data"]))
         except ElanusError as exc:
             raise ElanusError(exc.code, f"hybrid_search: reqs[{i}]: {exc.message}") from None
         plans.append(plan)

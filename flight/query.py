@@ -323,18 +323,24 @@ class QueryService:
         node_request.expr(info.schema)  # parsed once per plan, carried by every request
         return SearchPlan(info, generation, kept, field, metric, outputs, node_request)
 
+    @staticmethod
+    def search_data(plan: SearchPlan, data: Any) -> Any:
+        """A search's ``data`` checked against its field: query texts on a BM25 output
+        field, else query vectors as segments take them (checking them again is a no-op)."""
+        fn = text_function(plan.info.schema, plan.field)
+        if fn is not None:
+            return query_texts(plan.field, fn, data)
+        not_text(plan.field, data)
+        return _query_vectors(plan.field, data)
+
     def run_search(self, plan: SearchPlan, data: Any) -> tuple[dict[str, Any], int]:
         """One search across shards: (merged part, read timestamp). Query text on a BM25
         output field first gathers the collection's statistics (``flight/textsearch.py``)."""
-        fn = text_function(plan.info.schema, plan.field)
-        if fn is not None:
-            texts = query_texts(plan.field, fn, data)
-            guarantee, ts = self._read_at(plan.info, plan.request)
-            req = text_request(self, plan, texts, ts, guarantee)
+        queries = self.search_data(plan, data)
+        guarantee, ts = self._read_at(plan.info, plan.request)
+        if text_function(plan.info.schema, plan.field) is not None:
+            req = text_request(self, plan, queries, ts, guarantee)
         else:
-            not_text(plan.field, data)
-            queries = _query_vectors(plan.field, data)
-            guarantee, ts = self._read_at(plan.info, plan.request)
             req = plan.node_request.at(queries, ts, guarantee)
         replies = self._search_shards(plan.info, req)
         limit, offset = plan.request["limit"], plan.request["offset"]
