@@ -23,7 +23,7 @@ from typing import Any
 import psutil
 
 from elanus.channels.nats_server import die_with_parent, free_port, terminate
-from elanus.flight.client import Client
+from elanus.client.client import Client
 
 MB = 1 << 20
 

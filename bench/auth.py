@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from _common import Standalone
 
-from elanus.flight.client import Client
+from elanus.client.client import Client
 
 ROOT_PW = "bench-root-pw"
 DIM, ROWS = 128, 2000

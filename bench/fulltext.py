@@ -50,7 +50,7 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._common import Standalone  # noqa: E402
-from elanus.flight.client import Client  # noqa: E402
+from elanus.client.client import Client  # noqa: E402
 
 DIM = 64
 BUCKETS = 1 << 16

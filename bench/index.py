@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import Standalone  # noqa: E402
 from search import EmptyFlight, Stat, exchange_loop, run_loop  # noqa: E402
 
-from elanus.flight.client import Client  # noqa: E402
+from elanus.client.client import Client  # noqa: E402
 from elanus.index.kernels import VectorIndexExact  # noqa: E402
 
 COLLECTION = "bench_index"

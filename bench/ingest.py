@@ -63,7 +63,7 @@ from _common import (  # noqa: E402
 from elanus.channels.dml import DEFAULT_MAX_MESSAGE_BYTES  # noqa: E402
 from elanus.channels.nats_server import EmbeddedNats  # noqa: E402
 from elanus.channels.publisher import encode_pieces  # noqa: E402
-from elanus.flight.client import Client  # noqa: E402
+from elanus.client.client import Client  # noqa: E402
 from elanus.schema import DataType, Field, Schema  # noqa: E402
 
 COLLECTION = "bench_ingest"

@@ -31,8 +31,8 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import Standalone, machine_load  # noqa: E402
 
-from elanus.flight.client import Client  # noqa: E402
-from elanus.flight.client_compat import IndexParams  # noqa: E402
+from elanus.client.client import Client  # noqa: E402
+from elanus.client.compat import IndexParams  # noqa: E402
 
 NAME = "scalar_bench"
 DIM = 8

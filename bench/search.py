@@ -64,7 +64,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import MB, Standalone, timed  # noqa: E402
 
 from elanus.channels.nats_server import die_with_parent, free_port  # noqa: E402
-from elanus.flight.client import Client  # noqa: E402
+from elanus.client.client import Client  # noqa: E402
 from elanus.index.kernels import VectorIndexExact  # noqa: E402
 
 COLLECTION = "bench_search"

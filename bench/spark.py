@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import Standalone  # noqa: E402
 
 import elanus.spark  # noqa: E402
-from elanus.flight.client import Client  # noqa: E402
+from elanus.client.client import Client  # noqa: E402
 
 DIM = 128
 

@@ -40,7 +40,7 @@ import numpy as np
 from _common import Standalone
 
 from elanus.channels.nats_server import EmbeddedNats, die_with_parent, free_port, terminate
-from elanus.flight.client import Client
+from elanus.client.client import Client
 
 NAME = "bench"
 

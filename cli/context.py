@@ -20,12 +20,12 @@ import typer
 from rich.console import RenderableType
 
 from elanus.cli.output import emit
+from elanus.client.tls import read_pem
 from elanus.errors import ElanusError, ErrorCode
-from elanus.flight.tls import read_pem
 from elanus.settings import Settings, load_settings
 
 if TYPE_CHECKING:
-    from elanus.flight.client import Client
+    from elanus.client.client import Client
 
 T = TypeVar("T")
 
@@ -172,7 +172,7 @@ def json_object(text: str | None, param_hint: str) -> dict[str, Any]:
 @contextlib.contextmanager
 def connect(state: CliState) -> Iterator[Client]:
     """A client on the proxy; any failure to reach it becomes UNAVAILABLE naming the uri."""
-    from elanus.flight.client import Client
+    from elanus.client.client import Client
 
     uri = state.target_uri()
     try:

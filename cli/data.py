@@ -34,7 +34,7 @@ from elanus.schema import Schema
 from elanus.states import SegmentState
 
 if TYPE_CHECKING:
-    from elanus.flight.client import Client
+    from elanus.client.client import Client
 
 DEFAULT_BATCH_ROWS = 10_000
 DEFAULT_FLUSH_TIMEOUT_S = 300.0

@@ -28,7 +28,7 @@ from elanus.filereaders import group_files
 from elanus.states import ImportJobState
 
 if TYPE_CHECKING:
-    from elanus.flight.client import Client
+    from elanus.client.client import Client
 
 POLL_S = 0.1
 DEFAULT_TIMEOUT_S = 3600.0

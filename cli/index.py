@@ -19,7 +19,7 @@ from elanus.indexparams import BINARY_TYPES, FLOAT_TYPES, SPARSE_TYPES
 from elanus.scalarindex import SCALAR_INDEX_TYPES
 
 if TYPE_CHECKING:
-    from elanus.flight.client import Client
+    from elanus.client.client import Client
 
 index_app = typer.Typer(
     help="Create, inspect, drop and build vector and scalar indexes.", no_args_is_help=True

@@ -23,7 +23,7 @@ from elanus.cli.output import kv_table, table
 from elanus.consistency import ConsistencyLevel
 
 if TYPE_CHECKING:
-    from elanus.flight.client import Client
+    from elanus.client.client import Client
 
 METRICS = ("L2", "IP", "COSINE", "HAMMING", "JACCARD", "BM25")
 _BINARY_METRICS = ("HAMMING", "JACCARD")

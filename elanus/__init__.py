@@ -15,7 +15,7 @@ from elanus.rankers import AnnSearchRequest, RRFRanker, WeightedRanker
 from elanus.schema import DataType, Field, Schema
 
 if TYPE_CHECKING:
-    from elanus.flight.client import Client
+    from elanus.client import Client
 
 __all__ = [
     "AnnSearchRequest",
@@ -37,14 +37,14 @@ __version__ = "0.1.0"
 
 def connect(uri: str = "grpc://localhost:8815", **kwargs: Any) -> Client:
     """Open a client on an Elanus proxy (any Arrow Flight endpoint of one)."""
-    from elanus.flight.client import Client
+    from elanus.client import Client
 
     return Client(uri, **kwargs)
 
 
 def __getattr__(name: str) -> Any:
     if name == "Client":
-        from elanus.flight.client import Client
+        from elanus.client import Client
 
         return Client
     raise AttributeError(name)

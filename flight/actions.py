@@ -19,10 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from elanus.client.wire import DEFAULT_DB, decode_request
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.flight.auth import ANONYMOUS, Caller, authorize
 from elanus.flight.limits import Kind
-from elanus.flight.wire import DEFAULT_DB, decode_request
 from elanus.privileges import OPEN, PRIVILEGES
 from elanus.requests import Body
 from elanus.schema import check_name

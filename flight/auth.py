@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow.flight as flight
 
+from elanus.client.wire import DEFAULT_DB
 from elanus.errors import ElanusError, ErrorCode
-from elanus.flight.wire import DEFAULT_DB
 from elanus.privileges import ANY, PRIVILEGES, Grant, Need, ObjectType, permits
 
 if TYPE_CHECKING:

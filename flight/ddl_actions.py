@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from elanus.client.wire import DEFAULT_DB
 from elanus.consistency import ConsistencyLevel
 from elanus.errors import invalid
 from elanus.flight.actions import Executor, action, check_db, check_named
-from elanus.flight.wire import DEFAULT_DB
 from elanus.partitionkey import check_num_partitions
 from elanus.privileges import OPEN
 from elanus.requests import Body

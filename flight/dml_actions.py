@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from elanus import layout
+from elanus.client.wire import decode_request
 from elanus.errors import invalid
 from elanus.flight.actions import Call, action, check_db, check_named
 from elanus.flight.limits import Kind
-from elanus.flight.wire import decode_request
 from elanus.privileges import OPEN
 from elanus.requests import Body
 from elanus.schema import check_name

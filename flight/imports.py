@@ -23,9 +23,9 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from elanus import layout
+from elanus.client.putresult import PutAck
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.flight.metacache import CollectionInfo
-from elanus.flight.putresult import PutAck
 from elanus.importroots import confine, import_roots
 from elanus.partitionkey import key_partition_ids, split_by_partition
 from elanus.states import IMPORT_FINAL, ImportJobState

@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from elanus.flight.wire import DEFAULT_DB
+from elanus.client.wire import DEFAULT_DB
 from elanus.schema import Schema
 
 

@@ -24,6 +24,10 @@ from elanus.channels import subjects
 from elanus.channels.bus import Bus
 from elanus.channels.loop import call_in_loop
 from elanus.channels.role import Role
+from elanus.client.bodyshape import set_max_json_depth
+from elanus.client.putresult import PutAck
+from elanus.client.tls import server_tls
+from elanus.client.wire import decode_request, encode_result, to_flight_error
 from elanus.errors import ElanusError, ErrorCode
 from elanus.flight.actions import catalogue, check_request, lookup, perform, rate_of
 from elanus.flight.auth import (
@@ -36,21 +40,17 @@ from elanus.flight.auth import (
     authorize,
     caller_of,
 )
-from elanus.flight.bodyshape import set_max_json_depth
 from elanus.flight.ddl import DdlService
 from elanus.flight.dml import DmlService
 from elanus.flight.dml_actions import UPLOAD_OP, check_put
 from elanus.flight.imports import ImportService
 from elanus.flight.limits import Kind, Limits
 from elanus.flight.metacache import MetaCache
-from elanus.flight.putresult import PutAck
 from elanus.flight.query import QueryService, hits_table
 from elanus.flight.query_actions import check_search_stream
 from elanus.flight.readplan import ReadService
 from elanus.flight.streams import client_batches, client_chunks
-from elanus.flight.tls import server_tls
 from elanus.flight.uploads import receive_upload
-from elanus.flight.wire import decode_request, encode_result, to_flight_error
 from elanus.importroots import ensure_dirs
 from elanus.privileges import Need
 from elanus.settings import Settings

@@ -27,11 +27,11 @@ import pyarrow.compute as pc
 
 from elanus import bfloat16, tsutil
 from elanus.channels import subjects
+from elanus.client.bodyshape import check_body_shape
 from elanus.consistency import ConsistencyLevel
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.expr import parse
 from elanus.flight.actions import check_request
-from elanus.flight.bodyshape import check_body_shape
 from elanus.flight.metacache import CollectionInfo
 from elanus.flight.outputs import (
     COUNT,

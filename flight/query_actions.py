@@ -9,13 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from elanus.client.wire import DEFAULT_DB, decode_request
 from elanus.consistency import ConsistencyLevel
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.flight.actions import Call, action, check_db, check_named
 from elanus.flight.auth import Caller
 from elanus.flight.limits import Kind
 from elanus.flight.searchcheck import split_search_params
-from elanus.flight.wire import DEFAULT_DB, decode_request
 from elanus.privileges import Need
 from elanus.requests import Body
 from elanus.schema import DataType, Field, check_name

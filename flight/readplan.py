@@ -29,13 +29,13 @@ import pyarrow.flight as flight
 
 from elanus import tsutil
 from elanus.channels import subjects
+from elanus.client.wire import encode_json, to_flight_error
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.flight.actions import Call, action, check_db, check_named, check_request, lookup
 from elanus.flight.auth import ANONYMOUS, Caller, authorize
 from elanus.flight.limits import Kind
 from elanus.flight.metacache import CollectionInfo
 from elanus.flight.query_actions import _partitions
-from elanus.flight.wire import encode_json, to_flight_error
 from elanus.requests import Body
 from elanus.schema import DENSE_FLOAT_TYPES, DYNAMIC_FIELD, DataType, Schema
 

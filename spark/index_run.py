@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from elanus.flight.client import Client
+from elanus.client.client import Client
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> None:
     token = os.environ.get("ELANUS_TOKEN")  # "user:password"; never on a command line
     from pyspark.sql import SparkSession
 
-    from elanus.flight.tls import read_pem
+    from elanus.client.tls import read_pem
 
     connect: dict[str, Any] = (
         {"tls_root_certs": read_pem(args.tls_ca, "--tls-ca")} if args.tls_ca else {}

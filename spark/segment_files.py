@@ -20,10 +20,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from elanus import layout
+from elanus.client.client import Client
+from elanus.client.wire import encode_json
 from elanus.errors import ElanusError, ErrorCode
 from elanus.expr import parse
-from elanus.flight.client import Client
-from elanus.flight.wire import encode_json
 from elanus.schema import PK_COLUMN, TIMESTAMP_FIELD, Schema
 from elanus.segments import storage
 from elanus.segments.compactor import deleted_mask

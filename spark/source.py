@@ -46,9 +46,9 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from elanus.client.client import Client
+from elanus.client.wire import DEFAULT_DB, decode_body
 from elanus.errors import invalid
-from elanus.flight.client import Client
-from elanus.flight.wire import DEFAULT_DB, decode_body
 from elanus.schema import Schema
 from elanus.spark import segment_files
 from elanus.spark.filters import translate_all

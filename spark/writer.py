@@ -26,9 +26,9 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
+from elanus.client.client import Client
+from elanus.client.wire import DEFAULT_DB
 from elanus.errors import invalid
-from elanus.flight.client import Client
-from elanus.flight.wire import DEFAULT_DB
 from elanus.spark.options import CONNECT_OPTIONS, client_options, target_options
 from elanus.states import ImportJobState
 

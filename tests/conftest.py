@@ -25,7 +25,7 @@ from elanus.channels.bus import Bus
 from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats
 from elanus.channels.natsauth import NatsCredentials
-from elanus.flight.client import Client
+from elanus.client.client import Client
 from elanus.flight.proxy import ProxyServer
 from elanus.index.indexnode import IndexNode
 from elanus.meta.coord import Coordinator

@@ -21,7 +21,7 @@ from elanus.segments import storage
 if TYPE_CHECKING:
     from conftest import Stack, StandaloneProcess
 
-    from elanus.flight.client import Client
+    from elanus.client.client import Client
 
 STRONG = "Strong"
 NAME = "books"

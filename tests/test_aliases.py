@@ -14,7 +14,7 @@ from elanus import ErrorCode
 if TYPE_CHECKING:
     from conftest import Stack, StandaloneProcess
 
-    from elanus.flight.client import Client
+    from elanus.client.client import Client
 
 STRONG = "Strong"
 

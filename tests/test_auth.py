@@ -21,8 +21,8 @@ import pytest
 from conftest import Stack, own_stack
 
 import elanus
+from elanus.client.client import Client
 from elanus.errors import ElanusError, ErrorCode
-from elanus.flight.client import Client
 from elanus.privileges import PRIVILEGES, PUBLIC_GRANTS, ObjectType
 
 ROOT_PASSWORD = "root-secret-1"

@@ -13,8 +13,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from elanus import DataType, Schema
+from elanus.client.client import Client
 from elanus.errors import ElanusError
-from elanus.flight.client import Client
 from elanus.spark.index_run import run_index_build
 
 DIM = 8

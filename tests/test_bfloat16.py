@@ -25,9 +25,9 @@ from test_read_path import brute_force, check_hits
 
 from elanus import DataType, ElanusError, ErrorCode
 from elanus.bfloat16 import BF16_MAX, round_bits, widen
+from elanus.client.client import Client
 from elanus.conform_vectors import to_bfloat16_vector
 from elanus.filereaders import convert_column, open_numpy
-from elanus.flight.client import Client
 from elanus.schema import Field, Schema
 
 DIM = 8

@@ -23,7 +23,7 @@ from conftest import Stack, own_stack, wait_for
 
 from elanus import DataType, ElanusError, ErrorCode, Schema
 from elanus.analyzer import analyzer_for
-from elanus.flight.client import Client
+from elanus.client.client import Client
 from elanus.functions import Function, FunctionType
 
 pytestmark = pytest.mark.timeout(180)

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import StandaloneProcess, cli, cli_json, run_elanus
 
-from elanus.flight.client import Client
+from elanus.client.client import Client
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -15,7 +15,7 @@ from conftest import Stack
 
 from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats
-from elanus.flight.client import Client
+from elanus.client.client import Client
 from elanus.segments import storage
 
 DIM = 8

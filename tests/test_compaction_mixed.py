@@ -18,8 +18,8 @@ from conftest import Stack
 from elanus import layout
 from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats
+from elanus.client.client import Client
 from elanus.errors import ElanusError, ErrorCode
-from elanus.flight.client import Client
 from elanus.schema import DataType, Schema
 from elanus.segments import storage
 from elanus.segments.compactor import compact_segments

@@ -26,7 +26,7 @@ from conftest import ElanusProcess, Stack, StandaloneProcess, wait_for
 
 from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats
-from elanus.flight.client import Client
+from elanus.client.client import Client
 from elanus.meta.coord import Coordinator
 
 LEVELS = ("Strong", "Bounded", "Session", "Eventually")

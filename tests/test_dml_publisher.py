@@ -22,7 +22,7 @@ from elanus.channels.dml import DmlMessage, MsgType, ensure_streams, stream_name
 from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats
 from elanus.channels.publisher import HEADER_RESERVE, SAFETY_MARGIN, DmlPublisher, header_bytes
-from elanus.flight.client import Client
+from elanus.client.client import Client
 
 STOCK_MAX_PAYLOAD = 1024 * 1024
 """nats-server's default ``max_payload``."""

@@ -16,8 +16,8 @@ import pyarrow.flight as flight
 import pytest
 from conftest import StandaloneProcess
 
+from elanus.client.client import Client
 from elanus.expr import FUNCTIONS
-from elanus.flight.client import Client
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "filters.md"
 COLLECTION = "filters_doc"

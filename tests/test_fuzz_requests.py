@@ -30,8 +30,8 @@ from fuzz_cases import BIG, DIM, MAIN, SETTINGS, VEC, Case, dumps
 from fuzz_streams import DROP, VEC_TYPE, good_batch
 
 from elanus import DataType, Schema
+from elanus.client.client import Client
 from elanus.errors import ErrorCode
-from elanus.flight.client import Client
 
 pytestmark = pytest.mark.fuzz
 

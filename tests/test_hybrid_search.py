@@ -30,7 +30,7 @@ from elanus import (
     Schema,
     WeightedRanker,
 )
-from elanus.flight.client import Client
+from elanus.client.client import Client
 
 NAME = "hy"
 N = 240

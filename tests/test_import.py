@@ -25,8 +25,8 @@ from segment_reader import read_deltas, read_rows
 import elanus.segments.importer as importer
 from elanus.channels.bus import Bus
 from elanus.channels.sessions import Session, SessionInfo
+from elanus.client.client import Client
 from elanus.errors import ElanusError
-from elanus.flight.client import Client
 from elanus.pkhash import shard_of
 from elanus.schema import DataType, Schema
 

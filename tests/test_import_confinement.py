@@ -22,9 +22,9 @@ import pytest
 from conftest import Stack, StandaloneProcess, cli_json, own_stack, run_elanus, wait_for
 
 import elanus.importroots as importroots
+from elanus.client.client import Client
+from elanus.client.upload import import_with_uploads, is_loopback
 from elanus.errors import ElanusError
-from elanus.flight.client import Client
-from elanus.flight.client_upload import import_with_uploads, is_loopback
 from elanus.importroots import confine, import_roots, open_confined, safe_upload_name
 from elanus.meta.importfiles import collect_garbage
 from elanus.schema import DataType, Schema

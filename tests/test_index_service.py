@@ -25,7 +25,7 @@ from test_read_path import wait_for, wait_querynodes
 from elanus import ElanusError, ErrorCode
 from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats
-from elanus.flight.client import Client
+from elanus.client.client import Client
 
 DIM = 32
 

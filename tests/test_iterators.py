@@ -19,8 +19,8 @@ import pytest
 from conftest import Stack, own_stack, wait_for
 
 from elanus import DataType, ElanusError, ErrorCode, Schema
-from elanus.flight.client import Client
-from elanus.flight.client_compat import SearchIterator
+from elanus.client.client import Client
+from elanus.client.compat import SearchIterator
 
 DIM = 8
 BITS = 32

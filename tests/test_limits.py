@@ -20,11 +20,11 @@ import pytest
 from conftest import Stack, own_stack
 
 from elanus import ElanusError, ErrorCode
+from elanus.client.client import Client
+from elanus.client.putresult import PutAck
 from elanus.errors import parse_prefixed
-from elanus.flight.client import Client
 from elanus.flight.limits import Kind, RateLimiter
 from elanus.flight.proxy import ProxyServer
-from elanus.flight.putresult import PutAck
 
 DIM = 4
 SCHEMA = pa.schema([("id", pa.int64()), ("vector", pa.list_(pa.float32(), DIM))])

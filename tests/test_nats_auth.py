@@ -21,8 +21,8 @@ from conftest import ElanusProcess, StandaloneProcess, run_elanus, wait_for
 from elanus.channels.bus import Bus
 from elanus.channels.nats_server import EmbeddedNats, free_port
 from elanus.channels.natsauth import CREDENTIALS_FILE, NatsCredentials, split_url
+from elanus.client.client import Client
 from elanus.errors import ElanusError
-from elanus.flight.client import Client
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -18,7 +18,7 @@ from conftest import Stack
 from lite_oracle import SAMPLE_FIELDS, SAMPLE_ROWS, lite_answers, sample_schema
 
 from elanus import DataType, ElanusError, ErrorCode, Schema
-from elanus.flight.client import Client
+from elanus.client.client import Client
 
 STRONG = {"consistency_level": "Strong"}
 ROWS = SAMPLE_ROWS

@@ -32,7 +32,7 @@ from elanus.validation import conform_insert
 if TYPE_CHECKING:
     from conftest import Stack
 
-    from elanus.flight.client import Client
+    from elanus.client.client import Client
 
 STRONG = "Strong"
 DIM = 4

@@ -21,7 +21,7 @@ from conftest import Stack, own_stack
 from elanus import DataType, ElanusError, ErrorCode, Schema
 from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats
-from elanus.flight.client import Client
+from elanus.client.client import Client
 from elanus.meta.coord import Coordinator
 
 DIM = 8

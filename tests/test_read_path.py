@@ -29,7 +29,7 @@ from conftest import TRANSPORTS, ElanusProcess, Stack, own_stack, wait_for
 from elanus import DataType, ElanusError, ErrorCode, Schema
 from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats
-from elanus.flight.client import Client
+from elanus.client.client import Client
 from elanus.meta.coord import Coordinator
 
 DIM = 8

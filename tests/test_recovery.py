@@ -18,8 +18,8 @@ import pytest
 from conftest import ElanusProcess, Stack, both_transports
 
 from elanus.channels.nats_server import EmbeddedNats, free_port
+from elanus.client.client import Client
 from elanus.errors import ElanusError
-from elanus.flight.client import Client
 
 ENV = {
     "ELANUS_SESSION_TTL_S": "2",

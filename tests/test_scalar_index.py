@@ -21,10 +21,10 @@ from conftest import Stack
 from test_read_path import wait_for
 
 from elanus import ElanusError, ErrorCode
+from elanus.client.client import Client
+from elanus.client.compat import IndexParams
 from elanus.expr import parse
 from elanus.expr.indexed import ValueIndex
-from elanus.flight.client import Client
-from elanus.flight.client_compat import IndexParams
 from elanus.index.scalar import load_scalar_index, write_scalar_index
 from elanus.index.verify import verify_report
 from elanus.scalarindex import ScalarSpec

@@ -11,8 +11,8 @@ import pytest
 import elanus
 from elanus import DataType, ElanusError, ErrorCode, Schema
 from elanus.channels.nats_server import free_port
+from elanus.client.client import Client
 from elanus.flight.actions import catalogue
-from elanus.flight.client import Client
 
 if TYPE_CHECKING:
     from conftest import Stack
@@ -210,7 +210,7 @@ def test_control_calls(stack: Stack) -> None:
 
 def test_sdk_import_is_light() -> None:
     code = (
-        "import sys, elanus; elanus.Client; import elanus.flight.client; "
+        "import sys, elanus; elanus.Client; import elanus.client.client; "
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('nats', 'duckdb', 'lance'));"
         "assert not heavy, heavy"
     )

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-from elanus.flight import client
-from elanus.flight.client import Client
+from elanus.client import client
+from elanus.client.client import Client
 
 
 def _listing() -> dict[str, list[str]]:
@@ -36,4 +36,4 @@ def test_client_adds_nothing_of_its_own_and_every_mixin_is_named_by_concern() ->
     assert not [n for n in vars(Client) if not n.startswith("_")], "Client's body stays empty"
     module_doc = client.__doc__ or ""
     for mixin in _listing():
-        assert mixin in module_doc, f"{mixin} is missing from flight/client.py's concerns"
+        assert mixin in module_doc, f"{mixin} is missing from elanus/client/client.py's concerns"

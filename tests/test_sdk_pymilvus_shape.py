@@ -12,7 +12,7 @@ import pytest
 
 import elanus
 from elanus import ElanusError, ErrorCode
-from elanus.flight.client import Client
+from elanus.client.client import Client
 
 if TYPE_CHECKING:
     from conftest import Stack

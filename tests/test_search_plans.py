@@ -18,7 +18,7 @@ import pyarrow.flight as flight
 import pytest
 from conftest import Stack, own_stack, wait_for
 
-from elanus.flight.client import Client
+from elanus.client.client import Client
 
 DIM = 8
 

@@ -24,7 +24,7 @@ import pytest
 from conftest import Stack, own_stack
 
 from elanus import ElanusError, ErrorCode
-from elanus.flight.client import Client
+from elanus.client.client import Client
 
 DIM = 8
 N = 600  # three flushed segments of 200 rows, two shards

@@ -19,7 +19,7 @@ import pytest
 from conftest import Stack, own_stack, wait_for
 
 from elanus import DataType, ElanusError, ErrorCode, Schema
-from elanus.flight.client import Client
+from elanus.client.client import Client
 from elanus.schema import SPARSE_ARROW_TYPE, Field
 
 pyspark = pytest.importorskip("pyspark")

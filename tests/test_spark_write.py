@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType
 
 from elanus import DataType, Schema
-from elanus.flight.client import Client
+from elanus.client.client import Client
 
 DIM = 128
 pytestmark = pytest.mark.timeout(600)

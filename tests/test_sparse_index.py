@@ -27,7 +27,7 @@ from test_read_path import wait_for
 from elanus import ElanusError, ErrorCode
 from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats
-from elanus.flight.client import Client
+from elanus.client.client import Client
 from elanus.index.engine import load_index
 from elanus.index.kernels import VectorIndexExact
 from elanus.index.sparse import POSTINGS_FILE, SparseIndex, build_sparse_index

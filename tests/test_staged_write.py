@@ -18,8 +18,8 @@ import pytest
 from conftest import Stack, own_stack
 
 from elanus import layout
+from elanus.client.client import Client
 from elanus.errors import ElanusError
-from elanus.flight.client import Client
 from elanus.schema import DataType, Schema
 
 pytestmark = pytest.mark.timeout(120)

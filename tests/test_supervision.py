@@ -16,8 +16,8 @@ from conftest import Stack, wait_for
 
 from elanus import layout
 from elanus.channels.supervisor import Supervisor
+from elanus.client.client import Client
 from elanus.errors import ElanusError, ErrorCode
-from elanus.flight.client import Client
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -20,7 +20,7 @@ from certs import CertAuthority, Pem
 from conftest import Stack, StandaloneProcess, cli_env, own_stack, run_elanus
 
 from elanus import ElanusError, ErrorCode
-from elanus.flight.client import Client
+from elanus.client.client import Client
 from elanus.settings import Settings
 
 FAIL_FAST_S = 3.0

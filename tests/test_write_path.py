@@ -37,9 +37,9 @@ from elanus import DataType, ElanusError, ErrorCode, Schema
 from elanus.channels.dml import MsgType
 from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats
-from elanus.flight.client import Client
-from elanus.flight.putresult import PutAck
-from elanus.flight.wire import encode_json, from_flight_error
+from elanus.client.client import Client
+from elanus.client.putresult import PutAck
+from elanus.client.wire import encode_json, from_flight_error
 from elanus.pkhash import shard_of
 
 WAIT_S = 20.0

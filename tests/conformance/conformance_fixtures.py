@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from conformance_data import COLLECTION, FIELDS, VECTOR_FIELDS, rows
 
-from elanus.flight.client import Client
+from elanus.client.client import Client
 
 pymilvus = pytest.importorskip("pymilvus", reason="the dev extra pins pymilvus and milvus-lite")
 

@@ -81,7 +81,7 @@ STEPS: list[tuple[str, Callable[[Any], Any]]] = [
 def pair(server: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
     import pymilvus
 
-    from elanus.flight.client import Client
+    from elanus.client.client import Client
 
     lite = pymilvus.MilvusClient(str(tmp_path_factory.mktemp("lite-dml") / "dml.db"))
     index_params = lite.prepare_index_params()

@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 
 from elanus import DataType, Schema
-from elanus.flight.client import Client
+from elanus.client.client import Client
 from elanus.functions import Function, FunctionType
 
 pymilvus = pytest.importorskip("pymilvus", reason="the dev extra pins pymilvus and milvus-lite")

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from elanus.client.compat import reject_unknown
+from elanus.client.read import ReadAPI
 from elanus.errors import ElanusError, ErrorCode
-from elanus.flight.client_compat import reject_unknown
-from elanus.flight.client_read import ReadAPI
 
 
 class HybridAPI(ReadAPI):

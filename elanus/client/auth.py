@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from elanus.flight.client_base import ClientBase
-from elanus.flight.client_compat import reject_unknown
+from elanus.client.base import ClientBase
+from elanus.client.compat import reject_unknown
 from elanus.privileges import ANY, PRIVILEGES, ObjectType
 
 

@@ -18,9 +18,9 @@ import itertools
 from collections.abc import Iterator
 from typing import Any
 
+from elanus.client.compat import QueryIterator, SearchIterator, reject_unknown
+from elanus.client.read import ReadAPI
 from elanus.errors import ElanusError, ErrorCode
-from elanus.flight.client_compat import QueryIterator, SearchIterator, reject_unknown
-from elanus.flight.client_read import ReadAPI
 from elanus.reduce import LARGER_IS_BETTER
 
 MAX_BATCH_SIZE = 16384  # Milvus's (and the search action's) largest page

@@ -8,9 +8,9 @@ import os
 import time
 from typing import Any
 
+from elanus.client.upload import import_with_uploads, is_loopback, upload
+from elanus.client.write import DEFAULT_BATCH_BYTES, WriteAPI
 from elanus.errors import ElanusError, ErrorCode
-from elanus.flight.client_upload import import_with_uploads, is_loopback, upload
-from elanus.flight.client_write import DEFAULT_BATCH_BYTES, WriteAPI
 from elanus.states import ImportJobState
 
 

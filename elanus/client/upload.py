@@ -21,8 +21,8 @@ from urllib.parse import urlparse
 import pyarrow as pa
 import pyarrow.flight as flight
 
+from elanus.client.wire import encode_json, from_flight_error
 from elanus.errors import ElanusError, ErrorCode
-from elanus.flight.wire import encode_json, from_flight_error
 from elanus.settings import is_loopback_host
 
 CHUNK_BYTES = 4 << 20

@@ -10,11 +10,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.flight as flight
 
+from elanus.client.base import ClientBase
+from elanus.client.compat import reject_unknown
+from elanus.client.putresult import PutAck
+from elanus.client.wire import encode_json, from_flight_error
 from elanus.errors import ElanusError, ErrorCode
-from elanus.flight.client_base import ClientBase
-from elanus.flight.client_compat import reject_unknown
-from elanus.flight.putresult import PutAck
-from elanus.flight.wire import encode_json, from_flight_error
 from elanus.rows import to_arrow
 
 ATOMIC_LIMIT_BYTES = 256 << 20

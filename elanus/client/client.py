@@ -21,15 +21,15 @@ the mixins themselves, so a new method is listed where it is written:
 
 from __future__ import annotations
 
-from elanus.flight.client_admin import AdminAPI
-from elanus.flight.client_auth import AuthAPI
-from elanus.flight.client_base import ClientBase
-from elanus.flight.client_ddl import CollectionAPI, DatabaseAPI, PartitionAPI
-from elanus.flight.client_hybrid import HybridAPI
-from elanus.flight.client_import import ImportAPI
-from elanus.flight.client_index import BuilderAPI
-from elanus.flight.client_iterators import IteratorAPI
-from elanus.flight.client_write import ATOMIC_LIMIT_BYTES, DEFAULT_BATCH_BYTES
+from elanus.client.admin import AdminAPI
+from elanus.client.auth import AuthAPI
+from elanus.client.base import ClientBase
+from elanus.client.ddl import CollectionAPI, DatabaseAPI, PartitionAPI
+from elanus.client.hybrid import HybridAPI
+from elanus.client.imports import ImportAPI
+from elanus.client.index import BuilderAPI
+from elanus.client.iterators import IteratorAPI
+from elanus.client.write import ATOMIC_LIMIT_BYTES, DEFAULT_BATCH_BYTES
 
 __all__ = ["ATOMIC_LIMIT_BYTES", "DEFAULT_BATCH_BYTES", "Client", "ClientBase"]
 

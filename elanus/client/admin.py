@@ -7,8 +7,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.flight as flight
 
-from elanus.flight.client_base import ClientBase
-from elanus.flight.wire import from_flight_error
+from elanus.client.base import ClientBase
+from elanus.client.wire import from_flight_error
 
 
 class AdminAPI(ClientBase):

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from elanus.client.base import ClientBase
+from elanus.client.compat import IndexParams, milvus_description, reject_unknown
+from elanus.client.index import IndexAPI
+from elanus.client.read import ReadAPI
 from elanus.consistency import ConsistencyLevel
-from elanus.flight.client_base import ClientBase
-from elanus.flight.client_compat import IndexParams, milvus_description, reject_unknown
-from elanus.flight.client_index import IndexAPI
-from elanus.flight.client_read import ReadAPI
 from elanus.schema import DataType, Schema, check_name
 
 

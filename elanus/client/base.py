@@ -13,9 +13,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.flight as flight
 
+from elanus.client.tls import PemSource, client_tls
+from elanus.client.wire import DEFAULT_DB, decode_body, encode_json, from_flight_error
 from elanus.errors import ElanusError, ErrorCode
-from elanus.flight.tls import PemSource, client_tls
-from elanus.flight.wire import DEFAULT_DB, decode_body, encode_json, from_flight_error
 from elanus.schema import Schema, check_name
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from elanus.client.base import ClientBase
+from elanus.client.compat import IndexParam, IndexParams, reject_unknown
 from elanus.errors import ElanusError, ErrorCode
-from elanus.flight.client_base import ClientBase
-from elanus.flight.client_compat import IndexParam, IndexParams, reject_unknown
 from elanus.states import IndexTaskState
 
 

@@ -10,11 +10,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.flight as flight
 
+from elanus.client.base import ClientBase
+from elanus.client.compat import reject_unknown
+from elanus.client.wire import decode_body, encode_json, from_flight_error
 from elanus.consistency import ConsistencyLevel
 from elanus.errors import ElanusError, ErrorCode
-from elanus.flight.client_base import ClientBase
-from elanus.flight.client_compat import reject_unknown
-from elanus.flight.wire import decode_body, encode_json, from_flight_error
 
 
 class ReadAPI(ClientBase):
