@@ -8,7 +8,7 @@ import json
 import time
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 import pyarrow as pa
 import pyarrow.flight as flight
@@ -167,7 +167,7 @@ class ClientBase:
             self._flight.close()
             self._flight = None
 
-    def __enter__(self) -> ClientBase:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(
