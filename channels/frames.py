@@ -33,7 +33,7 @@ import orjson
 import pyarrow as pa
 
 from elanus.errors import ElanusError, ErrorCode
-from elanus.wiretypes import is_wire_type, lookup
+from elanus.wiretypes import is_wire_type, lookup, type_name
 
 MAGIC = b"EF1"
 REF = "\u0000f"
@@ -116,7 +116,7 @@ def _lift(value: Any, frames: list[Any]) -> Any:
             for f in dataclasses.fields(value)
             if not f.name.startswith("_")  # private: derived state, rebuilt on arrival
         }
-        return {TYPE: type(value).__name__, "v": fields}
+        return {TYPE: type_name(type(value)), "v": fields}
     if isinstance(value, pa.ChunkedArray):
         value = value.combine_chunks()
     if isinstance(value, pa.Array):

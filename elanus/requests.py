@@ -27,6 +27,7 @@ from typing import (
 )
 
 from elanus.errors import invalid
+from elanus.wiretypes import wire_type
 
 _MISSING = object()
 
@@ -135,12 +136,13 @@ class Range:
 
 @dataclass_transform(kw_only_default=True, frozen_default=True)
 def request(what: builtins.str) -> Callable[[type[R]], type[R]]:
-    """Declare a request type; ``what`` names it in errors (usually its subject)."""
+    """Declare a request type; ``what`` names it in errors (usually its subject). It is a wire
+    type too: a caller sends the instance, which arrives as one (``elanus/wiretypes.py``)."""
 
     def declare(cls: type[R]) -> type[R]:
         made = dataclasses.dataclass(frozen=True, kw_only=True)(cls)
         made.__request_what__ = what  # type: ignore[attr-defined]
-        return made
+        return wire_type(made)
 
     return declare
 

@@ -2,7 +2,7 @@
 
 A dataclass registered here crosses the bus as its fields (``channels/frames.py`` lifts
 it into the header, its arrays into frames) and arrives as an instance of the same class;
-in-process it is simply the same object. Registration is by class name."""
+in-process it is simply the same object. Registration is by module and class name."""
 
 from __future__ import annotations
 
@@ -13,9 +13,14 @@ T = TypeVar("T", bound=type[Any])
 _TYPES: dict[str, type[Any]] = {}
 
 
+def type_name(cls: type[Any]) -> str:
+    """The name a wire type travels under: its module and qualified name."""
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
 def wire_type(cls: T) -> T:
     """Class decorator: instances of ``cls`` may travel on the bus."""
-    _TYPES[cls.__name__] = cls
+    _TYPES[type_name(cls)] = cls
     return cls
 
 
@@ -24,4 +29,5 @@ def lookup(name: str) -> type[Any] | None:
 
 
 def is_wire_type(value: Any) -> bool:
-    return _TYPES.get(type(value).__name__) is type(value)
+    cls = type(value)
+    return _TYPES.get(type_name(cls)) is cls

@@ -45,6 +45,9 @@ def test_every_shared_module_is_under_the_contracts() -> None:
     # the client SDK is a package of its own under its own contract (network I/O, no roles)
     assert _contract("The client SDK")["source_modules"] == ["elanus.client"]
     present.discard("elanus.client")
+    # so are the role APIs (they reach the bus)
+    assert _contract("Role APIs")["source_modules"] == ["elanus.api"]
+    present.discard("elanus.api")
     shared = set(_contract("Shared modules of elanus/")["source_modules"])
     pure = set(_contract("Pure shared modules do no I/O")["source_modules"])
     assert shared == present

@@ -1,0 +1,117 @@
+"""What every role API is made of: typed replies, and a client stub over the bus.
+
+A role's API module (``elanus/api/<role>.py``) is owned by the callee: it declares each
+call's request (``@request``, checked where it arrives) and reply (``@reply``), and one stub
+class with a typed method per call. Callers use only the stub, so a call's shape is visible
+from the caller's side and mypy checks both ends::
+
+    @request("worker.release")
+    class ReleaseSegments:
+        segment_ids: list[int]
+
+    @reply
+    class Released:
+        released: int
+
+    class WorkerAPI(Stub):
+        async def release(self, req: ReleaseSegments) -> Released:
+            return await self._ask("release", req, Released)
+
+Requests and replies are wire types (``elanus/wiretypes.py``): in-process they are the very
+objects, over NATS they travel as their fields and arrive as instances of the same class.
+A handler returns its reply object; ``Stub`` refuses any other reply type loudly (INTERNAL),
+so a drifted contract fails where it drifted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar, dataclass_transform
+
+from elanus.channels.bus import Bus
+from elanus.errors import ElanusError, ErrorCode
+from elanus.wiretypes import wire_type
+
+R = TypeVar("R")
+T = TypeVar("T")
+
+
+@dataclass_transform(kw_only_default=True, frozen_default=True)
+def reply(cls: type[T]) -> type[T]:
+    """Declare a reply type: a frozen, keyword-only dataclass that travels as itself."""
+    return wire_type(dataclasses.dataclass(frozen=True, kw_only=True)(cls))
+
+
+@reply
+class Ack:
+    """The reply of a call that returns nothing but its success."""
+
+
+ACK = Ack()
+
+
+def expect(kind: type[R], got: Any, subject: str) -> R:
+    """``got`` if it is a ``kind``; otherwise the contract drifted: INTERNAL, naming both."""
+    if isinstance(got, kind):
+        return got
+    raise ElanusError(
+        ErrorCode.INTERNAL,
+        f"{subject} answered {type(got).__name__}, expected {kind.__name__}",
+    )
+
+
+def as_body(value: Any) -> Any:
+    """A reply (or anything holding replies) as plain dicts and lists, for a JSON body
+    (the Flight layer's replies) or code that reads dicts; arrays are left as they are."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: as_body(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {k: as_body(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [as_body(v) for v in value]
+    return value
+
+
+class Stub:
+    """A client of one role instance: requests go to ``<prefix>.<method>`` on the bus.
+
+    Subclasses add one typed method per call; ``timeout`` is the default for calls that do
+    not name their own."""
+
+    def __init__(self, bus: Bus, prefix: str, timeout: float = 30.0) -> None:
+        self.bus = bus
+        self.prefix = prefix
+        self.timeout = timeout
+
+    def subject(self, method: str) -> str:
+        return f"{self.prefix}.{method}"
+
+    async def _ask(self, method: str, req: Any, kind: type[R], timeout: float | None = None) -> R:
+        subject = self.subject(method)
+        got = await self.bus.request(subject, req, self.timeout if timeout is None else timeout)
+        return expect(kind, got, subject)
+
+    def _ask_sync(self, method: str, req: Any, kind: type[R], timeout: float | None = None) -> R:
+        """``_ask`` from a thread that is not the bus's loop (a Flight thread)."""
+        subject = self.subject(method)
+        got = self.bus.request_sync(subject, req, self.timeout if timeout is None else timeout)
+        return expect(kind, got, subject)
+
+
+def ask_many_sync(
+    bus: Bus,
+    calls: Sequence[tuple[Stub, str, Any]],
+    kind: type[R],
+    timeout: float,
+) -> list[R]:
+    """The same call to several role instances at once, from a non-loop thread (a fan-out);
+    replies in order, the first failure raised."""
+    subjects = [stub.subject(method) for stub, method, _ in calls]
+    got = bus.request_many_sync(
+        [(s, req) for s, (_, _, req) in zip(subjects, calls, strict=True)], timeout
+    )
+    return [expect(kind, g, s) for g, s in zip(got, subjects, strict=True)]
+
+
+StubFactory = Callable[[Bus, str], Stub]
