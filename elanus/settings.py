@@ -23,6 +23,9 @@ class Settings:
     """Root of everything a standalone server keeps: DuckDB catalog, NATS store, segments."""
     flight_host: str = "127.0.0.1"
     flight_port: int = 8815
+    milvus_port: int = 19530
+    """Port of the proxy's Milvus face (Milvus's gRPC ``MilvusService``, for pymilvus and the
+    other Milvus SDKs), on ``flight_host``; 0: off (docs/milvus-compat.md)."""
     nats_url: str | None = None
     """An external NATS server; when unset, standalone starts an embedded one."""
     nats_port: int = 0
