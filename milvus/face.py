@@ -16,6 +16,7 @@ from elanus.client.tls import server_tls
 from elanus.errors import ElanusError, ErrorCode
 from elanus.flight.proxy import ProxyServer
 from elanus.milvus.auth import MilvusCredentials
+from elanus.milvus.ddl import DdlRpcs
 from elanus.milvus.session import SessionRpcs
 
 log = logging.getLogger(__name__)
@@ -24,7 +25,7 @@ WORKERS = 16
 STOP_GRACE_S = 5.0
 
 
-class MilvusServicer(SessionRpcs):
+class MilvusServicer(SessionRpcs, DdlRpcs):
     """Every served RPC, from the concern mixins; the rest answer "not supported"."""
 
 

@@ -111,7 +111,7 @@ class Servicer(milvus_pb2_grpc.MilvusServiceServicer):
 
         return handle
 
-    def act(self, ctx: Ctx, name: str, **body: Any) -> Any:
+    def act(self, ctx: Ctx, name: str, /, **body: Any) -> Any:
         """Run the Flight action ``name`` (``actions.perform``: checks, privilege, executor)
         with a JSON body; ``None`` values are left out."""
         doc = {"db": ctx.db, **{k: v for k, v in body.items() if v is not None}}
