@@ -14,14 +14,6 @@ from elanus.milvus.status import ok
 _LEVELS = {v: k for k, v in common_pb2.ConsistencyLevel.items()}
 
 
-def _level(request: Any) -> str | None:
-    """The consistency level a request names (Milvus sends Bounded when none was set)."""
-    if getattr(request, "use_default_consistency", False):
-        return None
-    name = _LEVELS.get(request.consistency_level, "Bounded")
-    return None if name == "Customized" else name
-
-
 class DdlRpcs(Servicer):
     # -- databases --------------------------------------------------------------------------
     @served()

@@ -17,6 +17,9 @@ from elanus.errors import ElanusError, ErrorCode
 from elanus.flight.proxy import ProxyServer
 from elanus.milvus.auth import MilvusCredentials
 from elanus.milvus.ddl import DdlRpcs
+from elanus.milvus.dml import DmlRpcs
+from elanus.milvus.ops import OpsRpcs
+from elanus.milvus.read import ReadRpcs
 from elanus.milvus.session import SessionRpcs
 
 log = logging.getLogger(__name__)
@@ -25,7 +28,7 @@ WORKERS = 16
 STOP_GRACE_S = 5.0
 
 
-class MilvusServicer(SessionRpcs, DdlRpcs):
+class MilvusServicer(SessionRpcs, DdlRpcs, DmlRpcs, ReadRpcs, OpsRpcs):
     """Every served RPC, from the concern mixins; the rest answer "not supported"."""
 
 

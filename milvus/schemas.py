@@ -191,7 +191,7 @@ def describe_reply(doc: dict[str, Any]) -> Any:
     created = int(doc.get("created_ts") or 0)
     props = {k: v for k, v in (doc.get("properties") or {}).items() if k != "metric_type"}
     return milvus_pb2.DescribeCollectionResponse(
-        schema=schema_proto(schema, doc["name"]),
+        schema=schema_proto(schema, doc["name"], with_dynamic=False),
         collectionID=int(doc["collection_id"]),
         virtual_channel_names=doc.get("vchannels") or [],
         physical_channel_names=doc.get("pchannels") or [],
@@ -200,7 +200,7 @@ def describe_reply(doc: dict[str, Any]) -> Any:
         shards_num=int(doc.get("num_shards") or 1),
         aliases=doc.get("aliases") or [],
         consistency_level=common_pb2.ConsistencyLevel.Value(level)
-        if level in common_pb2.ConsistencyLevel.keys()
+        if level in common_pb2.ConsistencyLevel.keys()  # noqa: SIM118 - a protobuf enum
         else common_pb2.Bounded,
         collection_name=doc["name"],
         properties=kv_pairs(props),

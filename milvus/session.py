@@ -40,3 +40,8 @@ class SessionRpcs(Servicer):
         healthy = str(doc.get("status", "")).lower() in ("ok", "healthy", "serving")
         reasons = [] if healthy else [str(doc)]
         return milvus_pb2.CheckHealthResponse(status=ok(), isHealthy=healthy, reasons=reasons)
+
+    @served()
+    def AllocTimestamp(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        doc = self.act(ctx, "get_timestamp")
+        return milvus_pb2.AllocTimestampResponse(status=ok(), timestamp=int(doc["ts"]))
