@@ -15,7 +15,7 @@ from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.flight.actions import Call, action, check_db, check_named
 from elanus.flight.auth import Caller
 from elanus.flight.limits import Kind
-from elanus.flight.searchcheck import split_search_params
+from elanus.flight.search.check import split_search_params
 from elanus.privileges import Need
 from elanus.requests import Body
 from elanus.schema import DataType, Field, check_name

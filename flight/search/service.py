@@ -33,16 +33,8 @@ from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.expr import parse
 from elanus.flight.actions import check_request
 from elanus.flight.metacache import CollectionInfo
-from elanus.flight.outputs import (
-    COUNT,
-    entity,
-    json_fields,
-    resolve_outputs,
-    stored_columns,
-    with_primary_first,
-)
 from elanus.flight.query_actions import check_query_ids, check_search_data
-from elanus.flight.searchcheck import (
+from elanus.flight.search.check import (
     SearchIndexes,
     check_index_params,
     check_range,
@@ -50,9 +42,17 @@ from elanus.flight.searchcheck import (
     resolve_metric,
     split_search_params,
 )
-from elanus.flight.searchplan import SearchPlan, SearchPlans
-from elanus.flight.textsearch import METRIC as TEXT_METRIC
-from elanus.flight.textsearch import (
+from elanus.flight.search.outputs import (
+    COUNT,
+    entity,
+    json_fields,
+    resolve_outputs,
+    stored_columns,
+    with_primary_first,
+)
+from elanus.flight.search.plan import SearchPlan, SearchPlans
+from elanus.flight.search.text import METRIC as TEXT_METRIC
+from elanus.flight.search.text import (
     check_text_params,
     not_text,
     query_texts,
@@ -234,7 +234,7 @@ class QueryService:
         self, raw: bytes, authorize: Callable[[str, str], None] | None = None
     ) -> dict[str, Any]:
         """The ``search`` action. A request shaped like an earlier one reuses that one's
-        checked plan and only has its vectors checked (see ``flight/searchplan.py``).
+        checked plan and only has its vectors checked (see ``flight/search/plan.py``).
         ``authorize(db, collection)`` raises if the caller may not search there."""
         try:
             body = orjson.loads(raw)
@@ -335,7 +335,7 @@ class QueryService:
 
     def run_search(self, plan: SearchPlan, data: Any) -> tuple[dict[str, Any], int]:
         """One search across shards: (merged part, read timestamp). Query text on a BM25
-        output field first gathers the collection's statistics (``flight/textsearch.py``)."""
+        output field first gathers the collection's statistics (``flight/search/text.py``)."""
         queries = self.search_data(plan, data)
         guarantee, ts = self._read_at(plan.info, plan.request)
         if text_function(plan.info.schema, plan.field) is not None:

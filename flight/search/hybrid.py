@@ -20,7 +20,6 @@ import numpy as np
 from elanus.errors import ElanusError, invalid
 from elanus.flight.actions import Call, action, check_db, check_named
 from elanus.flight.limits import Kind
-from elanus.flight.outputs import COUNT, entity, json_fields, resolve_outputs
 from elanus.flight.query_actions import (
     GROUP_KEYS,
     MAX_TOPK,
@@ -29,13 +28,14 @@ from elanus.flight.query_actions import (
     _search_options,
     check_search_data,
 )
-from elanus.flight.searchplan import SearchPlan
+from elanus.flight.search.outputs import COUNT, entity, json_fields, resolve_outputs
+from elanus.flight.search.plan import SearchPlan
 from elanus.rankers import MAX_REQUESTS, BaseRanker, Hit, grouped, ranker_from_dict, window
 from elanus.requests import Body
 
 if TYPE_CHECKING:
     from elanus.flight.metacache import CollectionInfo
-    from elanus.flight.query import QueryService
+    from elanus.flight.search.service import QueryService
 
 SUB_KEYS = ("data", "anns_field", "param", "search_params", "limit", "filter", "filter_params")
 """What one entry of ``reqs`` may hold (``param`` is pymilvus's name of ``search_params``)."""

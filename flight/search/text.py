@@ -36,8 +36,8 @@ from elanus.searchrequest import SearchRequest
 
 if TYPE_CHECKING:
     from elanus.flight.metacache import CollectionInfo
-    from elanus.flight.query import QueryService
-    from elanus.flight.searchplan import SearchPlan
+    from elanus.flight.search.plan import SearchPlan
+    from elanus.flight.search.service import QueryService
 
 METRIC = "BM25"
 K1_RANGE = (1.2, 2.0)

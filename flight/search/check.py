@@ -14,7 +14,7 @@ sees it.
 
 Indexes come from the index coord, once per meta generation: creating or dropping an
 index broadcasts a meta invalidation, which bumps the generation and so also retires the
-search plans made before it (``flight/searchplan.py``).
+search plans made before it (``flight/search/plan.py``).
 """
 
 from __future__ import annotations
