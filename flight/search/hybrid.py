@@ -20,13 +20,13 @@ import numpy as np
 from elanus.errors import ElanusError, invalid
 from elanus.flight.actions import Call, action, check_db, check_named
 from elanus.flight.limits import Kind
-from elanus.flight.query_actions import (
+from elanus.flight.search.bodies import (
     GROUP_KEYS,
     MAX_TOPK,
     READ_KEYS,
-    _read_options,
-    _search_options,
     check_search_data,
+    read_options,
+    search_options,
 )
 from elanus.flight.search.outputs import COUNT, entity, json_fields, resolve_outputs
 from elanus.flight.search.plan import SearchPlan
@@ -97,7 +97,7 @@ def _hybrid(b: Body) -> dict[str, Any]:
         "group_size": group_size,
         "strict_group_size": strict,
         "ranker": ranker_from_dict(b.dict("ranker", None), len(reqs)),
-        **_read_options(b),
+        **read_options(b),
     }
     request["reqs"] = [_sub_request(r, i, request, limit + offset) for i, r in enumerate(reqs)]
     return request
@@ -131,7 +131,7 @@ def _sub_request(raw: Any, i: int, top: dict[str, Any], default_limit: int) -> d
         "as_of": top["as_of"],
         "partition_names": top["partition_names"],
     }
-    checked = _search_options(Body(body, what))
+    checked = search_options(Body(body, what))
     checked["data"] = check_search_data(raw.get("data"))
     return checked
 
