@@ -16,9 +16,9 @@ from elanus import bfloat16
 from elanus.errors import invalid
 from elanus.flight.actions import check_request
 from elanus.flight.limits import Kind
-from elanus.flight.search.outputs import COUNT
-from elanus.flight.search.hits import hits_table
 from elanus.flight.search.bodies import check_search_stream
+from elanus.flight.search.hits import hits_table
+from elanus.flight.search.outputs import COUNT
 from elanus.milvus.fielddata import from_arrow, ids_of, sparse_to_arrow
 from elanus.milvus.params import int_param, kv_values, level_of, templates
 from elanus.milvus.servicer import Ctx, Servicer, served
