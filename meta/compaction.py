@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from elanus import tsutil
+from elanus.channels import subjects
 from elanus.channels.loop import Periodic
 from elanus.coordrequests import (
     CompactionDone,
@@ -27,7 +28,7 @@ from elanus.coordrequests import (
 )
 from elanus.errors import ElanusError, ErrorCode
 from elanus.meta.segmentmeta import Segment
-from elanus.states import COMPACTION_OPEN, CompactionState, SegmentState
+from elanus.states import COMPACTION_OPEN, CompactionState, SegmentState, transition
 
 if TYPE_CHECKING:
     from elanus.channels.role import RoleHandler
@@ -38,7 +39,6 @@ log = logging.getLogger(__name__)
 PLAN_TIMEOUT_S = 120.0
 SMALL_FRACTION = 0.5
 """A flushed segment under this fraction of the row limit is 'small' for the auto policy."""
-SEGMENT_COMPACTED = "elanus.segment.compacted"
 
 
 @dataclass
@@ -62,7 +62,12 @@ class Plan:
 
     def fail(self, reason: str) -> None:
         log.warning("compaction plan %s failed: %s", self.plan_id, reason)
-        self.state, self.reason = CompactionState.FAILED, reason
+        transition(self, CompactionState.FAILED)
+        self.reason = reason
+
+    @property
+    def label(self) -> str:
+        return f"compaction plan {self.plan_id}"
 
     def to_wire(self, segments: dict[int, Segment]) -> dict[str, Any]:
         return {
@@ -178,7 +183,8 @@ class CompactionManager:
                 if any(s not in self.coord.data.segments for s in p.sources):
                     p.fail("a source segment went away (collection dropped?)")
                     continue
-                p.state, p.issued_at = CompactionState.EXECUTING, time.monotonic()
+                transition(p, CompactionState.EXECUTING)
+                p.issued_at = time.monotonic()
                 out.append(p.to_wire(self.coord.data.segments))
         return out
 
@@ -248,12 +254,15 @@ class CompactionManager:
             seal_ts=max((s.seal_ts or 0 for s in sources), default=0),
         )
         for s in sources:
-            s.state, s.dropped_ts = SegmentState.DROPPED, ts
+            transition(s, SegmentState.DROPPED)
+            s.dropped_ts = ts
         await data.replace(sources, target)
         await self.coord.index.on_new_segment(target)
-        plan.state, plan.result = CompactionState.COMPLETED, {"num_rows": num_rows}
+        transition(plan, CompactionState.COMPLETED)
+        plan.result = {"num_rows": num_rows}
         await self.coord.bus.publish(
-            SEGMENT_COMPACTED, {"target": target.to_dict(), "sources": plan.sources, "ts": ts}
+            subjects.SEGMENT_COMPACTED,
+            {"target": target.to_dict(), "sources": plan.sources, "ts": ts},
         )
         self.coord.query.schedule(self.coord.query.on_compacted(target, list(plan.sources)))
         return {}

@@ -15,12 +15,12 @@ from typing import Any
 
 from elanus.channels import subjects
 from elanus.channels.bus import Bus
-from elanus.channels.dml import ensure_streams
+from elanus.channels.dml import ensure_streams, pchannel_name
 from elanus.channels.loop import Periodic
 from elanus.channels.role import Role, RoleHandler
 from elanus.channels.sessions import SessionInfo, SessionWatcher
 from elanus.meta.auth import AuthCoord
-from elanus.meta.catalog import Catalog, pchannel_name
+from elanus.meta.catalog import Catalog
 from elanus.meta.channelmanager import ChannelManager
 from elanus.meta.compaction import CompactionManager
 from elanus.meta.counters import ID_HIGH_WATER, TSO_BOUND, CounterStore

@@ -61,6 +61,10 @@ class ImportJob:
         return cls(**d)
 
     @property
+    def label(self) -> str:
+        return f"import job {self.job_id}"
+
+    @property
     def upsert(self) -> bool:
         return bool(self.options.get("upsert"))
 

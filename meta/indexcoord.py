@@ -28,7 +28,7 @@ from elanus.meta import indexmeta
 from elanus.meta.indexmeta import IndexRecord, IndexTask
 from elanus.scalarindex import is_scalar_spec, make_scalar_spec
 from elanus.schema import DataType, Field, Schema
-from elanus.states import IndexTaskState, SegmentState
+from elanus.states import IndexTaskState, SegmentState, transition
 from elanus.taskrequests import (
     ClaimIndexTasks,
     CreateIndex,
@@ -327,7 +327,8 @@ class IndexCoord:
                     log.info(
                         "index task %s: builder %s is gone, issuing again", t.build_id, t.node_id
                     )
-                    t.state, t.node_id = IndexTaskState.UNISSUED, None
+                    transition(t, IndexTaskState.UNISSUED)
+                    t.node_id = None
                     changed.append(t)
             for n in [n for n, e in self.leases.items() if e <= time.monotonic()]:
                 del self.leases[n]
@@ -359,7 +360,8 @@ class IndexCoord:
 
     def _issue(self, t: IndexTask, node: str) -> None:
         t.version += 1
-        t.state, t.node_id, t.fail_reason = IndexTaskState.IN_PROGRESS, node, None
+        transition(t, IndexTaskState.IN_PROGRESS)
+        t.node_id, t.fail_reason = node, None
 
     async def _send(self, t: IndexTask) -> None:
         node, version = t.node_id, t.version
@@ -373,7 +375,8 @@ class IndexCoord:
                 ttl = self.coord.settings.session_ttl_s
                 self.unreachable[node] = time.monotonic() + ttl
                 if t.state is IndexTaskState.IN_PROGRESS and t.version == version:
-                    t.state, t.node_id = IndexTaskState.UNISSUED, None
+                    transition(t, IndexTaskState.UNISSUED)
+                    t.node_id = None
                     await self._save(tasks=[t])
 
     async def claim(self, req: ClaimIndexTasks) -> dict[str, Any]:
@@ -435,7 +438,8 @@ class IndexCoord:
             if node is not None and node != t.node_id:
                 return {"accepted": False, "reason": "the task is assigned to another builder"}
             if not ok:
-                t.state, t.fail_reason = IndexTaskState.FAILED, reason or "unknown failure"
+                transition(t, IndexTaskState.FAILED)
+                t.fail_reason = reason or "unknown failure"
                 await self._save(tasks=[t])
                 return {"accepted": True}
             key = (build_id, version)
@@ -455,7 +459,8 @@ class IndexCoord:
                 self._reissue(t, f"report rejected: {rejected}")
                 await self._save(tasks=[t])
                 return {"accepted": False, "reason": f"verification failed: {rejected}"}
-            t.state, t.file_paths, t.fail_reason = IndexTaskState.FINISHED, files, None
+            transition(t, IndexTaskState.FINISHED)
+            t.file_paths, t.fail_reason = files, None
             await self._save(tasks=[t])
         self.coord.query.schedule(
             self.coord.query.on_index_built(t.collection_id, t.segment_id, self._served_entry(t))
@@ -476,7 +481,8 @@ class IndexCoord:
     def _reissue(self, t: IndexTask, reason: str) -> None:
         """Back to Unissued under a new version: the attempt that failed is retired at
         once (anything still reported for it is stale), and a builder builds it again."""
-        t.state, t.node_id, t.fail_reason = IndexTaskState.UNISSUED, None, reason
+        transition(t, IndexTaskState.UNISSUED)
+        t.node_id, t.fail_reason = None, reason
         t.version += 1
 
     async def load_failed(self, req: IndexLoadFailed) -> dict[str, Any]:

@@ -78,6 +78,10 @@ class IndexTask:
         d["file_paths"] = json.loads(d["file_paths"] or "[]")
         return cls(**d)
 
+    @property
+    def label(self) -> str:
+        return f"index task {self.build_id}"
+
     def to_dict(self) -> dict[str, Any]:
         d = {c: getattr(self, c) for c in TASK_COLUMNS}
         d["state"] = self.state.value
