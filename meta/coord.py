@@ -32,6 +32,7 @@ from elanus.meta.importjobs import ImportManager
 from elanus.meta.indexcoord import IndexCoord
 from elanus.meta.querycoord import QueryCoord
 from elanus.meta.rootcoord import RootCoord
+from elanus.meta.scheduler import TaskScheduler
 from elanus.meta.timetick import TimeTickSync
 from elanus.meta.tso import TimestampOracle
 from elanus.settings import Settings
@@ -58,6 +59,7 @@ class Coordinator(Role):
         self.index = IndexCoord(self)
         self.imports = ImportManager(self)
         self.auth = AuthCoord(self)
+        self.scheduler = TaskScheduler([self.index, self.imports, self.compaction])
         self._background: list[Periodic] = []
         self._counters: CounterStore | None = None
         self._started_at = time.time()
@@ -112,7 +114,7 @@ class Coordinator(Role):
             *self.gc.background(),
             *self.query.background(),
             *self.index.background(),
-            *self.imports.background(),
+            *self.scheduler.background(),
         ]
         self._background = [p.start() for p in background]
         await self.register()

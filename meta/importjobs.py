@@ -27,13 +27,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from elanus import layout
 from elanus.channels import subjects
 from elanus.channels.dml import DmlMessage, MsgType
-from elanus.channels.loop import Periodic, cancel_and_wait
+from elanus.channels.loop import cancel_and_wait
 from elanus.channels.publisher import DmlPublisher, Piece
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.meta import segmentmeta
@@ -51,6 +52,7 @@ from elanus.meta.importjob import (
     check_unit,
     save_job,
 )
+from elanus.meta.scheduler import Lapsed
 from elanus.meta.segmentmeta import Segment
 from elanus.requests import Body
 from elanus.schema import Schema
@@ -94,9 +96,6 @@ class ImportManager:
             "import.finish": self.finish,
             "import.fail": self.fail,
         }
-
-    def background(self) -> list[Periodic]:
-        return [Periodic(self.supervise, 0.5, "import jobs")]
 
     async def start(self) -> None:
         rows = await self.coord.db.run(
@@ -254,6 +253,7 @@ class ImportManager:
             node = self._least_busy(nodes)
             transition(job, ImportJobState.IMPORTING)
             job.node_id, job.stage = node, "starting"
+            job.attempts += 1
             await self.coord.db.run(save_job(job))  # before the node may start writing
             spec = {
                 "job_id": job.job_id,
@@ -280,30 +280,42 @@ class ImportManager:
                 return
             await self._fail(job, exc, node)
 
-    async def supervise(self) -> None:
-        """Start pending jobs; fail jobs whose executor went away before the commit; finish
-        committed ones (after a restart or a dead executor) on a live datanode."""
-        live = set(self._datanodes())
+    # -- the scheduler's queue of jobs (meta/scheduler.py) -----------------------------------
+    name = "import jobs"
+
+    def running(self) -> list[ImportJob]:
+        return [j for j in self.jobs.values() if j.state == ImportJobState.IMPORTING]
+
+    def live_holders(self) -> set[str]:
+        return set(self._datanodes())
+
+    def may_retry(self, job: ImportJob) -> bool:
+        """Only past its commit: it cannot fail any more, so another node finishes it."""
+        return job.commit_ts is not None
+
+    async def retry(self, lapsed: Sequence[Lapsed[ImportJob]]) -> None:
+        """Finish committed jobs (after a restart or a dead executor) on a live datanode."""
+        live = self._datanodes()
+        for x in lapsed:
+            if live and x.current() and x.task.state == ImportJobState.IMPORTING:
+                await self._resume(x.task, self._least_busy(live))
+
+    async def give_up(self, lapsed: Sequence[Lapsed[ImportJob]]) -> None:
+        """Fail jobs whose executor went away before the commit."""
+        for x in lapsed:
+            why = f"data node {x.holder} went away during the import; nothing was imported"
+            await self._fail(x.task, ElanusError(ErrorCode.UNAVAILABLE, why), x.holder)
+
+    async def dispatch(self) -> None:
+        """Start pending jobs."""
         for job in list(self.jobs.values()):
             if job.state == ImportJobState.PENDING:
                 await self._dispatch(job)
-            elif job.state == ImportJobState.IMPORTING and job.node_id not in live:
-                if job.commit_ts is None:
-                    await self._fail(
-                        job,
-                        ElanusError(
-                            ErrorCode.UNAVAILABLE,
-                            f"data node {job.node_id} went away during the import; "
-                            "nothing was imported",
-                        ),
-                        job.node_id,
-                    )
-                elif live:
-                    await self._resume(job, self._least_busy(sorted(live)))
 
     async def _resume(self, job: ImportJob, node: str) -> None:
         """A committed job whose executor is gone: publish (again) and finalize elsewhere."""
         job.node_id, job.stage = node, "finishing"
+        job.attempts += 1
         try:
             self._segments(job)
         except ElanusError as exc:  # dropped with its collection: nothing left to finish

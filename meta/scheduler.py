@@ -16,6 +16,7 @@ kind, behind ``TaskQueue``.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import time
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 from elanus.channels.loop import Periodic
+from elanus.errors import ElanusError
 
 log = logging.getLogger(__name__)
 
@@ -117,12 +119,17 @@ class TaskScheduler:
         return [Periodic(self.round, self.interval_s, "task scheduling")]
 
     async def round(self) -> None:
-        """One pass over every queue; one kind's failure does not hold the others back."""
-        for queue in self.queues:
-            try:
-                await self.schedule(queue)
-            except Exception:  # noqa: BLE001 - logged; the next round tries again
-                log.exception("scheduling %s failed", queue.name)
+        """One pass over every queue, side by side: a node slow to take one kind's task
+        (a dispatch may wait seconds for its answer) does not hold the others back."""
+        await asyncio.gather(*(self._guarded(q) for q in self.queues))
+
+    async def _guarded(self, queue: TaskQueue[Any]) -> None:
+        try:
+            await self.schedule(queue)
+        except ElanusError as exc:  # a node gone, the catalog busy: the next round may work
+            log.warning("scheduling %s failed: %s", queue.name, exc)
+        except Exception:  # noqa: BLE001 - a bug: its traceback now, then keep going
+            log.exception("scheduling %s failed", queue.name)
 
     async def schedule(self, queue: TaskQueue[Any]) -> None:
         live = queue.live_holders()
@@ -132,10 +139,11 @@ class TaskScheduler:
             for t in queue.running()
             if lapsed(t, live, now)
         ]
-        again = [x for x in over if queue.may_retry(x.task)]
+        verdicts = [(x, queue.may_retry(x.task)) for x in over]
+        again = [x for x, retry in verdicts if retry]
+        failed = [x for x, retry in verdicts if not retry]
         if again:
             await queue.retry(again)
-        failed = [x for x in over if not queue.may_retry(x.task)]
         if failed:
             await queue.give_up(failed)
         await queue.dispatch()
