@@ -135,7 +135,7 @@ def test_a_failing_write_is_retried_then_fails_the_later_syncs_of_its_segment_on
         assert attempts == [0, 1, 2]
         assert ran == ["other"]  # the later sync of segment 1 builds on the failed one
         assert isinstance(bad.exception(), OSError) and later.exception() is not None
-        assert syncs.oldest() is None
+        assert syncs.oldest() == 10  # the failed syncs keep theirs: the checkpoint stays
         return syncs
 
     with caplog.at_level(logging.WARNING):
@@ -203,6 +203,26 @@ def test_deletes_that_reach_sources_during_a_compaction_move_to_its_target(
     assert set(wb.flushed) == {9} and 9 in wb.done
     assert sorted(k for p in wb.flushed[9].pending for k in p[0].to_pylist()) == [2, 3]
     assert wb.oldest() == 30
+
+
+def test_a_repeated_spill_appends_its_rows_once(tmp_path: Path) -> None:
+    """A retried append whose first attempt committed after all does not write twice."""
+    wb = WriteBuffer(_schema(), lambda p, s: tmp_path / f"{p}-{s}")
+    wb.apply([_insert(3, [1, 2, 3], ts=100, seq=10)])
+    buf = wb.growing[3]
+    seg_dir = tmp_path / "seg"
+    batches, before = buf.take_pending()
+    first = syncpack.RowsSync(seg_dir, batches, wb.arrow_schema, wb.defaults, before)
+    first.write(0)
+    first.write(1)  # the start of the dataset is simply written again
+    wb.apply([_insert(3, [4, 5], ts=101, seq=11)])
+    batches, before = buf.take_pending()
+    assert before == 3
+    more = syncpack.RowsSync(seg_dir, batches, wb.arrow_schema, wb.defaults, before)
+    more.write(0)
+    more.write(1)
+    rows = storage.read_segment(seg_dir, wb.schema)
+    assert sorted(rows.column("id").to_pylist()) == [1, 2, 3, 4, 5]
 
 
 # -- on a stack --------------------------------------------------------------------------------

@@ -12,9 +12,10 @@ Ordering rules:
   ``max_parallel_syncs`` setting); the others wait for a slot, and the pipeline never waits
   for any of them;
 - a sync holds its stream position from its submission until its write is done *and* its
-  ``then`` (the report to the coord) has returned. ``oldest`` is the smallest position held:
-  the channel checkpoint is the minimum of it, the write buffer's ``oldest`` and the next
-  position to consume, so it never passes data that is not synced and reported.
+  ``then`` (the report to the coord) has returned; a sync that fails keeps it for good.
+  ``oldest`` is the smallest position held: the channel checkpoint is the minimum of it,
+  the write buffer's ``oldest`` and the next position to consume, so it never passes data
+  that is not synced and reported.
 
 A failed write is tried again (``SYNC_ATTEMPTS`` in all, each write is safe to repeat);
 then the sync fails: the supervisor logs it at once with its traceback, the later syncs of
@@ -83,16 +84,14 @@ class SyncManager:
         before = [t for k in keys if (t := self._last.get(k)) is not None]
 
         async def run() -> None:
-            try:
-                if before:
-                    await asyncio.wait(before)
-                if any(t.cancelled() or t.exception() is not None for t in before):
-                    raise SyncAbandoned(f"{name}: an earlier sync of its segments failed")
-                result = await self._write(name, write, attempts)
-                if then is not None:
-                    await then(result)
-            finally:
-                self._held.pop(number, None)
+            if before:
+                await asyncio.wait(before)
+            if any(t.cancelled() or t.exception() is not None for t in before):
+                raise SyncAbandoned(f"{name}: an earlier sync of its segments failed")
+            result = await self._write(name, write, attempts)
+            if then is not None:
+                await then(result)
+            self._held.pop(number, None)  # a failed sync keeps it: the checkpoint stays
 
         task = self.supervisor.spawn(f"{self.owner}: {name}", run, on_failure=self._failed)
         self._tasks.add(task)

@@ -52,7 +52,10 @@ class RowsSync:
         fragments, so the row count tells)."""
         path = layout.data_path(self.seg_dir)
         rows = sum(b.num_rows for b in self.batches)
-        return lance.dataset(str(path)).count_rows() >= self.rows_before + rows
+        try:
+            return lance.dataset(str(path)).count_rows() >= self.rows_before + rows
+        except (OSError, ValueError):  # no dataset to look at: write it
+            return False
 
 
 @dataclass
