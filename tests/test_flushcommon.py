@@ -22,7 +22,7 @@ from elanus.schema import Schema
 from elanus.segments import storage
 from elanus.segments.channel_writer import ChannelWriter
 from elanus.segments.flushcommon import syncpack
-from elanus.segments.flushcommon.syncmgr import SyncManager
+from elanus.segments.flushcommon.syncmgr import SyncAbandoned, SyncManager
 from elanus.segments.flushcommon.writebuffer import WriteBuffer
 from elanus.segments.pkstats import PkStats
 from tests.conftest import Stack, wait_for
@@ -116,7 +116,7 @@ def test_a_sync_holds_its_position_until_its_report_returns() -> None:
     run(main())
 
 
-def test_a_failing_write_is_retried_then_fails_the_later_syncs_of_its_segment_only(
+def test_a_failing_write_is_retried_then_no_sync_starts_any_more(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     async def main() -> SyncManager:
@@ -136,6 +136,9 @@ def test_a_failing_write_is_retried_then_fails_the_later_syncs_of_its_segment_on
         assert ran == ["other"]  # the later sync of segment 1 builds on the failed one
         assert isinstance(bad.exception(), OSError) and later.exception() is not None
         assert syncs.oldest() == 10  # the failed syncs keep theirs: the checkpoint stays
+        after = syncs.submit("after", [3], lambda a: ran.append("after"), position=20)
+        await asyncio.wait([after])
+        assert isinstance(after.exception(), SyncAbandoned) and ran == ["other"]
         return syncs
 
     with caplog.at_level(logging.WARNING):

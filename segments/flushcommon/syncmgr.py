@@ -18,11 +18,12 @@ Ordering rules:
   that is not synced and reported.
 
 A failed write is tried again (``SYNC_ATTEMPTS`` in all, each write is safe to repeat);
-then the sync fails: the supervisor logs it at once with its traceback, the later syncs of
-its segments give up (their writes would build on a missing one), and ``failure`` is
-set. The pipeline raises it on its next pack, which fails the channel's task: the coord is
-told and watches the channel again from its checkpoint, which lies before every unsynced
-message, so the replay writes them again.
+then the sync fails: the supervisor logs it at once with its traceback, ``failure`` is
+set, and every sync that has not started writing gives up (those of its segments would
+build on the missing write; the channel is going down anyway). Failed and abandoned syncs
+keep their positions. The pipeline raises ``failure`` on its next pack, which fails the
+channel's task: the coord is told and watches the channel again from its checkpoint,
+which lies before every unsynced message, so the replay writes them again.
 """
 
 from __future__ import annotations
@@ -86,6 +87,8 @@ class SyncManager:
         async def run() -> None:
             if before:
                 await asyncio.wait(before)
+            if self.failure is not None:  # the channel is failing: write nothing more
+                raise SyncAbandoned(f"{name}: a sync of this channel failed")
             if any(t.cancelled() or t.exception() is not None for t in before):
                 raise SyncAbandoned(f"{name}: an earlier sync of its segments failed")
             result = await self._write(name, write, attempts)
