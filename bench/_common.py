@@ -64,7 +64,11 @@ class Standalone:
             *self.launcher, "standalone",
             "--data-dir", str(self.data_dir), "--port", str(self.port), "--nats-port", "0",
         ]  # fmt: skip
-        env = {**os.environ, "ELANUS_LOG_LEVEL": "WARNING", **self.env}
+        # Milvus's face off unless asked for: port 19530 is one per machine, and a
+        # benchmark may run several servers (or share the machine with one).
+        env = {
+            **os.environ, "ELANUS_LOG_LEVEL": "WARNING", "ELANUS_MILVUS_PORT": "0", **self.env,
+        }  # fmt: skip
         with self.log_path.open("wb") as log:
             self.proc = subprocess.Popen(
                 cmd,
