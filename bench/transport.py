@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -139,6 +140,7 @@ def cluster(tmp: Path) -> Iterator[tuple[str, EmbeddedNats]]:
         }
         port = free_port()
         procs: list[subprocess.Popen[bytes]] = []
+        stack.callback(stop_all, procs)
 
         def start(role: str, *extra: str) -> None:
             cmd = [sys.executable, "-m", "elanus.cli", "run", role, "--nats", nats.url,
@@ -150,7 +152,6 @@ def cluster(tmp: Path) -> Iterator[tuple[str, EmbeddedNats]]:
                 preexec_fn=die_with_parent if sys.platform.startswith("linux") else None,
             )  # fmt: skip
             procs.append(proc)
-            stack.callback(terminate, proc)
 
         start("coord")
         time.sleep(1.0)
@@ -172,6 +173,15 @@ def cluster(tmp: Path) -> Iterator[tuple[str, EmbeddedNats]]:
                 raise RuntimeError(f"the cluster did not come up; logs in {tmp}")
             time.sleep(0.2)
         yield uri, nats
+
+
+def stop_all(procs: list[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM every role at once, then wait for each (the stops overlap)."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        terminate(proc)
 
 
 @contextmanager
