@@ -171,6 +171,14 @@ def machine_load() -> tuple[float, float, float]:
     return os.getloadavg()
 
 
+def announce(what: str, detail: str) -> None:
+    """The run's first line (the machine's cores and load), and a warning on a busy one."""
+    load = os.getloadavg()[0]
+    print(f"elanus {what}: {os.cpu_count()} CPUs, load average {load:.2f}; {detail}", flush=True)
+    if load > 0.5 * (os.cpu_count() or 1):
+        print("  !! the machine is busy: numbers will be low and noisy", file=sys.stderr)
+
+
 # -- profiling ----------------------------------------------------------------------------------
 def py_spy_binary() -> str | None:
     here = Path(sys.executable).parent / "py-spy"

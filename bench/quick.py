@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -36,8 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import ingest  # noqa: E402
 import transport  # noqa: E402
+from _common import announce  # noqa: E402
 from _record import compare, parse_block, render_block, replace_block  # noqa: E402
-from search import EmptyFlight, Stat  # noqa: E402
+from search import EmptyFlight, Stat, print_table  # noqa: E402
 
 from index import body, flight_loop  # noqa: E402
 
@@ -148,27 +148,27 @@ def commit_label(root: Path) -> str:
 
 def print_rows(ratios: dict[str, float], readme_text: str) -> bool:
     """The table of ratios beside the recorded ones; True if any fell too far."""
-    from rich.console import Console
-    from rich.table import Table
-
     recorded = parse_block(readme_text)
     where = (
         f"recorded at {recorded.commit}, {recorded.date}"
         if recorded
         else "nothing recorded yet in bench/README.md (run with --record on a quiet machine)"
     )
-    table = Table(title=f"quick benchmark; {where}", title_justify="left")
-    for h in ("ratio", "what", "now", "recorded", "change", ""):
-        table.add_column(h, justify="left" if h in ("ratio", "what", "") else "right")
     rows = compare(ratios, recorded)
-    for row in rows:
-        change = "-" if row.change is None else f"{100 * row.change:+.0f}%"
-        recorded_text = "-" if row.recorded is None else f"{row.recorded:.2f}"
-        table.add_row(
-            row.key, WHAT[row.key], f"{row.now:.2f}", recorded_text, change,
+    body = [
+        [
+            row.key,
+            f"{row.now:.2f}",
+            "-" if row.recorded is None else f"{row.recorded:.2f}",
+            "-" if row.change is None else f"{100 * row.change:+.0f}%",
             "FELL > 15%" if row.fell else "",
-        )  # fmt: skip
-    Console(width=150).print(table)
+            WHAT[row.key],
+        ]
+        for row in rows
+    ]
+    print_table(
+        f"quick benchmark; {where}", ["ratio", "now", "recorded", "change", "", "what"], body
+    )
     return any(row.fell for row in rows)
 
 
@@ -188,14 +188,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     started = time.perf_counter()
-    load = os.getloadavg()
-    print(
-        f"elanus quick benchmark: {os.cpu_count()} CPUs, load average {load[0]:.2f}; each "
-        f"case alone, best of {args.repeat}",
-        flush=True,
-    )
-    if load[0] > 0.5 * (os.cpu_count() or 1):
-        print("  !! the machine is busy: ratios will be noisy", file=sys.stderr)
+    announce("quick benchmark", f"each case alone, best of {args.repeat}")
     work = transport.Workload.make(args.search_rows, 64, nprobe=8)
     figures: dict[str, float] = {}
     phases: dict[str, float] = {}

@@ -50,8 +50,8 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Standalone  # noqa: E402
-from search import Stat, run_loop  # noqa: E402
+from _common import Standalone, announce  # noqa: E402
+from search import Stat, print_table, run_loop  # noqa: E402
 
 from elanus.channels.nats_server import (  # noqa: E402
     EmbeddedNats,
@@ -271,11 +271,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     started = time.perf_counter()
-    load = os.getloadavg()
-    print(
-        f"elanus transport benchmark: {os.cpu_count()} CPUs, load average {load[0]:.2f}; "
-        f"best of {args.repeat} x {args.seconds:g} s per case, each case alone",
-        flush=True,
+    announce(
+        "transport benchmark", f"best of {args.repeat} x {args.seconds:g} s per case, each alone"
     )
     work = Workload.make(args.rows, args.dim, args.nprobe, args.nlist)
     cases = [IN_PROCESS, WIRE, CLUSTER]
@@ -295,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
     results = {case: summary(stats) for case, stats in runs.items()}
-    print_table(results, work)
+    print_results(results, work)
     print(f"\ntotal {time.perf_counter() - started:.1f}s")
     if args.json is not None:
         out = {
@@ -319,20 +316,21 @@ def summary(stats: list[Stat]) -> dict[str, Any]:
     }
 
 
-def print_table(results: dict[str, dict[str, Any]], work: Workload) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
+def print_results(results: dict[str, dict[str, Any]], work: Workload) -> None:
     base = results[IN_PROCESS]["qps"]  # the ratios' denominator
-    table = Table(title=f"single-query search, {work.title()}", title_justify="left")
-    for h in ("case", "queries/s (best)", "p50 ms", "p99 ms", "vs in-process", "runs q/s"):
-        table.add_column(h, justify="left" if h == "case" else "right")
-    for case, r in results.items():
-        table.add_row(
-            case, f"{r['qps']:,.0f}", f"{r['p50_ms']:.2f}", f"{r['p99_ms']:.2f}",
-            f"{r['qps'] / base:.2f}x", " / ".join(f"{q:,.0f}" for q in r["runs_qps"]),
-        )  # fmt: skip
-    Console(width=140).print(table)
+    headers = ["case", "queries/s (best)", "p50 ms", "p99 ms", "vs in-process", "runs q/s"]
+    body = [
+        [
+            case,
+            f"{r['qps']:,.0f}",
+            f"{r['p50_ms']:.2f}",
+            f"{r['p99_ms']:.2f}",
+            f"{r['qps'] / base:.2f}x",
+            " / ".join(f"{q:,.0f}" for q in r["runs_qps"]),
+        ]  # fmt: skip
+        for case, r in results.items()
+    ]
+    print_table(f"single-query search, {work.title()}", headers, body)
 
 
 if __name__ == "__main__":
