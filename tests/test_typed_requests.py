@@ -25,7 +25,7 @@ from elanus.errors import ElanusError, ErrorCode
 from elanus.meta.coord import Coordinator
 from elanus.requests import Body, Range, as_dict, decode, request, request_type
 from elanus.settings import Settings
-from elanus.taskrequests import ClaimIndexTasks, IndexReport
+from elanus.api.indexcoord import ClaimIndexTasks, IndexReport
 
 
 @request("probe")
