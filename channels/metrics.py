@@ -22,7 +22,14 @@ from typing import Any, Protocol
 from wsgiref.simple_server import WSGIServer
 
 import psutil
-from prometheus_client import REGISTRY, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import (
+    REGISTRY,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    start_http_server,
+)
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -30,6 +37,7 @@ from elanus.errors import ElanusError, ErrorCode
 
 log = logging.getLogger(__name__)
 
+disable_created_metrics()  # no ``*_created`` series beside every counter: noise to a dashboard
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
 # -- the proxy ------------------------------------------------------------------------------
