@@ -18,6 +18,7 @@ from elanus.flight.proxy import ProxyServer
 from elanus.milvus.auth import MilvusCredentials
 from elanus.milvus.ddl import DdlRpcs
 from elanus.milvus.dml import DmlRpcs
+from elanus.milvus.hybrid import HybridRpcs
 from elanus.milvus.ops import OpsRpcs
 from elanus.milvus.read import ReadRpcs
 from elanus.milvus.session import SessionRpcs
@@ -28,7 +29,7 @@ WORKERS = 16
 STOP_GRACE_S = 5.0
 
 
-class MilvusServicer(SessionRpcs, DdlRpcs, DmlRpcs, ReadRpcs, OpsRpcs):
+class MilvusServicer(SessionRpcs, DdlRpcs, DmlRpcs, ReadRpcs, HybridRpcs, OpsRpcs):
     """Every served RPC, from the concern mixins; the rest answer "not supported"."""
 
 

@@ -30,7 +30,8 @@ def level_of(request: Any) -> str | None:
     if getattr(request, "use_default_consistency", False):
         return None
     name = _LEVELS.get(request.consistency_level, "Bounded")
-    return None if name == "Customized" else name
+    # Milvus reads a Customized level at the guarantee timestamp sent, as Session does
+    return "Session" if name == "Customized" else name
 
 
 def templates(values: Any) -> dict[str, Any]:
