@@ -19,6 +19,7 @@ from elanus.milvus.auth import MilvusCredentials
 from elanus.milvus.ddl import DdlRpcs
 from elanus.milvus.dml import DmlRpcs
 from elanus.milvus.hybrid import HybridRpcs
+from elanus.milvus.imports import ImportRpcs
 from elanus.milvus.ops import OpsRpcs
 from elanus.milvus.read import ReadRpcs
 from elanus.milvus.session import SessionRpcs
@@ -29,7 +30,7 @@ WORKERS = 16
 STOP_GRACE_S = 5.0
 
 
-class MilvusServicer(SessionRpcs, DdlRpcs, DmlRpcs, ReadRpcs, HybridRpcs, OpsRpcs):
+class MilvusServicer(SessionRpcs, DdlRpcs, DmlRpcs, ReadRpcs, HybridRpcs, OpsRpcs, ImportRpcs):
     """Every served RPC, from the concern mixins; the rest answer "not supported"."""
 
 
