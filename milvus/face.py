@@ -21,6 +21,7 @@ from elanus.milvus.dml import DmlRpcs
 from elanus.milvus.hybrid import HybridRpcs
 from elanus.milvus.imports import ImportRpcs
 from elanus.milvus.ops import OpsRpcs
+from elanus.milvus.rbac import RbacRpcs
 from elanus.milvus.read import ReadRpcs
 from elanus.milvus.session import SessionRpcs
 
@@ -30,7 +31,9 @@ WORKERS = 16
 STOP_GRACE_S = 5.0
 
 
-class MilvusServicer(SessionRpcs, DdlRpcs, DmlRpcs, ReadRpcs, HybridRpcs, OpsRpcs, ImportRpcs):
+class MilvusServicer(
+    SessionRpcs, DdlRpcs, DmlRpcs, ReadRpcs, HybridRpcs, OpsRpcs, ImportRpcs, RbacRpcs
+):
     """Every served RPC, from the concern mixins; the rest answer "not supported"."""
 
 
