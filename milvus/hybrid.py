@@ -16,7 +16,7 @@ from elanus.errors import invalid
 from elanus.flight.actions import check_request
 from elanus.flight.limits import Kind
 from elanus.flight.search.hybrid import fetch_outputs, fused_hits
-from elanus.milvus.params import int_param, kv_values, level_of
+from elanus.milvus.params import group_options, int_param, kv_values, level_of
 from elanus.milvus.read import pinned, query_data, results_data, search_body
 from elanus.milvus.servicer import Ctx, Servicer, served
 from elanus.milvus.status import ok
@@ -24,7 +24,6 @@ from elanus.privileges import Need
 from elanus.rankers import Hit
 
 _RANK_KEYS = ("strategy", "params")
-_GROUP_KEYS = ("group_by_field", "group_size", "strict_group_size")
 _PLACEHOLDER = [[0.0]]
 """Stands for a sub-request's vectors while the body is checked; the real ones are
 decoded from its placeholder group afterwards (no JSON round trip for vectors)."""
@@ -62,9 +61,7 @@ def hybrid_body(ctx: Ctx, request: Any) -> dict[str, Any]:
         "guarantee_timestamp": request.guarantee_timestamp or None,
         "partition_names": list(request.partition_names) or None,
     }
-    for key in _GROUP_KEYS:
-        if rank.get(key) not in (None, ""):
-            body[key] = rank[key]
+    body.update(group_options(rank))
     return {k: v for k, v in body.items() if v is not None}
 
 

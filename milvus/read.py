@@ -20,14 +20,12 @@ from elanus.flight.search.bodies import check_search_stream
 from elanus.flight.search.hits import hits_table
 from elanus.flight.search.outputs import COUNT
 from elanus.milvus.fielddata import from_arrow, ids_of, sparse_to_arrow
-from elanus.milvus.params import int_param, kv_values, level_of, templates
+from elanus.milvus.params import group_options, int_param, kv_values, level_of, templates, truthy
 from elanus.milvus.servicer import Ctx, Servicer, served
 from elanus.milvus.status import ok
 from elanus.milvus.walks import Walks, advance, page_request
 from elanus.privileges import Need
 from elanus.schema import DYNAMIC_FIELD, Schema
-
-_GROUP_KEYS = ("group_by_field", "group_size", "strict_group_size")
 
 
 def search_body(ctx: Ctx, request: Any) -> dict[str, Any]:
@@ -54,9 +52,7 @@ def search_body(ctx: Ctx, request: Any) -> dict[str, Any]:
     }
     if params.get("anns_field"):
         body["anns_field"] = params["anns_field"]
-    for key in _GROUP_KEYS:
-        if params.get(key) not in (None, ""):
-            body[key] = params[key]
+    body.update(group_options(params))
     return {k: v for k, v in body.items() if v is not None}
 
 
@@ -136,14 +132,10 @@ def results_data(
 def pinned(body: dict[str, Any], request: Any, params: dict[str, Any]) -> dict[str, Any]:
     """An iterator's page reads at the timestamp of its first page, which pymilvus sends
     as the guarantee timestamp (Milvus reads an iterator's pages at it)."""
-    if _truthy(params.get("iterator")) and request.guarantee_timestamp > 1:
+    if truthy(params.get("iterator")) and request.guarantee_timestamp > 1:
         body = {k: v for k, v in body.items() if k not in ("consistency_level",)}
         body["as_of"] = body.pop("guarantee_timestamp")
     return body
-
-
-def _truthy(value: Any) -> bool:
-    return value is True or str(value).lower() == "true"
 
 
 class ReadRpcs(Servicer):
@@ -163,7 +155,7 @@ class ReadRpcs(Servicer):
         info = self.proxy.dml.collection(request_doc["db"], request_doc["collection"])
         plan = query.prepare_search(info, {**request_doc, "data": None})
         walk = None
-        if _truthy(params.get("search_iter_v2")):
+        if truthy(params.get("search_iter_v2")):
             token, walk = self.walks.get(
                 params.get("search_iter_id") or None, params.get("search_iter_last_bound")
             )
