@@ -91,6 +91,10 @@ class Session:
         self._keepalive.start()
         return self
 
+    async def publish(self) -> None:
+        """Publish ``info`` now (its meta changed), not at the next keepalive."""
+        await self._put()
+
     async def _put(self) -> None:
         assert self._kv is not None
         if self.refresh is not None:
