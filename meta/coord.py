@@ -64,7 +64,7 @@ class Coordinator(Role):
         self._background: list[Periodic] = []
         self._counters: CounterStore | None = None
         self._started_at = time.time()
-        self.metrics = CoordMetrics(self)
+        self.gauges = CoordMetrics(self)
 
     @property
     def address(self) -> str:
@@ -120,7 +120,7 @@ class Coordinator(Role):
         ]
         self._background = [p.start() for p in background]
         await self.register()
-        metrics.report(self.metrics)
+        metrics.report(self.gauges)
         await self.channels.balance()
 
     async def _on_session(self, event: str, info: SessionInfo) -> None:
@@ -135,7 +135,7 @@ class Coordinator(Role):
         await self.channels.balance()
 
     async def stop(self) -> None:
-        metrics.unreport(self.metrics)
+        metrics.unreport(self.gauges)
         await super().stop()
         for periodic in self._background:
             await periodic.stop()
