@@ -12,6 +12,11 @@ def coord(method: str) -> str:
     return f"{COORD}.{method}"
 
 
+def node_prefix(role: str, node_id: str) -> str:
+    """Where one node instance (datanode, querynode, indexnode) serves its requests."""
+    return f"{PREFIX}.{role}.{node_id}"
+
+
 def node(role: str, node_id: str, method: str) -> str:
     """Request/reply subject of one node instance (datanode, querynode, indexnode)."""
-    return f"{PREFIX}.{role}.{node_id}.{method}"
+    return f"{node_prefix(role, node_id)}.{method}"

@@ -303,23 +303,7 @@ class TickReport:
     """pchannel → the proxy's timestamp there, where it differs from ``default_ts``."""
 
 
-# -- a datanode's channels --------------------------------------------------------------------
-
-
-@request("datanode.watch")
-class WatchChannel:
-    vchannel: str
-    pchannel: str
-    collection_id: int
-    schema: dict[str, Any]
-    checkpoint: dict[str, Any] | None = None
-    segments: list[dict[str, Any]] = field(default_factory=list)
-    """The channel's unflushed segments, as the coord knows them."""
-
-
-@request("datanode.unwatch")
-class UnwatchChannel:
-    vchannel: str
+# -- the nodes --------------------------------------------------------------------------------
 
 
 @request("node.schema")

@@ -1,5 +1,5 @@
-"""Request types of the work the coordinator hands out: index builds (``index.*`` and an
-index node's ``build``) and bulk import jobs (``import.*`` and a datanode's ``import.*``).
+"""Request types of the coordinator's index builds (``index.*``) and bulk import jobs
+(``import.*``); what it pushes to an index node or a datanode is in ``elanus/api/``.
 
 See ``elanus.coordrequests`` for how they are used; the key names are the wire format.
 """
@@ -79,22 +79,6 @@ class IndexLoadFailed:
     segment_id: int | None = None
 
 
-@request("build")
-class BuildIndex:
-    """One build task pushed to an index node (``IndexCoord.task_spec``)."""
-
-    build_id: int
-    version: int
-    segment_id: int
-    partition_id: int
-    collection_id: int
-    field: str
-    data_path: str
-    out_dir: str
-    spec: dict[str, Any]
-    num_rows: int | None = None
-
-
 # -- import jobs: the client's side -----------------------------------------------------------
 
 
@@ -167,29 +151,3 @@ class FailImport:
     node_id: str
     reason: str
     code: str = ErrorCode.INTERNAL.value
-
-
-# -- import jobs: a datanode's handlers ---------------------------------------------------------
-
-
-@request("datanode.import.run")
-class RunImport:
-    job_id: int
-    collection_id: int
-    schema: dict[str, Any]
-    vchannels: list[str]
-    units: list[dict[str, Any]]
-    options: dict[str, Any] = field(default_factory=dict)
-    max_rows: int
-    staged: bool = False
-    partitions: list[dict[str, Any]] = field(default_factory=list)
-    """The collection's partitions (name, partition_id): a partition key routes rows by them."""
-
-
-@request("datanode.import.finalize")
-class FinalizeImport:
-    """A committed job whose executor went away: stamp ``_ts`` at ``ts``, report it."""
-
-    job_id: int
-    ts: int
-    segments: list[dict[str, Any]]

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from elanus import layout
-from elanus.channels import subjects
+from elanus.api.indexnode import BuildIndex, IndexNodeAPI
 from elanus.channels.loop import Periodic
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.indexparams import IndexSpec, make_index_spec
@@ -364,9 +364,9 @@ class IndexCoord:
     async def _send(self, t: IndexTask) -> None:
         node, version = t.node_id, t.version
         assert node is not None
-        subject = subjects.node("indexnode", node, "build")
         try:
-            await self.coord.bus.request(subject, self.task_spec(t), BUILD_REQUEST_TIMEOUT_S)
+            api = IndexNodeAPI(self.coord.bus, node)
+            await api.build(BuildIndex(**self.task_spec(t)), BUILD_REQUEST_TIMEOUT_S)
         except ElanusError as exc:
             log.warning("index node %s did not take task %s: %s", node, t.build_id, exc)
             async with self._lock:
