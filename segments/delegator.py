@@ -279,7 +279,9 @@ class Delegator:
             f"{self.vchannel} did not reach the guarantee timestamp in {TSAFE_WAIT_S}s",
         )
 
-    def _growing(self, partition_ids: list[int] | None) -> list[MemSegment]:
+    def growing_in(self, partition_ids: list[int] | None) -> list[MemSegment]:
+        """The growing segments of ``partition_ids`` (None or empty: all), as a list taken
+        at once (segments may be added meanwhile); searches, queries and snapshot reads."""
         wanted = set(partition_ids) if partition_ids else None
         return [
             s for s in list(self.growing.values()) if wanted is None or s.partition_id in wanted
@@ -310,7 +312,7 @@ class Delegator:
         req = req.at(ts=self.read_ts_blocking(req.guarantee_ts, req.ts))
         version = self.distribution.enter_read()
         try:
-            parts = [search_part(seg, req) for seg in self._growing(req.partition_ids)]
+            parts = [search_part(seg, req) for seg in self.growing_in(req.partition_ids)]
             for hits in self._ask_workers(
                 req.partition_ids,
                 lambda w, sids: w.search(SearchSegments(segment_ids=sids, request=req)),
@@ -329,7 +331,7 @@ class Delegator:
         req = req.at(ts=self.read_ts_blocking(req.guarantee_ts, req.ts))
         version = self.distribution.enter_read()
         try:
-            parts = [term_stats(self._growing(None), req)]
+            parts = [term_stats(self.growing_in(None), req)]
             parts += [
                 as_body(stats)
                 for stats in self._ask_workers(
@@ -348,7 +350,7 @@ class Delegator:
         try:
             columns = list(req.output_fields)
             tables = [
-                s.query(ts, expr, columns, req.limit) for s in self._growing(req.partition_ids)
+                s.query(ts, expr, columns, req.limit) for s in self.growing_in(req.partition_ids)
             ]
             tables += [
                 r.rows
@@ -365,7 +367,7 @@ class Delegator:
         ts = self.read_ts_blocking(req.guarantee_ts, req.ts)
         version = self.distribution.enter_read()
         try:
-            total = sum(s.count(ts, expr) for s in self._growing(req.partition_ids))
+            total = sum(s.count(ts, expr) for s in self.growing_in(req.partition_ids))
             total += sum(
                 r.count
                 for r in self._ask_workers(

@@ -74,7 +74,7 @@ async def plan(d: Delegator, req: ReadShard) -> ReadPlan:
     ]
     growing = [
         PlannedGrowing(segment_id=s.segment_id, partition_id=s.partition_id, rows=s.num_rows)
-        for s in sorted(d._growing(req.partition_ids), key=lambda s: s.segment_id)
+        for s in sorted(d.growing_in(req.partition_ids), key=lambda s: s.segment_id)
     ]
     return ReadPlan(vchannel=d.vchannel, ts=ts, sealed=sealed, growing=growing)
 
