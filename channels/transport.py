@@ -262,7 +262,7 @@ class NatsTransport:
             if handler is None:
                 raise unknown_method(subject)
             body = frames.decode(await self._whole_request(msg))
-            if not isinstance(body, dict) and not is_wire_type(body):  # a typed request is one
+            if not isinstance(body, dict) and not is_wire_type(body):
                 raise ElanusError(ErrorCode.INVALID_ARGUMENT, "request body must be an object")
             result = await run_handler(subject, handler, body)
             reply: dict[str, Any] = {"ok": True, "result": result}

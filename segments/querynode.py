@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from elanus.api.base import ACK, Ack
+from elanus.api.indexcoord import IndexCoordAPI, IndexLoadFailed
 from elanus.api.querynode import (
     Count,
     DelegateChannel,
@@ -242,15 +243,15 @@ class QueryNode(Role):
         index did not load here; it checks the files and has them built again."""
         if index.build_id is None or index.version is None:
             return
-        body = {
-            "build_id": index.build_id,
-            "version": index.version,
-            "segment_id": segment_id,
-            "node_id": self.node_id,
-        }
+        failed = IndexLoadFailed(
+            build_id=index.build_id,
+            version=index.version,
+            segment_id=segment_id,
+            node_id=self.node_id,
+        )
         self.supervisor.spawn(
-            f"report index {body['build_id']} not loaded",
-            lambda: self.bus.request(subjects.coord("index.load_failed"), body, CALL_TIMEOUT_S),
+            f"report index {failed.build_id} not loaded",
+            lambda: IndexCoordAPI(self.bus).load_failed(failed, CALL_TIMEOUT_S),
         )
 
     async def worker_drop_index(self, req: DropIndexOnNode) -> Ack:

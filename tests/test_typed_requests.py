@@ -16,6 +16,7 @@ import pytest
 
 from elanus import DataType, Schema
 from elanus.api.base import as_body
+from elanus.api.indexcoord import ClaimIndexTasks, IndexReport
 from elanus.channels import frames
 from elanus.channels.bus import Bus
 from elanus.channels.loop import LoopThread
@@ -26,7 +27,6 @@ from elanus.errors import ElanusError, ErrorCode
 from elanus.meta.coord import Coordinator
 from elanus.requests import Body, Range, decode, request, request_type
 from elanus.settings import Settings
-from elanus.taskrequests import ClaimIndexTasks, IndexReport
 
 
 @request("probe")

@@ -29,6 +29,7 @@ import pyarrow.flight as flight
 
 from elanus import tsutil
 from elanus.api.base import as_body
+from elanus.api.datacoord import SegmentInfo
 from elanus.api.querynode import QueryNodeAPI, ReadDeletes, ReadSegments, ReadShard
 from elanus.client.wire import encode_json, to_flight_error
 from elanus.errors import ElanusError, ErrorCode, invalid
@@ -245,9 +246,9 @@ class ReadService:
             ),
         )
         stored = self.proxy.run(
-            self.proxy.ddl.coord("segment.info", {"collection_id": info.collection_id})
+            self.proxy.datacoord.segment_info(SegmentInfo(collection_id=info.collection_id))
         )
-        rows = {int(s["segment_id"]): int(s["num_rows"]) for s in stored["segments"]}
+        rows = {s.segment_id: s.num_rows for s in stored.segments}
         base: dict[str, Any] = {
             "read": "segments",
             "db": info.db,

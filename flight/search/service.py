@@ -22,7 +22,8 @@ import orjson
 import pyarrow as pa
 
 from elanus import bfloat16, tsutil
-from elanus.api.base import Call, ask_many_sync
+from elanus.api.base import Call, as_body, ask_many_sync
+from elanus.api.indexcoord import DescribeIndex
 from elanus.api.querynode import QueryNodeAPI, ReadShard, SearchShard, ShardHits
 from elanus.client.bodyshape import check_body_shape
 from elanus.consistency import ConsistencyLevel
@@ -87,7 +88,10 @@ class QueryService:
         self.indexes = SearchIndexes(self._index_entries)
 
     def _index_entries(self, collection_id: int) -> list[dict[str, Any]]:
-        return list(self._coord("index.describe", {"collection_id": collection_id})["indexes"])
+        described = self.proxy.run(
+            self.proxy.indexcoord.describe(DescribeIndex(collection_id=collection_id))
+        )
+        return [as_body(i) for i in described.indexes]
 
     def _coord(self, method: str, body: dict[str, Any]) -> Any:
         return self.proxy.run(self.proxy.ddl.coord(method, body))
@@ -143,7 +147,7 @@ class QueryService:
         level = ConsistencyLevel.parse(request["consistency_level"] or info.consistency_level)
         if level is ConsistencyLevel.STRONG:
             ts = self.proxy.run(self.proxy.ddl.alloc_ts())
-            self._coord("timetick.now", {})
+            self.proxy.run(self.proxy.timeticks.now())
             return ts, 0
         if level is ConsistencyLevel.SESSION:
             return request["guarantee_timestamp"], 0
