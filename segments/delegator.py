@@ -93,6 +93,10 @@ class Delegator:
         self._persisted_ts = 0
         """Deletes stamped at or below this are on disk (``DeleteBuffer.persisted_ts``)."""
         self._loop_thread = threading.get_ident()
+        self._view_lock = threading.Lock()
+        """A handoff's one step and a read's view of growing and sealed segments exclude
+        each other: reads run off the loop, and a view taken mid-step would hold a
+        segment twice (growing and sealed) or not at all."""
         checkpoint = spec.checkpoint
         assert node.data_bus is not None
         durable = f"qn_{node.node_id}_{self.vchannel}"
@@ -214,11 +218,12 @@ class Delegator:
         buffer is trimmed to the datanode ``checkpoint`` the coord read before it loaded
         them (none: no trim; see ``deletebuffer``)."""
         await self._replay(add)
-        self.distribution.add(add)
-        for s in add:
-            self.growing.pop(s.segment_id, None)
         hold_s = self.node.settings.gc_delay_s
-        self.distribution.remove(remove, self.delete_buffer.floor, hold_s)
+        with self._view_lock:
+            self.distribution.add(add)
+            for s in add:
+                self.growing.pop(s.segment_id, None)
+            self.distribution.remove(remove, self.delete_buffer.floor, hold_s)
         if checkpoint is not None:
             persisted = self.delete_buffer.persisted_ts(checkpoint.seq)
             self._persisted_ts = max(self._persisted_ts, persisted)
@@ -286,14 +291,21 @@ class Delegator:
             s for s in list(self.growing.values()) if wanted is None or s.partition_id in wanted
         ]
 
+    def _view(
+        self, partition_ids: list[int] | None
+    ) -> tuple[list[MemSegment], dict[str, list[int]]]:
+        """The growing segments and each worker's sealed ones (of ``partition_ids``), taken
+        together, never halfway through a handoff; a read off the loop, once pinned."""
+        with self._view_lock:
+            return self.growing_in(partition_ids), self.distribution.workers(partition_ids)
+
     def _ask_workers(
-        self, partition_ids: list[int] | None, call: Callable[[WorkerAPI, list[int]], Call[R]]
+        self, workers: dict[str, list[int]], call: Callable[[WorkerAPI, list[int]], Call[R]]
     ) -> list[R]:
         """The one fan-out of a read (search, term statistics, query, count) to the workers
-        holding this shard's sealed segments (of ``partition_ids``, default all): all at
-        once, ``WORKER_CALL_S`` for the whole fan-out, every reply or the first failure
-        (``ask_many_sync``). Called on a thread other than the loop's, inside a pinned read."""
-        workers = self.distribution.workers(partition_ids)
+        of its view: all at once, ``WORKER_CALL_S`` for the whole fan-out, every reply or
+        the first failure (``ask_many_sync``). Called on a thread other than the loop's,
+        inside a pinned read."""
         calls = [call(self.node.worker_api(node), sids) for node, sids in workers.items()]
         return ask_many_sync(self.node.bus, calls, WORKER_CALL_S)
 
@@ -304,16 +316,18 @@ class Delegator:
         Blocking, as every read here: it runs on the caller's thread when the caller is in
         this process (a Flight thread) and on a handler thread when it came over NATS,
         never on the loop. Safe beside the loop thread: the distribution is pinned for the
-        read (a sync keeps released segments alive until it ends), growing segments lock
-        themselves, and a delete arriving meanwhile has a timestamp above this read's
-        (tsafe only moves once a pack is applied), so it changes nothing this read sees.
+        read (a sync keeps released segments alive until it ends) and seen whole
+        (``_view``), growing segments lock themselves, and a delete arriving meanwhile has
+        a timestamp above this read's (tsafe only moves once a pack is applied), so it
+        changes nothing this read sees.
         """
         req = req.at(ts=self.read_ts_blocking(req.guarantee_ts, req.ts))
         version = self.distribution.enter_read()
         try:
-            parts = [search_part(seg, req) for seg in self.growing_in(req.partition_ids)]
+            growing, workers = self._view(req.partition_ids)
+            parts = [search_part(seg, req) for seg in growing]
             for hits in self._ask_workers(
-                req.partition_ids,
+                workers,
                 lambda w, sids: w.search(SearchSegments(segment_ids=sids, request=req)),
             ):
                 parts += hits.parts
@@ -330,11 +344,12 @@ class Delegator:
         req = req.at(ts=self.read_ts_blocking(req.guarantee_ts, req.ts))
         version = self.distribution.enter_read()
         try:
-            parts = [term_stats(self.growing_in(None), req)]
+            growing, workers = self._view(None)
+            parts = [term_stats(growing, req)]
             parts += [
                 as_body(stats)
                 for stats in self._ask_workers(
-                    None,
+                    workers,
                     lambda w, sids: w.term_stats(SearchSegments(segment_ids=sids, request=req)),
                 )
             ]
@@ -348,17 +363,16 @@ class Delegator:
         version = self.distribution.enter_read()
         try:
             columns = list(req.output_fields)
-            tables = [
-                s.query(ts, expr, columns, req.limit) for s in self.growing_in(req.partition_ids)
-            ]
+            growing, workers = self._view(req.partition_ids)
+            tables = [s.query(ts, expr, columns, req.limit) for s in growing]
             tables += [
                 r.rows
                 for r in self._ask_workers(
-                    req.partition_ids, lambda w, sids: w.query(segment_read(req, ts, sids))
+                    workers, lambda w, sids: w.query(segment_read(req, ts, sids))
                 )
             ]
-            growing = list(self.growing.values())
-            return Rows(rows=concat_or_empty(tables, columns, growing), ts=ts)
+            every = list(self.growing.values())  # the columns' types, when no table has rows
+            return Rows(rows=concat_or_empty(tables, columns, every), ts=ts)
         finally:
             self.distribution.exit_read(version)
 
@@ -366,11 +380,12 @@ class Delegator:
         ts = self.read_ts_blocking(req.guarantee_ts, req.ts)
         version = self.distribution.enter_read()
         try:
-            total = sum(s.count(ts, expr) for s in self.growing_in(req.partition_ids))
+            growing, workers = self._view(req.partition_ids)
+            total = sum(s.count(ts, expr) for s in growing)
             total += sum(
                 r.count
                 for r in self._ask_workers(
-                    req.partition_ids, lambda w, sids: w.count(segment_read(req, ts, sids))
+                    workers, lambda w, sids: w.count(segment_read(req, ts, sids))
                 )
             )
             return Count(count=total, ts=ts)
