@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from elanus.api.datacoord import ChannelFailed, DatanodeTick
 from elanus.channels.consumer import ChannelConsumer
 from elanus.channels.dml import DmlMessage
 from elanus.channels.supervisor import describe
@@ -76,27 +77,29 @@ class Pipeline:
             raise self.syncs.failure
         self.buffer.apply(pack)
         self.flusher.sync_due()
-        report = {
-            "node_id": self.node.node_id,
-            "vchannel": self.vchannel,
-            "ts": ts,
-            "checkpoint": self.checkpoint(),
-            "data_seq": self.buffer.data_seq,
-        }
+        report = DatanodeTick(
+            node_id=self.node.node_id,
+            vchannel=self.vchannel,
+            ts=ts,
+            checkpoint=self.checkpoint(),
+            data_seq=self.buffer.data_seq,
+        )
         reply = await self.reports.tick(report)
         if reply is None:  # the coord is away; the next tick reports again
             return
-        if reply["flush"]:
-            self.flusher.flush(reply["flush"])
-        for plan in reply.get("compact", []):
+        if reply.flush:
+            self.flusher.flush(reply.flush)
+        for plan in reply.compact:
             self.compactions.start(plan)
 
     def _channel_failed(self, exc: BaseException) -> None:
         """The consuming task died (logged with its traceback already): tell the coord,
         which fails the flushes waiting on this channel and has it watched again."""
-        body = {"node_id": self.node.node_id, "vchannel": self.vchannel}
-        body["reason"] = self.consumer.failure or describe(exc)
+        failed = ChannelFailed(
+            node_id=self.node.node_id,
+            vchannel=self.vchannel,
+            reason=self.consumer.failure or describe(exc),
+        )
         self.node.supervisor.spawn(
-            f"report {self.vchannel} failure",
-            lambda: self.reports.tell("datanode.channel_failed", body),
+            f"report {self.vchannel} failure", lambda: self.reports.channel_failed(failed)
         )
