@@ -8,7 +8,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-from elanus.api.base import ACK, Ack, as_body
+from elanus.api.base import ACK, Ack
 from elanus.api.datanode import (
     FinalizeImport,
     ImportTaken,
@@ -73,7 +73,7 @@ class DataNode(Role):
         old = self.channels.pop(vchannel, None)
         if old is not None:
             await old.stop()
-        writer = ChannelWriter(self, as_body(req))  # the writer still reads a dict
+        writer = ChannelWriter(self, req)
         await writer.start()
         self.channels[vchannel] = writer
         return Watching(vchannel=vchannel)

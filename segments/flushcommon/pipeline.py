@@ -16,9 +16,10 @@ nothing acknowledged is lost and no row is written twice.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from elanus.api.datacoord import ChannelFailed, DatanodeTick
+from elanus.api.datanode import WatchChannel
 from elanus.channels.consumer import ChannelConsumer
 from elanus.channels.dml import DmlMessage
 from elanus.channels.supervisor import describe
@@ -38,13 +39,13 @@ class Pipeline:
     def __init__(
         self,
         node: DataNode,
-        spec: dict[str, Any],
+        spec: WatchChannel,
         buffer: WriteBuffer,
         syncs: SyncManager,
         reports: CoordReports,
     ) -> None:
         self.node = node
-        self.vchannel: str = spec["vchannel"]
+        self.vchannel = spec.vchannel
         self.buffer = buffer
         self.syncs = syncs
         self.reports = reports
@@ -52,18 +53,18 @@ class Pipeline:
         self.compactions = Compactions(
             node.node_id, self.vchannel, buffer, syncs, self.flusher, reports
         )
-        checkpoint = spec.get("checkpoint")
+        checkpoint = spec.checkpoint
         assert node.data_bus is not None
         self.consumer = ChannelConsumer(
             node.data_bus,
-            spec["pchannel"],
+            spec.pchannel,
             self.vchannel,
             f"dn_{self.vchannel}",
             self._on_pack,
             supervisor=node.supervisor,
             on_failure=self._channel_failed,
-            start_seq=checkpoint["seq"] if checkpoint else None,
-            start_ts=checkpoint["ts"] if checkpoint else 0,
+            start_seq=checkpoint.seq if checkpoint else None,
+            start_ts=checkpoint.ts if checkpoint else 0,
         )
 
     def checkpoint(self) -> dict[str, int]:
