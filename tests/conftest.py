@@ -575,3 +575,12 @@ def spark() -> Iterator[Any]:
         yield session
     finally:
         elanus.spark.shutdown(session)  # the JVM too: it would outlive the tests otherwise
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that uses the session's Spark, directly or through another fixture, is marked
+    ``spark``: ``-m "not spark"`` then leaves out every JVM start, new tests included."""
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.spark)

@@ -293,6 +293,7 @@ def test_recall_filters_and_deletes_through_the_index(
 # -- 3. a builder killed with -9 mid-task -------------------------------------------------------
 
 
+@pytest.mark.chaos
 def test_builder_killed_mid_task_is_replaced(
     nats_server: EmbeddedNats,
     loop_thread: LoopThread,

@@ -1051,6 +1051,7 @@ def test_rows_of_a_dropped_partition_are_never_returned(
 # -- 7. a query node as its own OS process -----------------------------------------------------
 
 
+@pytest.mark.chaos
 def test_querynode_process_killed_and_replaced(
     nats_server: EmbeddedNats,
     loop_thread: LoopThread,

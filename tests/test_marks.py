@@ -1,0 +1,65 @@
+"""The markers say what the tests are, so ``-m "not spark and not chaos and not slow"`` is a
+true inner loop: a test that kills a process is marked ``chaos``, one that starts a Spark
+job without the ``spark`` fixture is marked ``spark`` (users of the fixture are marked by
+tests/conftest.py). Read from the test sources, so a new test cannot slip past."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+KILLS = re.compile(r"SIGKILL|killpg|kill9|\.kill\(\)")
+STARTS_SPARK = re.compile(r"run_index_build|--spark-master|spark-submit")
+
+
+def _marks(node: ast.expr) -> set[str]:
+    """The ``pytest.mark.NAME`` names in a decorator or a ``pytestmark`` value."""
+    return {
+        n.attr
+        for n in ast.walk(node)
+        if isinstance(n, ast.Attribute)
+        and isinstance(n.value, ast.Attribute)
+        and n.value.attr == "mark"
+    }
+
+
+def _tests() -> list[tuple[str, str, set[str], str]]:
+    """(file, test name, its marks, its source) of every test function."""
+    out = []
+    for path in sorted(TESTS.rglob("test_*.py")):
+        if path == Path(__file__).resolve():
+            continue  # its own names speak of kills
+        src = path.read_text(encoding="utf-8")
+        tree = ast.parse(src)
+        module_marks: set[str] = set()
+        for stmt in tree.body:
+            if isinstance(stmt, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "pytestmark" for t in stmt.targets
+            ):
+                module_marks |= _marks(stmt.value)
+        for stmt in tree.body:
+            if isinstance(stmt, ast.FunctionDef) and stmt.name.startswith("test_"):
+                marks = module_marks.union(*(_marks(d) for d in stmt.decorator_list))
+                body = ast.get_source_segment(src, stmt) or ""
+                out.append((path.name, stmt.name, marks, body))
+    return out
+
+
+def test_every_test_that_kills_a_process_is_marked_chaos() -> None:
+    unmarked = [
+        f"{file}::{name}"
+        for file, name, marks, body in _tests()
+        if (KILLS.search(body) or "kill" in name) and "chaos" not in marks
+    ]
+    assert unmarked == [], "mark these @pytest.mark.chaos"
+
+
+def test_every_test_that_starts_spark_itself_is_marked_spark() -> None:
+    unmarked = [
+        f"{file}::{name}"
+        for file, name, marks, body in _tests()
+        if STARTS_SPARK.search(body) and "spark" not in marks
+    ]
+    assert unmarked == [], "mark these @pytest.mark.spark"
