@@ -464,6 +464,7 @@ def test_anonymous_and_wrong_credentials_are_refused(secured: Stack) -> None:
     assert count(root_of(secured)) == before
 
 
+@pytest.mark.slow
 def test_tokens_expire_and_a_password_change_revokes_them(secured: Stack) -> None:
     root = root_of(secured)
     root.create_user("frank", "frank-pw-1")

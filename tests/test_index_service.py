@@ -237,6 +237,7 @@ def test_bad_index_requests_change_nothing(stack: Stack) -> None:
 # -- 2. serving: recall, search params, filters and deletes -------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("index_type", "build", "search"),
     [

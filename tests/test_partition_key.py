@@ -389,6 +389,7 @@ def test_pinned_values_and_partition_counts() -> None:
     assert read_partitions(schema, parts, "c", "n > 1", {}) is None
 
 
+@pytest.mark.slow
 def test_key_filter_answers_match_milvus_lite(stack: Stack, tmp_path: Path) -> None:
     """The same rows and key filters in Milvus Lite and Elanus give the same keys. (Lite
     names its key partitions ``_pk_i`` and takes partition names where Milvus refuses them,

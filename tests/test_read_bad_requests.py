@@ -438,6 +438,7 @@ def test_as_of_in_the_future_is_refused(env: Env) -> None:
         impatient.close()
 
 
+@pytest.mark.slow
 def test_load_without_a_query_node_is_unavailable(
     nats_server: EmbeddedNats, loop_thread: LoopThread, tmp_path: Path
 ) -> None:
@@ -459,6 +460,7 @@ def test_load_without_a_query_node_is_unavailable(
         stack.close()
 
 
+@pytest.mark.slow
 def test_failed_load_leaves_no_trace(
     nats_server: EmbeddedNats, loop_thread: LoopThread, tmp_path: Path
 ) -> None:
