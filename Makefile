@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check
 PYTEST_ARGS ?=
 ARGS   ?=
-LINT_DIRS := elanus channels meta flight cli segments index spark
+LINT_DIRS := elanus channels meta flight milvus cli segments index spark
 
 .PHONY: venv dev run test lint format bench clean
 
@@ -41,7 +41,7 @@ test: dev                         ## the whole test suite
 lint: dev
 	$(VENV)/bin/ruff check $(LINT_DIRS) tests
 	$(VENV)/bin/ruff format --check $(LINT_DIRS) tests
-	$(VENV)/bin/mypy elanus channels meta flight cli segments index spark
+	$(VENV)/bin/mypy elanus channels meta flight milvus cli segments index spark
 	$(PY) .ci/lint_imports.py     # lint-imports over the mapped elanus namespace
 
 format: dev

@@ -20,6 +20,10 @@ import numpy as np
 import pyarrow.flight as flight
 from nats.aio.subscription import Subscription
 
+from elanus.api.compaction import CompactionAPI
+from elanus.api.datacoord import DataCoordAPI, TimeTickAPI
+from elanus.api.imports import ImportAPI
+from elanus.api.indexcoord import IndexCoordAPI
 from elanus.channels import subjects
 from elanus.channels.bus import Bus
 from elanus.channels.loop import call_in_loop
@@ -46,9 +50,7 @@ from elanus.flight.dml_actions import UPLOAD_OP, check_put
 from elanus.flight.imports import ImportService
 from elanus.flight.limits import Kind, Limits
 from elanus.flight.metacache import MetaCache
-from elanus.flight.query import QueryService, hits_table
-from elanus.flight.query_actions import check_search_stream
-from elanus.flight.readplan import ReadService
+from elanus.flight.search import QueryService, ReadService, check_search_stream, hits_table
 from elanus.flight.streams import client_batches, client_chunks
 from elanus.flight.uploads import receive_upload
 from elanus.importroots import ensure_dirs
@@ -82,6 +84,11 @@ class ProxyServer(Role):
         self._accepting = False
         self.auth: Authenticator | None = None
         """Set when ``auth_enabled``: checks every call's credentials (``flight/auth.py``)."""
+        self.datacoord = DataCoordAPI(bus)
+        self.timeticks = TimeTickAPI(bus)
+        self.compaction = CompactionAPI(bus)
+        self.indexcoord = IndexCoordAPI(bus)
+        self.importcoord = ImportAPI(bus)
 
     @property
     def uri(self) -> str:

@@ -14,20 +14,29 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from elanus import tsutil
-from elanus.channels.loop import Periodic
-from elanus.coordrequests import (
+from elanus.api.base import ACK, Ack
+from elanus.api.compaction import (
     CompactionDone,
     CompactionFailed,
+    CompactionPlan,
+    CompactionProgress,
+    CompactionStarted,
     GetCompactionState,
+    PlanSource,
+    Recorded,
     TriggerCompaction,
 )
+from elanus.channels import subjects
+from elanus.channels.loop import Periodic
 from elanus.errors import ElanusError, ErrorCode
+from elanus.meta.scheduler import Lapsed
 from elanus.meta.segmentmeta import Segment
-from elanus.states import COMPACTION_OPEN, CompactionState, SegmentState
+from elanus.states import COMPACTION_OPEN, CompactionState, SegmentState, transition
 
 if TYPE_CHECKING:
     from elanus.channels.role import RoleHandler
@@ -38,7 +47,6 @@ log = logging.getLogger(__name__)
 PLAN_TIMEOUT_S = 120.0
 SMALL_FRACTION = 0.5
 """A flushed segment under this fraction of the row limit is 'small' for the auto policy."""
-SEGMENT_COMPACTED = "elanus.segment.compacted"
 
 
 @dataclass
@@ -59,22 +67,38 @@ class Plan:
     result: dict[str, Any] = field(default_factory=dict)
     reason: str = ""
     """Why the plan failed."""
+    attempts: int = 0
+    """Times it was handed to its datanode (once: a plan that lapsed fails)."""
 
     def fail(self, reason: str) -> None:
         log.warning("compaction plan %s failed: %s", self.plan_id, reason)
-        self.state, self.reason = CompactionState.FAILED, reason
+        transition(self, CompactionState.FAILED)
+        self.reason = reason
 
-    def to_wire(self, segments: dict[int, Segment]) -> dict[str, Any]:
-        return {
-            "plan_id": self.plan_id,
-            "partition_id": self.partition_id,
-            "target_segment_id": self.target_segment_id,
-            "horizon_ts": self.horizon_ts,
-            "sources": [
-                {"segment_id": s, "path": segments[s].path, "partition_id": self.partition_id}
+    @property
+    def label(self) -> str:
+        return f"compaction plan {self.plan_id}"
+
+    @property
+    def holder(self) -> str | None:
+        executing = self.state is CompactionState.EXECUTING
+        return f"the datanode of {self.vchannel}" if executing else None
+
+    @property
+    def lease_expires(self) -> float:
+        return self.issued_at + PLAN_TIMEOUT_S
+
+    def to_wire(self, segments: dict[int, Segment]) -> CompactionPlan:
+        return CompactionPlan(
+            plan_id=self.plan_id,
+            partition_id=self.partition_id,
+            target_segment_id=self.target_segment_id,
+            horizon_ts=self.horizon_ts,
+            sources=[
+                PlanSource(segment_id=s, path=segments[s].path, partition_id=self.partition_id)
                 for s in self.sources
             ],
-        }
+        )
 
 
 class CompactionManager:
@@ -93,8 +117,35 @@ class CompactionManager:
         }
 
     def background(self) -> list[Periodic]:
+        """The automatic policy; plans that lapse are failed by the coord's scheduler."""
         interval = self.coord.settings.compaction_interval_s
         return [Periodic(self.auto, interval, "auto compaction")] if interval > 0 else []
+
+    # -- the scheduler's queue of plans (meta/scheduler.py) ----------------------------------
+    name = "compaction plans"
+
+    def running(self) -> list[Plan]:
+        return [p for p in self.plans.values() if p.state is CompactionState.EXECUTING]
+
+    def live_holders(self) -> None:
+        return None  # a plan's lease is its timeout: the tick reply that carried it is gone
+
+    def may_retry(self, plan: Plan) -> bool:
+        return False  # the next round plans the sources again
+
+    async def retry(self, lapsed: Sequence[Lapsed[Plan]]) -> None:
+        """Never called (``may_retry``)."""
+
+    async def give_up(self, lapsed: Sequence[Lapsed[Plan]]) -> None:
+        """A plan nobody finished (its datanode died) fails; the next round replans."""
+        for x in lapsed:
+            if x.current() and x.task.state is CompactionState.EXECUTING:
+                x.task.fail(
+                    f"no result from the datanode of {x.task.vchannel} in {PLAN_TIMEOUT_S:.0f} s"
+                )
+
+    async def dispatch(self) -> None:
+        """Nothing to push: plans ride on the replies to datanode ticks (``take_for``)."""
 
     # -- planning ---------------------------------------------------------------------------
     def _busy(self) -> set[int]:
@@ -159,16 +210,8 @@ class CompactionManager:
 
     async def auto(self) -> None:
         self.plan(None, manual=False)
-        self._expire()
 
-    def _expire(self) -> None:
-        """A plan nobody finished (its datanode died) is dropped; the next round replans."""
-        now = time.monotonic()
-        for p in list(self.plans.values()):
-            if p.state is CompactionState.EXECUTING and now - p.issued_at > PLAN_TIMEOUT_S:
-                p.fail(f"no result from the datanode of {p.vchannel} in {PLAN_TIMEOUT_S:.0f} s")
-
-    def take_for(self, vchannel: str, tick_ts: int) -> list[dict[str, Any]]:
+    def take_for(self, vchannel: str, tick_ts: int) -> list[CompactionPlan]:
         """Plans to hand to the datanode reporting ``vchannel`` consumed up to ``tick_ts``
         (the tick reply)."""
         out = []
@@ -178,17 +221,19 @@ class CompactionManager:
                 if any(s not in self.coord.data.segments for s in p.sources):
                     p.fail("a source segment went away (collection dropped?)")
                     continue
-                p.state, p.issued_at = CompactionState.EXECUTING, time.monotonic()
+                transition(p, CompactionState.EXECUTING)
+                p.issued_at = time.monotonic()
+                p.attempts += 1
                 out.append(p.to_wire(self.coord.data.segments))
         return out
 
     # -- handlers ---------------------------------------------------------------------------
-    async def trigger(self, req: TriggerCompaction) -> dict[str, Any]:
+    async def trigger(self, req: TriggerCompaction) -> CompactionStarted:
         compaction_id = self.plan(req.collection_id, manual=True)
         plans = [p for p in self.plans.values() if p.compaction_id == compaction_id]
-        return {"compaction_id": compaction_id, "plans": len(plans)}
+        return CompactionStarted(compaction_id=compaction_id, plans=len(plans))
 
-    async def state(self, req: GetCompactionState) -> dict[str, Any]:
+    async def state(self, req: GetCompactionState) -> CompactionProgress:
         compaction_id = req.compaction_id
         if compaction_id not in self.known:
             raise ElanusError(
@@ -203,20 +248,22 @@ class CompactionManager:
             state = CompactionState.EXECUTING
         else:
             state = CompactionState.FAILED if reasons else CompactionState.COMPLETED
-        reply: dict[str, Any] = {"compaction_id": compaction_id, "state": state, **counts}
-        if reasons:
-            reply["reason"] = reasons[0]
-        return reply
+        return CompactionProgress(
+            compaction_id=compaction_id,
+            state=state,
+            **counts,
+            reason=reasons[0] if reasons else None,
+        )
 
-    async def fail(self, req: CompactionFailed) -> dict[str, Any]:
+    async def fail(self, req: CompactionFailed) -> Ack:
         """The datanode could not run a plan: the compaction fails with its reason (the
         sources stay; the next round may plan them again)."""
         plan = self.plans.get(req.plan_id)
         if plan is not None and plan.state in COMPACTION_OPEN:
             plan.fail(req.reason)
-        return {}
+        return ACK
 
-    async def done(self, req: CompactionDone) -> dict[str, Any]:
+    async def done(self, req: CompactionDone) -> Recorded:
         plan_id, num_rows, path = req.plan_id, req.num_rows, req.path
         min_ts, max_ts = req.min_ts, req.max_ts
         plan = self.plans.get(plan_id)
@@ -224,7 +271,7 @@ class CompactionManager:
             # Planned before a coord restart, or given up: the sources stay, and garbage
             # collection removes the target's files as an orphan.
             log.info("ignoring the result of compaction plan %s", plan_id)
-            return {"ignored": True}
+            return Recorded(ignored=True)
         data = self.coord.data
         ts = self.coord.tso.alloc()
         sources = [data.segments[s] for s in plan.sources if s in data.segments]
@@ -248,12 +295,15 @@ class CompactionManager:
             seal_ts=max((s.seal_ts or 0 for s in sources), default=0),
         )
         for s in sources:
-            s.state, s.dropped_ts = SegmentState.DROPPED, ts
+            transition(s, SegmentState.DROPPED)
+            s.dropped_ts = ts
         await data.replace(sources, target)
         await self.coord.index.on_new_segment(target)
-        plan.state, plan.result = CompactionState.COMPLETED, {"num_rows": num_rows}
+        transition(plan, CompactionState.COMPLETED)
+        plan.result = {"num_rows": num_rows}
         await self.coord.bus.publish(
-            SEGMENT_COMPACTED, {"target": target.to_dict(), "sources": plan.sources, "ts": ts}
+            subjects.SEGMENT_COMPACTED,
+            {"target": target.to_dict(), "sources": plan.sources, "ts": ts},
         )
         self.coord.query.schedule(self.coord.query.on_compacted(target, list(plan.sources)))
-        return {}
+        return Recorded()

@@ -27,17 +27,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from elanus import layout
+from elanus.api import imports as api
+from elanus.api.base import ACK, Ack
 from elanus.channels import subjects
 from elanus.channels.dml import DmlMessage, MsgType
-from elanus.channels.loop import Periodic, cancel_and_wait
+from elanus.channels.loop import cancel_and_wait
 from elanus.channels.publisher import DmlPublisher, Piece
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.meta import segmentmeta
-from elanus.meta.datacoord import SEGMENT_FLUSHED, estimate_row_bytes
+from elanus.meta.datacoord import estimate_row_bytes
 from elanus.meta.importfiles import (
     collect_garbage,
     remove_tree,
@@ -51,22 +54,11 @@ from elanus.meta.importjob import (
     check_unit,
     save_job,
 )
+from elanus.meta.scheduler import Lapsed
 from elanus.meta.segmentmeta import Segment
 from elanus.requests import Body
 from elanus.schema import Schema
-from elanus.states import IMPORT_FINAL, ImportJobState, SegmentState
-from elanus.taskrequests import (
-    AbortWrite,
-    CommitImport,
-    CreateImport,
-    ExecutorCall,
-    FailImport,
-    FinishImport,
-    ImportProgress,
-    ImportState,
-    ListImports,
-    PrepareImport,
-)
+from elanus.states import IMPORT_FINAL, ImportJobState, SegmentState, transition
 
 if TYPE_CHECKING:
     from elanus.channels.role import RoleHandler
@@ -94,9 +86,6 @@ class ImportManager:
             "import.finish": self.finish,
             "import.fail": self.fail,
         }
-
-    def background(self) -> list[Periodic]:
-        return [Periodic(self.supervise, 0.5, "import jobs")]
 
     async def start(self) -> None:
         rows = await self.coord.db.run(
@@ -128,7 +117,7 @@ class ImportManager:
         task.add_done_callback(self._tasks.discard)
 
     # -- client-facing handlers -------------------------------------------------------------
-    async def create(self, req: CreateImport) -> dict[str, Any]:
+    async def create(self, req: api.CreateImport) -> api.ImportCreated:
         cid, pid, write_id, options = req.collection_id, req.partition_id, req.write_id, req.options
         info = await self.coord.root.describe_by_id(cid)
         partitions = {int(p["partition_id"]) for p in info.get("partitions", [])}
@@ -142,11 +131,17 @@ class ImportManager:
                         f"write {write_id!r} was committed to another collection "
                         f"(job {existing.job_id})"
                     )
-                return {"job_id": existing.job_id, "existing": True}
+                return api.ImportCreated(job_id=existing.job_id, existing=True)
         elif not checked:
             raise invalid("import: 'files' is empty")
+        if not checked and options.get("expected_rows"):
+            raise invalid(
+                f"nothing is staged under write {write_id!r}, but {options['expected_rows']} "
+                "row(s) were expected (aborted, or removed as stale after gc_delay_s?)"
+            )
+        job_id, created_ts = self.coord.ids.alloc(), self.coord.tso.alloc()
         job = ImportJob(
-            job_id=self.coord.ids.alloc(),
+            job_id=job_id,
             collection_id=cid,
             db=req.db,
             collection=req.collection or info.get("name", ""),
@@ -154,16 +149,13 @@ class ImportManager:
             write_id=write_id,
             units=checked,
             options=options,
-            created_ts=self.coord.tso.alloc(),
+            created_ts=created_ts,
             stage="queued",
+            # a staged write with nothing staged is done at once: it is born Completed
+            state=ImportJobState.COMPLETED if not checked else ImportJobState.PENDING,
+            progress=0.0 if checked else 1.0,
+            finished_ts=None if checked else created_ts,
         )
-        if not checked:  # a staged write with nothing staged: done at once
-            if options.get("expected_rows"):
-                raise invalid(
-                    f"nothing is staged under write {write_id!r}, but {options['expected_rows']} "
-                    "row(s) were expected (aborted, or removed as stale after gc_delay_s?)"
-                )
-            job.state, job.progress, job.finished_ts = ImportJobState.COMPLETED, 1.0, job.created_ts
         self.jobs[job.job_id] = job  # before any await: a concurrent commit finds it
         try:
             await self.coord.db.run(save_job(job))
@@ -172,7 +164,7 @@ class ImportManager:
             raise
         if job.state == ImportJobState.PENDING:
             await self._dispatch(job)
-        return {"job_id": job.job_id, "existing": False}
+        return api.ImportCreated(job_id=job.job_id, existing=False)
 
     def _by_write_id(self, write_id: str) -> ImportJob | None:
         found = [j for j in self.jobs.values() if j.write_id == write_id]
@@ -185,15 +177,17 @@ class ImportManager:
             raise ElanusError(ErrorCode.IMPORT_JOB_NOT_FOUND, f"import job {job_id} does not exist")
         return job
 
-    async def state(self, req: ImportState) -> dict[str, Any]:
-        return self._job(req.job_id).view()
+    async def state(self, req: api.ImportState) -> api.ImportJobView:
+        return api.ImportJobView(**self._job(req.job_id).view())
 
-    async def list_jobs(self, req: ListImports) -> dict[str, Any]:
+    async def list_jobs(self, req: api.ListImports) -> api.ImportJobs:
         cid = req.collection_id
         jobs = [j for j in self.jobs.values() if cid is None or j.collection_id == cid]
-        return {"jobs": [j.view() for j in sorted(jobs, key=lambda j: j.job_id)]}
+        return api.ImportJobs(
+            jobs=[api.ImportJobView(**j.view()) for j in sorted(jobs, key=lambda j: j.job_id)]
+        )
 
-    async def abort_write(self, req: AbortWrite) -> dict[str, Any]:
+    async def abort_write(self, req: api.AbortWrite) -> api.WriteAborted:
         write_id = layout.check_write_id(req.write_id)
         job = self._by_write_id(write_id)
         if job is not None and job.state == ImportJobState.COMPLETED:
@@ -205,7 +199,7 @@ class ImportManager:
             )
         path = layout.staging_dir(self.coord.settings.storage_path, write_id)
         existed = await asyncio.to_thread(remove_tree, path)
-        return {"removed": existed}
+        return api.WriteAborted(removed=existed)
 
     # -- dispatch and supervision -----------------------------------------------------------
     def _datanodes(self) -> list[str]:
@@ -249,7 +243,9 @@ class ImportManager:
                 ),
             )
             node = self._least_busy(nodes)
-            job.state, job.node_id, job.stage = ImportJobState.IMPORTING, node, "starting"
+            transition(job, ImportJobState.IMPORTING)
+            job.node_id, job.stage = node, "starting"
+            job.attempts += 1
             await self.coord.db.run(save_job(job))  # before the node may start writing
             spec = {
                 "job_id": job.job_id,
@@ -269,36 +265,49 @@ class ImportManager:
             if exc.code == ErrorCode.UNAVAILABLE:  # gone meanwhile: another node, next round
                 async with self._lock:
                     if job.state == ImportJobState.IMPORTING and job.node_id == node:
-                        job.state, job.node_id = ImportJobState.PENDING, None
+                        transition(job, ImportJobState.PENDING)
+                        job.node_id = None
                         job.stage = "waiting for a data node"
                         await self.coord.db.run(save_job(job))
                 return
             await self._fail(job, exc, node)
 
-    async def supervise(self) -> None:
-        """Start pending jobs; fail jobs whose executor went away before the commit; finish
-        committed ones (after a restart or a dead executor) on a live datanode."""
-        live = set(self._datanodes())
+    # -- the scheduler's queue of jobs (meta/scheduler.py) -----------------------------------
+    name = "import jobs"
+
+    def running(self) -> list[ImportJob]:
+        return [j for j in self.jobs.values() if j.state == ImportJobState.IMPORTING]
+
+    def live_holders(self) -> set[str]:
+        return set(self._datanodes())
+
+    def may_retry(self, job: ImportJob) -> bool:
+        """Only past its commit: it cannot fail any more, so another node finishes it."""
+        return job.commit_ts is not None
+
+    async def retry(self, lapsed: Sequence[Lapsed[ImportJob]]) -> None:
+        """Finish committed jobs (after a restart or a dead executor) on a live datanode."""
+        live = self._datanodes()
+        for x in lapsed:
+            if live and x.current() and x.task.state == ImportJobState.IMPORTING:
+                await self._resume(x.task, self._least_busy(live))
+
+    async def give_up(self, lapsed: Sequence[Lapsed[ImportJob]]) -> None:
+        """Fail jobs whose executor went away before the commit."""
+        for x in lapsed:
+            why = f"data node {x.holder} went away during the import; nothing was imported"
+            await self._fail(x.task, ElanusError(ErrorCode.UNAVAILABLE, why), x.holder)
+
+    async def dispatch(self) -> None:
+        """Start pending jobs."""
         for job in list(self.jobs.values()):
             if job.state == ImportJobState.PENDING:
                 await self._dispatch(job)
-            elif job.state == ImportJobState.IMPORTING and job.node_id not in live:
-                if job.commit_ts is None:
-                    await self._fail(
-                        job,
-                        ElanusError(
-                            ErrorCode.UNAVAILABLE,
-                            f"data node {job.node_id} went away during the import; "
-                            "nothing was imported",
-                        ),
-                        job.node_id,
-                    )
-                elif live:
-                    await self._resume(job, self._least_busy(sorted(live)))
 
     async def _resume(self, job: ImportJob, node: str) -> None:
         """A committed job whose executor is gone: publish (again) and finalize elsewhere."""
         job.node_id, job.stage = node, "finishing"
+        job.attempts += 1
         try:
             self._segments(job)
         except ElanusError as exc:  # dropped with its collection: nothing left to finish
@@ -321,7 +330,7 @@ class ImportManager:
             job.node_id = None  # the next round tries again
 
     # -- executor callbacks -----------------------------------------------------------------
-    def _executing(self, req: ExecutorCall) -> ImportJob:
+    def _executing(self, req: api.ExecutorCall) -> ImportJob:
         job, node = self._job(req.job_id), req.node_id
         if job.state == ImportJobState.FAILED:
             raise ElanusError(
@@ -334,14 +343,14 @@ class ImportManager:
             )
         return job
 
-    async def progress(self, req: ImportProgress) -> dict[str, Any]:
+    async def progress(self, req: api.ImportProgress) -> Ack:
         job = self._executing(req)
         if job.state == ImportJobState.IMPORTING:
             job.progress = max(job.progress, min(req.progress, 0.99))
             job.stage = req.stage or job.stage
-        return {}
+        return ACK
 
-    async def prepare(self, req: PrepareImport) -> dict[str, Any]:
+    async def prepare(self, req: api.PrepareImport) -> api.ImportSegments:
         """Allocate the job's segments (Importing) for the executor's row plan."""
         job, max_rows = self._executing(req), req.max_rows
         if job.commit_ts is not None or job.segment_ids:
@@ -377,7 +386,7 @@ class ImportManager:
         job.rows = sum(s.num_rows for s in segs)
         job.stage = "writing"
         await self.coord.data.save_segments(segs, save_job(job))
-        return {"segment_ids": job.segment_ids}
+        return api.ImportSegments(segment_ids=list(job.segment_ids))
 
     def _segments(self, job: ImportJob) -> list[Segment]:
         segs = [self.coord.data.segments.get(s) for s in job.segment_ids]
@@ -388,7 +397,7 @@ class ImportManager:
             )
         return [s for s in segs if s is not None]
 
-    async def commit(self, req: CommitImport) -> dict[str, Any]:
+    async def commit(self, req: api.CommitImport) -> api.ImportCommitted:
         """The point of no return: the import timestamp, and the messages that carry it."""
         job = self._executing(req)
         if job.state != ImportJobState.IMPORTING:
@@ -419,7 +428,8 @@ class ImportManager:
             await self._publish_commit(job, segs)
         job.progress = max(job.progress, 0.95)
         job.stage = "finishing"
-        return {"ts": job.commit_ts}
+        assert job.commit_ts is not None
+        return api.ImportCommitted(ts=job.commit_ts)
 
     async def _publish_commit(self, job: ImportJob, segs: list[Segment]) -> None:
         """Publish a recorded commit again (its first publication may be incomplete)."""
@@ -478,11 +488,11 @@ class ImportManager:
         await self._publisher().publish(sends, f"import job {job.job_id}")
         job.published = True
 
-    async def finish(self, req: FinishImport) -> dict[str, Any]:
+    async def finish(self, req: api.FinishImport) -> Ack:
         """The segments have their ``_ts``: Flushed, and the job Completed, in one write."""
         job = self._job(req.job_id)
         if job.state == ImportJobState.COMPLETED:
-            return {}
+            return ACK
         if job.commit_ts is None or job.state != ImportJobState.IMPORTING:
             raise invalid(f"import job {job.job_id} is not committed")
         try:
@@ -492,8 +502,10 @@ class ImportManager:
             raise
         now = self.coord.tso.alloc()
         for s in segs:
-            s.state, s.flushed_ts = SegmentState.FLUSHED, now
-        job.state, job.progress, job.finished_ts = ImportJobState.COMPLETED, 1.0, now
+            transition(s, SegmentState.FLUSHED)
+            s.flushed_ts = now
+        transition(job, ImportJobState.COMPLETED)
+        job.progress, job.finished_ts = 1.0, now
         job.serving = False
         job.stage = "handing over"
         await self.coord.data.save_segments(segs, save_job(job))
@@ -501,12 +513,12 @@ class ImportManager:
             await self.coord.index.on_new_segment(seg)
         log.info("import job %s: %d rows in %d segments", job.job_id, job.rows, len(segs))
         self._spawn(self._hand_over(job, segs))
-        return {}
+        return ACK
 
     async def _hand_over(self, job: ImportJob, segs: list[Segment]) -> None:
         try:
             for s in segs:
-                await self.coord.bus.publish(SEGMENT_FLUSHED, s.to_dict())
+                await self.coord.bus.publish(subjects.SEGMENT_FLUSHED, s.to_dict())
             await self.coord.query.on_segments_imported(segs)
         finally:
             job.serving = True
@@ -524,15 +536,15 @@ class ImportManager:
         live = [j for j in self.jobs.values() if j is not but and j.state not in IMPORT_FINAL]
         return uploads_of(self.coord.settings, [u for j in live for u in j.units])
 
-    async def fail(self, req: FailImport) -> dict[str, Any]:
+    async def fail(self, req: api.FailImport) -> api.FailHeard:
         job = self._job(req.job_id)
         if job.state in IMPORT_FINAL or job.node_id != req.node_id:
-            return {"ignored": True}
+            return api.FailHeard(ignored=True)
         if job.commit_ts is not None:  # past the point of no return: finish elsewhere
             job.node_id = None
-            return {"resumed": True}
+            return api.FailHeard(resumed=True)
         await self._fail(job, ElanusError(req.code, req.reason), req.node_id)
-        return {}
+        return api.FailHeard()
 
     async def _fail(
         self, job: ImportJob, exc: ElanusError, node: str | None = None, *, force: bool = False
@@ -547,8 +559,10 @@ class ImportManager:
             now = self.coord.tso.alloc()
             segs = [s for s in (self.coord.data.segments.get(i) for i in job.segment_ids) if s]
             for s in segs:
-                s.state, s.dropped_ts = SegmentState.DROPPED, now
-            job.state, job.finished_ts = ImportJobState.FAILED, now
+                transition(s, SegmentState.DROPPED)
+                s.dropped_ts = now
+            transition(job, ImportJobState.FAILED)
+            job.finished_ts = now
             job.reason, job.reason_code = exc.message, str(exc.code)
             await self.coord.data.save_segments(segs, save_job(job))
             log.info("import job %s failed: %s", job.job_id, exc.message)

@@ -2,8 +2,9 @@
 one build task per flushed segment, builders chosen by load, versions against stale
 builders, recycling of files.
 
-Builders come in two kinds. Index nodes hold a session; the assignment loop pushes tasks
-to the least-loaded live one (at most ``MAX_TASKS_PER_BUILDER`` in flight each). A Spark
+Builders come in two kinds. Index nodes hold a session; the coord's task scheduler
+(``meta/scheduler.py``, this class is its index-build queue) pushes tasks to the
+least-loaded live one (at most ``MAX_TASKS_PER_BUILDER`` in flight each). A Spark
 index run pulls: ``index.claim`` hands it the pending tasks under a lease it renews with
 ``index.heartbeat``. Either way a builder that disappears (session gone, lease lapsed)
 has its unfinished tasks issued again, and the next assignment raises their version, so
@@ -16,29 +17,20 @@ import asyncio
 import logging
 import shutil
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from elanus import layout
+from elanus.api import indexcoord as api
 from elanus.channels import subjects
 from elanus.channels.loop import Periodic
 from elanus.errors import ElanusError, ErrorCode, invalid
-from elanus.indexparams import IndexSpec, make_index_spec
 from elanus.meta import indexmeta
-from elanus.meta.indexmeta import IndexRecord, IndexTask
-from elanus.scalarindex import is_scalar_spec, make_scalar_spec
-from elanus.schema import DataType, Field, Schema
-from elanus.states import IndexTaskState, SegmentState
-from elanus.taskrequests import (
-    ClaimIndexTasks,
-    CreateIndex,
-    DescribeIndex,
-    DropIndex,
-    IndexHeartbeat,
-    IndexLoadFailed,
-    IndexReport,
-    ListIndexTasks,
-)
+from elanus.meta.indexmeta import IndexRecord, IndexTask, field_spec, path_words, spec_slot
+from elanus.meta.scheduler import Lapsed
+from elanus.schema import Schema
+from elanus.states import IndexTaskState, SegmentState, transition
 
 if TYPE_CHECKING:
     from elanus.channels.role import RoleHandler
@@ -47,9 +39,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 MAX_TASKS_PER_BUILDER = 2
-ASSIGN_INTERVAL_S = 0.5
 BUILD_REQUEST_TIMEOUT_S = 10.0
 _PENDING = frozenset({IndexTaskState.UNISSUED, IndexTaskState.IN_PROGRESS})
+_RUNNING = IndexTaskState.IN_PROGRESS
 
 
 class IndexCoord:
@@ -79,11 +71,9 @@ class IndexCoord:
         }
 
     def background(self) -> list[Periodic]:
+        """Recycling; builds are dispatched by the coord's task scheduler."""
         recycle_every = max(0.5, min(30.0, self.coord.settings.gc_delay_s / 4))
-        return [
-            Periodic(self.assign, ASSIGN_INTERVAL_S, "index task assignment"),
-            Periodic(self.recycle, recycle_every, "index file recycling"),
-        ]
+        return [Periodic(self.recycle, recycle_every, "index file recycling")]
 
     async def start(self) -> None:
         indexes, tasks = await self.coord.db.run(indexmeta.load)
@@ -158,7 +148,7 @@ class IndexCoord:
         }
 
     # -- create / drop / describe -----------------------------------------------------------
-    async def create(self, req: CreateIndex) -> dict[str, Any]:
+    async def create(self, req: api.CreateIndex) -> api.IndexCreated:
         cid, field_name = req.collection_id, req.field
         index_name = req.index_name or field_name
         index_type, metric, params = req.index_type, req.metric_type, req.params or {}
@@ -167,22 +157,22 @@ class IndexCoord:
         if field_name not in {f.name for f in schema.fields}:
             raise invalid(f"field {field_name!r} does not exist in {info['name']!r}")
         field = schema.field(field_name)
-        spec = _field_spec(field, index_type, metric, params)
+        spec = field_spec(field, index_type, metric, params)
         async with self._lock:
             for i in self.live_indexes(cid):
-                if i.field_name == field_name and _slot(i.spec) == _slot(spec):
+                if i.field_name == field_name and spec_slot(i.spec) == spec_slot(spec):
                     if i.spec == spec and i.index_name == index_name:
-                        return {"index_id": i.index_id, "created": False}
+                        return api.IndexCreated(index_id=i.index_id, created=False)
                     raise ElanusError(
                         ErrorCode.INDEX_ALREADY_EXISTS,
-                        f"field {field_name!r}{_path_words(spec)} already has index "
+                        f"field {field_name!r}{path_words(spec)} already has index "
                         f"{i.index_name!r} with different parameters; drop it first",
                     )
                 if i.index_name == index_name:
                     raise ElanusError(
                         ErrorCode.INDEX_ALREADY_EXISTS,
                         f"index name {index_name!r} is already used on field {i.field_name!r}"
-                        f"{_path_words(i.spec)}; give this index another index_name",
+                        f"{path_words(i.spec)}; give this index another index_name",
                     )
             record = IndexRecord(
                 self.coord.ids.alloc(), cid, field_name, index_name, spec,
@@ -197,7 +187,7 @@ class IndexCoord:
             await self._save([record], tasks)
         log.info("index %s on %s.%s: %d tasks", index_name, cid, field_name, len(tasks))
         await self._searches_changed("index.create", info)
-        return {"index_id": record.index_id, "created": True}
+        return api.IndexCreated(index_id=record.index_id, created=True)
 
     async def _searches_changed(self, kind: str, info: dict[str, Any]) -> None:
         """An index fixes the metric searches of its field use: proxies drop the search
@@ -229,14 +219,14 @@ class IndexCoord:
             if tasks:
                 await self._save(tasks=tasks)
 
-    async def drop(self, req: DropIndex) -> dict[str, Any]:
+    async def drop(self, req: api.DropIndex) -> api.IndexDropped:
         cid = req.collection_id
         async with self._lock:
             record = await self._find(cid, req.index_name, req.field)
             await self._mark_deleted([record])
         self.coord.query.schedule(self.coord.query.on_index_dropped(cid, record.index_id))
         await self._searches_changed("index.drop", await self.coord.root.describe_by_id(cid))
-        return {"index_id": record.index_id}
+        return api.IndexDropped(index_id=record.index_id)
 
     async def drop_collection(self, collection_id: int) -> None:
         async with self._lock:
@@ -251,7 +241,7 @@ class IndexCoord:
             t.mark_deleted = True
         await self._save(records, tasks)
 
-    async def describe(self, req: DescribeIndex) -> dict[str, Any]:
+    async def describe(self, req: api.DescribeIndex) -> api.IndexDescriptions:
         cid, index_name, field = req.collection_id, req.index_name, req.field
         records = self.live_indexes(cid)
         if index_name is not None or field is not None:
@@ -262,9 +252,11 @@ class IndexCoord:
             if s.collection_id == cid and s.state is SegmentState.FLUSHED and s.num_rows
         }
         total = sum(s.num_rows for s in flushed.values())
-        return {"indexes": [self._progress(r, flushed, total) for r in records]}
+        return api.IndexDescriptions(indexes=[self._progress(r, flushed, total) for r in records])
 
-    def _progress(self, r: IndexRecord, flushed: dict[int, Segment], total: int) -> dict[str, Any]:
+    def _progress(
+        self, r: IndexRecord, flushed: dict[int, Segment], total: int
+    ) -> api.IndexDescription:
         tasks = [
             t
             for t in self.tasks.values()
@@ -281,31 +273,33 @@ class IndexCoord:
         else:
             state = IndexTaskState.FINISHED
         spec = r.spec
-        return {
-            "index_name": r.index_name,
-            "index_id": r.index_id,
-            "field": r.field_name,
-            "index_type": spec["index_type"],
-            "metric_type": spec["metric"],
-            "params": spec["params"],
-            "state": state,
-            "indexed_rows": sum(t.num_rows for t in done),
-            "total_rows": total,
-            "pending_tasks": len(pending),
-            "finished_tasks": len(done),
-            "failed_tasks": [
-                {"segment_id": t.segment_id, "build_id": t.build_id, "reason": t.fail_reason}
+        return api.IndexDescription(
+            index_name=r.index_name,
+            index_id=r.index_id,
+            field=r.field_name,
+            index_type=spec["index_type"],
+            metric_type=spec["metric"],
+            params=spec["params"],
+            state=state,
+            indexed_rows=sum(t.num_rows for t in done),
+            total_rows=total,
+            pending_tasks=len(pending),
+            finished_tasks=len(done),
+            failed_tasks=[
+                api.FailedBuild(segment_id=t.segment_id, build_id=t.build_id, reason=t.fail_reason)
                 for t in failed
             ],
-        }
+        )
 
-    async def list_tasks(self, req: ListIndexTasks) -> dict[str, Any]:
+    async def list_tasks(self, req: api.ListIndexTasks) -> api.IndexTasks:
         cid = req.collection_id
-        return {
-            "tasks": [
-                t.to_dict() for t in self.tasks.values() if cid is None or t.collection_id == cid
+        return api.IndexTasks(
+            tasks=[
+                api.IndexTaskRecord(**t.to_dict())
+                for t in self.tasks.values()
+                if cid is None or t.collection_id == cid
             ]
-        }
+        )
 
     # -- builders ---------------------------------------------------------------------------
     def _session_builders(self) -> list[str]:
@@ -316,19 +310,43 @@ class IndexCoord:
         leased = {n for n, expiry in self.leases.items() if expiry > now}
         return set(self._session_builders()) | leased
 
-    async def assign(self) -> None:
-        """One round of seed 002's assignTaskLoop."""
+    # -- the scheduler's queue of builds (seed 002's assignTaskLoop) ------------------------
+    name = "index builds"
+
+    def running(self) -> list[IndexTask]:
+        return [t for t in self.tasks.values() if t.state is _RUNNING and not t.mark_deleted]
+
+    def live_holders(self) -> set[str]:
+        return self._live_builders()
+
+    def may_retry(self, task: IndexTask) -> bool:
+        return True  # a build whose builder went is built again, however often
+
+    async def retry(self, lapsed: Sequence[Lapsed[IndexTask]]) -> None:
         async with self._lock:
-            live = self._live_builders()
             changed: list[IndexTask] = []
-            for t in self.tasks.values():
-                lost = t.state is IndexTaskState.IN_PROGRESS and t.node_id not in live
-                if lost and not t.mark_deleted:
-                    log.info(
-                        "index task %s: builder %s is gone, issuing again", t.build_id, t.node_id
-                    )
-                    t.state, t.node_id = IndexTaskState.UNISSUED, None
+            for x in lapsed:
+                t = x.task
+                if t.state is _RUNNING and not t.mark_deleted and x.current():
+                    log.info("index task %s: builder %s gone, build again", t.build_id, x.holder)
+                    transition(t, IndexTaskState.UNISSUED)
+                    t.node_id = None
                     changed.append(t)
+            if changed:
+                await self._save(tasks=changed)
+
+    async def give_up(self, lapsed: Sequence[Lapsed[IndexTask]]) -> None:
+        """Never called (``may_retry``); fails the builds, should the policy change."""
+        async with self._lock:
+            failed = [x.task for x in lapsed if x.current() and x.task.state is _RUNNING]
+            for t in failed:
+                transition(t, IndexTaskState.FAILED)
+                t.fail_reason = f"builder {t.node_id} went away"
+            await self._save(tasks=failed)
+
+    async def dispatch(self) -> None:
+        """Push Unissued tasks to the least-loaded live index nodes."""
+        async with self._lock:
             for n in [n for n, e in self.leases.items() if e <= time.monotonic()]:
                 del self.leases[n]
             now = time.monotonic()
@@ -352,14 +370,15 @@ class IndexCoord:
                 load[node] += 1
                 self._issue(t, node)
                 issued.append(t)
-            if changed or issued:
-                await self._save(tasks=changed + issued)
+            if issued:
+                await self._save(tasks=issued)
         for t in issued:
             await self._send(t)
 
     def _issue(self, t: IndexTask, node: str) -> None:
         t.version += 1
-        t.state, t.node_id, t.fail_reason = IndexTaskState.IN_PROGRESS, node, None
+        transition(t, IndexTaskState.IN_PROGRESS)
+        t.node_id, t.fail_reason = node, None
 
     async def _send(self, t: IndexTask) -> None:
         node, version = t.node_id, t.version
@@ -373,10 +392,11 @@ class IndexCoord:
                 ttl = self.coord.settings.session_ttl_s
                 self.unreachable[node] = time.monotonic() + ttl
                 if t.state is IndexTaskState.IN_PROGRESS and t.version == version:
-                    t.state, t.node_id = IndexTaskState.UNISSUED, None
+                    transition(t, IndexTaskState.UNISSUED)
+                    t.node_id = None
                     await self._save(tasks=[t])
 
-    async def claim(self, req: ClaimIndexTasks) -> dict[str, Any]:
+    async def claim(self, req: api.ClaimIndexTasks) -> api.Claimed:
         """A pulling builder (a Spark run) takes pending tasks under a lease."""
         node, cid, limit = req.node_id, req.collection_id, req.limit
         wanted = {IndexTaskState.UNISSUED, *([IndexTaskState.FAILED] if req.retry_failed else [])}
@@ -391,24 +411,24 @@ class IndexCoord:
             for t in tasks:
                 self._issue(t, node)
             await self._save(tasks=tasks)
-            return {"tasks": [self.task_spec(t) for t in tasks], "lease_s": self._lease_s()}
+            return api.Claimed(tasks=[self.task_spec(t) for t in tasks], lease_s=self._lease_s())
 
     def _lease_s(self) -> float:
         return float(self.coord.settings.session_ttl_s)
 
-    async def heartbeat(self, req: IndexHeartbeat) -> dict[str, Any]:
+    async def heartbeat(self, req: api.IndexHeartbeat) -> api.Lease:
         node = req.node_id
         if node not in self.leases:
-            return {"alive": False, "tasks": []}
+            return api.Lease(alive=False, tasks=[])
         self.leases[node] = time.monotonic() + self._lease_s()
         mine = [
             t.build_id
             for t in self.tasks.values()
             if t.node_id == node and t.state is IndexTaskState.IN_PROGRESS
         ]
-        return {"alive": True, "tasks": mine}
+        return api.Lease(alive=True, tasks=mine)
 
-    async def report(self, req: IndexReport) -> dict[str, Any]:
+    async def report(self, req: api.IndexReport) -> api.Verdict:
         """A builder's result; only the current version of a live task, from the builder
         it was issued to, counts, and a success only once its files are verified."""
         build_id, version, ok, files = req.build_id, req.version, req.ok, req.files
@@ -416,7 +436,7 @@ class IndexCoord:
         async with self._lock:
             t = self.tasks.get(build_id)
             if t is None or t.mark_deleted:
-                return {"accepted": False, "reason": "the task was dropped"}
+                return api.Verdict(accepted=False, reason="the task was dropped")
             if (
                 ok
                 and t.state is IndexTaskState.FINISHED
@@ -426,18 +446,21 @@ class IndexCoord:
                     t.file_paths,
                 )
             ):
-                return {"accepted": True}  # a retry of a report that was accepted
+                return api.Verdict(accepted=True)  # a retry of a report that was accepted
             if version != t.version or t.state is not IndexTaskState.IN_PROGRESS:
                 log.info(
                     "ignoring stale report for task %s (v%s, now v%s)", build_id, version, t.version
                 )
-                return {"accepted": False, "reason": f"stale version {version} (now {t.version})"}
+                return api.Verdict(
+                    accepted=False, reason=f"stale version {version} (now {t.version})"
+                )
             if node is not None and node != t.node_id:
-                return {"accepted": False, "reason": "the task is assigned to another builder"}
+                return api.Verdict(accepted=False, reason="the task is assigned to another builder")
             if not ok:
-                t.state, t.fail_reason = IndexTaskState.FAILED, reason or "unknown failure"
+                transition(t, IndexTaskState.FAILED)
+                t.fail_reason = reason or "unknown failure"
                 await self._save(tasks=[t])
-                return {"accepted": True}
+                return api.Verdict(accepted=True)
             key = (build_id, version)
             check = self._verifying.get(key)
             if check is None:  # a retried report waits for the same check
@@ -447,20 +470,21 @@ class IndexCoord:
         rejected = await asyncio.shield(check)
         async with self._lock:
             if t.mark_deleted or t.version != version:
-                return {"accepted": False, "reason": "the task changed while it was verified"}
+                return api.Verdict(accepted=False, reason="the task changed while it was verified")
             if t.state is IndexTaskState.FINISHED:
-                return {"accepted": rejected is None}  # the other copy of this report won
+                return api.Verdict(accepted=rejected is None)  # the other copy of this report won
             if rejected is not None:
                 log.warning("index task %s v%s: report rejected: %s", build_id, version, rejected)
                 self._reissue(t, f"report rejected: {rejected}")
                 await self._save(tasks=[t])
-                return {"accepted": False, "reason": f"verification failed: {rejected}"}
-            t.state, t.file_paths, t.fail_reason = IndexTaskState.FINISHED, files, None
+                return api.Verdict(accepted=False, reason=f"verification failed: {rejected}")
+            transition(t, IndexTaskState.FINISHED)
+            t.file_paths, t.fail_reason = files, None
             await self._save(tasks=[t])
         self.coord.query.schedule(
             self.coord.query.on_index_built(t.collection_id, t.segment_id, self._served_entry(t))
         )
-        return {"accepted": True}
+        return api.Verdict(accepted=True)
 
     async def _verify(self, t: IndexTask, version: int, files: list[str]) -> str | None:
         """Why the files of ``t``'s build ``version`` are no index of it (``None``: they
@@ -476,10 +500,11 @@ class IndexCoord:
     def _reissue(self, t: IndexTask, reason: str) -> None:
         """Back to Unissued under a new version: the attempt that failed is retired at
         once (anything still reported for it is stale), and a builder builds it again."""
-        t.state, t.node_id, t.fail_reason = IndexTaskState.UNISSUED, None, reason
+        transition(t, IndexTaskState.UNISSUED)
+        t.node_id, t.fail_reason = None, reason
         t.version += 1
 
-    async def load_failed(self, req: IndexLoadFailed) -> dict[str, Any]:
+    async def load_failed(self, req: api.IndexLoadFailed) -> api.Reissued:
         """A query node could not load a Finished index. The coord checks the files itself
         (one node's trouble, memory say, is no reason to rebuild) and, if they do not hold,
         issues the task again; searches of the segment stay exact meanwhile."""
@@ -487,23 +512,23 @@ class IndexCoord:
         async with self._lock:
             t = self.tasks.get(build_id)
             if t is None or t.mark_deleted or t.version != version:
-                return {"reissued": False}
+                return api.Reissued(reissued=False)
             if t.state is not IndexTaskState.FINISHED:
-                return {"reissued": t.state is IndexTaskState.UNISSUED}
+                return api.Reissued(reissued=t.state is IndexTaskState.UNISSUED)
             files = list(t.file_paths)
         rejected = await self._verify(t, version, files)
         async with self._lock:
             if t.mark_deleted or t.version != version or t.state is not IndexTaskState.FINISHED:
-                return {"reissued": t.state is IndexTaskState.UNISSUED}
+                return api.Reissued(reissued=t.state is IndexTaskState.UNISSUED)
             if rejected is None:
                 log.warning("index task %s loads here but not on %s", build_id, node)
-                return {"reissued": False}
+                return api.Reissued(reissued=False)
             log.warning(
                 "index task %s: %s cannot load it (%s); building again", build_id, node, rejected
             )
             self._reissue(t, f"query node {node} could not load the index: {rejected}")
             await self._save(tasks=[t])
-        return {"reissued": True}
+        return api.Reissued(reissued=True)
 
     # -- recycling --------------------------------------------------------------------------
     async def recycle(self) -> list[str]:
@@ -564,23 +589,3 @@ class IndexCoord:
             if forget or empty:
                 await self.coord.db.run(indexmeta.forget, forget, empty)
         return removed
-
-
-def _field_spec(field: Field, index_type: str, metric: str | None, params: Any) -> dict[str, Any]:
-    """The stored spec of an index on ``field``: a vector index, or a scalar one."""
-    if field.dtype.is_vector:
-        vector: IndexSpec = make_index_spec(field.dtype, field.dim or 0, index_type, metric, params)
-        return vector.to_dict()
-    if field.dtype == DataType.ARRAY:
-        raise invalid(f"indexes on Array fields ({field.name!r}) are not supported")
-    return make_scalar_spec(field, index_type, params).to_dict()
-
-
-def _slot(spec: dict[str, Any]) -> tuple[Any, ...]:
-    """What one index of a field covers: the whole field, or one JSON path of it."""
-    return tuple(spec.get("path") or ()) if is_scalar_spec(spec) else ()
-
-
-def _path_words(spec: dict[str, Any]) -> str:
-    path = (spec.get("params") or {}).get("json_path") if is_scalar_spec(spec) else None
-    return f" (json_path {path})" if path else ""
