@@ -8,6 +8,7 @@ past."""
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -33,6 +34,7 @@ def _marks(node: ast.expr) -> set[str]:
     }
 
 
+@functools.cache
 def _tests() -> list[tuple[str, str, set[str], str]]:
     """(file, test name, its marks, its source) of every test function."""
     out = []
@@ -40,6 +42,7 @@ def _tests() -> list[tuple[str, str, set[str], str]]:
         if path == Path(__file__).resolve():
             continue  # its own names speak of kills
         src = path.read_text(encoding="utf-8")
+        lines = src.splitlines()
         tree = ast.parse(src)
         module_marks: set[str] = set()
         for stmt in tree.body:
@@ -51,7 +54,7 @@ def _tests() -> list[tuple[str, str, set[str], str]]:
             if isinstance(stmt, ast.FunctionDef) and stmt.name.startswith("test_"):
                 marks = module_marks.union(*(_marks(d) for d in stmt.decorator_list))
                 marks |= {BY_FIXTURE[a.arg] for a in stmt.args.args if a.arg in BY_FIXTURE}
-                body = ast.get_source_segment(src, stmt) or ""
+                body = "\n".join(lines[stmt.lineno - 1 : stmt.end_lineno])
                 out.append((path.name, stmt.name, marks, body))
     return out
 
