@@ -285,6 +285,7 @@ def _code(exc: BaseException) -> str:
     return text[text.find("[") + 1 : text.find("]")] if "[" in text else text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("transport", ["sdk", "flight"])
 @pytest.mark.parametrize("case", CASES, ids=[c.privilege for c in CASES])
 def test_privilege_allows_its_call_and_nothing_else_does(

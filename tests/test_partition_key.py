@@ -147,6 +147,7 @@ def _check_reads(client: Client, name: str, data: Data) -> None:
         assert [h["id"] for h in hits] == data.top(q, pred, 10), text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key_type", [DataType.INT64, DataType.VARCHAR])
 def test_rows_routed_by_key_reads_exact_across_flush_and_restart(
     stack: Stack, key_type: DataType

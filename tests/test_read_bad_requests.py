@@ -342,6 +342,7 @@ CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=str)
 def test_bad_read_request(env: Env, case: Case) -> None:
     before = snapshot(env.client)

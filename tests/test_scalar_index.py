@@ -295,6 +295,7 @@ def test_json_path_index_and_plain_index_side_by_side(stack: Stack) -> None:
     assert infos["jb"]["params"]["json_cast_type"] == "bool"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("field", "itype", "params", "words"),
     [
