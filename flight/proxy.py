@@ -27,6 +27,7 @@ from elanus.api.indexcoord import IndexCoordAPI
 from elanus.channels import subjects
 from elanus.channels.bus import Bus
 from elanus.channels.loop import call_in_loop
+from elanus.channels.metrics import proxy_request
 from elanus.channels.role import Role
 from elanus.client.bodyshape import set_max_json_depth
 from elanus.client.putresult import PutAck
@@ -47,6 +48,7 @@ from elanus.flight.auth import (
 from elanus.flight.ddl import DdlService
 from elanus.flight.dml import DmlService
 from elanus.flight.dml_actions import UPLOAD_OP, check_put
+from elanus.flight.flowcontrol import FlowControl
 from elanus.flight.imports import ImportService
 from elanus.flight.limits import Kind, Limits
 from elanus.flight.metacache import MetaCache
@@ -76,6 +78,7 @@ class ProxyServer(Role):
         self.reads = ReadService(self)
         self.imports = ImportService(self)
         self.limits = Limits(settings)
+        self.flow = FlowControl(settings)
         self.port: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: _FlightService | None = None
@@ -103,6 +106,9 @@ class ProxyServer(Role):
     def session_meta(self) -> dict[str, object]:
         return {"flight_port": self.port}
 
+    def live_meta(self) -> dict[str, object]:
+        return {**super().live_meta(), "flow_control": self.flow.describe()}
+
     # -- lifecycle --------------------------------------------------------------------------
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -114,6 +120,7 @@ class ProxyServer(Role):
         try:
             await self.ddl.start(self.supervisor)
             await self.dml.start()
+            await self.flow.start(self.bus)
             if self.settings.auth_enabled:
                 secret = (await self.ddl.coord("auth.secret", {}))["secret"]
                 self.auth = Authenticator(
@@ -160,6 +167,7 @@ class ProxyServer(Role):
             # shutdown() waits for in-flight calls, which may need this loop: not on it.
             await asyncio.to_thread(_shutdown, server, thread)
         await self.dml.stop()
+        await self.flow.stop()
         await self.ddl.stop()
         if self._invalidations is not None:
             try:
@@ -228,8 +236,12 @@ class ProxyServer(Role):
             if request["stage"]:  # a staged write: checked now, visible at commit_write
                 self.imports.stage(info, request, batches, writer)
                 return
+            what = f"{request['op']} into {info.name}"
+            self.flow.admit(info.vchannels, what)  # before a byte of it is written
             if not request["atomic"]:
-                for batch in batches:
+                for i, batch in enumerate(batches):
+                    if i:  # later batches of a stream already admitted wait, never fail
+                        self.flow.admit(info.vchannels, what, refuse=False)
                     result = self.dml.insert(info, request["partition"], batch, upsert=upsert)
                     writer.write(PutAck(result.pks, result.ts).encode())
                 return
@@ -418,11 +430,12 @@ class _FlightService(flight.FlightServerBase):
     def do_action(
         self, context: flight.ServerCallContext, action: flight.Action
     ) -> list[flight.Result]:
-        size = len(action.type) + (action.body.size if action.body is not None else 0)
-        what = f"{action.type} body" if len(action.type) <= 128 else "DoAction type and body"
-        caller = self._admit(context, rate_of(action.type), size, what)
-        body = action.body.to_pybytes() if action.body is not None else b""
-        return [flight.Result(self._proxy.handle_action(action.type, body, caller))]
+        with proxy_request(action.type if action.type in catalogue() else "unknown"):
+            size = len(action.type) + (action.body.size if action.body is not None else 0)
+            what = f"{action.type} body" if len(action.type) <= 128 else "DoAction type and body"
+            caller = self._admit(context, rate_of(action.type), size, what)
+            body = action.body.to_pybytes() if action.body is not None else b""
+            return [flight.Result(self._proxy.handle_action(action.type, body, caller))]
 
     def list_flights(self, context: flight.ServerCallContext, criteria: bytes) -> list[Any]:
         return []
@@ -430,20 +443,23 @@ class _FlightService(flight.FlightServerBase):
     def get_flight_info(
         self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
     ) -> flight.FlightInfo:
-        caller = self._admit(
-            context, Kind.DQL, len(descriptor.command or b""), "GetFlightInfo command"
-        )
-        return self._proxy.handle_flight_info(descriptor, caller)
+        with proxy_request("GetFlightInfo"):
+            caller = self._admit(
+                context, Kind.DQL, len(descriptor.command or b""), "GetFlightInfo command"
+            )
+            return self._proxy.handle_flight_info(descriptor, caller)
 
     def get_schema(
         self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
     ) -> flight.SchemaResult:
-        try:
-            caller = self._admit(context, None, len(descriptor.command or b""), "GetSchema command")
-            return self._proxy.handle_schema(descriptor, caller)
-        except flight.FlightError as exc:
-            refusal = _schema_refusal(context, exc)
-        raise refusal
+        with proxy_request("GetSchema"):
+            try:
+                command = descriptor.command or b""
+                caller = self._admit(context, None, len(command), "GetSchema command")
+                return self._proxy.handle_schema(descriptor, caller)
+            except flight.FlightError as exc:
+                refusal = _schema_refusal(context, exc)
+            raise refusal
 
     def do_put(
         self,
@@ -452,15 +468,17 @@ class _FlightService(flight.FlightServerBase):
         reader: flight.MetadataRecordBatchReader,
         writer: flight.FlightMetadataWriter,
     ) -> None:
-        command = descriptor.command or b""
-        caller = self._admit(context, Kind.DML, len(command), "DoPut command")
-        self._proxy.handle_put(command, reader, writer, caller)
+        with proxy_request("DoPut"):
+            command = descriptor.command or b""
+            caller = self._admit(context, Kind.DML, len(command), "DoPut command")
+            self._proxy.handle_put(command, reader, writer, caller)
 
     def do_get(
         self, context: flight.ServerCallContext, ticket: flight.Ticket
     ) -> flight.FlightDataStream:
-        caller = self._admit(context, Kind.DQL, len(ticket.ticket), "DoGet ticket")
-        return self._proxy.handle_get(ticket.ticket, caller)
+        with proxy_request("DoGet"):
+            caller = self._admit(context, Kind.DQL, len(ticket.ticket), "DoGet ticket")
+            return self._proxy.handle_get(ticket.ticket, caller)
 
     def do_exchange(
         self,
@@ -469,9 +487,10 @@ class _FlightService(flight.FlightServerBase):
         reader: flight.MetadataRecordBatchReader,
         writer: flight.MetadataRecordBatchWriter,
     ) -> None:
-        command = descriptor.command or b""
-        caller = self._admit(context, Kind.DQL, len(command), "DoExchange command")
-        self._proxy.handle_exchange(command, reader, writer, caller)
+        with proxy_request("DoExchange"):
+            command = descriptor.command or b""
+            caller = self._admit(context, Kind.DQL, len(command), "DoExchange command")
+            self._proxy.handle_exchange(command, reader, writer, caller)
 
 
 @contextlib.contextmanager
