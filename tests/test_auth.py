@@ -285,6 +285,7 @@ def _code(exc: BaseException) -> str:
     return text[text.find("[") + 1 : text.find("]")] if "[" in text else text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("transport", ["sdk", "flight"])
 @pytest.mark.parametrize("case", CASES, ids=[c.privilege for c in CASES])
 def test_privilege_allows_its_call_and_nothing_else_does(
@@ -464,6 +465,7 @@ def test_anonymous_and_wrong_credentials_are_refused(secured: Stack) -> None:
     assert count(root_of(secured)) == before
 
 
+@pytest.mark.slow
 def test_tokens_expire_and_a_password_change_revokes_them(secured: Stack) -> None:
     root = root_of(secured)
     root.create_user("frank", "frank-pw-1")

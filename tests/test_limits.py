@@ -105,6 +105,7 @@ def put(uri: str, command: dict[str, Any], batches: list[pa.RecordBatch]) -> tup
 # -- size of bodies, tickets and commands ---------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_200_mib_action_body_is_refused_from_its_length(stack: Stack) -> None:
     """Not JSON at all: were it parsed, the answer would be INVALID_ARGUMENT (malformed)."""
     body = b"[" * (200 << 20)
