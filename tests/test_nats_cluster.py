@@ -18,9 +18,11 @@ import numpy as np
 import pytest
 from conftest import Stack
 
-from elanus.channels.dml import stream_name
+from elanus.channels.bus import Bus
+from elanus.channels.dml import ensure_streams, stream_name
 from elanus.channels.loop import LoopThread
 from elanus.channels.nats_cluster import NatsCluster
+from elanus.channels.nats_server import EmbeddedNats
 from elanus.client.client import Client
 from elanus.errors import ElanusError
 
@@ -237,3 +239,40 @@ def test_kill_9_of_a_stream_leader_loses_nothing(
     assert stall < 12.0  # one election (at most 9 s) and the retry that follows
     assert reader.counts == sorted(reader.counts), "a Strong count went down"
     check_rows(cluster_stack, writer)
+
+
+@pytest.mark.chaos
+def test_a_cluster_without_quorum_gives_a_clear_error(
+    nats_cluster: NatsCluster, cluster_stack: Stack
+) -> None:
+    """Two of three servers killed: an insert fails with UNAVAILABLE naming the cause,
+    well before the client's timeout; never a hang."""
+    setup_collection(cluster_stack)
+    client = cluster_stack.client()
+    rng = np.random.default_rng(1)
+    client.insert("replicated", {"id": [1], "vector": rng.random((1, DIM), dtype=np.float32)})
+    connected = cluster_stack.bus.nc.connected_url
+    assert connected is not None
+    survivor = next(i for i, s in enumerate(nats_cluster.servers) if s.port == connected.port)
+    for i in range(3):
+        if i != survivor:
+            nats_cluster.kill(i)
+    started = time.monotonic()
+    with pytest.raises(ElanusError) as err:
+        client.insert("replicated", {"id": [2], "vector": rng.random((1, DIM), dtype=np.float32)})
+    took = time.monotonic() - started
+    assert err.value.code.name == "UNAVAILABLE", err.value
+    assert "majority of the NATS servers" in str(err.value)
+    assert took < 25, f"the failing insert took {took:.1f}s"
+
+
+def test_replicas_a_lone_server_cannot_hold_are_refused_naming_the_setting(
+    nats_server: EmbeddedNats, loop_thread: LoopThread
+) -> None:
+    bus = loop_thread.call(Bus(nats_server.url, credentials=nats_server.credentials).connect())
+    try:
+        with pytest.raises(ElanusError) as err:
+            loop_thread.call(ensure_streams(bus.js, ["dml_0"], replicas=3))
+        assert "stream_replicas=3" in str(err.value) and "cluster" in str(err.value)
+    finally:
+        loop_thread.call(bus.close())
