@@ -49,9 +49,11 @@ async def publish_acked(
     headers: dict[str, str] | None = None,
     *,
     window: float = LOG_RETRY_WINDOW_S,
+    what: str | None = None,
 ) -> PubAck:
-    """``js.publish`` until acknowledged; UNAVAILABLE, naming the cause, once ``window``
-    is over. A refusal by the stream itself (an ``APIError``) is raised at once."""
+    """``js.publish`` until acknowledged; UNAVAILABLE, naming ``what`` (default: the
+    subject) and the cause, once ``window`` is over. A refusal by the stream itself (an
+    ``APIError``) is raised at once."""
     deadline = time.monotonic() + window
     pause = 0.05
     while True:
@@ -64,7 +66,7 @@ async def publish_acked(
             if not is_transient(exc):
                 raise
             if time.monotonic() + pause >= deadline:
-                raise log_unavailable(subject, window, exc) from None
+                raise log_unavailable(what or subject, window, exc) from None
         await asyncio.sleep(pause)
         pause = min(pause * 2, 0.5)
 

@@ -31,7 +31,7 @@ from elanus.channels.dml import (
     ipc_bytes,
     pchannel_of,
 )
-from elanus.channels.jsretry import LOG_RETRY_WINDOW_S, publish_acked
+from elanus.channels.jsretry import publish_acked
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.pkhash import shard_of
 
@@ -221,20 +221,19 @@ class DmlPublisher:
             return
         log.warning("%d of %d DML messages of %s unacknowledged; sending again", len(again),
                     len(wire), what)  # fmt: skip
+        naming = f"{what} ({len(again)} of {len(wire)} messages)"
         outcomes = await asyncio.gather(
-            *(publish_acked(self.js, s, p, h, window=LOG_RETRY_WINDOW_S) for s, h, p in again),
+            *(publish_acked(self.js, s, p, h, what=naming) for s, h, p in again),
             return_exceptions=True,
         )
         failed = [r for r in outcomes if isinstance(r, BaseException)]
         if failed:
             first = failed[0]
             if isinstance(first, ElanusError):
-                raise ElanusError(first.code, f"{first.message} ({len(failed)} of {len(wire)} "
-                                  f"messages of {what})")  # fmt: skip
+                raise first
             raise ElanusError(
-                ErrorCode.UNAVAILABLE,
-                f"the log did not accept {what} ({len(failed)} of {len(wire)} messages): {first}",
-            )
+                ErrorCode.UNAVAILABLE, f"the log did not accept {naming}: {first!r}"
+            ) from first
 
     async def _acks(self, pending: set[asyncio.Future[Any]]) -> None:
         """Wait for acknowledgements while they keep coming; stop early when the connection
