@@ -128,6 +128,29 @@ class NatsCluster:
         finally:
             await nc.close()
 
+    def meta_leader(self) -> int | None:
+        """Which server leads JetStream's metadata, as the live servers' logs last told
+        (nats-py cannot ask without the system account); None when not known."""
+        latest: tuple[str, int] | None = None
+        for i, s in enumerate(self.servers):
+            if s.proc is None or not s.log_path.exists():
+                continue
+            for line in s.log_path.read_text(errors="replace").splitlines():
+                stamp = " ".join(line.split()[1:3])
+                if "Self is new JetStream cluster metadata leader" in line:
+                    found = i
+                elif "new metadata leader: " in line:
+                    name = line.rsplit("new metadata leader: ", 1)[1].split("/")[0]
+                    found = next(
+                        (j for j, t in enumerate(self.servers) if f'"{name}"' in t.extra_config),
+                        -1,
+                    )
+                else:
+                    continue
+                if latest is None or stamp > latest[0]:
+                    latest = (stamp, found)
+        return latest[1] if latest and latest[1] >= 0 else None
+
     def kill(self, index: int) -> None:
         """kill -9 one server (chaos tests)."""
         self.servers[index].kill()
