@@ -177,7 +177,7 @@ def ingest_through_a_kill(
         assert time.monotonic() < deadline, (
             f"writes or reads did not resume: {len(writer.acked)} acked, last "
             f"{writer.ack_times[-1] - killed_at:.1f}s after the kill; {len(reader.counts)} "
-            f"reads, errors {reader.errors[-2:]}, write failures {[f for _, f in writer.failed[-2:]]}"
+            f"reads, errors {reader.errors[-2:]}, failures {[f for _, f in writer.failed[-2:]]}"
         )
         time.sleep(0.1)
     writer.stop.set()
