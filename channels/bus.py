@@ -48,8 +48,11 @@ class Served:
 class Bus:
     """One NATS connection per process (or per role in tests), with JetStream at hand.
 
-    ``credentials`` (or userinfo in ``url``) are presented to the server; ``url`` keeps
-    no userinfo, since it is logged, shown and used as a key of ``LOCAL``.
+    ``url`` may list several servers of a NATS cluster, comma-separated: the connection
+    goes to any live one and moves to another when it dies. ``credentials`` (or userinfo
+    in ``url``) are presented to the server; ``url`` keeps no userinfo, since it is
+    logged, shown and used as a key of ``LOCAL``. ``stream_replicas`` is how many servers
+    hold each stream and KV bucket this process creates (setting ``stream_replicas``).
     """
 
     def __init__(
@@ -58,11 +61,13 @@ class Bus:
         name: str = "elanus",
         credentials: NatsCredentials | None = None,
         in_process: bool = True,
+        stream_replicas: int = 1,
     ) -> None:
         self.url, from_url = resolve(url)
         self.credentials = credentials or from_url
         self.name = name
         self.in_process = in_process
+        self.stream_replicas = stream_replicas
         """Whether requests to roles of this process skip NATS (``transport = "nats"``
         turns it off, so a one-process stack exercises the wire like a cluster)."""
         self._nc: NatsClient | None = None
@@ -104,7 +109,7 @@ class Bus:
 
         connecting: asyncio.Future[Any] = asyncio.ensure_future(
             nats.connect(
-                self.url,
+                servers=self.url.split(","),
                 name=self.name,
                 user=creds.user if creds else None,
                 password=creds.password if creds else None,
@@ -112,7 +117,13 @@ class Bus:
                 max_reconnect_attempts=-1,
                 reconnect_time_wait=0.25,
                 allow_reconnect=True,
+                # a dead server of a cluster is noticed by its closed socket at once, a
+                # frozen one within two missed pings rather than nats-py's two minutes
+                ping_interval=2,
+                max_outstanding_pings=2,
                 error_cb=on_error,
+                disconnected_cb=self._on_disconnect,
+                reconnected_cb=self._on_reconnect,
             )
         )
         await asyncio.wait({connecting, refused}, timeout=timeout, return_when="FIRST_COMPLETED")
@@ -142,10 +153,19 @@ class Bus:
     async def fork(self, name: str) -> Bus:
         """A second connection to the same server, for bulk data: megabytes of DML on one
         socket must not delay the small control messages (ticks, keepalives) on another."""
-        return await Bus(self.url, name, self.credentials, self.in_process).connect()
+        return await Bus(
+            self.url, name, self.credentials, self.in_process, self.stream_replicas
+        ).connect()
 
     async def _on_error(self, exc: Exception) -> None:
         log.debug("nats %s: %s", self.name, exc)
+
+    async def _on_disconnect(self) -> None:
+        log.info("nats %s: disconnected, reconnecting to any of %s", self.name, self.url)
+
+    async def _on_reconnect(self) -> None:
+        server = self._nc.connected_url if self._nc is not None else None
+        log.info("nats %s: reconnected to %s", self.name, server.netloc if server else "?")
 
     async def close(self) -> None:
         for task in list(self._tasks):

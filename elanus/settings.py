@@ -32,9 +32,15 @@ class Settings:
     machine needs a port of its own (``run ROLE --metrics-port``) and a fixed default would
     collide; Milvus's is 9091, a good choice for a standalone."""
     nats_url: str | None = None
-    """An external NATS server; when unset, standalone starts an embedded one."""
+    """An external NATS server, or the servers of a NATS cluster comma-separated
+    (``nats://n1:4222,nats://n2:4222,nats://n3:4222``): each process connects to any live
+    one and moves to another when it dies. When unset, standalone starts an embedded one."""
     nats_port: int = 0
     """Port of the embedded NATS server; 0 picks a free one."""
+    stream_replicas: int = 1
+    """How many NATS servers hold a copy of each stream and KV bucket Elanus creates (the
+    DML log, sessions). 1 for a single server; 3 for a cluster, so the log survives the loss
+    of one server. Existing streams with fewer are raised to it at start."""
     storage: str | None = None
     """Where segments and index files live; defaults to ``<data_dir>/storage``."""
     num_pchannels: int = 16
@@ -141,6 +147,8 @@ class Settings:
             raise ValueError("num_pchannels must be at least 1")
         if self.timetick_interval_ms < 1:
             raise ValueError("timetick_interval_ms must be at least 1")
+        if not 1 <= self.stream_replicas <= 5:
+            raise ValueError("stream_replicas must be between 1 and 5 (JetStream's limit)")
         if self.max_parallel_syncs < 1:
             raise ValueError("max_parallel_syncs must be at least 1")
         if not 0 <= self.metrics_port < 65536:

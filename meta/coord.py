@@ -99,7 +99,7 @@ class Coordinator(Role):
             ).ensure_default_database(first_ts)
         )
         await self.auth.start()
-        await ensure_streams(self.bus.js, self.pchannels)
+        await ensure_streams(self.bus.js, self.pchannels, replicas=self.settings.stream_replicas)
         await self.data.start()
         await self.query.start()
         await self.index.start()

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from elanus.api.datacoord import LastTicks, TickNow, TickReport, TicksPublished
 from elanus.channels import subjects
 from elanus.channels.dml import DmlMessage, MsgType
+from elanus.channels.jsretry import publish_acked
 from elanus.channels.loop import Periodic
 from elanus.errors import ElanusError
 
@@ -25,6 +26,9 @@ if TYPE_CHECKING:
     from elanus.meta.coord import Coordinator
 
 log = logging.getLogger(__name__)
+
+TICK_RETRY_WINDOW_S = 1.0
+"""How long one round tries to publish a pchannel's tick; the next round tries again."""
 
 
 @dataclass
@@ -109,14 +113,29 @@ class TimeTickSync:
             if reports is None:
                 return {}
             fresh = self.coord.tso.alloc() if not reports else 0
-            published: dict[str, int] = {}
+            due: dict[str, int] = {}
             for p in sorted(self.active_pchannels):
                 tick = min((r.tick_for(p) for r in reports), default=fresh)
-                if tick <= self.last_tick.get(p, 0):
-                    continue
-                msg = DmlMessage(MsgType.TICK, ts=tick, source="coord")
-                subject, headers, payload = msg.encode(p)
-                await self.coord.bus.js.publish(subject, payload, headers=headers)
-                self.last_tick[p] = tick
-                published[p] = tick
+                if tick > self.last_tick.get(p, 0):
+                    due[p] = tick
+            # each pchannel on its own: one whose stream is electing a leader (a NATS
+            # server died) must not hold back the ticks, and so the reads, of the others
+            outcomes = await asyncio.gather(
+                *(self._publish_tick(p, tick) for p, tick in due.items())
+            )
+            published = {p: tick for (p, tick), ok in zip(due.items(), outcomes, strict=True) if ok}
+            self.last_tick.update(published)
             return published
+
+    async def _publish_tick(self, pchannel: str, tick: int) -> bool:
+        subject, headers, payload = DmlMessage(MsgType.TICK, ts=tick, source="coord").encode(
+            pchannel
+        )
+        try:
+            await publish_acked(
+                self.coord.bus.js, subject, payload, headers, window=TICK_RETRY_WINDOW_S
+            )
+        except ElanusError as exc:  # the next round tries again
+            log.warning("time tick of %s not published: %s", pchannel, exc)
+            return False
+        return True

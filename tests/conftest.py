@@ -109,6 +109,7 @@ class Stack:
             name=name,
             credentials=self.nats_credentials,
             in_process=self.settings.transport != "nats",
+            stream_replicas=self.settings.stream_replicas,
         )
 
     def role_env(self, **env: str) -> dict[str, str]:
