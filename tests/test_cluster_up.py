@@ -73,12 +73,12 @@ def test_cluster_up_serves_a_client_and_ctrl_c_stops_every_child(tmp_path: Path)
         assert port_free(port)
         assert all(port_free(p) for p in nats_ports)
         assert (root / "storage").is_dir() and (root / "nats" / "n1").is_dir()  # kept
-    finally:
+    finally:  # clean-up after a failure only: terminate what is still running
         if up.poll() is None:
-            up.kill()
+            up.terminate()
             up.wait(10)
         for c in children:
             try:
-                c.kill()
+                c.terminate()
             except psutil.Error:
                 pass
