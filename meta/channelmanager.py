@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from elanus.api.base import ACK, Ack
 from elanus.api.datacoord import ChannelFailed
-from elanus.channels import subjects
+from elanus.api.datanode import Checkpoint, DataNodeAPI, UnwatchChannel, WatchChannel
 from elanus.channels.dml import pchannel_of
 from elanus.channels.loop import Periodic
 from elanus.errors import ElanusError
@@ -95,16 +95,16 @@ class ChannelManager:
         self.data.reset_flushing(vchannel)
         info = await self.lookup.describe_by_id(collection_id)
         checkpoint = self.data.checkpoints.get(vchannel)
-        body = {
-            "vchannel": vchannel,
-            "pchannel": pchannel_of(vchannel),
-            "collection_id": collection_id,
-            "schema": info["schema"],
-            "checkpoint": {"seq": checkpoint[0], "ts": checkpoint[1]} if checkpoint else None,
-            "segments": self.data.channel_segments(vchannel),
-        }
+        req = WatchChannel(
+            vchannel=vchannel,
+            pchannel=pchannel_of(vchannel),
+            collection_id=collection_id,
+            schema=info["schema"],
+            checkpoint=Checkpoint(seq=checkpoint[0], ts=checkpoint[1]) if checkpoint else None,
+            segments=self.data.channel_segments(vchannel),
+        )
         try:
-            await self.ctx.bus.request(subjects.node("datanode", node, "watch"), body, 15)
+            await DataNodeAPI(self.ctx.bus, node).watch(req)
         except ElanusError as exc:
             log.warning("datanode %s could not watch %s: %s", node, vchannel, exc)
             return
@@ -139,9 +139,7 @@ class ChannelManager:
         )
         if node is not None and node in {s.node_id for s in self.ctx.sessions.of_role("datanode")}:
             try:
-                await self.ctx.bus.request(
-                    subjects.node("datanode", node, "unwatch"), {"vchannel": vchannel}, 10
-                )
+                await DataNodeAPI(self.ctx.bus, node).unwatch(UnwatchChannel(vchannel=vchannel))
             except ElanusError as exc:
                 log.warning("datanode %s could not unwatch %s: %s", node, vchannel, exc)
 

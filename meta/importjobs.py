@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from elanus import layout
 from elanus.api import imports as api
 from elanus.api.base import ACK, Ack
+from elanus.api.datanode import DataNodeAPI, FinalizeImport, ImportedSegment, RunImport
 from elanus.channels import subjects
 from elanus.channels.dml import DmlMessage, MsgType
 from elanus.channels.loop import cancel_and_wait
@@ -222,11 +224,8 @@ class ImportManager:
         return sorted(s.node_id for s in self.ctx.sessions.of_role("datanode"))
 
     def _least_busy(self, nodes: list[str]) -> str:
-        busy: dict[str, int] = {}
-        for j in self.jobs.values():
-            if j.state == ImportJobState.IMPORTING and j.node_id:
-                busy[j.node_id] = busy.get(j.node_id, 0) + 1
-        return min(nodes, key=lambda n: (busy.get(n, 0), n))
+        busy = Counter(j.node_id for j in self.jobs.values() if j.state == ImportJobState.IMPORTING)
+        return min(nodes, key=lambda n: (busy[n], n))
 
     async def _dispatch(self, job: ImportJob) -> None:
         """Hand a pending job to a datanode; it stays Pending while there is none."""
@@ -263,19 +262,19 @@ class ImportManager:
             job.node_id, job.stage = node, "starting"
             job.attempts += 1
             await self.ctx.db.run(save_job(job))  # before the node may start writing
-            spec = {
-                "job_id": job.job_id,
-                "collection_id": job.collection_id,
-                "schema": info["schema"],
-                "vchannels": info["vchannels"],
-                "partitions": info["partitions"],  # a partition key routes rows by them
-                "units": job.units,
-                "options": job.options,
-                "max_rows": max_rows,
-                "staged": job.write_id is not None,
-            }
+            spec = RunImport(
+                job_id=job.job_id,
+                collection_id=job.collection_id,
+                schema=info["schema"],
+                vchannels=info["vchannels"],
+                partitions=info["partitions"],  # a partition key routes rows by them
+                units=job.units,
+                options=job.options,
+                max_rows=max_rows,
+                staged=job.write_id is not None,
+            )
         try:
-            await self.ctx.bus.request(subjects.node("datanode", node, "import.run"), spec, 15)
+            await DataNodeAPI(self.ctx.bus, node).run_import(spec)
         except ElanusError as exc:
             log.warning("datanode %s did not take import job %s: %s", node, job.job_id, exc)
             if exc.code == ErrorCode.UNAVAILABLE:  # gone meanwhile: another node, next round
@@ -333,12 +332,14 @@ class ImportManager:
             if not job.published:
                 await self._publish_commit(job, self._segments(job))
             segs = self._segments(job)
-            body = {
-                "job_id": job.job_id,
-                "ts": job.commit_ts,
-                "segments": [{"segment_id": s.segment_id, "path": s.path} for s in segs],
-            }
-            await self.ctx.bus.request(subjects.node("datanode", node, "import.finalize"), body, 15)
+            assert job.commit_ts is not None  # committed
+            await DataNodeAPI(self.ctx.bus, node).finalize_import(
+                FinalizeImport(
+                    job_id=job.job_id,
+                    ts=job.commit_ts,
+                    segments=[ImportedSegment(segment_id=s.segment_id, path=s.path) for s in segs],
+                )
+            )
         except ElanusError as exc:
             log.warning("could not resume import job %s on %s: %s", job.job_id, node, exc)
             job.node_id = None  # the next round tries again

@@ -39,6 +39,7 @@ def write_jsonl(path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_load_search_query_release(server: StandaloneProcess, tmp_path: Path) -> None:
     cli(server, "collection", "create", "books", "--dim", str(DIM))
     assert (
@@ -125,6 +126,7 @@ def test_load_search_query_release(server: StandaloneProcess, tmp_path: Path) ->
     one_line_error(again, "COLLECTION_NOT_LOADED")
 
 
+@pytest.mark.slow
 def test_search_params_and_partitions(server: StandaloneProcess, tmp_path: Path) -> None:
     cli(server, "collection", "create", "parted", "--dim", str(DIM))
     cli(server, "partition", "create", "parted", "late")
@@ -173,6 +175,7 @@ DOCS = [
 ]
 
 
+@pytest.mark.slow
 def test_search_text(server: StandaloneProcess, tmp_path: Path) -> None:
     schema = tmp_path / "bm25.json"
     schema.write_text(json.dumps(BM25_SCHEMA))
@@ -206,6 +209,7 @@ def test_search_text(server: StandaloneProcess, tmp_path: Path) -> None:
 
 
 # -- usage errors (checked before any server is reached) ---------------------------------------
+@pytest.mark.slow
 def test_vector_file_usage_errors(tmp_path: Path) -> None:
     uri = f"grpc://127.0.0.1:{free_port()}"
     missing = run_elanus(
@@ -228,6 +232,7 @@ def test_vector_file_usage_errors(tmp_path: Path) -> None:
     assert metric.returncode == 2 and "--metric" in metric.stderr
 
 
+@pytest.mark.slow
 def test_text_or_vector_file_usage_errors(tmp_path: Path) -> None:
     uri = f"grpc://127.0.0.1:{free_port()}"
     q = tmp_path / "q.json"

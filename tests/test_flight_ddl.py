@@ -434,6 +434,7 @@ def catalog_snapshot(stack: Stack, fc: flight.FlightClient) -> dict[str, Any]:
     return snap
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("action", "body", "code", "words", "static"), BAD_INPUT)
 def test_bad_input_is_rejected_and_changes_nothing(
     stack: Stack,

@@ -180,6 +180,7 @@ def _spawn_coord(nats: EmbeddedNats, data_dir: Path) -> subprocess.Popen[str]:
     return proc
 
 
+@pytest.mark.chaos
 def test_tso_and_ids_survive_kill_9_of_the_coord(nats: EmbeddedNats, tmp_path: Path) -> None:
     data = tmp_path / "data"
     loop = LoopThread().start()
@@ -215,6 +216,7 @@ def test_tso_and_ids_survive_kill_9_of_the_coord(nats: EmbeddedNats, tmp_path: P
         loop.stop()
 
 
+@pytest.mark.chaos
 def test_coord_catalog_survives_kill_9(nats: EmbeddedNats, tmp_path: Path) -> None:
     data = tmp_path / "data"
     loop = LoopThread().start()
@@ -261,6 +263,7 @@ def test_coord_catalog_survives_kill_9(nats: EmbeddedNats, tmp_path: Path) -> No
         loop.stop()
 
 
+@pytest.mark.chaos
 def test_sessions_report_live_roles_and_expire(nats: EmbeddedNats, tmp_path: Path) -> None:
     loop = LoopThread().start()
     bus = loop.call(Bus(nats.url, credentials=nats.credentials).connect())
