@@ -48,7 +48,8 @@ from elanus.privileges import (
 
 if TYPE_CHECKING:
     from elanus.channels.role import RoleHandler
-    from elanus.meta.coord import Coordinator
+    from elanus.meta.context import CoordContext
+    from elanus.meta.interfaces import ProxyNotices
 
 log = logging.getLogger(__name__)
 
@@ -102,8 +103,8 @@ def root_password(data_dir: Path, configured: str | None) -> str:
 class AuthCoord:
     """The coord's ``auth.*`` handlers over the catalog's RBAC tables."""
 
-    def __init__(self, coord: Coordinator) -> None:
-        self.coord = coord
+    def __init__(self, ctx: CoordContext, proxies: ProxyNotices) -> None:
+        self.ctx, self.proxies = ctx, proxies
         self.secret = ""
 
     def handlers(self) -> dict[str, RoleHandler]:
@@ -127,7 +128,7 @@ class AuthCoord:
         }
 
     async def start(self) -> None:
-        settings = self.coord.settings
+        settings = self.ctx.settings
         password = await asyncio.to_thread(
             root_password, settings.data_path, settings.root_password
         )
@@ -135,11 +136,11 @@ class AuthCoord:
         self.secret = await self._db(_bootstrap, hashed)
 
     async def _db(self, fn: Any, *args: Any) -> Any:
-        return await self.coord.db.run(fn, *args)
+        return await self.ctx.db.run(fn, *args)
 
     async def _changed(self, user: str | None) -> None:
         """Every proxy drops what it cached of ``user`` (``None``: of every user)."""
-        await self.coord.root.broadcast({"kind": "auth", "user": user})
+        await self.proxies.broadcast({"kind": "auth", "user": user})
 
     # -- identities -------------------------------------------------------------------------
     async def get_secret(self, raw: dict[str, Any]) -> dict[str, Any]:

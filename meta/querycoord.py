@@ -42,7 +42,8 @@ from elanus.states import SegmentState, transition
 
 if TYPE_CHECKING:
     from elanus.channels.role import RoleHandler
-    from elanus.meta.coord import Coordinator
+    from elanus.meta.context import CoordContext
+    from elanus.meta.interfaces import CollectionLookup, SegmentTable, ServedIndexes
 
 log = logging.getLogger(__name__)
 NODE_WAIT_S = 5.0
@@ -67,15 +68,17 @@ class Loaded:
 
 
 class QueryCoord:
-    def __init__(self, coord: Coordinator) -> None:
-        self.coord = coord
+    def __init__(
+        self, ctx: CoordContext, lookup: CollectionLookup, data: SegmentTable, index: ServedIndexes
+    ) -> None:
+        self.ctx, self.lookup, self.data, self.index = ctx, lookup, data, index
         self.loaded: dict[int, Loaded] = {}
         self._handoffs: set[asyncio.Task[None]] = set()
         self._lock = asyncio.Lock()  # placements and handoffs one at a time
 
     def schedule(self, coro: Coroutine[Any, Any, None]) -> None:
         """Run a handoff in the background (the reporting datanode need not wait)."""
-        task = self.coord.supervisor.spawn("handoff", lambda: self._locked(coro))
+        task = self.ctx.supervisor.spawn("handoff", lambda: self._locked(coro))
         self._handoffs.add(task)
         task.add_done_callback(self._handoffs.discard)
 
@@ -99,7 +102,7 @@ class QueryCoord:
         return [Periodic(self.keep_loaded, 1.0, "keep collections loaded")]
 
     async def start(self) -> None:
-        rows = await self.coord.db.run(
+        rows = await self.ctx.db.run(
             lambda con: con.execute("SELECT collection_id, partitions FROM query_loads").fetchall()
         )
         for cid, parts in rows:
@@ -112,13 +115,13 @@ class QueryCoord:
 
     # -- helpers ----------------------------------------------------------------------------
     def _nodes(self) -> list[str]:
-        return sorted(s.node_id for s in self.coord.sessions.of_role("querynode"))
+        return sorted(s.node_id for s in self.ctx.sessions.of_role("querynode"))
 
     def _node(self, node: str) -> QueryNodeAPI:
-        return QueryNodeAPI(self.coord.bus, node)
+        return QueryNodeAPI(self.ctx.bus, node)
 
     def _worker(self, node: str) -> WorkerAPI:
-        return WorkerAPI(self.coord.bus, node, NODE_TIMEOUT_S)
+        return WorkerAPI(self.ctx.bus, node, NODE_TIMEOUT_S)
 
     async def _wait_for_nodes(self, timeout: float) -> list[str]:
         """Live query nodes, looking again for a little while (one may be just starting)."""
@@ -127,7 +130,7 @@ class QueryCoord:
             nodes = self._nodes()
             if nodes or asyncio.get_running_loop().time() > deadline:
                 return nodes
-            await self.coord.sessions.poll()
+            await self.ctx.sessions.poll()
             if not self._nodes():
                 await asyncio.sleep(0.1)
 
@@ -137,7 +140,7 @@ class QueryCoord:
     def _flushed(self, lo: Loaded) -> list[Any]:
         return [
             s
-            for s in self.coord.data.segments.values()
+            for s in self.data.segments.values()
             if s.collection_id == lo.collection_id
             and s.state is SegmentState.FLUSHED
             and s.path
@@ -151,7 +154,7 @@ class QueryCoord:
             partition_id=seg.partition_id,
             path=seg.path,
             vchannel=seg.vchannel,
-            indexes=[ServedIndex(**i) for i in self.coord.index.served(seg.segment_id)],
+            indexes=[ServedIndex(**i) for i in self.index.served(seg.segment_id)],
         )
 
     # -- load and release -------------------------------------------------------------------
@@ -164,7 +167,7 @@ class QueryCoord:
         async with self._lock:
             await self._place(lo)  # raises (nothing recorded) when it cannot place
             self.loaded[cid] = lo
-        await self.coord.db.run(
+        await self.ctx.db.run(
             lambda con: con.execute(
                 "INSERT INTO query_loads VALUES (?, ?) ON CONFLICT (collection_id) "
                 "DO UPDATE SET partitions = excluded.partitions",
@@ -177,7 +180,7 @@ class QueryCoord:
         nodes = await self._wait_for_nodes(NODE_WAIT_S)
         if not nodes:
             raise ElanusError(ErrorCode.UNAVAILABLE, "no query node is running to load into")
-        info = await self.coord.root.describe_by_id(lo.collection_id)
+        info = await self.lookup.describe_by_id(lo.collection_id)
         rows: dict[str, int] = {}
         specs: dict[str, list[SegmentSpec]] = {}
         for seg in sorted(self._flushed(lo), key=lambda s: -s.num_rows):
@@ -219,18 +222,18 @@ class QueryCoord:
                 )
             con.execute("COMMIT")
 
-        await self.coord.db.run(write)
+        await self.ctx.db.run(write)
 
     async def _watch(self, lo: Loaded, info: dict[str, Any], vchannel: str, node: str) -> None:
         """Start the vchannel's delegator at the channel checkpoint; it serves reads once
         its tsafe reaches ``ready_ts``: the checkpoint's tick and the newest row of every
         sealed segment it is given (the checkpoint may be a tick older than a segment
         flushed just now, and a read at it would hide that segment's rows)."""
-        checkpoint = self.coord.data.checkpoints.get(vchannel)
+        checkpoint = self.data.checkpoints.get(vchannel)
         segs = [
             (sid, n, seg)
             for sid, n in lo.segments.items()
-            if (seg := self.coord.data.segments.get(sid)) is not None and seg.vchannel == vchannel
+            if (seg := self.data.segments.get(sid)) is not None and seg.vchannel == vchannel
         ]
         sealed = [
             SealedSegment(segment_id=sid, node_id=n, partition_id=seg.partition_id, path=seg.path)
@@ -264,7 +267,7 @@ class QueryCoord:
             for table in ("query_loads", "query_distribution", "query_channels"):
                 con.execute(f"DELETE FROM {table} WHERE collection_id = ?", [cid])
 
-        await self.coord.db.run(forget)
+        await self.ctx.db.run(forget)
         if lo is None:
             return
         for node in set(lo.channels.values()) | set(lo.segments.values()):
@@ -296,7 +299,7 @@ class QueryCoord:
     def progress(self, cid: int) -> tuple[int, int, int]:
         """(percent, loaded rows, persisted rows) of collection ``cid``'s load; a state
         read and a metric, so safe off the loop (it only reads)."""
-        segments = self.coord.data.segments
+        segments = self.data.segments
         persisted = sum(
             s.num_rows
             for s in list(segments.values())
@@ -314,7 +317,7 @@ class QueryCoord:
         cid = req.collection_id
         lo = self.loaded.get(cid)
         if lo is None or lo.state is not Load.LOADED:
-            label = await self.coord.root.collection_label(cid)
+            label = await self.lookup.collection_label(cid)
             raise ElanusError(
                 ErrorCode.COLLECTION_NOT_LOADED,
                 f"collection {label} is not loaded; load it first",
@@ -329,6 +332,17 @@ class QueryCoord:
         if lo.partition_ids is not None and seg.partition_id not in lo.partition_ids:
             return
         await self._hand_over(lo, seg, remove=[])
+
+    async def segment_flushed(self, seg: Any) -> None:
+        """DataCoord's ``on_flushed``: hand the segment over in the background."""
+        self.schedule(self.on_segment_flushed(seg))
+
+    def index_built(self, collection_id: int, segment_id: int, index: dict[str, Any]) -> None:
+        """IndexCoord's ``IndexListener``."""
+        self.schedule(self.on_index_built(collection_id, segment_id, index))
+
+    def index_dropped(self, collection_id: int, index_id: int) -> None:
+        self.schedule(self.on_index_dropped(collection_id, index_id))
 
     async def on_segments_imported(self, segs: list[Any]) -> None:
         """Hand a committed import's segments to a loaded collection, now: the import job
@@ -361,7 +375,7 @@ class QueryCoord:
             counts[n] = counts.get(n, 0) + 1
         node = self._least_loaded(nodes, counts)
         checkpoint = self._trim_checkpoint(lo, seg.vchannel)  # read before the load
-        info = await self.coord.root.describe_by_id(lo.collection_id)
+        info = await self.lookup.describe_by_id(lo.collection_id)
         spec = self._segment_spec(seg)
         await self._worker(node).load(
             LoadSegments(collection_id=lo.collection_id, schema=info["schema"], segments=[spec])
@@ -382,7 +396,7 @@ class QueryCoord:
         """The datanode checkpoint of ``vchannel`` a delegator may trim its delete buffer
         to (``segments/deletebuffer.py``), or none: a segment it serves was compacted
         away and not yet handed over (its files no longer get new deletes)."""
-        data = self.coord.data
+        data = self.data
         for sid in lo.segments:
             s = data.segments.get(sid)
             if s is None or s.state not in (SegmentState.FLUSHED, SegmentState.IMPORTING):

@@ -35,24 +35,44 @@ from elanus.coordrequests import (
     RenameCollection,
     TsoAlloc,
 )
-from elanus.errors import ElanusError, invalid
+from elanus.errors import invalid
 from elanus.meta.catalog import Catalog
 from elanus.partitionkey import check_num_partitions
 from elanus.schema import Schema, added_field, check_name
 
 if TYPE_CHECKING:
     from elanus.channels.role import RoleHandler
-    from elanus.meta.coord import Coordinator
+    from elanus.meta.collections import CatalogLookup
+    from elanus.meta.context import CoordContext
+    from elanus.meta.interfaces import (
+        ChannelBalance,
+        CollectionIndexes,
+        CollectionSegments,
+        LoadedCollections,
+        ProxyNotices,
+    )
 
 
 log = logging.getLogger(__name__)
-INVALIDATE_WAIT_S = 2.0
 NODE_WAIT_S = 10.0
 
 
 class RootCoord:
-    def __init__(self, coord: Coordinator) -> None:
-        self.coord = coord
+    """DDL: each change also reaches the services that hold the collection's state."""
+
+    def __init__(
+        self,
+        ctx: CoordContext,
+        lookup: CatalogLookup,
+        proxies: ProxyNotices,
+        *,
+        data: CollectionSegments,
+        index: CollectionIndexes,
+        query: LoadedCollections,
+        channels: ChannelBalance,
+    ) -> None:
+        self.ctx, self.lookup, self.proxies = ctx, lookup, proxies
+        self.data, self.index, self.query, self.channels = data, index, query, channels
         self._ddl_lock = asyncio.Lock()
 
     def handlers(self) -> dict[str, RoleHandler]:
@@ -82,58 +102,28 @@ class RootCoord:
 
     # -- helpers ----------------------------------------------------------------------------
     async def _read(self, fn: Any, *args: Any) -> Any:
-        return await self.coord.db.run(lambda con: fn(self._catalog(con), *args))
+        return await self.lookup.read(fn, *args)
 
     async def _ddl(self, ts: int, fn: Any, *args: Any) -> tuple[Any, int]:
         """Run one DDL change under the DDL lock, stamped with the request's timestamp (if
         the caller took one, else a new one)."""
-        ts = ts or self.coord.tso.alloc()
+        ts = ts or self.ctx.tso.alloc()
         async with self._ddl_lock:
-            result = await self.coord.db.run(lambda con: fn(self._catalog(con), *args, ts))
+            result = await self.ctx.db.run(lambda con: fn(self._catalog(con), *args, ts))
         return result, ts
 
     def _catalog(self, con: Any) -> Catalog:
-        return Catalog(con, self.coord.ids.alloc, self.coord.settings.num_pchannels)
+        return self.lookup.catalog(con)
 
     async def _invalidate(self, kind: str, db: str, name: str, collection_id: int, ts: int) -> None:
-        """Tell every proxy to drop its cached meta, and wait (briefly) until each live one
-        said it did, as Milvus's root coord expires proxy caches before a DDL returns: a
-        client that goes to another proxy next never sees the old meta."""
-        payload = {"kind": kind, "db": db, "name": name, "collection_id": collection_id, "ts": ts}
-        await self.broadcast(payload)
-
-    async def broadcast(self, payload: dict[str, Any]) -> None:
-        """Publish a meta invalidation and wait (briefly) for every live proxy's ack."""
-        await self.coord.sessions.poll()
-        expected = len(self.coord.sessions.of_role("proxy"))
-        bus = self.coord.bus
-        acks = await bus.scatter(subjects.META_INVALIDATE, payload, expected, INVALIDATE_WAIT_S)
-        if len(acks) < expected:
-            log.warning("not every proxy acknowledged the %s invalidation", payload.get("kind"))
-
-    async def invalidate_proxies(
-        self, kind: str, db: str, name: str, collection_id: int, ts: int
-    ) -> None:
-        """Drop every proxy's cached meta of a collection (index changes call it too)."""
-        await self._invalidate(kind, db, name, collection_id, ts)
-
-    async def describe_by_id(self, collection_id: int) -> dict[str, Any]:
-        return await self._read(Catalog.describe_by_id, collection_id)
-
-    async def collection_label(self, collection_id: int) -> str:
-        """How an error names a collection to users: by its name (they never see ids);
-        by id only if it is gone from the catalog."""
-        try:
-            return repr((await self.describe_by_id(collection_id))["name"])
-        except ElanusError:
-            return f"id {collection_id}"
+        await self.proxies.invalidate(kind, db, name, collection_id, ts)
 
     # -- TSO and IDs ------------------------------------------------------------------------
     async def tso_alloc(self, req: TsoAlloc) -> dict[str, Any]:
-        return {"ts": self.coord.tso.alloc(req.count), "count": req.count}
+        return {"ts": self.ctx.tso.alloc(req.count), "count": req.count}
 
     async def id_alloc(self, req: IdAlloc) -> dict[str, Any]:
-        return {"start": self.coord.ids.alloc(req.count), "count": req.count}
+        return {"start": self.ctx.ids.alloc(req.count), "count": req.count}
 
     # -- databases --------------------------------------------------------------------------
     async def create_database(self, req: CreateDatabase) -> dict[str, Any]:
@@ -178,17 +168,17 @@ class RootCoord:
 
         info, ts = await self._ddl(req.ts, create)
         await self._invalidate("collection.create", db, name, info["collection_id"], ts)
-        await self.coord.on_collections_changed()
+        await self.channels.balance()  # (re)assign vchannels and the ticked pchannels
         return info
 
     async def drop_collection(self, req: DropCollection) -> dict[str, Any]:
         db, name = req.db, req.name
         cid, ts = await self._ddl(req.ts, Catalog.drop_collection, db, name)
         await self._invalidate("collection.drop", db, name, cid, ts)
-        await self.coord.query.release_collection(cid)
-        await self.coord.data.drop_collection(cid, ts)
-        await self.coord.index.drop_collection(cid)
-        await self.coord.on_collections_changed()
+        await self.query.release_collection(cid)
+        await self.data.drop_collection(cid, ts)
+        await self.index.drop_collection(cid)
+        await self.channels.balance()  # (re)assign vchannels and the ticked pchannels
         return {"collection_id": cid}
 
     async def has_collection(self, req: HasCollection) -> dict[str, Any]:
@@ -221,15 +211,15 @@ class RootCoord:
         then save it, then expire the proxies' caches: no client can send or ask for the
         field before every holder of rows knows it. A refusal changes nothing."""
         added = added_field(req.field)
-        ts = req.ts or self.coord.tso.alloc()
-        db = self.coord.db
+        ts = req.ts or self.ctx.tso.alloc()
+        db = self.ctx.db
         async with self._ddl_lock:
             cid, schema = await db.run(
                 lambda con: self._catalog(con).with_added_field(req.db, req.collection, added)
             )
             await self._tell_nodes(cid, schema)
             await db.run(lambda con: self._catalog(con).save_schema(cid, schema))
-        self.coord.data.forget_schema(cid)
+        self.data.forget_schema(cid)
         await self._invalidate("collection.add_field", req.db, req.collection, cid, ts)
         return {"collection_id": cid, "field_id": added.field_id, "version": schema.version}
 
@@ -238,14 +228,14 @@ class RootCoord:
         collection ignore it). A node that does not answer is only logged: its session
         is on its way out, and a node that comes back watches with the saved schema."""
         body = {"collection_id": collection_id, "schema": schema.to_dict()}
-        await self.coord.sessions.poll()
+        await self.ctx.sessions.poll()
         targets = [
             subjects.node(role, s.node_id, "schema")
             for role in ("datanode", "querynode")
-            for s in self.coord.sessions.of_role(role)
+            for s in self.ctx.sessions.of_role(role)
         ]
         results = await asyncio.gather(
-            *(self.coord.bus.request(t, body, NODE_WAIT_S) for t in targets),
+            *(self.ctx.bus.request(t, body, NODE_WAIT_S) for t in targets),
             return_exceptions=True,
         )
         for target, result in zip(targets, results, strict=True):
@@ -267,7 +257,7 @@ class RootCoord:
             p["name"]: p["partition_id"]
             for p in await self._read(Catalog.list_partitions, db, coll)
         }
-        if name in parts and self.coord.query.serves(
+        if name in parts and self.query.serves(
             await self._read(Catalog.require_collection, db, coll), parts[name]
         ):
             raise invalid(
@@ -276,7 +266,7 @@ class RootCoord:
             )
         (cid, pid), ts = await self._ddl(req.ts, Catalog.drop_partition, db, coll, name)
         await self._invalidate("partition.drop", db, coll, cid, ts)
-        await self.coord.data.drop_segments(
+        await self.data.drop_segments(
             lambda s: s.collection_id == cid and s.partition_id == pid, ts
         )
         return {"partition_id": pid}

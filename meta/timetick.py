@@ -23,7 +23,7 @@ from elanus.errors import ElanusError
 
 if TYPE_CHECKING:
     from elanus.channels.role import RoleHandler
-    from elanus.meta.coord import Coordinator
+    from elanus.meta.context import CoordContext
 
 log = logging.getLogger(__name__)
 
@@ -42,13 +42,13 @@ class ProxyReport:
 
 
 class TimeTickSync:
-    def __init__(self, coord: Coordinator) -> None:
-        self.coord = coord
+    def __init__(self, ctx: CoordContext) -> None:
+        self.ctx = ctx
         self.reports: dict[str, ProxyReport] = {}
         self.last_tick: dict[str, int] = {}
         self.active_pchannels: set[str] = set()
         self._periodic = Periodic(
-            self.publish_ticks, coord.settings.timetick_interval_ms / 1000, "time tick"
+            self.publish_ticks, ctx.settings.timetick_interval_ms / 1000, "time tick"
         )
         self._publish_lock = asyncio.Lock()
 
@@ -67,13 +67,13 @@ class TimeTickSync:
 
         async def ask(node_id: str) -> None:
             try:
-                await self.coord.bus.request(
+                await self.ctx.bus.request(
                     subjects.node("proxy", node_id, "timetick.report"), {}, timeout=5
                 )
             except ElanusError as exc:
                 log.debug("proxy %s did not report on demand: %s", node_id, exc)
 
-        await asyncio.gather(*(ask(p.node_id) for p in self.coord.sessions.of_role("proxy")))
+        await asyncio.gather(*(ask(p.node_id) for p in self.ctx.sessions.of_role("proxy")))
         return TicksPublished(ticks=await self.publish_ticks())
 
     async def start(self) -> None:
@@ -93,14 +93,14 @@ class TimeTickSync:
     def live_reports(self) -> list[ProxyReport] | None:
         """Reports of the live proxies, or None while a live proxy has not reported yet
         (after a coord restart): a tick then could overtake that proxy's writes."""
-        ttl = self.coord.settings.session_ttl_s
+        ttl = self.ctx.settings.session_ttl_s
         now = time.monotonic()
         stale = [p for p, r in self.reports.items() if now - r.at > ttl]
         for p in stale:
             log.info("proxy %s stopped reporting; it no longer holds time ticks back", p)
             del self.reports[p]
         unheard = [
-            s.node_id for s in self.coord.sessions.of_role("proxy") if s.node_id not in self.reports
+            s.node_id for s in self.ctx.sessions.of_role("proxy") if s.node_id not in self.reports
         ]
         if unheard:
             return None
@@ -112,7 +112,7 @@ class TimeTickSync:
             reports = self.live_reports()
             if reports is None:
                 return {}
-            fresh = self.coord.tso.alloc() if not reports else 0
+            fresh = self.ctx.tso.alloc() if not reports else 0
             due: dict[str, int] = {}
             for p in sorted(self.active_pchannels):
                 tick = min((r.tick_for(p) for r in reports), default=fresh)
@@ -133,7 +133,7 @@ class TimeTickSync:
         )
         try:
             await publish_acked(
-                self.coord.bus.js, subject, payload, headers, window=TICK_RETRY_WINDOW_S
+                self.ctx.bus.js, subject, payload, headers, window=TICK_RETRY_WINDOW_S
             )
         except ElanusError as exc:  # the next round tries again
             log.warning("time tick of %s not published: %s", pchannel, exc)
