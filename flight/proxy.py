@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow.flight as flight
 from nats.aio.subscription import Subscription
 
+from elanus.api.auth import GetSecret
 from elanus.channels import subjects
 from elanus.channels.bus import Bus
 from elanus.channels.loop import call_in_loop
@@ -69,6 +70,8 @@ class ProxyServer(Role):
         super().__init__(settings, bus, node_id)
         self.cache = MetaCache()
         self.ddl = DdlService(bus, self.cache, self.node_id)
+        self.coord = self.ddl.api
+        """The coord's services, typed (``elanus/api/coord.py``)."""
         self.dml = DmlService(self)
         self.query = QueryService(self)
         self.reads = ReadService(self)
@@ -108,9 +111,10 @@ class ProxyServer(Role):
             await self.ddl.start(self.supervisor)
             await self.dml.start()
             if self.settings.auth_enabled:
-                secret = (await self.ddl.coord("auth.secret", {}))["secret"]
+                secret = (await self.coord.auth.secret(GetSecret())).secret
                 self.auth = Authenticator(
-                    self.coord_call,
+                    lambda req: self.run(self.coord.auth.verify(req)),
+                    lambda req: self.run(self.coord.auth.identity(req)),
                     bytes.fromhex(secret),
                     self.settings.token_ttl_s,
                 )
@@ -313,7 +317,7 @@ class ProxyServer(Role):
         asyncio.run_coroutine_threadsafe(coro, loop)
 
     def coord_call(self, method: str, body: dict[str, Any]) -> dict[str, Any]:
-        """One coord request from a Flight thread."""
+        """One coord request by name from a Flight thread (the calls not yet typed)."""
         return dict(self.run(self.ddl.coord(method, body)))
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float = ACTION_TIMEOUT_S) -> T:

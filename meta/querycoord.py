@@ -17,10 +17,19 @@ from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from elanus.api.base import ACK, Ack
+from elanus.api.querycoord import (
+    NOT_LOADED,
+    LoadCollection,
+    LoadProgress,
+    LoadState,
+    QueryRoute,
+    ReleaseCollection,
+    Route,
+)
 from elanus.channels import subjects
 from elanus.channels.dml import pchannel_of
 from elanus.channels.loop import Periodic, cancel_and_wait
-from elanus.coordrequests import LoadCollection, LoadState, QueryRoute, ReleaseCollection
 from elanus.errors import ElanusError, ErrorCode
 from elanus.states import SegmentState
 
@@ -127,7 +136,7 @@ class QueryCoord:
         }
 
     # -- load and release -------------------------------------------------------------------
-    async def load(self, req: LoadCollection) -> dict[str, Any]:
+    async def load(self, req: LoadCollection) -> LoadProgress:
         cid, partitions = req.collection_id, req.partition_ids
         lo = Loaded(cid, sorted(partitions) if partitions else None)
         old = self.loaded.get(cid)
@@ -229,9 +238,9 @@ class QueryCoord:
         )
         lo.channels[vchannel] = node
 
-    async def release(self, req: ReleaseCollection) -> dict[str, Any]:
+    async def release(self, req: ReleaseCollection) -> Ack:
         await self.release_collection(req.collection_id)
-        return {}
+        return ACK
 
     async def release_collection(self, cid: int) -> None:
         lo = self.loaded.pop(cid, None)
@@ -250,7 +259,7 @@ class QueryCoord:
                 except ElanusError as exc:
                     log.warning("query node %s did not release %s: %s", node, cid, exc)
 
-    async def state(self, req: LoadState) -> dict[str, Any]:
+    async def state(self, req: LoadState) -> LoadProgress:
         cid = req.collection_id
         lo = self.loaded.get(cid)
         persisted = sum(
@@ -259,27 +268,24 @@ class QueryCoord:
             if s.collection_id == cid and s.state is SegmentState.FLUSHED
         )
         if lo is None:
-            return {
-                "state": "NotLoad",
-                "progress": 0,
-                "persisted_rows": persisted,
-                "loaded_rows": 0,
-            }
+            return LoadProgress(
+                state=NOT_LOADED, progress=0, persisted_rows=persisted, loaded_rows=0
+            )
         loaded = sum(
             self.coord.data.segments[s].num_rows
             for s in lo.segments
             if s in self.coord.data.segments
         )
         progress = 100 if lo.state == "Loaded" else (100 * loaded // persisted if persisted else 0)
-        return {
-            "state": lo.state,
-            "progress": progress,
-            "persisted_rows": persisted,
-            "loaded_rows": loaded,
-            "partition_ids": lo.partition_ids,
-        }
+        return LoadProgress(
+            state=lo.state,
+            progress=progress,
+            persisted_rows=persisted,
+            loaded_rows=loaded,
+            partition_ids=lo.partition_ids,
+        )
 
-    async def route(self, req: QueryRoute) -> dict[str, Any]:
+    async def route(self, req: QueryRoute) -> Route:
         cid = req.collection_id
         lo = self.loaded.get(cid)
         if lo is None or lo.state != "Loaded":
@@ -288,7 +294,7 @@ class QueryCoord:
                 ErrorCode.COLLECTION_NOT_LOADED,
                 f"collection {label} is not loaded; load it first",
             )
-        return {"vchannels": dict(lo.channels), "partition_ids": lo.partition_ids}
+        return Route(vchannels=dict(lo.channels), partition_ids=lo.partition_ids)
 
     # -- handoff ----------------------------------------------------------------------------
     async def on_segment_flushed(self, seg: Any) -> None:

@@ -8,11 +8,12 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
+from elanus.api.rootcoord import SchemaTaken, UpdateSchema
 from elanus.channels import subjects
 from elanus.channels.bus import Bus
 from elanus.channels.loop import cancel_and_wait
 from elanus.channels.role import Role, RoleHandler
-from elanus.coordrequests import UnwatchChannel, UpdateSchema, WatchChannel
+from elanus.coordrequests import UnwatchChannel, WatchChannel
 from elanus.errors import ElanusError
 from elanus.requests import as_dict
 from elanus.schema import Schema
@@ -77,13 +78,13 @@ class DataNode(Role):
             await writer.stop()
         return {}
 
-    async def update_schema(self, req: UpdateSchema) -> dict[str, Any]:
+    async def update_schema(self, req: UpdateSchema) -> SchemaTaken:
         """A field was added: the writers of the collection's channels take the schema."""
         schema = Schema.from_dict(req.schema)
         for writer in self.channels.values():
             if writer.collection_id == req.collection_id:
                 writer.adopt(schema)
-        return {"version": schema.version}
+        return SchemaTaken(version=schema.version)
 
     def _start_import(self, job_id: int, make: Callable[[], Coroutine[Any, Any, None]]) -> None:
         task = self.supervisor.spawn(f"import job {job_id}", make)
