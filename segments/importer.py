@@ -24,15 +24,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
 
 from elanus import layout
+from elanus.api.rootcoord import IdAlloc, RootCoordAPI
 from elanus.channels import subjects
 from elanus.channels.loop import Periodic
 from elanus.errors import ElanusError, ErrorCode, invalid
@@ -49,6 +51,7 @@ if TYPE_CHECKING:
     from elanus.segments.datanode import DataNode
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 BATCH_ROWS = 8192
 WRITE_BYTES = 64 << 20
@@ -164,10 +167,12 @@ class ImportTask:
 
     async def _alloc_ids(self, total: int) -> pa.Array:
         parts = []
+        root = RootCoordAPI(self.node.bus)
         while total > 0:
             count = min(total, ID_BLOCK_MAX)
-            reply = await call_coord(self.node, "id.alloc", {"count": count}, with_node=False)
-            start = int(reply["start"])
+            req = IdAlloc(count=count)
+            block = await retried("id.alloc", partial(root.alloc_ids, req))
+            start = block.start
             parts.append(np.arange(start, start + count, dtype=np.int64))
             total -= count
         return pa.array(np.concatenate(parts))
@@ -371,14 +376,19 @@ async def call_coord(
     """A request to the coord, retried for a while when it is away (restarting)."""
     if with_node:
         body = {**body, "node_id": node.node_id}
+    return await retried(method, lambda: node.bus.request(subjects.coord(method), body, timeout=30))
+
+
+async def retried(what: str, call: Callable[[], Awaitable[T]]) -> T:
+    """``call()``, again for a while when the coord is away (restarting)."""
     delay = 0.1
     for attempt in range(40):
         try:
-            return await node.bus.request(subjects.coord(method), body, timeout=30)
+            return await call()
         except ElanusError as exc:
             if exc.code not in RETRYABLE or attempt == 39:
                 raise
-            log.warning("%s failed, retrying: %s", method, exc)
+            log.warning("%s failed, retrying: %s", what, exc)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
     raise AssertionError("unreachable")
