@@ -56,8 +56,18 @@ def tick_subject(pchannel: str) -> str:
     return f"{SUBJECT_ROOT}.{pchannel}.{TICK}"
 
 
+def pchannel_name(index: int) -> str:
+    """The ``index``-th physical channel (one JetStream stream each)."""
+    return f"dml_{index}"
+
+
+def vchannel_name(pchannel: str, collection_id: int, shard: int) -> str:
+    """Shard ``shard`` of a collection, on ``pchannel``: ``dml_3_1001v0``."""
+    return f"{pchannel}_{collection_id}v{shard}"
+
+
 def pchannel_of(vchannel: str) -> str:
-    """``dml_3_1001v0`` lives on ``dml_3`` (see meta.catalog.vchannel_name)."""
+    """``dml_3_1001v0`` lives on ``dml_3`` (the inverse of ``vchannel_name``)."""
     head, _, _ = vchannel.rpartition("_")
     return head
 

@@ -6,12 +6,21 @@ COORD = f"{PREFIX}.coord"
 META_INVALIDATE = f"{PREFIX}.meta.invalidate"
 """Broadcast by the coord after every DDL change; proxies drop the named cache entries."""
 SESSIONS_BUCKET = "elanus_sessions"
+SEGMENT_FLUSHED = f"{PREFIX}.segment.flushed"
+"""Broadcast by the coord after a segment is flushed (query and index coordination listen)."""
+SEGMENT_COMPACTED = f"{PREFIX}.segment.compacted"
+"""Broadcast by the coord after compacted sources were swapped for their target."""
 
 
 def coord(method: str) -> str:
     return f"{COORD}.{method}"
 
 
+def node_prefix(role: str, node_id: str) -> str:
+    """The subject root a node instance serves its methods under."""
+    return f"{PREFIX}.{role}.{node_id}"
+
+
 def node(role: str, node_id: str, method: str) -> str:
-    """Request/reply subject of one node instance (datanode, querynode, indexnode)."""
-    return f"{PREFIX}.{role}.{node_id}.{method}"
+    """Request/reply subject of one node instance (datanode, querynode, indexnode, proxy)."""
+    return f"{node_prefix(role, node_id)}.{method}"

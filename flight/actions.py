@@ -1,7 +1,7 @@
 """The DoAction registry: each action declared once, with everything the proxy needs to run it.
 
-A concern's module (``ddl_actions``, ``dml_actions``, ``query_actions``, ``hybrid``,
-``readplan``, ``index_actions``, ``import_actions``, ``auth_actions``) declares each of its
+A concern's module (``ddl_actions``, ``dml_actions``, ``query_actions``, ``search.hybrid``,
+``search.readplan``, ``index_actions``, ``import_actions``, ``auth_actions``) declares each of its
 actions with ``@action(...)`` on the action's request checker: the public name and ListActions text,
 the body keys, the privilege (``elanus.privileges``; ``OPEN``: any authenticated caller),
 the rate bucket, and the executor. ``perform`` is the whole of DoAction: look the name up,
@@ -79,8 +79,8 @@ CONCERNS = (
     "ddl_actions",
     "dml_actions",
     "query_actions",
-    "hybrid",
-    "readplan",
+    "search.hybrid",
+    "search.readplan",
     "index_actions",
     "import_actions",
     "auth_actions",

@@ -97,7 +97,7 @@ class DmlService:
 
     @property
     def subject_prefix(self) -> str:
-        return f"{subjects.PREFIX}.proxy.{self.proxy.node_id}"
+        return subjects.node_prefix("proxy", self.proxy.node_id)
 
     def handlers(self) -> dict[str, Handler]:
         return {"segments.release": self._release, "timetick.report": self._report_now}

@@ -47,9 +47,7 @@ from elanus.flight.dml_actions import UPLOAD_OP, check_put
 from elanus.flight.imports import ImportService
 from elanus.flight.limits import Kind, Limits
 from elanus.flight.metacache import MetaCache
-from elanus.flight.query import QueryService, hits_table
-from elanus.flight.query_actions import check_search_stream
-from elanus.flight.readplan import ReadService
+from elanus.flight.search import QueryService, ReadService, check_search_stream, hits_table
 from elanus.flight.streams import client_batches, client_chunks
 from elanus.flight.uploads import receive_upload
 from elanus.importroots import ensure_dirs

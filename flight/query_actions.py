@@ -11,64 +11,21 @@ from typing import Any
 
 from elanus.api.base import as_body
 from elanus.api.querycoord import LoadCollection, LoadState, ReleaseCollection
-from elanus.client.wire import DEFAULT_DB, decode_request
-from elanus.consistency import ConsistencyLevel
-from elanus.errors import ElanusError, ErrorCode, invalid
+from elanus.client.wire import DEFAULT_DB
+from elanus.errors import invalid
 from elanus.flight.actions import Call, action, check_db, check_named
 from elanus.flight.auth import Caller
 from elanus.flight.limits import Kind
-from elanus.flight.searchcheck import split_search_params
+from elanus.flight.search import (
+    GROUP_KEYS,
+    READ_KEYS,
+    partition_names,
+    read_options,
+    search_data,
+    search_options,
+)
 from elanus.privileges import Need
 from elanus.requests import Body
-from elanus.schema import DataType, Field, check_name
-
-MAX_TOPK = 16_384
-MAX_NQ = 16_384
-GROUP_KEYS = ("group_by_field", "group_size", "strict_group_size")
-READ_KEYS = ("consistency_level", "guarantee_timestamp", "as_of", "partition_names")
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
-
-
-def check_query_ids(ids: list[Any], pk: Field) -> list[Any]:
-    """``ids`` of a query, checked against the primary key: exact JSON integers in the int64
-    range for an Int64 key (no strings, floats or booleans, so no key is ever rounded),
-    strings for a VarChar key. A wrong id is BAD_EXPRESSION, as Milvus reports ids (which
-    it turns into ``pk in [...]``), naming the value rather than an internal expression."""
-    if pk.dtype == DataType.INT64:
-        for v in ids:
-            if isinstance(v, bool) or not isinstance(v, int):
-                raise _bad_id(f"of Int64 primary key {pk.name!r} must be JSON integers, got {v!r}")
-            if not _INT64_MIN <= v <= _INT64_MAX:
-                raise _bad_id(f"value {v} is out of the Int64 range")
-    elif not all(isinstance(v, str) for v in ids):
-        bad = next(v for v in ids if not isinstance(v, str))
-        raise _bad_id(f"of VarChar primary key {pk.name!r} must be strings, got {bad!r}")
-    return ids
-
-
-def _bad_id(message: str) -> ElanusError:
-    return ElanusError(ErrorCode.BAD_EXPRESSION, f"query: 'ids' {message}")
-
-
-def _partitions(b: Body) -> list[str] | None:
-    names = b.list("partition_names", None)
-    if names is None:
-        return None
-    return [check_name(n, "partition") for n in names]
-
-
-def _read_options(b: Body) -> dict[str, Any]:
-    level = b.str("consistency_level", None)
-    try:
-        parsed = ConsistencyLevel.parse(level).value if level else None
-    except ValueError as exc:
-        raise invalid(str(exc)) from None
-    return {
-        "consistency_level": parsed,
-        "guarantee_timestamp": b.int("guarantee_timestamp", 0, lo=0),
-        "as_of": b.int("as_of", 0, lo=0),
-        "partition_names": _partitions(b),
-    }
 
 
 def _run_load(c: Call) -> dict[str, Any]:
@@ -92,7 +49,7 @@ def _load(b: Body) -> dict[str, Any]:
     return {
         "db": check_db(b),
         "collection": check_named(b, "collection", "collection"),
-        "partition_names": _partitions(b),
+        "partition_names": partition_names(b),
     }
 
 
@@ -170,74 +127,7 @@ def _searcher(caller: Caller) -> Callable[[str, str], None] | None:
     run=_run_search,
 )
 def _search(b: Body) -> dict[str, Any]:
-    return {**_search_options(b), "data": _search_data(b)}
-
-
-def _search_data(b: Body) -> list[Any]:
-    data = b.list("data")
-    if not data:
-        raise invalid("search: 'data' holds no query vectors")
-    if len(data) > MAX_NQ:
-        raise invalid(f"search: at most {MAX_NQ} query vectors per request, got {len(data)}")
-    return data
-
-
-def check_search_data(data: Any) -> list[Any]:
-    """The ``data`` of a search body, checked as ``search`` checks it (for a request whose
-    other keys were checked before)."""
-    if type(data) is list and 0 < len(data) <= MAX_NQ:
-        return data
-    return _search_data(Body({"data": data}, "search"))
-
-
-def check_search_stream(raw: bytes) -> dict[str, Any]:
-    """The command of a DoExchange search: a ``search`` body without ``data`` (the query
-    vectors arrive as record batches)."""
-    b = Body(decode_request(raw, "DoExchange command"), "DoExchange command")
-    request = _search_options(b)
-    b.done()
-    return request
-
-
-def _search_options(b: Body) -> dict[str, Any]:
-    limit = b.int("limit", 10, lo=1, hi=MAX_TOPK)
-    offset = b.int("offset", 0, lo=0, hi=MAX_TOPK)
-    if limit + offset > MAX_TOPK:
-        raise invalid(f"search: limit + offset must be at most {MAX_TOPK}")
-    params = b.dict("search_params", {})
-    unknown = sorted(set(params) - {"metric_type", "radius", "range_filter", "params"})
-    if unknown:
-        raise invalid(f"search: unknown search_params key(s) {', '.join(unknown)}")
-    if not isinstance(params.get("params") or {}, dict):
-        raise invalid("search: search_params 'params' must be an object, e.g. {\"nprobe\": 16}")
-    split_search_params(params)  # the range bounds are numbers, wherever they sit
-    group_by = b.str("group_by_field", None) or None
-    group_size = b.int("group_size", 1, lo=1, hi=MAX_TOPK)
-    strict = b.bool("strict_group_size", False)
-    if group_by is None and (group_size != 1 or strict):
-        raise invalid("search: group_size and strict_group_size need a group_by_field")
-    if group_size * (limit + offset) > MAX_TOPK:
-        raise invalid(
-            f"search: (limit + offset) * group_size must be at most {MAX_TOPK}, "
-            f"got {(limit + offset) * group_size}"
-        )
-    if "metric_type" in params and not isinstance(params["metric_type"], str):
-        raise invalid("search: search_params 'metric_type' must be a string")
-    return {
-        "db": check_db(b),
-        "collection": check_named(b, "collection", "collection"),
-        "anns_field": b.str("anns_field", None),
-        "limit": limit,
-        "offset": offset,
-        "filter": b.str("filter", "") or None,
-        "filter_params": b.dict("filter_params", {}),
-        "output_fields": b.list("output_fields", []),
-        "search_params": params,
-        "group_by_field": group_by,
-        "group_size": group_size,
-        "strict_group_size": strict,
-        **_read_options(b),
-    }
+    return {**search_options(b), "data": search_data(b)}
 
 
 def _run_query(c: Call) -> dict[str, Any]:
@@ -294,5 +184,5 @@ def _query(b: Body) -> dict[str, Any]:
         "limit": limit,
         "offset": b.int("offset", 0, lo=0),
         "filter_params": b.dict("filter_params", {}),
-        **_read_options(b),
+        **read_options(b),
     }

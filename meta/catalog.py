@@ -18,6 +18,7 @@ from typing import Any
 
 import duckdb
 
+from elanus.channels.dml import pchannel_name, vchannel_name
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.partitionkey import key_partition_names
 from elanus.schema import DEFAULT_DB, DEFAULT_PARTITION, DYNAMIC_FIELD, MAX_FIELDS, Field, Schema
@@ -25,14 +26,6 @@ from elanus.schema import DEFAULT_DB, DEFAULT_PARTITION, DYNAMIC_FIELD, MAX_FIEL
 MAX_PARTITIONS = 1024
 MAX_COLLECTIONS = 65536
 FIRST_FIELD_ID = 100
-
-
-def pchannel_name(index: int) -> str:
-    return f"dml_{index}"
-
-
-def vchannel_name(pchannel: str, collection_id: int, shard: int) -> str:
-    return f"{pchannel}_{collection_id}v{shard}"
 
 
 class Catalog:

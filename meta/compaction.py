@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from elanus import tsutil
+from elanus.channels import subjects
 from elanus.channels.loop import Periodic
 from elanus.coordrequests import (
     CompactionDone,
@@ -26,8 +28,9 @@ from elanus.coordrequests import (
     TriggerCompaction,
 )
 from elanus.errors import ElanusError, ErrorCode
+from elanus.meta.scheduler import Lapsed
 from elanus.meta.segmentmeta import Segment
-from elanus.states import COMPACTION_OPEN, CompactionState, SegmentState
+from elanus.states import COMPACTION_OPEN, CompactionState, SegmentState, transition
 
 if TYPE_CHECKING:
     from elanus.channels.role import RoleHandler
@@ -38,7 +41,6 @@ log = logging.getLogger(__name__)
 PLAN_TIMEOUT_S = 120.0
 SMALL_FRACTION = 0.5
 """A flushed segment under this fraction of the row limit is 'small' for the auto policy."""
-SEGMENT_COMPACTED = "elanus.segment.compacted"
 
 
 @dataclass
@@ -59,10 +61,26 @@ class Plan:
     result: dict[str, Any] = field(default_factory=dict)
     reason: str = ""
     """Why the plan failed."""
+    attempts: int = 0
+    """Times it was handed to its datanode (once: a plan that lapsed fails)."""
 
     def fail(self, reason: str) -> None:
         log.warning("compaction plan %s failed: %s", self.plan_id, reason)
-        self.state, self.reason = CompactionState.FAILED, reason
+        transition(self, CompactionState.FAILED)
+        self.reason = reason
+
+    @property
+    def label(self) -> str:
+        return f"compaction plan {self.plan_id}"
+
+    @property
+    def holder(self) -> str | None:
+        executing = self.state is CompactionState.EXECUTING
+        return f"the datanode of {self.vchannel}" if executing else None
+
+    @property
+    def lease_expires(self) -> float:
+        return self.issued_at + PLAN_TIMEOUT_S
 
     def to_wire(self, segments: dict[int, Segment]) -> dict[str, Any]:
         return {
@@ -93,8 +111,35 @@ class CompactionManager:
         }
 
     def background(self) -> list[Periodic]:
+        """The automatic policy; plans that lapse are failed by the coord's scheduler."""
         interval = self.coord.settings.compaction_interval_s
         return [Periodic(self.auto, interval, "auto compaction")] if interval > 0 else []
+
+    # -- the scheduler's queue of plans (meta/scheduler.py) ----------------------------------
+    name = "compaction plans"
+
+    def running(self) -> list[Plan]:
+        return [p for p in self.plans.values() if p.state is CompactionState.EXECUTING]
+
+    def live_holders(self) -> None:
+        return None  # a plan's lease is its timeout: the tick reply that carried it is gone
+
+    def may_retry(self, plan: Plan) -> bool:
+        return False  # the next round plans the sources again
+
+    async def retry(self, lapsed: Sequence[Lapsed[Plan]]) -> None:
+        """Never called (``may_retry``)."""
+
+    async def give_up(self, lapsed: Sequence[Lapsed[Plan]]) -> None:
+        """A plan nobody finished (its datanode died) fails; the next round replans."""
+        for x in lapsed:
+            if x.current() and x.task.state is CompactionState.EXECUTING:
+                x.task.fail(
+                    f"no result from the datanode of {x.task.vchannel} in {PLAN_TIMEOUT_S:.0f} s"
+                )
+
+    async def dispatch(self) -> None:
+        """Nothing to push: plans ride on the replies to datanode ticks (``take_for``)."""
 
     # -- planning ---------------------------------------------------------------------------
     def _busy(self) -> set[int]:
@@ -159,14 +204,6 @@ class CompactionManager:
 
     async def auto(self) -> None:
         self.plan(None, manual=False)
-        self._expire()
-
-    def _expire(self) -> None:
-        """A plan nobody finished (its datanode died) is dropped; the next round replans."""
-        now = time.monotonic()
-        for p in list(self.plans.values()):
-            if p.state is CompactionState.EXECUTING and now - p.issued_at > PLAN_TIMEOUT_S:
-                p.fail(f"no result from the datanode of {p.vchannel} in {PLAN_TIMEOUT_S:.0f} s")
 
     def take_for(self, vchannel: str, tick_ts: int) -> list[dict[str, Any]]:
         """Plans to hand to the datanode reporting ``vchannel`` consumed up to ``tick_ts``
@@ -178,7 +215,9 @@ class CompactionManager:
                 if any(s not in self.coord.data.segments for s in p.sources):
                     p.fail("a source segment went away (collection dropped?)")
                     continue
-                p.state, p.issued_at = CompactionState.EXECUTING, time.monotonic()
+                transition(p, CompactionState.EXECUTING)
+                p.issued_at = time.monotonic()
+                p.attempts += 1
                 out.append(p.to_wire(self.coord.data.segments))
         return out
 
@@ -248,12 +287,15 @@ class CompactionManager:
             seal_ts=max((s.seal_ts or 0 for s in sources), default=0),
         )
         for s in sources:
-            s.state, s.dropped_ts = SegmentState.DROPPED, ts
+            transition(s, SegmentState.DROPPED)
+            s.dropped_ts = ts
         await data.replace(sources, target)
         await self.coord.index.on_new_segment(target)
-        plan.state, plan.result = CompactionState.COMPLETED, {"num_rows": num_rows}
+        transition(plan, CompactionState.COMPLETED)
+        plan.result = {"num_rows": num_rows}
         await self.coord.bus.publish(
-            SEGMENT_COMPACTED, {"target": target.to_dict(), "sources": plan.sources, "ts": ts}
+            subjects.SEGMENT_COMPACTED,
+            {"target": target.to_dict(), "sources": plan.sources, "ts": ts},
         )
         self.coord.query.schedule(self.coord.query.on_compacted(target, list(plan.sources)))
         return {}

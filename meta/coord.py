@@ -15,12 +15,12 @@ import time
 from elanus.api.coord import CoordHealth, GetHealth, ListSessions, Sessions
 from elanus.channels import subjects
 from elanus.channels.bus import Bus
-from elanus.channels.dml import ensure_streams
+from elanus.channels.dml import ensure_streams, pchannel_name
 from elanus.channels.loop import Periodic
 from elanus.channels.role import Role, RoleHandler
 from elanus.channels.sessions import SessionInfo, SessionWatcher
 from elanus.meta.auth import AuthCoord
-from elanus.meta.catalog import Catalog, pchannel_name
+from elanus.meta.catalog import Catalog
 from elanus.meta.channelmanager import ChannelManager
 from elanus.meta.compaction import CompactionManager
 from elanus.meta.counters import ID_HIGH_WATER, TSO_BOUND, CounterStore
@@ -32,6 +32,7 @@ from elanus.meta.importjobs import ImportManager
 from elanus.meta.indexcoord import IndexCoord
 from elanus.meta.querycoord import QueryCoord
 from elanus.meta.rootcoord import RootCoord
+from elanus.meta.scheduler import TaskScheduler
 from elanus.meta.timetick import TimeTickSync
 from elanus.meta.tso import TimestampOracle
 from elanus.settings import Settings
@@ -58,6 +59,7 @@ class Coordinator(Role):
         self.index = IndexCoord(self)
         self.imports = ImportManager(self)
         self.auth = AuthCoord(self)
+        self.scheduler = TaskScheduler([self.index, self.imports, self.compaction])
         self._background: list[Periodic] = []
         self._counters: CounterStore | None = None
         self._started_at = time.time()
@@ -112,7 +114,7 @@ class Coordinator(Role):
             *self.gc.background(),
             *self.query.background(),
             *self.index.background(),
-            *self.imports.background(),
+            *self.scheduler.background(),
         ]
         self._background = [p.start() for p in background]
         await self.register()

@@ -33,7 +33,7 @@ from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.meta import segmentmeta
 from elanus.meta.segmentmeta import Segment
 from elanus.schema import Schema
-from elanus.states import SegmentState
+from elanus.states import SegmentState, transition
 
 if TYPE_CHECKING:
     from elanus.channels.role import RoleHandler
@@ -43,8 +43,6 @@ log = logging.getLogger(__name__)
 
 QUOTA_LIFETIME_MS = 5_000
 CHECKPOINT_SAVE_S = 2.0
-SEGMENT_FLUSHED = f"{subjects.PREFIX}.segment.flushed"
-"""Broadcast after a segment is flushed (query and index coordination listen)."""
 
 
 def estimate_row_bytes(schema: Schema) -> int:
@@ -110,7 +108,7 @@ class DataCoord:
                 s.last_expire_ts = tsutil.compose(tsutil.now_ms() + QUOTA_LIFETIME_MS)
                 changed.append(s)
             elif s.state is SegmentState.FLUSHING:
-                s.state = SegmentState.SEALED
+                transition(s, SegmentState.SEALED)
                 changed.append(s)
         await self._save(changed)
 
@@ -173,7 +171,7 @@ class DataCoord:
                 free = seg.max_rows - seg.allocated_rows
                 if free <= 0:
                     full.append(seg)
-                    seg.state = SegmentState.SEALED
+                    transition(seg, SegmentState.SEALED)
                     continue
                 quota = max(rows, min(seg.max_rows // 8, 65_536))
                 n = min(free, quota)
@@ -214,7 +212,8 @@ class DataCoord:
     async def seal(self, segs: list[Segment]) -> int:
         """Seal segments: proxies drop their quotas, then the seal timestamp is taken."""
         for s in segs:
-            s.state = SegmentState.SEALED
+            if s.state is not SegmentState.SEALED:  # a full one was sealed when found full
+                transition(s, SegmentState.SEALED)
         ids = [s.segment_id for s in segs]
         all_released = await self._release_quotas(ids)
         seal_ts = self.coord.tso.alloc()
@@ -350,7 +349,7 @@ class DataCoord:
             and s.last_expire_ts <= ts
         ]
         for s in ready:
-            s.state = SegmentState.FLUSHING
+            transition(s, SegmentState.FLUSHING)
         if ready:
             await self._save(ready)
         compact = self.coord.compaction.take_for(vchannel, ts)
@@ -393,16 +392,15 @@ class DataCoord:
         seg.num_rows, seg.path = num_rows, req.path
         seg.min_ts, seg.max_ts, seg.start_seq = req.min_ts, req.max_ts, req.start_seq
         seg.flushed_ts = self.coord.tso.alloc()
+        transition(seg, SegmentState.FLUSHED if num_rows else SegmentState.DROPPED)
         if num_rows == 0:
-            seg.state, seg.dropped_ts = SegmentState.DROPPED, seg.flushed_ts
-        else:
-            seg.state = SegmentState.FLUSHED
+            seg.dropped_ts = seg.flushed_ts
         if checkpoint is not None:
             seg.checkpoint_seq, seg.checkpoint_ts = int(checkpoint["seq"]), int(checkpoint["ts"])
         await self._save([seg])
         if seg.state is SegmentState.DROPPED:
             del self.segments[sid]
-        await self.coord.bus.publish(SEGMENT_FLUSHED, seg.to_dict())
+        await self.coord.bus.publish(subjects.SEGMENT_FLUSHED, seg.to_dict())
         if seg.state is SegmentState.FLUSHED:
             await self.coord.index.on_new_segment(seg)
             self.coord.query.schedule(self.coord.query.on_segment_flushed(seg))
@@ -444,7 +442,8 @@ class DataCoord:
         async with self._lock:
             segs = [s for s in self.segments.values() if which(s)]
             for s in segs:
-                s.state, s.dropped_ts = SegmentState.DROPPED, ts
+                transition(s, SegmentState.DROPPED)
+                s.dropped_ts = ts
                 del self.segments[s.segment_id]
             await self._save(segs)
 
@@ -452,7 +451,7 @@ class DataCoord:
         """A channel changed datanode: unfinished flushes start over on the new one."""
         for s in self.segments.values():
             if s.vchannel == vchannel and s.state is SegmentState.FLUSHING:
-                s.state = SegmentState.SEALED
+                transition(s, SegmentState.SEALED)
 
     def channel_segments(self, vchannel: str) -> list[dict[str, Any]]:
         return [s.to_dict() for s in self.segments.values() if s.vchannel == vchannel]

@@ -4,6 +4,7 @@ the units a job is created with; the job's steps are ``meta/importjobs.py``'s.""
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +46,8 @@ class ImportJob:
     """The commit's messages are in the log (False after a restart: publish again)."""
     serving: bool = True
     """False between the Completed commit and the loaded collections' handoff."""
+    attempts: int = 0
+    """Times it was handed to a data node (to run it, or to finish its commit)."""
 
     def row(self) -> list[Any]:
         values = {c: getattr(self, c) for c in COLUMNS}
@@ -59,6 +62,18 @@ class ImportJob:
             d[c] = json.loads(d[c])
         d["state"] = ImportJobState(d["state"])
         return cls(**d)
+
+    @property
+    def label(self) -> str:
+        return f"import job {self.job_id}"
+
+    @property
+    def holder(self) -> str | None:
+        return self.node_id
+
+    @property
+    def lease_expires(self) -> float:
+        return math.inf  # held while its data node's session lives
 
     @property
     def upsert(self) -> bool:

@@ -27,17 +27,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from elanus import layout
 from elanus.channels import subjects
 from elanus.channels.dml import DmlMessage, MsgType
-from elanus.channels.loop import Periodic, cancel_and_wait
+from elanus.channels.loop import cancel_and_wait
 from elanus.channels.publisher import DmlPublisher, Piece
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.meta import segmentmeta
-from elanus.meta.datacoord import SEGMENT_FLUSHED, estimate_row_bytes
+from elanus.meta.datacoord import estimate_row_bytes
 from elanus.meta.importfiles import (
     collect_garbage,
     remove_tree,
@@ -51,10 +52,11 @@ from elanus.meta.importjob import (
     check_unit,
     save_job,
 )
+from elanus.meta.scheduler import Lapsed
 from elanus.meta.segmentmeta import Segment
 from elanus.requests import Body
 from elanus.schema import Schema
-from elanus.states import IMPORT_FINAL, ImportJobState, SegmentState
+from elanus.states import IMPORT_FINAL, ImportJobState, SegmentState, transition
 from elanus.taskrequests import (
     AbortWrite,
     CommitImport,
@@ -94,9 +96,6 @@ class ImportManager:
             "import.finish": self.finish,
             "import.fail": self.fail,
         }
-
-    def background(self) -> list[Periodic]:
-        return [Periodic(self.supervise, 0.5, "import jobs")]
 
     async def start(self) -> None:
         rows = await self.coord.db.run(
@@ -145,8 +144,14 @@ class ImportManager:
                 return {"job_id": existing.job_id, "existing": True}
         elif not checked:
             raise invalid("import: 'files' is empty")
+        if not checked and options.get("expected_rows"):
+            raise invalid(
+                f"nothing is staged under write {write_id!r}, but {options['expected_rows']} "
+                "row(s) were expected (aborted, or removed as stale after gc_delay_s?)"
+            )
+        job_id, created_ts = self.coord.ids.alloc(), self.coord.tso.alloc()
         job = ImportJob(
-            job_id=self.coord.ids.alloc(),
+            job_id=job_id,
             collection_id=cid,
             db=req.db,
             collection=req.collection or info.get("name", ""),
@@ -154,16 +159,13 @@ class ImportManager:
             write_id=write_id,
             units=checked,
             options=options,
-            created_ts=self.coord.tso.alloc(),
+            created_ts=created_ts,
             stage="queued",
+            # a staged write with nothing staged is done at once: it is born Completed
+            state=ImportJobState.COMPLETED if not checked else ImportJobState.PENDING,
+            progress=0.0 if checked else 1.0,
+            finished_ts=None if checked else created_ts,
         )
-        if not checked:  # a staged write with nothing staged: done at once
-            if options.get("expected_rows"):
-                raise invalid(
-                    f"nothing is staged under write {write_id!r}, but {options['expected_rows']} "
-                    "row(s) were expected (aborted, or removed as stale after gc_delay_s?)"
-                )
-            job.state, job.progress, job.finished_ts = ImportJobState.COMPLETED, 1.0, job.created_ts
         self.jobs[job.job_id] = job  # before any await: a concurrent commit finds it
         try:
             await self.coord.db.run(save_job(job))
@@ -249,7 +251,9 @@ class ImportManager:
                 ),
             )
             node = self._least_busy(nodes)
-            job.state, job.node_id, job.stage = ImportJobState.IMPORTING, node, "starting"
+            transition(job, ImportJobState.IMPORTING)
+            job.node_id, job.stage = node, "starting"
+            job.attempts += 1
             await self.coord.db.run(save_job(job))  # before the node may start writing
             spec = {
                 "job_id": job.job_id,
@@ -269,36 +273,49 @@ class ImportManager:
             if exc.code == ErrorCode.UNAVAILABLE:  # gone meanwhile: another node, next round
                 async with self._lock:
                     if job.state == ImportJobState.IMPORTING and job.node_id == node:
-                        job.state, job.node_id = ImportJobState.PENDING, None
+                        transition(job, ImportJobState.PENDING)
+                        job.node_id = None
                         job.stage = "waiting for a data node"
                         await self.coord.db.run(save_job(job))
                 return
             await self._fail(job, exc, node)
 
-    async def supervise(self) -> None:
-        """Start pending jobs; fail jobs whose executor went away before the commit; finish
-        committed ones (after a restart or a dead executor) on a live datanode."""
-        live = set(self._datanodes())
+    # -- the scheduler's queue of jobs (meta/scheduler.py) -----------------------------------
+    name = "import jobs"
+
+    def running(self) -> list[ImportJob]:
+        return [j for j in self.jobs.values() if j.state == ImportJobState.IMPORTING]
+
+    def live_holders(self) -> set[str]:
+        return set(self._datanodes())
+
+    def may_retry(self, job: ImportJob) -> bool:
+        """Only past its commit: it cannot fail any more, so another node finishes it."""
+        return job.commit_ts is not None
+
+    async def retry(self, lapsed: Sequence[Lapsed[ImportJob]]) -> None:
+        """Finish committed jobs (after a restart or a dead executor) on a live datanode."""
+        live = self._datanodes()
+        for x in lapsed:
+            if live and x.current() and x.task.state == ImportJobState.IMPORTING:
+                await self._resume(x.task, self._least_busy(live))
+
+    async def give_up(self, lapsed: Sequence[Lapsed[ImportJob]]) -> None:
+        """Fail jobs whose executor went away before the commit."""
+        for x in lapsed:
+            why = f"data node {x.holder} went away during the import; nothing was imported"
+            await self._fail(x.task, ElanusError(ErrorCode.UNAVAILABLE, why), x.holder)
+
+    async def dispatch(self) -> None:
+        """Start pending jobs."""
         for job in list(self.jobs.values()):
             if job.state == ImportJobState.PENDING:
                 await self._dispatch(job)
-            elif job.state == ImportJobState.IMPORTING and job.node_id not in live:
-                if job.commit_ts is None:
-                    await self._fail(
-                        job,
-                        ElanusError(
-                            ErrorCode.UNAVAILABLE,
-                            f"data node {job.node_id} went away during the import; "
-                            "nothing was imported",
-                        ),
-                        job.node_id,
-                    )
-                elif live:
-                    await self._resume(job, self._least_busy(sorted(live)))
 
     async def _resume(self, job: ImportJob, node: str) -> None:
         """A committed job whose executor is gone: publish (again) and finalize elsewhere."""
         job.node_id, job.stage = node, "finishing"
+        job.attempts += 1
         try:
             self._segments(job)
         except ElanusError as exc:  # dropped with its collection: nothing left to finish
@@ -492,8 +509,10 @@ class ImportManager:
             raise
         now = self.coord.tso.alloc()
         for s in segs:
-            s.state, s.flushed_ts = SegmentState.FLUSHED, now
-        job.state, job.progress, job.finished_ts = ImportJobState.COMPLETED, 1.0, now
+            transition(s, SegmentState.FLUSHED)
+            s.flushed_ts = now
+        transition(job, ImportJobState.COMPLETED)
+        job.progress, job.finished_ts = 1.0, now
         job.serving = False
         job.stage = "handing over"
         await self.coord.data.save_segments(segs, save_job(job))
@@ -506,7 +525,7 @@ class ImportManager:
     async def _hand_over(self, job: ImportJob, segs: list[Segment]) -> None:
         try:
             for s in segs:
-                await self.coord.bus.publish(SEGMENT_FLUSHED, s.to_dict())
+                await self.coord.bus.publish(subjects.SEGMENT_FLUSHED, s.to_dict())
             await self.coord.query.on_segments_imported(segs)
         finally:
             job.serving = True
@@ -547,8 +566,10 @@ class ImportManager:
             now = self.coord.tso.alloc()
             segs = [s for s in (self.coord.data.segments.get(i) for i in job.segment_ids) if s]
             for s in segs:
-                s.state, s.dropped_ts = SegmentState.DROPPED, now
-            job.state, job.finished_ts = ImportJobState.FAILED, now
+                transition(s, SegmentState.DROPPED)
+                s.dropped_ts = now
+            transition(job, ImportJobState.FAILED)
+            job.finished_ts = now
             job.reason, job.reason_code = exc.message, str(exc.code)
             await self.coord.data.save_segments(segs, save_job(job))
             log.info("import job %s failed: %s", job.job_id, exc.message)

@@ -2,8 +2,9 @@
 one build task per flushed segment, builders chosen by load, versions against stale
 builders, recycling of files.
 
-Builders come in two kinds. Index nodes hold a session; the assignment loop pushes tasks
-to the least-loaded live one (at most ``MAX_TASKS_PER_BUILDER`` in flight each). A Spark
+Builders come in two kinds. Index nodes hold a session; the coord's task scheduler
+(``meta/scheduler.py``, this class is its index-build queue) pushes tasks to the
+least-loaded live one (at most ``MAX_TASKS_PER_BUILDER`` in flight each). A Spark
 index run pulls: ``index.claim`` hands it the pending tasks under a lease it renews with
 ``index.heartbeat``. Either way a builder that disappears (session gone, lease lapsed)
 has its unfinished tasks issued again, and the next assignment raises their version, so
@@ -16,6 +17,7 @@ import asyncio
 import logging
 import shutil
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,12 +25,11 @@ from elanus import layout
 from elanus.channels import subjects
 from elanus.channels.loop import Periodic
 from elanus.errors import ElanusError, ErrorCode, invalid
-from elanus.indexparams import IndexSpec, make_index_spec
 from elanus.meta import indexmeta
-from elanus.meta.indexmeta import IndexRecord, IndexTask
-from elanus.scalarindex import is_scalar_spec, make_scalar_spec
-from elanus.schema import DataType, Field, Schema
-from elanus.states import IndexTaskState, SegmentState
+from elanus.meta.indexmeta import IndexRecord, IndexTask, field_spec, path_words, spec_slot
+from elanus.meta.scheduler import Lapsed
+from elanus.schema import Schema
+from elanus.states import IndexTaskState, SegmentState, transition
 from elanus.taskrequests import (
     ClaimIndexTasks,
     CreateIndex,
@@ -47,9 +48,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 MAX_TASKS_PER_BUILDER = 2
-ASSIGN_INTERVAL_S = 0.5
 BUILD_REQUEST_TIMEOUT_S = 10.0
 _PENDING = frozenset({IndexTaskState.UNISSUED, IndexTaskState.IN_PROGRESS})
+_RUNNING = IndexTaskState.IN_PROGRESS
 
 
 class IndexCoord:
@@ -79,11 +80,9 @@ class IndexCoord:
         }
 
     def background(self) -> list[Periodic]:
+        """Recycling; builds are dispatched by the coord's task scheduler."""
         recycle_every = max(0.5, min(30.0, self.coord.settings.gc_delay_s / 4))
-        return [
-            Periodic(self.assign, ASSIGN_INTERVAL_S, "index task assignment"),
-            Periodic(self.recycle, recycle_every, "index file recycling"),
-        ]
+        return [Periodic(self.recycle, recycle_every, "index file recycling")]
 
     async def start(self) -> None:
         indexes, tasks = await self.coord.db.run(indexmeta.load)
@@ -167,22 +166,22 @@ class IndexCoord:
         if field_name not in {f.name for f in schema.fields}:
             raise invalid(f"field {field_name!r} does not exist in {info['name']!r}")
         field = schema.field(field_name)
-        spec = _field_spec(field, index_type, metric, params)
+        spec = field_spec(field, index_type, metric, params)
         async with self._lock:
             for i in self.live_indexes(cid):
-                if i.field_name == field_name and _slot(i.spec) == _slot(spec):
+                if i.field_name == field_name and spec_slot(i.spec) == spec_slot(spec):
                     if i.spec == spec and i.index_name == index_name:
                         return {"index_id": i.index_id, "created": False}
                     raise ElanusError(
                         ErrorCode.INDEX_ALREADY_EXISTS,
-                        f"field {field_name!r}{_path_words(spec)} already has index "
+                        f"field {field_name!r}{path_words(spec)} already has index "
                         f"{i.index_name!r} with different parameters; drop it first",
                     )
                 if i.index_name == index_name:
                     raise ElanusError(
                         ErrorCode.INDEX_ALREADY_EXISTS,
                         f"index name {index_name!r} is already used on field {i.field_name!r}"
-                        f"{_path_words(i.spec)}; give this index another index_name",
+                        f"{path_words(i.spec)}; give this index another index_name",
                     )
             record = IndexRecord(
                 self.coord.ids.alloc(), cid, field_name, index_name, spec,
@@ -316,19 +315,43 @@ class IndexCoord:
         leased = {n for n, expiry in self.leases.items() if expiry > now}
         return set(self._session_builders()) | leased
 
-    async def assign(self) -> None:
-        """One round of seed 002's assignTaskLoop."""
+    # -- the scheduler's queue of builds (seed 002's assignTaskLoop) ------------------------
+    name = "index builds"
+
+    def running(self) -> list[IndexTask]:
+        return [t for t in self.tasks.values() if t.state is _RUNNING and not t.mark_deleted]
+
+    def live_holders(self) -> set[str]:
+        return self._live_builders()
+
+    def may_retry(self, task: IndexTask) -> bool:
+        return True  # a build whose builder went is built again, however often
+
+    async def retry(self, lapsed: Sequence[Lapsed[IndexTask]]) -> None:
         async with self._lock:
-            live = self._live_builders()
             changed: list[IndexTask] = []
-            for t in self.tasks.values():
-                lost = t.state is IndexTaskState.IN_PROGRESS and t.node_id not in live
-                if lost and not t.mark_deleted:
-                    log.info(
-                        "index task %s: builder %s is gone, issuing again", t.build_id, t.node_id
-                    )
-                    t.state, t.node_id = IndexTaskState.UNISSUED, None
+            for x in lapsed:
+                t = x.task
+                if t.state is _RUNNING and not t.mark_deleted and x.current():
+                    log.info("index task %s: builder %s gone, build again", t.build_id, x.holder)
+                    transition(t, IndexTaskState.UNISSUED)
+                    t.node_id = None
                     changed.append(t)
+            if changed:
+                await self._save(tasks=changed)
+
+    async def give_up(self, lapsed: Sequence[Lapsed[IndexTask]]) -> None:
+        """Never called (``may_retry``); fails the builds, should the policy change."""
+        async with self._lock:
+            failed = [x.task for x in lapsed if x.current() and x.task.state is _RUNNING]
+            for t in failed:
+                transition(t, IndexTaskState.FAILED)
+                t.fail_reason = f"builder {t.node_id} went away"
+            await self._save(tasks=failed)
+
+    async def dispatch(self) -> None:
+        """Push Unissued tasks to the least-loaded live index nodes."""
+        async with self._lock:
             for n in [n for n, e in self.leases.items() if e <= time.monotonic()]:
                 del self.leases[n]
             now = time.monotonic()
@@ -352,14 +375,15 @@ class IndexCoord:
                 load[node] += 1
                 self._issue(t, node)
                 issued.append(t)
-            if changed or issued:
-                await self._save(tasks=changed + issued)
+            if issued:
+                await self._save(tasks=issued)
         for t in issued:
             await self._send(t)
 
     def _issue(self, t: IndexTask, node: str) -> None:
         t.version += 1
-        t.state, t.node_id, t.fail_reason = IndexTaskState.IN_PROGRESS, node, None
+        transition(t, IndexTaskState.IN_PROGRESS)
+        t.node_id, t.fail_reason = node, None
 
     async def _send(self, t: IndexTask) -> None:
         node, version = t.node_id, t.version
@@ -373,7 +397,8 @@ class IndexCoord:
                 ttl = self.coord.settings.session_ttl_s
                 self.unreachable[node] = time.monotonic() + ttl
                 if t.state is IndexTaskState.IN_PROGRESS and t.version == version:
-                    t.state, t.node_id = IndexTaskState.UNISSUED, None
+                    transition(t, IndexTaskState.UNISSUED)
+                    t.node_id = None
                     await self._save(tasks=[t])
 
     async def claim(self, req: ClaimIndexTasks) -> dict[str, Any]:
@@ -435,7 +460,8 @@ class IndexCoord:
             if node is not None and node != t.node_id:
                 return {"accepted": False, "reason": "the task is assigned to another builder"}
             if not ok:
-                t.state, t.fail_reason = IndexTaskState.FAILED, reason or "unknown failure"
+                transition(t, IndexTaskState.FAILED)
+                t.fail_reason = reason or "unknown failure"
                 await self._save(tasks=[t])
                 return {"accepted": True}
             key = (build_id, version)
@@ -455,7 +481,8 @@ class IndexCoord:
                 self._reissue(t, f"report rejected: {rejected}")
                 await self._save(tasks=[t])
                 return {"accepted": False, "reason": f"verification failed: {rejected}"}
-            t.state, t.file_paths, t.fail_reason = IndexTaskState.FINISHED, files, None
+            transition(t, IndexTaskState.FINISHED)
+            t.file_paths, t.fail_reason = files, None
             await self._save(tasks=[t])
         self.coord.query.schedule(
             self.coord.query.on_index_built(t.collection_id, t.segment_id, self._served_entry(t))
@@ -476,7 +503,8 @@ class IndexCoord:
     def _reissue(self, t: IndexTask, reason: str) -> None:
         """Back to Unissued under a new version: the attempt that failed is retired at
         once (anything still reported for it is stale), and a builder builds it again."""
-        t.state, t.node_id, t.fail_reason = IndexTaskState.UNISSUED, None, reason
+        transition(t, IndexTaskState.UNISSUED)
+        t.node_id, t.fail_reason = None, reason
         t.version += 1
 
     async def load_failed(self, req: IndexLoadFailed) -> dict[str, Any]:
@@ -564,23 +592,3 @@ class IndexCoord:
             if forget or empty:
                 await self.coord.db.run(indexmeta.forget, forget, empty)
         return removed
-
-
-def _field_spec(field: Field, index_type: str, metric: str | None, params: Any) -> dict[str, Any]:
-    """The stored spec of an index on ``field``: a vector index, or a scalar one."""
-    if field.dtype.is_vector:
-        vector: IndexSpec = make_index_spec(field.dtype, field.dim or 0, index_type, metric, params)
-        return vector.to_dict()
-    if field.dtype == DataType.ARRAY:
-        raise invalid(f"indexes on Array fields ({field.name!r}) are not supported")
-    return make_scalar_spec(field, index_type, params).to_dict()
-
-
-def _slot(spec: dict[str, Any]) -> tuple[Any, ...]:
-    """What one index of a field covers: the whole field, or one JSON path of it."""
-    return tuple(spec.get("path") or ()) if is_scalar_spec(spec) else ()
-
-
-def _path_words(spec: dict[str, Any]) -> str:
-    path = (spec.get("params") or {}).get("json_path") if is_scalar_spec(spec) else None
-    return f" (json_path {path})" if path else ""

@@ -11,11 +11,16 @@ recycling loop removes their files and rows, and the files of superseded version
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import duckdb
 
+from elanus.errors import invalid
+from elanus.indexparams import IndexSpec, make_index_spec
+from elanus.scalarindex import is_scalar_spec, make_scalar_spec
+from elanus.schema import DataType, Field
 from elanus.states import IndexTaskState
 
 
@@ -78,6 +83,27 @@ class IndexTask:
         d["file_paths"] = json.loads(d["file_paths"] or "[]")
         return cls(**d)
 
+    @property
+    def label(self) -> str:
+        return f"index task {self.build_id}"
+
+    # -- the scheduler's view (meta/scheduler.py's Task) ------------------------------------
+    @property
+    def holder(self) -> str | None:
+        return self.node_id
+
+    @property
+    def lease_expires(self) -> float:
+        return math.inf  # a pulling builder's lease is its node's (IndexCoord.leases)
+
+    @property
+    def attempts(self) -> int:
+        return self.version  # raised by every assignment
+
+    @property
+    def reason(self) -> str | None:
+        return self.fail_reason
+
     def to_dict(self) -> dict[str, Any]:
         d = {c: getattr(self, c) for c in TASK_COLUMNS}
         d["state"] = self.state.value
@@ -129,3 +155,23 @@ def forget(con: duckdb.DuckDBPyConnection, build_ids: list[int], index_ids: list
     if index_ids:
         con.executemany("DELETE FROM indexes WHERE index_id = ?", [[i] for i in index_ids])
     con.execute("COMMIT")
+
+
+def field_spec(field: Field, index_type: str, metric: str | None, params: Any) -> dict[str, Any]:
+    """The stored spec of an index on ``field``: a vector index, or a scalar one."""
+    if field.dtype.is_vector:
+        vector: IndexSpec = make_index_spec(field.dtype, field.dim or 0, index_type, metric, params)
+        return vector.to_dict()
+    if field.dtype == DataType.ARRAY:
+        raise invalid(f"indexes on Array fields ({field.name!r}) are not supported")
+    return make_scalar_spec(field, index_type, params).to_dict()
+
+
+def spec_slot(spec: dict[str, Any]) -> tuple[Any, ...]:
+    """What one index of a field covers: the whole field, or one JSON path of it."""
+    return tuple(spec.get("path") or ()) if is_scalar_spec(spec) else ()
+
+
+def path_words(spec: dict[str, Any]) -> str:
+    path = (spec.get("params") or {}).get("json_path") if is_scalar_spec(spec) else None
+    return f" (json_path {path})" if path else ""

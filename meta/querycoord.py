@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 from elanus.api.base import ACK, Ack
 from elanus.api.querycoord import (
-    NOT_LOADED,
     LoadCollection,
     LoadProgress,
     LoadState,
@@ -31,7 +30,8 @@ from elanus.channels import subjects
 from elanus.channels.dml import pchannel_of
 from elanus.channels.loop import Periodic, cancel_and_wait
 from elanus.errors import ElanusError, ErrorCode
-from elanus.states import SegmentState
+from elanus.states import LoadState as Load
+from elanus.states import SegmentState, transition
 
 if TYPE_CHECKING:
     from elanus.channels.role import RoleHandler
@@ -45,9 +45,18 @@ NODE_WAIT_S = 5.0
 class Loaded:
     collection_id: int
     partition_ids: list[int] | None
-    state: str = "Loading"
+    state: Load = Load.LOADING
     channels: dict[str, str] = field(default_factory=dict)  # vchannel -> node
     segments: dict[int, str] = field(default_factory=dict)  # segment -> node
+
+    @property
+    def label(self) -> str:
+        return f"the load of collection {self.collection_id}"
+
+    def unplaced(self) -> None:
+        """Some of it has no node any more: Loading again, until keep_loaded places it."""
+        if self.state is Load.LOADED:
+            transition(self, Load.LOADING)
 
 
 class QueryCoord:
@@ -140,7 +149,7 @@ class QueryCoord:
         cid, partitions = req.collection_id, req.partition_ids
         lo = Loaded(cid, sorted(partitions) if partitions else None)
         old = self.loaded.get(cid)
-        if old is not None and old.state == "Loaded" and old.partition_ids == lo.partition_ids:
+        if old is not None and old.state is Load.LOADED and old.partition_ids == lo.partition_ids:
             return await self.state(LoadState(collection_id=cid))
         async with self._lock:
             await self._place(lo)  # raises (nothing recorded) when it cannot place
@@ -179,7 +188,7 @@ class QueryCoord:
             channels[node] = channels.get(node, 0) + 1
             watches.append(self._watch(lo, info, v, node))
         await asyncio.gather(*watches)  # each waits for its delegator to catch up
-        lo.state = "Loaded"
+        transition(lo, Load.LOADED)
         await self._record(lo)
 
     async def _record(self, lo: Loaded) -> None:
@@ -269,14 +278,16 @@ class QueryCoord:
         )
         if lo is None:
             return LoadProgress(
-                state=NOT_LOADED, progress=0, persisted_rows=persisted, loaded_rows=0
+                state=Load.NOT_LOAD, progress=0, persisted_rows=persisted, loaded_rows=0
             )
         loaded = sum(
             self.coord.data.segments[s].num_rows
             for s in lo.segments
             if s in self.coord.data.segments
         )
-        progress = 100 if lo.state == "Loaded" else (100 * loaded // persisted if persisted else 0)
+        progress = 100 * loaded // persisted if persisted else 0
+        if lo.state is Load.LOADED:
+            progress = 100
         return LoadProgress(
             state=lo.state,
             progress=progress,
@@ -288,7 +299,7 @@ class QueryCoord:
     async def route(self, req: QueryRoute) -> Route:
         cid = req.collection_id
         lo = self.loaded.get(cid)
-        if lo is None or lo.state != "Loaded":
+        if lo is None or lo.state is not Load.LOADED:
             label = await self.coord.root.collection_label(cid)
             raise ElanusError(
                 ErrorCode.COLLECTION_NOT_LOADED,
@@ -299,7 +310,7 @@ class QueryCoord:
     # -- handoff ----------------------------------------------------------------------------
     async def on_segment_flushed(self, seg: Any) -> None:
         lo = self.loaded.get(seg.collection_id)
-        if lo is None or lo.state != "Loaded" or not seg.path:
+        if lo is None or lo.state is not Load.LOADED or not seg.path:
             return
         if lo.partition_ids is not None and seg.partition_id not in lo.partition_ids:
             return
@@ -317,7 +328,7 @@ class QueryCoord:
 
     async def on_compacted(self, target: Any, sources: list[int]) -> None:
         lo = self.loaded.get(target.collection_id)
-        if lo is None or lo.state != "Loaded":
+        if lo is None or lo.state is not Load.LOADED:
             return
         if target.state is SegmentState.FLUSHED and target.path:
             await self._hand_over(lo, target, remove=sources)
@@ -329,7 +340,7 @@ class QueryCoord:
         nodes = self._nodes()
         delegator = lo.channels.get(seg.vchannel)
         if not nodes or delegator is None:
-            lo.state = "Loading"  # keep_loaded places it again
+            lo.unplaced()
             return
         counts: dict[str, int] = {}
         for n in lo.segments.values():
@@ -411,10 +422,10 @@ class QueryCoord:
         nodes = set(self._nodes())
         for lo in list(self.loaded.values()):
             lost = [n for n in {*lo.channels.values(), *lo.segments.values()} if n not in nodes]
-            if lo.state == "Loaded" and not lost:
+            if lo.state is Load.LOADED and not lost:
                 continue
             if not nodes:
-                lo.state = "Loading"
+                lo.unplaced()
                 continue
             log.info("placing collection %s again (lost nodes %s)", lo.collection_id, lost)
             fresh = Loaded(lo.collection_id, lo.partition_ids)
@@ -422,5 +433,5 @@ class QueryCoord:
             try:
                 await self._place(fresh)
             except ElanusError as exc:
-                fresh.state = "Loading"
+                fresh.unplaced()
                 log.warning("could not place collection %s: %s", lo.collection_id, exc)

@@ -63,6 +63,10 @@ class Segment:
         d["last_alloc_at"] = d["last_alloc_at"] or 0.0
         return cls(**d)
 
+    @property
+    def label(self) -> str:
+        return f"segment {self.segment_id}"
+
     def to_dict(self) -> dict[str, Any]:
         d = {c: getattr(self, c) for c in COLUMNS}
         d["state"] = self.state.value

@@ -64,7 +64,7 @@ class TimeTickSync:
         async def ask(node_id: str) -> None:
             try:
                 await self.coord.bus.request(
-                    f"{subjects.PREFIX}.proxy.{node_id}.timetick.report", {}, timeout=5
+                    subjects.node("proxy", node_id, "timetick.report"), {}, timeout=5
                 )
             except ElanusError as exc:
                 log.debug("proxy %s did not report on demand: %s", node_id, exc)

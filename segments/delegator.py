@@ -264,7 +264,9 @@ class Delegator:
             f"{self.vchannel} did not reach the guarantee timestamp in {TSAFE_WAIT_S}s",
         )
 
-    def _growing(self, partition_ids: list[int] | None) -> list[MemSegment]:
+    def growing_in(self, partition_ids: list[int] | None) -> list[MemSegment]:
+        """The growing segments of ``partition_ids`` (None or empty: all), as a list taken
+        at once (segments may be added meanwhile); searches, queries and snapshot reads."""
         wanted = set(partition_ids) if partition_ids else None
         return [
             s for s in list(self.growing.values()) if wanted is None or s.partition_id in wanted
@@ -284,7 +286,7 @@ class Delegator:
         req = req.at(ts=self.read_ts_blocking(req.guarantee_ts, req.ts))
         version = self.distribution.enter_read()
         try:
-            parts = [search_part(seg, req) for seg in self._growing(req.partition_ids)]
+            parts = [search_part(seg, req) for seg in self.growing_in(req.partition_ids)]
             calls = [
                 (
                     subjects.node("querynode", node, "worker.search"),
@@ -308,7 +310,7 @@ class Delegator:
         req = req.at(ts=self.read_ts_blocking(req.guarantee_ts, req.ts))
         version = self.distribution.enter_read()
         try:
-            parts = [term_stats(self._growing(None), req)]
+            parts = [term_stats(self.growing_in(None), req)]
             calls = [
                 (
                     subjects.node("querynode", node, "worker.term_stats"),
@@ -332,7 +334,7 @@ class Delegator:
         columns = list(body["output_fields"])
         limit = body.get("limit")
         tables = [
-            s.query(ts, expr, columns, limit) for s in self._growing(body.get("partition_ids"))
+            s.query(ts, expr, columns, limit) for s in self.growing_in(body.get("partition_ids"))
         ]
         for node, sids in self.distribution.workers(body.get("partition_ids")).items():
             reply = await self.node.call(node, "worker.query", segment_read(body, ts, sids))
@@ -345,7 +347,7 @@ class Delegator:
             return await self._count(body, expr, ts)
 
     async def _count(self, body: dict[str, Any], expr: Expr | None, ts: int) -> dict[str, Any]:
-        total = sum(s.count(ts, expr) for s in self._growing(body.get("partition_ids")))
+        total = sum(s.count(ts, expr) for s in self.growing_in(body.get("partition_ids")))
         for node, sids in self.distribution.workers(body.get("partition_ids")).items():
             reply = await self.node.call(node, "worker.count", segment_read(body, ts, sids))
             total += int(reply["count"])

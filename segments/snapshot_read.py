@@ -61,7 +61,7 @@ async def plan(d: Delegator, body: dict[str, Any]) -> dict[str, Any]:
     ]
     growing = [
         {"segment_id": s.segment_id, "partition_id": s.partition_id, "rows": s.num_rows}
-        for s in sorted(d._growing(body.get("partition_ids")), key=lambda s: s.segment_id)
+        for s in sorted(d.growing_in(body.get("partition_ids")), key=lambda s: s.segment_id)
     ]
     return {"vchannel": d.vchannel, "ts": ts, "sealed": sealed, "growing": growing}
 

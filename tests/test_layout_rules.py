@@ -4,6 +4,7 @@ shared module cannot slip past the "no I/O" and "no role package" checks)."""
 
 from __future__ import annotations
 
+import ast
 import tomllib
 from pathlib import Path
 
@@ -52,3 +53,50 @@ def test_every_shared_module_is_under_the_contracts() -> None:
     pure = set(_contract("Pure shared modules do no I/O")["source_modules"])
     assert shared == present
     assert shared - pure == {"elanus.settings", "elanus.importroots", "elanus.filereaders"}
+
+
+SEARCH_DIR = ROOT / "flight" / "search"
+
+
+def _private_reaches(tree: ast.Module) -> list[str]:
+    """``x._name`` where ``x`` is not ``self``/``cls``, and ``from ... import _name``."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _is_private(node.attr):
+            owner = node.value
+            if not (isinstance(owner, ast.Name) and owner.id in ("self", "cls")):
+                found.append(f"line {node.lineno}: {ast.unparse(node)}")
+        elif isinstance(node, ast.ImportFrom):
+            found += [
+                f"line {node.lineno}: import {a.name}" for a in node.names if _is_private(a.name)
+            ]
+    return found
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def test_search_modules_call_no_private_names_of_others() -> None:
+    """The proxy's read side (``flight/search/``) works through public names only: a
+    module uses its own private names, never another object's or module's. So do the
+    delegator's snapshot reads (``segments/snapshot_read.py``)."""
+    paths = [*sorted(SEARCH_DIR.glob("*.py")), ROOT / "segments" / "snapshot_read.py"]
+    reaches = {
+        path.name: found
+        for path in paths
+        if (found := _private_reaches(ast.parse(path.read_text(encoding="utf-8"))))
+    }
+    assert reaches == {}, "make the method public (and documented) or keep it in its module"
+
+
+def test_the_proxy_uses_the_search_package_through_its_interface() -> None:
+    """The rest of ``flight/`` imports ``elanus.flight.search`` itself, never its modules."""
+    inside = {}
+    for path in sorted((ROOT / "flight").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                "elanus.flight.search."
+            ):
+                inside.setdefault(path.name, []).append(node.module)
+    assert inside == {}

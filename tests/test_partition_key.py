@@ -95,7 +95,7 @@ def _partition_rows(stack: Stack, name: str) -> dict[str, list[int]]:
     query = stack.proxy.query
     info = stack.proxy.dml.collection("default", name)
     strong = {"as_of": 0, "consistency_level": STRONG, "guarantee_timestamp": 0}
-    guarantee, _ = query._read_at(info, strong)
+    guarantee, _ = query.read_at(info, strong)
     out = {}
     for pname, pid in info.partitions.items():
         body = {
@@ -107,7 +107,7 @@ def _partition_rows(stack: Stack, name: str) -> dict[str, list[int]]:
             "output_fields": ["id"],
             "limit": None,
         }
-        replies = query._fan_out(info, "query", body)
+        replies = query.fan_out(info, "query", body)
         out[pname] = sorted(i for r in replies for i in r["rows"].column("id").to_pylist())
     return out
 
@@ -222,7 +222,7 @@ def test_key_filters_prune_partitions(stack: Stack) -> None:
         index = partition_index(pa.array(keys, pa.int64()), PARTS)
         return sorted({ids[i] for i in index.tolist()})
 
-    pruned = stack.proxy.query._partition_ids
+    pruned = stack.proxy.query.partition_ids
     assert pruned(info, None, "key == 3", {}) == parts_of([3])
     assert pruned(info, None, "key in [3, 4, 5]", {}) == parts_of([3, 4, 5])
     assert pruned(info, None, "key in {ks} and n > 2", {"ks": [1, 2]}) == parts_of([1, 2])

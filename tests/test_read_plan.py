@@ -20,7 +20,7 @@ from elanus import ElanusError, ErrorCode
 from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats
 from elanus.client.client import Client
-from elanus.flight import readplan
+from elanus.flight.search import readplan
 from elanus.schema import Schema
 from elanus.spark import segment_files
 

@@ -1,4 +1,4 @@
-"""Checked search plans, reused by request shape (flight/searchplan.py).
+"""Checked search plans, reused by request shape (flight/search/plan.py).
 
 A repeated ``search`` body with new vectors skips the static check; these tests hold the
 proxy to the same answers and the same errors as a first request gets, and to dropping its

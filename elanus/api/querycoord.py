@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from elanus import states
 from elanus.api.base import Ack, Stub, reply
 from elanus.channels.bus import Bus
 from elanus.channels.subjects import COORD
@@ -34,8 +35,9 @@ class LoadState:
 
 @reply
 class LoadProgress:
-    """``state`` is NotLoad, Loading or Loaded; ``progress`` a percentage of the persisted
-    rows. ``partition_ids`` (``None``: all) is only said of a collection being loaded."""
+    """``state`` is a ``states.LoadState`` (NotLoad, Loading, Loaded); ``progress`` a
+    percentage of the persisted rows. ``partition_ids`` (``None``: all) is only said of a
+    collection being loaded."""
 
     state: str
     progress: int
@@ -51,12 +53,9 @@ class LoadProgress:
             "persisted_rows": self.persisted_rows,
             "loaded_rows": self.loaded_rows,
         }
-        if self.state != NOT_LOADED:
+        if self.state != states.LoadState.NOT_LOAD:
             out["partition_ids"] = self.partition_ids
         return out
-
-
-NOT_LOADED = "NotLoad"
 
 
 @request("query.route")

@@ -35,7 +35,8 @@ from elanus.flight.actions import Call, action, check_db, check_named, check_req
 from elanus.flight.auth import ANONYMOUS, Caller, authorize
 from elanus.flight.limits import Kind
 from elanus.flight.metacache import CollectionInfo
-from elanus.flight.query_actions import _partitions
+from elanus.flight.search.bodies import partition_names
+from elanus.flight.search.check import check_filter
 from elanus.requests import Body
 from elanus.schema import DENSE_FLOAT_TYPES, DYNAMIC_FIELD, DataType, Schema
 
@@ -76,7 +77,7 @@ def _read_plan(b: Body) -> dict[str, Any]:
     return {
         "db": check_db(b),
         "collection": check_named(b, "collection", "collection"),
-        "partition_names": _partitions(b),
+        "partition_names": partition_names(b),
         "snapshot_ts": b.int("snapshot_ts", 0, lo=0),
         "filter": b.str("filter", "") or None,
         "filter_params": b.dict("filter_params", {}),
@@ -174,7 +175,7 @@ class ReadPlan:
 
 def arrow_schema(schema: Schema, columns: list[str] | None) -> tuple[list[str], pa.Schema]:
     """The columns a read returns (all user columns by default, but a function's output,
-    which is never returned: see ``flight/outputs.py``) and their Arrow schema."""
+    which is never returned: see ``flight/search/outputs.py``) and their Arrow schema."""
     full = schema.to_arrow()
     computed = {n for fn in schema.functions for n in fn.output_field_names}
     if columns is None:
@@ -229,13 +230,13 @@ class ReadService:
         query = self.proxy.query
         info = self._info(request["db"], request["collection"])
         columns, schema = arrow_schema(info.schema, request["columns"])
-        query._filter(info, request["filter"], request["filter_params"])
-        pids = query._partition_ids(
+        check_filter(info, request["filter"], request["filter_params"])
+        pids = query.partition_ids(
             info, request["partition_names"], request["filter"], request["filter_params"]
         )
         at = {"as_of": request["snapshot_ts"], "consistency_level": "Strong"}
-        ts, _ = query._read_at(info, {**at, "guarantee_timestamp": 0})  # one ts for all shards
-        replies = query._fan_out(
+        ts, _ = query.read_at(info, {**at, "guarantee_timestamp": 0})  # one ts for all shards
+        replies = query.fan_out(
             info, "read.plan", {"guarantee_ts": ts, "ts": ts, "partition_ids": pids}
         )
         stored = self.proxy.run(
@@ -294,14 +295,14 @@ class ReadService:
             )
             return flight.RecordBatchStream(reply["deletes"])
         columns, schema = arrow_schema(info.schema, ticket["columns"])
-        self.proxy.query._filter(info, ticket["filter"], ticket["filter_params"])
+        check_filter(info, ticket["filter"], ticket["filter_params"])
         pages = self._pages(info, node, ticket, columns, schema)
         first = next(pages, None)  # errors before the stream starts reach the client cleanly
         batches = [] if first is None else [first]
         return flight.GeneratorStream(schema, _guarded(_chain(batches, pages)))
 
     def _delegator(self, info: CollectionInfo, vchannel: str) -> str:
-        route = self.proxy.query._route(info, None)
+        route = self.proxy.query.route(info, None)
         node = route.get(vchannel)
         if node is None:
             raise invalid(f"{vchannel!r} is not a vchannel of collection {info.name!r}")

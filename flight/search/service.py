@@ -17,13 +17,10 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from math import isfinite
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import orjson
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from elanus import bfloat16, tsutil
 from elanus.api.querycoord import QueryRoute, Route
@@ -31,10 +28,20 @@ from elanus.channels import subjects
 from elanus.client.bodyshape import check_body_shape
 from elanus.consistency import ConsistencyLevel
 from elanus.errors import ElanusError, ErrorCode, invalid
-from elanus.expr import parse
 from elanus.flight.actions import check_request
 from elanus.flight.metacache import CollectionInfo
-from elanus.flight.outputs import (
+from elanus.flight.search.bodies import check_query_ids, check_search_data
+from elanus.flight.search.check import (
+    SearchIndexes,
+    check_filter,
+    check_index_params,
+    check_range,
+    group_field,
+    resolve_metric,
+    split_search_params,
+)
+from elanus.flight.search.hits import shape_hits, widened
+from elanus.flight.search.outputs import (
     COUNT,
     entity,
     json_fields,
@@ -42,18 +49,9 @@ from elanus.flight.outputs import (
     stored_columns,
     with_primary_first,
 )
-from elanus.flight.query_actions import check_query_ids, check_search_data
-from elanus.flight.searchcheck import (
-    SearchIndexes,
-    check_index_params,
-    check_range,
-    group_field,
-    resolve_metric,
-    split_search_params,
-)
-from elanus.flight.searchplan import SearchPlan, SearchPlans
-from elanus.flight.textsearch import METRIC as TEXT_METRIC
-from elanus.flight.textsearch import (
+from elanus.flight.search.plan import SearchPlan, SearchPlans
+from elanus.flight.search.text import METRIC as TEXT_METRIC
+from elanus.flight.search.text import (
     check_text_params,
     not_text,
     query_texts,
@@ -61,10 +59,11 @@ from elanus.flight.textsearch import (
     text_metric,
     text_request,
 )
+from elanus.flight.search.vectors import query_vectors
 from elanus.grouping import reduce_grouped
 from elanus.partitionkey import partition_name_refused, read_partitions
 from elanus.reduce import reduce_parts
-from elanus.schema import DENSE_FLOAT_TYPES, DataType, Field, Schema
+from elanus.schema import Field
 from elanus.searchrequest import SearchRequest
 
 if TYPE_CHECKING:
@@ -96,7 +95,7 @@ class QueryService:
     def _info(self, request: dict[str, Any]) -> CollectionInfo:
         return self.proxy.dml.collection(request["db"], request["collection"])
 
-    def _partition_ids(
+    def partition_ids(
         self,
         info: CollectionInfo,
         names: list[str] | None,
@@ -119,7 +118,7 @@ class QueryService:
         self._routes.pop(collection_id, None)
 
     # -- shared pieces ----------------------------------------------------------------------
-    def _read_at(self, info: CollectionInfo, request: dict[str, Any]) -> tuple[int, int]:
+    def read_at(self, info: CollectionInfo, request: dict[str, Any]) -> tuple[int, int]:
         """(guarantee timestamp, read timestamp; 0 = the delegator's tsafe).
 
         As in Milvus, the level only sets how far tsafe must have come before a read (the
@@ -152,7 +151,9 @@ class QueryService:
             return tsutil.compose(tsutil.now_ms() - settings.bounded_staleness_ms), 0
         return 0, 0
 
-    def _route(self, info: CollectionInfo, partition_ids: list[int] | None) -> dict[str, str]:
+    def route(self, info: CollectionInfo, partition_ids: list[int] | None) -> dict[str, str]:
+        """vchannel -> query node serving its delegator (cached for ``ROUTE_TTL_S``); refuses
+        a read of ``partition_ids`` that are not all loaded."""
         cid = info.collection_id
         cached = self._routes.get(cid)
         now = time.monotonic()
@@ -177,8 +178,9 @@ class QueryService:
                 )
         return route.vchannels
 
-    def _fan_out(self, info: CollectionInfo, method: str, body: dict[str, Any]) -> list[Any]:
-        route = self._route(info, body.get("partition_ids"))
+    def fan_out(self, info: CollectionInfo, method: str, body: dict[str, Any]) -> list[Any]:
+        """Every delegator's reply to ``method`` (``body`` plus its ``vchannel``)."""
+        route = self.route(info, body.get("partition_ids"))
 
         async def ask_all() -> list[Any]:
             return await asyncio.gather(
@@ -207,7 +209,7 @@ class QueryService:
         (no event-loop hop, no encoding: seed 000 §6.5); others are asked over NATS
         meanwhile. A cached route that has gone stale is asked for again, once."""
         for attempt in (0, 1):
-            route = self._route(info, req.partition_ids)
+            route = self.route(info, req.partition_ids)
             calls = [
                 (subjects.node("querynode", node, "search"), {"vchannel": v, "request": req})
                 for v, node in route.items()
@@ -226,16 +228,12 @@ class QueryService:
     def _outputs(self, info: CollectionInfo, names: list[Any]) -> list[str]:
         return resolve_outputs(info.schema, info.name, names)
 
-    def _filter(self, info: CollectionInfo, text: str | None, params: dict[str, Any]) -> None:
-        if text:
-            parse(text, info.schema, params)  # BAD_EXPRESSION before anything is sent
-
     # -- search -----------------------------------------------------------------------------
     def search_action(
         self, raw: bytes, authorize: Callable[[str, str], None] | None = None
     ) -> dict[str, Any]:
         """The ``search`` action. A request shaped like an earlier one reuses that one's
-        checked plan and only has its vectors checked (see ``flight/searchplan.py``).
+        checked plan and only has its vectors checked (see ``flight/search/plan.py``).
         ``authorize(db, collection)`` raises if the caller may not search there."""
         try:
             body = orjson.loads(raw)
@@ -265,7 +263,7 @@ class QueryService:
     def _answer(self, plan: SearchPlan, data: Any) -> dict[str, Any]:
         merged, read_ts = self.run_search(plan, data)
         # The metric tells a client which way "farther" lies (search iterators page by it).
-        results = _shape_hits(merged, plan.outputs, plan.info.schema)
+        results = shape_hits(merged, plan.outputs, plan.info.schema)
         return {"results": results, "ts": read_ts, "metric_type": plan.metric}
 
     def prepare_search(
@@ -301,7 +299,7 @@ class QueryService:
             raise invalid("search cannot output count(*)")
         if group is not None and group.name not in outputs:
             outputs.append(group.name)  # a grouped hit shows its group's value
-        self._filter(info, request["filter"], request["filter_params"])
+        check_filter(info, request["filter"], request["filter_params"])
         node_body = {
             "field": field.name,
             "k": k,
@@ -309,7 +307,7 @@ class QueryService:
             "filter": request["filter"],
             "params": request["filter_params"],
             "output_fields": stored_columns(info.schema, outputs),
-            "partition_ids": self._partition_ids(
+            "partition_ids": self.partition_ids(
                 info, request["partition_names"], request["filter"], request["filter_params"]
             ),
             "search_params": index_params,
@@ -332,13 +330,13 @@ class QueryService:
         if fn is not None:
             return query_texts(plan.field, fn, data)
         not_text(plan.field, data)
-        return _query_vectors(plan.field, data)
+        return query_vectors(plan.field, data)
 
     def run_search(self, plan: SearchPlan, data: Any) -> tuple[dict[str, Any], int]:
         """One search across shards: (merged part, read timestamp). Query text on a BM25
-        output field first gathers the collection's statistics (``flight/textsearch.py``)."""
+        output field first gathers the collection's statistics (``flight/search/text.py``)."""
         queries = self.search_data(plan, data)
-        guarantee, ts = self._read_at(plan.info, plan.request)
+        guarantee, ts = self.read_at(plan.info, plan.request)
         if text_function(plan.info.schema, plan.field) is not None:
             req = text_request(self, plan, queries, ts, guarantee)
         else:
@@ -346,14 +344,14 @@ class QueryService:
         replies = self._search_shards(plan.info, req)
         limit, offset = plan.request["limit"], plan.request["offset"]
         if len(replies) == 1 and not offset:  # a delegator's reply is already its top-k
-            return _widened(replies[0]), int(replies[0]["ts"])
+            return widened(replies[0]), int(replies[0]["ts"])
         read_ts = max((int(r["ts"]) for r in replies), default=ts)
         parts = list(replies)
         group = plan.node_request.group_by
         if group is not None:
             size = plan.node_request.group_size
-            return _widened(reduce_grouped(parts, limit, size, plan.metric, group, offset)), read_ts
-        return _widened(reduce_parts(parts, limit, plan.metric, offset)), read_ts
+            return widened(reduce_grouped(parts, limit, size, plan.metric, group, offset)), read_ts
+        return widened(reduce_parts(parts, limit, plan.metric, offset)), read_ts
 
     def _vector_field(self, info: CollectionInfo, name: str | None) -> Field:
         vectors = info.schema.vector_fields
@@ -406,18 +404,18 @@ class QueryService:
         if request["ids"] is not None:
             ids = check_query_ids(list(request["ids"]), info.schema.primary)
             text, params = f"{pk} in {{__ids}}", {"__ids": ids}
-        self._filter(info, text, params)
+        check_filter(info, text, params)
         outputs = self._outputs(info, request["output_fields"] or [pk])
-        guarantee, ts = self._read_at(info, request)
+        guarantee, ts = self.read_at(info, request)
         body = {
             "filter": text,
             "params": params,
             "guarantee_ts": guarantee,
             "ts": ts,
-            "partition_ids": self._partition_ids(info, request["partition_names"], text, params),
+            "partition_ids": self.partition_ids(info, request["partition_names"], text, params),
         }
         if COUNT in outputs:
-            replies = self._fan_out(info, "count", body)
+            replies = self.fan_out(info, "count", body)
             total = sum(int(r["count"]) for r in replies)
             counted = pa.table({COUNT: pa.array([total], pa.int64())})
             return counted, outputs, max(int(r["ts"]) for r in replies)
@@ -425,166 +423,7 @@ class QueryService:
         columns = stored if pk in stored else [pk, *stored]
         offset, limit = request["offset"], request["limit"]
         window = None if limit is None else offset + limit
-        replies = self._fan_out(info, "query", {**body, "output_fields": columns, "limit": window})
+        replies = self.fan_out(info, "query", {**body, "output_fields": columns, "limit": window})
         table = pa.concat_tables([r["rows"] for r in replies], promote_options="permissive")
         table = bfloat16.widen_table(table.sort_by(pk).slice(offset, limit))
         return table, outputs, max(int(r["ts"]) for r in replies)
-
-
-def _query_vectors(field: Field, data: Any) -> Any:
-    """The query vectors of a search as its segments take them (float32 rows for float
-    vectors), checked against the field; ``data`` is JSON lists or an Arrow column."""
-    if isinstance(data, pa.ChunkedArray):
-        data = data.combine_chunks()
-    if isinstance(data, pa.Array):
-        if not _float_field(field) or data.null_count:
-            data = data.to_pylist()  # the checks below name what is wrong with it
-        else:
-            data = _arrow_float_rows(field, data)
-    if _float_field(field):
-        try:
-            q = np.asarray(data, dtype=np.float32)
-        except (TypeError, ValueError):
-            raise invalid(f"search: 'data' must be a list of {field.dim}-d vectors") from None
-        if q.ndim != 2 or q.shape[1] != field.dim:
-            got = q.shape[1] if q.ndim == 2 else "ragged or scalar"
-            raise invalid(
-                f"search: vector field {field.name!r} has dim {field.dim}, "
-                f"the query vectors have {got}"
-            )
-        if not np.isfinite(q).all():
-            raise invalid("search: query vectors contain NaN or infinity")
-        return q
-    if field.dtype is DataType.BINARY_VECTOR:
-        width = (field.dim or 0) // 8
-        try:
-            raw = np.asarray(data)
-        except (TypeError, ValueError):
-            raw = np.asarray([], dtype=np.int64)
-        ok = raw.ndim == 2 and raw.shape[1] == width and raw.dtype.kind in "iu"
-        if not ok or (raw.size and (raw.min() < 0 or raw.max() > 255)):
-            raise invalid(
-                f"search: binary queries for {field.name!r} need {width} bytes each "
-                f"(integers 0-255; dim {field.dim})"
-            )
-        return raw.astype(np.uint8)
-    if field.dtype is DataType.SPARSE_FLOAT_VECTOR:
-        return [_sparse_query(field, v) for v in data]
-    return data
-
-
-def _float_field(field: Field) -> bool:
-    return field.dtype in DENSE_FLOAT_TYPES
-
-
-def _arrow_float_rows(field: Field, column: pa.Array) -> Any:
-    """A list column of numbers as an (n, d) array without going through Python lists; a
-    column of another shape comes back as lists for the ordinary checks."""
-    kind = column.type
-    if not (
-        pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)
-    ):
-        return column.to_pylist()
-    values = column.flatten()
-    lengths = column.value_lengths()
-    dim = field.dim or 0
-    number = pa.types.is_floating(values.type) or pa.types.is_integer(values.type)
-    if not number or values.null_count or pc.any(pc.not_equal(lengths, dim)).as_py():
-        return column.to_pylist()
-    flat = values.to_numpy(zero_copy_only=False)
-    if field.dtype is DataType.BFLOAT16_VECTOR and values.type == bfloat16.ARROW_TYPE:
-        flat = bfloat16.widen(flat)  # the stored form: bit patterns
-    return flat.reshape(len(column), dim)
-
-
-def _widened(merged: dict[str, Any]) -> dict[str, Any]:
-    """A merged search part whose output rows return bfloat16 vectors as float32 lists."""
-    if merged.get("outputs") is not None:
-        merged["outputs"] = bfloat16.widen_table(merged["outputs"])
-    return merged
-
-
-def _sparse_query(field: Field, vector: Any) -> dict[int, float]:
-    """A sparse query vector as ``{index: value}`` with sane indices and finite values."""
-    if isinstance(vector, dict):
-        items = list(vector.items())
-    elif isinstance(vector, list) and all(
-        isinstance(p, list | tuple) and len(p) == 2 for p in vector
-    ):
-        items = [tuple(p) for p in vector]
-    else:
-        raise invalid(f"search: sparse queries for {field.name!r} are {{index: value}} maps")
-    out: dict[int, float] = {}
-    for k, v in items:
-        try:
-            index, value = int(k), float(v)
-        except (TypeError, ValueError):
-            raise invalid(f"search: sparse query entry {k!r}: {v!r} is not index: number") from None
-        if not 0 <= index < 2**32 - 1:
-            raise invalid(f"search: sparse query index {k!r} is out of range [0, 2^32 - 1)")
-        if not np.isfinite(value):
-            raise invalid(f"search: sparse query value at index {k!r} is NaN or infinite")
-        out[index] = value
-    return out
-
-
-def _shape_hits(
-    merged: dict[str, Any], outputs: list[str], schema: Schema
-) -> list[list[dict[str, Any]]]:
-    """Per query, ``{"id", "distance", "entity"}`` for each real hit (padding dropped);
-    ``entity`` holds the requested outputs only, ``{}`` when none were asked for."""
-    distances, pks = np.asarray(merged["distances"]), np.asarray(merged["pks"])
-    if distances.ndim != 2:
-        return [[] for _ in range(len(distances))]
-    rows = merged.get("outputs")
-    if rows is None:
-        return [
-            [
-                {"id": p, "distance": d, "entity": {}}
-                for p, d in zip(prow, drow, strict=True)
-                if isfinite(d)
-            ]
-            for prow, drow in zip(pks.tolist(), distances.tolist(), strict=True)
-        ]
-    finite = np.isfinite(distances).tolist()
-    where = {int(slot): i for i, slot in enumerate(merged["output_rows"])}
-    values = rows.to_pylist()
-    json_names = json_fields(schema)
-    width = distances.shape[1]
-    results = []
-    for q, (prow, drow, frow) in enumerate(
-        zip(pks.tolist(), distances.tolist(), finite, strict=True)
-    ):
-        hits = []
-        for c, (p, d, ok) in enumerate(zip(prow, drow, frow, strict=True)):
-            if ok:
-                i = where.get(q * width + c)
-                row = entity(values[i], outputs, json_names) if i is not None else {}
-                hits.append({"id": p, "distance": d, "entity": row})
-        results.append(hits)
-    return results
-
-
-def hits_table(merged: dict[str, Any], pk_type: pa.DataType, first_query: int = 0) -> pa.Table:
-    """Search results as Arrow rows: query_index, rank, id, distance, output columns."""
-    distances = np.asarray(merged["distances"])
-    width = distances.shape[1] if distances.ndim == 2 else 0
-    flat = distances.ravel()
-    slots = np.nonzero(np.isfinite(flat))[0]
-    ids = np.asarray(merged["pks"]).ravel()[slots]
-    table = pa.table(
-        {
-            "query_index": pa.array((slots // max(width, 1) + first_query).astype(np.int32)),
-            "rank": pa.array((slots % max(width, 1)).astype(np.int32)),
-            "id": pa.array(ids.tolist(), pk_type),
-            "distance": pa.array(flat[slots].astype(np.float32)),
-        }
-    )
-    outputs = merged.get("outputs")
-    if outputs is not None and outputs.num_columns:
-        where = np.searchsorted(np.asarray(merged["output_rows"]), slots)
-        picked = outputs.take(pa.array(where))
-        for name in picked.column_names:
-            if name not in table.column_names:  # the key is already the ``id`` column
-                table = table.append_column(picked.schema.field(name), picked.column(name))
-    return table

@@ -14,7 +14,7 @@ sees it.
 
 Indexes come from the index coord, once per meta generation: creating or dropping an
 index broadcasts a meta invalidation, which bumps the generation and so also retires the
-search plans made before it (``flight/searchplan.py``).
+search plans made before it (``flight/search/plan.py``).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from elanus.errors import invalid
+from elanus.expr import parse
 from elanus.flight.metacache import CollectionInfo
 from elanus.indexparams import MAX_EF, VECTOR_KIND, IndexSpec, search_params
 from elanus.reduce import LARGER_IS_BETTER, normalize_metric
@@ -162,3 +163,9 @@ def group_field(info: CollectionInfo, name: str | None) -> Field | None:
             "for group_by (Int8, Int16, Int32, Int64, Bool and VarChar are)"
         )
     return field
+
+
+def check_filter(info: CollectionInfo, text: str | None, params: dict[str, Any]) -> None:
+    """A read's filter parsed against the schema: BAD_EXPRESSION before anything is sent."""
+    if text:
+        parse(text, info.schema, params)

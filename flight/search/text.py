@@ -36,8 +36,8 @@ from elanus.searchrequest import SearchRequest
 
 if TYPE_CHECKING:
     from elanus.flight.metacache import CollectionInfo
-    from elanus.flight.query import QueryService
-    from elanus.flight.searchplan import SearchPlan
+    from elanus.flight.search.plan import SearchPlan
+    from elanus.flight.search.service import QueryService
 
 METRIC = "BM25"
 K1_RANGE = (1.2, 2.0)
@@ -145,13 +145,12 @@ def text_request(
     rows = int(stats["rows"])
     avgdl = float(stats["tokens"]) / rows if rows else 0.0
     params = {**plan.node_request.search_params, "bm25_avgdl": avgdl}
-    return dataclasses.replace(
+    return dataclasses.replace(  # keeps the plan's parsed filter, too
         plan.node_request,
         queries=queries.weights(rows, stats["df"]),
         ts=read_ts,
         guarantee_ts=read_ts,
         search_params=params,
-        _expr=plan.node_request._expr,
     )
 
 
@@ -159,7 +158,7 @@ def _gather(
     service: QueryService, info: CollectionInfo, probe: SearchRequest
 ) -> tuple[dict[str, Any], int]:
     """Every shard's statistics at one read timestamp (the latest any shard read at)."""
-    route = service._route(info, None)
+    route = service.route(info, None)
     shards = list(route.items())
 
     def ask(targets: list[tuple[str, str]], req: SearchRequest) -> list[Any]:

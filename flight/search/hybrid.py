@@ -20,22 +20,22 @@ import numpy as np
 from elanus.errors import ElanusError, invalid
 from elanus.flight.actions import Call, action, check_db, check_named
 from elanus.flight.limits import Kind
-from elanus.flight.outputs import COUNT, entity, json_fields, resolve_outputs
-from elanus.flight.query_actions import (
+from elanus.flight.search.bodies import (
     GROUP_KEYS,
     MAX_TOPK,
     READ_KEYS,
-    _read_options,
-    _search_options,
     check_search_data,
+    read_options,
+    search_options,
 )
-from elanus.flight.searchplan import SearchPlan
+from elanus.flight.search.outputs import COUNT, entity, json_fields, resolve_outputs
+from elanus.flight.search.plan import SearchPlan
 from elanus.rankers import MAX_REQUESTS, BaseRanker, Hit, grouped, ranker_from_dict, window
 from elanus.requests import Body
 
 if TYPE_CHECKING:
     from elanus.flight.metacache import CollectionInfo
-    from elanus.flight.query import QueryService
+    from elanus.flight.search.service import QueryService
 
 SUB_KEYS = ("data", "anns_field", "param", "search_params", "limit", "filter", "filter_params")
 """What one entry of ``reqs`` may hold (``param`` is pymilvus's name of ``search_params``)."""
@@ -97,7 +97,7 @@ def _hybrid(b: Body) -> dict[str, Any]:
         "group_size": group_size,
         "strict_group_size": strict,
         "ranker": ranker_from_dict(b.dict("ranker", None), len(reqs)),
-        **_read_options(b),
+        **read_options(b),
     }
     request["reqs"] = [_sub_request(r, i, request, limit + offset) for i, r in enumerate(reqs)]
     return request
@@ -131,7 +131,7 @@ def _sub_request(raw: Any, i: int, top: dict[str, Any], default_limit: int) -> d
         "as_of": top["as_of"],
         "partition_names": top["partition_names"],
     }
-    checked = _search_options(Body(body, what))
+    checked = search_options(Body(body, what))
     checked["data"] = check_search_data(raw.get("data"))
     return checked
 

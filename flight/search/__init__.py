@@ -1,0 +1,37 @@
+"""The proxy's read side: search, query and count (``service``), request-body checks
+(``bodies``), checks against the collection (``check``), reusable search plans (``plan``),
+query vectors (``vectors``), full-text search (``text``), hybrid search (``hybrid``), results
+(``hits``, ``outputs``) and read plans for snapshot reads (``readplan``).
+
+The rest of the proxy uses what is exported here; the modules of this package call one
+another's public names only (``tests/test_layout_rules.py`` checks it)."""
+
+from elanus.flight.search.bodies import (
+    GROUP_KEYS,
+    MAX_NQ,
+    MAX_TOPK,
+    READ_KEYS,
+    check_search_stream,
+    partition_names,
+    read_options,
+    search_data,
+    search_options,
+)
+from elanus.flight.search.hits import hits_table
+from elanus.flight.search.readplan import ReadService
+from elanus.flight.search.service import QueryService
+
+__all__ = [
+    "GROUP_KEYS",
+    "MAX_NQ",
+    "MAX_TOPK",
+    "READ_KEYS",
+    "QueryService",
+    "ReadService",
+    "check_search_stream",
+    "hits_table",
+    "partition_names",
+    "read_options",
+    "search_data",
+    "search_options",
+]
