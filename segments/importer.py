@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from elanus.segments.datanode import DataNode
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
+R = TypeVar("R")
 
 BATCH_ROWS = 8192
 WRITE_BYTES = 64 << 20
@@ -379,8 +379,8 @@ async def call_coord(
     return await retried(method, lambda: node.bus.request(subjects.coord(method), body, timeout=30))
 
 
-async def retried(what: str, call: Callable[[], Awaitable[T]]) -> T:
-    """``call()``, again for a while when the coord is away (restarting)."""
+async def retried(method: str, call: Callable[[], Awaitable[R]]) -> R:
+    """A call to the coord, retried for a while when it is away (restarting)."""
     delay = 0.1
     for attempt in range(40):
         try:
@@ -388,7 +388,7 @@ async def retried(what: str, call: Callable[[], Awaitable[T]]) -> T:
         except ElanusError as exc:
             if exc.code not in RETRYABLE or attempt == 39:
                 raise
-            log.warning("%s failed, retrying: %s", what, exc)
+            log.warning("%s failed, retrying: %s", method, exc)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
     raise AssertionError("unreachable")
