@@ -61,6 +61,14 @@ NatsOpt = Annotated[
     str | None,
     typer.Option("--nats", show_default=False, help="External NATS url (nats://host:4222)."),
 ]
+MilvusPortOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--milvus-port",
+        show_default=False,
+        help="Port of the proxy's Milvus protocol face, for pymilvus (0: off; default 19530).",
+    ),
+]
 NatsPortOpt = Annotated[
     int | None,
     typer.Option("--nats-port", show_default=False, help="Port of the embedded NATS (0: any)."),

@@ -61,7 +61,7 @@ ROLES: dict[str, RoleSpec] = {
     "datanode": RoleSpec("elanus.segments.datanode:DataNode"),
     "querynode": RoleSpec("elanus.segments.querynode:QueryNode"),
     "indexnode": RoleSpec("elanus.index.indexnode:IndexNode"),
-    "proxy": RoleSpec("elanus.flight.proxy:ProxyServer"),
+    "proxy": RoleSpec("elanus.milvus.face:MilvusProxy"),  # Flight and Milvus's protocol
 }
 
 
@@ -131,12 +131,21 @@ class RoleHost:
                 return str(getattr(role, "uri", None) or self.settings.flight_uri)
         return None
 
+    @property
+    def milvus_port(self) -> int | None:
+        """The port of the proxy's Milvus face, if one is hosted and serving."""
+        for name, role in self.roles:
+            if name == "proxy":
+                return getattr(role, "milvus_port", None)
+        return None
+
     def info(self) -> dict[str, Any]:
         return {
             "pid": os.getpid(),
             "nats_url": self.nats_url,
             "nats_pid": self.nats.pid if self.nats else None,
             "flight_uri": self.flight_uri,
+            "milvus_port": self.milvus_port,
             "data_dir": str(self.settings.data_path),
             "roles": [name for name, _ in self.roles],
             "started_at": time.time(),

@@ -14,6 +14,7 @@ from elanus.cli.context import (
     DataDirOpt,
     HostOpt,
     JsonOpt,
+    MilvusPortOpt,
     NatsOpt,
     NatsPortOpt,
     PortOpt,
@@ -60,6 +61,7 @@ def server_settings(
     tls_cert: str | None = None,
     tls_key: str | None = None,
     tls_client_ca: str | None = None,
+    milvus_port: int | None = None,
 ) -> Settings:
     """The merged settings of a server command; its flags are the top layer."""
     state = CliState.of(ctx).merged(data_dir=data_dir)
@@ -73,6 +75,7 @@ def server_settings(
         tls_cert=tls_cert,
         tls_key=tls_key,
         tls_client_ca=tls_client_ca,
+        milvus_port=milvus_port,
     )
 
 
@@ -112,6 +115,7 @@ def _configure_logging(settings: Settings) -> None:
 def _ready_panel(title: str, host: RoleHost) -> None:
     rows = {
         "flight uri": host.flight_uri,
+        "milvus port": str(host.milvus_port or "off"),
         "nats url": host.nats_url,
         "data dir": str(host.settings.data_path),
         "roles": ", ".join(name for name, _ in host.roles),
@@ -123,6 +127,7 @@ def standalone(
     ctx: typer.Context,
     data_dir: DataDirOpt = None,
     port: PortOpt = None,
+    milvus_port: MilvusPortOpt = None,
     nats_port: NatsPortOpt = None,
     nats: NatsOpt = None,
     host: HostOpt = None,
@@ -146,6 +151,7 @@ def standalone(
         tls_cert=tls_cert,
         tls_key=tls_key,
         tls_client_ca=tls_client_ca,
+        milvus_port=milvus_port,
     )
     check_exposure(settings, insecure)
     _configure_logging(settings)
@@ -160,6 +166,7 @@ def run(
     nats: NatsOpt = None,
     storage: StorageOpt = None,
     port: PortOpt = None,
+    milvus_port: MilvusPortOpt = None,
     host: HostOpt = None,
     data_dir: DataDirOpt = None,
     auth: AuthOpt = None,
@@ -186,6 +193,7 @@ def run(
         tls_cert=tls_cert,
         tls_key=tls_key,
         tls_client_ca=tls_client_ca,
+        milvus_port=milvus_port,
     )
     if role == "proxy":
         check_exposure(settings, insecure)

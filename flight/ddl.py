@@ -20,7 +20,6 @@ from elanus.api.rootcoord import (
     RootCoordAPI,
     TsoAlloc,
 )
-from elanus.channels import subjects
 from elanus.channels.bus import Bus
 from elanus.channels.supervisor import Supervisor
 from elanus.errors import ElanusError
@@ -37,7 +36,6 @@ RootCall = Callable[[RootCoordAPI, R], Awaitable[Any]]
 
 class DdlService:
     def __init__(self, bus: Bus, cache: MetaCache, node_id: str) -> None:
-        self.bus = bus
         self.api = CoordAPI(bus, COORD_TIMEOUT_S)
         self.cache = cache
         self.node_id = node_id
@@ -53,12 +51,6 @@ class DdlService:
         await self.queue.stop()
 
     # -- coord access -----------------------------------------------------------------------
-    async def coord(
-        self, method: str, body: dict[str, Any], timeout: float = COORD_TIMEOUT_S
-    ) -> Any:
-        """A coord call by name, for the data, index and import services not yet typed."""
-        return await self.bus.request(subjects.coord(method), body, timeout=timeout)
-
     async def alloc_ts(self) -> int:
         return (await self.api.root.alloc_ts(TsoAlloc())).ts
 

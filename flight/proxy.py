@@ -83,6 +83,11 @@ class ProxyServer(Role):
         self._accepting = False
         self.auth: Authenticator | None = None
         """Set when ``auth_enabled``: checks every call's credentials (``flight/auth.py``)."""
+        self.datacoord = self.coord.data
+        self.timeticks = self.coord.timeticks
+        self.compaction = self.coord.compaction
+        self.indexcoord = self.coord.index
+        self.importcoord = self.coord.imports
 
     @property
     def uri(self) -> str:
@@ -313,10 +318,6 @@ class ProxyServer(Role):
             coro.close()
             return
         asyncio.run_coroutine_threadsafe(coro, loop)
-
-    def coord_call(self, method: str, body: dict[str, Any]) -> dict[str, Any]:
-        """One coord request by name from a Flight thread (the calls not yet typed)."""
-        return dict(self.run(self.ddl.coord(method, body)))
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float = ACTION_TIMEOUT_S) -> T:
         """The bridge from a Flight thread to the proxy's asyncio loop (with ``spawn``)."""

@@ -11,6 +11,9 @@ import os
 # threads were busy and abort the child before exec ("epoll_wait error: Bad file
 # descriptor"; seen twice in a full run). The children exec at once and never use grpc.
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+# Servers the tests start never take Milvus's port 19530 (other test runs, a real Milvus):
+# the Milvus face is off unless a test asks for it on a free port (tests/test_milvus_*.py).
+os.environ["ELANUS_MILVUS_PORT"] = "0"
 
 import contextlib  # noqa: E402
 import time
@@ -72,6 +75,7 @@ class Stack:
             "nats_url": nats if isinstance(nats, str) else nats.url,
             "flight_host": "127.0.0.1",
             "flight_port": 0,
+            "milvus_port": 0,
             "session_ttl_s": 2,
             "timetick_interval_ms": 50,
         }
@@ -296,7 +300,7 @@ ELANUS_BIN = str(Path(_sys.executable).parent / "elanus")
 def cli_env(**overrides: str) -> dict[str, str]:
     """The environment of a CLI subprocess: no inherited ELANUS_* settings, a wide terminal."""
     env = {k: v for k, v in _os.environ.items() if not k.startswith("ELANUS_")}
-    env.update(COLUMNS="200", NO_COLOR="1", PYTHONUNBUFFERED="1")
+    env.update(COLUMNS="200", NO_COLOR="1", PYTHONUNBUFFERED="1", ELANUS_MILVUS_PORT="0")
     env.update(overrides)
     return env
 

@@ -12,6 +12,10 @@ from typing import Any
 
 from elanus.api.auth import AuthAPI
 from elanus.api.base import Stub, reply
+from elanus.api.compaction import CompactionAPI
+from elanus.api.datacoord import DataCoordAPI, TimeTickAPI
+from elanus.api.imports import ImportAPI
+from elanus.api.indexcoord import IndexCoordAPI
 from elanus.api.querycoord import QueryCoordAPI
 from elanus.api.rootcoord import RootCoordAPI
 from elanus.channels.bus import Bus
@@ -49,14 +53,19 @@ class Sessions:
 
 
 class CoordAPI(Stub):
-    """Every coord service's stub (``root``, ``auth``, ``query``, ...) and the coord's own
-    calls."""
+    """Every coord service's stub (``root``, ``auth``, ``query``, ``data``, ``timeticks``,
+    ``compaction``, ``index``, ``imports``) and the coord's own calls."""
 
     def __init__(self, bus: Bus, timeout: float = 30.0) -> None:
         super().__init__(bus, COORD, timeout)
         self.root = RootCoordAPI(bus, timeout)
         self.auth = AuthAPI(bus, timeout)
         self.query = QueryCoordAPI(bus, timeout)
+        self.data = DataCoordAPI(bus, timeout)
+        self.timeticks = TimeTickAPI(bus, timeout)
+        self.compaction = CompactionAPI(bus, timeout)
+        self.index = IndexCoordAPI(bus, timeout)
+        self.imports = ImportAPI(bus, timeout)
 
     async def health(self, req: GetHealth, timeout: float | None = None) -> CoordHealth:
         return await self._ask("health", req, CoordHealth, timeout)

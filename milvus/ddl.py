@@ -1,0 +1,199 @@
+"""Databases, collections, partitions and aliases: each RPC one Flight action."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pymilvus.grpc_gen import common_pb2, milvus_pb2, schema_pb2
+
+from elanus.errors import ElanusError, ErrorCode, invalid
+from elanus.milvus.schemas import describe_reply, field_doc, kv_dict, schema_doc
+from elanus.milvus.servicer import Ctx, Servicer, served
+from elanus.milvus.status import ok
+
+_LEVELS = {v: k for k, v in common_pb2.ConsistencyLevel.items()}
+
+
+class DdlRpcs(Servicer):
+    # -- databases --------------------------------------------------------------------------
+    @served()
+    def CreateDatabase(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        if request.properties:
+            raise invalid("database properties are not supported by Elanus")
+        self.act(ctx, "create_database", name=request.db_name)
+        return ok()
+
+    @served()
+    def DropDatabase(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        self.act(ctx, "drop_database", name=request.db_name)
+        return ok()
+
+    @served()
+    def ListDatabases(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        names = self.act(ctx, "list_databases")["names"]
+        return milvus_pb2.ListDatabasesResponse(
+            status=ok(), db_names=names, created_timestamp=[0] * len(names)
+        )
+
+    @served()
+    def DescribeDatabase(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        name = request.db_name or "default"
+        if name not in self.act(ctx, "list_databases")["names"]:
+            raise ElanusError(ErrorCode.DATABASE_NOT_FOUND, f"database {name!r} does not exist")
+        return milvus_pb2.DescribeDatabaseResponse(status=ok(), db_name=name)
+
+    # -- collections ------------------------------------------------------------------------
+    @served()
+    def CreateCollection(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        proto = schema_pb2.CollectionSchema()
+        proto.ParseFromString(request.schema)
+        props = kv_dict(request.properties)
+        self.act(
+            ctx,
+            "create_collection",
+            name=request.collection_name,
+            schema=schema_doc(proto),
+            num_shards=request.shards_num or None,
+            num_partitions=request.num_partitions or None,
+            consistency_level=_LEVELS.get(request.consistency_level, "Bounded"),
+            properties=props or None,
+            description=proto.description or None,
+        )
+        return ok()
+
+    @served()
+    def DropCollection(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        try:
+            self.act(ctx, "drop_collection", name=request.collection_name)
+        except ElanusError as exc:  # Milvus: dropping what is not there succeeds
+            if exc.code != ErrorCode.COLLECTION_NOT_FOUND:
+                raise
+        return ok()
+
+    @served()
+    def HasCollection(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        value = self.act(ctx, "has_collection", name=request.collection_name)["value"]
+        return milvus_pb2.BoolResponse(status=ok(), value=bool(value))
+
+    @served()
+    def DescribeCollection(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        if not request.collection_name and request.collectionID:
+            raise invalid("DescribeCollection: give the collection's name (ids are not served)")
+        doc = self.act(ctx, "describe_collection", name=request.collection_name)
+        reply = describe_reply(doc)
+        reply.status.CopyFrom(ok())
+        return reply
+
+    @served()
+    def ShowCollections(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        names = list(self.act(ctx, "list_collections")["names"])
+        if request.collection_names:
+            names = [n for n in names if n in set(request.collection_names)]
+        reply = milvus_pb2.ShowCollectionsResponse(status=ok(), collection_names=names)
+        reply.collection_ids.extend([0] * len(names))
+        reply.created_timestamps.extend([0] * len(names))
+        reply.created_utc_timestamps.extend([0] * len(names))
+        return reply
+
+    @served()
+    def RenameCollection(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        self.act(
+            ctx,
+            "rename_collection",
+            name=request.oldName,
+            new_name=request.newName,
+            new_db=request.newDBName or None,
+        )
+        return ok()
+
+    @served()
+    def AddCollectionField(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        proto = schema_pb2.FieldSchema()
+        proto.ParseFromString(request.schema)
+        self.act(
+            ctx, "add_collection_field", collection=request.collection_name, field=field_doc(proto)
+        )
+        return ok()
+
+    # -- partitions -------------------------------------------------------------------------
+    @served()
+    def CreatePartition(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        self.act(
+            ctx,
+            "create_partition",
+            collection=request.collection_name,
+            partition=request.partition_name,
+        )
+        return ok()
+
+    @served()
+    def DropPartition(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        self.act(
+            ctx,
+            "drop_partition",
+            collection=request.collection_name,
+            partition=request.partition_name,
+        )
+        return ok()
+
+    @served()
+    def HasPartition(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        value = self.act(
+            ctx,
+            "has_partition",
+            collection=request.collection_name,
+            partition=request.partition_name,
+        )["value"]
+        return milvus_pb2.BoolResponse(status=ok(), value=bool(value))
+
+    @served()
+    def ShowPartitions(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        doc = self.act(ctx, "list_partitions", collection=request.collection_name)
+        parts = doc.get("partitions") or [{"name": n} for n in doc["names"]]
+        if request.partition_names:
+            wanted = set(request.partition_names)
+            parts = [p for p in parts if p["name"] in wanted]
+        return milvus_pb2.ShowPartitionsResponse(
+            status=ok(),
+            partition_names=[p["name"] for p in parts],
+            partitionIDs=[int(p.get("partition_id", 0)) for p in parts],
+            created_timestamps=[int(p.get("created_ts", 0)) for p in parts],
+            created_utc_timestamps=[int(p.get("created_ts", 0)) >> 18 for p in parts],
+            inMemory_percentages=[0] * len(parts),
+        )
+
+    # -- aliases ----------------------------------------------------------------------------
+    @served()
+    def CreateAlias(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        self.act(ctx, "create_alias", collection=request.collection_name, alias=request.alias)
+        return ok()
+
+    @served()
+    def AlterAlias(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        self.act(ctx, "alter_alias", collection=request.collection_name, alias=request.alias)
+        return ok()
+
+    @served()
+    def DropAlias(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        self.act(ctx, "drop_alias", alias=request.alias)
+        return ok()
+
+    @served()
+    def DescribeAlias(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        doc = self.act(ctx, "describe_alias", alias=request.alias)
+        return milvus_pb2.DescribeAliasResponse(
+            status=ok(),
+            db_name=doc.get("db_name") or ctx.db,
+            alias=doc.get("alias") or request.alias,
+            collection=doc.get("collection_name", ""),
+        )
+
+    @served()
+    def ListAliases(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        doc = self.act(ctx, "list_aliases", collection=request.collection_name or None)
+        return milvus_pb2.ListAliasesResponse(
+            status=ok(),
+            db_name=doc.get("db_name") or ctx.db,
+            collection_name=doc.get("collection_name") or request.collection_name,
+            aliases=doc.get("aliases") or [],
+        )

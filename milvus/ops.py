@@ -1,0 +1,209 @@
+"""Flush, segments, indexes, load and release, statistics and compaction: each RPC one
+Flight action, its result reshaped into Milvus's reply."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pymilvus.grpc_gen import common_pb2, milvus_pb2, schema_pb2
+
+from elanus.errors import invalid
+from elanus.milvus.params import kv_values
+from elanus.milvus.schemas import kv_pairs
+from elanus.milvus.servicer import Ctx, Servicer, served
+from elanus.milvus.status import ok
+
+_INDEX_KEYS = ("index_type", "metric_type", "params")
+_LOAD_STATES = {
+    "NotLoad": common_pb2.LoadStateNotLoad,
+    "Loading": common_pb2.LoadStateLoading,
+    "Loaded": common_pb2.LoadStateLoaded,
+}
+_SEGMENT_STATES = dict(common_pb2.SegmentState.items())
+_COMPACTION = {"executing": common_pb2.Executing, "completed": common_pb2.Completed}
+
+
+def index_body(request: Any) -> dict[str, Any]:
+    """A ``create_index`` body from Milvus's ``extra_params`` (``params`` as JSON text;
+    pymilvus also sends an index's parameters as keys of their own)."""
+    extra = kv_values(request.extra_params)
+    params = extra.get("params") or {}
+    if not isinstance(params, dict):
+        raise invalid("CreateIndex: 'params' must be a JSON object")
+    params = {**{k: v for k, v in extra.items() if k not in _INDEX_KEYS}, **params}
+    return {
+        "collection": request.collection_name,
+        "field_name": request.field_name,
+        "index_name": request.index_name or None,
+        "index_type": extra.get("index_type") or None,
+        "metric_type": extra.get("metric_type") or None,
+        "params": params,
+    }
+
+
+def index_description(doc: dict[str, Any]) -> Any:
+    state = str(doc.get("state") or "Finished")
+    params = {"index_type": doc.get("index_type"), "metric_type": doc.get("metric_type")}
+    params = {k: v for k, v in params.items() if v}
+    if doc.get("params"):
+        params["params"] = doc["params"]
+    failed = doc.get("failed_tasks") or []
+    total, indexed = int(doc.get("total_rows") or 0), int(doc.get("indexed_rows") or 0)
+    return milvus_pb2.IndexDescription(
+        index_name=doc.get("index_name", ""),
+        indexID=int(doc.get("index_id") or 0),
+        params=kv_pairs(params),
+        field_name=doc.get("field", ""),
+        indexed_rows=indexed,
+        total_rows=total,
+        pending_index_rows=max(total - indexed, 0),
+        state=common_pb2.IndexState.Value(state)
+        if state in common_pb2.IndexState.keys()  # noqa: SIM118 - a protobuf enum
+        else common_pb2.InProgress,
+        index_state_fail_reason="; ".join(str(f.get("reason", "")) for f in failed),
+    )
+
+
+class OpsRpcs(Servicer):
+    # -- flush and segments -----------------------------------------------------------------
+    @served()
+    def Flush(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        reply = milvus_pb2.FlushResponse(status=ok(), db_name=ctx.db)
+        for name in request.collection_names:
+            doc = self.act(ctx, "flush", collection=name)
+            reply.coll_segIDs[name].CopyFrom(schema_pb2.LongArray(data=doc.get("segment_ids", [])))
+            reply.flush_coll_segIDs[name].CopyFrom(schema_pb2.LongArray())
+            reply.coll_flush_ts[name] = int(doc.get("flush_ts") or 0)
+            reply.coll_seal_times[name] = 0
+        return reply
+
+    @served()
+    def GetFlushState(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        doc = self.act(ctx, "get_flush_state", segment_ids=list(request.segmentIDs))
+        return milvus_pb2.GetFlushStateResponse(status=ok(), flushed=bool(doc.get("flushed")))
+
+    def _segments(self, ctx: Ctx, collection: str) -> list[dict[str, Any]]:
+        return list(self.act(ctx, "get_segment_info", collection=collection)["segments"])
+
+    @served()
+    def GetPersistentSegmentInfo(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        infos = [
+            milvus_pb2.PersistentSegmentInfo(**_segment(s))
+            for s in self._segments(ctx, request.collectionName)
+            if str(s.get("state")) != "Growing"
+        ]
+        return milvus_pb2.GetPersistentSegmentInfoResponse(status=ok(), infos=infos)
+
+    @served()
+    def GetQuerySegmentInfo(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        infos = [
+            milvus_pb2.QuerySegmentInfo(**_segment(s))
+            for s in self._segments(ctx, request.collectionName)
+        ]
+        return milvus_pb2.GetQuerySegmentInfoResponse(status=ok(), infos=infos)
+
+    # -- indexes ----------------------------------------------------------------------------
+    @served()
+    def CreateIndex(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        self.act(ctx, "create_index", **index_body(request))
+        return ok()
+
+    @served()
+    def DescribeIndex(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        doc = self.act(
+            ctx,
+            "describe_index",
+            collection=request.collection_name,
+            index_name=request.index_name or None,
+            field_name=request.field_name or None,
+        )
+        return milvus_pb2.DescribeIndexResponse(
+            status=ok(), index_descriptions=[index_description(d) for d in doc["indexes"]]
+        )
+
+    @served()
+    def DropIndex(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        self.act(
+            ctx,
+            "drop_index",
+            collection=request.collection_name,
+            index_name=request.index_name or None,
+            field_name=request.field_name or None,
+        )
+        return ok()
+
+    # -- load and release -------------------------------------------------------------------
+    @served()
+    def LoadCollection(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        self.act(ctx, "load_collection", collection=request.collection_name)
+        return ok()
+
+    @served()
+    def LoadPartitions(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        self.act(
+            ctx,
+            "load_collection",
+            collection=request.collection_name,
+            partition_names=list(request.partition_names) or None,
+        )
+        return ok()
+
+    @served()
+    def ReleaseCollection(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        self.act(ctx, "release_collection", collection=request.collection_name)
+        return ok()
+
+    @served()
+    def GetLoadState(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        doc = self.act(ctx, "get_load_state", collection=request.collection_name)
+        state = _LOAD_STATES.get(str(doc.get("state")), common_pb2.LoadStateNotLoad)
+        return milvus_pb2.GetLoadStateResponse(status=ok(), state=state)
+
+    @served()
+    def GetLoadingProgress(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        doc = self.act(ctx, "get_load_state", collection=request.collection_name)
+        progress = 100 if doc.get("state") == "Loaded" else int(doc.get("progress") or 0)
+        return milvus_pb2.GetLoadingProgressResponse(
+            status=ok(), progress=progress, refresh_progress=progress
+        )
+
+    # -- statistics and compaction ----------------------------------------------------------
+    @served()
+    def GetCollectionStatistics(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        doc = self.act(ctx, "get_collection_stats", collection=request.collection_name)
+        return milvus_pb2.GetCollectionStatisticsResponse(
+            status=ok(), stats=kv_pairs({"row_count": str(int(doc.get("row_count") or 0))})
+        )
+
+    @served()
+    def ManualCompaction(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        if not request.collection_name:
+            raise invalid("ManualCompaction: give the collection's name")
+        doc = self.act(ctx, "compact", collection=request.collection_name)
+        plans = doc.get("plans")
+        count = len(plans) if isinstance(plans, list) else int(plans or 0)
+        return milvus_pb2.ManualCompactionResponse(
+            status=ok(), compactionID=int(doc["compaction_id"]), compactionPlanCount=count
+        )
+
+    @served()
+    def GetCompactionState(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        doc = self.act(ctx, "get_compaction_state", compaction_id=int(request.compactionID))
+        return milvus_pb2.GetCompactionStateResponse(
+            status=ok(),
+            state=_COMPACTION.get(str(doc.get("state")), common_pb2.Completed),
+            executingPlanNo=int(doc.get("executing") or 0),
+            completedPlanNo=int(doc.get("completed") or 0),
+            failedPlanNo=int(doc.get("failed") or 0),
+        )
+
+
+def _segment(s: dict[str, Any]) -> dict[str, Any]:
+    state = str(s.get("state") or "")
+    return {
+        "segmentID": int(s.get("segment_id") or 0),
+        "collectionID": int(s.get("collection_id") or 0),
+        "partitionID": int(s.get("partition_id") or 0),
+        "num_rows": int(s.get("num_rows", s.get("rows")) or 0),
+        "state": _SEGMENT_STATES.get(state.capitalize(), common_pb2.SegmentStateNone),
+    }

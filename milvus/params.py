@@ -1,0 +1,67 @@
+"""Milvus's request parameters: key-value lists with JSON-ish values, filter templates,
+consistency levels."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pymilvus.grpc_gen import common_pb2
+
+from elanus.errors import invalid
+
+_LEVELS = {v: k for k, v in common_pb2.ConsistencyLevel.items()}
+
+
+def kv_values(pairs: Any) -> dict[str, Any]:
+    """``KeyValuePair``s with their values read as JSON where they are (pymilvus sends
+    numbers, booleans and objects as JSON text), else as the text."""
+    out: dict[str, Any] = {}
+    for p in pairs:
+        try:
+            out[p.key] = json.loads(p.value)
+        except ValueError:
+            out[p.key] = p.value
+    return out
+
+
+def level_of(request: Any) -> str | None:
+    """The consistency level a read names; None: the collection's own."""
+    if getattr(request, "use_default_consistency", False):
+        return None
+    name = _LEVELS.get(request.consistency_level, "Bounded")
+    return None if name == "Customized" else name
+
+
+def templates(values: Any) -> dict[str, Any]:
+    """``expr_template_values`` as the ``filter_params`` of an Elanus filter."""
+    return {k: _template(v) for k, v in values.items()}
+
+
+def _template(v: Any) -> Any:
+    kind = v.WhichOneof("val")
+    if kind is None:
+        raise invalid("an expression template value is empty")
+    if kind == "array_val":
+        return _array(v.array_val)
+    return getattr(v, kind)
+
+
+def _array(a: Any) -> list[Any]:
+    kind = a.WhichOneof("data")
+    if kind is None:
+        return []
+    data = getattr(a, kind).data
+    if kind == "array_data":
+        return [_array(x) for x in data]
+    if kind == "json_data":
+        return [json.loads(x) for x in data]
+    return list(data)
+
+
+def int_param(params: dict[str, Any], key: str, default: int) -> int:
+    value = params.get(key, default)
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise invalid(f"{key} must be an integer, got {value!r}") from None

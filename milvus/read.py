@@ -1,0 +1,178 @@
+"""Search and Query: the request is checked as the ``search`` / ``query`` actions check
+theirs, then runs where DoExchange and DoGet run (``QueryService.prepare_search`` /
+``run_search``, ``query_table``), so hits and rows stay Arrow until they become columnar
+``FieldData``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import orjson
+import pyarrow as pa
+from pymilvus.grpc_gen import common_pb2, milvus_pb2, schema_pb2
+
+from elanus import bfloat16
+from elanus.errors import invalid
+from elanus.flight.actions import check_request
+from elanus.flight.limits import Kind
+from elanus.flight.search.bodies import check_search_stream
+from elanus.flight.search.hits import hits_table
+from elanus.flight.search.outputs import COUNT
+from elanus.milvus.fielddata import from_arrow, ids_of, sparse_to_arrow
+from elanus.milvus.params import int_param, kv_values, level_of, templates
+from elanus.milvus.servicer import Ctx, Servicer, served
+from elanus.milvus.status import ok
+from elanus.privileges import Need
+from elanus.schema import DYNAMIC_FIELD, Field, Schema
+
+_GROUP_KEYS = ("group_by_field", "group_size", "strict_group_size")
+
+
+def search_body(ctx: Ctx, request: Any) -> dict[str, Any]:
+    """An Elanus ``search`` body (without ``data``) from a Milvus ``SearchRequest``."""
+    params = kv_values(request.search_params)
+    index_params = params.get("params") or {}
+    if isinstance(index_params, str):
+        index_params = orjson.loads(index_params) if index_params else {}
+    search_params: dict[str, Any] = {"params": index_params}
+    if params.get("metric_type"):
+        search_params["metric_type"] = params["metric_type"]
+    body: dict[str, Any] = {
+        "db": ctx.db,
+        "collection": request.collection_name,
+        "limit": int_param(params, "topk", 10),
+        "offset": int_param(params, "offset", 0),
+        "filter": request.dsl or None,
+        "filter_params": templates(request.expr_template_values),
+        "output_fields": list(request.output_fields),
+        "search_params": search_params,
+        "consistency_level": level_of(request),
+        "guarantee_timestamp": request.guarantee_timestamp or None,
+        "partition_names": list(request.partition_names) or None,
+    }
+    if params.get("anns_field"):
+        body["anns_field"] = params["anns_field"]
+    for key in _GROUP_KEYS:
+        if params.get(key) not in (None, ""):
+            body[key] = params[key]
+    return {k: v for k, v in body.items() if v is not None}
+
+
+def query_data(group_bytes: bytes, field: Field) -> Any:
+    """The query vectors of a ``PlaceholderGroup``, as numpy rows where they are dense
+    (one ``frombuffer`` over all of them), sparse maps, or texts (BM25)."""
+    group = common_pb2.PlaceholderGroup()
+    group.ParseFromString(group_bytes)
+    if len(group.placeholders) != 1:
+        raise invalid("search: send one placeholder of query vectors")
+    ph = group.placeholders[0]
+    values = list(ph.values)
+    if not values:
+        raise invalid("search: no query vectors")
+    kind = ph.type
+    if kind == common_pb2.PlaceholderType.VarChar:
+        return [v.decode() for v in values]
+    if kind == common_pb2.PlaceholderType.SparseFloatVector:
+        return sparse_to_arrow(values).to_pylist()
+    raw = b"".join(values)
+    if kind == common_pb2.PlaceholderType.FloatVector:
+        flat = np.frombuffer(raw, dtype=np.float32)
+    elif kind == common_pb2.PlaceholderType.Float16Vector:
+        flat = np.frombuffer(raw, dtype=np.float16).astype(np.float32)
+    elif kind == common_pb2.PlaceholderType.BFloat16Vector:
+        flat = bfloat16.widen(np.frombuffer(raw, dtype=np.uint16))
+    elif kind == common_pb2.PlaceholderType.BinaryVector:
+        return np.frombuffer(raw, dtype=np.uint8).reshape(len(values), -1)
+    else:
+        raise invalid(
+            f"search: query type {common_pb2.PlaceholderType.Name(kind)} is not supported"
+        )
+    dim = len(flat) // len(values)
+    if dim * len(values) != len(flat):
+        raise invalid("search: the query vectors have different lengths")
+    return flat.reshape(len(values), dim)
+
+
+def result_columns(
+    table: pa.Table, names: list[str], schema: Schema, rename: dict[str, str]
+) -> list[Any]:
+    """``FieldData`` for the output ``names`` from an Arrow table of rows: schema fields,
+    and ``$meta`` (dynamic keys) once if any name is not a field."""
+    fields = {f.name: f for f in schema.fields}
+    out, seen = [], set()
+    for name in names:
+        column = rename.get(name, name)
+        if name in fields and column in table.column_names:
+            out.append(from_arrow(table.column(column), fields[name], name))
+            seen.add(name)
+    if DYNAMIC_FIELD in table.column_names and any(n not in fields for n in names):
+        out.append(from_arrow(table.column(DYNAMIC_FIELD), None, DYNAMIC_FIELD))
+    return out
+
+
+class ReadRpcs(Servicer):
+    @served(Kind.DQL)
+    def Search(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        if request.sub_reqs or request.search_by_primary_keys:
+            raise invalid("Search: sub-requests and search by primary keys are not supported")
+        request_doc = check_search_stream(orjson.dumps(search_body(ctx, request)))
+        ctx.caller.require(Need("Search", request_doc["db"], request_doc["collection"]))
+        query = self.proxy.query
+        info = self.proxy.dml.collection(request_doc["db"], request_doc["collection"])
+        plan = query.prepare_search(info, {**request_doc, "data": None})
+        data = query_data(request.placeholder_group, plan.field)
+        merged, ts = query.run_search(plan, data)
+        pk = info.schema.primary
+        table = hits_table(merged, pk.arrow_type())
+        nq = len(data)
+        outputs = [n for n in plan.outputs if n != COUNT]
+        results = schema_pb2.SearchResultData(
+            num_queries=nq,
+            top_k=request_doc["limit"],
+            fields_data=result_columns(table, outputs, info.schema, {pk.name: "id"}),
+            scores=table.column("distance").to_numpy().tolist(),
+            ids=ids_of(table.column("id"), pk),
+            topks=np.bincount(table.column("query_index").to_numpy(), minlength=nq).tolist(),
+            output_fields=outputs,
+            primary_field_name=pk.name,
+        )
+        return milvus_pb2.SearchResults(
+            status=ok(), results=results, collection_name=info.name, session_ts=ts
+        )
+
+    @served(Kind.DQL)
+    def Query(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        params = kv_values(request.query_params)
+        body = {
+            "db": ctx.db,
+            "collection": request.collection_name,
+            "filter": request.expr or None,
+            "output_fields": list(request.output_fields),
+            "limit": int(params["limit"]) if params.get("limit") not in (None, "") else None,
+            "offset": int_param(params, "offset", 0),
+            "filter_params": templates(request.expr_template_values),
+            "consistency_level": level_of(request),
+            "guarantee_timestamp": request.guarantee_timestamp or None,
+            "partition_names": list(request.partition_names) or None,
+        }
+        raw = orjson.dumps({k: v for k, v in body.items() if v is not None})
+        _, checked = check_request("query", raw)
+        ctx.caller.require(Need("Query", checked["db"], checked["collection"]))
+        info = self.proxy.dml.collection(checked["db"], checked["collection"])
+        table, outputs, ts = self.proxy.query.query_table(info, checked)
+        pk = info.schema.primary.name
+        if COUNT in outputs:
+            columns = [from_arrow(table.column(COUNT), None, COUNT)]
+        else:
+            if pk not in outputs:
+                outputs = [pk, *outputs]
+            columns = result_columns(table, outputs, info.schema, {})
+        return milvus_pb2.QueryResults(
+            status=ok(),
+            fields_data=columns,
+            collection_name=info.name,
+            output_fields=outputs,
+            session_ts=ts,
+            primary_field_name=pk,
+        )

@@ -1,0 +1,151 @@
+"""The frame of every Milvus RPC: who calls (``auth``), in which database, within which
+limits; the answer's status (``status``); and "not supported" for every RPC not served.
+
+A served RPC is a method marked ``@served(kind)`` on one of the concern mixins; it takes
+``(ctx, request)`` and returns the response message (its status left OK). Errors become
+the response type's status, never a gRPC error, so pymilvus raises ``MilvusException``
+with Milvus's code. Unauthenticated calls are refused with gRPC UNAUTHENTICATED, as
+Milvus's interceptor does.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import grpc
+import orjson
+from google.protobuf import message_factory
+from pymilvus.grpc_gen import common_pb2, milvus_pb2, milvus_pb2_grpc
+
+from elanus.client.wire import DEFAULT_DB
+from elanus.errors import ElanusError, ErrorCode
+from elanus.flight.actions import perform
+from elanus.flight.auth import Caller
+from elanus.flight.limits import Kind
+from elanus.milvus.auth import MilvusCredentials
+from elanus.milvus.status import not_supported, status_of
+
+if TYPE_CHECKING:
+    from elanus.flight.proxy import ProxyServer
+
+log = logging.getLogger(__name__)
+SERVICE = milvus_pb2.DESCRIPTOR.services_by_name["MilvusService"]
+_MARK = "_milvus_rate"
+
+
+@dataclass(frozen=True)
+class Ctx:
+    """One Milvus call: the caller, the database it addresses and the RPC's name."""
+
+    caller: Caller
+    db: str
+    rpc: str
+
+
+def served(kind: Kind | None = None) -> Callable[[Any], Any]:
+    """Mark a mixin method as the handler of the RPC of the same name; ``kind`` is the
+    rate bucket it counts against (``flight/limits.py``)."""
+
+    def mark(fn: Any) -> Any:
+        setattr(fn, _MARK, kind)
+        fn._milvus_served = True
+        return fn
+
+    return mark
+
+
+def reply_class(rpc: str) -> Any:
+    return message_factory.GetMessageClass(SERVICE.methods_by_name[rpc].output_type)
+
+
+def failed(rpc: str, status: common_pb2.Status) -> Any:
+    """The response of ``rpc`` carrying only ``status``."""
+    cls = reply_class(rpc)
+    if cls is common_pb2.Status:
+        return status
+    return cls(status=status)
+
+
+class Servicer(milvus_pb2_grpc.MilvusServiceServicer):
+    """Dispatch for the concern mixins; ``act`` runs a Flight action as the caller."""
+
+    def __init__(self, proxy: ProxyServer, credentials: MilvusCredentials) -> None:
+        self.proxy = proxy
+        self.credentials = credentials
+        for method in SERVICE.methods:
+            fn = getattr(type(self), method.name, None)
+            if getattr(fn, "_milvus_served", False):
+                handler = self._wrap(method.name, getattr(self, method.name))
+            elif method.server_streaming or method.client_streaming:
+                handler = _refuse_stream(method.name)
+            else:
+                handler = _refuse(method.name)
+            setattr(self, method.name, handler)
+
+    def served_rpcs(self) -> list[str]:
+        return [m.name for m in SERVICE.methods if _is_served(type(self), m.name)]
+
+    def _wrap(self, rpc: str, fn: Callable[[Ctx, Any], Any]) -> Callable[[Any, Any], Any]:
+        kind = getattr(fn, _MARK, None)
+
+        def handle(request: Any, context: grpc.ServicerContext) -> Any:
+            metadata = context.invocation_metadata() or ()
+            try:
+                caller = self.credentials.caller(metadata)
+            except ElanusError as exc:
+                if exc.code == ErrorCode.UNAUTHENTICATED:
+                    context.abort(grpc.StatusCode.UNAUTHENTICATED, f"[{exc.code}] {exc.message}")
+                return failed(rpc, status_of(exc))
+            try:
+                self.proxy.limits.admit(caller.user, kind, request.ByteSize(), rpc)
+                return fn(Ctx(caller, _db_of(request, metadata), rpc), request)
+            except ElanusError as exc:
+                return failed(rpc, status_of(exc))
+            except Exception as exc:  # noqa: BLE001 - never a traceback to the client
+                log.exception("Milvus RPC %s failed", rpc)
+                error = ElanusError(ErrorCode.INTERNAL, f"{rpc}: {type(exc).__name__}: {exc}")
+                return failed(rpc, status_of(error))
+
+        return handle
+
+    def act(self, ctx: Ctx, name: str, /, **body: Any) -> Any:
+        """Run the Flight action ``name`` (``actions.perform``: checks, privilege, executor)
+        with a JSON body; ``None`` values are left out."""
+        doc = {"db": ctx.db, **{k: v for k, v in body.items() if v is not None}}
+        return perform(self.proxy, name, orjson.dumps(doc), ctx.caller)
+
+
+def _is_served(cls: type, name: str) -> bool:
+    return bool(getattr(getattr(cls, name, None), "_milvus_served", False))
+
+
+def _db_of(request: Any, metadata: Any) -> str:
+    """The database of a call: the request's ``db_name``, else the ``dbname`` header
+    (pymilvus's ``db_name=``), else ``default``."""
+    db = getattr(request, "db_name", "") if _has_field(request, "db_name") else ""
+    if not db:
+        db = next((v for k, v in metadata if k.lower() == "dbname"), "") or ""
+        if isinstance(db, bytes):
+            db = db.decode()
+    return db or DEFAULT_DB
+
+
+def _has_field(message: Any, name: str) -> bool:
+    return name in message.DESCRIPTOR.fields_by_name
+
+
+def _refuse(rpc: str) -> Callable[[Any, Any], Any]:
+    def handle(request: Any, context: grpc.ServicerContext) -> Any:
+        return failed(rpc, not_supported(rpc))
+
+    return handle
+
+
+def _refuse_stream(rpc: str) -> Callable[[Any, Any], Any]:
+    def handle(request: Any, context: grpc.ServicerContext) -> Any:
+        context.abort(grpc.StatusCode.UNIMPLEMENTED, not_supported(rpc).reason)
+
+    return handle

@@ -1,0 +1,47 @@
+"""Connect (pymilvus's ``identifier`` handshake), GetVersion and CheckHealth."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from typing import Any
+
+from pymilvus.grpc_gen import common_pb2, milvus_pb2
+
+import elanus
+from elanus.milvus.servicer import Ctx, Servicer, served
+from elanus.milvus.status import ok
+
+MILVUS_VERSION = "v2.6.0"
+"""The Milvus release whose protocol the face speaks (pymilvus checks features by it)."""
+_identifiers = itertools.count(int(time.time() * 1000) % 1_000_000_000)
+
+
+class SessionRpcs(Servicer):
+    @served()
+    def Connect(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802 - the RPC's name
+        self.act(ctx, "list_collections")  # the database must exist, as Milvus checks
+        info = common_pb2.ServerInfo(
+            build_tags=f"elanus-{elanus.__version__}",
+            deploy_mode="elanus",
+            reserved={"elanus_version": elanus.__version__, "milvus_protocol": MILVUS_VERSION},
+        )
+        return milvus_pb2.ConnectResponse(
+            status=ok(), server_info=info, identifier=next(_identifiers)
+        )
+
+    @served()
+    def GetVersion(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        return milvus_pb2.GetVersionResponse(status=ok(), version=MILVUS_VERSION)
+
+    @served()
+    def CheckHealth(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        doc = self.act(ctx, "health")
+        healthy = str(doc.get("status", "")).lower() in ("ok", "healthy", "serving")
+        reasons = [] if healthy else [str(doc)]
+        return milvus_pb2.CheckHealthResponse(status=ok(), isHealthy=healthy, reasons=reasons)
+
+    @served()
+    def AllocTimestamp(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        doc = self.act(ctx, "get_timestamp")
+        return milvus_pb2.AllocTimestampResponse(status=ok(), timestamp=int(doc["ts"]))

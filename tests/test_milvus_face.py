@@ -1,0 +1,77 @@
+"""pymilvus against the proxy's Milvus face: the connection, the frame of every RPC."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from milvus_stack import MilvusStack, milvus_stack
+from pymilvus import MilvusClient
+from pymilvus.exceptions import MilvusException
+
+
+@pytest.fixture
+def mstack(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MilvusStack]:
+    yield from milvus_stack(request, tmp_path)
+
+
+@pytest.fixture
+def client(mstack: MilvusStack) -> Iterator[MilvusClient]:
+    c = MilvusClient(uri=mstack.milvus_uri, timeout=30)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def test_connect_version_and_not_supported(client: MilvusClient) -> None:
+    assert client.get_server_version().startswith("v2.")
+    with pytest.raises(MilvusException) as info:
+        client.list_resource_groups()
+    assert info.value.code == 10
+    assert "ListResourceGroups" in info.value.message
+
+
+def test_port_zero_is_off(mstack: Any) -> None:
+    from elanus.milvus.face import MilvusProxy
+
+    proxy = MilvusProxy(mstack.settings.replace(milvus_port=0), mstack.bus)
+    mstack.call(proxy.start())
+    try:
+        assert proxy.milvus_port is None
+    finally:
+        mstack.call(proxy.stop())
+
+
+def test_collections_databases_partitions_aliases(client: MilvusClient) -> None:
+    from pymilvus import DataType
+
+    schema = client.create_schema(auto_id=False, enable_dynamic_field=True)
+    schema.add_field("id", DataType.INT64, is_primary=True)
+    schema.add_field("v", DataType.FLOAT_VECTOR, dim=4)
+    schema.add_field("title", DataType.VARCHAR, max_length=64, nullable=True)
+    client.create_collection("books", schema=schema)
+    assert client.has_collection("books")
+    assert "books" in client.list_collections()
+    desc = client.describe_collection("books")
+    names = [f["name"] for f in desc["fields"]]
+    assert names[:3] == ["id", "v", "title"] and desc["enable_dynamic_field"]
+    client.create_partition("books", "p1")
+    assert client.has_partition("books", "p1")
+    assert set(client.list_partitions("books")) == {"_default", "p1"}
+    client.create_alias("books", "novels")
+    assert client.describe_alias("novels")["collection_name"] == "books"
+    assert client.list_aliases("books")["aliases"] == ["novels"]
+    client.drop_alias("novels")
+    client.create_database("lib")
+    assert "lib" in client.list_databases()
+    assert client.describe_database("lib")["name"] == "lib"
+    client.rename_collection("books", "tomes")
+    assert client.list_collections() == ["tomes"]
+    client.drop_collection("tomes")
+    assert not client.has_collection("tomes")
+    with pytest.raises(MilvusException) as info:
+        client.describe_collection("nope")
+    assert info.value.code == 100
