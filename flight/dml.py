@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from elanus.api.datacoord import Flush, Flushing, TickReport
+from elanus.api.rootcoord import IdAlloc
 from elanus.channels import subjects
 from elanus.channels.dml import DmlMessage, MsgType, pchannel_of
 from elanus.channels.publisher import DmlPublisher, Piece
@@ -71,8 +72,8 @@ class IdCache:
         async with self._lock:
             if self._end - self._next < n:
                 count = max(n, ID_BLOCK)
-                reply = await self.proxy.ddl.coord("id.alloc", {"count": count})
-                self._next, self._end = int(reply["start"]), int(reply["start"]) + count
+                block = await self.proxy.coord.root.alloc_ids(IdAlloc(count=count))
+                self._next, self._end = block.start, block.start + count
             start = self._next
             self._next += n
             return start

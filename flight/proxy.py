@@ -20,10 +20,7 @@ import numpy as np
 import pyarrow.flight as flight
 from nats.aio.subscription import Subscription
 
-from elanus.api.compaction import CompactionAPI
-from elanus.api.datacoord import DataCoordAPI, TimeTickAPI
-from elanus.api.imports import ImportAPI
-from elanus.api.indexcoord import IndexCoordAPI
+from elanus.api.auth import GetSecret
 from elanus.channels import subjects
 from elanus.channels.bus import Bus
 from elanus.channels.loop import call_in_loop
@@ -73,6 +70,8 @@ class ProxyServer(Role):
         super().__init__(settings, bus, node_id)
         self.cache = MetaCache()
         self.ddl = DdlService(bus, self.cache, self.node_id)
+        self.coord = self.ddl.api
+        """The coord's services, typed (``elanus/api/coord.py``)."""
         self.dml = DmlService(self)
         self.query = QueryService(self)
         self.reads = ReadService(self)
@@ -87,11 +86,11 @@ class ProxyServer(Role):
         self._accepting = False
         self.auth: Authenticator | None = None
         """Set when ``auth_enabled``: checks every call's credentials (``flight/auth.py``)."""
-        self.datacoord = DataCoordAPI(bus)
-        self.timeticks = TimeTickAPI(bus)
-        self.compaction = CompactionAPI(bus)
-        self.indexcoord = IndexCoordAPI(bus)
-        self.importcoord = ImportAPI(bus)
+        self.datacoord = self.coord.data
+        self.timeticks = self.coord.timeticks
+        self.compaction = self.coord.compaction
+        self.indexcoord = self.coord.index
+        self.importcoord = self.coord.imports
 
     @property
     def uri(self) -> str:
@@ -122,9 +121,10 @@ class ProxyServer(Role):
             await self.dml.start()
             await self.flow.start(self.bus)
             if self.settings.auth_enabled:
-                secret = (await self.ddl.coord("auth.secret", {}))["secret"]
+                secret = (await self.coord.auth.secret(GetSecret())).secret
                 self.auth = Authenticator(
-                    self.coord_call,
+                    lambda req: self.run(self.coord.auth.verify(req)),
+                    lambda req: self.run(self.coord.auth.identity(req)),
                     bytes.fromhex(secret),
                     self.settings.token_ttl_s,
                 )
@@ -330,10 +330,6 @@ class ProxyServer(Role):
             coro.close()
             return
         asyncio.run_coroutine_threadsafe(coro, loop)
-
-    def coord_call(self, method: str, body: dict[str, Any]) -> dict[str, Any]:
-        """One coord request from a Flight thread."""
-        return dict(self.run(self.ddl.coord(method, body)))
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float = ACTION_TIMEOUT_S) -> T:
         """The bridge from a Flight thread to the proxy's asyncio loop (with ``spawn``)."""

@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
 
+from elanus.api.coord import CoordHealth, GetHealth, ListSessions, Sessions
 from elanus.channels import metrics, subjects
 from elanus.channels.bus import Bus
 from elanus.channels.dml import ensure_streams
@@ -176,7 +176,7 @@ class Coordinator(Role):
             await asyncio.to_thread(self.db.close)
 
     # -- handlers ---------------------------------------------------------------------------
-    async def health(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def health(self, req: GetHealth) -> CoordHealth:
         """``degraded`` when a role (this coord included) reports a failed vital task;
         ``unhealthy`` names each such role and its failures."""
         unhealthy = [
@@ -187,15 +187,15 @@ class Coordinator(Role):
         if not self.supervisor.healthy:
             unhealthy.append({"role": self.role_name, "node_id": self.node_id})
             unhealthy[-1].update(self.supervisor.health())
-        return {
-            "status": "degraded" if unhealthy else "ok",
-            "unhealthy": unhealthy,
-            "node_id": self.node_id,
-            "ts": self.tso.alloc(),
-            "uptime_s": round(time.time() - self._started_at, 3),
-            "live_sessions": len(self.sessions.live),
-        }
+        return CoordHealth(
+            status="degraded" if unhealthy else "ok",
+            unhealthy=unhealthy,
+            node_id=self.node_id,
+            ts=self.tso.alloc(),
+            uptime_s=round(time.time() - self._started_at, 3),
+            live_sessions=len(self.sessions.live),
+        )
 
-    async def list_sessions(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def list_sessions(self, req: ListSessions) -> Sessions:
         await self.sessions.poll()
-        return {"sessions": [s.to_dict() for s in self.sessions.live.values()]}
+        return Sessions(sessions=[s.to_dict() for s in self.sessions.live.values()])

@@ -17,7 +17,16 @@ from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from elanus.api.base import ACK, Ack
 from elanus.api.datanode import Checkpoint
+from elanus.api.querycoord import (
+    LoadCollection,
+    LoadProgress,
+    LoadState,
+    QueryRoute,
+    ReleaseCollection,
+    Route,
+)
 from elanus.api.querynode import (
     NODE_TIMEOUT_S,
     DelegateChannel,
@@ -35,7 +44,6 @@ from elanus.api.querynode import (
 )
 from elanus.channels.dml import pchannel_of
 from elanus.channels.loop import Periodic, cancel_and_wait
-from elanus.coordrequests import LoadCollection, LoadState, QueryRoute, ReleaseCollection
 from elanus.errors import ElanusError, ErrorCode
 from elanus.states import LoadState as Load
 from elanus.states import SegmentState, transition
@@ -158,7 +166,7 @@ class QueryCoord:
         )
 
     # -- load and release -------------------------------------------------------------------
-    async def load(self, req: LoadCollection) -> dict[str, Any]:
+    async def load(self, req: LoadCollection) -> LoadProgress:
         cid, partitions = req.collection_id, req.partition_ids
         lo = Loaded(cid, sorted(partitions) if partitions else None)
         old = self.loaded.get(cid)
@@ -256,9 +264,9 @@ class QueryCoord:
         )
         lo.channels[vchannel] = node
 
-    async def release(self, req: ReleaseCollection) -> dict[str, Any]:
+    async def release(self, req: ReleaseCollection) -> Ack:
         await self.release_collection(req.collection_id)
-        return {}
+        return ACK
 
     async def release_collection(self, cid: int) -> None:
         lo = self.loaded.pop(cid, None)
@@ -277,24 +285,21 @@ class QueryCoord:
                 except ElanusError as exc:
                     log.warning("query node %s did not release %s: %s", node, cid, exc)
 
-    async def state(self, req: LoadState) -> dict[str, Any]:
+    async def state(self, req: LoadState) -> LoadProgress:
         cid = req.collection_id
         lo = self.loaded.get(cid)
         progress, loaded, persisted = self.progress(cid)
         if lo is None:
-            return {
-                "state": Load.NOT_LOAD,
-                "progress": 0,
-                "persisted_rows": persisted,
-                "loaded_rows": 0,
-            }
-        return {
-            "state": lo.state,
-            "progress": progress,
-            "persisted_rows": persisted,
-            "loaded_rows": loaded,
-            "partition_ids": lo.partition_ids,
-        }
+            return LoadProgress(
+                state=Load.NOT_LOAD, progress=0, persisted_rows=persisted, loaded_rows=0
+            )
+        return LoadProgress(
+            state=lo.state,
+            progress=progress,
+            persisted_rows=persisted,
+            loaded_rows=loaded,
+            partition_ids=lo.partition_ids,
+        )
 
     def progress(self, cid: int) -> tuple[int, int, int]:
         """(percent, loaded rows, persisted rows) of collection ``cid``'s load; a state
@@ -313,7 +318,7 @@ class QueryCoord:
             return 100, loaded, persisted
         return (100 * loaded // persisted if persisted else 0), loaded, persisted
 
-    async def route(self, req: QueryRoute) -> dict[str, Any]:
+    async def route(self, req: QueryRoute) -> Route:
         cid = req.collection_id
         lo = self.loaded.get(cid)
         if lo is None or lo.state is not Load.LOADED:
@@ -322,7 +327,7 @@ class QueryCoord:
                 ErrorCode.COLLECTION_NOT_LOADED,
                 f"collection {label} is not loaded; load it first",
             )
-        return {"vchannels": dict(lo.channels), "partition_ids": lo.partition_ids}
+        return Route(vchannels=dict(lo.channels), partition_ids=lo.partition_ids)
 
     # -- handoff ----------------------------------------------------------------------------
     async def on_segment_flushed(self, seg: Any) -> None:

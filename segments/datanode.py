@@ -17,11 +17,11 @@ from elanus.api.datanode import (
     WatchChannel,
     Watching,
 )
+from elanus.api.rootcoord import SchemaTaken, UpdateSchema
 from elanus.channels import subjects
 from elanus.channels.bus import Bus
 from elanus.channels.loop import cancel_and_wait
 from elanus.channels.role import Role, RoleHandler
-from elanus.coordrequests import UpdateSchema
 from elanus.errors import ElanusError
 from elanus.schema import Schema
 from elanus.segments.channel_writer import ChannelWriter
@@ -84,13 +84,13 @@ class DataNode(Role):
             await writer.stop()
         return ACK
 
-    async def update_schema(self, req: UpdateSchema) -> dict[str, Any]:
+    async def update_schema(self, req: UpdateSchema) -> SchemaTaken:
         """A field was added: the writers of the collection's channels take the schema."""
         schema = Schema.from_dict(req.schema)
         for writer in self.channels.values():
             if writer.collection_id == req.collection_id:
                 writer.adopt(schema)
-        return {"version": schema.version}
+        return SchemaTaken(version=schema.version)
 
     def _start_import(self, job_id: int, make: Callable[[], Coroutine[Any, Any, None]]) -> None:
         task = self.supervisor.spawn(f"import job {job_id}", make)

@@ -43,7 +43,7 @@ from elanus.api.imports import (
     ImportProgress,
     PrepareImport,
 )
-from elanus.channels import subjects
+from elanus.api.rootcoord import IdAlloc, RootCoordAPI
 from elanus.channels.loop import Periodic
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.fileerrors import unknown_columns, without_file_text
@@ -178,11 +178,12 @@ class ImportTask:
 
     async def _alloc_ids(self, total: int) -> pa.Array:
         parts = []
+        root = RootCoordAPI(self.node.bus)
         while total > 0:
             count = min(total, ID_BLOCK_MAX)
-            alloc = partial(self.node.bus.request, subjects.coord("id.alloc"), {"count": count}, 30)
-            reply = await retried("id.alloc", alloc)
-            start = int(reply["start"])
+            req = IdAlloc(count=count)
+            block = await retried("id.alloc", partial(root.alloc_ids, req))
+            start = block.start
             parts.append(np.arange(start, start + count, dtype=np.int64))
             total -= count
         return pa.array(np.concatenate(parts))

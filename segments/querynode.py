@@ -43,11 +43,11 @@ from elanus.api.querynode import (
     WorkerAPI,
     WorkerHits,
 )
+from elanus.api.rootcoord import SchemaTaken, UpdateSchema
 from elanus.channels import subjects
 from elanus.channels.bus import Bus, blocking
 from elanus.channels.metrics import SEARCH_LATENCY
 from elanus.channels.role import Role, RoleHandler
-from elanus.coordrequests import UpdateSchema
 from elanus.errors import ElanusError, ErrorCode
 from elanus.expr import Expr, parse_cached
 from elanus.index.kernels import stop_faiss_interrupt_checks
@@ -138,19 +138,19 @@ class QueryNode(Role):
             await d.stop()
         return ACK
 
-    async def update_schema(self, req: UpdateSchema) -> dict[str, Any]:
+    async def update_schema(self, req: UpdateSchema) -> SchemaTaken:
         """A field was added to a collection: what this node holds of it takes the new
         schema before any proxy lets clients use the field (a stale copy is ignored)."""
         schema = Schema.from_dict(req.schema)
         held = self.schemas.get(req.collection_id)
         if held is None or held.version >= schema.version:
-            return {"version": held.version if held else None}
+            return SchemaTaken(version=held.version if held else None)
         self.schemas[req.collection_id] = schema
         for d in self.delegators.values():
             if d.collection_id == req.collection_id:
                 d.adopt(schema)
         await asyncio.to_thread(self.worker.adopt, req.collection_id, schema)
-        return {"version": schema.version}
+        return SchemaTaken(version=schema.version)
 
     def _delegator(self, vchannel: str) -> Delegator:
         d = self.delegators.get(vchannel)

@@ -70,7 +70,11 @@ def expect(kind: type[R], got: Any, subject: str) -> R:
 
 def as_body(value: Any) -> Any:
     """A reply (or anything holding replies) as plain dicts and lists, for a JSON body
-    (the Flight layer's replies) or code that reads dicts; arrays are left as they are."""
+    (the Flight layer's replies) or code that reads dicts; arrays are left as they are. A
+    reply with its own ``to_body()`` (one whose optional keys stay absent) gives that."""
+    to_body = getattr(value, "to_body", None)
+    if callable(to_body) and not isinstance(value, type):
+        return to_body()
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: as_body(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, dict):

@@ -24,6 +24,7 @@ import pyarrow as pa
 from elanus import bfloat16, tsutil
 from elanus.api.base import Call, as_body, ask_many_sync
 from elanus.api.indexcoord import DescribeIndex
+from elanus.api.querycoord import QueryRoute, Route
 from elanus.api.querynode import QueryNodeAPI, ReadShard, SearchShard, ShardHits
 from elanus.client.bodyshape import check_body_shape
 from elanus.consistency import ConsistencyLevel
@@ -82,7 +83,7 @@ asks at once."""
 class QueryService:
     def __init__(self, proxy: ProxyServer) -> None:
         self.proxy = proxy
-        self._routes: dict[int, tuple[float, dict[str, Any]]] = {}
+        self._routes: dict[int, tuple[float, Route]] = {}
         self._refreshing: set[int] = set()
         self.plans = SearchPlans()
         self.indexes = SearchIndexes(self._index_entries)
@@ -92,9 +93,6 @@ class QueryService:
             self.proxy.indexcoord.describe(DescribeIndex(collection_id=collection_id))
         )
         return [as_body(i) for i in described.indexes]
-
-    def _coord(self, method: str, body: dict[str, Any]) -> Any:
-        return self.proxy.run(self.proxy.ddl.coord(method, body))
 
     def _info(self, request: dict[str, Any]) -> CollectionInfo:
         return self.proxy.dml.collection(request["db"], request["collection"])
@@ -162,7 +160,7 @@ class QueryService:
         cached = self._routes.get(cid)
         now = time.monotonic()
         if cached is None or cached[0] + ROUTE_TTL_S <= now:
-            route = self._coord("query.route", {"collection_id": cid})
+            route = self.proxy.run(self.proxy.coord.query.route(QueryRoute(collection_id=cid)))
             self._routes[cid] = (now + ROUTE_TTL_S, route)
         else:
             expiry, route = cached
@@ -171,7 +169,7 @@ class QueryService:
                 # up to one more TTL: a search waited on the coord once a second before.
                 self._refreshing.add(cid)
                 self.proxy.spawn(self._refresh_route(cid))
-        loaded = route.get("partition_ids")
+        loaded = route.partition_ids
         if partition_ids and loaded is not None:
             missing = sorted(set(partition_ids) - set(loaded))
             if missing:
@@ -180,7 +178,7 @@ class QueryService:
                     ErrorCode.COLLECTION_NOT_LOADED,
                     f"partition(s) {', '.join(names)} of {info.name!r} are not loaded",
                 )
-        return route["vchannels"]  # type: ignore[no-any-return]
+        return route.vchannels
 
     def fan_out(
         self,
@@ -196,7 +194,7 @@ class QueryService:
 
     async def _refresh_route(self, collection_id: int) -> None:
         try:
-            route = await self.proxy.ddl.coord("query.route", {"collection_id": collection_id})
+            route = await self.proxy.coord.query.route(QueryRoute(collection_id=collection_id))
             self._routes[collection_id] = (time.monotonic() + ROUTE_TTL_S, route)
         except Exception as exc:  # noqa: BLE001 - the next search asks again, and says why
             log.debug("route of collection %d not refreshed: %s", collection_id, exc)
