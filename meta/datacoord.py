@@ -33,6 +33,7 @@ from elanus.api.datacoord import (
     Segments,
     TickReply,
 )
+from elanus.api.proxy import ProxyAPI, ReleaseQuotas
 from elanus.channels import subjects
 from elanus.channels.dml import pchannel_of, stream_name
 from elanus.channels.loop import Periodic
@@ -255,10 +256,8 @@ class DataCoord:
 
         async def ask(node_id: str) -> bool:
             try:
-                await self.ctx.bus.request(
-                    subjects.node("proxy", node_id, "segments.release"),
-                    {"segment_ids": segment_ids},
-                    timeout=10,
+                await ProxyAPI(self.ctx.bus, node_id).release_quotas(
+                    ReleaseQuotas(segment_ids=list(segment_ids))
                 )
                 return True
             except ElanusError as exc:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from elanus.api.datacoord import LastTicks, TickNow, TickReport, TicksPublished
-from elanus.channels import subjects
+from elanus.api.proxy import ProxyAPI
 from elanus.channels.dml import DmlMessage, MsgType
 from elanus.channels.jsretry import publish_acked
 from elanus.channels.loop import Periodic
@@ -67,9 +67,7 @@ class TimeTickSync:
 
         async def ask(node_id: str) -> None:
             try:
-                await self.ctx.bus.request(
-                    subjects.node("proxy", node_id, "timetick.report"), {}, timeout=5
-                )
+                await ProxyAPI(self.ctx.bus, node_id).report_now()
             except ElanusError as exc:
                 log.debug("proxy %s did not report on demand: %s", node_id, exc)
 
