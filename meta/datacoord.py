@@ -97,8 +97,10 @@ class DataCoord:
         }
 
     async def start(self) -> None:
+        root = self.coord.settings.storage_uri
+
         def load(con: Any) -> tuple[list[Segment], dict[str, tuple[int, int]]]:
-            segs = segmentmeta.load(con, f"state <> '{SegmentState.DROPPED}'")
+            segs = segmentmeta.load(con, root, f"state <> '{SegmentState.DROPPED}'")
             return segs, segmentmeta.load_checkpoints(con)
 
         segs, self.checkpoints = await self.coord.db.run(load)
@@ -326,6 +328,7 @@ class DataCoord:
             segs = (
                 await self.coord.db.run(
                     segmentmeta.load,
+                    self.coord.settings.storage_uri,
                     f"segment_id IN ({','.join('?' * len(wanted))})",
                     list(wanted),
                 )
@@ -335,7 +338,9 @@ class DataCoord:
         else:
             where = "collection_id = ?" + ("" if include_dropped else " AND state <> ?")
             params = [cid] if include_dropped else [cid, SegmentState.DROPPED.value]
-            segs = await self.coord.db.run(segmentmeta.load, where, params)
+            segs = await self.coord.db.run(
+                segmentmeta.load, self.coord.settings.storage_uri, where, params
+            )
         live = {s.segment_id: s for s in segs}
         live.update({i: s for i, s in self.segments.items() if i in live})
         return Segments(segments=[SegmentRecord(**s.to_dict()) for s in live.values()])

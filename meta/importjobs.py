@@ -197,7 +197,7 @@ class ImportManager:
                 f"write {write_id!r} is being committed (import job {job.job_id}); "
                 "it cannot be aborted now"
             )
-        path = layout.staging_dir(self.coord.settings.storage_path, write_id)
+        path = layout.staging_dir(self.coord.settings.files_path, write_id)
         existed = await asyncio.to_thread(remove_tree, path)
         return api.WriteAborted(removed=existed)
 
@@ -357,7 +357,7 @@ class ImportManager:
             raise invalid(f"import job {job.job_id} already has its segments")
         info = await self.coord.root.describe_by_id(job.collection_id)
         vchannels = set(info["vchannels"])
-        storage = self.coord.settings.storage_path
+        storage = self.coord.settings.storage_uri
         segs = []
         for entry in req.segments:
             eb = Body(entry, "import.prepare segment")
@@ -443,7 +443,7 @@ class ImportManager:
         if not job.upsert:
             return []
         info = await self.coord.root.describe_by_id(job.collection_id)
-        path = layout.upsert_keys_path(self.coord.settings.storage_path, job.job_id)
+        path = layout.upsert_keys_path(self.coord.settings.storage_uri, job.job_id)
         vchannels = list(info["vchannels"])
         publisher = self._publisher()
 
@@ -525,11 +525,11 @@ class ImportManager:
             await asyncio.to_thread(self._clean_up, job)
 
     def _clean_up(self, job: ImportJob) -> None:
-        storage = self.coord.settings.storage_path
+        storage = self.coord.settings.storage_uri
         remove_tree(layout.import_dir(storage, job.job_id))
         remove_uploads(self.coord.settings, job.units, self._live_uploads(job))
         if job.write_id and job.state == ImportJobState.COMPLETED:
-            remove_tree(layout.staging_dir(storage, job.write_id))
+            remove_tree(layout.staging_dir(self.coord.settings.files_path, job.write_id))
 
     def _live_uploads(self, but: ImportJob | None = None) -> set[Path]:
         """Uploads that jobs still to end read (another job may import one again)."""
@@ -566,7 +566,7 @@ class ImportManager:
             job.reason, job.reason_code = exc.message, str(exc.code)
             await self.coord.data.save_segments(segs, save_job(job))
             log.info("import job %s failed: %s", job.job_id, exc.message)
-        storage = self.coord.settings.storage_path
+        storage = self.coord.settings.storage_uri
         await asyncio.to_thread(remove_tree, layout.import_dir(storage, job.job_id))
         keep = self._live_uploads(job)
         await asyncio.to_thread(remove_uploads, self.coord.settings, job.units, keep)

@@ -16,9 +16,9 @@ import threading
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from elanus import layout
 from elanus.segments import storage
 from elanus.segments.pkoracle import PkOracle
 
@@ -56,7 +56,7 @@ class Distribution:
         for s in specs:
             sid = int(s["segment_id"])
             path = s.get("path")
-            stats = storage.load_pk_stats(Path(path).parent) if path else None
+            stats = storage.load_pk_stats(layout.parent(path)) if path else None
             self.pk_oracle.add(sid, stats)
             self.sealed[sid] = SealedSegment(sid, s["node_id"], int(s.get("partition_id", 0)), path)
 

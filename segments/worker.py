@@ -10,12 +10,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
+from elanus import layout, objstore
 from elanus.errors import ElanusError, ErrorCode
 from elanus.expr import Expr
 from elanus.grouping import reduce_grouped, regroup
@@ -42,7 +42,7 @@ def load_segment(
 ) -> MemSegment:
     """Read a flushed segment, its persisted deletes and its built indexes (in a thread);
     index entries that did not load are added to ``failed``."""
-    seg_dir = Path(spec["path"]).parent
+    seg_dir = layout.parent(spec["path"])
     seg = MemSegment(
         int(spec["segment_id"]),
         int(spec["partition_id"]),
@@ -65,11 +65,13 @@ def attach_index(seg: MemSegment, index: dict[str, Any]) -> bool:
     from elanus.index.scalar import load_segment_scalar
 
     try:
-        if is_scalar_spec(index.get("spec") or {}):
-            scalar = load_segment_scalar(index["field"], Path(index["dir"]))
-            seg.attach_scalar(scalar, index.get("index_id"))
-        else:
-            seg.attach_index(index["field"], load_index(Path(index["dir"])), index.get("index_id"))
+        with objstore.local_copy(index["dir"]) as directory:  # loads read the files whole
+            if is_scalar_spec(index.get("spec") or {}):
+                scalar = load_segment_scalar(index["field"], directory)
+                seg.attach_scalar(scalar, index.get("index_id"))
+            else:
+                built = load_index(directory)
+                seg.attach_index(index["field"], built, index.get("index_id"))
     except Exception as exc:  # noqa: BLE001 - the segment stays searchable, exactly
         log.warning("segment %s: index %s not loaded: %s", seg.segment_id, index["dir"], exc)
         return False
