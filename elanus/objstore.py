@@ -114,11 +114,14 @@ class Storage:
             Path(self.root).mkdir(parents=True, exist_ok=True)
             return
         loc = posixpath.join(self.root, _PROBE_DIR, uuid.uuid4().hex)
+        path = self.fs_path(loc)
         with storage_errors(loc, "probe"):
-            write_bytes(loc, b"elanus")
-            if read_bytes(loc) != b"elanus":
-                raise OSError("the probe object read back differently")
-            self.fs.delete_file(self.fs_path(loc))
+            with self.fs.open_output_stream(path) as out:
+                out.write(b"elanus")
+            with self.fs.open_input_stream(path) as f:
+                if f.read() != b"elanus":
+                    raise OSError("the probe object read back differently")
+            self.fs.delete_file(path)
 
 
 _LOCAL = Storage("/")
