@@ -5,15 +5,16 @@ relative paths; clear errors for bad S3 settings."""
 
 from __future__ import annotations
 
+import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pytest
-from conftest import Stack
+from conftest import Stack, StandaloneProcess
 from s3 import MotoServer
 from test_read_path import wait_for
 
@@ -207,3 +208,38 @@ def test_s3_settings_come_from_env_or_aws_variables(monkeypatch: pytest.MonkeyPa
     assert settings.storage_uri == "s3://bucket/prefix"
     with pytest.raises(ValueError, match="s3://bucket"):
         Settings(storage="s3:/bucket")
+
+
+# -- a copied data dir ------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_a_copied_data_dir_starts_and_answers_the_same(
+    standalone_factory: Callable[..., StandaloneProcess], tmp_path: Path
+) -> None:
+    """The catalog keeps paths relative to the storage root: a stopped standalone's data
+    dir copied elsewhere (the obvious backup) starts and answers as the original did."""
+    sp = standalone_factory().start().wait_ready()
+    with Client(sp.uri, timeout=60) as client:
+        client.create_collection("c", dimension=DIM)
+        insert(client, 0, 300)
+        client.flush("c", timeout=60)
+        client.delete("c", [1, 2, 3])
+        client.flush("c", timeout=60)
+        client.load_collection("c")
+        query = np.full((1, DIM), 0.5, np.float32)
+        before = client.search("c", query, limit=5, consistency_level="Strong")
+        assert count(client) == 297
+    assert sp.stop() == 0
+    copy = tmp_path / "elsewhere" / "data"
+    shutil.copytree(sp.data_dir, copy, ignore=shutil.ignore_patterns("standalone.json"))
+    shutil.rmtree(sp.data_dir)  # nothing may still point at the original
+    again = standalone_factory(data_dir=copy).start().wait_ready()
+    with Client(again.uri, timeout=60) as client:
+        client.load_collection("c")
+        assert count(client) == 297
+        after = client.search("c", query, limit=5, consistency_level="Strong")
+        assert [h["id"] for h in after[0]] == [h["id"] for h in before[0]]
+    assert "not found" not in again.log()
+    assert again.stop() == 0
