@@ -60,6 +60,12 @@ class Role:
         info = SessionInfo(self.role_name, self.node_id, self.address, meta=meta)
         self._session = await Session(self.bus, info, self.settings.session_ttl_s).start()
 
+    async def meta_changed(self) -> None:
+        """Publish ``session_meta`` again (a port bound after registering)."""
+        if self._session is not None:
+            self._session.info.meta.update(self.session_meta())
+            await self._session.publish()
+
     def _health_changed(self) -> None:
         """Carry the role's health in its session: the next keepalive publishes it, so the
         coord's ``health`` and ``elanus status`` name a role whose vital task failed."""

@@ -83,6 +83,10 @@ class Session:
         self._keepalive.start()
         return self
 
+    async def publish(self) -> None:
+        """Publish ``info`` now (its meta changed), not at the next keepalive."""
+        await self._put()
+
     async def _put(self) -> None:
         assert self._kv is not None
         await self._kv.put(self.info.key, json.dumps(asdict(self.info)).encode())
