@@ -5,7 +5,9 @@ relative paths; clear errors for bad S3 settings."""
 
 from __future__ import annotations
 
+import json
 import shutil
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -13,8 +15,9 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
-from conftest import Stack, StandaloneProcess
+from conftest import Stack, StandaloneProcess, cli_env, run_elanus
 from s3 import MotoServer
 from test_read_path import wait_for
 
@@ -154,6 +157,64 @@ def test_roles_on_the_storage(stack: Stack, tmp_path: Path) -> None:
     client.load_collection("c")
     assert count(client) == 300
     wait_for(lambda: any(fresh.worker.segments.values()), what="the segment on the new node")
+
+
+def test_import_lands_on_the_storage(stack: Stack, tmp_path: Path) -> None:
+    """A bulk import (uploaded, as from a client elsewhere) writes its segments under the
+    root; they load and answer, and the job's scratch files are gone afterwards."""
+    client = stack.client()
+    client.create_collection("c", dimension=DIM)
+    vectors = np.random.default_rng(7).random((500, DIM), dtype=np.float32)
+    table = pa.table(
+        {
+            "id": pa.array(range(500), pa.int64()),
+            "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), DIM),
+        }
+    )
+    pq.write_table(table, tmp_path / "rows.parquet")
+    job = client.wait_import(
+        client.bulk_import("c", [str(tmp_path / "rows.parquet")], upload=True), timeout=60
+    )
+    assert job["state"] == "Completed" and job["rows"] == 500
+    root = stack.settings.storage_uri
+    segs = client.get_segment_info("c")
+    assert segs and all(s["path"].startswith(root + "/collections/") for s in segs)
+    assert all(objstore.exists(s["path"]) for s in segs)
+    client.load_collection("c")
+    assert count(client) == 500
+    hits = client.search("c", vectors[[42]], limit=1, consistency_level="Strong")
+    assert hits[0][0]["id"] == 42
+    assert objstore.list_dir(layout.join(root, "imports")) == []
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_spark_index_run_on_the_storage(stack: Stack, storage_settings: dict[str, Any]) -> None:
+    """``elanus index build`` (a Spark run, its own processes) reads the segments and
+    writes the index files through the storage root; the S3 settings reach the executors
+    through the environment (``ELANUS_S3_*``)."""
+    pytest.importorskip("pyspark")
+    client = stack.client()
+    client.create_collection("c", dimension=DIM)
+    insert(client, 0, 400)
+    client.flush("c", timeout=60)
+    client.create_index("c", "vector", index_type="IVF_FLAT", metric_type="L2", params={"nlist": 4})
+    s3_env = {
+        f"ELANUS_{k.upper()}": str(v) for k, v in storage_settings.items() if k.startswith("s3_")
+    }
+    env = cli_env(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable, **s3_env)
+    done = run_elanus(
+        "index", "build", "c", "--spark-master", "local[1]", "--uri", stack.uri, "--json",
+        env=env, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["built"] == 1
+    assert stack.coord is not None
+    root = stack.settings.storage_uri
+    for t in stack.coord.index.tasks.values():
+        assert all(f.startswith(root + "/indexes/") and objstore.exists(f) for f in t.file_paths)
+    assert client.describe_index("c")[0]["state"] == "Finished"
 
 
 # -- clear errors -----------------------------------------------------------------------------
