@@ -32,7 +32,12 @@ DELETE_KEYS = ("db", "collection", "collection_id", "vchannel", "ts")
 def readable(ticket: dict[str, Any]) -> bool:
     """Whether this process can read the endpoint's segment files itself."""
     sealed = ticket.get("sealed") or {}
-    return bool(sealed.get("path")) and objstore.is_dir(sealed["path"])
+    if not sealed.get("path"):
+        return False
+    try:  # an s3:// root this executor has no settings for: read through the proxy
+        return objstore.is_dir(sealed["path"])
+    except ElanusError:
+        return False
 
 
 def deletes(client: Client, ticket: dict[str, Any], pk_type: pa.DataType) -> pa.Table:
