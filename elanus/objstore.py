@@ -177,7 +177,14 @@ def storage_error(location: str, doing: str, exc: BaseException) -> ElanusError:
         hint = f"bucket {bucket!r} does not exist (setting storage)"
     elif any(
         k in upper
-        for k in ("ACCESS_DENIED", "ACCESSDENIED", "INVALIDACCESSKEYID", "SIGNATURE", "FORBIDDEN")
+        for k in (
+            "ACCESS_DENIED",
+            "ACCESSDENIED",
+            "INVALID_ACCESS_KEY",
+            "INVALIDACCESSKEY",
+            "SIGNATURE",
+            "FORBIDDEN",
+        )
     ):
         hint = "access denied: check s3_access_key_id and s3_secret_access_key"
     elif any(k in upper for k in ("NETWORK_CONNECTION", "CURLCODE", "TIMEOUT", "RESOLVE")):

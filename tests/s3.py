@@ -3,6 +3,7 @@ process on a free loopback port, a bucket created in it, and the settings that r
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -58,11 +59,16 @@ class MotoServer:
             self.process.wait(10)
 
 
-def start_moto(log: Path) -> MotoServer:
+def start_moto(log: Path, *, check_credentials: bool = False) -> MotoServer:
+    """``check_credentials``: moto then refuses keys it does not know (its IAM mode)."""
     port = free_port()
     out = log.open("wb")
+    env = {**os.environ, **({"INITIAL_NO_AUTH_ACTION_COUNT": "0"} if check_credentials else {})}
     proc = subprocess.Popen(
-        [MOTO_BIN, "-H", "127.0.0.1", "-p", str(port)], stdout=out, stderr=subprocess.STDOUT
+        [MOTO_BIN, "-H", "127.0.0.1", "-p", str(port)],
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        env=env,
     )
     endpoint = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
@@ -78,7 +84,9 @@ def start_moto(log: Path) -> MotoServer:
         try:
             fs.get_file_info(pafs.FileSelector("", recursive=False))
             return MotoServer(endpoint, proc)
-        except OSError:
+        except OSError as exc:
+            if check_credentials and "ACCESS" in str(exc).upper():
+                return MotoServer(endpoint, proc)  # up, and refusing unknown keys
             if proc.poll() is not None or time.monotonic() > deadline:
                 proc.kill()
                 tail = log.read_text()[-2000:]

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from conftest import Stack, StandaloneProcess, cli_env, run_elanus
-from s3 import MotoServer
+from s3 import MotoServer, start_moto
 from test_read_path import wait_for
 
 from elanus import ElanusError, ErrorCode, layout, objstore
@@ -237,6 +237,16 @@ def test_bad_s3_settings_give_one_clear_error(moto_server: MotoServer, tmp_path:
     started = time.monotonic()
     probe_error(base.replace(s3_endpoint="http://127.0.0.1:9"))
     assert time.monotonic() - started < 30  # never a hang
+
+
+def test_wrong_credentials_name_the_key_settings(tmp_path: Path) -> None:
+    server = start_moto(tmp_path / "moto.log", check_credentials=True)
+    try:
+        settings = Settings(data_dir=str(tmp_path), **server.settings("any-bucket"))
+        message = probe_error(settings)
+        assert "access denied: check s3_access_key_id and s3_secret_access_key" in message
+    finally:
+        server.stop()
 
 
 def test_a_role_refuses_to_start_on_a_missing_bucket(
