@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
@@ -193,32 +194,45 @@ class Bus:
         return self._on_loop(self.transport.request(subject, body, timeout), timeout)
 
     def request_many_sync(self, calls: list[tuple[str, Any]], timeout: float = 30.0) -> list[Any]:
-        """Several requests from a non-loop thread: those served here run on this thread
-        one after the other, the rest concurrently over NATS meanwhile. Results in order;
-        the first failure is raised."""
+        """Several requests at once from a non-loop thread (a fan-out), all concurrent: the
+        first one served in this process runs on this thread (no hop for the common one
+        worker here), every other on the loop meanwhile (a blocking handler of this process
+        on the handler pool, a remote one over NATS). ``timeout`` is one deadline for the
+        whole fan-out. Results in order; the first failure is raised and the calls still
+        waited for are abandoned (a handler already running finishes on its own)."""
+        deadline = time.monotonic() + timeout
         found = [LOCAL.find(self.url, s) if self.in_process else None for s, _ in calls]
-        remote = [i for i, f in enumerate(found) if f is None]
+        here = next((i for i, f in enumerate(found) if f is not None), None)
+        others = [i for i in range(len(calls)) if i != here]
         pending = None
-        if remote:
+        if others:
 
-            async def ask_remote() -> list[Any]:
-                return await asyncio.gather(
-                    *(self.transport.request(calls[i][0], calls[i][1], timeout) for i in remote)
-                )
+            async def ask_others() -> list[Any]:
+                tasks = [
+                    asyncio.ensure_future(self.request(calls[i][0], calls[i][1], timeout))
+                    for i in others
+                ]
+                try:
+                    return await asyncio.gather(*tasks)
+                finally:  # the first failure ends the fan-out: stop waiting for the rest
+                    for t in tasks:
+                        t.cancel()
 
-            pending = asyncio.run_coroutine_threadsafe(ask_remote(), self.loop)
+            pending = asyncio.run_coroutine_threadsafe(ask_others(), self.loop)
         results: list[Any] = [None] * len(calls)
         try:
-            for i, endpoint in enumerate(found):
-                if endpoint is not None:
-                    results[i] = endpoint.call_sync(calls[i][1], timeout)
+            if here is not None:
+                endpoint = found[here]
+                assert endpoint is not None
+                results[here] = endpoint.call_sync(calls[here][1], timeout)
         except BaseException:
             if pending is not None:
                 pending.cancel()
             raise
         if pending is not None:
-            values = _result(pending, calls[remote[0]][0], timeout)
-            for i, value in zip(remote, values, strict=True):
+            left = max(0.0, deadline - time.monotonic())
+            values = _result(pending, calls[others[0]][0], left)
+            for i, value in zip(others, values, strict=True):
                 results[i] = value
         return results
 

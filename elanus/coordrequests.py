@@ -1,5 +1,5 @@
 """Request types of the coordinator's catalog and query handlers (``elanus.coord.*``; the
-data coord's are in ``elanus/api/datacoord.py``) and of a datanode's channels.
+data coord's are in ``elanus/api/datacoord.py``) and of the schema change pushed to the nodes.
 
 Each class is the schema of one subject's body (``elanus.requests.request``); the coord
 decodes bodies into them at its edge, and callers in any package may build them instead of
@@ -190,23 +190,7 @@ class QueryRoute:
     collection_id: int
 
 
-# -- a datanode's channels --------------------------------------------------------------------
-
-
-@request("datanode.watch")
-class WatchChannel:
-    vchannel: str
-    pchannel: str
-    collection_id: int
-    schema: dict[str, Any]
-    checkpoint: dict[str, Any] | None = None
-    segments: list[dict[str, Any]] = field(default_factory=list)
-    """The channel's unflushed segments, as the coord knows them."""
-
-
-@request("datanode.unwatch")
-class UnwatchChannel:
-    vchannel: str
+# -- the nodes --------------------------------------------------------------------------------
 
 
 @request("node.schema")

@@ -123,6 +123,28 @@ class Settings:
     worth. 0: unlimited. About twice what an empty Flight server answers on the 2-core
     benchmark machine (bench/README.md), so benchmarks never meet it."""
 
+    # -- flow control (docs/protocol.md "Flow control", channels/flow.py) ---------------------
+    flow_tick_lag_soft_s: float = 0.4
+    """A consumer this far behind (its tsafe against the wall clock) slows writes to its
+    collection down. A Strong read waits about the tick lag plus a tick interval, so the
+    soft and hard limits keep it well under a second; ticks alone make ~0.2 s."""
+    flow_tick_lag_hard_s: float = 0.8
+    """A consumer this far behind refuses writes to its collection with RATE_LIMITED until
+    it catches up. 0: tick lag is not watched."""
+    flow_pending_soft: int = 64
+    """Messages (up to ~1 MB each) a consumer has not fetched yet past which writes slow
+    down: a backlog shows here before it shows as tick lag."""
+    flow_pending_hard: int = 256
+    """Unfetched messages past which writes are refused. 0: not watched."""
+    flow_memory_low: float = 0.85
+    """A process whose resident memory passes this share of the machine's slows every
+    write down (Milvus's memory low water level)."""
+    flow_memory_high: float = 0.95
+    """... and past this share refuses them (the high water level). 0: not watched."""
+    flow_max_delay_s: float = 0.5
+    """How long a proxy holds one write at most while throttled (in proportion to how far
+    between soft and hard the worst figure is)."""
+
     transport: str = "auto"
     """How roles reach each other: ``auto`` calls a role of the same process directly and
     others over NATS; ``nats`` sends every request over NATS, even within a process (a
@@ -147,6 +169,17 @@ class Settings:
         for name in ("dml_rate_per_user", "dql_rate_per_user"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be 0 (unlimited) or positive")
+        for soft, hard in (
+            ("flow_tick_lag_soft_s", "flow_tick_lag_hard_s"),
+            ("flow_pending_soft", "flow_pending_hard"),
+            ("flow_memory_low", "flow_memory_high"),
+        ):
+            if getattr(self, soft) < 0 or getattr(self, hard) < 0:
+                raise ValueError(f"{soft} and {hard} must be 0 (off) or positive")
+            if getattr(self, hard) and getattr(self, soft) > getattr(self, hard):
+                raise ValueError(f"{soft} must not be above {hard}")
+        if self.flow_max_delay_s < 0:
+            raise ValueError("flow_max_delay_s must be 0 or positive")
         if bool(self.tls_cert) != bool(self.tls_key):
             raise ValueError("TLS needs both tls_cert and tls_key")
         scheme = str(self.storage or "").lower().partition(":")[0]

@@ -27,7 +27,7 @@ from elanus.api.indexcoord import IndexCoordAPI
 from elanus.channels import subjects
 from elanus.channels.bus import Bus
 from elanus.channels.loop import call_in_loop
-from elanus.channels.metrics import FLOW_CONTROL_STATE, proxy_request
+from elanus.channels.metrics import proxy_request
 from elanus.channels.role import Role
 from elanus.client.bodyshape import set_max_json_depth
 from elanus.client.putresult import PutAck
@@ -48,6 +48,7 @@ from elanus.flight.auth import (
 from elanus.flight.ddl import DdlService
 from elanus.flight.dml import DmlService
 from elanus.flight.dml_actions import UPLOAD_OP, check_put
+from elanus.flight.flowcontrol import FlowControl
 from elanus.flight.imports import ImportService
 from elanus.flight.limits import Kind, Limits
 from elanus.flight.metacache import MetaCache
@@ -77,6 +78,7 @@ class ProxyServer(Role):
         self.reads = ReadService(self)
         self.imports = ImportService(self)
         self.limits = Limits(settings)
+        self.flow = FlowControl(settings)
         self.port: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: _FlightService | None = None
@@ -104,6 +106,9 @@ class ProxyServer(Role):
     def session_meta(self) -> dict[str, object]:
         return {"flight_port": self.port}
 
+    def live_meta(self) -> dict[str, object]:
+        return {**super().live_meta(), "flow_control": self.flow.describe()}
+
     # -- lifecycle --------------------------------------------------------------------------
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -115,6 +120,7 @@ class ProxyServer(Role):
         try:
             await self.ddl.start(self.supervisor)
             await self.dml.start()
+            await self.flow.start(self.bus)
             if self.settings.auth_enabled:
                 secret = (await self.ddl.coord("auth.secret", {}))["secret"]
                 self.auth = Authenticator(
@@ -137,7 +143,6 @@ class ProxyServer(Role):
             )
             self._thread.start()
             self._accepting = True
-            FLOW_CONTROL_STATE.set(0)
             await self.register()
         except BaseException:
             await self.stop()
@@ -162,6 +167,7 @@ class ProxyServer(Role):
             # shutdown() waits for in-flight calls, which may need this loop: not on it.
             await asyncio.to_thread(_shutdown, server, thread)
         await self.dml.stop()
+        await self.flow.stop()
         await self.ddl.stop()
         if self._invalidations is not None:
             try:
@@ -230,8 +236,12 @@ class ProxyServer(Role):
             if request["stage"]:  # a staged write: checked now, visible at commit_write
                 self.imports.stage(info, request, batches, writer)
                 return
+            what = f"{request['op']} into {info.name}"
+            self.flow.admit(info.vchannels, what)  # before a byte of it is written
             if not request["atomic"]:
-                for batch in batches:
+                for i, batch in enumerate(batches):
+                    if i:  # later batches of a stream already admitted wait, never fail
+                        self.flow.admit(info.vchannels, what, refuse=False)
                     result = self.dml.insert(info, request["partition"], batch, upsert=upsert)
                     writer.write(PutAck(result.pks, result.ts).encode())
                 return

@@ -12,7 +12,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from elanus.channels import subjects
+from elanus.api.datanode import Checkpoint, DataNodeAPI, UnwatchChannel, WatchChannel
 from elanus.channels.dml import pchannel_of
 from elanus.channels.loop import Periodic
 from elanus.errors import ElanusError
@@ -82,16 +82,16 @@ class ChannelManager:
         self.coord.data.reset_flushing(vchannel)
         info = await self.coord.root.describe_by_id(collection_id)
         checkpoint = self.coord.data.checkpoints.get(vchannel)
-        body = {
-            "vchannel": vchannel,
-            "pchannel": pchannel_of(vchannel),
-            "collection_id": collection_id,
-            "schema": info["schema"],
-            "checkpoint": {"seq": checkpoint[0], "ts": checkpoint[1]} if checkpoint else None,
-            "segments": self.coord.data.channel_segments(vchannel),
-        }
+        req = WatchChannel(
+            vchannel=vchannel,
+            pchannel=pchannel_of(vchannel),
+            collection_id=collection_id,
+            schema=info["schema"],
+            checkpoint=Checkpoint(seq=checkpoint[0], ts=checkpoint[1]) if checkpoint else None,
+            segments=self.coord.data.channel_segments(vchannel),
+        )
         try:
-            await self.coord.bus.request(subjects.node("datanode", node, "watch"), body, 15)
+            await DataNodeAPI(self.coord.bus, node).watch(req)
         except ElanusError as exc:
             log.warning("datanode %s could not watch %s: %s", node, vchannel, exc)
             return
@@ -128,9 +128,7 @@ class ChannelManager:
             s.node_id for s in self.coord.sessions.of_role("datanode")
         }:
             try:
-                await self.coord.bus.request(
-                    subjects.node("datanode", node, "unwatch"), {"vchannel": vchannel}, 10
-                )
+                await DataNodeAPI(self.coord.bus, node).unwatch(UnwatchChannel(vchannel=vchannel))
             except ElanusError as exc:
                 log.warning("datanode %s could not unwatch %s: %s", node, vchannel, exc)
 

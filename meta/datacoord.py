@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from elanus import tsutil
-from elanus.api.base import ACK, Ack, as_body
+from elanus.api.base import ACK, Ack
 from elanus.api.compaction import Recorded
 from elanus.api.datacoord import (
     Assigned,
@@ -346,7 +346,7 @@ class DataCoord:
         return Segments(segments=[SegmentRecord(**s.to_dict()) for s in live.values()])
 
     # -- datanode reports -------------------------------------------------------------------
-    async def datanode_tt(self, req: DatanodeTick) -> dict[str, Any]:
+    async def datanode_tt(self, req: DatanodeTick) -> TickReply:
         """A datanode consumed its channel up to ``ts``: checkpoint it, hand out flushes."""
         vchannel, ts, checkpoint = req.vchannel, req.ts, req.checkpoint
         self.channel_ticks[vchannel] = max(ts, self.channel_ticks.get(vchannel, 0))
@@ -367,10 +367,7 @@ class DataCoord:
         if ready:
             await self._save(ready)
         compact = self.coord.compaction.take_for(vchannel, ts)
-        tick = TickReply(flush=[s.segment_id for s in ready], compact=compact)
-        # A dict until segments/channel_writer.py asks through DataCoordAPI.datanode_tt
-        # (it is being split meanwhile); then the handler returns ``tick``.
-        return dict(as_body(tick))
+        return TickReply(flush=[s.segment_id for s in ready], compact=compact)
 
     async def _checkpoint(self, vchannel: str, seq: int, ts: int, data_seq: int | None) -> None:
         """Keep a vchannel's newest checkpoint; write it to DuckDB when a restart would

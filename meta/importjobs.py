@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from elanus import layout
 from elanus.api import imports as api
 from elanus.api.base import ACK, Ack
+from elanus.api.datanode import DataNodeAPI, FinalizeImport, ImportedSegment, RunImport
 from elanus.channels import subjects
 from elanus.channels.dml import DmlMessage, MsgType
 from elanus.channels.loop import cancel_and_wait
@@ -247,19 +248,19 @@ class ImportManager:
             job.node_id, job.stage = node, "starting"
             job.attempts += 1
             await self.coord.db.run(save_job(job))  # before the node may start writing
-            spec = {
-                "job_id": job.job_id,
-                "collection_id": job.collection_id,
-                "schema": info["schema"],
-                "vchannels": info["vchannels"],
-                "partitions": info["partitions"],  # a partition key routes rows by them
-                "units": job.units,
-                "options": job.options,
-                "max_rows": max_rows,
-                "staged": job.write_id is not None,
-            }
+            spec = RunImport(
+                job_id=job.job_id,
+                collection_id=job.collection_id,
+                schema=info["schema"],
+                vchannels=info["vchannels"],
+                partitions=info["partitions"],  # a partition key routes rows by them
+                units=job.units,
+                options=job.options,
+                max_rows=max_rows,
+                staged=job.write_id is not None,
+            )
         try:
-            await self.coord.bus.request(subjects.node("datanode", node, "import.run"), spec, 15)
+            await DataNodeAPI(self.coord.bus, node).run_import(spec)
         except ElanusError as exc:
             log.warning("datanode %s did not take import job %s: %s", node, job.job_id, exc)
             if exc.code == ErrorCode.UNAVAILABLE:  # gone meanwhile: another node, next round
@@ -317,13 +318,13 @@ class ImportManager:
             if not job.published:
                 await self._publish_commit(job, self._segments(job))
             segs = self._segments(job)
-            body = {
-                "job_id": job.job_id,
-                "ts": job.commit_ts,
-                "segments": [{"segment_id": s.segment_id, "path": s.path} for s in segs],
-            }
-            await self.coord.bus.request(
-                subjects.node("datanode", node, "import.finalize"), body, 15
+            assert job.commit_ts is not None  # committed
+            await DataNodeAPI(self.coord.bus, node).finalize_import(
+                FinalizeImport(
+                    job_id=job.job_id,
+                    ts=job.commit_ts,
+                    segments=[ImportedSegment(segment_id=s.segment_id, path=s.path) for s in segs],
+                )
             )
         except ElanusError as exc:
             log.warning("could not resume import job %s on %s: %s", job.job_id, node, exc)

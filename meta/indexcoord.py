@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from elanus import layout, objstore
 from elanus.api import indexcoord as api
-from elanus.channels import subjects
+from elanus.api.indexnode import BuildIndex, IndexNodeAPI
 from elanus.channels.loop import Periodic
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.meta import indexmeta
@@ -129,21 +129,21 @@ class IndexCoord:
             self.coord.settings.storage_uri, t.build_id, version, t.partition_id, t.segment_id
         )
 
-    def task_spec(self, t: IndexTask) -> dict[str, Any]:
+    def task_spec(self, t: IndexTask) -> BuildIndex:
         """What a builder needs: where to read, what to build, where to write."""
         index = self.indexes[t.index_id]
-        return {
-            "build_id": t.build_id,
-            "version": t.version,
-            "collection_id": t.collection_id,
-            "partition_id": t.partition_id,
-            "segment_id": t.segment_id,
-            "num_rows": t.num_rows,
-            "field": index.field_name,
-            "spec": index.spec,
-            "data_path": t.data_path,
-            "out_dir": str(self._dir(t, t.version)),
-        }
+        return BuildIndex(
+            build_id=t.build_id,
+            version=t.version,
+            collection_id=t.collection_id,
+            partition_id=t.partition_id,
+            segment_id=t.segment_id,
+            num_rows=t.num_rows,
+            field=index.field_name,
+            spec=index.spec,
+            data_path=t.data_path,
+            out_dir=str(self._dir(t, t.version)),
+        )
 
     # -- create / drop / describe -----------------------------------------------------------
     async def create(self, req: api.CreateIndex) -> api.IndexCreated:
@@ -381,9 +381,9 @@ class IndexCoord:
     async def _send(self, t: IndexTask) -> None:
         node, version = t.node_id, t.version
         assert node is not None
-        subject = subjects.node("indexnode", node, "build")
         try:
-            await self.coord.bus.request(subject, self.task_spec(t), BUILD_REQUEST_TIMEOUT_S)
+            builder = IndexNodeAPI(self.coord.bus, node)
+            await builder.build(self.task_spec(t), BUILD_REQUEST_TIMEOUT_S)
         except ElanusError as exc:
             log.warning("index node %s did not take task %s: %s", node, t.build_id, exc)
             async with self._lock:

@@ -17,7 +17,22 @@ from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from elanus.channels import subjects
+from elanus.api.datanode import Checkpoint
+from elanus.api.querynode import (
+    NODE_TIMEOUT_S,
+    DelegateChannel,
+    DropIndexOnNode,
+    LoadIndex,
+    LoadSegments,
+    QueryNodeAPI,
+    ReleaseOnNode,
+    ReleaseSegments,
+    SealedSegment,
+    SegmentSpec,
+    ServedIndex,
+    SyncDistribution,
+    WorkerAPI,
+)
 from elanus.channels.dml import pchannel_of
 from elanus.channels.loop import Periodic, cancel_and_wait
 from elanus.coordrequests import LoadCollection, LoadState, QueryRoute, ReleaseCollection
@@ -99,8 +114,11 @@ class QueryCoord:
     def _nodes(self) -> list[str]:
         return sorted(s.node_id for s in self.coord.sessions.of_role("querynode"))
 
-    async def _call(self, node: str, method: str, body: dict[str, Any]) -> Any:
-        return await self.coord.bus.request(subjects.node("querynode", node, method), body, 120)
+    def _node(self, node: str) -> QueryNodeAPI:
+        return QueryNodeAPI(self.coord.bus, node)
+
+    def _worker(self, node: str) -> WorkerAPI:
+        return WorkerAPI(self.coord.bus, node, NODE_TIMEOUT_S)
 
     async def _wait_for_nodes(self, timeout: float) -> list[str]:
         """Live query nodes, looking again for a little while (one may be just starting)."""
@@ -126,15 +144,15 @@ class QueryCoord:
             and (lo.partition_ids is None or s.partition_id in lo.partition_ids)
         ]
 
-    def _segment_spec(self, seg: Any) -> dict[str, Any]:
+    def _segment_spec(self, seg: Any) -> SegmentSpec:
         """What a worker needs to load a segment, with its finished indexes."""
-        return {
-            "segment_id": seg.segment_id,
-            "partition_id": seg.partition_id,
-            "path": seg.path,
-            "vchannel": seg.vchannel,
-            "indexes": self.coord.index.served(seg.segment_id),
-        }
+        return SegmentSpec(
+            segment_id=seg.segment_id,
+            partition_id=seg.partition_id,
+            path=seg.path,
+            vchannel=seg.vchannel,
+            indexes=[ServedIndex(**i) for i in self.coord.index.served(seg.segment_id)],
+        )
 
     # -- load and release -------------------------------------------------------------------
     async def load(self, req: LoadCollection) -> dict[str, Any]:
@@ -161,17 +179,15 @@ class QueryCoord:
             raise ElanusError(ErrorCode.UNAVAILABLE, "no query node is running to load into")
         info = await self.coord.root.describe_by_id(lo.collection_id)
         rows: dict[str, int] = {}
-        specs: dict[str, list[dict[str, Any]]] = {}
+        specs: dict[str, list[SegmentSpec]] = {}
         for seg in sorted(self._flushed(lo), key=lambda s: -s.num_rows):
             node = self._least_loaded(nodes, rows)
             rows[node] = rows.get(node, 0) + seg.num_rows
             lo.segments[seg.segment_id] = node
             specs.setdefault(node, []).append(self._segment_spec(seg))
         for node, segs in specs.items():
-            await self._call(
-                node,
-                "worker.load",
-                {"collection_id": lo.collection_id, "schema": info["schema"], "segments": segs},
+            await self._worker(node).load(
+                LoadSegments(collection_id=lo.collection_id, schema=info["schema"], segments=segs)
             )
         channels: dict[str, int] = {}
         watches = []
@@ -217,25 +233,23 @@ class QueryCoord:
             if (seg := self.coord.data.segments.get(sid)) is not None and seg.vchannel == vchannel
         ]
         sealed = [
-            {"segment_id": sid, "node_id": n, "partition_id": seg.partition_id, "path": seg.path}
+            SealedSegment(segment_id=sid, node_id=n, partition_id=seg.partition_id, path=seg.path)
             for sid, n, seg in segs
         ]
         ready_ts = max(
             [checkpoint[1] if checkpoint else 0, *(seg.max_ts or 0 for _, _, seg in segs)]
         )
-        await self._call(
-            node,
-            "watch",
-            {
-                "vchannel": vchannel,
-                "pchannel": pchannel_of(vchannel),
-                "collection_id": lo.collection_id,
-                "schema": info["schema"],
-                "checkpoint": {"seq": checkpoint[0], "ts": checkpoint[1]} if checkpoint else None,
-                "sealed": sealed,
-                "partition_ids": lo.partition_ids,
-                "ready_ts": ready_ts,
-            },
+        await self._node(node).watch(
+            DelegateChannel(
+                vchannel=vchannel,
+                pchannel=pchannel_of(vchannel),
+                collection_id=lo.collection_id,
+                schema=info["schema"],
+                checkpoint=Checkpoint(seq=checkpoint[0], ts=checkpoint[1]) if checkpoint else None,
+                sealed=sealed,
+                partition_ids=lo.partition_ids,
+                ready_ts=ready_ts,
+            )
         )
         lo.channels[vchannel] = node
 
@@ -256,7 +270,7 @@ class QueryCoord:
         for node in set(lo.channels.values()) | set(lo.segments.values()):
             if node in self._nodes():
                 try:
-                    await self._call(node, "release_collection", {"collection_id": cid})
+                    await self._node(node).release_collection(ReleaseOnNode(collection_id=cid))
                 except ElanusError as exc:
                     log.warning("query node %s did not release %s: %s", node, cid, exc)
 
@@ -349,26 +363,22 @@ class QueryCoord:
         checkpoint = self._trim_checkpoint(lo, seg.vchannel)  # read before the load
         info = await self.coord.root.describe_by_id(lo.collection_id)
         spec = self._segment_spec(seg)
-        await self._call(
-            node,
-            "worker.load",
-            {"collection_id": lo.collection_id, "schema": info["schema"], "segments": [spec]},
+        await self._worker(node).load(
+            LoadSegments(collection_id=lo.collection_id, schema=info["schema"], segments=[spec])
         )
         lo.segments[seg.segment_id] = node
-        await self._call(
-            delegator,
-            "sync",
-            {
-                "vchannel": seg.vchannel,
-                "remove": remove,
-                "add": [{**spec, "node_id": node}],
-                "checkpoint": checkpoint,
-            },
+        sealed = SealedSegment(
+            segment_id=spec.segment_id, node_id=node, partition_id=spec.partition_id, path=spec.path
+        )
+        await self._node(delegator).sync(
+            SyncDistribution(
+                vchannel=seg.vchannel, remove=remove, add=[sealed], checkpoint=checkpoint
+            )
         )
         await self._drop(lo, None, remove)
         await self._record(lo)
 
-    def _trim_checkpoint(self, lo: Loaded, vchannel: str) -> dict[str, int] | None:
+    def _trim_checkpoint(self, lo: Loaded, vchannel: str) -> Checkpoint | None:
         """The datanode checkpoint of ``vchannel`` a delegator may trim its delete buffer
         to (``segments/deletebuffer.py``), or none: a segment it serves was compacted
         away and not yet handed over (its files no longer get new deletes)."""
@@ -378,7 +388,7 @@ class QueryCoord:
             if s is None or s.state not in (SegmentState.FLUSHED, SegmentState.IMPORTING):
                 return None
         checkpoint = data.checkpoints.get(vchannel)
-        return {"seq": checkpoint[0], "ts": checkpoint[1]} if checkpoint else None
+        return Checkpoint(seq=checkpoint[0], ts=checkpoint[1]) if checkpoint else None
 
     async def on_index_built(
         self, collection_id: int, segment_id: int, index: dict[str, Any]
@@ -388,21 +398,23 @@ class QueryCoord:
         node = lo.segments.get(segment_id) if lo is not None else None
         if node is None or node not in self._nodes():
             return  # not loaded: the index comes with the segment when it is
-        await self._call(node, "worker.load_index", {"segment_id": segment_id, "index": index})
+        await self._worker(node).load_index(
+            LoadIndex(segment_id=segment_id, index=ServedIndex(**index))
+        )
 
     async def on_index_dropped(self, collection_id: int, index_id: int) -> None:
         lo = self.loaded.get(collection_id)
         if lo is None:
             return
         for node in set(lo.segments.values()) & set(self._nodes()):
-            await self._call(
-                node, "worker.drop_index", {"collection_id": collection_id, "index_id": index_id}
+            await self._worker(node).drop_index(
+                DropIndexOnNode(collection_id=collection_id, index_id=index_id)
             )
 
     async def _drop(self, lo: Loaded, vchannel: str | None, sources: list[int]) -> None:
         if vchannel is not None and vchannel in lo.channels:
-            await self._call(
-                lo.channels[vchannel], "sync", {"vchannel": vchannel, "remove": sources, "add": []}
+            await self._node(lo.channels[vchannel]).sync(
+                SyncDistribution(vchannel=vchannel, remove=sources)
             )
         by_node: dict[str, list[int]] = {}
         for sid in sources:
@@ -411,7 +423,7 @@ class QueryCoord:
                 by_node.setdefault(node, []).append(sid)
         for node, sids in by_node.items():
             if node in self._nodes():
-                await self._call(node, "worker.release", {"segment_ids": sids})
+                await self._worker(node).release(ReleaseSegments(segment_ids=sids))
 
     async def keep_loaded(self) -> None:
         """Place collections again whose query nodes went away (or after a restart)."""

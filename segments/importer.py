@@ -33,6 +33,7 @@ import numpy as np
 import pyarrow as pa
 
 from elanus import layout, objstore
+from elanus.api.datanode import RunImport
 from elanus.api.imports import (
     CommitImport,
     FailImport,
@@ -82,23 +83,23 @@ class Plan:
 
 
 class ImportTask:
-    def __init__(self, node: DataNode, spec: dict[str, Any]) -> None:
+    def __init__(self, node: DataNode, spec: RunImport) -> None:
         self.node = node
-        self.job_id = int(spec["job_id"])
-        self.collection_id = int(spec["collection_id"])
-        self.schema = Schema.from_dict(spec["schema"])
-        self.vchannels: list[str] = list(spec["vchannels"])
-        self.units: list[dict[str, Any]] = list(spec["units"])
-        self.max_rows = int(spec["max_rows"])
+        self.job_id = spec.job_id
+        self.collection_id = spec.collection_id
+        self.schema = Schema.from_dict(spec.schema)
+        self.vchannels = list(spec.vchannels)
+        self.units = list(spec.units)
+        self.max_rows = spec.max_rows
         self.key = self.schema.partition_key
         self.key_ids: list[int] = []
         """A partition key collection's partitions in routing order: rows go by key."""
         if self.key is not None:
-            names = {str(p["name"]): int(p["partition_id"]) for p in spec.get("partitions", [])}
+            names = {str(p["name"]): int(p["partition_id"]) for p in spec.partitions}
             self.key_ids = key_partition_ids(names, str(self.collection_id))
         self._key_rows: list[np.ndarray] = []
-        self.staged = bool(spec.get("staged"))
-        options = spec.get("options") or {}
+        self.staged = spec.staged
+        options = spec.options
         self.upsert = bool(options.get("upsert"))
         self.delimiter = str(options.get("sep") or ",")
         self.expected_rows: int | None = options.get("expected_rows")

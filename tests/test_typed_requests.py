@@ -15,6 +15,7 @@ import pyarrow as pa
 import pytest
 
 from elanus import DataType, Schema
+from elanus.api.base import as_body
 from elanus.api.indexcoord import ClaimIndexTasks, IndexReport
 from elanus.channels import frames
 from elanus.channels.bus import Bus
@@ -24,7 +25,7 @@ from elanus.channels.role import at_edge
 from elanus.coordrequests import CreateCollection, TsoAlloc
 from elanus.errors import ElanusError, ErrorCode
 from elanus.meta.coord import Coordinator
-from elanus.requests import Body, Range, as_dict, decode, request, request_type
+from elanus.requests import Body, Range, decode, request, request_type
 from elanus.settings import Settings
 
 
@@ -79,7 +80,7 @@ def test_every_field_kind_decodes() -> None:
     assert got.options == {"o": [1]} and got.counts == {"c": 4} and got.note == "hi"
     assert got.anything == {"deep": [None]}
     assert got.vectors is vectors and got.column is column and got.table is table
-    assert as_dict(got) == {**raw, "ratio": 2.0}
+    assert as_body(got) == {**raw, "ratio": 2.0}
 
 
 def test_absent_and_null_keys_take_the_defaults() -> None:
