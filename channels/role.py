@@ -3,10 +3,12 @@ the others only through the bus (NATS) or Arrow Flight, and keeps a session whil
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
+from elanus import objstore
 from elanus.channels import metrics, subjects
 from elanus.channels.bus import Bus, Handler, Served
 from elanus.channels.consumer import ChannelConsumer
@@ -29,6 +31,8 @@ class Role:
 
     def __init__(self, settings: Settings, bus: Bus, node_id: str | None = None) -> None:
         self.settings = settings
+        self.storage = objstore.configure(settings)
+        """The storage root this role reads and writes (``elanus/objstore.py``)."""
         self.bus = bus
         self.node_id = node_id or uuid.uuid4().hex[:10]
         self.data_bus: Bus | None = None
@@ -66,6 +70,8 @@ class Role:
         await self.register()
 
     async def register(self) -> None:
+        if self.storage.remote:  # wrong credentials or a missing bucket: one clear error now
+            await asyncio.to_thread(self.storage.probe)
         meta = {**self.session_meta(), "health": self.supervisor.health()}
         info = SessionInfo(self.role_name, self.node_id, self.address, meta=meta)
         session = Session(self.bus, info, self.settings.session_ttl_s, refresh=self.live_meta)

@@ -239,6 +239,6 @@ def config_show(
     values: dict[str, Any] = settings.to_dict()
     values["flight_uri"] = settings.flight_uri
     values["nats_url"] = redact_url(settings.nats_url)
-    for key in [k for k in values if k.endswith("password") and values[k] is not None]:
+    for key in [k for k in values if k.endswith(("password", "secret_access_key")) and values[k]]:
         values[key] = "***"  # secrets are set, never shown
     emit(values, kv_table, CliState.of(ctx).json or as_json)

@@ -35,12 +35,16 @@ MAX_NAME_CHARS = 200
 
 
 def default_roots(settings: Settings) -> list[Path]:
-    """``<data_dir>/import`` and ``<storage>/import`` (Milvus reads imports from its bucket)."""
+    """``<data_dir>/import`` and ``<storage>/import`` (Milvus reads imports from its bucket);
+    with an object store as storage, the local one only."""
+    if settings.storage_remote:
+        return [settings.data_path / "import"]
     return [settings.data_path / "import", settings.storage_path / "import"]
 
 
 def upload_area(settings: Settings) -> Path:
-    return settings.storage_path / "import" / UPLOADS
+    """Under ``files_path``: the storage, or the data dir when that is an object store."""
+    return settings.files_path / "import" / UPLOADS
 
 
 def import_roots(settings: Settings) -> list[Path]:

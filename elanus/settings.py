@@ -9,12 +9,14 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import os
+import re
 import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 ENV_PREFIX = "ELANUS_"
+_S3_ROOT = re.compile(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\x00]*)?")
 
 
 @dataclass
@@ -42,7 +44,21 @@ class Settings:
     DML log, sessions). 1 for a single server; 3 for a cluster, so the log survives the loss
     of one server. Existing streams with fewer are raised to it at start."""
     storage: str | None = None
-    """Where segments and index files live; defaults to ``<data_dir>/storage``."""
+    """Where segments, delta logs, statistics, index files and uploads live: a local path or
+    ``s3://bucket/prefix`` (any S3-compatible service); defaults to ``<data_dir>/storage``.
+    The catalog keeps paths relative to it, so a copied data dir or prefix works."""
+    s3_endpoint: str | None = None
+    """URL of an S3-compatible service (MinIO, Ceph, ``http://127.0.0.1:9000``); unset: AWS
+    (or ``AWS_ENDPOINT_URL``)."""
+    s3_region: str | None = None
+    """S3 region; unset: ``AWS_REGION`` / ``AWS_DEFAULT_REGION``, else ``us-east-1``."""
+    s3_access_key_id: str | None = None
+    """S3 access key; unset: ``AWS_ACCESS_KEY_ID``."""
+    s3_secret_access_key: str | None = None
+    """S3 secret key; unset: ``AWS_SECRET_ACCESS_KEY``. Pass it through the environment
+    (``ELANUS_S3_SECRET_ACCESS_KEY``), never on a command line."""
+    s3_allow_http: bool = False
+    """Allow a plain-HTTP ``s3_endpoint`` (a development MinIO or moto server)."""
     num_pchannels: int = 16
     timetick_interval_ms: int = 200
     session_ttl_s: float = 6.0
@@ -174,6 +190,9 @@ class Settings:
             raise ValueError("flow_max_delay_s must be 0 or positive")
         if bool(self.tls_cert) != bool(self.tls_key):
             raise ValueError("TLS needs both tls_cert and tls_key")
+        scheme = str(self.storage or "").lower().partition(":")[0]
+        if scheme in ("s3", "s3a", "gs", "az") and not _S3_ROOT.fullmatch(str(self.storage)):
+            raise ValueError("storage: an object store is written s3://bucket[/prefix]")
         if self.tls_client_ca and not self.tls_cert:
             raise ValueError("tls_client_ca (mutual TLS) needs tls_cert and tls_key too")
 
@@ -182,12 +201,32 @@ class Settings:
         return Path(self.data_dir).expanduser().resolve()
 
     @property
+    def storage_remote(self) -> bool:
+        return bool(self.storage) and str(self.storage).startswith("s3://")
+
+    @property
+    def storage_uri(self) -> str:
+        """The storage root as a location: ``s3://bucket/prefix`` or an absolute path."""
+        if self.storage_remote:
+            return str(self.storage).rstrip("/")
+        return str(self.storage_path)
+
+    @property
     def storage_path(self) -> Path:
+        """The local storage root (only for a local ``storage``)."""
+        if self.storage_remote:
+            raise ValueError(f"storage {self.storage} is not a local path")
         return (
             Path(self.storage).expanduser().resolve()
             if self.storage
             else (self.data_path / "storage")
         )
+
+    @property
+    def files_path(self) -> Path:
+        """Local root of staged writes and uploads, which are read as local files: the
+        storage when it is local, else the data dir (the roles must then share it)."""
+        return self.data_path if self.storage_remote else self.storage_path
 
     @property
     def catalog_path(self) -> Path:
@@ -212,7 +251,7 @@ class Settings:
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
-        d["storage"] = str(self.storage_path)
+        d["storage"] = self.storage_uri
         d["data_dir"] = str(self.data_path)
         return d
 

@@ -54,7 +54,7 @@ class ImportService:
 
     @property
     def storage(self) -> Path:
-        return self.proxy.settings.storage_path
+        return self.proxy.settings.files_path
 
     def _create(self, body: dict[str, Any]) -> int:
         """A job (checked as the coord checks it: the units are the client's files)."""
@@ -137,7 +137,7 @@ class ImportService:
     def _staged_units(
         self, info: CollectionInfo, write_id: str, parts: list[str] | None
     ) -> list[dict[str, Any]]:
-        root = layout.staging_dir(self.storage, write_id)
+        root = Path(layout.staging_dir(self.storage, write_id))
         if not root.is_dir():
             return []
         units, others = [], 0
@@ -189,12 +189,14 @@ class ImportService:
                     table, key, key_partition_ids(info.partitions, info.name)
                 )
             for part_id, rows in parts:
-                target = layout.staged_dir(
-                    self.storage,
-                    request["stage"],
-                    request["stage_part"],
-                    info.collection_id,
-                    part_id,
+                target = Path(
+                    layout.staged_dir(
+                        self.storage,
+                        request["stage"],
+                        request["stage_part"],
+                        info.collection_id,
+                        part_id,
+                    )
                 )
                 written = _write_staged(target, rows)
                 if request["stage"] in self._aborted:  # aborted while this file was written

@@ -20,6 +20,7 @@ import faiss
 import numpy as np
 import pyarrow as pa
 
+from elanus import objstore
 from elanus.errors import ElanusError, invalid
 from elanus.index.engine import F32, I64, SegmentIndex
 from elanus.index.kernels import binary_matrix, float_matrix, is_float_column, use_faiss_threads
@@ -139,7 +140,8 @@ def build_segment_index(
     import lance
 
     try:
-        table = lance.dataset(lance_path).to_table(columns=[field])
+        opts = objstore.lance_options(lance_path)
+        table = lance.dataset(lance_path, storage_options=opts).to_table(columns=[field])
     except (ValueError, OSError) as e:
         raise invalid(f"cannot read field {field!r} from {lance_path}: {e}") from None
     column = table.column(field)

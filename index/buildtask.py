@@ -7,9 +7,9 @@ exception, so the coord's state machine decides."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
+from elanus import layout, objstore
 from elanus.index.build import build_segment_index
 from elanus.index.scalar import build_scalar_index, write_scalar_index
 from elanus.indexparams import IndexSpec
@@ -32,16 +32,15 @@ def run_build_task(
     try:
         if delay_s:
             time.sleep(delay_s)
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        if is_scalar_spec(spec):
-            scalar = ScalarSpec.from_dict(spec)
-            values = build_scalar_index(data_path, field, scalar)
-            keys = write_scalar_index(values, scalar, out)
-        else:
-            index = build_segment_index(data_path, field, IndexSpec.from_dict(spec))
-            keys = index.write(out)
-        report.update(ok=True, files=[str(out / k) for k in keys])
+        with objstore.local_target(out_dir) as local:  # S3: built locally, then uploaded
+            if is_scalar_spec(spec):
+                scalar = ScalarSpec.from_dict(spec)
+                values = build_scalar_index(data_path, field, scalar)
+                keys = write_scalar_index(values, scalar, local)
+            else:
+                index = build_segment_index(data_path, field, IndexSpec.from_dict(spec))
+                keys = index.write(local)
+        report.update(ok=True, files=[layout.join(out_dir, k) for k in keys])
     except Exception as exc:  # noqa: BLE001 - every failure is reported with its reason
         report.update(ok=False, fail_reason=f"{type(exc).__name__}: {exc}")
     report["seconds"] = round(time.perf_counter() - started, 3)

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import shutil
 from typing import Any
 
+from elanus import objstore
 from elanus.api.indexcoord import IndexCoordAPI, IndexReport
 from elanus.api.indexnode import BuildIndex, BuildQueued
 from elanus.channels import subjects
@@ -101,4 +101,4 @@ class IndexNode(Role):
             return  # the coord issues the task again once it sees it unfinished
         if not verdict.accepted:
             log.info("task %s not accepted (%s): removing its files", task.build_id, verdict)
-            await asyncio.to_thread(shutil.rmtree, task.out_dir, True)
+            await asyncio.to_thread(objstore.remove_tree, task.out_dir)  # local or S3

@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 from pyroaring import BitMap
 
+from elanus import objstore
 from elanus.errors import invalid
 from elanus.expr.indexed import ValueIndex, distinct_starts
 from elanus.expr.nodes import Context
@@ -58,7 +59,7 @@ def build_scalar_index(lance_path: str, field: str, spec: ScalarSpec) -> ValueIn
     import lance
 
     try:
-        dataset = lance.dataset(lance_path)
+        dataset = lance.dataset(lance_path, storage_options=objstore.lance_options(lance_path))
         if field not in dataset.schema.names:  # a field added after the segment was written
             return ValueIndex.from_array(_nulls(dataset.count_rows(), field, spec))
         table = dataset.to_table(columns=[field])

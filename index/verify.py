@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 import stat
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from typing import Any
 import faiss
 import numpy as np
 
+from elanus import objstore
 from elanus.index import scalar
 from elanus.index.engine import FORMAT_VERSION, INDEX_FILE, META_FILE, SegmentIndex, load_index
 from elanus.index.sparse import POSTINGS_FILE, SparseIndex
@@ -70,18 +72,59 @@ def verify_report(
     ``task_spec`` is the index's spec (``IndexSpec.to_dict``), ``num_rows`` the segment's
     rows. Runs file I/O and a FAISS load: call it off the event loop."""
     try:
-        real_out = _check_out_dir(Path(storage), Path(out_dir))
         if is_scalar_spec(task_spec):
-            _check_files(Path(out_dir), real_out, files, (scalar.META_FILE, scalar.DATA_FILE))
-            _check_scalar(Path(out_dir), task_spec, num_rows)
+            required: tuple[str, ...] = (scalar.META_FILE, scalar.DATA_FILE)
         else:
-            want = IndexSpec.from_dict(task_spec)
-            data_file = POSTINGS_FILE if want.field_kind == "sparse" else INDEX_FILE
-            _check_files(Path(out_dir), real_out, files, (META_FILE, data_file))
-            _check_index(Path(out_dir), want, num_rows)
+            kind = IndexSpec.from_dict(task_spec).field_kind
+            required = (META_FILE, POSTINGS_FILE if kind == "sparse" else INDEX_FILE)
+        if objstore.is_remote(str(out_dir)):  # no links on an object store: names and sizes
+            _check_remote_files(str(storage), str(out_dir), files, required)
+            with objstore.local_copy(out_dir) as local:
+                _check_loads(local, task_spec, num_rows)
+        else:
+            real_out = _check_out_dir(Path(storage), Path(out_dir))
+            _check_files(Path(out_dir), real_out, files, required)
+            _check_loads(Path(out_dir), task_spec, num_rows)
     except Rejected as exc:
         return str(exc)
     return None
+
+
+def _check_loads(out_dir: Path, task_spec: dict[str, Any], num_rows: int) -> None:
+    if is_scalar_spec(task_spec):
+        _check_scalar(out_dir, task_spec, num_rows)
+    else:
+        _check_index(out_dir, IndexSpec.from_dict(task_spec), num_rows)
+
+
+def _check_remote_files(
+    storage: str, out_dir: str, files: list[Any], required: tuple[str, ...]
+) -> None:
+    """Every reported file is an object right below ``out_dir`` (under the storage root),
+    not empty; together they hold ``required``."""
+    out = out_dir.rstrip("/")
+    if not out.startswith(storage.rstrip("/") + "/"):
+        raise Rejected("the task's output directory is not under the storage")
+    if not files:
+        raise Rejected("the report names no files")
+    if len(files) > MAX_FILES:
+        raise Rejected(f"the report names {len(files)} files (at most {MAX_FILES})")
+    present = objstore.list_tree(out)
+    names: set[str] = set()
+    for f in files:
+        if not isinstance(f, str) or not f or "\x00" in f:
+            raise Rejected(f"reported file {_show(f)} is not a path")
+        name = f[len(out) + 1 :] if f.startswith(out + "/") else f
+        if "://" in name or name.startswith("/") or posixpath.normpath(name) != name:
+            raise Rejected(f"reported file {_show(f)} is outside the task's output directory")
+        if name not in present:
+            raise Rejected(f"reported file {_show(f)} does not exist")
+        if present[name] == 0:
+            raise Rejected(f"reported file {_show(f)} is empty")
+        names.add(name)
+    for needed in required:
+        if needed not in names:
+            raise Rejected(f"the report lacks {needed}, which query nodes load")
 
 
 def _check_out_dir(storage: Path, out_dir: Path) -> Path:

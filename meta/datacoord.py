@@ -107,8 +107,10 @@ class DataCoord:
         self._plans = plans
 
     async def start(self) -> None:
+        root = self.ctx.settings.storage_uri
+
         def load(con: Any) -> tuple[list[Segment], dict[str, tuple[int, int]]]:
-            segs = segmentmeta.load(con, f"state <> '{SegmentState.DROPPED}'")
+            segs = segmentmeta.load(con, root, f"state <> '{SegmentState.DROPPED}'")
             return segs, segmentmeta.load_checkpoints(con)
 
         segs, self.checkpoints = await self.ctx.db.run(load)
@@ -325,6 +327,7 @@ class DataCoord:
             segs = (
                 await self.ctx.db.run(
                     segmentmeta.load,
+                    self.ctx.settings.storage_uri,
                     f"segment_id IN ({','.join('?' * len(wanted))})",
                     list(wanted),
                 )
@@ -334,7 +337,9 @@ class DataCoord:
         else:
             where = "collection_id = ?" + ("" if include_dropped else " AND state <> ?")
             params = [cid] if include_dropped else [cid, SegmentState.DROPPED.value]
-            segs = await self.ctx.db.run(segmentmeta.load, where, params)
+            segs = await self.ctx.db.run(
+                segmentmeta.load, self.ctx.settings.storage_uri, where, params
+            )
         live = {s.segment_id: s for s in segs}
         live.update({i: s for i, s in self.segments.items() if i in live})
         return Segments(segments=[SegmentRecord(**s.to_dict()) for s in live.values()])

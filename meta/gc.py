@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import shutil
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from elanus import layout, tsutil
+from elanus import layout, objstore, tsutil
 from elanus.channels.loop import Periodic
 from elanus.meta import segmentmeta
 from elanus.states import SegmentState
@@ -41,11 +39,11 @@ class GarbageCollector:
         """One round; returns the directories removed."""
         delay = self.ctx.settings.gc_delay_s
         horizon = tsutil.compose(tsutil.now_ms() - int(delay * 1000))
-        storage = self.ctx.settings.storage_path
+        storage = self.ctx.settings.storage_uri
 
         def plan(con: Any) -> tuple[list[Any], list[int], set[int]]:
             where = "state = ? AND path IS NOT NULL AND dropped_ts <= ?"
-            dropped = segmentmeta.load(con, where, [SegmentState.DROPPED.value, horizon])
+            dropped = segmentmeta.load(con, storage, where, [SegmentState.DROPPED.value, horizon])
             collections = [
                 r[0]
                 for r in con.execute(
@@ -59,7 +57,7 @@ class GarbageCollector:
 
         dropped, collections, known = await self.ctx.db.run(plan)
         known |= self.plans.open_targets()
-        dirs = [Path(s.path).parent for s in dropped if s.path]
+        dirs = [layout.parent(s.path) for s in dropped if s.path]
         dirs += [layout.collection_dir(storage, c) for c in collections]
         removed = await asyncio.to_thread(_remove, dirs, storage, known, delay)
         for s in dropped:
@@ -70,18 +68,27 @@ class GarbageCollector:
         return removed
 
 
-def _remove(dirs: list[Path], storage: Path, known: set[int], delay: float) -> list[str]:
+def _remove(dirs: list[str], storage: str, known: set[int], delay: float) -> list[str]:
     removed = []
     for d in dirs:
-        if d.exists():
-            shutil.rmtree(d, ignore_errors=True)
-            removed.append(str(d))
+        if objstore.is_dir(d):
+            objstore.remove_tree(d)
+            removed.append(d)
     cutoff = time.time() - delay
-    root = storage / "collections"
-    for seg_dir in root.glob("*/*/*") if root.is_dir() else []:
-        if not seg_dir.name.isdigit() or int(seg_dir.name) in known:
+    root = layout.join(storage, "collections")
+    for seg_dir in _segment_dirs(root):
+        if not seg_dir.rpartition("/")[2].isdigit() or int(seg_dir.rpartition("/")[2]) in known:
             continue
-        if seg_dir.stat().st_mtime <= cutoff:
-            shutil.rmtree(seg_dir, ignore_errors=True)
-            removed.append(str(seg_dir))
+        modified = objstore.modified(seg_dir)
+        if modified is not None and modified <= cutoff:
+            objstore.remove_tree(seg_dir)
+            removed.append(seg_dir)
     return removed
+
+
+def _segment_dirs(root: str) -> list[str]:
+    """``<root>/<collection>/<partition>/<segment>`` directories."""
+    found = [root]
+    for _ in range(3):
+        found = [layout.join(d, name) for d in found for name in objstore.list_dir(d)]
+    return found

@@ -8,7 +8,6 @@ job took (the client went away between the upload and the import) expires after
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -18,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from elanus import layout
+from elanus import layout, objstore
 from elanus.importroots import upload_area, within
 from elanus.schema import PK_COLUMN
 from elanus.settings import Settings
@@ -56,34 +55,35 @@ def collect_garbage(
 ) -> list[str]:
     """Staging dirs untouched for ``delay_s`` and not being committed, scratch dirs of
     finished jobs (``finished_job(name)`` says), and expired uploads no live job reads."""
-    storage = settings.storage_path
+    storage = settings.storage_uri
     removed = []
     cutoff = time.time() - delay_s
-    root = layout.staging_root(storage)
-    for d in sorted(root.iterdir()) if root.is_dir() else []:
-        if d.name in busy_writes or newest_mtime(d) > cutoff:
+    root = layout.staging_root(settings.files_path)
+    for name in objstore.list_dir(root):
+        d = layout.join(root, name)
+        if name in busy_writes or (objstore.modified(d) or 0.0) > cutoff:
             continue
         if remove_tree(d):
-            removed.append(str(d))
-    imports = Path(storage) / "imports"
-    for d in sorted(imports.iterdir()) if imports.is_dir() else []:
-        if finished_job(d.name) and newest_mtime(d) <= cutoff and remove_tree(d):
-            removed.append(str(d))
+            removed.append(d)
+    imports = layout.join(storage, "imports")
+    for name in objstore.list_dir(imports):
+        d = layout.join(imports, name)
+        if finished_job(name) and (objstore.modified(d) or 0.0) <= cutoff and remove_tree(d):
+            removed.append(d)
     area = upload_area(settings)
     upload_cutoff = time.time() - max(delay_s, UPLOAD_GRACE_S)
-    for d in sorted(area.iterdir()) if area.is_dir() else []:
-        if d in busy_uploads or newest_mtime(d) > upload_cutoff:
+    for upload in sorted(area.iterdir()) if area.is_dir() else []:
+        if upload in busy_uploads or newest_mtime(upload) > upload_cutoff:
             continue
-        if remove_tree(d):
-            removed.append(str(d))
+        if remove_tree(upload):
+            removed.append(str(upload))
     return removed
 
 
-def upsert_keys(path: Path) -> list[tuple[int, pa.Array]]:
+def upsert_keys(path: str) -> list[tuple[int, pa.Array]]:
     """The distinct keys an upsert replaces in each partition (file columns ``pk``,
     ``partition_id``), to be deleted at its commit."""
-    with pa.memory_map(str(path)) as source:
-        keys = pa.ipc.open_file(source).read_all().combine_chunks()
+    keys = objstore.read_ipc(path).combine_chunks()
     parts = keys.column("partition_id").to_numpy()
     pks = keys.column(PK_COLUMN).combine_chunks()
     return [(int(pid), pc.unique(pks.filter(pa.array(parts == pid)))) for pid in np.unique(parts)]
@@ -99,8 +99,8 @@ def newest_mtime(path: Path) -> float:
     return newest
 
 
-def remove_tree(path: Path) -> bool:
-    if not path.exists():
+def remove_tree(path: str | Path) -> bool:
+    if not objstore.exists(path):
         return False
-    shutil.rmtree(path, ignore_errors=True)
+    objstore.remove_tree(path)
     return True

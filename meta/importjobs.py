@@ -215,7 +215,7 @@ class ImportManager:
                 f"write {write_id!r} is being committed (import job {job.job_id}); "
                 "it cannot be aborted now"
             )
-        path = layout.staging_dir(self.ctx.settings.storage_path, write_id)
+        path = layout.staging_dir(self.ctx.settings.files_path, write_id)
         existed = await asyncio.to_thread(remove_tree, path)
         return api.WriteAborted(removed=existed)
 
@@ -372,7 +372,7 @@ class ImportManager:
             raise invalid(f"import job {job.job_id} already has its segments")
         info = await self.lookup.describe_by_id(job.collection_id)
         vchannels = set(info["vchannels"])
-        storage = self.ctx.settings.storage_path
+        storage = self.ctx.settings.storage_uri
         segs = []
         for entry in req.segments:
             eb = Body(entry, "import.prepare segment")
@@ -458,7 +458,7 @@ class ImportManager:
         if not job.upsert:
             return []
         info = await self.lookup.describe_by_id(job.collection_id)
-        path = layout.upsert_keys_path(self.ctx.settings.storage_path, job.job_id)
+        path = layout.upsert_keys_path(self.ctx.settings.storage_uri, job.job_id)
         vchannels = list(info["vchannels"])
         publisher = self._publisher()
 
@@ -540,11 +540,11 @@ class ImportManager:
             await asyncio.to_thread(self._clean_up, job)
 
     def _clean_up(self, job: ImportJob) -> None:
-        storage = self.ctx.settings.storage_path
+        storage = self.ctx.settings.storage_uri
         remove_tree(layout.import_dir(storage, job.job_id))
         remove_uploads(self.ctx.settings, job.units, self._live_uploads(job))
         if job.write_id and job.state == ImportJobState.COMPLETED:
-            remove_tree(layout.staging_dir(storage, job.write_id))
+            remove_tree(layout.staging_dir(self.ctx.settings.files_path, job.write_id))
 
     def _live_uploads(self, but: ImportJob | None = None) -> set[Path]:
         """Uploads that jobs still to end read (another job may import one again)."""

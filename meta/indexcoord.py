@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import shutil
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from elanus import layout
+from elanus import layout, objstore
 from elanus.api import indexcoord as api
 from elanus.api.indexnode import BuildIndex, IndexNodeAPI
 from elanus.channels.loop import Periodic
@@ -134,9 +132,9 @@ class IndexCoord:
             "version": t.version,
         }
 
-    def _dir(self, t: IndexTask, version: int) -> Path:
+    def _dir(self, t: IndexTask, version: int) -> str:
         return layout.index_dir(
-            self.ctx.settings.storage_path, t.build_id, version, t.partition_id, t.segment_id
+            self.ctx.settings.storage_uri, t.build_id, version, t.partition_id, t.segment_id
         )
 
     def task_spec(self, t: IndexTask) -> BuildIndex:
@@ -500,7 +498,7 @@ class IndexCoord:
         # The coord's only use of index/ (docs/design-notes.md): the query node's loader.
         from elanus.index.verify import verify_report
 
-        storage = self.ctx.settings.storage_path
+        storage = self.ctx.settings.storage_uri
         spec = self.indexes[t.index_id].spec
         out_dir = self._dir(t, version)
         return await asyncio.to_thread(verify_report, storage, out_dir, files, spec, t.num_rows)
@@ -542,7 +540,7 @@ class IndexCoord:
     async def recycle(self) -> list[str]:
         """Seed 002's recycleUnusedIndexFiles: files of dropped tasks (and their rows), and
         of versions older than a finished task's."""
-        storage = self.ctx.settings.storage_path
+        storage = self.ctx.settings.storage_uri
         removed: list[str] = []
         async with self._lock:
             gone_segments = [
@@ -567,15 +565,15 @@ class IndexCoord:
         def remove() -> None:
             for t in dropped:
                 root = layout.index_root(storage, t.build_id)
-                if root.exists():
-                    shutil.rmtree(root, ignore_errors=True)
-                    removed.append(str(root))
+                if objstore.is_dir(root):
+                    objstore.remove_tree(root)
+                    removed.append(root)
             for t in superseded:
                 for v in range(1, t.version):
-                    old = layout.index_root(storage, t.build_id) / str(v)
-                    if old.exists():
-                        shutil.rmtree(old, ignore_errors=True)
-                        removed.append(str(old))
+                    old = layout.join(layout.index_root(storage, t.build_id), str(v))
+                    if objstore.is_dir(old):
+                        objstore.remove_tree(old)
+                        removed.append(old)
 
         await asyncio.to_thread(remove)
         async with self._lock:

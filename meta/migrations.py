@@ -126,4 +126,18 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
                 created_ts UBIGINT NOT NULL, PRIMARY KEY (db_id, alias))""",
         ],
     ),
+    (
+        9,
+        "segment paths relative to the storage root",
+        [
+            # Absolute paths (older versions) keep only their part below the storage root,
+            # whose layout is fixed (elanus/layout.py): a copied data dir then still works.
+            r"""UPDATE segments
+                SET path = regexp_extract(
+                    path, '(collections/[0-9]+/[0-9]+/[0-9]+/data\.lance)/?$', 1)
+                WHERE path IS NOT NULL
+                  AND regexp_matches(path, '^(/|[A-Za-z]:|[a-z0-9]+://)')
+                  AND regexp_matches(path, 'collections/[0-9]+/[0-9]+/[0-9]+/data\.lance/?$')""",
+        ],
+    ),
 ]

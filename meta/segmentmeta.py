@@ -14,6 +14,7 @@ from typing import Any
 
 import duckdb
 
+from elanus import layout
 from elanus.states import SegmentState
 
 COLUMNS = (
@@ -50,14 +51,19 @@ class Segment:
     last_alloc_at: float = 0.0
 
     def row(self) -> list[Any]:
+        """The catalog row: the data path relative to the storage root (``layout``), so a
+        copied data dir or bucket prefix keeps working."""
         values = [getattr(self, c) for c in COLUMNS]
+        values[COLUMNS.index("path")] = layout.relative(self.path)
         values[COLUMNS.index("state")] = self.state.value
         values[COLUMNS.index("compacted_from")] = json.dumps(self.compacted_from)
         return values
 
     @classmethod
-    def from_row(cls, row: tuple[Any, ...]) -> Segment:
+    def from_row(cls, row: tuple[Any, ...], root: str) -> Segment:
+        """A record, its path a location under the storage ``root``."""
         d = dict(zip(COLUMNS, row, strict=True))
+        d["path"] = layout.absolute(root, d["path"])
         d["state"] = SegmentState(d["state"])
         d["compacted_from"] = json.loads(d["compacted_from"] or "[]")
         d["last_alloc_at"] = d["last_alloc_at"] or 0.0
@@ -101,13 +107,16 @@ def save(
 
 
 def load(
-    con: duckdb.DuckDBPyConnection, where: str = "TRUE", params: list[Any] | None = None
+    con: duckdb.DuckDBPyConnection,
+    root: str,
+    where: str = "TRUE",
+    params: list[Any] | None = None,
 ) -> list[Segment]:
     rows = con.execute(
         f"SELECT {', '.join(COLUMNS)} FROM segments WHERE {where} ORDER BY segment_id",
         params or [],
     ).fetchall()
-    return [Segment.from_row(r) for r in rows]
+    return [Segment.from_row(r, root) for r in rows]
 
 
 def save_checkpoint(con: duckdb.DuckDBPyConnection, vchannel: str, seq: int, ts: int) -> None:

@@ -7,7 +7,6 @@ passes what is not synced (see ``flushcommon/pipeline``).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from elanus import layout
@@ -30,7 +29,7 @@ class ChannelWriter:
     def __init__(self, node: DataNode, spec: WatchChannel) -> None:
         self.vchannel = spec.vchannel
         self.collection_id = spec.collection_id
-        self.storage = node.settings.storage_path
+        self.storage = node.settings.storage_uri
         self.buffer = WriteBuffer(Schema.from_dict(spec.schema), self._seg_dir)
         for seg in spec.segments:
             self.buffer.learn(seg)
@@ -38,7 +37,7 @@ class ChannelWriter:
         self.syncs = SyncManager(node.supervisor, self.vchannel, node.settings.max_parallel_syncs)
         self.pipeline = Pipeline(node, spec, self.buffer, self.syncs, self.reports)
 
-    def _seg_dir(self, partition_id: int, segment_id: int) -> Path:
+    def _seg_dir(self, partition_id: int, segment_id: int) -> str:
         return layout.segment_dir(self.storage, self.collection_id, partition_id, segment_id)
 
     @property

@@ -7,7 +7,6 @@ time inside the retention window still see those rows as they were.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -35,7 +34,7 @@ def deleted_mask(pks: pa.Array, row_ts: pa.Array, deltas: pa.Table, horizon_ts: 
 
 
 def compact_segments(
-    source_dirs: list[Path], target_dir: Path, schema: Schema, horizon_ts: int
+    source_dirs: list[str], target_dir: str, schema: Schema, horizon_ts: int
 ) -> dict[str, Any]:
     """Write the merged target; returns what the coord records about it. Every source is
     read in the collection's segment schema, whichever writer (or older version) wrote it."""

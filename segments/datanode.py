@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Coroutine
-from pathlib import Path
 from typing import Any
 
+from elanus import layout
 from elanus.api.base import ACK, Ack
 from elanus.api.datanode import (
     FinalizeImport,
@@ -112,13 +112,13 @@ class DataNode(Role):
     async def import_finalize(self, req: FinalizeImport) -> ImportTaken:
         """Finish a committed job whose executor went away: stamp ``_ts``, tell the coord."""
         job_id, ts = req.job_id, req.ts
-        dirs = [Path(s.path).parent for s in req.segments]
+        dirs = [layout.parent(s.path) for s in req.segments]
         after = self.imports.get(job_id)
         self._start_import(job_id, lambda: self._finalize(job_id, ts, dirs, after))
         return ImportTaken(job_id=job_id)
 
     async def _finalize(
-        self, job_id: int, ts: int, dirs: list[Path], after: asyncio.Task[None] | None
+        self, job_id: int, ts: int, dirs: list[str], after: asyncio.Task[None] | None
     ) -> None:
         if after is not None:  # the job's own run, still reporting its failure
             await asyncio.wait([after])

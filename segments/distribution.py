@@ -15,9 +15,9 @@ import contextlib
 import threading
 import time
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
+from elanus import layout
 from elanus.api.querynode import SealedSegment
 from elanus.segments import storage
 from elanus.segments.pkoracle import PkOracle
@@ -46,7 +46,7 @@ class Distribution:
     def add(self, segments: list[SealedSegment]) -> None:
         """Sealed segments join (their key statistics go to the PK oracle)."""
         for s in segments:
-            stats = storage.load_pk_stats(Path(s.path).parent) if s.path else None
+            stats = storage.load_pk_stats(layout.parent(s.path)) if s.path else None
             self.pk_oracle.add(s.segment_id, stats)
             self.sealed[s.segment_id] = s
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import shutil
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -33,7 +32,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 import pyarrow as pa
 
-from elanus import layout
+from elanus import layout, objstore
 from elanus.api.datanode import RunImport
 from elanus.api.imports import (
     CommitImport,
@@ -104,16 +103,18 @@ class ImportTask:
         self.upsert = bool(options.get("upsert"))
         self.delimiter = str(options.get("sep") or ",")
         self.expected_rows: int | None = options.get("expected_rows")
-        self.storage = node.settings.storage_path
+        self.storage = node.settings.storage_uri
         self.coord = ImportAPI(node.bus)
         self._roots = (
-            [layout.staging_root(self.storage)] if self.staged else import_roots(node.settings)
+            [Path(layout.staging_root(node.settings.files_path))]
+            if self.staged
+            else import_roots(node.settings)
         )
         """Where this job may open files: the import roots, or the staging area for the
         Arrow files of a staged write (checked again at every open)."""
         self.progress = 0.0
         self.stage = "checking"
-        self._dirs: list[Path] = []
+        self._dirs: list[str] = []
 
     @property
     def _auto_ids(self) -> bool:
@@ -358,22 +359,18 @@ class ImportTask:
     def _write_keys(self, plan: Plan) -> None:
         """The keys an upsert replaces, for the coord to publish as deletes at commit."""
         path = layout.upsert_keys_path(self.storage, self.job_id)
-        path.parent.mkdir(parents=True, exist_ok=True)
         # With a partition key the replaced row may sit in another partition: 0 reaches all.
         parts = plan.partitions if self.key is None else np.zeros(len(plan.pks), np.int64)
         table = pa.table({PK_COLUMN: plan.pks, "partition_id": pa.array(parts)})
-        tmp = path.with_suffix(".tmp")
-        with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
-            w.write_table(table)
-        tmp.replace(path)
+        objstore.write_ipc(path, table)
 
     def _remove_written(self) -> None:
         for d in self._dirs:
-            shutil.rmtree(d, ignore_errors=True)
-        shutil.rmtree(layout.import_dir(self.storage, self.job_id), ignore_errors=True)
+            objstore.remove_tree(d)
+        objstore.remove_tree(layout.import_dir(self.storage, self.job_id))
 
 
-async def finalize(node: DataNode, job_id: int, ts: int, dirs: list[Path]) -> None:
+async def finalize(node: DataNode, job_id: int, ts: int, dirs: list[str]) -> None:
     """Stamp the committed segments with the import timestamp, then let the coord finish
     the job (also what a datanode does for a job whose executor went away)."""
     for d in dirs:

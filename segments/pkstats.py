@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from elanus import objstore
 from elanus.pkhash import hash_pks
 
 BITS_PER_KEY = 10
@@ -85,15 +86,11 @@ class PkStats:
         }
         table = pa.table({"bits": pa.array([self.bits.tobytes()], pa.large_binary())})
         table = table.replace_schema_metadata({"elanus.pkstats": json.dumps(meta)})
-        tmp = Path(str(path) + ".tmp")
-        with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
-            w.write_table(table)
-        tmp.replace(path)
+        objstore.write_ipc(path, table)
 
     @classmethod
     def load(cls, path: str | Path) -> PkStats:
-        with pa.memory_map(str(path)) as source:
-            table = pa.ipc.open_file(source).read_all()
+        table = objstore.read_ipc(path)
         meta = json.loads(table.schema.metadata[b"elanus.pkstats"])
         bits = np.frombuffer(table.column("bits")[0].as_py(), dtype=np.uint8).copy()
         return cls(meta["num_bits"], bits, meta["min"], meta["max"], meta["num_keys"])

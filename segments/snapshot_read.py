@@ -26,13 +26,12 @@ import asyncio
 import threading
 import time
 from collections import OrderedDict
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 
-from elanus import layout
+from elanus import layout, objstore
 from elanus.api.base import ask_many_sync
 from elanus.api.querynode import (
     Deletes,
@@ -177,7 +176,7 @@ def _read_retired(
     cached = RETIRED.get(spec["path"], ts)
     if cached is not None:
         return cached.query(ts, expr, columns, limit)
-    if not layout.data_path(Path(spec["path"]).parent).exists():
+    if not objstore.exists(layout.data_path(layout.parent(spec["path"]))):
         raise _files_gone(spec)
     _check_held(spec, buffer)
     seg = load_segment(
@@ -232,7 +231,7 @@ async def deletes(d: Delegator, req: ReadDeletes) -> Deletes:
     keep = batch.ts <= np.uint64(ts)
     stats = d.pk_oracle.get(sid)
     if stats is None and sid in dist.retired:
-        stats = storage.load_pk_stats(Path(dist.retired[sid]["path"]).parent)
+        stats = storage.load_pk_stats(layout.parent(dist.retired[sid]["path"]))
     if stats is not None and len(batch):
         keep &= stats.may_contain(batch.pks)
     pks, del_ts = batch.pks.filter(pa.array(keep)), batch.ts[keep]

@@ -8,8 +8,6 @@ different writers (and older versions) concatenate.
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
 from typing import Any, TypeVar
 
 import lance
@@ -17,8 +15,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from elanus import layout
+from elanus import layout, objstore
 from elanus.errors import ElanusError, ErrorCode
+from elanus.layout import Loc
 from elanus.schema import PK_COLUMN, TIMESTAMP_ARROW_FIELD, TIMESTAMP_FIELD, Schema
 from elanus.segments.pkstats import PkStats
 
@@ -76,7 +75,7 @@ def _filled(n: int, f: pa.Field, value: Any) -> pa.Array:
     return pa.repeat(pa.scalar(value, f.type), n)
 
 
-def write_segment(seg_dir: Path, table: pa.Table, schema: Schema) -> Path:
+def write_segment(seg_dir: Loc, table: pa.Table, schema: Schema) -> str:
     """Write (or rewrite, on replay after a crash) the segment's rows and its pk stats."""
     path = write_rows(seg_dir, table, segment_schema(schema), first=True)
     write_pk_stats(seg_dir, table.column(schema.primary.name))
@@ -84,30 +83,42 @@ def write_segment(seg_dir: Path, table: pa.Table, schema: Schema) -> Path:
 
 
 def write_rows(
-    seg_dir: Path,
+    seg_dir: Loc,
     table: pa.Table,
     target: pa.Schema,
     *,
     first: bool,
     defaults: dict[str, Any] | None = None,
-) -> Path:
+) -> str:
     """Rows, conformed to ``target`` (``segment_schema``), into the segment's Lance dataset:
     ``first`` starts it over (a replay after a crash rewrites it from the start), later
     calls add fragments."""
-    seg_dir.mkdir(parents=True, exist_ok=True)
+    objstore.make_dirs(seg_dir)
     path = layout.data_path(seg_dir)
     table = conform(table, target, defaults)
     if not first:
         widen(path, target, defaults)
-    lance.write_dataset(table, str(path), mode="overwrite" if first else "append")
+    with objstore.storage_errors(path, "write"):
+        lance.write_dataset(
+            table,
+            path,
+            mode="overwrite" if first else "append",
+            storage_options=objstore.lance_options(path),
+        )
     return path
 
 
-def widen(path: Path, target: pa.Schema, defaults: dict[str, Any] | None = None) -> None:
+def dataset(path: Loc) -> lance.LanceDataset:
+    """A segment's Lance dataset, wherever the storage is."""
+    with objstore.storage_errors(str(path), "open"):
+        return lance.dataset(str(path), storage_options=objstore.lance_options(path))
+
+
+def widen(path: Loc, target: pa.Schema, defaults: dict[str, Any] | None = None) -> None:
     """Give a dataset the columns of ``target`` it lacks (a field was added while the
     segment was being written), filled with their default or null, so the next fragment
     appends with the same schema. The columns it has stay untouched."""
-    ds = lance.dataset(str(path))
+    ds = dataset(path)
     missing = [f for f in target if f.name not in ds.schema.names]
     if not missing:
         return
@@ -121,16 +132,16 @@ def widen(path: Path, target: pa.Schema, defaults: dict[str, Any] | None = None)
     ds.add_columns(fill, read_columns=[ds.schema.names[0]])
 
 
-def set_import_ts(seg_dir: Path, ts: int) -> None:
+def set_import_ts(seg_dir: Loc, ts: int) -> None:
     """Give every row of an imported segment the job's timestamp as ``_ts``: one new column
     file per fragment, the other columns untouched. Idempotent (a resumed job repeats it)."""
-    ds = lance.dataset(str(layout.data_path(seg_dir)))
+    ds = dataset(layout.data_path(seg_dir))
     if TIMESTAMP_FIELD in ds.schema.names:
         current = ds.to_table(columns=[TIMESTAMP_FIELD]).column(0)
         if pc.all(pc.equal(current, pa.scalar(ts, pa.uint64()))).as_py():
             return
         ds.drop_columns([TIMESTAMP_FIELD])
-        ds = lance.dataset(str(layout.data_path(seg_dir)))
+        ds = dataset(layout.data_path(seg_dir))
     out = pa.schema([TIMESTAMP_ARROW_FIELD])  # as every segment has it
 
     @lance.batch_udf(output_schema=out)
@@ -141,47 +152,38 @@ def set_import_ts(seg_dir: Path, ts: int) -> None:
     ds.add_columns(stamp, read_columns=[ds.schema.names[0]])
 
 
-def write_pk_stats(seg_dir: Path, pks: pa.Array | pa.ChunkedArray) -> PkStats:
+def write_pk_stats(seg_dir: Loc, pks: pa.Array | pa.ChunkedArray) -> PkStats:
     stats = PkStats.build(pks)
     stats.save(layout.stats_path(seg_dir))
     return stats
 
 
-def write_deltas(seg_dir: Path, pks: pa.Array, ts: pa.Array, name: str) -> Path:
+def write_deltas(seg_dir: Loc, pks: pa.Array, ts: pa.Array, name: str) -> str:
     """One delta log file of (pk, ts) delete records; ``name`` makes a replay idempotent."""
-    d = layout.delta_dir(seg_dir)
-    d.mkdir(parents=True, exist_ok=True)
     table = pa.table({PK_COLUMN: pks, "ts": ts.cast(pa.uint64())})
-    path = d / f"{name}.arrow"
-    tmp = d / f"{name}.arrow.tmp"
-    with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
-        w.write_table(table)
-    tmp.replace(path)
+    path = layout.join(layout.delta_dir(seg_dir), f"{name}.arrow")
+    objstore.write_ipc(path, table)
     return path
 
 
-def read_deltas(seg_dir: Path) -> pa.Table | None:
+def read_deltas(seg_dir: Loc) -> pa.Table | None:
     d = layout.delta_dir(seg_dir)
-    if not d.is_dir():
-        return None
-    tables = []
-    for f in sorted(d.glob("*.arrow")):
-        with pa.memory_map(str(f)) as source:
-            tables.append(pa.ipc.open_file(source).read_all())
+    names = [n for n in objstore.list_dir(d) if n.endswith(".arrow")]
+    tables = [objstore.read_ipc(layout.join(d, n)) for n in names]
     return pa.concat_tables(tables) if tables else None
 
 
-def read_segment(seg_dir: Path, schema: Schema) -> pa.Table:
+def read_segment(seg_dir: Loc, schema: Schema) -> pa.Table:
     """A segment's rows in the collection's segment schema, whichever writer (or older
     version) wrote them."""
-    table = lance.dataset(str(layout.data_path(seg_dir))).to_table()
+    table = dataset(layout.data_path(seg_dir)).to_table()
     return conform(table, segment_schema(schema), column_defaults(schema))
 
 
-def load_pk_stats(seg_dir: Path) -> PkStats | None:
+def load_pk_stats(seg_dir: Loc) -> PkStats | None:
     path = layout.stats_path(seg_dir)
-    return PkStats.load(path) if path.exists() else None
+    return PkStats.load(path) if objstore.exists(path) else None
 
 
-def remove_segment(seg_dir: Path) -> None:
-    shutil.rmtree(seg_dir, ignore_errors=True)
+def remove_segment(seg_dir: Loc) -> None:
+    objstore.remove_tree(seg_dir)

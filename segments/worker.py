@@ -10,12 +10,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
+from elanus import layout, objstore
 from elanus.api.querynode import (
     ReadSegmentRows,
     ReadSegments,
@@ -49,7 +49,7 @@ def load_segment(
 ) -> MemSegment:
     """Read a flushed segment, its persisted deletes and its built indexes (in a thread);
     index entries that did not load are added to ``failed``."""
-    seg_dir = Path(spec.path).parent
+    seg_dir = layout.parent(spec.path)
     table = storage.read_segment(seg_dir, schema)
     seg = MemSegment(spec.segment_id, spec.partition_id, schema, table)
     deltas = storage.read_deltas(seg_dir)
@@ -67,11 +67,12 @@ def attach_index(seg: MemSegment, index: ServedIndex) -> bool:
     from elanus.index.scalar import load_segment_scalar
 
     try:
-        if is_scalar_spec(index.spec):
-            scalar = load_segment_scalar(index.field, Path(index.dir))
-            seg.attach_scalar(scalar, index.index_id)
-        else:
-            seg.attach_index(index.field, load_index(Path(index.dir)), index.index_id)
+        with objstore.local_copy(index.dir) as directory:  # loads read the files whole
+            if is_scalar_spec(index.spec):
+                scalar = load_segment_scalar(index.field, directory)
+                seg.attach_scalar(scalar, index.index_id)
+            else:
+                seg.attach_index(index.field, load_index(directory), index.index_id)
     except Exception as exc:  # noqa: BLE001 - the segment stays searchable, exactly
         log.warning("segment %s: index %s not loaded: %s", seg.segment_id, index.dir, exc)
         return False

@@ -596,3 +596,29 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for fixture, mark in MARKED_BY_FIXTURE.items():
             if fixture in used:
                 item.add_marker(mark)
+
+
+# =============================================================================================
+# S3 storage: a real S3-protocol server (moto_server) for tests that run on local and S3
+# =============================================================================================
+from s3 import MotoServer as _MotoServer  # noqa: E402
+from s3 import start_moto as _start_moto  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_MotoServer]:
+    server = _start_moto(tmp_path_factory.mktemp("moto") / "moto.log")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(params=["local", "s3"])
+def storage_settings(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """Settings overrides for a storage root: none (local, under the data dir) or a fresh
+    bucket prefix on the moto server."""
+    if request.param == "local":
+        return {}
+    server: _MotoServer = request.getfixturevalue("moto_server")
+    return server.settings(server.new_bucket())

@@ -69,7 +69,7 @@ def versions(client: Client, name: str, **kw: Any) -> dict[int, int]:
 
 
 def staged_files(shared: Stack, write_id: str) -> list[Path]:
-    return sorted(layout.staging_dir(shared.settings.storage_path, write_id).rglob("*.arrow"))
+    return sorted(Path(layout.staging_dir(shared.settings.storage_path, write_id)).rglob("*.arrow"))
 
 
 def test_staged_rows_are_invisible_until_commit_then_all_at_once(

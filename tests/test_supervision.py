@@ -116,8 +116,13 @@ def test_a_flush_whose_channel_task_died_fails_naming_it_and_the_channel_restart
     client.create_collection("c", dimension=DIM)
     insert(client, 0, 50)
     (seg,) = client.get_segment_info("c")
-    seg_dir = layout.segment_dir(
-        stack.settings.storage_path, seg["collection_id"], seg["partition_id"], seg["segment_id"]
+    seg_dir = Path(
+        layout.segment_dir(
+            stack.settings.storage_path,
+            seg["collection_id"],
+            seg["partition_id"],
+            seg["segment_id"],
+        )
     )
     seg_dir.parent.mkdir(parents=True, exist_ok=True)
     seg_dir.write_text("in the way")  # the flush cannot create the segment's directory

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from elanus.api.compaction import CompactionDone, CompactionFailed, CompactionPlan
@@ -33,8 +32,8 @@ log = logging.getLogger(__name__)
 class Merge:
     """One plan's merge, on a worker thread; a failure comes back as its result."""
 
-    sources: list[Path]
-    target: Path
+    sources: list[str]
+    target: str
     schema: Schema
     horizon_ts: int
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable
-from pathlib import Path
 
 from elanus import layout
 from elanus.api.datacoord import SegmentFlushed
@@ -128,5 +127,5 @@ class Flusher:
 
         self.syncs.submit(f"report segment {sid}", [sid], _nothing, position=None, then=tell)
 
-    def _dir(self, buf: SegmentBuffer) -> Path:
+    def _dir(self, buf: SegmentBuffer) -> str:
         return self.buffer.seg_dir(buf.partition_id, buf.segment_id)

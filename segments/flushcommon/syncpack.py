@@ -9,10 +9,8 @@ the earlier attempt did not commit them, stats and logs are replaced whole.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import lance
 import numpy as np
 import pyarrow as pa
 
@@ -33,7 +31,7 @@ def delete_records(deletes: Deletes) -> tuple[pa.Array, pa.Array]:
 class RowsSync:
     """Rows of a growing segment, appended to its Lance dataset (a spill, or a flush's tail)."""
 
-    seg_dir: Path
+    seg_dir: str
     batches: list[pa.RecordBatch]
     target: pa.Schema
     defaults: dict[str, Any]
@@ -53,7 +51,7 @@ class RowsSync:
         path = layout.data_path(self.seg_dir)
         rows = sum(b.num_rows for b in self.batches)
         try:
-            return lance.dataset(str(path)).count_rows() >= self.rows_before + rows
+            return storage.dataset(path).count_rows() >= self.rows_before + rows
         except (OSError, ValueError):  # no dataset to look at: write it
             return False
 
@@ -63,7 +61,7 @@ class SealSync:
     """A flushed segment's pk stats and the log of the deletes that hit it while growing
     (after its rows: the sync manager runs a segment's syncs in order)."""
 
-    seg_dir: Path
+    seg_dir: str
     pks: pa.Array
     deletes: Deletes
     first_seq: int
@@ -81,7 +79,7 @@ class DeltaSync:
     """One delta log of a flushed segment; the name (its first and last stream positions)
     makes a replay write the same file again."""
 
-    seg_dir: Path
+    seg_dir: str
     deletes: Deletes
     name: str
 

@@ -29,7 +29,6 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -124,7 +123,7 @@ class DeltaTake:
 
 
 class WriteBuffer:
-    def __init__(self, schema: Schema, seg_dir: Callable[[int, int], Path]) -> None:
+    def __init__(self, schema: Schema, seg_dir: Callable[[int, int], str]) -> None:
         self.schema = schema
         self.pk_field = schema.primary.name
         self.arrow_schema = storage.segment_schema(schema)
