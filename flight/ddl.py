@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import elanus
 from elanus.channels import subjects
 from elanus.channels.bus import Bus
 from elanus.channels.supervisor import Supervisor
@@ -108,6 +109,7 @@ class DdlService:
             "ddl_pending": self.queue.pending(),
             "ddl_executed": self.queue.executed,
             "cached_collections": len(self.cache),
+            "version": elanus.__version__,
         }
         if self.supervisor is not None:
             proxy["health"] = self.supervisor.health()
