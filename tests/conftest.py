@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from elanus import ElanusError, ErrorCode
+from elanus import DataType, ElanusError, ErrorCode, Schema
 from elanus.channels.bus import Bus
 from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats
@@ -231,6 +231,16 @@ def own_stack(
             loop.stop()
     finally:
         nats.stop()
+
+
+def bare_collection(client: Client, name: str, dim: int, **kwargs: Any) -> dict[str, Any]:
+    """The quick setup's collection (``id`` + ``vector``, dynamic fields) with no index and
+    not loaded, for tests that need it so: quick setup itself indexes and loads, as
+    pymilvus's does."""
+    schema = Schema(enable_dynamic_field=True)
+    schema.add_field("id", DataType.INT64, is_primary=True)
+    schema.add_field("vector", DataType.FLOAT_VECTOR, dim=dim)
+    return client.create_collection(name, schema=schema, **kwargs)
 
 
 def wait_for(pred: Callable[[], Any], timeout: float = 30, what: str = "condition") -> Any:

@@ -140,6 +140,8 @@ def milvus_description(desc: dict[str, Any]) -> dict[str, Any]:
         "enable_dynamic_field": bool(schema.get("enable_dynamic_field", False)),
         "consistency_level_name": desc.get("consistency_level"),
         "num_partitions": len(desc.get("partitions") or []),
+        "enable_namespace": False,  # Milvus 2.6's namespaces: Elanus has none
+        "schema_version": int(schema.get("version") or 0),
     }
 
 
