@@ -32,6 +32,7 @@ from nats.aio.subscription import Subscription
 
 from elanus.channels import frames
 from elanus.errors import ElanusError, ErrorCode
+from elanus.wiretypes import is_wire_type
 
 log = logging.getLogger(__name__)
 
@@ -261,7 +262,7 @@ class NatsTransport:
             if handler is None:
                 raise unknown_method(subject)
             body = frames.decode(await self._whole_request(msg))
-            if not isinstance(body, dict):
+            if not isinstance(body, dict) and not is_wire_type(body):
                 raise ElanusError(ErrorCode.INVALID_ARGUMENT, "request body must be an object")
             result = await run_handler(subject, handler, body)
             reply: dict[str, Any] = {"ok": True, "result": result}

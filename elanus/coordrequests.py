@@ -1,4 +1,5 @@
-"""Request types of the coordinator's catalog, query and data handlers (``elanus.coord.*``).
+"""Request types of the coordinator's catalog and query handlers (``elanus.coord.*``; the
+data coord's are in ``elanus/api/datacoord.py``) and of a datanode's channels.
 
 Each class is the schema of one subject's body (``elanus.requests.request``); the coord
 decodes bodies into them at its edge, and callers in any package may build them instead of
@@ -187,120 +188,6 @@ class LoadState:
 @request("query.route")
 class QueryRoute:
     collection_id: int
-
-
-# -- segments and flush (data coord) ----------------------------------------------------------
-
-
-@request("segment.assign")
-class AssignSegment:
-    collection_id: int
-    partition_id: int
-    vchannel: str
-    rows: Annotated[int, Range(1, 100_000_000)]
-    proxy_id: str = ""
-
-
-@request("flush")
-class Flush:
-    collection_id: int
-
-
-@request("flush.state")
-class FlushState:
-    segment_ids: list[int]
-    collection_id: int | None = None
-    flush_ts: int | None = None
-
-
-@request("segment.info")
-class SegmentInfo:
-    """The given segments, or those of a collection (Dropped ones only if asked)."""
-
-    segment_ids: list[int] | None = None
-    collection_id: int | None = None
-    include_dropped: bool = False
-
-
-# -- datanode reports ----------------------------------------------------------------------
-
-
-@request("datanode.channel_failed")
-class ChannelFailed:
-    vchannel: str
-    reason: str
-    node_id: str | None = None
-
-
-@request("datanode.tt")
-class DatanodeTick:
-    vchannel: str
-    ts: int
-    checkpoint: dict[str, Any] | None = None
-    """``{"seq", "ts"}``: where a restarted datanode resumes the channel."""
-    data_seq: int | None = None
-    node_id: str | None = None
-
-
-@request("segment.flushed")
-class SegmentFlushed:
-    segment_id: int
-    num_rows: Annotated[int, Range(0)]
-    path: str | None = None
-    min_ts: int | None = None
-    max_ts: int | None = None
-    start_seq: int | None = None
-    checkpoint: dict[str, Any] | None = None
-    node_id: str | None = None
-    vchannel: str | None = None
-
-
-# -- compaction -------------------------------------------------------------------------------
-
-
-@request("compaction.trigger")
-class TriggerCompaction:
-    collection_id: int
-
-
-@request("compaction.state")
-class GetCompactionState:
-    compaction_id: int
-
-
-@request("compaction.fail")
-class CompactionFailed:
-    plan_id: int
-    reason: str
-    node_id: str | None = None
-
-
-@request("compaction.done")
-class CompactionDone:
-    plan_id: int
-    num_rows: Annotated[int, Range(0)]
-    path: str | None = None
-    min_ts: int | None = None
-    max_ts: int | None = None
-    node_id: str | None = None
-    vchannel: str | None = None
-    target_segment_id: int | None = None
-
-
-# -- time ticks -------------------------------------------------------------------------------
-
-
-@request("timetick.now")
-class TickNow:
-    pass
-
-
-@request("timetick.report")
-class TickReport:
-    proxy_id: str
-    default_ts: int
-    pchannels: dict[str, Any] = field(default_factory=dict)
-    """pchannel → the proxy's timestamp there, where it differs from ``default_ts``."""
 
 
 # -- a datanode's channels --------------------------------------------------------------------

@@ -52,6 +52,9 @@ class Settings:
     """Files of dropped segments stay this long (readers may still have them open)."""
     index_build_delay_s: float = 0.0
     """Index nodes wait this long before each build (for tests and demos of builder loss)."""
+    max_parallel_syncs: int = 4
+    """Syncs (segment and delta-log writes) one datanode channel runs at once; more wait
+    for a slot, the channel is consumed meanwhile (``segments/flushcommon/syncmgr.py``)."""
     log_level: str = "WARNING"
     # -- security (docs/security.md) --------------------------------------------------------
     auth_enabled: bool = False
@@ -111,6 +114,8 @@ class Settings:
             raise ValueError("num_pchannels must be at least 1")
         if self.timetick_interval_ms < 1:
             raise ValueError("timetick_interval_ms must be at least 1")
+        if self.max_parallel_syncs < 1:
+            raise ValueError("max_parallel_syncs must be at least 1")
         if self.max_json_depth < 2:
             raise ValueError("max_json_depth must be at least 2")
         for name in ("max_action_bytes", "max_put_bytes", "max_put_batches"):

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from elanus.api.datacoord import Flush, Flushing, TickReport
 from elanus.channels import subjects
 from elanus.channels.dml import DmlMessage, MsgType, pchannel_of
 from elanus.channels.publisher import DmlPublisher, Piece
@@ -88,9 +89,7 @@ class DmlService:
             proxy.settings.timetick_interval_ms / 1000,
             lease_s=proxy.settings.session_ttl_s * 0.8,
         )
-        self.segments = SegmentAllocator(
-            lambda body: proxy.ddl.coord("segment.assign", {**body, "proxy_id": proxy.node_id})
-        )
+        self.segments = SegmentAllocator(lambda req: proxy.datacoord.assign(req), proxy.node_id)
         self.ids = IdCache(proxy)
         self._publisher: DmlPublisher | None = None
 
@@ -118,10 +117,8 @@ class DmlService:
         return self._publisher
 
     async def _send_report(self, default_ts: int, pchannels: dict[str, int]) -> None:
-        await self.proxy.ddl.coord(
-            "timetick.report",
-            {"proxy_id": self.proxy.node_id, "default_ts": default_ts, "pchannels": pchannels},
-        )
+        report = TickReport(proxy_id=self.proxy.node_id, default_ts=default_ts, pchannels=pchannels)
+        await self.proxy.timeticks.report(report)
 
     async def _release(self, raw: dict[str, Any]) -> dict[str, Any]:
         b = Body(raw, "segments.release")
@@ -135,13 +132,14 @@ class DmlService:
         return {}
 
     # -- DdRequests (on the loop) -----------------------------------------------------------
-    async def flush(self, info: CollectionInfo) -> dict[str, Any]:
+    async def flush(self, info: CollectionInfo) -> Flushing:
         """Flush is a DdRequest (seed 004): queued in timestamp order with the DDL."""
 
-        async def task(ts: int) -> Any:
-            return await self.proxy.ddl.coord("flush", {"collection_id": info.collection_id})
+        async def task(ts: int) -> Flushing:
+            return await self.proxy.datacoord.flush(Flush(collection_id=info.collection_id))
 
-        return dict(await self.proxy.ddl.queue.submit("flush", task) or {})
+        done: Flushing = await self.proxy.ddl.queue.submit("flush", task)
+        return done
 
     # -- Flight-thread entry points ---------------------------------------------------------
     def collection(self, db: str, name: str) -> CollectionInfo:

@@ -7,12 +7,15 @@ from __future__ import annotations
 from typing import Any
 
 from elanus import layout
+from elanus.api.base import as_body
+from elanus.api.compaction import GetCompactionState, TriggerCompaction
+from elanus.api.datacoord import FlushState, SegmentInfo
 from elanus.client.wire import decode_request
 from elanus.errors import invalid
 from elanus.flight.actions import Call, action, check_db, check_named
 from elanus.flight.limits import Kind
 from elanus.privileges import OPEN
-from elanus.requests import Body
+from elanus.requests import Body, decode
 from elanus.schema import check_name
 from elanus.states import SegmentState
 
@@ -65,12 +68,10 @@ def _delete(b: Body) -> dict[str, Any]:
 
 def _run_collection_stats(c: Call) -> dict[str, Any]:
     info = c.proxy.dml.collection(c.request["db"], c.request["collection"])
-    reply = c.proxy.coord_call("segment.info", {"collection_id": info.collection_id})
-    return {
-        "row_count": sum(
-            s["num_rows"] for s in reply["segments"] if s["state"] == SegmentState.FLUSHED
-        )
-    }
+    reply = c.proxy.run(
+        c.proxy.datacoord.segment_info(SegmentInfo(collection_id=info.collection_id))
+    )
+    return {"row_count": sum(s.num_rows for s in reply.segments if s.state == SegmentState.FLUSHED)}
 
 
 @action(
@@ -87,7 +88,7 @@ def _collection_stats(b: Body) -> dict[str, Any]:
 
 def _run_flush(c: Call) -> dict[str, Any]:
     info = c.proxy.dml.collection(c.request["db"], c.request["collection"])
-    return c.proxy.run(c.proxy.dml.flush(info))
+    return as_body(c.proxy.run(c.proxy.dml.flush(info)))
 
 
 @action(
@@ -107,7 +108,9 @@ def _flush(b: Body) -> dict[str, Any]:
     "Whether the given segments are flushed. Body: segment_ids. Result: flushed, done, total.",
     ("segment_ids",),
     privilege=OPEN,
-    run=lambda c: c.proxy.coord_call("flush.state", c.request),
+    run=lambda c: as_body(
+        c.proxy.run(c.proxy.datacoord.flush_state(decode(FlushState, c.request)))
+    ),
 )
 def _flush_state(b: Body) -> dict[str, Any]:
     ids = b.list("segment_ids")
@@ -120,8 +123,10 @@ def _run_segment_info(c: Call) -> dict[str, Any]:
     request = c.request
     if "collection" in request:
         info = c.proxy.dml.collection(request["db"], request["collection"])
-        request = {"collection_id": info.collection_id}
-    return c.proxy.coord_call("segment.info", request)
+        which = SegmentInfo(collection_id=info.collection_id)
+    else:
+        which = decode(SegmentInfo, request)
+    return as_body(c.proxy.run(c.proxy.datacoord.segment_info(which)))
 
 
 @action(
@@ -144,7 +149,10 @@ def _segment_info(b: Body) -> dict[str, Any]:
 
 def _run_compact(c: Call) -> dict[str, Any]:
     info = c.proxy.dml.collection(c.request["db"], c.request["collection"])
-    return c.proxy.coord_call("compaction.trigger", {"collection_id": info.collection_id})
+    started = c.proxy.run(
+        c.proxy.compaction.trigger(TriggerCompaction(collection_id=info.collection_id))
+    )
+    return as_body(started)
 
 
 @action(
@@ -166,7 +174,9 @@ def _compact(b: Body) -> dict[str, Any]:
     "is COMPACTION_NOT_FOUND.",
     ("compaction_id",),
     privilege=OPEN,
-    run=lambda c: c.proxy.coord_call("compaction.state", c.request),
+    run=lambda c: c.proxy.run(
+        c.proxy.compaction.state(decode(GetCompactionState, c.request))
+    ).to_body(),
 )
 def _compaction_state(b: Body) -> dict[str, Any]:
     return {"compaction_id": b.int("compaction_id", lo=1)}

@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from elanus import layout
+from elanus.api.base import as_body
+from elanus.api.imports import ImportState, ListImports
 from elanus.errors import invalid
 from elanus.filereaders import group_files
 from elanus.flight.actions import Call, action, check_db, check_named
@@ -68,7 +70,9 @@ def _import(b: Body) -> dict[str, Any]:
     "Failed), progress (0..1), rows, total_rows, segment_ids, reason, reason_code, stage.",
     ("job_id",),
     privilege=OPEN,
-    run=lambda c: c.proxy.coord_call("import.state", {"job_id": c.request["job_id"]}),
+    run=lambda c: as_body(
+        c.proxy.run(c.proxy.importcoord.state(ImportState(job_id=c.request["job_id"])))
+    ),
 )
 def _import_state(b: Body) -> dict[str, Any]:
     check_db(b)
@@ -76,11 +80,11 @@ def _import_state(b: Body) -> dict[str, Any]:
 
 
 def _run_list_jobs(c: Call) -> dict[str, Any]:
-    which: dict[str, Any] = {}
+    which = ListImports()
     if c.request["collection"]:
         info = c.proxy.dml.collection(c.request["db"], c.request["collection"])
-        which["collection_id"] = info.collection_id
-    return c.proxy.coord_call("import.list", which)
+        which = ListImports(collection_id=info.collection_id)
+    return as_body(c.proxy.run(c.proxy.importcoord.list(which)))
 
 
 @action(

@@ -23,11 +23,13 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from elanus import layout
+from elanus.api.imports import AbortWrite, CreateImport, ImportJobView, ImportState
 from elanus.client.putresult import PutAck
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.flight.metacache import CollectionInfo
 from elanus.importroots import confine, import_roots
 from elanus.partitionkey import key_partition_ids, split_by_partition
+from elanus.requests import decode
 from elanus.states import IMPORT_FINAL, ImportJobState
 from elanus.validation import conform_insert
 
@@ -54,8 +56,12 @@ class ImportService:
     def storage(self) -> Path:
         return self.proxy.settings.storage_path
 
-    def _coord(self, method: str, body: dict[str, Any]) -> dict[str, Any]:
-        return dict(self.proxy.run(self.proxy.ddl.coord(method, body)))
+    def _create(self, body: dict[str, Any]) -> int:
+        """A job (checked as the coord checks it: the units are the client's files)."""
+        return self.proxy.run(self.proxy.importcoord.create(decode(CreateImport, body))).job_id
+
+    def _state(self, job_id: int) -> ImportJobView:
+        return self.proxy.run(self.proxy.importcoord.state(ImportState(job_id=job_id)))
 
     # -- executors of flight/import_actions.py ---------------------------------------------
     def start(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -70,13 +76,14 @@ class ImportService:
             "units": self._confined(request["units"]),
             "options": request["options"],
         }
-        return {"job_id": self._coord("import.create", body)["job_id"]}
+        return {"job_id": self._create(body)}
 
     def abort(self, write_id: str) -> dict[str, Any]:
         self._aborted[write_id] = None  # before the files go: see stage()
         while len(self._aborted) > ABORTED_KEPT:
             del self._aborted[next(iter(self._aborted))]
-        return self._coord("import.abort_write", {"write_id": write_id})
+        aborted = self.proxy.run(self.proxy.importcoord.abort_write(AbortWrite(write_id=write_id)))
+        return {"removed": aborted.removed}
 
     def _confined(self, units: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Every path must name a regular file inside the import roots (refused with
@@ -107,25 +114,24 @@ class ImportService:
             "options": {"upsert": request["upsert"], "expected_rows": request["expected_rows"]},
             "write_id": write_id,
         }
-        job_id = int(self._coord("import.create", body)["job_id"])
+        job_id = self._create(body)
         deadline = time.monotonic() + request["wait_s"]
         while True:
-            state = self._coord("import.state", {"job_id": job_id})
-            if state["state"] in IMPORT_FINAL or time.monotonic() >= deadline:
+            state = self._state(job_id)
+            if state.state in IMPORT_FINAL or time.monotonic() >= deadline:
                 break
             time.sleep(POLL_S)
-        if state["state"] == ImportJobState.FAILED:
-            code = state.get("reason_code") or ErrorCode.INTERNAL.value
-            reason = state["reason"]
+        if state.state == ImportJobState.FAILED:
+            code = state.reason_code or ErrorCode.INTERNAL.value
             raise ElanusError(
-                code, f"commit of write {write_id!r} failed (import job {job_id}): {reason}"
+                code, f"commit of write {write_id!r} failed (import job {job_id}): {state.reason}"
             )
         return {
             "job_id": job_id,
-            "state": state["state"],
-            "rows": state["rows"],
-            "ts": state["ts"],
-            "segment_ids": state["segment_ids"],
+            "state": state.state,
+            "rows": state.rows,
+            "ts": state.ts,
+            "segment_ids": state.segment_ids,
         }
 
     def _staged_units(

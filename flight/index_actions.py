@@ -11,9 +11,19 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from elanus.api.base import as_body
+from elanus.api.indexcoord import (
+    ClaimIndexTasks,
+    CreateIndex,
+    DescribeIndex,
+    DropIndex,
+    IndexDescriptions,
+    IndexHeartbeat,
+    IndexReport,
+)
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.flight.actions import Call, action, check_db, check_named
-from elanus.requests import Body
+from elanus.requests import Body, decode
 from elanus.schema import check_name
 
 BUILDER_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
@@ -62,12 +72,15 @@ def _run_create(c: Call) -> dict[str, Any]:
         body["index_name"] = request["index_name"]
     if request["metric_type"]:
         body["metric_type"] = request["metric_type"]
-    return c.proxy.coord_call("index.create", body)
+    return as_body(c.proxy.run(c.proxy.indexcoord.create(decode(CreateIndex, body))))
+
+
+def _describe(c: Call) -> IndexDescriptions:
+    return c.proxy.run(c.proxy.indexcoord.describe(decode(DescribeIndex, _index_target(c))))
 
 
 def _run_list(c: Call) -> dict[str, Any]:
-    described = c.proxy.coord_call("index.describe", _index_target(c))
-    return {"names": [i["index_name"] for i in described["indexes"]]}
+    return {"names": [i.index_name for i in _describe(c).indexes]}
 
 
 def _run_claim(c: Call) -> dict[str, Any]:
@@ -78,12 +91,12 @@ def _run_claim(c: Call) -> dict[str, Any]:
     if request["limit"]:
         body["limit"] = request["limit"]
     body["retry_failed"] = request["retry_failed"]
-    return c.proxy.coord_call("index.claim", body)
+    return as_body(c.proxy.run(c.proxy.indexcoord.claim(decode(ClaimIndexTasks, body))))
 
 
 def _run_report(c: Call) -> dict[str, Any]:
-    body = {k: v for k, v in c.request.items() if v is not None}
-    return c.proxy.coord_call("index.report", body)
+    report = decode(IndexReport, {k: v for k, v in c.request.items() if v is not None})
+    return c.proxy.run(c.proxy.indexcoord.report(report)).to_body()
 
 
 @action(
@@ -115,7 +128,9 @@ def _create_index(b: Body) -> dict[str, Any]:
     "background. Body: collection, index_name, field_name. Result: index_id.",
     ("collection", "index_name", "field_name"),
     privilege="DropIndex",
-    run=lambda c: c.proxy.coord_call("index.drop", _index_target(c)),
+    run=lambda c: as_body(
+        c.proxy.run(c.proxy.indexcoord.drop(decode(DropIndex, _index_target(c))))
+    ),
 )
 def _drop_index(b: Body) -> dict[str, Any]:
     return _target(b)
@@ -128,7 +143,7 @@ def _drop_index(b: Body) -> dict[str, Any]:
     "state, indexed_rows, total_rows, pending_tasks, failed_tasks).",
     ("collection", "index_name", "field_name"),
     privilege="IndexDetail",
-    run=lambda c: c.proxy.coord_call("index.describe", _index_target(c)),
+    run=lambda c: as_body(_describe(c)),
 )
 def _describe_index(b: Body) -> dict[str, Any]:
     return _target(b)
@@ -170,7 +185,9 @@ def _claim(b: Body) -> dict[str, Any]:
     "Renew an external builder's lease. Body: node_id. Result: alive, tasks.",
     ("node_id",),
     privilege="IndexBuilder",
-    run=lambda c: c.proxy.coord_call("index.heartbeat", {"node_id": c.request["node_id"]}),
+    run=lambda c: as_body(
+        c.proxy.run(c.proxy.indexcoord.heartbeat(IndexHeartbeat(node_id=c.request["node_id"])))
+    ),
 )
 def _heartbeat(b: Body) -> dict[str, Any]:
     return {"node_id": _builder(b)}

@@ -20,6 +20,10 @@ import numpy as np
 import pyarrow.flight as flight
 from nats.aio.subscription import Subscription
 
+from elanus.api.compaction import CompactionAPI
+from elanus.api.datacoord import DataCoordAPI, TimeTickAPI
+from elanus.api.imports import ImportAPI
+from elanus.api.indexcoord import IndexCoordAPI
 from elanus.channels import subjects
 from elanus.channels.bus import Bus
 from elanus.channels.loop import call_in_loop
@@ -80,6 +84,11 @@ class ProxyServer(Role):
         self._accepting = False
         self.auth: Authenticator | None = None
         """Set when ``auth_enabled``: checks every call's credentials (``flight/auth.py``)."""
+        self.datacoord = DataCoordAPI(bus)
+        self.timeticks = TimeTickAPI(bus)
+        self.compaction = CompactionAPI(bus)
+        self.indexcoord = IndexCoordAPI(bus)
+        self.importcoord = ImportAPI(bus)
 
     @property
     def uri(self) -> str:

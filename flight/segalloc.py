@@ -13,7 +13,8 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+
+from elanus.api.datacoord import Assigned, AssignSegment
 
 Key = tuple[int, int, str]  # collection, partition, vchannel
 RELEASED_TTL_S = 600.0
@@ -29,8 +30,11 @@ class Quota:
 class SegmentAllocator:
     """Runs on the event loop only (no thread locks needed)."""
 
-    def __init__(self, request: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]) -> None:
-        self._request = request
+    def __init__(
+        self, assign: Callable[[AssignSegment], Awaitable[Assigned]], proxy_id: str
+    ) -> None:
+        self._assign = assign
+        self._proxy_id = proxy_id
         self._quotas: dict[Key, list[Quota]] = {}
         self._in_flight: Counter[int] = Counter()
         self._released: dict[int, float] = {}
@@ -55,20 +59,24 @@ class SegmentAllocator:
                 self._in_flight[q.segment_id] += 1
                 return [(q.segment_id, rows)]
         cid, pid, vchannel = key
-        reply = await self._request(
-            {"collection_id": cid, "partition_id": pid, "vchannel": vchannel, "rows": rows}
+        reply = await self._assign(
+            AssignSegment(
+                collection_id=cid,
+                partition_id=pid,
+                vchannel=vchannel,
+                rows=rows,
+                proxy_id=self._proxy_id,
+            )
         )
         self._quotas[key] = []  # what is left of older quotas cannot hold whole messages
         placed = []
-        for grant in reply["assignments"]:
-            n = min(rows, grant["rows"])
+        for grant in reply.assignments:
+            n = min(rows, grant.rows)
             rows -= n
-            self._quotas[key].append(
-                Quota(grant["segment_id"], grant["rows"] - n, grant["expire_ts"])
-            )
+            self._quotas[key].append(Quota(grant.segment_id, grant.rows - n, grant.expire_ts))
             if n:
-                self._in_flight[grant["segment_id"]] += 1
-                placed.append((grant["segment_id"], n))
+                self._in_flight[grant.segment_id] += 1
+                placed.append((grant.segment_id, n))
         return placed
 
     async def done(self, segment_ids: list[int]) -> None:

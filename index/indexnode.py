@@ -10,13 +10,14 @@ import logging
 import shutil
 from typing import Any
 
+from elanus.api.indexcoord import IndexCoordAPI, IndexReport
 from elanus.channels import subjects
 from elanus.channels.bus import Bus
 from elanus.channels.loop import cancel_and_wait
 from elanus.channels.role import Role, RoleHandler
 from elanus.errors import ElanusError
 from elanus.index.buildtask import run_build_task
-from elanus.requests import as_dict
+from elanus.requests import as_dict, decode
 from elanus.settings import Settings
 from elanus.taskrequests import BuildIndex
 
@@ -34,6 +35,7 @@ class IndexNode(Role):
         self.current: dict[str, Any] | None = None
         self.built = 0
         self._runner: asyncio.Task[None] | None = None
+        self.coord = IndexCoordAPI(bus, REPORT_TIMEOUT_S)
 
     @property
     def address(self) -> str:
@@ -80,18 +82,16 @@ class IndexNode(Role):
                 self.current = None
 
     async def _report(self, task: dict[str, Any], report: dict[str, Any]) -> None:
-        body = {**report, "node_id": self.node_id}
+        body = decode(IndexReport, {**report, "node_id": self.node_id})
         for attempt in range(REPORT_ATTEMPTS):
             try:
-                reply = await self.bus.request(
-                    subjects.coord("index.report"), body, REPORT_TIMEOUT_S
-                )
+                verdict = await self.coord.report(body)
                 break
             except ElanusError as exc:  # the coord may be restarting
                 log.warning("reporting task %s failed (%s), retrying", task["build_id"], exc)
                 await asyncio.sleep(min(5.0, 0.5 * 2**attempt))
         else:
             return  # the coord issues the task again once it sees it unfinished
-        if not reply.get("accepted"):
-            log.info("task %s not accepted (%s): removing its files", task["build_id"], reply)
+        if not verdict.accepted:
+            log.info("task %s not accepted (%s): removing its files", task["build_id"], verdict)
             await asyncio.to_thread(shutil.rmtree, task["out_dir"], True)

@@ -19,14 +19,20 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from elanus import tsutil
-from elanus.channels import subjects
-from elanus.channels.loop import Periodic
-from elanus.coordrequests import (
+from elanus.api.base import ACK, Ack
+from elanus.api.compaction import (
     CompactionDone,
     CompactionFailed,
+    CompactionPlan,
+    CompactionProgress,
+    CompactionStarted,
     GetCompactionState,
+    PlanSource,
+    Recorded,
     TriggerCompaction,
 )
+from elanus.channels import subjects
+from elanus.channels.loop import Periodic
 from elanus.errors import ElanusError, ErrorCode
 from elanus.meta.scheduler import Lapsed
 from elanus.meta.segmentmeta import Segment
@@ -82,17 +88,17 @@ class Plan:
     def lease_expires(self) -> float:
         return self.issued_at + PLAN_TIMEOUT_S
 
-    def to_wire(self, segments: dict[int, Segment]) -> dict[str, Any]:
-        return {
-            "plan_id": self.plan_id,
-            "partition_id": self.partition_id,
-            "target_segment_id": self.target_segment_id,
-            "horizon_ts": self.horizon_ts,
-            "sources": [
-                {"segment_id": s, "path": segments[s].path, "partition_id": self.partition_id}
+    def to_wire(self, segments: dict[int, Segment]) -> CompactionPlan:
+        return CompactionPlan(
+            plan_id=self.plan_id,
+            partition_id=self.partition_id,
+            target_segment_id=self.target_segment_id,
+            horizon_ts=self.horizon_ts,
+            sources=[
+                PlanSource(segment_id=s, path=segments[s].path, partition_id=self.partition_id)
                 for s in self.sources
             ],
-        }
+        )
 
 
 class CompactionManager:
@@ -205,7 +211,7 @@ class CompactionManager:
     async def auto(self) -> None:
         self.plan(None, manual=False)
 
-    def take_for(self, vchannel: str, tick_ts: int) -> list[dict[str, Any]]:
+    def take_for(self, vchannel: str, tick_ts: int) -> list[CompactionPlan]:
         """Plans to hand to the datanode reporting ``vchannel`` consumed up to ``tick_ts``
         (the tick reply)."""
         out = []
@@ -222,12 +228,12 @@ class CompactionManager:
         return out
 
     # -- handlers ---------------------------------------------------------------------------
-    async def trigger(self, req: TriggerCompaction) -> dict[str, Any]:
+    async def trigger(self, req: TriggerCompaction) -> CompactionStarted:
         compaction_id = self.plan(req.collection_id, manual=True)
         plans = [p for p in self.plans.values() if p.compaction_id == compaction_id]
-        return {"compaction_id": compaction_id, "plans": len(plans)}
+        return CompactionStarted(compaction_id=compaction_id, plans=len(plans))
 
-    async def state(self, req: GetCompactionState) -> dict[str, Any]:
+    async def state(self, req: GetCompactionState) -> CompactionProgress:
         compaction_id = req.compaction_id
         if compaction_id not in self.known:
             raise ElanusError(
@@ -242,20 +248,22 @@ class CompactionManager:
             state = CompactionState.EXECUTING
         else:
             state = CompactionState.FAILED if reasons else CompactionState.COMPLETED
-        reply: dict[str, Any] = {"compaction_id": compaction_id, "state": state, **counts}
-        if reasons:
-            reply["reason"] = reasons[0]
-        return reply
+        return CompactionProgress(
+            compaction_id=compaction_id,
+            state=state,
+            **counts,
+            reason=reasons[0] if reasons else None,
+        )
 
-    async def fail(self, req: CompactionFailed) -> dict[str, Any]:
+    async def fail(self, req: CompactionFailed) -> Ack:
         """The datanode could not run a plan: the compaction fails with its reason (the
         sources stay; the next round may plan them again)."""
         plan = self.plans.get(req.plan_id)
         if plan is not None and plan.state in COMPACTION_OPEN:
             plan.fail(req.reason)
-        return {}
+        return ACK
 
-    async def done(self, req: CompactionDone) -> dict[str, Any]:
+    async def done(self, req: CompactionDone) -> Recorded:
         plan_id, num_rows, path = req.plan_id, req.num_rows, req.path
         min_ts, max_ts = req.min_ts, req.max_ts
         plan = self.plans.get(plan_id)
@@ -263,7 +271,7 @@ class CompactionManager:
             # Planned before a coord restart, or given up: the sources stay, and garbage
             # collection removes the target's files as an orphan.
             log.info("ignoring the result of compaction plan %s", plan_id)
-            return {"ignored": True}
+            return Recorded(ignored=True)
         data = self.coord.data
         ts = self.coord.tso.alloc()
         sources = [data.segments[s] for s in plan.sources if s in data.segments]
@@ -298,4 +306,4 @@ class CompactionManager:
             {"target": target.to_dict(), "sources": plan.sources, "ts": ts},
         )
         self.coord.query.schedule(self.coord.query.on_compacted(target, list(plan.sources)))
-        return {}
+        return Recorded()

@@ -17,18 +17,27 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from elanus import tsutil
-from elanus.channels import subjects
-from elanus.channels.dml import pchannel_of, stream_name
-from elanus.channels.loop import Periodic
-from elanus.coordrequests import (
+from elanus.api.base import ACK, Ack, as_body
+from elanus.api.compaction import Recorded
+from elanus.api.datacoord import (
+    Assigned,
     AssignSegment,
     ChannelFailed,
     DatanodeTick,
     Flush,
+    Flushing,
+    FlushProgress,
     FlushState,
     SegmentFlushed,
+    SegmentGrant,
     SegmentInfo,
+    SegmentRecord,
+    Segments,
+    TickReply,
 )
+from elanus.channels import subjects
+from elanus.channels.dml import pchannel_of, stream_name
+from elanus.channels.loop import Periodic
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.meta import segmentmeta
 from elanus.meta.segmentmeta import Segment
@@ -157,7 +166,7 @@ class DataCoord:
         return [s for s in self.segments.values() if s.collection_id == collection_id]
 
     # -- assignment -------------------------------------------------------------------------
-    async def assign(self, req: AssignSegment) -> dict[str, Any]:
+    async def assign(self, req: AssignSegment) -> Assigned:
         cid, pid, vchannel = req.collection_id, req.partition_id, req.vchannel
         rows, proxy_id = req.rows, req.proxy_id
         schema = await self._schema(cid)
@@ -178,14 +187,14 @@ class DataCoord:
                 seg.allocated_rows += n
                 seg.last_expire_ts = max(seg.last_expire_ts, expire)
                 seg.last_alloc_at = time.time()
-                grants.append({"segment_id": seg.segment_id, "rows": n, "expire_ts": expire})
+                grants.append(SegmentGrant(segment_id=seg.segment_id, rows=n, expire_ts=expire))
                 self.quota_holders.setdefault(seg.segment_id, set()).add(proxy_id)
                 changed.append(seg)
                 rows -= min(rows, n)
             await self._save(changed + full)
         if full:
             self.coord.supervisor.spawn("seal full segments", lambda: self.seal(full))
-        return {"assignments": grants}
+        return Assigned(assignments=grants)
 
     def _new_segment(self, cid: int, pid: int, vchannel: str, schema: Schema) -> Segment:
         settings = self.coord.settings
@@ -262,7 +271,7 @@ class DataCoord:
             async with self._lock:
                 await self.seal(idle)
 
-    async def flush(self, req: Flush) -> dict[str, Any]:
+    async def flush(self, req: Flush) -> Flushing:
         cid = req.collection_id
         async with self._lock:
             growing = [s for s in self.of_collection(cid) if s.state is SegmentState.GROWING]
@@ -272,9 +281,9 @@ class DataCoord:
             for s in self.of_collection(cid)
             if s.state in (SegmentState.SEALED, SegmentState.FLUSHING)
         ]
-        return {"segment_ids": pending, "flush_ts": flush_ts}
+        return Flushing(segment_ids=pending, flush_ts=flush_ts)
 
-    async def flush_state(self, req: FlushState) -> dict[str, Any]:
+    async def flush_state(self, req: FlushState) -> FlushProgress:
         ids = req.segment_ids
         self._check_channels(ids)
         done = [
@@ -282,7 +291,7 @@ class DataCoord:
             for i in ids
             if i not in self.segments or self.segments[i].state is SegmentState.FLUSHED
         ]
-        return {"flushed": len(done) == len(ids), "done": len(done), "total": len(ids)}
+        return FlushProgress(flushed=len(done) == len(ids), done=len(done), total=len(ids))
 
     def _check_channels(self, segment_ids: list[int]) -> None:
         """A flush waiting on a channel whose datanode task died fails, naming it, instead
@@ -299,16 +308,16 @@ class DataCoord:
                     f"{seg.vchannel} failed ({reason}); it is being restarted, flush again",
                 )
 
-    async def channel_failed(self, req: ChannelFailed) -> dict[str, Any]:
+    async def channel_failed(self, req: ChannelFailed) -> Ack:
         """A datanode's task of a vchannel died: flushes waiting on it fail, and the
         channel is watched again from its checkpoint (after a backoff)."""
         vchannel, reason = req.vchannel, req.reason
         log.error("datanode %s: channel %s failed: %s", req.node_id, vchannel, reason)
         self.channel_failures[vchannel] = reason
         await self.coord.channels.restart(vchannel)
-        return {}
+        return ACK
 
-    async def segment_info(self, req: SegmentInfo) -> dict[str, Any]:
+    async def segment_info(self, req: SegmentInfo) -> Segments:
         ids, cid, include_dropped = req.segment_ids, req.collection_id, req.include_dropped
         if ids is None and cid is None:
             raise invalid("segment.info needs 'segment_ids' or 'collection_id'")
@@ -329,7 +338,7 @@ class DataCoord:
             segs = await self.coord.db.run(segmentmeta.load, where, params)
         live = {s.segment_id: s for s in segs}
         live.update({i: s for i, s in self.segments.items() if i in live})
-        return {"segments": [s.to_dict() for s in live.values()]}
+        return Segments(segments=[SegmentRecord(**s.to_dict()) for s in live.values()])
 
     # -- datanode reports -------------------------------------------------------------------
     async def datanode_tt(self, req: DatanodeTick) -> dict[str, Any]:
@@ -353,7 +362,10 @@ class DataCoord:
         if ready:
             await self._save(ready)
         compact = self.coord.compaction.take_for(vchannel, ts)
-        return {"flush": [s.segment_id for s in ready], "compact": compact}
+        tick = TickReply(flush=[s.segment_id for s in ready], compact=compact)
+        # A dict until segments/channel_writer.py asks through DataCoordAPI.datanode_tt
+        # (it is being split meanwhile); then the handler returns ``tick``.
+        return dict(as_body(tick))
 
     async def _checkpoint(self, vchannel: str, seq: int, ts: int, data_seq: int | None) -> None:
         """Keep a vchannel's newest checkpoint; write it to DuckDB when a restart would
@@ -379,16 +391,16 @@ class DataCoord:
         await self.coord.db.run(segmentmeta.save_checkpoint, vchannel, seq, ts)
         self.saved_checkpoints[vchannel] = current
 
-    async def segment_flushed(self, req: SegmentFlushed) -> dict[str, Any]:
+    async def segment_flushed(self, req: SegmentFlushed) -> Recorded:
         sid, num_rows, checkpoint = req.segment_id, req.num_rows, req.checkpoint
         seg = self.segments.get(sid)
         if seg is None:
             # Dropped meanwhile (its partition or collection went): nothing to record, and
             # the datanode must not retry forever.
             log.info("ignoring the flush of segment %s, which is no longer known", sid)
-            return {"ignored": True}
+            return Recorded(ignored=True)
         if seg.state is SegmentState.FLUSHED:
-            return {}  # a repeated report (the coord restarted and asked again)
+            return Recorded()  # a repeated report (the coord restarted and asked again)
         seg.num_rows, seg.path = num_rows, req.path
         seg.min_ts, seg.max_ts, seg.start_seq = req.min_ts, req.max_ts, req.start_seq
         seg.flushed_ts = self.coord.tso.alloc()
@@ -404,7 +416,7 @@ class DataCoord:
         if seg.state is SegmentState.FLUSHED:
             await self.coord.index.on_new_segment(seg)
             self.coord.query.schedule(self.coord.query.on_segment_flushed(seg))
-        return {}
+        return Recorded()
 
     async def save_segments(
         self, segs: list[Segment], also: Callable[[Any], None] | None = None

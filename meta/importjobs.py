@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from elanus import layout
+from elanus.api import imports as api
+from elanus.api.base import ACK, Ack
 from elanus.channels import subjects
 from elanus.channels.dml import DmlMessage, MsgType
 from elanus.channels.loop import cancel_and_wait
@@ -57,18 +59,6 @@ from elanus.meta.segmentmeta import Segment
 from elanus.requests import Body
 from elanus.schema import Schema
 from elanus.states import IMPORT_FINAL, ImportJobState, SegmentState, transition
-from elanus.taskrequests import (
-    AbortWrite,
-    CommitImport,
-    CreateImport,
-    ExecutorCall,
-    FailImport,
-    FinishImport,
-    ImportProgress,
-    ImportState,
-    ListImports,
-    PrepareImport,
-)
 
 if TYPE_CHECKING:
     from elanus.channels.role import RoleHandler
@@ -127,7 +117,7 @@ class ImportManager:
         task.add_done_callback(self._tasks.discard)
 
     # -- client-facing handlers -------------------------------------------------------------
-    async def create(self, req: CreateImport) -> dict[str, Any]:
+    async def create(self, req: api.CreateImport) -> api.ImportCreated:
         cid, pid, write_id, options = req.collection_id, req.partition_id, req.write_id, req.options
         info = await self.coord.root.describe_by_id(cid)
         partitions = {int(p["partition_id"]) for p in info.get("partitions", [])}
@@ -141,7 +131,7 @@ class ImportManager:
                         f"write {write_id!r} was committed to another collection "
                         f"(job {existing.job_id})"
                     )
-                return {"job_id": existing.job_id, "existing": True}
+                return api.ImportCreated(job_id=existing.job_id, existing=True)
         elif not checked:
             raise invalid("import: 'files' is empty")
         if not checked and options.get("expected_rows"):
@@ -174,7 +164,7 @@ class ImportManager:
             raise
         if job.state == ImportJobState.PENDING:
             await self._dispatch(job)
-        return {"job_id": job.job_id, "existing": False}
+        return api.ImportCreated(job_id=job.job_id, existing=False)
 
     def _by_write_id(self, write_id: str) -> ImportJob | None:
         found = [j for j in self.jobs.values() if j.write_id == write_id]
@@ -187,15 +177,17 @@ class ImportManager:
             raise ElanusError(ErrorCode.IMPORT_JOB_NOT_FOUND, f"import job {job_id} does not exist")
         return job
 
-    async def state(self, req: ImportState) -> dict[str, Any]:
-        return self._job(req.job_id).view()
+    async def state(self, req: api.ImportState) -> api.ImportJobView:
+        return api.ImportJobView(**self._job(req.job_id).view())
 
-    async def list_jobs(self, req: ListImports) -> dict[str, Any]:
+    async def list_jobs(self, req: api.ListImports) -> api.ImportJobs:
         cid = req.collection_id
         jobs = [j for j in self.jobs.values() if cid is None or j.collection_id == cid]
-        return {"jobs": [j.view() for j in sorted(jobs, key=lambda j: j.job_id)]}
+        return api.ImportJobs(
+            jobs=[api.ImportJobView(**j.view()) for j in sorted(jobs, key=lambda j: j.job_id)]
+        )
 
-    async def abort_write(self, req: AbortWrite) -> dict[str, Any]:
+    async def abort_write(self, req: api.AbortWrite) -> api.WriteAborted:
         write_id = layout.check_write_id(req.write_id)
         job = self._by_write_id(write_id)
         if job is not None and job.state == ImportJobState.COMPLETED:
@@ -207,7 +199,7 @@ class ImportManager:
             )
         path = layout.staging_dir(self.coord.settings.storage_path, write_id)
         existed = await asyncio.to_thread(remove_tree, path)
-        return {"removed": existed}
+        return api.WriteAborted(removed=existed)
 
     # -- dispatch and supervision -----------------------------------------------------------
     def _datanodes(self) -> list[str]:
@@ -338,7 +330,7 @@ class ImportManager:
             job.node_id = None  # the next round tries again
 
     # -- executor callbacks -----------------------------------------------------------------
-    def _executing(self, req: ExecutorCall) -> ImportJob:
+    def _executing(self, req: api.ExecutorCall) -> ImportJob:
         job, node = self._job(req.job_id), req.node_id
         if job.state == ImportJobState.FAILED:
             raise ElanusError(
@@ -351,14 +343,14 @@ class ImportManager:
             )
         return job
 
-    async def progress(self, req: ImportProgress) -> dict[str, Any]:
+    async def progress(self, req: api.ImportProgress) -> Ack:
         job = self._executing(req)
         if job.state == ImportJobState.IMPORTING:
             job.progress = max(job.progress, min(req.progress, 0.99))
             job.stage = req.stage or job.stage
-        return {}
+        return ACK
 
-    async def prepare(self, req: PrepareImport) -> dict[str, Any]:
+    async def prepare(self, req: api.PrepareImport) -> api.ImportSegments:
         """Allocate the job's segments (Importing) for the executor's row plan."""
         job, max_rows = self._executing(req), req.max_rows
         if job.commit_ts is not None or job.segment_ids:
@@ -394,7 +386,7 @@ class ImportManager:
         job.rows = sum(s.num_rows for s in segs)
         job.stage = "writing"
         await self.coord.data.save_segments(segs, save_job(job))
-        return {"segment_ids": job.segment_ids}
+        return api.ImportSegments(segment_ids=list(job.segment_ids))
 
     def _segments(self, job: ImportJob) -> list[Segment]:
         segs = [self.coord.data.segments.get(s) for s in job.segment_ids]
@@ -405,7 +397,7 @@ class ImportManager:
             )
         return [s for s in segs if s is not None]
 
-    async def commit(self, req: CommitImport) -> dict[str, Any]:
+    async def commit(self, req: api.CommitImport) -> api.ImportCommitted:
         """The point of no return: the import timestamp, and the messages that carry it."""
         job = self._executing(req)
         if job.state != ImportJobState.IMPORTING:
@@ -436,7 +428,8 @@ class ImportManager:
             await self._publish_commit(job, segs)
         job.progress = max(job.progress, 0.95)
         job.stage = "finishing"
-        return {"ts": job.commit_ts}
+        assert job.commit_ts is not None
+        return api.ImportCommitted(ts=job.commit_ts)
 
     async def _publish_commit(self, job: ImportJob, segs: list[Segment]) -> None:
         """Publish a recorded commit again (its first publication may be incomplete)."""
@@ -495,11 +488,11 @@ class ImportManager:
         await self._publisher().publish(sends, f"import job {job.job_id}")
         job.published = True
 
-    async def finish(self, req: FinishImport) -> dict[str, Any]:
+    async def finish(self, req: api.FinishImport) -> Ack:
         """The segments have their ``_ts``: Flushed, and the job Completed, in one write."""
         job = self._job(req.job_id)
         if job.state == ImportJobState.COMPLETED:
-            return {}
+            return ACK
         if job.commit_ts is None or job.state != ImportJobState.IMPORTING:
             raise invalid(f"import job {job.job_id} is not committed")
         try:
@@ -520,7 +513,7 @@ class ImportManager:
             await self.coord.index.on_new_segment(seg)
         log.info("import job %s: %d rows in %d segments", job.job_id, job.rows, len(segs))
         self._spawn(self._hand_over(job, segs))
-        return {}
+        return ACK
 
     async def _hand_over(self, job: ImportJob, segs: list[Segment]) -> None:
         try:
@@ -543,15 +536,15 @@ class ImportManager:
         live = [j for j in self.jobs.values() if j is not but and j.state not in IMPORT_FINAL]
         return uploads_of(self.coord.settings, [u for j in live for u in j.units])
 
-    async def fail(self, req: FailImport) -> dict[str, Any]:
+    async def fail(self, req: api.FailImport) -> api.FailHeard:
         job = self._job(req.job_id)
         if job.state in IMPORT_FINAL or job.node_id != req.node_id:
-            return {"ignored": True}
+            return api.FailHeard(ignored=True)
         if job.commit_ts is not None:  # past the point of no return: finish elsewhere
             job.node_id = None
-            return {"resumed": True}
+            return api.FailHeard(resumed=True)
         await self._fail(job, ElanusError(req.code, req.reason), req.node_id)
-        return {}
+        return api.FailHeard()
 
     async def _fail(
         self, job: ImportJob, exc: ElanusError, node: str | None = None, *, force: bool = False

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from elanus import layout
+from elanus.api import indexcoord as api
 from elanus.channels import subjects
 from elanus.channels.loop import Periodic
 from elanus.errors import ElanusError, ErrorCode, invalid
@@ -30,16 +31,6 @@ from elanus.meta.indexmeta import IndexRecord, IndexTask, field_spec, path_words
 from elanus.meta.scheduler import Lapsed
 from elanus.schema import Schema
 from elanus.states import IndexTaskState, SegmentState, transition
-from elanus.taskrequests import (
-    ClaimIndexTasks,
-    CreateIndex,
-    DescribeIndex,
-    DropIndex,
-    IndexHeartbeat,
-    IndexLoadFailed,
-    IndexReport,
-    ListIndexTasks,
-)
 
 if TYPE_CHECKING:
     from elanus.channels.role import RoleHandler
@@ -157,7 +148,7 @@ class IndexCoord:
         }
 
     # -- create / drop / describe -----------------------------------------------------------
-    async def create(self, req: CreateIndex) -> dict[str, Any]:
+    async def create(self, req: api.CreateIndex) -> api.IndexCreated:
         cid, field_name = req.collection_id, req.field
         index_name = req.index_name or field_name
         index_type, metric, params = req.index_type, req.metric_type, req.params or {}
@@ -171,7 +162,7 @@ class IndexCoord:
             for i in self.live_indexes(cid):
                 if i.field_name == field_name and spec_slot(i.spec) == spec_slot(spec):
                     if i.spec == spec and i.index_name == index_name:
-                        return {"index_id": i.index_id, "created": False}
+                        return api.IndexCreated(index_id=i.index_id, created=False)
                     raise ElanusError(
                         ErrorCode.INDEX_ALREADY_EXISTS,
                         f"field {field_name!r}{path_words(spec)} already has index "
@@ -196,7 +187,7 @@ class IndexCoord:
             await self._save([record], tasks)
         log.info("index %s on %s.%s: %d tasks", index_name, cid, field_name, len(tasks))
         await self._searches_changed("index.create", info)
-        return {"index_id": record.index_id, "created": True}
+        return api.IndexCreated(index_id=record.index_id, created=True)
 
     async def _searches_changed(self, kind: str, info: dict[str, Any]) -> None:
         """An index fixes the metric searches of its field use: proxies drop the search
@@ -228,14 +219,14 @@ class IndexCoord:
             if tasks:
                 await self._save(tasks=tasks)
 
-    async def drop(self, req: DropIndex) -> dict[str, Any]:
+    async def drop(self, req: api.DropIndex) -> api.IndexDropped:
         cid = req.collection_id
         async with self._lock:
             record = await self._find(cid, req.index_name, req.field)
             await self._mark_deleted([record])
         self.coord.query.schedule(self.coord.query.on_index_dropped(cid, record.index_id))
         await self._searches_changed("index.drop", await self.coord.root.describe_by_id(cid))
-        return {"index_id": record.index_id}
+        return api.IndexDropped(index_id=record.index_id)
 
     async def drop_collection(self, collection_id: int) -> None:
         async with self._lock:
@@ -250,7 +241,7 @@ class IndexCoord:
             t.mark_deleted = True
         await self._save(records, tasks)
 
-    async def describe(self, req: DescribeIndex) -> dict[str, Any]:
+    async def describe(self, req: api.DescribeIndex) -> api.IndexDescriptions:
         cid, index_name, field = req.collection_id, req.index_name, req.field
         records = self.live_indexes(cid)
         if index_name is not None or field is not None:
@@ -261,9 +252,11 @@ class IndexCoord:
             if s.collection_id == cid and s.state is SegmentState.FLUSHED and s.num_rows
         }
         total = sum(s.num_rows for s in flushed.values())
-        return {"indexes": [self._progress(r, flushed, total) for r in records]}
+        return api.IndexDescriptions(indexes=[self._progress(r, flushed, total) for r in records])
 
-    def _progress(self, r: IndexRecord, flushed: dict[int, Segment], total: int) -> dict[str, Any]:
+    def _progress(
+        self, r: IndexRecord, flushed: dict[int, Segment], total: int
+    ) -> api.IndexDescription:
         tasks = [
             t
             for t in self.tasks.values()
@@ -280,31 +273,33 @@ class IndexCoord:
         else:
             state = IndexTaskState.FINISHED
         spec = r.spec
-        return {
-            "index_name": r.index_name,
-            "index_id": r.index_id,
-            "field": r.field_name,
-            "index_type": spec["index_type"],
-            "metric_type": spec["metric"],
-            "params": spec["params"],
-            "state": state,
-            "indexed_rows": sum(t.num_rows for t in done),
-            "total_rows": total,
-            "pending_tasks": len(pending),
-            "finished_tasks": len(done),
-            "failed_tasks": [
-                {"segment_id": t.segment_id, "build_id": t.build_id, "reason": t.fail_reason}
+        return api.IndexDescription(
+            index_name=r.index_name,
+            index_id=r.index_id,
+            field=r.field_name,
+            index_type=spec["index_type"],
+            metric_type=spec["metric"],
+            params=spec["params"],
+            state=state,
+            indexed_rows=sum(t.num_rows for t in done),
+            total_rows=total,
+            pending_tasks=len(pending),
+            finished_tasks=len(done),
+            failed_tasks=[
+                api.FailedBuild(segment_id=t.segment_id, build_id=t.build_id, reason=t.fail_reason)
                 for t in failed
             ],
-        }
+        )
 
-    async def list_tasks(self, req: ListIndexTasks) -> dict[str, Any]:
+    async def list_tasks(self, req: api.ListIndexTasks) -> api.IndexTasks:
         cid = req.collection_id
-        return {
-            "tasks": [
-                t.to_dict() for t in self.tasks.values() if cid is None or t.collection_id == cid
+        return api.IndexTasks(
+            tasks=[
+                api.IndexTaskRecord(**t.to_dict())
+                for t in self.tasks.values()
+                if cid is None or t.collection_id == cid
             ]
-        }
+        )
 
     # -- builders ---------------------------------------------------------------------------
     def _session_builders(self) -> list[str]:
@@ -401,7 +396,7 @@ class IndexCoord:
                     t.node_id = None
                     await self._save(tasks=[t])
 
-    async def claim(self, req: ClaimIndexTasks) -> dict[str, Any]:
+    async def claim(self, req: api.ClaimIndexTasks) -> api.Claimed:
         """A pulling builder (a Spark run) takes pending tasks under a lease."""
         node, cid, limit = req.node_id, req.collection_id, req.limit
         wanted = {IndexTaskState.UNISSUED, *([IndexTaskState.FAILED] if req.retry_failed else [])}
@@ -416,24 +411,24 @@ class IndexCoord:
             for t in tasks:
                 self._issue(t, node)
             await self._save(tasks=tasks)
-            return {"tasks": [self.task_spec(t) for t in tasks], "lease_s": self._lease_s()}
+            return api.Claimed(tasks=[self.task_spec(t) for t in tasks], lease_s=self._lease_s())
 
     def _lease_s(self) -> float:
         return float(self.coord.settings.session_ttl_s)
 
-    async def heartbeat(self, req: IndexHeartbeat) -> dict[str, Any]:
+    async def heartbeat(self, req: api.IndexHeartbeat) -> api.Lease:
         node = req.node_id
         if node not in self.leases:
-            return {"alive": False, "tasks": []}
+            return api.Lease(alive=False, tasks=[])
         self.leases[node] = time.monotonic() + self._lease_s()
         mine = [
             t.build_id
             for t in self.tasks.values()
             if t.node_id == node and t.state is IndexTaskState.IN_PROGRESS
         ]
-        return {"alive": True, "tasks": mine}
+        return api.Lease(alive=True, tasks=mine)
 
-    async def report(self, req: IndexReport) -> dict[str, Any]:
+    async def report(self, req: api.IndexReport) -> api.Verdict:
         """A builder's result; only the current version of a live task, from the builder
         it was issued to, counts, and a success only once its files are verified."""
         build_id, version, ok, files = req.build_id, req.version, req.ok, req.files
@@ -441,7 +436,7 @@ class IndexCoord:
         async with self._lock:
             t = self.tasks.get(build_id)
             if t is None or t.mark_deleted:
-                return {"accepted": False, "reason": "the task was dropped"}
+                return api.Verdict(accepted=False, reason="the task was dropped")
             if (
                 ok
                 and t.state is IndexTaskState.FINISHED
@@ -451,19 +446,21 @@ class IndexCoord:
                     t.file_paths,
                 )
             ):
-                return {"accepted": True}  # a retry of a report that was accepted
+                return api.Verdict(accepted=True)  # a retry of a report that was accepted
             if version != t.version or t.state is not IndexTaskState.IN_PROGRESS:
                 log.info(
                     "ignoring stale report for task %s (v%s, now v%s)", build_id, version, t.version
                 )
-                return {"accepted": False, "reason": f"stale version {version} (now {t.version})"}
+                return api.Verdict(
+                    accepted=False, reason=f"stale version {version} (now {t.version})"
+                )
             if node is not None and node != t.node_id:
-                return {"accepted": False, "reason": "the task is assigned to another builder"}
+                return api.Verdict(accepted=False, reason="the task is assigned to another builder")
             if not ok:
                 transition(t, IndexTaskState.FAILED)
                 t.fail_reason = reason or "unknown failure"
                 await self._save(tasks=[t])
-                return {"accepted": True}
+                return api.Verdict(accepted=True)
             key = (build_id, version)
             check = self._verifying.get(key)
             if check is None:  # a retried report waits for the same check
@@ -473,21 +470,21 @@ class IndexCoord:
         rejected = await asyncio.shield(check)
         async with self._lock:
             if t.mark_deleted or t.version != version:
-                return {"accepted": False, "reason": "the task changed while it was verified"}
+                return api.Verdict(accepted=False, reason="the task changed while it was verified")
             if t.state is IndexTaskState.FINISHED:
-                return {"accepted": rejected is None}  # the other copy of this report won
+                return api.Verdict(accepted=rejected is None)  # the other copy of this report won
             if rejected is not None:
                 log.warning("index task %s v%s: report rejected: %s", build_id, version, rejected)
                 self._reissue(t, f"report rejected: {rejected}")
                 await self._save(tasks=[t])
-                return {"accepted": False, "reason": f"verification failed: {rejected}"}
+                return api.Verdict(accepted=False, reason=f"verification failed: {rejected}")
             transition(t, IndexTaskState.FINISHED)
             t.file_paths, t.fail_reason = files, None
             await self._save(tasks=[t])
         self.coord.query.schedule(
             self.coord.query.on_index_built(t.collection_id, t.segment_id, self._served_entry(t))
         )
-        return {"accepted": True}
+        return api.Verdict(accepted=True)
 
     async def _verify(self, t: IndexTask, version: int, files: list[str]) -> str | None:
         """Why the files of ``t``'s build ``version`` are no index of it (``None``: they
@@ -507,7 +504,7 @@ class IndexCoord:
         t.node_id, t.fail_reason = None, reason
         t.version += 1
 
-    async def load_failed(self, req: IndexLoadFailed) -> dict[str, Any]:
+    async def load_failed(self, req: api.IndexLoadFailed) -> api.Reissued:
         """A query node could not load a Finished index. The coord checks the files itself
         (one node's trouble, memory say, is no reason to rebuild) and, if they do not hold,
         issues the task again; searches of the segment stay exact meanwhile."""
@@ -515,23 +512,23 @@ class IndexCoord:
         async with self._lock:
             t = self.tasks.get(build_id)
             if t is None or t.mark_deleted or t.version != version:
-                return {"reissued": False}
+                return api.Reissued(reissued=False)
             if t.state is not IndexTaskState.FINISHED:
-                return {"reissued": t.state is IndexTaskState.UNISSUED}
+                return api.Reissued(reissued=t.state is IndexTaskState.UNISSUED)
             files = list(t.file_paths)
         rejected = await self._verify(t, version, files)
         async with self._lock:
             if t.mark_deleted or t.version != version or t.state is not IndexTaskState.FINISHED:
-                return {"reissued": t.state is IndexTaskState.UNISSUED}
+                return api.Reissued(reissued=t.state is IndexTaskState.UNISSUED)
             if rejected is None:
                 log.warning("index task %s loads here but not on %s", build_id, node)
-                return {"reissued": False}
+                return api.Reissued(reissued=False)
             log.warning(
                 "index task %s: %s cannot load it (%s); building again", build_id, node, rejected
             )
             self._reissue(t, f"query node {node} could not load the index: {rejected}")
             await self._save(tasks=[t])
-        return {"reissued": True}
+        return api.Reissued(reissued=True)
 
     # -- recycling --------------------------------------------------------------------------
     async def recycle(self) -> list[str]:

@@ -12,12 +12,12 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from elanus.api.datacoord import LastTicks, TickNow, TickReport, TicksPublished
 from elanus.channels import subjects
 from elanus.channels.dml import DmlMessage, MsgType
 from elanus.channels.loop import Periodic
-from elanus.coordrequests import TickNow, TickReport
 from elanus.errors import ElanusError
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ class TimeTickSync:
         taken under it comes before every tick that passes that timestamp."""
         return self._publish_lock
 
-    async def tick_now(self, req: TickNow) -> dict[str, Any]:
+    async def tick_now(self, req: TickNow) -> TicksPublished:
         """Fresh reports from every live proxy, then a tick at once: a Strong read waits
         for one round trip instead of the rest of the tick interval."""
 
@@ -70,7 +70,7 @@ class TimeTickSync:
                 log.debug("proxy %s did not report on demand: %s", node_id, exc)
 
         await asyncio.gather(*(ask(p.node_id) for p in self.coord.sessions.of_role("proxy")))
-        return {"ticks": await self.publish_ticks()}
+        return TicksPublished(ticks=await self.publish_ticks())
 
     async def start(self) -> None:
         self._periodic.start()
@@ -78,10 +78,10 @@ class TimeTickSync:
     async def stop(self) -> None:
         await self._periodic.stop()
 
-    async def report(self, req: TickReport) -> dict[str, Any]:
+    async def report(self, req: TickReport) -> LastTicks:
         pchannels = {k: int(v) for k, v in req.pchannels.items()}
         self.reports[req.proxy_id] = ProxyReport(req.default_ts, pchannels)
-        return {"last_tick": self.last_tick}
+        return LastTicks(last_tick=dict(self.last_tick))
 
     def forget_proxy(self, proxy_id: str) -> None:
         self.reports.pop(proxy_id, None)

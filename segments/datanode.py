@@ -17,7 +17,7 @@ from elanus.errors import ElanusError
 from elanus.requests import as_dict
 from elanus.schema import Schema
 from elanus.segments.channel_writer import ChannelWriter
-from elanus.segments.importer import ImportTask, call_coord, finalize
+from elanus.segments.importer import ImportTask, finalize, report_failure
 from elanus.settings import Settings
 from elanus.taskrequests import FinalizeImport, RunImport
 
@@ -119,9 +119,8 @@ class DataNode(Role):
             await finalize(self, job_id, ts, dirs)
         except Exception as exc:  # noqa: BLE001 - the coord asks again (another node)
             log.warning("could not finish import job %s: %s", job_id, exc)
-            body = {"job_id": job_id, "reason": str(exc), "code": "INTERNAL"}
             try:
-                await call_coord(self, "import.fail", body)
+                await report_failure(self, job_id, str(exc), "INTERNAL")
             except ElanusError:
                 pass
 

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from elanus.api.datacoord import DataCoordAPI, SegmentInfo
 from elanus.channels import subjects
 from elanus.channels.consumer import ChannelConsumer
 from elanus.channels.dml import DmlMessage, MsgType
@@ -151,13 +152,12 @@ class Delegator:
 
     async def _import_expected(self, segment_id: int) -> bool:
         try:
-            reply = await self.node.bus.request(
-                subjects.coord("segment.info"), {"segment_ids": [segment_id]}, timeout=5
-            )
+            which = SegmentInfo(segment_ids=[segment_id])
+            reply = await DataCoordAPI(self.node.bus).segment_info(which, timeout=5)
         except ElanusError as exc:
             log.debug("segment.info for %d failed: %s", segment_id, exc)
             return True
-        states = [s["state"] for s in reply["segments"]]
+        states = [s.state for s in reply.segments]
         return bool(states) and states[0] in (SegmentState.IMPORTING, SegmentState.FLUSHED)
 
     def adopt(self, schema: Schema) -> None:

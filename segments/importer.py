@@ -24,15 +24,24 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
 
 from elanus import layout
+from elanus.api.imports import (
+    CommitImport,
+    FailImport,
+    FinishImport,
+    ImportAPI,
+    ImportProgress,
+    PrepareImport,
+)
 from elanus.channels import subjects
 from elanus.channels.loop import Periodic
 from elanus.errors import ElanusError, ErrorCode, invalid
@@ -49,6 +58,7 @@ if TYPE_CHECKING:
     from elanus.segments.datanode import DataNode
 
 log = logging.getLogger(__name__)
+R = TypeVar("R")
 
 BATCH_ROWS = 8192
 WRITE_BYTES = 64 << 20
@@ -94,6 +104,7 @@ class ImportTask:
         self.delimiter = str(options.get("sep") or ",")
         self.expected_rows: int | None = options.get("expected_rows")
         self.storage = node.settings.storage_path
+        self.coord = ImportAPI(node.bus)
         self._roots = (
             [layout.staging_root(self.storage)] if self.staged else import_roots(node.settings)
         )
@@ -117,14 +128,19 @@ class ImportTask:
                 pks = await self._alloc_ids(sum(unit_rows))
             self.stage = "planning"
             plan = await asyncio.to_thread(self._plan, pks, unit_rows)
-            reply = await self._coord(
-                "import.prepare", {"segments": plan.segments, "max_rows": self.max_rows}
+            prepare = PrepareImport(
+                job_id=self.job_id,
+                node_id=self.node.node_id,
+                segments=plan.segments,
+                max_rows=self.max_rows,
             )
-            seg_ids = [int(s) for s in reply["segment_ids"]]
+            prepared = await retried("import.prepare", lambda: self.coord.prepare(prepare))
+            seg_ids = prepared.segment_ids
             self.stage = "writing"
             await asyncio.to_thread(self._write, plan, seg_ids)
             self.stage = "committing"
-            ts = int((await self._coord("import.commit", {}))["ts"])
+            commit = CommitImport(job_id=self.job_id, node_id=self.node.node_id)
+            ts = (await retried("import.commit", lambda: self.coord.commit(commit))).ts
             committed = True
             await finalize(self.node, self.job_id, ts, self._dirs)
         except asyncio.CancelledError:
@@ -141,24 +157,21 @@ class ImportTask:
         finally:
             await reporter.stop()
 
-    async def _coord(self, method: str, body: dict[str, Any]) -> Any:
-        return await call_coord(self.node, method, {"job_id": self.job_id, **body})
-
     async def _report(self) -> None:
-        body = {"progress": round(self.progress, 4), "stage": self.stage}
+        report = ImportProgress(
+            job_id=self.job_id,
+            node_id=self.node.node_id,
+            progress=round(self.progress, 4),
+            stage=self.stage,
+        )
         try:
-            await self._coord_once("import.progress", body)
+            await self.coord.progress(report, timeout=10)
         except ElanusError as exc:
             log.debug("import job %s: progress report failed: %s", self.job_id, exc)
 
-    async def _coord_once(self, method: str, body: dict[str, Any]) -> Any:
-        body = {"job_id": self.job_id, "node_id": self.node.node_id, **body}
-        return await self.node.bus.request(subjects.coord(method), body, timeout=10)
-
     async def _report_failure(self, err: ElanusError) -> None:
-        body = {"reason": err.message, "code": str(err.code)}
         try:
-            await self._coord("import.fail", body)
+            await report_failure(self.node, self.job_id, err.message, str(err.code))
         except ElanusError as exc:  # the coord fails it itself when it sees us gone
             log.warning("import job %s: could not report the failure: %s", self.job_id, exc)
 
@@ -166,7 +179,8 @@ class ImportTask:
         parts = []
         while total > 0:
             count = min(total, ID_BLOCK_MAX)
-            reply = await call_coord(self.node, "id.alloc", {"count": count}, with_node=False)
+            alloc = partial(self.node.bus.request, subjects.coord("id.alloc"), {"count": count}, 30)
+            reply = await retried("id.alloc", alloc)
             start = int(reply["start"])
             parts.append(np.arange(start, start + count, dtype=np.int64))
             total -= count
@@ -362,19 +376,22 @@ async def finalize(node: DataNode, job_id: int, ts: int, dirs: list[Path]) -> No
     the job (also what a datanode does for a job whose executor went away)."""
     for d in dirs:
         await asyncio.to_thread(storage.set_import_ts, d, ts)
-    await call_coord(node, "import.finish", {"job_id": job_id})
+    finish = FinishImport(job_id=job_id, node_id=node.node_id)
+    await retried("import.finish", lambda: ImportAPI(node.bus).finish(finish))
 
 
-async def call_coord(
-    node: DataNode, method: str, body: dict[str, Any], *, with_node: bool = True
-) -> Any:
-    """A request to the coord, retried for a while when it is away (restarting)."""
-    if with_node:
-        body = {**body, "node_id": node.node_id}
+async def report_failure(node: DataNode, job_id: int, reason: str, code: str) -> None:
+    """Tell the coord a job failed here (it fails the job, or finishes it elsewhere)."""
+    failed = FailImport(job_id=job_id, node_id=node.node_id, reason=reason, code=code)
+    await retried("import.fail", lambda: ImportAPI(node.bus).fail(failed))
+
+
+async def retried(method: str, call: Callable[[], Awaitable[R]]) -> R:
+    """A call to the coord, retried for a while when it is away (restarting)."""
     delay = 0.1
     for attempt in range(40):
         try:
-            return await node.bus.request(subjects.coord(method), body, timeout=30)
+            return await call()
         except ElanusError as exc:
             if exc.code not in RETRYABLE or attempt == 39:
                 raise

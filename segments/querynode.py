@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from elanus.api.indexcoord import IndexCoordAPI, IndexLoadFailed
 from elanus.channels import subjects
 from elanus.channels.bus import Bus, blocking
 from elanus.channels.role import Role, RoleHandler
@@ -225,15 +226,15 @@ class QueryNode(Role):
         index did not load here; it checks the files and has them built again."""
         if "build_id" not in index or "version" not in index:
             return
-        body = {
-            "build_id": int(index["build_id"]),
-            "version": int(index["version"]),
-            "segment_id": segment_id,
-            "node_id": self.node_id,
-        }
+        failed = IndexLoadFailed(
+            build_id=int(index["build_id"]),
+            version=int(index["version"]),
+            segment_id=segment_id,
+            node_id=self.node_id,
+        )
         self.supervisor.spawn(
-            f"report index {body['build_id']} not loaded",
-            lambda: self.bus.request(subjects.coord("index.load_failed"), body, CALL_TIMEOUT_S),
+            f"report index {failed.build_id} not loaded",
+            lambda: IndexCoordAPI(self.bus).load_failed(failed, CALL_TIMEOUT_S),
         )
 
     async def worker_drop_index(self, req: DropIndexOnNode) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from conftest import Stack, own_stack
 from segment_reader import read_deltas, read_rows
 
 import elanus.segments.importer as importer
+from elanus.api.imports import ImportAPI, PrepareImport
 from elanus.channels.bus import Bus
 from elanus.channels.sessions import Session, SessionInfo
 from elanus.client.client import Client
@@ -363,14 +364,13 @@ class FakeExecutor:
         return self
 
     def prepare(self, job_id: int, vchannel: str, partition_id: int) -> list[int]:
-        body = {
-            "job_id": job_id,
-            "node_id": self.node_id,
-            "max_rows": MAX_ROWS,
-            "segments": [{"vchannel": vchannel, "partition_id": partition_id, "rows": 10}],
-        }
-        reply = self.stack.call(self.stack.bus.request("elanus.coord.import.prepare", body))
-        return list(reply["segment_ids"])
+        req = PrepareImport(
+            job_id=job_id,
+            node_id=self.node_id,
+            max_rows=MAX_ROWS,
+            segments=[{"vchannel": vchannel, "partition_id": partition_id, "rows": 10}],
+        )
+        return self.stack.call(ImportAPI(self.stack.bus).prepare(req)).segment_ids
 
     def stop(self) -> None:
         session, served, self.session, self.served = self.session, self.served, None, None

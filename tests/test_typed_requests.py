@@ -15,6 +15,7 @@ import pyarrow as pa
 import pytest
 
 from elanus import DataType, Schema
+from elanus.api.indexcoord import ClaimIndexTasks, IndexReport
 from elanus.channels import frames
 from elanus.channels.bus import Bus
 from elanus.channels.loop import LoopThread
@@ -25,7 +26,6 @@ from elanus.errors import ElanusError, ErrorCode
 from elanus.meta.coord import Coordinator
 from elanus.requests import Body, Range, as_dict, decode, request, request_type
 from elanus.settings import Settings
-from elanus.taskrequests import ClaimIndexTasks, IndexReport
 
 
 @request("probe")

@@ -1376,9 +1376,9 @@ def test_growing_segments_spill_to_lance_while_ingest_runs(
 ) -> None:
     """Rows are written in the background as a segment grows; the flushed segment holds
     each row exactly once, across several Lance fragments."""
-    from elanus.segments import channel_writer
+    from elanus.segments.flushcommon import writebuffer
 
-    monkeypatch.setattr(channel_writer, "SPILL_BYTES", 20_000)
+    monkeypatch.setattr(writebuffer, "SPILL_BYTES", 20_000)
     c = stack.client()
     c.create_collection("spill", dimension=8)
     rng = np.random.default_rng(9)

@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.flight as flight
 
 from elanus import tsutil
+from elanus.api.datacoord import SegmentInfo
 from elanus.channels import subjects
 from elanus.client.wire import encode_json, to_flight_error
 from elanus.errors import ElanusError, ErrorCode, invalid
@@ -240,9 +241,9 @@ class ReadService:
             info, "read.plan", {"guarantee_ts": ts, "ts": ts, "partition_ids": pids}
         )
         stored = self.proxy.run(
-            self.proxy.ddl.coord("segment.info", {"collection_id": info.collection_id})
+            self.proxy.datacoord.segment_info(SegmentInfo(collection_id=info.collection_id))
         )
-        rows = {int(s["segment_id"]): int(s["num_rows"]) for s in stored["segments"]}
+        rows = {s.segment_id: s.num_rows for s in stored.segments}
         base: dict[str, Any] = {
             "read": "segments",
             "db": info.db,

@@ -23,6 +23,8 @@ import orjson
 import pyarrow as pa
 
 from elanus import bfloat16, tsutil
+from elanus.api.base import as_body
+from elanus.api.indexcoord import DescribeIndex
 from elanus.channels import subjects
 from elanus.client.bodyshape import check_body_shape
 from elanus.consistency import ConsistencyLevel
@@ -86,7 +88,10 @@ class QueryService:
         self.indexes = SearchIndexes(self._index_entries)
 
     def _index_entries(self, collection_id: int) -> list[dict[str, Any]]:
-        return list(self._coord("index.describe", {"collection_id": collection_id})["indexes"])
+        described = self.proxy.run(
+            self.proxy.indexcoord.describe(DescribeIndex(collection_id=collection_id))
+        )
+        return [as_body(i) for i in described.indexes]
 
     def _coord(self, method: str, body: dict[str, Any]) -> Any:
         return self.proxy.run(self.proxy.ddl.coord(method, body))
@@ -142,7 +147,7 @@ class QueryService:
         level = ConsistencyLevel.parse(request["consistency_level"] or info.consistency_level)
         if level is ConsistencyLevel.STRONG:
             ts = self.proxy.run(self.proxy.ddl.alloc_ts())
-            self._coord("timetick.now", {})
+            self.proxy.run(self.proxy.timeticks.now())
             return ts, 0
         if level is ConsistencyLevel.SESSION:
             return request["guarantee_timestamp"], 0

@@ -1,0 +1,124 @@
+"""The coord's compaction API (``meta/compaction.py``): start a compaction and follow it,
+and the plans a datanode runs (they ride on its tick reply) and reports back.
+
+The key names are the wire format (``compact`` and ``get_compaction_state`` pass the
+replies on to Flight clients as docs/protocol.md shows them).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from elanus.api.base import Ack, Stub, reply
+from elanus.channels import subjects
+from elanus.channels.bus import Bus
+from elanus.requests import Range, request
+
+
+@reply
+class PlanSource:
+    segment_id: int
+    path: str | None
+    partition_id: int
+
+
+@reply
+class CompactionPlan:
+    """Merge ``sources`` into ``target_segment_id``, dropping rows deleted at or before
+    ``horizon_ts``."""
+
+    plan_id: int
+    partition_id: int
+    target_segment_id: int
+    horizon_ts: int
+    sources: list[PlanSource]
+
+
+@request("compaction.trigger")
+class TriggerCompaction:
+    collection_id: int
+
+
+@reply
+class CompactionStarted:
+    compaction_id: int
+    plans: int
+
+
+@request("compaction.state")
+class GetCompactionState:
+    compaction_id: int
+
+
+@reply
+class CompactionProgress:
+    """Plans per state (``CompactionState`` values); ``reason``: why the first failed plan
+    failed (absent from the body when none did)."""
+
+    compaction_id: int
+    state: str
+    pending: int
+    executing: int
+    completed: int
+    failed: int
+    reason: str | None = None
+
+    def to_body(self) -> dict[str, Any]:
+        body = {
+            "compaction_id": self.compaction_id,
+            "state": self.state,
+            "pending": self.pending,
+            "executing": self.executing,
+            "completed": self.completed,
+            "failed": self.failed,
+        }
+        if self.reason is not None:
+            body["reason"] = self.reason
+        return body
+
+
+@request("compaction.fail")
+class CompactionFailed:
+    plan_id: int
+    reason: str
+    node_id: str | None = None
+
+
+@request("compaction.done")
+class CompactionDone:
+    plan_id: int
+    num_rows: Annotated[int, Range(0)]
+    path: str | None = None
+    min_ts: int | None = None
+    max_ts: int | None = None
+    node_id: str | None = None
+    vchannel: str | None = None
+    target_segment_id: int | None = None
+
+
+@reply
+class Recorded:
+    """A report's answer (a compaction's result, a flushed segment); ``ignored``: it was
+    about something the coord no longer holds (given up, dropped meanwhile, or from before
+    a coord restart), so it is not to be retried."""
+
+    ignored: bool = False
+
+
+class CompactionAPI(Stub):
+    """The coord's compaction calls (``elanus.coord.compaction.<call>``)."""
+
+    def __init__(self, bus: Bus, timeout: float = 30.0) -> None:
+        super().__init__(bus, subjects.COORD, timeout)
+
+    async def trigger(self, req: TriggerCompaction) -> CompactionStarted:
+        return await self._ask("compaction.trigger", req, CompactionStarted)
+
+    async def state(self, req: GetCompactionState) -> CompactionProgress:
+        return await self._ask("compaction.state", req, CompactionProgress)
+
+    async def fail(self, req: CompactionFailed, timeout: float | None = None) -> Ack:
+        return await self._ask("compaction.fail", req, Ack, timeout)
+
+    async def done(self, req: CompactionDone, timeout: float | None = None) -> Recorded:
+        return await self._ask("compaction.done", req, Recorded, timeout)

@@ -1,0 +1,102 @@
+"""Consuming one vchannel (Milvus's ``flushcommon/pipeline``): packs into the write buffer,
+syncs handed on, ticks reported.
+
+Per pack (the messages before a tick, in timestamp order): apply it to the write buffer,
+hand what the policies pick to the sync manager, report the tick and the checkpoint to
+the coord, and start the flushes and compactions it answers with. Nothing here waits for a
+write: a slow spill or flush only holds the checkpoint back, never the consumption.
+
+The checkpoint is the stream position of the oldest message whose effect is not yet on
+disk (and, for a flush, reported): the least of the write buffer's ``oldest``, the sync
+manager's ``oldest`` and the next position to consume. After a restart the channel is
+consumed again from there, skipping inserts into segments that are already flushed, so
+nothing acknowledged is lost and no row is written twice.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from elanus.channels.consumer import ChannelConsumer
+from elanus.channels.dml import DmlMessage
+from elanus.channels.supervisor import describe
+from elanus.segments.flushcommon.compaction import Compactions
+from elanus.segments.flushcommon.coordreport import CoordReports
+from elanus.segments.flushcommon.flusher import Flusher
+from elanus.segments.flushcommon.syncmgr import SyncManager
+from elanus.segments.flushcommon.writebuffer import WriteBuffer
+
+if TYPE_CHECKING:
+    from elanus.segments.datanode import DataNode
+
+log = logging.getLogger(__name__)
+
+
+class Pipeline:
+    def __init__(
+        self,
+        node: DataNode,
+        spec: dict[str, Any],
+        buffer: WriteBuffer,
+        syncs: SyncManager,
+        reports: CoordReports,
+    ) -> None:
+        self.node = node
+        self.vchannel: str = spec["vchannel"]
+        self.buffer = buffer
+        self.syncs = syncs
+        self.reports = reports
+        self.flusher = Flusher(node.node_id, self.vchannel, buffer, syncs, reports, self.checkpoint)
+        self.compactions = Compactions(
+            node.node_id, self.vchannel, buffer, syncs, self.flusher, reports
+        )
+        checkpoint = spec.get("checkpoint")
+        assert node.data_bus is not None
+        self.consumer = ChannelConsumer(
+            node.data_bus,
+            spec["pchannel"],
+            self.vchannel,
+            f"dn_{self.vchannel}",
+            self._on_pack,
+            supervisor=node.supervisor,
+            on_failure=self._channel_failed,
+            start_seq=checkpoint["seq"] if checkpoint else None,
+            start_ts=checkpoint["ts"] if checkpoint else 0,
+        )
+
+    def checkpoint(self) -> dict[str, int]:
+        seqs = [self.buffer.oldest(), self.syncs.oldest(), self.consumer.next_seq]
+        return {"seq": min(s for s in seqs if s is not None), "ts": self.consumer.tick_ts}
+
+    async def _on_pack(self, pack: list[DmlMessage], ts: int, seq: int) -> None:
+        if self.syncs.failure is not None:
+            # A sync failed for good: this channel's task fails with it (the coord watches
+            # the channel again from the checkpoint, before everything not synced).
+            raise self.syncs.failure
+        self.buffer.apply(pack)
+        self.flusher.sync_due()
+        report = {
+            "node_id": self.node.node_id,
+            "vchannel": self.vchannel,
+            "ts": ts,
+            "checkpoint": self.checkpoint(),
+            "data_seq": self.buffer.data_seq,
+        }
+        reply = await self.reports.tick(report)
+        if reply is None:  # the coord is away; the next tick reports again
+            return
+        if reply["flush"]:
+            self.flusher.flush(reply["flush"])
+        for plan in reply.get("compact", []):
+            self.compactions.start(plan)
+
+    def _channel_failed(self, exc: BaseException) -> None:
+        """The consuming task died (logged with its traceback already): tell the coord,
+        which fails the flushes waiting on this channel and has it watched again."""
+        body = {"node_id": self.node.node_id, "vchannel": self.vchannel}
+        body["reason"] = self.consumer.failure or describe(exc)
+        self.node.supervisor.spawn(
+            f"report {self.vchannel} failure",
+            lambda: self.reports.tell("datanode.channel_failed", body),
+        )
