@@ -367,16 +367,14 @@ def wait_healthy(uri: str, timeout: float = 30.0, alive: _Callable[[], None] | N
     while _time.monotonic() < deadline:
         if alive is not None:
             alive()
-        client = Client(uri, timeout=2)
         try:
-            client.health()
+            with Client(uri, timeout=2) as client:  # connecting asks the proxy already
+                client.health()
             return
         except _ElanusError as exc:
             if exc.code == "UNAUTHENTICATED":  # a server with auth_enabled: it answered
                 return
             last = exc
-        finally:
-            client.close()
         _time.sleep(0.1)
     raise AssertionError(f"{uri} not healthy in {timeout}s: {last}")
 
