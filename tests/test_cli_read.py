@@ -39,8 +39,19 @@ def write_jsonl(path: Path) -> Path:
     return path
 
 
+def create_bare(server: StandaloneProcess, name: str, tmp_path: Path) -> None:
+    """The quick setup's fields with no index, not loaded (``--dim`` indexes and loads)."""
+    schema = tmp_path / f"{name}.schema.json"
+    fields = [
+        {"name": "id", "type": "Int64", "is_primary": True},
+        {"name": "vector", "type": "FloatVector", "dim": DIM},
+    ]
+    schema.write_text(json.dumps({"fields": fields, "enable_dynamic_field": True}))
+    cli(server, "collection", "create", name, "--schema", str(schema))
+
+
 def test_load_search_query_release(server: StandaloneProcess, tmp_path: Path) -> None:
-    cli(server, "collection", "create", "books", "--dim", str(DIM))
+    create_bare(server, "books", tmp_path)
     assert (
         cli_json(server, "insert", "books", str(write_jsonl(tmp_path / "b.jsonl")))["insert_count"]
         == ROWS
@@ -126,7 +137,7 @@ def test_load_search_query_release(server: StandaloneProcess, tmp_path: Path) ->
 
 
 def test_search_params_and_partitions(server: StandaloneProcess, tmp_path: Path) -> None:
-    cli(server, "collection", "create", "parted", "--dim", str(DIM))
+    create_bare(server, "parted", tmp_path)
     cli(server, "partition", "create", "parted", "late")
     rows = tmp_path / "rows.jsonl"
     write_jsonl(rows)
