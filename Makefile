@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 ARGS   ?=
 LINT_DIRS := elanus channels meta flight milvus cli segments index spark
 
-.PHONY: venv dev run test lint format bench clean
+.PHONY: venv dev run test lint format bench bench-quick clean
 
 # The interpreter exists once the venv does; stamps record what was installed, and are
 # refreshed when pyproject.toml changes.
@@ -47,11 +47,15 @@ lint: dev
 format: dev
 	$(VENV)/bin/ruff format $(LINT_DIRS) tests
 
-bench: $(VENV)/.installed-bench   ## every bench/*.py script (not bench/_*.py), in name order
+bench: $(VENV)/.installed-bench   ## every bench/*.py script (not bench/_*.py, not quick.py), in name order
 	@set -e; for script in $$(ls bench/[!_]*.py 2>/dev/null | sort); do \
+		[ "$$script" = bench/quick.py ] && continue; \
 		extra=""; [ "$$script" = bench/ingest.py ] && extra="--also-768"; \
 		echo "== $$script $$extra $(ARGS)"; $(PY) $$script $$extra $(ARGS); \
 	done
+
+bench-quick: $(VENV)/.installed-dev  ## the key ratios in < 1 min, beside bench/README.md's (ARGS="--record")
+	$(PY) bench/quick.py $(ARGS)
 
 clean:
 	rm -rf build .mypy_cache .ruff_cache .pytest_cache

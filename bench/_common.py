@@ -64,7 +64,11 @@ class Standalone:
             *self.launcher, "standalone",
             "--data-dir", str(self.data_dir), "--port", str(self.port), "--nats-port", "0",
         ]  # fmt: skip
-        env = {**os.environ, "ELANUS_LOG_LEVEL": "WARNING", **self.env}
+        # Milvus's face off unless asked for: port 19530 is one per machine, and a
+        # benchmark may run several servers (or share the machine with one).
+        env = {
+            **os.environ, "ELANUS_LOG_LEVEL": "WARNING", "ELANUS_MILVUS_PORT": "0", **self.env,
+        }  # fmt: skip
         with self.log_path.open("wb") as log:
             self.proc = subprocess.Popen(
                 cmd,
@@ -165,6 +169,14 @@ class CpuMeter:
 
 def machine_load() -> tuple[float, float, float]:
     return os.getloadavg()
+
+
+def announce(what: str, detail: str) -> None:
+    """The run's first line (the machine's cores and load), and a warning on a busy one."""
+    load = os.getloadavg()[0]
+    print(f"elanus {what}: {os.cpu_count()} CPUs, load average {load:.2f}; {detail}", flush=True)
+    if load > 0.5 * (os.cpu_count() or 1):
+        print("  !! the machine is busy: numbers will be low and noisy", file=sys.stderr)
 
 
 # -- profiling ----------------------------------------------------------------------------------

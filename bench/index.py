@@ -140,16 +140,22 @@ def raw_cases(
 
 
 # -- Elanus over Flight ---------------------------------------------------------------------------
-def body(queries: np.ndarray, search: dict[str, Any]) -> bytes:
+def body(
+    queries: np.ndarray,
+    search: dict[str, Any],
+    collection: str = COLLECTION,
+    consistency: str = "Bounded",
+) -> bytes:
+    """The JSON body of a Flight ``search`` action, as the SDK sends it."""
     request = {
         "db": "default",
-        "collection": COLLECTION,
+        "collection": collection,
         "data": queries.tolist(),
         "limit": K,
         "offset": 0,
         "output_fields": [],
         "search_params": {"metric_type": "L2", "params": search},
-        "consistency_level": "Bounded",
+        "consistency_level": consistency,
     }
     return json.dumps(request, separators=(",", ":")).encode()
 

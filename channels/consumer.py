@@ -23,10 +23,12 @@ from nats.errors import TimeoutError as NatsTimeout
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
+from elanus.channels import metrics
 from elanus.channels.bus import Bus
 from elanus.channels.dml import DmlMessage, MsgType, data_subject, stream_name, tick_subject
 from elanus.channels.loop import cancel_and_wait
 from elanus.channels.supervisor import OnFailure, Supervisor, describe
+from elanus.tsutil import now_ms, physical_ms
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +71,8 @@ class ChannelConsumer:
         """The last tick handed on: this consumer's tsafe."""
         self.next_seq = start_seq or 1
         """The stream position after the last message handed on (or collected)."""
+        self.pending = 0
+        """Messages of the stream left to fetch, as the last one fetched said."""
         self._pack: list[DmlMessage] = []
         self._pack_start: int | None = None
         self._sub: Any = None
@@ -85,6 +89,7 @@ class ChannelConsumer:
         self._task = self.supervisor.spawn(
             self.task_name, self._run, vital=True, on_failure=self._failed
         )
+        metrics.report(self)
 
     @property
     def task_name(self) -> str:
@@ -104,11 +109,24 @@ class ChannelConsumer:
 
     async def stop(self) -> None:
         self._stopping = True
+        metrics.unreport(self)
         await self._wake_waiters()  # reads waiting for a tick that will never come
         await cancel_and_wait(self._task)
         self._task = None
         self.supervisor.recover(self.task_name)  # not ours any more, failed or not
         await self._unsubscribe()
+
+    @property
+    def tick_lag_s(self) -> float | None:
+        """How far tsafe is behind the wall clock; None before the first tick."""
+        return max(0.0, (now_ms() - physical_ms(self.tick_ts)) / 1000) if self.tick_ts else None
+
+    def metric_samples(self) -> list[metrics.Sample]:
+        role, _, node = self.supervisor.owner.partition(" ")
+        labels = (role, node, self.vchannel)
+        lag = self.tick_lag_s
+        ticks = [] if lag is None else [(metrics.TICK_LAG, labels, lag)]
+        return [*ticks, (metrics.CONSUMER_PENDING, labels, float(self.pending))]
 
     async def wait_tick(self, ts: int, timeout: float) -> bool:
         """Wait until a tick at or past ``ts`` was handed on (tsafe >= ts); False after
@@ -200,6 +218,7 @@ class ChannelConsumer:
             await self._subscribe(restart)
             return False
         self._consumer_seq = consumer_seq
+        self.pending = m.metadata.num_pending
         dm = DmlMessage.decode(m.headers, m.data, seq)
         self.next_seq = seq + 1
         if dm.type is not MsgType.TICK:

@@ -7,7 +7,9 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
+from elanus.channels import metrics
 from elanus.channels.bus import Bus, Handler, Served
+from elanus.channels.consumer import ChannelConsumer
 from elanus.channels.sessions import Session, SessionInfo
 from elanus.channels.supervisor import Supervisor
 from elanus.channels.transport import blocking, is_blocking
@@ -42,6 +44,17 @@ class Role:
     def session_meta(self) -> dict[str, object]:
         return {}
 
+    def live_meta(self) -> dict[str, object]:
+        """What ``elanus status`` shows of this role beside its health, refreshed at each
+        session keepalive: the process's memory and, per channel it consumes, the tick lag
+        and the messages not yet fetched."""
+        channels = {
+            c.vchannel: {"tick_lag_s": c.tick_lag_s, "pending": c.pending}
+            for c in metrics.reporters()
+            if isinstance(c, ChannelConsumer) and c.supervisor is self.supervisor
+        }
+        return {"rss_bytes": metrics.rss_bytes(), "channels": channels}
+
     def handlers(self) -> Mapping[str, RoleHandler]:
         """Request handlers served at ``address`` by ``serve``."""
         return {}
@@ -52,7 +65,14 @@ class Role:
     async def register(self) -> None:
         meta = {**self.session_meta(), "health": self.supervisor.health()}
         info = SessionInfo(self.role_name, self.node_id, self.address, meta=meta)
-        self._session = await Session(self.bus, info, self.settings.session_ttl_s).start()
+        session = Session(self.bus, info, self.settings.session_ttl_s, refresh=self.live_meta)
+        self._session = await session.start()
+
+    async def meta_changed(self) -> None:
+        """Publish ``session_meta`` again (a port bound after registering)."""
+        if self._session is not None:
+            self._session.info.meta.update(self.session_meta())
+            await self._session.publish()
 
     def _health_changed(self) -> None:
         """Carry the role's health in its session: the next keepalive publishes it, so the

@@ -70,10 +70,18 @@ async def sessions_bucket(bus: Bus, ttl_s: float) -> KeyValue:
 class Session:
     """One role's registration, kept alive until ``stop`` (or until the process dies)."""
 
-    def __init__(self, bus: Bus, info: SessionInfo, ttl_s: float = 6.0) -> None:
+    def __init__(
+        self,
+        bus: Bus,
+        info: SessionInfo,
+        ttl_s: float = 6.0,
+        refresh: Callable[[], dict[str, Any]] | None = None,
+    ) -> None:
         self.bus = bus
         self.info = info
         self.ttl_s = ttl_s
+        self.refresh = refresh
+        """Figures that change (memory, channel lag): merged into ``info.meta`` at each put."""
         self._kv: KeyValue | None = None
         self._keepalive = Periodic(self._put, ttl_s / 3, f"session {info.key} keepalive")
 
@@ -83,8 +91,14 @@ class Session:
         self._keepalive.start()
         return self
 
+    async def publish(self) -> None:
+        """Publish ``info`` now (its meta changed), not at the next keepalive."""
+        await self._put()
+
     async def _put(self) -> None:
         assert self._kv is not None
+        if self.refresh is not None:
+            self.info.meta.update(self.refresh())
         await self._kv.put(self.info.key, json.dumps(asdict(self.info)).encode())
 
     async def stop(self) -> None:

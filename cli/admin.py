@@ -56,7 +56,8 @@ def _done(message: str) -> Any:
 
 # -- status -----------------------------------------------------------------------------------
 def status(ctx: typer.Context, as_json: JsonOpt = False, uri: UriOpt = None) -> None:
-    """List the live roles (sessions) of the cluster behind the proxy."""
+    """List the live roles (sessions) of the cluster behind the proxy: health, memory and
+    flow control, then each consumed channel's tick lag and unfetched messages."""
 
     def render(sessions: list[dict[str, Any]]) -> RenderableType:
         rows = [
@@ -67,17 +68,41 @@ def status(ctx: typer.Context, as_json: JsonOpt = False, uri: UriOpt = None) -> 
                 duration(s.get("uptime_s")),
                 s.get("pid"),
                 s.get("host"),
+                _memory((s.get("meta") or {}).get("rss_bytes")),
+                (s.get("meta") or {}).get("flow_control") or "-",
                 _health((s.get("meta") or {}).get("health")),
             )
             for s in sessions
         ]
-        return table(
-            ["role", "id", "address", "uptime", "pid", "host", "health"],
+        roles = table(
+            ["role", "id", "address", "uptime", "pid", "host", "memory", "flow control", "health"],
             rows,
             title=f"{len(rows)} live role(s)",
         )
+        channels = [
+            (s.get("role"), s.get("node_id"), vchannel, _lag(c.get("tick_lag_s")), c.get("pending"))
+            for s in sessions
+            for vchannel, c in sorted(((s.get("meta") or {}).get("channels") or {}).items())
+        ]
+        if not channels:
+            return roles
+        lags = table(
+            ["role", "id", "channel", "tick lag", "pending msgs"],
+            channels,
+            title=f"{len(channels)} consumed channel(s)",
+        )
+        return Group(roles, lags)
 
     run_action(ctx, lambda c: c.list_sessions(), render, as_json=as_json, uri=uri)
+
+
+def _memory(rss: int | None) -> str:
+    """The process's resident memory, as published in its session."""
+    return "-" if rss is None else f"{rss / (1 << 20):.0f} MiB"
+
+
+def _lag(seconds: float | None) -> str:
+    return "no tick yet" if seconds is None else f"{seconds:.2f} s"
 
 
 def _health(health: dict[str, Any] | None) -> str:

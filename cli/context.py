@@ -69,6 +69,15 @@ MilvusPortOpt = Annotated[
         help="Port of the proxy's Milvus protocol face, for pymilvus (0: off; default 19530).",
     ),
 ]
+MetricsPortOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--metrics-port",
+        show_default=False,
+        help="Serve Prometheus /metrics on this port (setting metrics_port; 0, the default: "
+        "off). Each process of a machine needs its own.",
+    ),
+]
 NatsPortOpt = Annotated[
     int | None,
     typer.Option("--nats-port", show_default=False, help="Port of the embedded NATS (0: any)."),

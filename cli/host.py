@@ -28,6 +28,7 @@ import psutil
 
 from elanus.channels.bus import Bus
 from elanus.channels.loop import LoopThread
+from elanus.channels.metrics import MetricsServer
 from elanus.channels.nats_server import EmbeddedNats
 from elanus.channels.natsauth import DEFAULT_USER, NatsCredentials, redact_url, resolve
 from elanus.errors import ElanusError, ErrorCode
@@ -111,6 +112,8 @@ class RoleHost:
         self.nats: EmbeddedNats | None = None
         self.loop: LoopThread | None = None
         self.bus: Bus | None = None
+        self.metrics: MetricsServer | None = None
+        """This process's ``/metrics``, when ``metrics_port`` is set."""
         self.roles: list[tuple[str, HostedRole]] = []
         self._stack = contextlib.ExitStack()
         self._stop_requested = threading.Event()
@@ -146,6 +149,7 @@ class RoleHost:
             "nats_pid": self.nats.pid if self.nats else None,
             "flight_uri": self.flight_uri,
             "milvus_port": self.milvus_port,
+            "metrics_url": self.metrics.url if self.metrics else None,
             "data_dir": str(self.settings.data_path),
             "roles": [name for name, _ in self.roles],
             "started_at": time.time(),
@@ -167,6 +171,11 @@ class RoleHost:
         stack = self._stack
         self._check_info_file()
         url, creds = self._nats()
+        if self.settings.metrics_port:
+            metrics = self.metrics = MetricsServer(
+                self.settings.flight_host, self.settings.metrics_port
+            )
+            stack.callback(self._undo, "stopping the metrics server", metrics.stop)
         self.loop = LoopThread().start()
         stack.callback(self._undo, "stopping the loop", self.loop.stop)
         bus = Bus(
@@ -250,6 +259,7 @@ class RoleHost:
         finally:
             self.roles.clear()
             self.bus = None
+            self.metrics = None
 
     def request_stop(self) -> None:
         self._stop_requested.set()

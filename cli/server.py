@@ -14,6 +14,7 @@ from elanus.cli.context import (
     DataDirOpt,
     HostOpt,
     JsonOpt,
+    MetricsPortOpt,
     MilvusPortOpt,
     NatsOpt,
     NatsPortOpt,
@@ -62,6 +63,7 @@ def server_settings(
     tls_key: str | None = None,
     tls_client_ca: str | None = None,
     milvus_port: int | None = None,
+    metrics_port: int | None = None,
 ) -> Settings:
     """The merged settings of a server command; its flags are the top layer."""
     state = CliState.of(ctx).merged(data_dir=data_dir)
@@ -76,6 +78,7 @@ def server_settings(
         tls_key=tls_key,
         tls_client_ca=tls_client_ca,
         milvus_port=milvus_port,
+        metrics_port=metrics_port,
     )
 
 
@@ -116,6 +119,7 @@ def _ready_panel(title: str, host: RoleHost) -> None:
     rows = {
         "flight uri": host.flight_uri,
         "milvus port": str(host.milvus_port or "off"),
+        "metrics": host.metrics.url if host.metrics else "off",
         "nats url": host.nats_url,
         "data dir": str(host.settings.data_path),
         "roles": ", ".join(name for name, _ in host.roles),
@@ -128,6 +132,7 @@ def standalone(
     data_dir: DataDirOpt = None,
     port: PortOpt = None,
     milvus_port: MilvusPortOpt = None,
+    metrics_port: MetricsPortOpt = None,
     nats_port: NatsPortOpt = None,
     nats: NatsOpt = None,
     host: HostOpt = None,
@@ -152,6 +157,7 @@ def standalone(
         tls_key=tls_key,
         tls_client_ca=tls_client_ca,
         milvus_port=milvus_port,
+        metrics_port=metrics_port,
     )
     check_exposure(settings, insecure)
     _configure_logging(settings)
@@ -167,6 +173,7 @@ def run(
     storage: StorageOpt = None,
     port: PortOpt = None,
     milvus_port: MilvusPortOpt = None,
+    metrics_port: MetricsPortOpt = None,
     host: HostOpt = None,
     data_dir: DataDirOpt = None,
     auth: AuthOpt = None,
@@ -194,6 +201,7 @@ def run(
         tls_key=tls_key,
         tls_client_ca=tls_client_ca,
         milvus_port=milvus_port,
+        metrics_port=metrics_port,
     )
     if role == "proxy":
         check_exposure(settings, insecure)

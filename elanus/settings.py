@@ -26,6 +26,11 @@ class Settings:
     milvus_port: int = 19530
     """Port of the proxy's Milvus face (Milvus's gRPC ``MilvusService``, for pymilvus and the
     other Milvus SDKs), on ``flight_host``; 0: off (docs/milvus-compat.md)."""
+    metrics_port: int = 0
+    """Port of this process's Prometheus ``/metrics`` (docs/metrics.md), on ``flight_host``;
+    all roles of the process share it. 0 (the default): off, because every process of a
+    machine needs a port of its own (``run ROLE --metrics-port``) and a fixed default would
+    collide; Milvus's is 9091, a good choice for a standalone."""
     nats_url: str | None = None
     """An external NATS server; when unset, standalone starts an embedded one."""
     nats_port: int = 0
@@ -116,6 +121,8 @@ class Settings:
             raise ValueError("timetick_interval_ms must be at least 1")
         if self.max_parallel_syncs < 1:
             raise ValueError("max_parallel_syncs must be at least 1")
+        if not 0 <= self.metrics_port < 65536:
+            raise ValueError("metrics_port must be 0 (off) or a port number")
         if self.max_json_depth < 2:
             raise ValueError("max_json_depth must be at least 2")
         for name in ("max_action_bytes", "max_put_bytes", "max_put_batches"):

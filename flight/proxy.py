@@ -27,6 +27,7 @@ from elanus.api.indexcoord import IndexCoordAPI
 from elanus.channels import subjects
 from elanus.channels.bus import Bus
 from elanus.channels.loop import call_in_loop
+from elanus.channels.metrics import FLOW_CONTROL_STATE, proxy_request
 from elanus.channels.role import Role
 from elanus.client.bodyshape import set_max_json_depth
 from elanus.client.putresult import PutAck
@@ -136,6 +137,7 @@ class ProxyServer(Role):
             )
             self._thread.start()
             self._accepting = True
+            FLOW_CONTROL_STATE.set(0)
             await self.register()
         except BaseException:
             await self.stop()
@@ -418,11 +420,12 @@ class _FlightService(flight.FlightServerBase):
     def do_action(
         self, context: flight.ServerCallContext, action: flight.Action
     ) -> list[flight.Result]:
-        size = len(action.type) + (action.body.size if action.body is not None else 0)
-        what = f"{action.type} body" if len(action.type) <= 128 else "DoAction type and body"
-        caller = self._admit(context, rate_of(action.type), size, what)
-        body = action.body.to_pybytes() if action.body is not None else b""
-        return [flight.Result(self._proxy.handle_action(action.type, body, caller))]
+        with proxy_request(action.type if action.type in catalogue() else "unknown"):
+            size = len(action.type) + (action.body.size if action.body is not None else 0)
+            what = f"{action.type} body" if len(action.type) <= 128 else "DoAction type and body"
+            caller = self._admit(context, rate_of(action.type), size, what)
+            body = action.body.to_pybytes() if action.body is not None else b""
+            return [flight.Result(self._proxy.handle_action(action.type, body, caller))]
 
     def list_flights(self, context: flight.ServerCallContext, criteria: bytes) -> list[Any]:
         return []
@@ -430,20 +433,23 @@ class _FlightService(flight.FlightServerBase):
     def get_flight_info(
         self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
     ) -> flight.FlightInfo:
-        caller = self._admit(
-            context, Kind.DQL, len(descriptor.command or b""), "GetFlightInfo command"
-        )
-        return self._proxy.handle_flight_info(descriptor, caller)
+        with proxy_request("GetFlightInfo"):
+            caller = self._admit(
+                context, Kind.DQL, len(descriptor.command or b""), "GetFlightInfo command"
+            )
+            return self._proxy.handle_flight_info(descriptor, caller)
 
     def get_schema(
         self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor
     ) -> flight.SchemaResult:
-        try:
-            caller = self._admit(context, None, len(descriptor.command or b""), "GetSchema command")
-            return self._proxy.handle_schema(descriptor, caller)
-        except flight.FlightError as exc:
-            refusal = _schema_refusal(context, exc)
-        raise refusal
+        with proxy_request("GetSchema"):
+            try:
+                command = descriptor.command or b""
+                caller = self._admit(context, None, len(command), "GetSchema command")
+                return self._proxy.handle_schema(descriptor, caller)
+            except flight.FlightError as exc:
+                refusal = _schema_refusal(context, exc)
+            raise refusal
 
     def do_put(
         self,
@@ -452,15 +458,17 @@ class _FlightService(flight.FlightServerBase):
         reader: flight.MetadataRecordBatchReader,
         writer: flight.FlightMetadataWriter,
     ) -> None:
-        command = descriptor.command or b""
-        caller = self._admit(context, Kind.DML, len(command), "DoPut command")
-        self._proxy.handle_put(command, reader, writer, caller)
+        with proxy_request("DoPut"):
+            command = descriptor.command or b""
+            caller = self._admit(context, Kind.DML, len(command), "DoPut command")
+            self._proxy.handle_put(command, reader, writer, caller)
 
     def do_get(
         self, context: flight.ServerCallContext, ticket: flight.Ticket
     ) -> flight.FlightDataStream:
-        caller = self._admit(context, Kind.DQL, len(ticket.ticket), "DoGet ticket")
-        return self._proxy.handle_get(ticket.ticket, caller)
+        with proxy_request("DoGet"):
+            caller = self._admit(context, Kind.DQL, len(ticket.ticket), "DoGet ticket")
+            return self._proxy.handle_get(ticket.ticket, caller)
 
     def do_exchange(
         self,
@@ -469,9 +477,10 @@ class _FlightService(flight.FlightServerBase):
         reader: flight.MetadataRecordBatchReader,
         writer: flight.MetadataRecordBatchWriter,
     ) -> None:
-        command = descriptor.command or b""
-        caller = self._admit(context, Kind.DQL, len(command), "DoExchange command")
-        self._proxy.handle_exchange(command, reader, writer, caller)
+        with proxy_request("DoExchange"):
+            command = descriptor.command or b""
+            caller = self._admit(context, Kind.DQL, len(command), "DoExchange command")
+            self._proxy.handle_exchange(command, reader, writer, caller)
 
 
 @contextlib.contextmanager

@@ -13,7 +13,7 @@ import logging
 import time
 from typing import Any
 
-from elanus.channels import subjects
+from elanus.channels import metrics, subjects
 from elanus.channels.bus import Bus
 from elanus.channels.dml import ensure_streams, pchannel_name
 from elanus.channels.loop import Periodic
@@ -23,6 +23,7 @@ from elanus.meta.auth import AuthCoord
 from elanus.meta.catalog import Catalog
 from elanus.meta.channelmanager import ChannelManager
 from elanus.meta.compaction import CompactionManager
+from elanus.meta.coordmetrics import CoordMetrics
 from elanus.meta.counters import ID_HIGH_WATER, TSO_BOUND, CounterStore
 from elanus.meta.datacoord import DataCoord
 from elanus.meta.db import Database
@@ -63,6 +64,7 @@ class Coordinator(Role):
         self._background: list[Periodic] = []
         self._counters: CounterStore | None = None
         self._started_at = time.time()
+        self.gauges = CoordMetrics(self)
 
     @property
     def address(self) -> str:
@@ -118,6 +120,7 @@ class Coordinator(Role):
         ]
         self._background = [p.start() for p in background]
         await self.register()
+        metrics.report(self.gauges)
         await self.channels.balance()
 
     async def _on_session(self, event: str, info: SessionInfo) -> None:
@@ -132,6 +135,7 @@ class Coordinator(Role):
         await self.channels.balance()
 
     async def stop(self) -> None:
+        metrics.unreport(self.gauges)
         await super().stop()
         for periodic in self._background:
             await periodic.stop()

@@ -263,11 +263,7 @@ class QueryCoord:
     async def state(self, req: LoadState) -> dict[str, Any]:
         cid = req.collection_id
         lo = self.loaded.get(cid)
-        persisted = sum(
-            s.num_rows
-            for s in self.coord.data.segments.values()
-            if s.collection_id == cid and s.state is SegmentState.FLUSHED
-        )
+        progress, loaded, persisted = self.progress(cid)
         if lo is None:
             return {
                 "state": Load.NOT_LOAD,
@@ -275,14 +271,6 @@ class QueryCoord:
                 "persisted_rows": persisted,
                 "loaded_rows": 0,
             }
-        loaded = sum(
-            self.coord.data.segments[s].num_rows
-            for s in lo.segments
-            if s in self.coord.data.segments
-        )
-        progress = 100 * loaded // persisted if persisted else 0
-        if lo.state is Load.LOADED:
-            progress = 100
         return {
             "state": lo.state,
             "progress": progress,
@@ -290,6 +278,23 @@ class QueryCoord:
             "loaded_rows": loaded,
             "partition_ids": lo.partition_ids,
         }
+
+    def progress(self, cid: int) -> tuple[int, int, int]:
+        """(percent, loaded rows, persisted rows) of collection ``cid``'s load; a state
+        read and a metric, so safe off the loop (it only reads)."""
+        segments = self.coord.data.segments
+        persisted = sum(
+            s.num_rows
+            for s in list(segments.values())
+            if s.collection_id == cid and s.state is SegmentState.FLUSHED
+        )
+        lo = self.loaded.get(cid)
+        if lo is None:
+            return 0, 0, persisted
+        loaded = sum(segments[s].num_rows for s in list(lo.segments) if s in segments)
+        if lo.state is Load.LOADED:
+            return 100, loaded, persisted
+        return (100 * loaded // persisted if persisted else 0), loaded, persisted
 
     async def route(self, req: QueryRoute) -> dict[str, Any]:
         cid = req.collection_id

@@ -15,10 +15,14 @@ from pymilvus.grpc_gen import milvus_pb2_grpc
 from elanus.client.tls import server_tls
 from elanus.errors import ElanusError, ErrorCode
 from elanus.flight.proxy import ProxyServer
+from elanus.milvus.alter import AlterRpcs
 from elanus.milvus.auth import MilvusCredentials
 from elanus.milvus.ddl import DdlRpcs
 from elanus.milvus.dml import DmlRpcs
+from elanus.milvus.hybrid import HybridRpcs
+from elanus.milvus.imports import ImportRpcs
 from elanus.milvus.ops import OpsRpcs
+from elanus.milvus.rbac import RbacRpcs
 from elanus.milvus.read import ReadRpcs
 from elanus.milvus.session import SessionRpcs
 
@@ -28,7 +32,17 @@ WORKERS = 16
 STOP_GRACE_S = 5.0
 
 
-class MilvusServicer(SessionRpcs, DdlRpcs, DmlRpcs, ReadRpcs, OpsRpcs):
+class MilvusServicer(
+    SessionRpcs,
+    DdlRpcs,
+    AlterRpcs,
+    DmlRpcs,
+    ReadRpcs,
+    HybridRpcs,
+    OpsRpcs,
+    ImportRpcs,
+    RbacRpcs,
+):
     """Every served RPC, from the concern mixins; the rest answer "not supported"."""
 
 
@@ -112,6 +126,7 @@ class MilvusProxy(ProxyServer):
             await self.stop()
             raise
         self.milvus = face
+        await self.meta_changed()  # registered before the face bound its port
         log.info("proxy %s serving Milvus's protocol on port %s", self.node_id, face.port)
 
     async def stop(self) -> None:

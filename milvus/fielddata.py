@@ -188,6 +188,8 @@ def from_arrow(column: pa.Array | pa.ChunkedArray, field: Field | None, name: st
     JSON column, or a computed one such as ``count(*)``)."""
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
+    if pa.types.is_null(column.type):  # no rows read: the column has no type of its own
+        column = column.cast(_reply_type(field, name))
     fd = schema_pb2.FieldData(field_name=name)
     if field is None:
         if name == DYNAMIC_FIELD:
@@ -218,6 +220,12 @@ def from_arrow(column: pa.Array | pa.ChunkedArray, field: Field | None, name: st
         values = filled.to_numpy(zero_copy_only=False).astype(np_type)
         getattr(fd.scalars, attr).data.extend(values.tolist())
     return fd
+
+
+def _reply_type(field: Field | None, name: str) -> pa.DataType:
+    if field is not None:
+        return field.arrow_type()
+    return pa.string() if name == DYNAMIC_FIELD else pa.int64()
 
 
 def _texts(column: pa.Array, null: bytes) -> list[bytes]:

@@ -7,11 +7,12 @@ from typing import Any
 
 from pymilvus.grpc_gen import common_pb2, milvus_pb2, schema_pb2
 
-from elanus.errors import invalid
+from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.milvus.params import kv_values
 from elanus.milvus.schemas import kv_pairs
 from elanus.milvus.servicer import Ctx, Servicer, served
 from elanus.milvus.status import ok
+from elanus.states import SegmentState
 
 _INDEX_KEYS = ("index_type", "metric_type", "params")
 _LOAD_STATES = {
@@ -154,9 +155,57 @@ class OpsRpcs(Servicer):
         return ok()
 
     @served()
+    def ReleasePartitions(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        """Elanus loads a collection or a set of its partitions: releasing some partitions
+        loads the rest (the collection is released when none is left)."""
+        name = request.collection_name
+        loaded = self._loaded_partitions(ctx, name)
+        if loaded is None:  # not loaded: nothing to release, as in Milvus
+            self.act(ctx, "list_partitions", collection=name)  # the names must exist
+            return ok()
+        gone = set(request.partition_names)
+        known = set(self._partition_ids(ctx, name))
+        missing = sorted(gone - known)
+        if missing:
+            raise ElanusError(
+                ErrorCode.PARTITION_NOT_FOUND,
+                f"partition(s) {', '.join(missing)} of {name!r} do not exist",
+            )
+        rest = [p for p in loaded if p not in gone]
+        if rest == loaded:
+            return ok()
+        if rest:
+            self.act(ctx, "load_collection", collection=name, partition_names=rest)
+        else:
+            self.act(ctx, "release_collection", collection=name)
+        return ok()
+
+    def _partition_ids(self, ctx: Ctx, collection: str) -> dict[str, int]:
+        doc = self.act(ctx, "list_partitions", collection=collection)
+        parts = doc.get("partitions") or [{"name": n} for n in doc["names"]]
+        return {p["name"]: int(p.get("partition_id", 0)) for p in parts}
+
+    def _loaded_partitions(self, ctx: Ctx, collection: str) -> list[str] | None:
+        """The names of the loaded partitions of ``collection``; None: not loaded."""
+        doc = self.act(ctx, "get_load_state", collection=collection)
+        if doc.get("state") == "NotLoad":
+            return None
+        ids = self._partition_ids(ctx, collection)
+        info = self.proxy.dml.collection(ctx.db, collection)
+        route = self.proxy.coord_call("query.route", {"collection_id": info.collection_id})
+        chosen = route.get("partition_ids")
+        if chosen is None:
+            return list(ids)
+        return [n for n, pid in ids.items() if pid in set(chosen)]
+
+    @served()
     def GetLoadState(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
         doc = self.act(ctx, "get_load_state", collection=request.collection_name)
         state = _LOAD_STATES.get(str(doc.get("state")), common_pb2.LoadStateNotLoad)
+        if request.partition_names and state != common_pb2.LoadStateNotLoad:
+            loaded = self._loaded_partitions(ctx, request.collection_name) or []
+            if not set(request.partition_names) <= set(loaded):
+                state = common_pb2.LoadStateNotLoad
         return milvus_pb2.GetLoadStateResponse(status=ok(), state=state)
 
     @served()
@@ -173,6 +222,26 @@ class OpsRpcs(Servicer):
         doc = self.act(ctx, "get_collection_stats", collection=request.collection_name)
         return milvus_pb2.GetCollectionStatisticsResponse(
             status=ok(), stats=kv_pairs({"row_count": str(int(doc.get("row_count") or 0))})
+        )
+
+    @served()
+    def GetPartitionStatistics(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        """The rows of the partition's flushed segments, as ``GetCollectionStatistics``
+        and Milvus count them (deletes not subtracted until compaction)."""
+        pid = self._partition_ids(ctx, request.collection_name).get(request.partition_name)
+        if pid is None:
+            raise ElanusError(
+                ErrorCode.PARTITION_NOT_FOUND,
+                f"partition {request.partition_name!r} of {request.collection_name!r} "
+                "does not exist",
+            )
+        rows = sum(
+            _segment(s)["num_rows"]
+            for s in self._segments(ctx, request.collection_name)
+            if int(s.get("partition_id") or 0) == pid and s.get("state") == SegmentState.FLUSHED
+        )
+        return milvus_pb2.GetPartitionStatisticsResponse(
+            status=ok(), stats=kv_pairs({"row_count": str(rows)})
         )
 
     @served()

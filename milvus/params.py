@@ -30,7 +30,8 @@ def level_of(request: Any) -> str | None:
     if getattr(request, "use_default_consistency", False):
         return None
     name = _LEVELS.get(request.consistency_level, "Bounded")
-    return None if name == "Customized" else name
+    # Milvus reads a Customized level at the guarantee timestamp sent, as Session does
+    return "Session" if name == "Customized" else name
 
 
 def templates(values: Any) -> dict[str, Any]:
@@ -65,3 +66,20 @@ def int_param(params: dict[str, Any], key: str, default: int) -> int:
         return int(value)
     except (TypeError, ValueError):
         raise invalid(f"{key} must be an integer, got {value!r}") from None
+
+
+def truthy(value: Any) -> bool:
+    """A flag as pymilvus sends it: JSON ``true`` or the text ``True``."""
+    return value is True or str(value).lower() == "true"
+
+
+def group_options(params: dict[str, Any]) -> dict[str, Any]:
+    """The group-by keys of a search's (or a rank's) parameters, typed."""
+    out: dict[str, Any] = {}
+    if params.get("group_by_field") not in (None, ""):
+        out["group_by_field"] = str(params["group_by_field"])
+    if params.get("group_size") not in (None, ""):
+        out["group_size"] = int_param(params, "group_size", 1)
+    if params.get("strict_group_size") not in (None, ""):
+        out["strict_group_size"] = truthy(params["strict_group_size"])
+    return out

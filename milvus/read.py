@@ -20,13 +20,12 @@ from elanus.flight.search.bodies import check_search_stream
 from elanus.flight.search.hits import hits_table
 from elanus.flight.search.outputs import COUNT
 from elanus.milvus.fielddata import from_arrow, ids_of, sparse_to_arrow
-from elanus.milvus.params import int_param, kv_values, level_of, templates
+from elanus.milvus.params import group_options, int_param, kv_values, level_of, templates, truthy
 from elanus.milvus.servicer import Ctx, Servicer, served
 from elanus.milvus.status import ok
+from elanus.milvus.walks import Walks, advance, page_request
 from elanus.privileges import Need
-from elanus.schema import DYNAMIC_FIELD, Field, Schema
-
-_GROUP_KEYS = ("group_by_field", "group_size", "strict_group_size")
+from elanus.schema import DYNAMIC_FIELD, Schema
 
 
 def search_body(ctx: Ctx, request: Any) -> dict[str, Any]:
@@ -53,13 +52,11 @@ def search_body(ctx: Ctx, request: Any) -> dict[str, Any]:
     }
     if params.get("anns_field"):
         body["anns_field"] = params["anns_field"]
-    for key in _GROUP_KEYS:
-        if params.get(key) not in (None, ""):
-            body[key] = params[key]
+    body.update(group_options(params))
     return {k: v for k, v in body.items() if v is not None}
 
 
-def query_data(group_bytes: bytes, field: Field) -> Any:
+def query_data(group_bytes: bytes) -> Any:
     """The query vectors of a ``PlaceholderGroup``, as numpy rows where they are dense
     (one ``frombuffer`` over all of them), sparse maps, or texts (BM25)."""
     group = common_pb2.PlaceholderGroup()
@@ -111,32 +108,77 @@ def result_columns(
     return out
 
 
+def results_data(
+    table: pa.Table, nq: int, top_k: int, outputs: list[str], schema: Schema, round_decimal: int
+) -> Any:
+    """``SearchResultData`` from hits as Arrow rows (``query_index``, ``id``, ``distance``
+    and output columns, queries in order, each best first)."""
+    pk = schema.primary
+    scores = table.column("distance").to_numpy()
+    if round_decimal >= 0:
+        scores = np.round(scores.astype(np.float64), round_decimal)
+    return schema_pb2.SearchResultData(
+        num_queries=nq,
+        top_k=top_k,
+        fields_data=result_columns(table, outputs, schema, {pk.name: "id"}),
+        scores=scores.tolist(),
+        ids=ids_of(table.column("id"), pk),
+        topks=np.bincount(table.column("query_index").to_numpy(), minlength=nq).tolist(),
+        output_fields=outputs,
+        primary_field_name=pk.name,
+    )
+
+
+def pinned(body: dict[str, Any], request: Any, params: dict[str, Any]) -> dict[str, Any]:
+    """An iterator's page reads at the timestamp of its first page, which pymilvus sends
+    as the guarantee timestamp (Milvus reads an iterator's pages at it)."""
+    if truthy(params.get("iterator")) and request.guarantee_timestamp > 1:
+        body = {k: v for k, v in body.items() if k not in ("consistency_level",)}
+        body["as_of"] = body.pop("guarantee_timestamp")
+    return body
+
+
 class ReadRpcs(Servicer):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.walks = Walks()
+
     @served(Kind.DQL)
     def Search(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
         if request.sub_reqs or request.search_by_primary_keys:
             raise invalid("Search: sub-requests and search by primary keys are not supported")
-        request_doc = check_search_stream(orjson.dumps(search_body(ctx, request)))
+        params = kv_values(request.search_params)
+        body = pinned(search_body(ctx, request), request, params)
+        request_doc = check_search_stream(orjson.dumps(body))
         ctx.caller.require(Need("Search", request_doc["db"], request_doc["collection"]))
         query = self.proxy.query
         info = self.proxy.dml.collection(request_doc["db"], request_doc["collection"])
         plan = query.prepare_search(info, {**request_doc, "data": None})
-        data = query_data(request.placeholder_group, plan.field)
+        walk = None
+        if truthy(params.get("search_iter_v2")):
+            token, walk = self.walks.get(
+                params.get("search_iter_id") or None, params.get("search_iter_last_bound")
+            )
+            page = page_request(request_doc, info.schema.primary.name, plan.metric, walk)
+            plan = query.prepare_search(info, {**page, "data": None})
+        data = query_data(request.placeholder_group)
         merged, ts = query.run_search(plan, data)
         pk = info.schema.primary
         table = hits_table(merged, pk.arrow_type())
-        nq = len(data)
         outputs = [n for n in plan.outputs if n != COUNT]
-        results = schema_pb2.SearchResultData(
-            num_queries=nq,
-            top_k=request_doc["limit"],
-            fields_data=result_columns(table, outputs, info.schema, {pk.name: "id"}),
-            scores=table.column("distance").to_numpy().tolist(),
-            ids=ids_of(table.column("id"), pk),
-            topks=np.bincount(table.column("query_index").to_numpy(), minlength=nq).tolist(),
-            output_fields=outputs,
-            primary_field_name=pk.name,
+        round_decimal = int_param(params, "round_decimal", -1)
+        results = results_data(
+            table, len(data), request_doc["limit"], outputs, info.schema, round_decimal
         )
+        if walk is not None:
+            bound = advance(
+                walk,
+                table.column("id").to_pylist(),
+                table.column("distance").to_pylist(),
+                plan.metric,
+            )
+            results.search_iterator_v2_results.token = token
+            results.search_iterator_v2_results.last_bound = bound
         return milvus_pb2.SearchResults(
             status=ok(), results=results, collection_name=info.name, session_ts=ts
         )
@@ -156,7 +198,8 @@ class ReadRpcs(Servicer):
             "guarantee_timestamp": request.guarantee_timestamp or None,
             "partition_names": list(request.partition_names) or None,
         }
-        raw = orjson.dumps({k: v for k, v in body.items() if v is not None})
+        body = pinned({k: v for k, v in body.items() if v is not None}, request, params)
+        raw = orjson.dumps(body)
         _, checked = check_request("query", raw)
         ctx.caller.require(Need("Query", checked["db"], checked["collection"]))
         info = self.proxy.dml.collection(checked["db"], checked["collection"])

@@ -15,7 +15,7 @@ from elanus.tsutil import physical_ms
 
 _INT_PARAMS = ("dim", "max_length", "max_capacity")
 _BOOL_PARAMS = ("enable_analyzer", "enable_match")
-_IGNORED_PARAMS = frozenset({"mmap_enabled", "mmap.enabled", "warmup"})
+IGNORED_PARAMS = frozenset({"mmap_enabled", "mmap.enabled", "warmup"})
 
 
 def _truthy(text: str) -> bool:
@@ -75,7 +75,7 @@ def field_doc(f: Any) -> dict[str, Any]:
             d[key] = _truthy(value)
         elif key == "analyzer_params":
             d[key] = json.loads(value)
-        elif key not in _IGNORED_PARAMS:
+        elif key not in IGNORED_PARAMS:
             raise invalid(f"field {f.name!r}: type parameter {key!r} is not supported by Elanus")
     return d
 

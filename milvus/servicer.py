@@ -20,6 +20,7 @@ import orjson
 from google.protobuf import message_factory
 from pymilvus.grpc_gen import common_pb2, milvus_pb2, milvus_pb2_grpc
 
+from elanus.channels.metrics import Outcome, proxy_request
 from elanus.client.wire import DEFAULT_DB
 from elanus.errors import ElanusError, ErrorCode
 from elanus.flight.actions import perform
@@ -92,10 +93,15 @@ class Servicer(milvus_pb2_grpc.MilvusServiceServicer):
         kind = getattr(fn, _MARK, None)
 
         def handle(request: Any, context: grpc.ServicerContext) -> Any:
+            with proxy_request(rpc) as outcome:  # counted and timed as Flight calls are
+                return answer(request, context, outcome)
+
+        def answer(request: Any, context: grpc.ServicerContext, outcome: Outcome) -> Any:
             metadata = context.invocation_metadata() or ()
             try:
                 caller = self.credentials.caller(metadata)
             except ElanusError as exc:
+                outcome.fail(exc.code)
                 if exc.code == ErrorCode.UNAUTHENTICATED:
                     context.abort(grpc.StatusCode.UNAUTHENTICATED, f"[{exc.code}] {exc.message}")
                 return failed(rpc, status_of(exc))
@@ -103,10 +109,12 @@ class Servicer(milvus_pb2_grpc.MilvusServiceServicer):
                 self.proxy.limits.admit(caller.user, kind, request.ByteSize(), rpc)
                 return fn(Ctx(caller, _db_of(request, metadata), rpc), request)
             except ElanusError as exc:
+                outcome.fail(exc.code)
                 return failed(rpc, status_of(exc))
             except Exception as exc:  # noqa: BLE001 - never a traceback to the client
                 log.exception("Milvus RPC %s failed", rpc)
                 error = ElanusError(ErrorCode.INTERNAL, f"{rpc}: {type(exc).__name__}: {exc}")
+                outcome.fail(error.code)
                 return failed(rpc, status_of(error))
 
         return handle

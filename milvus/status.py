@@ -69,11 +69,13 @@ def status_of(exc: ElanusError) -> common_pb2.Status:
     return status
 
 
-def not_supported(rpc: str) -> common_pb2.Status:
-    """Milvus's answer to a call its deployment does not serve."""
+def not_supported(rpc: str, why: str = "") -> common_pb2.Status:
+    """Milvus's answer to a call its deployment does not serve (``why``: what Elanus
+    lacks, for a call it serves only in part)."""
     return common_pb2.Status(
         code=UNIMPLEMENTED,
         error_code=common_pb2.UnexpectedError,
-        reason=f"Elanus does not support {rpc} over Milvus's protocol "
-        "(docs/milvus-compat.md lists what it serves)",
+        reason=f"Elanus does not support {rpc} over Milvus's protocol"
+        + (f": {why}" if why else "")
+        + " (docs/milvus-compat.md lists what it serves)",
     )

@@ -33,6 +33,7 @@ from elanus.api.datacoord import DataCoordAPI, SegmentInfo
 from elanus.channels import subjects
 from elanus.channels.consumer import ChannelConsumer
 from elanus.channels.dml import DmlMessage, MsgType
+from elanus.channels.metrics import WAIT_TSAFE
 from elanus.errors import ElanusError, ErrorCode
 from elanus.expr import Expr
 from elanus.reduce import add_term_stats
@@ -238,7 +239,11 @@ class Delegator:
         """Wait until tsafe reaches the guarantee (and ``ready_ts``); the read timestamp:
         ``ts`` when the caller names one (time travel), else tsafe after the wait."""
         guarantee = max(int(body.get("guarantee_ts") or 0), self.ready_ts)
-        if guarantee > self.tsafe and not await self.consumer.wait_tick(guarantee, TSAFE_WAIT_S):
+        with WAIT_TSAFE.time():
+            reached = guarantee <= self.tsafe or await self.consumer.wait_tick(
+                guarantee, TSAFE_WAIT_S
+            )
+        if not reached:
             raise self._not_readable()
         ts = int(body.get("ts") or 0)
         return ts if ts else self.tsafe
@@ -246,10 +251,11 @@ class Delegator:
     def read_ts_blocking(self, guarantee: int, ts: int) -> int:
         """``read_ts`` for a thread other than the loop's (a search handler)."""
         guarantee = max(guarantee, self.ready_ts)
-        if guarantee > self.tsafe and not self.consumer.wait_tick_in_thread(
-            guarantee, TSAFE_WAIT_S
-        ):
-            raise self._not_readable()
+        with WAIT_TSAFE.time():
+            if guarantee > self.tsafe and not self.consumer.wait_tick_in_thread(
+                guarantee, TSAFE_WAIT_S
+            ):
+                raise self._not_readable()
         return ts if ts else self.tsafe
 
     def _not_readable(self) -> ElanusError:

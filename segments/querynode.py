@@ -14,6 +14,7 @@ import numpy as np
 from elanus.api.indexcoord import IndexCoordAPI, IndexLoadFailed
 from elanus.channels import subjects
 from elanus.channels.bus import Bus, blocking
+from elanus.channels.metrics import SEARCH_LATENCY
 from elanus.channels.role import Role, RoleHandler
 from elanus.coordrequests import UpdateSchema
 from elanus.errors import ElanusError, ErrorCode
@@ -174,7 +175,8 @@ class QueryNode(Role):
 
     @blocking
     def search(self, req: SearchShard) -> dict[str, Any]:
-        return self._delegator(req.vchannel).search(req.request)
+        with SEARCH_LATENCY.labels("shard").time():
+            return self._delegator(req.vchannel).search(req.request)
 
     @blocking
     def term_stats(self, req: SearchShard) -> dict[str, Any]:
@@ -249,7 +251,8 @@ class QueryNode(Role):
 
     @blocking
     def worker_search(self, req: SearchSegments) -> dict[str, Any]:
-        return {"parts": self.worker.search(req.segment_ids, req.request)}
+        with SEARCH_LATENCY.labels("segments").time():
+            return {"parts": self.worker.search(req.segment_ids, req.request)}
 
     @blocking
     def worker_term_stats(self, req: SearchSegments) -> dict[str, Any]:

@@ -34,6 +34,14 @@ def test_connect_version_and_not_supported(client: MilvusClient) -> None:
     assert "ListResourceGroups" in info.value.message
 
 
+def test_session_names_the_milvus_port(mstack: Any) -> None:
+    from elanus.channels.sessions import list_sessions
+
+    sessions = mstack.call(list_sessions(mstack.bus))
+    proxies = [x for x in sessions if x.role == "proxy"]
+    assert proxies and proxies[0].meta["milvus_port"] == mstack.proxy.milvus_port
+
+
 def test_port_zero_is_off(mstack: Any) -> None:
     from elanus.milvus.face import MilvusProxy
 
@@ -75,3 +83,19 @@ def test_collections_databases_partitions_aliases(client: MilvusClient) -> None:
     with pytest.raises(MilvusException) as info:
         client.describe_collection("nope")
     assert info.value.code == 100
+
+
+def test_alter_properties_and_index(client: MilvusClient) -> None:
+    client.create_collection("alt", dimension=4)
+    client.alter_collection_properties("alt", {"mmap.enabled": True})  # ignored, as on create
+    client.drop_collection_properties("alt", ["mmap.enabled"])
+    with pytest.raises(MilvusException) as info:
+        client.alter_collection_properties("alt", {"collection.ttl.seconds": 60})
+    assert info.value.code == 10 and "collection.ttl.seconds" in info.value.message
+    with pytest.raises(MilvusException) as info:
+        client.alter_collection_properties("nope", {"mmap.enabled": True})
+    assert info.value.code == 100
+    client.alter_index_properties("alt", "vector", {"mmap.enabled": True})
+    with pytest.raises(MilvusException) as info:
+        client.alter_index_properties("alt", "vector", {"ef": 8})
+    assert info.value.code == 10

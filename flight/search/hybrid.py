@@ -16,6 +16,7 @@ from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pyarrow as pa
 
 from elanus.errors import ElanusError, invalid
 from elanus.flight.actions import Call, action, check_db, check_named
@@ -139,6 +140,28 @@ def _sub_request(raw: Any, i: int, top: dict[str, Any], default_limit: int) -> d
 def hybrid_search(service: QueryService, request: dict[str, Any]) -> dict[str, Any]:
     """Run every sub-search at one timestamp, fuse per query vector, fetch the outputs."""
     info = service.proxy.dml.collection(request["db"], request["collection"])
+    outputs, hits, ts = fused_hits(service, info, request)
+    rows = _fetch(service, info, outputs, [pk for q in hits for pk, _ in q], ts)
+    json_names = json_fields(info.schema)
+    results = [
+        [
+            {
+                "id": pk,
+                "distance": score,
+                "entity": entity(rows.get(pk, {}), outputs, json_names) if outputs else {},
+            }
+            for pk, score in q
+        ]
+        for q in hits
+    ]
+    return {"results": results, "ts": ts}
+
+
+def fused_hits(
+    service: QueryService, info: CollectionInfo, request: dict[str, Any]
+) -> tuple[list[str], list[list[Hit]], int]:
+    """(output names, the fused hits of each query, the read timestamp): a hybrid search
+    up to its outputs, which each face fetches in its own shape (``fetch_outputs``)."""
     outputs = _outputs(info, request)
     plans, vectors = _prepare(service, info, request["reqs"])
     nqs = {len(v) for v in vectors}
@@ -172,20 +195,7 @@ def hybrid_search(service: QueryService, request: dict[str, Any]) -> dict[str, A
                     request["strict_group_size"],
                 )
             )
-    rows = _fetch(service, info, outputs, [pk for q in hits for pk, _ in q], ts)
-    json_names = json_fields(info.schema)
-    results = [
-        [
-            {
-                "id": pk,
-                "distance": score,
-                "entity": entity(rows.get(pk, {}), outputs, json_names) if outputs else {},
-            }
-            for pk, score in q
-        ]
-        for q in hits
-    ]
-    return {"results": results, "ts": ts}
+    return outputs, hits, ts
 
 
 def _prepare(
@@ -274,6 +284,15 @@ def _fetch(
     """The output rows of the final hits, by primary key, read at ``ts``."""
     if not outputs or not pks:
         return {}
+    table = fetch_outputs(service, info, outputs, pks, ts)
+    pk = info.schema.primary.name
+    return {row[pk]: row for row in table.to_pylist()}
+
+
+def fetch_outputs(
+    service: QueryService, info: CollectionInfo, outputs: list[str], pks: list[Any], ts: int
+) -> pa.Table:
+    """The rows of ``pks`` (each once, in no set order) with ``outputs``, read at ``ts``."""
     table, _, _ = service.query_table(
         info,
         {
@@ -290,5 +309,4 @@ def _fetch(
             "read_ts": ts,
         },
     )
-    pk = info.schema.primary.name
-    return {row[pk]: row for row in table.to_pylist()}
+    return table

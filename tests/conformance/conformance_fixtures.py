@@ -76,3 +76,43 @@ def ela_fixture(server: Any) -> Iterator[Client]:
         yield client
     finally:
         client.close()
+
+
+@pytest.fixture(scope="module", name="face")
+def face_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """pymilvus against an Elanus standalone's Milvus port, the collection made with the
+    same pymilvus code as Milvus Lite's (half flushed into a sealed segment, half growing)."""
+    from conftest import StandaloneProcess
+
+    from elanus.channels.nats_server import free_port
+
+    port = free_port()
+    sp = StandaloneProcess(
+        tmp_path_factory.mktemp("face") / "data",
+        "--milvus-port",
+        str(port),
+        env={"ELANUS_MILVUS_PORT": str(port)},
+    )
+    try:
+        sp.start().wait_ready()
+        client = pymilvus.MilvusClient(uri=f"http://127.0.0.1:{port}", timeout=60)
+        index_params = client.prepare_index_params()
+        for name, metric in VECTOR_FIELDS.items():
+            index_params.add_index(name, index_type="FLAT", metric_type=metric)
+        client.create_collection(
+            COLLECTION,
+            schema=milvus_schema(client),
+            index_params=index_params,
+            consistency_level="Strong",
+        )
+        data = rows()
+        half = len(data) // 2
+        client.insert(COLLECTION, data[:half])
+        client.flush(COLLECTION)
+        client.insert(COLLECTION, data[half:])
+        try:
+            yield client
+        finally:
+            client.close()
+    finally:
+        sp.stop()

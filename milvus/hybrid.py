@@ -1,0 +1,115 @@
+"""HybridSearch: Milvus's request as the ``hybrid_search`` action's body (checked by it),
+the query vectors of each sub-request decoded from their placeholders, fused by the same
+code (``fused_hits``), outputs fetched as Arrow and returned as columnar ``FieldData``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+from pymilvus.grpc_gen import milvus_pb2
+
+from elanus.errors import invalid
+from elanus.flight.actions import check_request
+from elanus.flight.limits import Kind
+from elanus.flight.search.hybrid import fetch_outputs, fused_hits
+from elanus.milvus.params import group_options, int_param, kv_values, level_of
+from elanus.milvus.read import pinned, query_data, results_data, search_body
+from elanus.milvus.servicer import Ctx, Servicer, served
+from elanus.milvus.status import ok
+from elanus.privileges import Need
+from elanus.rankers import Hit
+
+_RANK_KEYS = ("strategy", "params")
+_PLACEHOLDER = [[0.0]]
+"""Stands for a sub-request's vectors while the body is checked; the real ones are
+decoded from its placeholder group afterwards (no JSON round trip for vectors)."""
+
+
+def hybrid_body(ctx: Ctx, request: Any) -> dict[str, Any]:
+    """The ``hybrid_search`` body of a ``HybridSearchRequest`` (vectors left out)."""
+    if request.HasField("function_score") and request.function_score.functions:
+        raise invalid(
+            "HybridSearch: rerank functions are not supported by Elanus; use RRF or weighted"
+        )
+    rank = kv_values(request.rank_params)
+    reqs = []
+    for sub in request.requests:
+        one = search_body(ctx, sub)
+        reqs.append(
+            {
+                "data": _PLACEHOLDER,
+                "anns_field": one.get("anns_field"),
+                "search_params": one["search_params"],
+                "limit": one["limit"],
+                "filter": one.get("filter"),
+                "filter_params": one.get("filter_params") or None,
+            }
+        )
+    body: dict[str, Any] = {
+        "db": ctx.db,
+        "collection": request.collection_name,
+        "reqs": [{k: v for k, v in r.items() if v is not None} for r in reqs],
+        "ranker": {k: rank[k] for k in _RANK_KEYS if k in rank} or None,
+        "limit": int_param(rank, "limit", 10),
+        "offset": int_param(rank, "offset", 0),
+        "output_fields": list(request.output_fields),
+        "consistency_level": level_of(request),
+        "guarantee_timestamp": request.guarantee_timestamp or None,
+        "partition_names": list(request.partition_names) or None,
+    }
+    body.update(group_options(rank))
+    return {k: v for k, v in body.items() if v is not None}
+
+
+def hits_as_table(
+    hits: list[list[Hit]], pk_type: pa.DataType, fetched: pa.Table | None, pk: str
+) -> pa.Table:
+    """Fused hits as the Arrow rows ``results_data`` takes, output columns joined by key."""
+    counts = [len(q) for q in hits]
+    table = pa.table(
+        {
+            "query_index": pa.array(np.repeat(np.arange(len(hits)), counts).astype(np.int32)),
+            "id": pa.array([key for q in hits for key, _ in q], pk_type),
+            "distance": pa.array([s for q in hits for _, s in q], pa.float32()),
+        }
+    )
+    if fetched is None or not fetched.num_rows:
+        return table
+    picked = fetched.take(pc.index_in(table.column("id"), fetched.column(pk)))
+    for name in picked.column_names:
+        if name != pk:
+            table = table.append_column(name, picked.column(name))
+    return table
+
+
+class HybridRpcs(Servicer):
+    @served(Kind.DQL)
+    def HybridSearch(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        params = kv_values(request.rank_params)
+        body = pinned(hybrid_body(ctx, request), request, params)
+        _, checked = check_request("hybrid_search", orjson.dumps(body))
+        ctx.caller.require(Need("Search", checked["db"], checked["collection"]))
+        service = self.proxy.query
+        info = self.proxy.dml.collection(checked["db"], checked["collection"])
+        for sub, proto in zip(checked["reqs"], request.requests, strict=True):
+            sub["data"] = query_data(proto.placeholder_group)
+        outputs, hits, ts = fused_hits(service, info, checked)
+        pk = info.schema.primary
+        keys = [key for q in hits for key, _ in q]
+        fetched = fetch_outputs(service, info, outputs, keys, ts) if outputs and keys else None
+        table = hits_as_table(hits, pk.arrow_type(), fetched, pk.name)
+        results = results_data(
+            table,
+            len(hits),
+            checked["limit"],
+            outputs,
+            info.schema,
+            int_param(params, "round_decimal", -1),
+        )
+        return milvus_pb2.SearchResults(
+            status=ok(), results=results, collection_name=info.name, session_ts=ts
+        )

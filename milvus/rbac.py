@@ -1,0 +1,214 @@
+"""Users, roles and privileges over Milvus's protocol: each RPC the Elanus action of the
+same meaning (``flight/auth_actions.py``), so both faces share one set of users, roles
+and grants. Passwords arrive base64-encoded, as pymilvus sends them. Privilege groups are
+Milvus's built-in ones (``elanus.privileges.PRIVILEGE_GROUPS``): listed, not created."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any
+
+from pymilvus.grpc_gen import milvus_pb2
+
+from elanus.errors import ElanusError, ErrorCode, invalid
+from elanus.milvus.servicer import Ctx, Servicer, served
+from elanus.milvus.status import ok
+from elanus.privileges import ALL_PRIVILEGES, ANY, PRIVILEGE_GROUPS, PRIVILEGES, ObjectType
+
+
+def _password(raw: Any, what: str) -> str:
+    text = raw.decode() if isinstance(raw, bytes) else str(raw)
+    try:
+        return base64.b64decode(text, validate=True).decode()
+    except (binascii.Error, ValueError, UnicodeDecodeError):
+        raise invalid(f"{what} must be base64 text, as pymilvus sends it") from None
+
+
+def grant_object(privilege: str, db_name: str, collection_name: str) -> tuple[str, str]:
+    """(object type, object name) of an ``OperatePrivilegeV2`` grant: the level the
+    privilege (or group) applies at, as Milvus derives it."""
+    own = PRIVILEGES.get(privilege)
+    if privilege == ALL_PRIVILEGES or own == ObjectType.GLOBAL or privilege.startswith("Cluster"):
+        return ObjectType.GLOBAL.value, ANY
+    if own == ObjectType.USER:
+        return ObjectType.USER.value, ANY
+    if privilege.startswith("Database"):
+        return ObjectType.DATABASE.value, db_name or ANY
+    return ObjectType.COLLECTION.value, collection_name or ANY
+
+
+def _grant_entity(g: dict[str, Any]) -> Any:
+    return milvus_pb2.GrantEntity(
+        role=milvus_pb2.RoleEntity(name=g["role_name"]),
+        object=milvus_pb2.ObjectEntity(name=g["object_type"]),
+        object_name=g["object_name"],
+        db_name=g["db_name"],
+        grantor=milvus_pb2.GrantorEntity(
+            user=milvus_pb2.UserEntity(name=g.get("grantor_name") or ""),
+            privilege=milvus_pb2.PrivilegeEntity(name=g["privilege"]),
+        ),
+    )
+
+
+class RbacRpcs(Servicer):
+    def _forget(self, user: str | None) -> None:
+        """Drop this proxy's cached identity of ``user`` (None: everyone's) at once: the
+        coord's broadcast reaches every proxy soon, this one must not lag its own change."""
+        if self.proxy.auth is not None:
+            self.proxy.auth.forget(user)
+
+    # -- users ------------------------------------------------------------------------------
+    @served()
+    def CreateCredential(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        password = _password(request.password, "password")
+        self.act(ctx, "create_user", user_name=request.username, password=password)
+        return ok()
+
+    @served()
+    def UpdateCredential(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        self.act(
+            ctx,
+            "update_password",
+            user_name=request.username,
+            old_password=_password(request.oldPassword, "oldPassword")
+            if request.oldPassword
+            else None,
+            new_password=_password(request.newPassword, "newPassword"),
+        )
+        self._forget(request.username)
+        return ok()
+
+    @served()
+    def DeleteCredential(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        self.act(ctx, "drop_user", user_name=request.username)
+        self._forget(request.username)
+        return ok()
+
+    @served()
+    def ListCredUsers(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        users = self.act(ctx, "list_users")["users"]
+        return milvus_pb2.ListCredUsersResponse(status=ok(), usernames=users)
+
+    @served()
+    def SelectUser(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        name = request.user.name if request.HasField("user") else ""
+        names = [name] if name else list(self.act(ctx, "list_users")["users"])
+        results = []
+        for user in names:
+            try:
+                roles = self.act(ctx, "describe_user", user_name=user)["roles"]
+            except ElanusError as exc:
+                if exc.code == ErrorCode.USER_NOT_FOUND and name:
+                    return milvus_pb2.SelectUserResponse(status=ok())  # Milvus: none
+                raise
+            results.append(
+                milvus_pb2.UserResult(
+                    user=milvus_pb2.UserEntity(name=user),
+                    roles=[milvus_pb2.RoleEntity(name=r) for r in roles]
+                    if request.include_role_info
+                    else [],
+                )
+            )
+        return milvus_pb2.SelectUserResponse(status=ok(), results=results)
+
+    # -- roles ------------------------------------------------------------------------------
+    @served()
+    def CreateRole(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        self.act(ctx, "create_role", role_name=request.entity.name)
+        return ok()
+
+    @served()
+    def DropRole(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        self.act(ctx, "drop_role", role_name=request.role_name, force_drop=request.force_drop)
+        self._forget(None)
+        return ok()
+
+    @served()
+    def OperateUserRole(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        name = "grant_role" if request.type == milvus_pb2.AddUserToRole else "revoke_role"
+        self.act(ctx, name, user_name=request.username, role_name=request.role_name)
+        self._forget(request.username)
+        return ok()
+
+    @served()
+    def SelectRole(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        roles = list(self.act(ctx, "list_roles")["roles"])
+        wanted = request.role.name if request.HasField("role") else ""
+        if wanted:
+            roles = [r for r in roles if r == wanted]  # Milvus: none for an unknown role
+        members: dict[str, list[str]] = {r: [] for r in roles}
+        if request.include_user_info and roles:
+            for user in self.act(ctx, "list_users")["users"]:
+                for role in self.act(ctx, "describe_user", user_name=user)["roles"]:
+                    members.setdefault(role, []).append(user)
+        results = [
+            milvus_pb2.RoleResult(
+                role=milvus_pb2.RoleEntity(name=r),
+                users=[milvus_pb2.UserEntity(name=u) for u in members.get(r, [])],
+            )
+            for r in roles
+        ]
+        return milvus_pb2.SelectRoleResponse(status=ok(), results=results)
+
+    # -- privileges -------------------------------------------------------------------------
+    @served()
+    def OperatePrivilege(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        e = request.entity
+        self._operate(
+            ctx,
+            request.type,
+            role_name=e.role.name,
+            object_type=e.object.name,
+            object_name=e.object_name or ANY,
+            privilege=e.grantor.privilege.name,
+            db_name=e.db_name or None,
+        )
+        return ok()
+
+    @served()
+    def OperatePrivilegeV2(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        privilege = request.grantor.privilege.name
+        kind, name = grant_object(privilege, request.db_name, request.collection_name)
+        self._operate(
+            ctx,
+            request.type,
+            role_name=request.role.name,
+            object_type=kind,
+            object_name=name,
+            privilege=privilege,
+            db_name=request.db_name or None,
+        )
+        return ok()
+
+    def _operate(self, ctx: Ctx, kind: int, **grant: Any) -> None:
+        if kind not in (milvus_pb2.Grant, milvus_pb2.Revoke):
+            raise invalid(f"OperatePrivilege: unknown operation type {kind}")
+        self.act(
+            ctx, "grant_privilege" if kind == milvus_pb2.Grant else "revoke_privilege", **grant
+        )
+
+    @served()
+    def SelectGrant(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        e = request.entity
+        grants = self.act(ctx, "describe_role", role_name=e.role.name)["privileges"]
+        if e.HasField("object") and e.object.name:
+            grants = [g for g in grants if g["object_type"] == e.object.name]
+        if e.object_name:
+            grants = [g for g in grants if g["object_name"] == e.object_name]
+        if e.db_name:
+            grants = [g for g in grants if g["db_name"] in (e.db_name, ANY)]
+        return milvus_pb2.SelectGrantResponse(
+            status=ok(), entities=[_grant_entity(g) for g in grants]
+        )
+
+    @served()
+    def ListPrivilegeGroups(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        groups = [
+            milvus_pb2.PrivilegeGroupInfo(
+                group_name=name,
+                privileges=[milvus_pb2.PrivilegeEntity(name=p) for p in members],
+            )
+            for name, members in PRIVILEGE_GROUPS.items()
+        ]
+        return milvus_pb2.ListPrivilegeGroupsResponse(status=ok(), privilege_groups=groups)

@@ -1,0 +1,183 @@
+"""pymilvus's searches against the Milvus face: hybrid search, search and query iterators,
+BM25 text search, group-by, range search, sparse and binary vectors."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from milvus_stack import MilvusStack, milvus_stack
+from pymilvus import (
+    AnnSearchRequest,
+    DataType,
+    Function,
+    FunctionType,
+    MilvusClient,
+    RRFRanker,
+    WeightedRanker,
+)
+
+DIM = 8
+N = 300
+
+
+@pytest.fixture
+def client(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MilvusClient]:
+    for s in milvus_stack(request, tmp_path):
+        assert isinstance(s, MilvusStack)
+        c = MilvusClient(uri=s.milvus_uri, timeout=60)
+        try:
+            yield c
+        finally:
+            c.close()
+
+
+def _two_vector_collection(client: MilvusClient) -> np.ndarray:
+    schema = client.create_schema(auto_id=False, enable_dynamic_field=True)
+    schema.add_field("id", DataType.INT64, is_primary=True)
+    schema.add_field("dense", DataType.FLOAT_VECTOR, dim=DIM)
+    schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
+    schema.add_field("bits", DataType.BINARY_VECTOR, dim=16)
+    schema.add_field("kind", DataType.VARCHAR, max_length=8)
+    params = client.prepare_index_params()
+    params.add_index("dense", index_type="FLAT", metric_type="L2")
+    params.add_index("sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="IP")
+    params.add_index("bits", index_type="BIN_FLAT", metric_type="HAMMING")
+    client.create_collection(
+        "multi", schema=schema, index_params=params, consistency_level="Strong"
+    )
+    rng = np.random.default_rng(7)
+    vecs = rng.random((N, DIM), dtype=np.float32)
+    bits = rng.integers(0, 256, (N, 2), dtype=np.uint8)
+    rows = [
+        {
+            "id": i,
+            "dense": vecs[i],
+            "sparse": {int(i % 50): 1.0 + i / N, 100 + int(i % 7): 0.5},
+            "bits": bits[i].tobytes(),
+            "kind": ["a", "b", "c"][i % 3],
+        }
+        for i in range(N)
+    ]
+    assert client.insert("multi", rows)["insert_count"] == N
+    return vecs
+
+
+def test_hybrid_sparse_binary_group_range(client: MilvusClient) -> None:
+    vecs = _two_vector_collection(client)
+    # sparse and binary searches
+    sparse = client.search(
+        "multi", data=[{3: 1.0}], anns_field="sparse", limit=4, output_fields=["kind"]
+    )[0]
+    assert sparse and all(h["id"] % 50 == 3 for h in sparse)
+    bits = client.query("multi", filter="id == 9", output_fields=["bits"])[0]["bits"]
+    binary = client.search("multi", data=[bits[0]], anns_field="bits", limit=3)[0]
+    assert binary[0]["id"] == 9 and binary[0]["distance"] == 0
+    # hybrid search, RRF and weighted: the exact dense match and the sparse matches fuse
+    dense_req = AnnSearchRequest([vecs[3]], "dense", {"metric_type": "L2"}, limit=10)
+    sparse_req = AnnSearchRequest([{3: 1.0}], "sparse", {"metric_type": "IP"}, limit=10)
+    rrf = client.hybrid_search(
+        "multi", [dense_req, sparse_req], RRFRanker(60), limit=5, output_fields=["kind", "dense"]
+    )[0]
+    assert len(rrf) == 5 and rrf[0]["id"] == 3
+    assert rrf[0]["entity"]["kind"] == "a"
+    assert np.allclose(rrf[0]["entity"]["dense"], vecs[3])
+    assert rrf[0]["distance"] == pytest.approx(1 / 61 + 1 / 66)  # sparse: 6th of its 6
+    weighted = client.hybrid_search(
+        "multi", [dense_req, sparse_req], WeightedRanker(1.0, 0.0), limit=3
+    )[0]
+    plain = client.search("multi", data=[vecs[3]], anns_field="dense", limit=3)[0]
+    assert [h["id"] for h in weighted] == [h["id"] for h in plain]
+    filtered = client.hybrid_search(
+        "multi",
+        [AnnSearchRequest([vecs[3]], "dense", {}, limit=10, expr='kind == "b"'), sparse_req],
+        RRFRanker(),
+        limit=20,
+        output_fields=["kind"],
+    )[0]
+    assert any(h["entity"]["kind"] == "b" for h in filtered)
+    # group by: one hit per kind
+    groups = client.search(
+        "multi",
+        data=[vecs[0]],
+        anns_field="dense",
+        limit=3,
+        group_by_field="kind",
+        output_fields=["kind"],
+    )[0]
+    assert sorted(h["entity"]["kind"] for h in groups) == ["a", "b", "c"]
+    # range search: L2 keeps range_filter <= d < radius
+    everything = client.search("multi", data=[vecs[0]], anns_field="dense", limit=50)[0]
+    lo, hi = everything[5]["distance"], everything[20]["distance"]
+    ranged = client.search(
+        "multi",
+        data=[vecs[0]],
+        anns_field="dense",
+        limit=50,
+        search_params={"metric_type": "L2", "params": {"radius": hi, "range_filter": lo}},
+    )[0]
+    assert ranged and all(lo <= h["distance"] < hi for h in ranged)
+    assert len(ranged) == 15
+
+
+def test_search_and_query_iterators_page_without_gaps(client: MilvusClient) -> None:
+    vecs = _two_vector_collection(client)
+    seen: list[int] = []
+    distances: list[float] = []
+    it = client.search_iterator(
+        "multi", data=[vecs[0]], anns_field="dense", batch_size=37, output_fields=["kind"]
+    )
+    while page := it.next():
+        assert len(page) <= 37
+        seen += [h["id"] for h in page]
+        distances += [h["distance"] for h in page]
+        assert all("kind" in h["entity"] for h in page)
+    it.close()
+    assert sorted(seen) == list(range(N)), "every row once, none twice"
+    assert distances == sorted(distances)
+    filtered = client.search_iterator(
+        "multi", data=[vecs[0]], anns_field="dense", batch_size=10, filter='kind == "c"',
+        limit=45,
+    )  # fmt: skip
+    got = []
+    while page := filtered.next():
+        got += [h["id"] for h in page]
+    assert len(got) == 45 and len(set(got)) == 45 and all(i % 3 == 2 for i in got)
+    rows: list[int] = []
+    qi = client.query_iterator("multi", batch_size=64, filter="id >= 10", output_fields=["kind"])
+    while page := qi.next():
+        rows += [r["id"] for r in page]
+    qi.close()
+    assert rows == list(range(10, N))
+
+
+def test_bm25_text_search(client: MilvusClient) -> None:
+    schema = client.create_schema(auto_id=True)
+    schema.add_field("id", DataType.INT64, is_primary=True)
+    schema.add_field("text", DataType.VARCHAR, max_length=256, enable_analyzer=True)
+    schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
+    schema.add_function(
+        Function(
+            name="bm25",
+            function_type=FunctionType.BM25,
+            input_field_names=["text"],
+            output_field_names=["sparse"],
+        )
+    )
+    params = client.prepare_index_params()
+    params.add_index("sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
+    client.create_collection("docs", schema=schema, index_params=params, consistency_level="Strong")
+    texts = [
+        "the quick brown fox jumps",
+        "a lazy dog sleeps all day",
+        "vector databases search embeddings",
+        "the fox and the dog are friends",
+    ]
+    client.insert("docs", [{"text": t} for t in texts])
+    hits = client.search(
+        "docs", data=["fox"], anns_field="sparse", limit=3, output_fields=["text"]
+    )[0]
+    assert {h["entity"]["text"] for h in hits} == {texts[0], texts[3]}
+    assert hits[0]["distance"] > 0
