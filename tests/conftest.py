@@ -233,10 +233,14 @@ def own_stack(
         nats.stop()
 
 
-def bare_collection(client: Client, name: str, dim: int, **kwargs: Any) -> dict[str, Any]:
+def bare_collection(
+    client: Client, name: str, dim: int, metric_type: str | None = None, **kwargs: Any
+) -> dict[str, Any]:
     """The quick setup's collection (``id`` + ``vector``, dynamic fields) with no index and
     not loaded, for tests that need it so: quick setup itself indexes and loads, as
-    pymilvus's does."""
+    pymilvus's does. ``metric_type`` is recorded as quick setup records it (a property)."""
+    if metric_type is not None:
+        kwargs["properties"] = {**kwargs.get("properties", {}), "metric_type": metric_type}
     schema = Schema(enable_dynamic_field=True)
     schema.add_field("id", DataType.INT64, is_primary=True)
     schema.add_field("vector", DataType.FLOAT_VECTOR, dim=dim)
