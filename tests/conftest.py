@@ -16,6 +16,7 @@ os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 os.environ["ELANUS_MILVUS_PORT"] = "0"
 
 import contextlib  # noqa: E402
+import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from elanus import DataType, ElanusError, ErrorCode, Schema
+from elanus import ElanusError, ErrorCode
 from elanus.channels.bus import Bus
 from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats
@@ -32,6 +33,7 @@ from elanus.client.client import Client
 from elanus.flight.proxy import ProxyServer
 from elanus.index.indexnode import IndexNode
 from elanus.meta.coord import Coordinator
+from elanus.schema import quick_schema
 from elanus.segments.datanode import DataNode
 from elanus.segments.querynode import QueryNode
 from elanus.settings import Settings
@@ -241,10 +243,14 @@ def bare_collection(
     pymilvus's does. ``metric_type`` is recorded as quick setup records it (a property)."""
     if metric_type is not None:
         kwargs["properties"] = {**kwargs.get("properties", {}), "metric_type": metric_type}
-    schema = Schema(enable_dynamic_field=True)
-    schema.add_field("id", DataType.INT64, is_primary=True)
-    schema.add_field("vector", DataType.FLOAT_VECTOR, dim=dim)
-    return client.create_collection(name, schema=schema, **kwargs)
+    return client.create_collection(name, schema=quick_schema(dim), **kwargs)
+
+
+def bare_schema_file(path: Path, dim: int) -> Path:
+    """``bare_collection``'s schema as a file, for ``elanus collection create --schema``
+    (``--dim`` indexes and loads, as quick setup does)."""
+    path.write_text(json.dumps(quick_schema(dim).to_dict()))
+    return path
 
 
 def wait_for(pred: Callable[[], Any], timeout: float = 30, what: str = "condition") -> Any:

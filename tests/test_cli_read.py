@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import StandaloneProcess, cli, cli_json, run_elanus
+from conftest import StandaloneProcess, bare_schema_file, cli, cli_json, run_elanus
 
 from elanus.channels.nats_server import free_port
 from elanus.cli.read import read_vectors
@@ -41,12 +41,7 @@ def write_jsonl(path: Path) -> Path:
 
 def create_bare(server: StandaloneProcess, name: str, tmp_path: Path) -> None:
     """The quick setup's fields with no index, not loaded (``--dim`` indexes and loads)."""
-    schema = tmp_path / f"{name}.schema.json"
-    fields = [
-        {"name": "id", "type": "Int64", "is_primary": True},
-        {"name": "vector", "type": "FloatVector", "dim": DIM},
-    ]
-    schema.write_text(json.dumps({"fields": fields, "enable_dynamic_field": True}))
+    schema = bare_schema_file(tmp_path / f"{name}.schema.json", DIM)
     cli(server, "collection", "create", name, "--schema", str(schema))
 
 
