@@ -41,7 +41,7 @@ test: dev                         ## the whole test suite
 lint: dev
 	$(VENV)/bin/ruff check $(LINT_DIRS) tests
 	$(VENV)/bin/ruff format --check $(LINT_DIRS) tests
-	$(VENV)/bin/mypy elanus channels meta flight milvus cli
+	$(VENV)/bin/mypy elanus channels meta flight milvus cli segments index spark
 	$(PY) .ci/lint_imports.py     # lint-imports over the mapped elanus namespace
 
 format: dev

@@ -335,6 +335,11 @@ def print_results(title: str, results: list[Result]) -> None:
         ]
         for r in results
     ]
+    print_table(title, headers, body)
+
+
+def print_table(title: str, headers: list[str], body: list[list[str]]) -> None:
+    """A titled table, first column left-aligned; plain text when rich is not installed."""
     try:
         from rich.console import Console
         from rich.table import Table

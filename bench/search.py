@@ -61,7 +61,7 @@ import pyarrow.flight as flight
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import MB, Standalone, timed  # noqa: E402
+from _common import MB, Standalone, print_table, timed  # noqa: E402
 
 from elanus.channels.nats_server import die_with_parent, free_port  # noqa: E402
 from elanus.client.client import Client  # noqa: E402
@@ -542,23 +542,6 @@ def freshness_load(
 
 
 # -- printing --------------------------------------------------------------------------------------
-def print_table(title: str, headers: list[str], body: list[list[str]]) -> None:
-    try:
-        from rich.console import Console
-        from rich.table import Table
-    except ImportError:
-        print(f"\n{title}")
-        widths = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(headers)]
-        print("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)))
-        for r in body:
-            print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)))
-        return
-    table = Table(title=title, title_justify="left")
-    for i, h in enumerate(headers):
-        table.add_column(h, justify="left" if i == 0 else "right", no_wrap=True)
-    for r in body:
-        table.add_row(*r)
-    Console(width=max(160, shutil.get_terminal_size((160, 20)).columns)).print(table)
 
 
 def print_throughput(stats: list[Stat], rows: int, dim: int) -> None:

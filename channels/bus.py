@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
@@ -47,8 +48,11 @@ class Served:
 class Bus:
     """One NATS connection per process (or per role in tests), with JetStream at hand.
 
-    ``credentials`` (or userinfo in ``url``) are presented to the server; ``url`` keeps
-    no userinfo, since it is logged, shown and used as a key of ``LOCAL``.
+    ``url`` may list several servers of a NATS cluster, comma-separated: the connection
+    goes to any live one and moves to another when it dies. ``credentials`` (or userinfo
+    in ``url``) are presented to the server; ``url`` keeps no userinfo, since it is
+    logged, shown and used as a key of ``LOCAL``. ``stream_replicas`` is how many servers
+    hold each stream and KV bucket this process creates (setting ``stream_replicas``).
     """
 
     def __init__(
@@ -57,11 +61,13 @@ class Bus:
         name: str = "elanus",
         credentials: NatsCredentials | None = None,
         in_process: bool = True,
+        stream_replicas: int = 1,
     ) -> None:
         self.url, from_url = resolve(url)
         self.credentials = credentials or from_url
         self.name = name
         self.in_process = in_process
+        self.stream_replicas = stream_replicas
         """Whether requests to roles of this process skip NATS (``transport = "nats"``
         turns it off, so a one-process stack exercises the wire like a cluster)."""
         self._nc: NatsClient | None = None
@@ -103,7 +109,7 @@ class Bus:
 
         connecting: asyncio.Future[Any] = asyncio.ensure_future(
             nats.connect(
-                self.url,
+                servers=self.url.split(","),
                 name=self.name,
                 user=creds.user if creds else None,
                 password=creds.password if creds else None,
@@ -111,7 +117,13 @@ class Bus:
                 max_reconnect_attempts=-1,
                 reconnect_time_wait=0.25,
                 allow_reconnect=True,
+                # a dead server of a cluster is noticed by its closed socket at once, a
+                # frozen one within two missed pings rather than nats-py's two minutes
+                ping_interval=2,
+                max_outstanding_pings=2,
                 error_cb=on_error,
+                disconnected_cb=self._on_disconnect,
+                reconnected_cb=self._on_reconnect,
             )
         )
         await asyncio.wait({connecting, refused}, timeout=timeout, return_when="FIRST_COMPLETED")
@@ -141,10 +153,19 @@ class Bus:
     async def fork(self, name: str) -> Bus:
         """A second connection to the same server, for bulk data: megabytes of DML on one
         socket must not delay the small control messages (ticks, keepalives) on another."""
-        return await Bus(self.url, name, self.credentials, self.in_process).connect()
+        return await Bus(
+            self.url, name, self.credentials, self.in_process, self.stream_replicas
+        ).connect()
 
     async def _on_error(self, exc: Exception) -> None:
         log.debug("nats %s: %s", self.name, exc)
+
+    async def _on_disconnect(self) -> None:
+        log.info("nats %s: disconnected, reconnecting to any of %s", self.name, self.url)
+
+    async def _on_reconnect(self) -> None:
+        server = self._nc.connected_url if self._nc is not None else None
+        log.info("nats %s: reconnected to %s", self.name, server.netloc if server else "?")
 
     async def close(self) -> None:
         for task in list(self._tasks):
@@ -193,32 +214,45 @@ class Bus:
         return self._on_loop(self.transport.request(subject, body, timeout), timeout)
 
     def request_many_sync(self, calls: list[tuple[str, Any]], timeout: float = 30.0) -> list[Any]:
-        """Several requests from a non-loop thread: those served here run on this thread
-        one after the other, the rest concurrently over NATS meanwhile. Results in order;
-        the first failure is raised."""
+        """Several requests at once from a non-loop thread (a fan-out), all concurrent: the
+        first one served in this process runs on this thread (no hop for the common one
+        worker here), every other on the loop meanwhile (a blocking handler of this process
+        on the handler pool, a remote one over NATS). ``timeout`` is one deadline for the
+        whole fan-out. Results in order; the first failure is raised and the calls still
+        waited for are abandoned (a handler already running finishes on its own)."""
+        deadline = time.monotonic() + timeout
         found = [LOCAL.find(self.url, s) if self.in_process else None for s, _ in calls]
-        remote = [i for i, f in enumerate(found) if f is None]
+        here = next((i for i, f in enumerate(found) if f is not None), None)
+        others = [i for i in range(len(calls)) if i != here]
         pending = None
-        if remote:
+        if others:
 
-            async def ask_remote() -> list[Any]:
-                return await asyncio.gather(
-                    *(self.transport.request(calls[i][0], calls[i][1], timeout) for i in remote)
-                )
+            async def ask_others() -> list[Any]:
+                tasks = [
+                    asyncio.ensure_future(self.request(calls[i][0], calls[i][1], timeout))
+                    for i in others
+                ]
+                try:
+                    return await asyncio.gather(*tasks)
+                finally:  # the first failure ends the fan-out: stop waiting for the rest
+                    for t in tasks:
+                        t.cancel()
 
-            pending = asyncio.run_coroutine_threadsafe(ask_remote(), self.loop)
+            pending = asyncio.run_coroutine_threadsafe(ask_others(), self.loop)
         results: list[Any] = [None] * len(calls)
         try:
-            for i, endpoint in enumerate(found):
-                if endpoint is not None:
-                    results[i] = endpoint.call_sync(calls[i][1], timeout)
+            if here is not None:
+                endpoint = found[here]
+                assert endpoint is not None
+                results[here] = endpoint.call_sync(calls[here][1], timeout)
         except BaseException:
             if pending is not None:
                 pending.cancel()
             raise
         if pending is not None:
-            values = _result(pending, calls[remote[0]][0], timeout)
-            for i, value in zip(remote, values, strict=True):
+            left = max(0.0, deadline - time.monotonic())
+            values = _result(pending, calls[others[0]][0], left)
+            for i, value in zip(others, values, strict=True):
                 results[i] = value
         return results
 

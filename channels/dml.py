@@ -16,8 +16,8 @@ from typing import Any
 import pyarrow as pa
 from nats.js import JetStreamContext
 from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
-from nats.js.errors import NotFoundError
 
+from elanus.channels.replicas import ensure_stream
 from elanus.schema import PK_COLUMN
 
 SUBJECT_ROOT = "elanus.dml"
@@ -142,9 +142,10 @@ def delete_batch(pks: pa.Array) -> pa.RecordBatch:
 
 
 async def ensure_streams(
-    js: JetStreamContext, pchannels: list[str], *, max_bytes: int = -1
+    js: JetStreamContext, pchannels: list[str], *, max_bytes: int = -1, replicas: int = 1
 ) -> None:
-    """Create (or leave as they are) the file-backed stream of every pchannel."""
+    """Create the file-backed stream of every pchannel, at ``replicas`` copies (setting
+    ``stream_replicas``); an existing one is left as it is but for too few replicas."""
     for p in pchannels:
         config = StreamConfig(
             name=stream_name(p),
@@ -154,12 +155,9 @@ async def ensure_streams(
             discard=DiscardPolicy.NEW,
             max_bytes=max_bytes,
             duplicate_window=120.0,
+            num_replicas=replicas,
         )
-        name = stream_name(p)
-        try:
-            await js.stream_info(name)
-        except NotFoundError:
-            await js.add_stream(config)
+        await ensure_stream(js, config)
 
 
 def headers_of(msg: Any) -> dict[str, str]:

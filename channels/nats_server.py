@@ -94,8 +94,12 @@ class EmbeddedNats:
         max_payload_mb: int | None = None,
         credentials: NatsCredentials | None = None,
         user: str | None = None,
+        extra_config: str = "",
     ) -> None:
         self.store_dir = Path(store_dir)
+        self.extra_config = extra_config
+        """More of nats-server's config (a cluster's ``server_name`` and ``cluster`` block,
+        ``channels/nats_cluster.py``)."""
         self.host = host
         self.port = port
         self.max_payload_mb = max_payload_mb
@@ -142,6 +146,7 @@ class EmbeddedNats:
             conf,
             f'listen: "{self.host}:{self.port}"\n'
             f"{limits}"
+            f"{self.extra_config}"
             "authorization {\n"
             f"  user: {conf_string(creds.user)}\n"
             f"  password: {conf_string(creds.password)}\n"
@@ -155,6 +160,16 @@ class EmbeddedNats:
     def start(self, timeout: float = 20.0) -> EmbeddedNats:
         if self.proc is not None:
             return self
+        self.launch()
+        try:
+            self.wait_ready(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def launch(self) -> None:
+        """Start the child without waiting for it (servers of a cluster start together)."""
         if not self.port:
             self.port = free_port(self.host)
         conf = self._write_config()
@@ -169,14 +184,8 @@ class EmbeddedNats:
             process_group=0,
         )
         log.close()
-        try:
-            self._wait_ready(timeout)
-        except BaseException:
-            self.stop()
-            raise
-        return self
 
-    def _wait_ready(self, timeout: float) -> None:
+    def wait_ready(self, timeout: float) -> None:
         assert self.proc is not None
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -53,18 +53,33 @@ def split_url(url: str) -> tuple[str, NatsCredentials | None]:
     return clean, None
 
 
+def split_urls(urls: str) -> tuple[str, NatsCredentials | None]:
+    """``split_url`` over a comma-separated list of servers (a NATS cluster): the clean
+    list, and the credentials of the first URL that carried some."""
+    cleaned, found = [], None
+    for url in (u.strip() for u in urls.split(",")):
+        if not url:
+            continue
+        clean, creds = split_url(url)
+        cleaned.append(clean)
+        found = found or creds
+    if not cleaned:
+        raise ElanusError(ErrorCode.INVALID_ARGUMENT, f"no NATS URL in {urls!r}")
+    return ",".join(cleaned), found
+
+
 def redact_url(url: str | None) -> str | None:
-    """A URL fit to print or log: userinfo dropped."""
-    return None if url is None else split_url(url)[0]
+    """A URL (or comma-separated list of them) fit to print or log: userinfo dropped."""
+    return None if url is None else split_urls(url)[0]
 
 
 def resolve(
     url: str, user: str | None = None, password: str | None = None
 ) -> tuple[str, NatsCredentials | None]:
-    """The clean URL and the credentials a role connects with: explicit settings win over
-    the URL's userinfo; a user without a password (or the reverse) is refused, since it
+    """The clean URL (list) and the credentials a role connects with: explicit settings win
+    over the URL's userinfo; a user without a password (or the reverse) is refused, since it
     would be silently ignored by the server."""
-    clean, from_url = split_url(url)
+    clean, from_url = split_urls(url)
     if user is None and password is None:
         return clean, from_url
     if password is None:

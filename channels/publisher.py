@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +31,7 @@ from elanus.channels.dml import (
     ipc_bytes,
     pchannel_of,
 )
+from elanus.channels.jsretry import publish_acked
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.pkhash import shard_of
 
@@ -39,9 +41,10 @@ HEADER_RESERVE = 1024
 """Bytes of every message kept for its NATS headers (``publish`` checks the real ones)."""
 SAFETY_MARGIN = 8 * 1024
 """Bytes kept below the server's limit besides the headers, for what we did not count."""
-ATTEMPTS = 3
-ACK_TIMEOUT_S = 10.0
-RETRY_PAUSE_S = 0.25
+ACK_STALL_S = 3.0
+"""Acknowledgements stopped coming this long: send the rest again (a stream leader may be
+gone; its successor is elected in 4-9 s, which ``publish_acked`` waits out)."""
+ACK_POLL_S = 0.1
 
 
 @dataclass
@@ -195,56 +198,59 @@ class DmlPublisher:
     # -- publishing (the event loop) ---------------------------------------------------------
     async def publish(self, sends: Sequence[tuple[DmlMessage, bytes]], what: str) -> None:
         """Publish each (message headers, payload) and wait for every acknowledgement,
-        retrying what failed or went unanswered; UNAVAILABLE names ``what`` if JetStream
-        still did not take all of it. Every message needs a ``msg_id``."""
+        sending again what failed or went unanswered (``channels/jsretry.py``); UNAVAILABLE
+        names ``what`` if JetStream still did not take all of it. Every message needs a
+        ``msg_id``."""
         wire = [self._wire(m, payload) for m, payload in sends]  # all checked before any send
-        failed: list[tuple[tuple[str, dict[str, str], bytes], BaseException]] = []
+        again: list[tuple[str, dict[str, str], bytes]] = []
         futures: list[tuple[tuple[str, dict[str, str], bytes], asyncio.Future[Any]]] = []
         for w in wire:
             subject, headers, payload = w
             try:
                 futures.append((w, await self.js.publish_async(subject, payload, headers=headers)))
-            except Exception as exc:  # noqa: BLE001 - sent again below; the msg id dedupes
-                failed.append((w, exc))
-        pending = {f for _, f in futures}
-        while pending:  # a large write may take long: give up only when acks stop coming
-            done, pending = await asyncio.wait(
-                pending, timeout=ACK_TIMEOUT_S, return_when=asyncio.FIRST_COMPLETED
-            )
-            if not done:
-                break
+            except Exception:  # noqa: BLE001 - sent again below; the msg id dedupes
+                again.append(w)
+        await self._acks({f for _, f in futures})
         for w, future in futures:
             if not future.done():
                 future.cancel()
-                failed.append((w, TimeoutError(f"no acknowledgement in {ACK_TIMEOUT_S}s")))
+                again.append(w)
             elif future.cancelled() or future.exception() is not None:
-                failed.append((w, future.exception() or asyncio.CancelledError()))
-        for attempt in range(2, ATTEMPTS + 1):
-            if not failed:
-                return
-            first = failed[0][1]
-            log.warning(
-                "%d DML messages of %s failed (%s); attempt %d", len(failed), what, first, attempt
-            )
-            await asyncio.sleep(RETRY_PAUSE_S * (attempt - 1))
-            outcomes = await asyncio.gather(
-                *(self._publish_sync(w) for w, _ in failed), return_exceptions=True
-            )
-            failed = [(w, r) for (w, _), r in zip(failed, outcomes, strict=True) if r is not None]
+                again.append(w)
+        if not again:
+            return
+        log.warning("%d of %d DML messages of %s unacknowledged; sending again", len(again),
+                    len(wire), what)  # fmt: skip
+        naming = f"{what} ({len(again)} of {len(wire)} messages)"
+        outcomes = await asyncio.gather(
+            *(publish_acked(self.js, s, p, h, what=naming) for s, h, p in again),
+            return_exceptions=True,
+        )
+        failed = [r for r in outcomes if isinstance(r, BaseException)]
         if failed:
+            first = failed[0]
+            if isinstance(first, ElanusError):
+                raise first
             raise ElanusError(
-                ErrorCode.UNAVAILABLE,
-                f"the log did not accept {what} ({len(failed)} of {len(wire)} messages, "
-                f"after {ATTEMPTS} attempts): {failed[0][1]}",
-            )
+                ErrorCode.UNAVAILABLE, f"the log did not accept {naming}: {first!r}"
+            ) from first
 
-    async def _publish_sync(self, w: tuple[str, dict[str, str], bytes]) -> BaseException | None:
-        subject, headers, payload = w
-        try:
-            await self.js.publish(subject, payload, headers=headers, timeout=ACK_TIMEOUT_S)
-        except Exception as exc:  # noqa: BLE001 - the caller retries or reports it
-            return exc
-        return None
+    async def _acks(self, pending: set[asyncio.Future[Any]]) -> None:
+        """Wait for acknowledgements while they keep coming; stop early when the connection
+        moved to another server (what was in flight on the old one is never answered)."""
+        reconnects = self.nc.stats["reconnects"]
+        last = time.monotonic()
+        while pending:
+            done, pending = await asyncio.wait(
+                pending, timeout=ACK_POLL_S, return_when=asyncio.FIRST_COMPLETED
+            )
+            now = time.monotonic()
+            if done:
+                last = now
+                continue
+            moved = self.nc.stats["reconnects"] != reconnects and self.nc.is_connected
+            if moved or now - last > ACK_STALL_S:  # a large write may take long: only
+                return  # silence ends the wait
 
     def _wire(self, msg: DmlMessage, payload: bytes) -> tuple[str, dict[str, str], bytes]:
         if not msg.msg_id:

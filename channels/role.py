@@ -7,9 +7,11 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
-from elanus.channels import metrics
+from elanus.channels import metrics, subjects
 from elanus.channels.bus import Bus, Handler, Served
 from elanus.channels.consumer import ChannelConsumer
+from elanus.channels.flow import FlowReport, total_memory
+from elanus.channels.loop import Periodic
 from elanus.channels.sessions import Session, SessionInfo
 from elanus.channels.supervisor import Supervisor
 from elanus.channels.transport import blocking, is_blocking
@@ -32,6 +34,7 @@ class Role:
         self.data_bus: Bus | None = None
         """A second NATS connection for bulk data, if the role opened one."""
         self._session: Session | None = None
+        self._flow_reports: Periodic | None = None
         self._served: list[Served] = []
         self.supervisor = Supervisor(f"{self.role_name} {self.node_id}", self._health_changed)
         """Every background task of the role runs through it (see ``channels/supervisor``)."""
@@ -67,6 +70,22 @@ class Role:
         info = SessionInfo(self.role_name, self.node_id, self.address, meta=meta)
         session = Session(self.bus, info, self.settings.session_ttl_s, refresh=self.live_meta)
         self._session = await session.start()
+        interval = self.settings.timetick_interval_ms / 1000
+        self._flow_reports = Periodic(self._report_flow, interval, f"{self.reporter} flow report")
+        self._flow_reports.start()
+
+    @property
+    def reporter(self) -> str:
+        return f"{self.role_name} {self.node_id}"
+
+    async def _report_flow(self, gone: bool = False) -> None:
+        """Publish this role's flow-control figures (``channels/flow.py``) to the proxies."""
+        report = (
+            FlowReport(self.reporter, gone=True)
+            if gone
+            else FlowReport.of(self.reporter, self.live_meta(), total_memory())
+        )
+        await self.bus.publish(subjects.FLOW_REPORT, report.to_doc())
 
     async def meta_changed(self) -> None:
         """Publish ``session_meta`` again (a port bound after registering)."""
@@ -98,6 +117,10 @@ class Role:
 
     async def stop(self) -> None:
         """Leave the session, stop answering, close the data connection."""
+        if self._flow_reports is not None:
+            await self._flow_reports.stop()
+            self._flow_reports = None
+            await _quietly(self._report_flow(gone=True))
         if self._session is not None:
             await self._session.stop()
             self._session = None

@@ -18,11 +18,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from nats.js.api import KeyValueConfig, StorageType
-from nats.js.errors import BucketNotFoundError, KeyNotFoundError
+from nats.js.errors import APIError, BucketNotFoundError, KeyNotFoundError
 from nats.js.kv import KeyValue
 
 from elanus.channels.bus import Bus
+from elanus.channels.jsretry import is_transient
 from elanus.channels.loop import Periodic
+from elanus.channels.replicas import raise_replicas, replica_error
 from elanus.channels.subjects import SESSIONS_BUCKET
 
 log = logging.getLogger(__name__)
@@ -54,17 +56,28 @@ class SessionInfo:
 
 
 async def sessions_bucket(bus: Bus, ttl_s: float) -> KeyValue:
-    """Open the sessions bucket, creating it (memory storage, max age = TTL) if missing."""
+    """Open the sessions bucket, creating it (memory storage, max age = TTL, the bus's
+    ``stream_replicas`` copies) if missing."""
     try:
         return await bus.js.key_value(SESSIONS_BUCKET)
     except BucketNotFoundError:
         pass
+    config = KeyValueConfig(
+        bucket=SESSIONS_BUCKET,
+        ttl=ttl_s,
+        history=1,
+        storage=StorageType.MEMORY,
+        replicas=bus.stream_replicas,
+    )
     try:
-        return await bus.js.create_key_value(
-            KeyValueConfig(bucket=SESSIONS_BUCKET, ttl=ttl_s, history=1, storage=StorageType.MEMORY)
-        )
-    except Exception:  # noqa: BLE001 - another process may have created it meanwhile
-        return await bus.js.key_value(SESSIONS_BUCKET)
+        return await bus.js.create_key_value(config)
+    except Exception as exc:  # noqa: BLE001 - another process may have created it meanwhile
+        try:
+            return await bus.js.key_value(SESSIONS_BUCKET)
+        except BucketNotFoundError:
+            if isinstance(exc, APIError):
+                raise replica_error(f"KV_{SESSIONS_BUCKET}", bus.stream_replicas, exc) from None
+            raise exc from None
 
 
 class Session:
@@ -87,6 +100,7 @@ class Session:
 
     async def start(self) -> Session:
         self._kv = await sessions_bucket(self.bus, self.ttl_s)
+        await raise_replicas(self.bus.js, f"KV_{SESSIONS_BUCKET}", self.bus.stream_replicas)
         await self._put()
         self._keepalive.start()
         return self
@@ -99,7 +113,14 @@ class Session:
         assert self._kv is not None
         if self.refresh is not None:
             self.info.meta.update(self.refresh())
-        await self._kv.put(self.info.key, json.dumps(asdict(self.info)).encode())
+        try:
+            await self._kv.put(self.info.key, json.dumps(asdict(self.info)).encode())
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            # the bucket's stream is electing a leader (a NATS server died): the next
+            # keepalive tries again, well within the TTL unless the election outlasts it
+            log.warning("session %s keepalive not stored: %r", self.info.key, exc)
 
     async def stop(self) -> None:
         await self._keepalive.stop()

@@ -11,6 +11,9 @@ SEGMENT_FLUSHED = f"{PREFIX}.segment.flushed"
 SEGMENT_COMPACTED = f"{PREFIX}.segment.compacted"
 """Broadcast by the coord after compacted sources were swapped for their target."""
 
+FLOW_REPORT = f"{PREFIX}.flow.report"
+"""Every role's flow-control figures, each tick interval; proxies listen (channels/flow.py)."""
+
 
 def coord(method: str) -> str:
     return f"{COORD}.{method}"

@@ -121,12 +121,21 @@ def insert(
         schema = Schema.from_dict(client.describe_collection(collection)["schema"])
         source = filereaders.open_unit({"format": fmt, "paths": [file]}, schema, batch_rows)
         with stderr_progress(state.json, MofNCompleteColumn(), TextColumn("rows")) as progress:
-            task = progress.add_task(f"insert {file.name}", total=source.total)
+            label = f"insert {file.name}"
+            task = progress.add_task(label, total=source.total)
+
+            def waiting(exc: ElanusError, wait: float) -> None:  # flow control refused a batch
+                reason = exc.message.partition(": ")[2].partition(";")[0] or exc.message
+                note = f"{label}: waiting {wait:.1f}s, the server is behind ({reason[:80]})"
+                progress.update(task, description=note)
+
+            client.on_retry = waiting
             for chunk in rebatch(source.batches, batch_rows):
                 try:
                     result = client.insert(collection, chunk, partition_name=partition)
                 except ElanusError as exc:
                     raise _batch_error(exc, file, sent, chunk.num_rows) from None
+                progress.update(task, description=label)
                 inserted += int(result.get("insert_count", 0))
                 sent += chunk.num_rows
                 timestamps.append(int(result.get("ts", 0)))

@@ -183,6 +183,7 @@ class RoleHost:
             name=f"elanus-{'+'.join(self.role_names)}-{os.getpid()}",
             credentials=creds,
             in_process=self.settings.transport != "nats",
+            stream_replicas=self.settings.stream_replicas,
         )
         self._connect(bus)
         self.bus = bus

@@ -19,6 +19,7 @@ from typer._click import exceptions as click
 
 import elanus
 from elanus.cli import admin, data, imports, read, server, users
+from elanus.cli.cluster import cluster_app
 from elanus.cli.context import (
     CliState,
     ConfigOpt,
@@ -45,6 +46,7 @@ app = typer.Typer(
 app.command("standalone")(server.standalone)
 app.command("run")(server.run)
 app.add_typer(server.config_app, name="config")
+app.add_typer(cluster_app, name="cluster")
 app.command("status")(admin.status)
 app.add_typer(admin.collection_app, name="collection")
 app.add_typer(admin.partition_app, name="partition")

@@ -179,11 +179,6 @@ def decode(cls: type[R], raw: Any, what: builtins.str | None = None) -> R:
     return cls(**values)
 
 
-def as_dict(req: Any) -> builtins.dict[builtins.str, Any]:
-    """A request's body again (shallow), for code that still reads dicts."""
-    return {f.name: getattr(req, f.name) for f in dataclasses.fields(req)}
-
-
 def request_type(fn: Callable[..., Any]) -> type | None:
     """The request type a handler's first parameter is annotated with, or ``None`` (a
     handler of raw dicts). Resolved once, when the handler is served."""

@@ -32,9 +32,15 @@ class Settings:
     machine needs a port of its own (``run ROLE --metrics-port``) and a fixed default would
     collide; Milvus's is 9091, a good choice for a standalone."""
     nats_url: str | None = None
-    """An external NATS server; when unset, standalone starts an embedded one."""
+    """An external NATS server, or the servers of a NATS cluster comma-separated
+    (``nats://n1:4222,nats://n2:4222,nats://n3:4222``): each process connects to any live
+    one and moves to another when it dies. When unset, standalone starts an embedded one."""
     nats_port: int = 0
     """Port of the embedded NATS server; 0 picks a free one."""
+    stream_replicas: int = 1
+    """How many NATS servers hold a copy of each stream and KV bucket Elanus creates (the
+    DML log, sessions). 1 for a single server; 3 for a cluster, so the log survives the loss
+    of one server. Existing streams with fewer are raised to it at start."""
     storage: str | None = None
     """Where segments and index files live; defaults to ``<data_dir>/storage``."""
     num_pchannels: int = 16
@@ -107,6 +113,28 @@ class Settings:
     worth. 0: unlimited. About twice what an empty Flight server answers on the 2-core
     benchmark machine (bench/README.md), so benchmarks never meet it."""
 
+    # -- flow control (docs/protocol.md "Flow control", channels/flow.py) ---------------------
+    flow_tick_lag_soft_s: float = 0.4
+    """A consumer this far behind (its tsafe against the wall clock) slows writes to its
+    collection down. A Strong read waits about the tick lag plus a tick interval, so the
+    soft and hard limits keep it well under a second; ticks alone make ~0.2 s."""
+    flow_tick_lag_hard_s: float = 0.8
+    """A consumer this far behind refuses writes to its collection with RATE_LIMITED until
+    it catches up. 0: tick lag is not watched."""
+    flow_pending_soft: int = 64
+    """Messages (up to ~1 MB each) a consumer has not fetched yet past which writes slow
+    down: a backlog shows here before it shows as tick lag."""
+    flow_pending_hard: int = 256
+    """Unfetched messages past which writes are refused. 0: not watched."""
+    flow_memory_low: float = 0.85
+    """A process whose resident memory passes this share of the machine's slows every
+    write down (Milvus's memory low water level)."""
+    flow_memory_high: float = 0.95
+    """... and past this share refuses them (the high water level). 0: not watched."""
+    flow_max_delay_s: float = 0.5
+    """How long a proxy holds one write at most while throttled (in proportion to how far
+    between soft and hard the worst figure is)."""
+
     transport: str = "auto"
     """How roles reach each other: ``auto`` calls a role of the same process directly and
     others over NATS; ``nats`` sends every request over NATS, even within a process (a
@@ -119,6 +147,8 @@ class Settings:
             raise ValueError("num_pchannels must be at least 1")
         if self.timetick_interval_ms < 1:
             raise ValueError("timetick_interval_ms must be at least 1")
+        if not 1 <= self.stream_replicas <= 5:
+            raise ValueError("stream_replicas must be between 1 and 5 (JetStream's limit)")
         if self.max_parallel_syncs < 1:
             raise ValueError("max_parallel_syncs must be at least 1")
         if not 0 <= self.metrics_port < 65536:
@@ -131,6 +161,17 @@ class Settings:
         for name in ("dml_rate_per_user", "dql_rate_per_user"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be 0 (unlimited) or positive")
+        for soft, hard in (
+            ("flow_tick_lag_soft_s", "flow_tick_lag_hard_s"),
+            ("flow_pending_soft", "flow_pending_hard"),
+            ("flow_memory_low", "flow_memory_high"),
+        ):
+            if getattr(self, soft) < 0 or getattr(self, hard) < 0:
+                raise ValueError(f"{soft} and {hard} must be 0 (off) or positive")
+            if getattr(self, hard) and getattr(self, soft) > getattr(self, hard):
+                raise ValueError(f"{soft} must not be above {hard}")
+        if self.flow_max_delay_s < 0:
+            raise ValueError("flow_max_delay_s must be 0 or positive")
         if bool(self.tls_cert) != bool(self.tls_key):
             raise ValueError("TLS needs both tls_cert and tls_key")
         if self.tls_client_ca and not self.tls_cert:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow.flight as flight
 
+from elanus.api.auth import Identity, UserIdentity, VerifyPassword
 from elanus.client.wire import DEFAULT_DB
 from elanus.errors import ElanusError, ErrorCode
 from elanus.privileges import ANY, PRIVILEGES, Grant, Need, ObjectType, permits
@@ -35,8 +36,10 @@ IDENTITY_TTL_S = 30.0
 """How long a proxy trusts a cached identity without hearing from the coord; changes reach
 it sooner through the coord's invalidation broadcast."""
 
-Lookup = Callable[[str, dict[str, Any]], dict[str, Any]]
-"""``(coord method, body) -> result``, run on a Flight thread."""
+Verify = Callable[[VerifyPassword], UserIdentity]
+"""The coord's password check, run on a Flight thread."""
+Identify = Callable[[Identity], UserIdentity]
+"""The coord's identity of a user, run on a Flight thread."""
 
 
 @dataclass(frozen=True)
@@ -57,9 +60,9 @@ class Caller:
         )
 
     @classmethod
-    def from_identity(cls, d: dict[str, Any]) -> Caller:
-        grants = tuple(Grant(*map(str, g)) for g in d.get("grants", ()))
-        return cls(str(d["user"]), bool(d.get("superuser")), grants, int(d["pw_version"]))
+    def from_identity(cls, d: UserIdentity) -> Caller:
+        grants = tuple(Grant(*map(str, g)) for g in d.grants)
+        return cls(d.user, d.superuser, grants, d.pw_version)
 
 
 ANONYMOUS = Caller("anonymous", superuser=True)
@@ -84,7 +87,8 @@ class Authenticator:
     """Checks credentials and tokens for one proxy; thread-safe (Flight calls run on many
     threads)."""
 
-    lookup: Lookup
+    verify: Verify
+    identify: Identify
     secret: bytes
     token_ttl_s: float
     _cache: dict[str, tuple[float, Caller]] = field(default_factory=dict)
@@ -117,9 +121,7 @@ class Authenticator:
 
     # -- identities -------------------------------------------------------------------------
     def check_password(self, user: str, password: str) -> Caller:
-        caller = Caller.from_identity(
-            self.lookup("auth.verify", {"user": user, "password": password})
-        )
+        caller = Caller.from_identity(self.verify(VerifyPassword(user=user, password=password)))
         self._remember(caller)
         return caller
 
@@ -130,7 +132,7 @@ class Authenticator:
         if hit is not None and hit[0] > now:
             return hit[1]
         try:
-            caller = Caller.from_identity(self.lookup("auth.identity", {"user": user}))
+            caller = Caller.from_identity(self.identify(Identity(user=user)))
         except ElanusError as exc:
             if exc.code == ErrorCode.USER_NOT_FOUND:
                 raise _unauthenticated("the token's user no longer exists") from None

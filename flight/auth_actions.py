@@ -7,43 +7,77 @@ proxy checks the caller's privilege first (``flight/auth.py``); the coord keeps 
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
+from elanus.api.auth import (
+    AuthAPI,
+    CreateRole,
+    CreateUser,
+    DescribeRole,
+    DescribeUser,
+    DropRole,
+    DropUser,
+    ListRoles,
+    ListUsers,
+    PrivilegeChange,
+    RoleBinding,
+    UpdatePassword,
+)
+from elanus.api.base import as_body
 from elanus.flight.actions import Call, Executor, action, check_db
 from elanus.privileges import OPEN
-from elanus.requests import Body
+from elanus.requests import Body, decode
+
+R = TypeVar("R")
+AuthCall = Callable[[AuthAPI, R], Awaitable[Any]]
+"""One of the auth stub's methods, unbound: ``AuthAPI.drop_user``."""
 
 
-def _coord(method: str, *keys: str) -> Executor:
-    """An executor sending the request's ``keys`` to the coord (``user_name`` as ``user``,
-    ``role_name`` as ``role``)."""
+def _ask(c: Call, call: AuthCall[R], req: R) -> Any:
+    """One auth call from the Flight thread; the reply's JSON."""
+    return as_body(c.proxy.run(call(c.proxy.coord.auth, req)))
+
+
+def _coord(call: AuthCall[R], kind: type[R], *keys: str) -> Executor:
+    """An executor sending the request's ``keys`` to the coord as a ``kind`` (``user_name``
+    as ``user``, ``role_name`` as ``role``)."""
     names = {"user_name": "user", "role_name": "role"}
-    return lambda c: c.proxy.coord_call(method, {names.get(k, k): c.request[k] for k in keys})
+    return lambda c: _ask(c, call, decode(kind, {names.get(k, k): c.request[k] for k in keys}))
 
 
 def _run_whoami(c: Call) -> dict[str, Any]:
     caller = c.caller
     if caller.user == "anonymous":
         return {"user": caller.user, "roles": [], "superuser": True}
-    described = c.proxy.coord_call("auth.user.describe", {"user": caller.user})
-    return {"user": caller.user, "roles": described["roles"], "superuser": caller.superuser}
+    described = c.proxy.run(c.proxy.coord.auth.describe_user(DescribeUser(user=caller.user)))
+    return {"user": caller.user, "roles": described.roles, "superuser": caller.superuser}
 
 
-def _run_update_password(c: Call) -> dict[str, Any]:
+def _run_update_password(c: Call) -> Any:
     request, user = c.request, c.request["user_name"]
-    body: dict[str, Any] = {"user": user, "new_password": request["new_password"]}
     if user == c.caller.user or request["old_password"] is not None:
-        body["old_password"] = request["old_password"] or ""
+        req = UpdatePassword(
+            user=user,
+            new_password=request["new_password"],
+            old_password=request["old_password"] or "",
+        )
     else:  # another user's password, by someone holding UpdateUser on them
-        body["reset"] = True
-    return c.proxy.coord_call("auth.user.password", body)
+        req = UpdatePassword(user=user, new_password=request["new_password"], reset=True)
+    return _ask(c, AuthAPI.update_password, req)
 
 
-def _grants(method: str) -> Executor:
-    def run(c: Call) -> dict[str, Any]:
-        keys = ("object_type", "object_name", "db_name", "privilege")
-        body = {"role": c.request["role_name"], "grantor": c.caller.user}
-        return c.proxy.coord_call(method, {**body, **{k: c.request[k] for k in keys}})
+def _grants(call: AuthCall[PrivilegeChange]) -> Executor:
+    def run(c: Call) -> Any:
+        req = PrivilegeChange(
+            role=c.request["role_name"],
+            grantor=c.caller.user,
+            object_type=c.request["object_type"],
+            object_name=c.request["object_name"],
+            db_name=c.request["db_name"],
+            privilege=c.request["privilege"],
+        )
+        return _ask(c, call, req)
 
     return run
 
@@ -71,7 +105,7 @@ def _whoami(b: Body) -> dict[str, Any]:
     "Create a user. Body: user_name, password.",
     ("user_name", "password"),
     privilege="CreateOwnership",
-    run=_coord("auth.user.create", "user_name", "password"),
+    run=_coord(AuthAPI.create_user, CreateUser, "user_name", "password"),
 )
 def _create_user(b: Body) -> dict[str, Any]:
     return {"db": check_db(b), "user_name": _user(b), "password": b.str("password")}
@@ -82,7 +116,7 @@ def _create_user(b: Body) -> dict[str, Any]:
     "Drop a user (not root). Body: user_name.",
     ("user_name",),
     privilege="DropOwnership",
-    run=_coord("auth.user.drop", "user_name"),
+    run=_coord(AuthAPI.drop_user, DropUser, "user_name"),
 )
 def _drop_user(b: Body) -> dict[str, Any]:
     return {"db": check_db(b), "user_name": _user(b)}
@@ -111,7 +145,7 @@ def _update_password(b: Body) -> dict[str, Any]:
     "list_users",
     "Names of every user. Result: users.",
     privilege="SelectOwnership",
-    run=_coord("auth.user.list"),
+    run=_coord(AuthAPI.list_users, ListUsers),
 )
 def _list_users(b: Body) -> dict[str, Any]:
     return {"db": check_db(b)}
@@ -123,7 +157,7 @@ def _list_users(b: Body) -> dict[str, Any]:
     ("user_name",),
     privilege="SelectUser",
     self_service=True,
-    run=_coord("auth.user.describe", "user_name"),
+    run=_coord(AuthAPI.describe_user, DescribeUser, "user_name"),
 )
 def _describe_user(b: Body) -> dict[str, Any]:
     return {"db": check_db(b), "user_name": _user(b)}
@@ -134,7 +168,7 @@ def _describe_user(b: Body) -> dict[str, Any]:
     "Create a role. Body: role_name.",
     ("role_name",),
     privilege="CreateOwnership",
-    run=_coord("auth.role.create", "role_name"),
+    run=_coord(AuthAPI.create_role, CreateRole, "role_name"),
 )
 def _create_role(b: Body) -> dict[str, Any]:
     return {"db": check_db(b), "role_name": _role(b)}
@@ -146,7 +180,7 @@ def _create_role(b: Body) -> dict[str, Any]:
     "Body: role_name, force_drop.",
     ("role_name", "force_drop"),
     privilege="DropOwnership",
-    run=_coord("auth.role.drop", "role_name", "force_drop"),
+    run=_coord(AuthAPI.drop_role, DropRole, "role_name", "force_drop"),
 )
 def _drop_role(b: Body) -> dict[str, Any]:
     return {"db": check_db(b), "role_name": _role(b), "force_drop": b.bool("force_drop", False)}
@@ -157,7 +191,7 @@ def _drop_role(b: Body) -> dict[str, Any]:
     "Bind a role to a user. Body: user_name, role_name.",
     ("user_name", "role_name"),
     privilege="ManageOwnership",
-    run=_coord("auth.role.grant", "user_name", "role_name"),
+    run=_coord(AuthAPI.grant_role, RoleBinding, "user_name", "role_name"),
 )
 def _grant_role(b: Body) -> dict[str, Any]:
     return {"db": check_db(b), "user_name": _user(b), "role_name": _role(b)}
@@ -168,7 +202,7 @@ def _grant_role(b: Body) -> dict[str, Any]:
     "Unbind a role from a user. Body: user_name, role_name.",
     ("user_name", "role_name"),
     privilege="ManageOwnership",
-    run=_coord("auth.role.revoke", "user_name", "role_name"),
+    run=_coord(AuthAPI.revoke_role, RoleBinding, "user_name", "role_name"),
 )
 def _revoke_role(b: Body) -> dict[str, Any]:
     return _grant_role(b)
@@ -184,7 +218,7 @@ _GRANT_KEYS = ("role_name", "object_type", "privilege", "object_name", "db_name"
     "db_name (default: the request's database).",
     _GRANT_KEYS,
     privilege="ManageOwnership",
-    run=_grants("auth.privilege.grant"),
+    run=_grants(AuthAPI.grant_privilege),
 )
 def _grant_privilege(b: Body) -> dict[str, Any]:
     db = check_db(b)
@@ -203,7 +237,7 @@ def _grant_privilege(b: Body) -> dict[str, Any]:
     "Revoke a grant. Body: as grant_privilege.",
     _GRANT_KEYS,
     privilege="ManageOwnership",
-    run=_grants("auth.privilege.revoke"),
+    run=_grants(AuthAPI.revoke_privilege),
 )
 def _revoke_privilege(b: Body) -> dict[str, Any]:
     return _grant_privilege(b)
@@ -213,7 +247,7 @@ def _revoke_privilege(b: Body) -> dict[str, Any]:
     "list_roles",
     "Names of every role. Result: roles.",
     privilege="SelectOwnership",
-    run=_coord("auth.role.list"),
+    run=_coord(AuthAPI.list_roles, ListRoles),
 )
 def _list_roles(b: Body) -> dict[str, Any]:
     return {"db": check_db(b)}
@@ -225,7 +259,7 @@ def _list_roles(b: Body) -> dict[str, Any]:
     "db_name, privilege, grantor_name).",
     ("role_name",),
     privilege="SelectOwnership",
-    run=_coord("auth.role.describe", "role_name"),
+    run=_coord(AuthAPI.describe_role, DescribeRole, "role_name"),
 )
 def _describe_role(b: Body) -> dict[str, Any]:
     return {"db": check_db(b), "role_name": _role(b)}

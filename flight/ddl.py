@@ -1,30 +1,43 @@
 """The proxy's catalog service: DDL through the DdQueue, reads through the MetaCache.
 
 The executors of ``flight/ddl_actions.py``. Runs on the proxy's asyncio loop and reaches
-the coord only by NATS request/reply. The coord re-checks everything dynamically (exists /
-does not exist) and its ElanusErrors pass through unchanged.
+the coord only through its typed stubs (``elanus/api/coord.py``). The coord re-checks
+everything dynamically (exists / does not exist) and its ElanusErrors pass through unchanged.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import elanus
-from elanus.channels import subjects
+from elanus.api.base import as_body
+from elanus.api.coord import CoordAPI, GetHealth
+from elanus.api.rootcoord import (
+    CreateCollection,
+    DescribeCollection,
+    HasCollection,
+    RootCoordAPI,
+    TsoAlloc,
+)
 from elanus.channels.bus import Bus
 from elanus.channels.supervisor import Supervisor
 from elanus.errors import ElanusError
 from elanus.flight.ddqueue import DdQueue
 from elanus.flight.metacache import CollectionInfo, MetaCache
+from elanus.requests import decode
 
 COORD_TIMEOUT_S = 30.0
 HEALTH_TIMEOUT_S = 3.0
+R = TypeVar("R")
+RootCall = Callable[[RootCoordAPI, R], Awaitable[Any]]
+"""One of the root coord stub's methods, unbound: ``RootCoordAPI.drop_collection``."""
 
 
 class DdlService:
     def __init__(self, bus: Bus, cache: MetaCache, node_id: str) -> None:
-        self.bus = bus
+        self.api = CoordAPI(bus, COORD_TIMEOUT_S)
         self.cache = cache
         self.node_id = node_id
         self.started_at = time.time()
@@ -39,29 +52,29 @@ class DdlService:
         await self.queue.stop()
 
     # -- coord access -----------------------------------------------------------------------
-    async def coord(
-        self, method: str, body: dict[str, Any], timeout: float = COORD_TIMEOUT_S
-    ) -> Any:
-        return await self.bus.request(subjects.coord(method), body, timeout=timeout)
-
     async def alloc_ts(self) -> int:
-        return int((await self.coord("tso.alloc", {"count": 1}))["ts"])
+        return (await self.api.root.alloc_ts(TsoAlloc())).ts
 
     async def collection(self, db: str, name: str) -> CollectionInfo:
         """Name -> collection meta, from the cache or the coord (raises COLLECTION_NOT_FOUND)."""
         return await self.cache.fetch(
-            db, name, lambda: self.coord("collection.describe", {"db": db, "name": name})
+            db,
+            name,
+            lambda: self.api.root.describe_collection(DescribeCollection(db=db, name=name)),
         )
 
     # -- executors --------------------------------------------------------------------------
-    async def passthrough(self, method: str, request: dict[str, Any]) -> dict[str, Any]:
-        return dict(await self.coord(method, request) or {})
+    async def ask(self, call: RootCall[R], kind: type[R], request: dict[str, Any]) -> Any:
+        """A checked Flight request as a ``kind``, to the root coord; the reply's JSON."""
+        return as_body(await call(self.api.root, decode(kind, request)))
 
-    async def apply(self, method: str, request: dict[str, Any], ts: int) -> dict[str, Any]:
+    async def apply(
+        self, call: RootCall[R], kind: type[R], request: dict[str, Any], ts: int
+    ) -> Any:
         """A DDL the coord executes as is, at the DdQueue task's timestamp; the proxy then
         drops what it cached about the target."""
         try:
-            return dict(await self.coord(method, {**request, "ts": ts}) or {})
+            return await self.ask(call, kind, {**request, "ts": ts})
         finally:
             self._forget(request)
 
@@ -80,18 +93,19 @@ class DdlService:
 
     async def create_collection(self, request: dict[str, Any], ts: int) -> dict[str, Any]:
         generation = self.cache.generation
-        described = await self.coord("collection.create", {**request, "ts": ts})
+        req = decode(CreateCollection, {**request, "ts": ts})
+        described = await self.api.root.create_collection(req)
         self.cache.put(CollectionInfo.from_describe(described), generation)
-        return dict(described)
+        return dict(as_body(described))
 
     async def describe_collection(self, request: dict[str, Any]) -> dict[str, Any]:
         info = await self.collection(request["db"], request["name"])
-        return dict(info.described)
+        return dict(as_body(info.described))
 
     async def has_collection(self, request: dict[str, Any]) -> dict[str, Any]:
         if self.cache.get(request["db"], request["name"]) is not None:
             return {"value": True}
-        return dict(await self.coord("collection.has", request))
+        return dict(as_body(await self.api.root.has_collection(decode(HasCollection, request))))
 
     async def has_partition(self, request: dict[str, Any]) -> dict[str, Any]:
         info = await self.collection(request["db"], request["collection"])
@@ -99,7 +113,7 @@ class DdlService:
 
     async def list_partitions(self, request: dict[str, Any]) -> dict[str, Any]:
         info = await self.collection(request["db"], request["collection"])
-        partitions = list(info.described.get("partitions", []))
+        partitions = as_body(info.described.partitions)
         return {"names": [p["name"] for p in partitions], "partitions": partitions}
 
     async def health(self) -> dict[str, Any]:
@@ -115,12 +129,12 @@ class DdlService:
             proxy["health"] = self.supervisor.health()
         healthy = self.supervisor is None or self.supervisor.healthy
         try:
-            coord = await self.coord("health", {}, timeout=HEALTH_TIMEOUT_S)
+            coord = await self.api.health(GetHealth(), timeout=HEALTH_TIMEOUT_S)
         except ElanusError as exc:
             return {
                 "status": "degraded",
                 "proxy": proxy,
                 "coord": {"status": "unavailable", "error": exc.to_dict()},
             }
-        status = "ok" if healthy and (coord or {}).get("status") == "ok" else "degraded"
-        return {"status": status, "proxy": proxy, "coord": coord}
+        status = "ok" if healthy and coord.status == "ok" else "degraded"
+        return {"status": status, "proxy": proxy, "coord": as_body(coord)}

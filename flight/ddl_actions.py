@@ -6,12 +6,32 @@ TSO timestamp; reads of the catalog go through the MetaCache (``flight/ddl.py``)
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
+from elanus.api.base import as_body
+from elanus.api.coord import ListSessions
+from elanus.api.rootcoord import (
+    AddCollectionField,
+    CreateAlias,
+    CreateDatabase,
+    CreatePartition,
+    DescribeAlias,
+    DropAlias,
+    DropCollection,
+    DropDatabase,
+    DropPartition,
+    ListAliases,
+    ListCollections,
+    ListDatabases,
+    RenameCollection,
+    RootCoordAPI,
+    TsoAlloc,
+)
 from elanus.client.wire import DEFAULT_DB
 from elanus.consistency import ConsistencyLevel
 from elanus.errors import invalid
-from elanus.flight.actions import Executor, action, check_db, check_named
+from elanus.flight.actions import Call, Executor, action, check_db, check_named
+from elanus.flight.ddl import RootCall
 from elanus.partitionkey import check_num_partitions
 from elanus.privileges import OPEN
 from elanus.requests import Body
@@ -31,20 +51,21 @@ QUICK_METRICS = ("L2", "IP", "COSINE")
 MAX_PROPERTIES = 64
 MAX_TIMESTAMPS = 10_000
 QUICK_KEYS = ("primary_field", "vector_field", "id_type", "auto_id", "metric_type", "max_length")
+R = TypeVar("R")
 
 
 def _given(b: Body, key: str) -> bool:
     return b.raw.get(key) is not None
 
 
-def _coord(method: str) -> Executor:
-    """An executor that hands the checked request to the coord as it is."""
-    return lambda c: c.proxy.ddl.passthrough(method, c.request)
+def _ask(call: RootCall[R], kind: type[R]) -> Executor:
+    """An executor that hands the checked request to the root coord as a ``kind``."""
+    return lambda c: c.proxy.ddl.ask(call, kind, c.request)
 
 
-def _apply(method: str) -> Executor:
-    """A DDL executor: the coord applies the request at the task's timestamp."""
-    return lambda c: c.proxy.ddl.apply(method, c.request, c.ts)
+def _apply(call: RootCall[R], kind: type[R]) -> Executor:
+    """A DDL executor: the root coord applies the request at the task's timestamp."""
+    return lambda c: c.proxy.ddl.apply(call, kind, c.request, c.ts)
 
 
 # -- collections --------------------------------------------------------------------------
@@ -175,7 +196,7 @@ def _scalar_text(value: Any) -> str:
     ("name",),
     privilege="DropCollection",
     ddl=True,
-    run=_apply("collection.drop"),
+    run=_apply(RootCoordAPI.drop_collection, DropCollection),
 )
 def _drop_collection(b: Body) -> dict[str, Any]:
     return {"db": check_db(b), "name": check_named(b, "name", "collection")}
@@ -210,7 +231,7 @@ def _describe_collection(b: Body) -> dict[str, Any]:
     "Names of the collections of a database. Result: names.",
     privilege="ShowCollections",
     loop=True,
-    run=_coord("collection.list"),
+    run=_ask(RootCoordAPI.list_collections, ListCollections),
 )
 def _list_collections(b: Body) -> dict[str, Any]:
     return {"db": check_db(b)}
@@ -222,7 +243,7 @@ def _list_collections(b: Body) -> dict[str, Any]:
     ("name", "new_name", "new_db"),
     privilege="RenameCollection",
     ddl=True,
-    run=_apply("collection.rename"),
+    run=_apply(RootCoordAPI.rename_collection, RenameCollection),
 )
 def _rename_collection(b: Body) -> dict[str, Any]:
     db, name = check_db(b), check_named(b, "name", "collection")
@@ -241,7 +262,7 @@ def _rename_collection(b: Body) -> dict[str, Any]:
     ("collection", "field"),
     privilege="AddCollectionField",
     ddl=True,
-    run=_apply("collection.add_field"),
+    run=_apply(RootCoordAPI.add_collection_field, AddCollectionField),
 )
 def _add_collection_field(b: Body) -> dict[str, Any]:
     db, collection = check_db(b), check_named(b, "collection", "collection")
@@ -264,7 +285,7 @@ def _alias_body(b: Body) -> dict[str, Any]:
     ("collection", "alias"),
     privilege="CreateAlias",
     ddl=True,
-    run=_apply("alias.create"),
+    run=_apply(RootCoordAPI.create_alias, CreateAlias),
 )
 def _create_alias(b: Body) -> dict[str, Any]:
     return _alias_body(b)
@@ -276,7 +297,7 @@ def _create_alias(b: Body) -> dict[str, Any]:
     ("collection", "alias"),
     privilege="CreateAlias",
     ddl=True,
-    run=_apply("alias.alter"),
+    run=_apply(RootCoordAPI.alter_alias, CreateAlias),
 )
 def _alter_alias(b: Body) -> dict[str, Any]:
     return _alias_body(b)
@@ -288,7 +309,7 @@ def _alter_alias(b: Body) -> dict[str, Any]:
     ("alias",),
     privilege="DropAlias",
     ddl=True,
-    run=_apply("alias.drop"),
+    run=_apply(RootCoordAPI.drop_alias, DropAlias),
 )
 def _drop_alias(b: Body) -> dict[str, Any]:
     return {"db": check_db(b), "alias": check_named(b, "alias", "alias")}
@@ -300,7 +321,7 @@ def _drop_alias(b: Body) -> dict[str, Any]:
     ("alias",),
     privilege="DescribeAlias",
     loop=True,
-    run=_coord("alias.describe"),
+    run=_ask(RootCoordAPI.describe_alias, DescribeAlias),
 )
 def _describe_alias(b: Body) -> dict[str, Any]:
     return _drop_alias(b)
@@ -313,7 +334,7 @@ def _describe_alias(b: Body) -> dict[str, Any]:
     ("collection",),
     privilege="ListAliases",
     loop=True,
-    run=_coord("alias.list"),
+    run=_ask(RootCoordAPI.list_aliases, ListAliases),
 )
 def _list_aliases(b: Body) -> dict[str, Any]:
     collection = b.str("collection", None)
@@ -338,7 +359,7 @@ def _partition_body(b: Body) -> dict[str, Any]:
     ("collection", "partition"),
     privilege="CreatePartition",
     ddl=True,
-    run=_apply("partition.create"),
+    run=_apply(RootCoordAPI.create_partition, CreatePartition),
 )
 def _create_partition(b: Body) -> dict[str, Any]:
     return _partition_body(b)
@@ -350,7 +371,7 @@ def _create_partition(b: Body) -> dict[str, Any]:
     ("collection", "partition"),
     privilege="DropPartition",
     ddl=True,
-    run=_apply("partition.drop"),
+    run=_apply(RootCoordAPI.drop_partition, DropPartition),
 )
 def _drop_partition(b: Body) -> dict[str, Any]:
     req = _partition_body(b)
@@ -402,7 +423,7 @@ def _database_name(b: Body) -> str:
     ("name",),
     privilege="CreateDatabase",
     ddl=True,
-    run=_apply("database.create"),
+    run=_apply(RootCoordAPI.create_database, CreateDatabase),
 )
 def _create_database(b: Body) -> dict[str, Any]:
     return {"name": _database_name(b)}
@@ -414,7 +435,7 @@ def _create_database(b: Body) -> dict[str, Any]:
     ("name",),
     privilege="DropDatabase",
     ddl=True,
-    run=_apply("database.drop"),
+    run=_apply(RootCoordAPI.drop_database, DropDatabase),
 )
 def _drop_database(b: Body) -> dict[str, Any]:
     name = _database_name(b)
@@ -428,7 +449,7 @@ def _drop_database(b: Body) -> dict[str, Any]:
     "Names of all databases. Result: names.",
     privilege="ListDatabases",
     loop=True,
-    run=_coord("database.list"),
+    run=_ask(RootCoordAPI.list_databases, ListDatabases),
 )
 def _list_databases(b: Body) -> dict[str, Any]:
     check_db(b)
@@ -436,12 +457,16 @@ def _list_databases(b: Body) -> dict[str, Any]:
 
 
 # -- control ------------------------------------------------------------------------------
+async def _run_list_sessions(c: Call) -> Any:
+    return as_body(await c.proxy.coord.list_sessions(ListSessions()))
+
+
 @action(
     "list_sessions",
     "Live processes (roles) registered in the cluster. Result: sessions.",
     privilege="DescribeCluster",
     loop=True,
-    run=_coord("session.list"),
+    run=_run_list_sessions,
 )
 def _list_sessions(b: Body) -> dict[str, Any]:
     return _list_databases(b)
@@ -464,7 +489,7 @@ def _health(b: Body) -> dict[str, Any]:
     ("count",),
     privilege=OPEN,
     loop=True,
-    run=_coord("tso.alloc"),
+    run=_ask(RootCoordAPI.alloc_ts, TsoAlloc),
 )
 def _get_timestamp(b: Body) -> dict[str, Any]:
     check_db(b)

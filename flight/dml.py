@@ -18,21 +18,23 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from elanus.api.base import ACK, Ack
 from elanus.api.datacoord import Flush, Flushing, TickReport
+from elanus.api.proxy import ReleaseQuotas, ReportNow
+from elanus.api.rootcoord import IdAlloc
 from elanus.channels import subjects
 from elanus.channels.dml import DmlMessage, MsgType, pchannel_of
 from elanus.channels.publisher import DmlPublisher, Piece
+from elanus.channels.role import RoleHandler
 from elanus.errors import ElanusError, ErrorCode
 from elanus.flight.metacache import CollectionInfo
 from elanus.flight.segalloc import SegmentAllocator
 from elanus.flight.timeticker import DmlTracker, TimeTicker
 from elanus.partitionkey import key_partition_ids, partition_name_refused, split_by_partition
-from elanus.requests import Body
 from elanus.schema import DEFAULT_PARTITION
 from elanus.validation import check_unique_across, conform_delete_keys, conform_insert
 
 if TYPE_CHECKING:
-    from elanus.channels.bus import Handler
     from elanus.flight.proxy import ProxyServer
 
 ID_BLOCK = 100_000
@@ -71,8 +73,8 @@ class IdCache:
         async with self._lock:
             if self._end - self._next < n:
                 count = max(n, ID_BLOCK)
-                reply = await self.proxy.ddl.coord("id.alloc", {"count": count})
-                self._next, self._end = int(reply["start"]), int(reply["start"]) + count
+                block = await self.proxy.coord.root.alloc_ids(IdAlloc(count=count))
+                self._next, self._end = block.start, block.start + count
             start = self._next
             self._next += n
             return start
@@ -97,7 +99,7 @@ class DmlService:
     def subject_prefix(self) -> str:
         return subjects.node_prefix("proxy", self.proxy.node_id)
 
-    def handlers(self) -> dict[str, Handler]:
+    def handlers(self) -> dict[str, RoleHandler]:
         return {"segments.release": self._release, "timetick.report": self._report_now}
 
     async def start(self) -> None:
@@ -120,16 +122,13 @@ class DmlService:
         report = TickReport(proxy_id=self.proxy.node_id, default_ts=default_ts, pchannels=pchannels)
         await self.proxy.timeticks.report(report)
 
-    async def _release(self, raw: dict[str, Any]) -> dict[str, Any]:
-        b = Body(raw, "segments.release")
-        ids = [int(i) for i in b.list("segment_ids")]
-        b.done()
-        await self.segments.release(ids)
-        return {}
+    async def _release(self, req: ReleaseQuotas) -> Ack:
+        await self.segments.release(list(req.segment_ids))
+        return ACK
 
-    async def _report_now(self, raw: dict[str, Any]) -> dict[str, Any]:
+    async def _report_now(self, req: ReportNow) -> Ack:
         await self.ticker.report_now()
-        return {}
+        return ACK
 
     # -- DdRequests (on the loop) -----------------------------------------------------------
     async def flush(self, info: CollectionInfo) -> Flushing:

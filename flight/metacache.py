@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from elanus.api.rootcoord import CollectionDescription
 from elanus.client.wire import DEFAULT_DB
 from elanus.schema import Schema
 
@@ -38,21 +39,21 @@ class CollectionInfo:
     pchannels: tuple[str, ...]
     consistency_level: str
     created_ts: int
-    described: dict[str, Any] = field(repr=False, compare=False)
+    described: CollectionDescription = field(repr=False, compare=False)
     """The coord's ``collection.describe`` answer, returned as is by describe_collection."""
 
     @classmethod
-    def from_describe(cls, d: dict[str, Any]) -> CollectionInfo:
+    def from_describe(cls, d: CollectionDescription) -> CollectionInfo:
         return cls(
-            db=str(d.get("db", DEFAULT_DB)),
-            name=str(d["name"]),
-            collection_id=int(d["collection_id"]),
-            schema=Schema.from_dict(d["schema"]),
-            partitions={str(p["name"]): int(p["partition_id"]) for p in d.get("partitions", [])},
-            vchannels=tuple(d.get("vchannels", ())),
-            pchannels=tuple(d.get("pchannels", ())),
-            consistency_level=str(d.get("consistency_level", "Bounded")),
-            created_ts=int(d.get("created_ts", 0)),
+            db=d.db,
+            name=d.name,
+            collection_id=d.collection_id,
+            schema=Schema.from_dict(d.schema),
+            partitions={p.name: p.partition_id for p in d.partitions},
+            vchannels=tuple(d.vchannels),
+            pchannels=tuple(d.pchannels),
+            consistency_level=d.consistency_level,
+            created_ts=d.created_ts,
             described=d,
         )
 
@@ -60,7 +61,7 @@ class CollectionInfo:
         return self.partitions.get(name)
 
 
-Loader = Callable[[], Awaitable[dict[str, Any]]]
+Loader = Callable[[], Awaitable[CollectionDescription]]
 
 
 class MetaCache:

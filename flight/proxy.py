@@ -20,14 +20,11 @@ import numpy as np
 import pyarrow.flight as flight
 from nats.aio.subscription import Subscription
 
-from elanus.api.compaction import CompactionAPI
-from elanus.api.datacoord import DataCoordAPI, TimeTickAPI
-from elanus.api.imports import ImportAPI
-from elanus.api.indexcoord import IndexCoordAPI
+from elanus.api.auth import GetSecret
 from elanus.channels import subjects
 from elanus.channels.bus import Bus
 from elanus.channels.loop import call_in_loop
-from elanus.channels.metrics import FLOW_CONTROL_STATE, proxy_request
+from elanus.channels.metrics import proxy_request
 from elanus.channels.role import Role
 from elanus.client.bodyshape import set_max_json_depth
 from elanus.client.putresult import PutAck
@@ -48,6 +45,7 @@ from elanus.flight.auth import (
 from elanus.flight.ddl import DdlService
 from elanus.flight.dml import DmlService
 from elanus.flight.dml_actions import UPLOAD_OP, check_put
+from elanus.flight.flowcontrol import FlowControl
 from elanus.flight.imports import ImportService
 from elanus.flight.limits import Kind, Limits
 from elanus.flight.metacache import MetaCache
@@ -72,11 +70,14 @@ class ProxyServer(Role):
         super().__init__(settings, bus, node_id)
         self.cache = MetaCache()
         self.ddl = DdlService(bus, self.cache, self.node_id)
+        self.coord = self.ddl.api
+        """The coord's services, typed (``elanus/api/coord.py``)."""
         self.dml = DmlService(self)
         self.query = QueryService(self)
         self.reads = ReadService(self)
         self.imports = ImportService(self)
         self.limits = Limits(settings)
+        self.flow = FlowControl(settings)
         self.port: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: _FlightService | None = None
@@ -85,11 +86,11 @@ class ProxyServer(Role):
         self._accepting = False
         self.auth: Authenticator | None = None
         """Set when ``auth_enabled``: checks every call's credentials (``flight/auth.py``)."""
-        self.datacoord = DataCoordAPI(bus)
-        self.timeticks = TimeTickAPI(bus)
-        self.compaction = CompactionAPI(bus)
-        self.indexcoord = IndexCoordAPI(bus)
-        self.importcoord = ImportAPI(bus)
+        self.datacoord = self.coord.data
+        self.timeticks = self.coord.timeticks
+        self.compaction = self.coord.compaction
+        self.indexcoord = self.coord.index
+        self.importcoord = self.coord.imports
 
     @property
     def uri(self) -> str:
@@ -104,6 +105,9 @@ class ProxyServer(Role):
     def session_meta(self) -> dict[str, object]:
         return {"flight_port": self.port}
 
+    def live_meta(self) -> dict[str, object]:
+        return {**super().live_meta(), "flow_control": self.flow.describe()}
+
     # -- lifecycle --------------------------------------------------------------------------
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -115,10 +119,12 @@ class ProxyServer(Role):
         try:
             await self.ddl.start(self.supervisor)
             await self.dml.start()
+            await self.flow.start(self.bus)
             if self.settings.auth_enabled:
-                secret = (await self.ddl.coord("auth.secret", {}))["secret"]
+                secret = (await self.coord.auth.secret(GetSecret())).secret
                 self.auth = Authenticator(
-                    self.coord_call,
+                    lambda req: self.run(self.coord.auth.verify(req)),
+                    lambda req: self.run(self.coord.auth.identity(req)),
                     bytes.fromhex(secret),
                     self.settings.token_ttl_s,
                 )
@@ -137,7 +143,6 @@ class ProxyServer(Role):
             )
             self._thread.start()
             self._accepting = True
-            FLOW_CONTROL_STATE.set(0)
             await self.register()
         except BaseException:
             await self.stop()
@@ -162,6 +167,7 @@ class ProxyServer(Role):
             # shutdown() waits for in-flight calls, which may need this loop: not on it.
             await asyncio.to_thread(_shutdown, server, thread)
         await self.dml.stop()
+        await self.flow.stop()
         await self.ddl.stop()
         if self._invalidations is not None:
             try:
@@ -230,8 +236,12 @@ class ProxyServer(Role):
             if request["stage"]:  # a staged write: checked now, visible at commit_write
                 self.imports.stage(info, request, batches, writer)
                 return
+            what = f"{request['op']} into {info.name}"
+            self.flow.admit(info.vchannels, what)  # before a byte of it is written
             if not request["atomic"]:
-                for batch in batches:
+                for i, batch in enumerate(batches):
+                    if i:  # later batches of a stream already admitted wait, never fail
+                        self.flow.admit(info.vchannels, what, refuse=False)
                     result = self.dml.insert(info, request["partition"], batch, upsert=upsert)
                     writer.write(PutAck(result.pks, result.ts).encode())
                 return
@@ -320,10 +330,6 @@ class ProxyServer(Role):
             coro.close()
             return
         asyncio.run_coroutine_threadsafe(coro, loop)
-
-    def coord_call(self, method: str, body: dict[str, Any]) -> dict[str, Any]:
-        """One coord request from a Flight thread."""
-        return dict(self.run(self.ddl.coord(method, body)))
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float = ACTION_TIMEOUT_S) -> T:
         """The bridge from a Flight thread to the proxy's asyncio loop (with ``spawn``)."""

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from elanus.api.base import as_body
+from elanus.api.querycoord import LoadCollection, LoadState, ReleaseCollection
 from elanus.client.wire import DEFAULT_DB
 from elanus.errors import invalid
 from elanus.flight.actions import Call, action, check_db, check_named
@@ -29,11 +31,10 @@ from elanus.requests import Body
 def _run_load(c: Call) -> dict[str, Any]:
     info = c.proxy.dml.collection(c.request["db"], c.request["collection"])
     c.proxy.query.forget_route(info.collection_id)
-    body: dict[str, Any] = {"collection_id": info.collection_id}
     names = c.request["partition_names"]
-    if names:
-        body["partition_ids"] = [c.proxy.dml.partition_id(info, n, "a load") for n in names]
-    return c.proxy.coord_call("query.load", body)
+    partitions = [c.proxy.dml.partition_id(info, n, "a load") for n in names] if names else None
+    req = LoadCollection(collection_id=info.collection_id, partition_ids=partitions)
+    return c.proxy.run(c.proxy.coord.query.load(req)).to_body()
 
 
 @action(
@@ -55,7 +56,8 @@ def _load(b: Body) -> dict[str, Any]:
 def _run_release(c: Call) -> dict[str, Any]:
     info = c.proxy.dml.collection(c.request["db"], c.request["collection"])
     c.proxy.query.forget_route(info.collection_id)
-    return c.proxy.coord_call("query.release", {"collection_id": info.collection_id})
+    req = ReleaseCollection(collection_id=info.collection_id)
+    return as_body(c.proxy.run(c.proxy.coord.query.release(req)))
 
 
 @action(
@@ -71,7 +73,8 @@ def _release(b: Body) -> dict[str, Any]:
 
 def _run_load_state(c: Call) -> dict[str, Any]:
     info = c.proxy.dml.collection(c.request["db"], c.request["collection"])
-    return c.proxy.coord_call("query.state", {"collection_id": info.collection_id})
+    req = LoadState(collection_id=info.collection_id)
+    return c.proxy.run(c.proxy.coord.query.state(req)).to_body()
 
 
 @action(

@@ -76,6 +76,7 @@ def _new_index(spec: IndexSpec, built_as: str, nlist: int | None) -> Any:
     }[built_as]
     index = faiss.index_factory(d, desc, _faiss_metric(spec.metric))
     if built_as == "HNSW":
+        assert isinstance(index, faiss.IndexHNSW)  # the factory hands back the concrete class
         index.hnsw.efConstruction = p["efConstruction"]
     return index
 

@@ -16,25 +16,37 @@ from elanus.indexparams import IndexSpec
 from elanus.scalarindex import ScalarSpec, is_scalar_spec
 
 
-def run_build_task(task: dict[str, Any], delay_s: float = 0.0) -> dict[str, Any]:
-    """Build one task's index; the report for ``index.report`` (without ``node_id``)."""
+def run_build_task(
+    build_id: int,
+    version: int,
+    field: str,
+    spec: dict[str, Any],
+    data_path: str,
+    out_dir: str,
+    delay_s: float = 0.0,
+) -> dict[str, Any]:
+    """Build one task's index (a ``BuildIndex``'s fields, or a claimed task's); the
+    report for ``index.report`` (without ``node_id``)."""
     started = time.perf_counter()
-    report: dict[str, Any] = {"build_id": task["build_id"], "version": task["version"]}
+    report: dict[str, Any] = {"build_id": build_id, "version": version}
     try:
         if delay_s:
             time.sleep(delay_s)
-        out = Path(task["out_dir"])
+        out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
-        if is_scalar_spec(task["spec"]):
-            scalar = ScalarSpec.from_dict(task["spec"])
-            values = build_scalar_index(task["data_path"], task["field"], scalar)
+        if is_scalar_spec(spec):
+            scalar = ScalarSpec.from_dict(spec)
+            values = build_scalar_index(data_path, field, scalar)
             keys = write_scalar_index(values, scalar, out)
         else:
-            spec = IndexSpec.from_dict(task["spec"])
-            index = build_segment_index(task["data_path"], task["field"], spec)
+            index = build_segment_index(data_path, field, IndexSpec.from_dict(spec))
             keys = index.write(out)
         report.update(ok=True, files=[str(out / k) for k in keys])
     except Exception as exc:  # noqa: BLE001 - every failure is reported with its reason
         report.update(ok=False, fail_reason=f"{type(exc).__name__}: {exc}")
     report["seconds"] = round(time.perf_counter() - started, 3)
     return report
+
+
+TASK_KEYS = ("build_id", "version", "field", "spec", "data_path", "out_dir")
+"""What ``run_build_task`` takes of a task."""

@@ -194,9 +194,8 @@ class SegmentIndex:
         self.built_as = built_as
         self.nlist = nlist
         self._binary = spec.field_kind == "binary"
-        downcast = faiss.downcast_IndexBinary if self._binary else faiss.downcast_index
         self._owner = index  # the wrapper that owns the C++ object; downcasts only borrow it
-        index = downcast(index)
+        index = _downcast(index, self._binary)
         self._index = index
         # Row position of each stored vector, when some rows are null (an IndexIDMap).
         self._ids: np.ndarray | None = None
@@ -205,7 +204,7 @@ class SegmentIndex:
             self._ids = faiss.vector_to_array(index.id_map).astype(I64, copy=False)
             self._present = np.zeros(num_rows, bool)
             self._present[self._ids] = True
-            index = downcast(index.index)
+            index = _downcast(index.index, self._binary)
         self._inner = index
         self.num_vectors = int(index.ntotal)
         if self._ids is None and self.num_vectors != num_rows:
@@ -229,13 +228,13 @@ class SegmentIndex:
         ix, n = self._inner, self.num_vectors
         total = 0 if self._ids is None else self._ids.nbytes + self.num_rows
         if isinstance(ix, faiss.IndexHNSW):
-            hnsw = ix.hnsw
+            hnsw: Any = ix.hnsw  # faiss's stub lacks HNSW.neighbors and .offsets
             total += _float_view(faiss.downcast_index(ix.storage)).nbytes
             total += hnsw.neighbors.size() * 4 + hnsw.levels.size() * 4 + hnsw.offsets.size() * 8
         elif isinstance(ix, faiss.IndexIVF | faiss.IndexBinaryIVF):
             total += n * (ix.code_size + 8)
             q = ix.quantizer
-            total += q.ntotal * (q.code_size if self._binary else q.d * 4)
+            total += q.ntotal * (q.code_size if isinstance(q, faiss.IndexBinary) else q.d * 4)
         else:
             total += n * (ix.code_size if self._binary else ix.d * 4)
         return int(total)
@@ -308,6 +307,7 @@ class SegmentIndex:
         return False
 
     def _queries(self, queries: Any) -> np.ndarray:
+        Q: np.ndarray  # uint8 codes or float32 vectors
         if self._binary:
             if isinstance(queries, bytes | bytearray):
                 queries = [queries]
@@ -428,15 +428,18 @@ class SegmentIndex:
             if cached is not None:
                 return cached
         kwargs: dict[str, Any] = {} if sel is None else {"sel": sel}
+        # The ignores: faiss's stub omits SearchParametersHNSW and the keyword constructors
+        # its Python wrapper gives every SearchParameters class.
         if "ef" in sp:
             ef = sp["ef"]
             if fraction < WIDEN_BELOW:
                 ef = math.ceil(ef * (WIDEN_BELOW / fraction) ** 2)
-            params: Any = faiss.SearchParametersHNSW(efSearch=min(max(ef, kk), MAX_EF), **kwargs)
+            ef = min(max(ef, kk), MAX_EF)
+            params: Any = faiss.SearchParametersHNSW(efSearch=ef, **kwargs)  # type: ignore[attr-defined]
         elif "nprobe" in sp:
             nlist = self.nlist or 1
             nprobe = min(nlist, math.ceil(min(sp["nprobe"], nlist) / max(fraction, 1e-9)))
-            params = faiss.SearchParametersIVF(nprobe=nprobe, **kwargs)
+            params = faiss.SearchParametersIVF(nprobe=nprobe, **kwargs)  # type: ignore[call-arg]
         else:
             params = faiss.SearchParameters(**kwargs)
         if key is not None:
@@ -467,6 +470,12 @@ class SegmentIndex:
         return [INDEX_FILE, META_FILE]
 
 
+def _downcast(index: Any, binary: bool) -> Any:
+    """The FAISS object as its concrete class (SWIG hands back base-class proxies); Any,
+    since the callers branch on that class."""
+    return faiss.downcast_IndexBinary(index) if binary else faiss.downcast_index(index)
+
+
 def _ranged_topk(
     lims: np.ndarray,
     dist: np.ndarray,
@@ -479,7 +488,8 @@ def _ranged_topk(
     """Best ``kk`` of each query's range-search hits (FAISS already applied the radius),
     after dropping those beyond ``range_filter``; padded like a k-NN result."""
     worst = -np.inf if larger else np.inf
-    qi = np.repeat(np.arange(nq), np.diff(lims.astype(I64)))
+    per_query: np.ndarray = np.diff(lims.astype(I64))
+    qi = np.repeat(np.arange(nq), per_query)
     if range_filter is not None:
         keep = (dist <= range_filter) if larger else (dist >= range_filter)
         qi, dist, rows = qi[keep], dist[keep], rows[keep]
@@ -520,6 +530,7 @@ def load_index(directory: Path | str) -> SegmentIndex | SparseIndex:
 
         return load_sparse_index(directory, spec, int(meta["num_rows"]))
     path = str(directory / INDEX_FILE)
+    index: faiss.Index | faiss.IndexBinary
     try:
         if spec.field_kind == "binary":
             index = faiss.read_index_binary(path)

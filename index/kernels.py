@@ -79,7 +79,7 @@ def stop_faiss_interrupt_checks() -> None:
     of a one-client loop fell by a quarter. Servers stop on signals handled elsewhere, so
     the check buys nothing there.
     """
-    faiss.InterruptCallback.clear_instance()
+    faiss.InterruptCallback.clear_instance()  # type: ignore[attr-defined]  # not in faiss's stub
 
 
 # -- top-k ------------------------------------------------------------------------------------

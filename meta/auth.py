@@ -20,17 +20,31 @@ from typing import TYPE_CHECKING, Any
 import argon2
 import duckdb
 
-from elanus.authrequests import (
+from elanus.api.auth import (
     CreateRole,
     CreateUser,
     DescribeRole,
     DescribeUser,
     DropRole,
     DropUser,
+    GetSecret,
+    GrantEntry,
     Identity,
+    ListRoles,
+    ListUsers,
     PrivilegeChange,
+    PrivilegeChanged,
     RoleBinding,
+    RoleBound,
+    RoleChanged,
+    RoleDescription,
+    Roles,
+    Secret,
     UpdatePassword,
+    UserChanged,
+    UserDescription,
+    UserIdentity,
+    Users,
     VerifyPassword,
 )
 from elanus.errors import ElanusError, ErrorCode, invalid
@@ -48,7 +62,8 @@ from elanus.privileges import (
 
 if TYPE_CHECKING:
     from elanus.channels.role import RoleHandler
-    from elanus.meta.coord import Coordinator
+    from elanus.meta.context import CoordContext
+    from elanus.meta.interfaces import ProxyNotices
 
 log = logging.getLogger(__name__)
 
@@ -102,8 +117,8 @@ def root_password(data_dir: Path, configured: str | None) -> str:
 class AuthCoord:
     """The coord's ``auth.*`` handlers over the catalog's RBAC tables."""
 
-    def __init__(self, coord: Coordinator) -> None:
-        self.coord = coord
+    def __init__(self, ctx: CoordContext, proxies: ProxyNotices) -> None:
+        self.ctx, self.proxies = ctx, proxies
         self.secret = ""
 
     def handlers(self) -> dict[str, RoleHandler]:
@@ -127,7 +142,7 @@ class AuthCoord:
         }
 
     async def start(self) -> None:
-        settings = self.coord.settings
+        settings = self.ctx.settings
         password = await asyncio.to_thread(
             root_password, settings.data_path, settings.root_password
         )
@@ -135,17 +150,17 @@ class AuthCoord:
         self.secret = await self._db(_bootstrap, hashed)
 
     async def _db(self, fn: Any, *args: Any) -> Any:
-        return await self.coord.db.run(fn, *args)
+        return await self.ctx.db.run(fn, *args)
 
     async def _changed(self, user: str | None) -> None:
         """Every proxy drops what it cached of ``user`` (``None``: of every user)."""
-        await self.coord.root.broadcast({"kind": "auth", "user": user})
+        await self.proxies.broadcast({"kind": "auth", "user": user})
 
     # -- identities -------------------------------------------------------------------------
-    async def get_secret(self, raw: dict[str, Any]) -> dict[str, Any]:
-        return {"secret": self.secret}
+    async def get_secret(self, req: GetSecret) -> Secret:
+        return Secret(secret=self.secret)
 
-    async def verify(self, req: VerifyPassword) -> dict[str, Any]:
+    async def verify(self, req: VerifyPassword) -> UserIdentity:
         user, password = req.user, req.password
         row = await self._db(_user_row, user)
         refused = ElanusError(ErrorCode.UNAUTHENTICATED, "wrong user name or password")
@@ -161,25 +176,25 @@ class AuthCoord:
             raise refused from None
         return await self._db(_identity, user)
 
-    async def identity(self, req: Identity) -> dict[str, Any]:
+    async def identity(self, req: Identity) -> UserIdentity:
         return await self._db(_identity, req.user)
 
     # -- users ------------------------------------------------------------------------------
-    async def create_user(self, req: CreateUser) -> dict[str, Any]:
+    async def create_user(self, req: CreateUser) -> UserChanged:
         user, password = check_user_name(req.user), check_password(req.password)
         hashed = await asyncio.to_thread(_HASHER.hash, password)
         await self._db(_create_user, user, hashed)
-        return {"user": user}
+        return UserChanged(user=user)
 
-    async def drop_user(self, req: DropUser) -> dict[str, Any]:
+    async def drop_user(self, req: DropUser) -> UserChanged:
         user = req.user
         if user == ROOT_USER:
             raise invalid("the root user cannot be dropped")
         await self._db(_drop_user, user)
         await self._changed(user)
-        return {"user": user}
+        return UserChanged(user=user)
 
-    async def update_password(self, req: UpdatePassword) -> dict[str, Any]:
+    async def update_password(self, req: UpdatePassword) -> UserChanged:
         """A new password for ``user``; ``old_password`` must match unless the caller may
         manage users (the proxy decides and says so with ``reset``)."""
         user, new = req.user, check_password(req.new_password)
@@ -197,66 +212,70 @@ class AuthCoord:
         hashed = await asyncio.to_thread(_HASHER.hash, new)
         await self._db(_set_password, user, hashed)
         await self._changed(user)
-        return {"user": user}
+        return UserChanged(user=user)
 
-    async def list_users(self, raw: dict[str, Any]) -> dict[str, Any]:
-        return {"users": await self._db(_list, "SELECT name FROM users ORDER BY name")}
+    async def list_users(self, req: ListUsers) -> Users:
+        return Users(users=await self._db(_list, "SELECT name FROM users ORDER BY name"))
 
-    async def describe_user(self, req: DescribeUser) -> dict[str, Any]:
+    async def describe_user(self, req: DescribeUser) -> UserDescription:
         identity = await self._db(_identity, req.user)
-        return {"user_name": req.user, "roles": identity["roles"]}
+        return UserDescription(user_name=req.user, roles=identity.roles)
 
     # -- roles ------------------------------------------------------------------------------
-    async def create_role(self, req: CreateRole) -> dict[str, Any]:
+    async def create_role(self, req: CreateRole) -> RoleChanged:
         role = check_user_name(req.role, "role")
         await self._db(_create_role, role)
-        return {"role": role}
+        return RoleChanged(role=role)
 
-    async def drop_role(self, req: DropRole) -> dict[str, Any]:
+    async def drop_role(self, req: DropRole) -> RoleChanged:
         role, force = req.role, req.force_drop
         if role in BUILTIN_ROLES:
             raise invalid(f"the built-in role {role!r} cannot be dropped")
         await self._db(_drop_role, role, force)
         await self._changed(None)
-        return {"role": role}
+        return RoleChanged(role=role)
 
-    async def list_roles(self, raw: dict[str, Any]) -> dict[str, Any]:
-        return {"roles": await self._db(_list, "SELECT name FROM roles ORDER BY name")}
+    async def list_roles(self, req: ListRoles) -> Roles:
+        return Roles(roles=await self._db(_list, "SELECT name FROM roles ORDER BY name"))
 
-    async def describe_role(self, req: DescribeRole) -> dict[str, Any]:
-        return {"role": req.role, "privileges": await self._db(_role_grants, req.role)}
+    async def describe_role(self, req: DescribeRole) -> RoleDescription:
+        return RoleDescription(role=req.role, privileges=await self._db(_role_grants, req.role))
 
-    async def grant_role(self, req: RoleBinding) -> dict[str, Any]:
+    async def grant_role(self, req: RoleBinding) -> RoleBound:
         return await self._bind(req, True)
 
-    async def revoke_role(self, req: RoleBinding) -> dict[str, Any]:
+    async def revoke_role(self, req: RoleBinding) -> RoleBound:
         return await self._bind(req, False)
 
-    async def _bind(self, req: RoleBinding, add: bool) -> dict[str, Any]:
+    async def _bind(self, req: RoleBinding, add: bool) -> RoleBound:
         user, role = req.user, req.role
         if not add and user == ROOT_USER and role == ADMIN_ROLE:
             raise invalid("the root user keeps the admin role")
         await self._db(_bind_role, user, role, add)
         await self._changed(user)
-        return {"user": user, "role": role}
+        return RoleBound(user=user, role=role)
 
-    async def grant_privilege(self, req: PrivilegeChange) -> dict[str, Any]:
+    async def grant_privilege(self, req: PrivilegeChange) -> PrivilegeChanged:
         return await self._grant(req, True)
 
-    async def revoke_privilege(self, req: PrivilegeChange) -> dict[str, Any]:
+    async def revoke_privilege(self, req: PrivilegeChange) -> PrivilegeChanged:
         return await self._grant(req, False)
 
-    async def _grant(self, req: PrivilegeChange, add: bool) -> dict[str, Any]:
+    async def _grant(self, req: PrivilegeChange, add: bool) -> PrivilegeChanged:
         role, grantor = req.role, req.grantor
         grant = check_grant(req.object_type, req.object_name, req.db_name, req.privilege)
         if role == ADMIN_ROLE:
             raise invalid("the admin role holds every privilege; its grants cannot change")
         await self._db(_change_grant, role, grant, grantor, add)
         await self._changed(None)
-        return {"role": role, **dict(zip(_GRANT_KEYS, grant, strict=True))}
-
-
-_GRANT_KEYS = ("object_type", "object_name", "db_name", "privilege")
+        object_type, object_name, db_name, privilege = grant
+        return PrivilegeChanged(
+            role=role,
+            object_type=object_type,
+            object_name=object_name,
+            db_name=db_name,
+            privilege=privilege,
+        )
 
 
 def check_grant(
@@ -313,7 +332,7 @@ def _user_row(con: duckdb.DuckDBPyConnection, user: str) -> tuple[str, int] | No
     return (str(row[0]), int(row[1])) if row else None
 
 
-def _identity(con: duckdb.DuckDBPyConnection, user: str) -> dict[str, Any]:
+def _identity(con: duckdb.DuckDBPyConnection, user: str) -> UserIdentity:
     row = _user_row(con, user)
     if row is None:
         raise ElanusError(ErrorCode.USER_NOT_FOUND, f"user {user!r} does not exist")
@@ -325,13 +344,13 @@ def _identity(con: duckdb.DuckDBPyConnection, user: str) -> dict[str, Any]:
             WHERE role IN (SELECT unnest(?::VARCHAR[])) OR role = '{PUBLIC_ROLE}'""",
         [roles],
     ).fetchall()
-    return {
-        "user": user,
-        "pw_version": row[1],
-        "roles": roles,
-        "superuser": user == ROOT_USER or ADMIN_ROLE in roles,
-        "grants": [list(g) for g in grants],
-    }
+    return UserIdentity(
+        user=user,
+        pw_version=row[1],
+        roles=roles,
+        superuser=user == ROOT_USER or ADMIN_ROLE in roles,
+        grants=[list(g) for g in grants],
+    )
 
 
 def _create_user(con: duckdb.DuckDBPyConnection, user: str, hashed: str) -> None:
@@ -413,7 +432,7 @@ def _change_grant(
         )
 
 
-def _role_grants(con: duckdb.DuckDBPyConnection, role: str) -> list[dict[str, str]]:
+def _role_grants(con: duckdb.DuckDBPyConnection, role: str) -> list[GrantEntry]:
     _require_role(con, role)
     rows = con.execute(
         """SELECT object_type, object_name, db_name, privilege, grantor FROM grants
@@ -421,13 +440,13 @@ def _role_grants(con: duckdb.DuckDBPyConnection, role: str) -> list[dict[str, st
         [role],
     ).fetchall()
     return [
-        {
-            "role_name": role,
-            "object_type": r[0],
-            "object_name": r[1],
-            "db_name": r[2],
-            "privilege": r[3],
-            "grantor_name": r[4],
-        }
+        GrantEntry(
+            role_name=role,
+            object_type=r[0],
+            object_name=r[1],
+            db_name=r[2],
+            privilege=r[3],
+            grantor_name=r[4],
+        )
         for r in rows
     ]

@@ -12,13 +12,17 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from elanus.channels import subjects
+from elanus.api.base import ACK, Ack
+from elanus.api.datacoord import ChannelFailed
+from elanus.api.datanode import Checkpoint, DataNodeAPI, UnwatchChannel, WatchChannel
 from elanus.channels.dml import pchannel_of
 from elanus.channels.loop import Periodic
 from elanus.errors import ElanusError
 
 if TYPE_CHECKING:
-    from elanus.meta.coord import Coordinator
+    from elanus.channels.role import RoleHandler
+    from elanus.meta.context import CoordContext
+    from elanus.meta.interfaces import ChannelSegments, CollectionLookup, TickedChannels
 
 log = logging.getLogger(__name__)
 
@@ -29,8 +33,14 @@ RESTART_FORGET_S = 300.0
 
 
 class ChannelManager:
-    def __init__(self, coord: Coordinator) -> None:
-        self.coord = coord
+    def __init__(
+        self,
+        ctx: CoordContext,
+        lookup: CollectionLookup,
+        data: ChannelSegments,
+        ticks: TickedChannels,
+    ) -> None:
+        self.ctx, self.lookup, self.data, self.ticks = ctx, lookup, data, ticks
         self.watchers: dict[str, str] = {}  # vchannel -> datanode id
         self._lock = asyncio.Lock()
         self._periodic = Periodic(self.balance, 1.0, "channel assignment")
@@ -38,7 +48,7 @@ class ChannelManager:
         """vchannel -> (failures in a row, not watched again before this monotonic time)."""
 
     async def start(self) -> None:
-        rows = await self.coord.db.run(
+        rows = await self.ctx.db.run(
             lambda con: con.execute("SELECT vchannel, node_id FROM channel_watch").fetchall()
         )
         self.watchers = {r[0]: r[1] for r in rows}
@@ -47,21 +57,24 @@ class ChannelManager:
     async def stop(self) -> None:
         await self._periodic.stop()
 
-    async def live_vchannels(self) -> dict[str, int]:
-        rows = await self.coord.db.run(
-            lambda con: con.execute(
-                "SELECT v.vchannel, v.collection_id FROM vchannels v JOIN collections c "
-                "USING (collection_id) WHERE c.dropped_ts IS NULL"
-            ).fetchall()
-        )
-        return {r[0]: int(r[1]) for r in rows}
+    def handlers(self) -> dict[str, RoleHandler]:
+        return {"datanode.channel_failed": self.channel_failed}
+
+    async def channel_failed(self, req: ChannelFailed) -> Ack:
+        """A datanode's task of a vchannel died: flushes waiting on it fail, and the
+        channel is watched again from its checkpoint (after a backoff)."""
+        vchannel, reason = req.vchannel, req.reason
+        log.error("datanode %s: channel %s failed: %s", req.node_id, vchannel, reason)
+        self.data.channel_failures[vchannel] = reason
+        await self.restart(vchannel)
+        return ACK
 
     async def balance(self) -> None:
         """Give every unwatched vchannel of a live collection to the least-loaded datanode."""
         async with self._lock:
-            live_nodes = {s.node_id for s in self.coord.sessions.of_role("datanode")}
-            vchannels = await self.live_vchannels()
-            self.coord.timeticks.active_pchannels = {pchannel_of(v) for v in vchannels}
+            live_nodes = {s.node_id for s in self.ctx.sessions.of_role("datanode")}
+            vchannels = await self.lookup.live_vchannels()
+            self.ticks.active_pchannels = {pchannel_of(v) for v in vchannels}
             for v, node in list(self.watchers.items()):
                 if node not in live_nodes or v not in vchannels:
                     await self._unassign(v)
@@ -79,24 +92,24 @@ class ChannelManager:
                 await self._assign(v, cid, node)
 
     async def _assign(self, vchannel: str, collection_id: int, node: str) -> None:
-        self.coord.data.reset_flushing(vchannel)
-        info = await self.coord.root.describe_by_id(collection_id)
-        checkpoint = self.coord.data.checkpoints.get(vchannel)
-        body = {
-            "vchannel": vchannel,
-            "pchannel": pchannel_of(vchannel),
-            "collection_id": collection_id,
-            "schema": info["schema"],
-            "checkpoint": {"seq": checkpoint[0], "ts": checkpoint[1]} if checkpoint else None,
-            "segments": self.coord.data.channel_segments(vchannel),
-        }
+        self.data.reset_flushing(vchannel)
+        info = await self.lookup.describe_by_id(collection_id)
+        checkpoint = self.data.checkpoints.get(vchannel)
+        req = WatchChannel(
+            vchannel=vchannel,
+            pchannel=pchannel_of(vchannel),
+            collection_id=collection_id,
+            schema=info["schema"],
+            checkpoint=Checkpoint(seq=checkpoint[0], ts=checkpoint[1]) if checkpoint else None,
+            segments=self.data.channel_segments(vchannel),
+        )
         try:
-            await self.coord.bus.request(subjects.node("datanode", node, "watch"), body, 15)
+            await DataNodeAPI(self.ctx.bus, node).watch(req)
         except ElanusError as exc:
             log.warning("datanode %s could not watch %s: %s", node, vchannel, exc)
             return
-        ts = self.coord.tso.alloc()
-        await self.coord.db.run(
+        ts = self.ctx.tso.alloc()
+        await self.ctx.db.run(
             lambda con: con.execute(
                 "INSERT INTO channel_watch VALUES (?, ?, ?, ?) ON CONFLICT (vchannel) "
                 "DO UPDATE SET node_id = excluded.node_id, assigned_ts = excluded.assigned_ts",
@@ -104,7 +117,7 @@ class ChannelManager:
             )
         )
         self.watchers[vchannel] = node
-        self.coord.data.channel_failures.pop(vchannel, None)
+        self.data.channel_failures.pop(vchannel, None)
         log.info("vchannel %s -> datanode %s", vchannel, node)
 
     async def restart(self, vchannel: str) -> None:
@@ -121,16 +134,12 @@ class ChannelManager:
 
     async def _unassign(self, vchannel: str) -> None:
         node = self.watchers.pop(vchannel, None)
-        await self.coord.db.run(
+        await self.ctx.db.run(
             lambda con: con.execute("DELETE FROM channel_watch WHERE vchannel = ?", [vchannel])
         )
-        if node is not None and node in {
-            s.node_id for s in self.coord.sessions.of_role("datanode")
-        }:
+        if node is not None and node in {s.node_id for s in self.ctx.sessions.of_role("datanode")}:
             try:
-                await self.coord.bus.request(
-                    subjects.node("datanode", node, "unwatch"), {"vchannel": vchannel}, 10
-                )
+                await DataNodeAPI(self.ctx.bus, node).unwatch(UnwatchChannel(vchannel=vchannel))
             except ElanusError as exc:
                 log.warning("datanode %s could not unwatch %s: %s", node, vchannel, exc)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +40,8 @@ from elanus.states import COMPACTION_OPEN, CompactionState, SegmentState, transi
 
 if TYPE_CHECKING:
     from elanus.channels.role import RoleHandler
-    from elanus.meta.coord import Coordinator
+    from elanus.meta.context import CoordContext
+    from elanus.meta.interfaces import Handoff, SegmentIndexer, SegmentStore
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +89,7 @@ class Plan:
     def lease_expires(self) -> float:
         return self.issued_at + PLAN_TIMEOUT_S
 
-    def to_wire(self, segments: dict[int, Segment]) -> CompactionPlan:
+    def to_wire(self, segments: Mapping[int, Segment]) -> CompactionPlan:
         return CompactionPlan(
             plan_id=self.plan_id,
             partition_id=self.partition_id,
@@ -102,8 +103,10 @@ class Plan:
 
 
 class CompactionManager:
-    def __init__(self, coord: Coordinator) -> None:
-        self.coord = coord
+    def __init__(
+        self, ctx: CoordContext, data: SegmentStore, index: SegmentIndexer, query: Handoff
+    ) -> None:
+        self.ctx, self.data, self.index, self.query = ctx, data, index, query
         self.plans: dict[int, Plan] = {}
         self.known: set[int] = set()
         """Compaction ids handed out (a manual one may have no plan: nothing to merge)."""
@@ -118,7 +121,7 @@ class CompactionManager:
 
     def background(self) -> list[Periodic]:
         """The automatic policy; plans that lapse are failed by the coord's scheduler."""
-        interval = self.coord.settings.compaction_interval_s
+        interval = self.ctx.settings.compaction_interval_s
         return [Periodic(self.auto, interval, "auto compaction")] if interval > 0 else []
 
     # -- the scheduler's queue of plans (meta/scheduler.py) ----------------------------------
@@ -152,7 +155,7 @@ class CompactionManager:
         return {s for p in self.plans.values() if p.state in COMPACTION_OPEN for s in p.sources}
 
     def _horizon(self) -> int:
-        retention_ms = int(self.coord.settings.retention_s * 1000)
+        retention_ms = int(self.ctx.settings.retention_s * 1000)
         return tsutil.compose(max(0, tsutil.now_ms() - retention_ms))
 
     def _groups(
@@ -175,7 +178,7 @@ class CompactionManager:
 
     def plan(self, collection_id: int | None, *, manual: bool) -> int:
         """Make plans for a collection (or every one); returns the compaction id."""
-        data = self.coord.data
+        data = self.data
         busy = self._busy()
         by_channel: dict[tuple[int, int, str], list[Segment]] = {}
         for s in data.segments.values():
@@ -186,20 +189,20 @@ class CompactionManager:
             if not manual and s.num_rows >= s.max_rows * SMALL_FRACTION:
                 continue
             by_channel.setdefault((s.collection_id, s.partition_id, s.vchannel), []).append(s)
-        compaction_id = self.coord.ids.alloc()  # unique across coord restarts
+        compaction_id = self.ctx.ids.alloc()  # unique across coord restarts
         horizon = self._horizon()
-        planned_ts = self.coord.tso.alloc()
+        planned_ts = self.ctx.tso.alloc()
         for (cid, pid, vchannel), segs in by_channel.items():
             max_rows = max(s.max_rows for s in segs)
             for group in self._groups(segs, max_rows, merge_only=not manual):
                 plan = Plan(
-                    plan_id=self.coord.ids.alloc(),
+                    plan_id=self.ctx.ids.alloc(),
                     compaction_id=compaction_id,
                     collection_id=cid,
                     partition_id=pid,
                     vchannel=vchannel,
                     sources=[s.segment_id for s in group],
-                    target_segment_id=self.coord.ids.alloc(),
+                    target_segment_id=self.ctx.ids.alloc(),
                     horizon_ts=horizon,
                     planned_ts=planned_ts,
                 )
@@ -211,6 +214,10 @@ class CompactionManager:
     async def auto(self) -> None:
         self.plan(None, manual=False)
 
+    def open_targets(self) -> set[int]:
+        """Target segments of plans still open: garbage collection keeps their files."""
+        return {p.target_segment_id for p in self.plans.values() if p.state in COMPACTION_OPEN}
+
     def take_for(self, vchannel: str, tick_ts: int) -> list[CompactionPlan]:
         """Plans to hand to the datanode reporting ``vchannel`` consumed up to ``tick_ts``
         (the tick reply)."""
@@ -218,13 +225,13 @@ class CompactionManager:
         for p in self.plans.values():
             due = p.state is CompactionState.PENDING and p.planned_ts <= tick_ts
             if p.vchannel == vchannel and due:
-                if any(s not in self.coord.data.segments for s in p.sources):
+                if any(s not in self.data.segments for s in p.sources):
                     p.fail("a source segment went away (collection dropped?)")
                     continue
                 transition(p, CompactionState.EXECUTING)
                 p.issued_at = time.monotonic()
                 p.attempts += 1
-                out.append(p.to_wire(self.coord.data.segments))
+                out.append(p.to_wire(self.data.segments))
         return out
 
     # -- handlers ---------------------------------------------------------------------------
@@ -272,8 +279,8 @@ class CompactionManager:
             # collection removes the target's files as an orphan.
             log.info("ignoring the result of compaction plan %s", plan_id)
             return Recorded(ignored=True)
-        data = self.coord.data
-        ts = self.coord.tso.alloc()
+        data = self.data
+        ts = self.ctx.tso.alloc()
         sources = [data.segments[s] for s in plan.sources if s in data.segments]
         target = Segment(
             segment_id=plan.target_segment_id,
@@ -298,12 +305,12 @@ class CompactionManager:
             transition(s, SegmentState.DROPPED)
             s.dropped_ts = ts
         await data.replace(sources, target)
-        await self.coord.index.on_new_segment(target)
+        await self.index.on_new_segment(target)
         transition(plan, CompactionState.COMPLETED)
         plan.result = {"num_rows": num_rows}
-        await self.coord.bus.publish(
+        await self.ctx.bus.publish(
             subjects.SEGMENT_COMPACTED,
             {"target": target.to_dict(), "sources": plan.sources, "ts": ts},
         )
-        self.coord.query.schedule(self.coord.query.on_compacted(target, list(plan.sources)))
+        self.query.schedule(self.query.on_compacted(target, list(plan.sources)))
         return Recorded()

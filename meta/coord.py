@@ -11,18 +11,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
 
+from elanus.api.coord import CoordHealth, GetHealth, ListSessions, Sessions
 from elanus.channels import metrics, subjects
 from elanus.channels.bus import Bus
-from elanus.channels.dml import ensure_streams, pchannel_name
+from elanus.channels.dml import ensure_streams
 from elanus.channels.loop import Periodic
 from elanus.channels.role import Role, RoleHandler
 from elanus.channels.sessions import SessionInfo, SessionWatcher
 from elanus.meta.auth import AuthCoord
 from elanus.meta.catalog import Catalog
 from elanus.meta.channelmanager import ChannelManager
+from elanus.meta.collections import CatalogLookup, ProxyNotifier
 from elanus.meta.compaction import CompactionManager
+from elanus.meta.context import CoordContext
 from elanus.meta.coordmetrics import CoordMetrics
 from elanus.meta.counters import ID_HIGH_WATER, TSO_BOUND, CounterStore
 from elanus.meta.datacoord import DataCoord
@@ -46,25 +48,32 @@ class Coordinator(Role):
 
     def __init__(self, settings: Settings, bus: Bus, node_id: str | None = None) -> None:
         super().__init__(settings, bus, node_id)
-        self.db: Database
-        self.tso: TimestampOracle
-        self.ids: IDAllocator
-        self.sessions: SessionWatcher
-        self.root = RootCoord(self)
-        self.data = DataCoord(self)
-        self.timeticks = TimeTickSync(self)
-        self.channels = ChannelManager(self)
-        self.compaction = CompactionManager(self)
-        self.gc = GarbageCollector(self)
-        self.query = QueryCoord(self)
-        self.index = IndexCoord(self)
-        self.imports = ImportManager(self)
-        self.auth = AuthCoord(self)
+        ctx = self.ctx = CoordContext(settings, bus, self.supervisor)
+        # Built in dependency order: each service gets the interfaces it uses
+        # (meta/interfaces.py); the two cycles go through events subscribed below.
+        lookup, proxies = CatalogLookup(ctx), ProxyNotifier(ctx)
+        self.timeticks = TimeTickSync(ctx)
+        self.data = DataCoord(ctx, lookup)
+        self.channels = ChannelManager(ctx, lookup, self.data, self.timeticks)
+        self.index = IndexCoord(ctx, lookup, proxies, self.data)
+        self.query = QueryCoord(ctx, lookup, self.data, self.index)
+        self.compaction = CompactionManager(ctx, self.data, self.index, self.query)
+        self.imports = ImportManager(ctx, lookup, self.data, self.timeticks, self.index, self.query)
+        self.root = RootCoord(
+            ctx, lookup, proxies,
+            data=self.data, index=self.index, query=self.query, channels=self.channels,
+        )  # fmt: skip
+        self.gc = GarbageCollector(ctx, self.compaction, self.imports)
+        self.auth = AuthCoord(ctx, proxies)
+        self.data.on_flushed(self.index.on_new_segment)  # indexed first, then handed off
+        self.data.on_flushed(self.query.segment_flushed)
+        self.data.take_plans_from(self.compaction)
+        self.index.subscribe(self.query)
         self.scheduler = TaskScheduler([self.index, self.imports, self.compaction])
         self._background: list[Periodic] = []
         self._counters: CounterStore | None = None
         self._started_at = time.time()
-        self.gauges = CoordMetrics(self)
+        self.gauges = CoordMetrics(self.data, self.index, self.query)
 
     @property
     def address(self) -> str:
@@ -76,8 +85,8 @@ class Coordinator(Role):
             "session.list": self.list_sessions,
         }
         services = (
-            self.root, self.data, self.timeticks, self.compaction, self.query, self.index,
-            self.imports, self.auth,
+            self.root, self.data, self.channels, self.timeticks, self.compaction, self.query,
+            self.index, self.imports, self.auth,
         )  # fmt: skip
         for service in services:
             handlers.update(service.handlers())
@@ -85,26 +94,43 @@ class Coordinator(Role):
 
     @property
     def pchannels(self) -> list[str]:
-        return [pchannel_name(i) for i in range(self.settings.num_pchannels)]
+        return self.ctx.pchannels
+
+    # The started-only infrastructure, kept where tests and tools look for it.
+    @property
+    def db(self) -> Database:
+        return self.ctx.db
+
+    @property
+    def tso(self) -> TimestampOracle:
+        return self.ctx.tso
+
+    @property
+    def ids(self) -> IDAllocator:
+        return self.ctx.ids
+
+    @property
+    def sessions(self) -> SessionWatcher:
+        return self.ctx.sessions
 
     async def start(self) -> None:
-        self.db = await asyncio.to_thread(Database, self.settings.catalog_path)
+        self.ctx.db = await asyncio.to_thread(Database, self.settings.catalog_path)
         counters = self._counters = await self.db.run(CounterStore)
-        self.tso = TimestampOracle(counters.get(TSO_BOUND), counters.setter(TSO_BOUND))
-        self.ids = IDAllocator(counters.get(ID_HIGH_WATER), counters.setter(ID_HIGH_WATER))
+        self.ctx.tso = TimestampOracle(counters.get(TSO_BOUND), counters.setter(TSO_BOUND))
+        self.ctx.ids = IDAllocator(counters.get(ID_HIGH_WATER), counters.setter(ID_HIGH_WATER))
         first_ts = self.tso.alloc()
         await self.db.run(
             lambda con: Catalog(
-                con, self.ids.alloc, self.settings.num_pchannels
+                con, self.ctx.ids.alloc, self.settings.num_pchannels
             ).ensure_default_database(first_ts)
         )
         await self.auth.start()
-        await ensure_streams(self.bus.js, self.pchannels)
+        await ensure_streams(self.bus.js, self.pchannels, replicas=self.settings.stream_replicas)
         await self.data.start()
         await self.query.start()
         await self.index.start()
         await self.imports.start()
-        self.sessions = await SessionWatcher(
+        self.ctx.sessions = await SessionWatcher(
             self.bus, self._on_session, ttl_s=self.settings.session_ttl_s
         ).start()
         await self.serve(subjects.COORD, queue="coord")
@@ -130,10 +156,6 @@ class Coordinator(Role):
         if info.role == "datanode":
             self.supervisor.spawn("channel assignment", self.channels.balance)
 
-    async def on_collections_changed(self) -> None:
-        """Called after create/drop: (re)assign vchannels and the set of ticked pchannels."""
-        await self.channels.balance()
-
     async def stop(self) -> None:
         metrics.unreport(self.gauges)
         await super().stop()
@@ -154,7 +176,7 @@ class Coordinator(Role):
             await asyncio.to_thread(self.db.close)
 
     # -- handlers ---------------------------------------------------------------------------
-    async def health(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def health(self, req: GetHealth) -> CoordHealth:
         """``degraded`` when a role (this coord included) reports a failed vital task;
         ``unhealthy`` names each such role and its failures."""
         unhealthy = [
@@ -165,15 +187,15 @@ class Coordinator(Role):
         if not self.supervisor.healthy:
             unhealthy.append({"role": self.role_name, "node_id": self.node_id})
             unhealthy[-1].update(self.supervisor.health())
-        return {
-            "status": "degraded" if unhealthy else "ok",
-            "unhealthy": unhealthy,
-            "node_id": self.node_id,
-            "ts": self.tso.alloc(),
-            "uptime_s": round(time.time() - self._started_at, 3),
-            "live_sessions": len(self.sessions.live),
-        }
+        return CoordHealth(
+            status="degraded" if unhealthy else "ok",
+            unhealthy=unhealthy,
+            node_id=self.node_id,
+            ts=self.tso.alloc(),
+            uptime_s=round(time.time() - self._started_at, 3),
+            live_sessions=len(self.sessions.live),
+        )
 
-    async def list_sessions(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def list_sessions(self, req: ListSessions) -> Sessions:
         await self.sessions.poll()
-        return {"sessions": [s.to_dict() for s in self.sessions.live.values()]}
+        return Sessions(sessions=[s.to_dict() for s in self.sessions.live.values()])

@@ -11,25 +11,25 @@ from elanus.channels import metrics
 from elanus.states import IndexTaskState, SegmentState
 
 if TYPE_CHECKING:
-    from elanus.meta.coord import Coordinator
+    from elanus.meta.interfaces import IndexTasks, LoadedCollections, SegmentTable
 
 
 class CoordMetrics:
-    def __init__(self, coord: Coordinator) -> None:
-        self.coord = coord
+    def __init__(self, data: SegmentTable, index: IndexTasks, query: LoadedCollections) -> None:
+        self.data, self.index, self.query = data, index, query
 
     def metric_samples(self) -> list[metrics.Sample]:
-        segments = list(self.coord.data.segments.values())
+        segments = list(self.data.segments.values())
         count: Counter[str] = Counter({str(state): 0 for state in SegmentState})
         rows: Counter[str] = Counter({str(state): 0 for state in SegmentState})
         for seg in segments:
             count[seg.state] += 1
             rows[seg.state] += seg.num_rows
         tasks: Counter[str] = Counter({str(state): 0 for state in IndexTaskState})
-        for task in list(self.coord.index.tasks.values()):
+        for task in list(self.index.tasks.values()):
             if not task.mark_deleted:
                 tasks[task.state] += 1
-        query = self.coord.query
+        query = self.query
         return [
             *((metrics.SEGMENTS, (state,), float(n)) for state, n in count.items()),
             *((metrics.SEGMENT_ROWS, (state,), float(n)) for state, n in rows.items()),

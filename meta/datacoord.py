@@ -13,16 +13,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from elanus import tsutil
-from elanus.api.base import ACK, Ack, as_body
 from elanus.api.compaction import Recorded
 from elanus.api.datacoord import (
     Assigned,
     AssignSegment,
-    ChannelFailed,
     DatanodeTick,
     Flush,
     Flushing,
@@ -35,6 +33,7 @@ from elanus.api.datacoord import (
     Segments,
     TickReply,
 )
+from elanus.api.proxy import ProxyAPI, ReleaseQuotas
 from elanus.channels import subjects
 from elanus.channels.dml import pchannel_of, stream_name
 from elanus.channels.loop import Periodic
@@ -46,7 +45,8 @@ from elanus.states import SegmentState, transition
 
 if TYPE_CHECKING:
     from elanus.channels.role import RoleHandler
-    from elanus.meta.coord import Coordinator
+    from elanus.meta.context import CoordContext
+    from elanus.meta.interfaces import CollectionLookup, CompactionPlans
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +67,10 @@ def estimate_row_bytes(schema: Schema) -> int:
 
 
 class DataCoord:
-    def __init__(self, coord: Coordinator) -> None:
-        self.coord = coord
+    def __init__(self, ctx: CoordContext, lookup: CollectionLookup) -> None:
+        self.ctx, self.lookup = ctx, lookup
+        self._on_flushed: list[Callable[[Segment], Awaitable[None]]] = []
+        self._plans: CompactionPlans | None = None
         self.segments: dict[int, Segment] = {}
         self.checkpoints: dict[str, tuple[int, int]] = {}
         """vchannel -> (seq, ts) last reported by its datanode."""
@@ -93,15 +95,23 @@ class DataCoord:
             "flush": self.flush,
             "flush.state": self.flush_state,
             "datanode.tt": self.datanode_tt,
-            "datanode.channel_failed": self.channel_failed,
         }
+
+    def on_flushed(self, callback: Callable[[Segment], Awaitable[None]]) -> None:
+        """``callback`` hears of each segment a datanode flushed (``SegmentEvents``)."""
+        self._on_flushed.append(callback)
+
+    def take_plans_from(self, plans: CompactionPlans) -> None:
+        """Tick replies carry the compaction plans of the ticking vchannel: the compaction
+        manager is built after DataCoord (it reads the segments), so it is wired here."""
+        self._plans = plans
 
     async def start(self) -> None:
         def load(con: Any) -> tuple[list[Segment], dict[str, tuple[int, int]]]:
             segs = segmentmeta.load(con, f"state <> '{SegmentState.DROPPED}'")
             return segs, segmentmeta.load_checkpoints(con)
 
-        segs, self.checkpoints = await self.coord.db.run(load)
+        segs, self.checkpoints = await self.ctx.db.run(load)
         self.saved_checkpoints = dict(self.checkpoints)
         self.segments = {s.segment_id: s for s in segs}
         self._holders_unknown = {s.segment_id for s in segs if s.state is SegmentState.GROWING}
@@ -113,7 +123,7 @@ class DataCoord:
         changed = []
         for s in self.segments.values():
             if s.state is SegmentState.SEALED and s.seal_ts is None:
-                s.seal_ts = self.coord.tso.alloc()
+                s.seal_ts = self.ctx.tso.alloc()
                 s.last_expire_ts = tsutil.compose(tsutil.now_ms() + QUOTA_LIFETIME_MS)
                 changed.append(s)
             elif s.state is SegmentState.FLUSHING:
@@ -130,24 +140,24 @@ class DataCoord:
 
     async def purge_streams(self) -> dict[str, int | None]:
         """Drop stream messages below the lowest checkpoint of the vchannels on each pchannel."""
-        live = await self.coord.channels.live_vchannels()
+        live = await self.lookup.live_vchannels()
         purged: dict[str, int | None] = {}
-        for p in self.coord.pchannels:
+        for p in self.ctx.pchannels:
             on_p = [v for v in live if pchannel_of(v) == p]
             if any(v not in self.saved_checkpoints for v in on_p):
                 continue  # someone still needs the stream from its start
             seq = min((self.saved_checkpoints[v][0] for v in on_p), default=None)
-            await self.coord.bus.js.purge_stream(stream_name(p), seq=seq)
+            await self.ctx.bus.js.purge_stream(stream_name(p), seq=seq)
             purged[p] = seq
         return purged
 
     # -- helpers ----------------------------------------------------------------------------
     async def _save(self, segs: list[Segment]) -> None:
-        await self.coord.db.run(segmentmeta.save, segs)
+        await self.ctx.db.run(segmentmeta.save, segs)
 
     async def _schema(self, collection_id: int) -> Schema:
         if collection_id not in self._schemas:
-            info = await self.coord.root.describe_by_id(collection_id)
+            info = await self.lookup.describe_by_id(collection_id)
             self._schemas[collection_id] = Schema.from_dict(info["schema"])
         return self._schemas[collection_id]
 
@@ -193,11 +203,11 @@ class DataCoord:
                 rows -= min(rows, n)
             await self._save(changed + full)
         if full:
-            self.coord.supervisor.spawn("seal full segments", lambda: self.seal(full))
+            self.ctx.supervisor.spawn("seal full segments", lambda: self.seal(full))
         return Assigned(assignments=grants)
 
     def _new_segment(self, cid: int, pid: int, vchannel: str, schema: Schema) -> Segment:
-        settings = self.coord.settings
+        settings = self.ctx.settings
         max_rows = max(
             1,
             min(
@@ -205,13 +215,13 @@ class DataCoord:
             ),
         )
         seg = Segment(
-            segment_id=self.coord.ids.alloc(),
+            segment_id=self.ctx.ids.alloc(),
             collection_id=cid,
             partition_id=pid,
             vchannel=vchannel,
             state=SegmentState.GROWING,
             max_rows=max_rows,
-            created_ts=self.coord.tso.alloc(),
+            created_ts=self.ctx.tso.alloc(),
             last_alloc_at=time.time(),
         )
         self.segments[seg.segment_id] = seg
@@ -225,7 +235,7 @@ class DataCoord:
                 transition(s, SegmentState.SEALED)
         ids = [s.segment_id for s in segs]
         all_released = await self._release_quotas(ids)
-        seal_ts = self.coord.tso.alloc()
+        seal_ts = self.ctx.tso.alloc()
         for s in segs:
             s.seal_ts = seal_ts
             if all_released:
@@ -246,10 +256,8 @@ class DataCoord:
 
         async def ask(node_id: str) -> bool:
             try:
-                await self.coord.bus.request(
-                    subjects.node("proxy", node_id, "segments.release"),
-                    {"segment_ids": segment_ids},
-                    timeout=10,
+                await ProxyAPI(self.ctx.bus, node_id).release_quotas(
+                    ReleaseQuotas(segment_ids=list(segment_ids))
                 )
                 return True
             except ElanusError as exc:
@@ -260,7 +268,7 @@ class DataCoord:
         return all(answers) and "" not in holders and not unknown
 
     async def seal_idle(self) -> None:
-        idle_s = self.coord.settings.segment_idle_s
+        idle_s = self.ctx.settings.segment_idle_s
         now = time.time()
         idle = [
             s
@@ -275,7 +283,7 @@ class DataCoord:
         cid = req.collection_id
         async with self._lock:
             growing = [s for s in self.of_collection(cid) if s.state is SegmentState.GROWING]
-            flush_ts = await self.seal(growing) if growing else self.coord.tso.alloc()
+            flush_ts = await self.seal(growing) if growing else self.ctx.tso.alloc()
         pending = [
             s.segment_id
             for s in self.of_collection(cid)
@@ -308,15 +316,6 @@ class DataCoord:
                     f"{seg.vchannel} failed ({reason}); it is being restarted, flush again",
                 )
 
-    async def channel_failed(self, req: ChannelFailed) -> Ack:
-        """A datanode's task of a vchannel died: flushes waiting on it fail, and the
-        channel is watched again from its checkpoint (after a backoff)."""
-        vchannel, reason = req.vchannel, req.reason
-        log.error("datanode %s: channel %s failed: %s", req.node_id, vchannel, reason)
-        self.channel_failures[vchannel] = reason
-        await self.coord.channels.restart(vchannel)
-        return ACK
-
     async def segment_info(self, req: SegmentInfo) -> Segments:
         ids, cid, include_dropped = req.segment_ids, req.collection_id, req.include_dropped
         if ids is None and cid is None:
@@ -324,7 +323,7 @@ class DataCoord:
         if ids is not None:
             wanted = set(ids)
             segs = (
-                await self.coord.db.run(
+                await self.ctx.db.run(
                     segmentmeta.load,
                     f"segment_id IN ({','.join('?' * len(wanted))})",
                     list(wanted),
@@ -335,13 +334,13 @@ class DataCoord:
         else:
             where = "collection_id = ?" + ("" if include_dropped else " AND state <> ?")
             params = [cid] if include_dropped else [cid, SegmentState.DROPPED.value]
-            segs = await self.coord.db.run(segmentmeta.load, where, params)
+            segs = await self.ctx.db.run(segmentmeta.load, where, params)
         live = {s.segment_id: s for s in segs}
         live.update({i: s for i, s in self.segments.items() if i in live})
         return Segments(segments=[SegmentRecord(**s.to_dict()) for s in live.values()])
 
     # -- datanode reports -------------------------------------------------------------------
-    async def datanode_tt(self, req: DatanodeTick) -> dict[str, Any]:
+    async def datanode_tt(self, req: DatanodeTick) -> TickReply:
         """A datanode consumed its channel up to ``ts``: checkpoint it, hand out flushes."""
         vchannel, ts, checkpoint = req.vchannel, req.ts, req.checkpoint
         self.channel_ticks[vchannel] = max(ts, self.channel_ticks.get(vchannel, 0))
@@ -361,11 +360,8 @@ class DataCoord:
             transition(s, SegmentState.FLUSHING)
         if ready:
             await self._save(ready)
-        compact = self.coord.compaction.take_for(vchannel, ts)
-        tick = TickReply(flush=[s.segment_id for s in ready], compact=compact)
-        # A dict until segments/channel_writer.py asks through DataCoordAPI.datanode_tt
-        # (it is being split meanwhile); then the handler returns ``tick``.
-        return dict(as_body(tick))
+        compact = self._plans.take_for(vchannel, ts) if self._plans is not None else []
+        return TickReply(flush=[s.segment_id for s in ready], compact=compact)
 
     async def _checkpoint(self, vchannel: str, seq: int, ts: int, data_seq: int | None) -> None:
         """Keep a vchannel's newest checkpoint; write it to DuckDB when a restart would
@@ -388,7 +384,7 @@ class DataCoord:
         if not replays_data and last is not None and now - last < CHECKPOINT_SAVE_S:
             return
         self._checkpoint_saved_at[vchannel] = now
-        await self.coord.db.run(segmentmeta.save_checkpoint, vchannel, seq, ts)
+        await self.ctx.db.run(segmentmeta.save_checkpoint, vchannel, seq, ts)
         self.saved_checkpoints[vchannel] = current
 
     async def segment_flushed(self, req: SegmentFlushed) -> Recorded:
@@ -403,7 +399,7 @@ class DataCoord:
             return Recorded()  # a repeated report (the coord restarted and asked again)
         seg.num_rows, seg.path = num_rows, req.path
         seg.min_ts, seg.max_ts, seg.start_seq = req.min_ts, req.max_ts, req.start_seq
-        seg.flushed_ts = self.coord.tso.alloc()
+        seg.flushed_ts = self.ctx.tso.alloc()
         transition(seg, SegmentState.FLUSHED if num_rows else SegmentState.DROPPED)
         if num_rows == 0:
             seg.dropped_ts = seg.flushed_ts
@@ -412,10 +408,10 @@ class DataCoord:
         await self._save([seg])
         if seg.state is SegmentState.DROPPED:
             del self.segments[sid]
-        await self.coord.bus.publish(subjects.SEGMENT_FLUSHED, seg.to_dict())
+        await self.ctx.bus.publish(subjects.SEGMENT_FLUSHED, seg.to_dict())
         if seg.state is SegmentState.FLUSHED:
-            await self.coord.index.on_new_segment(seg)
-            self.coord.query.schedule(self.coord.query.on_segment_flushed(seg))
+            for callback in self._on_flushed:
+                await callback(seg)
         return Recorded()
 
     async def save_segments(
@@ -424,7 +420,7 @@ class DataCoord:
         """Record segments (and ``also``, another catalog change) in one transaction, then
         keep the live ones: how bulk import registers and commits its segments."""
         async with self._lock:
-            await self.coord.db.run(segmentmeta.save, segs, also)
+            await self.ctx.db.run(segmentmeta.save, segs, also)
             for s in segs:
                 if s.state is SegmentState.DROPPED:
                     self.segments.pop(s.segment_id, None)

@@ -19,28 +19,29 @@ from typing import TYPE_CHECKING, Any
 from elanus import layout, tsutil
 from elanus.channels.loop import Periodic
 from elanus.meta import segmentmeta
-from elanus.states import COMPACTION_OPEN, SegmentState
+from elanus.states import SegmentState
 
 if TYPE_CHECKING:
-    from elanus.meta.coord import Coordinator
+    from elanus.meta.context import CoordContext
+    from elanus.meta.interfaces import CompactionPlans, ImportGarbage
 
 log = logging.getLogger(__name__)
 
 
 class GarbageCollector:
-    def __init__(self, coord: Coordinator) -> None:
-        self.coord = coord
+    def __init__(self, ctx: CoordContext, plans: CompactionPlans, imports: ImportGarbage) -> None:
+        self.ctx, self.plans, self.imports = ctx, plans, imports
         self.removed: list[str] = []
 
     def background(self) -> list[Periodic]:
-        interval = max(1.0, min(30.0, self.coord.settings.gc_delay_s / 4))
+        interval = max(1.0, min(30.0, self.ctx.settings.gc_delay_s / 4))
         return [Periodic(self.collect, interval, "garbage collection")]
 
     async def collect(self) -> list[str]:
         """One round; returns the directories removed."""
-        delay = self.coord.settings.gc_delay_s
+        delay = self.ctx.settings.gc_delay_s
         horizon = tsutil.compose(tsutil.now_ms() - int(delay * 1000))
-        storage = self.coord.settings.storage_path
+        storage = self.ctx.settings.storage_path
 
         def plan(con: Any) -> tuple[list[Any], list[int], set[int]]:
             where = "state = ? AND path IS NOT NULL AND dropped_ts <= ?"
@@ -56,19 +57,15 @@ class GarbageCollector:
             known = {r[0] for r in con.execute("SELECT segment_id FROM segments").fetchall()}
             return dropped, collections, known
 
-        dropped, collections, known = await self.coord.db.run(plan)
-        known |= {
-            p.target_segment_id
-            for p in self.coord.compaction.plans.values()
-            if p.state in COMPACTION_OPEN
-        }
+        dropped, collections, known = await self.ctx.db.run(plan)
+        known |= self.plans.open_targets()
         dirs = [Path(s.path).parent for s in dropped if s.path]
         dirs += [layout.collection_dir(storage, c) for c in collections]
         removed = await asyncio.to_thread(_remove, dirs, storage, known, delay)
         for s in dropped:
             s.path = None
-        await self.coord.db.run(segmentmeta.save, dropped)
-        removed += await asyncio.to_thread(self.coord.imports.collect_garbage, delay)
+        await self.ctx.db.run(segmentmeta.save, dropped)
+        removed += await asyncio.to_thread(self.imports.collect_garbage, delay)
         self.removed.extend(removed)
         return removed
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from elanus import layout
 from elanus.api import imports as api
 from elanus.api.base import ACK, Ack
+from elanus.api.datanode import DataNodeAPI, FinalizeImport, ImportedSegment, RunImport
 from elanus.channels import subjects
 from elanus.channels.dml import DmlMessage, MsgType
 from elanus.channels.loop import cancel_and_wait
@@ -62,14 +64,30 @@ from elanus.states import IMPORT_FINAL, ImportJobState, SegmentState, transition
 
 if TYPE_CHECKING:
     from elanus.channels.role import RoleHandler
-    from elanus.meta.coord import Coordinator
+    from elanus.meta.context import CoordContext
+    from elanus.meta.interfaces import (
+        CollectionLookup,
+        Handoff,
+        SegmentIndexer,
+        SegmentStore,
+        TickLock,
+    )
 
 log = logging.getLogger(__name__)
 
 
 class ImportManager:
-    def __init__(self, coord: Coordinator) -> None:
-        self.coord = coord
+    def __init__(
+        self,
+        ctx: CoordContext,
+        lookup: CollectionLookup,
+        data: SegmentStore,
+        ticks: TickLock,
+        index: SegmentIndexer,
+        query: Handoff,
+    ) -> None:
+        self.ctx, self.lookup, self.data, self.ticks = ctx, lookup, data, ticks
+        self.index, self.query = index, query
         self.jobs: dict[int, ImportJob] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._lock = asyncio.Lock()  # job state changes one at a time
@@ -88,7 +106,7 @@ class ImportManager:
         }
 
     async def start(self) -> None:
-        rows = await self.coord.db.run(
+        rows = await self.ctx.db.run(
             lambda con: con.execute(
                 f"SELECT {', '.join(COLUMNS)} FROM import_jobs ORDER BY job_id"
             ).fetchall()
@@ -112,14 +130,14 @@ class ImportManager:
             await cancel_and_wait(task)
 
     def _spawn(self, coro: Any) -> None:
-        task = self.coord.supervisor.spawn("import job step", lambda: coro)
+        task = self.ctx.supervisor.spawn("import job step", lambda: coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     # -- client-facing handlers -------------------------------------------------------------
     async def create(self, req: api.CreateImport) -> api.ImportCreated:
         cid, pid, write_id, options = req.collection_id, req.partition_id, req.write_id, req.options
-        info = await self.coord.root.describe_by_id(cid)
+        info = await self.lookup.describe_by_id(cid)
         partitions = {int(p["partition_id"]) for p in info.get("partitions", [])}
         checked = [check_unit(u, pid, partitions) for u in req.units]
         if write_id is not None:
@@ -139,7 +157,7 @@ class ImportManager:
                 f"nothing is staged under write {write_id!r}, but {options['expected_rows']} "
                 "row(s) were expected (aborted, or removed as stale after gc_delay_s?)"
             )
-        job_id, created_ts = self.coord.ids.alloc(), self.coord.tso.alloc()
+        job_id, created_ts = self.ctx.ids.alloc(), self.ctx.tso.alloc()
         job = ImportJob(
             job_id=job_id,
             collection_id=cid,
@@ -158,7 +176,7 @@ class ImportManager:
         )
         self.jobs[job.job_id] = job  # before any await: a concurrent commit finds it
         try:
-            await self.coord.db.run(save_job(job))
+            await self.ctx.db.run(save_job(job))
         except BaseException:
             del self.jobs[job.job_id]
             raise
@@ -197,24 +215,21 @@ class ImportManager:
                 f"write {write_id!r} is being committed (import job {job.job_id}); "
                 "it cannot be aborted now"
             )
-        path = layout.staging_dir(self.coord.settings.storage_path, write_id)
+        path = layout.staging_dir(self.ctx.settings.storage_path, write_id)
         existed = await asyncio.to_thread(remove_tree, path)
         return api.WriteAborted(removed=existed)
 
     # -- dispatch and supervision -----------------------------------------------------------
     def _datanodes(self) -> list[str]:
-        return sorted(s.node_id for s in self.coord.sessions.of_role("datanode"))
+        return sorted(s.node_id for s in self.ctx.sessions.of_role("datanode"))
 
     def _least_busy(self, nodes: list[str]) -> str:
-        busy: dict[str, int] = {}
-        for j in self.jobs.values():
-            if j.state == ImportJobState.IMPORTING and j.node_id:
-                busy[j.node_id] = busy.get(j.node_id, 0) + 1
-        return min(nodes, key=lambda n: (busy.get(n, 0), n))
+        busy = Counter(j.node_id for j in self.jobs.values() if j.state == ImportJobState.IMPORTING)
+        return min(nodes, key=lambda n: (busy[n], n))
 
     async def _dispatch(self, job: ImportJob) -> None:
         """Hand a pending job to a datanode; it stays Pending while there is none."""
-        await self.coord.sessions.poll()  # a node that just left must not be chosen
+        await self.ctx.sessions.poll()  # a node that just left must not be chosen
         async with self._lock:
             if job.state != ImportJobState.PENDING:
                 return
@@ -224,7 +239,7 @@ class ImportManager:
                 return
             gone: ElanusError | None = None
             try:
-                info = await self.coord.root.describe_by_id(job.collection_id)
+                info = await self.lookup.describe_by_id(job.collection_id)
             except ElanusError as exc:
                 gone = exc
         if gone is not None:  # the collection was dropped while the job waited
@@ -234,7 +249,7 @@ class ImportManager:
             if job.state != ImportJobState.PENDING:
                 return
             schema = Schema.from_dict(info["schema"])
-            settings = self.coord.settings
+            settings = self.ctx.settings
             max_rows = max(
                 1,
                 min(
@@ -246,20 +261,20 @@ class ImportManager:
             transition(job, ImportJobState.IMPORTING)
             job.node_id, job.stage = node, "starting"
             job.attempts += 1
-            await self.coord.db.run(save_job(job))  # before the node may start writing
-            spec = {
-                "job_id": job.job_id,
-                "collection_id": job.collection_id,
-                "schema": info["schema"],
-                "vchannels": info["vchannels"],
-                "partitions": info["partitions"],  # a partition key routes rows by them
-                "units": job.units,
-                "options": job.options,
-                "max_rows": max_rows,
-                "staged": job.write_id is not None,
-            }
+            await self.ctx.db.run(save_job(job))  # before the node may start writing
+            spec = RunImport(
+                job_id=job.job_id,
+                collection_id=job.collection_id,
+                schema=info["schema"],
+                vchannels=info["vchannels"],
+                partitions=info["partitions"],  # a partition key routes rows by them
+                units=job.units,
+                options=job.options,
+                max_rows=max_rows,
+                staged=job.write_id is not None,
+            )
         try:
-            await self.coord.bus.request(subjects.node("datanode", node, "import.run"), spec, 15)
+            await DataNodeAPI(self.ctx.bus, node).run_import(spec)
         except ElanusError as exc:
             log.warning("datanode %s did not take import job %s: %s", node, job.job_id, exc)
             if exc.code == ErrorCode.UNAVAILABLE:  # gone meanwhile: another node, next round
@@ -268,7 +283,7 @@ class ImportManager:
                         transition(job, ImportJobState.PENDING)
                         job.node_id = None
                         job.stage = "waiting for a data node"
-                        await self.coord.db.run(save_job(job))
+                        await self.ctx.db.run(save_job(job))
                 return
             await self._fail(job, exc, node)
 
@@ -317,13 +332,13 @@ class ImportManager:
             if not job.published:
                 await self._publish_commit(job, self._segments(job))
             segs = self._segments(job)
-            body = {
-                "job_id": job.job_id,
-                "ts": job.commit_ts,
-                "segments": [{"segment_id": s.segment_id, "path": s.path} for s in segs],
-            }
-            await self.coord.bus.request(
-                subjects.node("datanode", node, "import.finalize"), body, 15
+            assert job.commit_ts is not None  # committed
+            await DataNodeAPI(self.ctx.bus, node).finalize_import(
+                FinalizeImport(
+                    job_id=job.job_id,
+                    ts=job.commit_ts,
+                    segments=[ImportedSegment(segment_id=s.segment_id, path=s.path) for s in segs],
+                )
             )
         except ElanusError as exc:
             log.warning("could not resume import job %s on %s: %s", job.job_id, node, exc)
@@ -355,9 +370,9 @@ class ImportManager:
         job, max_rows = self._executing(req), req.max_rows
         if job.commit_ts is not None or job.segment_ids:
             raise invalid(f"import job {job.job_id} already has its segments")
-        info = await self.coord.root.describe_by_id(job.collection_id)
+        info = await self.lookup.describe_by_id(job.collection_id)
         vchannels = set(info["vchannels"])
-        storage = self.coord.settings.storage_path
+        storage = self.ctx.settings.storage_path
         segs = []
         for entry in req.segments:
             eb = Body(entry, "import.prepare segment")
@@ -366,7 +381,7 @@ class ImportManager:
             eb.done()
             if vchannel not in vchannels:
                 raise invalid(f"import.prepare: {vchannel!r} is not a vchannel of the collection")
-            sid = self.coord.ids.alloc()
+            sid = self.ctx.ids.alloc()
             seg_dir = layout.segment_dir(storage, job.collection_id, pid, sid)
             segs.append(
                 Segment(
@@ -378,18 +393,18 @@ class ImportManager:
                     max_rows=max_rows,
                     allocated_rows=rows,
                     num_rows=rows,
-                    created_ts=self.coord.tso.alloc(),
+                    created_ts=self.ctx.tso.alloc(),
                     path=str(layout.data_path(seg_dir)),
                 )
             )
         job.segment_ids = [s.segment_id for s in segs]
         job.rows = sum(s.num_rows for s in segs)
         job.stage = "writing"
-        await self.coord.data.save_segments(segs, save_job(job))
+        await self.data.save_segments(segs, save_job(job))
         return api.ImportSegments(segment_ids=list(job.segment_ids))
 
     def _segments(self, job: ImportJob) -> list[Segment]:
-        segs = [self.coord.data.segments.get(s) for s in job.segment_ids]
+        segs = [self.data.segments.get(s) for s in job.segment_ids]
         if any(s is None for s in segs):
             raise ElanusError(
                 ErrorCode.COLLECTION_NOT_FOUND,
@@ -411,13 +426,13 @@ class ImportManager:
         if job.commit_ts is None:
             job.stage = "committing"
             deletes = await self._upsert_deletes(job)
-            async with self.coord.timeticks.publish_lock:
-                ts = self.coord.tso.alloc()
+            async with self.ticks.publish_lock:
+                ts = self.ctx.tso.alloc()
                 for s in segs:
                     s.min_ts = s.max_ts = s.seal_ts = ts
                 job.commit_ts = ts
                 try:  # the segments are live already: no need for the datacoord's lock
-                    await self.coord.db.run(segmentmeta.save, segs, save_job(job))
+                    await self.ctx.db.run(segmentmeta.save, segs, save_job(job))
                 except BaseException:
                     job.commit_ts = None
                     for s in segs:
@@ -435,15 +450,15 @@ class ImportManager:
         """Publish a recorded commit again (its first publication may be incomplete)."""
         assert job.commit_ts is not None
         deletes = await self._upsert_deletes(job)
-        async with self.coord.timeticks.publish_lock:
+        async with self.ticks.publish_lock:
             await self._publish(job, segs, deletes, job.commit_ts)
 
     async def _upsert_deletes(self, job: ImportJob) -> list[tuple[int, Piece]]:
         """The delete messages of an upsert commit: (partition, piece)."""
         if not job.upsert:
             return []
-        info = await self.coord.root.describe_by_id(job.collection_id)
-        path = layout.upsert_keys_path(self.coord.settings.storage_path, job.job_id)
+        info = await self.lookup.describe_by_id(job.collection_id)
+        path = layout.upsert_keys_path(self.ctx.settings.storage_path, job.job_id)
         vchannels = list(info["vchannels"])
         publisher = self._publisher()
 
@@ -457,7 +472,7 @@ class ImportManager:
         return await asyncio.to_thread(pieces)
 
     def _publisher(self) -> DmlPublisher:
-        return DmlPublisher(self.coord.bus.nc, self.coord.bus.js)
+        return DmlPublisher(self.ctx.bus.nc, self.ctx.bus.js)
 
     async def _publish(
         self, job: ImportJob, segs: list[Segment], deletes: list[tuple[int, Piece]], ts: int
@@ -500,7 +515,7 @@ class ImportManager:
         except ElanusError as exc:
             await self._fail(job, exc, force=True)
             raise
-        now = self.coord.tso.alloc()
+        now = self.ctx.tso.alloc()
         for s in segs:
             transition(s, SegmentState.FLUSHED)
             s.flushed_ts = now
@@ -508,9 +523,9 @@ class ImportManager:
         job.progress, job.finished_ts = 1.0, now
         job.serving = False
         job.stage = "handing over"
-        await self.coord.data.save_segments(segs, save_job(job))
+        await self.data.save_segments(segs, save_job(job))
         for seg in segs:  # imported segments are indexed like flushed ones
-            await self.coord.index.on_new_segment(seg)
+            await self.index.on_new_segment(seg)
         log.info("import job %s: %d rows in %d segments", job.job_id, job.rows, len(segs))
         self._spawn(self._hand_over(job, segs))
         return ACK
@@ -518,23 +533,23 @@ class ImportManager:
     async def _hand_over(self, job: ImportJob, segs: list[Segment]) -> None:
         try:
             for s in segs:
-                await self.coord.bus.publish(subjects.SEGMENT_FLUSHED, s.to_dict())
-            await self.coord.query.on_segments_imported(segs)
+                await self.ctx.bus.publish(subjects.SEGMENT_FLUSHED, s.to_dict())
+            await self.query.on_segments_imported(segs)
         finally:
             job.serving = True
             await asyncio.to_thread(self._clean_up, job)
 
     def _clean_up(self, job: ImportJob) -> None:
-        storage = self.coord.settings.storage_path
+        storage = self.ctx.settings.storage_path
         remove_tree(layout.import_dir(storage, job.job_id))
-        remove_uploads(self.coord.settings, job.units, self._live_uploads(job))
+        remove_uploads(self.ctx.settings, job.units, self._live_uploads(job))
         if job.write_id and job.state == ImportJobState.COMPLETED:
             remove_tree(layout.staging_dir(storage, job.write_id))
 
     def _live_uploads(self, but: ImportJob | None = None) -> set[Path]:
         """Uploads that jobs still to end read (another job may import one again)."""
         live = [j for j in self.jobs.values() if j is not but and j.state not in IMPORT_FINAL]
-        return uploads_of(self.coord.settings, [u for j in live for u in j.units])
+        return uploads_of(self.ctx.settings, [u for j in live for u in j.units])
 
     async def fail(self, req: api.FailImport) -> api.FailHeard:
         job = self._job(req.job_id)
@@ -556,20 +571,17 @@ class ImportManager:
                 return
             if node is not None and job.node_id not in (None, node):
                 return
-            now = self.coord.tso.alloc()
-            segs = [s for s in (self.coord.data.segments.get(i) for i in job.segment_ids) if s]
+            now = self.ctx.tso.alloc()
+            segs = [s for s in (self.data.segments.get(i) for i in job.segment_ids) if s]
             for s in segs:
                 transition(s, SegmentState.DROPPED)
                 s.dropped_ts = now
             transition(job, ImportJobState.FAILED)
             job.finished_ts = now
             job.reason, job.reason_code = exc.message, str(exc.code)
-            await self.coord.data.save_segments(segs, save_job(job))
+            await self.data.save_segments(segs, save_job(job))
             log.info("import job %s failed: %s", job.job_id, exc.message)
-        storage = self.coord.settings.storage_path
-        await asyncio.to_thread(remove_tree, layout.import_dir(storage, job.job_id))
-        keep = self._live_uploads(job)
-        await asyncio.to_thread(remove_uploads, self.coord.settings, job.units, keep)
+        await asyncio.to_thread(self._clean_up, job)
 
     # -- garbage ----------------------------------------------------------------------------
     def collect_garbage(self, delay_s: float) -> list[str]:
@@ -583,5 +595,5 @@ class ImportManager:
             job = self.jobs.get(int(name)) if name.isdigit() else None
             return job is None or job.state in IMPORT_FINAL
 
-        settings = self.coord.settings
+        settings = self.ctx.settings
         return collect_garbage(settings, delay_s, busy, finished, self._live_uploads())

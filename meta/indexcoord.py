@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from elanus import layout
 from elanus.api import indexcoord as api
-from elanus.channels import subjects
+from elanus.api.indexnode import BuildIndex, IndexNodeAPI
 from elanus.channels.loop import Periodic
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.meta import indexmeta
@@ -34,7 +34,8 @@ from elanus.states import IndexTaskState, SegmentState, transition
 
 if TYPE_CHECKING:
     from elanus.channels.role import RoleHandler
-    from elanus.meta.coord import Coordinator
+    from elanus.meta.context import CoordContext
+    from elanus.meta.interfaces import CollectionLookup, IndexListener, ProxyNotices, SegmentTable
     from elanus.meta.segmentmeta import Segment
 
 log = logging.getLogger(__name__)
@@ -45,8 +46,11 @@ _RUNNING = IndexTaskState.IN_PROGRESS
 
 
 class IndexCoord:
-    def __init__(self, coord: Coordinator) -> None:
-        self.coord = coord
+    def __init__(
+        self, ctx: CoordContext, lookup: CollectionLookup, proxies: ProxyNotices, data: SegmentTable
+    ) -> None:
+        self.ctx, self.lookup, self.proxies, self.data = ctx, lookup, proxies, data
+        self._listeners: list[IndexListener] = []
         self.indexes: dict[int, IndexRecord] = {}
         self.tasks: dict[int, IndexTask] = {}
         self.leases: dict[str, float] = {}
@@ -57,6 +61,10 @@ class IndexCoord:
         self._lock = asyncio.Lock()
         self._verifying: dict[tuple[int, int], asyncio.Future[str | None]] = {}
         """Reports being verified, by (build id, version): a retry joins the running check."""
+
+    def subscribe(self, listener: IndexListener) -> None:
+        """``listener`` hears of each index built or dropped (``IndexEvents``)."""
+        self._listeners.append(listener)
 
     def handlers(self) -> dict[str, RoleHandler]:
         return {
@@ -72,18 +80,18 @@ class IndexCoord:
 
     def background(self) -> list[Periodic]:
         """Recycling; builds are dispatched by the coord's task scheduler."""
-        recycle_every = max(0.5, min(30.0, self.coord.settings.gc_delay_s / 4))
+        recycle_every = max(0.5, min(30.0, self.ctx.settings.gc_delay_s / 4))
         return [Periodic(self.recycle, recycle_every, "index file recycling")]
 
     async def start(self) -> None:
-        indexes, tasks = await self.coord.db.run(indexmeta.load)
+        indexes, tasks = await self.ctx.db.run(indexmeta.load)
         self.indexes = {i.index_id: i for i in indexes}
         self.tasks = {t.build_id: t for t in tasks}
 
     async def _save(
         self, indexes: list[IndexRecord] | None = None, tasks: list[IndexTask] | None = None
     ) -> None:
-        await self.coord.db.run(indexmeta.save, indexes or [], tasks or [])
+        await self.ctx.db.run(indexmeta.save, indexes or [], tasks or [])
 
     # -- lookups ----------------------------------------------------------------------------
     def live_indexes(self, collection_id: int) -> list[IndexRecord]:
@@ -102,7 +110,7 @@ class IndexCoord:
         what = f"index {index_name!r}" if index_name else f"an index on {field!r}"
         if index_name is None and field is None:
             what = "an index"
-        label = await self.coord.root.collection_label(collection_id)
+        label = await self.lookup.collection_label(collection_id)
         raise ElanusError(ErrorCode.INDEX_NOT_FOUND, f"collection {label} has no {what}")
 
     def served(self, segment_id: int) -> list[dict[str, Any]]:
@@ -128,31 +136,31 @@ class IndexCoord:
 
     def _dir(self, t: IndexTask, version: int) -> Path:
         return layout.index_dir(
-            self.coord.settings.storage_path, t.build_id, version, t.partition_id, t.segment_id
+            self.ctx.settings.storage_path, t.build_id, version, t.partition_id, t.segment_id
         )
 
-    def task_spec(self, t: IndexTask) -> dict[str, Any]:
+    def task_spec(self, t: IndexTask) -> BuildIndex:
         """What a builder needs: where to read, what to build, where to write."""
         index = self.indexes[t.index_id]
-        return {
-            "build_id": t.build_id,
-            "version": t.version,
-            "collection_id": t.collection_id,
-            "partition_id": t.partition_id,
-            "segment_id": t.segment_id,
-            "num_rows": t.num_rows,
-            "field": index.field_name,
-            "spec": index.spec,
-            "data_path": t.data_path,
-            "out_dir": str(self._dir(t, t.version)),
-        }
+        return BuildIndex(
+            build_id=t.build_id,
+            version=t.version,
+            collection_id=t.collection_id,
+            partition_id=t.partition_id,
+            segment_id=t.segment_id,
+            num_rows=t.num_rows,
+            field=index.field_name,
+            spec=index.spec,
+            data_path=t.data_path,
+            out_dir=str(self._dir(t, t.version)),
+        )
 
     # -- create / drop / describe -----------------------------------------------------------
     async def create(self, req: api.CreateIndex) -> api.IndexCreated:
         cid, field_name = req.collection_id, req.field
         index_name = req.index_name or field_name
         index_type, metric, params = req.index_type, req.metric_type, req.params or {}
-        info = await self.coord.root.describe_by_id(cid)
+        info = await self.lookup.describe_by_id(cid)
         schema = Schema.from_dict(info["schema"])
         if field_name not in {f.name for f in schema.fields}:
             raise invalid(f"field {field_name!r} does not exist in {info['name']!r}")
@@ -175,13 +183,13 @@ class IndexCoord:
                         f"{path_words(i.spec)}; give this index another index_name",
                     )
             record = IndexRecord(
-                self.coord.ids.alloc(), cid, field_name, index_name, spec,
-                self.coord.tso.alloc(),
+                self.ctx.ids.alloc(), cid, field_name, index_name, spec,
+                self.ctx.tso.alloc(),
             )  # fmt: skip
             self.indexes[record.index_id] = record
             tasks = [
                 self._new_task(record, s)
-                for s in self.coord.data.segments.values()
+                for s in self.data.segments.values()
                 if s.collection_id == cid and s.state is SegmentState.FLUSHED and s.path
             ]
             await self._save([record], tasks)
@@ -193,13 +201,13 @@ class IndexCoord:
         """An index fixes the metric searches of its field use: proxies drop the search
         plans they made before it came or went (a meta invalidation, as DDL sends)."""
         cid = int(info["collection_id"])
-        ts = self.coord.tso.alloc()
-        await self.coord.root.invalidate_proxies(kind, str(info["db"]), str(info["name"]), cid, ts)
+        ts = self.ctx.tso.alloc()
+        await self.proxies.invalidate(kind, str(info["db"]), str(info["name"]), cid, ts)
 
     def _new_task(self, index: IndexRecord, seg: Segment) -> IndexTask:
         assert seg.path is not None
         t = IndexTask(
-            self.coord.ids.alloc(), index.index_id, seg.collection_id, seg.partition_id,
+            self.ctx.ids.alloc(), index.index_id, seg.collection_id, seg.partition_id,
             seg.segment_id, seg.num_rows, seg.path,
         )  # fmt: skip
         self.tasks[t.build_id] = t
@@ -224,8 +232,9 @@ class IndexCoord:
         async with self._lock:
             record = await self._find(cid, req.index_name, req.field)
             await self._mark_deleted([record])
-        self.coord.query.schedule(self.coord.query.on_index_dropped(cid, record.index_id))
-        await self._searches_changed("index.drop", await self.coord.root.describe_by_id(cid))
+        for listener in self._listeners:
+            listener.index_dropped(cid, record.index_id)
+        await self._searches_changed("index.drop", await self.lookup.describe_by_id(cid))
         return api.IndexDropped(index_id=record.index_id)
 
     async def drop_collection(self, collection_id: int) -> None:
@@ -248,7 +257,7 @@ class IndexCoord:
             records = [await self._find(cid, index_name, field)]
         flushed = {
             s.segment_id: s
-            for s in self.coord.data.segments.values()
+            for s in self.data.segments.values()
             if s.collection_id == cid and s.state is SegmentState.FLUSHED and s.num_rows
         }
         total = sum(s.num_rows for s in flushed.values())
@@ -303,7 +312,7 @@ class IndexCoord:
 
     # -- builders ---------------------------------------------------------------------------
     def _session_builders(self) -> list[str]:
-        return sorted(s.node_id for s in self.coord.sessions.of_role("indexnode"))
+        return sorted(s.node_id for s in self.ctx.sessions.of_role("indexnode"))
 
     def _live_builders(self) -> set[str]:
         now = time.monotonic()
@@ -383,13 +392,13 @@ class IndexCoord:
     async def _send(self, t: IndexTask) -> None:
         node, version = t.node_id, t.version
         assert node is not None
-        subject = subjects.node("indexnode", node, "build")
         try:
-            await self.coord.bus.request(subject, self.task_spec(t), BUILD_REQUEST_TIMEOUT_S)
+            builder = IndexNodeAPI(self.ctx.bus, node)
+            await builder.build(self.task_spec(t), BUILD_REQUEST_TIMEOUT_S)
         except ElanusError as exc:
             log.warning("index node %s did not take task %s: %s", node, t.build_id, exc)
             async with self._lock:
-                ttl = self.coord.settings.session_ttl_s
+                ttl = self.ctx.settings.session_ttl_s
                 self.unreachable[node] = time.monotonic() + ttl
                 if t.state is IndexTaskState.IN_PROGRESS and t.version == version:
                     transition(t, IndexTaskState.UNISSUED)
@@ -401,7 +410,7 @@ class IndexCoord:
         node, cid, limit = req.node_id, req.collection_id, req.limit
         wanted = {IndexTaskState.UNISSUED, *([IndexTaskState.FAILED] if req.retry_failed else [])}
         async with self._lock:
-            self.leases[node] = time.monotonic() + self.coord.settings.session_ttl_s
+            self.leases[node] = time.monotonic() + self.ctx.settings.session_ttl_s
             tasks = sorted(
                 (t for t in self.tasks.values()
                  if t.state in wanted and not t.mark_deleted
@@ -414,7 +423,7 @@ class IndexCoord:
             return api.Claimed(tasks=[self.task_spec(t) for t in tasks], lease_s=self._lease_s())
 
     def _lease_s(self) -> float:
-        return float(self.coord.settings.session_ttl_s)
+        return float(self.ctx.settings.session_ttl_s)
 
     async def heartbeat(self, req: api.IndexHeartbeat) -> api.Lease:
         node = req.node_id
@@ -481,9 +490,8 @@ class IndexCoord:
             transition(t, IndexTaskState.FINISHED)
             t.file_paths, t.fail_reason = files, None
             await self._save(tasks=[t])
-        self.coord.query.schedule(
-            self.coord.query.on_index_built(t.collection_id, t.segment_id, self._served_entry(t))
-        )
+        for listener in self._listeners:
+            listener.index_built(t.collection_id, t.segment_id, self._served_entry(t))
         return api.Verdict(accepted=True)
 
     async def _verify(self, t: IndexTask, version: int, files: list[str]) -> str | None:
@@ -492,7 +500,7 @@ class IndexCoord:
         # The coord's only use of index/ (docs/design-notes.md): the query node's loader.
         from elanus.index.verify import verify_report
 
-        storage = self.coord.settings.storage_path
+        storage = self.ctx.settings.storage_path
         spec = self.indexes[t.index_id].spec
         out_dir = self._dir(t, version)
         return await asyncio.to_thread(verify_report, storage, out_dir, files, spec, t.num_rows)
@@ -534,7 +542,7 @@ class IndexCoord:
     async def recycle(self) -> list[str]:
         """Seed 002's recycleUnusedIndexFiles: files of dropped tasks (and their rows), and
         of versions older than a finished task's."""
-        storage = self.coord.settings.storage_path
+        storage = self.ctx.settings.storage_path
         removed: list[str] = []
         async with self._lock:
             gone_segments = [
@@ -542,7 +550,7 @@ class IndexCoord:
                 for t in self.tasks.values()
                 if not t.mark_deleted
                 and (
-                    (s := self.coord.data.segments.get(t.segment_id)) is None
+                    (s := self.data.segments.get(t.segment_id)) is None
                     or s.state is not SegmentState.FLUSHED
                 )
             ]
@@ -587,5 +595,5 @@ class IndexCoord:
             if superseded:
                 await self._save(tasks=superseded)
             if forget or empty:
-                await self.coord.db.run(indexmeta.forget, forget, empty)
+                await self.ctx.db.run(indexmeta.forget, forget, empty)
         return removed

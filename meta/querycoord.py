@@ -17,17 +17,41 @@ from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from elanus.channels import subjects
+from elanus.api.base import ACK, Ack
+from elanus.api.datanode import Checkpoint
+from elanus.api.querycoord import (
+    LoadCollection,
+    LoadProgress,
+    LoadState,
+    QueryRoute,
+    ReleaseCollection,
+    Route,
+)
+from elanus.api.querynode import (
+    NODE_TIMEOUT_S,
+    DelegateChannel,
+    DropIndexOnNode,
+    LoadIndex,
+    LoadSegments,
+    QueryNodeAPI,
+    ReleaseOnNode,
+    ReleaseSegments,
+    SealedSegment,
+    SegmentSpec,
+    ServedIndex,
+    SyncDistribution,
+    WorkerAPI,
+)
 from elanus.channels.dml import pchannel_of
 from elanus.channels.loop import Periodic, cancel_and_wait
-from elanus.coordrequests import LoadCollection, LoadState, QueryRoute, ReleaseCollection
 from elanus.errors import ElanusError, ErrorCode
 from elanus.states import LoadState as Load
 from elanus.states import SegmentState, transition
 
 if TYPE_CHECKING:
     from elanus.channels.role import RoleHandler
-    from elanus.meta.coord import Coordinator
+    from elanus.meta.context import CoordContext
+    from elanus.meta.interfaces import CollectionLookup, SegmentTable, ServedIndexes
 
 log = logging.getLogger(__name__)
 NODE_WAIT_S = 5.0
@@ -52,15 +76,17 @@ class Loaded:
 
 
 class QueryCoord:
-    def __init__(self, coord: Coordinator) -> None:
-        self.coord = coord
+    def __init__(
+        self, ctx: CoordContext, lookup: CollectionLookup, data: SegmentTable, index: ServedIndexes
+    ) -> None:
+        self.ctx, self.lookup, self.data, self.index = ctx, lookup, data, index
         self.loaded: dict[int, Loaded] = {}
         self._handoffs: set[asyncio.Task[None]] = set()
         self._lock = asyncio.Lock()  # placements and handoffs one at a time
 
     def schedule(self, coro: Coroutine[Any, Any, None]) -> None:
         """Run a handoff in the background (the reporting datanode need not wait)."""
-        task = self.coord.supervisor.spawn("handoff", lambda: self._locked(coro))
+        task = self.ctx.supervisor.spawn("handoff", lambda: self._locked(coro))
         self._handoffs.add(task)
         task.add_done_callback(self._handoffs.discard)
 
@@ -84,7 +110,7 @@ class QueryCoord:
         return [Periodic(self.keep_loaded, 1.0, "keep collections loaded")]
 
     async def start(self) -> None:
-        rows = await self.coord.db.run(
+        rows = await self.ctx.db.run(
             lambda con: con.execute("SELECT collection_id, partitions FROM query_loads").fetchall()
         )
         for cid, parts in rows:
@@ -97,10 +123,13 @@ class QueryCoord:
 
     # -- helpers ----------------------------------------------------------------------------
     def _nodes(self) -> list[str]:
-        return sorted(s.node_id for s in self.coord.sessions.of_role("querynode"))
+        return sorted(s.node_id for s in self.ctx.sessions.of_role("querynode"))
 
-    async def _call(self, node: str, method: str, body: dict[str, Any]) -> Any:
-        return await self.coord.bus.request(subjects.node("querynode", node, method), body, 120)
+    def _node(self, node: str) -> QueryNodeAPI:
+        return QueryNodeAPI(self.ctx.bus, node)
+
+    def _worker(self, node: str) -> WorkerAPI:
+        return WorkerAPI(self.ctx.bus, node, NODE_TIMEOUT_S)
 
     async def _wait_for_nodes(self, timeout: float) -> list[str]:
         """Live query nodes, looking again for a little while (one may be just starting)."""
@@ -109,7 +138,7 @@ class QueryCoord:
             nodes = self._nodes()
             if nodes or asyncio.get_running_loop().time() > deadline:
                 return nodes
-            await self.coord.sessions.poll()
+            await self.ctx.sessions.poll()
             if not self._nodes():
                 await asyncio.sleep(0.1)
 
@@ -119,25 +148,25 @@ class QueryCoord:
     def _flushed(self, lo: Loaded) -> list[Any]:
         return [
             s
-            for s in self.coord.data.segments.values()
+            for s in self.data.segments.values()
             if s.collection_id == lo.collection_id
             and s.state is SegmentState.FLUSHED
             and s.path
             and (lo.partition_ids is None or s.partition_id in lo.partition_ids)
         ]
 
-    def _segment_spec(self, seg: Any) -> dict[str, Any]:
+    def _segment_spec(self, seg: Any) -> SegmentSpec:
         """What a worker needs to load a segment, with its finished indexes."""
-        return {
-            "segment_id": seg.segment_id,
-            "partition_id": seg.partition_id,
-            "path": seg.path,
-            "vchannel": seg.vchannel,
-            "indexes": self.coord.index.served(seg.segment_id),
-        }
+        return SegmentSpec(
+            segment_id=seg.segment_id,
+            partition_id=seg.partition_id,
+            path=seg.path,
+            vchannel=seg.vchannel,
+            indexes=[ServedIndex(**i) for i in self.index.served(seg.segment_id)],
+        )
 
     # -- load and release -------------------------------------------------------------------
-    async def load(self, req: LoadCollection) -> dict[str, Any]:
+    async def load(self, req: LoadCollection) -> LoadProgress:
         cid, partitions = req.collection_id, req.partition_ids
         lo = Loaded(cid, sorted(partitions) if partitions else None)
         old = self.loaded.get(cid)
@@ -146,7 +175,7 @@ class QueryCoord:
         async with self._lock:
             await self._place(lo)  # raises (nothing recorded) when it cannot place
             self.loaded[cid] = lo
-        await self.coord.db.run(
+        await self.ctx.db.run(
             lambda con: con.execute(
                 "INSERT INTO query_loads VALUES (?, ?) ON CONFLICT (collection_id) "
                 "DO UPDATE SET partitions = excluded.partitions",
@@ -159,19 +188,17 @@ class QueryCoord:
         nodes = await self._wait_for_nodes(NODE_WAIT_S)
         if not nodes:
             raise ElanusError(ErrorCode.UNAVAILABLE, "no query node is running to load into")
-        info = await self.coord.root.describe_by_id(lo.collection_id)
+        info = await self.lookup.describe_by_id(lo.collection_id)
         rows: dict[str, int] = {}
-        specs: dict[str, list[dict[str, Any]]] = {}
+        specs: dict[str, list[SegmentSpec]] = {}
         for seg in sorted(self._flushed(lo), key=lambda s: -s.num_rows):
             node = self._least_loaded(nodes, rows)
             rows[node] = rows.get(node, 0) + seg.num_rows
             lo.segments[seg.segment_id] = node
             specs.setdefault(node, []).append(self._segment_spec(seg))
         for node, segs in specs.items():
-            await self._call(
-                node,
-                "worker.load",
-                {"collection_id": lo.collection_id, "schema": info["schema"], "segments": segs},
+            await self._worker(node).load(
+                LoadSegments(collection_id=lo.collection_id, schema=info["schema"], segments=segs)
             )
         channels: dict[str, int] = {}
         watches = []
@@ -203,45 +230,43 @@ class QueryCoord:
                 )
             con.execute("COMMIT")
 
-        await self.coord.db.run(write)
+        await self.ctx.db.run(write)
 
     async def _watch(self, lo: Loaded, info: dict[str, Any], vchannel: str, node: str) -> None:
         """Start the vchannel's delegator at the channel checkpoint; it serves reads once
         its tsafe reaches ``ready_ts``: the checkpoint's tick and the newest row of every
         sealed segment it is given (the checkpoint may be a tick older than a segment
         flushed just now, and a read at it would hide that segment's rows)."""
-        checkpoint = self.coord.data.checkpoints.get(vchannel)
+        checkpoint = self.data.checkpoints.get(vchannel)
         segs = [
             (sid, n, seg)
             for sid, n in lo.segments.items()
-            if (seg := self.coord.data.segments.get(sid)) is not None and seg.vchannel == vchannel
+            if (seg := self.data.segments.get(sid)) is not None and seg.vchannel == vchannel
         ]
         sealed = [
-            {"segment_id": sid, "node_id": n, "partition_id": seg.partition_id, "path": seg.path}
+            SealedSegment(segment_id=sid, node_id=n, partition_id=seg.partition_id, path=seg.path)
             for sid, n, seg in segs
         ]
         ready_ts = max(
             [checkpoint[1] if checkpoint else 0, *(seg.max_ts or 0 for _, _, seg in segs)]
         )
-        await self._call(
-            node,
-            "watch",
-            {
-                "vchannel": vchannel,
-                "pchannel": pchannel_of(vchannel),
-                "collection_id": lo.collection_id,
-                "schema": info["schema"],
-                "checkpoint": {"seq": checkpoint[0], "ts": checkpoint[1]} if checkpoint else None,
-                "sealed": sealed,
-                "partition_ids": lo.partition_ids,
-                "ready_ts": ready_ts,
-            },
+        await self._node(node).watch(
+            DelegateChannel(
+                vchannel=vchannel,
+                pchannel=pchannel_of(vchannel),
+                collection_id=lo.collection_id,
+                schema=info["schema"],
+                checkpoint=Checkpoint(seq=checkpoint[0], ts=checkpoint[1]) if checkpoint else None,
+                sealed=sealed,
+                partition_ids=lo.partition_ids,
+                ready_ts=ready_ts,
+            )
         )
         lo.channels[vchannel] = node
 
-    async def release(self, req: ReleaseCollection) -> dict[str, Any]:
+    async def release(self, req: ReleaseCollection) -> Ack:
         await self.release_collection(req.collection_id)
-        return {}
+        return ACK
 
     async def release_collection(self, cid: int) -> None:
         lo = self.loaded.pop(cid, None)
@@ -250,39 +275,36 @@ class QueryCoord:
             for table in ("query_loads", "query_distribution", "query_channels"):
                 con.execute(f"DELETE FROM {table} WHERE collection_id = ?", [cid])
 
-        await self.coord.db.run(forget)
+        await self.ctx.db.run(forget)
         if lo is None:
             return
         for node in set(lo.channels.values()) | set(lo.segments.values()):
             if node in self._nodes():
                 try:
-                    await self._call(node, "release_collection", {"collection_id": cid})
+                    await self._node(node).release_collection(ReleaseOnNode(collection_id=cid))
                 except ElanusError as exc:
                     log.warning("query node %s did not release %s: %s", node, cid, exc)
 
-    async def state(self, req: LoadState) -> dict[str, Any]:
+    async def state(self, req: LoadState) -> LoadProgress:
         cid = req.collection_id
         lo = self.loaded.get(cid)
         progress, loaded, persisted = self.progress(cid)
         if lo is None:
-            return {
-                "state": Load.NOT_LOAD,
-                "progress": 0,
-                "persisted_rows": persisted,
-                "loaded_rows": 0,
-            }
-        return {
-            "state": lo.state,
-            "progress": progress,
-            "persisted_rows": persisted,
-            "loaded_rows": loaded,
-            "partition_ids": lo.partition_ids,
-        }
+            return LoadProgress(
+                state=Load.NOT_LOAD, progress=0, persisted_rows=persisted, loaded_rows=0
+            )
+        return LoadProgress(
+            state=lo.state,
+            progress=progress,
+            persisted_rows=persisted,
+            loaded_rows=loaded,
+            partition_ids=lo.partition_ids,
+        )
 
     def progress(self, cid: int) -> tuple[int, int, int]:
         """(percent, loaded rows, persisted rows) of collection ``cid``'s load; a state
         read and a metric, so safe off the loop (it only reads)."""
-        segments = self.coord.data.segments
+        segments = self.data.segments
         persisted = sum(
             s.num_rows
             for s in list(segments.values())
@@ -296,16 +318,16 @@ class QueryCoord:
             return 100, loaded, persisted
         return (100 * loaded // persisted if persisted else 0), loaded, persisted
 
-    async def route(self, req: QueryRoute) -> dict[str, Any]:
+    async def route(self, req: QueryRoute) -> Route:
         cid = req.collection_id
         lo = self.loaded.get(cid)
         if lo is None or lo.state is not Load.LOADED:
-            label = await self.coord.root.collection_label(cid)
+            label = await self.lookup.collection_label(cid)
             raise ElanusError(
                 ErrorCode.COLLECTION_NOT_LOADED,
                 f"collection {label} is not loaded; load it first",
             )
-        return {"vchannels": dict(lo.channels), "partition_ids": lo.partition_ids}
+        return Route(vchannels=dict(lo.channels), partition_ids=lo.partition_ids)
 
     # -- handoff ----------------------------------------------------------------------------
     async def on_segment_flushed(self, seg: Any) -> None:
@@ -315,6 +337,17 @@ class QueryCoord:
         if lo.partition_ids is not None and seg.partition_id not in lo.partition_ids:
             return
         await self._hand_over(lo, seg, remove=[])
+
+    async def segment_flushed(self, seg: Any) -> None:
+        """DataCoord's ``on_flushed``: hand the segment over in the background."""
+        self.schedule(self.on_segment_flushed(seg))
+
+    def index_built(self, collection_id: int, segment_id: int, index: dict[str, Any]) -> None:
+        """IndexCoord's ``IndexListener``."""
+        self.schedule(self.on_index_built(collection_id, segment_id, index))
+
+    def index_dropped(self, collection_id: int, index_id: int) -> None:
+        self.schedule(self.on_index_dropped(collection_id, index_id))
 
     async def on_segments_imported(self, segs: list[Any]) -> None:
         """Hand a committed import's segments to a loaded collection, now: the import job
@@ -347,38 +380,34 @@ class QueryCoord:
             counts[n] = counts.get(n, 0) + 1
         node = self._least_loaded(nodes, counts)
         checkpoint = self._trim_checkpoint(lo, seg.vchannel)  # read before the load
-        info = await self.coord.root.describe_by_id(lo.collection_id)
+        info = await self.lookup.describe_by_id(lo.collection_id)
         spec = self._segment_spec(seg)
-        await self._call(
-            node,
-            "worker.load",
-            {"collection_id": lo.collection_id, "schema": info["schema"], "segments": [spec]},
+        await self._worker(node).load(
+            LoadSegments(collection_id=lo.collection_id, schema=info["schema"], segments=[spec])
         )
         lo.segments[seg.segment_id] = node
-        await self._call(
-            delegator,
-            "sync",
-            {
-                "vchannel": seg.vchannel,
-                "remove": remove,
-                "add": [{**spec, "node_id": node}],
-                "checkpoint": checkpoint,
-            },
+        sealed = SealedSegment(
+            segment_id=spec.segment_id, node_id=node, partition_id=spec.partition_id, path=spec.path
+        )
+        await self._node(delegator).sync(
+            SyncDistribution(
+                vchannel=seg.vchannel, remove=remove, add=[sealed], checkpoint=checkpoint
+            )
         )
         await self._drop(lo, None, remove)
         await self._record(lo)
 
-    def _trim_checkpoint(self, lo: Loaded, vchannel: str) -> dict[str, int] | None:
+    def _trim_checkpoint(self, lo: Loaded, vchannel: str) -> Checkpoint | None:
         """The datanode checkpoint of ``vchannel`` a delegator may trim its delete buffer
         to (``segments/deletebuffer.py``), or none: a segment it serves was compacted
         away and not yet handed over (its files no longer get new deletes)."""
-        data = self.coord.data
+        data = self.data
         for sid in lo.segments:
             s = data.segments.get(sid)
             if s is None or s.state not in (SegmentState.FLUSHED, SegmentState.IMPORTING):
                 return None
         checkpoint = data.checkpoints.get(vchannel)
-        return {"seq": checkpoint[0], "ts": checkpoint[1]} if checkpoint else None
+        return Checkpoint(seq=checkpoint[0], ts=checkpoint[1]) if checkpoint else None
 
     async def on_index_built(
         self, collection_id: int, segment_id: int, index: dict[str, Any]
@@ -388,21 +417,23 @@ class QueryCoord:
         node = lo.segments.get(segment_id) if lo is not None else None
         if node is None or node not in self._nodes():
             return  # not loaded: the index comes with the segment when it is
-        await self._call(node, "worker.load_index", {"segment_id": segment_id, "index": index})
+        await self._worker(node).load_index(
+            LoadIndex(segment_id=segment_id, index=ServedIndex(**index))
+        )
 
     async def on_index_dropped(self, collection_id: int, index_id: int) -> None:
         lo = self.loaded.get(collection_id)
         if lo is None:
             return
         for node in set(lo.segments.values()) & set(self._nodes()):
-            await self._call(
-                node, "worker.drop_index", {"collection_id": collection_id, "index_id": index_id}
+            await self._worker(node).drop_index(
+                DropIndexOnNode(collection_id=collection_id, index_id=index_id)
             )
 
     async def _drop(self, lo: Loaded, vchannel: str | None, sources: list[int]) -> None:
         if vchannel is not None and vchannel in lo.channels:
-            await self._call(
-                lo.channels[vchannel], "sync", {"vchannel": vchannel, "remove": sources, "add": []}
+            await self._node(lo.channels[vchannel]).sync(
+                SyncDistribution(vchannel=vchannel, remove=sources)
             )
         by_node: dict[str, list[int]] = {}
         for sid in sources:
@@ -411,7 +442,7 @@ class QueryCoord:
                 by_node.setdefault(node, []).append(sid)
         for node, sids in by_node.items():
             if node in self._nodes():
-                await self._call(node, "worker.release", {"segment_ids": sids})
+                await self._worker(node).release(ReleaseSegments(segment_ids=sids))
 
     async def keep_loaded(self) -> None:
         """Place collections again whose query nodes went away (or after a restart)."""

@@ -11,48 +11,84 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from elanus.channels import subjects
-from elanus.consistency import ConsistencyLevel
-from elanus.coordrequests import (
+from elanus.api.base import ACK, Ack
+from elanus.api.rootcoord import (
     AddCollectionField,
+    AliasDescription,
+    AliasList,
+    CollectionChanged,
+    CollectionDescription,
     CreateAlias,
     CreateCollection,
     CreateDatabase,
     CreatePartition,
+    DatabaseCreated,
     DescribeAlias,
     DescribeCollection,
     DropAlias,
     DropCollection,
     DropDatabase,
     DropPartition,
+    FieldAdded,
+    Flag,
     HasCollection,
     HasPartition,
     IdAlloc,
+    IdBlock,
     ListAliases,
     ListCollections,
     ListDatabases,
     ListPartitions,
+    Names,
+    PartitionChanged,
+    PartitionInfo,
+    Partitions,
     RenameCollection,
+    SchemaAPI,
+    Timestamps,
     TsoAlloc,
+    UpdateSchema,
 )
-from elanus.errors import ElanusError, invalid
+from elanus.channels import subjects
+from elanus.consistency import ConsistencyLevel
+from elanus.errors import invalid
 from elanus.meta.catalog import Catalog
 from elanus.partitionkey import check_num_partitions
 from elanus.schema import Schema, added_field, check_name
 
 if TYPE_CHECKING:
     from elanus.channels.role import RoleHandler
-    from elanus.meta.coord import Coordinator
+    from elanus.meta.collections import CatalogLookup
+    from elanus.meta.context import CoordContext
+    from elanus.meta.interfaces import (
+        ChannelBalance,
+        CollectionIndexes,
+        CollectionSegments,
+        LoadedCollections,
+        ProxyNotices,
+    )
 
 
 log = logging.getLogger(__name__)
-INVALIDATE_WAIT_S = 2.0
 NODE_WAIT_S = 10.0
 
 
 class RootCoord:
-    def __init__(self, coord: Coordinator) -> None:
-        self.coord = coord
+    """DDL: each change also reaches the services that hold the collection's state."""
+
+    def __init__(
+        self,
+        ctx: CoordContext,
+        lookup: CatalogLookup,
+        proxies: ProxyNotices,
+        *,
+        data: CollectionSegments,
+        index: CollectionIndexes,
+        query: LoadedCollections,
+        channels: ChannelBalance,
+    ) -> None:
+        self.ctx, self.lookup, self.proxies = ctx, lookup, proxies
+        self.data, self.index, self.query, self.channels = data, index, query, channels
         self._ddl_lock = asyncio.Lock()
 
     def handlers(self) -> dict[str, RoleHandler]:
@@ -82,74 +118,44 @@ class RootCoord:
 
     # -- helpers ----------------------------------------------------------------------------
     async def _read(self, fn: Any, *args: Any) -> Any:
-        return await self.coord.db.run(lambda con: fn(self._catalog(con), *args))
+        return await self.lookup.read(fn, *args)
 
     async def _ddl(self, ts: int, fn: Any, *args: Any) -> tuple[Any, int]:
         """Run one DDL change under the DDL lock, stamped with the request's timestamp (if
         the caller took one, else a new one)."""
-        ts = ts or self.coord.tso.alloc()
+        ts = ts or self.ctx.tso.alloc()
         async with self._ddl_lock:
-            result = await self.coord.db.run(lambda con: fn(self._catalog(con), *args, ts))
+            result = await self.ctx.db.run(lambda con: fn(self._catalog(con), *args, ts))
         return result, ts
 
     def _catalog(self, con: Any) -> Catalog:
-        return Catalog(con, self.coord.ids.alloc, self.coord.settings.num_pchannels)
+        return self.lookup.catalog(con)
 
     async def _invalidate(self, kind: str, db: str, name: str, collection_id: int, ts: int) -> None:
-        """Tell every proxy to drop its cached meta, and wait (briefly) until each live one
-        said it did, as Milvus's root coord expires proxy caches before a DDL returns: a
-        client that goes to another proxy next never sees the old meta."""
-        payload = {"kind": kind, "db": db, "name": name, "collection_id": collection_id, "ts": ts}
-        await self.broadcast(payload)
-
-    async def broadcast(self, payload: dict[str, Any]) -> None:
-        """Publish a meta invalidation and wait (briefly) for every live proxy's ack."""
-        await self.coord.sessions.poll()
-        expected = len(self.coord.sessions.of_role("proxy"))
-        bus = self.coord.bus
-        acks = await bus.scatter(subjects.META_INVALIDATE, payload, expected, INVALIDATE_WAIT_S)
-        if len(acks) < expected:
-            log.warning("not every proxy acknowledged the %s invalidation", payload.get("kind"))
-
-    async def invalidate_proxies(
-        self, kind: str, db: str, name: str, collection_id: int, ts: int
-    ) -> None:
-        """Drop every proxy's cached meta of a collection (index changes call it too)."""
-        await self._invalidate(kind, db, name, collection_id, ts)
-
-    async def describe_by_id(self, collection_id: int) -> dict[str, Any]:
-        return await self._read(Catalog.describe_by_id, collection_id)
-
-    async def collection_label(self, collection_id: int) -> str:
-        """How an error names a collection to users: by its name (they never see ids);
-        by id only if it is gone from the catalog."""
-        try:
-            return repr((await self.describe_by_id(collection_id))["name"])
-        except ElanusError:
-            return f"id {collection_id}"
+        await self.proxies.invalidate(kind, db, name, collection_id, ts)
 
     # -- TSO and IDs ------------------------------------------------------------------------
-    async def tso_alloc(self, req: TsoAlloc) -> dict[str, Any]:
-        return {"ts": self.coord.tso.alloc(req.count), "count": req.count}
+    async def tso_alloc(self, req: TsoAlloc) -> Timestamps:
+        return Timestamps(ts=self.ctx.tso.alloc(req.count), count=req.count)
 
-    async def id_alloc(self, req: IdAlloc) -> dict[str, Any]:
-        return {"start": self.coord.ids.alloc(req.count), "count": req.count}
+    async def id_alloc(self, req: IdAlloc) -> IdBlock:
+        return IdBlock(start=self.ctx.ids.alloc(req.count), count=req.count)
 
     # -- databases --------------------------------------------------------------------------
-    async def create_database(self, req: CreateDatabase) -> dict[str, Any]:
+    async def create_database(self, req: CreateDatabase) -> DatabaseCreated:
         name = check_name(req.name, "database")
         db_id, _ = await self._ddl(req.ts, Catalog.create_database, name)
-        return {"db_id": db_id}
+        return DatabaseCreated(db_id=db_id)
 
-    async def drop_database(self, req: DropDatabase) -> dict[str, Any]:
+    async def drop_database(self, req: DropDatabase) -> Ack:
         await self._ddl(req.ts, Catalog.drop_database, req.name)
-        return {}
+        return ACK
 
-    async def list_databases(self, req: ListDatabases) -> dict[str, Any]:
-        return {"names": await self._read(Catalog.list_databases)}
+    async def list_databases(self, req: ListDatabases) -> Names:
+        return Names(names=await self._read(Catalog.list_databases))
 
     # -- collections ------------------------------------------------------------------------
-    async def create_collection(self, req: CreateCollection) -> dict[str, Any]:
+    async def create_collection(self, req: CreateCollection) -> CollectionDescription:
         db = req.db
         name = check_name(req.name, "collection")
         schema = Schema.from_dict(req.schema)
@@ -178,33 +184,33 @@ class RootCoord:
 
         info, ts = await self._ddl(req.ts, create)
         await self._invalidate("collection.create", db, name, info["collection_id"], ts)
-        await self.coord.on_collections_changed()
-        return info
+        await self.channels.balance()  # (re)assign vchannels and the ticked pchannels
+        return described(info)
 
-    async def drop_collection(self, req: DropCollection) -> dict[str, Any]:
+    async def drop_collection(self, req: DropCollection) -> CollectionChanged:
         db, name = req.db, req.name
         cid, ts = await self._ddl(req.ts, Catalog.drop_collection, db, name)
         await self._invalidate("collection.drop", db, name, cid, ts)
-        await self.coord.query.release_collection(cid)
-        await self.coord.data.drop_collection(cid, ts)
-        await self.coord.index.drop_collection(cid)
-        await self.coord.on_collections_changed()
-        return {"collection_id": cid}
+        await self.query.release_collection(cid)
+        await self.data.drop_collection(cid, ts)
+        await self.index.drop_collection(cid)
+        await self.channels.balance()  # (re)assign vchannels and the ticked pchannels
+        return CollectionChanged(collection_id=cid)
 
-    async def has_collection(self, req: HasCollection) -> dict[str, Any]:
-        return {"value": await self._read(Catalog.has_collection, req.db, req.name)}
+    async def has_collection(self, req: HasCollection) -> Flag:
+        return Flag(value=await self._read(Catalog.has_collection, req.db, req.name))
 
-    async def describe_collection(self, req: DescribeCollection) -> dict[str, Any]:
+    async def describe_collection(self, req: DescribeCollection) -> CollectionDescription:
         if req.collection_id is not None:
-            return await self._read(Catalog.describe_by_id, req.collection_id)
+            return described(await self._read(Catalog.describe_by_id, req.collection_id))
         if req.name is None:
             raise invalid("collection.describe needs 'name' or 'collection_id'")
-        return await self._read(Catalog.describe, req.db, req.name)
+        return described(await self._read(Catalog.describe, req.db, req.name))
 
-    async def list_collections(self, req: ListCollections) -> dict[str, Any]:
-        return {"names": await self._read(Catalog.list_collections, req.db)}
+    async def list_collections(self, req: ListCollections) -> Names:
+        return Names(names=await self._read(Catalog.list_collections, req.db))
 
-    async def rename_collection(self, req: RenameCollection) -> dict[str, Any]:
+    async def rename_collection(self, req: RenameCollection) -> CollectionChanged:
         db, name = req.db, req.name
         new_name = check_name(req.new_name, "collection")
 
@@ -213,61 +219,62 @@ class RootCoord:
 
         cid, ts = await self._ddl(req.ts, rename)
         await self._invalidate("collection.rename", db, name, cid, ts)
-        return {"collection_id": cid}
+        return CollectionChanged(collection_id=cid)
 
-    async def add_collection_field(self, req: AddCollectionField) -> dict[str, Any]:
+    async def add_collection_field(self, req: AddCollectionField) -> FieldAdded:
         """Add a nullable scalar field. Under the DDL lock: check it against the catalog,
         hand the new schema to every data and query node (they widen their rows and ack),
         then save it, then expire the proxies' caches: no client can send or ask for the
         field before every holder of rows knows it. A refusal changes nothing."""
         added = added_field(req.field)
-        ts = req.ts or self.coord.tso.alloc()
-        db = self.coord.db
+        ts = req.ts or self.ctx.tso.alloc()
+        db = self.ctx.db
         async with self._ddl_lock:
             cid, schema = await db.run(
                 lambda con: self._catalog(con).with_added_field(req.db, req.collection, added)
             )
             await self._tell_nodes(cid, schema)
             await db.run(lambda con: self._catalog(con).save_schema(cid, schema))
-        self.coord.data.forget_schema(cid)
+        self.data.forget_schema(cid)
         await self._invalidate("collection.add_field", req.db, req.collection, cid, ts)
-        return {"collection_id": cid, "field_id": added.field_id, "version": schema.version}
+        assert added.field_id is not None  # with_added_field numbered it
+        return FieldAdded(collection_id=cid, field_id=added.field_id, version=schema.version)
 
     async def _tell_nodes(self, collection_id: int, schema: Schema) -> None:
         """Every live data and query node takes the schema (nodes that do not hold the
         collection ignore it). A node that does not answer is only logged: its session
         is on its way out, and a node that comes back watches with the saved schema."""
-        body = {"collection_id": collection_id, "schema": schema.to_dict()}
-        await self.coord.sessions.poll()
-        targets = [
-            subjects.node(role, s.node_id, "schema")
+        req = UpdateSchema(collection_id=collection_id, schema=schema.to_dict())
+        await self.ctx.sessions.poll()
+        nodes = [
+            SchemaAPI(self.ctx.bus, subjects.node_prefix(role, s.node_id))
             for role in ("datanode", "querynode")
-            for s in self.coord.sessions.of_role(role)
+            for s in self.ctx.sessions.of_role(role)
         ]
         results = await asyncio.gather(
-            *(self.coord.bus.request(t, body, NODE_WAIT_S) for t in targets),
+            *(node.update_schema(req, NODE_WAIT_S) for node in nodes),
             return_exceptions=True,
         )
-        for target, result in zip(targets, results, strict=True):
+        for node, result in zip(nodes, results, strict=True):
             if isinstance(result, BaseException):
-                log.warning("%s did not take the new schema: %s", target, result)
+                log.warning("%s did not take the new schema: %s", node.prefix, result)
 
     # -- partitions -------------------------------------------------------------------------
-    async def create_partition(self, req: CreatePartition) -> dict[str, Any]:
+    async def create_partition(self, req: CreatePartition) -> PartitionChanged:
         db, coll = req.db, req.collection
         name = check_name(req.name, "partition")
         pid, ts = await self._ddl(req.ts, Catalog.create_partition, db, coll, name)
         cid = await self._read(Catalog.require_collection, db, coll)
         await self._invalidate("partition.create", db, coll, cid, ts)
-        return {"partition_id": pid}
+        return PartitionChanged(partition_id=pid)
 
-    async def drop_partition(self, req: DropPartition) -> dict[str, Any]:
+    async def drop_partition(self, req: DropPartition) -> PartitionChanged:
         db, coll, name = req.db, req.collection, req.name
         parts = {
             p["name"]: p["partition_id"]
             for p in await self._read(Catalog.list_partitions, db, coll)
         }
-        if name in parts and self.coord.query.serves(
+        if name in parts and self.query.serves(
             await self._read(Catalog.require_collection, db, coll), parts[name]
         ):
             raise invalid(
@@ -276,47 +283,51 @@ class RootCoord:
             )
         (cid, pid), ts = await self._ddl(req.ts, Catalog.drop_partition, db, coll, name)
         await self._invalidate("partition.drop", db, coll, cid, ts)
-        await self.coord.data.drop_segments(
+        await self.data.drop_segments(
             lambda s: s.collection_id == cid and s.partition_id == pid, ts
         )
-        return {"partition_id": pid}
+        return PartitionChanged(partition_id=pid)
 
-    async def has_partition(self, req: HasPartition) -> dict[str, Any]:
-        return {"value": await self._read(Catalog.has_partition, req.db, req.collection, req.name)}
+    async def has_partition(self, req: HasPartition) -> Flag:
+        return Flag(value=await self._read(Catalog.has_partition, req.db, req.collection, req.name))
 
-    async def list_partitions(self, req: ListPartitions) -> dict[str, Any]:
-        return {"partitions": await self._read(Catalog.list_partitions, req.db, req.collection)}
+    async def list_partitions(self, req: ListPartitions) -> Partitions:
+        found = await self._read(Catalog.list_partitions, req.db, req.collection)
+        return Partitions(partitions=[PartitionInfo(**p) for p in found])
 
     # -- aliases ----------------------------------------------------------------------------
     # Every change is broadcast under the alias's name and the collection it named, so a
     # proxy drops both the alias's cache entry and the collection's (whose description
     # lists its aliases) before the next request reads them.
-    async def create_alias(self, req: CreateAlias) -> dict[str, Any]:
+    async def create_alias(self, req: CreateAlias) -> CollectionChanged:
         alias = check_name(req.alias, "alias")
         cid, ts = await self._ddl(req.ts, Catalog.create_alias, req.db, req.collection, alias)
         await self._invalidate("alias.create", req.db, alias, cid, ts)
-        return {"collection_id": cid}
+        return CollectionChanged(collection_id=cid)
 
-    async def alter_alias(self, req: CreateAlias) -> dict[str, Any]:
+    async def alter_alias(self, req: CreateAlias) -> CollectionChanged:
         alias = check_name(req.alias, "alias")
         (old, cid), ts = await self._ddl(req.ts, Catalog.alter_alias, req.db, req.collection, alias)
         await self._invalidate("alias.alter", req.db, alias, old, ts)
         if cid != old:
             await self._invalidate("alias.alter", req.db, alias, cid, ts)
-        return {"collection_id": cid}
+        return CollectionChanged(collection_id=cid)
 
-    async def drop_alias(self, req: DropAlias) -> dict[str, Any]:
+    async def drop_alias(self, req: DropAlias) -> Ack:
         cid, ts = await self._ddl(req.ts, Catalog.drop_alias, req.db, req.alias)
         await self._invalidate("alias.drop", req.db, req.alias, cid, ts)
-        return {}
+        return ACK
 
-    async def describe_alias(self, req: DescribeAlias) -> dict[str, Any]:
-        return dict(await self._read(Catalog.describe_alias, req.db, req.alias))
+    async def describe_alias(self, req: DescribeAlias) -> AliasDescription:
+        return AliasDescription(**await self._read(Catalog.describe_alias, req.db, req.alias))
 
-    async def list_aliases(self, req: ListAliases) -> dict[str, Any]:
-        """pymilvus's shape: ``collection_name`` only when one was asked about."""
+    async def list_aliases(self, req: ListAliases) -> AliasList:
         aliases = await self._read(Catalog.list_aliases, req.db, req.collection)
-        out: dict[str, Any] = {"aliases": aliases, "db_name": req.db}
-        if req.collection is not None:
-            out["collection_name"] = req.collection
-        return out
+        return AliasList(aliases=aliases, db_name=req.db, collection_name=req.collection)
+
+
+def described(d: dict[str, Any]) -> CollectionDescription:
+    """The catalog's description of a collection as the reply type."""
+    return CollectionDescription(
+        **{**d, "partitions": [PartitionInfo(**p) for p in d["partitions"]]}
+    )

@@ -15,16 +15,20 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from elanus.api.datacoord import LastTicks, TickNow, TickReport, TicksPublished
-from elanus.channels import subjects
+from elanus.api.proxy import ProxyAPI
 from elanus.channels.dml import DmlMessage, MsgType
+from elanus.channels.jsretry import publish_acked
 from elanus.channels.loop import Periodic
 from elanus.errors import ElanusError
 
 if TYPE_CHECKING:
     from elanus.channels.role import RoleHandler
-    from elanus.meta.coord import Coordinator
+    from elanus.meta.context import CoordContext
 
 log = logging.getLogger(__name__)
+
+TICK_RETRY_WINDOW_S = 1.0
+"""How long one round tries to publish a pchannel's tick; the next round tries again."""
 
 
 @dataclass
@@ -38,13 +42,13 @@ class ProxyReport:
 
 
 class TimeTickSync:
-    def __init__(self, coord: Coordinator) -> None:
-        self.coord = coord
+    def __init__(self, ctx: CoordContext) -> None:
+        self.ctx = ctx
         self.reports: dict[str, ProxyReport] = {}
         self.last_tick: dict[str, int] = {}
         self.active_pchannels: set[str] = set()
         self._periodic = Periodic(
-            self.publish_ticks, coord.settings.timetick_interval_ms / 1000, "time tick"
+            self.publish_ticks, ctx.settings.timetick_interval_ms / 1000, "time tick"
         )
         self._publish_lock = asyncio.Lock()
 
@@ -63,13 +67,11 @@ class TimeTickSync:
 
         async def ask(node_id: str) -> None:
             try:
-                await self.coord.bus.request(
-                    subjects.node("proxy", node_id, "timetick.report"), {}, timeout=5
-                )
+                await ProxyAPI(self.ctx.bus, node_id).report_now()
             except ElanusError as exc:
                 log.debug("proxy %s did not report on demand: %s", node_id, exc)
 
-        await asyncio.gather(*(ask(p.node_id) for p in self.coord.sessions.of_role("proxy")))
+        await asyncio.gather(*(ask(p.node_id) for p in self.ctx.sessions.of_role("proxy")))
         return TicksPublished(ticks=await self.publish_ticks())
 
     async def start(self) -> None:
@@ -89,14 +91,14 @@ class TimeTickSync:
     def live_reports(self) -> list[ProxyReport] | None:
         """Reports of the live proxies, or None while a live proxy has not reported yet
         (after a coord restart): a tick then could overtake that proxy's writes."""
-        ttl = self.coord.settings.session_ttl_s
+        ttl = self.ctx.settings.session_ttl_s
         now = time.monotonic()
         stale = [p for p, r in self.reports.items() if now - r.at > ttl]
         for p in stale:
             log.info("proxy %s stopped reporting; it no longer holds time ticks back", p)
             del self.reports[p]
         unheard = [
-            s.node_id for s in self.coord.sessions.of_role("proxy") if s.node_id not in self.reports
+            s.node_id for s in self.ctx.sessions.of_role("proxy") if s.node_id not in self.reports
         ]
         if unheard:
             return None
@@ -108,15 +110,30 @@ class TimeTickSync:
             reports = self.live_reports()
             if reports is None:
                 return {}
-            fresh = self.coord.tso.alloc() if not reports else 0
-            published: dict[str, int] = {}
+            fresh = self.ctx.tso.alloc() if not reports else 0
+            due: dict[str, int] = {}
             for p in sorted(self.active_pchannels):
                 tick = min((r.tick_for(p) for r in reports), default=fresh)
-                if tick <= self.last_tick.get(p, 0):
-                    continue
-                msg = DmlMessage(MsgType.TICK, ts=tick, source="coord")
-                subject, headers, payload = msg.encode(p)
-                await self.coord.bus.js.publish(subject, payload, headers=headers)
-                self.last_tick[p] = tick
-                published[p] = tick
+                if tick > self.last_tick.get(p, 0):
+                    due[p] = tick
+            # each pchannel on its own: one whose stream is electing a leader (a NATS
+            # server died) must not hold back the ticks, and so the reads, of the others
+            outcomes = await asyncio.gather(
+                *(self._publish_tick(p, tick) for p, tick in due.items())
+            )
+            published = {p: tick for (p, tick), ok in zip(due.items(), outcomes, strict=True) if ok}
+            self.last_tick.update(published)
             return published
+
+    async def _publish_tick(self, pchannel: str, tick: int) -> bool:
+        subject, headers, payload = DmlMessage(MsgType.TICK, ts=tick, source="coord").encode(
+            pchannel
+        )
+        try:
+            await publish_acked(
+                self.ctx.bus.js, subject, payload, headers, window=TICK_RETRY_WINDOW_S
+            )
+        except ElanusError as exc:  # the next round tries again
+            log.warning("time tick of %s not published: %s", pchannel, exc)
+            return False
+        return True

@@ -7,6 +7,7 @@ from typing import Any
 
 from pymilvus.grpc_gen import common_pb2, milvus_pb2, schema_pb2
 
+from elanus.api.querycoord import QueryRoute
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.milvus.params import kv_values
 from elanus.milvus.schemas import kv_pairs
@@ -192,8 +193,8 @@ class OpsRpcs(Servicer):
             return None
         ids = self._partition_ids(ctx, collection)
         info = self.proxy.dml.collection(ctx.db, collection)
-        route = self.proxy.coord_call("query.route", {"collection_id": info.collection_id})
-        chosen = route.get("partition_ids")
+        req = QueryRoute(collection_id=info.collection_id)
+        chosen = self.proxy.run(self.proxy.coord.query.route(req)).partition_ids
         if chosen is None:
             return list(ids)
         return [n for n, pid in ids.items() if pid in set(chosen)]

@@ -8,9 +8,10 @@ passes what is not synced (see ``flushcommon/pipeline``).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from elanus import layout
+from elanus.api.datanode import WatchChannel
 from elanus.channels.consumer import ChannelConsumer
 from elanus.schema import Schema
 from elanus.segments.flushcommon.coordreport import CoordReports
@@ -26,12 +27,12 @@ STOP_SYNCS_S = 30.0
 
 
 class ChannelWriter:
-    def __init__(self, node: DataNode, spec: dict[str, Any]) -> None:
-        self.vchannel: str = spec["vchannel"]
-        self.collection_id: int = spec["collection_id"]
+    def __init__(self, node: DataNode, spec: WatchChannel) -> None:
+        self.vchannel = spec.vchannel
+        self.collection_id = spec.collection_id
         self.storage = node.settings.storage_path
-        self.buffer = WriteBuffer(Schema.from_dict(spec["schema"]), self._seg_dir)
-        for seg in spec.get("segments", []):
+        self.buffer = WriteBuffer(Schema.from_dict(spec.schema), self._seg_dir)
+        for seg in spec.segments:
             self.buffer.learn(seg)
         self.reports = CoordReports(node, self.vchannel)
         self.syncs = SyncManager(node.supervisor, self.vchannel, node.settings.max_parallel_syncs)

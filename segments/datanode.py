@@ -8,18 +8,25 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
+from elanus.api.base import ACK, Ack
+from elanus.api.datanode import (
+    FinalizeImport,
+    ImportTaken,
+    RunImport,
+    UnwatchChannel,
+    WatchChannel,
+    Watching,
+)
+from elanus.api.rootcoord import SchemaTaken, UpdateSchema
 from elanus.channels import subjects
 from elanus.channels.bus import Bus
 from elanus.channels.loop import cancel_and_wait
 from elanus.channels.role import Role, RoleHandler
-from elanus.coordrequests import UnwatchChannel, UpdateSchema, WatchChannel
 from elanus.errors import ElanusError
-from elanus.requests import as_dict
 from elanus.schema import Schema
 from elanus.segments.channel_writer import ChannelWriter
 from elanus.segments.importer import ImportTask, finalize, report_failure
 from elanus.settings import Settings
-from elanus.taskrequests import FinalizeImport, RunImport
 
 log = logging.getLogger(__name__)
 
@@ -61,29 +68,29 @@ class DataNode(Role):
         self.channels.clear()
         await super().stop()
 
-    async def watch(self, req: WatchChannel) -> dict[str, Any]:
+    async def watch(self, req: WatchChannel) -> Watching:
         vchannel = req.vchannel
         old = self.channels.pop(vchannel, None)
         if old is not None:
             await old.stop()
-        writer = ChannelWriter(self, as_dict(req))
+        writer = ChannelWriter(self, req)
         await writer.start()
         self.channels[vchannel] = writer
-        return {"vchannel": vchannel}
+        return Watching(vchannel=vchannel)
 
-    async def unwatch(self, req: UnwatchChannel) -> dict[str, Any]:
+    async def unwatch(self, req: UnwatchChannel) -> Ack:
         writer = self.channels.pop(req.vchannel, None)
         if writer is not None:
             await writer.stop()
-        return {}
+        return ACK
 
-    async def update_schema(self, req: UpdateSchema) -> dict[str, Any]:
+    async def update_schema(self, req: UpdateSchema) -> SchemaTaken:
         """A field was added: the writers of the collection's channels take the schema."""
         schema = Schema.from_dict(req.schema)
         for writer in self.channels.values():
             if writer.collection_id == req.collection_id:
                 writer.adopt(schema)
-        return {"version": schema.version}
+        return SchemaTaken(version=schema.version)
 
     def _start_import(self, job_id: int, make: Callable[[], Coroutine[Any, Any, None]]) -> None:
         task = self.supervisor.spawn(f"import job {job_id}", make)
@@ -95,20 +102,20 @@ class DataNode(Role):
 
         task.add_done_callback(forget)
 
-    async def import_run(self, req: RunImport) -> dict[str, Any]:
+    async def import_run(self, req: RunImport) -> ImportTaken:
         """Run a bulk import job in the background (the coord follows its reports)."""
         job_id = req.job_id
         if job_id not in self.imports:
-            self._start_import(job_id, ImportTask(self, as_dict(req)).run)
-        return {"job_id": job_id}
+            self._start_import(job_id, ImportTask(self, req).run)
+        return ImportTaken(job_id=job_id)
 
-    async def import_finalize(self, req: FinalizeImport) -> dict[str, Any]:
+    async def import_finalize(self, req: FinalizeImport) -> ImportTaken:
         """Finish a committed job whose executor went away: stamp ``_ts``, tell the coord."""
         job_id, ts = req.job_id, req.ts
-        dirs = [Path(s["path"]).parent for s in req.segments]
+        dirs = [Path(s.path).parent for s in req.segments]
         after = self.imports.get(job_id)
         self._start_import(job_id, lambda: self._finalize(job_id, ts, dirs, after))
-        return {"job_id": job_id}
+        return ImportTaken(job_id=job_id)
 
     async def _finalize(
         self, job_id: int, ts: int, dirs: list[Path], after: asyncio.Task[None] | None

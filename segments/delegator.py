@@ -24,13 +24,27 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
 
+from elanus.api.base import Call, as_body, ask_many_sync
 from elanus.api.datacoord import DataCoordAPI, SegmentInfo
-from elanus.channels import subjects
+from elanus.api.datanode import Checkpoint
+from elanus.api.querynode import (
+    Count,
+    DelegateChannel,
+    DeleteInSegments,
+    ReadShard,
+    Rows,
+    SealedSegment,
+    SearchSegments,
+    ShardHits,
+    TermStats,
+    WorkerAPI,
+)
 from elanus.channels.consumer import ChannelConsumer
 from elanus.channels.dml import DmlMessage, MsgType
 from elanus.channels.metrics import WAIT_TSAFE
@@ -56,6 +70,7 @@ if TYPE_CHECKING:
     from elanus.segments.querynode import QueryNode
 
 log = logging.getLogger(__name__)
+R = TypeVar("R")
 TSAFE_WAIT_S = 30.0
 WORKER_CALL_S = 60.0
 IMPORT_WAIT_S = 120.0
@@ -64,13 +79,13 @@ IMPORT_POLL_S = 0.05
 
 
 class Delegator:
-    def __init__(self, node: QueryNode, spec: dict[str, Any]) -> None:
+    def __init__(self, node: QueryNode, spec: DelegateChannel) -> None:
         self.node = node
-        self.vchannel: str = spec["vchannel"]
-        self.collection_id: int = int(spec["collection_id"])
-        self.schema = Schema.from_dict(spec["schema"])
+        self.vchannel = spec.vchannel
+        self.collection_id = spec.collection_id
+        self.schema = Schema.from_dict(spec.schema)
         self.pk_field = self.schema.primary.name
-        partitions = spec.get("partition_ids")
+        partitions = spec.partition_ids
         self.partitions: set[int] | None = set(partitions) if partitions else None
         self.growing: dict[int, MemSegment] = {}
         self.pk_oracle = PkOracle()
@@ -79,21 +94,25 @@ class Delegator:
         self._persisted_ts = 0
         """Deletes stamped at or below this are on disk (``DeleteBuffer.persisted_ts``)."""
         self._loop_thread = threading.get_ident()
-        checkpoint = spec.get("checkpoint")
+        self._view_lock = threading.Lock()
+        """A handoff's one step and a read's view of growing and sealed segments exclude
+        each other: reads run off the loop, and a view taken mid-step would hold a
+        segment twice (growing and sealed) or not at all."""
+        checkpoint = spec.checkpoint
         assert node.data_bus is not None
         durable = f"qn_{node.node_id}_{self.vchannel}"
         self.consumer = ChannelConsumer(
             node.data_bus,
-            spec["pchannel"],
+            spec.pchannel,
             self.vchannel,
             durable,
             self._on_pack,
             supervisor=node.supervisor,
-            start_seq=checkpoint["seq"] if checkpoint else None,
-            start_ts=checkpoint["ts"] if checkpoint else 0,
+            start_seq=checkpoint.seq if checkpoint else None,
+            start_ts=checkpoint.ts if checkpoint else 0,
         )
-        self.distribution.add(spec.get("sealed", []))
-        self.ready_ts = int(spec.get("ready_ts") or 0)
+        self.distribution.add(spec.sealed)
+        self.ready_ts = spec.ready_ts
         """The tsafe this delegator must reach before it answers a read: its sealed segments
         hold rows up to here, and the checkpoint it starts from may be older. Every read
         waits for it, whatever its level, so flushed data is never hidden."""
@@ -189,44 +208,45 @@ class Delegator:
         for sid in self.pk_oracle.candidates(pks, list(sealed)):
             by_node.setdefault(sealed[sid].node_id, []).append(sid)
         for node, sids in by_node.items():
-            await self.node.call(node, "worker.delete", delete_body(sids, pks, ts))
+            await self.node.worker_api(node).delete(delete_in(sids, pks, ts))
 
     # -- distribution -----------------------------------------------------------------------
     async def sync(
-        self, add: list[dict[str, Any]], remove: list[int], checkpoint: dict[str, Any] | None
+        self, add: list[SealedSegment], remove: list[int], checkpoint: Checkpoint | None
     ) -> None:
         """Handoff: sealed segments join (their growing copies leave in the same step),
         others leave. Buffered deletes are replayed into the newcomers first; then the
         buffer is trimmed to the datanode ``checkpoint`` the coord read before it loaded
         them (none: no trim; see ``deletebuffer``)."""
         await self._replay(add)
-        self.distribution.add(add)
-        for s in add:
-            self.growing.pop(int(s["segment_id"]), None)
         hold_s = self.node.settings.gc_delay_s
-        self.distribution.remove(remove, self.delete_buffer.floor, hold_s)
+        with self._view_lock:
+            self.distribution.add(add)
+            for s in add:
+                self.growing.pop(s.segment_id, None)
+            self.distribution.remove(remove, self.delete_buffer.floor, hold_s)
         if checkpoint is not None:
-            persisted = self.delete_buffer.persisted_ts(int(checkpoint["seq"]))
+            persisted = self.delete_buffer.persisted_ts(checkpoint.seq)
             self._persisted_ts = max(self._persisted_ts, persisted)
         self._trim()
         # Reads that began on the old distribution may still ask for the removed segments:
         # answer only once they are done, so the coord releases those segments after them.
         await self.distribution.advance()
 
-    async def _replay(self, add: list[dict[str, Any]]) -> None:
+    async def _replay(self, add: list[SealedSegment]) -> None:
         """Every buffered delete into the newcomers, one request per worker. Deletes that
         arrive during a request are sent after it, until none is left: the caller adds
         the newcomers without yielding, and the live path reaches them from then on."""
         by_node: dict[str, list[int]] = {}
         for s in add:
-            by_node.setdefault(s["node_id"], []).append(int(s["segment_id"]))
+            by_node.setdefault(s.node_id, []).append(s.segment_id)
         start = 0
         while by_node:
             batch = self.delete_buffer.batch(start=start)
             if not len(batch):
                 return
             for node, sids in by_node.items():
-                await self.node.call(node, "worker.delete", delete_body(sids, batch.pks, batch.ts))
+                await self.node.worker_api(node).delete(delete_in(sids, batch.pks, batch.ts))
             start = batch.end
 
     def _trim(self) -> None:
@@ -235,17 +255,16 @@ class Delegator:
         self.delete_buffer.trim(floor)
 
     # -- reads ------------------------------------------------------------------------------
-    async def read_ts(self, body: dict[str, Any]) -> int:
+    async def read_ts(self, guarantee_ts: int, ts: int) -> int:
         """Wait until tsafe reaches the guarantee (and ``ready_ts``); the read timestamp:
         ``ts`` when the caller names one (time travel), else tsafe after the wait."""
-        guarantee = max(int(body.get("guarantee_ts") or 0), self.ready_ts)
+        guarantee = max(guarantee_ts, self.ready_ts)
         with WAIT_TSAFE.time():
             reached = guarantee <= self.tsafe or await self.consumer.wait_tick(
                 guarantee, TSAFE_WAIT_S
             )
         if not reached:
             raise self._not_readable()
-        ts = int(body.get("ts") or 0)
         return ts if ts else self.tsafe
 
     def read_ts_blocking(self, guarantee: int, ts: int) -> int:
@@ -278,37 +297,52 @@ class Delegator:
             s for s in list(self.growing.values()) if wanted is None or s.partition_id in wanted
         ]
 
-    def search(self, req: SearchRequest) -> dict[str, Any]:
+    def _view(
+        self, partition_ids: list[int] | None
+    ) -> tuple[list[MemSegment], dict[str, list[int]]]:
+        """The growing segments and each worker's sealed ones (of ``partition_ids``), taken
+        together, never halfway through a handoff; a read off the loop, once pinned."""
+        with self._view_lock:
+            return self.growing_in(partition_ids), self.distribution.workers(partition_ids)
+
+    def _ask_workers(
+        self, workers: dict[str, list[int]], call: Callable[[WorkerAPI, list[int]], Call[R]]
+    ) -> list[R]:
+        """The one fan-out of a read (search, term statistics, query, count) to the workers
+        of its view: all at once, ``WORKER_CALL_S`` for the whole fan-out, every reply or
+        the first failure (``ask_many_sync``). Called on a thread other than the loop's,
+        inside a pinned read."""
+        calls = [call(self.node.worker_api(node), sids) for node, sids in workers.items()]
+        return ask_many_sync(self.node.bus, calls, WORKER_CALL_S)
+
+    def search(self, req: SearchRequest) -> ShardHits:
         """The delegator's one search path: wait for tsafe, search the growing segments,
         ask each worker for its sealed ones, reduce to the top ``k``.
 
-        Blocking: it runs on the caller's thread when the caller is in this process (a
-        Flight thread) and on a handler thread when it came over NATS, never on the loop.
-        Safe beside the loop thread: the distribution is pinned for the read (a sync
-        keeps released segments alive until it ends), growing segments lock themselves,
-        and a delete arriving meanwhile has a timestamp above this read's (tsafe only
-        moves once a pack is applied), so it changes nothing this read sees.
+        Blocking, as every read here: it runs on the caller's thread when the caller is in
+        this process (a Flight thread) and on a handler thread when it came over NATS,
+        never on the loop. Safe beside the loop thread: the distribution is pinned for the
+        read (a sync keeps released segments alive until it ends) and seen whole
+        (``_view``), growing segments lock themselves, and a delete arriving meanwhile has
+        a timestamp above this read's (tsafe only moves once a pack is applied), so it
+        changes nothing this read sees.
         """
         req = req.at(ts=self.read_ts_blocking(req.guarantee_ts, req.ts))
         version = self.distribution.enter_read()
         try:
-            parts = [search_part(seg, req) for seg in self.growing_in(req.partition_ids)]
-            calls = [
-                (
-                    subjects.node("querynode", node, "worker.search"),
-                    {"segment_ids": sids, "request": req},
-                )
-                for node, sids in self.distribution.workers(req.partition_ids).items()
-            ]
-            if calls:
-                for reply in self.node.bus.request_many_sync(calls, WORKER_CALL_S):
-                    parts += reply["parts"]
+            growing, workers = self._view(req.partition_ids)
+            parts = [search_part(seg, req) for seg in growing]
+            for hits in self._ask_workers(
+                workers,
+                lambda w, sids: w.search(SearchSegments(segment_ids=sids, request=req)),
+            ):
+                parts += hits.parts
             merged = reduce_request(parts, req) if parts else _empty(req)
-            return {**merged, "ts": req.ts}
+            return ShardHits(part=merged, ts=req.ts)
         finally:
             self.distribution.exit_read(version)
 
-    def term_stats(self, req: SearchRequest) -> dict[str, Any]:
+    def term_stats(self, req: SearchRequest) -> TermStats:
         """BM25 statistics of this shard at the read timestamp (the first phase of a text
         search): growing segments here, sealed ones from their workers, as ``search``
         asks them. Every loaded partition counts, whatever the search names: the corpus
@@ -316,53 +350,58 @@ class Delegator:
         req = req.at(ts=self.read_ts_blocking(req.guarantee_ts, req.ts))
         version = self.distribution.enter_read()
         try:
-            parts = [term_stats(self.growing_in(None), req)]
-            calls = [
-                (
-                    subjects.node("querynode", node, "worker.term_stats"),
-                    {"segment_ids": sids, "request": req},
+            growing, workers = self._view(None)
+            parts = [term_stats(growing, req)]
+            parts += [
+                as_body(stats)
+                for stats in self._ask_workers(
+                    workers,
+                    lambda w, sids: w.term_stats(SearchSegments(segment_ids=sids, request=req)),
                 )
-                for node, sids in self.distribution.workers(None).items()
             ]
-            if calls:
-                parts += self.node.bus.request_many_sync(calls, WORKER_CALL_S)
             terms = 0 if req.queries is None else len(req.queries)
-            return {**add_term_stats(parts, terms), "ts": req.ts}
+            return TermStats(**add_term_stats(parts, terms), ts=req.ts)
         finally:
             self.distribution.exit_read(version)
 
-    async def query(self, body: dict[str, Any], expr: Expr | None) -> dict[str, Any]:
-        ts = await self.read_ts(body)
-        async with self.distribution.reading():
-            return await self._query(body, expr, ts)
+    def query(self, req: ReadShard, expr: Expr | None) -> Rows:
+        ts = self.read_ts_blocking(req.guarantee_ts, req.ts)
+        version = self.distribution.enter_read()
+        try:
+            columns = list(req.output_fields)
+            growing, workers = self._view(req.partition_ids)
+            tables = [s.query(ts, expr, columns, req.limit) for s in growing]
+            tables += [
+                r.rows
+                for r in self._ask_workers(
+                    workers, lambda w, sids: w.query(segment_read(req, ts, sids))
+                )
+            ]
+            every = list(self.growing.values())  # the columns' types, when no table has rows
+            return Rows(rows=concat_or_empty(tables, columns, every), ts=ts)
+        finally:
+            self.distribution.exit_read(version)
 
-    async def _query(self, body: dict[str, Any], expr: Expr | None, ts: int) -> dict[str, Any]:
-        columns = list(body["output_fields"])
-        limit = body.get("limit")
-        tables = [
-            s.query(ts, expr, columns, limit) for s in self.growing_in(body.get("partition_ids"))
-        ]
-        for node, sids in self.distribution.workers(body.get("partition_ids")).items():
-            reply = await self.node.call(node, "worker.query", segment_read(body, ts, sids))
-            tables.append(reply["rows"])
-        return {"rows": concat_or_empty(tables, columns, list(self.growing.values())), "ts": ts}
-
-    async def count(self, body: dict[str, Any], expr: Expr | None) -> dict[str, Any]:
-        ts = await self.read_ts(body)
-        async with self.distribution.reading():
-            return await self._count(body, expr, ts)
-
-    async def _count(self, body: dict[str, Any], expr: Expr | None, ts: int) -> dict[str, Any]:
-        total = sum(s.count(ts, expr) for s in self.growing_in(body.get("partition_ids")))
-        for node, sids in self.distribution.workers(body.get("partition_ids")).items():
-            reply = await self.node.call(node, "worker.count", segment_read(body, ts, sids))
-            total += int(reply["count"])
-        return {"count": total, "ts": ts}
+    def count(self, req: ReadShard, expr: Expr | None) -> Count:
+        ts = self.read_ts_blocking(req.guarantee_ts, req.ts)
+        version = self.distribution.enter_read()
+        try:
+            growing, workers = self._view(req.partition_ids)
+            total = sum(s.count(ts, expr) for s in growing)
+            total += sum(
+                r.count
+                for r in self._ask_workers(
+                    workers, lambda w, sids: w.count(segment_read(req, ts, sids))
+                )
+            )
+            return Count(count=total, ts=ts)
+        finally:
+            self.distribution.exit_read(version)
 
 
-def delete_body(segment_ids: list[int], pks: pa.Array, ts: np.ndarray | int) -> dict[str, Any]:
+def delete_in(segment_ids: list[int], pks: pa.Array, ts: np.ndarray | int) -> DeleteInSegments:
     """A ``worker.delete`` request: keys as Arrow, one timestamp per key or one for all."""
-    return {"segment_ids": segment_ids, "pks": pks, "ts": ts}
+    return DeleteInSegments(segment_ids=segment_ids, pks=pks, ts=ts)
 
 
 def _empty(req: SearchRequest) -> dict[str, Any]:

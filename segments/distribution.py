@@ -15,22 +15,14 @@ import contextlib
 import threading
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from elanus.api.querynode import SealedSegment
 from elanus.segments import storage
 from elanus.segments.pkoracle import PkOracle
 
 RETIRED_KEPT = 4096
-
-
-@dataclass(frozen=True)
-class SealedSegment:
-    segment_id: int
-    node_id: str
-    partition_id: int
-    path: str | None
 
 
 class Distribution:
@@ -51,14 +43,12 @@ class Distribution:
         self._loop_thread = threading.get_ident()
 
     # -- membership -------------------------------------------------------------------------
-    def add(self, specs: list[dict[str, Any]]) -> None:
-        """Sealed segments join (``segment_id``, ``node_id``, ``partition_id``, ``path``)."""
-        for s in specs:
-            sid = int(s["segment_id"])
-            path = s.get("path")
-            stats = storage.load_pk_stats(Path(path).parent) if path else None
-            self.pk_oracle.add(sid, stats)
-            self.sealed[sid] = SealedSegment(sid, s["node_id"], int(s.get("partition_id", 0)), path)
+    def add(self, segments: list[SealedSegment]) -> None:
+        """Sealed segments join (their key statistics go to the PK oracle)."""
+        for s in segments:
+            stats = storage.load_pk_stats(Path(s.path).parent) if s.path else None
+            self.pk_oracle.add(s.segment_id, stats)
+            self.sealed[s.segment_id] = s
 
     def remove(self, segment_ids: list[int], hold_ts: int, hold_s: float) -> None:
         """Sealed segments leave; they stay readable from their files, holding the delete

@@ -34,6 +34,7 @@ import numpy as np
 import pyarrow as pa
 
 from elanus import layout
+from elanus.api.datanode import RunImport
 from elanus.api.imports import (
     CommitImport,
     FailImport,
@@ -42,7 +43,7 @@ from elanus.api.imports import (
     ImportProgress,
     PrepareImport,
 )
-from elanus.channels import subjects
+from elanus.api.rootcoord import IdAlloc, RootCoordAPI
 from elanus.channels.loop import Periodic
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.fileerrors import unknown_columns, without_file_text
@@ -83,23 +84,23 @@ class Plan:
 
 
 class ImportTask:
-    def __init__(self, node: DataNode, spec: dict[str, Any]) -> None:
+    def __init__(self, node: DataNode, spec: RunImport) -> None:
         self.node = node
-        self.job_id = int(spec["job_id"])
-        self.collection_id = int(spec["collection_id"])
-        self.schema = Schema.from_dict(spec["schema"])
-        self.vchannels: list[str] = list(spec["vchannels"])
-        self.units: list[dict[str, Any]] = list(spec["units"])
-        self.max_rows = int(spec["max_rows"])
+        self.job_id = spec.job_id
+        self.collection_id = spec.collection_id
+        self.schema = Schema.from_dict(spec.schema)
+        self.vchannels = list(spec.vchannels)
+        self.units = list(spec.units)
+        self.max_rows = spec.max_rows
         self.key = self.schema.partition_key
         self.key_ids: list[int] = []
         """A partition key collection's partitions in routing order: rows go by key."""
         if self.key is not None:
-            names = {str(p["name"]): int(p["partition_id"]) for p in spec.get("partitions", [])}
+            names = {str(p["name"]): int(p["partition_id"]) for p in spec.partitions}
             self.key_ids = key_partition_ids(names, str(self.collection_id))
         self._key_rows: list[np.ndarray] = []
-        self.staged = bool(spec.get("staged"))
-        options = spec.get("options") or {}
+        self.staged = spec.staged
+        options = spec.options
         self.upsert = bool(options.get("upsert"))
         self.delimiter = str(options.get("sep") or ",")
         self.expected_rows: int | None = options.get("expected_rows")
@@ -177,11 +178,12 @@ class ImportTask:
 
     async def _alloc_ids(self, total: int) -> pa.Array:
         parts = []
+        root = RootCoordAPI(self.node.bus)
         while total > 0:
             count = min(total, ID_BLOCK_MAX)
-            alloc = partial(self.node.bus.request, subjects.coord("id.alloc"), {"count": count}, 30)
-            reply = await retried("id.alloc", alloc)
-            start = int(reply["start"])
+            req = IdAlloc(count=count)
+            block = await retried("id.alloc", partial(root.alloc_ids, req))
+            start = block.start
             parts.append(np.arange(start, start + count, dtype=np.int64))
             total -= count
         return pa.array(np.concatenate(parts))

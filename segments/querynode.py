@@ -11,33 +11,46 @@ from typing import Any
 
 import numpy as np
 
+from elanus.api.base import ACK, Ack
 from elanus.api.indexcoord import IndexCoordAPI, IndexLoadFailed
-from elanus.channels import subjects
-from elanus.channels.bus import Bus, blocking
-from elanus.channels.metrics import SEARCH_LATENCY
-from elanus.channels.role import Role, RoleHandler
-from elanus.coordrequests import UpdateSchema
-from elanus.errors import ElanusError, ErrorCode
-from elanus.expr import Expr, parse_cached
-from elanus.index.kernels import stop_faiss_interrupt_checks
-from elanus.noderequests import (
+from elanus.api.querynode import (
+    Count,
     DelegateChannel,
+    Deleted,
     DeleteInSegments,
+    Deletes,
     DropIndexOnNode,
+    IndexLoaded,
     LoadIndex,
     LoadSegments,
     ReadDeletes,
+    ReadPlan,
     ReadSegmentRows,
     ReadSegments,
     ReadShard,
     ReleaseOnNode,
     ReleaseSegments,
+    Rows,
     SearchSegments,
     SearchShard,
+    SegmentsLoaded,
+    ServedIndex,
+    ShardHits,
     SyncDistribution,
+    TermStats,
     UnwatchChannel,
+    Watched,
+    WorkerAPI,
+    WorkerHits,
 )
-from elanus.requests import as_dict
+from elanus.api.rootcoord import SchemaTaken, UpdateSchema
+from elanus.channels import subjects
+from elanus.channels.bus import Bus, blocking
+from elanus.channels.metrics import SEARCH_LATENCY
+from elanus.channels.role import Role, RoleHandler
+from elanus.errors import ElanusError, ErrorCode
+from elanus.expr import Expr, parse_cached
+from elanus.index.kernels import stop_faiss_interrupt_checks
 from elanus.schema import Schema
 from elanus.segments import snapshot_read
 from elanus.segments.delegator import Delegator
@@ -56,6 +69,7 @@ class QueryNode(Role):
         self.worker = Worker(on_index_failure=self._index_failed)
         self.delegators: dict[str, Delegator] = {}
         self.schemas: dict[int, Schema] = {}
+        self._workers: dict[str, WorkerAPI] = {}
 
     @property
     def address(self) -> str:
@@ -99,43 +113,44 @@ class QueryNode(Role):
         self.delegators.clear()
         await super().stop()
 
-    async def call(self, node_id: str, method: str, body: dict[str, Any]) -> Any:
-        """A request to a querynode (this one or another), by node id."""
-        return await self.bus.request(
-            subjects.node("querynode", node_id, method), body, CALL_TIMEOUT_S
-        )
+    def worker_api(self, node_id: str) -> WorkerAPI:
+        """The worker of a query node (this one or another), by node id."""
+        api = self._workers.get(node_id)
+        if api is None:
+            api = self._workers[node_id] = WorkerAPI(self.bus, node_id)
+        return api
 
     # -- delegators -------------------------------------------------------------------------
-    async def watch(self, req: DelegateChannel) -> dict[str, Any]:
+    async def watch(self, req: DelegateChannel) -> Watched:
         self.schemas[req.collection_id] = Schema.from_dict(req.schema)
         old = self.delegators.pop(req.vchannel, None)
         if old is not None:
             await old.stop()
-        delegator = Delegator(self, as_dict(req))
+        delegator = Delegator(self, req)
         await delegator.start()
         self.delegators[req.vchannel] = delegator
         await delegator.catch_up()  # a load answers once its data is readable at any level
-        return {"vchannel": req.vchannel, "tsafe": delegator.tsafe}
+        return Watched(vchannel=req.vchannel, tsafe=delegator.tsafe)
 
-    async def unwatch(self, req: UnwatchChannel) -> dict[str, Any]:
+    async def unwatch(self, req: UnwatchChannel) -> Ack:
         d = self.delegators.pop(req.vchannel, None)
         if d is not None:
             await d.stop()
-        return {}
+        return ACK
 
-    async def update_schema(self, req: UpdateSchema) -> dict[str, Any]:
+    async def update_schema(self, req: UpdateSchema) -> SchemaTaken:
         """A field was added to a collection: what this node holds of it takes the new
         schema before any proxy lets clients use the field (a stale copy is ignored)."""
         schema = Schema.from_dict(req.schema)
         held = self.schemas.get(req.collection_id)
         if held is None or held.version >= schema.version:
-            return {"version": held.version if held else None}
+            return SchemaTaken(version=held.version if held else None)
         self.schemas[req.collection_id] = schema
         for d in self.delegators.values():
             if d.collection_id == req.collection_id:
                 d.adopt(schema)
         await asyncio.to_thread(self.worker.adopt, req.collection_id, schema)
-        return {"version": schema.version}
+        return SchemaTaken(version=schema.version)
 
     def _delegator(self, vchannel: str) -> Delegator:
         d = self.delegators.get(vchannel)
@@ -145,17 +160,17 @@ class QueryNode(Role):
             )
         return d
 
-    async def sync(self, req: SyncDistribution) -> dict[str, Any]:
+    async def sync(self, req: SyncDistribution) -> Ack:
         await self._delegator(req.vchannel).sync(req.add, req.remove, req.checkpoint)
-        return {}
+        return ACK
 
-    async def release_collection(self, req: ReleaseOnNode) -> dict[str, Any]:
+    async def release_collection(self, req: ReleaseOnNode) -> Ack:
         for v, d in list(self.delegators.items()):
             if d.collection_id == req.collection_id:
                 await d.stop()
                 del self.delegators[v]
         self.worker.release_collection(req.collection_id)
-        return {}
+        return ACK
 
     async def status(self, raw: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -174,63 +189,65 @@ class QueryNode(Role):
         return parse_cached(text, self.schemas[collection_id], params) if text else None
 
     @blocking
-    def search(self, req: SearchShard) -> dict[str, Any]:
+    def search(self, req: SearchShard) -> ShardHits:
         with SEARCH_LATENCY.labels("shard").time():
             return self._delegator(req.vchannel).search(req.request)
 
     @blocking
-    def term_stats(self, req: SearchShard) -> dict[str, Any]:
+    def term_stats(self, req: SearchShard) -> TermStats:
         """BM25 statistics of a shard (``request.queries`` holds the term ids)."""
         return self._delegator(req.vchannel).term_stats(req.request)
 
-    async def query(self, req: ReadShard) -> dict[str, Any]:
+    @blocking
+    def query(self, req: ReadShard) -> Rows:
         d = self._delegator(req.vchannel)
-        return await d.query(as_dict(req), self._expr(d.collection_id, req.filter, req.params))
+        return d.query(req, self._expr(d.collection_id, req.filter, req.params))
 
-    async def count(self, req: ReadShard) -> dict[str, Any]:
+    @blocking
+    def count(self, req: ReadShard) -> Count:
         d = self._delegator(req.vchannel)
-        return await d.count(as_dict(req), self._expr(d.collection_id, req.filter, req.params))
+        return d.count(req, self._expr(d.collection_id, req.filter, req.params))
 
-    async def read_plan(self, req: ReadShard) -> dict[str, Any]:
-        return await snapshot_read.plan(self._delegator(req.vchannel), as_dict(req))
+    async def read_plan(self, req: ReadShard) -> ReadPlan:
+        return await snapshot_read.plan(self._delegator(req.vchannel), req)
 
-    async def read_segments(self, req: ReadSegments) -> dict[str, Any]:
+    async def read_segments(self, req: ReadSegments) -> Rows:
         d = self._delegator(req.vchannel)
         expr = self._expr(d.collection_id, req.filter, req.params)
-        return await snapshot_read.read_segments(d, as_dict(req), expr)
+        return await snapshot_read.read_segments(d, req, expr)
 
-    async def read_deletes(self, req: ReadDeletes) -> dict[str, Any]:
-        return await snapshot_read.deletes(self._delegator(req.vchannel), as_dict(req))
+    async def read_deletes(self, req: ReadDeletes) -> Deletes:
+        return await snapshot_read.deletes(self._delegator(req.vchannel), req)
 
     # -- worker -----------------------------------------------------------------------------
-    async def worker_load(self, req: LoadSegments) -> dict[str, Any]:
+    async def worker_load(self, req: LoadSegments) -> SegmentsLoaded:
         schema = Schema.from_dict(req.schema)
         held = self.schemas.get(req.collection_id)
         if held is not None and held.version >= schema.version:
             schema = held  # one schema object per collection; the newer one
         self.schemas[req.collection_id] = schema
         loaded = await self.worker.load(req.collection_id, schema, req.segments)
-        return {"loaded": loaded, "rows": self.worker.rows(loaded)}
+        return SegmentsLoaded(loaded=loaded, rows=self.worker.rows(loaded))
 
-    async def worker_release(self, req: ReleaseSegments) -> dict[str, Any]:
+    async def worker_release(self, req: ReleaseSegments) -> Ack:
         self.worker.release(req.segment_ids)
-        return {}
+        return ACK
 
-    async def worker_delete(self, req: DeleteInSegments) -> dict[str, Any]:
+    async def worker_delete(self, req: DeleteInSegments) -> Deleted:
         ts = req.ts if isinstance(req.ts, np.ndarray) else int(req.ts)
-        return {"rows": self.worker.delete(req.segment_ids, req.pks, ts)}
+        return Deleted(rows=self.worker.delete(req.segment_ids, req.pks, ts))
 
-    async def worker_load_index(self, req: LoadIndex) -> dict[str, Any]:
-        return {"loaded": await self.worker.load_index(req.segment_id, req.index)}
+    async def worker_load_index(self, req: LoadIndex) -> IndexLoaded:
+        return IndexLoaded(loaded=await self.worker.load_index(req.segment_id, req.index))
 
-    def _index_failed(self, segment_id: int, index: dict[str, Any]) -> None:
+    def _index_failed(self, segment_id: int, index: ServedIndex) -> None:
         """Tell the coord (in the background: the load answers meanwhile) that a finished
         index did not load here; it checks the files and has them built again."""
-        if "build_id" not in index or "version" not in index:
+        if index.build_id is None or index.version is None:
             return
         failed = IndexLoadFailed(
-            build_id=int(index["build_id"]),
-            version=int(index["version"]),
+            build_id=index.build_id,
+            version=index.version,
             segment_id=segment_id,
             node_id=self.node_id,
         )
@@ -239,9 +256,9 @@ class QueryNode(Role):
             lambda: IndexCoordAPI(self.bus).load_failed(failed, CALL_TIMEOUT_S),
         )
 
-    async def worker_drop_index(self, req: DropIndexOnNode) -> dict[str, Any]:
+    async def worker_drop_index(self, req: DropIndexOnNode) -> Ack:
         self.worker.drop_index(req.collection_id, req.index_id)
-        return {}
+        return ACK
 
     def _collection_of(self, segment_ids: list[int]) -> int:
         for s in segment_ids:
@@ -250,20 +267,23 @@ class QueryNode(Role):
         raise ElanusError(ErrorCode.SEGMENT_NOT_FOUND, f"segments {segment_ids} are not loaded")
 
     @blocking
-    def worker_search(self, req: SearchSegments) -> dict[str, Any]:
+    def worker_search(self, req: SearchSegments) -> WorkerHits:
         with SEARCH_LATENCY.labels("segments").time():
-            return {"parts": self.worker.search(req.segment_ids, req.request)}
+            return WorkerHits(parts=self.worker.search(req.segment_ids, req.request))
 
     @blocking
-    def worker_term_stats(self, req: SearchSegments) -> dict[str, Any]:
-        return self.worker.term_stats(req.segment_ids, req.request)
+    def worker_term_stats(self, req: SearchSegments) -> TermStats:
+        return TermStats(**self.worker.term_stats(req.segment_ids, req.request))
 
-    async def worker_query(self, req: ReadSegmentRows) -> dict[str, Any]:
+    @blocking
+    def worker_query(self, req: ReadSegmentRows) -> Rows:
         ids = req.segment_ids
         expr = self._expr(self._collection_of(ids), req.filter, req.params)
-        return {"rows": self.worker.query(ids, req.ts, expr, req.output_fields, req.limit)}
+        rows = self.worker.query(ids, req.ts, expr, req.output_fields, req.limit)
+        return Rows(rows=rows, ts=req.ts)
 
-    async def worker_count(self, req: ReadSegmentRows) -> dict[str, Any]:
+    @blocking
+    def worker_count(self, req: ReadSegmentRows) -> Count:
         ids = req.segment_ids
         expr = self._expr(self._collection_of(ids), req.filter, req.params)
-        return {"count": self.worker.count(ids, req.ts, expr)}
+        return Count(count=self.worker.count(ids, req.ts, expr), ts=req.ts)

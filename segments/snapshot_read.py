@@ -33,10 +33,23 @@ import numpy as np
 import pyarrow as pa
 
 from elanus import layout
+from elanus.api.base import ask_many_sync
+from elanus.api.querynode import (
+    Deletes,
+    PlannedGrowing,
+    PlannedSealed,
+    ReadDeletes,
+    ReadPlan,
+    ReadSegments,
+    ReadShard,
+    Rows,
+    SegmentSpec,
+)
 from elanus.errors import ElanusError, ErrorCode
 from elanus.expr import Expr
 from elanus.schema import PK_COLUMN
 from elanus.segments import storage
+from elanus.segments.delegator import WORKER_CALL_S
 from elanus.segments.deletebuffer import DeleteSnapshot
 from elanus.segments.memseg import MemSegment
 from elanus.segments.worker import concat_or_empty, load_segment, segment_read
@@ -49,35 +62,35 @@ def _wanted(partition_ids: list[int] | None) -> set[int] | None:
     return set(partition_ids) if partition_ids else None
 
 
-async def plan(d: Delegator, body: dict[str, Any]) -> dict[str, Any]:
+async def plan(d: Delegator, req: ReadShard) -> ReadPlan:
     """The segments of this vchannel a read at ``ts`` must cover (after tsafe reaches it)."""
-    ts = await d.read_ts(body)
-    wanted = _wanted(body.get("partition_ids"))
+    ts = await d.read_ts(req.guarantee_ts, req.ts)
+    wanted = _wanted(req.partition_ids)
     segs = d.distribution.sealed
     sealed = [
-        {"segment_id": sid, "partition_id": segs[sid].partition_id, "path": segs[sid].path}
+        PlannedSealed(segment_id=sid, partition_id=segs[sid].partition_id, path=segs[sid].path)
         for sid in sorted(segs)
         if wanted is None or segs[sid].partition_id in wanted
     ]
     growing = [
-        {"segment_id": s.segment_id, "partition_id": s.partition_id, "rows": s.num_rows}
-        for s in sorted(d.growing_in(body.get("partition_ids")), key=lambda s: s.segment_id)
+        PlannedGrowing(segment_id=s.segment_id, partition_id=s.partition_id, rows=s.num_rows)
+        for s in sorted(d.growing_in(req.partition_ids), key=lambda s: s.segment_id)
     ]
-    return {"vchannel": d.vchannel, "ts": ts, "sealed": sealed, "growing": growing}
+    return ReadPlan(vchannel=d.vchannel, ts=ts, sealed=sealed, growing=growing)
 
 
-async def read_segments(d: Delegator, body: dict[str, Any], expr: Expr | None) -> dict[str, Any]:
+async def read_segments(d: Delegator, req: ReadSegments, expr: Expr | None) -> Rows:
     """Rows at ``ts`` of the listed segments (``output_fields``; at most ``limit`` per
     segment, the smallest keys, for paging by primary key)."""
-    ts = await d.read_ts(body)
-    columns = list(body["output_fields"])
-    limit = body.get("limit")
+    ts = await d.read_ts(req.guarantee_ts, req.ts)
+    columns = list(req.output_fields)
+    limit = req.limit
     tables: list[pa.Table] = []
     dist = d.distribution
     async with dist.reading():
         by_node: dict[str, list[int]] = {}
         retired: list[dict[str, Any]] = []
-        for sid in (int(s) for s in body["segment_ids"]):
+        for sid in req.segment_ids:
             if sid in d.growing:
                 tables.append(d.growing[sid].query(ts, expr, columns, limit))
             elif sid in dist.sealed:
@@ -90,9 +103,13 @@ async def read_segments(d: Delegator, body: dict[str, Any], expr: Expr | None) -
                     f"segment {sid} is not known to the delegator of {d.vchannel}; "
                     "plan the read again",
                 )
-        for node, sids in by_node.items():
-            reply = await d.node.call(node, "worker.query", segment_read(body, ts, sids))
-            tables.append(reply["rows"])
+        calls = [
+            d.node.worker_api(node).query(segment_read(req, ts, sids))
+            for node, sids in by_node.items()
+        ]
+        if calls:  # the one fan-out, off the loop
+            replies = await asyncio.to_thread(ask_many_sync, d.node.bus, calls, WORKER_CALL_S)
+            tables += [r.rows for r in replies]
         buffer, complete_until = d.delete_buffer.snapshot(), d.tsafe  # one step: consistent
         for spec in retired:
             tables.append(
@@ -102,7 +119,7 @@ async def read_segments(d: Delegator, body: dict[str, Any], expr: Expr | None) -
             )
         if retired:
             asyncio.get_running_loop().call_later(RETIRED.ttl_s + 1, RETIRED.sweep)
-    return {"rows": concat_or_empty(tables, columns, list(d.growing.values())), "ts": ts}
+    return Rows(rows=concat_or_empty(tables, columns, list(d.growing.values())), ts=ts)
 
 
 class _RetiredCache:
@@ -163,7 +180,15 @@ def _read_retired(
     if not layout.data_path(Path(spec["path"]).parent).exists():
         raise _files_gone(spec)
     _check_held(spec, buffer)
-    seg = load_segment(spec, d.schema)
+    seg = load_segment(
+        SegmentSpec(
+            segment_id=spec["segment_id"],
+            partition_id=spec["partition_id"],
+            path=spec["path"],
+            vchannel=d.vchannel,
+        ),
+        d.schema,
+    )
     batch = buffer.batch()
     if len(batch):
         seg.delete(batch.pks, batch.ts)
@@ -187,11 +212,11 @@ def _check_held(spec: dict[str, Any], buffer: DeleteSnapshot) -> None:
         raise _files_gone(spec)
 
 
-async def deletes(d: Delegator, body: dict[str, Any]) -> dict[str, Any]:
+async def deletes(d: Delegator, req: ReadDeletes) -> Deletes:
     """Buffered deletes stamped <= ``ts`` that may touch ``segment_id`` (bloom filter when
     the segment is known), as a table (pk, ts)."""
-    ts = await d.read_ts(body)
-    sid = int(body["segment_id"])
+    ts = await d.read_ts(req.guarantee_ts, req.ts)
+    sid = req.segment_id
     dist = d.distribution
     if sid not in dist.sealed and sid not in dist.retired:
         # A delegator that never held the segment (it started after the segment was
@@ -211,4 +236,4 @@ async def deletes(d: Delegator, body: dict[str, Any]) -> dict[str, Any]:
     if stats is not None and len(batch):
         keep &= stats.may_contain(batch.pks)
     pks, del_ts = batch.pks.filter(pa.array(keep)), batch.ts[keep]
-    return {"deletes": pa.table({PK_COLUMN: pks, "ts": pa.array(del_ts, pa.uint64())}), "ts": ts}
+    return Deletes(deletes=pa.table({PK_COLUMN: pks, "ts": pa.array(del_ts, pa.uint64())}), ts=ts)

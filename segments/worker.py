@@ -16,6 +16,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from elanus.api.querynode import (
+    ReadSegmentRows,
+    ReadSegments,
+    ReadShard,
+    SegmentSpec,
+    ServedIndex,
+)
 from elanus.errors import ElanusError, ErrorCode
 from elanus.expr import Expr
 from elanus.grouping import reduce_grouped, regroup
@@ -33,45 +40,40 @@ MAX_GROUP_SCAN = MAX_EF
 """Hits a segment looks at, at most, to fill a grouped search's groups (HNSW's ef bound)."""
 
 
-IndexFailure = Callable[[int, dict[str, Any]], None]
+IndexFailure = Callable[[int, ServedIndex], None]
 """Told (on the loop) of a built index a worker could not load: segment id, index entry."""
 
 
 def load_segment(
-    spec: dict[str, Any], schema: Schema, failed: list[dict[str, Any]] | None = None
+    spec: SegmentSpec, schema: Schema, failed: list[ServedIndex] | None = None
 ) -> MemSegment:
     """Read a flushed segment, its persisted deletes and its built indexes (in a thread);
     index entries that did not load are added to ``failed``."""
-    seg_dir = Path(spec["path"]).parent
-    seg = MemSegment(
-        int(spec["segment_id"]),
-        int(spec["partition_id"]),
-        schema,
-        storage.read_segment(seg_dir, schema),
-    )
+    seg_dir = Path(spec.path).parent
+    table = storage.read_segment(seg_dir, schema)
+    seg = MemSegment(spec.segment_id, spec.partition_id, schema, table)
     deltas = storage.read_deltas(seg_dir)
     if deltas is not None and deltas.num_rows:
         seg.delete(deltas.column(PK_COLUMN).combine_chunks(), deltas.column("ts").to_numpy())
-    for index in spec.get("indexes") or []:
+    for index in spec.indexes:
         if not attach_index(seg, index) and failed is not None:
             failed.append(index)
     return seg
 
 
-def attach_index(seg: MemSegment, index: dict[str, Any]) -> bool:
-    """Load one built index (``{field, dir, ...}``) into a segment (runs in a thread);
-    whether it loaded."""
+def attach_index(seg: MemSegment, index: ServedIndex) -> bool:
+    """Load one built index into a segment (runs in a thread); whether it loaded."""
     from elanus.index.engine import load_index  # faiss-heavy: only where indexes are served
     from elanus.index.scalar import load_segment_scalar
 
     try:
-        if is_scalar_spec(index.get("spec") or {}):
-            scalar = load_segment_scalar(index["field"], Path(index["dir"]))
-            seg.attach_scalar(scalar, index.get("index_id"))
+        if is_scalar_spec(index.spec):
+            scalar = load_segment_scalar(index.field, Path(index.dir))
+            seg.attach_scalar(scalar, index.index_id)
         else:
-            seg.attach_index(index["field"], load_index(Path(index["dir"])), index.get("index_id"))
+            seg.attach_index(index.field, load_index(Path(index.dir)), index.index_id)
     except Exception as exc:  # noqa: BLE001 - the segment stays searchable, exactly
-        log.warning("segment %s: index %s not loaded: %s", seg.segment_id, index["dir"], exc)
+        log.warning("segment %s: index %s not loaded: %s", seg.segment_id, index.dir, exc)
         return False
     return True
 
@@ -85,11 +87,9 @@ class Worker:
         self.collection_of: dict[int, int] = {}
         self.on_index_failure = on_index_failure
 
-    async def load(
-        self, collection_id: int, schema: Schema, specs: list[dict[str, Any]]
-    ) -> list[int]:
-        new = [s for s in specs if int(s["segment_id"]) not in self.segments]
-        failed: list[list[dict[str, Any]]] = [[] for _ in new]
+    async def load(self, collection_id: int, schema: Schema, specs: list[SegmentSpec]) -> list[int]:
+        new = [s for s in specs if s.segment_id not in self.segments]
+        failed: list[list[ServedIndex]] = [[] for _ in new]
         loaded = await asyncio.gather(
             *(
                 asyncio.to_thread(load_segment, s, schema, f)
@@ -101,23 +101,22 @@ class Worker:
             self.collection_of[seg.segment_id] = collection_id
             for index in bad:
                 self._index_failed(seg.segment_id, index)
-        return [int(s["segment_id"]) for s in specs]
+        return [s.segment_id for s in specs]
 
-    def _index_failed(self, segment_id: int, index: dict[str, Any]) -> None:
+    def _index_failed(self, segment_id: int, index: ServedIndex) -> None:
         if self.on_index_failure is not None:
             self.on_index_failure(segment_id, index)
 
-    async def load_index(self, segment_id: int, index: dict[str, Any]) -> bool:
+    async def load_index(self, segment_id: int, index: ServedIndex) -> bool:
         """Swap a finished index in; searches before the swap used the exact kernel."""
         seg = self.segments.get(segment_id)
         if seg is None:
             return False
         if not await asyncio.to_thread(attach_index, seg, index):
             self._index_failed(segment_id, index)
-        spec = index.get("spec") or {}
-        if is_scalar_spec(spec):
-            return seg.has_scalar(index["field"], tuple(spec.get("path") or ()))
-        return seg.index_of(index["field"]) is not None
+        if is_scalar_spec(index.spec):
+            return seg.has_scalar(index.field, tuple(index.spec.get("path") or ()))
+        return seg.index_of(index.field) is not None
 
     def drop_index(self, collection_id: int, index_id: int) -> None:
         """Detach one dropped index from the collection's segments (by id: a JSON field
@@ -253,7 +252,13 @@ def concat_or_empty(
     return pa.table({c: pa.array([]) for c in columns})
 
 
-def segment_read(body: dict[str, Any], ts: int, segment_ids: list[int]) -> dict[str, Any]:
-    """A worker's part of a shard's query or count (``ReadSegmentRows``)."""
-    keys = ("filter", "params", "output_fields", "limit")
-    return {**{k: body[k] for k in keys if k in body}, "ts": ts, "segment_ids": segment_ids}
+def segment_read(req: ReadShard | ReadSegments, ts: int, segment_ids: list[int]) -> ReadSegmentRows:
+    """A worker's part of a shard's query or count, or of a snapshot read's page."""
+    return ReadSegmentRows(
+        segment_ids=segment_ids,
+        ts=ts,
+        filter=req.filter,
+        params=req.params,
+        output_fields=req.output_fields,
+        limit=req.limit,
+    )

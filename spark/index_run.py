@@ -47,9 +47,9 @@ def build_and_report(
     uri: str, node_id: str, task: dict[str, Any], connect: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
     """One Spark task: build one segment's index and report it (runs on an executor)."""
-    from elanus.index.buildtask import run_build_task
+    from elanus.index.buildtask import TASK_KEYS, run_build_task
 
-    report = run_build_task(task)
+    report = run_build_task(**{k: task[k] for k in TASK_KEYS})
     with Client(uri, **(connect or {})) as client:
         reply = client.report_index_task(node_id, report)
     return {**report, "accepted": bool(reply.get("accepted"))}

@@ -111,6 +111,7 @@ class Stack:
             name=name,
             credentials=self.nats_credentials,
             in_process=self.settings.transport != "nats",
+            stream_replicas=self.settings.stream_replicas,
         )
 
     def role_env(self, **env: str) -> dict[str, str]:
@@ -597,3 +598,19 @@ def spark() -> Iterator[Any]:
         yield session
     finally:
         elanus.spark.shutdown(session)  # the JVM too: it would outlive the tests otherwise
+
+
+MARKED_BY_FIXTURE = {"spark": pytest.mark.spark, "elanus_processes": pytest.mark.slow}
+"""What a fixture makes a test: a user of the session's Spark starts a JVM; one that starts
+``elanus`` processes of its own (``standalone_factory`` too) is end-to-end, so slow."""
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test by the fixtures it uses, directly or through other fixtures, so the
+    inner loop (``-m "not spark and not chaos and not slow"``) holds no new test by mistake."""
+    for item in items:
+        used = getattr(item, "fixturenames", ())
+        for fixture, mark in MARKED_BY_FIXTURE.items():
+            if fixture in used:
+                item.add_marker(mark)

@@ -296,6 +296,7 @@ def test_imports_after_the_change_may_carry_the_field_or_not(stack: Stack, tmp_p
     assert ranks == {0: 5, 1: 5, 10: 1, 11: 5, 20: 5, 21: 5}
 
 
+@pytest.mark.slow
 def test_cli_collection_add_field(server: StandaloneProcess) -> None:
     cli(server, "collection", "create", "cli_books", "--dim", "4")
     added = cli_json(

@@ -193,6 +193,7 @@ def _collections_in(client: Client, db: str, name: str) -> None:
     client.create_collection(name, dimension=3, db=db)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(90)
 def test_cli_collection_alias_commands(server: StandaloneProcess) -> None:
     for name in ("songs", "songs_v2"):

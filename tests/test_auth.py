@@ -285,6 +285,7 @@ def _code(exc: BaseException) -> str:
     return text[text.find("[") + 1 : text.find("]")] if "[" in text else text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("transport", ["sdk", "flight"])
 @pytest.mark.parametrize("case", CASES, ids=[c.privilege for c in CASES])
 def test_privilege_allows_its_call_and_nothing_else_does(
@@ -464,6 +465,7 @@ def test_anonymous_and_wrong_credentials_are_refused(secured: Stack) -> None:
     assert count(root_of(secured)) == before
 
 
+@pytest.mark.slow
 def test_tokens_expire_and_a_password_change_revokes_them(secured: Stack) -> None:
     root = root_of(secured)
     root.create_user("frank", "frank-pw-1")
@@ -554,7 +556,7 @@ def test_rate_limits_are_per_user(tmp_path: Path) -> None:
         for user in ("hank", "iris"):
             root.create_user(user, f"{user}-pw-1")
             root.grant_role(user, "w")
-        hank = Client(stack.uri, token="hank:hank-pw-1")
+        hank = Client(stack.uri, token="hank:hank-pw-1", retry_deadline_s=0)  # no retries
         iris = Client(stack.uri, token="iris:iris-pw-1")
         accepted, refused = 0, 0
         for i in range(12):

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import StandaloneProcess, cli_env, run_elanus
 
 from elanus.flight.actions import privilege_table
@@ -76,6 +77,7 @@ def test_cli_users_roles_and_credentials(tmp_path: Path, elanus_processes: Any) 
     assert "gina-pw" not in stale.stderr  # no password echoed
 
 
+@pytest.mark.slow
 def test_standalone_refuses_an_open_non_loopback_address(tmp_path: Path) -> None:
     done = run_elanus(
         "standalone", "--data-dir", str(tmp_path / "d"), "--host", "0.0.0.0", "--port", "0",

@@ -11,7 +11,8 @@ from conftest import StandaloneProcess, cli_env, run_elanus
 
 from elanus.channels.nats_server import free_port
 
-pytestmark = pytest.mark.timeout(90)
+# Every test runs the elanus command as its own process.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 
 
 def cli(server: StandaloneProcess, *args: str) -> str:

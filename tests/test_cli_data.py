@@ -60,6 +60,7 @@ def total_rows(segments: list[dict[str, Any]]) -> int:
 
 
 # -- against a server ---------------------------------------------------------------------------
+@pytest.mark.slow
 def test_insert_flush_segments(server: StandaloneProcess, tmp_path: Path) -> None:
     cli(server, "collection", "create", "books", "--dim", str(DIM))
     parquet = write_parquet(tmp_path / "books.parquet", range(1000))
@@ -94,6 +95,7 @@ def test_insert_flush_segments(server: StandaloneProcess, tmp_path: Path) -> Non
     assert total_rows(cli_json(server, "segments", "books")) == 1200
 
 
+@pytest.mark.slow
 def test_insert_csv_into_a_partition(server: StandaloneProcess, tmp_path: Path) -> None:
     cli(server, "collection", "create", "notes", "--dim", "4", "--id-type", "varchar")
     cli(server, "partition", "create", "notes", "p1")
@@ -120,6 +122,7 @@ def test_insert_csv_into_a_partition(server: StandaloneProcess, tmp_path: Path) 
     one_line_error(missing, "COLLECTION_NOT_FOUND")
 
 
+@pytest.mark.slow
 def test_flush_timeout(server: StandaloneProcess, tmp_path: Path) -> None:
     cli(server, "collection", "create", "slow", "--dim", str(DIM))
     cli(server, "insert", "slow", str(write_jsonl(tmp_path / "slow.jsonl", range(20))))
@@ -129,6 +132,7 @@ def test_flush_timeout(server: StandaloneProcess, tmp_path: Path) -> None:
     assert total_rows(cli_json(server, "flush", "slow")["segments"]) == 20
 
 
+@pytest.mark.slow
 def test_a_bad_batch_stops_the_insert(server: StandaloneProcess, tmp_path: Path) -> None:
     cli(server, "collection", "create", "partial", "--dim", str(DIM))
     path = write_jsonl(tmp_path / "partial.jsonl", range(300))
@@ -143,6 +147,7 @@ def test_a_bad_batch_stops_the_insert(server: StandaloneProcess, tmp_path: Path)
 
 
 # -- usage errors (checked before any server is reached) ---------------------------------------
+@pytest.mark.slow
 def test_file_usage_errors(tmp_path: Path) -> None:
     uri = f"grpc://127.0.0.1:{free_port()}"
     missing = run_elanus("insert", "books", str(tmp_path / "nothere.parquet"), "--uri", uri)

@@ -13,7 +13,8 @@ from conftest import StandaloneProcess, cli, cli_json, run_elanus
 
 from elanus.client.client import Client
 
-pytestmark = pytest.mark.timeout(120)
+# Every test runs the elanus command as its own process.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 DIM = 8
 

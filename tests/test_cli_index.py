@@ -12,7 +12,8 @@ import pytest
 from conftest import StandaloneProcess, run_elanus
 from test_cli_read import cli, cli_json, one_line_error, write_jsonl
 
-pytestmark = pytest.mark.timeout(180)
+# Every test runs the elanus command as its own process.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 
 def wait_finished(server: StandaloneProcess, collection: str) -> dict[str, Any]:

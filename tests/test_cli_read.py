@@ -45,6 +45,7 @@ def create_bare(server: StandaloneProcess, name: str, tmp_path: Path) -> None:
     cli(server, "collection", "create", name, "--schema", str(schema))
 
 
+@pytest.mark.slow
 def test_load_search_query_release(server: StandaloneProcess, tmp_path: Path) -> None:
     create_bare(server, "books", tmp_path)
     assert (
@@ -131,6 +132,7 @@ def test_load_search_query_release(server: StandaloneProcess, tmp_path: Path) ->
     one_line_error(again, "COLLECTION_NOT_LOADED")
 
 
+@pytest.mark.slow
 def test_search_params_and_partitions(server: StandaloneProcess, tmp_path: Path) -> None:
     create_bare(server, "parted", tmp_path)
     cli(server, "partition", "create", "parted", "late")
@@ -179,6 +181,7 @@ DOCS = [
 ]
 
 
+@pytest.mark.slow
 def test_search_text(server: StandaloneProcess, tmp_path: Path) -> None:
     schema = tmp_path / "bm25.json"
     schema.write_text(json.dumps(BM25_SCHEMA))
@@ -212,6 +215,7 @@ def test_search_text(server: StandaloneProcess, tmp_path: Path) -> None:
 
 
 # -- usage errors (checked before any server is reached) ---------------------------------------
+@pytest.mark.slow
 def test_vector_file_usage_errors(tmp_path: Path) -> None:
     uri = f"grpc://127.0.0.1:{free_port()}"
     missing = run_elanus(
@@ -234,6 +238,7 @@ def test_vector_file_usage_errors(tmp_path: Path) -> None:
     assert metric.returncode == 2 and "--metric" in metric.stderr
 
 
+@pytest.mark.slow
 def test_text_or_vector_file_usage_errors(tmp_path: Path) -> None:
     uri = f"grpc://127.0.0.1:{free_port()}"
     q = tmp_path / "q.json"

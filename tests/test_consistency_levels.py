@@ -29,6 +29,9 @@ from elanus.channels.nats_server import EmbeddedNats
 from elanus.client.client import Client
 from elanus.meta.coord import Coordinator
 
+# Every test waits out flushes and loads with slow ticks, or runs real elanus processes.
+pytestmark = pytest.mark.slow
+
 LEVELS = ("Strong", "Bounded", "Session", "Eventually")
 WIDE = 256
 """Wide enough that replaying the inserted rows takes the new delegator a while."""

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pytest
 from conftest import Stack, wait_for
 
+from elanus.api.querynode import SealedSegment
 from elanus.segments import storage
 from elanus.segments.delegator import Delegator
 from elanus.segments.deletebuffer import DeleteBuffer
@@ -121,8 +122,8 @@ def test_sync_waits_for_a_read_pinned_on_the_old_distribution(tmp_path: Path) ->
         seg_dir = tmp_path / "seg"
         seg_dir.mkdir()
         storage.write_pk_stats(seg_dir, pa.array(np.arange(10)))
-        spec = {"segment_id": 1, "node_id": "n1", "partition_id": 7}
-        dist.add([{**spec, "path": str(seg_dir / "data.lance")}])
+        path = str(seg_dir / "data.lance")
+        dist.add([SealedSegment(segment_id=1, node_id="n1", partition_id=7, path=path)])
         assert dist.workers(None) == {"n1": [1]} and dist.workers([8]) == {}
         assert oracle.candidates(pa.array([3])) == [1]
 

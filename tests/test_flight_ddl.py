@@ -15,7 +15,13 @@ import pyarrow.flight as flight
 import pytest
 
 from elanus import ElanusError, ErrorCode
-from elanus.channels import subjects
+from elanus.api.base import as_body
+from elanus.api.rootcoord import (
+    CollectionDescription,
+    DescribeCollection,
+    RootCoordAPI,
+    TsoAlloc,
+)
 from elanus.channels.supervisor import Supervisor
 from elanus.flight.actions import catalogue
 from elanus.flight.ddqueue import DdQueue
@@ -243,8 +249,7 @@ def test_ddqueue_runs_one_task_at_a_time_in_ts_order(stack: Stack) -> None:
 
     async def scenario() -> tuple[list[int], int]:
         async def alloc() -> int:
-            reply = await stack.bus.request(subjects.coord("tso.alloc"), {"count": 1})
-            return int(reply["ts"])
+            return (await RootCoordAPI(stack.bus).alloc_ts(TsoAlloc())).ts
 
         queue = await DdQueue(alloc).start(Supervisor("test proxy"))
         order: list[int] = []
@@ -274,19 +279,27 @@ def test_ddqueue_runs_one_task_at_a_time_in_ts_order(stack: Stack) -> None:
 
 def test_meta_cache_ignores_a_load_that_raced_an_invalidation() -> None:
     cache = MetaCache()
-    described = {
-        "collection_id": 7,
-        "db": "default",
-        "name": "c",
-        "partitions": [],
-        "schema": {"fields": [{"name": "id", "type": "Int64", "is_primary": True}]},
-    }
+    described = CollectionDescription(
+        collection_id=7,
+        db="default",
+        name="c",
+        description="",
+        schema={"fields": [{"name": "id", "type": "Int64", "is_primary": True}]},
+        num_shards=1,
+        consistency_level="Bounded",
+        properties={},
+        created_ts=0,
+        vchannels=[],
+        pchannels=[],
+        partitions=[],
+        aliases=[],
+    )
 
-    async def racing_loader() -> dict[str, Any]:
+    async def racing_loader() -> CollectionDescription:
         cache.on_invalidate({"db": "default", "name": "c", "collection_id": 7, "kind": "x"})
         return described
 
-    async def loader() -> dict[str, Any]:
+    async def loader() -> CollectionDescription:
         return described
 
     info = asyncio.run(cache.fetch("default", "c", racing_loader))
@@ -425,8 +438,12 @@ def catalog_snapshot(stack: Stack, fc: flight.FlightClient) -> dict[str, Any]:
     snap: dict[str, Any] = {}
     for db in call(fc, "list_databases")["names"]:
         for name in call(fc, "list_collections", {"db": db})["names"]:
-            coord_view = stack.call(
-                stack.bus.request(subjects.coord("collection.describe"), {"db": db, "name": name})
+            coord_view = as_body(
+                stack.call(
+                    RootCoordAPI(stack.bus).describe_collection(
+                        DescribeCollection(db=db, name=name)
+                    )
+                )
             )
             proxy_view = call(fc, "describe_collection", {"db": db, "name": name})
             assert proxy_view == coord_view
@@ -434,6 +451,7 @@ def catalog_snapshot(stack: Stack, fc: flight.FlightClient) -> dict[str, Any]:
     return snap
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("action", "body", "code", "words", "static"), BAD_INPUT)
 def test_bad_input_is_rejected_and_changes_nothing(
     stack: Stack,

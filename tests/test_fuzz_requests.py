@@ -360,6 +360,7 @@ RACE_CALLS: dict[str, Callable[[flight.FlightClient, np.random.Generator], None]
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "ops",
     [

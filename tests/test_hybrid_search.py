@@ -447,6 +447,7 @@ json.dump(out, sys.stdout)
 """
 
 
+@pytest.mark.slow
 def test_fusion_agrees_with_milvus_lite(env: tuple[Stack, Client, Data], tmp_path: Path) -> None:
     """Milvus Lite, on the same live rows and queries, ranks and scores as Elanus does
     (RRF, weighted with and without norm_score over L2 + COSINE)."""

@@ -23,6 +23,7 @@ from conftest import Stack, own_stack
 from segment_reader import read_deltas, read_rows
 
 import elanus.segments.importer as importer
+from elanus.api.datanode import ImportTaken, RunImport
 from elanus.api.imports import ImportAPI, PrepareImport
 from elanus.channels.bus import Bus
 from elanus.channels.sessions import Session, SessionInfo
@@ -344,14 +345,14 @@ class FakeExecutor:
     def __init__(self, stack: Stack, node_id: str = "ghost") -> None:
         self.stack = stack
         self.node_id = node_id
-        self.jobs: list[dict[str, Any]] = []
+        self.jobs: list[RunImport] = []
         self.session: Session | None = None
         self.served: Any = None
 
     def start(self) -> FakeExecutor:
-        async def take(body: dict[str, Any]) -> dict[str, Any]:
-            self.jobs.append(body)
-            return {"job_id": body["job_id"]}
+        async def take(req: RunImport) -> ImportTaken:
+            self.jobs.append(req)
+            return ImportTaken(job_id=req.job_id)
 
         bus: Bus = self.stack.bus
         self.served = self.stack.call(

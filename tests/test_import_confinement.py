@@ -509,6 +509,7 @@ def test_upload_is_chosen_when_the_server_cannot_read_the_file(tmp_path: Path) -
 
 
 # -- the CLI -------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_cli_import_uploads_and_never_echoes_content(
     server: StandaloneProcess, tmp_path: Path
 ) -> None:

@@ -78,6 +78,7 @@ def bits():
 # -- recall on 50k clustered vectors ----------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("itype,params", [("HNSW", {"ef": 64}), ("IVF_FLAT", {"nprobe": 16})])
 def test_recall_at_10(big, big_indexes, itype, params):
     X, Q, exact = big
@@ -93,6 +94,7 @@ def test_recall_at_10(big, big_indexes, itype, params):
     np.testing.assert_allclose(D, ref, rtol=1e-4, atol=1e-3)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("itype", ["HNSW", "IVF_FLAT"])
 @pytest.mark.parametrize("fraction", [0.1, 0.5, 0.9])
 def test_filtered_search_recall(big, big_indexes, itype, fraction):
@@ -104,6 +106,7 @@ def test_filtered_search_recall(big, big_indexes, itype, fraction):
     assert recall(rows, truth) >= 0.9
 
 
+@pytest.mark.slow
 def test_heavy_filter_uses_exact_scan_and_policy(big, big_indexes):
     _, Q, exact = big
     hnsw = big_indexes["HNSW"]
@@ -122,6 +125,7 @@ def test_heavy_filter_uses_exact_scan_and_policy(big, big_indexes):
     assert rows.shape == (2, 3) and set(rows[0]) == {5, 17, 40_000}
 
 
+@pytest.mark.slow
 def test_concurrent_searches_match_serial(big, big_indexes):
     _, Q, _ = big
     valid = np.random.default_rng(3).random(N) < 0.5
@@ -162,14 +166,19 @@ def test_flat_distances_equal_the_exact_kernel(small, metric):
 
 
 ALL_FLOAT_METRICS = ("L2", "IP", "COSINE")
+PQ8 = {"nlist": 64, "m": 16, "nbits": 8}  # slow training: the one slow case
 APPROX = [  # (type, build params, search params, min recall@10, metrics)
     ("IVF_FLAT", {"nlist": 64}, {"nprobe": 64}, 1.0, ALL_FLOAT_METRICS),  # every list: exact
     ("IVF_SQ8", {"nlist": 64}, {"nprobe": 16}, 0.9, ALL_FLOAT_METRICS),
-    ("IVF_PQ", {"nlist": 64, "m": 16, "nbits": 8}, {"nprobe": 16}, 0.6, ("L2",)),  # slow training
+    ("IVF_PQ", PQ8, {"nprobe": 16}, 0.6, ("L2",)),
     ("IVF_PQ", {"nlist": 32, "m": 8, "nbits": 4}, {"nprobe": 16}, 0.15, ALL_FLOAT_METRICS),
     ("HNSW", {"M": 16, "efConstruction": 100}, {"ef": 128}, 0.95, ALL_FLOAT_METRICS),
 ]
-CASES = [(t, b, p, r, m) for t, b, p, r, ms in APPROX for m in ms]
+CASES = [
+    pytest.param(t, b, p, r, m, marks=[pytest.mark.slow] if b is PQ8 else [])
+    for t, b, p, r, ms in APPROX
+    for m in ms
+]
 
 
 @pytest.mark.parametrize("itype,build,params,min_recall,metric", CASES)

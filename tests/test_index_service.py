@@ -237,6 +237,7 @@ def test_bad_index_requests_change_nothing(stack: Stack) -> None:
 # -- 2. serving: recall, search params, filters and deletes -------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("index_type", "build", "search"),
     [
@@ -293,6 +294,7 @@ def test_recall_filters_and_deletes_through_the_index(
 # -- 3. a builder killed with -9 mid-task -------------------------------------------------------
 
 
+@pytest.mark.chaos
 def test_builder_killed_mid_task_is_replaced(
     nats_server: EmbeddedNats,
     loop_thread: LoopThread,

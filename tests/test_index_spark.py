@@ -20,6 +20,8 @@ from conftest import Stack, cli_env, run_elanus
 from test_index_service import collection_id, make_collection, served_indexes, tasks
 from test_read_path import wait_for
 
+pytestmark = pytest.mark.spark  # every test here starts a Spark job (a JVM)
+
 SPARK_TIMEOUT_S = 300
 
 
@@ -73,7 +75,6 @@ def test_spark_submit_runs_the_same_job(stack: Stack) -> None:
     assert info["state"] == "Finished" and info["indexed_rows"] == 1000
 
 
-@pytest.mark.spark
 @pytest.mark.timeout(600)
 def test_spark_index_run_builds_scalar_indexes(
     stack: Stack, monkeypatch: pytest.MonkeyPatch

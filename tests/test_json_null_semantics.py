@@ -99,6 +99,7 @@ def test_rows_without_dynamic_keys_are_never_unknown() -> None:
     assert matching("d == 1", table) == []
 
 
+@pytest.mark.slow
 def test_differential_with_milvus_lite(tmp_path: Path) -> None:
     agreed = [(text, want) for text, want, differs in CASES if differs is None]
     answers = lite_answers(tmp_path, LITE_FIELDS, ROWS, [("filter", t) for t, _ in agreed])

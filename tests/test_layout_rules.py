@@ -100,3 +100,19 @@ def test_the_proxy_uses_the_search_package_through_its_interface() -> None:
             ):
                 inside.setdefault(path.name, []).append(node.module)
     assert inside == {}
+
+
+def test_coord_services_hold_no_coord() -> None:
+    """The coord's services reach each other through ``meta/interfaces.py``, given to their
+    constructors in ``meta/coord.py``; only that module may name ``self.coord``."""
+    holders = {
+        path.name
+        for path in sorted((ROOT / "meta").glob("*.py"))
+        if path.name != "coord.py"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Attribute)
+        and node.attr == "coord"
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+    }
+    assert holders == set(), "pass the service an interface (meta/interfaces.py), not the coord"

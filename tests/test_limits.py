@@ -105,6 +105,7 @@ def put(uri: str, command: dict[str, Any], batches: list[pa.RecordBatch]) -> tup
 # -- size of bodies, tickets and commands ---------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_200_mib_action_body_is_refused_from_its_length(stack: Stack) -> None:
     """Not JSON at all: were it parsed, the answer would be INVALID_ARGUMENT (malformed)."""
     body = b"[" * (200 << 20)
@@ -250,7 +251,7 @@ def test_dml_rate_limit_from_16_threads(stack: Stack) -> None:
     lock = threading.Lock()
 
     def worker(t: int) -> None:
-        with Client(uri, timeout=30) as c:
+        with Client(uri, timeout=30, retry_deadline_s=0) as c:  # see every refusal
             for i in range(4):
                 key = 4000 + 10 * t + i
                 try:
@@ -293,7 +294,7 @@ def test_dml_rate_limit_from_16_threads(stack: Stack) -> None:
     }
     assert ids == set(accepted)
     # a refused delete deletes nothing either
-    c = Client(uri)
+    c = Client(uri, retry_deadline_s=0)
     with pytest.raises(ElanusError) as info:
         for key in accepted * 3:
             c.delete("lim", ids=[key])
@@ -304,7 +305,7 @@ def test_dml_rate_limit_from_16_threads(stack: Stack) -> None:
 
 def test_dql_and_dml_buckets_are_independent(stack: Stack) -> None:
     uri = limited(stack, dml_rate_per_user=1, dql_rate_per_user=1)  # refills in 1 s
-    c = Client(uri)
+    c = Client(uri, retry_deadline_s=0)  # writes refused are not sent again
     query = lambda: c.query("lim", "id >= 0", ["count(*)"], consistency_level="Eventually")  # noqa: E731
 
     def exhaust(call: Any, kind: str) -> int:

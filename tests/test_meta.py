@@ -16,6 +16,16 @@ import duckdb
 import pytest
 
 from elanus import tsutil
+from elanus.api.base import as_body
+from elanus.api.coord import CoordAPI, ListSessions
+from elanus.api.rootcoord import (
+    CreateCollection,
+    CreatePartition,
+    DescribeCollection,
+    IdAlloc,
+    RootCoordAPI,
+    TsoAlloc,
+)
 from elanus.channels.bus import Bus
 from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats, die_with_parent
@@ -180,19 +190,16 @@ def _spawn_coord(nats: EmbeddedNats, data_dir: Path) -> subprocess.Popen[str]:
     return proc
 
 
+@pytest.mark.chaos
 def test_tso_and_ids_survive_kill_9_of_the_coord(nats: EmbeddedNats, tmp_path: Path) -> None:
     data = tmp_path / "data"
     loop = LoopThread().start()
     bus = loop.call(Bus(nats.url, credentials=nats.credentials).connect())
     proc = _spawn_coord(nats, data)
     try:
-        issued = [
-            loop.call(bus.request("elanus.coord.tso.alloc", {"count": 7}))["ts"] for _ in range(300)
-        ]
-        ids = [
-            loop.call(bus.request("elanus.coord.id.alloc", {"count": 5}))["start"]
-            for _ in range(300)
-        ]
+        root = RootCoordAPI(bus)
+        issued = [loop.call(root.alloc_ts(TsoAlloc(count=7))).ts for _ in range(300)]
+        ids = [loop.call(root.alloc_ids(IdAlloc(count=5))).start for _ in range(300)]
         assert issued == sorted(issued)
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(10)
@@ -200,8 +207,8 @@ def test_tso_and_ids_survive_kill_9_of_the_coord(nats: EmbeddedNats, tmp_path: P
         coord = Coordinator(Settings(data_dir=str(data), session_ttl_s=2), bus)
         loop.call(coord.start())
         try:
-            ts = loop.call(bus.request("elanus.coord.tso.alloc", {}))["ts"]
-            new_id = loop.call(bus.request("elanus.coord.id.alloc", {"count": 1}))["start"]
+            ts = loop.call(root.alloc_ts(TsoAlloc())).ts
+            new_id = loop.call(root.alloc_ids(IdAlloc(count=1))).start
             assert ts > issued[-1] + 6
             assert new_id > ids[-1] + 4
             assert abs(tsutil.physical_ms(ts) - tsutil.now_ms()) < 5_000
@@ -215,6 +222,7 @@ def test_tso_and_ids_survive_kill_9_of_the_coord(nats: EmbeddedNats, tmp_path: P
         loop.stop()
 
 
+@pytest.mark.chaos
 def test_coord_catalog_survives_kill_9(nats: EmbeddedNats, tmp_path: Path) -> None:
     data = tmp_path / "data"
     loop = LoopThread().start()
@@ -235,24 +243,20 @@ def test_coord_catalog_survives_kill_9(nats: EmbeddedNats, tmp_path: Path) -> No
         ]
     }
     try:
+        root = RootCoordAPI(bus)
         created = loop.call(
-            bus.request(
-                "elanus.coord.collection.create",
-                {"name": "kept", "schema": schema, "num_shards": 3},
-            )
+            root.create_collection(CreateCollection(name="kept", schema=schema, num_shards=3))
         )
-        loop.call(
-            bus.request("elanus.coord.partition.create", {"collection": "kept", "name": "p2024"})
-        )
+        loop.call(root.create_partition(CreatePartition(collection="kept", name="p2024")))
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(10)
         proc = _spawn_coord(nats, data)
-        described = loop.call(bus.request("elanus.coord.collection.describe", {"name": "kept"}))
-        assert described["collection_id"] == created["collection_id"]
-        assert described["schema"] == created["schema"]
-        assert described["vchannels"] == created["vchannels"]
-        assert [p["name"] for p in described["partitions"]] == ["_default", "p2024"]
-        assert json.dumps(described, sort_keys=True) != ""
+        described = loop.call(root.describe_collection(DescribeCollection(name="kept")))
+        assert described.collection_id == created.collection_id
+        assert described.schema == created.schema
+        assert described.vchannels == created.vchannels
+        assert [p.name for p in described.partitions] == ["_default", "p2024"]
+        assert json.dumps(as_body(described), sort_keys=True) != ""
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -261,6 +265,7 @@ def test_coord_catalog_survives_kill_9(nats: EmbeddedNats, tmp_path: Path) -> No
         loop.stop()
 
 
+@pytest.mark.chaos
 def test_sessions_report_live_roles_and_expire(nats: EmbeddedNats, tmp_path: Path) -> None:
     loop = LoopThread().start()
     bus = loop.call(Bus(nats.url, credentials=nats.credentials).connect())
@@ -268,13 +273,14 @@ def test_sessions_report_live_roles_and_expire(nats: EmbeddedNats, tmp_path: Pat
     loop.call(coord.start())
     try:
         proc = _spawn_coord(nats, tmp_path / "other")  # a second role process
-        sessions = loop.call(bus.request("elanus.coord.session.list", {}))["sessions"]
+        coord_api = CoordAPI(bus)
+        sessions = loop.call(coord_api.list_sessions(ListSessions())).sessions
         assert {s["pid"] for s in sessions} == {os.getpid(), proc.pid}
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(10)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
-            sessions = loop.call(bus.request("elanus.coord.session.list", {}))["sessions"]
+            sessions = loop.call(coord_api.list_sessions(ListSessions())).sessions
             if len(sessions) == 1:
                 break
             time.sleep(0.2)

@@ -160,6 +160,7 @@ def test_standalone_bus_is_closed_to_strangers(
     assert json.loads(creds_file.read_text()) == doc
 
 
+@pytest.mark.slow
 def test_config_show_hides_secrets() -> None:
     from conftest import cli_env
 

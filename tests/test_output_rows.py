@@ -154,6 +154,7 @@ def test_empty_filter_takes_a_limit(client: Client) -> None:
     assert client.query("c", "", ["count(*)"], **STRONG) == [{"count(*)": 5}]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("names", QUERY_OUTPUTS, ids=str)
 def test_query_rows_match_milvus_lite(
     client: Client, lite: dict[str, Any], names: list[str] | None
@@ -161,6 +162,7 @@ def test_query_rows_match_milvus_lite(
     same_rows(client.query("c", "pk >= 0", names, **STRONG), lite[f"query:{names}"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("names", SEARCH_OUTPUTS, ids=str)
 def test_search_entities_match_milvus_lite(
     client: Client, lite: dict[str, Any], names: list[str]

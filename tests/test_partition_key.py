@@ -147,6 +147,7 @@ def _check_reads(client: Client, name: str, data: Data) -> None:
         assert [h["id"] for h in hits] == data.top(q, pred, 10), text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key_type", [DataType.INT64, DataType.VARCHAR])
 def test_rows_routed_by_key_reads_exact_across_flush_and_restart(
     stack: Stack, key_type: DataType
@@ -389,6 +390,7 @@ def test_pinned_values_and_partition_counts() -> None:
     assert read_partitions(schema, parts, "c", "n > 1", {}) is None
 
 
+@pytest.mark.slow
 def test_key_filter_answers_match_milvus_lite(stack: Stack, tmp_path: Path) -> None:
     """The same rows and key filters in Milvus Lite and Elanus give the same keys. (Lite
     names its key partitions ``_pk_i`` and takes partition names where Milvus refuses them,

@@ -342,6 +342,7 @@ CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=str)
 def test_bad_read_request(env: Env, case: Case) -> None:
     before = snapshot(env.client)
@@ -438,6 +439,7 @@ def test_as_of_in_the_future_is_refused(env: Env) -> None:
         impatient.close()
 
 
+@pytest.mark.slow
 def test_load_without_a_query_node_is_unavailable(
     nats_server: EmbeddedNats, loop_thread: LoopThread, tmp_path: Path
 ) -> None:
@@ -459,6 +461,7 @@ def test_load_without_a_query_node_is_unavailable(
         stack.close()
 
 
+@pytest.mark.slow
 def test_failed_load_leaves_no_trace(
     nats_server: EmbeddedNats, loop_thread: LoopThread, tmp_path: Path
 ) -> None:

@@ -619,6 +619,7 @@ def test_strong_reads_see_every_acknowledged_write(make_stack: Callable[..., Sta
         assert client.get("c", [p], consistency_level=STRONG) == []
 
 
+@pytest.mark.slow
 def test_session_reads_see_the_clients_own_writes(make_stack: Callable[..., Stack]) -> None:
     stack = make_stack(timetick_interval_ms=200)  # tsafe lags a write by up to 200 ms
     client = stack.client()
@@ -885,6 +886,7 @@ class Reader(threading.Thread):
         self.reads += 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_handoff_under_continuous_reads(make_stack: Callable[..., Stack], transport: str) -> None:
     stack = make_stack(transport=transport, retention_s=0)
@@ -1051,6 +1053,7 @@ def test_rows_of_a_dropped_partition_are_never_returned(
 # -- 7. a query node as its own OS process -----------------------------------------------------
 
 
+@pytest.mark.chaos
 def test_querynode_process_killed_and_replaced(
     nats_server: EmbeddedNats,
     loop_thread: LoopThread,

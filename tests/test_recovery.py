@@ -172,12 +172,14 @@ def run_crash(cluster: Cluster, role: str) -> Ingest:
     return ingest
 
 
+@pytest.mark.chaos
 def test_kill_9_of_the_datanode_loses_and_duplicates_nothing(cluster: Cluster) -> None:
     ingest = run_crash(cluster, "datanode")
     assert ingest.failures == 0  # the log takes writes while no datanode runs
     assert len(ingest.acked) == BATCHES * BATCH
 
 
+@pytest.mark.chaos
 def test_kill_9_of_the_coord_loses_and_duplicates_nothing(cluster: Cluster) -> None:
     ingest = run_crash(cluster, "coord")
     assert len(ingest.acked) > BATCHES * BATCH // 3

@@ -132,9 +132,16 @@ def test_default_values_at_the_limits_are_accepted(env: tuple[Stack, Client]) ->
         .add_field("f", DataType.FLOAT, default_value=3)
         .add_field("s", DataType.VARCHAR, max_length=3, default_value="abc")
     )
-    client.create_collection("edge_default", schema=schema)
+    client.create_collection("edge_default", schema=schema, properties={"metric_type": "L2"})
     try:
+        schema_doc = client.describe_collection("edge_default")["schema"]
+        fields = {f["name"]: f for f in schema_doc["fields"]}
+        described = {name: fields[name]["default_value"] for name in ("i8", "f", "s")}
+        assert described == {"i8": -128, "f": 3.0, "s": "abc"}
         client.insert("edge_default", [{"id": 1, "v": [0.0, 1.0]}])
+        client.load_collection("edge_default")
+        (row,) = client.query("edge_default", "id == 1", ["i8", "f", "s"], consistency_level=STRONG)
+        assert (row["i8"], row["f"], row["s"]) == (-128, 3.0, "abc")
     finally:
         client.drop_collection("edge_default")
 

@@ -168,6 +168,7 @@ def served(stack: Stack, fields: set[str]) -> bool:
     return len(segments) == 2 and all(seg.has_scalar(f) for seg in segments for f in fields)
 
 
+@pytest.mark.slow
 def test_filters_answer_the_same_with_and_without_scalar_indexes(stack: Stack) -> None:
     client = stack.client()
     make_collection(client, "sc")
@@ -294,6 +295,7 @@ def test_json_path_index_and_plain_index_side_by_side(stack: Stack) -> None:
     assert infos["jb"]["params"]["json_cast_type"] == "bool"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("field", "itype", "params", "words"),
     [

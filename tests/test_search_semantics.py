@@ -200,6 +200,7 @@ def ranged(client: Client) -> dict[str, np.ndarray]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("metric", ["L2", "IP", "COSINE"])
 @pytest.mark.parametrize("nested", [True, False])
 def test_range_search_against_numpy(
@@ -223,6 +224,7 @@ def test_range_search_against_numpy(
         assert row, "the range holds hits"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("metric", "bounds", "words"),
     [
@@ -270,6 +272,7 @@ def grouped_numpy(
     return [i for members in chosen.values() for i in members]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("field", "limit", "size"), [("color", 3, 1), ("bucket", 3, 2), ("color", 7, 3)]
 )
@@ -304,6 +307,7 @@ def test_group_by_checks(client: Client) -> None:
     refused(lambda: search(client, "g_bad", q, group_size=2), "group_by_field")
 
 
+@pytest.mark.slow
 def test_group_by_matches_milvus_lite(client: Client, tmp_path: Path) -> None:
     pymilvus = pytest.importorskip("pymilvus")
     vectors = make(client, "g_lite", ("FLAT", "L2"))
@@ -335,6 +339,7 @@ def test_group_by_matches_milvus_lite(client: Client, tmp_path: Path) -> None:
 # -- 4. search params out of range ------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_out_of_range_search_params_are_refused(
     client: Client, ranged: dict[str, np.ndarray]
 ) -> None:

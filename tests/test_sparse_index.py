@@ -258,6 +258,7 @@ def search_all(
     return [[(h["id"], h["distance"]) for h in q] for q in res]
 
 
+@pytest.mark.slow
 def test_indexed_search_identical_to_exact_with_filters_deletes_and_groups(stack: Stack) -> None:
     client = stack.client()
     rows = corpus(3000, seed=12)
@@ -331,6 +332,7 @@ def test_indexed_search_identical_to_exact_with_filters_deletes_and_groups(stack
     assert found / sum(map(len, exact_ids)) >= 0.85
 
 
+@pytest.mark.slow
 def test_drop_ratio_build_recall_and_autoindex(stack: Stack) -> None:
     client = stack.client()
     rows = corpus(3000, seed=14)

@@ -70,6 +70,7 @@ def test_second_standalone_on_same_data_dir_is_refused(standalone_factory: Facto
     assert sp.proc is not None and sp.proc.poll() is None, "the first one must keep running"
 
 
+@pytest.mark.chaos
 def test_kill9_takes_nats_down_and_restart_works(standalone_factory: Factory) -> None:
     sp = standalone_factory().start().wait_ready()
     nats_pid = one_nats_child(sp)

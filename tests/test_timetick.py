@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from conftest import ElanusProcess, Stack
 
 from elanus import tsutil
@@ -37,6 +38,7 @@ def test_tracker_reports_below_unfinished_writes() -> None:
     assert tracker.report(230) == (230, {})
 
 
+@pytest.mark.chaos
 def test_a_killed_proxy_stops_holding_ticks_back(
     stack: Stack, elanus_processes: Callable[[ElanusProcess], ElanusProcess], tmp_path: object
 ) -> None:

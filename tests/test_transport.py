@@ -230,6 +230,7 @@ def wire_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         yield stack
 
 
+@pytest.mark.slow
 def test_a_10_mb_query_result_and_a_100k_key_delete_over_stock_nats(wire_stack: Stack) -> None:
     client = wire_stack.client()
     dim, rows = 128, 24_000

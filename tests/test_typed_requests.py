@@ -15,16 +15,17 @@ import pyarrow as pa
 import pytest
 
 from elanus import DataType, Schema
+from elanus.api.base import as_body
 from elanus.api.indexcoord import ClaimIndexTasks, IndexReport
+from elanus.api.rootcoord import CreateCollection, TsoAlloc
 from elanus.channels import frames
 from elanus.channels.bus import Bus
 from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats
 from elanus.channels.role import at_edge
-from elanus.coordrequests import CreateCollection, TsoAlloc
 from elanus.errors import ElanusError, ErrorCode
 from elanus.meta.coord import Coordinator
-from elanus.requests import Body, Range, as_dict, decode, request, request_type
+from elanus.requests import Body, Range, decode, request, request_type
 from elanus.settings import Settings
 
 
@@ -79,7 +80,7 @@ def test_every_field_kind_decodes() -> None:
     assert got.options == {"o": [1]} and got.counts == {"c": 4} and got.note == "hi"
     assert got.anything == {"deep": [None]}
     assert got.vectors is vectors and got.column is column and got.table is table
-    assert as_dict(got) == {**raw, "ratio": 2.0}
+    assert as_body(got) == {**raw, "ratio": 2.0}
 
 
 def test_absent_and_null_keys_take_the_defaults() -> None:
@@ -251,17 +252,17 @@ def test_coord_refuses_a_malformed_body_over_nats(
     assert words in reply["error"]["message"]
 
 
-def test_coord_serves_typed_and_raw_handlers_both_ways(coord_bus: tuple[LoopThread, Bus]) -> None:
+def test_coord_serves_typed_handlers_both_ways(coord_bus: tuple[LoopThread, Bus]) -> None:
     loop, bus = coord_bus
     over_nats = _over_nats(loop, bus, "tso.alloc", {"count": 3})
-    assert over_nats["ok"] and over_nats["result"]["count"] == 3
+    assert over_nats["ok"] and over_nats["result"].count == 3
     # In process, Bus.request reaches the same decoding edge (and takes an instance as is).
-    assert loop.call(bus.request("elanus.coord.tso.alloc", {"count": 2}))["count"] == 2
-    assert loop.call(bus.request("elanus.coord.tso.alloc", TsoAlloc(count=4)))["count"] == 4
+    assert loop.call(bus.request("elanus.coord.tso.alloc", {"count": 2})).count == 2
+    assert loop.call(bus.request("elanus.coord.tso.alloc", TsoAlloc(count=4))).count == 4
     with pytest.raises(ElanusError) as err:
         loop.call(bus.request("elanus.coord.tso.alloc", {"count": 1 << 19}))
     assert err.value.code == ErrorCode.INVALID_ARGUMENT and "'count'" in err.value.message
-    # A request built by a caller in another package, and a handler of raw dicts.
+    # A request built by a caller in another package.
     schema = (
         Schema()
         .add_field("id", DataType.INT64, is_primary=True)
@@ -270,7 +271,10 @@ def test_coord_serves_typed_and_raw_handlers_both_ways(coord_bus: tuple[LoopThre
     )
     made = CreateCollection(name="typed", schema=schema)
     info = loop.call(bus.request("elanus.coord.collection.create", made))
-    assert info["name"] == "typed"
+    assert info.name == "typed"
     described = _over_nats(loop, bus, "collection.describe", {"name": "typed"})
-    assert described["result"]["collection_id"] == info["collection_id"]
-    assert _over_nats(loop, bus, "session.list", {"anything": 1})["ok"]
+    assert described["result"].collection_id == info.collection_id
+    # The coord's own calls are typed too: one without arguments refuses a stray key.
+    assert _over_nats(loop, bus, "session.list", {})["ok"]
+    stray = _over_nats(loop, bus, "session.list", {"anything": 1})
+    assert stray["error"]["code"] == "INVALID_ARGUMENT"

@@ -396,6 +396,7 @@ def test_delete_in_a_partition_only_deletes_in_that_partition(stack: Stack) -> N
 # =============================================================================================
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flush_while_writing", [False, True], ids=["size-seals", "and-flushes"])
 def test_two_proxies_concurrent_inserts_keep_the_time_tick_invariant(
     make_stack: Callable[..., Stack], flush_while_writing: bool
@@ -1371,6 +1372,7 @@ def test_streaming_doput_acknowledges_what_it_wrote_before_a_bad_batch(
         c.drop_collection("streamed")
 
 
+@pytest.mark.slow
 def test_growing_segments_spill_to_lance_while_ingest_runs(
     stack: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar, dataclass_transform
+from typing import Any, Generic, TypeVar, dataclass_transform
 
 from elanus.channels.bus import Bus
 from elanus.errors import ElanusError, ErrorCode
@@ -40,6 +40,13 @@ T = TypeVar("T")
 @dataclass_transform(kw_only_default=True, frozen_default=True)
 def reply(cls: type[T]) -> type[T]:
     """Declare a reply type: a frozen, keyword-only dataclass that travels as itself."""
+    return wire_type(dataclasses.dataclass(frozen=True, kw_only=True)(cls))
+
+
+@dataclass_transform(kw_only_default=True, frozen_default=True)
+def record(cls: type[T]) -> type[T]:
+    """Declare a typed part of requests or replies (a segment descriptor, a checkpoint):
+    as a reply type, so a field of this type says what it holds and travels as itself."""
     return wire_type(dataclasses.dataclass(frozen=True, kw_only=True)(cls))
 
 
@@ -63,7 +70,11 @@ def expect(kind: type[R], got: Any, subject: str) -> R:
 
 def as_body(value: Any) -> Any:
     """A reply (or anything holding replies) as plain dicts and lists, for a JSON body
-    (the Flight layer's replies) or code that reads dicts; arrays are left as they are."""
+    (the Flight layer's replies) or code that reads dicts; arrays are left as they are. A
+    reply with its own ``to_body()`` (one whose optional keys stay absent) gives that."""
+    to_body = getattr(value, "to_body", None)
+    if callable(to_body) and not isinstance(value, type):
+        return to_body()
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: as_body(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, dict):
@@ -92,6 +103,9 @@ class Stub:
         got = await self.bus.request(subject, req, self.timeout if timeout is None else timeout)
         return expect(kind, got, subject)
 
+    def _call(self, method: str, req: Any, kind: type[R]) -> Call[R]:
+        return Call(self, method, req, kind)
+
     def _ask_sync(self, method: str, req: Any, kind: type[R], timeout: float | None = None) -> R:
         """``_ask`` from a thread that is not the bus's loop (a Flight thread)."""
         subject = self.subject(method)
@@ -99,19 +113,27 @@ class Stub:
         return expect(kind, got, subject)
 
 
-def ask_many_sync(
-    bus: Bus,
-    calls: Sequence[tuple[Stub, str, Any]],
-    kind: type[R],
-    timeout: float,
-) -> list[R]:
-    """The same call to several role instances at once, from a non-loop thread (a fan-out);
-    replies in order, the first failure raised."""
-    subjects = [stub.subject(method) for stub, method, _ in calls]
-    got = bus.request_many_sync(
-        [(s, req) for s, (_, _, req) in zip(subjects, calls, strict=True)], timeout
-    )
-    return [expect(kind, g, s) for g, s in zip(got, subjects, strict=True)]
+@dataclasses.dataclass(frozen=True, slots=True)
+class Call(Generic[R]):
+    """A call described, not yet made: what a stub method returns for a call that is
+    fanned out to several instances at once (``ask_many_sync`` makes them)."""
+
+    stub: Stub
+    method: str
+    req: Any
+    kind: type[R]
+
+
+def ask_many_sync(bus: Bus, calls: Sequence[Call[R]], timeout: float) -> list[R]:
+    """The one fan-out: the calls run concurrently, from a non-loop thread (the one served
+    in this process first runs on this thread, ``Bus.request_many_sync``). ``timeout`` is
+    one deadline for the whole fan-out. All replies, in order; or the first failure is
+    raised and the calls still waited for are abandoned."""
+    if not calls:
+        return []
+    subjects = [c.stub.subject(c.method) for c in calls]
+    got = bus.request_many_sync([(s, c.req) for s, c in zip(subjects, calls, strict=True)], timeout)
+    return [expect(c.kind, g, s) for g, c, s in zip(got, calls, subjects, strict=True)]
 
 
 StubFactory = Callable[[Bus, str], Stub]

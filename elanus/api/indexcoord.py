@@ -12,6 +12,7 @@ from dataclasses import field
 from typing import Annotated, Any
 
 from elanus.api.base import Stub, reply
+from elanus.api.indexnode import BuildIndex
 from elanus.channels import subjects
 from elanus.channels.bus import Bus
 from elanus.requests import Range, request
@@ -133,8 +134,8 @@ class ClaimIndexTasks:
 
 @reply
 class Claimed:
-    tasks: list[dict[str, Any]]
-    """A build task's spec each (the body of an index node's ``build``)."""
+    tasks: list[BuildIndex]
+    """The tasks, as an index node's ``build`` takes them."""
     lease_s: float
 
 

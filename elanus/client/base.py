@@ -13,6 +13,7 @@ from typing import Any, Self
 import pyarrow as pa
 import pyarrow.flight as flight
 
+from elanus.client.retry import OnWait
 from elanus.client.tls import PemSource, client_tls
 from elanus.client.wire import DEFAULT_DB, decode_body, encode_json, from_flight_error
 from elanus.errors import ElanusError, ErrorCode
@@ -87,13 +88,17 @@ class ClientBase:
         client_key_path: PemSource | None = None,
         server_name: str | None = None,
         secure: bool = False,
+        retry_deadline_s: float = 60.0,
     ) -> None:
         """Credentials (with ``auth_enabled``): ``token="user:password"`` as pymilvus takes
         it, or ``user`` and ``password``. ``tls_root_certs`` (or pymilvus's
         ``server_pem_path`` / ``ca_pem_path``) is the CA to trust, a PEM path or bytes;
         ``client_pem_path`` and ``client_key_path`` are the certificate and key for mutual
         TLS. TLS material makes a ``grpc://`` uri
-        ``grpc+tls://`` (see ``flight.tls.client_tls``)."""
+        ``grpc+tls://`` (see ``flight.tls.client_tls``). A write refused by the server's flow
+        control (RATE_LIMITED) is sent again with backoff and jitter for up to
+        ``retry_deadline_s`` seconds (0: never; ``client.retry``); ``on_retry`` is told
+        of each wait."""
         uri, tls = client_tls(
             uri,
             tls_root_certs=tls_root_certs,
@@ -108,6 +113,8 @@ class ClientBase:
         self.timeout = timeout
         self._db = check_name(db, "database")
         self._last_write_ts: int = 0
+        self.retry_deadline_s = retry_deadline_s
+        self.on_retry: OnWait | None = None
         """The newest write of this client: what a Session-consistent read waits for."""
         try:
             self._flight: flight.FlightClient | None = flight.FlightClient(uri, **tls)

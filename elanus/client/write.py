@@ -13,6 +13,7 @@ import pyarrow.flight as flight
 from elanus.client.base import ClientBase
 from elanus.client.compat import reject_unknown
 from elanus.client.putresult import PutAck
+from elanus.client.retry import retrying
 from elanus.client.wire import encode_json, from_flight_error
 from elanus.errors import ElanusError, ErrorCode
 from elanus.rows import to_arrow
@@ -50,6 +51,27 @@ class WriteAPI(ClientBase):
         command.update(extra or {})
         descriptor = flight.FlightDescriptor.for_command(encode_json(command))
         rows_per_batch = max(1, int(table.num_rows * batch_bytes / max(table.nbytes, 1)))
+        acks = retrying(
+            lambda: self._stream(descriptor, table, rows_per_batch, timeout),
+            self.retry_deadline_s,
+            self.on_retry,
+        )
+        pks = pa.concat_arrays([a.pks for a in acks]) if acks else pa.array([], pa.int64())
+        self._saw_write(max((a.ts for a in acks), default=0))
+        return {
+            f"{op}_count": len(pks),
+            "ids": pks.to_pylist(),
+            "ts": max((a.ts for a in acks), default=0),
+        }
+
+    def _stream(
+        self,
+        descriptor: flight.FlightDescriptor,
+        table: pa.Table,
+        rows_per_batch: int,
+        timeout: float | None,
+    ) -> list[PutAck]:
+        """One DoPut of ``table``: its acks, or the server's first error."""
         acks: list[PutAck] = []
         errors: list[BaseException] = []
         try:
@@ -86,13 +108,7 @@ class WriteAPI(ClientBase):
             if isinstance(first, flight.FlightError | pa.ArrowException):
                 raise from_flight_error(first) from None
             raise first
-        pks = pa.concat_arrays([a.pks for a in acks]) if acks else pa.array([], pa.int64())
-        self._saw_write(max((a.ts for a in acks), default=0))
-        return {
-            f"{op}_count": len(pks),
-            "ids": pks.to_pylist(),
-            "ts": max((a.ts for a in acks), default=0),
-        }
+        return acks
 
     def insert(
         self,
@@ -155,7 +171,11 @@ class WriteAPI(ClientBase):
             body["ids"] = ids.tolist() if hasattr(ids, "tolist") else list(ids)
         if partition_name:
             body["partition"] = partition_name
-        reply = self._action("delete", body, timeout=timeout)
+        reply = retrying(
+            lambda: self._action("delete", body, timeout=timeout),
+            self.retry_deadline_s,
+            self.on_retry,
+        )
         self._saw_write(int(reply.get("ts", 0)))
         return reply
 

@@ -65,7 +65,7 @@ def default_metric(info: CollectionInfo, field: Field) -> str:
         return "HAMMING"
     if field.dtype is DataType.SPARSE_FLOAT_VECTOR:
         return "IP"
-    return normalize_metric(info.described.get("properties", {}).get("metric_type") or "COSINE")
+    return normalize_metric(info.described.properties.get("metric_type") or "COSINE")
 
 
 def resolve_metric(

@@ -28,8 +28,9 @@ import pyarrow.compute as pc
 import pyarrow.flight as flight
 
 from elanus import tsutil
+from elanus.api.base import as_body
 from elanus.api.datacoord import SegmentInfo
-from elanus.channels import subjects
+from elanus.api.querynode import QueryNodeAPI, ReadDeletes, ReadSegments, ReadShard
 from elanus.client.wire import encode_json, to_flight_error
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.flight.actions import Call, action, check_db, check_named, check_request, lookup
@@ -238,7 +239,11 @@ class ReadService:
         at = {"as_of": request["snapshot_ts"], "consistency_level": "Strong"}
         ts, _ = query.read_at(info, {**at, "guarantee_timestamp": 0})  # one ts for all shards
         replies = query.fan_out(
-            info, "read.plan", {"guarantee_ts": ts, "ts": ts, "partition_ids": pids}
+            info,
+            pids,
+            lambda node, v: node.read_plan(
+                ReadShard(vchannel=v, guarantee_ts=ts, ts=ts, partition_ids=pids)
+            ),
         )
         stored = self.proxy.run(
             self.proxy.datacoord.segment_info(SegmentInfo(collection_id=info.collection_id))
@@ -258,15 +263,15 @@ class ReadService:
                 base["filter_params"] = request["filter_params"]
         sealed: list[Endpoint] = []
         growing: list[Endpoint] = []
-        for reply in sorted(replies, key=lambda r: str(r["vchannel"])):
-            v = reply["vchannel"]
-            for s in reply["sealed"]:
-                sid = int(s["segment_id"])
-                ticket = {**base, "vchannel": v, "segment_ids": [sid], "sealed": s}
+        for reply in sorted(replies, key=lambda r: r.vchannel):
+            v = reply.vchannel
+            for s in reply.sealed:
+                sid = s.segment_id
+                ticket = {**base, "vchannel": v, "segment_ids": [sid], "sealed": as_body(s)}
                 sealed.append(Endpoint("sealed", ticket, rows.get(sid, 0)))
-            if reply["growing"]:
-                ids = [int(g["segment_id"]) for g in reply["growing"]]
-                total = sum(int(g["rows"]) for g in reply["growing"])
+            if reply.growing:
+                ids = [g.segment_id for g in reply.growing]
+                total = sum(g.rows for g in reply.growing)
                 ticket = {**base, "vchannel": v, "segment_ids": ids}
                 growing.append(Endpoint("growing", ticket, total))
         sealed.sort(key=lambda e: e.ticket["segment_ids"][0])
@@ -284,17 +289,14 @@ class ReadService:
             )
         node = self._delegator(info, ticket["vchannel"])
         if ticket["read"] == "deletes":
-            reply = self._ask(
-                node,
-                "read.deletes",
-                {
-                    "vchannel": ticket["vchannel"],
-                    "segment_id": ticket["segment_id"],
-                    "ts": ticket["ts"],
-                    "guarantee_ts": ticket["ts"],
-                },
+            req = ReadDeletes(
+                vchannel=ticket["vchannel"],
+                segment_id=ticket["segment_id"],
+                ts=ticket["ts"],
+                guarantee_ts=ticket["ts"],
             )
-            return flight.RecordBatchStream(reply["deletes"])
+            reply = self.proxy.run(self._node(node).read_deletes(req))
+            return flight.RecordBatchStream(reply.deletes)
         columns, schema = arrow_schema(info.schema, ticket["columns"])
         check_filter(info, ticket["filter"], ticket["filter_params"])
         pages = self._pages(info, node, ticket, columns, schema)
@@ -309,9 +311,8 @@ class ReadService:
             raise invalid(f"{vchannel!r} is not a vchannel of collection {info.name!r}")
         return str(node)
 
-    def _ask(self, node: str, method: str, body: dict[str, Any]) -> Any:
-        subject = subjects.node("querynode", node, method)
-        return self.proxy.run(self.proxy.bus.request(subject, body, REQUEST_TIMEOUT_S))
+    def _node(self, node: str) -> QueryNodeAPI:
+        return QueryNodeAPI(self.proxy.bus, node, REQUEST_TIMEOUT_S)
 
     def _pages(
         self,
@@ -336,17 +337,17 @@ class ReadService:
                 params[AFTER] = key
                 cond = f"{pk} {op} {{{AFTER}}}"
                 text = f"({text}) and {cond}" if text else cond
-            body = {
-                "vchannel": ticket["vchannel"],
-                "segment_ids": ticket["segment_ids"],
-                "ts": ticket["ts"],
-                "guarantee_ts": ticket["ts"],
-                "filter": text,
-                "params": params,
-                "output_fields": wanted,
-                "limit": limit,
-            }
-            table = self._ask(node, "read.segments", body)["rows"].sort_by(pk)
+            req = ReadSegments(
+                vchannel=ticket["vchannel"],
+                segment_ids=ticket["segment_ids"],
+                ts=ticket["ts"],
+                guarantee_ts=ticket["ts"],
+                filter=text,
+                params=params,
+                output_fields=wanted,
+                limit=limit,
+            )
+            table = self.proxy.run(self._node(node).read_segments(req)).rows.sort_by(pk)
             return table if limit is None else table.slice(0, limit)
 
         def out(table: pa.Table) -> Iterator[pa.RecordBatch]:

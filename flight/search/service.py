@@ -13,19 +13,19 @@ retention window.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 import pyarrow as pa
 
 from elanus import bfloat16, tsutil
-from elanus.api.base import as_body
+from elanus.api.base import Call, as_body, ask_many_sync
 from elanus.api.indexcoord import DescribeIndex
-from elanus.channels import subjects
+from elanus.api.querycoord import QueryRoute, Route
+from elanus.api.querynode import QueryNodeAPI, ReadShard, SearchShard, ShardHits
 from elanus.client.bodyshape import check_body_shape
 from elanus.consistency import ConsistencyLevel
 from elanus.errors import ElanusError, ErrorCode, invalid
@@ -71,6 +71,7 @@ if TYPE_CHECKING:
     from elanus.flight.proxy import ProxyServer
 
 log = logging.getLogger(__name__)
+R = TypeVar("R")
 
 SEARCH_TIMEOUT_S = 120.0
 ROUTE_TTL_S = 1.0
@@ -82,7 +83,7 @@ asks at once."""
 class QueryService:
     def __init__(self, proxy: ProxyServer) -> None:
         self.proxy = proxy
-        self._routes: dict[int, tuple[float, dict[str, Any]]] = {}
+        self._routes: dict[int, tuple[float, Route]] = {}
         self._refreshing: set[int] = set()
         self.plans = SearchPlans()
         self.indexes = SearchIndexes(self._index_entries)
@@ -92,9 +93,6 @@ class QueryService:
             self.proxy.indexcoord.describe(DescribeIndex(collection_id=collection_id))
         )
         return [as_body(i) for i in described.indexes]
-
-    def _coord(self, method: str, body: dict[str, Any]) -> Any:
-        return self.proxy.run(self.proxy.ddl.coord(method, body))
 
     def _info(self, request: dict[str, Any]) -> CollectionInfo:
         return self.proxy.dml.collection(request["db"], request["collection"])
@@ -162,7 +160,7 @@ class QueryService:
         cached = self._routes.get(cid)
         now = time.monotonic()
         if cached is None or cached[0] + ROUTE_TTL_S <= now:
-            route = self._coord("query.route", {"collection_id": cid})
+            route = self.proxy.run(self.proxy.coord.query.route(QueryRoute(collection_id=cid)))
             self._routes[cid] = (now + ROUTE_TTL_S, route)
         else:
             expiry, route = cached
@@ -171,7 +169,7 @@ class QueryService:
                 # up to one more TTL: a search waited on the coord once a second before.
                 self._refreshing.add(cid)
                 self.proxy.spawn(self._refresh_route(cid))
-        loaded = route.get("partition_ids")
+        loaded = route.partition_ids
         if partition_ids and loaded is not None:
             missing = sorted(set(partition_ids) - set(loaded))
             if missing:
@@ -180,27 +178,23 @@ class QueryService:
                     ErrorCode.COLLECTION_NOT_LOADED,
                     f"partition(s) {', '.join(names)} of {info.name!r} are not loaded",
                 )
-        return route["vchannels"]  # type: ignore[no-any-return]
+        return route.vchannels
 
-    def fan_out(self, info: CollectionInfo, method: str, body: dict[str, Any]) -> list[Any]:
-        """Every delegator's reply to ``method`` (``body`` plus its ``vchannel``)."""
-        route = self.route(info, body.get("partition_ids"))
-
-        async def ask_all() -> list[Any]:
-            return await asyncio.gather(
-                *(
-                    self.proxy.bus.request(
-                        subjects.node("querynode", node, method), {**body, "vchannel": v}, 120
-                    )
-                    for v, node in route.items()
-                )
-            )
-
-        return self.proxy.run(ask_all())
+    def fan_out(
+        self,
+        info: CollectionInfo,
+        partition_ids: list[int] | None,
+        call: Callable[[QueryNodeAPI, str], Call[R]],
+    ) -> list[R]:
+        """One call to the delegator of every shard (``call(node, vchannel)``), all at once
+        (``ask_many_sync``: one deadline, every reply or the first failure)."""
+        route = self.route(info, partition_ids)
+        calls = [call(QueryNodeAPI(self.proxy.bus, node), v) for v, node in route.items()]
+        return ask_many_sync(self.proxy.bus, calls, SEARCH_TIMEOUT_S)
 
     async def _refresh_route(self, collection_id: int) -> None:
         try:
-            route = await self.proxy.ddl.coord("query.route", {"collection_id": collection_id})
+            route = await self.proxy.coord.query.route(QueryRoute(collection_id=collection_id))
             self._routes[collection_id] = (time.monotonic() + ROUTE_TTL_S, route)
         except Exception as exc:  # noqa: BLE001 - the next search asks again, and says why
             log.debug("route of collection %d not refreshed: %s", collection_id, exc)
@@ -208,18 +202,17 @@ class QueryService:
         finally:
             self._refreshing.discard(collection_id)
 
-    def _search_shards(self, info: CollectionInfo, req: SearchRequest) -> list[Any]:
+    def _search_shards(self, info: CollectionInfo, req: SearchRequest) -> list[ShardHits]:
         """Every delegator's answer. Delegators in this process run on this Flight thread
         (no event-loop hop, no encoding: seed 000 §6.5); others are asked over NATS
         meanwhile. A cached route that has gone stale is asked for again, once."""
         for attempt in (0, 1):
-            route = self.route(info, req.partition_ids)
-            calls = [
-                (subjects.node("querynode", node, "search"), {"vchannel": v, "request": req})
-                for v, node in route.items()
-            ]
             try:
-                return list(self.proxy.bus.request_many_sync(calls, SEARCH_TIMEOUT_S))
+                return self.fan_out(
+                    info,
+                    req.partition_ids,
+                    lambda node, v: node.search(SearchShard(vchannel=v, request=req)),
+                )
             except ElanusError as exc:
                 if attempt or exc.code not in (
                     ErrorCode.COLLECTION_NOT_LOADED,
@@ -348,9 +341,9 @@ class QueryService:
         replies = self._search_shards(plan.info, req)
         limit, offset = plan.request["limit"], plan.request["offset"]
         if len(replies) == 1 and not offset:  # a delegator's reply is already its top-k
-            return widened(replies[0]), int(replies[0]["ts"])
-        read_ts = max((int(r["ts"]) for r in replies), default=ts)
-        parts = list(replies)
+            return widened(replies[0].part), replies[0].ts
+        read_ts = max((r.ts for r in replies), default=ts)
+        parts = [r.part for r in replies]
         group = plan.node_request.group_by
         if group is not None:
             size = plan.node_request.group_size
@@ -411,23 +404,33 @@ class QueryService:
         check_filter(info, text, params)
         outputs = self._outputs(info, request["output_fields"] or [pk])
         guarantee, ts = self.read_at(info, request)
-        body = {
-            "filter": text,
-            "params": params,
-            "guarantee_ts": guarantee,
-            "ts": ts,
-            "partition_ids": self.partition_ids(info, request["partition_names"], text, params),
-        }
+        pids = self.partition_ids(info, request["partition_names"], text, params)
+
+        def read(v: str, **more: Any) -> ReadShard:
+            return ReadShard(
+                vchannel=v,
+                filter=text,
+                params=params,
+                guarantee_ts=guarantee,
+                ts=ts,
+                partition_ids=pids,
+                **more,
+            )
+
         if COUNT in outputs:
-            replies = self.fan_out(info, "count", body)
-            total = sum(int(r["count"]) for r in replies)
+            counts = self.fan_out(info, pids, lambda node, v: node.count(read(v)))
+            total = sum(r.count for r in counts)
             counted = pa.table({COUNT: pa.array([total], pa.int64())})
-            return counted, outputs, max(int(r["ts"]) for r in replies)
+            return counted, outputs, max(r.ts for r in counts)
         stored = stored_columns(info.schema, outputs)
         columns = stored if pk in stored else [pk, *stored]
         offset, limit = request["offset"], request["limit"]
         window = None if limit is None else offset + limit
-        replies = self.fan_out(info, "query", {**body, "output_fields": columns, "limit": window})
-        table = pa.concat_tables([r["rows"] for r in replies], promote_options="permissive")
+        replies = self.fan_out(
+            info,
+            pids,
+            lambda node, v: node.query(read(v, output_fields=columns, limit=window)),
+        )
+        table = pa.concat_tables([r.rows for r in replies], promote_options="permissive")
         table = bfloat16.widen_table(table.sort_by(pk).slice(offset, limit))
-        return table, outputs, max(int(r["ts"]) for r in replies)
+        return table, outputs, max(r.ts for r in replies)

@@ -27,7 +27,8 @@ import numpy as np
 import pyarrow as pa
 
 from elanus.analyzer import analyzer_for
-from elanus.channels import subjects
+from elanus.api.base import as_body, ask_many_sync
+from elanus.api.querynode import QueryNodeAPI, SearchShard, TermStats
 from elanus.errors import invalid
 from elanus.functions import Function
 from elanus.reduce import add_term_stats, bm25_idf, normalize_metric
@@ -161,19 +162,20 @@ def _gather(
     route = service.route(info, None)
     shards = list(route.items())
 
-    def ask(targets: list[tuple[str, str]], req: SearchRequest) -> list[Any]:
+    def ask(targets: list[tuple[str, str]], req: SearchRequest) -> list[TermStats]:
+        bus = service.proxy.bus
         calls = [
-            (subjects.node("querynode", node, "term_stats"), {"vchannel": v, "request": req})
+            QueryNodeAPI(bus, node).term_stats(SearchShard(vchannel=v, request=req))
             for v, node in targets
         ]
-        return list(service.proxy.bus.request_many_sync(calls, STATS_TIMEOUT_S))
+        return ask_many_sync(bus, calls, STATS_TIMEOUT_S)
 
     replies = ask(shards, probe)
-    read_ts = max(int(r["ts"]) for r in replies)
-    behind = [i for i, r in enumerate(replies) if int(r["ts"]) != read_ts]
+    read_ts = max(r.ts for r in replies)
+    behind = [i for i, r in enumerate(replies) if r.ts != read_ts]
     if behind:
         again = ask([shards[i] for i in behind], probe.at(ts=read_ts, guarantee_ts=read_ts))
         for i, reply in zip(behind, again, strict=True):
             replies[i] = reply
     terms = 0 if probe.queries is None else len(probe.queries)
-    return add_term_stats(replies, terms), read_ts
+    return add_term_stats([as_body(r) for r in replies], terms), read_ts

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from elanus.api.compaction import CompactionDone, CompactionFailed, CompactionPlan
 from elanus.channels.supervisor import describe
 from elanus.schema import Schema
 from elanus.segments import storage
@@ -64,10 +65,9 @@ class Compactions:
         self.flusher = flusher
         self.reports = reports
 
-    def start(self, plan: dict[str, Any]) -> None:
-        sources = [int(s["segment_id"]) for s in plan["sources"]]
-        target = int(plan["target_segment_id"])
-        pid = int(plan["partition_id"])
+    def start(self, plan: CompactionPlan) -> None:
+        sources = [s.segment_id for s in plan.sources]
+        target, pid = plan.target_segment_id, plan.partition_id
         seg_dir = self.buffer.seg_dir
         self.flusher.sync_deltas(only=set(sources))  # the merge reads the sources' logs
         self.buffer.compacting(sources, True)
@@ -75,20 +75,29 @@ class Compactions:
             [seg_dir(pid, s) for s in sources],
             seg_dir(pid, target),
             self.buffer.schema,
-            int(plan["horizon_ts"]),
+            plan.horizon_ts,
         )
-        body = {"node_id": self.node_id, "plan_id": plan["plan_id"]}
 
         async def merged(outcome: tuple[dict[str, Any], PkStats | None] | Exception) -> None:
             if isinstance(outcome, Exception):
                 self.buffer.compacting(sources, False)
-                await self.reports.tell("compaction.fail", {**body, "reason": describe(outcome)})
+                await self.reports.compaction_failed(
+                    CompactionFailed(
+                        plan_id=plan.plan_id, node_id=self.node_id, reason=describe(outcome)
+                    )
+                )
                 return
             result, stats = outcome
             self.buffer.compacted(sources, target, pid, stats)
             self.buffer.compacting([target], True)  # its deletes wait for the report
-            report = {**body, "vchannel": self.vchannel, "target_segment_id": target, **result}
-            await self.reports.tell("compaction.done", report)
+            report = CompactionDone(
+                plan_id=plan.plan_id,
+                node_id=self.node_id,
+                vchannel=self.vchannel,
+                target_segment_id=target,
+                **result,
+            )
+            await self.reports.compaction_done(report)
             self.buffer.compacting([target], False)
             log.info(
                 "%s: compacted %s into %s (%s rows)",
@@ -98,7 +107,7 @@ class Compactions:
                 result["num_rows"],
             )
 
-        name = f"compaction plan {plan['plan_id']}"
+        name = f"compaction plan {plan.plan_id}"
         self.syncs.submit(
             name, [*sources, target], merge.write, position=None, then=merged, attempts=1
         )

@@ -5,41 +5,62 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from elanus.channels import subjects
+from elanus.api.compaction import CompactionAPI, CompactionDone, CompactionFailed
+from elanus.api.datacoord import (
+    ChannelFailed,
+    DataCoordAPI,
+    DatanodeTick,
+    SegmentFlushed,
+    TickReply,
+)
 from elanus.errors import ElanusError
 
 if TYPE_CHECKING:
     from elanus.segments.datanode import DataNode
 
 log = logging.getLogger(__name__)
+REPORT_TIMEOUT_S = 10.0
 
 
 class CoordReports:
     def __init__(self, node: DataNode, vchannel: str) -> None:
-        self.node = node
+        self.datacoord = DataCoordAPI(node.bus, REPORT_TIMEOUT_S)
+        self.compaction = CompactionAPI(node.bus, REPORT_TIMEOUT_S)
         self.vchannel = vchannel
         self.stopping = False
 
-    async def tick(self, report: dict[str, Any]) -> dict[str, Any] | None:
+    async def tick(self, report: DatanodeTick) -> TickReply | None:
         """Report a consumed tick; None when the coord is away (the next tick says it
         again)."""
         try:
-            reply = await self.node.bus.request(subjects.coord("datanode.tt"), report, timeout=10)
+            return await self.datacoord.datanode_tt(report)
         except ElanusError as exc:
             log.warning("%s: tick report failed: %s", self.vchannel, exc)
             return None
-        return dict(reply)
 
-    async def tell(self, method: str, report: dict[str, Any]) -> None:
+    async def flushed(self, report: SegmentFlushed) -> None:
+        await self._tell("segment.flushed", lambda: self.datacoord.segment_flushed(report))
+
+    async def compaction_done(self, report: CompactionDone) -> None:
+        await self._tell("compaction.done", lambda: self.compaction.done(report))
+
+    async def compaction_failed(self, report: CompactionFailed) -> None:
+        await self._tell("compaction.fail", lambda: self.compaction.fail(report))
+
+    async def channel_failed(self, report: ChannelFailed) -> None:
+        await self._tell("channel failure", lambda: self.datacoord.channel_failed(report))
+
+    async def _tell(self, what: str, call: Callable[[], Awaitable[Any]]) -> None:
         """Report, retrying while the coord is away: the files are on disk either way."""
         delay = 0.1
         while not self.stopping:
             try:
-                await self.node.bus.request(subjects.coord(method), report, timeout=10)
+                await call()
                 return
             except ElanusError as exc:
-                log.warning("%s: %s report failed, retrying: %s", self.vchannel, method, exc)
+                log.warning("%s: %s report failed, retrying: %s", self.vchannel, what, exc)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)

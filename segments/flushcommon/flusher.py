@@ -10,12 +10,13 @@ that no flushed segment the coord knows of holds.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from elanus import layout
+from elanus.api.datacoord import SegmentFlushed
 from elanus.segments.flushcommon.coordreport import CoordReports
 from elanus.segments.flushcommon.syncmgr import SyncManager
 from elanus.segments.flushcommon.syncpack import DeltaSync, RowsSync, SealSync
@@ -47,7 +48,7 @@ class Flusher:
         self.checkpoint = checkpoint
         self.flushing: set[int] = set()
         """Segments whose flush is under way (a repeated request for one waits for it)."""
-        self.reported: dict[int, dict[str, Any]] = {}
+        self.reported: dict[int, SegmentFlushed] = {}
         """What we said when we flushed them (said again when the coord asks again)."""
 
     def sync_due(self) -> None:
@@ -84,20 +85,18 @@ class Flusher:
                 self._report(sid, self.reported[sid])
                 continue
             buf = self.buffer.seal(sid)
-            report: dict[str, Any] = {
-                "node_id": self.node_id,
-                "vchannel": self.vchannel,
-                "segment_id": sid,
-                "num_rows": 0,
-            }
+            empty = SegmentFlushed(
+                node_id=self.node_id, vchannel=self.vchannel, segment_id=sid, num_rows=0
+            )
             if buf is None or not buf.rows:
-                report["checkpoint"] = self.checkpoint()
+                report = dataclasses.replace(empty, checkpoint=self.checkpoint())
                 self.reported[sid] = report
                 self._report(sid, report)
                 continue
             self.flushing.add(sid)
             self.spill(buf)  # the tail
-            report.update(
+            written = dataclasses.replace(
+                empty,
                 num_rows=buf.rows,
                 path=str(layout.data_path(self._dir(buf))),
                 min_ts=buf.min_ts,
@@ -107,25 +106,25 @@ class Flusher:
             seal = SealSync(self._dir(buf), buf.pk_array(), buf.deletes, buf.first_seq)
 
             async def flushed(
-                stats: PkStats, sid: int = sid, report: dict[str, Any] = report
+                stats: PkStats, sid: int = sid, written: SegmentFlushed = written
             ) -> None:
                 self.buffer.flushed_with(sid, stats)
-                report["checkpoint"] = self.checkpoint()
+                report = dataclasses.replace(written, checkpoint=self.checkpoint())
                 self.reported[sid] = report
                 self.flushing.discard(sid)
-                await self.reports.tell("segment.flushed", report)
-                rows = report["num_rows"]
+                await self.reports.flushed(report)
+                rows = report.num_rows
                 log.info("%s: flushed segment %s (%s rows)", self.vchannel, sid, rows)
 
             name = f"flush segment {sid}"
             self.syncs.submit(name, [sid], seal.write, position=buf.first_seq, then=flushed)
         self.sync_deltas()
 
-    def _report(self, sid: int, report: dict[str, Any]) -> None:
+    def _report(self, sid: int, report: SegmentFlushed) -> None:
         """A report with nothing to write, after whatever the segment's syncs still do."""
 
         async def tell(_: None) -> None:
-            await self.reports.tell("segment.flushed", report)
+            await self.reports.flushed(report)
 
         self.syncs.submit(f"report segment {sid}", [sid], _nothing, position=None, then=tell)
 

@@ -16,8 +16,10 @@ nothing acknowledged is lost and no row is written twice.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from elanus.api.datacoord import ChannelFailed, DatanodeTick
+from elanus.api.datanode import WatchChannel
 from elanus.channels.consumer import ChannelConsumer
 from elanus.channels.dml import DmlMessage
 from elanus.channels.supervisor import describe
@@ -37,13 +39,13 @@ class Pipeline:
     def __init__(
         self,
         node: DataNode,
-        spec: dict[str, Any],
+        spec: WatchChannel,
         buffer: WriteBuffer,
         syncs: SyncManager,
         reports: CoordReports,
     ) -> None:
         self.node = node
-        self.vchannel: str = spec["vchannel"]
+        self.vchannel = spec.vchannel
         self.buffer = buffer
         self.syncs = syncs
         self.reports = reports
@@ -51,18 +53,18 @@ class Pipeline:
         self.compactions = Compactions(
             node.node_id, self.vchannel, buffer, syncs, self.flusher, reports
         )
-        checkpoint = spec.get("checkpoint")
+        checkpoint = spec.checkpoint
         assert node.data_bus is not None
         self.consumer = ChannelConsumer(
             node.data_bus,
-            spec["pchannel"],
+            spec.pchannel,
             self.vchannel,
             f"dn_{self.vchannel}",
             self._on_pack,
             supervisor=node.supervisor,
             on_failure=self._channel_failed,
-            start_seq=checkpoint["seq"] if checkpoint else None,
-            start_ts=checkpoint["ts"] if checkpoint else 0,
+            start_seq=checkpoint.seq if checkpoint else None,
+            start_ts=checkpoint.ts if checkpoint else 0,
         )
 
     def checkpoint(self) -> dict[str, int]:
@@ -76,27 +78,29 @@ class Pipeline:
             raise self.syncs.failure
         self.buffer.apply(pack)
         self.flusher.sync_due()
-        report = {
-            "node_id": self.node.node_id,
-            "vchannel": self.vchannel,
-            "ts": ts,
-            "checkpoint": self.checkpoint(),
-            "data_seq": self.buffer.data_seq,
-        }
+        report = DatanodeTick(
+            node_id=self.node.node_id,
+            vchannel=self.vchannel,
+            ts=ts,
+            checkpoint=self.checkpoint(),
+            data_seq=self.buffer.data_seq,
+        )
         reply = await self.reports.tick(report)
         if reply is None:  # the coord is away; the next tick reports again
             return
-        if reply["flush"]:
-            self.flusher.flush(reply["flush"])
-        for plan in reply.get("compact", []):
+        if reply.flush:
+            self.flusher.flush(reply.flush)
+        for plan in reply.compact:
             self.compactions.start(plan)
 
     def _channel_failed(self, exc: BaseException) -> None:
         """The consuming task died (logged with its traceback already): tell the coord,
         which fails the flushes waiting on this channel and has it watched again."""
-        body = {"node_id": self.node.node_id, "vchannel": self.vchannel}
-        body["reason"] = self.consumer.failure or describe(exc)
+        failed = ChannelFailed(
+            node_id=self.node.node_id,
+            vchannel=self.vchannel,
+            reason=self.consumer.failure or describe(exc),
+        )
         self.node.supervisor.spawn(
-            f"report {self.vchannel} failure",
-            lambda: self.reports.tell("datanode.channel_failed", body),
+            f"report {self.vchannel} failure", lambda: self.reports.channel_failed(failed)
         )

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from conftest import Stack
 
 pymilvus = pytest.importorskip("pymilvus", reason="the dev extra pins pymilvus and milvus-lite")
-pytestmark = pytest.mark.conformance
+pytestmark = [pytest.mark.conformance, pytest.mark.slow]  # Milvus Lite in a child Python
 
 
 def _answers(client: Any) -> list[dict[str, Any]]:

@@ -25,7 +25,7 @@ from conformance_fixtures import ela_fixture, lite_fixture  # noqa: F401  (fixtu
 
 from elanus.errors import ElanusError
 
-pytestmark = pytest.mark.conformance
+pytestmark = [pytest.mark.conformance, pytest.mark.slow]  # Milvus Lite in a child Python
 
 ROWS = rows()
 

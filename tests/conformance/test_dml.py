@@ -12,7 +12,7 @@ from conformance_data import VECTOR_FIELDS, query_vectors, rows
 from conformance_fixtures import elanus_schema, milvus_schema
 from test_differential import plain, same
 
-pytestmark = pytest.mark.conformance
+pytestmark = [pytest.mark.conformance, pytest.mark.slow]  # Milvus Lite in a child Python
 
 NAME = "conformance_dml"
 SEEDED = rows()[:90]

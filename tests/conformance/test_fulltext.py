@@ -36,7 +36,7 @@ from elanus.client.client import Client
 from elanus.functions import Function, FunctionType
 
 pymilvus = pytest.importorskip("pymilvus", reason="the dev extra pins pymilvus and milvus-lite")
-pytestmark = pytest.mark.conformance
+pytestmark = [pytest.mark.conformance, pytest.mark.slow]  # Milvus Lite in a child Python
 
 NAME = "conformance_fulltext"
 MILVUS_DEFAULTS = "conformance_fulltext_defaults"

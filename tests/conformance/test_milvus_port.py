@@ -22,7 +22,7 @@ from conformance_data import COLLECTION, rows
 from conformance_fixtures import face_fixture, lite_fixture  # noqa: F401  (fixtures)
 from test_differential import _lite_outcome, _rows, _search, same
 
-pytestmark = pytest.mark.conformance
+pytestmark = [pytest.mark.conformance, pytest.mark.slow]  # Milvus Lite in a child Python
 
 ROWS = rows()
 

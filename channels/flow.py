@@ -1,0 +1,185 @@
+"""Flow control's figures and verdict, in the manner of Milvus's quota protections.
+
+Every role publishes a ``FlowReport`` on ``subjects.FLOW_REPORT`` each tick interval: its
+process's memory and, per channel it consumes, the tick lag (how far its tsafe is behind
+the wall clock) and the messages it has not fetched yet. Proxies hear them all
+(``flight/flowcontrol.py``) and ``judge`` them against ``FlowLimits``:
+
+- every figure below its soft limit: **normal**;
+- one at or past its soft limit: **throttled**, with a pressure in [0, 1) saying how far
+  between soft and hard it is (the proxy delays each write in proportion);
+- one at or past its hard limit: **refusing**, writes fail with RATE_LIMITED.
+
+A report is pushed rather than read from the session bucket because a session is refreshed
+every ``session_ttl_s / 3`` (2 s): an unthrottled writer can put seconds of backlog into
+the log between two refreshes, one tick interval cannot.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import psutil
+
+from elanus.settings import Settings
+
+
+class Level(enum.IntEnum):
+    """The value of the ``elanus_proxy_flow_control_state`` gauge."""
+
+    NORMAL = 0
+    THROTTLED = 1
+    REFUSING = 2
+
+
+@dataclass(frozen=True)
+class FlowLimits:
+    """The soft and hard limits of each figure; a hard limit of 0 turns the figure off."""
+
+    tick_lag_soft_s: float
+    tick_lag_hard_s: float
+    pending_soft: float
+    pending_hard: float
+    memory_low: float
+    memory_high: float
+
+    @classmethod
+    def of(cls, s: Settings) -> FlowLimits:
+        return cls(
+            s.flow_tick_lag_soft_s,
+            s.flow_tick_lag_hard_s,
+            s.flow_pending_soft,
+            s.flow_pending_hard,
+            s.flow_memory_low,
+            s.flow_memory_high,
+        )
+
+
+@dataclass(frozen=True)
+class ChannelFigures:
+    """One consumer's figures of one vchannel, and who reported them."""
+
+    vchannel: str
+    reporter: str
+    tick_lag_s: float | None
+    pending: float
+
+
+@dataclass(frozen=True)
+class MemoryFigure:
+    reporter: str
+    fraction: float
+    """The process's resident memory over the machine's total."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    level: Level
+    pressure: float = 0.0
+    """0 when normal, 1 when refusing, in between how far past soft towards hard."""
+    reason: str = ""
+    """The worst figure, in words (empty when normal)."""
+
+    def describe(self) -> str:
+        """What ``elanus status`` shows of a proxy."""
+        if self.level is Level.NORMAL:
+            return "normal"
+        if self.level is Level.REFUSING:
+            return f"refusing: {self.reason}"
+        return f"throttled {self.pressure:.0%}: {self.reason}"
+
+
+NORMAL = Verdict(Level.NORMAL)
+
+
+def _pressure(value: float, soft: float, hard: float) -> float | None:
+    """None below ``soft`` (or with the figure off), else how far towards ``hard`` (>= 1:
+    at or past it)."""
+    if hard <= 0 or value < soft:
+        return None
+    if value >= hard or hard <= soft:
+        return 1.0
+    return (value - soft) / (hard - soft)
+
+
+def judge(
+    channels: Iterable[ChannelFigures], memory: Iterable[MemoryFigure], limits: FlowLimits
+) -> Verdict:
+    """The verdict of the worst figure (refusing over throttled; the higher pressure)."""
+    worst: tuple[float, str, str] | None = None  # (pressure, reason, limit in words)
+    for c in channels:
+        if c.tick_lag_s is not None:
+            p = _pressure(c.tick_lag_s, limits.tick_lag_soft_s, limits.tick_lag_hard_s)
+            if p is not None and (worst is None or p > worst[0]):
+                what = f"vchannel {c.vchannel} is {c.tick_lag_s:.1f} s behind ({c.reporter})"
+                limit = f"{limits.tick_lag_soft_s:g} s soft, {limits.tick_lag_hard_s:g} s hard"
+                worst = (p, what, limit)
+        p = _pressure(c.pending, limits.pending_soft, limits.pending_hard)
+        if p is not None and (worst is None or p > worst[0]):
+            what = f"vchannel {c.vchannel} has {c.pending:.0f} messages not consumed ({c.reporter})"
+            worst = (p, what, f"{limits.pending_soft:g} soft, {limits.pending_hard:g} hard")
+    for m in memory:
+        p = _pressure(m.fraction, limits.memory_low, limits.memory_high)
+        if p is not None and (worst is None or p > worst[0]):
+            what = f"{m.reporter} uses {m.fraction:.0%} of the machine's memory"
+            worst = (p, what, f"{limits.memory_low:.0%} low, {limits.memory_high:.0%} high")
+    if worst is None:
+        return NORMAL
+    pressure, what, limit = worst
+    level = Level.REFUSING if pressure >= 1.0 else Level.THROTTLED
+    return Verdict(level, pressure, f"{what}; limits {limit}")
+
+
+@dataclass(frozen=True)
+class FlowReport:
+    """One role's figures, as published on ``subjects.FLOW_REPORT``."""
+
+    reporter: str
+    """``<role> <node_id>``."""
+    channels: tuple[ChannelFigures, ...] = ()
+    memory: MemoryFigure | None = None
+    gone: bool = False
+    """The role is stopping: forget its figures now."""
+
+    @classmethod
+    def of(cls, reporter: str, live: Mapping[str, Any], total_memory: int) -> FlowReport:
+        """From a role's ``live_meta`` (what its session carries)."""
+        channels = tuple(
+            ChannelFigures(vchannel, reporter, figures.get("tick_lag_s"), figures["pending"])
+            for vchannel, figures in (live.get("channels") or {}).items()
+        )
+        rss = live.get("rss_bytes")
+        memory = MemoryFigure(reporter, rss / total_memory) if rss and total_memory else None
+        return cls(reporter, channels, memory)
+
+    def to_doc(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"reporter": self.reporter}
+        if self.gone:
+            doc["gone"] = True
+        if self.memory is not None:
+            doc["memory"] = self.memory.fraction
+        doc["channels"] = {c.vchannel: [c.tick_lag_s, c.pending] for c in self.channels}
+        return doc
+
+    @classmethod
+    def from_doc(cls, doc: Mapping[str, Any]) -> FlowReport:
+        reporter = str(doc["reporter"])
+        channels = tuple(
+            ChannelFigures(
+                str(v), reporter, None if lag is None else float(lag), float(pending or 0)
+            )
+            for v, (lag, pending) in dict(doc.get("channels") or {}).items()
+        )
+        fraction = doc.get("memory")
+        memory = None if fraction is None else MemoryFigure(reporter, float(fraction))
+        return cls(reporter, channels, memory, bool(doc.get("gone", False)))
+
+
+@functools.cache
+def total_memory() -> int:
+    """The machine's memory, the denominator of the memory water levels."""
+    return int(psutil.virtual_memory().total)

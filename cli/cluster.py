@@ -1,0 +1,261 @@
+"""``elanus cluster up``: a complete cluster on one machine, every role its own process.
+
+N nats-servers in one JetStream cluster (``channels/nats_cluster.py``), then a coord, data
+nodes, query nodes, index nodes and proxies, each an ``elanus run ROLE`` child with its own
+data dir under ``DIR`` and its log in ``DIR/logs``. Until object storage lands the roles
+share segments through one directory, ``DIR/storage``: the only thing they share besides
+NATS. Ctrl-C or SIGTERM stops the children, roles in reverse start order then NATS, each by
+the pid we started; nothing is removed, so ``cluster up`` on the same DIR carries on. The
+children die with us even after kill -9 (``PR_SET_PDEATHSIG``) and sit in process groups
+of their own, so a terminal's Ctrl-C reaches only this process, which stops them in order.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from elanus.channels.nats_cluster import NatsCluster
+from elanus.channels.nats_server import die_with_parent, free_port, terminate
+from elanus.cli.output import console
+from elanus.client.client import Client
+from elanus.errors import ElanusError, ErrorCode
+
+cluster_app = typer.Typer(help="Run a whole cluster on this machine.", no_args_is_help=True)
+
+START_ORDER = ("coord", "datanode", "querynode", "indexnode", "proxy")
+
+
+@dataclass
+class Child:
+    role: str
+    index: int
+    data_dir: Path
+    log_path: Path
+    args: list[str]
+    uri: str | None = None
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.role}-{self.index}"
+
+
+@dataclass
+class LocalCluster:
+    """The processes of ``cluster up``; ``start`` and ``stop`` are usable from tests."""
+
+    root: Path
+    nats: int = 3
+    proxies: int = 1
+    datanodes: int = 1
+    querynodes: int = 1
+    indexnodes: int = 1
+    stream_replicas: int | None = None
+    """Replicas of the streams; default: 3 with three or more NATS servers, else 1."""
+    port: int = 0
+    """Flight port of the first proxy (the others take the next ones); 0: free ports."""
+    milvus_port: int = 0
+    """Port of the first proxy's Milvus face (the others take the next ones); 0: off."""
+    env: dict[str, str] = field(default_factory=dict)
+    """More environment for the roles (settings as ``ELANUS_*`` variables)."""
+    cluster: NatsCluster | None = None
+    children: list[Child] = field(default_factory=list)
+
+    @property
+    def replicas(self) -> int:
+        return self.stream_replicas or (3 if self.nats >= 3 else 1)
+
+    @property
+    def storage(self) -> Path:
+        return self.root / "storage"
+
+    @property
+    def uris(self) -> list[str]:
+        return [c.uri for c in self.children if c.uri]
+
+    @property
+    def pids(self) -> list[int]:
+        """Every child's pid, nats-servers included."""
+        kids = [c.proc.pid for c in self.children if c.proc is not None]
+        return (self.cluster.pids if self.cluster else []) + kids
+
+    def start(self, timeout: float = 90.0) -> LocalCluster:
+        if self.replicas > self.nats:
+            raise ElanusError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"stream_replicas={self.replicas} needs at least as many NATS servers "
+                f"(--nats {self.nats})",
+            )
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            self.cluster = NatsCluster(self.root / "nats", self.nats).start()
+            deadline = time.monotonic() + timeout
+            counts = {
+                "coord": 1,
+                "datanode": self.datanodes,
+                "querynode": self.querynodes,
+                "indexnode": self.indexnodes,
+                "proxy": self.proxies,
+            }
+            for role in START_ORDER:
+                for i in range(counts[role]):
+                    self._spawn(role, i)
+            self._wait_ready(deadline)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _spawn(self, role: str, index: int) -> None:
+        assert self.cluster is not None
+        data_dir = self.root / f"{role}-{index}"
+        args = ["run", role, "--nats", self.cluster.url, "--data-dir", str(data_dir)]
+        args += ["--storage", str(self.storage)]
+        uri = None
+        if role == "proxy":
+            port = self.port + index if self.port else free_port()
+            milvus = self.milvus_port + index if self.milvus_port else 0
+            args += ["--port", str(port), "--milvus-port", str(milvus)]
+            uri = f"grpc://127.0.0.1:{port}"
+        log_path = self.root / "logs" / f"{role}-{index}.log"
+        child = Child(role, index, data_dir, log_path, args, uri)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, **self.env, **self.cluster.client_env()}
+        env["ELANUS_STREAM_REPLICAS"] = str(self.replicas)
+        with log_path.open("ab") as log:
+            child.proc = subprocess.Popen(
+                [sys.executable, "-m", "elanus.cli", *args],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                preexec_fn=die_with_parent if sys.platform.startswith("linux") else None,
+                process_group=0,
+            )
+        self.children.append(child)
+
+    def _wait_ready(self, deadline: float) -> None:
+        """Every proxy answers and lists every role's session."""
+        expected = len(self.children)
+        for uri in self.uris:
+            while True:
+                self._check_alive()
+                client = Client(uri, timeout=2)
+                try:
+                    if len(client.list_sessions()) >= expected:
+                        break
+                except ElanusError:
+                    pass
+                finally:
+                    client.close()
+                if time.monotonic() > deadline:
+                    raise ElanusError(
+                        ErrorCode.TIMEOUT,
+                        f"the cluster did not come up in time (logs in {self.root / 'logs'})",
+                    )
+                time.sleep(0.2)
+
+    def _check_alive(self) -> None:
+        for c in self.children:
+            if c.proc is not None and c.proc.poll() is not None:
+                tail = c.log_path.read_text(errors="replace")[-1500:]
+                raise ElanusError(
+                    ErrorCode.INTERNAL,
+                    f"{c.name} exited with {c.proc.returncode} ({c.log_path}):\n{tail}",
+                )
+
+    def stop(self) -> None:
+        """Stop the roles (proxies first, coord last), then NATS; each by its own pid."""
+        for child in reversed(self.children):
+            proc, child.proc = child.proc, None
+            terminate(proc, timeout=20.0)
+        if self.cluster is not None:
+            self.cluster.stop()
+
+    def table(self) -> Table:
+        assert self.cluster is not None
+        t = Table(title=f"elanus cluster ({self.root})", title_justify="left")
+        for col in ("process", "pid", "endpoint", "data dir / log"):
+            t.add_column(col)
+        for i, s in enumerate(self.cluster.servers):
+            t.add_row(f"nats-{i}", str(s.pid), s.url, str(s.store_dir))
+        for c in self.children:
+            pid = str(c.proc.pid) if c.proc else "-"
+            t.add_row(c.name, pid, c.uri or "", f"{c.data_dir}\n{c.log_path}")
+        return t
+
+
+def _on_signal(stop: threading.Event) -> Any:
+    def handler(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    return handler
+
+
+Count = Annotated[int, typer.Option(min=0, help="How many of this role.")]
+
+
+@cluster_app.command("up")
+def up(
+    data_dir: Annotated[
+        Path, typer.Option("--data-dir", help="Root of every process's data dir and log.")
+    ] = Path("./elanus-cluster"),
+    nats: Annotated[int, typer.Option("--nats", min=1, help="NATS servers.")] = 3,
+    proxies: Annotated[int, typer.Option("--proxies", min=1, help="Proxies.")] = 1,
+    datanodes: Annotated[int, typer.Option("--datanodes", min=1, help="Data nodes.")] = 1,
+    querynodes: Annotated[int, typer.Option("--querynodes", min=1, help="Query nodes.")] = 1,
+    indexnodes: Annotated[int, typer.Option("--indexnodes", min=0, help="Index nodes.")] = 1,
+    stream_replicas: Annotated[
+        int | None,
+        typer.Option(
+            "--stream-replicas", min=1, max=5, help="Replicas of each stream (default 3, or 1)."
+        ),
+    ] = None,
+    port: Annotated[
+        int, typer.Option("--port", help="First proxy's Flight port; the others follow.")
+    ] = 8815,
+    milvus_port: Annotated[
+        int, typer.Option("--milvus-port", help="First proxy's Milvus port (0: off).")
+    ] = 19530,
+) -> None:
+    """Start NATS servers, a coord, data, query and index nodes and proxies, each its own
+    process; print the endpoints; stop them all on Ctrl-C."""
+    stop = threading.Event()
+    previous = {s: signal.signal(s, _on_signal(stop)) for s in (signal.SIGINT, signal.SIGTERM)}
+    cluster = LocalCluster(
+        data_dir.expanduser().resolve(),
+        nats=nats,
+        proxies=proxies,
+        datanodes=datanodes,
+        querynodes=querynodes,
+        indexnodes=indexnodes,
+        stream_replicas=stream_replicas,
+        port=port,
+        milvus_port=milvus_port,
+    )
+    try:
+        cluster.start()
+        console.print(cluster.table())
+        console.print(
+            f"nats_url = {cluster.cluster.url if cluster.cluster else ''}\n"
+            f"clients: elanus --uri {cluster.uris[0]} status   (Ctrl-C stops everything)"
+        )
+        while not stop.wait(0.5):
+            cluster._check_alive()
+    finally:
+        console.print("stopping the cluster ...")
+        cluster.stop()
+        for s, h in previous.items():
+            signal.signal(s, h)

@@ -1,0 +1,91 @@
+"""The query coord's API (``meta/querycoord.py``): loading, releasing, load state, and the
+route of a loaded collection's vchannels to the query nodes serving them.
+
+The key names are the wire format; the proxy hands ``LoadProgress`` to clients as the
+result of ``load_collection`` and ``get_load_state``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from elanus import states
+from elanus.api.base import Ack, Stub, reply
+from elanus.channels.bus import Bus
+from elanus.channels.subjects import COORD
+from elanus.requests import request
+
+
+@request("query.load")
+class LoadCollection:
+    collection_id: int
+    partition_ids: list[int] | None = None
+    """Load only these partitions (``None``: all of them)."""
+
+
+@request("query.release")
+class ReleaseCollection:
+    collection_id: int
+
+
+@request("query.state")
+class LoadState:
+    collection_id: int
+
+
+@reply
+class LoadProgress:
+    """``state`` is a ``states.LoadState`` (NotLoad, Loading, Loaded); ``progress`` a
+    percentage of the persisted rows. ``partition_ids`` (``None``: all) is only said of a
+    collection being loaded."""
+
+    state: str
+    progress: int
+    persisted_rows: int
+    loaded_rows: int
+    partition_ids: list[int] | None = None
+
+    def to_body(self) -> dict[str, Any]:
+        """The client's shape: no ``partition_ids`` for a collection that is not loaded."""
+        out: dict[str, Any] = {
+            "state": self.state,
+            "progress": self.progress,
+            "persisted_rows": self.persisted_rows,
+            "loaded_rows": self.loaded_rows,
+        }
+        if self.state != states.LoadState.NOT_LOAD:
+            out["partition_ids"] = self.partition_ids
+        return out
+
+
+@request("query.route")
+class QueryRoute:
+    collection_id: int
+
+
+@reply
+class Route:
+    """Which query node's delegator serves each vchannel of a loaded collection, and the
+    partitions loaded (``None``: all)."""
+
+    vchannels: dict[str, str]
+    partition_ids: list[int] | None
+
+
+class QueryCoordAPI(Stub):
+    """The query coord's ``query.*`` calls."""
+
+    def __init__(self, bus: Bus, timeout: float = 30.0) -> None:
+        super().__init__(bus, COORD, timeout)
+
+    async def load(self, req: LoadCollection) -> LoadProgress:
+        return await self._ask("query.load", req, LoadProgress)
+
+    async def release(self, req: ReleaseCollection) -> Ack:
+        return await self._ask("query.release", req, Ack)
+
+    async def state(self, req: LoadState) -> LoadProgress:
+        return await self._ask("query.state", req, LoadProgress)
+
+    async def route(self, req: QueryRoute) -> Route:
+        return await self._ask("query.route", req, Route)

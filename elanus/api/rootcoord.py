@@ -1,0 +1,383 @@
+"""The root coord's API (``meta/rootcoord.py``): timestamps, ids, databases, collections,
+partitions and aliases, and the schema push it sends to data and query nodes.
+
+A change carries ``ts`` when the caller took its timestamp (the proxy's DdQueue does; 0:
+the coord takes one). The key names are the wire format: renaming a field changes the
+protocol, and the Flight layer hands several replies to clients as they are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import field
+from typing import Annotated, Any
+
+from elanus.api.base import Ack, Stub, reply
+from elanus.channels.bus import Bus
+from elanus.channels.subjects import COORD
+from elanus.requests import Range, request
+from elanus.schema import DEFAULT_DB, MAX_SHARDS
+
+# -- TSO and IDs ------------------------------------------------------------------------------
+
+
+@request("tso.alloc")
+class TsoAlloc:
+    count: Annotated[int, Range(1, 1 << 18)] = 1
+
+
+@reply
+class Timestamps:
+    """``count`` consecutive timestamps from ``ts``."""
+
+    ts: int
+    count: int
+
+
+@request("id.alloc")
+class IdAlloc:
+    count: Annotated[int, Range(1, 10_000_000)] = 1
+
+
+@reply
+class IdBlock:
+    """``count`` ids from ``start``."""
+
+    start: int
+    count: int
+
+
+# -- databases --------------------------------------------------------------------------------
+
+
+@request("database.create")
+class CreateDatabase:
+    name: str
+    ts: int = 0
+
+
+@reply
+class DatabaseCreated:
+    db_id: int
+
+
+@request("database.drop")
+class DropDatabase:
+    name: str
+    ts: int = 0
+
+
+@request("database.list")
+class ListDatabases:
+    pass
+
+
+@reply
+class Names:
+    """Names of databases, or of a database's collections."""
+
+    names: list[str]
+
+
+# -- collections ------------------------------------------------------------------------------
+
+
+@request("collection.create")
+class CreateCollection:
+    db: str = DEFAULT_DB
+    name: str
+    schema: dict[str, Any]
+    num_shards: Annotated[int, Range(1, MAX_SHARDS)] = 1
+    consistency_level: str = "Bounded"
+    properties: dict[str, Any] = field(default_factory=dict)
+    description: str = ""
+    num_partitions: int | None = None
+    """Partitions of a partition key collection (checked by the coord against the schema)."""
+    ts: int = 0
+
+
+@reply
+class PartitionInfo:
+    name: str
+    partition_id: int
+    created_ts: int
+
+
+@reply
+class CollectionDescription:
+    """A collection as the catalog holds it; the proxy caches it and hands it to clients
+    as ``describe_collection``'s result. ``schema`` is the schema document
+    (``Schema.to_dict``), field ids included."""
+
+    collection_id: int
+    db: str
+    name: str
+    description: str
+    schema: dict[str, Any]
+    num_shards: int
+    consistency_level: str
+    properties: dict[str, str]
+    created_ts: int
+    vchannels: list[str]
+    pchannels: list[str]
+    partitions: list[PartitionInfo]
+    aliases: list[str]
+
+
+@request("collection.drop")
+class DropCollection:
+    db: str = DEFAULT_DB
+    name: str
+    ts: int = 0
+
+
+@reply
+class CollectionChanged:
+    """The collection a drop, a rename or an alias change applied to."""
+
+    collection_id: int
+
+
+@request("collection.has")
+class HasCollection:
+    db: str = DEFAULT_DB
+    name: str
+
+
+@reply
+class Flag:
+    """The answer of a ``has`` call."""
+
+    value: bool
+
+
+@request("collection.describe")
+class DescribeCollection:
+    """By ``collection_id`` if given, else by ``name`` in ``db``."""
+
+    db: str = DEFAULT_DB
+    collection_id: int | None = None
+    name: str | None = None
+
+
+@request("collection.list")
+class ListCollections:
+    db: str = DEFAULT_DB
+
+
+@request("collection.rename")
+class RenameCollection:
+    db: str = DEFAULT_DB
+    name: str
+    new_name: str
+    new_db: str | None = None
+    ts: int = 0
+
+
+@request("collection.add_field")
+class AddCollectionField:
+    db: str = DEFAULT_DB
+    collection: str
+    field: dict[str, Any]
+    ts: int = 0
+
+
+@reply
+class FieldAdded:
+    collection_id: int
+    field_id: int
+    version: int
+    """The collection's new schema version."""
+
+
+# -- partitions -------------------------------------------------------------------------------
+
+
+@request("partition.create")
+class CreatePartition:
+    db: str = DEFAULT_DB
+    collection: str
+    name: str
+    ts: int = 0
+
+
+@reply
+class PartitionChanged:
+    partition_id: int
+
+
+@request("partition.drop")
+class DropPartition:
+    db: str = DEFAULT_DB
+    collection: str
+    name: str
+    ts: int = 0
+
+
+@request("partition.has")
+class HasPartition:
+    db: str = DEFAULT_DB
+    collection: str
+    name: str
+
+
+@request("partition.list")
+class ListPartitions:
+    db: str = DEFAULT_DB
+    collection: str
+
+
+@reply
+class Partitions:
+    partitions: list[PartitionInfo]
+
+
+# -- aliases ----------------------------------------------------------------------------------
+
+
+@request("alias.create")
+class CreateAlias:
+    """Also ``alias.alter``: point ``alias`` at ``collection`` (a collection's own name)."""
+
+    db: str = DEFAULT_DB
+    collection: str
+    alias: str
+    ts: int = 0
+
+
+@request("alias.drop")
+class DropAlias:
+    db: str = DEFAULT_DB
+    alias: str
+    ts: int = 0
+
+
+@request("alias.describe")
+class DescribeAlias:
+    db: str = DEFAULT_DB
+    alias: str
+
+
+@reply
+class AliasDescription:
+    alias: str
+    collection_name: str
+    db_name: str
+
+
+@request("alias.list")
+class ListAliases:
+    """The aliases of ``collection``, or of every collection of ``db``."""
+
+    db: str = DEFAULT_DB
+    collection: str | None = None
+
+
+@reply
+class AliasList:
+    aliases: list[str]
+    db_name: str
+    collection_name: str | None = None
+
+    def to_body(self) -> dict[str, Any]:
+        """pymilvus's shape: ``collection_name`` only when one was asked about."""
+        out: dict[str, Any] = {"aliases": list(self.aliases), "db_name": self.db_name}
+        if self.collection_name is not None:
+            out["collection_name"] = self.collection_name
+        return out
+
+
+# -- the schema push to nodes -----------------------------------------------------------------
+
+
+@request("node.schema")
+class UpdateSchema:
+    """A collection's new schema (a field was added), for the nodes holding its rows: they
+    widen what they hold before any proxy lets a client use the field."""
+
+    collection_id: int
+    schema: dict[str, Any]
+
+
+@reply
+class SchemaTaken:
+    """The schema version the node holds now (``None``: it holds nothing of the
+    collection)."""
+
+    version: int | None
+
+
+class RootCoordAPI(Stub):
+    """The root coord's calls, on ``elanus.coord.<method>``."""
+
+    def __init__(self, bus: Bus, timeout: float = 30.0) -> None:
+        super().__init__(bus, COORD, timeout)
+
+    async def alloc_ts(self, req: TsoAlloc) -> Timestamps:
+        return await self._ask("tso.alloc", req, Timestamps)
+
+    async def alloc_ids(self, req: IdAlloc) -> IdBlock:
+        return await self._ask("id.alloc", req, IdBlock)
+
+    async def create_database(self, req: CreateDatabase) -> DatabaseCreated:
+        return await self._ask("database.create", req, DatabaseCreated)
+
+    async def drop_database(self, req: DropDatabase) -> Ack:
+        return await self._ask("database.drop", req, Ack)
+
+    async def list_databases(self, req: ListDatabases) -> Names:
+        return await self._ask("database.list", req, Names)
+
+    async def create_collection(self, req: CreateCollection) -> CollectionDescription:
+        return await self._ask("collection.create", req, CollectionDescription)
+
+    async def drop_collection(self, req: DropCollection) -> CollectionChanged:
+        return await self._ask("collection.drop", req, CollectionChanged)
+
+    async def has_collection(self, req: HasCollection) -> Flag:
+        return await self._ask("collection.has", req, Flag)
+
+    async def describe_collection(self, req: DescribeCollection) -> CollectionDescription:
+        return await self._ask("collection.describe", req, CollectionDescription)
+
+    async def list_collections(self, req: ListCollections) -> Names:
+        return await self._ask("collection.list", req, Names)
+
+    async def rename_collection(self, req: RenameCollection) -> CollectionChanged:
+        return await self._ask("collection.rename", req, CollectionChanged)
+
+    async def add_collection_field(self, req: AddCollectionField) -> FieldAdded:
+        return await self._ask("collection.add_field", req, FieldAdded)
+
+    async def create_partition(self, req: CreatePartition) -> PartitionChanged:
+        return await self._ask("partition.create", req, PartitionChanged)
+
+    async def drop_partition(self, req: DropPartition) -> PartitionChanged:
+        return await self._ask("partition.drop", req, PartitionChanged)
+
+    async def has_partition(self, req: HasPartition) -> Flag:
+        return await self._ask("partition.has", req, Flag)
+
+    async def list_partitions(self, req: ListPartitions) -> Partitions:
+        return await self._ask("partition.list", req, Partitions)
+
+    async def create_alias(self, req: CreateAlias) -> CollectionChanged:
+        return await self._ask("alias.create", req, CollectionChanged)
+
+    async def alter_alias(self, req: CreateAlias) -> CollectionChanged:
+        return await self._ask("alias.alter", req, CollectionChanged)
+
+    async def drop_alias(self, req: DropAlias) -> Ack:
+        return await self._ask("alias.drop", req, Ack)
+
+    async def describe_alias(self, req: DescribeAlias) -> AliasDescription:
+        return await self._ask("alias.describe", req, AliasDescription)
+
+    async def list_aliases(self, req: ListAliases) -> AliasList:
+        return await self._ask("alias.list", req, AliasList)
+
+
+class SchemaAPI(Stub):
+    """A data or query node's ``schema`` call (``elanus.<role>.<node_id>.schema``)."""
+
+    async def update_schema(self, req: UpdateSchema, timeout: float | None = None) -> SchemaTaken:
+        return await self._ask("schema", req, SchemaTaken, timeout)
