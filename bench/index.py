@@ -51,6 +51,7 @@ from search import EmptyFlight, Stat, exchange_loop, run_loop  # noqa: E402
 
 from elanus.client.client import Client  # noqa: E402
 from elanus.index.kernels import VectorIndexExact  # noqa: E402
+from elanus.schema import quick_schema  # noqa: E402
 
 COLLECTION = "bench_index"
 K = 10
@@ -317,7 +318,10 @@ def main(argv: list[str] | None = None) -> int:
             Standalone(Path(tmp) / "data", env=env) as server,
             Client(server.uri, timeout=600) as client,
         ):
-            client.create_collection(COLLECTION, dimension=args.dim, metric_type="L2", num_shards=1)
+            # Quick setup's schema without its AUTOINDEX: every index type is built here.
+            client.create_collection(
+                COLLECTION, schema=quick_schema(args.dim), properties={"metric_type": "L2"}
+            )
             table = pa.table(
                 {"id": pa.array(np.arange(args.rows), pa.int64()),
                  "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), args.dim)}

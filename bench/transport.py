@@ -60,6 +60,7 @@ from elanus.channels.nats_server import (  # noqa: E402
     terminate,
 )
 from elanus.client.client import Client  # noqa: E402
+from elanus.schema import quick_schema  # noqa: E402
 from index import clustered, nlist_for  # noqa: E402
 
 NAME = "bench"
@@ -106,7 +107,8 @@ def load_data(uri: str, work: Workload) -> None:
          "vector": pa.FixedSizeListArray.from_arrays(pa.array(work.vectors.ravel()), dim)}
     )  # fmt: skip
     with Client(uri, timeout=600) as client:
-        client.create_collection(NAME, dimension=dim, metric_type="L2")
+        # Quick setup's schema without its AUTOINDEX: the IVF_FLAT index below is the one.
+        client.create_collection(NAME, schema=quick_schema(dim), properties={"metric_type": "L2"})
         client.insert(NAME, table)
         client.flush(NAME, timeout=600, poll_s=0.02)
         client.create_index(

@@ -1,8 +1,10 @@
 """The ``elanus`` command: a Typer app whose failures are one line, never a traceback.
 
-``main`` wraps the app: Typer itself reports usage errors (exit 2); anything else that
-escapes a command (an ``ElanusError`` from the server, an unreachable proxy, a bad settings
-file) becomes ``error: [CODE] message`` on stderr and exit 1.
+``main`` wraps the app: a usage error (Click's own, or a bad option value a command
+finds) becomes ``error: [INVALID_ARGUMENT] message`` on stderr and exit 2; anything else
+that escapes a command (an ``ElanusError`` from the server, an unreachable proxy, a bad
+settings file) becomes ``error: [CODE] message`` and exit 1. Global options are moved
+before the command first (``hoisted``), so they work on either side of it.
 """
 
 from __future__ import annotations
@@ -11,6 +13,9 @@ import sys
 from collections.abc import Sequence
 
 import typer
+
+# Typer vendors Click; its exceptions are only reachable here (typer.BadParameter is one).
+from typer._click import exceptions as click
 
 import elanus
 from elanus.cli import admin, data, imports, read, server, users
@@ -28,6 +33,7 @@ from elanus.cli.context import (
 )
 from elanus.cli.index import index_app
 from elanus.cli.output import error_parts, print_error
+from elanus.errors import ErrorCode
 
 app = typer.Typer(
     name="elanus",
@@ -80,8 +86,7 @@ def global_options(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
     ),
 ) -> None:
-    """Options given here apply to every command; --json, --uri and --data-dir may also
-    follow the command that uses them."""
+    """Options given here apply to every command; each may also follow the command."""
     ctx.obj = CliState(
         config=config,
         data_dir=data_dir,
@@ -94,15 +99,64 @@ def global_options(
     )
 
 
+GLOBAL_VALUED = ("--config", "--data-dir", "--uri", "--user", "--password", "--token", "--tls-ca")
+GLOBAL_FLAGS = ("--json",)
+
+
+def hoisted(args: list[str]) -> list[str]:
+    """The global options found after the command moved before it, so each works in
+    either place (``elanus collection list --token t`` = ``elanus --token t collection
+    list``). Nothing after ``--`` moves. Later occurrences still win, as Click reads them."""
+    moved: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            rest.extend(args[i:])
+            break
+        if arg in GLOBAL_FLAGS or arg.partition("=")[0] in GLOBAL_VALUED and "=" in arg:
+            moved.append(arg)
+        elif arg in GLOBAL_VALUED and i + 1 < len(args):
+            moved += args[i : i + 2]
+            i += 1
+        else:
+            rest.append(arg)
+        i += 1
+    return moved + rest
+
+
+def usage_line(exc: click.UsageError) -> str:
+    """A usage error as one line: what is wrong, and where to look for help."""
+    where = exc.ctx.command_path if exc.ctx is not None else "elanus"
+    return f"{exc.format_message()} (see '{where} -h')"
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    """Console-script entry point."""
+    """Console-script entry point: every failure is one ``error: [CODE] message`` line on
+    stderr, exit 2 for a usage error (Click's own included) and 1 for anything else."""
+    args = list(argv) if argv is not None else sys.argv[1:]
     try:
-        app(args=list(argv) if argv is not None else None, prog_name="elanus")
+        code = app(args=hoisted(args), prog_name="elanus", standalone_mode=False)
     except KeyboardInterrupt:
         sys.exit(130)
+    except click.NoArgsIsHelpError as exc:
+        exc.show()  # a group named alone: its help, as Click shows it
+        sys.exit(exc.exit_code)
+    except click.UsageError as exc:
+        print_error(str(ErrorCode.INVALID_ARGUMENT), usage_line(exc))
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        print_error(str(ErrorCode.INVALID_ARGUMENT), "aborted (no answer to a prompt)")
+        sys.exit(1)
+    except click.ClickException as exc:
+        print_error(str(ErrorCode.INVALID_ARGUMENT), exc.format_message())
+        sys.exit(exc.exit_code)
     except Exception as exc:  # noqa: BLE001 - the one place errors become a line and a code
         print_error(*error_parts(exc))
         sys.exit(1)
+    if isinstance(code, int) and code:
+        sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ that is missing or unreadable is a usage error (exit 2) naming the file.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -24,6 +25,7 @@ from elanus.consistency import ConsistencyLevel
 
 if TYPE_CHECKING:
     from elanus.client.client import Client
+    from elanus.client.results import SearchResult
 
 METRICS = ("L2", "IP", "COSINE", "HAMMING", "JACCARD", "BM25")
 _BINARY_METRICS = ("HAMMING", "JACCARD")
@@ -213,7 +215,7 @@ def release(
 # =============================================================================================
 # elanus search
 # =============================================================================================
-def _entity_columns(hits: list[dict[str, Any]]) -> list[str]:
+def _entity_columns(hits: Sequence[dict[str, Any]]) -> list[str]:
     columns: list[str] = []
     for hit in hits:
         for key in hit.get("entity") or {}:
@@ -232,7 +234,7 @@ def _cell(value: Any) -> Any:
 
 
 def render_search(collection: str) -> Any:
-    def render(results: list[list[dict[str, Any]]]) -> RenderableType:
+    def render(results: SearchResult) -> RenderableType:
         tables: list[RenderableType] = []
         for q, hits in enumerate(results):
             extra = _entity_columns(hits)
@@ -297,7 +299,7 @@ def search(
     queries = search_queries(vector_file, text, metric)
     fields = split_fields(output_fields)
 
-    def action(client: Client) -> list[list[dict[str, Any]]]:
+    def action(client: Client) -> SearchResult:
         return client.search(
             collection,
             queries,

@@ -16,6 +16,7 @@ from elanus.schema import DataType, Field, Schema
 
 if TYPE_CHECKING:
     from elanus.client import Client
+    from elanus.client.results import LoadState
 
 __all__ = [
     "AnnSearchRequest",
@@ -27,6 +28,7 @@ __all__ = [
     "Field",
     "Function",
     "FunctionType",
+    "LoadState",
     "RRFRanker",
     "Schema",
     "WeightedRanker",
@@ -47,4 +49,8 @@ def __getattr__(name: str) -> Any:
         from elanus.client import Client
 
         return Client
+    if name == "LoadState":  # pymilvus's enum, as ``get_load_state`` returns it
+        from elanus.client.results import LoadState
+
+        return LoadState
     raise AttributeError(name)

@@ -11,6 +11,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+import elanus
 from elanus.api.base import as_body
 from elanus.api.coord import CoordAPI, GetHealth
 from elanus.api.rootcoord import (
@@ -122,6 +123,7 @@ class DdlService:
             "ddl_pending": self.queue.pending(),
             "ddl_executed": self.queue.executed,
             "cached_collections": len(self.cache),
+            "version": elanus.__version__,
         }
         if self.supervisor is not None:
             proxy["health"] = self.supervisor.health()

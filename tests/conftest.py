@@ -16,6 +16,7 @@ os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 os.environ["ELANUS_MILVUS_PORT"] = "0"
 
 import contextlib  # noqa: E402
+import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -32,6 +33,7 @@ from elanus.client.client import Client
 from elanus.flight.proxy import ProxyServer
 from elanus.index.indexnode import IndexNode
 from elanus.meta.coord import Coordinator
+from elanus.schema import quick_schema
 from elanus.segments.datanode import DataNode
 from elanus.segments.querynode import QueryNode
 from elanus.settings import Settings
@@ -234,6 +236,24 @@ def own_stack(
         nats.stop()
 
 
+def bare_collection(
+    client: Client, name: str, dim: int, metric_type: str | None = None, **kwargs: Any
+) -> dict[str, Any]:
+    """The quick setup's collection (``id`` + ``vector``, dynamic fields) with no index and
+    not loaded, for tests that need it so: quick setup itself indexes and loads, as
+    pymilvus's does. ``metric_type`` is recorded as quick setup records it (a property)."""
+    if metric_type is not None:
+        kwargs["properties"] = {**kwargs.get("properties", {}), "metric_type": metric_type}
+    return client.create_collection(name, schema=quick_schema(dim), **kwargs)
+
+
+def bare_schema_file(path: Path, dim: int) -> Path:
+    """``bare_collection``'s schema as a file, for ``elanus collection create --schema``
+    (``--dim`` indexes and loads, as quick setup does)."""
+    path.write_text(json.dumps(quick_schema(dim).to_dict()))
+    return path
+
+
 def wait_for(pred: Callable[[], Any], timeout: float = 30, what: str = "condition") -> Any:
     """Poll ``pred`` until it returns something true (and return that), or fail naming
     ``what``."""
@@ -358,16 +378,14 @@ def wait_healthy(uri: str, timeout: float = 30.0, alive: _Callable[[], None] | N
     while _time.monotonic() < deadline:
         if alive is not None:
             alive()
-        client = Client(uri, timeout=2)
         try:
-            client.health()
+            with Client(uri, timeout=2) as client:  # connecting asks the proxy already
+                client.health()
             return
         except _ElanusError as exc:
             if exc.code == "UNAUTHENTICATED":  # a server with auth_enabled: it answered
                 return
             last = exc
-        finally:
-            client.close()
         _time.sleep(0.1)
     raise AssertionError(f"{uri} not healthy in {timeout}s: {last}")
 

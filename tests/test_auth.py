@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
-from conftest import Stack, own_stack
+from conftest import Stack, bare_collection, own_stack
 
 import elanus
 from elanus.client.client import Client
@@ -73,7 +73,7 @@ def _row(i: int) -> dict[str, Any]:
 
 
 def _create(name: str) -> Callable[[Client, str], Any]:
-    return lambda root, t: root.create_collection(f"{name}_{t}", dimension=DIM)
+    return lambda root, t: bare_collection(root, f"{name}_{t}", DIM)
 
 
 def _loaded(name: str) -> Callable[[Client, str], Any]:
@@ -92,7 +92,7 @@ CASES = [
     # Global
     Case("CreateCollection", "create_collection",
          lambda t: {"name": f"new_{t}", "dimension": DIM},
-         lambda c, t: c.create_collection(f"new_{t}", dimension=DIM),
+         lambda c, t: bare_collection(c, f"new_{t}", DIM),  # quick setup also indexes
          unchanged=_has("new")),
     Case("DropCollection", "drop_collection", lambda t: {"name": f"drop_{t}"},
          lambda c, t: c.drop_collection(f"drop_{t}"), _create("drop"), _has("drop")),
@@ -151,7 +151,7 @@ CASES = [
     Case("DropIndex", "drop_index", lambda t: {"collection": f"di_{t}", "field_name": "vector"},
          lambda c, t: c.drop_index(f"di_{t}", field_name="vector"),
          lambda root, t: (
-             root.create_collection(f"di_{t}", dimension=DIM),
+             bare_collection(root, f"di_{t}", DIM),
              root.create_index(f"di_{t}", field_name="vector", index_type="FLAT",
                                metric_type="COSINE"),
          ),
@@ -191,7 +191,7 @@ CASES = [
          lambda t: {"collection": f"dp_{t}", "partition": "p"},
          lambda c, t: c.drop_partition(f"dp_{t}", "p"),
          lambda root, t: (
-             root.create_collection(f"dp_{t}", dimension=DIM),
+             bare_collection(root, f"dp_{t}", DIM),
              root.create_partition(f"dp_{t}", "p"),
          ),
          lambda root, t: root.list_partitions(f"dp_{t}")),

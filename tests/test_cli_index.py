@@ -28,6 +28,9 @@ def wait_finished(server: StandaloneProcess, collection: str) -> dict[str, Any]:
 
 def test_index_commands(server: StandaloneProcess, tmp_path: Path) -> None:
     cli(server, "collection", "create", "shelf", "--dim", "4")
+    # Quick setup indexes (AUTOINDEX) and loads, as pymilvus's: start from no index.
+    cli(server, "release", "shelf")
+    cli(server, "index", "drop", "shelf", "--index-name", "vector")
     cli(server, "insert", "shelf", str(write_jsonl(tmp_path / "s.jsonl")))
     cli(server, "flush", "shelf")
     shown = cli(

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import StandaloneProcess, cli, cli_json, run_elanus
+from conftest import StandaloneProcess, bare_schema_file, cli, cli_json, run_elanus
 
 from elanus.channels.nats_server import free_port
 from elanus.cli.read import read_vectors
@@ -39,9 +39,15 @@ def write_jsonl(path: Path) -> Path:
     return path
 
 
+def create_bare(server: StandaloneProcess, name: str, tmp_path: Path) -> None:
+    """The quick setup's fields with no index, not loaded (``--dim`` indexes and loads)."""
+    schema = bare_schema_file(tmp_path / f"{name}.schema.json", DIM)
+    cli(server, "collection", "create", name, "--schema", str(schema))
+
+
 @pytest.mark.slow
 def test_load_search_query_release(server: StandaloneProcess, tmp_path: Path) -> None:
-    cli(server, "collection", "create", "books", "--dim", str(DIM))
+    create_bare(server, "books", tmp_path)
     assert (
         cli_json(server, "insert", "books", str(write_jsonl(tmp_path / "b.jsonl")))["insert_count"]
         == ROWS
@@ -128,7 +134,7 @@ def test_load_search_query_release(server: StandaloneProcess, tmp_path: Path) ->
 
 @pytest.mark.slow
 def test_search_params_and_partitions(server: StandaloneProcess, tmp_path: Path) -> None:
-    cli(server, "collection", "create", "parted", "--dim", str(DIM))
+    create_bare(server, "parted", tmp_path)
     cli(server, "partition", "create", "parted", "late")
     rows = tmp_path / "rows.jsonl"
     write_jsonl(rows)

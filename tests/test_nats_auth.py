@@ -16,7 +16,7 @@ import nats
 import numpy as np
 import psutil
 import pytest
-from conftest import ElanusProcess, StandaloneProcess, run_elanus, wait_for
+from conftest import ElanusProcess, StandaloneProcess, bare_collection, run_elanus, wait_for
 
 from elanus.channels.bus import Bus
 from elanus.channels.nats_server import EmbeddedNats, free_port
@@ -197,7 +197,7 @@ def test_cluster_role_needs_the_credentials(
         assert proxy.uri is not None
         client = Client(proxy.uri, timeout=30)
         try:
-            client.create_collection("spread", dimension=4)
+            bare_collection(client, "spread", 4)  # no query node here to load into
             assert "spread" in client.list_collections()
         finally:
             client.close()

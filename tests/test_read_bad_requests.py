@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import Stack, own_stack
+from conftest import Stack, bare_collection, own_stack
 
 from elanus import DataType, ElanusError, ErrorCode, Schema
 from elanus.channels.loop import LoopThread
@@ -111,7 +111,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
         )
         client.create_collection("sparse", schema=sparse, properties={"metric_type": "IP"})
         client.insert("sparse", [{"id": i, "sp": {i: 1.0, 50: 0.5}} for i in range(10)])
-        client.create_collection("unloaded", dimension=DIM)
+        bare_collection(client, "unloaded", DIM)
         client.insert("unloaded", {"id": np.arange(5), "vector": rng.random((5, DIM), "f4")})
         for name in COLLECTIONS[:-1]:
             client.load_collection(name)
@@ -450,7 +450,7 @@ def test_load_without_a_query_node_is_unavailable(
         stack.add_datanode()
         stack.add_proxy()
         client = stack.client()
-        client.create_collection("c", dimension=DIM)
+        bare_collection(client, "c", DIM)  # loading is what is tested
         with pytest.raises(ElanusError) as exc:
             client.load_collection("c")
         assert exc.value.code == ErrorCode.UNAVAILABLE and "query node" in exc.value.message
@@ -471,7 +471,7 @@ def test_failed_load_leaves_no_trace(
         stack.call(stack.coord.start())
         stack.add_proxy()
         client = stack.client()
-        client.create_collection("c", dimension=DIM)
+        bare_collection(client, "c", DIM)  # loading is what is tested
         with pytest.raises(ElanusError):
             client.load_collection("c")
         assert client.get_load_state("c")["state"] == "NotLoad"

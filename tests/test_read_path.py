@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import TRANSPORTS, ElanusProcess, Stack, own_stack, wait_for
+from conftest import TRANSPORTS, ElanusProcess, Stack, bare_collection, own_stack, wait_for
 
 from elanus import DataType, ElanusError, ErrorCode, Schema
 from elanus.channels.loop import LoopThread
@@ -945,7 +945,7 @@ def expect_error(code: ErrorCode, call: Callable[[], Any], *words: str) -> Elanu
 def test_load_release_and_partition_loads(make_stack: Callable[..., Stack]) -> None:
     stack = make_stack()
     client = stack.client()
-    client.create_collection("l", dimension=DIM, metric_type="L2", num_shards=2)
+    bare_collection(client, "l", DIM, metric_type="L2", num_shards=2)  # not loaded yet
     for p in ("p1", "p2"):
         client.create_partition("l", p)
     rng = np.random.default_rng(15)
@@ -1008,7 +1008,7 @@ def test_load_release_and_partition_loads(make_stack: Callable[..., Stack]) -> N
 def test_searching_a_partition_that_is_not_loaded(make_stack: Callable[..., Stack]) -> None:
     stack = make_stack()
     client = stack.client()
-    client.create_collection("l", dimension=DIM, metric_type="L2")
+    bare_collection(client, "l", DIM, metric_type="L2")  # only p1 gets loaded
     client.create_partition("l", "p1")
     client.create_partition("l", "p2")
     rng = np.random.default_rng(16)

@@ -15,7 +15,7 @@ import lance
 import numpy as np
 import pyarrow as pa
 import pytest
-from conftest import ElanusProcess, Stack, both_transports
+from conftest import ElanusProcess, Stack, bare_collection, both_transports
 
 from elanus.channels.nats_server import EmbeddedNats, free_port
 from elanus.client.client import Client
@@ -150,7 +150,7 @@ def flush_with_retry(client: Client, collection: str, timeout: float = 90) -> No
 
 def run_crash(cluster: Cluster, role: str) -> Ingest:
     client = Client(cluster.uri, timeout=30)
-    client.create_collection("crash", dimension=DIM, num_shards=2)
+    bare_collection(client, "crash", DIM, num_shards=2)  # no query node to load into
     ingest = Ingest(client, "crash")
     ingest.start()
     ingest.wait_for(BATCHES * BATCH // 3)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from conftest import bare_collection
 
 import elanus
 from elanus import ElanusError, ErrorCode
@@ -238,7 +239,7 @@ def test_shared_methods_take_pymilvus_parameters_in_pymilvus_order() -> None:
 def test_errors_name_collections_by_name(stack: Stack) -> None:
     """A Milvus user never sees collection ids: errors say which collection by name."""
     client = stack.client()
-    client.create_collection("unloaded_books", 4)
+    bare_collection(client, "unloaded_books", 4)  # quick setup would load it
     with pytest.raises(ElanusError) as err:
         client.search("unloaded_books", [[0.0] * 4])
     assert err.value.code == ErrorCode.COLLECTION_NOT_LOADED

@@ -162,17 +162,22 @@ def test_quick_setup_metric_is_the_default_and_an_index_overrides_it(client: Cli
     vectors = _vectors(100, seed=3)
     client.insert("quick", {"id": np.arange(100), "vector": vectors})
     client.flush("quick", timeout=60)
-    client.load_collection("quick")
     queries = _vectors(2, seed=4)
-    hits = search(client, "quick", queries, limit=3)
+    # As Milvus's, the quick setup made an IP index (AUTOINDEX) and loaded: it refuses L2.
+    refused(
+        lambda: search(client, "quick", queries, limit=3, search_params={"metric_type": "L2"}),
+        "metric type not match",
+        "expected=IP",
+    )
+    client.release_collection("quick")
+    client.drop_index("quick", "vector")
+    client.load_collection("quick")
+    hits = search(client, "quick", queries, limit=3)  # no index: the quick setup's metric
     assert [[h["id"] for h in r] for r in hits] == exact(vectors, queries, "IP", 3)
-    # No index: another metric scans exactly in it (Milvus Lite does the same; Milvus's
-    # quick setup would have made an IP index, which refuses L2).
+    # No index: another metric scans exactly in it (Milvus Lite does the same).
     l2 = search(client, "quick", queries, limit=3, search_params={"metric_type": "L2"})
     assert [[h["id"] for h in r] for r in l2] == exact(vectors, queries, "L2", 3)
-    # Milvus's quick setup makes an IP index, to be dropped before another is made; here
-    # no index exists yet, so the new one simply takes over (the state Milvus reaches after
-    # drop_index + create_index).
+    # A new index takes over (the state Milvus reaches after drop_index + create_index).
     client.create_index("quick", "vector", index_type="FLAT", metric_type="L2")
     client.wait_for_index("quick", timeout=60)
     hits = search(client, "quick", queries, limit=3)

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.flight as flight
 import pytest
-from conftest import Stack, own_stack, wait_for
+from conftest import Stack, bare_collection, own_stack, wait_for
 
 from elanus import DataType, ElanusError, ErrorCode, Schema
 from elanus.client.client import Client
@@ -355,7 +355,7 @@ def test_unknown_and_unloaded_collections_are_clear_errors(
     spark: SparkSession, served: Stack
 ) -> None:
     c = served.client()
-    c.create_collection("idle", dimension=4)
+    bare_collection(c, "idle", 4)  # never loaded
     with pytest.raises(Exception, match=r"COLLECTION_NOT_FOUND.*'nowhere'"):
         reader(spark, served.uri, "nowhere").load()
     with pytest.raises(Exception, match=r"COLLECTION_NOT_LOADED.*load"):

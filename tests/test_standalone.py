@@ -10,7 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ElanusProcess, StandaloneProcess, process_gone, run_elanus, wait_gone
+from conftest import (
+    ElanusProcess,
+    StandaloneProcess,
+    bare_schema_file,
+    process_gone,
+    run_elanus,
+    wait_gone,
+)
 
 from elanus.channels.nats_server import EmbeddedNats, free_port
 
@@ -127,7 +134,10 @@ def test_roles_run_on_their_own(
             "coord": coord.pid,
             "proxy": proxy.pid,
         }
-        created = run_elanus("collection", "create", "spread", "--dim", "4", "--uri", proxy.uri)
+        schema = bare_schema_file(tmp_path / "spread.json", 4)  # no query node to load into
+        created = run_elanus(
+            "collection", "create", "spread", "--schema", str(schema), "--uri", proxy.uri
+        )
         assert created.returncode == 0, created.stderr
         assert coord.children() == [] and proxy.children() == []
 

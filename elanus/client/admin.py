@@ -8,6 +8,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from elanus.client.base import ClientBase
+from elanus.client.compat import reject_unknown
 from elanus.client.wire import from_flight_error
 
 
@@ -17,6 +18,16 @@ class AdminAPI(ClientBase):
 
     def health(self) -> dict[str, Any]:
         return self._action("health")
+
+    def get_server_version(
+        self, timeout: float | None = None, detail: bool = False, **kwargs: Any
+    ) -> str | dict[str, Any]:
+        """The proxy's Elanus version (pymilvus's ``get_server_version``); with ``detail``,
+        ``{"version", "deploy_mode"}``."""
+        reject_unknown("get_server_version", kwargs)
+        proxy = self._action("health", timeout=timeout).get("proxy") or {}
+        version = str(proxy.get("version") or "unknown")
+        return {"version": version, "deploy_mode": "elanus"} if detail else version
 
     def get_timestamp(self) -> int:
         """A fresh hybrid timestamp from the TSO (``physical_ms << 18 | logical``)."""

@@ -56,6 +56,14 @@ class Login:
         self.renew_at = self.expires - min(RENEW_BEFORE_S, (self.expires - now) / 4)
 
 
+CONNECT_TIMEOUT_S = 10.0
+"""The longest the round trip at connect may take (less if the client's ``timeout`` is)."""
+
+
+def connect_timeout(timeout: float | None) -> float:
+    return min(timeout, CONNECT_TIMEOUT_S) if timeout else CONNECT_TIMEOUT_S
+
+
 RENEW_BEFORE_S = 60.0
 """A token this close to its expiry (or in the last quarter of its life) is renewed by a
 new handshake before the next call."""
@@ -114,8 +122,14 @@ class ClientBase:
             raise ElanusError(ErrorCode.INVALID_ARGUMENT, f"bad proxy uri {uri!r}: {exc}") from None
         self._login = Login.of(token, user, password)
         self._headers: list[tuple[bytes, bytes]] = []
-        if self._login is not None:
-            self._authenticate()
+        try:
+            if self._login is not None:
+                self._authenticate(connect_timeout(timeout))
+            if self._login is None or self._login.password is None:
+                self._probe(connect_timeout(timeout))  # the handshake was no round trip
+        except ElanusError:
+            self.close()
+            raise
 
     # -- plumbing ---------------------------------------------------------------------------
     @property
@@ -134,7 +148,20 @@ class ClientBase:
             self._authenticate()
         return flight.FlightCallOptions(timeout=t, headers=self._headers)
 
-    def _authenticate(self) -> None:
+    def _probe(self, timeout: float) -> None:
+        """One cheap call (Flight ListFlights) at connect, so a client on nothing, or on
+        something that is not an Elanus proxy, fails here and says so. A refusal for want
+        of credentials still proves an Elanus proxy answered."""
+        options = flight.FlightCallOptions(timeout=timeout, headers=self._headers)
+        try:
+            for _ in self._conn().list_flights(options=options):
+                break
+        except (flight.FlightError, pa.ArrowException) as exc:
+            err = from_flight_error(exc, self.uri)
+            if err.code not in (ErrorCode.UNAUTHENTICATED, ErrorCode.PERMISSION_DENIED):
+                raise err from None
+
+    def _authenticate(self, timeout: float | None = None) -> None:
         """Flight's basic-auth handshake; later calls carry the bearer token it returns."""
         login = self._login
         assert login is not None
@@ -143,10 +170,17 @@ class ClientBase:
             return
         try:
             header = self._conn().authenticate_basic_token(
-                login.user, login.password, flight.FlightCallOptions(timeout=self.timeout)
+                login.user,
+                login.password,
+                flight.FlightCallOptions(timeout=timeout or self.timeout),
             )
         except (flight.FlightError, pa.ArrowException) as exc:
-            raise from_flight_error(exc) from None
+            err = from_flight_error(exc, self.uri)
+            if err.code == ErrorCode.INTERNAL and timeout:
+                # At connect: a handshake with nothing (or no Flight) behind the uri fails
+                # without saying why; the probe's call does.
+                self._probe(timeout)
+            raise err from None
         self._headers = [header]
         login.renewed(header[1].decode())
 

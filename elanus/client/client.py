@@ -16,6 +16,7 @@ the mixins themselves, so a new method is listed where it is written:
   iterators: ``client_iterators.IteratorAPI``
 - indexes and index builders: ``client_index`` (``IndexAPI``, ``BuilderAPI``)
 - users and roles: ``client_auth.AuthAPI``
+- segments and partition statistics: ``client_segments.SegmentAPI``
 - cluster: ``client_admin.AdminAPI``; connection: ``client_base.ClientBase``
 """
 
@@ -29,6 +30,7 @@ from elanus.client.hybrid import HybridAPI
 from elanus.client.imports import ImportAPI
 from elanus.client.index import BuilderAPI
 from elanus.client.iterators import IteratorAPI
+from elanus.client.segments import SegmentAPI
 from elanus.client.write import ATOMIC_LIMIT_BYTES, DEFAULT_BATCH_BYTES
 
 __all__ = ["ATOMIC_LIMIT_BYTES", "DEFAULT_BATCH_BYTES", "Client", "ClientBase"]
@@ -44,6 +46,7 @@ class Client(
     AuthAPI,
     AdminAPI,
     IteratorAPI,
+    SegmentAPI,
 ):
     """``Client("grpc://host:8815")``; methods mirror pymilvus's ``MilvusClient``."""
 

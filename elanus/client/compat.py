@@ -11,6 +11,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from elanus.client.results import Hits
 from elanus.errors import ElanusError, ErrorCode
 from elanus.functions import FunctionType
 from elanus.schema import DataType
@@ -25,6 +26,13 @@ def reject_unknown(method: str, kwargs: dict[str, Any]) -> None:
         raise ElanusError(
             ErrorCode.INVALID_ARGUMENT, f"{method} does not support the argument(s) {names}"
         )
+
+
+def not_supported(method: str, what: str) -> ElanusError:
+    """The error of a pymilvus method whose concept Elanus does not have."""
+    return ElanusError(
+        ErrorCode.INVALID_ARGUMENT, f"{method}: Elanus does not support {what} (not supported)"
+    )
 
 
 class IndexParam:
@@ -132,6 +140,8 @@ def milvus_description(desc: dict[str, Any]) -> dict[str, Any]:
         "enable_dynamic_field": bool(schema.get("enable_dynamic_field", False)),
         "consistency_level_name": desc.get("consistency_level"),
         "num_partitions": len(desc.get("partitions") or []),
+        "enable_namespace": False,  # Milvus 2.6's namespaces: Elanus has none
+        "schema_version": int(schema.get("version") or 0),
     }
 
 
@@ -160,5 +170,8 @@ class QueryIterator:
 
 
 class SearchIterator(QueryIterator):
-    """pymilvus's search iterator: ``next()`` gives the next page of hits (``{"id",
-    "distance", "entity"}``, best first; ``[]`` once done) and ``close()`` ends it."""
+    """pymilvus's search iterator: ``next()`` gives the next page of hits (``Hits`` of
+    ``{"id", "distance", "entity"}``, best first; ``[]`` once done) and ``close()`` ends it."""
+
+    def next(self) -> list[dict[str, Any]]:
+        return Hits(super().next())  # type: ignore[return-value]

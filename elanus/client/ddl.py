@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from elanus.client.base import ClientBase
-from elanus.client.compat import IndexParams, milvus_description, reject_unknown
+from elanus.client.compat import IndexParams, milvus_description, not_supported, reject_unknown
 from elanus.client.index import IndexAPI
 from elanus.client.read import ReadAPI
 from elanus.consistency import ConsistencyLevel
+from elanus.errors import ElanusError, ErrorCode
 from elanus.schema import DataType, Schema, check_name
 
 
@@ -53,8 +54,10 @@ class CollectionAPI(IndexAPI, ReadAPI):
         **kwargs: Any,
     ) -> dict[str, Any]:
         """Create from a ``Schema`` or by quick setup (``dimension``); returns the description.
-        With ``index_params`` the indexes are created and the collection loaded, as pymilvus
-        does. ``num_partitions`` (default 16) applies to a schema with a partition key."""
+        As pymilvus does, quick setup also creates an AUTOINDEX index of ``metric_type`` on
+        the vector field and loads the collection, and with ``index_params`` a schema's
+        indexes are created and the collection loaded. ``num_partitions`` (default 16)
+        applies to a schema with a partition key."""
         reject_unknown("create_collection", kwargs)
         body = self._in_db(
             db,
@@ -79,10 +82,33 @@ class CollectionAPI(IndexAPI, ReadAPI):
                 max_length=max_length,
             )
         created = milvus_description(self._action("create_collection", body, timeout=timeout))
+        if dimension is not None and schema is None and not index_params:
+            index_params = IndexParams()
+            index_params.add_index(vector_field_name, "AUTOINDEX", metric_type=metric_type)
         if index_params:
             self.create_index(collection_name, index_params, timeout, db=db)
             self.load_collection(collection_name, timeout, db=db)
         return created
+
+    def alter_collection_properties(
+        self,
+        collection_name: str,
+        properties: dict[str, Any],
+        timeout: float | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Refused: an Elanus collection's properties are fixed when it is created."""
+        raise not_supported("alter_collection_properties", "collection properties")
+
+    def drop_collection_properties(
+        self,
+        collection_name: str,
+        property_keys: list[str],
+        timeout: float | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Refused: an Elanus collection's properties are fixed when it is created."""
+        raise not_supported("drop_collection_properties", "collection properties")
 
     def drop_collection(
         self,
@@ -288,6 +314,15 @@ class DatabaseAPI(ClientBase):
         timeout = kwargs.pop("timeout", None)
         reject_unknown("drop_database", kwargs)
         self._action("drop_database", {"name": db_name}, timeout=timeout)
+
+    def describe_database(self, db_name: str, **kwargs: Any) -> dict[str, Any]:
+        """``{"name"}`` as pymilvus returns it (Elanus databases have no properties);
+        DATABASE_NOT_FOUND for one that does not exist."""
+        timeout = kwargs.pop("timeout", None)
+        reject_unknown("describe_database", kwargs)
+        if db_name not in self.list_databases(timeout):
+            raise ElanusError(ErrorCode.DATABASE_NOT_FOUND, f"database {db_name!r} does not exist")
+        return {"name": db_name}
 
     def list_databases(self, timeout: float | None = None, **kwargs: Any) -> list[str]:
         reject_unknown("list_databases", kwargs)

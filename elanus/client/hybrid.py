@@ -8,6 +8,7 @@ from typing import Any
 
 from elanus.client.compat import reject_unknown
 from elanus.client.read import ReadAPI
+from elanus.client.results import SearchResult
 from elanus.errors import ElanusError, ErrorCode
 
 
@@ -31,9 +32,9 @@ class HybridAPI(ReadAPI):
         as_of: int | None = None,
         db: str | None = None,
         **kwargs: Any,
-    ) -> list[list[dict[str, Any]]]:
+    ) -> SearchResult:
         """Several ANN searches (``reqs``) fused by ``ranker`` (RRF with k = 60 if none):
-        per query vector, hits ``{"id", "distance" (the fused score), "entity"}``."""
+        per query vector, ``Hits`` of ``{"id", "distance" (the fused score), "entity"}``."""
         reject_unknown("hybrid_search", kwargs)
         body = self._in_db(
             db,
@@ -49,7 +50,7 @@ class HybridAPI(ReadAPI):
         body = self._search_options(
             body, grouping, consistency_level, guarantee_timestamp, as_of, partition_names
         )
-        return list(self._action("hybrid_search", body, timeout=timeout)["results"])
+        return SearchResult(self._action("hybrid_search", body, timeout=timeout)["results"])
 
 
 def ann_request_body(req: Any) -> dict[str, Any]:

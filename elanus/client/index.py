@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from elanus.client.base import ClientBase
-from elanus.client.compat import IndexParam, IndexParams, reject_unknown
+from elanus.client.compat import IndexParam, IndexParams, not_supported, reject_unknown
 from elanus.errors import ElanusError, ErrorCode
 from elanus.states import IndexTaskState
 
@@ -100,6 +100,29 @@ class IndexAPI(ClientBase):
         )
         return infos[0] if index_name and infos else infos
 
+    def alter_index_properties(
+        self,
+        collection_name: str,
+        index_name: str,
+        properties: dict[str, Any],
+        timeout: float | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Refused: Elanus indexes have no properties (Milvus's ``mmap.enabled``); drop the
+        index and create it with other parameters instead."""
+        raise not_supported("alter_index_properties", "index properties")
+
+    def drop_index_properties(
+        self,
+        collection_name: str,
+        index_name: str,
+        property_keys: list[str],
+        timeout: float | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Refused: Elanus indexes have no properties."""
+        raise not_supported("drop_index_properties", "index properties")
+
     def index_infos(
         self,
         collection_name: str,
@@ -157,8 +180,12 @@ class IndexAPI(ClientBase):
 
 
 def _milvus_index(info: dict[str, Any]) -> dict[str, Any]:
-    """pymilvus's ``field_name`` and ``pending_index_rows`` beside Elanus's keys."""
-    out = {**info, "field_name": info.get("field")}
+    """pymilvus's keys beside Elanus's: the build parameters flat at the top level
+    (``M``, ``efConstruction``, as pymilvus shows them; still under ``params`` too),
+    ``field_name`` and ``pending_index_rows``."""
+    params = info.get("params")
+    flat = dict(params) if isinstance(params, dict) else {}
+    out = {**flat, **info, "field_name": info.get("field")}
     total, done = info.get("total_rows"), info.get("indexed_rows")
     if isinstance(total, int) and isinstance(done, int):
         out["pending_index_rows"] = max(total - done, 0)

@@ -12,6 +12,7 @@ import pyarrow.flight as flight
 
 from elanus.client.base import ClientBase
 from elanus.client.compat import reject_unknown
+from elanus.client.results import SearchResult, load_state
 from elanus.client.wire import decode_body, encode_json, from_flight_error
 from elanus.consistency import ConsistencyLevel
 from elanus.errors import ElanusError, ErrorCode
@@ -152,6 +153,42 @@ class ReadAPI(ClientBase):
         body = self._in_db(db, collection=collection_name)
         self._action("release_collection", body, timeout=timeout)
 
+    def release_partitions(
+        self,
+        collection_name: str,
+        partition_names: str | list[str],
+        timeout: float | None = None,
+        *,
+        db: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Stop serving these partitions (pymilvus's ``release_partitions``): the collection
+        stays loaded with the others, or is released when none is left."""
+        names = {partition_names} if isinstance(partition_names, str) else set(partition_names)
+        if not names:
+            raise ElanusError(
+                ErrorCode.INVALID_ARGUMENT, "release_partitions needs partition names"
+            )
+        reject_unknown("release_partitions", kwargs)
+        body = self._in_db(db, collection=collection_name)
+        load = self._action("get_load_state", body, timeout=timeout)
+        if load.get("state") == "NotLoad":
+            return
+        desc = self._action("describe_collection", self._in_db(db, name=collection_name))
+        ids = {p["name"]: p["partition_id"] for p in desc.get("partitions") or []}
+        unknown = sorted(names - ids.keys())
+        if unknown:
+            raise ElanusError(
+                ErrorCode.PARTITION_NOT_FOUND,
+                f"collection {collection_name!r} has no partition(s) {', '.join(unknown)}",
+            )
+        loaded = load.get("partition_ids")
+        keep = [n for n, i in ids.items() if n not in names and (loaded is None or i in loaded)]
+        if keep:
+            self.load_collection(collection_name, timeout, partition_names=keep, db=db)
+        else:
+            self.release_collection(collection_name, timeout, db=db)
+
     def get_load_state(
         self,
         collection_name: str,
@@ -161,13 +198,14 @@ class ReadAPI(ClientBase):
         db: str | None = None,
         **kwargs: Any,
     ) -> dict[str, Any]:
-        """``{"state": NotLoad|Loading|Loaded, "progress", ...}`` of the collection (Elanus
-        keeps no load state per partition, so asking for one is refused)."""
+        """``{"state": LoadState.Loaded, "progress", ...}`` of the collection (``state`` a
+        ``LoadState``: NotLoad, Loading or Loaded, equal to its name as a string). Elanus
+        keeps no load state per partition, so asking for one is refused."""
         if partition_name:
             kwargs["partition_name"] = partition_name
         reject_unknown("get_load_state", kwargs)
         body = self._in_db(db, collection=collection_name)
-        return self._action("get_load_state", body, timeout=timeout)
+        return load_state(self._action("get_load_state", body, timeout=timeout))
 
     def _read_options(
         self,
@@ -214,9 +252,10 @@ class ReadAPI(ClientBase):
         strict_group_size: bool | None = None,
         db: str | None = None,
         **kwargs: Any,
-    ) -> list[list[dict[str, Any]]]:
-        """pymilvus-style search: per query vector, hits ``{"id", "distance", "entity"}``;
-        with ``group_by_field``, ``limit`` groups of up to ``group_size`` hits each."""
+    ) -> SearchResult:
+        """pymilvus-style search: per query vector, ``Hits`` of ``Hit`` dicts ``{"id",
+        "distance", "entity"}`` (also ``hit.id``, ``hit.distance``, ``hit["title"]``); with
+        ``group_by_field``, ``limit`` groups of up to ``group_size`` hits each."""
         reject_unknown("search", kwargs)
         if data is None:
             raise ElanusError(ErrorCode.INVALID_ARGUMENT, "search needs query vectors ('data')")
@@ -245,7 +284,7 @@ class ReadAPI(ClientBase):
         body = self._search_options(
             body, grouping, consistency_level, guarantee_timestamp, as_of, partition_names
         )
-        return list(self._action("search", body, timeout=timeout)["results"])
+        return SearchResult(self._action("search", body, timeout=timeout)["results"])
 
     def _search_options(
         self,

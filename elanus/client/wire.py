@@ -123,8 +123,24 @@ def to_flight_error(exc: ElanusError) -> flight.FlightError:
     return kind(f"[{exc.code}] {message}", extra_info=info.encode())
 
 
-def from_flight_error(exc: BaseException) -> ElanusError:
-    """Turn whatever a Flight call raised into an ``ElanusError`` with the server's code."""
+NOT_FLIGHT = ("unknown service arrow.flight.protocol.flightservice", "method not found")
+"""What a gRPC server without Flight's service answers (Go's grpc, Milvus; grpcio)."""
+
+
+def not_elanus(text: str, uri: str | None = None) -> ElanusError:
+    """The error of a gRPC server that does not serve Flight: likely Milvus's port."""
+    where = uri or "the server"
+    detail = text.partition("message: ")[2] or text
+    return ElanusError(
+        ErrorCode.UNAVAILABLE,
+        f"{where} is not an Elanus Flight endpoint ({detail}); is it Milvus's port? Use "
+        "pymilvus there, or Elanus's Flight port (default 8815)",
+    )
+
+
+def from_flight_error(exc: BaseException, uri: str | None = None) -> ElanusError:
+    """Turn whatever a Flight call raised into an ``ElanusError`` with the server's code;
+    ``uri`` names the endpoint in the errors of one that is not an Elanus proxy."""
     extra = getattr(exc, "extra_info", None)
     if extra:
         try:
@@ -137,6 +153,8 @@ def from_flight_error(exc: BaseException) -> ElanusError:
     parsed = parse_prefixed(text)
     if parsed is not None:
         return ElanusError(*parsed)
+    if any(sign in text.lower() for sign in NOT_FLIGHT):
+        return not_elanus(text, uri)
     if isinstance(exc, flight.FlightUnavailableError):
         return unavailable_hint(text)
     if isinstance(exc, flight.FlightTimedOutError):

@@ -1,0 +1,60 @@
+"""Every CLI failure is the one ``error: [CODE] message`` line the README promises, usage
+errors (Click's own included) too, with exit 2; global options work on either side of the
+command. No server needed: these fail before reaching one, or reach a dead port."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import run_elanus
+
+from elanus.channels.nats_server import free_port
+from elanus.cli.main import hoisted
+
+
+def one_line(result: object, code: str, exit_code: int) -> str:
+    assert result.returncode == exit_code, (result.stdout, result.stderr)  # type: ignore[attr-defined]
+    lines = result.stderr.strip().splitlines()  # type: ignore[attr-defined]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"error: [{code}] "), lines[0]
+    return str(lines[0])
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (("collection", "create"), "Missing argument 'name'"),
+        (("nosuchcommand",), "No such command 'nosuchcommand'"),
+        (("collection", "nosuch"), "No such command 'nosuch'"),
+        (("collection", "list", "--bogus"), "No such option: --bogus"),
+        (("collection", "create", "x", "--shards", "many"), "'--shards'"),
+        (("search", "c", "--limit", "0"), "'--limit'"),
+        (("collection", "create", "x"), "--dim"),  # a command's own check
+    ],
+)
+def test_usage_errors_are_one_line_with_exit_2(args: tuple[str, ...], words: str) -> None:
+    dead = f"grpc://127.0.0.1:{free_port()}"
+    line = one_line(run_elanus(*args, "--uri", dead), "INVALID_ARGUMENT", 2)
+    assert words in line and "-h')" in line, line
+
+
+def test_every_global_option_works_after_the_command() -> None:
+    dead = f"grpc://127.0.0.1:{free_port()}"
+    for extra in (
+        ("--token", "root:secret"),
+        ("--user", "root", "--password", "secret"),
+        ("--json",),
+        ("--data-dir", "/tmp/nowhere"),
+        ("--uri=" + dead,),
+    ):
+        result = run_elanus("collection", "list", "--uri", dead, *extra)
+        assert dead in one_line(result, "UNAVAILABLE", 1), extra
+
+
+def test_hoisting_moves_only_global_options() -> None:
+    assert hoisted(["collection", "list", "--token", "t", "--json"]) == [
+        "--token", "t", "--json", "collection", "list",
+    ]  # fmt: skip
+    assert hoisted(["query", "c", "--filter", "id > 1", "--uri=grpc://h:1"]) == [
+        "--uri=grpc://h:1", "query", "c", "--filter", "id > 1",
+    ]  # fmt: skip
+    assert hoisted(["insert", "c", "--", "--json"]) == ["insert", "c", "--", "--json"]
