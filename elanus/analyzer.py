@@ -20,10 +20,11 @@ A term's id in a sparse vector is the CRC-32 of its UTF-8 bytes (Milvus uses its
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import zlib
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -47,7 +48,7 @@ DEFAULT_PARAMS: dict[str, Any] = {"type": "standard"}
 def check_params(params: Any, field: str) -> dict[str, Any]:
     """``params`` in canonical form (``{"tokenizer", "filter"}``), or an error naming the
     field and the problem."""
-    where = f"field {field!r}: analyzer_params"
+    where = f"field {field!r}: analyzer_params" if field else "analyzer_params"
     if params is None:
         params = DEFAULT_PARAMS
     if isinstance(params, str):
@@ -129,6 +130,23 @@ def _filter(spec: Any, where: str) -> Any:
     raise invalid(f"{where}: filter {kind!r} is not supported")
 
 
+class Token(NamedTuple):
+    """One token of an analysed text; offsets in UTF-8 bytes, ``position`` its word's
+    place in the text (stop words removed keep theirs)."""
+
+    text: str
+    start: int
+    end: int
+    position: int
+
+
+def _byte_ends(text: str) -> Sequence[int]:
+    """The UTF-8 byte offset of each character position of ``text`` (and of its end)."""
+    if text.isascii():
+        return range(len(text) + 1)
+    return list(itertools.accumulate((len(c.encode()) for c in text), initial=0))
+
+
 class Analyzer:
     """One field's analyzer: text in, tokens (``tokens``) or term-frequency vectors
     (``term_frequencies``) out. Built once per parameter set (``analyzer_for``)."""
@@ -150,6 +168,16 @@ class Analyzer:
 
     def tokens(self, text: str) -> list[str]:
         return list(self.tantivy.analyze(text))
+
+    def detailed(self, text: str) -> list[Token]:
+        """A text's tokens with where they were found, as Milvus's ``RunAnalyzer`` details
+        them: UTF-8 byte offsets (Tantivy's own; its Python binding gives characters)."""
+        found = self.tantivy.pre_tokenize(text).tokens
+        ends = _byte_ends(text)
+        return [
+            Token(t.text, ends[t.char_offset_from], ends[t.char_offset_to], t.position)
+            for t in found
+        ]
 
     def term_ids(self, text: str) -> np.ndarray:
         """The ids of a text's tokens, in order, repeats kept (a query's terms)."""

@@ -16,6 +16,7 @@ from elanus.client.tls import server_tls
 from elanus.errors import ElanusError, ErrorCode
 from elanus.flight.proxy import ProxyServer
 from elanus.milvus.alter import AlterRpcs
+from elanus.milvus.analyze import AnalyzerRpcs
 from elanus.milvus.auth import MilvusCredentials
 from elanus.milvus.ddl import DdlRpcs
 from elanus.milvus.dml import DmlRpcs
@@ -42,6 +43,7 @@ class MilvusServicer(
     OpsRpcs,
     ImportRpcs,
     RbacRpcs,
+    AnalyzerRpcs,
 ):
     """Every served RPC, from the concern mixins; the rest answer "not supported"."""
 
