@@ -49,9 +49,17 @@ class FlowLimits:
 
     @classmethod
     def of(cls, s: Settings) -> FlowLimits:
+        """Tick lag limits count on top of two tick intervals: a consumer is that far behind
+        between ticks without being behind at all (a slow-ticking cluster is not a lagging
+        one)."""
+        slack = 2 * s.timetick_interval_ms / 1000
+
+        def lag(limit: float) -> float:
+            return limit + slack if limit > 0 else 0.0
+
         return cls(
-            s.flow_tick_lag_soft_s,
-            s.flow_tick_lag_hard_s,
+            lag(s.flow_tick_lag_soft_s),
+            lag(s.flow_tick_lag_hard_s),
             s.flow_pending_soft,
             s.flow_pending_hard,
             s.flow_memory_low,

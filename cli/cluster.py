@@ -152,14 +152,12 @@ class LocalCluster:
         for uri in self.uris:
             while True:
                 self._check_alive()
-                client = Client(uri, timeout=2)
-                try:
-                    if len(client.list_sessions()) >= expected:
-                        break
+                try:  # the client probes the proxy as it connects: not up yet is UNAVAILABLE
+                    with Client(uri, timeout=2) as client:
+                        if len(client.list_sessions()) >= expected:
+                            break
                 except ElanusError:
                     pass
-                finally:
-                    client.close()
                 if time.monotonic() > deadline:
                     raise ElanusError(
                         ErrorCode.TIMEOUT,

@@ -103,10 +103,35 @@ GLOBAL_VALUED = ("--config", "--data-dir", "--uri", "--user", "--password", "--t
 GLOBAL_FLAGS = ("--json",)
 
 
+def own_options(args: list[str]) -> set[str]:
+    """The option names the command named in ``args`` declares with a meaning of its own
+    (``cluster up --data-dir`` is the cluster's root, not the global data dir): those stay
+    where they are. An option a command repeats from the globals (same help) still moves."""
+    root = command = typer.main.get_command(app)
+    for arg in args:
+        commands = getattr(command, "commands", None)
+        if arg.startswith("-") or commands is None:
+            continue
+        if arg not in commands:
+            break
+        command = commands[arg]
+    shared = {opt: getattr(p, "help", None) for p in root.params for opt in p.opts}
+    return {
+        opt
+        for p in command.params
+        for opt in getattr(p, "opts", ())
+        if opt in shared and getattr(p, "help", None) != shared[opt]
+    }
+
+
 def hoisted(args: list[str]) -> list[str]:
     """The global options found after the command moved before it, so each works in
     either place (``elanus collection list --token t`` = ``elanus --token t collection
-    list``). Nothing after ``--`` moves. Later occurrences still win, as Click reads them."""
+    list``), unless the command has an option of that name itself. Nothing after ``--``
+    moves. Later occurrences still win, as Click reads them."""
+    own = own_options(args)
+    valued = tuple(o for o in GLOBAL_VALUED if o not in own)
+    flags = tuple(o for o in GLOBAL_FLAGS if o not in own)
     moved: list[str] = []
     rest: list[str] = []
     i = 0
@@ -115,9 +140,9 @@ def hoisted(args: list[str]) -> list[str]:
         if arg == "--":
             rest.extend(args[i:])
             break
-        if arg in GLOBAL_FLAGS or arg.partition("=")[0] in GLOBAL_VALUED and "=" in arg:
+        if arg in flags or arg.partition("=")[0] in valued and "=" in arg:
             moved.append(arg)
-        elif arg in GLOBAL_VALUED and i + 1 < len(args):
+        elif arg in valued and i + 1 < len(args):
             moved += args[i : i + 2]
             i += 1
         else:

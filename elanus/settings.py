@@ -131,12 +131,14 @@ class Settings:
 
     # -- flow control (docs/protocol.md "Flow control", channels/flow.py) ---------------------
     flow_tick_lag_soft_s: float = 0.4
-    """A consumer this far behind (its tsafe against the wall clock) slows writes to its
-    collection down. A Strong read waits about the tick lag plus a tick interval, so the
-    soft and hard limits keep it well under a second; ticks alone make ~0.2 s."""
-    flow_tick_lag_hard_s: float = 0.8
-    """A consumer this far behind refuses writes to its collection with RATE_LIMITED until
-    it catches up. 0: tick lag is not watched."""
+    """A consumer this far behind (its tsafe against the wall clock), beyond two tick
+    intervals that ticking alone accounts for, slows writes to its collection down. A
+    Strong read waits about the tick lag plus a tick interval."""
+    flow_tick_lag_hard_s: float = 1.5
+    """A consumer this far behind (beyond two tick intervals) refuses writes to its
+    collection with RATE_LIMITED until it catches up. 0: tick lag is not watched. Set
+    soft/hard lower (e.g. 0.1/0.25 s) to keep Strong reads under a second under the
+    fastest writers, as tests/test_flow_control.py does."""
     flow_pending_soft: int = 64
     """Messages (up to ~1 MB each) a consumer has not fetched yet past which writes slow
     down: a backlog shows here before it shows as tick lag."""

@@ -19,6 +19,7 @@ def one_line(result: object, code: str, exit_code: int) -> str:
     return str(lines[0])
 
 
+@pytest.mark.slow  # runs the elanus command
 @pytest.mark.parametrize(
     ("args", "words"),
     [
@@ -37,6 +38,7 @@ def test_usage_errors_are_one_line_with_exit_2(args: tuple[str, ...], words: str
     assert words in line and "-h')" in line, line
 
 
+@pytest.mark.slow  # runs the elanus command
 def test_every_global_option_works_after_the_command() -> None:
     dead = f"grpc://127.0.0.1:{free_port()}"
     for extra in (

@@ -111,10 +111,13 @@ def test_proxy_verdict_per_collection_and_staleness() -> None:
     assert flow.describe() == "normal"
 
 
-def _limits(limits: FlowLimits) -> dict[str, float]:
+def _limits(limits: FlowLimits, tick_ms: int = 100) -> dict[str, float]:
+    """Settings whose effective limits are ``limits`` (tick lag limits count on top of two
+    tick intervals)."""
+    slack = 2 * tick_ms / 1000
     return {
-        "flow_tick_lag_soft_s": limits.tick_lag_soft_s,
-        "flow_tick_lag_hard_s": limits.tick_lag_hard_s,
+        "flow_tick_lag_soft_s": limits.tick_lag_soft_s - slack,
+        "flow_tick_lag_hard_s": limits.tick_lag_hard_s - slack,
         "flow_pending_soft": int(limits.pending_soft),
         "flow_pending_hard": int(limits.pending_hard),
         "flow_memory_low": limits.memory_low,

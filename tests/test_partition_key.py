@@ -18,6 +18,8 @@ from lite_oracle import lite_answers
 from segment_reader import SEGMENT_COLUMN, read_rows
 
 from elanus import DataType, ElanusError, ErrorCode, Schema
+from elanus.api.base import Call
+from elanus.api.querynode import QueryNodeAPI, ReadShard, Rows
 from elanus.channels.dml import MsgType
 from elanus.expr import parse
 from elanus.expr.keypins import pinned_values
@@ -98,17 +100,20 @@ def _partition_rows(stack: Stack, name: str) -> dict[str, list[int]]:
     guarantee, _ = query.read_at(info, strong)
     out = {}
     for pname, pid in info.partitions.items():
-        body = {
-            "filter": "id >= 0",
-            "params": {},
-            "guarantee_ts": guarantee,
-            "ts": 0,
-            "partition_ids": [pid],
-            "output_fields": ["id"],
-            "limit": None,
-        }
-        replies = query.fan_out(info, "query", body)
-        out[pname] = sorted(i for r in replies for i in r["rows"].column("id").to_pylist())
+
+        def read(node: QueryNodeAPI, v: str, pid: int = pid) -> Call[Rows]:
+            return node.query(
+                ReadShard(
+                    vchannel=v,
+                    filter="id >= 0",
+                    guarantee_ts=guarantee,
+                    partition_ids=[pid],
+                    output_fields=["id"],
+                )
+            )
+
+        replies = query.fan_out(info, [pid], read)
+        out[pname] = sorted(i for r in replies for i in r.rows.column("id").to_pylist())
     return out
 
 

@@ -201,6 +201,7 @@ def plain_grpc() -> Iterator[str]:
         server.stop(None)
 
 
+@pytest.mark.slow  # runs the elanus command against it
 def test_a_grpc_server_without_flight_is_named(plain_grpc: str) -> None:
     for make in (
         lambda: elanus.connect(plain_grpc),

@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import Stack, StandaloneProcess, cli_env, run_elanus
+from conftest import Stack, StandaloneProcess, bare_collection, cli_env, run_elanus
 from s3 import MotoServer, start_moto
 from test_read_path import wait_for
 
@@ -102,7 +102,7 @@ def test_roles_on_the_storage(stack: Stack, tmp_path: Path) -> None:
     """Write, flush, load, search, delete, index, compact, GC and a new query node with an
     empty data dir, all through the storage root; the catalog keeps relative paths."""
     client = stack.client()
-    client.create_collection("c", dimension=DIM)
+    bare_collection(client, "c", DIM)
     for lo in (0, 200):
         insert(client, lo, lo + 200)
         client.flush("c", timeout=60)
@@ -163,7 +163,7 @@ def test_import_lands_on_the_storage(stack: Stack, tmp_path: Path) -> None:
     """A bulk import (uploaded, as from a client elsewhere) writes its segments under the
     root; they load and answer, and the job's scratch files are gone afterwards."""
     client = stack.client()
-    client.create_collection("c", dimension=DIM)
+    bare_collection(client, "c", DIM)
     vectors = np.random.default_rng(7).random((500, DIM), dtype=np.float32)
     table = pa.table(
         {
@@ -196,7 +196,7 @@ def test_spark_index_run_on_the_storage(stack: Stack, storage_settings: dict[str
     through the environment (``ELANUS_S3_*``)."""
     pytest.importorskip("pyspark")
     client = stack.client()
-    client.create_collection("c", dimension=DIM)
+    bare_collection(client, "c", DIM)
     insert(client, 0, 400)
     client.flush("c", timeout=60)
     client.create_index("c", "vector", index_type="IVF_FLAT", metric_type="L2", params={"nlist": 4})
@@ -293,7 +293,7 @@ def test_a_copied_data_dir_starts_and_answers_the_same(
     dir copied elsewhere (the obvious backup) starts and answers as the original did."""
     sp = standalone_factory().start().wait_ready()
     with Client(sp.uri, timeout=60) as client:
-        client.create_collection("c", dimension=DIM)
+        bare_collection(client, "c", DIM)
         insert(client, 0, 300)
         client.flush("c", timeout=60)
         client.delete("c", [1, 2, 3])
