@@ -77,6 +77,11 @@ def log_unavailable(what: str, window: float, exc: BaseException) -> ElanusError
     return ElanusError(
         ErrorCode.UNAVAILABLE,
         f"the log (NATS JetStream) did not accept {what} within {window:g}s: "
-        f"{type(exc).__name__} {exc}. Is a majority of the NATS servers up (a stream at "
-        "stream_replicas=R needs R//2+1 of its servers)?",
+        f"{type(exc).__name__} {exc}. {QUORUM_HINT}",
     )
+
+
+QUORUM_HINT = (
+    "Is a majority of the NATS servers up (a stream at stream_replicas=R needs R//2+1 of its "
+    "servers)?"
+)

@@ -31,7 +31,7 @@ from elanus.channels.dml import (
     ipc_bytes,
     pchannel_of,
 )
-from elanus.channels.jsretry import publish_acked
+from elanus.channels.jsretry import QUORUM_HINT, publish_acked
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.pkhash import shard_of
 
@@ -232,7 +232,8 @@ class DmlPublisher:
             if isinstance(first, ElanusError):
                 raise first
             raise ElanusError(
-                ErrorCode.UNAVAILABLE, f"the log did not accept {naming}: {first!r}"
+                ErrorCode.UNAVAILABLE,
+                f"the log (NATS JetStream) did not accept {naming}: {first!r}. {QUORUM_HINT}",
             ) from first
 
     async def _acks(self, pending: set[asyncio.Future[Any]]) -> None:

@@ -130,14 +130,15 @@ class Settings:
     benchmark machine (bench/README.md), so benchmarks never meet it."""
 
     # -- flow control (docs/protocol.md "Flow control", channels/flow.py) ---------------------
-    flow_tick_lag_soft_s: float = 0.4
+    flow_tick_lag_soft_s: float = 1.0
     """A consumer this far behind (its tsafe against the wall clock), beyond two tick
     intervals that ticking alone accounts for, slows writes to its collection down. A
     Strong read waits about the tick lag plus a tick interval."""
-    flow_tick_lag_hard_s: float = 1.5
+    flow_tick_lag_hard_s: float = 5.0
     """A consumer this far behind (beyond two tick intervals) refuses writes to its
-    collection with RATE_LIMITED until it catches up. 0: tick lag is not watched. Set
-    soft/hard lower (e.g. 0.1/0.25 s) to keep Strong reads under a second under the
+    collection with RATE_LIMITED until it catches up. 0: tick lag is not watched. The
+    defaults only stop a runaway backlog (a loaded 2-core machine lags seconds at times);
+    set soft/hard lower (e.g. 0.1/0.25 s) to keep Strong reads under a second under the
     fastest writers, as tests/test_flow_control.py does."""
     flow_pending_soft: int = 64
     """Messages (up to ~1 MB each) a consumer has not fetched yet past which writes slow
