@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from conftest import Stack
+from conftest import Stack, wait_for
 
 from elanus.errors import ElanusError, ErrorCode
 
@@ -96,6 +96,9 @@ def test_the_distribution_is_recorded_in_duckdb(stack: Stack) -> None:
         return stack.call(coord.db.run(read))
 
     flushed = {s["segment_id"] for s in client.get_segment_info("x") if s["state"] == "Flushed"}
+    # quick setup loaded "x" before the flush: the flushed segments reach the workers by
+    # handoff, which the load call does not wait for
+    wait_for(lambda: recorded()[0] == flushed, 10, "the handoff recorded")
     segs, chans = recorded()
     assert segs == flushed and chans == set(client.describe_collection("x")["vchannels"])
     client.insert("x", {"id": [5000], "vector": [[0.0] * DIM], "n": [1]})
