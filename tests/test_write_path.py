@@ -1385,9 +1385,19 @@ def test_growing_segments_spill_to_lance_while_ingest_runs(
     c.create_collection("spill", dimension=8)
     rng = np.random.default_rng(9)
     acked: list[int] = []
+
+    def fragments() -> int:
+        data = Path(stack.settings.data_dir) / "storage" / "collections"
+        found = [p.parent for p in data.glob("*/*/*/data.lance/_versions/*.manifest")]
+        return len(lance.dataset(str(found[0].parent)).get_fragments()) if found else 0
+
     for k in range(10):
         ids = np.arange(k * 300, (k + 1) * 300)
         acked += c.insert("spill", {"id": ids, "vector": rng.random((300, 8), "f4")})["ids"]
+        if k % 2 == 1:  # two inserts pass SPILL_BYTES: wait for their spill, so the
+            # consumer cannot take all ten in one pack on a busy machine
+            want = (k + 1) // 2
+            wait_for(lambda: fragments() >= want, f"spill {want} of the growing segment")
     c.flush("spill")
     (seg,) = [s for s in c.get_segment_info("spill") if s["state"] == "Flushed"]
     ds = lance.dataset(seg["path"])
