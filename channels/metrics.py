@@ -11,7 +11,6 @@ open files), served on ``metrics_port`` by ``serve``.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
@@ -26,13 +25,13 @@ from prometheus_client import (
     REGISTRY,
     Counter,
     Gauge,
-    Histogram,
     disable_created_metrics,
     start_http_server,
 )
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from elanus.channels.hotmetrics import QueuedCounter, QueuedHistogram
 from elanus.errors import ElanusError, ErrorCode
 
 log = logging.getLogger(__name__)
@@ -41,13 +40,14 @@ disable_created_metrics()  # no ``*_created`` series beside every counter: noise
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
 # -- the proxy ------------------------------------------------------------------------------
-PROXY_REQUESTS = Counter(
+# Updated on every request: queued, folded at scrape (elanus.channels.hotmetrics).
+PROXY_REQUESTS = QueuedCounter(
     "elanus_proxy_req_count",
     "Requests a proxy answered, by function (DoAction name, DoPut, DoGet, ..., or the "
     "Milvus RPC) and status (ok, or the error code)",
     ["function", "status"],
 )
-PROXY_LATENCY = Histogram(
+PROXY_LATENCY = QueuedHistogram(
     "elanus_proxy_req_latency_seconds",
     "Time a proxy took to answer a request, by function (a DoGet until its stream starts)",
     ["function"],
@@ -69,18 +69,21 @@ FLOW_CONTROL_STATE = Gauge(
 )
 
 # -- the query node -------------------------------------------------------------------------
-SEARCH_LATENCY = Histogram(
+SEARCH_LATENCY = QueuedHistogram(
     "elanus_querynode_search_latency_seconds",
     "Time a query node took to search: scope shard (a delegator: wait, growing segments, "
     "workers, reduce) or segments (a worker's sealed segments)",
     ["scope"],
     buckets=LATENCY_BUCKETS,
 )
-WAIT_TSAFE = Histogram(
+SEARCH_SCOPE_SHARD, SEARCH_SCOPE_SEGMENTS = ("shard",), ("segments",)
+WAIT_TSAFE = QueuedHistogram(
     "elanus_querynode_wait_tsafe_seconds",
     "Time a read waited for its shard's tsafe to reach the guarantee timestamp",
+    [],
     buckets=LATENCY_BUCKETS,
 )
+NO_LABELS: tuple[str, ...] = ()
 
 
 # -- read at scrape time ----------------------------------------------------------------------
@@ -164,34 +167,37 @@ REGISTRY.register(_ScrapeCollector())
 
 
 # -- recording -------------------------------------------------------------------------------
-class Outcome:
-    """The status a request ends with: ``ok``, an exception's code, or one set with
-    ``fail`` (a caller that answers errors instead of raising them)."""
+class proxy_request:  # noqa: N801 - used as ``with proxy_request(...)``, like a function
+    """Count and time one request of a proxy; RATE_LIMITED ones are also counted apart.
+    ``as outcome`` gives the object whose ``fail(code)`` sets the status of a request that
+    answers its error instead of raising it. A class, not a generator context manager:
+    it runs on every request, the single-query search included."""
 
-    __slots__ = ("status",)
+    __slots__ = ("function", "started", "status")
 
-    def __init__(self) -> None:
+    def __init__(self, function: str) -> None:
+        self.function = function
         self.status = "ok"
+        self.started = 0.0
 
     def fail(self, code: ErrorCode | str) -> None:
         self.status = str(code)
 
+    def __enter__(self) -> proxy_request:
+        self.started = time.perf_counter()
+        return self
 
-@contextlib.contextmanager
-def proxy_request(function: str) -> Iterator[Outcome]:
-    """Count and time one request of a proxy; RATE_LIMITED ones are also counted apart."""
-    outcome = Outcome()
-    started = time.perf_counter()
-    try:
-        yield outcome
-    except BaseException as exc:
-        outcome.fail(error_code(exc))
-        raise
-    finally:
-        PROXY_LATENCY.labels(function).observe(time.perf_counter() - started)
-        PROXY_REQUESTS.labels(function, outcome.status).inc()
-        if outcome.status == ErrorCode.RATE_LIMITED:
-            PROXY_RATE_LIMITED.labels(function).inc()
+    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
+        if exc is not None:
+            self.fail(error_code(exc))
+        PROXY_LATENCY.observe((self.function,), time.perf_counter() - self.started)
+        PROXY_REQUESTS.inc((self.function, self.status))
+        if self.status == ErrorCode.RATE_LIMITED:
+            PROXY_RATE_LIMITED.labels(self.function).inc()
+
+
+Outcome = proxy_request
+"""What ``with proxy_request(...) as outcome`` gives (``outcome.fail(code)``)."""
 
 
 def error_code(exc: BaseException) -> str:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -47,7 +48,7 @@ from elanus.api.querynode import (
 )
 from elanus.channels.consumer import ChannelConsumer
 from elanus.channels.dml import DmlMessage, MsgType
-from elanus.channels.metrics import WAIT_TSAFE
+from elanus.channels.metrics import NO_LABELS, WAIT_TSAFE
 from elanus.errors import ElanusError, ErrorCode
 from elanus.expr import Expr
 from elanus.reduce import add_term_stats
@@ -259,10 +260,9 @@ class Delegator:
         """Wait until tsafe reaches the guarantee (and ``ready_ts``); the read timestamp:
         ``ts`` when the caller names one (time travel), else tsafe after the wait."""
         guarantee = max(guarantee_ts, self.ready_ts)
-        with WAIT_TSAFE.time():
-            reached = guarantee <= self.tsafe or await self.consumer.wait_tick(
-                guarantee, TSAFE_WAIT_S
-            )
+        started = time.perf_counter()
+        reached = guarantee <= self.tsafe or await self.consumer.wait_tick(guarantee, TSAFE_WAIT_S)
+        WAIT_TSAFE.observe(NO_LABELS, time.perf_counter() - started)
         if not reached:
             raise self._not_readable()
         return ts if ts else self.tsafe
@@ -270,11 +270,13 @@ class Delegator:
     def read_ts_blocking(self, guarantee: int, ts: int) -> int:
         """``read_ts`` for a thread other than the loop's (a search handler)."""
         guarantee = max(guarantee, self.ready_ts)
-        with WAIT_TSAFE.time():
-            if guarantee > self.tsafe and not self.consumer.wait_tick_in_thread(
-                guarantee, TSAFE_WAIT_S
-            ):
-                raise self._not_readable()
+        started = time.perf_counter()
+        reached = guarantee <= self.tsafe or self.consumer.wait_tick_in_thread(
+            guarantee, TSAFE_WAIT_S
+        )
+        WAIT_TSAFE.observe(NO_LABELS, time.perf_counter() - started)
+        if not reached:
+            raise self._not_readable()
         return ts if ts else self.tsafe
 
     def _not_readable(self) -> ElanusError:

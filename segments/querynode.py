@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 import numpy as np
@@ -46,7 +47,7 @@ from elanus.api.querynode import (
 from elanus.api.rootcoord import SchemaTaken, UpdateSchema
 from elanus.channels import subjects
 from elanus.channels.bus import Bus, blocking
-from elanus.channels.metrics import SEARCH_LATENCY
+from elanus.channels.metrics import SEARCH_LATENCY, SEARCH_SCOPE_SEGMENTS, SEARCH_SCOPE_SHARD
 from elanus.channels.role import Role, RoleHandler
 from elanus.errors import ElanusError, ErrorCode
 from elanus.expr import Expr, parse_cached
@@ -190,8 +191,10 @@ class QueryNode(Role):
 
     @blocking
     def search(self, req: SearchShard) -> ShardHits:
-        with SEARCH_LATENCY.labels("shard").time():
-            return self._delegator(req.vchannel).search(req.request)
+        started = time.perf_counter()
+        hits = self._delegator(req.vchannel).search(req.request)
+        SEARCH_LATENCY.observe(SEARCH_SCOPE_SHARD, time.perf_counter() - started)
+        return hits
 
     @blocking
     def term_stats(self, req: SearchShard) -> TermStats:
@@ -268,8 +271,10 @@ class QueryNode(Role):
 
     @blocking
     def worker_search(self, req: SearchSegments) -> WorkerHits:
-        with SEARCH_LATENCY.labels("segments").time():
-            return WorkerHits(parts=self.worker.search(req.segment_ids, req.request))
+        started = time.perf_counter()
+        parts = self.worker.search(req.segment_ids, req.request)
+        SEARCH_LATENCY.observe(SEARCH_SCOPE_SEGMENTS, time.perf_counter() - started)
+        return WorkerHits(parts=parts)
 
     @blocking
     def worker_term_stats(self, req: SearchSegments) -> TermStats:

@@ -177,7 +177,7 @@ def test_metrics_port_zero_serves_nothing(nats_server: EmbeddedNats, tmp_path: P
 
 def test_a_refusal_is_counted_with_its_code() -> None:
     def count(function: str, status: str) -> float:
-        return metrics.PROXY_REQUESTS.labels(function, status)._value.get()
+        return metrics.PROXY_REQUESTS.value((function, status))
 
     limited = metrics.PROXY_RATE_LIMITED.labels("test_refusal")
     before = limited._value.get()
@@ -202,3 +202,30 @@ def test_a_busy_metrics_port_is_a_clear_error() -> None:
         assert err.value.code == ErrorCode.UNAVAILABLE
     finally:
         first.stop()
+
+
+def test_queued_histograms_fold_into_prometheus_buckets() -> None:
+    """The hot-path families queue their updates; a scrape folds them into the same
+    buckets prometheus_client's own Histogram would give (``le`` is inclusive)."""
+    from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
+
+    from elanus.channels.hotmetrics import QueuedHistogram
+
+    h = QueuedHistogram("test_queued_seconds", "test", ["scope"], buckets=(0.01, 0.1, 1))
+    try:
+        for v in (0.005, 0.01, 0.05, 0.5, 5.0):
+            h.observe(("a",), v)
+        h.observe(("b",), 0.2)
+        registry = CollectorRegistry()
+        registry.register(h)
+        text = generate_latest(registry).decode()
+        assert 'test_queued_seconds_bucket{le="0.01",scope="a"} 2.0' in text
+        assert 'test_queued_seconds_bucket{le="0.1",scope="a"} 3.0' in text
+        assert 'test_queued_seconds_bucket{le="1.0",scope="a"} 4.0' in text
+        assert 'test_queued_seconds_bucket{le="+Inf",scope="a"} 5.0' in text
+        assert 'test_queued_seconds_count{scope="b"} 1.0' in text
+        sums = re.findall(r'test_queued_seconds_sum\{scope="a"\} (\S+)', text)
+        assert [round(float(x), 6) for x in sums] == [5.565]
+        assert h.count(("a",)) == 5
+    finally:
+        REGISTRY.unregister(h)

@@ -1397,7 +1397,7 @@ def test_growing_segments_spill_to_lance_while_ingest_runs(
         if k % 2 == 1:  # two inserts pass SPILL_BYTES: wait for their spill, so the
             # consumer cannot take all ten in one pack on a busy machine
             want = (k + 1) // 2
-            wait_for(lambda: fragments() >= want, f"spill {want} of the growing segment")
+            wait_for(lambda want=want: fragments() >= want, f"spill {want} of the growing segment")
     c.flush("spill")
     (seg,) = [s for s in c.get_segment_info("spill") if s["state"] == "Flushed"]
     ds = lance.dataset(seg["path"])

@@ -72,7 +72,7 @@ class Hits(list[Hit]):
     """The hits of one query vector, best first; ``ids`` and ``distances`` as pymilvus's."""
 
     def __init__(self, hits: Iterable[dict[str, Any]] = ()) -> None:
-        super().__init__(h if isinstance(h, Hit) else Hit(h) for h in hits)
+        super().__init__(map(Hit, hits))  # a Hit of a Hit is a copy, as for any dict
 
     @property
     def ids(self) -> list[Any]:

@@ -87,6 +87,7 @@ class QueryService:
         self._refreshing: set[int] = set()
         self.plans = SearchPlans()
         self.indexes = SearchIndexes(self._index_entries)
+        self._nodes: dict[str, QueryNodeAPI] = {}
 
     def _index_entries(self, collection_id: int) -> list[dict[str, Any]]:
         described = self.proxy.run(
@@ -189,8 +190,15 @@ class QueryService:
         """One call to the delegator of every shard (``call(node, vchannel)``), all at once
         (``ask_many_sync``: one deadline, every reply or the first failure)."""
         route = self.route(info, partition_ids)
-        calls = [call(QueryNodeAPI(self.proxy.bus, node), v) for v, node in route.items()]
+        calls = [call(self.node(node), v) for v, node in route.items()]
         return ask_many_sync(self.proxy.bus, calls, SEARCH_TIMEOUT_S)
+
+    def node(self, node_id: str) -> QueryNodeAPI:
+        """The stub of a query node's delegators (one per node, made once)."""
+        api = self._nodes.get(node_id)
+        if api is None:
+            api = self._nodes[node_id] = QueryNodeAPI(self.proxy.bus, node_id)
+        return api
 
     async def _refresh_route(self, collection_id: int) -> None:
         try:

@@ -28,7 +28,7 @@ import pyarrow as pa
 
 from elanus.analyzer import analyzer_for
 from elanus.api.base import as_body, ask_many_sync
-from elanus.api.querynode import QueryNodeAPI, SearchShard, TermStats
+from elanus.api.querynode import SearchShard, TermStats
 from elanus.errors import invalid
 from elanus.functions import Function
 from elanus.reduce import add_term_stats, bm25_idf, normalize_metric
@@ -165,7 +165,7 @@ def _gather(
     def ask(targets: list[tuple[str, str]], req: SearchRequest) -> list[TermStats]:
         bus = service.proxy.bus
         calls = [
-            QueryNodeAPI(bus, node).term_stats(SearchShard(vchannel=v, request=req))
+            service.node(node).term_stats(SearchShard(vchannel=v, request=req))
             for v, node in targets
         ]
         return ask_many_sync(bus, calls, STATS_TIMEOUT_S)
