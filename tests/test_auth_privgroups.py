@@ -8,12 +8,15 @@ and messages follow Milvus's rootcoord source (``meta_table.go``) and docs.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from conftest import Stack, bare_collection, own_stack
 
 from elanus.client.client import Client
 from elanus.errors import ElanusError, ErrorCode
+from elanus.meta import privgroups
+from elanus.meta.db import Database
 
 ROOT_PASSWORD = "root-secret-pg"
 DIM = 4
@@ -158,3 +161,21 @@ def test_a_group_of_global_privileges_applies_to_the_database(secured: Stack, ro
         lambda: root.grant_privilege("maker", "Collection", "makers", "books"),
         "Global (or Database) objects",
     )
+
+
+def test_groups_and_their_grants_survive_a_reopened_catalog(tmp_path: Path) -> None:
+    db = Database(tmp_path / "coord.duckdb")
+    db.call(privgroups.create_group, "keepers")
+    db.call(privgroups.operate_group, "keepers", ["Query", "Search"], True)
+    db.call(privgroups.operate_group, "keepers", ["Search"], False)
+    db.close()
+    db = Database(tmp_path / "coord.duckdb")
+    try:
+        assert db.call(privgroups.custom_groups) == {"keepers": ["Query"]}
+        grants = [("Collection", "c", "default", "keepers"), ("Global", "*", "*", "Insert")]
+        assert db.call(privgroups.expand, grants) == [
+            ["Collection", "c", "default", "Query"],
+            ["Global", "*", "*", "Insert"],
+        ]
+    finally:
+        db.close()
