@@ -140,6 +140,7 @@ def operate_group(
                 "privileges are not the same privilege level: "
                 + ", ".join(sorted(f"{m} ({level_of(m).value})" for m in {*current, *names}))
             )
+        _check_granted_objects(con, name, levels.pop())
         for member in names:
             con.execute(
                 "INSERT INTO privilege_group_members VALUES (?, ?) ON CONFLICT DO NOTHING",
@@ -151,6 +152,31 @@ def operate_group(
                 "DELETE FROM privilege_group_members WHERE group_name = ? AND privilege = ?",
                 [name, member],
             )
+
+
+_FITS = {
+    ObjectType.GLOBAL: {ObjectType.GLOBAL.value, ObjectType.DATABASE.value},
+    ObjectType.USER: {ObjectType.USER.value, ObjectType.GLOBAL.value},
+    ObjectType.COLLECTION: {
+        ObjectType.COLLECTION.value, ObjectType.DATABASE.value, ObjectType.GLOBAL.value,
+    },
+}  # fmt: skip
+"""The objects a grant of each level applies on (``auth.check_grant``'s rule)."""
+
+
+def _check_granted_objects(con: duckdb.DuckDBPyConnection, name: str, level: ObjectType) -> None:
+    """An empty group granted already keeps the object it was granted on: privileges that
+    could never apply there are refused rather than granted to no effect."""
+    row = con.execute(
+        "SELECT role, object_type FROM grants WHERE privilege = ? AND object_type NOT IN "
+        "(SELECT unnest(?::VARCHAR[])) ORDER BY role LIMIT 1",
+        [name, sorted(_FITS[level])],
+    ).fetchone()
+    if row is not None:
+        raise invalid(
+            f"privilege group [{name}] is granted to role [{row[0]}] on a {row[1]} object, "
+            f"where {level.value} privileges never apply; revoke it first"
+        )
 
 
 def _member(con: duckdb.DuckDBPyConnection, privilege: Any) -> str:

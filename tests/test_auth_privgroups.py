@@ -156,6 +156,14 @@ def test_a_group_of_global_privileges_applies_to_the_database(secured: Stack, ro
         with pytest.raises(ElanusError) as denied:
             mo.drop_collection("made_by_mo")
         assert denied.value.code == DENIED
+    # an empty group granted on a collection takes no Global privileges afterwards
+    root.create_privilege_group("late")
+    root.grant_privilege_v2("maker", "late", "books")
+    _refused(
+        lambda: root.add_privileges_to_group("late", ["DropCollection"]),
+        "granted to role [maker] on a Collection object",
+    )
+    root.add_privileges_to_group("late", ["Query"])
     # v1 with an explicit object: a Global group on one collection could never apply
     _refused(
         lambda: root.grant_privilege("maker", "Collection", "makers", "books"),
