@@ -56,7 +56,7 @@ def root(shared: Stack) -> Path:
     """The first import root (``<data_dir>/import``), made by the proxy at start."""
     first = import_roots(shared.settings)[0]
     assert first == Path(os.path.realpath(shared.settings.data_path / "import"))
-    assert first.is_dir() and importroots.upload_area(shared.settings).is_dir()
+    assert first.is_dir() and Path(importroots.upload_area(shared.settings)).is_dir()
     return first
 
 
@@ -371,7 +371,7 @@ def test_a_local_file_outside_the_roots_is_uploaded_and_imported(
     shared: Stack, client: Client, tmp_path: Path
 ) -> None:
     name = create(client, "uploaded")
-    area = importroots.upload_area(shared.settings)
+    area = Path(importroots.upload_area(shared.settings))
     local = write_rows(tmp_path / "local rows.parquet", range(300))
     job = client.wait_import(client.bulk_import(name, [local]), timeout=60)
     assert job["rows"] == 300 and count(client, name) == 300
@@ -396,7 +396,7 @@ def test_a_failed_job_removes_its_upload_and_a_big_upload_is_refused(
     shared: Stack, client: Client, tmp_path: Path
 ) -> None:
     name = create(client, "upload_limits")
-    area = importroots.upload_area(shared.settings)
+    area = Path(importroots.upload_area(shared.settings))
     bad = tmp_path / "bad.csv"
     bad.write_text(f'id,title,vector\n{MARKER},t,"[0,0,0,0]"\n')
     job = client.bulk_import(name, [bad])
@@ -467,7 +467,7 @@ def test_an_upload_two_jobs_read_stays_until_both_end(stack: Stack, tmp_path: Pa
 
 def test_uploads_no_job_took_expire(tmp_path: Path) -> None:
     settings = Settings(data_dir=str(tmp_path / "d"))
-    area = importroots.upload_area(settings)
+    area = Path(importroots.upload_area(settings))
     old, fresh, busy = (area / n for n in ("old", "fresh", "busy"))
     for d in (old, fresh, busy):
         d.mkdir(parents=True)
@@ -476,7 +476,7 @@ def test_uploads_no_job_took_expire(tmp_path: Path) -> None:
     for d in (old, busy):
         os.utime(d / "f.csv", (hour_ago, hour_ago))
         os.utime(d, (hour_ago, hour_ago))
-    removed = collect_garbage(settings, 1.0, set(), lambda _: True, {busy})
+    removed = collect_garbage(settings, 1.0, set(), lambda _: True, {str(busy)})
     assert removed == [str(old)] and fresh.exists() and busy.exists()
 
 
