@@ -331,19 +331,17 @@ def write_ipc(location: str | os.PathLike[str], table: pa.Table) -> None:
 
 
 def remove_tree(location: str | os.PathLike[str]) -> None:
-    """Remove a directory (prefix) and everything under it; a missing one is no error."""
+    """Remove a directory (prefix) and everything under it; a missing one is no error. On
+    S3 the prefix's directory marker goes too, so it is not listed any more."""
     loc = os.fspath(location)
     st = storage_of(loc)
-    with storage_errors(loc, "remove"):
-        if st.remote:
-            with contextlib.suppress(FileNotFoundError):
-                st.fs.delete_dir_contents(st.fs_path(loc), missing_dir_ok=True)
-            return
-        info = st.fs.get_file_info(loc)
+    path = st.fs_path(loc)
+    with storage_errors(loc, "remove"), contextlib.suppress(FileNotFoundError):
+        info = st.fs.get_file_info(path)
         if info.type == pafs.FileType.Directory:
-            st.fs.delete_dir(loc)
+            st.fs.delete_dir(path)
         elif info.type != pafs.FileType.NotFound:
-            st.fs.delete_file(loc)
+            st.fs.delete_file(path)
 
 
 def remove_file(location: str | os.PathLike[str]) -> None:
