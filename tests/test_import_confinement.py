@@ -20,8 +20,10 @@ import pyarrow.flight as flight
 import pyarrow.parquet as pq
 import pytest
 from conftest import Stack, StandaloneProcess, cli_json, own_stack, run_elanus, wait_for
+from s3 import MotoServer
 
 import elanus.importroots as importroots
+from elanus import objstore
 from elanus.client.client import Client
 from elanus.client.upload import import_with_uploads, is_loopback
 from elanus.errors import ElanusError
@@ -202,6 +204,42 @@ def test_configured_roots_and_the_upload_area(tmp_path: Path) -> None:
         Path(os.path.realpath(tmp_path / "d" / "import")),
         Path(os.path.realpath(tmp_path / "d" / "storage" / "import")),
     ]
+
+
+def test_object_store_locations_are_confined_as_text(
+    moto_server: MotoServer, tmp_path: Path
+) -> None:
+    """With S3 storage, ``<storage>/import`` is a root (the upload area lies in it): a
+    location there is an object to open; anything else, a prefix, a missing object, or a
+    location with empty, ``.`` or ``..`` parts is refused."""
+    settings = Settings(
+        data_dir=str(tmp_path / "d"), **moto_server.settings(moto_server.new_bucket())
+    )
+    objstore.configure(settings)
+    storage = settings.storage_uri
+    roots = import_roots(settings)
+    assert roots == [Path(os.path.realpath(tmp_path / "d" / "import")), storage + "/import"]
+    inside = importroots.upload_area(settings) + "/u1/ok.csv"
+    objstore.write_bytes(inside, CSV_OK.encode())
+    objstore.write_bytes(storage + "/other/secret.csv", MARKER.encode())
+    assert confine(inside, roots) == inside
+    with open_confined(inside, roots) as handle:
+        assert handle.read() == CSV_OK.encode()
+    refusals = {
+        storage + "/other/secret.csv": "is outside the import roots",
+        storage + "/importx/a.csv": "is outside the import roots",
+        "s3://another-bucket/elanus/import/a.csv": "is outside the import roots",
+        storage + "/import/../other/secret.csv": "is not a usable file path",
+        storage + "/import/uploads//u1/ok.csv": "is not a usable file path",
+        storage + "/import/uploads/u1": "is a directory",
+        storage + "/import/uploads/u1/absent.csv": "does not exist under the import roots",
+    }
+    for requested, why in refusals.items():
+        with pytest.raises(ElanusError) as err:
+            open_confined(requested, roots)
+        assert err.value.code == "PATH_NOT_ALLOWED"
+        assert err.value.message.startswith(f"path {requested!r} {why}")
+        assert MARKER not in err.value.message
 
 
 # -- refused at request time: no job, nothing read --------------------------------------------
