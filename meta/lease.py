@@ -30,9 +30,7 @@ POLL_S = 0.2
 
 
 class CoordLease:
-    def __init__(
-        self, bus: Bus, node_id: str, ttl_s: float, on_lost: Callable[[], None]
-    ) -> None:
+    def __init__(self, bus: Bus, node_id: str, ttl_s: float, on_lost: Callable[[], None]) -> None:
         self.bus, self.node_id, self.ttl_s, self.on_lost = bus, node_id, ttl_s, on_lost
         self.revision = 0
         self._kv: KeyValue | None = None

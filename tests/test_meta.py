@@ -177,9 +177,7 @@ def nats(tmp_path: Path):
     server.stop()
 
 
-def _spawn_coord(
-    nats: EmbeddedNats, data_dir: Path, role: str = "coord"
-) -> subprocess.Popen[str]:
+def _spawn_coord(nats: EmbeddedNats, data_dir: Path, role: str = "coord") -> subprocess.Popen[str]:
     proc = subprocess.Popen(
         [sys.executable, "-c", COORD_PROCESS, nats.url, str(data_dir), role],
         env={**os.environ, **nats.client_env()},  # credentials never on the command line
