@@ -260,6 +260,7 @@ class CatalogJournal:
             log.warning("catalog journal starts at %d and no snapshot holds before: kept", first)
             return False
         staging = path.with_name(path.name + ".rebuild")
+        staging.parent.mkdir(parents=True, exist_ok=True)
         staging.unlink(missing_ok=True)
         if snap is not None:
             data = await asyncio.to_thread(objstore.read_bytes, snap[0])

@@ -156,6 +156,11 @@ BASE: dict[str, dict[str, Any]] = {
     "drop_alias": {"alias": "fz_absent_alias"},
     "describe_alias": {"alias": "fz_absent_alias"},
     "list_aliases": {},
+    "create_privilege_group": {"group_name": "fz_new_group"},
+    "drop_privilege_group": {"group_name": "fz_group_to_drop"},
+    "add_privileges_to_group": {"group_name": "fz_group", "privileges": ["Query"]},
+    "remove_privileges_from_group": {"group_name": "fz_group", "privileges": ["Query"]},
+    "list_privilege_groups": {},
 }  # fmt: skip
 WRITE_ACTIONS = {"delete"}
 """Actions whose refusal must leave ``MAIN``'s row count as it was."""
@@ -194,14 +199,15 @@ _KEYS_BY_KIND = {
         primary_field vector_field id_type metric_type field_name index_type index_name
         node_id fail_reason filter write_id anns_field group_by_field user_name password
         old_password new_password role_name object_type privilege object_name db_name
-        alias""",
+        alias group_name""",
     "int": """dimension num_shards max_length count limit build_id version compaction_id job_id
         expected_rows offset group_size guarantee_timestamp as_of snapshot_ts
         num_partitions""",
     "float": "seconds wait_s",
     "bool": "auto_id retry_failed ok upsert strict_group_size force_drop",
     "dict": "schema properties params filter_params options search_params ranker field",
-    "list": "files ids segment_ids parts partition_names data output_fields columns reqs",
+    "list": """files ids segment_ids parts partition_names data output_fields columns reqs
+        privileges""",
 }
 KINDS: dict[str, str] = {
     key: kind

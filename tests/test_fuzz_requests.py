@@ -108,6 +108,8 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
         client.insert(BIG, rows)
         for name in (MAIN, BIG):
             client.load_collection(name)
+        for group in ("fz_group", "fz_group_to_drop"):  # what the base bodies act on
+            client.create_privilege_group(group)
         client.close()
         fc = flight.FlightClient(server.uri)
         info = fc.get_flight_info(flight.FlightDescriptor.for_command(dumps({"collection": MAIN})))
