@@ -20,6 +20,7 @@ from elanus.channels.loop import Periodic
 from elanus.channels.role import Role, RoleHandler
 from elanus.channels.sessions import SessionInfo, SessionWatcher
 from elanus.meta.auth import AuthCoord
+from elanus.meta.backup import BackupService
 from elanus.meta.catalog import Catalog
 from elanus.meta.channelmanager import ChannelManager
 from elanus.meta.collections import CatalogLookup, ProxyNotifier
@@ -65,6 +66,7 @@ class Coordinator(Role):
         )  # fmt: skip
         self.gc = GarbageCollector(ctx, self.compaction, self.imports)
         self.auth = AuthCoord(ctx, proxies)
+        self.backup = BackupService(ctx, lookup, self.data, self.gc)
         self.data.on_flushed(self.index.on_new_segment)  # indexed first, then handed off
         self.data.on_flushed(self.query.segment_flushed)
         self.data.take_plans_from(self.compaction)
@@ -86,7 +88,7 @@ class Coordinator(Role):
         }
         services = (
             self.root, self.data, self.channels, self.timeticks, self.compaction, self.query,
-            self.index, self.imports, self.auth,
+            self.index, self.imports, self.auth, self.backup,
         )  # fmt: skip
         for service in services:
             handlers.update(service.handlers())

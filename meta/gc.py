@@ -4,14 +4,17 @@ Three kinds of files go, each only after ``gc_delay_s`` (a query may still read 
 those of dropped segments (compacted away, or of a dropped collection), whole directories
 of dropped collections, and orphans — segment directories no record points to, left by a
 flush or compaction whose report never reached the coord. Stale staged writes and the
-scratch files of finished import jobs go too (``ImportManager.collect_garbage``).
+scratch files of finished import jobs go too (``ImportManager.collect_garbage``). A backup
+holds collection (``hold``) while it copies files.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from elanus import layout, objstore, tsutil
@@ -30,13 +33,30 @@ class GarbageCollector:
     def __init__(self, ctx: CoordContext, plans: CompactionPlans, imports: ImportGarbage) -> None:
         self.ctx, self.plans, self.imports = ctx, plans, imports
         self.removed: list[str] = []
+        self._holds = 0
+        self._round = asyncio.Lock()
+
+    @contextlib.asynccontextmanager
+    async def hold(self) -> AsyncIterator[None]:
+        """No file is removed while held (a backup is reading them); a round under way
+        finishes first."""
+        async with self._round:
+            self._holds += 1
+        try:
+            yield
+        finally:
+            self._holds -= 1
 
     def background(self) -> list[Periodic]:
         interval = max(1.0, min(30.0, self.ctx.settings.gc_delay_s / 4))
         return [Periodic(self.collect, interval, "garbage collection")]
 
     async def collect(self) -> list[str]:
-        """One round; returns the directories removed."""
+        """One round; returns the directories removed (none while held)."""
+        async with self._round:
+            return [] if self._holds else await self._collect()
+
+    async def _collect(self) -> list[str]:
         delay = self.ctx.settings.gc_delay_s
         horizon = tsutil.compose(tsutil.now_ms() - int(delay * 1000))
         storage = self.ctx.settings.storage_uri

@@ -1,0 +1,220 @@
+"""Backups (issue 21): ``backup_create`` under writes copies the data as it stood at one
+timestamp; a restore into an empty place, served by a fresh stack on its own NATS, answers
+as the original did at that timestamp; ``backup list`` shows it; restore refuses a
+non-empty place. (A copied data dir is tested in tests/test_storage.py.)"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import Stack, bare_collection, cli_env, raises_code, run_elanus
+
+from elanus import ErrorCode, objstore
+from elanus.channels.loop import LoopThread
+from elanus.channels.nats_server import EmbeddedNats
+from elanus.client.client import Client
+from elanus.meta import backupfiles
+from elanus.settings import Settings
+from elanus.states import IndexTaskState
+
+DIM = 8
+QUERY = np.random.default_rng(7).random((3, DIM), dtype=np.float32)
+
+
+def insert(client: Client, lo: int, hi: int) -> None:
+    vectors = np.random.default_rng(lo).random((hi - lo, DIM), dtype=np.float32)
+    client.insert("c", {"id": np.arange(lo, hi), "vector": vectors})
+
+
+def answers(client: Client, as_of: int | None = None) -> dict[str, Any]:
+    """What the collection answers: every id, the count, and a search's ids and distances."""
+    level = None if as_of else "Strong"
+    rows = client.query(
+        "c", "id >= 0", output_fields=["id"], limit=16384, as_of=as_of, consistency_level=level
+    )
+    ids = sorted(int(r["id"]) for r in rows)
+    counted = client.query(
+        "c", "id >= 0", output_fields=["count(*)"], as_of=as_of, consistency_level=level
+    )
+    hits = client.search(
+        "c", QUERY, limit=5, as_of=as_of, consistency_level=level, output_fields=["id"]
+    )
+    return {
+        "ids": ids,
+        "count": int(counted[0]["count(*)"]),
+        "search": [[(int(h["id"]), round(float(h["distance"]), 5)) for h in q] for q in hits],
+    }
+
+
+@pytest.fixture
+def restore_nats(tmp_path: Path) -> Iterator[EmbeddedNats]:
+    """A second NATS server: the restored copy starts with streams of its own."""
+    server = EmbeddedNats(tmp_path / "nats-restored").start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def restored_stack(loop: LoopThread, nats: EmbeddedNats, data_dir: Path, **settings: Any) -> Stack:
+    return Stack(loop, nats, data_dir, **settings).start()
+
+
+class Writer(threading.Thread):
+    """Inserts batches (and deletes a few earlier ids) until stopped; ``acked`` is the
+    highest id whose insert was acknowledged."""
+
+    def __init__(self, uri: str, start: int) -> None:
+        super().__init__(daemon=True)
+        self.client = Client(uri, timeout=30)
+        self.next, self.acked, self.stop_flag = start, start - 1, threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            while not self.stop_flag.is_set():
+                insert(self.client, self.next, self.next + 10)
+                self.next += 10
+                self.acked = self.next - 1
+                self.client.delete("c", [self.next - 1000])  # 10, 20, ...: older rows
+                time.sleep(0.02)
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            self.error = exc
+        finally:
+            self.client.close()
+
+    def finish(self) -> None:
+        self.stop_flag.set()
+        self.join(30)
+        assert self.error is None, self.error
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_backup_under_writes_restores_to_the_answers_at_its_timestamp(
+    nats_server: EmbeddedNats, loop_thread: LoopThread, restore_nats: EmbeddedNats, tmp_path: Path
+) -> None:
+    original = Stack(loop_thread, nats_server, tmp_path / "data", gc_delay_s=0).start()
+    try:
+        client = original.client()
+        bare_collection(client, "c", DIM)
+        insert(client, 0, 600)
+        client.flush("c", timeout=60)
+        client.delete("c", [1, 2, 3])
+        client.load_collection("c")
+        writer = Writer(original.uri, 1000)
+        writer.start()
+        time.sleep(0.5)
+        acked_before = writer.acked
+        target = tmp_path / "backups"
+        made = client.create_backup(str(target), name="b1", timeout_s=120)
+        time.sleep(0.5)
+        writer.finish()
+        ts = made["ts"]
+        assert made["location"] == str(target / "b1")
+        assert [c["name"] for c in made["collections"]] == ["c"] and made["files"] > 0
+        at_backup = answers(client, as_of=ts)
+        assert {i for i in range(4, 600) if i % 10} <= set(at_backup["ids"])
+        assert acked_before in at_backup["ids"]  # acknowledged before the backup began
+        assert writer.acked not in at_backup["ids"]  # written after its timestamp
+        assert answers(client) != at_backup
+        raises_code(
+            ErrorCode.INVALID_ARGUMENT,
+            lambda: client.create_backup(str(target), name="b1"),
+            "already exists",
+        )
+        raises_code(
+            ErrorCode.INVALID_ARGUMENT, lambda: client.create_backup("relative/dir"), "absolute"
+        )
+    finally:
+        original.close()
+
+    listed = run_elanus("backup", "list", str(target), "--json", env=cli_env())
+    assert listed.returncode == 0, listed.stderr
+    (shown,) = json.loads(listed.stdout)
+    assert (shown["name"], shown["ts"], shown["complete"]) == ("b1", ts, True)
+
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "something").write_text("x")
+    refused = run_elanus(
+        "backup", "restore", str(target / "b1"), "--data-dir", str(busy), env=cli_env()
+    )
+    assert refused.returncode == 1
+    assert refused.stderr.startswith("error: [INVALID_ARGUMENT]") and "not empty" in refused.stderr
+
+    fresh = tmp_path / "restored"
+    done = run_elanus(
+        "backup", "restore", str(target / "b1"), "--data-dir", str(fresh), "--json", env=cli_env()
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["ts"] == ts
+    copy = restored_stack(loop_thread, restore_nats, fresh)
+    try:
+        client = copy.client()
+        client.load_collection("c")
+        assert answers(client) == at_backup
+        insert(client, 100_000, 100_010)  # and the copy takes writes of its own
+        assert answers(client)["count"] == at_backup["count"] + 10
+    finally:
+        copy.close()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_backup_on_s3_restores_into_another_prefix(
+    nats_server: EmbeddedNats,
+    loop_thread: LoopThread,
+    restore_nats: EmbeddedNats,
+    tmp_path: Path,
+    moto_server: Any,
+) -> None:
+    bucket = moto_server.new_bucket()
+    s3 = moto_server.settings(bucket, "live")
+    original = Stack(loop_thread, nats_server, tmp_path / "data", **s3).start()
+    try:
+        client = original.client()
+        bare_collection(client, "c", DIM)
+        insert(client, 0, 300)
+        client.flush("c", timeout=60)
+        original.add_indexnode()
+        client.create_index("c", "vector", index_type="FLAT", metric_type="L2")
+        client.wait_for_index("c", timeout=60)
+        client.delete("c", [5, 6])
+        client.load_collection("c")
+        made = client.create_backup(f"s3://{bucket}/backups", name="nightly", timeout_s=120)
+        expected = answers(client, as_of=made["ts"])
+        assert expected["count"] == 298
+    finally:
+        original.close()
+    assert made["location"] == f"s3://{bucket}/backups/nightly"
+    listed = backupfiles.list_backups(f"s3://{bucket}/backups")
+    assert [b["name"] for b in listed] == ["nightly"]
+
+    settings = Settings(data_dir=str(tmp_path / "restored"), **moto_server.settings(bucket, "copy"))
+    backupfiles.restore(made["location"], settings)
+    assert objstore.list_dir(f"s3://{bucket}/copy") == ["collections", "indexes"]
+    copy = restored_stack(
+        loop_thread, restore_nats, tmp_path / "restored", **moto_server.settings(bucket, "copy")
+    )
+    try:
+        assert copy.coord is not None  # the index came along, its files under the new root
+        tasks = list(copy.coord.index.tasks.values())
+        assert tasks and all(t.state is IndexTaskState.FINISHED for t in tasks)
+        assert all(
+            f.startswith(f"s3://{bucket}/copy/indexes/") for t in tasks for f in t.file_paths
+        )
+        client = copy.client()
+        client.load_collection("c")
+        assert answers(client) == expected
+    finally:
+        copy.close()
+    with pytest.raises(Exception, match="not empty"):
+        backupfiles.restore(made["location"], settings)
