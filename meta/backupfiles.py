@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 
 import elanus
 from elanus import layout, objstore
-from elanus.errors import invalid
+from elanus.errors import ElanusError, invalid
 from elanus.meta.db import migrate
 from elanus.settings import Settings
 from elanus.states import ImportJobState, IndexTaskState, SegmentState
@@ -240,27 +240,40 @@ def _copy_delta(src: str, dst: str, ts: int) -> int:
 
 def copy_contents(contents: Contents, root: str, dest: str) -> Copied:
     """Every file of ``contents`` from the storage ``root`` to ``dest`` (the backup's
-    ``storage/``), several at once; delta logs keep only deletes up to the timestamp."""
-    jobs: list[tuple[str, str, bool]] = []
+    ``storage/``), several at once; delta logs keep only deletes up to the timestamp. An
+    index whose files went meanwhile (its build was recycled) is left out and noted: the
+    restored copy builds it again."""
+    jobs: list[tuple[str, int | None]] = []  # (path below the root, build id of an index)
     for rel in contents.segments:
-        for name in objstore.list_tree(layout.join(root, rel)):
-            delta = name.startswith("delta/") and name.endswith(".arrow")
-            jobs.append((layout.join(rel, name), layout.join(rel, name), delta))
+        jobs += [(layout.join(rel, n), None) for n in objstore.list_tree(layout.join(root, rel))]
     copied = Copied()
     for build_id, rel in contents.indexes.items():
         names = objstore.list_tree(layout.join(root, rel))
-        if not names:  # recycled meanwhile: the restored copy builds it again
+        if not names:
             copied.missing_indexes.append(build_id)
-        jobs += [(layout.join(rel, n), layout.join(rel, n), False) for n in names]
+        jobs += [(layout.join(rel, n), build_id) for n in names]
 
-    def one(job: tuple[str, str, bool]) -> int:
-        src, dst = layout.join(root, job[0]), layout.join(dest, job[1])
-        return _copy_delta(src, dst, contents.ts) if job[2] else copy_file(src, dst)
+    def one(job: tuple[str, int | None]) -> int | None:
+        rel, build_id = job
+        src, dst = layout.join(root, rel), layout.join(dest, rel)
+        if build_id is not None:
+            try:
+                return copy_file(src, dst)
+            except ElanusError:
+                return None
+        delta = rel.rpartition("/")[0].endswith("/delta") and rel.endswith(".arrow")
+        return _copy_delta(src, dst, contents.ts) if delta else copy_file(src, dst)
 
     with concurrent.futures.ThreadPoolExecutor(COPY_THREADS, "elanus-backup") as pool:
-        for size in pool.map(one, jobs):
+        for job, size in zip(jobs, pool.map(one, jobs), strict=True):
+            if size is None:
+                copied.missing_indexes.append(job[1] or 0)
+                continue
             copied.files += 1
             copied.bytes += size
+    for build_id in sorted(set(copied.missing_indexes)):
+        objstore.remove_tree(layout.join(dest, contents.indexes[build_id]))
+    copied.missing_indexes = sorted(set(copied.missing_indexes))
     return copied
 
 
@@ -358,17 +371,12 @@ def restore(source: str, settings: Settings) -> dict[str, Any]:
     if objstore.list_dir(storage):
         raise invalid(f"restore needs an empty storage root; {storage} is not empty")
     data_dir.mkdir(parents=True, exist_ok=True)
-    copied = copy_tree(layout.join(source, STORAGE), storage)
-    with tempfile.TemporaryDirectory(dir=data_dir, prefix=".restore-") as tmp:
-        local = os.path.join(tmp, CATALOG)
-        copy_file(layout.join(source, CATALOG), local)
-        con = duckdb.connect(local)
-        try:
-            migrate(con)  # a backup of an older version is brought up to date
-            rebase_index_paths(con, lambda p: layout.absolute(storage, p) or p)
-        finally:
-            con.close()
-        shutil.move(local, settings.catalog_path)
+    try:
+        copied = copy_tree(layout.join(source, STORAGE), storage)
+        _install_catalog(layout.join(source, CATALOG), settings)
+    except BaseException:
+        objstore.remove_tree(storage)  # it was empty: leave it so, for another try
+        raise
     return {
         "name": doc["name"],
         "ts": doc["ts"],
@@ -380,6 +388,22 @@ def restore(source: str, settings: Settings) -> dict[str, Any]:
         "rows": doc.get("rows", 0),
         "seconds": round(time.monotonic() - started, 3),
     }
+
+
+def _install_catalog(source: str, settings: Settings) -> None:
+    """The backup's catalog, brought up to this version, its index paths under the new
+    storage root, moved into place last (a half-copied catalog is never left there)."""
+    storage = settings.storage_uri
+    with tempfile.TemporaryDirectory(dir=settings.data_path, prefix=".restore-") as tmp:
+        local = os.path.join(tmp, CATALOG)
+        copy_file(source, local)
+        con = duckdb.connect(local)
+        try:
+            migrate(con)  # a backup of an older version is brought up to date
+            rebase_index_paths(con, lambda p: layout.absolute(storage, p) or p)
+        finally:
+            con.close()
+        shutil.move(local, settings.catalog_path)
 
 
 def check_target(target: str, settings: Settings) -> str:

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import numpy as np
 import pytest
 from conftest import Stack, bare_collection, cli_env, raises_code, run_elanus
@@ -20,9 +21,11 @@ from elanus import ErrorCode, objstore
 from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats
 from elanus.client.client import Client
-from elanus.meta import backupfiles
+from elanus.meta import backupfiles, segmentmeta
+from elanus.meta.db import Database
+from elanus.meta.segmentmeta import Segment
 from elanus.settings import Settings
-from elanus.states import IndexTaskState
+from elanus.states import IndexTaskState, SegmentState
 
 DIM = 8
 QUERY = np.random.default_rng(7).random((3, DIM), dtype=np.float32)
@@ -218,3 +221,73 @@ def test_a_backup_on_s3_restores_into_another_prefix(
         copy.close()
     with pytest.raises(Exception, match="not empty"):
         backupfiles.restore(made["location"], settings)
+
+
+# -- the catalog at the backup's timestamp (no server) ----------------------------------------
+
+
+def _segment(sid: int, collection: int, **fields: Any) -> Segment:
+    base: dict[str, Any] = {
+        "partition_id": collection * 10,
+        "vchannel": f"v{collection}",
+        "state": SegmentState.FLUSHED,
+        "max_rows": 100,
+        "num_rows": 10,
+        "created_ts": 1,
+        "seal_ts": 5,
+        "path": f"collections/{collection}/{collection * 10}/{sid}/data.lance",
+    }
+    return Segment(segment_id=sid, collection_id=collection, **{**base, **fields})
+
+
+def test_the_catalog_as_of_the_backup_timestamp(tmp_path: Path) -> None:
+    """Objects made after T go, objects dropped after T come back; segments are those
+    live at T whose rows all precede it (a compaction after T is undone)."""
+    db = Database(tmp_path / "catalog.duckdb")
+    T = 50
+    dropped = SegmentState.DROPPED
+
+    def fill(con: Any) -> None:
+        con.execute("INSERT INTO databases VALUES (1, 'default', '{}', 1, NULL)")
+        for cid, created, gone in ((1, 2, None), (2, 60, None), (3, 2, 70), (4, 2, 30)):
+            con.execute(
+                "INSERT INTO collections VALUES (?, 1, ?, '', '{}', 1, 'Bounded', '{}', ?, ?)",
+                [cid, f"c{cid}", created, gone],
+            )
+            con.execute(
+                "INSERT INTO partitions VALUES (?, ?, '_default', ?, ?)",
+                [cid * 10, cid, created, gone],
+            )
+        con.execute("INSERT INTO channel_checkpoints VALUES ('v1', 99, 99)")
+        segmentmeta.save(
+            con,
+            [
+                _segment(101, 1),  # sealed before T: kept
+                _segment(102, 1, seal_ts=55),  # sealed after T: its rows are later
+                _segment(103, 1, state=SegmentState.GROWING, seal_ts=None),
+                _segment(104, 1, state=dropped, dropped_ts=60),  # compacted after T: kept
+                _segment(105, 1, created_ts=60, compacted_from=[104]),  # that compaction
+                _segment(106, 1, state=dropped, dropped_ts=40, path=None),  # gone before T
+                _segment(201, 2),  # of a collection made after T
+                _segment(301, 3, state=dropped, dropped_ts=70),  # its collection dropped later
+                _segment(401, 4, state=dropped, dropped_ts=30),
+            ],
+        )
+
+    db.call(fill)
+    snap = str(tmp_path / "snap.duckdb")
+    db.call(backupfiles.snapshot, snap)
+    db.close()
+    contents = backupfiles.as_of(snap, T)
+    kept = ["collections/1/10/101", "collections/1/10/104", "collections/3/30/301"]
+    assert contents.segments == kept
+    assert [c["name"] for c in contents.collections] == ["c1", "c3"]
+    con = duckdb.connect(snap)
+    try:
+        states = con.execute("SELECT DISTINCT state, dropped_ts FROM segments").fetchall()
+        assert states == [("Flushed", None)]
+        assert con.execute("SELECT count(*) FROM channel_checkpoints").fetchone() == (0,)
+        live = con.execute("SELECT name FROM collections WHERE dropped_ts IS NULL").fetchall()
+        assert sorted(live) == [("c1",), ("c3",)]
+    finally:
+        con.close()
