@@ -63,10 +63,10 @@ class BackupService:
         if objstore.is_remote(target):
             objstore.configure(settings.replace(storage=target))  # the coord's S3 settings
         location = layout.join(target, name)
-        if await asyncio.to_thread(objstore.is_dir, location):
-            raise invalid(f"backup {name!r} already exists at {target}; choose another name")
         deadline = time.monotonic() + req.timeout_s
         async with self._one_at_a_time, self.gc.hold():
+            if await asyncio.to_thread(objstore.is_dir, location):
+                raise invalid(f"backup {name!r} already exists at {target}; choose another name")
             ts = await self._flush(deadline)
             with tempfile.TemporaryDirectory(prefix="elanus-backup-") as tmp:
                 catalog = os.path.join(tmp, backupfiles.CATALOG)

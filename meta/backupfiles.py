@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 
 import elanus
 from elanus import layout, objstore
+from elanus.channels.dml import pchannel_name
 from elanus.errors import ElanusError, invalid
 from elanus.meta.db import migrate
 from elanus.settings import Settings
@@ -400,10 +401,25 @@ def _install_catalog(source: str, settings: Settings) -> None:
         con = duckdb.connect(local)
         try:
             migrate(con)  # a backup of an older version is brought up to date
+            _check_pchannels(con, settings.num_pchannels)
             rebase_index_paths(con, lambda p: layout.absolute(storage, p) or p)
         finally:
             con.close()
         shutil.move(local, settings.catalog_path)
+
+
+def _check_pchannels(con: duckdb.DuckDBPyConnection, num_pchannels: int) -> None:
+    """The collections' vchannels live on the original's pchannels: the restored server
+    must have as many streams."""
+    have = {pchannel_name(i) for i in range(num_pchannels)}
+    used = {r[0] for r in con.execute("SELECT DISTINCT pchannel FROM vchannels").fetchall()}
+    if not used <= have:
+        ids = (p.rpartition("_")[2] for p in used)
+        need = max((int(i) + 1 for i in ids if i.isdigit()), default=num_pchannels + 1)
+        raise invalid(
+            f"the backup's collections use {need} pchannels; restore with num_pchannels = "
+            f"{need} or more (this server's settings have {num_pchannels})"
+        )
 
 
 def check_target(target: str, settings: Settings) -> str:

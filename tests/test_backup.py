@@ -259,6 +259,7 @@ def test_the_catalog_as_of_the_backup_timestamp(tmp_path: Path) -> None:
                 [cid * 10, cid, created, gone],
             )
         con.execute("INSERT INTO channel_checkpoints VALUES ('v1', 99, 99)")
+        con.execute("INSERT INTO vchannels VALUES (1, 0, 'v1', 'dml_3')")
         segmentmeta.save(
             con,
             [
@@ -291,3 +292,22 @@ def test_the_catalog_as_of_the_backup_timestamp(tmp_path: Path) -> None:
         assert sorted(live) == [("c1",), ("c3",)]
     finally:
         con.close()
+
+    # A restore needs the original's pchannels, and leaves nothing behind when refused.
+    backup = tmp_path / "backups" / "b"
+    backup.mkdir(parents=True)
+    (backup / "catalog.duckdb").write_bytes(Path(snap).read_bytes())
+    (backup / "manifest.json").write_text(json.dumps({"format": 1, "name": "b", "ts": T}))
+    (backup / "storage" / kept[0]).mkdir(parents=True)
+    (backup / "storage" / kept[0] / "pk_stats.arrow").write_bytes(b"x")
+    small = Settings(data_dir=str(tmp_path / "small"), num_pchannels=2)
+    raises_code(
+        ErrorCode.INVALID_ARGUMENT,
+        lambda: backupfiles.restore(str(backup), small),
+        "num_pchannels = 4",
+    )
+    assert not small.catalog_path.exists() and not Path(small.storage_uri).exists()
+    enough = Settings(data_dir=str(tmp_path / "enough"), num_pchannels=4)
+    assert backupfiles.restore(str(backup), enough)["files"] == 1
+    assert enough.catalog_path.exists()
+    assert (Path(enough.storage_uri) / kept[0] / "pk_stats.arrow").read_bytes() == b"x"
