@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import lance
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -36,6 +37,7 @@ from elanus import layout, objstore
 from elanus.channels.dml import pchannel_name
 from elanus.errors import ElanusError, invalid
 from elanus.meta.db import migrate
+from elanus.schema import TIMESTAMP_FIELD
 from elanus.settings import Settings
 from elanus.states import ImportJobState, IndexTaskState, SegmentState
 
@@ -62,6 +64,8 @@ class Contents:
     segments: list[str] = field(default_factory=list)
     indexes: dict[int, str] = field(default_factory=dict)
     """build id -> the directory of its finished build."""
+    partial: dict[str, int] = field(default_factory=dict)
+    """Segment directory -> id, of segments whose rows after ``ts`` are left out."""
     collections: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -70,6 +74,8 @@ class Copied:
     files: int = 0
     bytes: int = 0
     missing_indexes: list[int] = field(default_factory=list)
+    trimmed: dict[int, tuple[int, int]] = field(default_factory=dict)
+    """Partial segment -> (rows kept, their largest timestamp)."""
 
 
 # -- the catalog at the backup's timestamp -------------------------------------------------
@@ -87,11 +93,14 @@ def snapshot(con: duckdb.DuckDBPyConnection, path: str) -> None:
         con.execute("DETACH elanus_backup")
 
 
-def as_of(path: str, ts: int) -> Contents:
+def as_of(path: str, ts: int, upper: int | None = None) -> Contents:
     """Turn a catalog snapshot into the catalog as it stood at ``ts``: objects created later
-    go, objects dropped later come back, and only segments whose rows all precede ``ts``
-    and that were live at ``ts`` stay (compaction sources swapped out later included,
-    targets made later left out). Stream positions and node assignments are cleared."""
+    go, objects dropped later come back, and only segments live at ``ts`` with rows at or
+    before it stay (compaction sources swapped out later included, targets made later left
+    out). A segment sealed after ``ts`` (at most at ``upper``) holding rows of ``ts`` and
+    earlier (a write stamped before the seal, placed after it) stays *partial*: its copy
+    keeps only those rows. Stream positions and node assignments are cleared."""
+    upper = ts if upper is None else upper
     con = duckdb.connect(path)
     try:
         con.execute("BEGIN TRANSACTION")
@@ -105,12 +114,13 @@ def as_of(path: str, ts: int) -> Contents:
             con.execute(f"DELETE FROM {table} WHERE {orphan}")
         flushed, dropped = SegmentState.FLUSHED.value, SegmentState.DROPPED.value
         con.execute(
-            "DELETE FROM segments WHERE NOT ("
-            "path IS NOT NULL AND seal_ts IS NOT NULL AND seal_ts <= ? AND state IN (?, ?) "
+            "DELETE FROM segments WHERE NOT coalesce("
+            "path IS NOT NULL AND seal_ts IS NOT NULL AND state IN (?, ?) "
+            "AND (seal_ts <= ? OR (seal_ts <= ? AND coalesce(min_ts, seal_ts) <= ?)) "
             "AND (dropped_ts IS NULL OR dropped_ts > ?) "
             "AND (coalesce(compacted_from, '[]') = '[]' OR created_ts <= ?) "
-            "AND partition_id IN (SELECT partition_id FROM partitions))",
-            [ts, flushed, dropped, ts, ts],
+            "AND partition_id IN (SELECT partition_id FROM partitions), false)",
+            [flushed, dropped, ts, upper, ts, ts, ts],
         )
         con.execute(
             "UPDATE segments SET state = ?, dropped_ts = NULL, start_seq = NULL, "
@@ -157,15 +167,21 @@ def below(root: str) -> Callable[[str], str]:
 
 
 def reset_index_tasks(
-    con: duckdb.DuckDBPyConnection, *, state_not: str | None = None, builds: list[int] | None = None
+    con: duckdb.DuckDBPyConnection,
+    *,
+    state_not: str | None = None,
+    builds: list[int] | None = None,
+    segments: list[int] | None = None,
 ) -> None:
     """Tasks to build again under a new version: those not in ``state_not`` (unfinished),
-    or the ``builds`` whose files are gone."""
+    the ``builds`` whose files are gone, those of ``segments`` whose rows were trimmed."""
     params: list[Any]
     if state_not is not None:
         where, params = "state <> ?", [state_not]
     elif builds:
         where, params = "list_contains(?, build_id)", [builds]
+    elif segments:
+        where, params = "list_contains(?, segment_id)", [segments]
     else:
         return
     con.execute(
@@ -173,6 +189,20 @@ def reset_index_tasks(
         f"file_paths = '[]', fail_reason = NULL, recycled = false WHERE {where}",
         [IndexTaskState.UNISSUED.value, *params],
     )
+
+
+def record_trimmed(con: duckdb.DuckDBPyConnection, trimmed: dict[int, tuple[int, int]]) -> int:
+    """Partial segments as copied: their rows and largest timestamp, their indexes to build
+    again; those left with no row go. Returns how many went."""
+    empty = [sid for sid, (rows, _) in trimmed.items() if rows == 0]
+    kept = [[rows, max_ts, sid] for sid, (rows, max_ts) in trimmed.items() if rows]
+    if kept:
+        con.executemany("UPDATE segments SET num_rows = ?, max_ts = ? WHERE segment_id = ?", kept)
+        reset_index_tasks(con, segments=[k[2] for k in kept])
+    if empty:
+        con.execute("DELETE FROM segments WHERE list_contains(?, segment_id)", [empty])
+        con.execute("DELETE FROM index_tasks WHERE list_contains(?, segment_id)", [empty])
+    return len(empty)
 
 
 def _import_jobs_as_of(con: duckdb.DuckDBPyConnection, ts: int) -> None:
@@ -187,24 +217,41 @@ def _import_jobs_as_of(con: duckdb.DuckDBPyConnection, ts: int) -> None:
 
 def _contents(con: duckdb.DuckDBPyConnection, ts: int) -> Contents:
     out = Contents(ts)
-    segs = con.execute("SELECT path FROM segments ORDER BY segment_id").fetchall()
-    out.segments = [layout.parent(layout.relative(r[0]) or "") for r in segs]
+    segs = con.execute(
+        "SELECT path, segment_id, seal_ts, coalesce(max_ts, seal_ts) FROM segments "
+        "ORDER BY segment_id"
+    )
+    for path, sid, seal_ts, max_ts in segs.fetchall():
+        rel = layout.parent(layout.relative(path) or "")
+        out.segments.append(rel)
+        if seal_ts > ts and max_ts > ts:
+            out.partial[rel] = int(sid)
     tasks = con.execute(
         "SELECT build_id, version, partition_id, segment_id FROM index_tasks WHERE state = ?",
         [IndexTaskState.FINISHED.value],
     ).fetchall()
-    out.indexes = {int(b): layout.index_dir("", b, v, p, s).lstrip("/") for b, v, p, s in tasks}
+    partial = set(out.partial.values())  # built over rows the copy does not keep
+    out.indexes = {
+        int(b): layout.index_dir("", b, v, p, s).lstrip("/")
+        for b, v, p, s in tasks
+        if s not in partial
+    }
+    out.collections = summary(con)
+    return out
+
+
+def summary(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    """Each live collection of a catalog: database, name, id, segments, rows."""
     rows = con.execute(
         "SELECT d.name, c.name, c.collection_id, count(s.segment_id), "
         "coalesce(sum(s.num_rows), 0) FROM collections c JOIN databases d USING (db_id) "
         "LEFT JOIN segments s USING (collection_id) WHERE c.dropped_ts IS NULL "
         "GROUP BY ALL ORDER BY c.collection_id"
     ).fetchall()
-    out.collections = [
+    return [
         {"db": d, "name": n, "collection_id": int(c), "segments": int(k), "rows": int(r)}
         for d, n, c, k, r in rows
     ]
-    return out
 
 
 # -- copying files ---------------------------------------------------------------------------
@@ -239,25 +286,51 @@ def _copy_delta(src: str, dst: str, ts: int) -> int:
     return 0
 
 
+def _trim_rows(src_dir: str, dst_dir: str, ts: int) -> tuple[int, int, int]:
+    """A partial segment's rows at or before ``ts`` written as its copy's dataset: their
+    number, their largest timestamp, an estimate of their bytes (none left: nothing)."""
+    src, dst = layout.data_path(src_dir), layout.data_path(dst_dir)
+    with objstore.storage_errors(src, "read"):
+        table = lance.dataset(src, storage_options=objstore.lance_options(src)).to_table()
+    stamps = table.column(TIMESTAMP_FIELD)
+    table = table.filter(pc.less_equal(stamps, pa.scalar(ts, stamps.type)))
+    if not table.num_rows:
+        return 0, 0, 0
+    objstore.make_dirs(dst_dir)
+    with objstore.storage_errors(dst, "write"):
+        lance.write_dataset(table, dst, storage_options=objstore.lance_options(dst))
+    return table.num_rows, int(pc.max(table.column(TIMESTAMP_FIELD)).as_py()), table.nbytes
+
+
 def copy_contents(contents: Contents, root: str, dest: str) -> Copied:
     """Every file of ``contents`` from the storage ``root`` to ``dest`` (the backup's
-    ``storage/``), several at once; delta logs keep only deletes up to the timestamp. An
-    index whose files went meanwhile (its build was recycled) is left out and noted: the
-    restored copy builds it again."""
-    jobs: list[tuple[str, int | None]] = []  # (path below the root, build id of an index)
+    ``storage/``), several at once; delta logs keep only deletes up to the timestamp, a
+    partial segment's dataset only its rows up to it (``Copied.trimmed``). An index whose
+    files went meanwhile (its build was recycled) is left out and noted: the restored copy
+    builds it again."""
+    jobs: list[tuple[str, str, int]] = []  # (path below the root, kind, segment or build id)
     for rel in contents.segments:
-        jobs += [(layout.join(rel, n), None) for n in objstore.list_tree(layout.join(root, rel))]
+        partial = contents.partial.get(rel)
+        for name in objstore.list_tree(layout.join(root, rel)):
+            if partial is None or not name.startswith("data.lance/"):
+                jobs.append((layout.join(rel, name), "file", 0))
+        if partial is not None:
+            jobs.append((rel, "trim", partial))
     copied = Copied()
     for build_id, rel in contents.indexes.items():
         names = objstore.list_tree(layout.join(root, rel))
         if not names:
             copied.missing_indexes.append(build_id)
-        jobs += [(layout.join(rel, n), build_id) for n in names]
+        jobs += [(layout.join(rel, n), "index", build_id) for n in names]
 
-    def one(job: tuple[str, int | None]) -> int | None:
-        rel, build_id = job
+    def one(job: tuple[str, str, int]) -> int | None:
+        rel, kind, ref = job
         src, dst = layout.join(root, rel), layout.join(dest, rel)
-        if build_id is not None:
+        if kind == "trim":
+            rows, max_ts, size = _trim_rows(src, dst, contents.ts)
+            copied.trimmed[ref] = (rows, max_ts)
+            return size
+        if kind == "index":
             try:
                 return copy_file(src, dst)
             except ElanusError:
@@ -268,13 +341,16 @@ def copy_contents(contents: Contents, root: str, dest: str) -> Copied:
     with concurrent.futures.ThreadPoolExecutor(COPY_THREADS, "elanus-backup") as pool:
         for job, size in zip(jobs, pool.map(one, jobs), strict=True):
             if size is None:
-                copied.missing_indexes.append(job[1] or 0)
+                copied.missing_indexes.append(job[2])
                 continue
             copied.files += 1
             copied.bytes += size
     for build_id in sorted(set(copied.missing_indexes)):
         objstore.remove_tree(layout.join(dest, contents.indexes[build_id]))
     copied.missing_indexes = sorted(set(copied.missing_indexes))
+    for rel, sid in contents.partial.items():
+        if copied.trimmed.get(sid, (0, 0))[0] == 0:  # nothing of it precedes ts
+            objstore.remove_tree(layout.join(dest, rel))
     return copied
 
 
@@ -290,19 +366,23 @@ def copy_tree(src: str, dst: str) -> Copied:
     return copied
 
 
-def write(catalog: str, ts: int, name: str, root: str, location: str) -> dict[str, Any]:
+def write(catalog: str, ts: int, upper: int, name: str, root: str, location: str) -> dict[str, Any]:
     """A backup at ``location`` from a catalog snapshot and the storage ``root``: the
-    catalog at ``ts``, the files it references, the manifest last. Returns the manifest."""
-    contents = as_of(catalog, ts)
+    catalog at ``ts`` (``as_of``, partial segments sealed up to ``upper``), the files it
+    references, the manifest last. Returns the manifest."""
+    contents = as_of(catalog, ts, upper)
     copied = copy_contents(contents, root, layout.join(location, STORAGE))
     con = duckdb.connect(catalog)
     try:
+        gone = record_trimmed(con, copied.trimmed)
         rebase_index_paths(con, below(root))
         reset_index_tasks(con, builds=copied.missing_indexes)
+        contents.collections = summary(con)
     finally:
         con.close()
     copy_file(catalog, layout.join(location, CATALOG))
     doc = manifest(name, contents, copied, root)
+    doc["segments"] -= gone
     objstore.write_bytes(layout.join(location, MANIFEST), json.dumps(doc, indent=1).encode())
     return doc
 

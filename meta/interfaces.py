@@ -55,7 +55,11 @@ class SegmentStore(SegmentTable, Protocol):
 
 
 class BackupFlush(SegmentTable, Protocol):
-    """What a backup asks of DataCoord: one seal of everything, and the flush's progress."""
+    """What a backup asks of DataCoord: one seal of everything, the flush's progress, and
+    how far each vchannel's datanode has consumed."""
+
+    @property
+    def channel_ticks(self) -> Mapping[str, int]: ...
 
     async def seal_all(self) -> tuple[int, list[int]]: ...
     async def flush_state(self, req: FlushState) -> FlushProgress: ...

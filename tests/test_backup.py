@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import lance
 import numpy as np
+import pyarrow as pa
 import pytest
 from conftest import Stack, bare_collection, cli_env, raises_code, run_elanus
 
@@ -136,12 +138,18 @@ def test_a_backup_under_writes_restores_to_the_answers_at_its_timestamp(
         raises_code(
             ErrorCode.INVALID_ARGUMENT, lambda: client.create_backup("relative/dir"), "absolute"
         )
+        by_cli = run_elanus(
+            "backup", "create", str(target), "-n", "b2", "--uri", original.uri, "--json",
+            env=cli_env(),
+        )  # fmt: skip
+        assert by_cli.returncode == 0, by_cli.stderr
+        assert json.loads(by_cli.stdout)["ts"] > ts
     finally:
         original.close()
 
     listed = run_elanus("backup", "list", str(target), "--json", env=cli_env())
     assert listed.returncode == 0, listed.stderr
-    (shown,) = json.loads(listed.stdout)
+    shown, _ = json.loads(listed.stdout)  # b1, then b2
     assert (shown["name"], shown["ts"], shown["complete"]) == ("b1", ts, True)
 
     busy = tmp_path / "busy"
@@ -264,7 +272,8 @@ def test_the_catalog_as_of_the_backup_timestamp(tmp_path: Path) -> None:
             con,
             [
                 _segment(101, 1),  # sealed before T: kept
-                _segment(102, 1, seal_ts=55),  # sealed after T: its rows are later
+                _segment(102, 1, seal_ts=55, min_ts=52),  # sealed after T, rows later
+                _segment(107, 1, seal_ts=55, min_ts=45, max_ts=58),  # partly before T
                 _segment(103, 1, state=SegmentState.GROWING, seal_ts=None),
                 _segment(104, 1, state=dropped, dropped_ts=60),  # compacted after T: kept
                 _segment(105, 1, created_ts=60, compacted_from=[104]),  # that compaction
@@ -279,9 +288,10 @@ def test_the_catalog_as_of_the_backup_timestamp(tmp_path: Path) -> None:
     snap = str(tmp_path / "snap.duckdb")
     db.call(backupfiles.snapshot, snap)
     db.close()
-    contents = backupfiles.as_of(snap, T)
+    contents = backupfiles.as_of(snap, T, upper=60)
     kept = ["collections/1/10/101", "collections/1/10/104", "collections/3/30/301"]
-    assert contents.segments == kept
+    assert contents.segments == [*kept[:2], "collections/1/10/107", kept[2]]
+    assert contents.partial == {"collections/1/10/107": 107}
     assert [c["name"] for c in contents.collections] == ["c1", "c3"]
     con = duckdb.connect(snap)
     try:
@@ -311,3 +321,26 @@ def test_the_catalog_as_of_the_backup_timestamp(tmp_path: Path) -> None:
     assert backupfiles.restore(str(backup), enough)["files"] == 1
     assert enough.catalog_path.exists()
     assert (Path(enough.storage_uri) / kept[0] / "pk_stats.arrow").read_bytes() == b"x"
+
+
+def test_a_partial_segment_and_delta_logs_are_cut_at_the_timestamp(tmp_path: Path) -> None:
+    """Rows stamped after the backup's timestamp leave a partial segment's copy, deletes
+    after it leave every delta log; a segment with nothing before it goes whole."""
+    root, dest = str(tmp_path / "storage"), str(tmp_path / "backup")
+    rows = pa.table({"id": [1, 2, 3], "_ts": pa.array([10, 20, 60], pa.uint64())})
+    lance.write_dataset(rows, f"{root}/collections/1/2/7/data.lance")
+    lance.write_dataset(rows.slice(2), f"{root}/collections/1/2/8/data.lance")
+    deletes = pa.table({"pk": [1, 2], "ts": pa.array([30, 70], pa.uint64())})
+    objstore.write_ipc(f"{root}/collections/1/2/7/delta/0-1.arrow", deletes)
+    contents = backupfiles.Contents(
+        ts=50,
+        segments=["collections/1/2/7", "collections/1/2/8"],
+        partial={"collections/1/2/7": 7, "collections/1/2/8": 8},
+    )
+    copied = backupfiles.copy_contents(contents, root, dest)
+    assert copied.trimmed == {7: (2, 20), 8: (0, 0)}
+    kept = lance.dataset(f"{dest}/collections/1/2/7/data.lance").to_table()
+    assert kept.column("id").to_pylist() == [1, 2]
+    delta = objstore.read_ipc(f"{dest}/collections/1/2/7/delta/0-1.arrow")
+    assert delta.column("pk").to_pylist() == [1]
+    assert not objstore.exists(f"{dest}/collections/1/2/8")
