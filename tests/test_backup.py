@@ -73,8 +73,8 @@ def restored_stack(loop: LoopThread, nats: EmbeddedNats, data_dir: Path, **setti
 
 
 class Writer(threading.Thread):
-    """Inserts batches (and deletes a few earlier ids) until stopped; ``acked`` is the
-    highest id whose insert was acknowledged."""
+    """Inserts batches from ``start`` (and deletes the id 1000 below each batch's last)
+    until stopped; ``acked`` is the highest id whose insert was acknowledged."""
 
     def __init__(self, uri: str, start: int) -> None:
         super().__init__(daemon=True)
@@ -88,8 +88,8 @@ class Writer(threading.Thread):
                 insert(self.client, self.next, self.next + 10)
                 self.next += 10
                 self.acked = self.next - 1
-                self.client.delete("c", [self.next - 1000])  # 10, 20, ...: older rows
-                time.sleep(0.02)
+                self.client.delete("c", [self.next - 1000])  # older rows: 10, 20, ...
+                time.sleep(0.01)
         except BaseException as exc:  # noqa: BLE001 - reported by the test
             self.error = exc
         finally:
@@ -114,14 +114,16 @@ def test_a_backup_under_writes_restores_to_the_answers_at_its_timestamp(
         client.flush("c", timeout=60)
         client.delete("c", [1, 2, 3])
         client.load_collection("c")
-        writer = Writer(original.uri, 1000)
+        writer, other = Writer(original.uri, 1000), Writer(original.uri, 1_000_000)
         writer.start()
+        other.start()
         time.sleep(0.5)
         acked_before = writer.acked
         target = tmp_path / "backups"
         made = client.create_backup(str(target), name="b1", timeout_s=120)
         time.sleep(0.5)
         writer.finish()
+        other.finish()
         ts = made["ts"]
         assert made["location"] == str(target / "b1")
         assert [c["name"] for c in made["collections"]] == ["c"] and made["files"] > 0
