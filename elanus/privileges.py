@@ -61,6 +61,10 @@ PRIVILEGES: dict[str, ObjectType] = {
     "DescribeCluster": ObjectType.GLOBAL,  # Elanus: list_sessions
     "IndexBuilder": ObjectType.GLOBAL,  # Elanus: claim/heartbeat/report index build tasks
     "Backup": ObjectType.GLOBAL,  # Elanus: backup_create (writes where the request names)
+    "CreatePrivilegeGroup": ObjectType.GLOBAL,
+    "DropPrivilegeGroup": ObjectType.GLOBAL,
+    "ListPrivilegeGroups": ObjectType.GLOBAL,
+    "OperatePrivilegeGroup": ObjectType.GLOBAL,
     # Collection
     "CreateIndex": ObjectType.COLLECTION,
     "DropIndex": ObjectType.COLLECTION,

@@ -140,4 +140,14 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
                   AND regexp_matches(path, 'collections/[0-9]+/[0-9]+/[0-9]+/data\.lance/?$')""",
         ],
     ),
+    (
+        10,
+        "custom privilege groups (Milvus 2.5+)",
+        [
+            "CREATE TABLE privilege_groups (name VARCHAR PRIMARY KEY)",
+            """CREATE TABLE privilege_group_members (
+                group_name VARCHAR NOT NULL, privilege VARCHAR NOT NULL,
+                PRIMARY KEY (group_name, privilege))""",
+        ],
+    ),
 ]
