@@ -1,7 +1,7 @@
 """Backup benchmark: how fast ``backup_create`` copies a server's data, and how fast
 ``elanus backup restore`` brings it back (issue 21).
 
-    .venv/bin/python bench/backup.py                 # 1M x 128-d rows, local target
+    .venv/bin/python bench/backup.py                 # 300k x 128-d rows, local target
     .venv/bin/python bench/backup.py --quick         # 20k rows: smoke run
     .venv/bin/python bench/backup.py --rows 200000 --dim 64 --json out.json
 
@@ -107,7 +107,7 @@ def print_table(results: list[dict[str, Any]]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--rows", type=int, default=300_000)
     parser.add_argument("--dim", type=int, default=128)
     parser.add_argument("--quick", action="store_true", help="20k rows: a smoke run")
     parser.add_argument("--json", type=Path, help="also write the results here")
