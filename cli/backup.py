@@ -101,7 +101,7 @@ def list_(ctx: typer.Context, target: TargetArg, as_json: JsonOpt = False) -> No
         shown = [
             (
                 b["name"],
-                b.get("created_at", "-"),
+                str(b.get("created_at", "-"))[:16].replace("T", " "),
                 b.get("ts", "-"),
                 len(b.get("collections", [])),
                 b.get("rows", "-"),
