@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import psutil
 
@@ -46,6 +46,14 @@ class HostedRole(Protocol):
     async def start(self) -> None: ...
 
     async def stop(self) -> None: ...
+
+
+class TakesTurns(Protocol):
+    """A role of which one instance serves and others wait (the coord's lease)."""
+
+    on_lease_lost: Callable[[], None]
+
+    async def wait_turn(self, stop: threading.Event | None = None) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -190,6 +198,10 @@ class RoleHost:
         self._undo_on_loop("closing the bus", bus.close)
         for name in self.role_names:
             role = role_class(name)(self.settings, bus)
+            if hasattr(role, "wait_turn"):  # the active coord, or a standby until then
+                turns = cast(TakesTurns, role)
+                turns.on_lease_lost = self.request_stop
+                self.loop.call(turns.wait_turn(self._stop_requested), timeout=None)
             self.loop.call(role.start(), timeout=self.start_timeout)
             self.roles.append((name, role))
             self._undo_on_loop(f"stopping {name}", role.stop)

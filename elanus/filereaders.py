@@ -10,14 +10,17 @@ arrays arrive as JSON text (``"[0.1, 0.2]"``) and are parsed (dense vectors vect
 Arrow compute); a JSON-typed field read from JSON Lines as an object becomes JSON text. The
 real checking (types, dimensions, nulls, NaN) is ``elanus.validation.conform_insert``'s.
 
-No network and no writes: only the files named are read, on the server only inside the
-import roots (``elanus.importroots``). Errors are ``ElanusError``s that name the file and
-never quote its bytes (``elanus.fileerrors``).
+Only the files named are read, on the server only inside the import roots
+(``elanus.importroots``), which may be in the object store (read through pyarrow's file
+system; a ``.npy`` object is copied to an unnamed temporary file to be mapped). Errors
+are ``ElanusError``s that name the file and never quote its bytes (``elanus.fileerrors``).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +33,7 @@ import pyarrow.compute as pc
 
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.fileerrors import reader_failure
-from elanus.importroots import open_confined
+from elanus.importroots import Readable, Root, open_confined
 from elanus.rows import to_arrow
 from elanus.schema import DENSE_FLOAT_TYPES, DYNAMIC_FIELD, DataType, Field, Schema
 
@@ -46,6 +49,8 @@ _SUFFIXES = {".parquet": PARQUET, ".pq": PARQUET, ".jsonl": JSONL, ".ndjson": JS
 _COMPRESSED = (".gz", ".bz2", ".zst", ".lz4")
 _CODECS = {".gz": "gzip", ".bz2": "bz2", ".zst": "zstd", ".lz4": "lz4"}
 NUMPY_SUFFIX = ".npy"
+COPY_BYTES = 8 << 20
+"""Bytes per read when a ``.npy`` object is copied to a local file to be mapped."""
 _NUMPY_TYPES = {
     DataType.BOOL,
     DataType.INT8,
@@ -158,9 +163,10 @@ def guarded(
         yield batch
 
 
-def open_file(path: str | Path, roots: Sequence[Path] | None) -> BinaryIO:
+def open_file(path: str | Path, roots: Sequence[Root] | None) -> Readable:
     """The file, opened for reading: confined to ``roots`` on the server (see
-    ``elanus.importroots``), as is on the client (``roots`` None)."""
+    ``elanus.importroots``; an object-store location opens through its file system), as is
+    on the client (``roots`` None)."""
     if roots is not None:
         return open_confined(path, roots)
     try:
@@ -169,7 +175,7 @@ def open_file(path: str | Path, roots: Sequence[Path] | None) -> BinaryIO:
         raise unreadable(path, exc) from None
 
 
-def _closing(handle: BinaryIO, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def _closing(handle: Readable, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     try:
         yield from batches
     finally:
@@ -183,13 +189,14 @@ def open_source(
     batch_rows: int,
     *,
     delimiter: str = ",",
-    roots: Sequence[Path] | None = None,
+    roots: Sequence[Root] | None = None,
 ) -> Source:
     """Open a row-based file (Parquet, JSON Lines, CSV) or a staged Arrow IPC file."""
+    location = os.fspath(path)  # an s3:// location is no Path
     path = Path(path)
     if fmt not in (*ROW_FORMATS, ARROW):
         raise invalid(f"{path.name}: not a row-based format: {fmt!r}")
-    handle = open_file(path, roots)
+    handle = open_file(location, roots)
     try:
         if fmt == PARQUET:
             import pyarrow.parquet as pq
@@ -247,7 +254,7 @@ def open_numpy(
     paths: list[str | Path],
     schema: Schema,
     batch_rows: int,
-    roots: Sequence[Path] | None = None,
+    roots: Sequence[Root] | None = None,
 ) -> Source:
     """A set of ``.npy`` files, one per field, memory-mapped and read in row slices."""
     fields = {f.name: f for f in schema.fields}
@@ -284,9 +291,9 @@ def open_numpy(
     return Source(batches(), total)
 
 
-def _load_npy(path: str | Path, roots: Sequence[Path] | None) -> np.ndarray:
+def _load_npy(path: str | Path, roots: Sequence[Root] | None) -> np.ndarray:
     """Memory-map an opened ``.npy`` file (no pickles); the map outlives the handle."""
-    with open_file(path, roots) as handle:
+    with _mappable(open_file(path, roots)) as handle:
         try:
             version = npformat.read_magic(handle)
             if version == (1, 0):
@@ -301,6 +308,23 @@ def _load_npy(path: str | Path, roots: Sequence[Path] | None) -> np.ndarray:
             return np.memmap(mapped, dtype, "r", handle.tell(), shape, "F" if fortran else "C")
         except Exception as exc:  # noqa: BLE001 - numpy quotes bad headers: never shown
             raise unreadable(path, exc, ".npy") from None
+
+
+def _mappable(handle: Readable) -> BinaryIO:
+    """A local file numpy can map: the handle itself, or an object-store file copied into
+    an unnamed temporary file (gone when closed)."""
+    if not isinstance(handle, pa.NativeFile):
+        return handle
+    with handle:
+        local = tempfile.TemporaryFile(prefix="elanus-npy-")  # noqa: SIM115 - the caller's
+        try:
+            while chunk := handle.read(COPY_BYTES):
+                local.write(chunk)
+            local.seek(0)
+        except BaseException:
+            local.close()
+            raise
+    return local
 
 
 def _check_numpy_shape(name: str, f: Field | None, arr: np.ndarray) -> None:
@@ -335,7 +359,7 @@ def open_unit(
     batch_rows: int,
     *,
     delimiter: str = ",",
-    roots: Sequence[Path] | None = None,
+    roots: Sequence[Root] | None = None,
 ) -> Source:
     """Open one import unit (``group_files``' output) with its columns converted; on the
     server ``roots`` confines every file it opens."""
@@ -343,7 +367,7 @@ def open_unit(
     if fmt == NUMPY:
         return open_numpy(paths, schema, batch_rows, roots)
     path = Path(paths[0])
-    source = open_source(path, fmt, schema, batch_rows, delimiter=delimiter, roots=roots)
+    source = open_source(paths[0], fmt, schema, batch_rows, delimiter=delimiter, roots=roots)
     if fmt == ARROW:
         return source
     converted = (

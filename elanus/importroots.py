@@ -13,61 +13,99 @@ the opened descriptor is checked again (its type, and the path the kernel report
 Uploads (``elanus import`` / ``bulk_import`` of a file the server cannot see) land in the
 upload area, ``<storage>/import/uploads/<id>/<name>``: on the shared storage, so every data
 node of a cluster can read them, and always an accepted root.
+
+With an object store as storage (``s3://bucket/prefix``), ``<storage>/import`` is a default
+root (the upload area lies in it) and the staging area the root of a staged write: such a
+location is confined as text (an object store has no links; empty, ``.`` and ``..`` parts
+are refused), must be an object, and is opened through pyarrow's file system.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import posixpath
 import re
 import stat
 from collections.abc import Sequence
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, TypeAlias
+
+import pyarrow as pa
+import pyarrow.fs as pafs
 
 from elanus.errors import ElanusError, ErrorCode
+from elanus.objstore import S3, is_remote, make_dirs, storage_error, storage_errors, storage_of
 from elanus.settings import Settings
 
 UPLOADS = "uploads"
 _SHOWN_CHARS = 200
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 MAX_NAME_CHARS = 200
+Readable: TypeAlias = BinaryIO | pa.NativeFile
+"""An opened import file: a local descriptor, or an object-store file of pyarrow's."""
 
 
-def default_roots(settings: Settings) -> list[Path]:
-    """``<data_dir>/import`` and ``<storage>/import`` (Milvus reads imports from its bucket);
-    with an object store as storage, the local one only."""
-    if settings.storage_remote:
-        return [settings.data_path / "import"]
-    return [settings.data_path / "import", settings.storage_path / "import"]
+Root = Path | str
+"""A local directory, or a prefix in the object store (``s3://bucket/...``, compared as
+text: an object store has no links to resolve)."""
 
 
-def upload_area(settings: Settings) -> Path:
-    """Under ``files_path``: the storage, or the data dir when that is an object store."""
-    return settings.files_path / "import" / UPLOADS
+def default_roots(settings: Settings) -> list[Root]:
+    """``<data_dir>/import`` and ``<storage>/import`` (Milvus reads imports from its bucket;
+    with an object store as storage, that prefix)."""
+    shared: Root = (
+        posixpath.join(settings.storage_uri, "import")
+        if settings.storage_remote
+        else settings.storage_path / "import"
+    )
+    return [settings.data_path / "import", shared]
 
 
-def import_roots(settings: Settings) -> list[Path]:
-    """The roots in force, as real paths: ``import_roots`` (comma separated) or the
-    defaults, plus the upload area when no root holds it."""
+def upload_area(settings: Settings) -> str:
+    """``<storage>/import/uploads``: on the storage, so every data node can read it."""
+    return posixpath.join(settings.storage_uri, "import", UPLOADS)
+
+
+def import_roots(settings: Settings) -> list[Root]:
+    """The roots in force, local ones as real paths: ``import_roots`` (comma separated) or
+    the defaults, plus the upload area when no root holds it."""
     configured = [p.strip() for p in (settings.import_roots or "").split(",") if p.strip()]
-    listed = [Path(p).expanduser() for p in configured] or default_roots(settings)
-    roots = [Path(os.path.realpath(p)) for p in listed]
-    area = Path(os.path.realpath(upload_area(settings)))
+    listed: list[Root] = list(configured) or default_roots(settings)
+    roots = [real_root(r) for r in listed]
+    area = real_root(upload_area(settings))
     if not any(within(area, r) for r in roots):
         roots.append(area)
     return roots
 
 
+def real_root(root: Root) -> Root:
+    """A local root as its real path; an object-store one without a trailing ``/``."""
+    if isinstance(root, str) and is_remote(root):
+        return root.rstrip("/")
+    return Path(os.path.realpath(Path(root).expanduser()))
+
+
 def ensure_dirs(settings: Settings) -> None:
-    """Create the default roots (when ``import_roots`` is unset) and the upload area."""
+    """Create the default roots (when ``import_roots`` is unset) and the upload area (an
+    object store needs no directories)."""
     dirs = [] if settings.import_roots else default_roots(settings)
     for d in [*dirs, upload_area(settings)]:
-        d.mkdir(parents=True, exist_ok=True)
+        make_dirs(d)
 
 
-def within(path: Path, root: Path) -> bool:
-    return path == root or root in path.parents
+def _as_root(root: Root) -> Root:
+    return root if isinstance(root, Path) or is_remote(root) else Path(root)
+
+
+def within(path: Root, root: Root) -> bool:
+    """``path`` is ``root`` or lies under it (both local, or both in the object store)."""
+    path, root = _as_root(path), _as_root(root)
+    if isinstance(path, Path) and isinstance(root, Path):
+        return path == root or root in path.parents
+    if isinstance(path, str) and isinstance(root, str):
+        return path == root or path.startswith(root.rstrip("/") + "/")
+    return False
 
 
 def shown(requested: str) -> str:
@@ -80,25 +118,53 @@ def refused(requested: str, why: str) -> ElanusError:
     return ElanusError(ErrorCode.PATH_NOT_ALLOWED, f"path {shown(requested)} {why}")
 
 
-def resolve(requested: str, roots: Sequence[Path]) -> Path:
-    """The real path ``requested`` names, refused unless it lies inside a root (no I/O
-    beyond resolving links; the file need not exist)."""
+def resolve(requested: str, roots: Sequence[Root]) -> Root:
+    """The real path (or object-store location) ``requested`` names, refused unless it lies
+    inside a root (no I/O beyond resolving links; the file need not exist)."""
     if not requested or "\x00" in requested:
         raise refused(requested, "is not a usable file path")
+    roots = [_as_root(r) for r in roots]
+    if is_remote(requested):
+        return _resolve_remote(requested, requested, roots)
     path = Path(requested)
     if not path.is_absolute():
         if not roots:
             raise refused(requested, "is relative, and no import root is configured")
-        path = roots[0] / path
+        first = roots[0]
+        if isinstance(first, str):
+            return _resolve_remote(requested, posixpath.join(first, requested), roots)
+        path = first / path
     real = Path(os.path.realpath(path))
     if not any(within(real, r) for r in roots):
         raise refused(requested, "is outside the import roots")
     return real
 
 
-def confine(requested: str, roots: Sequence[Path]) -> Path:
+def _resolve_remote(requested: str, location: str, roots: Sequence[Root]) -> str:
+    """An object-store location, refused when a part is empty, ``.`` or ``..`` (a key is
+    taken literally: nothing to resolve) or when it is outside every root."""
+    bucket, _, key = location[len(S3) :].partition("/")
+    if not bucket or any(part in ("", ".", "..") for part in key.split("/")):
+        raise refused(requested, "is not a usable file path")
+    if not any(within(location, r) for r in roots):
+        raise refused(requested, "is outside the import roots")
+    return location
+
+
+def absolute(requested: str, roots: Sequence[Root]) -> str:
+    """The path as the data node gets it: a relative one under the first root."""
+    if is_remote(requested) or Path(requested).is_absolute() or not roots:
+        return requested
+    first = _as_root(roots[0])
+    return posixpath.join(first, requested) if isinstance(first, str) else str(first / requested)
+
+
+def confine(requested: str, roots: Sequence[Root]) -> Root:
     """``resolve``, and the result must be an existing regular file."""
     real = resolve(requested, roots)
+    if isinstance(real, str):
+        _require_object(requested, real)
+        return real
     try:
         mode = os.stat(real).st_mode
     except FileNotFoundError:
@@ -107,6 +173,18 @@ def confine(requested: str, roots: Sequence[Path]) -> Path:
         raise refused(requested, "cannot be examined") from None
     _require_regular(requested, mode)
     return real
+
+
+def _require_object(requested: str, location: str) -> None:
+    """An object-store location must be a file (an object, not a prefix)."""
+    st = storage_of(location)
+    with storage_errors(location, "examine"):
+        kind = st.fs.get_file_info(st.fs_path(location)).type
+    if kind == pafs.FileType.NotFound:
+        raise refused(requested, "does not exist under the import roots")
+    if kind != pafs.FileType.File:
+        what = "a directory" if kind == pafs.FileType.Directory else "not a regular file"
+        raise refused(requested, f"is {what}; only regular files can be imported")
 
 
 def _require_regular(requested: str, mode: int) -> None:
@@ -126,10 +204,13 @@ def _require_regular(requested: str, mode: int) -> None:
     raise refused(requested, f"is {kind}; only regular files can be imported")
 
 
-def open_confined(requested: str | os.PathLike[str], roots: Sequence[Path]) -> BinaryIO:
-    """Open a confined file for reading, checking the opened descriptor itself."""
+def open_confined(requested: str | os.PathLike[str], roots: Sequence[Root]) -> Readable:
+    """Open a confined file for reading, checking the opened descriptor itself (an object
+    in the object store is opened through its file system)."""
     text = os.fspath(requested)
     real = confine(text, roots)
+    if isinstance(real, str):
+        return _open_object(text, real)
     flags = os.O_RDONLY | _flag("O_NOFOLLOW") | _flag("O_NONBLOCK") | _flag("O_CLOEXEC")
     try:
         fd = os.open(real, flags)
@@ -158,6 +239,16 @@ def open_confined(requested: str | os.PathLike[str], roots: Sequence[Path]) -> B
     except BaseException:
         os.close(fd)
         raise
+
+
+def _open_object(requested: str, location: str) -> pa.NativeFile:
+    st = storage_of(location)
+    try:
+        return st.fs.open_input_file(st.fs_path(location))
+    except FileNotFoundError:
+        raise refused(requested, "does not exist under the import roots") from None
+    except (OSError, pa.ArrowException) as exc:
+        raise storage_error(location, "open", exc) from None
 
 
 def _flag(name: str) -> int:

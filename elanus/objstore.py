@@ -19,6 +19,7 @@ import posixpath
 import tempfile
 import threading
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -289,6 +290,30 @@ def write_bytes(location: str | os.PathLike[str], data: bytes | pa.Buffer) -> No
         os.replace(tmp, loc)
 
 
+def write_stream(location: str | os.PathLike[str], chunks: Iterable[bytes | pa.Buffer]) -> int:
+    """Write a file from a stream of buffers; the bytes written. Locally it gets its name
+    only when whole (a temporary name, then a rename); on S3 it is one multipart upload,
+    which appears only when it completes. A failure removes whatever was written."""
+    loc = os.fspath(location)
+    st = storage_of(loc)
+    total = 0
+    with storage_errors(loc, "write"):
+        if not st.remote:
+            Path(loc).parent.mkdir(parents=True, exist_ok=True)
+        target = loc if st.remote else f"{loc}.{uuid.uuid4().hex[:8]}.tmp"
+        try:
+            with st.fs.open_output_stream(st.fs_path(target)) as out:
+                for data in chunks:
+                    total += out.write(data)
+            if not st.remote:
+                os.replace(target, loc)
+        except BaseException:
+            with contextlib.suppress(OSError, pa.ArrowException):
+                st.fs.delete_file(st.fs_path(target))  # (S3: the stream completed on close)
+            raise
+    return total
+
+
 def read_ipc(location: str | os.PathLike[str]) -> pa.Table:
     """An Arrow IPC file, whole."""
     loc = os.fspath(location)
@@ -306,19 +331,17 @@ def write_ipc(location: str | os.PathLike[str], table: pa.Table) -> None:
 
 
 def remove_tree(location: str | os.PathLike[str]) -> None:
-    """Remove a directory (prefix) and everything under it; a missing one is no error."""
+    """Remove a directory (prefix) and everything under it; a missing one is no error. On
+    S3 the prefix's directory marker goes too, so it is not listed any more."""
     loc = os.fspath(location)
     st = storage_of(loc)
-    with storage_errors(loc, "remove"):
-        if st.remote:
-            with contextlib.suppress(FileNotFoundError):
-                st.fs.delete_dir_contents(st.fs_path(loc), missing_dir_ok=True)
-            return
-        info = st.fs.get_file_info(loc)
+    path = st.fs_path(loc)
+    with storage_errors(loc, "remove"), contextlib.suppress(FileNotFoundError):
+        info = st.fs.get_file_info(path)
         if info.type == pafs.FileType.Directory:
-            st.fs.delete_dir(loc)
+            st.fs.delete_dir(path)
         elif info.type != pafs.FileType.NotFound:
-            st.fs.delete_file(loc)
+            st.fs.delete_file(path)
 
 
 def remove_file(location: str | os.PathLike[str]) -> None:

@@ -81,6 +81,13 @@ class Settings:
     """Files no catalog entry and no running task owns (a segment directory of a flush or
     compaction never reported, index files of a build that failed or was given up) stay
     this long after their last change before garbage collection removes them."""
+    catalog_journal: bool = True
+    """Journal every catalog change to a replicated JetStream stream (``stream_replicas``)
+    before acknowledging it, with snapshots of the catalog in the storage, so a coord on
+    another machine, or a standby, rebuilds the catalog (``meta/journal.py``)."""
+    coord_lease_ttl_s: float = 3.0
+    """How long the active coord's lease outlives its last renewal: a standby coord
+    (``elanus run coord`` started again) takes over this long after the active one died."""
     housekeeping_interval_s: float = 60.0
     """How often the coord deletes the JetStream consumers of nodes whose sessions are
     gone (it also does at start and when a session ends); 0: only then."""
@@ -199,6 +206,8 @@ class Settings:
         for name in ("orphan_grace_s", "housekeeping_interval_s"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be 0 or positive")
+        if self.coord_lease_ttl_s <= 0:
+            raise ValueError("coord_lease_ttl_s must be positive")
         if self.flow_max_delay_s < 0:
             raise ValueError("flow_max_delay_s must be 0 or positive")
         if bool(self.tls_cert) != bool(self.tls_key):

@@ -15,19 +15,18 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.flight as flight
 
-from elanus import layout
+from elanus import layout, objstore
 from elanus.api.imports import AbortWrite, CreateImport, ImportJobView, ImportState
 from elanus.client.putresult import PutAck
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.flight.metacache import CollectionInfo
-from elanus.importroots import confine, import_roots
+from elanus.importroots import absolute, confine, import_roots
 from elanus.partitionkey import key_partition_ids, split_by_partition
 from elanus.requests import decode
 from elanus.states import IMPORT_FINAL, ImportJobState
@@ -53,8 +52,10 @@ class ImportService:
         their parts are refused, and a part already being written removes itself."""
 
     @property
-    def storage(self) -> Path:
-        return self.proxy.settings.files_path
+    def storage(self) -> str:
+        """The storage root (local or an object store): the data node reads staged files
+        from there, whichever machine it runs on."""
+        return self.proxy.settings.storage_uri
 
     def _create(self, body: dict[str, Any]) -> int:
         """A job (checked as the coord checks it: the units are the client's files)."""
@@ -95,7 +96,7 @@ class ImportService:
             paths = []
             for p in unit["paths"]:
                 confine(p, roots)
-                paths.append(p if Path(p).is_absolute() else str(roots[0] / p))
+                paths.append(absolute(p, roots))
             out.append({**unit, "paths": paths})
         return out
 
@@ -137,23 +138,20 @@ class ImportService:
     def _staged_units(
         self, info: CollectionInfo, write_id: str, parts: list[str] | None
     ) -> list[dict[str, Any]]:
-        root = Path(layout.staging_dir(self.storage, write_id))
-        if not root.is_dir():
-            return []
+        root = layout.staging_dir(self.storage, write_id)
         units, others = [], 0
-        for part_dir in sorted(p for p in root.iterdir() if p.is_dir()):
-            if parts is not None and part_dir.name not in parts:
+        for rel in sorted(objstore.list_tree(root), key=lambda r: r.split("/")):
+            names = rel.split("/")  # part / collection / partition / file
+            if len(names) != 4 or not names[3].endswith(".arrow"):
                 continue
-            for coll_dir in sorted(p for p in part_dir.iterdir() if p.is_dir()):
-                files = sorted(coll_dir.glob("*/*.arrow"))
-                if coll_dir.name != str(info.collection_id):
-                    others += len(files)
-                    continue
-                units += [
-                    {"format": "arrow", "paths": [str(f)], "partition_id": int(f.parent.name)}
-                    for f in files
-                    if f.parent.name.isdigit()
-                ]
+            part, collection, partition, _ = names
+            if parts is not None and part not in parts:
+                continue
+            if collection != str(info.collection_id):
+                others += 1
+            elif partition.isdigit():
+                path = layout.join(root, rel)
+                units.append({"format": "arrow", "paths": [path], "partition_id": int(partition)})
         if others and not units:
             raise invalid(
                 f"write {write_id!r} staged rows for another collection, not {info.name!r}"
@@ -189,18 +187,16 @@ class ImportService:
                     table, key, key_partition_ids(info.partitions, info.name)
                 )
             for part_id, rows in parts:
-                target = Path(
-                    layout.staged_dir(
-                        self.storage,
-                        request["stage"],
-                        request["stage_part"],
-                        info.collection_id,
-                        part_id,
-                    )
+                target = layout.staged_dir(
+                    self.storage,
+                    request["stage"],
+                    request["stage_part"],
+                    info.collection_id,
+                    part_id,
                 )
                 written = _write_staged(target, rows)
                 if request["stage"] in self._aborted:  # aborted while this file was written
-                    written.unlink(missing_ok=True)
+                    objstore.remove_file(written)
                     self._refuse_aborted(request["stage"])
             writer.write(PutAck(table.column(pk.name).combine_chunks(), 0).encode())
 
@@ -221,14 +217,9 @@ def _job_partition(dml: DmlService, info: CollectionInfo, partition: str | None,
     return dml.partition_id(info, partition, doing)
 
 
-def _write_staged(directory: Path, table: pa.Table) -> Path:
-    """One batch, one file, written whole before it gets its name (a commit never reads
-    half a file)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    name = uuid.uuid4().hex
-    tmp = directory / f".{name}.tmp"
-    with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
-        w.write_table(table)
-    final = directory / f"{name}.arrow"
-    tmp.replace(final)
+def _write_staged(directory: str, table: pa.Table) -> str:
+    """One batch, one file, written whole before it gets its name, or as one object (a
+    commit never reads half a file)."""
+    final = layout.join(directory, f"{uuid.uuid4().hex}.arrow")
+    objstore.write_ipc(final, table)
     return final

@@ -4,8 +4,11 @@
 itself (outside the import roots, or on another machine), then import the path the upload
 answers. The descriptor is the JSON command ``{"op": "upload", "collection", "name"}``; the
 stream's batches have one binary column whose values, in order, are the file's bytes. The
-file is written to ``<storage>/import/uploads/<id>/<name>`` under a temporary name and
-renamed when the stream ends, so an import never reads half an upload; the one PutResult's
+file is written to ``<storage>/import/uploads/<id>/<name>`` through the storage interface
+(``elanus/objstore.py``), local or an object store, so a data node on another machine reads
+it: locally under a temporary name renamed when the stream ends, on S3 as one multipart
+upload that appears when it completes; the path is answered only then, so an import never
+reads half an upload (a failed stream removes the upload's directory). The one PutResult's
 ``app_metadata`` is JSON ``{"upload_id", "path", "bytes"}``. The stream is capped by
 ``max_put_bytes``. The coord removes an upload when the job that imported it ends, and
 expires one no job took (``meta/importfiles.py``).
@@ -14,14 +17,14 @@ expires one no job took (``meta/importfiles.py``).
 from __future__ import annotations
 
 import json
-import shutil
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.flight as flight
 
+from elanus import layout, objstore
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.filereaders import file_format, is_numpy
 from elanus.importroots import safe_upload_name, upload_area
@@ -39,35 +42,35 @@ def receive_upload(
     if not is_numpy(name):
         file_format(name)  # refuses a type no import reads, before any byte is stored
     upload_id = uuid.uuid4().hex
-    directory = upload_area(settings) / upload_id
-    directory.mkdir(parents=True)
-    partial = directory / f".{name}.part"
+    directory = layout.join(upload_area(settings), upload_id)
+    final = layout.join(directory, name)
     limit = settings.max_put_bytes
     total = 0
+
+    def received() -> Iterator[pa.Buffer]:
+        nonlocal total
+        for chunk in chunks:
+            batch = chunk.data
+            if batch is None or not batch.num_rows:
+                continue
+            for value in _bytes_column(batch):
+                if not value.is_valid:
+                    raise invalid("upload: a chunk of the file is null")
+                data = value.as_buffer()
+                total += data.size
+                if total > limit:
+                    raise ElanusError(
+                        ErrorCode.REQUEST_TOO_LARGE,
+                        f"upload of {name!r} passed {limit} bytes (max_put_bytes)",
+                    )
+                yield data
+
     try:
-        with open(partial, "xb") as out:
-            for chunk in chunks:
-                batch = chunk.data
-                if batch is None or not batch.num_rows:
-                    continue
-                column = _bytes_column(batch)
-                for value in column:
-                    if not value.is_valid:
-                        raise invalid("upload: a chunk of the file is null")
-                    data = value.as_buffer()
-                    total += data.size
-                    if total > limit:
-                        raise ElanusError(
-                            ErrorCode.REQUEST_TOO_LARGE,
-                            f"upload of {name!r} passed {limit} bytes (max_put_bytes)",
-                        )
-                    out.write(memoryview(data))
-        final = directory / name
-        partial.rename(final)
+        objstore.write_stream(final, received())
     except BaseException:
-        shutil.rmtree(directory, ignore_errors=True)
+        objstore.remove_tree(directory)
         raise
-    reply = {"upload_id": upload_id, "path": str(final), "bytes": total}
+    reply = {"upload_id": upload_id, "path": final, "bytes": total}
     writer.write(pa.py_buffer(json.dumps(reply).encode()))
     return reply
 

@@ -8,9 +8,10 @@ It is the sole owner of the DuckDB file, and watches sessions to learn which nod
 
 from __future__ import annotations
 
-import asyncio
 import logging
+import threading
 import time
+from collections.abc import Callable
 
 from elanus.api.coord import CoordHealth, GetHealth, ListSessions, Sessions
 from elanus.channels import metrics, subjects
@@ -19,15 +20,16 @@ from elanus.channels.dml import ensure_streams
 from elanus.channels.loop import Periodic
 from elanus.channels.role import Role, RoleHandler
 from elanus.channels.sessions import SessionInfo, SessionWatcher
+from elanus.errors import ElanusError, ErrorCode
 from elanus.meta.auth import AuthCoord
 from elanus.meta.backup import BackupService
 from elanus.meta.catalog import Catalog
+from elanus.meta.catalogstore import CatalogStore
 from elanus.meta.channelmanager import ChannelManager
 from elanus.meta.collections import CatalogLookup, ProxyNotifier
 from elanus.meta.compaction import CompactionManager
 from elanus.meta.context import CoordContext
 from elanus.meta.coordmetrics import CoordMetrics
-from elanus.meta.counters import ID_HIGH_WATER, TSO_BOUND, CounterStore
 from elanus.meta.datacoord import DataCoord
 from elanus.meta.db import Database
 from elanus.meta.gc import GarbageCollector
@@ -35,6 +37,7 @@ from elanus.meta.housekeeping import Housekeeper
 from elanus.meta.idalloc import IDAllocator
 from elanus.meta.importjobs import ImportManager
 from elanus.meta.indexcoord import IndexCoord
+from elanus.meta.lease import CoordLease
 from elanus.meta.querycoord import QueryCoord
 from elanus.meta.rootcoord import RootCoord
 from elanus.meta.scheduler import TaskScheduler
@@ -75,7 +78,10 @@ class Coordinator(Role):
         self.index.subscribe(self.query)
         self.scheduler = TaskScheduler([self.index, self.imports, self.compaction])
         self._background: list[Periodic] = []
-        self._counters: CounterStore | None = None
+        self.catalog = CatalogStore(settings, bus, self.supervisor)
+        self.lease = CoordLease(bus, self.node_id, settings.coord_lease_ttl_s, self._lease_lost)
+        self.on_lease_lost: Callable[[], None] = lambda: None
+        """What the host does when the lease is lost (``elanus run`` stops the process)."""
         self._started_at = time.time()
         self.gauges = CoordMetrics(self.data, self.index, self.query)
 
@@ -117,11 +123,20 @@ class Coordinator(Role):
     def sessions(self) -> SessionWatcher:
         return self.ctx.sessions
 
+    async def wait_turn(self, stop: threading.Event | None = None) -> None:
+        """Hold the coordinator lease; as a standby, wait until the active coord is gone."""
+        if self.lease.revision == 0:
+            await self.lease.acquire(stop)
+
+    def _lease_lost(self) -> None:
+        self.supervisor.failed("coordinator lease", ElanusError(ErrorCode.UNAVAILABLE, "lost"))
+        self.on_lease_lost()
+
     async def start(self) -> None:
-        self.ctx.db = await asyncio.to_thread(Database, self.settings.catalog_path)
-        counters = self._counters = await self.db.run(CounterStore)
-        self.ctx.tso = TimestampOracle(counters.get(TSO_BOUND), counters.setter(TSO_BOUND))
-        self.ctx.ids = IDAllocator(counters.get(ID_HIGH_WATER), counters.setter(ID_HIGH_WATER))
+        await self.wait_turn()
+        self.ctx.db = await self.catalog.open()
+        self.ctx.tso = self.catalog.tso()
+        self.ctx.ids = self.catalog.ids()
         first_ts = self.tso.alloc()
         await self.db.run(
             lambda con: Catalog(
@@ -177,11 +192,8 @@ class Coordinator(Role):
             await self.channels.stop()
         if hasattr(self, "sessions"):
             await self.sessions.stop()
-        if self._counters is not None:
-            counters, self._counters = self._counters, None
-            await self.db.run(lambda con: counters.close())
-        if hasattr(self, "db"):
-            await asyncio.to_thread(self.db.close)
+        await self.catalog.close()
+        await self.lease.release()
 
     # -- handlers ---------------------------------------------------------------------------
     async def health(self, req: GetHealth) -> CoordHealth:

@@ -1,7 +1,9 @@
 """The coord's DuckDB file: one connection, used from one thread, with versioned migrations.
 
 DuckDB calls block, so the coord never runs them on the event loop: ``run`` hands each
-call to a single worker thread, which also serialises every catalog change.
+call to a single worker thread, which also serialises every catalog change. With a
+journal (``meta/journal.py``), the statements a call changed the catalog with are
+published before the call returns.
 """
 
 from __future__ import annotations
@@ -11,18 +13,23 @@ import concurrent.futures
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import duckdb
 
 from elanus.meta.migrations import MIGRATIONS
+from elanus.meta.recorder import Recorder, Statement
+
+if TYPE_CHECKING:
+    from elanus.meta.journal import CatalogJournal
 
 T = TypeVar("T")
 
 
 class Database:
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, journal: CatalogJournal | None = None) -> None:
         self.path = Path(path)
+        self.journal = journal
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="duckdb")
         self._lock = threading.RLock()
@@ -42,9 +49,26 @@ class Database:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, self._locked, fn, *args)
 
+    def raw(self, fn: Callable[..., T], *args: Any) -> T:
+        """``call`` with the bare connection: nothing it does is journaled (snapshots)."""
+
+        def bare() -> T:
+            with self._lock:
+                return fn(self.con, *args)
+
+        return self._executor.submit(bare).result()
+
     def _locked(self, fn: Callable[..., T], *args: Any) -> T:
         with self._lock:
-            return fn(self.con, *args)
+            journal = self.journal
+            if journal is None:
+                return fn(self.con, *args)
+            changes: list[Statement] = []
+            try:
+                return fn(Recorder(self.con, changes, journal), *args)
+            finally:
+                if changes:  # what succeeded is in the file: it goes to the journal too
+                    journal.append(changes)
 
     def close(self) -> None:
         def _close() -> None:

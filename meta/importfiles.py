@@ -1,5 +1,6 @@
 """The files around import jobs that the coord removes: staging dirs of staged writes,
-scratch dirs of jobs, and uploads (``flight/uploads.py``).
+scratch dirs of jobs, and uploads (``flight/uploads.py``), all on the storage (local or an
+object store) through ``elanus/objstore.py``.
 
 An upload is removed when the job that imported it ends (completed or failed); one that no
 job took (the client went away between the upload and the import) expires after
@@ -18,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from elanus import layout, objstore
-from elanus.importroots import upload_area, within
+from elanus.importroots import upload_area
 from elanus.schema import PK_COLUMN
 from elanus.settings import Settings
 
@@ -26,20 +27,31 @@ UPLOAD_GRACE_S = 600.0
 """How long an upload waits for the import that uses it."""
 
 
-def uploads_of(settings: Settings, units: Iterable[dict[str, Any]]) -> set[Path]:
+def uploads_of(settings: Settings, units: Iterable[dict[str, Any]]) -> set[str]:
     """The upload directories (``<area>/<id>``) that a job's units read from."""
     area = upload_area(settings)
     found = set()
     for unit in units:
         for p in unit.get("paths", []):
-            path = Path(p)
-            if within(path, area) and path != area:
-                found.add(area / path.relative_to(area).parts[0])
+            upload = _upload_of(p, area)
+            if upload is not None:
+                found.add(layout.join(area, upload))
     return found
 
 
+def _upload_of(path: str, area: str) -> str | None:
+    """The upload id ``path`` lies under, if it is inside ``area``."""
+    if objstore.is_remote(area):
+        below = path[len(area) + 1 :] if path.startswith(area + "/") else ""
+        return below.split("/", 1)[0] or None
+    local, root = Path(path), Path(area)
+    if local == root or root not in local.parents:
+        return None
+    return local.relative_to(root).parts[0]
+
+
 def remove_uploads(
-    settings: Settings, units: Iterable[dict[str, Any]], keep: set[Path] | None = None
+    settings: Settings, units: Iterable[dict[str, Any]], keep: set[str] | None = None
 ) -> None:
     """Remove the uploads ``units`` read, but those in ``keep`` (other jobs read them)."""
     for d in uploads_of(settings, units) - (keep or set()):
@@ -51,14 +63,14 @@ def collect_garbage(
     delay_s: float,
     busy_writes: set[str],
     finished_job: Any,
-    busy_uploads: set[Path],
+    busy_uploads: set[str],
 ) -> list[str]:
     """Staging dirs untouched for ``delay_s`` and not being committed, scratch dirs of
     finished jobs (``finished_job(name)`` says), and expired uploads no live job reads."""
     storage = settings.storage_uri
     removed = []
     cutoff = time.time() - delay_s
-    root = layout.staging_root(settings.files_path)
+    root = layout.staging_root(storage)
     for name in objstore.list_dir(root):
         d = layout.join(root, name)
         if name in busy_writes or (objstore.modified(d) or 0.0) > cutoff:
@@ -72,11 +84,12 @@ def collect_garbage(
             removed.append(d)
     area = upload_area(settings)
     upload_cutoff = time.time() - max(delay_s, UPLOAD_GRACE_S)
-    for upload in sorted(area.iterdir()) if area.is_dir() else []:
-        if upload in busy_uploads or newest_mtime(upload) > upload_cutoff:
+    for name in objstore.list_dir(area):
+        upload = layout.join(area, name)
+        if upload in busy_uploads or (objstore.modified(upload) or 0.0) > upload_cutoff:
             continue
         if remove_tree(upload):
-            removed.append(str(upload))
+            removed.append(upload)
     return removed
 
 
@@ -87,16 +100,6 @@ def upsert_keys(path: str) -> list[tuple[int, pa.Array]]:
     parts = keys.column("partition_id").to_numpy()
     pks = keys.column(PK_COLUMN).combine_chunks()
     return [(int(pid), pc.unique(pks.filter(pa.array(parts == pid)))) for pid in np.unique(parts)]
-
-
-def newest_mtime(path: Path) -> float:
-    newest = path.stat().st_mtime
-    for p in path.rglob("*"):
-        try:
-            newest = max(newest, p.stat().st_mtime)
-        except OSError:
-            continue
-    return newest
 
 
 def remove_tree(path: str | Path) -> bool:

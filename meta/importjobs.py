@@ -29,7 +29,6 @@ import asyncio
 import logging
 from collections import Counter
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from elanus import layout
@@ -215,7 +214,7 @@ class ImportManager:
                 f"write {write_id!r} is being committed (import job {job.job_id}); "
                 "it cannot be aborted now"
             )
-        path = layout.staging_dir(self.ctx.settings.files_path, write_id)
+        path = layout.staging_dir(self.ctx.settings.storage_uri, write_id)
         existed = await asyncio.to_thread(remove_tree, path)
         return api.WriteAborted(removed=existed)
 
@@ -544,9 +543,9 @@ class ImportManager:
         remove_tree(layout.import_dir(storage, job.job_id))
         remove_uploads(self.ctx.settings, job.units, self._live_uploads(job))
         if job.write_id and job.state == ImportJobState.COMPLETED:
-            remove_tree(layout.staging_dir(self.ctx.settings.files_path, job.write_id))
+            remove_tree(layout.staging_dir(storage, job.write_id))
 
-    def _live_uploads(self, but: ImportJob | None = None) -> set[Path]:
+    def _live_uploads(self, but: ImportJob | None = None) -> set[str]:
         """Uploads that jobs still to end read (another job may import one again)."""
         live = [j for j in self.jobs.values() if j is not but and j.state not in IMPORT_FINAL]
         return uploads_of(self.ctx.settings, [u for j in live for u in j.units])

@@ -47,7 +47,7 @@ from elanus.channels.loop import Periodic
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.fileerrors import unknown_columns, without_file_text
 from elanus.filereaders import open_unit, unreadable
-from elanus.importroots import import_roots
+from elanus.importroots import Root, import_roots
 from elanus.partitionkey import key_partition_ids, partition_index
 from elanus.pkhash import shard_of
 from elanus.schema import DYNAMIC_FIELD, PK_COLUMN, Schema
@@ -105,13 +105,12 @@ class ImportTask:
         self.expected_rows: int | None = options.get("expected_rows")
         self.storage = node.settings.storage_uri
         self.coord = ImportAPI(node.bus)
-        self._roots = (
-            [Path(layout.staging_root(node.settings.files_path))]
-            if self.staged
-            else import_roots(node.settings)
+        self._roots: list[Root] = (
+            [layout.staging_root(self.storage)] if self.staged else import_roots(node.settings)
         )
-        """Where this job may open files: the import roots, or the staging area for the
-        Arrow files of a staged write (checked again at every open)."""
+        """Where this job may open files: the import roots, or the staging area (on the
+        storage, local or an object store) for the Arrow files of a staged write (checked
+        again at every open)."""
         self.progress = 0.0
         self.stage = "checking"
         self._dirs: list[str] = []

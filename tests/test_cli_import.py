@@ -3,15 +3,19 @@ real standalone server."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import StandaloneProcess, cli, cli_json, run_elanus
+from conftest import StandaloneProcess, cli, cli_json, run_elanus, wait_for
+from s3 import MotoServer
 
+from elanus import objstore
 from elanus.client.client import Client
+from elanus.settings import Settings
 
 # Every test runs the elanus command as its own process.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
@@ -76,3 +80,33 @@ def test_import_failures_are_one_line(server: StandaloneProcess, tmp_path: Path)
     assert missing.returncode == 2 and "no such file" in missing.stderr
     with Client(server.uri) as client:
         assert len(client.list_import_jobs("strict")) == 1
+
+
+def test_import_on_an_s3_storage_uploads_into_the_bucket(
+    standalone_factory: Callable[..., StandaloneProcess], moto_server: MotoServer, tmp_path: Path
+) -> None:
+    """``elanus import`` against a server whose storage is S3: the files (a Parquet file
+    and a numpy set) are uploaded into ``<storage>/import/uploads`` in the bucket and
+    imported from there; the uploads are gone when the job ends."""
+    s3 = moto_server.settings(moto_server.new_bucket())
+    env = {f"ELANUS_{k.upper()}": str(v) for k, v in s3.items()}
+    server = standalone_factory(env=env).start().wait_ready(60)
+    with Client(server.uri) as client:
+        client.create_collection("on_s3", DIM)
+    parquet = write_parquet(tmp_path / "a.parquet", range(300))
+    npy = tmp_path / "set"
+    npy.mkdir()
+    np.save(npy / "id.npy", np.arange(300, 400, dtype=np.int64))
+    np.save(npy / "vector.npy", np.ones((100, DIM), dtype=np.float32))
+    done = cli_json(
+        server, "import", "on_s3", str(parquet), str(npy / "id.npy"), str(npy / "vector.npy"),
+        "--upload",
+    )  # fmt: skip
+    assert done["state"] == "Completed" and done["rows"] == 400
+    (job,) = cli_json(server, "import-jobs", "on_s3")
+    area = f"{s3['storage']}/import/uploads/"
+    assert job["files"] and all(f.startswith(area) for f in job["files"]), job["files"]
+    settings = Settings(data_dir=str(tmp_path / "probe"), **s3)
+    objstore.configure(settings)
+    wait_for(lambda: objstore.list_dir(area.rstrip("/")) == [], 10, "the uploads to be removed")
+    assert not (server.data_dir / "import" / "uploads").exists()

@@ -19,16 +19,21 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
-from conftest import Stack, own_stack
+from conftest import Stack, own_stack, wait_for
 from segment_reader import read_deltas, read_rows
 
+import elanus.meta.importfiles as importfiles
 import elanus.segments.importer as importer
+from elanus import layout, objstore
 from elanus.api.datanode import ImportTaken, RunImport
 from elanus.api.imports import ImportAPI, PrepareImport
 from elanus.channels.bus import Bus
+from elanus.channels.loop import LoopThread
+from elanus.channels.nats_server import EmbeddedNats
 from elanus.channels.sessions import Session, SessionInfo
 from elanus.client.client import Client
 from elanus.errors import ElanusError
+from elanus.importroots import upload_area
 from elanus.pkhash import shard_of
 from elanus.schema import DataType, Schema
 
@@ -504,3 +509,57 @@ def test_a_pending_job_of_a_dropped_collection_fails(stack: Stack, tmp_path: Pat
     stack.add_datanode()
     _wait(lambda: client.get_import_state(job)["state"] == "Failed")
     assert "does not exist" in client.get_import_state(job)["reason"]
+
+
+# -- uploads on the storage: local and S3 -----------------------------------------------------
+@pytest.fixture
+def on_storage(
+    nats_server: EmbeddedNats,
+    loop_thread: LoopThread,
+    tmp_path: Path,
+    storage_settings: dict[str, Any],
+) -> Iterator[Stack]:
+    """A stack on a local storage and on an S3 one (a bucket prefix on ``moto_server``)."""
+    stack = Stack(loop_thread, nats_server, tmp_path / "data", **storage_settings)
+    try:
+        yield stack.start()
+    finally:
+        stack.close()
+
+
+def test_uploads_live_on_the_storage_and_an_abandoned_one_expires(
+    on_storage: Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A local file outside the roots is uploaded to ``<storage>/import/uploads`` (in the
+    bucket on S3), imported from there (a Parquet file, and a numpy set the data node maps)
+    and removed when its job ends; an upload no job took expires."""
+    client = on_storage.client()
+    create(client, "up")
+    settings = on_storage.settings
+    area = upload_area(settings)
+    local = parquet(tmp_path / "rows.parquet", rows_table(range(300)))
+    job = run_import(client, "up", [local])  # refused in place (outside the roots): uploaded
+    (path,) = job["files"]
+    assert path.startswith(area + "/") and path.endswith("/rows.parquet")
+    assert count(client, "up") == 300
+    npy = tmp_path / "set"
+    npy.mkdir()
+    np.save(npy / "id.npy", np.arange(1000, 1040, dtype=np.int64))
+    np.save(npy / "title.npy", np.array([f"n{i}" for i in range(40)]))
+    np.save(npy / "vector.npy", vectors(40))
+    files = [[str(npy / f) for f in ("id.npy", "title.npy", "vector.npy")]]
+    run_import(client, "up", files, upload=True)
+    assert count(client, "up") == 340
+    wait_for(lambda: objstore.list_dir(area) == [], 10, "the uploads to be removed")
+    if objstore.is_remote(area):  # nothing in the proxy's own data dir
+        assert not (settings.data_path / "import" / "uploads").exists()
+
+    monkeypatch.setattr(importfiles, "UPLOAD_GRACE_S", 0.0)
+    abandoned = client.upload_file("up", local)
+    kept = client.upload_file("up", local)
+    assert objstore.exists(abandoned) and abandoned.startswith(area + "/")
+    time.sleep(1.1)  # an object's time has whole seconds
+    busy = {layout.parent(kept)}
+    removed = importfiles.collect_garbage(settings, 0.0, set(), lambda _: False, busy)
+    assert removed == [layout.parent(abandoned)]
+    assert not objstore.exists(abandoned) and objstore.exists(kept)

@@ -20,8 +20,10 @@ import pyarrow.flight as flight
 import pyarrow.parquet as pq
 import pytest
 from conftest import Stack, StandaloneProcess, cli_json, own_stack, run_elanus, wait_for
+from s3 import MotoServer
 
 import elanus.importroots as importroots
+from elanus import objstore
 from elanus.client.client import Client
 from elanus.client.upload import import_with_uploads, is_loopback
 from elanus.errors import ElanusError
@@ -56,7 +58,7 @@ def root(shared: Stack) -> Path:
     """The first import root (``<data_dir>/import``), made by the proxy at start."""
     first = import_roots(shared.settings)[0]
     assert first == Path(os.path.realpath(shared.settings.data_path / "import"))
-    assert first.is_dir() and importroots.upload_area(shared.settings).is_dir()
+    assert first.is_dir() and Path(importroots.upload_area(shared.settings)).is_dir()
     return first
 
 
@@ -202,6 +204,42 @@ def test_configured_roots_and_the_upload_area(tmp_path: Path) -> None:
         Path(os.path.realpath(tmp_path / "d" / "import")),
         Path(os.path.realpath(tmp_path / "d" / "storage" / "import")),
     ]
+
+
+def test_object_store_locations_are_confined_as_text(
+    moto_server: MotoServer, tmp_path: Path
+) -> None:
+    """With S3 storage, ``<storage>/import`` is a root (the upload area lies in it): a
+    location there is an object to open; anything else, a prefix, a missing object, or a
+    location with empty, ``.`` or ``..`` parts is refused."""
+    settings = Settings(
+        data_dir=str(tmp_path / "d"), **moto_server.settings(moto_server.new_bucket())
+    )
+    objstore.configure(settings)
+    storage = settings.storage_uri
+    roots = import_roots(settings)
+    assert roots == [Path(os.path.realpath(tmp_path / "d" / "import")), storage + "/import"]
+    inside = importroots.upload_area(settings) + "/u1/ok.csv"
+    objstore.write_bytes(inside, CSV_OK.encode())
+    objstore.write_bytes(storage + "/other/secret.csv", MARKER.encode())
+    assert confine(inside, roots) == inside
+    with open_confined(inside, roots) as handle:
+        assert handle.read() == CSV_OK.encode()
+    refusals = {
+        storage + "/other/secret.csv": "is outside the import roots",
+        storage + "/importx/a.csv": "is outside the import roots",
+        "s3://another-bucket/elanus/import/a.csv": "is outside the import roots",
+        storage + "/import/../other/secret.csv": "is not a usable file path",
+        storage + "/import/uploads//u1/ok.csv": "is not a usable file path",
+        storage + "/import/uploads/u1": "is a directory",
+        storage + "/import/uploads/u1/absent.csv": "does not exist under the import roots",
+    }
+    for requested, why in refusals.items():
+        with pytest.raises(ElanusError) as err:
+            open_confined(requested, roots)
+        assert err.value.code == "PATH_NOT_ALLOWED"
+        assert err.value.message.startswith(f"path {requested!r} {why}")
+        assert MARKER not in err.value.message
 
 
 # -- refused at request time: no job, nothing read --------------------------------------------
@@ -371,7 +409,7 @@ def test_a_local_file_outside_the_roots_is_uploaded_and_imported(
     shared: Stack, client: Client, tmp_path: Path
 ) -> None:
     name = create(client, "uploaded")
-    area = importroots.upload_area(shared.settings)
+    area = Path(importroots.upload_area(shared.settings))
     local = write_rows(tmp_path / "local rows.parquet", range(300))
     job = client.wait_import(client.bulk_import(name, [local]), timeout=60)
     assert job["rows"] == 300 and count(client, name) == 300
@@ -396,7 +434,7 @@ def test_a_failed_job_removes_its_upload_and_a_big_upload_is_refused(
     shared: Stack, client: Client, tmp_path: Path
 ) -> None:
     name = create(client, "upload_limits")
-    area = importroots.upload_area(shared.settings)
+    area = Path(importroots.upload_area(shared.settings))
     bad = tmp_path / "bad.csv"
     bad.write_text(f'id,title,vector\n{MARKER},t,"[0,0,0,0]"\n')
     job = client.bulk_import(name, [bad])
@@ -467,7 +505,7 @@ def test_an_upload_two_jobs_read_stays_until_both_end(stack: Stack, tmp_path: Pa
 
 def test_uploads_no_job_took_expire(tmp_path: Path) -> None:
     settings = Settings(data_dir=str(tmp_path / "d"))
-    area = importroots.upload_area(settings)
+    area = Path(importroots.upload_area(settings))
     old, fresh, busy = (area / n for n in ("old", "fresh", "busy"))
     for d in (old, fresh, busy):
         d.mkdir(parents=True)
@@ -476,7 +514,7 @@ def test_uploads_no_job_took_expire(tmp_path: Path) -> None:
     for d in (old, busy):
         os.utime(d / "f.csv", (hour_ago, hour_ago))
         os.utime(d, (hour_ago, hour_ago))
-    removed = collect_garbage(settings, 1.0, set(), lambda _: True, {busy})
+    removed = collect_garbage(settings, 1.0, set(), lambda _: True, {str(busy)})
     assert removed == [str(old)] and fresh.exists() and busy.exists()
 
 

@@ -153,12 +153,14 @@ COORD_PROCESS = textwrap.dedent(
     from elanus.channels.bus import Bus
     from elanus.channels.natsauth import NatsCredentials
     from elanus.meta.coord import Coordinator
+    from elanus.segments.datanode import DataNode
     from elanus.settings import Settings
 
     async def main():
         creds = NatsCredentials(os.environ["ELANUS_NATS_USER"], os.environ["ELANUS_NATS_PASSWORD"])
         bus = await Bus(sys.argv[1], credentials=creds).connect()
-        coord = Coordinator(Settings(data_dir=sys.argv[2], session_ttl_s=2), bus)
+        role = DataNode if sys.argv[3:] == ["datanode"] else Coordinator
+        coord = role(Settings(data_dir=sys.argv[2], session_ttl_s=2), bus)
         await coord.start()
         print("ready", flush=True)
         await asyncio.Event().wait()
@@ -175,9 +177,9 @@ def nats(tmp_path: Path):
     server.stop()
 
 
-def _spawn_coord(nats: EmbeddedNats, data_dir: Path) -> subprocess.Popen[str]:
+def _spawn_coord(nats: EmbeddedNats, data_dir: Path, role: str = "coord") -> subprocess.Popen[str]:
     proc = subprocess.Popen(
-        [sys.executable, "-c", COORD_PROCESS, nats.url, str(data_dir)],
+        [sys.executable, "-c", COORD_PROCESS, nats.url, str(data_dir), role],
         env={**os.environ, **nats.client_env()},  # credentials never on the command line
         stdout=subprocess.PIPE,
         text=True,
@@ -186,7 +188,7 @@ def _spawn_coord(nats: EmbeddedNats, data_dir: Path) -> subprocess.Popen[str]:
     )
     assert proc.stdout is not None
     line = proc.stdout.readline()
-    assert line.strip() == "ready", f"coord did not start: {line!r}"
+    assert line.strip() == "ready", f"{role} did not start: {line!r}"
     return proc
 
 
@@ -272,7 +274,8 @@ def test_sessions_report_live_roles_and_expire(nats: EmbeddedNats, tmp_path: Pat
     coord = Coordinator(Settings(data_dir=str(tmp_path / "d"), session_ttl_s=1.5), bus)
     loop.call(coord.start())
     try:
-        proc = _spawn_coord(nats, tmp_path / "other")  # a second role process
+        # a second role process (a second coord would wait as a standby, unseen)
+        proc = _spawn_coord(nats, tmp_path / "other", "datanode")
         coord_api = CoordAPI(bus)
         sessions = loop.call(coord_api.list_sessions(ListSessions())).sessions
         assert {s["pid"] for s in sessions} == {os.getpid(), proc.pid}

@@ -15,11 +15,14 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
-from conftest import Stack, own_stack
+from conftest import Stack, own_stack, wait_for
 
-from elanus import layout
+from elanus import layout, objstore
+from elanus.channels.loop import LoopThread
+from elanus.channels.nats_server import EmbeddedNats
 from elanus.client.client import Client
 from elanus.errors import ElanusError
+from elanus.meta.importfiles import collect_garbage
 from elanus.schema import DataType, Schema
 
 pytestmark = pytest.mark.timeout(120)
@@ -203,3 +206,46 @@ def test_stale_staging_is_garbage_collected(shared: Stack, client: Client) -> No
     removed = shared.call(shared.coord.gc.collect())
     assert any(r.endswith("/staging/w8") for r in removed)
     assert staged_files(shared, "w8") == [] and staged_files(shared, "w9")
+
+
+# -- on the storage: local and S3 -------------------------------------------------------------
+@pytest.fixture
+def on_storage(
+    nats_server: EmbeddedNats,
+    loop_thread: LoopThread,
+    tmp_path: Path,
+    storage_settings: dict[str, Any],
+) -> Iterator[Stack]:
+    """A stack on a local storage and on an S3 one (a bucket prefix on ``moto_server``)."""
+    stack = Stack(loop_thread, nats_server, tmp_path / "data", **storage_settings)
+    try:
+        yield stack.start()
+    finally:
+        stack.close()
+
+
+def test_a_staged_write_on_the_storage_commits_and_stale_staging_expires(
+    on_storage: Stack,
+) -> None:
+    """The staged files are written to ``<storage>/staging`` (in the bucket on S3), the
+    data node reads them from there, the commit removes them, and the garbage collector
+    removes a write nobody committed."""
+    client = on_storage.client()
+    create(client, "st")
+    storage = on_storage.settings.storage_uri
+    client.stage_insert("st", rows(range(0, 120), 1), "s1", part="task-0")
+    client.stage_insert("st", rows(range(120, 200), 1), "s1", part="task-1")
+    staged = objstore.list_tree(layout.staging_dir(storage, "s1"))
+    assert len(staged) >= 2 and all(f.endswith(".arrow") for f in staged)
+    if objstore.is_remote(storage):  # nothing in the proxy's own data dir
+        assert not (on_storage.settings.data_path / "staging").exists()
+    done = client.commit_write("st", "s1")
+    assert done["state"] == "Completed" and done["rows"] == 200
+    assert count(client, "st") == 200
+    wait_for(lambda: not objstore.list_tree(layout.staging_dir(storage, "s1")), 10, "cleanup")
+
+    client.stage_insert("st", rows(range(500, 510), 2), "s2")
+    time.sleep(1.1)  # an object's time has whole seconds
+    removed = collect_garbage(on_storage.settings, 0.0, set(), lambda _: False, set())
+    assert removed == [layout.staging_dir(storage, "s2")]
+    assert objstore.list_tree(layout.staging_dir(storage, "s2")) == {}

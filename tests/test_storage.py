@@ -26,6 +26,7 @@ from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats
 from elanus.client.client import Client
 from elanus.meta.coord import Coordinator
+from elanus.segments.datanode import DataNode
 from elanus.segments.querynode import QueryNode
 from elanus.settings import Settings, load_settings
 
@@ -185,6 +186,55 @@ def test_import_lands_on_the_storage(stack: Stack, tmp_path: Path) -> None:
     hits = client.search("c", vectors[[42]], limit=1, consistency_level="Strong")
     assert hits[0][0]["id"] == 42
     assert objstore.list_dir(layout.join(root, "imports")) == []
+
+
+def test_a_data_node_with_a_data_dir_of_its_own_imports_uploads_and_staged_writes(
+    moto_server: MotoServer, nats_server: EmbeddedNats, loop_thread: LoopThread, tmp_path: Path
+) -> None:
+    """Roles on different machines share only the storage: the proxy puts an upload and a
+    staged write in the bucket, and a data node with a data dir of its own imports both."""
+    settings = moto_server.settings(moto_server.new_bucket())
+    stack = Stack(loop_thread, nats_server, tmp_path / "proxy", **settings)
+    try:
+        stack.start()
+        old = stack.datanodes.pop()
+        stack.call(old.stop())
+        node = DataNode(stack.settings.replace(data_dir=str(tmp_path / "datanode")), stack.bus)
+        stack.call(node.start())
+        stack.datanodes.append(node)
+        assert stack.coord is not None
+        sessions = stack.coord.sessions
+        wait_for(
+            lambda: [s.node_id for s in sessions.of_role("datanode")] == [node.node_id],
+            what="only the new data node",
+        )
+        client = stack.client()
+        bare_collection(client, "c", DIM)
+        rng = np.random.default_rng(3)
+        table = pa.table(
+            {
+                "id": pa.array(range(500), pa.int64()),
+                "vector": pa.FixedSizeListArray.from_arrays(
+                    pa.array(rng.random(500 * DIM, dtype=np.float32)), DIM
+                ),
+            }
+        )
+        pq.write_table(table, tmp_path / "rows.parquet")
+        job = client.wait_import(client.bulk_import("c", [str(tmp_path / "rows.parquet")]), 60)
+        root = stack.settings.storage_uri
+        assert job["rows"] == 500 and job["files"][0].startswith(root + "/import/uploads/")
+        staged = pa.table(
+            {"id": pa.array(range(500, 600), pa.int64()), "vector": table["vector"][:100]}
+        )
+        client.stage_insert("c", staged, "w1", part="task-0")
+        assert client.commit_write("c", "w1")["rows"] == 100
+        client.load_collection("c")
+        assert count(client) == 600
+        for own in (tmp_path / "proxy", tmp_path / "datanode"):  # only their own state
+            assert not [p for p in own.rglob("*") if p.is_file() and "import" in p.parts]
+            assert not (own / "staging").exists()
+    finally:
+        stack.close()
 
 
 @pytest.mark.spark

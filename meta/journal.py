@@ -1,0 +1,299 @@
+"""The catalog's journal: the coord's DuckDB catalog made durable outside its machine.
+
+Every change a catalog call makes (the SQL statements that succeeded, with their
+parameters) is one entry of a replicated JetStream stream (``stream_replicas`` copies),
+published before the call returns, so before any client hears of the change. Every
+``SNAPSHOT_EVERY`` entries (or ``SNAPSHOT_S`` seconds) the catalog file is copied, in one
+transaction, to ``<storage>/catalog/snapshots/`` (local or S3), named by the stream's
+creation and the last entry it holds. A coord that starts (the same one, one on another
+machine with an empty data dir, or a standby that took the lease) rebuilds its catalog:
+the newest snapshot of this stream, then every later entry, in order.
+
+The counters (TSO bound, ID high-water) write through their own cursor from any thread,
+the event loop included, so their entries are queued without waiting; a rebuilt catalog
+starts both a margin above what it read (``restored_margins``): at most the latest of
+those writes can be missing, and the margin covers it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import orjson
+from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
+
+from elanus import layout, objstore
+from elanus.channels.bus import Bus
+from elanus.channels.replicas import ensure_stream
+from elanus.errors import ElanusError, ErrorCode
+from elanus.meta.db import migrate
+from elanus.meta.recorder import Statement
+
+log = logging.getLogger(__name__)
+
+STREAM = "ELANUS_CATALOG"
+SUBJECT = "elanus.catalog.journal"
+SNAPSHOTS = "catalog/snapshots"
+SNAPSHOT_EVERY = 200
+SNAPSHOT_S = 30.0
+PART_BYTES = 512 * 1024
+"""Entries larger than this go as several messages (a stock nats-server takes 1 MB)."""
+PUBLISH_WAIT_S = 30.0
+
+
+# -- encoding ----------------------------------------------------------------------------------
+def _default(value: Any) -> Any:
+    if isinstance(value, bytes | bytearray | memoryview):
+        return {"$b": base64.b64encode(bytes(value)).decode()}
+    if hasattr(value, "item"):
+        return value.item()
+    if isinstance(value, set | frozenset | tuple):
+        return list(value)
+    raise TypeError(f"catalog journal: cannot encode {type(value).__name__}")
+
+
+def _restore(value: Any) -> Any:
+    if isinstance(value, dict):
+        if set(value) == {"$b"}:
+            return base64.b64decode(value["$b"])
+        return {k: _restore(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_restore(v) for v in value]
+    return value
+
+
+def encode(entry: list[Statement]) -> bytes:
+    return orjson.dumps([[s, p, m] for s, p, m in entry], default=_default)
+
+
+def decode(data: bytes) -> list[Statement]:
+    return [(s, _restore(p), bool(m)) for s, p, m in orjson.loads(data)]
+
+
+def apply(con: duckdb.DuckDBPyConnection, entry: list[Statement]) -> None:
+    for sql, params, many in entry:
+        if many:
+            con.executemany(sql, params)
+        elif params is None:
+            con.execute(sql)
+        else:
+            con.execute(sql, params)
+
+
+# -- the journal -------------------------------------------------------------------------------
+class CatalogJournal:
+    """Publishes catalog entries in order from one task on the bus's loop; ``append`` waits
+    for its entry (the database thread), ``queue`` does not (the counters)."""
+
+    def __init__(self, bus: Bus, storage: str, replicas: int = 1) -> None:
+        self.bus, self.storage, self.replicas = bus, storage, replicas
+        self.last_seq = 0
+        self.created = ""
+        """The stream's creation time: a snapshot is of one stream's history."""
+        self._lock = threading.Lock()
+        self._pending: asyncio.Queue[tuple[bytes, asyncio.Future[int] | None]] | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._since_snapshot = 0
+        self._snapshot_at = time.monotonic()
+        self.snapshot_due: Callable[[], None] | None = None
+        """Called (from the loop) when a snapshot is due; the coord takes it."""
+
+    # -- start -------------------------------------------------------------------------------
+    async def open(self) -> None:
+        config = StreamConfig(
+            name=STREAM,
+            subjects=[SUBJECT],
+            storage=StorageType.FILE,
+            retention=RetentionPolicy.LIMITS,
+            discard=DiscardPolicy.NEW,
+            num_replicas=self.replicas,
+            duplicate_window=120.0,
+        )
+        await ensure_stream(self.bus.js, config)
+        info = await self.bus.js.stream_info(STREAM)
+        self.last_seq = int(info.state.last_seq or 0)
+        self.created = _stamp(info)
+        self._pending = asyncio.Queue()
+        self._task = asyncio.get_running_loop().create_task(self._publisher())
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - closing anyway
+                pass
+            self._task = None
+
+    # -- writing -----------------------------------------------------------------------------
+    def append(self, entry: list[Statement]) -> None:
+        """Publish ``entry`` and wait for JetStream's ack (from a thread, not the loop)."""
+        data = encode(entry)
+        asyncio.run_coroutine_threadsafe(self._put(data, wait=True), self.bus.loop).result(
+            PUBLISH_WAIT_S + 5
+        )
+
+    def queue(self, entry: list[Statement]) -> None:
+        """Publish ``entry`` after those before it, without waiting (any thread)."""
+        data = encode(entry)
+        loop = self.bus.loop
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is not None and running is loop:
+            running.create_task(self._put(data, wait=False))
+        else:
+            asyncio.run_coroutine_threadsafe(self._put(data, wait=False), loop)
+
+    async def _put(self, data: bytes, wait: bool) -> Any:
+        assert self._pending is not None, "the journal is not open"
+        future: asyncio.Future[int] | None = None
+        if wait:
+            future = asyncio.get_running_loop().create_future()
+        self._pending.put_nowait((data, future))
+        return None if future is None else await future
+
+    async def _publisher(self) -> None:
+        assert self._pending is not None
+        while True:
+            data, future = await self._pending.get()
+            try:
+                seq = await self._publish(data)
+            except Exception as exc:  # noqa: BLE001 - the waiting call fails, naming why
+                log.error("catalog journal: publish failed: %s", exc)
+                if future is not None and not future.done():
+                    future.set_exception(
+                        ElanusError(
+                            ErrorCode.UNAVAILABLE,
+                            f"the catalog change could not be journaled (NATS): {exc}",
+                        )
+                    )
+                continue
+            if future is not None and not future.done():
+                future.set_result(seq)
+            self._since_snapshot += 1
+            due = self._since_snapshot >= SNAPSHOT_EVERY or (
+                time.monotonic() - self._snapshot_at > SNAPSHOT_S
+            )
+            if due and self.snapshot_due is not None:
+                self._since_snapshot = 0
+                self._snapshot_at = time.monotonic()
+                self.snapshot_due()
+
+    async def _publish(self, data: bytes) -> int:
+        parts = [data[i : i + PART_BYTES] for i in range(0, len(data), PART_BYTES)] or [b""]
+        deadline = time.monotonic() + PUBLISH_WAIT_S
+        for i, part in enumerate(parts):
+            msg_id = f"{self.created}-{self.last_seq + 1}"
+            headers = {"Nats-Msg-Id": msg_id, "Elanus-Part": f"{i + 1}/{len(parts)}"}
+            while True:
+                try:
+                    ack = await self.bus.js.publish(
+                        SUBJECT, part, stream=STREAM, headers=headers, timeout=5.0
+                    )
+                    break
+                except Exception:
+                    if time.monotonic() > deadline:
+                        raise
+                    await asyncio.sleep(0.2)
+            self.last_seq = int(ack.seq)
+        return self.last_seq
+
+    # -- snapshots ---------------------------------------------------------------------------
+    def snapshot(self, con: duckdb.DuckDBPyConnection, workdir: Path) -> str:
+        """Copy the catalog (one transaction) and store it; on the database thread, so no
+        change of a catalog call lands between the copy and ``last_seq``."""
+        seq = self.last_seq
+        name = f"{self.created}-{seq:012d}.duckdb"
+        local = workdir / f".snapshot-{os.getpid()}.duckdb"
+        local.unlink(missing_ok=True)
+        db_name = con.execute("SELECT current_database()").fetchone()[0]  # type: ignore[index]
+        con.execute(f"ATTACH '{local}' AS elanus_snapshot")
+        try:
+            con.execute(f'COPY FROM DATABASE "{db_name}" TO elanus_snapshot')
+        finally:
+            con.execute("DETACH elanus_snapshot")
+        target = layout.join(self.storage, SNAPSHOTS, name)
+        try:
+            objstore.write_bytes(target, local.read_bytes())
+        finally:
+            local.unlink(missing_ok=True)
+        return target
+
+    def newest_snapshot(self) -> tuple[str, int] | None:
+        """This stream's newest snapshot in the storage, and the last entry it holds."""
+        folder = layout.join(self.storage, SNAPSHOTS)
+        if not objstore.exists(folder):
+            return None
+        best: tuple[str, int] | None = None
+        for name in objstore.list_dir(folder):
+            stem = Path(name).name.removesuffix(".duckdb")
+            created, _, seq = stem.rpartition("-")
+            if created != self.created or not seq.isdigit() or int(seq) > self.last_seq:
+                continue
+            if best is None or int(seq) > best[1]:
+                best = (layout.join(folder, Path(name).name), int(seq))
+        return best
+
+    # -- rebuilding --------------------------------------------------------------------------
+    async def rebuild(self, path: Path) -> bool:
+        """Make ``path`` the catalog this stream describes: the newest snapshot, then every
+        later entry. False when the stream holds no entry (the local file, if any, is then
+        the catalog: a first start, or a catalog from before the journal)."""
+        if self.last_seq == 0:
+            return False
+        info = await self.bus.js.stream_info(STREAM)
+        first = int(info.state.first_seq or 1)
+        snap = await asyncio.to_thread(self.newest_snapshot)
+        base = snap[1] if snap is not None else 0
+        if snap is None and first > 1:
+            log.warning("catalog journal starts at %d and no snapshot holds before: kept", first)
+            return False
+        staging = path.with_name(path.name + ".rebuild")
+        staging.unlink(missing_ok=True)
+        if snap is not None:
+            data = await asyncio.to_thread(objstore.read_bytes, snap[0])
+            await asyncio.to_thread(staging.write_bytes, data)
+        con = await asyncio.to_thread(duckdb.connect, str(staging))
+        try:
+            await asyncio.to_thread(migrate, con)
+            entries = 0
+            buffer = b""
+            for seq in range(base + 1, self.last_seq + 1):
+                msg = await self.bus.js.get_msg(STREAM, seq)
+                part, _, total = (msg.headers or {}).get("Elanus-Part", "1/1").partition("/")
+                buffer += msg.data or b""
+                if part != total:
+                    continue
+                await asyncio.to_thread(apply, con, decode(buffer))
+                buffer, entries = b"", entries + 1
+            await asyncio.to_thread(con.execute, "CHECKPOINT")
+        finally:
+            await asyncio.to_thread(con.close)
+        for suffix in ("", ".wal"):
+            Path(str(path) + suffix).unlink(missing_ok=True)
+        os.replace(staging, path)
+        Path(str(staging) + ".wal").unlink(missing_ok=True)
+        log.info(
+            "catalog rebuilt from %s and %d journal entries (up to %d)",
+            "a snapshot" if snap is not None else "nothing",
+            entries,
+            self.last_seq,
+        )
+        return True
+
+
+def _stamp(info: Any) -> str:
+    created = getattr(info, "created", None) or ""
+    digits = "".join(ch for ch in str(created) if ch.isdigit())
+    return digits[:20] or "0"

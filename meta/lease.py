@@ -1,0 +1,110 @@
+"""The active coordinator's lease: one coord serves, any other started waits (a standby).
+
+The lease is a key of a replicated NATS KV bucket whose entries expire ``ttl`` seconds
+after their last write (``coord_lease_ttl_s``). The holder renews it every third of that;
+a standby retries creating the key, which succeeds once the holder's entry expired (it
+died) or was deleted (it stopped cleanly). A holder that cannot renew for most of a TTL
+stops serving (``on_lost``): by then a standby may hold the lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from nats.js.api import KeyValueConfig, StorageType
+from nats.js.errors import BucketNotFoundError, KeyWrongLastSequenceError
+from nats.js.kv import KeyValue
+
+from elanus.channels.bus import Bus
+from elanus.errors import ElanusError, ErrorCode
+
+log = logging.getLogger(__name__)
+
+BUCKET = "elanus_coord_lease"
+KEY = "active"
+POLL_S = 0.2
+
+
+class CoordLease:
+    def __init__(self, bus: Bus, node_id: str, ttl_s: float, on_lost: Callable[[], None]) -> None:
+        self.bus, self.node_id, self.ttl_s, self.on_lost = bus, node_id, ttl_s, on_lost
+        self.revision = 0
+        self._kv: KeyValue | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def _bucket(self) -> KeyValue:
+        try:
+            return await self.bus.js.key_value(BUCKET)
+        except BucketNotFoundError:
+            pass
+        config = KeyValueConfig(
+            bucket=BUCKET,
+            ttl=self.ttl_s,
+            history=1,
+            storage=StorageType.FILE,
+            replicas=self.bus.stream_replicas,
+        )
+        try:
+            return await self.bus.js.create_key_value(config)
+        except Exception:  # noqa: BLE001 - another coord created it meanwhile
+            return await self.bus.js.key_value(BUCKET)
+
+    async def acquire(self, stop: threading.Event | None = None) -> None:
+        """Hold the lease, waiting (as a standby) while another coord holds it."""
+        kv = self._kv = await self._bucket()
+        waiting_since: float | None = None
+        while True:
+            try:
+                self.revision = await kv.create(KEY, self.node_id.encode())
+                break
+            except KeyWrongLastSequenceError:
+                pass
+            if stop is not None and stop.is_set():
+                raise ElanusError(ErrorCode.UNAVAILABLE, "stopped while waiting as a standby")
+            if waiting_since is None:
+                waiting_since = time.monotonic()
+                holder = await kv.get(KEY)
+                log.warning(
+                    "standby: coordinator %s holds the lease; taking over when it is gone",
+                    (holder.value or b"?").decode(errors="replace"),
+                )
+            await asyncio.sleep(POLL_S)
+        if waiting_since is not None:
+            log.warning("took over as the active coordinator")
+        self._task = asyncio.get_running_loop().create_task(self._renew())
+
+    async def _renew(self) -> None:
+        assert self._kv is not None
+        renewed = time.monotonic()
+        while True:
+            await asyncio.sleep(self.ttl_s / 3)
+            try:
+                self.revision = await self._kv.update(
+                    KEY, self.node_id.encode(), last=self.revision
+                )
+                renewed = time.monotonic()
+                continue
+            except KeyWrongLastSequenceError:
+                lost = "another coordinator holds it"
+            except Exception as exc:  # noqa: BLE001 - NATS unreachable: retried below
+                if time.monotonic() - renewed < self.ttl_s * 2 / 3:
+                    continue
+                lost = f"not renewed for {time.monotonic() - renewed:.1f}s ({exc})"
+            log.critical("lost the coordinator lease (%s): stopping", lost)
+            self.on_lost()
+            return
+
+    async def release(self) -> None:
+        """Give the lease up at once (a clean stop): a standby need not wait for the TTL."""
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+            if self._kv is not None:
+                try:
+                    await self._kv.delete(KEY, last=self.revision)
+                except Exception:  # noqa: BLE001 - it expires by itself anyway
+                    pass
