@@ -19,6 +19,7 @@ from typer._click import exceptions as click
 
 import elanus
 from elanus.cli import admin, data, imports, read, server, users
+from elanus.cli.backup import backup_app
 from elanus.cli.cluster import cluster_app
 from elanus.cli.context import (
     CliState,
@@ -63,6 +64,7 @@ app.command("query")(read.query)
 app.add_typer(index_app, name="index")
 app.add_typer(users.user_app, name="user")
 app.add_typer(users.role_app, name="role")
+app.add_typer(backup_app, name="backup")
 
 
 def _version(value: bool) -> None:

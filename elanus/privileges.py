@@ -60,6 +60,7 @@ PRIVILEGES: dict[str, ObjectType] = {
     "ListAliases": ObjectType.GLOBAL,
     "DescribeCluster": ObjectType.GLOBAL,  # Elanus: list_sessions
     "IndexBuilder": ObjectType.GLOBAL,  # Elanus: claim/heartbeat/report index build tasks
+    "Backup": ObjectType.GLOBAL,  # Elanus: backup_create (writes where the request names)
     "CreatePrivilegeGroup": ObjectType.GLOBAL,
     "DropPrivilegeGroup": ObjectType.GLOBAL,
     "ListPrivilegeGroups": ObjectType.GLOBAL,

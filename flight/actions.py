@@ -1,10 +1,11 @@
 """The DoAction registry: each action declared once, with everything the proxy needs to run it.
 
 A concern's module (``ddl_actions``, ``dml_actions``, ``query_actions``, ``search.hybrid``,
-``search.readplan``, ``index_actions``, ``import_actions``, ``auth_actions``) declares each of its
-actions with ``@action(...)`` on the action's request checker: the public name and ListActions text,
-the body keys, the privilege (``elanus.privileges``; ``OPEN``: any authenticated caller),
-the rate bucket, and the executor. ``perform`` is the whole of DoAction: look the name up,
+``search.readplan``, ``index_actions``, ``import_actions``, ``auth_actions``,
+``backup_actions``) declares each of its actions with ``@action(...)`` on the action's
+request checker: the public name and ListActions text, the body keys, the privilege
+(``elanus.privileges``; ``OPEN``: any authenticated caller), the rate bucket, and the
+executor. ``perform`` is the whole of DoAction: look the name up,
 check the body (``check_request``: INVALID_ARGUMENT naming the problem, before anything is
 sent anywhere), authorise the caller, run the executor. Milvus's task pattern, without a
 class per task. Declaring is pure; executors reach the cluster through the proxy.
@@ -84,6 +85,7 @@ CONCERNS = (
     "index_actions",
     "import_actions",
     "auth_actions",
+    "backup_actions",
 )
 """The modules that declare actions (under ``elanus.flight``): ``catalogue`` imports them."""
 

@@ -22,6 +22,7 @@ from elanus.channels.role import Role, RoleHandler
 from elanus.channels.sessions import SessionInfo, SessionWatcher
 from elanus.errors import ElanusError, ErrorCode
 from elanus.meta.auth import AuthCoord
+from elanus.meta.backup import BackupService
 from elanus.meta.catalog import Catalog
 from elanus.meta.catalogstore import CatalogStore
 from elanus.meta.channelmanager import ChannelManager
@@ -70,6 +71,7 @@ class Coordinator(Role):
         self.gc = GarbageCollector(ctx, self.compaction, self.imports, self.index)
         self.housekeeping = Housekeeper(ctx, lookup, self.channels)
         self.auth = AuthCoord(ctx, proxies)
+        self.backup = BackupService(ctx, lookup, self.data, self.gc)
         self.data.on_flushed(self.index.on_new_segment)  # indexed first, then handed off
         self.data.on_flushed(self.query.segment_flushed)
         self.data.take_plans_from(self.compaction)
@@ -94,7 +96,7 @@ class Coordinator(Role):
         }
         services = (
             self.root, self.data, self.channels, self.timeticks, self.compaction, self.query,
-            self.index, self.imports, self.auth,
+            self.index, self.imports, self.auth, self.backup,
         )  # fmt: skip
         for service in services:
             handlers.update(service.handlers())

@@ -293,6 +293,19 @@ class DataCoord:
         ]
         return Flushing(segment_ids=pending, flush_ts=flush_ts)
 
+    async def seal_all(self) -> tuple[int, list[int]]:
+        """Seal every growing segment at one timestamp (a backup's, ``meta/backup.py``):
+        that timestamp, and the segments still to be written."""
+        async with self._lock:
+            growing = [s for s in self.segments.values() if s.state is SegmentState.GROWING]
+            ts = await self.seal(growing) if growing else self.ctx.tso.alloc()
+        pending = [
+            s.segment_id
+            for s in self.segments.values()
+            if s.state in (SegmentState.SEALED, SegmentState.FLUSHING)
+        ]
+        return ts, pending
+
     async def flush_state(self, req: FlushState) -> FlushProgress:
         ids = req.segment_ids
         self._check_channels(ids)

@@ -9,14 +9,16 @@ one being built or served (an attempt that failed, lapsed or was superseded; the
 coord's ``recycle`` removes those of dropped and finished tasks at once). Stale staged
 writes and the scratch files of finished import jobs go too
 (``ImportManager.collect_garbage``). Every file access goes through ``elanus/objstore.py``.
+A backup holds collection (``hold``) while it copies files.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from elanus import layout, objstore, tsutil
@@ -46,13 +48,30 @@ class GarbageCollector:
     ) -> None:
         self.ctx, self.plans, self.imports, self.index = ctx, plans, imports, index
         self.removed: list[str] = []
+        self._holds = 0
+        self._round = asyncio.Lock()
+
+    @contextlib.asynccontextmanager
+    async def hold(self) -> AsyncIterator[None]:
+        """No file is removed while held (a backup is reading them); a round under way
+        finishes first."""
+        async with self._round:
+            self._holds += 1
+        try:
+            yield
+        finally:
+            self._holds -= 1
 
     def background(self) -> list[Periodic]:
         interval = max(1.0, min(30.0, self.ctx.settings.gc_delay_s / 4))
         return [Periodic(self.collect, interval, "garbage collection")]
 
     async def collect(self) -> list[str]:
-        """One round; returns the directories removed."""
+        """One round; returns the directories removed (none while held)."""
+        async with self._round:
+            return [] if self._holds else await self._collect()
+
+    async def _collect(self) -> list[str]:
         delay = self.ctx.settings.gc_delay_s
         # Before what owns files is read: anything written since is newer than the cutoff.
         orphan_cutoff = time.time() - self.ctx.settings.orphan_grace_s

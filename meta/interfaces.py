@@ -10,11 +10,13 @@ is the dependency order; docs/design-notes.md has the table.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from elanus.api.compaction import CompactionPlan
+    from elanus.api.datacoord import FlushProgress, FlushState
     from elanus.meta.indexmeta import IndexTask
     from elanus.meta.segmentmeta import Segment
 
@@ -50,6 +52,17 @@ class SegmentStore(SegmentTable, Protocol):
         self, segs: list[Segment], also: Callable[[Any], None] | None = None
     ) -> None: ...
     async def replace(self, sources: list[Segment], target: Segment) -> None: ...
+
+
+class BackupFlush(SegmentTable, Protocol):
+    """What a backup asks of DataCoord: one seal of everything, the flush's progress, and
+    how far each vchannel's datanode has consumed."""
+
+    @property
+    def channel_ticks(self) -> Mapping[str, int]: ...
+
+    async def seal_all(self) -> tuple[int, list[int]]: ...
+    async def flush_state(self, req: FlushState) -> FlushProgress: ...
 
 
 class SegmentEvents(Protocol):
@@ -142,3 +155,10 @@ class CompactionPlans(Protocol):
 
 class ImportGarbage(Protocol):
     def collect_garbage(self, delay_s: float) -> list[str]: ...
+
+
+# -- GarbageCollector -------------------------------------------------------------------------
+class GcHold(Protocol):
+    """Garbage collection paused while a backup reads the files."""
+
+    def hold(self) -> contextlib.AbstractAsyncContextManager[None]: ...

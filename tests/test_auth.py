@@ -8,7 +8,10 @@ of docs/protocol.md.
 
 from __future__ import annotations
 
+import atexit
 import json
+import shutil
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -23,9 +26,13 @@ from conftest import Stack, bare_collection, own_stack
 import elanus
 from elanus.client.client import Client
 from elanus.errors import ElanusError, ErrorCode
+from elanus.meta.backupfiles import list_backups
 from elanus.privileges import PRIVILEGES, PUBLIC_GRANTS, ObjectType
 
 ROOT_PASSWORD = "root-secret-1"
+BACKUPS = tempfile.mkdtemp(prefix="elanus-auth-backups-")
+"""Where the Backup case's backups go (an absolute path outside the stack, as required)."""
+atexit.register(shutil.rmtree, BACKUPS, True)
 TOKEN_TTL_S = 6.0
 DIM = 4
 INVALID = ErrorCode.INVALID_ARGUMENT
@@ -145,6 +152,9 @@ CASES = [
     Case("DescribeCluster", "list_sessions", lambda t: {}, lambda c, t: c.list_sessions()),
     Case("IndexBuilder", "index_heartbeat", lambda t: {"node_id": f"builder_{t}"},
          lambda c, t: c.index_heartbeat(f"builder_{t}")),
+    Case("Backup", "backup_create", lambda t: {"target": BACKUPS, "name": f"b_{t}"},
+         lambda c, t: c.create_backup(BACKUPS, name=f"b_{t}"),
+         unchanged=lambda root, t: list_backups(BACKUPS)),
     Case("CreatePrivilegeGroup", "create_privilege_group", lambda t: {"group_name": f"pg_{t}"},
          lambda c, t: c.create_privilege_group(f"pg_{t}"), unchanged=_groups),
     Case("DropPrivilegeGroup", "drop_privilege_group", lambda t: {"group_name": f"dg_{t}"},

@@ -1,4 +1,5 @@
-"""The SDK's cluster calls (mixed into ``Client``): sessions, health, timestamps, actions."""
+"""The SDK's cluster calls (mixed into ``Client``): sessions, health, timestamps, actions,
+backups."""
 
 from __future__ import annotations
 
@@ -32,6 +33,17 @@ class AdminAPI(ClientBase):
     def get_timestamp(self) -> int:
         """A fresh hybrid timestamp from the TSO (``physical_ms << 18 | logical``)."""
         return int(self._action("get_timestamp")["ts"])
+
+    def create_backup(
+        self, target: str, name: str | None = None, timeout_s: float = 3600.0
+    ) -> dict[str, Any]:
+        """Back up every collection at one timestamp to ``target`` (an absolute path on the
+        coord's machine, or ``s3://bucket/prefix``); waits for the copy. The reply names
+        the backup's ``location`` and its timestamp ``ts`` (docs/deploy.md, Backup)."""
+        body: dict[str, Any] = {"target": target, "timeout_s": timeout_s}
+        if name is not None:
+            body["name"] = name
+        return self._action("backup_create", body, timeout=timeout_s + 60.0)
 
     def list_actions(self) -> dict[str, str]:
         """Action name -> description, as the proxy lists them (Flight ListActions)."""
