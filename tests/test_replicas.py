@@ -5,11 +5,15 @@ when a query node is free."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pymilvus
 import pytest
 from conftest import Stack, bare_collection, raises_code, wait_for
+from milvus_stack import milvus_stack
 from test_read_path import wait_querynodes
 
 from elanus.channels.metrics import PROXY_FAILOVERS
@@ -171,3 +175,30 @@ def test_load_partitions_takes_a_replica_number(stack: Stack, partitioned: bool)
 
     wait_for(let_go, what="the second copy let go")
     assert _answers(client, vectors)[2] == [{"count(*)": ROWS}]
+
+
+@pytest.fixture
+def mstack(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Stack]:
+    yield from milvus_stack(request, tmp_path)
+
+
+def test_pymilvus_loads_replicas_and_describes_them(mstack: Any) -> None:
+    mstack.add_querynode()
+    wait_querynodes(mstack, 2)
+    client = pymilvus.MilvusClient(uri=mstack.milvus_uri, timeout=60)
+    try:
+        client.create_collection("m", dimension=DIM, num_shards=2)  # loaded: one copy
+        client.release_collection("m")
+        client.load_collection("m", replica_number=2)
+        replicas = client.describe_replica("m")
+        assert len(replicas) == 2
+        assert {len(r.shards) for r in replicas} == {2}
+        nodes = [set(r.group_nodes) for r in replicas]
+        assert nodes[0].isdisjoint(nodes[1]) and all(len(n) == 1 for n in nodes)
+        for r in replicas:
+            assert all(s.shard_leader in r.group_nodes for s in r.shards)
+        with pytest.raises(pymilvus.MilvusException, match="only 2 query nodes"):
+            client.load_collection("m", replica_number=3)
+        assert len(client.describe_replica("m")) == 2  # the refused load changed nothing
+    finally:
+        client.close()
