@@ -50,6 +50,7 @@ from elanus.channels.dml import pchannel_of
 from elanus.channels.loop import Periodic, cancel_and_wait
 from elanus.errors import ElanusError, ErrorCode
 from elanus.meta import replicas as rep
+from elanus.meta.balance import balance
 from elanus.meta.replicas import Loaded, Replica
 from elanus.states import LoadState as Load
 from elanus.states import SegmentState, transition
@@ -111,10 +112,10 @@ class QueryCoord:
     def _nodes(self) -> list[str]:
         return sorted(s.node_id for s in self.ctx.sessions.of_role("querynode"))
 
-    def _node(self, node: str) -> QueryNodeAPI:
+    def node(self, node: str) -> QueryNodeAPI:
         return QueryNodeAPI(self.ctx.bus, node)
 
-    def _worker(self, node: str) -> WorkerAPI:
+    def worker(self, node: str) -> WorkerAPI:
         return WorkerAPI(self.ctx.bus, node, NODE_TIMEOUT_S)
 
     async def _wait_for_nodes(self, timeout: float, wanted: int = 1) -> list[str]:
@@ -143,7 +144,7 @@ class QueryCoord:
             and (lo.partition_ids is None or s.partition_id in lo.partition_ids)
         ]
 
-    def _segment_spec(self, seg: Any) -> SegmentSpec:
+    def segment_spec(self, seg: Any) -> SegmentSpec:
         """What a worker needs to load a segment, with its finished indexes."""
         return SegmentSpec(
             segment_id=seg.segment_id,
@@ -158,7 +159,7 @@ class QueryCoord:
         live = set(self._nodes())
         for node in sorted(nodes & live):
             try:
-                await self._node(node).release_collection(ReleaseOnNode(collection_id=cid))
+                await self.node(node).release_collection(ReleaseOnNode(collection_id=cid))
             except ElanusError as exc:
                 log.warning("query node %s did not release %s: %s", node, cid, exc)
 
@@ -174,12 +175,12 @@ class QueryCoord:
             for r in old:
                 for v, n in r.channels.items():
                     if n in kept and n in live and (v, n) not in channels:
-                        await self._node(n).unwatch(UnwatchChannel(vchannel=v))
+                        await self.node(n).unwatch(UnwatchChannel(vchannel=v))
                 for sid, n in r.segments.items():
                     if n in kept and n in live and (sid, n) not in segments:
                         stale.setdefault(n, []).append(sid)
             for n, sids in stale.items():
-                await self._worker(n).release(ReleaseSegments(segment_ids=sids))
+                await self.worker(n).release(ReleaseSegments(segment_ids=sids))
         except ElanusError as exc:
             log.warning("collection %s: an old placement was not let go: %s", cid, exc)
         await self._release_on(cid, {n for r in old for n in (*r.nodes, *r.used())} - kept)
@@ -227,9 +228,9 @@ class QueryCoord:
             node = self._least_loaded(r.nodes, rows)
             rows[node] = rows.get(node, 0) + seg.num_rows
             r.segments[seg.segment_id] = node
-            specs.setdefault(node, []).append(self._segment_spec(seg))
+            specs.setdefault(node, []).append(self.segment_spec(seg))
         for node, segs in specs.items():
-            await self._worker(node).load(
+            await self.worker(node).load(
                 LoadSegments(collection_id=lo.collection_id, schema=info["schema"], segments=segs)
             )
         channels: dict[str, int] = {}
@@ -267,7 +268,7 @@ class QueryCoord:
         ready_ts = max(
             [checkpoint[1] if checkpoint else 0, *(seg.max_ts or 0 for _, _, seg in segs)]
         )
-        await self._node(node).watch(
+        await self.node(node).watch(
             DelegateChannel(
                 vchannel=vchannel,
                 pchannel=pchannel_of(vchannel),
@@ -411,7 +412,7 @@ class QueryCoord:
         delegator; a replica that fails it is placed again by keep_loaded."""
         live = set(self._nodes())
         info = await self.lookup.describe_by_id(lo.collection_id)
-        spec = self._segment_spec(seg)
+        spec = self.segment_spec(seg)
         for r in lo.placed():
             try:
                 await self._hand_to(lo, r, live, info, spec, remove)
@@ -445,14 +446,14 @@ class QueryCoord:
             counts[n] = counts.get(n, 0) + 1
         node = self._least_loaded(nodes, counts)
         checkpoint = self._trim_checkpoint(r, spec.vchannel)  # read before the load
-        await self._worker(node).load(
+        await self.worker(node).load(
             LoadSegments(collection_id=lo.collection_id, schema=info["schema"], segments=[spec])
         )
         r.segments[spec.segment_id] = node
         sealed = SealedSegment(
             segment_id=spec.segment_id, node_id=node, partition_id=spec.partition_id, path=spec.path
         )
-        await self._node(delegator).sync(
+        await self.node(delegator).sync(
             SyncDistribution(
                 vchannel=spec.vchannel, remove=remove, add=[sealed], checkpoint=checkpoint
             )
@@ -481,7 +482,7 @@ class QueryCoord:
         for r in lo.replicas:
             node = r.segments.get(segment_id)
             if node is not None and node in live:
-                await self._worker(node).load_index(
+                await self.worker(node).load_index(
                     LoadIndex(segment_id=segment_id, index=ServedIndex(**index))
                 )
 
@@ -492,7 +493,7 @@ class QueryCoord:
         for node in sorted(
             {n for r in lo.replicas for n in r.segments.values()} & set(self._nodes())
         ):
-            await self._worker(node).drop_index(
+            await self.worker(node).drop_index(
                 DropIndexOnNode(collection_id=collection_id, index_id=index_id)
             )
 
@@ -500,7 +501,7 @@ class QueryCoord:
         live = set(self._nodes())
         for r in lo.replicas:
             if vchannel is not None and vchannel in r.channels:
-                await self._node(r.channels[vchannel]).sync(
+                await self.node(r.channels[vchannel]).sync(
                     SyncDistribution(vchannel=vchannel, remove=sources)
                 )
             by_node: dict[str, list[int]] = {}
@@ -510,7 +511,7 @@ class QueryCoord:
                     by_node.setdefault(node, []).append(sid)
             for node, sids in by_node.items():
                 if node in live:
-                    await self._worker(node).release(ReleaseSegments(segment_ids=sids))
+                    await self.worker(node).release(ReleaseSegments(segment_ids=sids))
 
     async def keep_loaded(self) -> None:
         """Place replicas again whose query nodes went away (or after a restart)."""
@@ -534,6 +535,8 @@ class QueryCoord:
             if all(r.placed for r in lo.replicas):
                 if lo.state is Load.LOADING:
                     transition(lo, Load.LOADED)
+                if await balance(self, lo, live):
+                    await self._record(lo)
                 continue
             await self._place_again(lo, live)
 

@@ -177,6 +177,23 @@ def test_load_partitions_takes_a_replica_number(stack: Stack, partitioned: bool)
     assert _answers(client, vectors)[2] == [{"count(*)": ROWS}]
 
 
+def test_a_node_that_joins_takes_segments_without_a_gap(stack: Stack) -> None:
+    client, vectors = _filled(stack, 1)
+    client.flush("r", timeout=30)  # two flushes of two shards: four sealed segments
+    client.load_collection("r")
+    (old,) = stack.querynodes
+    assert len(old.worker.segments) == 4
+    expected = _answers(client, vectors)
+    fresh = stack.add_querynode()
+    while len(fresh.worker.segments) < 2:  # reads all along: no error, no row missing
+        assert _answers(client, vectors) == expected
+    wait_for(lambda: len(old.worker.segments) == 2, what="the moved segments released")
+    assert set(old.worker.segments).isdisjoint(fresh.worker.segments)
+    (only,) = client.describe_replica("r")
+    assert set(only["node_ids"]) == {old.node_id, fresh.node_id}
+    assert _answers(client, vectors) == expected
+
+
 @pytest.fixture
 def mstack(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Stack]:
     yield from milvus_stack(request, tmp_path)
