@@ -256,6 +256,10 @@ def search_body(queries: np.ndarray) -> bytes:
 
 
 # -- cases -----------------------------------------------------------------------------------------
+STREAM_N = 1024
+"""Queries per ``search_stream`` call (one stream) in the stream cases."""
+
+
 def throughput(uri: str, vectors: np.ndarray, dim: int, seconds: float) -> list[Stat]:
     nq = 4096
     Q = make_queries(nq, dim)
@@ -377,6 +381,41 @@ def throughput(uri: str, vectors: np.ndarray, dim: int, seconds: float) -> list[
             expect_rows=BATCH * K,
         )
     )
+
+    # the SDK's search_stream: single queries over one DoExchange, ready ones batched
+    def stream(max_batch: int) -> Callable[[int], Callable[[int], Any]]:
+        def make(t: int) -> Callable[[int], Any]:
+            c = Client(uri, timeout=60)
+            rows = list(Q[:STREAM_N])
+
+            def call(i: int) -> int:
+                answers = c.search_stream(
+                    COLLECTION,
+                    rows,
+                    limit=K,
+                    search_params=params,
+                    consistency_level="Eventually",
+                    max_batch=max_batch,
+                )
+                got = sum(len(h) == K for h in answers)
+                assert got == STREAM_N, got
+                return got
+
+            return call
+
+        return make
+
+    for max_batch in (1, 32):
+        stats.append(
+            run_loop(
+                f"elanus search_stream (SDK), {STREAM_N} single queries, batches <= {max_batch}",
+                "elanus",
+                1,
+                STREAM_N,
+                seconds,
+                stream(max_batch),
+            )
+        )
     return stats
 
 

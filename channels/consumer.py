@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -37,6 +38,30 @@ FETCH_BATCH = 16
 the server's per-client pending limit, or it drops deliveries (slow consumer)."""
 PackHandler = Callable[[list[DmlMessage], int, int], Awaitable[None]]
 """``on_pack(messages, tick_ts, tick_seq)``: the messages before a tick, timestamp order."""
+
+
+def querynode_durable(node_id: str, vchannel: str) -> str:
+    """A query node's delegator consumer: its node id in the name, so the coord can tell a
+    dead node's consumers (``meta/housekeeping.py``)."""
+    return f"qn_{node_id}_{vchannel}"
+
+
+def datanode_durable(vchannel: str) -> str:
+    """The datanode consumer of a vchannel: one name whichever datanode watches it (the
+    next one replaces it at the checkpoint)."""
+    return f"dn_{vchannel}"
+
+
+def durable_owner(name: str, pchannel: str) -> tuple[str, str | None, str] | None:
+    """``(role, node id or None, vchannel)`` of a consumer on ``pchannel``'s stream, read
+    from its name; None for a name no role makes. The vchannel ends the name, so a node id
+    may hold underscores."""
+    vchannel = rf"{re.escape(pchannel)}_[0-9]+v[0-9]+"
+    found = re.fullmatch(rf"(?:qn_(?P<node>.+)|dn)_(?P<v>{vchannel})", name)
+    if found is None:
+        return None
+    node = found.group("node")
+    return ("datanode" if node is None else "querynode", node, found.group("v"))
 
 
 def pack_order(m: DmlMessage) -> tuple[int, int]:

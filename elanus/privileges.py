@@ -60,6 +60,10 @@ PRIVILEGES: dict[str, ObjectType] = {
     "ListAliases": ObjectType.GLOBAL,
     "DescribeCluster": ObjectType.GLOBAL,  # Elanus: list_sessions
     "IndexBuilder": ObjectType.GLOBAL,  # Elanus: claim/heartbeat/report index build tasks
+    "CreatePrivilegeGroup": ObjectType.GLOBAL,
+    "DropPrivilegeGroup": ObjectType.GLOBAL,
+    "ListPrivilegeGroups": ObjectType.GLOBAL,
+    "OperatePrivilegeGroup": ObjectType.GLOBAL,
     # Collection
     "CreateIndex": ObjectType.COLLECTION,
     "DropIndex": ObjectType.COLLECTION,

@@ -77,6 +77,13 @@ class Settings:
     """Time-travel window: compaction keeps rows deleted less than this long ago."""
     gc_delay_s: float = 60.0
     """Files of dropped segments stay this long (readers may still have them open)."""
+    orphan_grace_s: float = 3600.0
+    """Files no catalog entry and no running task owns (a segment directory of a flush or
+    compaction never reported, index files of a build that failed or was given up) stay
+    this long after their last change before garbage collection removes them."""
+    housekeeping_interval_s: float = 60.0
+    """How often the coord deletes the JetStream consumers of nodes whose sessions are
+    gone (it also does at start and when a session ends); 0: only then."""
     index_build_delay_s: float = 0.0
     """Index nodes wait this long before each build (for tests and demos of builder loss)."""
     max_parallel_syncs: int = 4
@@ -189,6 +196,9 @@ class Settings:
                 raise ValueError(f"{soft} and {hard} must be 0 (off) or positive")
             if getattr(self, hard) and getattr(self, soft) > getattr(self, hard):
                 raise ValueError(f"{soft} must not be above {hard}")
+        for name in ("orphan_grace_s", "housekeeping_interval_s"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be 0 or positive")
         if self.flow_max_delay_s < 0:
             raise ValueError("flow_max_delay_s must be 0 or positive")
         if bool(self.tls_cert) != bool(self.tls_key):

@@ -12,19 +12,24 @@ from typing import Any, TypeVar
 
 from elanus.api.auth import (
     AuthAPI,
+    CreatePrivilegeGroup,
     CreateRole,
     CreateUser,
     DescribeRole,
     DescribeUser,
+    DropPrivilegeGroup,
     DropRole,
     DropUser,
+    ListPrivilegeGroups,
     ListRoles,
     ListUsers,
+    OperatePrivilegeGroup,
     PrivilegeChange,
     RoleBinding,
     UpdatePassword,
 )
 from elanus.api.base import as_body
+from elanus.errors import invalid
 from elanus.flight.actions import Call, Executor, action, check_db
 from elanus.privileges import OPEN
 from elanus.requests import Body, decode
@@ -263,3 +268,71 @@ def _list_roles(b: Body) -> dict[str, Any]:
 )
 def _describe_role(b: Body) -> dict[str, Any]:
     return {"db": check_db(b), "role_name": _role(b)}
+
+
+# -- privilege groups -----------------------------------------------------------------------
+def _group(b: Body) -> dict[str, Any]:
+    return {"db": check_db(b), "group_name": b.str("group_name")}
+
+
+def _group_privileges(b: Body) -> dict[str, Any]:
+    privileges = b.list("privileges")
+    if not all(isinstance(p, str) for p in privileges):
+        raise invalid("privileges must be a list of privilege names")
+    return {**_group(b), "privileges": privileges}
+
+
+@action(
+    "create_privilege_group",
+    "Create a custom privilege group, empty. Body: group_name.",
+    ("group_name",),
+    privilege="CreatePrivilegeGroup",
+    run=_coord(AuthAPI.create_group, CreatePrivilegeGroup, "group_name"),
+)
+def _create_privilege_group(b: Body) -> dict[str, Any]:
+    return _group(b)
+
+
+@action(
+    "drop_privilege_group",
+    "Drop a custom privilege group; refused while a role is granted it. Body: group_name.",
+    ("group_name",),
+    privilege="DropPrivilegeGroup",
+    run=_coord(AuthAPI.drop_group, DropPrivilegeGroup, "group_name"),
+)
+def _drop_privilege_group(b: Body) -> dict[str, Any]:
+    return _group(b)
+
+
+@action(
+    "add_privileges_to_group",
+    "Add privileges (or built-in groups) of one level to a custom group. Body: group_name, "
+    "privileges.",
+    ("group_name", "privileges"),
+    privilege="OperatePrivilegeGroup",
+    run=_coord(AuthAPI.add_to_group, OperatePrivilegeGroup, "group_name", "privileges"),
+)
+def _add_privileges_to_group(b: Body) -> dict[str, Any]:
+    return _group_privileges(b)
+
+
+@action(
+    "remove_privileges_from_group",
+    "Remove privileges from a custom group. Body: group_name, privileges.",
+    ("group_name", "privileges"),
+    privilege="OperatePrivilegeGroup",
+    run=_coord(AuthAPI.remove_from_group, OperatePrivilegeGroup, "group_name", "privileges"),
+)
+def _remove_privileges_from_group(b: Body) -> dict[str, Any]:
+    return _group_privileges(b)
+
+
+@action(
+    "list_privilege_groups",
+    "Custom privilege groups, then the built-in ones. Result: groups ([{privilege_group, "
+    "privileges}]).",
+    privilege="ListPrivilegeGroups",
+    run=_coord(AuthAPI.list_groups, ListPrivilegeGroups),
+)
+def _list_privilege_groups(b: Body) -> dict[str, Any]:
+    return {"db": check_db(b)}

@@ -17,6 +17,7 @@ from collections.abc import Coroutine, Iterator
 from typing import Any, TypeVar
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.flight as flight
 from nats.aio.subscription import Subscription
 
@@ -279,11 +280,16 @@ class ProxyServer(Role):
                         "DoExchange: send one column holding the query vectors",
                     )
                 merged, _ = self.query.run_search(plan, batch.column(0))
-                table = hits_table(merged, pk_type, first)
+                table = hits_table(merged, pk_type, first).combine_chunks()
                 if not started:
                     writer.begin(table.schema)
                     started = True
-                writer.write_table(table)
+                # exactly one batch per batch of queries, an empty one when nothing matched:
+                # a client can pair answers with what it sent (the SDK's search_stream does)
+                answer = table.to_batches()
+                writer.write_batch(
+                    answer[0] if answer else pa.RecordBatch.from_pylist([], schema=table.schema)
+                )
                 first += batch.num_rows
             if not started:  # no query vectors: an empty answer, not a stream without schema
                 empty = {"distances": np.empty((0, 0), np.float32), "pks": np.empty(0)}

@@ -21,19 +21,26 @@ import argon2
 import duckdb
 
 from elanus.api.auth import (
+    CreatePrivilegeGroup,
     CreateRole,
     CreateUser,
     DescribeRole,
     DescribeUser,
+    DropPrivilegeGroup,
     DropRole,
     DropUser,
     GetSecret,
     GrantEntry,
     Identity,
+    ListPrivilegeGroups,
     ListRoles,
     ListUsers,
+    OperatePrivilegeGroup,
     PrivilegeChange,
     PrivilegeChanged,
+    PrivilegeGroupChanged,
+    PrivilegeGroupInfo,
+    PrivilegeGroups,
     RoleBinding,
     RoleBound,
     RoleChanged,
@@ -48,10 +55,13 @@ from elanus.api.auth import (
     VerifyPassword,
 )
 from elanus.errors import ElanusError, ErrorCode, invalid
+from elanus.meta import privgroups
+from elanus.meta.privgroups import follow_level
 from elanus.privileges import (
     ADMIN_ROLE,
     ANY,
     BUILTIN_ROLES,
+    PRIVILEGE_GROUPS,
     PRIVILEGES,
     PUBLIC_GRANTS,
     PUBLIC_ROLE,
@@ -139,6 +149,11 @@ class AuthCoord:
             "auth.role.revoke": self.revoke_role,
             "auth.privilege.grant": self.grant_privilege,
             "auth.privilege.revoke": self.revoke_privilege,
+            "auth.group.create": self.create_group,
+            "auth.group.drop": self.drop_group,
+            "auth.group.add": self.add_to_group,
+            "auth.group.remove": self.remove_from_group,
+            "auth.group.list": self.list_groups,
         }
 
     async def start(self) -> None:
@@ -262,11 +277,8 @@ class AuthCoord:
         return await self._grant(req, False)
 
     async def _grant(self, req: PrivilegeChange, add: bool) -> PrivilegeChanged:
-        role, grantor = req.role, req.grantor
-        grant = check_grant(req.object_type, req.object_name, req.db_name, req.privilege)
-        if role == ADMIN_ROLE:
-            raise invalid("the admin role holds every privilege; its grants cannot change")
-        await self._db(_change_grant, role, grant, grantor, add)
+        grant = await self._db(_change_grant, req, add)
+        role = req.role
         await self._changed(None)
         object_type, object_name, db_name, privilege = grant
         return PrivilegeChanged(
@@ -277,19 +289,59 @@ class AuthCoord:
             privilege=privilege,
         )
 
+    # -- privilege groups (meta/privgroups.py) ------------------------------------------------
+    async def create_group(self, req: CreatePrivilegeGroup) -> PrivilegeGroupChanged:
+        name = privgroups.check_group_name(req.group_name)
+        await self._db(privgroups.create_group, name)
+        return PrivilegeGroupChanged(group_name=name)
+
+    async def drop_group(self, req: DropPrivilegeGroup) -> PrivilegeGroupChanged:
+        await self._db(privgroups.drop_group, req.group_name)
+        return PrivilegeGroupChanged(group_name=req.group_name)
+
+    async def add_to_group(self, req: OperatePrivilegeGroup) -> PrivilegeGroupChanged:
+        return await self._operate_group(req, True)
+
+    async def remove_from_group(self, req: OperatePrivilegeGroup) -> PrivilegeGroupChanged:
+        return await self._operate_group(req, False)
+
+    async def _operate_group(self, req: OperatePrivilegeGroup, add: bool) -> PrivilegeGroupChanged:
+        await self._db(privgroups.operate_group, req.group_name, req.privileges, add)
+        await self._changed(None)  # roles granted the group now hold other privileges
+        return PrivilegeGroupChanged(group_name=req.group_name)
+
+    async def list_groups(self, req: ListPrivilegeGroups) -> PrivilegeGroups:
+        """Custom groups, then the built-in ones, as Milvus lists them."""
+        custom = await self._db(privgroups.custom_groups)
+        return PrivilegeGroups(
+            groups=[
+                PrivilegeGroupInfo(privilege_group=name, privileges=list(members))
+                for name, members in [*custom.items(), *PRIVILEGE_GROUPS.items()]
+            ]
+        )
+
 
 def check_grant(
-    object_type: str, object_name: str, db_name: str, privilege: str
+    object_type: str,
+    object_name: str,
+    db_name: str,
+    privilege: str,
+    custom: tuple[bool, ObjectType | None] = (False, None),
 ) -> tuple[str, str, str, str]:
-    """A grant spelt as stored; refuses one that could never apply."""
+    """A grant spelt as stored; refuses one that could never apply. ``custom``: whether
+    ``privilege`` is a custom group, and its level; such a group with no object type (pymilvus's
+    ``grant_privilege_v2``) takes its level's object (``privgroups.follow_level``)."""
+    is_custom, level = custom
     try:
+        name = privilege if is_custom else check_privilege(privilege)
+        if is_custom and not object_type:
+            object_type, object_name, db_name = follow_level(level, object_name, db_name)
         kind = ObjectType.parse(object_type)
-        name = check_privilege(privilege)
     except ValueError as exc:
         raise invalid(str(exc)) from None
     if kind == ObjectType.GLOBAL and object_name != ANY:
         raise invalid("a Global object is named '*'")
-    own = PRIVILEGES.get(name)
+    own = level if is_custom else PRIVILEGES.get(name)
     if own == ObjectType.GLOBAL and kind not in (ObjectType.GLOBAL, ObjectType.DATABASE):
         raise invalid(f"{name} is granted on Global (or Database) objects, not {kind.value}")
     if own == ObjectType.USER and kind not in (ObjectType.USER, ObjectType.GLOBAL):
@@ -349,7 +401,7 @@ def _identity(con: duckdb.DuckDBPyConnection, user: str) -> UserIdentity:
         pw_version=row[1],
         roles=roles,
         superuser=user == ROOT_USER or ADMIN_ROLE in roles,
-        grants=[list(g) for g in grants],
+        grants=privgroups.expand(con, grants),
     )
 
 
@@ -412,17 +464,19 @@ def _bind_role(con: duckdb.DuckDBPyConnection, user: str, role: str, add: bool) 
 
 
 def _change_grant(
-    con: duckdb.DuckDBPyConnection,
-    role: str,
-    grant: tuple[str, str, str, str],
-    grantor: str,
-    add: bool,
-) -> None:
+    con: duckdb.DuckDBPyConnection, req: PrivilegeChange, add: bool
+) -> tuple[str, str, str, str]:
+    """Grant or revoke; the grant as stored."""
+    custom = privgroups.custom_level(con, req.privilege)
+    grant = check_grant(req.object_type, req.object_name, req.db_name, req.privilege, custom)
+    role = req.role
+    if role == ADMIN_ROLE:
+        raise invalid("the admin role holds every privilege; its grants cannot change")
     _require_role(con, role)
     if add:
         con.execute(
             "INSERT INTO grants VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-            [role, *grant, grantor],
+            [role, *grant, req.grantor],
         )
     else:
         con.execute(
@@ -430,6 +484,7 @@ def _change_grant(
                AND db_name = ? AND privilege = ?""",
             [role, *grant],
         )
+    return grant
 
 
 def _role_grants(con: duckdb.DuckDBPyConnection, role: str) -> list[GrantEntry]:

@@ -30,6 +30,7 @@ from elanus.meta.counters import ID_HIGH_WATER, TSO_BOUND, CounterStore
 from elanus.meta.datacoord import DataCoord
 from elanus.meta.db import Database
 from elanus.meta.gc import GarbageCollector
+from elanus.meta.housekeeping import Housekeeper
 from elanus.meta.idalloc import IDAllocator
 from elanus.meta.importjobs import ImportManager
 from elanus.meta.indexcoord import IndexCoord
@@ -63,7 +64,8 @@ class Coordinator(Role):
             ctx, lookup, proxies,
             data=self.data, index=self.index, query=self.query, channels=self.channels,
         )  # fmt: skip
-        self.gc = GarbageCollector(ctx, self.compaction, self.imports)
+        self.gc = GarbageCollector(ctx, self.compaction, self.imports, self.index)
+        self.housekeeping = Housekeeper(ctx, lookup, self.channels)
         self.auth = AuthCoord(ctx, proxies)
         self.data.on_flushed(self.index.on_new_segment)  # indexed first, then handed off
         self.data.on_flushed(self.query.segment_flushed)
@@ -140,6 +142,7 @@ class Coordinator(Role):
             *self.data.background(),
             *self.compaction.background(),
             *self.gc.background(),
+            *self.housekeeping.background(),
             *self.query.background(),
             *self.index.background(),
             *self.scheduler.background(),
@@ -148,6 +151,7 @@ class Coordinator(Role):
         await self.register()
         metrics.report(self.gauges)
         await self.channels.balance()
+        self.housekeeping.start()
 
     async def _on_session(self, event: str, info: SessionInfo) -> None:
         log.info("session %s: %s %s", event, info.role, info.node_id)
@@ -155,6 +159,8 @@ class Coordinator(Role):
             self.timeticks.forget_proxy(info.node_id)
         if info.role == "datanode":
             self.supervisor.spawn("channel assignment", self.channels.balance)
+        if event == "leave":
+            self.housekeeping.node_left(info)
 
     async def stop(self) -> None:
         metrics.unreport(self.gauges)

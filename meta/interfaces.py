@@ -122,6 +122,10 @@ class ChannelBalance(Protocol):
     async def balance(self) -> None: ...
 
 
+class ChannelWatchers(Protocol):
+    def assignments(self) -> dict[str, Any]: ...
+
+
 class TickLock(Protocol):
     @property
     def publish_lock(self) -> asyncio.Lock: ...

@@ -142,6 +142,16 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
     ),
     (
         10,
+        "custom privilege groups (Milvus 2.5+)",
+        [
+            "CREATE TABLE privilege_groups (name VARCHAR PRIMARY KEY)",
+            """CREATE TABLE privilege_group_members (
+                group_name VARCHAR NOT NULL, privilege VARCHAR NOT NULL,
+                PRIMARY KEY (group_name, privilege))""",
+        ],
+    ),
+    (
+        11,
         "in-memory replicas of loaded collections",
         [
             "ALTER TABLE query_loads ADD COLUMN replica_number INTEGER NOT NULL DEFAULT 1",

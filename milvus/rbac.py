@@ -1,7 +1,8 @@
 """Users, roles and privileges over Milvus's protocol: each RPC the Elanus action of the
 same meaning (``flight/auth_actions.py``), so both faces share one set of users, roles
 and grants. Passwords arrive base64-encoded, as pymilvus sends them. Privilege groups are
-Milvus's built-in ones (``elanus.privileges.PRIVILEGE_GROUPS``): listed, not created."""
+Milvus's built-in ones (``elanus.privileges.PRIVILEGE_GROUPS``) and custom ones
+(``meta/privgroups.py``)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pymilvus.grpc_gen import milvus_pb2
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.milvus.servicer import Ctx, Servicer, served
 from elanus.milvus.status import ok
-from elanus.privileges import ALL_PRIVILEGES, ANY, PRIVILEGE_GROUPS, PRIVILEGES, ObjectType
+from elanus.privileges import ALL_PRIVILEGES, ANY, PRIVILEGES, ObjectType, check_privilege
 
 
 def _password(raw: Any, what: str) -> str:
@@ -27,7 +28,12 @@ def _password(raw: Any, what: str) -> str:
 
 def grant_object(privilege: str, db_name: str, collection_name: str) -> tuple[str, str]:
     """(object type, object name) of an ``OperatePrivilegeV2`` grant: the level the
-    privilege (or group) applies at, as Milvus derives it."""
+    privilege (or group) applies at, as Milvus derives it. A name Elanus does not know may
+    be a custom group: its object type is left empty for the coord to derive."""
+    try:
+        check_privilege(privilege)
+    except ValueError:
+        return "", collection_name or ANY
     own = PRIVILEGES.get(privilege)
     if privilege == ALL_PRIVILEGES or own == ObjectType.GLOBAL or privilege.startswith("Cluster"):
         return ObjectType.GLOBAL.value, ANY
@@ -202,13 +208,37 @@ class RbacRpcs(Servicer):
             status=ok(), entities=[_grant_entity(g) for g in grants]
         )
 
+    # -- privilege groups -------------------------------------------------------------------
+    @served()
+    def CreatePrivilegeGroup(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        self.act(ctx, "create_privilege_group", group_name=request.group_name)
+        return ok()
+
+    @served()
+    def DropPrivilegeGroup(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        self.act(ctx, "drop_privilege_group", group_name=request.group_name)
+        return ok()
+
+    @served()
+    def OperatePrivilegeGroup(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        kinds = {
+            milvus_pb2.AddPrivilegesToGroup: "add_privileges_to_group",
+            milvus_pb2.RemovePrivilegesFromGroup: "remove_privileges_from_group",
+        }
+        if request.type not in kinds:
+            raise invalid(f"unsupported operate type: {request.type}")
+        privileges = [p.name for p in request.privileges]
+        self.act(ctx, kinds[request.type], group_name=request.group_name, privileges=privileges)
+        self._forget(None)
+        return ok()
+
     @served()
     def ListPrivilegeGroups(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
         groups = [
             milvus_pb2.PrivilegeGroupInfo(
-                group_name=name,
-                privileges=[milvus_pb2.PrivilegeEntity(name=p) for p in members],
+                group_name=g["privilege_group"],
+                privileges=[milvus_pb2.PrivilegeEntity(name=p) for p in g["privileges"]],
             )
-            for name, members in PRIVILEGE_GROUPS.items()
+            for g in self.act(ctx, "list_privilege_groups")["groups"]
         ]
         return milvus_pb2.ListPrivilegeGroupsResponse(status=ok(), privilege_groups=groups)

@@ -18,12 +18,12 @@ from elanus.flight.actions import check_request
 from elanus.flight.limits import Kind
 from elanus.flight.search.bodies import check_search_stream
 from elanus.flight.search.hits import hits_table
-from elanus.flight.search.outputs import COUNT
 from elanus.milvus.fielddata import from_arrow, ids_of, sparse_to_arrow
 from elanus.milvus.params import group_options, int_param, kv_values, level_of, templates, truthy
 from elanus.milvus.servicer import Ctx, Servicer, served
 from elanus.milvus.status import ok
 from elanus.milvus.walks import Walks, advance, page_request
+from elanus.outputs import COUNT
 from elanus.privileges import Need
 from elanus.schema import DYNAMIC_FIELD, Schema
 

@@ -49,7 +49,6 @@ class DataNode(Role):
             "watch": self.watch,
             "unwatch": self.unwatch,
             "schema": self.update_schema,
-            "status": self.status,
             "import.run": self.import_run,
             "import.finalize": self.import_finalize,
         }
@@ -130,15 +129,3 @@ class DataNode(Role):
                 await report_failure(self, job_id, str(exc), "INTERNAL")
             except ElanusError:
                 pass
-
-    async def status(self, raw: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "channels": {
-                v: {
-                    "tick_ts": w.tick_ts,
-                    "growing": {s: b.rows for s, b in w.growing.items()},
-                    "checkpoint": w.checkpoint(),
-                }
-                for v, w in self.channels.items()
-            }
-        }

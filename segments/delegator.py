@@ -46,7 +46,7 @@ from elanus.api.querynode import (
     TermStats,
     WorkerAPI,
 )
-from elanus.channels.consumer import ChannelConsumer
+from elanus.channels.consumer import ChannelConsumer, querynode_durable
 from elanus.channels.dml import DmlMessage, MsgType
 from elanus.channels.metrics import NO_LABELS, WAIT_TSAFE
 from elanus.errors import ElanusError, ErrorCode
@@ -101,7 +101,7 @@ class Delegator:
         segment twice (growing and sealed) or not at all."""
         checkpoint = spec.checkpoint
         assert node.data_bus is not None
-        durable = f"qn_{node.node_id}_{self.vchannel}"
+        durable = querynode_durable(node.node_id, self.vchannel)
         self.consumer = ChannelConsumer(
             node.data_bus,
             spec.pchannel,

@@ -82,7 +82,6 @@ class QueryNode(Role):
             "unwatch": self.unwatch,
             "sync": self.sync,
             "release_collection": self.release_collection,
-            "status": self.status,
             "schema": self.update_schema,
             "search": self.search,
             "term_stats": self.term_stats,
@@ -172,19 +171,6 @@ class QueryNode(Role):
                 del self.delegators[v]
         self.worker.release_collection(req.collection_id)
         return ACK
-
-    async def status(self, raw: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "delegators": {
-                v: {
-                    "tsafe": d.tsafe,
-                    "growing": {s: g.num_rows for s, g in d.growing.items()},
-                    "sealed": {s: seg.node_id for s, seg in d.distribution.sealed.items()},
-                }
-                for v, d in self.delegators.items()
-            },
-            "segments": {s: seg.num_rows for s, seg in self.worker.segments.items()},
-        }
 
     def _expr(self, collection_id: int, text: str | None, params: Any) -> Expr | None:
         return parse_cached(text, self.schemas[collection_id], params) if text else None

@@ -398,10 +398,16 @@ class ElanusProcess:
     """
 
     def __init__(
-        self, *args: str, log_path: Path, uri: str | None = None, env: dict[str, str] | None = None
+        self,
+        *args: str,
+        log_path: Path,
+        uri: str | None = None,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
     ) -> None:
         self.args = args
         self.env = env or {}
+        self.cwd = cwd
         self.log_path = log_path
         self.uri = uri
         self.proc: _subprocess.Popen[bytes] | None = None
@@ -425,6 +431,7 @@ class ElanusProcess:
                 stdin=_subprocess.DEVNULL,
                 env=cli_env(**self.env),
                 start_new_session=True,
+                cwd=self.cwd,
             )
         return self
 

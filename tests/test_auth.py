@@ -88,6 +88,10 @@ def _has(name: str) -> Callable[[Client, str], Any]:
     return lambda root, t: root.has_collection(f"{name}_{t}")
 
 
+def _groups(root: Client, t: str) -> Any:
+    return root.list_privilege_groups()
+
+
 CASES = [
     # Global
     Case("CreateCollection", "create_collection",
@@ -141,6 +145,17 @@ CASES = [
     Case("DescribeCluster", "list_sessions", lambda t: {}, lambda c, t: c.list_sessions()),
     Case("IndexBuilder", "index_heartbeat", lambda t: {"node_id": f"builder_{t}"},
          lambda c, t: c.index_heartbeat(f"builder_{t}")),
+    Case("CreatePrivilegeGroup", "create_privilege_group", lambda t: {"group_name": f"pg_{t}"},
+         lambda c, t: c.create_privilege_group(f"pg_{t}"), unchanged=_groups),
+    Case("DropPrivilegeGroup", "drop_privilege_group", lambda t: {"group_name": f"dg_{t}"},
+         lambda c, t: c.drop_privilege_group(f"dg_{t}"),
+         lambda root, t: root.create_privilege_group(f"dg_{t}"), _groups),
+    Case("ListPrivilegeGroups", "list_privilege_groups", lambda t: {},
+         lambda c, t: c.list_privilege_groups()),
+    Case("OperatePrivilegeGroup", "add_privileges_to_group",
+         lambda t: {"group_name": f"og_{t}", "privileges": ["Search"]},
+         lambda c, t: c.add_privileges_to_group(f"og_{t}", ["Search"]),
+         lambda root, t: root.create_privilege_group(f"og_{t}"), _groups),
     # Collection
     Case("CreateIndex", "create_index",
          lambda t: {"collection": f"ci_{t}", "field_name": "vector", "index_type": "FLAT",

@@ -26,6 +26,7 @@ def make_stack(nats: EmbeddedNats, loop: LoopThread, tmp: Path, **settings: Any)
         "segment_max_rows": 10_000,
         "compaction_interval_s": 0,
         "gc_delay_s": 0,
+        "orphan_grace_s": 0,
         "retention_s": 0,
     }
     return Stack(loop, nats, tmp / "data", **{**defaults, **settings}).start()

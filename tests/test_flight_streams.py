@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 from conftest import Stack
+
+from elanus import ElanusError, ErrorCode
 
 DIM = 8
 
@@ -84,3 +87,54 @@ def test_query_through_do_get(stack: Stack) -> None:
         bad = {"collection": "s", "filter": "id <", "consistency_level": "Strong"}
         fc.do_get(flight.Ticket(json.dumps(bad).encode())).read_all()
     fc.close()
+
+
+def test_sdk_search_stream_answers_as_search_does_query_by_query(stack: Stack) -> None:
+    """``Client.search_stream`` sends single queries over one DoExchange, batching those
+    that are ready; each answer is the ``Hits`` that ``search`` gives for that query alone,
+    in order, queries without hits included, from a lazy generator of any length."""
+    loaded(stack)
+    client = stack.client()
+    queries = np.random.default_rng(9).random((70, DIM), dtype=np.float32)
+    options = {"limit": 3, "output_fields": ["tag"], "filter": "id >= 100 and tag == 1"}
+
+    def lazily() -> Any:
+        for i, q in enumerate(queries):
+            yield q if i != 5 else q.tolist()  # lists and arrays alike
+
+    streamed = list(
+        client.search_stream("s", lazily(), consistency_level="Strong", max_batch=8, **options)
+    )
+    assert len(streamed) == len(queries)
+    for q, hits in zip(queries, streamed, strict=True):
+        (alone,) = client.search("s", [q], **options)
+        assert hits.ids == alone.ids
+        np.testing.assert_allclose(hits.distances, alone.distances, rtol=1e-5)
+        assert [h["tag"] for h in hits] == [1, 1, 1]
+    none = list(client.search_stream("s", queries[:3], filter="id < 0", limit=2))
+    assert [list(h) for h in none] == [[], [], []]
+    assert list(client.search_stream("s", [], limit=2)) == []
+
+
+def test_sdk_search_stream_refuses_bad_input_by_name(stack: Stack) -> None:
+    loaded(stack)
+    client = stack.client()
+    with pytest.raises(ElanusError) as err:
+        list(client.search_stream("s", [np.zeros(DIM), np.zeros(DIM + 1)]))
+    assert err.value.code == ErrorCode.INVALID_ARGUMENT
+    assert "different lengths" in err.value.message
+    with pytest.raises(ElanusError) as err:
+        list(client.search_stream("s", [np.zeros(DIM + 1)]))
+    assert err.value.code == ErrorCode.INVALID_ARGUMENT
+    with pytest.raises(ElanusError) as err:
+        list(client.search_stream("nope", [np.zeros(DIM)]))
+    assert err.value.code == ErrorCode.COLLECTION_NOT_FOUND
+
+    def broken() -> Any:
+        yield np.zeros(DIM, np.float32)
+        raise ValueError("the caller's own generator failed")
+
+    with pytest.raises(ValueError, match="own generator"):
+        list(client.search_stream("s", broken()))
+    # the stream is closed: the client still works
+    assert len(client.search("s", [np.zeros(DIM)], limit=1)[0]) == 1

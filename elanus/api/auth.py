@@ -189,6 +189,52 @@ class PrivilegeChanged:
     privilege: str
 
 
+# -- privilege groups -------------------------------------------------------------------------
+
+
+@request("auth.group.create")
+class CreatePrivilegeGroup:
+    group_name: str
+
+
+@reply
+class PrivilegeGroupChanged:
+    group_name: str
+
+
+@request("auth.group.drop")
+class DropPrivilegeGroup:
+    """Refused while a role is granted the group (revoke it first), as in Milvus."""
+
+    group_name: str
+
+
+@request("auth.group.operate")
+class OperatePrivilegeGroup:
+    """Add ``privileges`` to a custom group, or remove them."""
+
+    group_name: str
+    privileges: list[str]
+
+
+@request("auth.group.list")
+class ListPrivilegeGroups:
+    pass
+
+
+@reply
+class PrivilegeGroupInfo:
+    privilege_group: str
+    privileges: list[str]
+
+
+@reply
+class PrivilegeGroups:
+    """Custom groups, then Milvus's built-in ones."""
+
+    groups: list[PrivilegeGroupInfo]
+
+
 class AuthAPI(Stub):
     """The coord's ``auth.*`` calls."""
 
@@ -242,3 +288,18 @@ class AuthAPI(Stub):
 
     async def revoke_privilege(self, req: PrivilegeChange) -> PrivilegeChanged:
         return await self._ask("auth.privilege.revoke", req, PrivilegeChanged)
+
+    async def create_group(self, req: CreatePrivilegeGroup) -> PrivilegeGroupChanged:
+        return await self._ask("auth.group.create", req, PrivilegeGroupChanged)
+
+    async def drop_group(self, req: DropPrivilegeGroup) -> PrivilegeGroupChanged:
+        return await self._ask("auth.group.drop", req, PrivilegeGroupChanged)
+
+    async def add_to_group(self, req: OperatePrivilegeGroup) -> PrivilegeGroupChanged:
+        return await self._ask("auth.group.add", req, PrivilegeGroupChanged)
+
+    async def remove_from_group(self, req: OperatePrivilegeGroup) -> PrivilegeGroupChanged:
+        return await self._ask("auth.group.remove", req, PrivilegeGroupChanged)
+
+    async def list_groups(self, req: ListPrivilegeGroups) -> PrivilegeGroups:
+        return await self._ask("auth.group.list", req, PrivilegeGroups)

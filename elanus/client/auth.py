@@ -7,7 +7,7 @@ from typing import Any
 
 from elanus.client.base import ClientBase
 from elanus.client.compat import reject_unknown
-from elanus.privileges import ANY, PRIVILEGES, ObjectType
+from elanus.privileges import ANY, PRIVILEGES, ObjectType, check_privilege
 
 
 class AuthAPI(ClientBase):
@@ -169,6 +169,48 @@ class AuthAPI(ClientBase):
         body = _grant_v2(role_name, privilege, collection_name, db_name or self.db)
         self._action("revoke_privilege", body, timeout=timeout)
 
+    # -- privilege groups -------------------------------------------------------------------
+    def create_privilege_group(
+        self, group_name: str, timeout: float | None = None, **kwargs: Any
+    ) -> None:
+        """A custom privilege group, empty; ``add_privileges_to_group`` fills it."""
+        reject_unknown("create_privilege_group", kwargs)
+        self._action("create_privilege_group", {"group_name": group_name}, timeout=timeout)
+
+    def drop_privilege_group(
+        self, group_name: str, timeout: float | None = None, **kwargs: Any
+    ) -> None:
+        """Refused while a role is granted the group: revoke it first."""
+        reject_unknown("drop_privilege_group", kwargs)
+        self._action("drop_privilege_group", {"group_name": group_name}, timeout=timeout)
+
+    def list_privilege_groups(
+        self, timeout: float | None = None, **kwargs: Any
+    ) -> list[dict[str, Any]]:
+        """``[{"privilege_group", "privileges": (names...)}]``: custom groups, then the
+        built-in ones."""
+        reject_unknown("list_privilege_groups", kwargs)
+        groups = self._action("list_privilege_groups", timeout=timeout)["groups"]
+        return [
+            {"privilege_group": g["privilege_group"], "privileges": tuple(g["privileges"])}
+            for g in groups
+        ]
+
+    def add_privileges_to_group(
+        self, group_name: str, privileges: list[str], timeout: float | None = None, **kwargs: Any
+    ) -> None:
+        """Privileges (or built-in groups) of one level: all Collection, all Global, ..."""
+        reject_unknown("add_privileges_to_group", kwargs)
+        body = {"group_name": group_name, "privileges": list(privileges)}
+        self._action("add_privileges_to_group", body, timeout=timeout)
+
+    def remove_privileges_from_group(
+        self, group_name: str, privileges: list[str], timeout: float | None = None, **kwargs: Any
+    ) -> None:
+        reject_unknown("remove_privileges_from_group", kwargs)
+        body = {"group_name": group_name, "privileges": list(privileges)}
+        self._action("remove_privileges_from_group", body, timeout=timeout)
+
 
 def _refuse_extras(method: str, description: str | None, kwargs: dict[str, Any]) -> None:
     """pymilvus 2.6 takes a description for users and roles; Elanus stores none, so one
@@ -191,6 +233,12 @@ def _grant(
 
 
 def _grant_v2(role: str, privilege: str, collection: str, db_name: str) -> dict[str, Any]:
+    """A name Elanus does not know may be a custom group: the object type is left empty
+    for the server to derive from the group's level."""
     if PRIVILEGES.get(privilege) == ObjectType.GLOBAL:
         return _grant(role, "Global", privilege, ANY, db_name)
+    try:
+        check_privilege(privilege)
+    except ValueError:
+        return _grant(role, "", privilege, collection, db_name)
     return _grant(role, "Collection", privilege, collection, db_name)

@@ -13,7 +13,8 @@ the mixins themselves, so a new method is listed where it is written:
 - write: ``client_write.WriteAPI``; bulk import and staged writes:
   ``client_import.ImportAPI``
 - read: ``client_read.ReadAPI``; hybrid search: ``client_hybrid.HybridAPI``; paging
-  iterators: ``client_iterators.IteratorAPI``
+  iterators: ``client_iterators.IteratorAPI``; many single queries over one stream:
+  ``client.stream.StreamAPI``
 - indexes and index builders: ``client_index`` (``IndexAPI``, ``BuilderAPI``)
 - users and roles: ``client_auth.AuthAPI``
 - segments and partition statistics: ``client_segments.SegmentAPI``
@@ -31,6 +32,7 @@ from elanus.client.imports import ImportAPI
 from elanus.client.index import BuilderAPI
 from elanus.client.iterators import IteratorAPI
 from elanus.client.segments import SegmentAPI
+from elanus.client.stream import StreamAPI
 from elanus.client.write import ATOMIC_LIMIT_BYTES, DEFAULT_BATCH_BYTES
 
 __all__ = ["ATOMIC_LIMIT_BYTES", "DEFAULT_BATCH_BYTES", "Client", "ClientBase"]
@@ -46,6 +48,7 @@ class Client(
     AuthAPI,
     AdminAPI,
     IteratorAPI,
+    StreamAPI,
     SegmentAPI,
 ):
     """``Client("grpc://host:8815")``; methods mirror pymilvus's ``MilvusClient``."""

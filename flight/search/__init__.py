@@ -1,7 +1,8 @@
 """The proxy's read side: search, query and count (``service``), request-body checks
 (``bodies``), checks against the collection (``check``), reusable search plans (``plan``),
 query vectors (``vectors``), full-text search (``text``), hybrid search (``hybrid``), results
-(``hits``, ``outputs``) and read plans for snapshot reads (``readplan``).
+(``hits``; which outputs a read returns and how a row looks is ``elanus/outputs.py``,
+shared with the SDK) and read plans for snapshot reads (``readplan``).
 
 The rest of the proxy uses what is exported here; the modules of this package call one
 another's public names only (``tests/test_layout_rules.py`` checks it)."""

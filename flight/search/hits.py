@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 
 from elanus import bfloat16
-from elanus.flight.search.outputs import entity, json_fields
+from elanus.outputs import entity, json_fields
 from elanus.schema import Schema
 
 

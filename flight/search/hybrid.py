@@ -29,8 +29,8 @@ from elanus.flight.search.bodies import (
     read_options,
     search_options,
 )
-from elanus.flight.search.outputs import COUNT, entity, json_fields, resolve_outputs
 from elanus.flight.search.plan import SearchPlan
+from elanus.outputs import COUNT, entity, json_fields, resolve_outputs
 from elanus.rankers import MAX_REQUESTS, BaseRanker, Hit, grouped, ranker_from_dict, window
 from elanus.requests import Body
 

@@ -177,7 +177,7 @@ class ReadPlan:
 
 def arrow_schema(schema: Schema, columns: list[str] | None) -> tuple[list[str], pa.Schema]:
     """The columns a read returns (all user columns by default, but a function's output,
-    which is never returned: see ``flight/search/outputs.py``) and their Arrow schema."""
+    which is never returned: see ``elanus/outputs.py``) and their Arrow schema."""
     full = schema.to_arrow()
     computed = {n for fn in schema.functions for n in fn.output_field_names}
     if columns is None:

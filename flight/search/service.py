@@ -44,14 +44,6 @@ from elanus.flight.search.check import (
     split_search_params,
 )
 from elanus.flight.search.hits import shape_hits, widened
-from elanus.flight.search.outputs import (
-    COUNT,
-    entity,
-    json_fields,
-    resolve_outputs,
-    stored_columns,
-    with_primary_first,
-)
 from elanus.flight.search.plan import SearchPlan, SearchPlans
 from elanus.flight.search.text import METRIC as TEXT_METRIC
 from elanus.flight.search.text import (
@@ -64,6 +56,14 @@ from elanus.flight.search.text import (
 )
 from elanus.flight.search.vectors import query_vectors
 from elanus.grouping import reduce_grouped
+from elanus.outputs import (
+    COUNT,
+    entity,
+    json_fields,
+    resolve_outputs,
+    stored_columns,
+    with_primary_first,
+)
 from elanus.partitionkey import partition_name_refused, read_partitions
 from elanus.reduce import reduce_parts
 from elanus.schema import Field

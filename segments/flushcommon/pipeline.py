@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from elanus.api.datacoord import ChannelFailed, DatanodeTick
 from elanus.api.datanode import WatchChannel
-from elanus.channels.consumer import ChannelConsumer
+from elanus.channels.consumer import ChannelConsumer, datanode_durable
 from elanus.channels.dml import DmlMessage
 from elanus.channels.supervisor import describe
 from elanus.segments.flushcommon.compaction import Compactions
@@ -59,7 +59,7 @@ class Pipeline:
             node.data_bus,
             spec.pchannel,
             self.vchannel,
-            f"dn_{self.vchannel}",
+            datanode_durable(self.vchannel),
             self._on_pack,
             supervisor=node.supervisor,
             on_failure=self._channel_failed,
