@@ -12,8 +12,9 @@ from typing import Any
 import numpy as np
 import pymilvus
 import pytest
-from conftest import Stack, bare_collection, raises_code, wait_for
+from conftest import Stack, bare_collection, cli, cli_json, raises_code, run_elanus, wait_for
 from milvus_stack import milvus_stack
+from test_cli_read import one_line_error
 from test_read_path import wait_querynodes
 
 from elanus.channels.metrics import PROXY_FAILOVERS
@@ -94,6 +95,16 @@ def test_two_replicas_on_two_nodes_answer_as_one(stack: Stack) -> None:
         assert set(qn.worker.segments) == flushed
     for _ in range(4):  # round robin: each replica answers twice
         assert _answers(client, vectors) == expected
+
+    for _ in range(2):  # a read plan's tickets read the replica its plan came from
+        plan = client.read_plan("r", columns=["id"])
+        ids = [
+            i
+            for e in plan["endpoints"]
+            for b in client.read_endpoint(e["ticket"])
+            for i in b.column("id").to_pylist()
+        ]
+        assert sorted(ids) == list(range(ROWS))
 
     client.load_collection("r", replica_number=2)  # the same load again: a no-op
     assert {r["replica_id"] for r in client.describe_replica("r")} == {
@@ -219,3 +230,15 @@ def test_pymilvus_loads_replicas_and_describes_them(mstack: Any) -> None:
         assert len(client.describe_replica("m")) == 2  # the refused load changed nothing
     finally:
         client.close()
+
+
+@pytest.mark.slow
+def test_cli_load_takes_replicas(server: Any, tmp_path: Path) -> None:
+    """``elanus load --replicas``: one query node holds one copy; two are refused, clearly."""
+    cli(server, "collection", "create", "cr", "--dim", str(DIM))  # quick setup: loaded
+    cli(server, "release", "cr")
+    refused = run_elanus("load", "cr", "--replicas", "2", "--uri", server.uri)
+    line = one_line_error(refused, "INVALID_ARGUMENT")
+    assert "2 replicas" in line and "only 1 query node is running" in line
+    state = cli_json(server, "load", "cr", "--replicas", "1")
+    assert state["state"] == "Loaded"

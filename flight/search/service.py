@@ -164,9 +164,9 @@ class QueryService:
         return 0, 0
 
     def route(self, info: CollectionInfo, partition_ids: list[int] | None) -> dict[str, str]:
-        """vchannel -> query node serving its delegator, of the next replica in turn."""
-        replicas = self._route(info, partition_ids).replicas
-        return replicas[next(self._turn) % len(replicas)]
+        """vchannel -> query node serving its delegator, in the first serving replica: the
+        one a read plan's tickets go to, as its plan did (``fan_out(spread=False)``)."""
+        return self._route(info, partition_ids).replicas[0]
 
     def _route(self, info: CollectionInfo, partition_ids: list[int] | None) -> Route:
         """The collection's route (cached for ``ROUTE_TTL_S``); refuses a read of
@@ -204,16 +204,18 @@ class QueryService:
         info: CollectionInfo,
         partition_ids: list[int] | None,
         call: Callable[[QueryNodeAPI, str], Call[R]],
+        spread: bool = True,
     ) -> list[R]:
         """One call to the delegator of every shard (``call(node, vchannel)``), all at once
-        (``ask_many_sync``: one deadline, every reply or the first failure), in one replica,
-        the next in turn. A replica that fails (``FAILOVER``) is passed over at once for the
-        next one, counted in ``PROXY_FAILOVERS``; when all failed, a cached route that has
-        gone stale is asked for again, once."""
+        (``ask_many_sync``: one deadline, every reply or the first failure), in one replica:
+        the next in turn, or with ``spread`` off the first (``route``'s). A replica that
+        fails (``FAILOVER``) is passed over at once for the next one, counted in
+        ``PROXY_FAILOVERS``; when all failed, a cached route that has gone stale is asked
+        for again, once."""
         for attempt in (0, 1):
             try:
                 replicas = self._route(info, partition_ids).replicas
-                return self._first_answering(replicas, call)
+                return self._first_answering(replicas, call, next(self._turn) if spread else 0)
             except ElanusError as exc:
                 if attempt or exc.code not in STALE_ROUTE:
                     raise
@@ -221,9 +223,11 @@ class QueryService:
         raise AssertionError("unreachable")
 
     def _first_answering(
-        self, replicas: list[dict[str, str]], call: Callable[[QueryNodeAPI, str], Call[R]]
+        self,
+        replicas: list[dict[str, str]],
+        call: Callable[[QueryNodeAPI, str], Call[R]],
+        first: int,
     ) -> list[R]:
-        first = next(self._turn)
         for i in range(len(replicas)):
             shards = replicas[(first + i) % len(replicas)]
             calls = [call(self.node(node), v) for v, node in shards.items()]
