@@ -331,9 +331,11 @@ class QueryCoord:
             return 100, loaded, persisted
         return (100 * loaded // persisted if persisted else 0), loaded, persisted
 
-    async def _loaded(self, cid: int) -> Loaded:
+    async def _loaded(self, cid: int, serving: bool = True) -> Loaded:
+        """The load of ``cid``; COLLECTION_NOT_LOADED without one (or while it is Loading,
+        for a ``serving`` caller)."""
         lo = self.loaded.get(cid)
-        if lo is None or lo.state is not Load.LOADED:
+        if lo is None or (serving and lo.state is not Load.LOADED):
             label = await self.lookup.collection_label(cid)
             raise ElanusError(
                 ErrorCode.COLLECTION_NOT_LOADED,
@@ -350,8 +352,9 @@ class QueryCoord:
         return Route(replicas=[dict(r.channels) for r in ordered], partition_ids=lo.partition_ids)
 
     async def replicas(self, req: GetReplicas) -> Replicas:
-        """Where each replica is placed (pymilvus's ``describe_replica``)."""
-        lo = await self._loaded(req.collection_id)
+        """Where each replica is placed (pymilvus's ``describe_replica``), also while
+        Loading."""
+        lo = await self._loaded(req.collection_id, serving=False)
         live = set(self._nodes())
         return Replicas(
             replicas=[

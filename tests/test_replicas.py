@@ -205,6 +205,27 @@ def test_a_node_that_joins_takes_segments_without_a_gap(stack: Stack) -> None:
     assert _answers(client, vectors) == expected
 
 
+def test_replicas_outlive_a_coord_restart(stack: Stack) -> None:
+    """The replicas (ids, nodes) are kept in DuckDB: a restarted coord places each again;
+    with one query node left only one copy serves until a second node comes."""
+    client, vectors = _filled(stack, 2)
+    client.load_collection("r", replica_number=2)
+    expected = _answers(client, vectors)
+    ids = {r["replica_id"] for r in client.describe_replica("r")}
+    stack.restart()  # the coord, the proxy and the nodes anew: one query node
+    client = stack.client()
+
+    def serving(n: int) -> list[dict[str, Any]] | None:
+        got = client.describe_replica("r")
+        return got if sum(r["serving"] for r in got) == n else None
+
+    assert {r["replica_id"] for r in wait_for(lambda: serving(1), what="one copy")} == ids
+    assert _answers(client, vectors) == expected
+    stack.add_querynode()
+    wait_for(lambda: serving(2), what="both copies")
+    assert _answers(client, vectors) == expected
+
+
 @pytest.fixture
 def mstack(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Stack]:
     yield from milvus_stack(request, tmp_path)
