@@ -5,6 +5,7 @@ when a query node is free."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,16 @@ from typing import Any
 import numpy as np
 import pymilvus
 import pytest
-from conftest import Stack, bare_collection, cli, cli_json, raises_code, run_elanus, wait_for
+from conftest import (
+    Stack,
+    bare_collection,
+    both_transports,
+    cli,
+    cli_json,
+    raises_code,
+    run_elanus,
+    wait_for,
+)
 from milvus_stack import milvus_stack
 from test_cli_read import one_line_error
 from test_read_path import wait_querynodes
@@ -112,6 +122,7 @@ def test_two_replicas_on_two_nodes_answer_as_one(stack: Stack) -> None:
     }
 
 
+@both_transports
 def test_a_lost_node_fails_over_and_its_replica_is_placed_again(stack: Stack) -> None:
     client, vectors = _filled(stack, 2)
     client.load_collection("r", replica_number=2)
@@ -196,7 +207,9 @@ def test_a_node_that_joins_takes_segments_without_a_gap(stack: Stack) -> None:
     assert len(old.worker.segments) == 4
     expected = _answers(client, vectors)
     fresh = stack.add_querynode()
+    deadline = time.monotonic() + 30
     while len(fresh.worker.segments) < 2:  # reads all along: no error, no row missing
+        assert time.monotonic() < deadline, "the new node took no segments"
         assert _answers(client, vectors) == expected
     wait_for(lambda: len(old.worker.segments) == 2, what="the moved segments released")
     assert set(old.worker.segments).isdisjoint(fresh.worker.segments)
