@@ -179,6 +179,8 @@ def _render_state(collection: str, verb: str) -> Any:
             "loaded rows": state.get("loaded_rows"),
             "persisted rows": state.get("persisted_rows"),
         }
+        for r in state.get("replicas") or []:
+            values[f"replica {r['replica_id']}"] = ", ".join(r["node_ids"]) or "(not placed)"
         return kv_table(values, title=f"✓ {verb} {collection}")
 
     return render
@@ -188,14 +190,27 @@ def load(
     ctx: typer.Context,
     collection: CollectionArg,
     partitions: PartitionsOpt = None,
+    replicas: Annotated[
+        int,
+        typer.Option(
+            "--replicas",
+            min=1,
+            help="In-memory copies, each on query nodes of its own (at most one per node).",
+        ),
+    ] = 1,
     as_json: JsonOpt = False,
     uri: UriOpt = None,
 ) -> None:
     """Load a collection (or only --partition ones) so it can be searched and queried."""
 
     def action(client: Client) -> dict[str, Any]:
-        client.load_collection(collection, partition_names=partitions or None)
-        return client.get_load_state(collection)
+        client.load_collection(
+            collection, partition_names=partitions or None, replica_number=replicas
+        )
+        state = client.get_load_state(collection)
+        if replicas > 1:
+            state["replicas"] = client.describe_replica(collection)
+        return state
 
     run_action(ctx, action, _render_state(collection, "loaded"), as_json=as_json, uri=uri)
 

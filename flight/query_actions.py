@@ -1,4 +1,4 @@
-"""DoAction entries of the read path: load, release, load state, search, query.
+"""DoAction entries of the read path: load, release, load state, replicas, search, query.
 
 Search and query are also offered as JSON actions — one round trip, any Flight client —
 besides the Arrow streams (DoExchange, DoGet) documented in docs/protocol.md.
@@ -10,7 +10,13 @@ from collections.abc import Callable
 from typing import Any
 
 from elanus.api.base import as_body
-from elanus.api.querycoord import LoadCollection, LoadState, ReleaseCollection
+from elanus.api.querycoord import (
+    MAX_REPLICAS,
+    GetReplicas,
+    LoadCollection,
+    LoadState,
+    ReleaseCollection,
+)
 from elanus.client.wire import DEFAULT_DB
 from elanus.errors import invalid
 from elanus.flight.actions import Call, action, check_db, check_named
@@ -33,15 +39,20 @@ def _run_load(c: Call) -> dict[str, Any]:
     c.proxy.query.forget_route(info.collection_id)
     names = c.request["partition_names"]
     partitions = [c.proxy.dml.partition_id(info, n, "a load") for n in names] if names else None
-    req = LoadCollection(collection_id=info.collection_id, partition_ids=partitions)
+    req = LoadCollection(
+        collection_id=info.collection_id,
+        partition_ids=partitions,
+        replica_number=c.request["replica_number"],
+    )
     return c.proxy.run(c.proxy.coord.query.load(req)).to_body()
 
 
 @action(
     "load_collection",
     "Load a collection (or some partitions) into the query nodes. Body: collection, "
-    "partition_names. Result: state, progress, loaded_rows, persisted_rows.",
-    ("collection", "partition_names"),
+    "partition_names, replica_number (in-memory copies, each on query nodes of its own; "
+    "default 1). Result: state, progress, loaded_rows, persisted_rows.",
+    ("collection", "partition_names", "replica_number"),
     privilege="Load",
     run=_run_load,
 )
@@ -50,6 +61,7 @@ def _load(b: Body) -> dict[str, Any]:
         "db": check_db(b),
         "collection": check_named(b, "collection", "collection"),
         "partition_names": partition_names(b),
+        "replica_number": b.int("replica_number", 1, lo=1, hi=MAX_REPLICAS),
     }
 
 
@@ -86,6 +98,24 @@ def _run_load_state(c: Call) -> dict[str, Any]:
     run=_run_load_state,
 )
 def _load_state(b: Body) -> dict[str, Any]:
+    return {"db": check_db(b), "collection": check_named(b, "collection", "collection")}
+
+
+def _run_replicas(c: Call) -> dict[str, Any]:
+    info = c.proxy.dml.collection(c.request["db"], c.request["collection"])
+    req = GetReplicas(collection_id=info.collection_id)
+    return as_body(c.proxy.run(c.proxy.coord.query.replicas(req)))
+
+
+@action(
+    "describe_replica",
+    "Where the in-memory replicas of a loaded collection are. Body: collection. Result: "
+    "replicas (replica_id, node_ids, shard_leaders: vchannel -> query node, serving).",
+    ("collection",),
+    privilege="GetLoadState",
+    run=_run_replicas,
+)
+def _replicas(b: Body) -> dict[str, Any]:
     return {"db": check_db(b), "collection": check_named(b, "collection", "collection")}
 
 

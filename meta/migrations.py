@@ -150,4 +150,26 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
                 PRIMARY KEY (group_name, privilege))""",
         ],
     ),
+    (
+        11,
+        "in-memory replicas of loaded collections",
+        [
+            "ALTER TABLE query_loads ADD COLUMN replica_number INTEGER NOT NULL DEFAULT 1",
+            """CREATE TABLE query_replicas (
+                replica_id BIGINT PRIMARY KEY, collection_id BIGINT NOT NULL,
+                nodes VARCHAR NOT NULL)""",
+            # The distribution is written at each change and never read back (a coord
+            # placed again after a restart writes it anew): recreated with the replica.
+            "DROP TABLE query_distribution",
+            "DROP TABLE query_channels",
+            """CREATE TABLE query_distribution (
+                segment_id BIGINT NOT NULL, replica_id BIGINT NOT NULL,
+                collection_id BIGINT NOT NULL, node_id VARCHAR NOT NULL,
+                PRIMARY KEY (segment_id, replica_id))""",
+            """CREATE TABLE query_channels (
+                vchannel VARCHAR NOT NULL, replica_id BIGINT NOT NULL,
+                collection_id BIGINT NOT NULL, node_id VARCHAR NOT NULL,
+                PRIMARY KEY (vchannel, replica_id))""",
+        ],
+    ),
 ]

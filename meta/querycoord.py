@@ -1,30 +1,33 @@
 """Query coordination (seed 000 §6.4, seed 001): load, release, distribution, handoff.
 
-Loading a collection gives each of its flushed segments to a worker and each vchannel to
-a delegator (least-loaded live query nodes), the delegator starting at the channel's
+Loading a collection places ``replica_number`` copies of it (``meta/replicas.py``), each
+on query nodes of its own: each flushed segment on a worker and each vchannel on a
+delegator (least-loaded nodes of the replica), the delegator starting at the channel's
 checkpoint and knowing which sealed segments exist. After a flush or a compaction the new
-segment is loaded on a worker first and only then handed to the delegator, which swaps it
-for the growing copy (or the compacted sources) in one step. Loaded collections are kept
-in DuckDB and loaded again after a coord restart or when query nodes come and go.
+segment is loaded on a worker of every replica first and only then handed to that
+replica's delegator, which swaps it for the growing copy (or the compacted sources) in one
+step. Loaded collections are kept in DuckDB and placed again after a coord restart; a
+replica that loses a query node is placed again on a free one while the others serve.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Coroutine
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from elanus.api.base import ACK, Ack
 from elanus.api.datanode import Checkpoint
 from elanus.api.querycoord import (
+    GetReplicas,
     LoadCollection,
     LoadProgress,
     LoadState,
     QueryRoute,
     ReleaseCollection,
+    ReplicaInfo,
+    Replicas,
     Route,
 )
 from elanus.api.querynode import (
@@ -40,11 +43,15 @@ from elanus.api.querynode import (
     SegmentSpec,
     ServedIndex,
     SyncDistribution,
+    UnwatchChannel,
     WorkerAPI,
 )
 from elanus.channels.dml import pchannel_of
 from elanus.channels.loop import Periodic, cancel_and_wait
 from elanus.errors import ElanusError, ErrorCode
+from elanus.meta import replicas as rep
+from elanus.meta.balance import balance
+from elanus.meta.replicas import Loaded, Replica
 from elanus.states import LoadState as Load
 from elanus.states import SegmentState, transition
 
@@ -55,24 +62,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 NODE_WAIT_S = 5.0
-
-
-@dataclass
-class Loaded:
-    collection_id: int
-    partition_ids: list[int] | None
-    state: Load = Load.LOADING
-    channels: dict[str, str] = field(default_factory=dict)  # vchannel -> node
-    segments: dict[int, str] = field(default_factory=dict)  # segment -> node
-
-    @property
-    def label(self) -> str:
-        return f"the load of collection {self.collection_id}"
-
-    def unplaced(self) -> None:
-        """Some of it has no node any more: Loading again, until keep_loaded places it."""
-        if self.state is Load.LOADED:
-            transition(self, Load.LOADING)
 
 
 class QueryCoord:
@@ -104,17 +93,15 @@ class QueryCoord:
             "query.release": self.release,
             "query.state": self.state,
             "query.route": self.route,
+            "query.replicas": self.replicas,
         }
 
     def background(self) -> list[Periodic]:
         return [Periodic(self.keep_loaded, 1.0, "keep collections loaded")]
 
     async def start(self) -> None:
-        rows = await self.ctx.db.run(
-            lambda con: con.execute("SELECT collection_id, partitions FROM query_loads").fetchall()
-        )
-        for cid, parts in rows:
-            self.loaded[int(cid)] = Loaded(int(cid), json.loads(parts) if parts else None)
+        for lo in await self.ctx.db.run(rep.read):
+            self.loaded[lo.collection_id] = lo
 
     def serves(self, collection_id: int, partition_id: int) -> bool:
         """Whether a partition's data is loaded into the query nodes."""
@@ -125,22 +112,24 @@ class QueryCoord:
     def _nodes(self) -> list[str]:
         return sorted(s.node_id for s in self.ctx.sessions.of_role("querynode"))
 
-    def _node(self, node: str) -> QueryNodeAPI:
+    def node(self, node: str) -> QueryNodeAPI:
         return QueryNodeAPI(self.ctx.bus, node)
 
-    def _worker(self, node: str) -> WorkerAPI:
+    def worker(self, node: str) -> WorkerAPI:
         return WorkerAPI(self.ctx.bus, node, NODE_TIMEOUT_S)
 
-    async def _wait_for_nodes(self, timeout: float) -> list[str]:
-        """Live query nodes, looking again for a little while (one may be just starting)."""
+    async def _wait_for_nodes(self, timeout: float, wanted: int = 1) -> list[str]:
+        """Live query nodes, looking again for a little while if there are none (one may be
+        just starting), once if there are fewer than ``wanted``."""
         deadline = asyncio.get_running_loop().time() + timeout
         while True:
             nodes = self._nodes()
-            if nodes or asyncio.get_running_loop().time() > deadline:
+            if len(nodes) >= wanted or asyncio.get_running_loop().time() > deadline:
                 return nodes
             await self.ctx.sessions.poll()
-            if not self._nodes():
-                await asyncio.sleep(0.1)
+            if self._nodes():
+                return self._nodes()
+            await asyncio.sleep(0.1)
 
     def _least_loaded(self, nodes: list[str], counts: dict[str, int]) -> str:
         return min(nodes, key=lambda n: (counts.get(n, 0), n))
@@ -155,7 +144,7 @@ class QueryCoord:
             and (lo.partition_ids is None or s.partition_id in lo.partition_ids)
         ]
 
-    def _segment_spec(self, seg: Any) -> SegmentSpec:
+    def segment_spec(self, seg: Any) -> SegmentSpec:
         """What a worker needs to load a segment, with its finished indexes."""
         return SegmentSpec(
             segment_id=seg.segment_id,
@@ -165,74 +154,103 @@ class QueryCoord:
             indexes=[ServedIndex(**i) for i in self.index.served(seg.segment_id)],
         )
 
+    async def _release_on(self, cid: int, nodes: set[str]) -> None:
+        """Drop what ``nodes`` hold of collection ``cid`` (those still running)."""
+        live = set(self._nodes())
+        for node in sorted(nodes & live):
+            try:
+                await self.node(node).release_collection(ReleaseOnNode(collection_id=cid))
+            except ElanusError as exc:
+                log.warning("query node %s did not release %s: %s", node, cid, exc)
+
+    async def _let_go(self, cid: int, old: list[Replica], new: list[Replica]) -> None:
+        """After a placement: the delegators and segments ``old`` had on live nodes that
+        ``new`` does not place there are dropped (a node ``new`` does not use, all of it)."""
+        live = set(self._nodes())
+        kept = {n for r in new for n in (*r.nodes, *r.used())}
+        channels = {(v, n) for r in new for v, n in r.channels.items()}
+        segments = {(s, n) for r in new for s, n in r.segments.items()}
+        stale: dict[str, list[int]] = {}
+        try:
+            for r in old:
+                for v, n in r.channels.items():
+                    if n in kept and n in live and (v, n) not in channels:
+                        await self.node(n).unwatch(UnwatchChannel(vchannel=v))
+                for sid, n in r.segments.items():
+                    if n in kept and n in live and (sid, n) not in segments:
+                        stale.setdefault(n, []).append(sid)
+            for n, sids in stale.items():
+                await self.worker(n).release(ReleaseSegments(segment_ids=sids))
+        except ElanusError as exc:
+            log.warning("collection %s: an old placement was not let go: %s", cid, exc)
+        await self._release_on(cid, {n for r in old for n in (*r.nodes, *r.used())} - kept)
+
     # -- load and release -------------------------------------------------------------------
     async def load(self, req: LoadCollection) -> LoadProgress:
         cid, partitions = req.collection_id, req.partition_ids
-        lo = Loaded(cid, sorted(partitions) if partitions else None)
+        lo = Loaded(cid, sorted(partitions) if partitions else None, req.replica_number)
         old = self.loaded.get(cid)
-        if old is not None and old.state is Load.LOADED and old.partition_ids == lo.partition_ids:
+        if old is not None and old.state is Load.LOADED and old.same_as(lo):
             return await self.state(LoadState(collection_id=cid))
         async with self._lock:
             await self._place(lo)  # raises (nothing recorded) when it cannot place
             self.loaded[cid] = lo
-        await self.ctx.db.run(
-            lambda con: con.execute(
-                "INSERT INTO query_loads VALUES (?, ?) ON CONFLICT (collection_id) "
-                "DO UPDATE SET partitions = excluded.partitions",
-                [cid, json.dumps(lo.partition_ids) if lo.partition_ids else None],
-            )
-        )
+            await self._record(lo)
+            if old is not None:
+                await self._let_go(cid, old.replicas, lo.replicas)
         return await self.state(LoadState(collection_id=cid))
 
     async def _place(self, lo: Loaded) -> None:
-        nodes = await self._wait_for_nodes(NODE_WAIT_S)
+        """Every replica of a new load, each on its own share of the live nodes."""
+        nodes = await self._wait_for_nodes(NODE_WAIT_S, lo.replica_number)
         if not nodes:
             raise ElanusError(ErrorCode.UNAVAILABLE, "no query node is running to load into")
+        if len(nodes) < lo.replica_number:
+            label = await self.lookup.collection_label(lo.collection_id)
+            raise rep.too_many_replicas(label, lo.replica_number, len(nodes))
         info = await self.lookup.describe_by_id(lo.collection_id)
+        groups = rep.split_nodes(nodes, lo.replica_number)
+        lo.replicas = [Replica(self.ctx.ids.alloc(), group) for group in groups]
+        await asyncio.gather(*(self._place_replica(lo, r, r.nodes, info) for r in lo.replicas))
+        transition(lo, Load.LOADED)
+
+    async def _place_replica(
+        self, lo: Loaded, r: Replica, nodes: list[str], info: dict[str, Any]
+    ) -> None:
+        """One full copy on ``nodes``: the flushed segments on their workers, then a
+        delegator per vchannel (each waits until it has caught up)."""
+        r.placed = False
+        before = Replica(r.replica_id, r.nodes, r.channels, r.segments)
+        r.nodes, r.channels, r.segments = sorted(nodes), {}, {}
         rows: dict[str, int] = {}
         specs: dict[str, list[SegmentSpec]] = {}
         for seg in sorted(self._flushed(lo), key=lambda s: -s.num_rows):
-            node = self._least_loaded(nodes, rows)
+            node = self._least_loaded(r.nodes, rows)
             rows[node] = rows.get(node, 0) + seg.num_rows
-            lo.segments[seg.segment_id] = node
-            specs.setdefault(node, []).append(self._segment_spec(seg))
+            r.segments[seg.segment_id] = node
+            specs.setdefault(node, []).append(self.segment_spec(seg))
         for node, segs in specs.items():
-            await self._worker(node).load(
+            await self.worker(node).load(
                 LoadSegments(collection_id=lo.collection_id, schema=info["schema"], segments=segs)
             )
         channels: dict[str, int] = {}
         watches = []
         for v in info["vchannels"]:
-            node = self._least_loaded(nodes, channels)
+            node = self._least_loaded(r.nodes, channels)
             channels[node] = channels.get(node, 0) + 1
-            watches.append(self._watch(lo, info, v, node))
-        await asyncio.gather(*watches)  # each waits for its delegator to catch up
-        transition(lo, Load.LOADED)
-        await self._record(lo)
+            watches.append(self._watch(lo, r, info, v, node))
+        await asyncio.gather(*watches)
+        r.placed = True
+        if before.used():  # placed again: what it held before and no longer does
+            await self._let_go(lo.collection_id, [before], [r])
 
     async def _record(self, lo: Loaded) -> None:
-        """Write the collection's distribution (which node serves what) to DuckDB."""
-        cid = lo.collection_id
+        """Write the load and its distribution (which node serves what) to DuckDB."""
+        await self.ctx.db.run(rep.write, lo)
 
-        def write(con: Any) -> None:
-            con.execute("BEGIN TRANSACTION")
-            con.execute("DELETE FROM query_distribution WHERE collection_id = ?", [cid])
-            con.execute("DELETE FROM query_channels WHERE collection_id = ?", [cid])
-            if lo.segments:
-                con.executemany(
-                    "INSERT INTO query_distribution VALUES (?, ?, ?)",
-                    [[s, cid, n] for s, n in lo.segments.items()],
-                )
-            if lo.channels:
-                con.executemany(
-                    "INSERT INTO query_channels VALUES (?, ?, ?)",
-                    [[v, cid, n] for v, n in lo.channels.items()],
-                )
-            con.execute("COMMIT")
-
-        await self.ctx.db.run(write)
-
-    async def _watch(self, lo: Loaded, info: dict[str, Any], vchannel: str, node: str) -> None:
+    async def _watch(
+        self, lo: Loaded, r: Replica, info: dict[str, Any], vchannel: str, node: str
+    ) -> None:
         """Start the vchannel's delegator at the channel checkpoint; it serves reads once
         its tsafe reaches ``ready_ts``: the checkpoint's tick and the newest row of every
         sealed segment it is given (the checkpoint may be a tick older than a segment
@@ -240,7 +258,7 @@ class QueryCoord:
         checkpoint = self.data.checkpoints.get(vchannel)
         segs = [
             (sid, n, seg)
-            for sid, n in lo.segments.items()
+            for sid, n in r.segments.items()
             if (seg := self.data.segments.get(sid)) is not None and seg.vchannel == vchannel
         ]
         sealed = [
@@ -250,7 +268,7 @@ class QueryCoord:
         ready_ts = max(
             [checkpoint[1] if checkpoint else 0, *(seg.max_ts or 0 for _, _, seg in segs)]
         )
-        await self._node(node).watch(
+        await self.node(node).watch(
             DelegateChannel(
                 vchannel=vchannel,
                 pchannel=pchannel_of(vchannel),
@@ -262,7 +280,7 @@ class QueryCoord:
                 ready_ts=ready_ts,
             )
         )
-        lo.channels[vchannel] = node
+        r.channels[vchannel] = node
 
     async def release(self, req: ReleaseCollection) -> Ack:
         await self.release_collection(req.collection_id)
@@ -270,20 +288,9 @@ class QueryCoord:
 
     async def release_collection(self, cid: int) -> None:
         lo = self.loaded.pop(cid, None)
-
-        def forget(con: Any) -> None:
-            for table in ("query_loads", "query_distribution", "query_channels"):
-                con.execute(f"DELETE FROM {table} WHERE collection_id = ?", [cid])
-
-        await self.ctx.db.run(forget)
-        if lo is None:
-            return
-        for node in set(lo.channels.values()) | set(lo.segments.values()):
-            if node in self._nodes():
-                try:
-                    await self._node(node).release_collection(ReleaseOnNode(collection_id=cid))
-                except ElanusError as exc:
-                    log.warning("query node %s did not release %s: %s", node, cid, exc)
+        await self.ctx.db.run(rep.forget, cid)
+        if lo is not None:
+            await self._release_on(cid, lo.nodes())
 
     async def state(self, req: LoadState) -> LoadProgress:
         cid = req.collection_id
@@ -302,8 +309,8 @@ class QueryCoord:
         )
 
     def progress(self, cid: int) -> tuple[int, int, int]:
-        """(percent, loaded rows, persisted rows) of collection ``cid``'s load; a state
-        read and a metric, so safe off the loop (it only reads)."""
+        """(percent, loaded rows, persisted rows) of collection ``cid``'s load (its fullest
+        copy); a state read and a metric, so safe off the loop (it only reads)."""
         segments = self.data.segments
         persisted = sum(
             s.num_rows
@@ -313,21 +320,55 @@ class QueryCoord:
         lo = self.loaded.get(cid)
         if lo is None:
             return 0, 0, persisted
-        loaded = sum(segments[s].num_rows for s in list(lo.segments) if s in segments)
+        loaded = max(
+            (
+                sum(segments[s].num_rows for s in list(r.segments) if s in segments)
+                for r in list(lo.replicas)
+            ),
+            default=0,
+        )
         if lo.state is Load.LOADED:
             return 100, loaded, persisted
         return (100 * loaded // persisted if persisted else 0), loaded, persisted
 
-    async def route(self, req: QueryRoute) -> Route:
-        cid = req.collection_id
+    async def _loaded(self, cid: int, serving: bool = True) -> Loaded:
+        """The load of ``cid``; COLLECTION_NOT_LOADED without one (or while it is Loading,
+        for a ``serving`` caller)."""
         lo = self.loaded.get(cid)
-        if lo is None or lo.state is not Load.LOADED:
+        if lo is None or (serving and lo.state is not Load.LOADED):
             label = await self.lookup.collection_label(cid)
             raise ElanusError(
                 ErrorCode.COLLECTION_NOT_LOADED,
                 f"collection {label} is not loaded; load it first",
             )
-        return Route(vchannels=dict(lo.channels), partition_ids=lo.partition_ids)
+        return lo
+
+    async def route(self, req: QueryRoute) -> Route:
+        """The delegators of every replica that serves, those on live nodes first."""
+        lo = await self._loaded(req.collection_id)
+        live = set(self._nodes())
+        placed = lo.placed()
+        ordered = [r for r in placed if r.serves(live)] + [r for r in placed if not r.serves(live)]
+        return Route(replicas=[dict(r.channels) for r in ordered], partition_ids=lo.partition_ids)
+
+    async def replicas(self, req: GetReplicas) -> Replicas:
+        """Where each replica is placed (pymilvus's ``describe_replica``), also while
+        Loading."""
+        lo = await self._loaded(req.collection_id, serving=False)
+        live = set(self._nodes())
+        return Replicas(
+            replicas=[
+                ReplicaInfo(
+                    replica_id=r.replica_id,
+                    collection_id=lo.collection_id,
+                    partition_ids=lo.partition_ids,
+                    node_ids=sorted(r.nodes),
+                    shard_leaders=dict(r.channels) if r.placed else {},
+                    serving=r.serves(live),
+                )
+                for r in lo.replicas
+            ]
+        )
 
     # -- handoff ----------------------------------------------------------------------------
     async def on_segment_flushed(self, seg: Any) -> None:
@@ -370,39 +411,63 @@ class QueryCoord:
             await self._record(lo)
 
     async def _hand_over(self, lo: Loaded, seg: Any, remove: list[int]) -> None:
-        nodes = self._nodes()
-        delegator = lo.channels.get(seg.vchannel)
-        if not nodes or delegator is None:
-            lo.unplaced()
-            return
-        counts: dict[str, int] = {}
-        for n in lo.segments.values():
-            counts[n] = counts.get(n, 0) + 1
-        node = self._least_loaded(nodes, counts)
-        checkpoint = self._trim_checkpoint(lo, seg.vchannel)  # read before the load
+        """The segment to a worker of every placed replica, then to that replica's
+        delegator; a replica that fails it is placed again by keep_loaded."""
+        live = set(self._nodes())
         info = await self.lookup.describe_by_id(lo.collection_id)
-        spec = self._segment_spec(seg)
-        await self._worker(node).load(
-            LoadSegments(collection_id=lo.collection_id, schema=info["schema"], segments=[spec])
-        )
-        lo.segments[seg.segment_id] = node
-        sealed = SealedSegment(
-            segment_id=spec.segment_id, node_id=node, partition_id=spec.partition_id, path=spec.path
-        )
-        await self._node(delegator).sync(
-            SyncDistribution(
-                vchannel=seg.vchannel, remove=remove, add=[sealed], checkpoint=checkpoint
-            )
-        )
+        spec = self.segment_spec(seg)
+        for r in lo.placed():
+            try:
+                await self._hand_to(lo, r, live, info, spec, remove)
+            except ElanusError as exc:
+                log.warning(
+                    "replica %d of collection %d did not take segment %d: %s",
+                    r.replica_id, lo.collection_id, spec.segment_id, exc,
+                )  # fmt: skip
+                r.placed = False
+        if not lo.placed():
+            lo.unplaced()
         await self._drop(lo, None, remove)
         await self._record(lo)
 
-    def _trim_checkpoint(self, lo: Loaded, vchannel: str) -> Checkpoint | None:
+    async def _hand_to(
+        self,
+        lo: Loaded,
+        r: Replica,
+        live: set[str],
+        info: dict[str, Any],
+        spec: SegmentSpec,
+        remove: list[int],
+    ) -> None:
+        nodes = [n for n in r.nodes if n in live]
+        delegator = r.channels.get(spec.vchannel)
+        if not nodes or delegator is None:
+            r.placed = False
+            return
+        counts: dict[str, int] = {}
+        for n in r.segments.values():
+            counts[n] = counts.get(n, 0) + 1
+        node = self._least_loaded(nodes, counts)
+        checkpoint = self._trim_checkpoint(r, spec.vchannel)  # read before the load
+        await self.worker(node).load(
+            LoadSegments(collection_id=lo.collection_id, schema=info["schema"], segments=[spec])
+        )
+        r.segments[spec.segment_id] = node
+        sealed = SealedSegment(
+            segment_id=spec.segment_id, node_id=node, partition_id=spec.partition_id, path=spec.path
+        )
+        await self.node(delegator).sync(
+            SyncDistribution(
+                vchannel=spec.vchannel, remove=remove, add=[sealed], checkpoint=checkpoint
+            )
+        )
+
+    def _trim_checkpoint(self, r: Replica, vchannel: str) -> Checkpoint | None:
         """The datanode checkpoint of ``vchannel`` a delegator may trim its delete buffer
         to (``segments/deletebuffer.py``), or none: a segment it serves was compacted
         away and not yet handed over (its files no longer get new deletes)."""
         data = self.data
-        for sid in lo.segments:
+        for sid in r.segments:
             s = data.segments.get(sid)
             if s is None or s.state not in (SegmentState.FLUSHED, SegmentState.IMPORTING):
                 return None
@@ -412,57 +477,94 @@ class QueryCoord:
     async def on_index_built(
         self, collection_id: int, segment_id: int, index: dict[str, Any]
     ) -> None:
-        """A finished build goes to the worker holding the segment, which swaps it in."""
+        """A finished build goes to the workers holding the segment, which swap it in."""
         lo = self.loaded.get(collection_id)
-        node = lo.segments.get(segment_id) if lo is not None else None
-        if node is None or node not in self._nodes():
+        if lo is None:
             return  # not loaded: the index comes with the segment when it is
-        await self._worker(node).load_index(
-            LoadIndex(segment_id=segment_id, index=ServedIndex(**index))
-        )
+        live = set(self._nodes())
+        for r in lo.replicas:
+            node = r.segments.get(segment_id)
+            if node is not None and node in live:
+                await self.worker(node).load_index(
+                    LoadIndex(segment_id=segment_id, index=ServedIndex(**index))
+                )
 
     async def on_index_dropped(self, collection_id: int, index_id: int) -> None:
         lo = self.loaded.get(collection_id)
         if lo is None:
             return
-        for node in set(lo.segments.values()) & set(self._nodes()):
-            await self._worker(node).drop_index(
+        for node in sorted(
+            {n for r in lo.replicas for n in r.segments.values()} & set(self._nodes())
+        ):
+            await self.worker(node).drop_index(
                 DropIndexOnNode(collection_id=collection_id, index_id=index_id)
             )
 
     async def _drop(self, lo: Loaded, vchannel: str | None, sources: list[int]) -> None:
-        if vchannel is not None and vchannel in lo.channels:
-            await self._node(lo.channels[vchannel]).sync(
-                SyncDistribution(vchannel=vchannel, remove=sources)
-            )
-        by_node: dict[str, list[int]] = {}
-        for sid in sources:
-            node = lo.segments.pop(sid, None)
-            if node is not None:
-                by_node.setdefault(node, []).append(sid)
-        for node, sids in by_node.items():
-            if node in self._nodes():
-                await self._worker(node).release(ReleaseSegments(segment_ids=sids))
+        live = set(self._nodes())
+        for r in lo.replicas:
+            if vchannel is not None and vchannel in r.channels:
+                await self.node(r.channels[vchannel]).sync(
+                    SyncDistribution(vchannel=vchannel, remove=sources)
+                )
+            by_node: dict[str, list[int]] = {}
+            for sid in sources:
+                node = r.segments.pop(sid, None)
+                if node is not None:
+                    by_node.setdefault(node, []).append(sid)
+            for node, sids in by_node.items():
+                if node in live:
+                    await self.worker(node).release(ReleaseSegments(segment_ids=sids))
 
     async def keep_loaded(self) -> None:
-        """Place collections again whose query nodes went away (or after a restart)."""
+        """Place replicas again whose query nodes went away (or after a restart)."""
         async with self._lock:
             await self._repair()
 
     async def _repair(self) -> None:
-        nodes = set(self._nodes())
+        live = set(self._nodes())
         for lo in list(self.loaded.values()):
-            lost = [n for n in {*lo.channels.values(), *lo.segments.values()} if n not in nodes]
-            if lo.state is Load.LOADED and not lost:
-                continue
-            if not nodes:
+            for r in lo.replicas:
+                if r.placed and r.lost(live):
+                    log.info(
+                        "replica %d of collection %s lost nodes %s",
+                        r.replica_id, lo.collection_id, r.lost(live),
+                    )  # fmt: skip
+                    r.placed = False
+            while len(lo.replicas) < lo.replica_number:  # recorded before replicas were
+                lo.replicas.append(Replica(self.ctx.ids.alloc(), []))
+            if not lo.placed():
                 lo.unplaced()
+            if all(r.placed for r in lo.replicas):
+                if lo.state is Load.LOADING:
+                    transition(lo, Load.LOADED)
+                if await balance(self, lo, live):
+                    await self._record(lo)
                 continue
-            log.info("placing collection %s again (lost nodes %s)", lo.collection_id, lost)
-            fresh = Loaded(lo.collection_id, lo.partition_ids)
-            self.loaded[lo.collection_id] = fresh
+            await self._place_again(lo, live)
+
+    async def _place_again(self, lo: Loaded, live: set[str]) -> None:
+        """The unplaced replicas of ``lo`` on their own live nodes and the free ones."""
+        shares = rep.share_spare(lo.replicas, live)
+        if not any(shares.values()):
+            return  # no free query node: the other replicas serve meanwhile
+        try:
+            info = await self.lookup.describe_by_id(lo.collection_id)
+        except ElanusError as exc:
+            log.warning("could not place collection %s: %s", lo.collection_id, exc)
+            return
+        for r in lo.replicas:
+            nodes = shares.get(r.replica_id)
+            if r.placed or not nodes:
+                continue
+            log.info(
+                "placing replica %d of collection %s on %s", r.replica_id, lo.collection_id, nodes
+            )
             try:
-                await self._place(fresh)
+                await self._place_replica(lo, r, nodes, info)
             except ElanusError as exc:
-                fresh.unplaced()
+                r.placed = False
                 log.warning("could not place collection %s: %s", lo.collection_id, exc)
+        if lo.placed() and lo.state is Load.LOADING:
+            transition(lo, Load.LOADED)
+        await self._record(lo)

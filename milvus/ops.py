@@ -3,6 +3,7 @@ Flight action, its result reshaped into Milvus's reply."""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from pymilvus.grpc_gen import common_pb2, milvus_pb2, schema_pb2
@@ -23,6 +24,15 @@ _LOAD_STATES = {
 }
 _SEGMENT_STATES = dict(common_pb2.SegmentState.items())
 _COMPACTION = {"executing": common_pb2.Executing, "completed": common_pb2.Completed}
+DEFAULT_RESOURCE_GROUP = "__default_resource_group"
+
+
+def node_number(node_id: str) -> int:
+    """A query node's id as Milvus's int64: its hex digits, else a stable hash."""
+    try:
+        return int(node_id, 16) & (2**63 - 1)
+    except ValueError:
+        return int.from_bytes(hashlib.blake2b(node_id.encode(), digest_size=8).digest()) >> 1
 
 
 def index_body(request: Any) -> dict[str, Any]:
@@ -137,7 +147,12 @@ class OpsRpcs(Servicer):
     # -- load and release -------------------------------------------------------------------
     @served()
     def LoadCollection(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        self.act(ctx, "load_collection", collection=request.collection_name)
+        self.act(
+            ctx,
+            "load_collection",
+            collection=request.collection_name,
+            replica_number=request.replica_number or None,
+        )
         return ok()
 
     @served()
@@ -147,8 +162,49 @@ class OpsRpcs(Servicer):
             "load_collection",
             collection=request.collection_name,
             partition_names=list(request.partition_names) or None,
+            replica_number=request.replica_number or None,
         )
         return ok()
+
+    @served()
+    def GetReplicas(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        """pymilvus's ``describe_replica``: it names the collection by id. Node ids are
+        numbers in Milvus: an Elanus node id (hex) as its number."""
+        name = request.collection_name or self._collection_name(ctx, request.collectionID)
+        doc = self.act(ctx, "describe_replica", collection=name)
+        replicas = []
+        for r in doc["replicas"]:
+            nodes = [node_number(n) for n in r["node_ids"]]
+            shards = [
+                milvus_pb2.ShardReplica(
+                    leaderID=node_number(leader),
+                    dm_channel_name=v,
+                    node_ids=nodes if request.with_shard_nodes else [node_number(leader)],
+                )
+                for v, leader in sorted(r["shard_leaders"].items())
+            ]
+            replicas.append(
+                milvus_pb2.ReplicaInfo(
+                    replicaID=r["replica_id"],
+                    collectionID=r["collection_id"],
+                    partition_ids=r["partition_ids"] or [],
+                    shard_replicas=shards,
+                    node_ids=nodes,
+                    resource_group_name=DEFAULT_RESOURCE_GROUP,
+                )
+            )
+        return milvus_pb2.GetReplicasResponse(status=ok(), replicas=replicas)
+
+    def _collection_name(self, ctx: Ctx, collection_id: int) -> str:
+        known = self.proxy.cache.get_by_id(collection_id)  # pymilvus described it just now
+        if known is not None:
+            return known.name
+        for name in self.act(ctx, "list_collections").get("names") or []:
+            if self.proxy.dml.collection(ctx.db, name).collection_id == collection_id:
+                return str(name)
+        raise ElanusError(
+            ErrorCode.COLLECTION_NOT_FOUND, f"no collection has id {collection_id} in {ctx.db!r}"
+        )
 
     @served()
     def ReleaseCollection(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802

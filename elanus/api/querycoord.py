@@ -1,5 +1,5 @@
-"""The query coord's API (``meta/querycoord.py``): loading, releasing, load state, and the
-route of a loaded collection's vchannels to the query nodes serving them.
+"""The query coord's API (``meta/querycoord.py``): loading, releasing, load state, the
+route of a loaded collection's vchannels to the query nodes serving them, and its replicas.
 
 The key names are the wire format; the proxy hands ``LoadProgress`` to clients as the
 result of ``load_collection`` and ``get_load_state``.
@@ -7,13 +7,15 @@ result of ``load_collection`` and ``get_load_state``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from elanus import states
-from elanus.api.base import Ack, Stub, reply
+from elanus.api.base import Ack, Stub, record, reply
 from elanus.channels.bus import Bus
 from elanus.channels.subjects import COORD
-from elanus.requests import request
+from elanus.requests import Range, request
+
+MAX_REPLICAS = 100
 
 
 @request("query.load")
@@ -21,6 +23,8 @@ class LoadCollection:
     collection_id: int
     partition_ids: list[int] | None = None
     """Load only these partitions (``None``: all of them)."""
+    replica_number: Annotated[int, Range(1, MAX_REPLICAS)] = 1
+    """In-memory copies, each on query nodes of its own (``docs/design-notes.md``)."""
 
 
 @request("query.release")
@@ -65,11 +69,36 @@ class QueryRoute:
 
 @reply
 class Route:
-    """Which query node's delegator serves each vchannel of a loaded collection, and the
+    """Per serving replica, which query node's delegator serves each vchannel of a loaded
+    collection (a proxy reads from one replica and fails over to the next), and the
     partitions loaded (``None``: all)."""
 
-    vchannels: dict[str, str]
+    replicas: list[dict[str, str]]
     partition_ids: list[int] | None
+
+
+@request("query.replicas")
+class GetReplicas:
+    collection_id: int
+
+
+@record
+class ReplicaInfo:
+    """One in-memory copy of a collection: its query nodes, and the node whose delegator
+    leads each vchannel (``shard_leaders``; empty while the replica is being placed).
+    ``serving``: every vchannel has its delegator on a live node."""
+
+    replica_id: int
+    collection_id: int
+    partition_ids: list[int] | None
+    node_ids: list[str]
+    shard_leaders: dict[str, str]
+    serving: bool
+
+
+@reply
+class Replicas:
+    replicas: list[ReplicaInfo]
 
 
 class QueryCoordAPI(Stub):
@@ -89,3 +118,6 @@ class QueryCoordAPI(Stub):
 
     async def route(self, req: QueryRoute) -> Route:
         return await self._ask("query.route", req, Route)
+
+    async def replicas(self, req: GetReplicas) -> Replicas:
+        return await self._ask("query.replicas", req, Replicas)

@@ -115,14 +115,18 @@ class ReadAPI(ClientBase):
         timeout: float | None = None,
         *,
         partition_names: list[str] | None = None,
+        replica_number: int = 1,
         db: str | None = None,
         **kwargs: Any,
     ) -> dict[str, Any]:
-        """Load a collection (or some of its partitions) into the query nodes."""
+        """Load a collection (or some of its partitions) into the query nodes, in
+        ``replica_number`` in-memory copies, each on query nodes of its own."""
         reject_unknown("load_collection", kwargs)
         body = self._in_db(db, collection=collection_name)
         if partition_names:
             body["partition_names"] = list(partition_names)
+        if replica_number != 1:
+            body["replica_number"] = replica_number
         return self._action("load_collection", body, timeout=timeout)
 
     def load_partitions(
@@ -131,6 +135,7 @@ class ReadAPI(ClientBase):
         partition_names: str | list[str],
         timeout: float | None = None,
         *,
+        replica_number: int = 1,
         db: str | None = None,
         **kwargs: Any,
     ) -> dict[str, Any]:
@@ -139,7 +144,24 @@ class ReadAPI(ClientBase):
         if not names:
             raise ElanusError(ErrorCode.INVALID_ARGUMENT, "load_partitions needs partition names")
         reject_unknown("load_partitions", kwargs)
-        return self.load_collection(collection_name, timeout, partition_names=names, db=db)
+        return self.load_collection(
+            collection_name, timeout, partition_names=names, replica_number=replica_number, db=db
+        )
+
+    def describe_replica(
+        self,
+        collection_name: str,
+        timeout: float | None = None,
+        *,
+        db: str | None = None,
+        **kwargs: Any,
+    ) -> list[dict[str, Any]]:
+        """The in-memory replicas of a loaded collection (pymilvus's ``describe_replica``):
+        per replica ``replica_id``, ``node_ids``, ``shard_leaders`` (vchannel -> query
+        node) and ``serving``."""
+        reject_unknown("describe_replica", kwargs)
+        body = self._in_db(db, collection=collection_name)
+        return list(self._action("describe_replica", body, timeout=timeout)["replicas"])
 
     def release_collection(
         self,

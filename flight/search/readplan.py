@@ -244,6 +244,7 @@ class ReadService:
             lambda node, v: node.read_plan(
                 ReadShard(vchannel=v, guarantee_ts=ts, ts=ts, partition_ids=pids)
             ),
+            spread=False,  # the replica its tickets are read from (``_delegator``)
         )
         stored = self.proxy.run(
             self.proxy.datacoord.segment_info(SegmentInfo(collection_id=info.collection_id))

@@ -13,6 +13,7 @@ retention window.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from elanus.api.base import Call, as_body, ask_many_sync
 from elanus.api.indexcoord import DescribeIndex
 from elanus.api.querycoord import QueryRoute, Route
 from elanus.api.querynode import QueryNodeAPI, ReadShard, SearchShard, ShardHits
+from elanus.channels.metrics import PROXY_FAILOVERS
 from elanus.client.bodyshape import check_body_shape
 from elanus.consistency import ConsistencyLevel
 from elanus.errors import ElanusError, ErrorCode, invalid
@@ -78,6 +80,11 @@ ROUTE_TTL_S = 1.0
 """How long a collection's route (vchannel → query node) is reused before it is asked for
 again, in the background; a stale one only costs a fall back to the ordinary path, which
 asks at once."""
+FAILOVER = frozenset({ErrorCode.UNAVAILABLE, ErrorCode.TIMEOUT, ErrorCode.COLLECTION_NOT_LOADED})
+"""A replica whose delegator answers this (its node gone, stuck, or no longer serving the
+vchannel) is passed over at once for the next one."""
+STALE_ROUTE = frozenset({ErrorCode.COLLECTION_NOT_LOADED, ErrorCode.UNAVAILABLE})
+"""When every replica of a cached route failed so, the route is asked for again, once."""
 
 
 class QueryService:
@@ -88,6 +95,8 @@ class QueryService:
         self.plans = SearchPlans()
         self.indexes = SearchIndexes(self._index_entries)
         self._nodes: dict[str, QueryNodeAPI] = {}
+        self._turn = itertools.count()
+        """Reads take the replicas in turn (round robin)."""
 
     def _index_entries(self, collection_id: int) -> list[dict[str, Any]]:
         described = self.proxy.run(
@@ -155,8 +164,13 @@ class QueryService:
         return 0, 0
 
     def route(self, info: CollectionInfo, partition_ids: list[int] | None) -> dict[str, str]:
-        """vchannel -> query node serving its delegator (cached for ``ROUTE_TTL_S``); refuses
-        a read of ``partition_ids`` that are not all loaded."""
+        """vchannel -> query node serving its delegator, in the first serving replica: the
+        one a read plan's tickets go to, as its plan did (``fan_out(spread=False)``)."""
+        return self._route(info, partition_ids).replicas[0]
+
+    def _route(self, info: CollectionInfo, partition_ids: list[int] | None) -> Route:
+        """The collection's route (cached for ``ROUTE_TTL_S``); refuses a read of
+        ``partition_ids`` that are not all loaded."""
         cid = info.collection_id
         cached = self._routes.get(cid)
         now = time.monotonic()
@@ -179,19 +193,53 @@ class QueryService:
                     ErrorCode.COLLECTION_NOT_LOADED,
                     f"partition(s) {', '.join(names)} of {info.name!r} are not loaded",
                 )
-        return route.vchannels
+        if not route.replicas:
+            raise ElanusError(
+                ErrorCode.COLLECTION_NOT_LOADED, f"no replica of {info.name!r} is serving"
+            )
+        return route
 
     def fan_out(
         self,
         info: CollectionInfo,
         partition_ids: list[int] | None,
         call: Callable[[QueryNodeAPI, str], Call[R]],
+        spread: bool = True,
     ) -> list[R]:
         """One call to the delegator of every shard (``call(node, vchannel)``), all at once
-        (``ask_many_sync``: one deadline, every reply or the first failure)."""
-        route = self.route(info, partition_ids)
-        calls = [call(self.node(node), v) for v, node in route.items()]
-        return ask_many_sync(self.proxy.bus, calls, SEARCH_TIMEOUT_S)
+        (``ask_many_sync``: one deadline, every reply or the first failure), in one replica:
+        the next in turn, or with ``spread`` off the first (``route``'s). A replica that
+        fails (``FAILOVER``) is passed over at once for the next one, counted in
+        ``PROXY_FAILOVERS``; when all failed, a cached route that has gone stale is asked
+        for again, once."""
+        for attempt in (0, 1):
+            try:
+                replicas = self._route(info, partition_ids).replicas
+                return self._first_answering(replicas, call, next(self._turn) if spread else 0)
+            except ElanusError as exc:
+                if attempt or exc.code not in STALE_ROUTE:
+                    raise
+                self._routes.pop(info.collection_id, None)
+        raise AssertionError("unreachable")
+
+    def _first_answering(
+        self,
+        replicas: list[dict[str, str]],
+        call: Callable[[QueryNodeAPI, str], Call[R]],
+        first: int,
+    ) -> list[R]:
+        for i in range(len(replicas)):
+            shards = replicas[(first + i) % len(replicas)]
+            calls = [call(self.node(node), v) for v, node in shards.items()]
+            try:
+                return ask_many_sync(self.proxy.bus, calls, SEARCH_TIMEOUT_S)
+            except ElanusError as exc:
+                if exc.code not in FAILOVER or i + 1 == len(replicas):
+                    raise
+                function = calls[0].method.replace(".", "_") if calls else "read"
+                PROXY_FAILOVERS.labels(function).inc()
+                log.info("%s failed over to another replica: %s", function, exc.message)
+        raise AssertionError("unreachable")
 
     def node(self, node_id: str) -> QueryNodeAPI:
         """The stub of a query node's delegators (one per node, made once)."""
@@ -213,22 +261,12 @@ class QueryService:
     def _search_shards(self, info: CollectionInfo, req: SearchRequest) -> list[ShardHits]:
         """Every delegator's answer. Delegators in this process run on this Flight thread
         (no event-loop hop, no encoding: seed 000 §6.5); others are asked over NATS
-        meanwhile. A cached route that has gone stale is asked for again, once."""
-        for attempt in (0, 1):
-            try:
-                return self.fan_out(
-                    info,
-                    req.partition_ids,
-                    lambda node, v: node.search(SearchShard(vchannel=v, request=req)),
-                )
-            except ElanusError as exc:
-                if attempt or exc.code not in (
-                    ErrorCode.COLLECTION_NOT_LOADED,
-                    ErrorCode.UNAVAILABLE,
-                ):
-                    raise
-                self._routes.pop(info.collection_id, None)
-        raise AssertionError("unreachable")
+        meanwhile."""
+        return self.fan_out(
+            info,
+            req.partition_ids,
+            lambda node, v: node.search(SearchShard(vchannel=v, request=req)),
+        )
 
     def _outputs(self, info: CollectionInfo, names: list[Any]) -> list[str]:
         return resolve_outputs(info.schema, info.name, names)
