@@ -10,8 +10,11 @@ action catalogue, bad JSON for every action), so a new action or key gets covere
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -82,6 +85,9 @@ def with_raw(body: dict[str, Any], key: str, literal: str) -> bytes:
 # Each is well formed (refused, if at all, for a reason that is not its shape: an absent
 # collection, say) and harmless should it run: destructive actions name absent objects.
 VEC = [0.1, 0.2, 0.3, 0.4]
+BACKUPS = str(Path(tempfile.gettempdir()) / f"elanus-fuzz-backups-{os.getpid()}")
+"""Where the base ``backup_create`` writes (the fuzz fixture removes it)."""
+
 BASE: dict[str, dict[str, Any]] = {
     "create_collection": {"name": MAIN, "dimension": DIM},
     "drop_collection": {"name": ABSENT},
@@ -161,6 +167,8 @@ BASE: dict[str, dict[str, Any]] = {
     "add_privileges_to_group": {"group_name": "fz_group", "privileges": ["Query"]},
     "remove_privileges_from_group": {"group_name": "fz_group", "privileges": ["Query"]},
     "list_privilege_groups": {},
+    "describe_replica": {"collection": MAIN},
+    "backup_create": {"target": BACKUPS, "name": "fz_backup", "timeout_s": 60},
 }  # fmt: skip
 WRITE_ACTIONS = {"delete"}
 """Actions whose refusal must leave ``MAIN``'s row count as it was."""
@@ -199,11 +207,11 @@ _KEYS_BY_KIND = {
         primary_field vector_field id_type metric_type field_name index_type index_name
         node_id fail_reason filter write_id anns_field group_by_field user_name password
         old_password new_password role_name object_type privilege object_name db_name
-        alias group_name""",
+        alias group_name target""",
     "int": """dimension num_shards max_length count limit build_id version compaction_id job_id
         expected_rows offset group_size guarantee_timestamp as_of snapshot_ts
-        num_partitions""",
-    "float": "seconds wait_s",
+        num_partitions replica_number""",
+    "float": "seconds wait_s timeout_s",
     "bool": "auto_id retry_failed ok upsert strict_group_size force_drop",
     "dict": "schema properties params filter_params options search_params ranker field",
     "list": """files ids segment_ids parts partition_names data output_fields columns reqs

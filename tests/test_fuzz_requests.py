@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -118,6 +119,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
         raw_put = channel.stream_stream(RAW_DOPUT)
         yield Env(server, fc, raw_put, ticket)
     finally:
+        shutil.rmtree(fuzz_cases.BACKUPS, ignore_errors=True)
         if channel is not None:
             channel.close()
         server.stop()
