@@ -1,9 +1,9 @@
 """``elanus cluster up``: a complete cluster on one machine, every role its own process.
 
-N nats-servers in one JetStream cluster (``channels/nats_cluster.py``), then a coord, data
-nodes, query nodes, index nodes and proxies, each an ``elanus run ROLE`` child with its own
-data dir under ``DIR`` and its log in ``DIR/logs``. Until object storage lands the roles
-share segments through one directory, ``DIR/storage``: the only thing they share besides
+N nats-servers in one JetStream cluster (``channels/nats_cluster.py``), then a coord and a
+standby coord, data nodes, query nodes, index nodes and proxies, each an ``elanus run ROLE``
+child with its own data dir under ``DIR`` and its log in ``DIR/logs``. The roles share
+segments through one storage directory, ``DIR/storage``: the only thing they share besides
 NATS. Ctrl-C or SIGTERM stops the children, roles in reverse start order then NATS, each by
 the pid we started; nothing is removed, so ``cluster up`` on the same DIR carries on. The
 children die with us even after kill -9 (``PR_SET_PDEATHSIG``) and sit in process groups
@@ -62,6 +62,8 @@ class LocalCluster:
     datanodes: int = 1
     querynodes: int = 1
     indexnodes: int = 1
+    standby: bool = True
+    """A second coord, waiting on the lease: it takes over when the first one dies."""
     stream_replicas: int | None = None
     """Replicas of the streams; default: 3 with three or more NATS servers, else 1."""
     port: int = 0
@@ -103,7 +105,7 @@ class LocalCluster:
             self.cluster = NatsCluster(self.root / "nats", self.nats).start()
             deadline = time.monotonic() + timeout
             counts = {
-                "coord": 1,
+                "coord": 2 if self.standby else 1,
                 "datanode": self.datanodes,
                 "querynode": self.querynodes,
                 "indexnode": self.indexnodes,
@@ -147,8 +149,8 @@ class LocalCluster:
         self.children.append(child)
 
     def _wait_ready(self, deadline: float) -> None:
-        """Every proxy answers and lists every role's session."""
-        expected = len(self.children)
+        """Every proxy answers and lists every role's session (a standby coord has none)."""
+        expected = len(self.children) - (1 if self.standby else 0)
         for uri in self.uris:
             while True:
                 self._check_alive()
@@ -215,6 +217,9 @@ def up(
     datanodes: Annotated[int, typer.Option("--datanodes", min=1, help="Data nodes.")] = 1,
     querynodes: Annotated[int, typer.Option("--querynodes", min=1, help="Query nodes.")] = 1,
     indexnodes: Annotated[int, typer.Option("--indexnodes", min=0, help="Index nodes.")] = 1,
+    standby: Annotated[
+        bool, typer.Option("--standby/--no-standby", help="A second coord, as a standby.")
+    ] = True,
     stream_replicas: Annotated[
         int | None,
         typer.Option(
@@ -239,6 +244,7 @@ def up(
         datanodes=datanodes,
         querynodes=querynodes,
         indexnodes=indexnodes,
+        standby=standby,
         stream_replicas=stream_replicas,
         port=port,
         milvus_port=milvus_port,

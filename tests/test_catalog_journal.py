@@ -13,6 +13,7 @@ from typing import Any
 
 import duckdb
 import numpy as np
+import pytest
 from conftest import ElanusProcess, Stack, wait_for
 
 from elanus.api.coord import CoordAPI, ListSessions
@@ -101,6 +102,7 @@ def test_a_coord_with_an_empty_data_dir_rebuilds_the_catalog(tmp_path: Path) -> 
             loop.stop()
 
 
+@pytest.mark.chaos
 def test_a_standby_coord_takes_over_after_kill_9(tmp_path: Path, elanus_processes: Any) -> None:
     """``elanus run coord`` twice: the second waits on the lease; kill -9 of the active one
     and the standby serves within 5 s, with every acknowledged change."""

@@ -50,13 +50,15 @@ def test_cluster_up_serves_a_client_and_ctrl_c_stops_every_child(tmp_path: Path)
         children = psutil.Process(up.pid).children(recursive=True)
         names = sorted(c.name() for c in children)
         assert names.count("nats-server") == 3, names
-        assert len(children) == 3 + 4  # and coord, datanode, querynode, proxy
+        assert len(children) == 3 + 5  # and two coords (one a standby), datanode, querynode, proxy
         nats_ports = [c.laddr.port for k in children if k.name() == "nats-server"
                       for c in k.net_connections("tcp") if c.status == "LISTEN"]  # fmt: skip
 
         client = Client(uri, timeout=30)
         roles = sorted(s["role"] for s in client.list_sessions())
-        assert roles == ["coord", "datanode", "proxy", "querynode"]
+        assert roles == ["coord", "datanode", "proxy", "querynode"]  # the standby has no session
+        standby = [p for p in (root / "logs").glob("coord-*.log") if "standby" in p.read_text()]
+        assert len(standby) == 1, "one coord waits as a standby"
         client.create_collection("up", dimension=DIM)
         vectors = np.random.default_rng(0).random((100, DIM), dtype=np.float32)
         client.insert("up", {"id": np.arange(100), "vector": vectors})

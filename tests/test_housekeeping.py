@@ -90,7 +90,8 @@ def test_a_dead_query_nodes_consumers_are_deleted(stack_factory: Any) -> None:
     rng = np.random.default_rng(0)
     client.insert("c", {"id": np.arange(100), "vector": rng.random((100, DIM), np.float32)})
     assert count(client) == 100
-    vchannels = sorted(stack.coord.query.loaded[next(iter(stack.coord.query.loaded))].channels)
+    (replica,) = stack.coord.query.loaded[next(iter(stack.coord.query.loaded))].replicas
+    vchannels = sorted(replica.channels)
     names = consumers(stack)
     mine = {n for n in names if n.startswith(f"qn_{first.node_id}_")}
     theirs = {n for n in names if n.startswith(f"qn_{second.node_id}_")}
