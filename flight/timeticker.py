@@ -109,7 +109,7 @@ class TimeTicker:
         self.alloc_ts = alloc_ts
         self.send = send
         self.interval_s = interval_s
-        self._periodic = Periodic(self.report_now, interval_s, "time tick report")
+        self._periodic = Periodic(self._report_in_time, interval_s, "time tick report")
         self._lock = asyncio.Lock()
         self.lease_s = lease_s
         self.epoch = 0
@@ -143,6 +143,19 @@ class TimeTicker:
             if self._last_ok and clock - self._last_ok > self.lease_s:
                 self.epoch += 1
             self._last_ok = clock
+
+    async def _report_in_time(self) -> None:
+        """The periodic report, given up after a few intervals: a request in flight to a
+        coord that died is never answered, and waiting out its 30 s timeout would hold every
+        later report, so a new coord (a standby taking over) would see no report from this
+        proxy and publish no time tick meanwhile: Strong reads would stall as long."""
+        limit = max(1.0, 5 * self.interval_s)
+        try:
+            await asyncio.wait_for(self.report_now(), limit)
+        except TimeoutError:
+            raise ElanusError(
+                ErrorCode.TIMEOUT, f"the coord did not take this proxy's report in {limit:g}s"
+            ) from None
 
     def lease_held(self, epoch: int) -> bool:
         """Whether the coord has counted this proxy without a break since ``epoch``."""

@@ -39,6 +39,7 @@ class CatalogStore:
 
     async def open(self) -> Database:
         s = self.settings
+        fresh = not s.catalog_path.exists()
         if s.catalog_journal:
             journal = self.journal = CatalogJournal(self.bus, s.storage_uri, s.stream_replicas)
             await journal.open()
@@ -50,7 +51,10 @@ class CatalogStore:
             self.journal.snapshot_due = lambda: self.supervisor.spawn(
                 "catalog snapshot", self.snapshot
             )
-            if not self.rebuilt:  # the journal starts here: a snapshot holds all before it
+            if not self.rebuilt and not fresh:
+                # a catalog from before the journal (or a lost stream): a snapshot holds it
+                # all, and the journal goes on from there; a fresh catalog needs none (a
+                # rebuild replays every entry onto an empty one)
                 await self.snapshot()
         return db
 

@@ -33,6 +33,7 @@ from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfi
 
 from elanus import layout, objstore
 from elanus.channels.bus import Bus
+from elanus.channels.jsretry import LOG_RETRY_WINDOW_S, publish_acked
 from elanus.channels.replicas import ensure_stream
 from elanus.errors import ElanusError, ErrorCode
 from elanus.meta.db import migrate
@@ -47,7 +48,8 @@ SNAPSHOT_EVERY = 200
 SNAPSHOT_S = 30.0
 PART_BYTES = 512 * 1024
 """Entries larger than this go as several messages (a stock nats-server takes 1 MB)."""
-PUBLISH_WAIT_S = 30.0
+PUBLISH_WAIT_S = LOG_RETRY_WINDOW_S + 5.0
+"""How long a catalog call waits for its entry's ack (the publish gives up before)."""
 
 
 # -- encoding ----------------------------------------------------------------------------------
@@ -173,7 +175,9 @@ class CatalogJournal:
                 log.error("catalog journal: publish failed: %s", exc)
                 if future is not None and not future.done():
                     future.set_exception(
-                        ElanusError(
+                        exc
+                        if isinstance(exc, ElanusError)
+                        else ElanusError(
                             ErrorCode.UNAVAILABLE,
                             f"the catalog change could not be journaled (NATS): {exc}",
                         )
@@ -191,21 +195,15 @@ class CatalogJournal:
                 self.snapshot_due()
 
     async def _publish(self, data: bytes) -> int:
+        """Each part sent until acknowledged, as DML is (``publish_acked``: through a stream
+        leader's election; UNAVAILABLE naming the NATS quorum once the window is over)."""
         parts = [data[i : i + PART_BYTES] for i in range(0, len(data), PART_BYTES)] or [b""]
-        deadline = time.monotonic() + PUBLISH_WAIT_S
         for i, part in enumerate(parts):
             msg_id = f"{self.created}-{self.last_seq + 1}"
             headers = {"Nats-Msg-Id": msg_id, "Elanus-Part": f"{i + 1}/{len(parts)}"}
-            while True:
-                try:
-                    ack = await self.bus.js.publish(
-                        SUBJECT, part, stream=STREAM, headers=headers, timeout=5.0
-                    )
-                    break
-                except Exception:
-                    if time.monotonic() > deadline:
-                        raise
-                    await asyncio.sleep(0.2)
+            ack = await publish_acked(
+                self.bus.js, SUBJECT, part, headers, what="a catalog change"
+            )
             self.last_seq = int(ack.seq)
         return self.last_seq
 
