@@ -201,9 +201,7 @@ class CatalogJournal:
         for i, part in enumerate(parts):
             msg_id = f"{self.created}-{self.last_seq + 1}"
             headers = {"Nats-Msg-Id": msg_id, "Elanus-Part": f"{i + 1}/{len(parts)}"}
-            ack = await publish_acked(
-                self.bus.js, SUBJECT, part, headers, what="a catalog change"
-            )
+            ack = await publish_acked(self.bus.js, SUBJECT, part, headers, what="a catalog change")
             self.last_seq = int(ack.seq)
         return self.last_seq
 
