@@ -36,7 +36,7 @@ run: venv                         ## a standalone server in ./elanus-data (ARGS=
 	$(VENV)/bin/elanus standalone $(ARGS)
 
 test: dev                         ## the whole test suite
-	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+	$(PY) -m pytest -q -p no:cacheprovider --durations=30 $(PYTEST_ARGS)
 
 lint: dev
 	$(VENV)/bin/ruff check $(LINT_DIRS) tests
