@@ -18,7 +18,7 @@ import time
 import nats
 from nats.js import JetStreamContext
 from nats.js.api import PubAck
-from nats.js.errors import NoStreamResponseError, ServiceUnavailableError
+from nats.js.errors import APIError, NoStreamResponseError, ServiceUnavailableError
 
 from elanus.errors import ElanusError, ErrorCode
 
@@ -37,8 +37,15 @@ TRANSIENT = (
 )
 
 
+DUPLICATE_IN_PROCESS = 10158
+"""JetStream's "duplicate message id is in process": the first send of this message (same
+``Nats-Msg-Id``) is still being stored; the next attempt gets its acknowledgement."""
+
+
 def is_transient(exc: BaseException) -> bool:
     """Whether a failed publish may succeed when sent again (no stream refused it)."""
+    if isinstance(exc, APIError) and exc.err_code == DUPLICATE_IN_PROCESS:
+        return True
     return isinstance(exc, TRANSIENT)
 
 

@@ -561,6 +561,10 @@ def elanus_processes() -> Iterator[_Callable[[ElanusProcess], ElanusProcess]]:
     try:
         yield track
     finally:
+        for process in tracked:  # every one shuts down at once, then each is waited for
+            if process.proc is not None and process.proc.poll() is None:
+                process.children()
+                process.proc.send_signal(_signal.SIGTERM)
         for process in reversed(tracked):
             process.stop(timeout=5)
 
