@@ -104,6 +104,9 @@ class CatalogJournal:
         self._lock = threading.Lock()
         self._pending: asyncio.Queue[tuple[bytes, asyncio.Future[int] | None]] | None = None
         self._task: asyncio.Task[None] | None = None
+        self._current: asyncio.Future[int] | None = None
+        """The entry being published (failed by ``close`` if it is cut short)."""
+        self._closed = False
         self._since_snapshot = 0
         self._snapshot_at = time.monotonic()
         self.snapshot_due: Callable[[], None] | None = None
@@ -128,6 +131,9 @@ class CatalogJournal:
         self._task = asyncio.get_running_loop().create_task(self._publisher())
 
     async def close(self) -> None:
+        """Stop publishing; a catalog call still waiting for its entry fails at once (the
+        coord is stopping) instead of holding the database thread until its timeout."""
+        self._closed = True
         if self._task is not None:
             self._task.cancel()
             try:
@@ -135,6 +141,15 @@ class CatalogJournal:
             except (asyncio.CancelledError, Exception):  # noqa: BLE001 - closing anyway
                 pass
             self._task = None
+        stopping = ElanusError(
+            ErrorCode.UNAVAILABLE, "the coord is stopping: the catalog change was not journaled"
+        )
+        waiting: list[asyncio.Future[int] | None] = [self._current]
+        while self._pending is not None and not self._pending.empty():
+            waiting.append(self._pending.get_nowait()[1])
+        for future in waiting:
+            if future is not None and not future.done():
+                future.set_exception(stopping)
 
     # -- writing -----------------------------------------------------------------------------
     def append(self, entry: list[Statement]) -> None:
@@ -159,6 +174,8 @@ class CatalogJournal:
 
     async def _put(self, data: bytes, wait: bool) -> Any:
         assert self._pending is not None, "the journal is not open"
+        if self._closed:
+            raise ElanusError(ErrorCode.UNAVAILABLE, "the coord is stopping: not journaled")
         future: asyncio.Future[int] | None = None
         if wait:
             future = asyncio.get_running_loop().create_future()
@@ -169,6 +186,7 @@ class CatalogJournal:
         assert self._pending is not None
         while True:
             data, future = await self._pending.get()
+            self._current = future
             try:
                 seq = await self._publish(data)
             except Exception as exc:  # noqa: BLE001 - the waiting call fails, naming why
@@ -183,6 +201,7 @@ class CatalogJournal:
                         )
                     )
                 continue
+            self._current = None
             if future is not None and not future.done():
                 future.set_result(seq)
             self._since_snapshot += 1
