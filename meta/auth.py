@@ -157,11 +157,15 @@ class AuthCoord:
         }
 
     async def start(self) -> None:
-        settings = self.ctx.settings
-        password = await asyncio.to_thread(
-            root_password, settings.data_path, settings.root_password
-        )
-        hashed = await asyncio.to_thread(_HASHER.hash, password)
+        """Bootstrap RBAC; a root password is made (or read) only when the catalog has no
+        root yet, so a standby or a rebuilt coord leaves no stray password file behind."""
+        hashed = None
+        if await self._db(_user_row, ROOT_USER) is None:
+            settings = self.ctx.settings
+            password = await asyncio.to_thread(
+                root_password, settings.data_path, settings.root_password
+            )
+            hashed = await asyncio.to_thread(_HASHER.hash, password)
         self.secret = await self._db(_bootstrap, hashed)
 
     async def _db(self, fn: Any, *args: Any) -> Any:
@@ -355,7 +359,7 @@ def check_grant(
 
 
 # -- on the database thread ----------------------------------------------------------------
-def _bootstrap(con: duckdb.DuckDBPyConnection, root_hash: str) -> str:
+def _bootstrap(con: duckdb.DuckDBPyConnection, root_hash: str | None) -> str:
     """Built-in roles, the root user (first start only) and the token secret."""
     for role in BUILTIN_ROLES:
         con.execute("INSERT INTO roles VALUES (?) ON CONFLICT DO NOTHING", [role])
@@ -364,8 +368,10 @@ def _bootstrap(con: duckdb.DuckDBPyConnection, root_hash: str) -> str:
             "INSERT INTO grants VALUES (?, ?, ?, ?, ?, '') ON CONFLICT DO NOTHING",
             [PUBLIC_ROLE, *grant],
         )
-    if con.execute("SELECT 1 FROM users WHERE name = ?", [ROOT_USER]).fetchone() is None:
-        con.execute("INSERT INTO users VALUES (?, ?, 1)", [ROOT_USER, root_hash])
+    if root_hash is not None:
+        con.execute(
+            "INSERT INTO users VALUES (?, ?, 1) ON CONFLICT DO NOTHING", [ROOT_USER, root_hash]
+        )
         con.execute("INSERT INTO user_roles VALUES (?, ?)", [ROOT_USER, ADMIN_ROLE])
     row = con.execute("SELECT value FROM auth_secret").fetchone()
     if row is None:

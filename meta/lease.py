@@ -15,8 +15,10 @@ import threading
 import time
 from collections.abc import Callable
 
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.api import KeyValueConfig, StorageType
-from nats.js.errors import BucketNotFoundError, KeyWrongLastSequenceError
+from nats.js.errors import BucketNotFoundError, KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
 from elanus.channels.bus import Bus
@@ -61,21 +63,32 @@ class CoordLease:
             try:
                 self.revision = await kv.create(KEY, self.node_id.encode())
                 break
-            except KeyWrongLastSequenceError:
+            except (KeyWrongLastSequenceError, KeyNotFoundError):
+                # held; or the holder's entry expired between the two requests ``create``
+                # makes (it reads the key after a refused write): retried either way
                 pass
+            except (NatsTimeoutError, NoRespondersError) as exc:
+                log.warning("standby: the lease bucket did not answer (%r); retrying", exc)
             if stop is not None and stop.is_set():
                 raise ElanusError(ErrorCode.UNAVAILABLE, "stopped while waiting as a standby")
             if waiting_since is None:
                 waiting_since = time.monotonic()
-                holder = await kv.get(KEY)
                 log.warning(
                     "standby: coordinator %s holds the lease; taking over when it is gone",
-                    (holder.value or b"?").decode(errors="replace"),
+                    await self._holder(kv),
                 )
             await asyncio.sleep(POLL_S)
         if waiting_since is not None:
             log.warning("took over as the active coordinator")
         self._task = asyncio.get_running_loop().create_task(self._renew())
+
+    @staticmethod
+    async def _holder(kv: KeyValue) -> str:
+        try:
+            entry = await kv.get(KEY)
+        except Exception:  # noqa: BLE001 - gone meanwhile: only a log line depends on it
+            return "?"
+        return (entry.value or b"?").decode(errors="replace")
 
     async def _renew(self) -> None:
         assert self._kv is not None

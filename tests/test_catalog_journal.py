@@ -158,7 +158,11 @@ def test_a_standby_coord_takes_over_after_kill_9(tmp_path: Path, elanus_processe
             try:
                 wait_for(serving, timeout=30, what="the standby serving")
             except AssertionError:
-                raise AssertionError(f"{failures[:2]} ... {failures[-3:]}") from None
+                alive = coords[1].proc is not None and coords[1].proc.poll() is None
+                raise AssertionError(
+                    f"{failures[:2]} ... {failures[-3:]}; coord b alive={alive}, its log ends:\n"
+                    + "\n".join(coords[1].log().splitlines()[-30:])
+                ) from None
             takeover = time.monotonic() - killed
             assert takeover < 5.0, f"the standby served after {takeover:.1f}s: {failures}"
             c.create_collection("after_takeover", dimension=4)
