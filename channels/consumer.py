@@ -208,6 +208,23 @@ class ChannelConsumer:
         self._sub = await js.pull_subscribe_bind(durable=self.durable, stream=stream)
         self._consumer_seq = 0
 
+    async def _resubscribe(self, from_seq: int) -> None:
+        """``_subscribe`` until it works. The JetStream API does not answer while a stream
+        elects a leader (a NATS server died, which is also when deliveries skip): a task
+        that failed here consumed its channel no more, and every Strong read through it
+        waited out its 30 s before the proxy tried another replica."""
+        delay = 0.2
+        while not self._stopping:
+            try:
+                await self._subscribe(from_seq)
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - NATS electing or reconnecting; retry
+                log.warning("%s: re-reading from %d failed: %r", self.vchannel, from_seq, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+
     async def _run(self) -> None:
         while not self._stopping:
             try:
@@ -240,7 +257,7 @@ class ChannelConsumer:
             )
             self._pack, self._pack_start = [], None
             self.next_seq = restart
-            await self._subscribe(restart)
+            await self._resubscribe(restart)
             return False
         self._consumer_seq = consumer_seq
         self.pending = m.metadata.num_pending

@@ -133,12 +133,18 @@ class LocalCluster:
             uri = f"grpc://127.0.0.1:{port}"
         log_path = self.root / "logs" / f"{role}-{index}.log"
         child = Child(role, index, data_dir, log_path, args, uri)
-        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.children.append(child)
+        self.launch(child)
+
+    def launch(self, child: Child) -> None:
+        """Start ``child``'s process (again, after it died: same args, data dir and log)."""
+        assert self.cluster is not None
+        child.log_path.parent.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, **self.env, **self.cluster.client_env()}
         env["ELANUS_STREAM_REPLICAS"] = str(self.replicas)
-        with log_path.open("ab") as log:
+        with child.log_path.open("ab") as log:
             child.proc = subprocess.Popen(
-                [sys.executable, "-m", "elanus.cli", *args],
+                [sys.executable, "-m", "elanus.cli", *child.args],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -146,7 +152,6 @@ class LocalCluster:
                 preexec_fn=die_with_parent if sys.platform.startswith("linux") else None,
                 process_group=0,
             )
-        self.children.append(child)
 
     def _wait_ready(self, deadline: float) -> None:
         """Every proxy answers and lists every role's session (a standby coord has none)."""

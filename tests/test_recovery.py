@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from conftest import ElanusProcess, Stack, bare_collection, both_transports
+from nats.errors import TimeoutError as NatsTimeout
 
 from elanus.channels.nats_server import EmbeddedNats, free_port
 from elanus.client.client import Client
@@ -206,3 +207,41 @@ def test_a_delivery_gap_is_read_again_from_the_last_position(stack: Stack) -> No
             writer.consumer._consumer_seq -= 5
     client.flush("gap", timeout=30)
     assert stored_pks(client, "gap") == sorted(acked)
+
+
+def test_a_delivery_gap_while_jetstream_does_not_answer_is_read_again_later(stack: Stack) -> None:
+    """A gap seen while a stream elects a leader (a NATS server died): re-creating the
+    consumer times out at first. The consumer tries again until it works; before, its task
+    died and the channel was consumed no more (Strong reads through it waited 30 s)."""
+    client = stack.client()
+    client.create_collection("gap2", dimension=DIM)
+    rng = np.random.default_rng(4)
+
+    def insert(k: int) -> list[int]:
+        pks = np.arange(k * 100, (k + 1) * 100)
+        data = {"id": pks, "vector": rng.random((100, DIM), "f4")}
+        return list(client.insert("gap2", data)["ids"])
+
+    acked = insert(0) + insert(1)
+    channels = stack.datanodes[0].channels
+    deadline = time.monotonic() + 10
+    while not channels:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    (writer,) = channels.values()
+    consumer = writer.consumer
+    subscribe, failures = consumer._subscribe, [2]
+
+    async def electing(from_seq: int | None) -> None:
+        if failures[0] > 0:
+            failures[0] -= 1
+            raise NatsTimeout
+        await subscribe(from_seq)
+
+    consumer._subscribe = electing  # type: ignore[method-assign]
+    consumer._consumer_seq -= 5  # the next delivery looks as if messages were skipped
+    acked += insert(2) + insert(3)
+    client.flush("gap2", timeout=30)
+    assert failures == [0]
+    assert consumer.failure is None
+    assert stored_pks(client, "gap2") == sorted(acked)

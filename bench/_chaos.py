@@ -1,0 +1,570 @@
+"""The chaos harness (issue 22): a multi-process cluster under writes and Strong reads, one
+role at a time killed with SIGKILL, measured, restarted; then every acknowledged row and
+delete checked. Used by ``bench/chaos.py`` (the figures) and ``tests/test_chaos_cluster.py``
+(the guarantees, with short phases).
+
+The cluster is ``elanus cluster up``'s (``cli/cluster.py``): every role an
+``elanus run ROLE`` process of its own (in a process group of its own, dying with us),
+around N clustered nats-servers. One writer inserts batches of fresh ids through proxy A
+(through proxy B while A cannot be reached, as a client behind a load balancer would) and
+deletes some acknowledged ids; one reader per proxy alternates a Strong search and a Strong
+``count(*)`` every ``read_interval_s``. Every request is recorded (start, end, success,
+error kind), so each phase's figures are computed afterwards from the record.
+
+Not a benchmark itself (``make bench`` skips ``bench/_*.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from elanus.cli.cluster import Child, LocalCluster
+from elanus.client.client import Client
+from elanus.errors import ElanusError
+from elanus.schema import quick_schema
+
+ROLES = ("querynode", "datanode", "coord", "proxy", "nats")
+"""What ``run_chaos`` can kill, in its default order."""
+
+COLLECTION = "chaos"
+STRONG: dict[str, Any] = {"consistency_level": "Strong"}
+RAW_SIGNS = re.compile(
+    r"nats: |nats\.errors|NoResponders|no responders|Flight returned|grpc_status|"
+    r"StatusCode\.|Traceback|_InactiveRpcError|ConnectionClosed|Errno|TimeoutError\(\)",
+    re.I,
+)
+"""Text of NATS, gRPC or Python internals: no error a client sees may be made of it."""
+CLIENT_HINT = "cannot reach the Elanus proxy: "
+"""The client's own UNAVAILABLE for a proxy that is not there: it quotes gRPC's text after
+saying what it means, which is fine."""
+
+
+def error_kind(exc: BaseException) -> str:
+    """``CODE: message`` with numbers, ids and addresses blanked, so alike errors count as one."""
+    if isinstance(exc, ElanusError):
+        code, text = str(exc.code), exc.message
+    else:
+        code, text = type(exc).__name__, str(exc)
+    if text.startswith(CLIENT_HINT):  # the rest is gRPC's text: which address, which errno
+        return f"{code}: {CLIENT_HINT.rstrip(': ')}"
+    text = re.sub(r"\b[0-9a-f]{8,}\b|\d+(\.\d+)?", "N", text.split("\n")[0])
+    return f"{code}: {text[:90]}"
+
+
+def is_raw(kind: str) -> bool:
+    """An error kind whose message is NATS's, gRPC's or Python's own text."""
+    message = kind.partition(": ")[2]
+    if message.startswith(CLIENT_HINT.rstrip(": ")):
+        return False
+    return bool(RAW_SIGNS.search(message)) or not kind.split(":")[0].isupper()
+
+
+@dataclass
+class Op:
+    stream: str
+    """``write``, ``delete`` or ``read@A`` / ``read@B`` (the proxy asked)."""
+    t0: float
+    t1: float
+    ok: bool
+    kind: str = ""
+
+
+@dataclass
+class Config:
+    root: Path
+    nats: int = 3
+    proxies: int = 2
+    datanodes: int = 2
+    querynodes: int = 3
+    replica_number: int = 2
+    shards: int = 2
+    dim: int = 16
+    batch: int = 200
+    write_pause_s: float = 0.05
+    read_interval_s: float = 0.2
+    request_timeout_s: float = 15.0
+    """Client timeout of each write and read: a request stuck this long shows as a stall."""
+    env: dict[str, str] = field(default_factory=dict)
+    """More settings for every role (``ELANUS_*``), e.g. a shorter session TTL."""
+
+
+@dataclass
+class Phase:
+    """One killed role: when it was killed, restarted and seen back, and its figures."""
+
+    role: str
+    name: str
+    t_kill: float
+    t_restart: float = 0.0
+    t_back: float = 0.0
+    t_end: float = 0.0
+    channels_moved_s: float | None = None
+    figures: dict[str, Any] = field(default_factory=dict)
+
+
+class Record:
+    """Every request of the run, appended from many threads."""
+
+    def __init__(self) -> None:
+        self.ops: list[Op] = []
+        self.lock = threading.Lock()
+
+    def add(self, op: Op) -> None:
+        with self.lock:
+            self.ops.append(op)
+
+    def of(self, stream: str, t0: float, t1: float) -> list[Op]:
+        with self.lock:
+            return [o for o in self.ops if o.stream == stream and t0 <= o.t0 <= t1]
+
+
+def timed(record: Record, stream: str, call: Callable[[], Any]) -> Any:
+    """``call()``, recorded under ``stream``; an ElanusError is recorded and re-raised."""
+    t0 = time.monotonic()
+    try:
+        out = call()
+    except ElanusError as exc:
+        record.add(Op(stream, t0, time.monotonic(), False, error_kind(exc)))
+        raise
+    record.add(Op(stream, t0, time.monotonic(), True))
+    return out
+
+
+class Connection:
+    """A client of one proxy, opened again after an error (a restarted proxy is a new
+    server: the old channel may sit in gRPC's reconnect backoff)."""
+
+    def __init__(self, uri: str, timeout: float) -> None:
+        self.uri, self.timeout = uri, timeout
+        self.client: Client | None = None
+
+    def get(self) -> Client:
+        if self.client is None:
+            self.client = Client(self.uri, timeout=self.timeout, retry_deadline_s=0)
+        return self.client
+
+    def reset(self) -> None:
+        client, self.client = self.client, None
+        if client is not None:
+            client.close()
+
+
+class Writer(threading.Thread):
+    """Inserts batches of fresh ids; deletes a few acknowledged ids after every other batch.
+
+    ``acked``: ids whose insert was acknowledged; ``ambiguous``: ids of inserts that failed
+    (they may be stored, once); ``deleted``: ids whose delete was acknowledged; ``touched``:
+    every id a delete was sent for (acknowledged or not), which is no longer expected."""
+
+    def __init__(self, cfg: Config, uris: list[str], record: Record) -> None:
+        super().__init__(daemon=True, name="chaos-writer")
+        self.cfg, self.record = cfg, record
+        self.conns = [Connection(u, cfg.request_timeout_s) for u in uris]
+        self.acked: list[int] = []
+        self.ambiguous: set[int] = set()
+        self.deleted: set[int] = set()
+        self.touched: set[int] = set()
+        self.next_id = 0
+        self.stop = threading.Event()
+        self.paused = threading.Event()
+        self.idle = threading.Event()
+        self.lock = threading.Lock()
+        self.rng = np.random.default_rng(22)
+
+    def run(self) -> None:
+        n = 0
+        while not self.stop.is_set():
+            if self.paused.is_set():
+                self.idle.set()
+                time.sleep(0.02)
+                continue
+            self.idle.clear()
+            self._insert()
+            n += 1
+            if n % 2 == 0 and len(self.acked) > 4 * self.cfg.batch:
+                self._delete()
+            time.sleep(self.cfg.write_pause_s)
+        self.idle.set()
+
+    def _send(self, stream: str, call: Callable[[Client], Any]) -> Any:
+        """Through proxy A, or B when A cannot be reached at all (nothing was sent)."""
+        return timed(self.record, stream, lambda: self._through(call))
+
+    def _through(self, call: Callable[[Client], Any]) -> Any:
+        for i, conn in enumerate(self.conns):
+            try:
+                return call(conn.get())
+            except ElanusError as exc:
+                conn.reset()
+                if not exc.message.startswith(CLIENT_HINT) or i == len(self.conns) - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _insert(self) -> None:
+        b = self.cfg.batch
+        with self.lock:
+            ids = np.arange(self.next_id, self.next_id + b, dtype=np.int64)
+            self.next_id += b
+        data = {"id": ids, "vector": self.rng.random((b, self.cfg.dim), dtype=np.float32)}
+        try:
+            self._send("write", lambda c: c.insert(COLLECTION, data))
+        except ElanusError:
+            with self.lock:
+                self.ambiguous.update(ids.tolist())
+            time.sleep(0.1)
+            return
+        with self.lock:
+            self.acked.extend(ids.tolist())
+
+    def _delete(self) -> None:
+        with self.lock:
+            pool = self.acked[: -2 * self.cfg.batch]  # older rows: flushed ones too
+            picks = [int(i) for i in self.rng.choice(pool, 5, replace=False)]
+            picks = [i for i in picks if i not in self.touched]
+            self.touched.update(picks)
+        if not picks:
+            return
+        try:
+            self._send("delete", lambda c: c.delete(COLLECTION, ids=picks))
+        except ElanusError:
+            return
+        with self.lock:
+            self.deleted.update(picks)
+
+    def pause(self, timeout: float = 60.0) -> None:
+        self.idle.clear()
+        self.paused.set()
+        if not self.idle.wait(timeout):
+            raise TimeoutError("the writer did not finish its request")
+
+    def resume(self) -> None:
+        self.paused.clear()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.join(self.cfg.request_timeout_s * 2 + 5)
+        for c in self.conns:
+            c.reset()
+
+
+class Reader(threading.Thread):
+    """Strong ``search`` and ``count(*)`` in turn through one proxy, every interval."""
+
+    def __init__(self, cfg: Config, uri: str, label: str, record: Record) -> None:
+        super().__init__(daemon=True, name=f"chaos-reader-{label}")
+        self.cfg, self.record, self.stream = cfg, record, f"read@{label}"
+        self.conn = Connection(uri, cfg.request_timeout_s)
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        query = [[0.5] * self.cfg.dim]
+        n = 0
+        while not self.stop.is_set():
+            t0 = time.monotonic()
+
+            def read(c: Client, i: int = n) -> Any:
+                if i % 2:
+                    return c.search(COLLECTION, query, limit=3, consistency_level="Strong")
+                return c.query(COLLECTION, "", ["count(*)"], consistency_level="Strong")
+
+            try:
+                timed(self.record, self.stream, lambda: read(self.conn.get()))
+            except ElanusError:
+                self.conn.reset()
+            n += 1
+            self.stop.wait(max(0.0, self.cfg.read_interval_s - (time.monotonic() - t0)))
+
+    def close(self) -> None:
+        self.stop.set()
+        self.join(self.cfg.request_timeout_s + 5)
+        self.conn.reset()
+
+
+# -- figures ------------------------------------------------------------------------------------
+def longest_gap(ops: list[Op], t0: float, t1: float) -> float:
+    """Longest time in [t0, t1] without a successful request ending (writes: the stall)."""
+    ends = sorted(o.t1 for o in ops if o.ok and t0 <= o.t1 <= t1)
+    marks = [t0, *ends, t1]
+    return max(b - a for a, b in zip(marks, marks[1:], strict=False))
+
+
+def unavailable(ops: list[Op]) -> float:
+    """Longest span of failing reads: from a failed request's start to the start of the
+    next successful one (or the last failure's end), and any single request's length."""
+    worst, start = 0.0, None
+    for o in sorted(ops, key=lambda o: o.t0):
+        if not o.ok:
+            start = o.t0 if start is None else start
+            worst = max(worst, o.t1 - start)
+        else:
+            if start is not None:
+                worst = max(worst, o.t0 - start)
+                start = None
+            worst = max(worst, o.t1 - o.t0) if o.t1 - o.t0 > 1.0 else worst
+    return worst
+
+
+def back_after(ops: list[Op], t: float) -> float:
+    """Seconds from ``t`` to the first success after the last failure that began after
+    ``t`` (0: nothing failed after ``t``; inf: never back)."""
+    late = [o for o in ops if not o.ok and o.t0 >= t]
+    if not late:
+        return 0.0
+    last = max(o.t1 for o in late)
+    ok = [o.t1 for o in ops if o.ok and o.t0 >= last]
+    return min(ok) - t if ok else float("inf")
+
+
+def phase_figures(phase: Phase, record: Record, labels: list[str]) -> dict[str, Any]:
+    t0, t1 = phase.t_kill - 1.0, phase.t_end
+    writes = record.of("write", t0, t1)
+    out: dict[str, Any] = {
+        "write_stall_s": longest_gap(writes, t0, t1),
+        "writes_ok": sum(o.ok for o in writes),
+        "writes_failed": sum(not o.ok for o in writes),
+    }
+    errors: Counter[str] = Counter()
+    every = writes + record.of("delete", t0, t1)
+    for label in labels:
+        reads = record.of(f"read@{label}", t0, t1)
+        every += reads
+        out[f"read_unavailable_s@{label}"] = unavailable(reads)
+        out[f"reads_failed@{label}"] = sum(not o.ok for o in reads)
+        out[f"slowest_read_s@{label}"] = max((o.t1 - o.t0 for o in reads), default=0.0)
+        out[f"back_after_restart_s@{label}"] = back_after(reads, phase.t_restart)
+        out[f"reads_ok_after_back@{label}"] = sum(o.ok for o in reads if o.t0 >= phase.t_back)
+    errors.update(o.kind for o in every if not o.ok)
+    out["back_after_restart_s"] = max(back_after(every, phase.t_restart), 0.0)
+    out["failing_after_back_s"] = max(
+        [o.t1 - phase.t_back for o in every if not o.ok and o.t1 > phase.t_back], default=0.0
+    )
+    out["errors"] = dict(errors.most_common())
+    out["raw_errors"] = sorted(k for k in errors if is_raw(k))
+    out["restart_to_back_s"] = phase.t_back - phase.t_restart
+    out["channels_moved_s"] = phase.channels_moved_s
+    return out
+
+
+# -- the run ------------------------------------------------------------------------------------
+class ChaosCluster:
+    """The cluster, the writer and the readers; ``kill``/``restart`` one role at a time."""
+
+    def __init__(self, cfg: Config) -> None:
+        self.cfg = cfg
+        self.cluster = LocalCluster(
+            cfg.root,
+            nats=cfg.nats,
+            proxies=cfg.proxies,
+            datanodes=cfg.datanodes,
+            querynodes=cfg.querynodes,
+            indexnodes=0,  # no index: brute-force searches need no index node
+            standby=False,
+            env={"ELANUS_LOG_LEVEL": "INFO", "ELANUS_MILVUS_PORT": "0", **cfg.env},
+        )
+        self.record = Record()
+        self.labels = [chr(ord("A") + i) for i in range(cfg.proxies)]
+        self.writer: Writer | None = None
+        self.readers: list[Reader] = []
+
+    def start(self, timeout: float = 120.0) -> ChaosCluster:
+        self.cluster.start(timeout)
+        uris = self.cluster.uris
+        with Client(uris[0], timeout=120) as admin:
+            admin.create_collection(
+                COLLECTION, schema=quick_schema(self.cfg.dim), num_shards=self.cfg.shards
+            )
+            admin.load_collection(COLLECTION, replica_number=self.cfg.replica_number)
+        self.writer = Writer(self.cfg, uris, self.record)
+        self.readers = [
+            Reader(self.cfg, u, lb, self.record) for u, lb in zip(uris, self.labels, strict=True)
+        ]
+        for t in [self.writer, *self.readers]:
+            t.start()
+        return self
+
+    def child(self, role: str) -> Child:
+        return next(c for c in self.cluster.children if c.role == role)
+
+    def admin(self, timeout: float = 60) -> Client:
+        """A client of a proxy that answers (after a phase, any)."""
+        last: Exception | None = None
+        for _ in range(100):
+            for uri in self.cluster.uris:
+                try:
+                    return Client(uri, timeout=timeout)
+                except ElanusError as exc:
+                    last = exc
+            time.sleep(0.2)
+        raise TimeoutError(f"no proxy answers: {last}")
+
+    def sessions(self) -> list[dict[str, Any]]:
+        for uri in reversed(self.cluster.uris):  # B first: A may be the one killed
+            try:
+                with Client(uri, timeout=5) as c:
+                    return c.list_sessions()
+            except ElanusError:
+                continue
+        return []
+
+    def kill(self, role: str) -> tuple[str, Callable[[], None], Callable[[], bool]]:
+        """SIGKILL one process of ``role``; returns its name, how to restart it and how to
+        tell it is back."""
+        if role == "nats":
+            assert self.cluster.cluster is not None
+            nats = self.cluster.cluster
+            nats.kill(0)
+            return "nats-0", lambda: nats.restart(0, timeout=30), self._nats_back
+        child = self.child(role)
+        assert child.proc is not None
+        os.killpg(child.proc.pid, signal.SIGKILL)
+        child.proc.wait(10)
+        return child.name, lambda: self.cluster.launch(child), lambda: self._role_back(child)
+
+    def _channels(self, which: Callable[[dict[str, Any]], bool]) -> set[str]:
+        """The channels the sessions ``which`` picks consume."""
+        return {
+            ch
+            for s in self.sessions()
+            if which(s)
+            for ch in ((s.get("meta") or {}).get("channels") or {})
+        }
+
+    def _role_back(self, child: Child) -> bool:
+        if child.proc is None or child.proc.poll() is not None:
+            raise RuntimeError(f"{child.name} exited again: see {child.log_path}")
+        if child.uri is not None:
+            try:
+                with Client(child.uri, timeout=2) as c:
+                    c.health()
+            except ElanusError:
+                return False
+        return any(s.get("pid") == child.proc.pid for s in self.sessions())
+
+    def _nats_back(self) -> bool:
+        assert self.cluster.cluster is not None
+        try:
+            self.cluster.cluster.wait_jetstream(2.0)
+            return True
+        except (TimeoutError, OSError):
+            return False
+
+    def phase(self, role: str, seconds: float, log: Callable[[str], None]) -> Phase:
+        """Kill ``role``, keep it down for 40 % of ``seconds``, restart it, watch until
+        ``seconds`` have passed (and at least 3 s since it is back), then check the data."""
+        held: set[str] = set()
+        pid = 0
+        if role == "datanode":
+            pid = self.child("datanode").proc.pid  # type: ignore[union-attr]
+            held = self._channels(lambda s: s.get("pid") == pid)
+        t_kill = time.monotonic()
+        name, restart, back = self.kill(role)
+        phase = Phase(role, name, t_kill)
+        log(f"killed {name}")
+        while time.monotonic() < t_kill + 0.4 * seconds:
+            if held and phase.channels_moved_s is None:
+                others = self._channels(lambda s: s["role"] == "datanode" and s["pid"] != pid)
+                if held <= others:
+                    phase.channels_moved_s = time.monotonic() - t_kill
+            time.sleep(0.2)
+        phase.t_restart = time.monotonic()
+        restart()
+        while not back():
+            if time.monotonic() > phase.t_restart + 120:
+                raise TimeoutError(f"{name} not back in 120 s")
+            time.sleep(0.1)
+        phase.t_back = time.monotonic()
+        log(f"{name} back {phase.t_back - phase.t_restart:.1f} s after its restart")
+        time.sleep(max(3.0, t_kill + seconds - phase.t_back))
+        phase.t_end = time.monotonic()
+        phase.figures = phase_figures(phase, self.record, self.labels)
+        try:
+            phase.figures.update(self.check())
+        except (ElanusError, TimeoutError) as exc:  # reported, and the run goes on
+            phase.figures["check_error"] = error_kind(exc)
+        return phase
+
+    def check(self) -> dict[str, int]:
+        """With the writer paused: every acknowledged row there once, no deleted one."""
+        w = self.writer
+        assert w is not None
+        w.pause()
+        try:
+            with w.lock:
+                expected = set(w.acked) - w.touched
+                deleted = set(w.deleted)
+                possible = set(w.acked) | w.ambiguous
+                top = w.next_id
+            with self.admin(timeout=20) as c:
+                found: list[int] = []
+                for a in range(0, top, 10_000):
+                    where = f"id >= {a} and id < {a + 10_000}"
+                    rows = retry(lambda: c.query(COLLECTION, where, ["id"], **STRONG))  # noqa: B023
+                    found += [int(r["id"]) for r in rows]
+                (row,) = retry(lambda: c.query(COLLECTION, "", ["count(*)"], **STRONG))
+            distinct = set(found)
+            return {
+                "rows_acked": len(w.acked),
+                "rows_lost": len(expected - distinct),
+                "rows_duplicated": max(len(found), int(row["count(*)"])) - len(distinct),
+                "deletes_acked": len(deleted),
+                "deletes_undone": len(deleted & distinct),
+                "rows_never_sent": len(distinct - possible),
+            }
+        finally:
+            w.resume()
+
+    def close(self) -> None:
+        """Stop the load, then every process we started (each by its own pid)."""
+        try:
+            for r in self.readers:
+                r.close()
+            if self.writer is not None:
+                self.writer.close()
+        finally:
+            self.cluster.stop()
+
+
+def retry(call: Callable[[], Any], seconds: float = 60.0) -> Any:
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return call()
+        except ElanusError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+def run_chaos(
+    cfg: Config,
+    roles: list[str],
+    seconds_per_role: float,
+    log: Callable[[str], None] = print,
+) -> list[Phase]:
+    """Start the cluster and the load, then kill, restart and measure each role in turn.
+    Each phase lasts about ``seconds_per_role`` (``ChaosCluster.phase``)."""
+    unknown = set(roles) - set(ROLES)
+    if unknown:
+        raise ValueError(f"unknown roles {sorted(unknown)}; known: {', '.join(ROLES)}")
+    cc = ChaosCluster(cfg)
+    phases: list[Phase] = []
+    try:
+        cc.start()
+        log(f"cluster up ({', '.join(cc.cluster.uris)}); load running")
+        time.sleep(2.0)
+        for role in roles:
+            phases.append(cc.phase(role, seconds_per_role, log))
+    finally:
+        cc.close()
+    return phases
