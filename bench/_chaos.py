@@ -16,12 +16,12 @@ Not a benchmark itself (``make bench`` skips ``bench/_*.py``).
 
 from __future__ import annotations
 
+import math
 import os
-import re
 import signal
+import sys
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,55 +29,30 @@ from typing import Any
 
 import numpy as np
 
-from elanus.cli.cluster import Child, LocalCluster
-from elanus.client.client import Client
-from elanus.errors import ElanusError
-from elanus.schema import quick_schema
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _chaos_figures import (  # noqa: E402
+    CLIENT_HINT,
+    Phase,
+    Record,
+    back_after,
+    error_kind,
+    phase_figures,
+    timed,
+)
+
+from elanus.cli.cluster import Child, LocalCluster  # noqa: E402
+from elanus.client.client import Client  # noqa: E402
+from elanus.errors import ElanusError  # noqa: E402
+from elanus.schema import quick_schema  # noqa: E402
 
 ROLES = ("querynode", "datanode", "coord", "proxy", "nats")
 """What ``run_chaos`` can kill, in its default order."""
 
 COLLECTION = "chaos"
+RECOVERY_CAP_S = 60.0
+"""How long a phase waits, after the restart, for every stream to succeed again."""
 STRONG: dict[str, Any] = {"consistency_level": "Strong"}
-RAW_SIGNS = re.compile(
-    r"nats: |nats\.errors|NoResponders|no responders|Flight returned|grpc_status|"
-    r"StatusCode\.|Traceback|_InactiveRpcError|ConnectionClosed|Errno|TimeoutError\(\)",
-    re.I,
-)
-"""Text of NATS, gRPC or Python internals: no error a client sees may be made of it."""
-CLIENT_HINT = "cannot reach the Elanus proxy: "
-"""The client's own UNAVAILABLE for a proxy that is not there: it quotes gRPC's text after
-saying what it means, which is fine."""
-
-
-def error_kind(exc: BaseException) -> str:
-    """``CODE: message`` with numbers, ids and addresses blanked, so alike errors count as one."""
-    if isinstance(exc, ElanusError):
-        code, text = str(exc.code), exc.message
-    else:
-        code, text = type(exc).__name__, str(exc)
-    if text.startswith(CLIENT_HINT):  # the rest is gRPC's text: which address, which errno
-        return f"{code}: {CLIENT_HINT.rstrip(': ')}"
-    text = re.sub(r"\b[0-9a-f]{8,}\b|\d+(\.\d+)?", "N", text.split("\n")[0])
-    return f"{code}: {text[:90]}"
-
-
-def is_raw(kind: str) -> bool:
-    """An error kind whose message is NATS's, gRPC's or Python's own text."""
-    message = kind.partition(": ")[2]
-    if message.startswith(CLIENT_HINT.rstrip(": ")):
-        return False
-    return bool(RAW_SIGNS.search(message)) or not kind.split(":")[0].isupper()
-
-
-@dataclass
-class Op:
-    stream: str
-    """``write``, ``delete`` or ``read@A`` / ``read@B`` (the proxy asked)."""
-    t0: float
-    t1: float
-    ok: bool
-    kind: str = ""
 
 
 @dataclass
@@ -97,48 +72,6 @@ class Config:
     """Client timeout of each write and read: a request stuck this long shows as a stall."""
     env: dict[str, str] = field(default_factory=dict)
     """More settings for every role (``ELANUS_*``), e.g. a shorter session TTL."""
-
-
-@dataclass
-class Phase:
-    """One killed role: when it was killed, restarted and seen back, and its figures."""
-
-    role: str
-    name: str
-    t_kill: float
-    t_restart: float = 0.0
-    t_back: float = 0.0
-    t_end: float = 0.0
-    channels_moved_s: float | None = None
-    figures: dict[str, Any] = field(default_factory=dict)
-
-
-class Record:
-    """Every request of the run, appended from many threads."""
-
-    def __init__(self) -> None:
-        self.ops: list[Op] = []
-        self.lock = threading.Lock()
-
-    def add(self, op: Op) -> None:
-        with self.lock:
-            self.ops.append(op)
-
-    def of(self, stream: str, t0: float, t1: float) -> list[Op]:
-        with self.lock:
-            return [o for o in self.ops if o.stream == stream and t0 <= o.t0 <= t1]
-
-
-def timed(record: Record, stream: str, call: Callable[[], Any]) -> Any:
-    """``call()``, recorded under ``stream``; an ElanusError is recorded and re-raised."""
-    t0 = time.monotonic()
-    try:
-        out = call()
-    except ElanusError as exc:
-        record.add(Op(stream, t0, time.monotonic(), False, error_kind(exc)))
-        raise
-    record.add(Op(stream, t0, time.monotonic(), True))
-    return out
 
 
 class Connection:
@@ -291,71 +224,6 @@ class Reader(threading.Thread):
         self.conn.reset()
 
 
-# -- figures ------------------------------------------------------------------------------------
-def longest_gap(ops: list[Op], t0: float, t1: float) -> float:
-    """Longest time in [t0, t1] without a successful request ending (writes: the stall)."""
-    ends = sorted(o.t1 for o in ops if o.ok and t0 <= o.t1 <= t1)
-    marks = [t0, *ends, t1]
-    return max(b - a for a, b in zip(marks, marks[1:], strict=False))
-
-
-def unavailable(ops: list[Op]) -> float:
-    """Longest span of failing reads: from a failed request's start to the start of the
-    next successful one (or the last failure's end), and any single request's length."""
-    worst, start = 0.0, None
-    for o in sorted(ops, key=lambda o: o.t0):
-        if not o.ok:
-            start = o.t0 if start is None else start
-            worst = max(worst, o.t1 - start)
-        else:
-            if start is not None:
-                worst = max(worst, o.t0 - start)
-                start = None
-            worst = max(worst, o.t1 - o.t0) if o.t1 - o.t0 > 1.0 else worst
-    return worst
-
-
-def back_after(ops: list[Op], t: float) -> float:
-    """Seconds from ``t`` to the first success after the last failure that began after
-    ``t`` (0: nothing failed after ``t``; inf: never back)."""
-    late = [o for o in ops if not o.ok and o.t0 >= t]
-    if not late:
-        return 0.0
-    last = max(o.t1 for o in late)
-    ok = [o.t1 for o in ops if o.ok and o.t0 >= last]
-    return min(ok) - t if ok else float("inf")
-
-
-def phase_figures(phase: Phase, record: Record, labels: list[str]) -> dict[str, Any]:
-    t0, t1 = phase.t_kill - 1.0, phase.t_end
-    writes = record.of("write", t0, t1)
-    out: dict[str, Any] = {
-        "write_stall_s": longest_gap(writes, t0, t1),
-        "writes_ok": sum(o.ok for o in writes),
-        "writes_failed": sum(not o.ok for o in writes),
-    }
-    errors: Counter[str] = Counter()
-    every = writes + record.of("delete", t0, t1)
-    for label in labels:
-        reads = record.of(f"read@{label}", t0, t1)
-        every += reads
-        out[f"read_unavailable_s@{label}"] = unavailable(reads)
-        out[f"reads_failed@{label}"] = sum(not o.ok for o in reads)
-        out[f"slowest_read_s@{label}"] = max((o.t1 - o.t0 for o in reads), default=0.0)
-        out[f"back_after_restart_s@{label}"] = back_after(reads, phase.t_restart)
-        out[f"reads_ok_after_back@{label}"] = sum(o.ok for o in reads if o.t0 >= phase.t_back)
-    errors.update(o.kind for o in every if not o.ok)
-    out["back_after_restart_s"] = max(back_after(every, phase.t_restart), 0.0)
-    out["failing_after_back_s"] = max(
-        [o.t1 - phase.t_back for o in every if not o.ok and o.t1 > phase.t_back], default=0.0
-    )
-    out["errors"] = dict(errors.most_common())
-    out["raw_errors"] = sorted(k for k in errors if is_raw(k))
-    out["restart_to_back_s"] = phase.t_back - phase.t_restart
-    out["channels_moved_s"] = phase.channels_moved_s
-    return out
-
-
 # -- the run ------------------------------------------------------------------------------------
 class ChaosCluster:
     """The cluster, the writer and the readers; ``kill``/``restart`` one role at a time."""
@@ -486,13 +354,33 @@ class ChaosCluster:
         phase.t_back = time.monotonic()
         log(f"{name} back {phase.t_back - phase.t_restart:.1f} s after its restart")
         time.sleep(max(3.0, t_kill + seconds - phase.t_back))
+        while not self.recovered(phase) and time.monotonic() < phase.t_restart + RECOVERY_CAP_S:
+            time.sleep(0.2)
+        log(f"every stream succeeds again {time.monotonic() - phase.t_restart:.1f} s after it")
         phase.t_end = time.monotonic()
         phase.figures = phase_figures(phase, self.record, self.labels)
+        started = time.monotonic()
         try:
             phase.figures.update(self.check())
+            log(f"rows checked in {time.monotonic() - started:.1f} s")
         except (ElanusError, TimeoutError) as exc:  # reported, and the run goes on
             phase.figures["check_error"] = error_kind(exc)
         return phase
+
+    def streams(self) -> list[str]:
+        return ["write", *(f"read@{label}" for label in self.labels)]
+
+    def recovered(self, phase: Phase) -> bool:
+        """Every stream (the writes, each proxy's reads) has succeeded since the role is
+        back, after its last failure."""
+        now = time.monotonic()
+        for stream in self.streams():
+            ops = self.record.of(stream, phase.t_restart, now)
+            if math.isinf(back_after(ops, phase.t_restart)):
+                return False
+            if not any(o.ok and o.t0 >= phase.t_back for o in ops):
+                return False
+        return True
 
     def check(self) -> dict[str, int]:
         """With the writer paused: every acknowledged row there once, no deleted one."""

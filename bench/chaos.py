@@ -28,7 +28,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _chaos import ROLES, Config, Phase, run_chaos  # noqa: E402
+from _chaos import ROLES, Config, run_chaos  # noqa: E402
+from _chaos_figures import Phase  # noqa: E402
 from _common import announce, print_table  # noqa: E402
 
 from elanus.settings import Settings  # noqa: E402

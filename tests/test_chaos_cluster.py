@@ -34,8 +34,8 @@ ENV = {"ELANUS_SESSION_TTL_S": "3"}  # a dead data node's channels move sooner
 @pytest.mark.chaos
 @pytest.mark.slow
 def test_killing_each_role_in_turn_loses_nothing_and_reads_come_back(tmp_path: Path) -> None:
-    cfg = chaos.Config(tmp_path / "cluster", env=ENV)
-    phases = chaos.run_chaos(cfg, list(chaos.ROLES), SECONDS_PER_ROLE, log=lambda m: None)
+    cfg = chaos.Config(tmp_path / "cluster", batch=100, env=ENV)
+    phases = chaos.run_chaos(cfg, list(chaos.ROLES), SECONDS_PER_ROLE, log=print)
     assert [p.role for p in phases] == list(chaos.ROLES)
     for p in phases:
         f = p.figures
