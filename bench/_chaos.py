@@ -72,6 +72,8 @@ class Config:
     """Client timeout of each write and read: a request stuck this long shows as a stall."""
     env: dict[str, str] = field(default_factory=dict)
     """More settings for every role (``ELANUS_*``), e.g. a shorter session TTL."""
+    settle_s: float = 3.0
+    """A phase watches at least this long after the killed role is back."""
 
 
 class Connection:
@@ -243,6 +245,8 @@ class ChaosCluster:
         self.record = Record()
         self.labels = [chr(ord("A") + i) for i in range(cfg.proxies)]
         self.writer: Writer | None = None
+        self._down: Child | None = None
+        """The role process killed and not started again yet."""
         self.readers: list[Reader] = []
 
     def start(self, timeout: float = 120.0) -> ChaosCluster:
@@ -293,7 +297,7 @@ class ChaosCluster:
             nats = self.cluster.cluster
             nats.kill(0)
             return "nats-0", lambda: nats.restart(0, timeout=30), self._nats_back
-        child = self.child(role)
+        child = self._down = self.child(role)
         assert child.proc is not None
         os.killpg(child.proc.pid, signal.SIGKILL)
         child.proc.wait(10)
@@ -310,7 +314,7 @@ class ChaosCluster:
 
     def _role_back(self, child: Child) -> bool:
         if child.proc is None or child.proc.poll() is not None:
-            raise RuntimeError(f"{child.name} exited again: see {child.log_path}")
+            return False  # exited again: _step starts it again
         if child.uri is not None:
             try:
                 with Client(child.uri, timeout=2) as c:
@@ -329,7 +333,8 @@ class ChaosCluster:
 
     def phase(self, role: str, seconds: float, log: Callable[[str], None]) -> Phase:
         """Kill ``role``, keep it down for 40 % of ``seconds``, restart it, watch until
-        ``seconds`` have passed (and at least 3 s since it is back), then check the data."""
+        ``seconds`` have passed (and ``settle_s`` since it is back) and every stream has
+        succeeded again (``RECOVERY_CAP_S`` at most), then check the data."""
         held: set[str] = set()
         pid = 0
         if role == "datanode":
@@ -344,18 +349,21 @@ class ChaosCluster:
                 others = self._channels(lambda s: s["role"] == "datanode" and s["pid"] != pid)
                 if held <= others:
                     phase.channels_moved_s = time.monotonic() - t_kill
-            time.sleep(0.2)
+            self._step(phase, log)
         phase.t_restart = time.monotonic()
         restart()
+        self._down = None
         while not back():
             if time.monotonic() > phase.t_restart + 120:
                 raise TimeoutError(f"{name} not back in 120 s")
-            time.sleep(0.1)
+            self._step(phase, log)
         phase.t_back = time.monotonic()
         log(f"{name} back {phase.t_back - phase.t_restart:.1f} s after its restart")
-        time.sleep(max(3.0, t_kill + seconds - phase.t_back))
-        while not self.recovered(phase) and time.monotonic() < phase.t_restart + RECOVERY_CAP_S:
-            time.sleep(0.2)
+        settled = max(phase.t_back + self.cfg.settle_s, t_kill + seconds)
+        while time.monotonic() < settled or (
+            not self.recovered(phase) and time.monotonic() < phase.t_restart + RECOVERY_CAP_S
+        ):
+            self._step(phase, log)
         log(f"every stream succeeds again {time.monotonic() - phase.t_restart:.1f} s after it")
         phase.t_end = time.monotonic()
         phase.figures = phase_figures(phase, self.record, self.labels)
@@ -366,6 +374,17 @@ class ChaosCluster:
         except (ElanusError, TimeoutError) as exc:  # reported, and the run goes on
             phase.figures["check_error"] = error_kind(exc)
         return phase
+
+    def _step(self, phase: Phase, log: Callable[[str], None]) -> None:
+        """A moment of a phase. A role process that exited by itself (a coord that lost
+        its lease) is started again, as a service manager would, and noted."""
+        for c in self.cluster.children:
+            if c is self._down or c.proc is None or c.proc.poll() is None:
+                continue
+            phase.exits.append(f"{c.name} (exit status {c.proc.returncode})")
+            log(f"{c.name} exited by itself ({c.proc.returncode}); started again")
+            self.cluster.launch(c)
+        time.sleep(0.2)
 
     def streams(self) -> list[str]:
         return ["write", *(f"read@{label}" for label in self.labels)]

@@ -69,6 +69,8 @@ class Phase:
     t_back: float = 0.0
     t_end: float = 0.0
     channels_moved_s: float | None = None
+    exits: list[str] = field(default_factory=list)
+    """Other role processes that exited by themselves meanwhile (started again)."""
     figures: dict[str, Any] = field(default_factory=dict)
 
 
@@ -164,4 +166,5 @@ def phase_figures(phase: Phase, record: Record, labels: list[str]) -> dict[str, 
     out["raw_errors"] = sorted(k for k in errors if is_raw(k))
     out["restart_to_back_s"] = phase.t_back - phase.t_restart
     out["channels_moved_s"] = phase.channels_moved_s
+    out["exits"] = list(phase.exits)
     return out

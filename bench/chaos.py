@@ -84,6 +84,8 @@ def table(phase: Phase, tick_s: float) -> None:
     rows.append(["restart to healthy", seconds(f["restart_to_back_s"]), "", ""])
     rows.append(["restart to every stream back", seconds(f["back_after_restart_s"]), "", ""])
     rows.append(["failing after healthy", seconds(f["failing_after_back_s"]), "", ""])
+    for exit in f["exits"]:
+        rows.append(["exited by itself", exit, "", "restarted"])
     rows.append(["writes ok / failed", f"{f['writes_ok']} / {f['writes_failed']}", "", ""])
     if "check_error" in f:
         rows.append(["data check FAILED", f["check_error"][:70], "", "NO"])

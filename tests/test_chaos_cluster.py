@@ -27,14 +27,14 @@ chaos = importlib.util.module_from_spec(_spec)
 sys.modules["bench_chaos"] = chaos  # dataclasses look their module up
 _spec.loader.exec_module(chaos)
 
-SECONDS_PER_ROLE = 7.0
+SECONDS_PER_ROLE = 6.0
 ENV = {"ELANUS_SESSION_TTL_S": "3"}  # a dead data node's channels move sooner
 
 
 @pytest.mark.chaos
 @pytest.mark.slow
 def test_killing_each_role_in_turn_loses_nothing_and_reads_come_back(tmp_path: Path) -> None:
-    cfg = chaos.Config(tmp_path / "cluster", batch=100, env=ENV)
+    cfg = chaos.Config(tmp_path / "cluster", batch=100, settle_s=1.0, env=ENV)
     phases = chaos.run_chaos(cfg, list(chaos.ROLES), SECONDS_PER_ROLE, log=print)
     assert [p.role for p in phases] == list(chaos.ROLES)
     for p in phases:
@@ -47,6 +47,10 @@ def test_killing_each_role_in_turn_loses_nothing_and_reads_come_back(tmp_path: P
         assert f["rows_never_sent"] == 0, what
         assert f["raw_errors"] == [], what
         assert f["writes_ok"] > 0, what
+        # the coord stops when it cannot renew its lease (a NATS server died that led the
+        # lease bucket): the harness starts it again, as a service manager would; no other
+        # role may exit by itself
+        assert all(e.startswith("coord") for e in f["exits"]), what
         for label in ("A", "B"):
             assert not math.isinf(f[f"back_after_restart_s@{label}"]), what
             assert f[f"reads_ok_after_back@{label}"] > 0, what
