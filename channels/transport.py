@@ -181,7 +181,9 @@ class NatsTransport:
         self.nc = nc
         self._prefix = nc.new_inbox()
         self._ids = itertools.count(1)
-        self._replies: dict[str, asyncio.Queue[Msg]] = {}
+        self._replies: dict[str, tuple[str, asyncio.Queue[Msg | ElanusError]]] = {}
+        """Requests waiting for their reply, by token: the subject asked and the queue the
+        reply's messages (or an ``abandon`` error) arrive on."""
         self._pulls: dict[str, list[bytes]] = {}
         self._sub: Subscription | None = None
 
@@ -203,9 +205,9 @@ class NatsTransport:
 
     async def _on_inbox(self, msg: Msg) -> None:
         token = msg.subject.rpartition(".")[2]
-        queue = self._replies.get(token)
-        if queue is not None:
-            queue.put_nowait(msg)
+        waiting = self._replies.get(token)
+        if waiting is not None:
+            waiting[1].put_nowait(msg)
             return
         parts = self._pulls.get(token)
         if parts is not None and msg.reply:
@@ -218,8 +220,8 @@ class NatsTransport:
     async def request(self, subject: str, payload: Any, timeout: float) -> Any:
         data = frames.encode(payload)
         token = str(next(self._ids))
-        queue: asyncio.Queue[Msg] = asyncio.Queue()
-        self._replies[token] = queue
+        queue: asyncio.Queue[Msg | ElanusError] = asyncio.Queue()
+        self._replies[token] = (subject, queue)
         try:
             inbox = f"{self._prefix}.{token}"
             parts = frames.split(data, self.part_limit)
@@ -242,6 +244,17 @@ class NatsTransport:
         if reply.get("ok"):
             return reply.get("result")
         raise ElanusError.from_dict(reply.get("error") or {})
+
+    def abandon(self, prefix: str, error: ElanusError) -> int:
+        """Fail at once every request waiting for a reply from a subject under ``prefix``:
+        its server is known to be gone (a coordinator replaced), so no reply will come and
+        the caller need not wait out its timeout. The number of requests failed."""
+        failed = 0
+        for subject, queue in list(self._replies.values()):
+            if subject.startswith(prefix):
+                queue.put_nowait(error)
+                failed += 1
+        return failed
 
     async def serve(
         self, prefix: str, handlers: dict[str, Handler], queue: str | None, tasks: set[Any]
@@ -305,14 +318,19 @@ class NatsTransport:
             log.debug("could not reply to %s", subject)
 
 
-async def _collect(queue: asyncio.Queue[Msg], subject: str) -> bytes:
+async def _collect(queue: asyncio.Queue[Msg | ElanusError], subject: str) -> bytes:
     """A reply's bytes: one message, or every part of a large one, in order."""
     first = await queue.get()
+    if isinstance(first, ElanusError):
+        raise first
     headers = first.headers or {}
     if headers.get("Status") == STATUS_NO_RESPONDERS:
         raise ElanusError(ErrorCode.UNAVAILABLE, f"no service answers on {subject}")
     count = int(headers.get(PARTS, "1"))
     parts = [first.data]
     while len(parts) < count:
-        parts.append((await queue.get()).data)
+        part = await queue.get()
+        if isinstance(part, ElanusError):
+            raise part
+        parts.append(part.data)
     return frames.join(parts)

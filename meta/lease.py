@@ -13,6 +13,7 @@ import asyncio
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable
 
 from nats.errors import NoRespondersError
@@ -21,13 +22,13 @@ from nats.js.api import KeyValueConfig, StorageType
 from nats.js.errors import BucketNotFoundError, KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
+from elanus.channels import subjects
 from elanus.channels.bus import Bus
 from elanus.errors import ElanusError, ErrorCode
 
 log = logging.getLogger(__name__)
 
-BUCKET = "elanus_coord_lease"
-KEY = "active"
+BUCKET, KEY = subjects.COORD_LEASE_BUCKET, subjects.COORD_LEASE_KEY
 POLL_S = 0.2
 
 
@@ -35,6 +36,9 @@ class CoordLease:
     def __init__(self, bus: Bus, node_id: str, ttl_s: float, on_lost: Callable[[], None]) -> None:
         self.bus, self.node_id, self.ttl_s, self.on_lost = bus, node_id, ttl_s, on_lost
         self.revision = 0
+        self.holder = f"{node_id} {uuid.uuid4().hex[:8]}".encode()
+        """The lease's value: new at every start, so a coord restarted under the same node
+        id is still a new holder to the roles watching (``channels/coordwatch.py``)."""
         self._kv: KeyValue | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -61,7 +65,7 @@ class CoordLease:
         waiting_since: float | None = None
         while True:
             try:
-                self.revision = await kv.create(KEY, self.node_id.encode())
+                self.revision = await kv.create(KEY, self.holder)
                 break
             except (KeyWrongLastSequenceError, KeyNotFoundError):
                 # held; or the holder's entry expired between the two requests ``create``
@@ -96,9 +100,7 @@ class CoordLease:
         while True:
             await asyncio.sleep(self.ttl_s / 3)
             try:
-                self.revision = await self._kv.update(
-                    KEY, self.node_id.encode(), last=self.revision
-                )
+                self.revision = await self._kv.update(KEY, self.holder, last=self.revision)
                 renewed = time.monotonic()
                 continue
             except KeyWrongLastSequenceError:

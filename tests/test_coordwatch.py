@@ -1,0 +1,67 @@
+"""A request the coordinator took and then died with fails as soon as another coordinator
+holds the lease (``channels/coordwatch.py``), not after its 30 s timeout; requests to other
+roles are left alone."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from nats.js.api import KeyValueConfig
+
+from elanus.channels import subjects
+from elanus.channels.bus import Bus
+from elanus.channels.coordwatch import CoordWatch
+from elanus.channels.loop import LoopThread, Periodic
+from elanus.channels.nats_server import EmbeddedNats
+from elanus.errors import ElanusError, ErrorCode
+
+
+def test_requests_to_a_replaced_coordinator_fail_at_once(
+    nats_server: EmbeddedNats, loop_thread: LoopThread
+) -> None:
+    creds = nats_server.credentials
+    server = Bus(nats_server.url, name="dead-coord", credentials=creds, in_process=False)
+    client = Bus(nats_server.url, name="proxy", credentials=creds, in_process=False)
+    call = loop_thread.call
+    call(server.connect())
+    call(client.connect())
+
+    async def never_answers(body: object) -> None:
+        await asyncio.sleep(3600)  # the coordinator "died" holding the request
+
+    async def setup() -> Periodic:
+        kv = await client.js.create_key_value(KeyValueConfig(subjects.COORD_LEASE_BUCKET))
+        await kv.put(subjects.COORD_LEASE_KEY, b"coord-a 1")
+        await server.serve(f"{subjects.COORD}.x", {"slow": never_answers})
+        await server.serve("elanus.node.n1", {"slow": never_answers})
+        watch = Periodic(CoordWatch(client).check, 0.1, "watch")
+        return watch.start()
+
+    watch = call(setup())
+    try:
+        time.sleep(0.5)  # the watch has read the first holder
+        to_coord = loop_thread.submit(client.request(f"{subjects.COORD}.x.slow", {}, timeout=30))
+        to_node = loop_thread.submit(client.request("elanus.node.n1.slow", {}, timeout=3))
+        time.sleep(0.5)
+        assert not to_coord.done()
+
+        async def take_over() -> None:
+            kv = await client.js.key_value(subjects.COORD_LEASE_BUCKET)
+            await kv.put(subjects.COORD_LEASE_KEY, b"coord-b 2")
+
+        replaced = time.monotonic()
+        call(take_over())
+        with pytest.raises(ElanusError) as failed:
+            to_coord.result(timeout=5)
+        assert failed.value.code is ErrorCode.UNAVAILABLE
+        assert "another took over" in failed.value.message
+        assert time.monotonic() - replaced < 2.0
+        with pytest.raises(ElanusError) as timed_out:  # not a coordinator's: left to time out
+            to_node.result(timeout=10)
+        assert timed_out.value.code is ErrorCode.TIMEOUT
+    finally:
+        call(watch.stop())
+        call(client.close())
+        call(server.close())
