@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 
 import pytest
 from nats.js.api import KeyValueConfig
@@ -125,3 +126,27 @@ def test_a_slow_server_still_answers_through_the_probes(
     finally:
         loop_thread.call(client.close())
         loop_thread.call(server.close())
+
+
+@pytest.mark.chaos
+def test_requests_waiting_when_the_nats_server_goes_fail_at_once(
+    tmp_path: Path, loop_thread: LoopThread
+) -> None:
+    with EmbeddedNats(tmp_path / "nats") as nats:
+        server, client = _pair(nats, loop_thread)
+
+        async def hangs(body: object) -> None:
+            await asyncio.sleep(3600)
+
+        loop_thread.call(server.serve("elanus.node.n3", {"search": hangs}))
+        pending = loop_thread.submit(client.request("elanus.node.n3.search", {}, timeout=60))
+        time.sleep(0.3)
+        gone = time.monotonic()
+        nats.stop()  # the server's process ends: every connection drops
+        with pytest.raises(ElanusError) as failed:
+            pending.result(timeout=10)
+        assert failed.value.code is ErrorCode.UNAVAILABLE
+        assert "connection to NATS was lost" in failed.value.message
+        assert time.monotonic() - gone < 2.0
+        for bus in (client, server):
+            loop_thread.call(bus.close(), timeout=30)
