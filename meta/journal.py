@@ -30,6 +30,7 @@ from typing import Any
 import duckdb
 import orjson
 from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
+from nats.js.errors import APIError
 
 from elanus import layout, objstore
 from elanus.channels.bus import Bus
@@ -47,6 +48,8 @@ SNAPSHOTS = "catalog/snapshots"
 SNAPSHOT_EVERY = 200
 SNAPSHOT_S = 30.0
 PART_BYTES = 512 * 1024
+WRONG_LAST_SEQUENCE = 10071
+"""JetStream's error code for a publish whose expected last sequence is not the stream's."""
 """Entries larger than this go as several messages (a stock nats-server takes 1 MB)."""
 PUBLISH_WAIT_S = LOG_RETRY_WINDOW_S + 5.0
 """How long a catalog call waits for its entry's ack (the publish gives up before)."""
@@ -107,6 +110,12 @@ class CatalogJournal:
         self._current: asyncio.Future[int] | None = None
         """The entry being published (failed by ``close`` if it is cut short)."""
         self._closed = False
+        self._fenced = False
+        self.on_fenced: Callable[[], None] | None = None
+        """Called once (from the loop) when the journal finds another writer: the coord
+        stops as if it had lost its lease. Each entry is published expecting the stream's
+        last sequence to be the one this coord read or wrote last, so a coord that wakes
+        up after a standby took over cannot add to the catalog."""
         self._since_snapshot = 0
         self._snapshot_at = time.monotonic()
         self.snapshot_due: Callable[[], None] | None = None
@@ -174,7 +183,7 @@ class CatalogJournal:
 
     async def _put(self, data: bytes, wait: bool) -> Any:
         assert self._pending is not None, "the journal is not open"
-        if self._closed:
+        if self._closed or self._fenced:
             raise ElanusError(ErrorCode.UNAVAILABLE, "the coord is stopping: not journaled")
         future: asyncio.Future[int] | None = None
         if wait:
@@ -219,10 +228,34 @@ class CatalogJournal:
         parts = [data[i : i + PART_BYTES] for i in range(0, len(data), PART_BYTES)] or [b""]
         for i, part in enumerate(parts):
             msg_id = f"{self.created}-{self.last_seq + 1}"
-            headers = {"Nats-Msg-Id": msg_id, "Elanus-Part": f"{i + 1}/{len(parts)}"}
-            ack = await publish_acked(self.bus.js, SUBJECT, part, headers, what="a catalog change")
+            headers = {
+                "Nats-Msg-Id": msg_id,
+                "Elanus-Part": f"{i + 1}/{len(parts)}",
+                "Nats-Expected-Last-Sequence": str(self.last_seq),
+            }
+            try:
+                ack = await publish_acked(
+                    self.bus.js, SUBJECT, part, headers, what="a catalog change"
+                )
+            except APIError as exc:
+                if exc.err_code != WRONG_LAST_SEQUENCE:
+                    raise
+                self.fenced()
+                raise ElanusError(
+                    ErrorCode.UNAVAILABLE,
+                    "another coordinator changed the catalog: this one stops serving; retry",
+                ) from None
             self.last_seq = int(ack.seq)
         return self.last_seq
+
+    def fenced(self) -> None:
+        """The stream holds an entry this coord did not write (another coord took the
+        lease while this one was paused): nothing more from here may be journaled."""
+        if not self._fenced:
+            self._fenced = True
+            log.critical("catalog journal: another coordinator wrote to it; stopping")
+            if self.on_fenced is not None:
+                self.on_fenced()
 
     # -- snapshots ---------------------------------------------------------------------------
     def snapshot(self, con: duckdb.DuckDBPyConnection, workdir: Path) -> str:

@@ -17,9 +17,11 @@ import pytest
 from conftest import ElanusProcess, Stack, wait_for
 
 from elanus.api.coord import CoordAPI, ListSessions
+from elanus.channels.bus import Bus
 from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats
-from elanus.meta.journal import decode, encode
+from elanus.errors import ElanusError, ErrorCode
+from elanus.meta.journal import CatalogJournal, decode, encode
 from elanus.meta.recorder import Recorder, mutates
 
 
@@ -75,6 +77,40 @@ def answers(stack: Stack) -> dict[str, Any]:
         "alias": c.describe_alias("kept_alias")["collection_name"],
         "users": sorted(c.list_users()),
     }
+
+
+def test_a_journal_another_coord_wrote_to_refuses_further_changes(
+    tmp_path: Path, nats_server: EmbeddedNats, loop_thread: LoopThread
+) -> None:
+    """A coord paused while a standby took over must not add to the catalog when it wakes:
+    each entry is published expecting the last sequence this coord saw (JetStream fences)."""
+    buses, journals, fenced = [], [], []
+    try:
+        for name in ("woke", "active"):
+            bus = Bus(nats_server.url, name=name, credentials=nats_server.credentials)
+            loop_thread.call(bus.connect())
+            buses.append(bus)
+            journal = CatalogJournal(bus, str(tmp_path / "storage"))
+            journal.on_fenced = lambda name=name: fenced.append(name)
+            loop_thread.call(journal.open())
+            journals.append(journal)
+        woke, active = journals
+        entry = [("INSERT INTO t VALUES (?)", [1], False)]
+        active.append(entry)
+        with pytest.raises(ElanusError) as refused:
+            woke.append(entry)
+        assert refused.value.code is ErrorCode.UNAVAILABLE
+        assert "another coordinator" in refused.value.message
+        assert fenced == ["woke"]
+        with pytest.raises(ElanusError):
+            woke.append(entry)  # and every later one
+        active.append(entry)
+        assert active.last_seq == 2 and fenced == ["woke"]
+    finally:
+        for journal in journals:
+            loop_thread.call(journal.close())
+        for bus in buses:
+            loop_thread.call(bus.close())
 
 
 def test_a_coord_with_an_empty_data_dir_rebuilds_the_catalog(tmp_path: Path) -> None:
