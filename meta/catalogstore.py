@@ -89,6 +89,7 @@ class CatalogStore:
         workdir = self.settings.catalog_path.parent
         where = await asyncio.to_thread(db.raw, journal.snapshot, workdir)
         log.info("catalog snapshot at journal entry %d: %s", journal.last_seq, where)
+        await journal.prune()
 
     async def close(self) -> None:
         if self.counters is not None and self.db is not None:

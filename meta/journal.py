@@ -278,22 +278,56 @@ class CatalogJournal:
             local.unlink(missing_ok=True)
         return target
 
-    def newest_snapshot(self) -> tuple[str, int] | None:
-        """This stream's newest snapshot in the storage, and the last entry it holds."""
+    def snapshots(self) -> list[tuple[str, int]]:
+        """This stream's snapshots in the storage, oldest first, each with the last entry
+        it holds."""
         folder = layout.join(self.storage, SNAPSHOTS)
         if not objstore.exists(folder):
-            return None
-        best: tuple[str, int] | None = None
+            return []
+        found = []
         for name in objstore.list_dir(folder):
             stem = Path(name).name.removesuffix(".duckdb")
             created, _, seq = stem.rpartition("-")
-            if created != self.created or not seq.isdigit() or int(seq) > self.last_seq:
-                continue
-            if best is None or int(seq) > best[1]:
-                best = (layout.join(folder, Path(name).name), int(seq))
-        return best
+            if created == self.created and seq.isdigit() and int(seq) <= self.last_seq:
+                found.append((layout.join(folder, Path(name).name), int(seq)))
+        return sorted(found, key=lambda snap: snap[1])
+
+    def newest_snapshot(self) -> tuple[str, int] | None:
+        found = self.snapshots()
+        return found[-1] if found else None
+
+    async def prune(self) -> None:
+        """Drop what no rebuild needs any more: the entries the next-to-newest snapshot
+        holds, and the snapshots before it. One snapshot back is kept, with every entry
+        after it, so an unreadable newest snapshot still leaves a way to rebuild."""
+        found = await asyncio.to_thread(self.snapshots)
+        if len(found) < 2:
+            return
+        kept_from = found[-2][1] + 1
+        await self.bus.js.purge_stream(STREAM, seq=kept_from)
+        for where, _ in found[:-2]:
+            await asyncio.to_thread(objstore.remove_file, where)
+        log.info("catalog journal: entries before %d and %d snapshot(s) pruned", kept_from,
+                 len(found) - 2)  # fmt: skip
 
     # -- rebuilding --------------------------------------------------------------------------
+    def _fetch_snapshot(self, staging: Path, first: int) -> int | None:
+        """Copy the newest readable snapshot the journal's entries still continue to
+        ``staging``; the last entry it holds (0: none needed, the journal is whole), or
+        None when no snapshot can start a rebuild."""
+        staging.unlink(missing_ok=True)
+        for where, seq in reversed(self.snapshots()):
+            if seq + 1 < first:
+                break  # older ones are not continued either
+            try:
+                staging.write_bytes(objstore.read_bytes(where))
+                duckdb.connect(str(staging), read_only=True).close()
+                return seq
+            except Exception as exc:  # noqa: BLE001 - one back was kept for this
+                log.error("catalog snapshot %s unreadable (%s): trying the one before", where, exc)
+                staging.unlink(missing_ok=True)
+        return 0 if first <= 1 else None
+
     async def rebuild(self, path: Path) -> bool:
         """Make ``path`` the catalog this stream describes: the newest snapshot, then every
         later entry. False when the stream holds no entry (the local file, if any, is then
@@ -302,17 +336,12 @@ class CatalogJournal:
             return False
         info = await self.bus.js.stream_info(STREAM)
         first = int(info.state.first_seq or 1)
-        snap = await asyncio.to_thread(self.newest_snapshot)
-        base = snap[1] if snap is not None else 0
-        if snap is None and first > 1:
-            log.warning("catalog journal starts at %d and no snapshot holds before: kept", first)
-            return False
         staging = path.with_name(path.name + ".rebuild")
         staging.parent.mkdir(parents=True, exist_ok=True)
-        staging.unlink(missing_ok=True)
-        if snap is not None:
-            data = await asyncio.to_thread(objstore.read_bytes, snap[0])
-            await asyncio.to_thread(staging.write_bytes, data)
+        base = await asyncio.to_thread(self._fetch_snapshot, staging, first)
+        if base is None:
+            log.warning("catalog journal starts at %d and no snapshot holds before: kept", first)
+            return False
         con = await asyncio.to_thread(duckdb.connect, str(staging))
         try:
             await asyncio.to_thread(migrate, con)
@@ -335,7 +364,7 @@ class CatalogJournal:
         Path(str(staging) + ".wal").unlink(missing_ok=True)
         log.info(
             "catalog rebuilt from %s and %d journal entries (up to %d)",
-            "a snapshot" if snap is not None else "nothing",
+            f"the snapshot at {base}" if base else "nothing",
             entries,
             self.last_seq,
         )

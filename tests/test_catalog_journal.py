@@ -113,6 +113,44 @@ def test_a_journal_another_coord_wrote_to_refuses_further_changes(
             loop_thread.call(bus.close())
 
 
+def test_snapshots_prune_the_journal_and_an_unreadable_one_falls_back(
+    tmp_path: Path, nats_server: EmbeddedNats, loop_thread: LoopThread
+) -> None:
+    """After each snapshot the entries the one before it holds are purged and older
+    snapshots deleted; a rebuild whose newest snapshot is unreadable uses the one before."""
+    storage = str(tmp_path / "storage")
+    bus = Bus(nats_server.url, name="pruner", credentials=nats_server.credentials)
+    loop_thread.call(bus.connect())
+    journal = CatalogJournal(bus, storage)
+    loop_thread.call(journal.open())
+    con = duckdb.connect(str(tmp_path / "catalog.duckdb"))
+    try:
+        con.execute("CREATE TABLE t (a INTEGER)")
+        for n in (1, 2, 3):
+            insert = ("INSERT INTO t VALUES (?)", [n], False)
+            con.execute(insert[0], insert[1])
+            journal.append([insert])
+            journal.snapshot(con, tmp_path)
+            loop_thread.call(journal.prune())
+        assert [seq for _, seq in journal.snapshots()] == [2, 3]
+        info = loop_thread.call(bus.js.stream_info("ELANUS_CATALOG"))
+        assert (info.state.first_seq, info.state.last_seq) == (3, 3)
+
+        newest = Path(journal.snapshots()[-1][0])
+        newest.write_bytes(b"not a database")
+        rebuilt = tmp_path / "rebuilt" / "catalog.duckdb"
+        again = CatalogJournal(bus, storage)
+        loop_thread.call(again.open())
+        assert loop_thread.call(again.rebuild(rebuilt))
+        with duckdb.connect(str(rebuilt), read_only=True) as check:
+            assert check.execute("SELECT a FROM t ORDER BY a").fetchall() == [(1,), (2,), (3,)]
+        loop_thread.call(again.close())
+    finally:
+        con.close()
+        loop_thread.call(journal.close())
+        loop_thread.call(bus.close())
+
+
 def test_a_coord_with_an_empty_data_dir_rebuilds_the_catalog(tmp_path: Path) -> None:
     """The coord's machine is lost (its whole data dir deleted); a coord started elsewhere,
     with an empty data dir, on the same NATS and storage, answers as before."""
