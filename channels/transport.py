@@ -273,8 +273,15 @@ class NatsTransport:
             raise _timeout(subject, timeout) from None
 
     async def _probe(self, subject: str) -> None:
-        """Raise UNAVAILABLE if nobody serves ``subject`` any more; an answer, or none in
-        time (a busy server), means keep waiting."""
+        if not await self.serves(subject):
+            raise ElanusError(
+                ErrorCode.UNAVAILABLE, f"the server that took the request on {subject} is gone"
+            )
+
+    async def serves(self, subject: str) -> bool:
+        """Whether anybody serves ``subject`` now: a live server answers a probe at once
+        without running a handler; only NATS's no-responders answer means no (no answer in
+        time, a busy server, is a yes)."""
         token = str(next(self._ids))
         queue: asyncio.Queue[Msg | ElanusError] = asyncio.Queue()
         self._replies[token] = (subject, queue)
@@ -285,15 +292,12 @@ class NatsTransport:
             async with asyncio.timeout(PROBE_WAIT_S):
                 answer = await queue.get()
         except TimeoutError:
-            return
+            return True
         finally:
             self._replies.pop(token, None)
         if isinstance(answer, ElanusError):
             raise answer
-        if (answer.headers or {}).get("Status") == STATUS_NO_RESPONDERS:
-            raise ElanusError(
-                ErrorCode.UNAVAILABLE, f"the server that took the request on {subject} is gone"
-            )
+        return (answer.headers or {}).get("Status") != STATUS_NO_RESPONDERS
 
     def abandon(self, prefix: str, error: ElanusError) -> int:
         """Fail at once every request waiting for a reply from a subject under ``prefix``:
