@@ -85,24 +85,15 @@ def status(ctx: typer.Context, as_json: JsonOpt = False, uri: UriOpt = None) -> 
             for s in sessions
             for vchannel, c in sorted(((s.get("meta") or {}).get("channels") or {}).items())
         ]
-        parts: list[RenderableType] = [roles]
-        if channels:
-            parts.append(
-                table(
-                    ["role", "id", "channel", "tick lag", "pending msgs"],
-                    channels,
-                    title=f"{len(channels)} consumed channel(s)",
-                )
-            )
-        if placement:
-            parts.append(
-                table(
-                    ["collection", "replica", "query nodes", "shard leaders", "serving"],
-                    placement,
-                    title=f"{len(placement)} replica(s) of the loaded collections",
-                )
-            )
-        return Group(*parts)
+        more = [
+            (["role", "id", "channel", "tick lag", "pending msgs"], channels,
+             "consumed channel(s)"),
+            (["collection", "replica", "query nodes", "shard leaders", "serving"], placement,
+             "replica(s) of the loaded collections"),
+        ]  # fmt: skip
+        return Group(
+            roles, *(table(h, rows, title=f"{len(rows)} {what}") for h, rows, what in more if rows)
+        )
 
     placement: list[tuple[Any, ...]] = []
 
