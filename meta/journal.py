@@ -52,6 +52,13 @@ WRONG_LAST_SEQUENCE = 10071
 """JetStream's error code for a publish whose expected last sequence is not the stream's."""
 """Entries larger than this go as several messages (a stock nats-server takes 1 MB)."""
 PUBLISH_WAIT_S = LOG_RETRY_WINDOW_S + 5.0
+DOWN_S = 5.0
+"""After an entry the log did not take within its window, later entries get one short
+attempt each (``DOWN_WINDOW_S``) for this long: every catalog call waits on the one
+database thread, so without it calls queued behind each other would each wait out a
+whole window (a NATS cluster without a quorum), and clients time out instead of
+hearing UNAVAILABLE."""
+DOWN_WINDOW_S = 1.0
 """How long a catalog call waits for its entry's ack (the publish gives up before)."""
 
 
@@ -111,6 +118,7 @@ class CatalogJournal:
         """The entry being published (failed by ``close`` if it is cut short)."""
         self._closed = False
         self._fenced = False
+        self._down_until = 0.0
         self.on_fenced: Callable[[], None] | None = None
         """Called once (from the loop) when the journal finds another writer: the coord
         stops as if it had lost its lease. Each entry is published expecting the stream's
@@ -198,8 +206,10 @@ class CatalogJournal:
             self._current = future
             try:
                 seq = await self._publish(data)
+                self._down_until = 0.0
             except Exception as exc:  # noqa: BLE001 - the waiting call fails, naming why
                 log.error("catalog journal: publish failed: %s", exc)
+                self._down_until = time.monotonic() + DOWN_S
                 if future is not None and not future.done():
                     future.set_exception(
                         exc
@@ -234,9 +244,11 @@ class CatalogJournal:
                 "Nats-Expected-Last-Sequence": str(self.last_seq),
             }
             try:
+                window = DOWN_WINDOW_S if time.monotonic() < self._down_until else None
                 ack = await publish_acked(
-                    self.bus.js, SUBJECT, part, headers, what="a catalog change"
-                )
+                    self.bus.js, SUBJECT, part, headers, what="a catalog change",
+                    window=window or LOG_RETRY_WINDOW_S,
+                )  # fmt: skip
             except APIError as exc:
                 if exc.err_code != WRONG_LAST_SEQUENCE:
                     raise
