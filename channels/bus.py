@@ -161,7 +161,16 @@ class Bus:
         log.debug("nats %s: %s", self.name, exc)
 
     async def _on_disconnect(self) -> None:
+        """Requests waiting for a reply fail now (UNAVAILABLE, retryable): a reply sent
+        while the connection is down is lost, and a restarted nats-server lost the request
+        itself, so waiting out their timeouts would hold their callers for nothing."""
         log.info("nats %s: disconnected, reconnecting to any of %s", self.name, self.url)
+        if self._nats is not None:
+            lost = ElanusError(
+                ErrorCode.UNAVAILABLE,
+                "the connection to NATS was lost while the request waited for its reply; retry",
+            )
+            self._nats.abandon("", lost)
 
     async def _on_reconnect(self) -> None:
         server = self._nc.connected_url if self._nc is not None else None
@@ -203,6 +212,12 @@ class Bus:
         return await self.transport.request(
             subject, payload if payload is not None else {}, timeout
         )
+
+    async def serves(self, subject: str) -> bool:
+        """Whether a role (of this process, or elsewhere) serves ``subject`` now."""
+        if self.in_process and LOCAL.find(self.url, subject) is not None:
+            return True
+        return await self.transport.serves(subject)
 
     def request_sync(self, subject: str, payload: Any = None, timeout: float = 30.0) -> Any:
         """``request`` from a thread that is not the bus's loop (a Flight thread): a

@@ -12,6 +12,7 @@ from elanus import objstore
 from elanus.channels import metrics, subjects
 from elanus.channels.bus import Bus, Handler, Served
 from elanus.channels.consumer import ChannelConsumer
+from elanus.channels.coordwatch import INTERVAL_S, CoordWatch
 from elanus.channels.flow import FlowReport, total_memory
 from elanus.channels.loop import Periodic
 from elanus.channels.sessions import Session, SessionInfo
@@ -39,6 +40,7 @@ class Role:
         """A second NATS connection for bulk data, if the role opened one."""
         self._session: Session | None = None
         self._flow_reports: Periodic | None = None
+        self._coord_watch: Periodic | None = None
         self._served: list[Served] = []
         self.supervisor = Supervisor(f"{self.role_name} {self.node_id}", self._health_changed)
         """Every background task of the role runs through it (see ``channels/supervisor``)."""
@@ -79,6 +81,10 @@ class Role:
         interval = self.settings.timetick_interval_ms / 1000
         self._flow_reports = Periodic(self._report_flow, interval, f"{self.reporter} flow report")
         self._flow_reports.start()
+        if self.role_name != "coord":
+            watch = CoordWatch(self.bus)
+            self._coord_watch = Periodic(watch.check, INTERVAL_S, "coordinator lease watch")
+            self._coord_watch.start()
 
     @property
     def reporter(self) -> str:
@@ -123,6 +129,9 @@ class Role:
 
     async def stop(self) -> None:
         """Leave the session, stop answering, close the data connection."""
+        if self._coord_watch is not None:
+            await self._coord_watch.stop()
+            self._coord_watch = None
         if self._flow_reports is not None:
             await self._flow_reports.stop()
             self._flow_reports = None

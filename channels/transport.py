@@ -45,6 +45,13 @@ PULL = "Elanus-Pull"
 PART_MARGIN = 8 * 1024
 """Room left in each part for NATS headers, which the server counts into ``max_payload``."""
 STATUS_NO_RESPONDERS = "503"
+PROBE = "Elanus-Probe"
+"""Header of a liveness probe: its server answers at once, running no handler."""
+PROBE_AFTER_S = 0.5
+"""A request not answered this long is probed (and again as often): if nobody serves its
+subject any more, its server died holding it, and the caller learns so now (UNAVAILABLE:
+a read fails over to another replica) instead of after the request's timeout."""
+PROBE_WAIT_S = 0.5
 HANDLER_THREADS = 32
 _handler_pool = ThreadPoolExecutor(HANDLER_THREADS, thread_name_prefix="elanus-handler")
 """Blocking handlers reached from a loop run here, not in the loop's default executor:
@@ -181,7 +188,9 @@ class NatsTransport:
         self.nc = nc
         self._prefix = nc.new_inbox()
         self._ids = itertools.count(1)
-        self._replies: dict[str, asyncio.Queue[Msg]] = {}
+        self._replies: dict[str, tuple[str, asyncio.Queue[Msg | ElanusError]]] = {}
+        """Requests waiting for their reply, by token: the subject asked and the queue the
+        reply's messages (or an ``abandon`` error) arrive on."""
         self._pulls: dict[str, list[bytes]] = {}
         self._sub: Subscription | None = None
 
@@ -203,9 +212,9 @@ class NatsTransport:
 
     async def _on_inbox(self, msg: Msg) -> None:
         token = msg.subject.rpartition(".")[2]
-        queue = self._replies.get(token)
-        if queue is not None:
-            queue.put_nowait(msg)
+        waiting = self._replies.get(token)
+        if waiting is not None:
+            waiting[1].put_nowait(msg)
             return
         parts = self._pulls.get(token)
         if parts is not None and msg.reply:
@@ -218,8 +227,8 @@ class NatsTransport:
     async def request(self, subject: str, payload: Any, timeout: float) -> Any:
         data = frames.encode(payload)
         token = str(next(self._ids))
-        queue: asyncio.Queue[Msg] = asyncio.Queue()
-        self._replies[token] = queue
+        queue: asyncio.Queue[Msg | ElanusError] = asyncio.Queue()
+        self._replies[token] = (subject, queue)
         try:
             inbox = f"{self._prefix}.{token}"
             parts = frames.split(data, self.part_limit)
@@ -230,11 +239,7 @@ class NatsTransport:
                 self._pulls[pull] = parts
                 headers = {PARTS: str(len(parts)), PULL: f"{self._prefix}.{pull}"}
                 await self.nc.publish(subject, parts[0], reply=inbox, headers=headers)
-            try:
-                async with asyncio.timeout(timeout):
-                    raw = await _collect(queue, subject)
-            except TimeoutError:
-                raise _timeout(subject, timeout) from None
+            raw = await self._reply(queue, subject, timeout)
         finally:
             self._replies.pop(token, None)
             self._pulls.pop(f"p{token}", None)
@@ -243,12 +248,78 @@ class NatsTransport:
             return reply.get("result")
         raise ElanusError.from_dict(reply.get("error") or {})
 
+    async def _reply(
+        self, queue: asyncio.Queue[Msg | ElanusError], subject: str, timeout: float
+    ) -> bytes:
+        """The reply's bytes, probing the subject's server while none has come."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        first: Msg | ElanusError | None = None
+        while first is None:
+            left = deadline - loop.time()
+            try:
+                async with asyncio.timeout(min(left, PROBE_AFTER_S)):
+                    first = await queue.get()
+            except TimeoutError:
+                if left <= PROBE_AFTER_S:
+                    raise _timeout(subject, timeout) from None
+                await self._probe(subject)
+        if isinstance(first, ElanusError) or PARTS not in (first.headers or {}):
+            return await _collect(first, queue, subject)  # all there: nothing to wait for
+        try:
+            async with asyncio.timeout(max(deadline - loop.time(), PROBE_AFTER_S)):
+                return await _collect(first, queue, subject)
+        except TimeoutError:
+            raise _timeout(subject, timeout) from None
+
+    async def _probe(self, subject: str) -> None:
+        if not await self.serves(subject):
+            raise ElanusError(
+                ErrorCode.UNAVAILABLE, f"the server that took the request on {subject} is gone"
+            )
+
+    async def serves(self, subject: str) -> bool:
+        """Whether anybody serves ``subject`` now: a live server answers a probe at once
+        without running a handler; only NATS's no-responders answer means no (no answer in
+        time, a busy server, is a yes)."""
+        token = str(next(self._ids))
+        queue: asyncio.Queue[Msg | ElanusError] = asyncio.Queue()
+        self._replies[token] = (subject, queue)
+        try:
+            await self.nc.publish(
+                subject, b"", reply=f"{self._prefix}.{token}", headers={PROBE: "1"}
+            )
+            async with asyncio.timeout(PROBE_WAIT_S):
+                answer = await queue.get()
+        except TimeoutError:
+            return True
+        finally:
+            self._replies.pop(token, None)
+        if isinstance(answer, ElanusError):
+            raise answer
+        return (answer.headers or {}).get("Status") != STATUS_NO_RESPONDERS
+
+    def abandon(self, prefix: str, error: ElanusError) -> int:
+        """Fail at once every request waiting for a reply from a subject under ``prefix``:
+        its server is known to be gone (a coordinator replaced), so no reply will come and
+        the caller need not wait out its timeout. The number of requests failed."""
+        failed = 0
+        for subject, queue in list(self._replies.values()):
+            if subject.startswith(prefix):
+                queue.put_nowait(error)
+                failed += 1
+        return failed
+
     async def serve(
         self, prefix: str, handlers: dict[str, Handler], queue: str | None, tasks: set[Any]
     ) -> Subscription:
         """Answer ``<prefix>.<method>``; each message runs as its own task (in ``tasks``)."""
 
         async def on_message(msg: Msg) -> None:
+            if msg.headers and PROBE in msg.headers:
+                if msg.reply:
+                    await self.nc.publish(msg.reply, b"")
+                return
             task = asyncio.create_task(self._dispatch(msg, prefix, handlers))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
@@ -305,14 +376,20 @@ class NatsTransport:
             log.debug("could not reply to %s", subject)
 
 
-async def _collect(queue: asyncio.Queue[Msg], subject: str) -> bytes:
+async def _collect(
+    first: Msg | ElanusError, queue: asyncio.Queue[Msg | ElanusError], subject: str
+) -> bytes:
     """A reply's bytes: one message, or every part of a large one, in order."""
-    first = await queue.get()
+    if isinstance(first, ElanusError):
+        raise first
     headers = first.headers or {}
     if headers.get("Status") == STATUS_NO_RESPONDERS:
         raise ElanusError(ErrorCode.UNAVAILABLE, f"no service answers on {subject}")
     count = int(headers.get(PARTS, "1"))
     parts = [first.data]
     while len(parts) < count:
-        parts.append((await queue.get()).data)
+        part = await queue.get()
+        if isinstance(part, ElanusError):
+            raise part
+        parts.append(part.data)
     return frames.join(parts)

@@ -57,7 +57,8 @@ def _done(message: str) -> Any:
 # -- status -----------------------------------------------------------------------------------
 def status(ctx: typer.Context, as_json: JsonOpt = False, uri: UriOpt = None) -> None:
     """List the live roles (sessions) of the cluster behind the proxy: health, memory and
-    flow control, then each consumed channel's tick lag and unfetched messages."""
+    flow control, then each consumed channel's tick lag and unfetched messages, then where
+    each replica of a loaded collection is (``--json``: the sessions only)."""
 
     def render(sessions: list[dict[str, Any]]) -> RenderableType:
         rows = [
@@ -84,16 +85,38 @@ def status(ctx: typer.Context, as_json: JsonOpt = False, uri: UriOpt = None) -> 
             for s in sessions
             for vchannel, c in sorted(((s.get("meta") or {}).get("channels") or {}).items())
         ]
-        if not channels:
-            return roles
-        lags = table(
-            ["role", "id", "channel", "tick lag", "pending msgs"],
-            channels,
-            title=f"{len(channels)} consumed channel(s)",
+        more = [
+            (["role", "id", "channel", "tick lag", "pending msgs"], channels,
+             "consumed channel(s)"),
+            (["collection", "replica", "query nodes", "shard leaders", "serving"], placement,
+             "replica(s) of the loaded collections"),
+        ]  # fmt: skip
+        return Group(
+            roles, *(table(h, rows, title=f"{len(rows)} {what}") for h, rows, what in more if rows)
         )
-        return Group(roles, lags)
 
-    run_action(ctx, lambda c: c.list_sessions(), render, as_json=as_json, uri=uri)
+    placement: list[tuple[Any, ...]] = []
+
+    def ask(client: Any) -> list[dict[str, Any]]:
+        sessions = client.list_sessions()
+        if not as_json:
+            placement.extend(_placement(client))
+        return sessions
+
+    run_action(ctx, ask, render, as_json=as_json, uri=uri)
+
+
+def _placement(client: Any) -> list[tuple[Any, ...]]:
+    """Each replica of each loaded collection of the default database: where it is."""
+    rows = []
+    for name in sorted(client.list_collections()):
+        if client.get_load_state(name)["state"] != "Loaded":
+            continue
+        for r in client.describe_replica(name):
+            leaders = ", ".join(f"{v} → {n}" for v, n in sorted(r["shard_leaders"].items()))
+            rows.append((name, r["replica_id"], ", ".join(r["node_ids"]) or "-",
+                         leaders or "-", "yes" if r["serving"] else "no"))  # fmt: skip
+    return rows
 
 
 def _memory(rss: int | None) -> str:

@@ -16,7 +16,6 @@ from rich.console import Group, RenderableType
 from elanus import objstore
 from elanus.cli.context import CliState, DataDirOpt, JsonOpt, UriOpt, run_action
 from elanus.cli.output import emit, kv_table, table
-from elanus.meta import backupfiles
 
 if TYPE_CHECKING:
     from elanus.client.client import Client
@@ -93,6 +92,8 @@ def list_(ctx: typer.Context, target: TargetArg, as_json: JsonOpt = False) -> No
     settings = state.settings()
     if objstore.is_remote(target):
         objstore.configure(settings.replace(storage=target.rstrip("/")))
+    from elanus.meta import backupfiles  # Lance and DuckDB: only for the backup commands
+
     found = backupfiles.list_backups(target.rstrip("/") if objstore.is_remote(target) else target)
 
     def render(rows: list[dict[str, Any]]) -> RenderableType:
@@ -137,6 +138,8 @@ def restore(
     state = CliState.of(ctx).merged(json=as_json, data_dir=data_dir)
     settings = state.settings(storage=storage)
     source = source.rstrip("/") if objstore.is_remote(source) else source
+    from elanus.meta import backupfiles
+
     result = backupfiles.restore(source, settings)
 
     def render(r: dict[str, Any]) -> RenderableType:

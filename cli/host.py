@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import importlib
 import json
 import logging
 import os
@@ -19,10 +18,9 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 import psutil
 
@@ -31,66 +29,11 @@ from elanus.channels.loop import LoopThread
 from elanus.channels.metrics import MetricsServer
 from elanus.channels.nats_server import EmbeddedNats
 from elanus.channels.natsauth import DEFAULT_USER, NatsCredentials, redact_url, resolve
+from elanus.cli.roles import HostedRole, TakesTurns, role_class, role_spec
 from elanus.errors import ElanusError, ErrorCode
 from elanus.settings import Settings
 
 log = logging.getLogger(__name__)
-
-INFO_FILE = "standalone.json"
-"""Written under the data dir by a standalone server so other processes can find it."""
-
-
-class HostedRole(Protocol):
-    """What the host needs of a role class (``elanus.channels.role.Role`` and friends)."""
-
-    async def start(self) -> None: ...
-
-    async def stop(self) -> None: ...
-
-
-class TakesTurns(Protocol):
-    """A role of which one instance serves and others wait (the coord's lease)."""
-
-    on_lease_lost: Callable[[], None]
-
-    async def wait_turn(self, stop: threading.Event | None = None) -> None: ...
-
-
-@dataclass(frozen=True)
-class RoleSpec:
-    target: str
-    """``module:Class``, imported only when the role is hosted (keeps the CLI light)."""
-    standalone: bool = True
-    """Whether ``elanus standalone`` hosts this role."""
-
-
-ROLES: dict[str, RoleSpec] = {
-    # Insertion order is start order (stop order is the reverse); coord must come first.
-    "coord": RoleSpec("elanus.meta.coord:Coordinator"),
-    "datanode": RoleSpec("elanus.segments.datanode:DataNode"),
-    "querynode": RoleSpec("elanus.segments.querynode:QueryNode"),
-    "indexnode": RoleSpec("elanus.index.indexnode:IndexNode"),
-    "proxy": RoleSpec("elanus.milvus.face:MilvusProxy"),  # Flight and Milvus's protocol
-}
-
-
-def standalone_roles() -> list[str]:
-    return [name for name, spec in ROLES.items() if spec.standalone]
-
-
-def role_spec(name: str) -> RoleSpec:
-    spec = ROLES.get(name)
-    if spec is None:
-        known = ", ".join(ROLES)
-        raise ElanusError(ErrorCode.INVALID_ARGUMENT, f"unknown role {name!r}; known: {known}")
-    return spec
-
-
-def role_class(name: str) -> Callable[..., HostedRole]:
-    """Import a role class by its registry name."""
-    module_name, _, class_name = role_spec(name).target.partition(":")
-    cls: Callable[..., HostedRole] = getattr(importlib.import_module(module_name), class_name)
-    return cls
 
 
 class RoleHost:

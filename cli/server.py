@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.panel import Panel
@@ -21,9 +21,12 @@ from elanus.cli.context import (
     PortOpt,
     StorageOpt,
 )
-from elanus.cli.host import INFO_FILE, ROLES, RoleHost, standalone_roles
 from elanus.cli.output import console, emit, kv_table
+from elanus.cli.roles import INFO_FILE, ROLES, standalone_roles
 from elanus.settings import Settings, is_loopback_host
+
+if TYPE_CHECKING:
+    from elanus.cli.host import RoleHost
 
 TlsCertOpt = Annotated[
     str | None,
@@ -162,6 +165,8 @@ def standalone(
     check_exposure(settings, insecure)
     _configure_logging(settings)
     settings.data_path.mkdir(parents=True, exist_ok=True)
+    from elanus.cli.host import RoleHost  # the roles' stack: only for the server commands
+
     roles = RoleHost(settings, standalone_roles(), info_file=settings.data_path / INFO_FILE)
     roles.serve(on_ready=lambda h: _ready_panel("elanus standalone", h))
 
@@ -212,6 +217,8 @@ def run(
             param_hint="--nats",
         )
     _configure_logging(settings)
+    from elanus.cli.host import RoleHost
+
     RoleHost(settings, [role]).serve(on_ready=lambda h: _ready_panel(f"elanus {role}", h))
 
 

@@ -245,12 +245,6 @@ class Settings:
         )
 
     @property
-    def files_path(self) -> Path:
-        """Local root of staged writes and uploads, which are read as local files: the
-        storage when it is local, else the data dir (the roles must then share it)."""
-        return self.data_path if self.storage_remote else self.storage_path
-
-    @property
     def catalog_path(self) -> Path:
         return self.data_path / "catalog.duckdb"
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from elanus.channels.bus import Bus
 from elanus.channels.supervisor import Supervisor
@@ -30,8 +31,16 @@ ID_MARGIN = 1 << 24
 
 
 class CatalogStore:
-    def __init__(self, settings: Settings, bus: Bus, supervisor: Supervisor) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        bus: Bus,
+        supervisor: Supervisor,
+        on_fenced: Callable[[], None] = lambda: None,
+    ) -> None:
         self.settings, self.bus, self.supervisor = settings, bus, supervisor
+        self.on_fenced = on_fenced
+        """What the coord does when another coord wrote the journal (it stops)."""
         self.journal: CatalogJournal | None = None
         self.db: Database | None = None
         self.counters: CounterStore | None = None
@@ -42,6 +51,7 @@ class CatalogStore:
         fresh = not s.catalog_path.exists()
         if s.catalog_journal:
             journal = self.journal = CatalogJournal(self.bus, s.storage_uri, s.stream_replicas)
+            journal.on_fenced = self.on_fenced
             await journal.open()
             self.rebuilt = await journal.rebuild(s.catalog_path)
         db = await asyncio.to_thread(Database, s.catalog_path, self.journal)
@@ -79,6 +89,7 @@ class CatalogStore:
         workdir = self.settings.catalog_path.parent
         where = await asyncio.to_thread(db.raw, journal.snapshot, workdir)
         log.info("catalog snapshot at journal entry %d: %s", journal.last_seq, where)
+        await journal.prune()
 
     async def close(self) -> None:
         if self.counters is not None and self.db is not None:

@@ -78,7 +78,7 @@ class Coordinator(Role):
         self.index.subscribe(self.query)
         self.scheduler = TaskScheduler([self.index, self.imports, self.compaction])
         self._background: list[Periodic] = []
-        self.catalog = CatalogStore(settings, bus, self.supervisor)
+        self.catalog = CatalogStore(settings, bus, self.supervisor, on_fenced=self._lease_lost)
         self.lease = CoordLease(bus, self.node_id, settings.coord_lease_ttl_s, self._lease_lost)
         self.on_lease_lost: Callable[[], None] = lambda: None
         """What the host does when the lease is lost (``elanus run`` stops the process)."""

@@ -30,6 +30,7 @@ from typing import Any
 import duckdb
 import orjson
 from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
+from nats.js.errors import APIError
 
 from elanus import layout, objstore
 from elanus.channels.bus import Bus
@@ -47,8 +48,17 @@ SNAPSHOTS = "catalog/snapshots"
 SNAPSHOT_EVERY = 200
 SNAPSHOT_S = 30.0
 PART_BYTES = 512 * 1024
+WRONG_LAST_SEQUENCE = 10071
+"""JetStream's error code for a publish whose expected last sequence is not the stream's."""
 """Entries larger than this go as several messages (a stock nats-server takes 1 MB)."""
 PUBLISH_WAIT_S = LOG_RETRY_WINDOW_S + 5.0
+DOWN_S = 5.0
+"""After an entry the log did not take within its window, later entries get one short
+attempt each (``DOWN_WINDOW_S``) for this long: every catalog call waits on the one
+database thread, so without it calls queued behind each other would each wait out a
+whole window (a NATS cluster without a quorum), and clients time out instead of
+hearing UNAVAILABLE."""
+DOWN_WINDOW_S = 1.0
 """How long a catalog call waits for its entry's ack (the publish gives up before)."""
 
 
@@ -107,6 +117,13 @@ class CatalogJournal:
         self._current: asyncio.Future[int] | None = None
         """The entry being published (failed by ``close`` if it is cut short)."""
         self._closed = False
+        self._fenced = False
+        self._down_until = 0.0
+        self.on_fenced: Callable[[], None] | None = None
+        """Called once (from the loop) when the journal finds another writer: the coord
+        stops as if it had lost its lease. Each entry is published expecting the stream's
+        last sequence to be the one this coord read or wrote last, so a coord that wakes
+        up after a standby took over cannot add to the catalog."""
         self._since_snapshot = 0
         self._snapshot_at = time.monotonic()
         self.snapshot_due: Callable[[], None] | None = None
@@ -174,7 +191,7 @@ class CatalogJournal:
 
     async def _put(self, data: bytes, wait: bool) -> Any:
         assert self._pending is not None, "the journal is not open"
-        if self._closed:
+        if self._closed or self._fenced:
             raise ElanusError(ErrorCode.UNAVAILABLE, "the coord is stopping: not journaled")
         future: asyncio.Future[int] | None = None
         if wait:
@@ -189,8 +206,10 @@ class CatalogJournal:
             self._current = future
             try:
                 seq = await self._publish(data)
+                self._down_until = 0.0
             except Exception as exc:  # noqa: BLE001 - the waiting call fails, naming why
                 log.error("catalog journal: publish failed: %s", exc)
+                self._down_until = time.monotonic() + DOWN_S
                 if future is not None and not future.done():
                     future.set_exception(
                         exc
@@ -219,10 +238,36 @@ class CatalogJournal:
         parts = [data[i : i + PART_BYTES] for i in range(0, len(data), PART_BYTES)] or [b""]
         for i, part in enumerate(parts):
             msg_id = f"{self.created}-{self.last_seq + 1}"
-            headers = {"Nats-Msg-Id": msg_id, "Elanus-Part": f"{i + 1}/{len(parts)}"}
-            ack = await publish_acked(self.bus.js, SUBJECT, part, headers, what="a catalog change")
+            headers = {
+                "Nats-Msg-Id": msg_id,
+                "Elanus-Part": f"{i + 1}/{len(parts)}",
+                "Nats-Expected-Last-Sequence": str(self.last_seq),
+            }
+            try:
+                window = DOWN_WINDOW_S if time.monotonic() < self._down_until else None
+                ack = await publish_acked(
+                    self.bus.js, SUBJECT, part, headers, what="a catalog change",
+                    window=window or LOG_RETRY_WINDOW_S,
+                )  # fmt: skip
+            except APIError as exc:
+                if exc.err_code != WRONG_LAST_SEQUENCE:
+                    raise
+                self.fenced()
+                raise ElanusError(
+                    ErrorCode.UNAVAILABLE,
+                    "another coordinator changed the catalog: this one stops serving; retry",
+                ) from None
             self.last_seq = int(ack.seq)
         return self.last_seq
+
+    def fenced(self) -> None:
+        """The stream holds an entry this coord did not write (another coord took the
+        lease while this one was paused): nothing more from here may be journaled."""
+        if not self._fenced:
+            self._fenced = True
+            log.critical("catalog journal: another coordinator wrote to it; stopping")
+            if self.on_fenced is not None:
+                self.on_fenced()
 
     # -- snapshots ---------------------------------------------------------------------------
     def snapshot(self, con: duckdb.DuckDBPyConnection, workdir: Path) -> str:
@@ -245,22 +290,56 @@ class CatalogJournal:
             local.unlink(missing_ok=True)
         return target
 
-    def newest_snapshot(self) -> tuple[str, int] | None:
-        """This stream's newest snapshot in the storage, and the last entry it holds."""
+    def snapshots(self) -> list[tuple[str, int]]:
+        """This stream's snapshots in the storage, oldest first, each with the last entry
+        it holds."""
         folder = layout.join(self.storage, SNAPSHOTS)
         if not objstore.exists(folder):
-            return None
-        best: tuple[str, int] | None = None
+            return []
+        found = []
         for name in objstore.list_dir(folder):
             stem = Path(name).name.removesuffix(".duckdb")
             created, _, seq = stem.rpartition("-")
-            if created != self.created or not seq.isdigit() or int(seq) > self.last_seq:
-                continue
-            if best is None or int(seq) > best[1]:
-                best = (layout.join(folder, Path(name).name), int(seq))
-        return best
+            if created == self.created and seq.isdigit() and int(seq) <= self.last_seq:
+                found.append((layout.join(folder, Path(name).name), int(seq)))
+        return sorted(found, key=lambda snap: snap[1])
+
+    def newest_snapshot(self) -> tuple[str, int] | None:
+        found = self.snapshots()
+        return found[-1] if found else None
+
+    async def prune(self) -> None:
+        """Drop what no rebuild needs any more: the entries the next-to-newest snapshot
+        holds, and the snapshots before it. One snapshot back is kept, with every entry
+        after it, so an unreadable newest snapshot still leaves a way to rebuild."""
+        found = await asyncio.to_thread(self.snapshots)
+        if len(found) < 2:
+            return
+        kept_from = found[-2][1] + 1
+        await self.bus.js.purge_stream(STREAM, seq=kept_from)
+        for where, _ in found[:-2]:
+            await asyncio.to_thread(objstore.remove_file, where)
+        log.info("catalog journal: entries before %d and %d snapshot(s) pruned", kept_from,
+                 len(found) - 2)  # fmt: skip
 
     # -- rebuilding --------------------------------------------------------------------------
+    def _fetch_snapshot(self, staging: Path, first: int) -> int | None:
+        """Copy the newest readable snapshot the journal's entries still continue to
+        ``staging``; the last entry it holds (0: none needed, the journal is whole), or
+        None when no snapshot can start a rebuild."""
+        staging.unlink(missing_ok=True)
+        for where, seq in reversed(self.snapshots()):
+            if seq + 1 < first:
+                break  # older ones are not continued either
+            try:
+                staging.write_bytes(objstore.read_bytes(where))
+                duckdb.connect(str(staging), read_only=True).close()
+                return seq
+            except Exception as exc:  # noqa: BLE001 - one back was kept for this
+                log.error("catalog snapshot %s unreadable (%s): trying the one before", where, exc)
+                staging.unlink(missing_ok=True)
+        return 0 if first <= 1 else None
+
     async def rebuild(self, path: Path) -> bool:
         """Make ``path`` the catalog this stream describes: the newest snapshot, then every
         later entry. False when the stream holds no entry (the local file, if any, is then
@@ -269,17 +348,12 @@ class CatalogJournal:
             return False
         info = await self.bus.js.stream_info(STREAM)
         first = int(info.state.first_seq or 1)
-        snap = await asyncio.to_thread(self.newest_snapshot)
-        base = snap[1] if snap is not None else 0
-        if snap is None and first > 1:
-            log.warning("catalog journal starts at %d and no snapshot holds before: kept", first)
-            return False
         staging = path.with_name(path.name + ".rebuild")
         staging.parent.mkdir(parents=True, exist_ok=True)
-        staging.unlink(missing_ok=True)
-        if snap is not None:
-            data = await asyncio.to_thread(objstore.read_bytes, snap[0])
-            await asyncio.to_thread(staging.write_bytes, data)
+        base = await asyncio.to_thread(self._fetch_snapshot, staging, first)
+        if base is None:
+            log.warning("catalog journal starts at %d and no snapshot holds before: kept", first)
+            return False
         con = await asyncio.to_thread(duckdb.connect, str(staging))
         try:
             await asyncio.to_thread(migrate, con)
@@ -302,7 +376,7 @@ class CatalogJournal:
         Path(str(staging) + ".wal").unlink(missing_ok=True)
         log.info(
             "catalog rebuilt from %s and %d journal entries (up to %d)",
-            "a snapshot" if snap is not None else "nothing",
+            f"the snapshot at {base}" if base else "nothing",
             entries,
             self.last_seq,
         )

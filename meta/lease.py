@@ -13,21 +13,21 @@ import asyncio
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable
 
-from nats.errors import NoRespondersError
-from nats.errors import TimeoutError as NatsTimeoutError
+from nats.errors import Error as NatsError
 from nats.js.api import KeyValueConfig, StorageType
 from nats.js.errors import BucketNotFoundError, KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
+from elanus.channels import subjects
 from elanus.channels.bus import Bus
 from elanus.errors import ElanusError, ErrorCode
 
 log = logging.getLogger(__name__)
 
-BUCKET = "elanus_coord_lease"
-KEY = "active"
+BUCKET, KEY = subjects.COORD_LEASE_BUCKET, subjects.COORD_LEASE_KEY
 POLL_S = 0.2
 
 
@@ -35,6 +35,9 @@ class CoordLease:
     def __init__(self, bus: Bus, node_id: str, ttl_s: float, on_lost: Callable[[], None]) -> None:
         self.bus, self.node_id, self.ttl_s, self.on_lost = bus, node_id, ttl_s, on_lost
         self.revision = 0
+        self.holder = f"{node_id} {uuid.uuid4().hex[:8]}".encode()
+        """The lease's value: new at every start, so a coord restarted under the same node
+        id is still a new holder to the roles watching (``channels/coordwatch.py``)."""
         self._kv: KeyValue | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -57,34 +60,38 @@ class CoordLease:
 
     async def acquire(self, stop: threading.Event | None = None) -> None:
         """Hold the lease, waiting (as a standby) while another coord holds it."""
-        kv = self._kv = await self._bucket()
         waiting_since: float | None = None
+        unanswered = 0
         while True:
             try:
-                self.revision = await kv.create(KEY, self.node_id.encode())
+                kv = self._kv = self._kv or await self._bucket()
+                self.revision = await kv.create(KEY, self.holder)
                 break
-            except (KeyWrongLastSequenceError, KeyNotFoundError):
-                # held; or the holder's entry expired between the two requests ``create``
-                # makes (it reads the key after a refused write): retried either way
-                pass
-            except (NatsTimeoutError, NoRespondersError) as exc:
-                log.warning("standby: the lease bucket did not answer (%r); retrying", exc)
+            except KeyWrongLastSequenceError:
+                if waiting_since is None:
+                    waiting_since = time.monotonic()
+                    log.warning(
+                        "standby: coordinator %s holds the lease; taking over when it is gone",
+                        await self._holder(self._kv),
+                    )
+            except KeyNotFoundError:
+                pass  # the holder's entry expired between the two requests of ``create``
+            except NatsError as exc:  # the bucket's stream electing a leader, NATS away
+                unanswered += 1
+                (log.warning if unanswered == 1 else log.debug)(
+                    "the coordinator lease's bucket did not answer (%r); retrying", exc
+                )
             if stop is not None and stop.is_set():
                 raise ElanusError(ErrorCode.UNAVAILABLE, "stopped while waiting as a standby")
-            if waiting_since is None:
-                waiting_since = time.monotonic()
-                log.warning(
-                    "standby: coordinator %s holds the lease; taking over when it is gone",
-                    await self._holder(kv),
-                )
             await asyncio.sleep(POLL_S)
         if waiting_since is not None:
             log.warning("took over as the active coordinator")
         self._task = asyncio.get_running_loop().create_task(self._renew())
 
     @staticmethod
-    async def _holder(kv: KeyValue) -> str:
+    async def _holder(kv: KeyValue | None) -> str:
         try:
+            assert kv is not None
             entry = await kv.get(KEY)
         except Exception:  # noqa: BLE001 - gone meanwhile: only a log line depends on it
             return "?"
@@ -96,9 +103,7 @@ class CoordLease:
         while True:
             await asyncio.sleep(self.ttl_s / 3)
             try:
-                self.revision = await self._kv.update(
-                    KEY, self.node_id.encode(), last=self.revision
-                )
+                self.revision = await self._kv.update(KEY, self.holder, last=self.revision)
                 renewed = time.monotonic()
                 continue
             except KeyWrongLastSequenceError:

@@ -51,6 +51,9 @@ class TimeTickSync:
             self.publish_ticks, ctx.settings.timetick_interval_ms / 1000, "time tick"
         )
         self._publish_lock = asyncio.Lock()
+        self.gone: set[str] = set()
+        """Proxies found dead (nobody serves their subjects) whose sessions have not
+        expired yet: they hold no tick back meanwhile."""
 
     def handlers(self) -> dict[str, RoleHandler]:
         return {"timetick.report": self.report, "timetick.now": self.tick_now}
@@ -83,10 +86,32 @@ class TimeTickSync:
     async def report(self, req: TickReport) -> LastTicks:
         pchannels = {k: int(v) for k, v in req.pchannels.items()}
         self.reports[req.proxy_id] = ProxyReport(req.default_ts, pchannels)
+        self.gone.discard(req.proxy_id)
         return LastTicks(last_tick=dict(self.last_tick))
 
     def forget_proxy(self, proxy_id: str) -> None:
         self.reports.pop(proxy_id, None)
+
+    async def drop_dead_proxies(self) -> None:
+        """A proxy two intervals late is probed; gone (killed), it stops holding the ticks
+        back now rather than when its session expires (``session_ttl_s``)."""
+        late_after = 2 * self.ctx.settings.timetick_interval_ms / 1000
+        now = time.monotonic()
+        late = [p for p, r in self.reports.items() if now - r.at > late_after]
+        late += [
+            s.node_id
+            for s in self.ctx.sessions.of_role("proxy")
+            if s.node_id not in self.reports and s.node_id not in self.gone
+        ]
+        if not late:
+            return
+        alive = await asyncio.gather(*(ProxyAPI(self.ctx.bus, p).alive() for p in late))
+        for proxy_id, up in zip(late, alive, strict=True):
+            if not up:
+                log.info("proxy %s is gone; it no longer holds time ticks back", proxy_id)
+                self.reports.pop(proxy_id, None)
+                self.gone.add(proxy_id)
+        self.gone &= {s.node_id for s in self.ctx.sessions.of_role("proxy")}
 
     def live_reports(self) -> list[ProxyReport] | None:
         """Reports of the live proxies, or None while a live proxy has not reported yet
@@ -98,7 +123,9 @@ class TimeTickSync:
             log.info("proxy %s stopped reporting; it no longer holds time ticks back", p)
             del self.reports[p]
         unheard = [
-            s.node_id for s in self.ctx.sessions.of_role("proxy") if s.node_id not in self.reports
+            s.node_id
+            for s in self.ctx.sessions.of_role("proxy")
+            if s.node_id not in self.reports and s.node_id not in self.gone
         ]
         if unheard:
             return None
@@ -106,6 +133,7 @@ class TimeTickSync:
 
     async def publish_ticks(self) -> dict[str, int]:
         """Publish one tick per active pchannel: the minimum over live proxies' reports."""
+        await self.drop_dead_proxies()
         async with self._publish_lock:
             reports = self.live_reports()
             if reports is None:

@@ -18,7 +18,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from elanus.channels import metrics
 from elanus.channels.nats_server import EmbeddedNats, free_port
-from elanus.cli.host import RoleHost, standalone_roles
+from elanus.cli.host import RoleHost
+from elanus.cli.roles import standalone_roles
 from elanus.client.client import Client
 from elanus.errors import ElanusError, ErrorCode
 from elanus.settings import Settings

@@ -276,3 +276,8 @@ def test_cli_load_takes_replicas(server: Any, tmp_path: Path) -> None:
     assert "2 replicas" in line and "only 1 query node is running" in line
     state = cli_json(server, "load", "cr", "--replicas", "1")
     assert state["state"] == "Loaded"
+    status = cli(server, "status")  # where the replica is: its query node, its shard leaders
+    assert "replica(s) of the loaded collections" in status
+    (node,) = [s["node_id"] for s in cli_json(server, "status") if s["role"] == "querynode"]
+    row = next(line for line in status.splitlines() if " cr " in line)
+    assert node in row and "yes" in row

@@ -98,6 +98,11 @@ class Stub:
     def subject(self, method: str) -> str:
         return f"{self.prefix}.{method}"
 
+    async def alive(self) -> bool:
+        """Whether the role instance still serves (a probe: no handler runs); False only
+        when NATS says nobody subscribes to its subjects any more (its process is gone)."""
+        return await self.bus.serves(self.subject("alive"))
+
     async def _ask(self, method: str, req: Any, kind: type[R], timeout: float | None = None) -> R:
         subject = self.subject(method)
         got = await self.bus.request(subject, req, self.timeout if timeout is None else timeout)
