@@ -164,7 +164,7 @@ class Writer(threading.Thread):
 
     def _delete(self) -> None:
         with self.lock:
-            pool = self.acked[: -2 * self.cfg.batch]  # older rows: flushed ones too
+            pool = self.acked[: -2 * self.cfg.batch]  # not the newest batches
             picks = [int(i) for i in self.rng.choice(pool, 5, replace=False)]
             picks = [i for i in picks if i not in self.touched]
             self.touched.update(picks)
