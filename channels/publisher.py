@@ -31,7 +31,7 @@ from elanus.channels.dml import (
     ipc_bytes,
     pchannel_of,
 )
-from elanus.channels.jsretry import QUORUM_HINT, publish_acked
+from elanus.channels.jsretry import LOG_RETRY_WINDOW_S, QUORUM_HINT, publish_acked
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.pkhash import shard_of
 
@@ -143,10 +143,13 @@ class DmlPublisher:
         js: JetStreamContext,
         *,
         preferred_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        retry_window_s: float = LOG_RETRY_WINDOW_S,
     ) -> None:
         self.nc = nc
         self.js = js
         self.preferred_bytes = preferred_bytes
+        self.retry_window_s = retry_window_s
+        """How long a message the log did not take is sent again before UNAVAILABLE."""
 
     @property
     def server_max_payload(self) -> int:
@@ -223,7 +226,10 @@ class DmlPublisher:
                     len(wire), what)  # fmt: skip
         naming = f"{what} ({len(again)} of {len(wire)} messages)"
         outcomes = await asyncio.gather(
-            *(publish_acked(self.js, s, p, h, what=naming) for s, h, p in again),
+            *(
+                publish_acked(self.js, s, p, h, window=self.retry_window_s, what=naming)
+                for s, h, p in again
+            ),
             return_exceptions=True,
         )
         failed = [r for r in outcomes if isinstance(r, BaseException)]

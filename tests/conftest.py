@@ -550,22 +550,32 @@ class StandaloneProcess(ElanusProcess):
 
 
 @pytest.fixture
-def elanus_processes() -> Iterator[_Callable[[ElanusProcess], ElanusProcess]]:
+def elanus_processes() -> Iterator[ProcessTracker]:
     """``track(process)``: every tracked process is stopped (and killed) at teardown."""
-    tracked: list[ElanusProcess] = []
+    tracker = ProcessTracker()
+    try:
+        yield tracker
+    finally:
+        tracker.stop_all()
 
-    def track(process: ElanusProcess) -> ElanusProcess:
-        tracked.append(process)
+
+class ProcessTracker:
+    """The processes a test started; ``stop_all`` before the NATS they use goes away
+    (a role stopping without NATS waits out its timeouts)."""
+
+    def __init__(self) -> None:
+        self.tracked: list[ElanusProcess] = []
+
+    def __call__(self, process: ElanusProcess) -> ElanusProcess:
+        self.tracked.append(process)
         return process
 
-    try:
-        yield track
-    finally:
-        for process in tracked:  # every one shuts down at once, then each is waited for
+    def stop_all(self) -> None:
+        for process in self.tracked:  # every one shuts down at once, then each is waited for
             if process.proc is not None and process.proc.poll() is None:
                 process.children()
                 process.proc.send_signal(_signal.SIGTERM)
-        for process in reversed(tracked):
+        for process in reversed(self.tracked):
             process.stop(timeout=5)
 
 

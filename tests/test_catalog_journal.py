@@ -249,3 +249,4 @@ def test_a_standby_coord_takes_over_after_kill_9(tmp_path: Path, elanus_processe
         finally:
             stack.close()
             loop.stop()
+            elanus_processes.stop_all()  # while NATS is up

@@ -89,3 +89,4 @@ def test_the_readme_recipe_for_separate_machines_runs_as_written(
         for role, machine in machines.items():  # each machine holds only its own state
             data = machine / "elanus-data"
             assert not (data / "storage").exists(), f"{role} wrote segments locally"
+        elanus_processes.stop_all()  # while NATS is up: each role stops at once

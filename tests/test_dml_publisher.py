@@ -257,10 +257,10 @@ def test_a_write_the_log_never_takes_fails_unavailable_after_the_retries(
     stock_nats: tuple[LoopThread, Any],
 ) -> None:
     loop, nc = stock_nats
-    publisher = DmlPublisher(nc, nc.jetstream())
+    publisher = DmlPublisher(nc, nc.jetstream(), retry_window_s=2.0)  # 15 s in a server
     msg = DmlMessage(MsgType.DELETE, 5, "dml_9_1v0", 1, 0, 0, "t", None, "t-lost")
     (piece,) = publisher.pieces(MsgType.DELETE, ["dml_9_1v0"], pa.array([1, 2], pa.int64()))
     with pytest.raises(ElanusError) as err:  # no stream holds dml_9's subjects
         loop.call(publisher.publish([(msg, piece.payload)], "the lost write"), timeout=60)
     assert err.value.code == ErrorCode.UNAVAILABLE
-    assert "the lost write" in err.value.message and "within 15s" in err.value.message
+    assert "the lost write" in err.value.message and "within 2s" in err.value.message
