@@ -269,7 +269,9 @@ def make_dirs(location: str | os.PathLike[str]) -> None:
 def read_bytes(location: str | os.PathLike[str]) -> bytes:
     loc = os.fspath(location)
     st = storage_of(loc)
-    with storage_errors(loc, "read"), st.fs.open_input_stream(st.fs_path(loc)) as f:
+    # a random-access file reads the whole object in one GET; an input stream would read
+    # it 256 KiB a request (400 requests for 100 MB: 27 s against moto, 0.2 s in one)
+    with storage_errors(loc, "read"), st.fs.open_input_file(st.fs_path(loc)) as f:
         return bytes(f.read())
 
 

@@ -265,7 +265,7 @@ def copy_file(src: str, dst: str) -> int:
     n = 0
     with (
         objstore.storage_errors(src, "read"),
-        s.fs.open_input_stream(s.fs_path(src)) as f,
+        s.fs.open_input_file(s.fs_path(src)) as f,  # one ranged GET per read, not 256 KiB
         objstore.storage_errors(dst, "write"),
         d.fs.open_output_stream(d.fs_path(dst)) as out,
     ):
