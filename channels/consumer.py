@@ -128,6 +128,11 @@ class ChannelConsumer:
             self.on_failure(exc)
 
     @property
+    def running(self) -> bool:
+        """Consuming: started, not stopped, its task alive (no failure)."""
+        return self._task is not None and not self._task.done() and not self._stopping
+
+    @property
     def stopped(self) -> bool:
         """Stopped (the channel was released): tsafe will not move again."""
         return self._stopping

@@ -8,6 +8,7 @@ It is the sole owner of the DuckDB file, and watches sessions to learn which nod
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -46,6 +47,9 @@ from elanus.meta.tso import TimestampOracle
 from elanus.settings import Settings
 
 log = logging.getLogger(__name__)
+
+ADOPT_WAIT_S = 3.0
+"""How long a starting coord waits for the recorded loads to be placed before it serves."""
 
 
 class Coordinator(Role):
@@ -152,6 +156,7 @@ class Coordinator(Role):
         self.ctx.sessions = await SessionWatcher(
             self.bus, self._on_session, ttl_s=self.settings.session_ttl_s
         ).start()
+        await self._adopt_loads()
         await self.serve(subjects.COORD, queue="coord")
         await self.channels.start()
         await self.timeticks.start()
@@ -169,6 +174,15 @@ class Coordinator(Role):
         metrics.report(self.gauges)
         await self.channels.balance()
         self.housekeeping.start()
+
+    async def _adopt_loads(self) -> None:
+        """Before answering, place the recorded loads again: a restarted coord finds their
+        delegators still serving and keeps them (``QueryNode.watch``), so no read finds a
+        loaded collection unplaced. Bounded: a replica that needs a new node (its own died
+        meanwhile) is placed on in the background."""
+        adopting = asyncio.ensure_future(self.query.keep_loaded())
+        adopting.add_done_callback(_log_failure)
+        await asyncio.wait([adopting], timeout=ADOPT_WAIT_S)
 
     async def _on_session(self, event: str, info: SessionInfo) -> None:
         log.info("session %s: %s %s", event, info.role, info.node_id)
@@ -219,3 +233,8 @@ class Coordinator(Role):
     async def list_sessions(self, req: ListSessions) -> Sessions:
         await self.sessions.poll()
         return Sessions(sessions=[s.to_dict() for s in self.sessions.live.values()])
+
+
+def _log_failure(task: asyncio.Future[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("placing the recorded loads failed: %s", task.exception())

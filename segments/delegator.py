@@ -132,6 +132,26 @@ class Delegator:
     async def start(self) -> None:
         await self.consumer.start()
 
+    def serves(self, spec: DelegateChannel) -> bool:
+        """Whether this delegator already is what ``spec`` asks for: the same collection
+        and partitions, still consuming. A coord that restarted places its replicas again
+        with the same requests; such a delegator is kept, not replayed from the checkpoint
+        (which would make reads wait and writes be throttled while it catches up)."""
+        partitions = set(spec.partition_ids) if spec.partition_ids else None
+        return (
+            spec.collection_id == self.collection_id
+            and partitions == self.partitions
+            and self.consumer.running
+        )
+
+    async def keep_sealed(self, sealed: list[SealedSegment]) -> None:
+        """Bring the sealed segments to ``sealed`` (a kept delegator's, see ``serves``)."""
+        wanted = {s.segment_id for s in sealed}
+        add = [s for s in sealed if self.distribution.sealed.get(s.segment_id) != s]
+        remove = [sid for sid in self.distribution.sealed if sid not in wanted]
+        if add or remove:
+            await self.sync(add, remove, None)
+
     async def stop(self) -> None:
         await self.consumer.stop()
 

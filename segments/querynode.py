@@ -123,6 +123,10 @@ class QueryNode(Role):
     # -- delegators -------------------------------------------------------------------------
     async def watch(self, req: DelegateChannel) -> Watched:
         self.schemas[req.collection_id] = Schema.from_dict(req.schema)
+        kept = self.delegators.get(req.vchannel)
+        if kept is not None and kept.serves(req):  # a restarted coord placing it again
+            await kept.keep_sealed(req.sealed)
+            return Watched(vchannel=req.vchannel, tsafe=kept.tsafe)
         old = self.delegators.pop(req.vchannel, None)
         if old is not None:
             await old.stop()
