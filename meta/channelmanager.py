@@ -45,6 +45,14 @@ class ChannelManager:
         self._lock = asyncio.Lock()
         self._periodic = Periodic(self.balance, 1.0, "channel assignment")
         self._restarts: dict[str, tuple[int, float]] = {}
+        self._seen: set[str] = set()
+        """Datanodes live at the last balance: one seen again (back from an outage in which
+        its session expired and its channels moved) is told to drop what it no longer owns."""
+        self._unsure: dict[str, str] = {}
+        """vchannel -> a live datanode that may still consume it: its watch or unwatch
+        failed on the way (the reply lost while NATS elected, say), so it may have done
+        it. The channel goes to no other datanode until that one confirms an unwatch (or
+        its session ends): two datanodes on one channel split its messages between them."""
         """vchannel -> (failures in a row, not watched again before this monotonic time)."""
 
     async def start(self) -> None:
@@ -78,11 +86,20 @@ class ChannelManager:
             for v, node in list(self.watchers.items()):
                 if node not in live_nodes or v not in vchannels:
                     await self._unassign(v)
+            for node in sorted(live_nodes - self._seen):
+                for v in [v for v, owner in self.watchers.items() if owner != node]:
+                    await self._unwatch(node, v)
+            self._seen = live_nodes
+            for v, node in list(self._unsure.items()):
+                if node not in live_nodes or await self._unwatch(node, v):
+                    del self._unsure[v]
             if not live_nodes:
                 return
             now = time.monotonic()
             for v, cid in sorted(vchannels.items()):
-                if v in self.watchers or self._restarts.get(v, (0, 0.0))[1] > now:
+                if v in self.watchers or v in self._unsure:
+                    continue
+                if self._restarts.get(v, (0, 0.0))[1] > now:
                     continue
                 load = {n: 0 for n in live_nodes}
                 for n in self.watchers.values():
@@ -107,6 +124,7 @@ class ChannelManager:
             await DataNodeAPI(self.ctx.bus, node).watch(req)
         except ElanusError as exc:
             log.warning("datanode %s could not watch %s: %s", node, vchannel, exc)
+            self._unsure[vchannel] = node  # it may have: unwatched before any other watch
             return
         ts = self.ctx.tso.alloc()
         await self.ctx.db.run(
@@ -137,11 +155,18 @@ class ChannelManager:
         await self.ctx.db.run(
             lambda con: con.execute("DELETE FROM channel_watch WHERE vchannel = ?", [vchannel])
         )
-        if node is not None and node in {s.node_id for s in self.ctx.sessions.of_role("datanode")}:
-            try:
-                await DataNodeAPI(self.ctx.bus, node).unwatch(UnwatchChannel(vchannel=vchannel))
-            except ElanusError as exc:
-                log.warning("datanode %s could not unwatch %s: %s", node, vchannel, exc)
+        live = {s.node_id for s in self.ctx.sessions.of_role("datanode")}
+        if node is not None and node in live and not await self._unwatch(node, vchannel):
+            self._unsure[vchannel] = node
+
+    async def _unwatch(self, node: str, vchannel: str) -> bool:
+        """Whether ``node`` confirmed it no longer consumes ``vchannel``."""
+        try:
+            await DataNodeAPI(self.ctx.bus, node).unwatch(UnwatchChannel(vchannel=vchannel))
+        except ElanusError as exc:
+            log.warning("datanode %s could not unwatch %s: %s", node, vchannel, exc)
+            return False
+        return True
 
     def assignments(self) -> dict[str, Any]:
         return dict(self.watchers)
