@@ -42,24 +42,29 @@ class ChannelManager:
     ) -> None:
         self.ctx, self.lookup, self.data, self.ticks = ctx, lookup, data, ticks
         self.watchers: dict[str, str] = {}  # vchannel -> datanode id
+        self._started = False
+        """Whether ``watchers`` holds the recorded assignments: a session event before that
+        must not balance (it would take every recorded channel for unassigned)."""
         self._lock = asyncio.Lock()
         self._periodic = Periodic(self.balance, 1.0, "channel assignment")
         self._restarts: dict[str, tuple[int, float]] = {}
+        """vchannel -> (failures in a row, not watched again before this monotonic time)."""
         self._seen: set[str] = set()
-        """Datanodes live at the last balance: one seen again (back from an outage in which
-        its session expired and its channels moved) is told to drop what it no longer owns."""
+        """Datanodes live at the last balance. One not seen before (just started, back from
+        an outage in which its session expired and its channels moved, or every one after a
+        coord restart) is told to drop each channel this coord does not give it."""
         self._unsure: dict[str, str] = {}
         """vchannel -> a live datanode that may still consume it: its watch or unwatch
         failed on the way (the reply lost while NATS elected, say), so it may have done
         it. The channel goes to no other datanode until that one confirms an unwatch (or
         its session ends): two datanodes on one channel split its messages between them."""
-        """vchannel -> (failures in a row, not watched again before this monotonic time)."""
 
     async def start(self) -> None:
         rows = await self.ctx.db.run(
             lambda con: con.execute("SELECT vchannel, node_id FROM channel_watch").fetchall()
         )
         self.watchers = {r[0]: r[1] for r in rows}
+        self._started = True
         self._periodic.start()
 
     async def stop(self) -> None:
@@ -79,17 +84,22 @@ class ChannelManager:
 
     async def balance(self) -> None:
         """Give every unwatched vchannel of a live collection to the least-loaded datanode."""
+        if not self._started:
+            return
         async with self._lock:
             live_nodes = {s.node_id for s in self.ctx.sessions.of_role("datanode")}
             vchannels = await self.lookup.live_vchannels()
             self.ticks.active_pchannels = {pchannel_of(v) for v in vchannels}
+            self._seen &= live_nodes
+            for node in sorted(live_nodes - self._seen):  # new, back, or this coord is
+                dropped = [
+                    await self._unwatch(node, v) for v in vchannels if self.watchers.get(v) != node
+                ]
+                if all(dropped):  # else asked again at the next balance
+                    self._seen.add(node)
             for v, node in list(self.watchers.items()):
                 if node not in live_nodes or v not in vchannels:
                     await self._unassign(v)
-            for node in sorted(live_nodes - self._seen):
-                for v in [v for v, owner in self.watchers.items() if owner != node]:
-                    await self._unwatch(node, v)
-            self._seen = live_nodes
             for v, node in list(self._unsure.items()):
                 if node not in live_nodes or await self._unwatch(node, v):
                     del self._unsure[v]
