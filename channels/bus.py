@@ -213,11 +213,13 @@ class Bus:
             subject, payload if payload is not None else {}, timeout
         )
 
+    def serves_here(self, subject: str) -> bool:
+        """Whether a role of this process serves ``subject`` (requests skip NATS)."""
+        return self.in_process and LOCAL.find(self.url, subject) is not None
+
     async def serves(self, subject: str) -> bool:
         """Whether a role (of this process, or elsewhere) serves ``subject`` now."""
-        if self.in_process and LOCAL.find(self.url, subject) is not None:
-            return True
-        return await self.transport.serves(subject)
+        return self.serves_here(subject) or await self.transport.serves(subject)
 
     def request_sync(self, subject: str, payload: Any = None, timeout: float = 30.0) -> Any:
         """``request`` from a thread that is not the bus's loop (a Flight thread): a

@@ -81,7 +81,8 @@ class Role:
         interval = self.settings.timetick_interval_ms / 1000
         self._flow_reports = Periodic(self._report_flow, interval, f"{self.reporter} flow report")
         self._flow_reports.start()
-        if self.role_name != "coord":
+        coord_here = self.bus.serves_here(f"{subjects.COORD}.lease")  # no NATS between
+        if self.role_name != "coord" and not coord_here:
             watch = CoordWatch(self.bus)
             self._coord_watch = Periodic(watch.check, INTERVAL_S, "coordinator lease watch")
             self._coord_watch.start()
