@@ -48,10 +48,11 @@ SNAPSHOTS = "catalog/snapshots"
 SNAPSHOT_EVERY = 200
 SNAPSHOT_S = 30.0
 PART_BYTES = 512 * 1024
+"""Entries larger than this go as several messages (a stock nats-server takes 1 MB)."""
 WRONG_LAST_SEQUENCE = 10071
 """JetStream's error code for a publish whose expected last sequence is not the stream's."""
-"""Entries larger than this go as several messages (a stock nats-server takes 1 MB)."""
 PUBLISH_WAIT_S = LOG_RETRY_WINDOW_S + 5.0
+"""How long a catalog call waits for its entry's ack (the publish gives up before)."""
 DOWN_S = 5.0
 """After an entry the log did not take within its window, later entries get one short
 attempt each (``DOWN_WINDOW_S``) for this long: every catalog call waits on the one
@@ -59,7 +60,6 @@ database thread, so without it calls queued behind each other would each wait ou
 whole window (a NATS cluster without a quorum), and clients time out instead of
 hearing UNAVAILABLE."""
 DOWN_WINDOW_S = 1.0
-"""How long a catalog call waits for its entry's ack (the publish gives up before)."""
 
 
 # -- encoding ----------------------------------------------------------------------------------
@@ -244,10 +244,10 @@ class CatalogJournal:
                 "Nats-Expected-Last-Sequence": str(self.last_seq),
             }
             try:
-                window = DOWN_WINDOW_S if time.monotonic() < self._down_until else None
+                down = time.monotonic() < self._down_until
                 ack = await publish_acked(
                     self.bus.js, SUBJECT, part, headers, what="a catalog change",
-                    window=window or LOG_RETRY_WINDOW_S,
+                    window=DOWN_WINDOW_S if down else LOG_RETRY_WINDOW_S,
                 )  # fmt: skip
             except APIError as exc:
                 if exc.err_code != WRONG_LAST_SEQUENCE:
@@ -303,10 +303,6 @@ class CatalogJournal:
             if created == self.created and seq.isdigit() and int(seq) <= self.last_seq:
                 found.append((layout.join(folder, Path(name).name), int(seq)))
         return sorted(found, key=lambda snap: snap[1])
-
-    def newest_snapshot(self) -> tuple[str, int] | None:
-        found = self.snapshots()
-        return found[-1] if found else None
 
     async def prune(self) -> None:
         """Drop what no rebuild needs any more: the entries the next-to-newest snapshot

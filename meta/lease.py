@@ -72,7 +72,7 @@ class CoordLease:
                     waiting_since = time.monotonic()
                     log.warning(
                         "standby: coordinator %s holds the lease; taking over when it is gone",
-                        await self._holder(self._kv),
+                        await self._holder(kv),
                     )
             except KeyNotFoundError:
                 pass  # the holder's entry expired between the two requests of ``create``
@@ -89,9 +89,8 @@ class CoordLease:
         self._task = asyncio.get_running_loop().create_task(self._renew())
 
     @staticmethod
-    async def _holder(kv: KeyValue | None) -> str:
+    async def _holder(kv: KeyValue) -> str:
         try:
-            assert kv is not None
             entry = await kv.get(KEY)
         except Exception:  # noqa: BLE001 - gone meanwhile: only a log line depends on it
             return "?"

@@ -48,7 +48,7 @@ class TimeTickSync:
         self.last_tick: dict[str, int] = {}
         self.active_pchannels: set[str] = set()
         self._periodic = Periodic(
-            self.publish_ticks, ctx.settings.timetick_interval_ms / 1000, "time tick"
+            self._round, ctx.settings.timetick_interval_ms / 1000, "time tick"
         )
         self._publish_lock = asyncio.Lock()
         self.gone: set[str] = set()
@@ -92,6 +92,12 @@ class TimeTickSync:
     def forget_proxy(self, proxy_id: str) -> None:
         self.reports.pop(proxy_id, None)
 
+    async def _round(self) -> None:
+        """The periodic round: late proxies probed (not on a Strong read's ``tick_now``),
+        then the ticks."""
+        await self.drop_dead_proxies()
+        await self.publish_ticks()
+
     async def drop_dead_proxies(self) -> None:
         """A proxy two intervals late is probed; gone (killed), it stops holding the ticks
         back now rather than when its session expires (``session_ttl_s``)."""
@@ -133,7 +139,6 @@ class TimeTickSync:
 
     async def publish_ticks(self) -> dict[str, int]:
         """Publish one tick per active pchannel: the minimum over live proxies' reports."""
-        await self.drop_dead_proxies()
         async with self._publish_lock:
             reports = self.live_reports()
             if reports is None:
