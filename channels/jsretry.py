@@ -5,9 +5,10 @@ a second, but what was in flight on the dead socket is never acknowledged; when 
 server led a stream, the stream has no leader until the others elect one (nats-server's
 Raft waits 4-9 s for a lost leader before it campaigns) and every publish to it meets "no
 responders" meanwhile. ``publish_acked`` sends again, with a short timeout per attempt,
-until ``LOG_RETRY_WINDOW_S`` is over: long enough for an election, short enough that a
-cluster which lost its quorum answers with a clear UNAVAILABLE, never a hang. Retries of
-DML messages are safe: each carries a ``Nats-Msg-Id`` the stream dedupes.
+until its window (the ``log_retry_window_s`` setting) is over: long enough for an
+election, short enough that a cluster which lost its quorum answers with a clear
+UNAVAILABLE, never a hang. Retries of DML messages are safe: each carries a
+``Nats-Msg-Id`` the stream dedupes.
 """
 
 from __future__ import annotations
@@ -21,9 +22,11 @@ from nats.js.api import PubAck
 from nats.js.errors import APIError, NoStreamResponseError, ServiceUnavailableError
 
 from elanus.errors import ElanusError, ErrorCode
+from elanus.settings import Settings
 
-LOG_RETRY_WINDOW_S = 15.0
-"""How long a publish keeps trying: one Raft election (at most 9 s) and its aftermath."""
+LOG_RETRY_WINDOW_S = Settings.log_retry_window_s
+"""How long a publish keeps trying by default: one Raft election (at most 9 s) and its
+aftermath."""
 ATTEMPT_TIMEOUT_S = 2.0
 """How long one attempt waits for its acknowledgement before sending again."""
 TRANSIENT = (

@@ -85,6 +85,10 @@ class Settings:
     """Journal every catalog change to a replicated JetStream stream (``stream_replicas``)
     before acknowledging it, with snapshots of the catalog in the storage, so a coord on
     another machine, or a standby, rebuilds the catalog (``meta/journal.py``)."""
+    log_retry_window_s: float = 15.0
+    """How long a write the log (NATS JetStream) did not take (DML, a catalog change) is
+    sent again before it fails with UNAVAILABLE: long enough for a stream leader's election
+    (at most 9 s), short enough that a cluster without a quorum answers clearly."""
     coord_lease_ttl_s: float = 3.0
     """How long the active coord's lease outlives its last renewal: a standby coord
     (``elanus run coord`` started again) takes over this long after the active one died."""
@@ -206,8 +210,9 @@ class Settings:
         for name in ("orphan_grace_s", "housekeeping_interval_s"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be 0 or positive")
-        if self.coord_lease_ttl_s <= 0:
-            raise ValueError("coord_lease_ttl_s must be positive")
+        for name in ("coord_lease_ttl_s", "log_retry_window_s"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive")
         if self.flow_max_delay_s < 0:
             raise ValueError("flow_max_delay_s must be 0 or positive")
         if bool(self.tls_cert) != bool(self.tls_key):

@@ -106,7 +106,11 @@ class DmlService:
         """Publishes on the proxy's data connection; the proxy role closes it on stop."""
         await self.proxy.open_data_bus()
         assert self.proxy.data_bus is not None
-        self._publisher = DmlPublisher(self.proxy.data_bus.nc, self.proxy.data_bus.js)
+        self._publisher = DmlPublisher(
+            self.proxy.data_bus.nc,
+            self.proxy.data_bus.js,
+            retry_window_s=self.proxy.settings.log_retry_window_s,
+        )
         await self.proxy.serve(self.subject_prefix, self.handlers())
         await self.ticker.start()
 

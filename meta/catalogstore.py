@@ -50,7 +50,9 @@ class CatalogStore:
         s = self.settings
         fresh = not s.catalog_path.exists()
         if s.catalog_journal:
-            journal = self.journal = CatalogJournal(self.bus, s.storage_uri, s.stream_replicas)
+            journal = self.journal = CatalogJournal(
+                self.bus, s.storage_uri, s.stream_replicas, s.log_retry_window_s
+            )
             journal.on_fenced = self.on_fenced
             await journal.open()
             self.rebuilt = await journal.rebuild(s.catalog_path)

@@ -471,7 +471,9 @@ class ImportManager:
         return await asyncio.to_thread(pieces)
 
     def _publisher(self) -> DmlPublisher:
-        return DmlPublisher(self.ctx.bus.nc, self.ctx.bus.js)
+        return DmlPublisher(
+            self.ctx.bus.nc, self.ctx.bus.js, retry_window_s=self.ctx.settings.log_retry_window_s
+        )
 
     async def _publish(
         self, job: ImportJob, segs: list[Segment], deletes: list[tuple[int, Piece]], ts: int

@@ -51,8 +51,9 @@ PART_BYTES = 512 * 1024
 """Entries larger than this go as several messages (a stock nats-server takes 1 MB)."""
 WRONG_LAST_SEQUENCE = 10071
 """JetStream's error code for a publish whose expected last sequence is not the stream's."""
-PUBLISH_WAIT_S = LOG_RETRY_WINDOW_S + 5.0
-"""How long a catalog call waits for its entry's ack (the publish gives up before)."""
+PUBLISH_WAIT_MARGIN_S = 5.0
+"""How much longer than the publish window a catalog call waits for its entry's ack (the
+publish gives up before)."""
 DOWN_S = 5.0
 """After an entry the log did not take within its window, later entries get one short
 attempt each (``DOWN_WINDOW_S``) for this long: every catalog call waits on the one
@@ -106,8 +107,16 @@ class CatalogJournal:
     """Publishes catalog entries in order from one task on the bus's loop; ``append`` waits
     for its entry (the database thread), ``queue`` does not (the counters)."""
 
-    def __init__(self, bus: Bus, storage: str, replicas: int = 1) -> None:
+    def __init__(
+        self,
+        bus: Bus,
+        storage: str,
+        replicas: int = 1,
+        retry_window_s: float = LOG_RETRY_WINDOW_S,
+    ) -> None:
         self.bus, self.storage, self.replicas = bus, storage, replicas
+        self.retry_window_s = retry_window_s
+        """How long an entry the log did not take is sent again (``log_retry_window_s``)."""
         self.last_seq = 0
         self.created = ""
         """The stream's creation time: a snapshot is of one stream's history."""
@@ -173,7 +182,7 @@ class CatalogJournal:
         """Publish ``entry`` and wait for JetStream's ack (from a thread, not the loop)."""
         data = encode(entry)
         asyncio.run_coroutine_threadsafe(self._put(data, wait=True), self.bus.loop).result(
-            PUBLISH_WAIT_S + 5
+            self.retry_window_s + PUBLISH_WAIT_MARGIN_S + 5
         )
 
     def queue(self, entry: list[Statement]) -> None:
@@ -247,7 +256,8 @@ class CatalogJournal:
                 down = time.monotonic() < self._down_until
                 ack = await publish_acked(
                     self.bus.js, SUBJECT, part, headers, what="a catalog change",
-                    window=DOWN_WINDOW_S if down else LOG_RETRY_WINDOW_S,
+                    window=min(DOWN_WINDOW_S, self.retry_window_s) if down
+                    else self.retry_window_s,
                 )  # fmt: skip
             except APIError as exc:
                 if exc.err_code != WRONG_LAST_SEQUENCE:
