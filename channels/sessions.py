@@ -8,6 +8,7 @@ joins and leaves to the coord.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -123,10 +124,13 @@ class Session:
             log.warning("session %s keepalive not stored: %r", self.info.key, exc)
 
     async def stop(self) -> None:
+        """Purge the key, waiting for it no longer than its TTL: the key is gone by then
+        anyway (a NATS cluster without a quorum never answers; the default JetStream
+        timeout would hold every role's stop for it)."""
         await self._keepalive.stop()
         if self._kv is not None:
             try:
-                await self._kv.purge(self.info.key)
+                await asyncio.wait_for(self._kv.purge(self.info.key), self.ttl_s)
             except Exception:  # noqa: BLE001 - NATS may already be gone
                 pass
             self._kv = None
