@@ -154,15 +154,20 @@ class Stack:
         self.datanodes.append(node)
         return node
 
-    def add_proxy(self, own_bus: bool = False) -> ProxyServer:
+    def add_proxy(self, own_bus: bool = False, **settings: Any) -> ProxyServer:
+        """Another proxy; ``settings`` replace the stack's for it alone."""
         bus = self.bus
         if own_bus:
             bus = self.call(self.new_bus("test-proxy").connect())
             self._buses.append(bus)
-        proxy = ProxyServer(self.settings, bus)
+        proxy = ProxyServer(self.settings.replace(**settings), bus)
         self.call(proxy.start())
         self.proxies.append(proxy)
         return proxy
+
+    def stop_proxy(self, proxy: ProxyServer) -> None:
+        self.proxies.remove(proxy)
+        self.call(proxy.stop())
 
     def client(self, uri: str | None = None, **kwargs: Any) -> Client:
         """An SDK client on the first proxy (closed by ``close``)."""

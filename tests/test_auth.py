@@ -34,6 +34,9 @@ BACKUPS = tempfile.mkdtemp(prefix="elanus-auth-backups-")
 """Where the Backup case's backups go (an absolute path outside the stack, as required)."""
 atexit.register(shutil.rmtree, BACKUPS, True)
 TOKEN_TTL_S = 6.0
+SHORT_TTL_S = 3.0
+"""The token TTL of a second proxy on the stack, for the expiry test (every test's tokens
+come from the first)."""
 DIM = 4
 INVALID = ErrorCode.INVALID_ARGUMENT
 
@@ -501,19 +504,25 @@ def test_tokens_expire_and_a_password_change_revokes_them(secured: Stack) -> Non
         bare.action("whoami", {})
     assert "revoked" in str(revoked.value)
     bare.close()
-    bare = BareFlight(secured.uri, "frank", "frank-pw-2")
-    assert bare.action("whoami", {})["user"] == "frank"
-    time.sleep(TOKEN_TTL_S + 0.5)
-    with pytest.raises(flight.FlightUnauthenticatedError) as expired:
-        bare.action("whoami", {})
-    assert "expired" in str(expired.value)
-    bare.close()
-    # the SDK renews its token by itself before it expires
-    sdk = Client(secured.uri, user="frank", password="frank-pw-2")
-    for _ in range(3):
+    short = secured.add_proxy(token_ttl_s=SHORT_TTL_S)
+    try:
+        bare = BareFlight(short.uri, "frank", "frank-pw-2")
+        sdk = Client(short.uri, user="frank", password="frank-pw-2")
+        issued = time.time()  # both tokens expire SHORT_TTL_S after their handshake at most
+        assert bare.action("whoami", {})["user"] == "frank"
         assert sdk.whoami()["user"] == "frank"
-        time.sleep(TOKEN_TTL_S / 2)
-    sdk.close()
+        time.sleep(SHORT_TTL_S / 2)
+        assert sdk.whoami()["user"] == "frank"  # the same token, half way through its life
+        time.sleep(max(0.0, issued + SHORT_TTL_S + 0.1 - time.time()))
+        with pytest.raises(flight.FlightUnauthenticatedError) as expired:
+            bare.action("whoami", {})
+        assert "expired" in str(expired.value)
+        bare.close()
+        # the SDK renews its token by itself before it expires
+        assert sdk.whoami()["user"] == "frank"
+        sdk.close()
+    finally:
+        secured.stop_proxy(short)
     root.close()
 
 
