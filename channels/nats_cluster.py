@@ -21,6 +21,9 @@ from elanus.channels.nats_server import EmbeddedNats, free_port
 from elanus.channels.natsauth import NatsCredentials, check_for_config, stored_credentials
 
 CLUSTER_NAME = "elanus"
+ATTEMPT_S = 1.0
+"""How long one JetStream readiness request waits: one sent before the servers' routes
+are up goes unanswered, and the JetStream default (5 s) would be waited out for it."""
 
 
 def cluster_config(name: str, server_name: str, host: str, port: int, routes: list[int]) -> str:
@@ -116,7 +119,7 @@ class NatsCluster:
             deadline = time.monotonic() + timeout
             while True:
                 try:
-                    await nc.jetstream().account_info()
+                    await nc.jetstream(timeout=ATTEMPT_S).account_info()
                     return
                 except (APIError, nats.errors.TimeoutError, nats.errors.NoRespondersError):
                     if time.monotonic() > deadline:
