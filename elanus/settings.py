@@ -95,6 +95,9 @@ class Settings:
     housekeeping_interval_s: float = 60.0
     """How often the coord deletes the JetStream consumers of nodes whose sessions are
     gone (it also does at start and when a session ends); 0: only then."""
+    query_node_wait_s: float = 5.0
+    """How long a load with no query node running waits for one to appear (one may be just
+    starting) before it fails with UNAVAILABLE."""
     index_build_delay_s: float = 0.0
     """Index nodes wait this long before each build (for tests and demos of builder loss)."""
     max_parallel_syncs: int = 4
@@ -207,7 +210,7 @@ class Settings:
                 raise ValueError(f"{soft} and {hard} must be 0 (off) or positive")
             if getattr(self, hard) and getattr(self, soft) > getattr(self, hard):
                 raise ValueError(f"{soft} must not be above {hard}")
-        for name in ("orphan_grace_s", "housekeeping_interval_s"):
+        for name in ("orphan_grace_s", "housekeeping_interval_s", "query_node_wait_s"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be 0 or positive")
         for name in ("coord_lease_ttl_s", "log_retry_window_s"):

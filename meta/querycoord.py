@@ -61,7 +61,6 @@ if TYPE_CHECKING:
     from elanus.meta.interfaces import CollectionLookup, SegmentTable, ServedIndexes
 
 log = logging.getLogger(__name__)
-NODE_WAIT_S = 5.0
 
 
 class QueryCoord:
@@ -202,7 +201,7 @@ class QueryCoord:
 
     async def _place(self, lo: Loaded) -> None:
         """Every replica of a new load, each on its own share of the live nodes."""
-        nodes = await self._wait_for_nodes(NODE_WAIT_S, lo.replica_number)
+        nodes = await self._wait_for_nodes(self.ctx.settings.query_node_wait_s, lo.replica_number)
         if not nodes:
             raise ElanusError(ErrorCode.UNAVAILABLE, "no query node is running to load into")
         if len(nodes) < lo.replica_number:

@@ -439,11 +439,15 @@ def test_as_of_in_the_future_is_refused(env: Env) -> None:
         impatient.close()
 
 
+QUERY_NODE_WAIT_S = 0.5
+"""How long the loads below wait for a query node that never comes (5 s in a server)."""
+
+
 @pytest.mark.slow
 def test_load_without_a_query_node_is_unavailable(
     nats_server: EmbeddedNats, loop_thread: LoopThread, tmp_path: Path
 ) -> None:
-    stack = Stack(loop_thread, nats_server, tmp_path / "data")
+    stack = Stack(loop_thread, nats_server, tmp_path / "data", query_node_wait_s=QUERY_NODE_WAIT_S)
     try:  # a coord, a datanode and a proxy; no query node
         stack.coord = Coordinator(stack.settings, stack.bus)
         stack.call(stack.coord.start())
@@ -465,7 +469,7 @@ def test_load_without_a_query_node_is_unavailable(
 def test_failed_load_leaves_no_trace(
     nats_server: EmbeddedNats, loop_thread: LoopThread, tmp_path: Path
 ) -> None:
-    stack = Stack(loop_thread, nats_server, tmp_path / "data")
+    stack = Stack(loop_thread, nats_server, tmp_path / "data", query_node_wait_s=QUERY_NODE_WAIT_S)
     try:
         stack.coord = Coordinator(stack.settings, stack.bus)
         stack.call(stack.coord.start())
