@@ -9,12 +9,14 @@ before the command first (``hoisted``), so they work on either side of it.
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Sequence
 
 import typer
 
 # Typer vendors Click; its exceptions are only reachable here (typer.BadParameter is one).
+from typer._click import Command
 from typer._click import exceptions as click
 
 import elanus
@@ -101,6 +103,13 @@ def global_options(
     )
 
 
+@functools.cache
+def root_command() -> Command:
+    """The app as a Click command, built once per process: Typer builds every command of
+    every group from its signature (a tenth of a second), and ``hoisted`` needs it too."""
+    return typer.main.get_command(app)
+
+
 GLOBAL_VALUED = ("--config", "--data-dir", "--uri", "--user", "--password", "--token", "--tls-ca")
 GLOBAL_FLAGS = ("--json",)
 
@@ -109,7 +118,7 @@ def own_options(args: list[str]) -> set[str]:
     """The option names the command named in ``args`` declares with a meaning of its own
     (``cluster up --data-dir`` is the cluster's root, not the global data dir): those stay
     where they are. An option a command repeats from the globals (same help) still moves."""
-    root = command = typer.main.get_command(app)
+    root = command = root_command()
     for arg in args:
         commands = getattr(command, "commands", None)
         if arg.startswith("-") or commands is None:
@@ -164,7 +173,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     stderr, exit 2 for a usage error (Click's own included) and 1 for anything else."""
     args = list(argv) if argv is not None else sys.argv[1:]
     try:
-        code = app(args=hoisted(args), prog_name="elanus", standalone_mode=False)
+        code = root_command().main(args=hoisted(args), prog_name="elanus", standalone_mode=False)
     except KeyboardInterrupt:
         sys.exit(130)
     except click.NoArgsIsHelpError as exc:
