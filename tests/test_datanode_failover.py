@@ -137,3 +137,37 @@ def test_reports_from_a_datanode_the_channel_is_not_assigned_to_are_refused(
     client.insert("fenced", {"id": [3], "vector": np.ones((1, DIM), dtype=np.float32)})
     client.flush("fenced")
     assert stored_pks(client, "fenced") == [1, 2, 3]
+
+
+def test_a_datanode_that_lost_nats_releases_its_channels_and_gets_them_back(
+    stack: Stack,
+) -> None:
+    """Its writers stop when the connection drops (another datanode may be given the
+    channels meanwhile); reconnected, it reports them released and the coord places them
+    again, from the checkpoint."""
+    client = stack.client()
+    bare_collection(client, "released", DIM, num_shards=1)
+    client.insert("released", {"id": [1, 2], "vector": np.ones((2, DIM), dtype=np.float32)})
+    [node] = stack.datanodes
+    deadline = time.monotonic() + 10
+    while not node.channels:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    [(vchannel, writer)] = node.channels.items()
+
+    async def connection(up: bool) -> None:
+        node._connection_changed(up)
+
+    stack.call(connection(False))
+    deadline = time.monotonic() + 10
+    while node.channels or node.released != {vchannel}:
+        assert time.monotonic() < deadline, (node.channels, node.released)
+        time.sleep(0.02)
+    assert writer.consumer.stopped
+    stack.call(connection(True))
+    while node.channels.get(vchannel) in (None, writer) or node.released:
+        assert time.monotonic() < deadline, (node.channels, node.released)
+        time.sleep(0.02)
+    client.insert("released", {"id": [3], "vector": np.ones((1, DIM), dtype=np.float32)})
+    client.flush("released")
+    assert stored_pks(client, "released") == [1, 2, 3]
