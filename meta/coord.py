@@ -64,6 +64,7 @@ class Coordinator(Role):
         self.timeticks = TimeTickSync(ctx)
         self.data = DataCoord(ctx, lookup)
         self.channels = ChannelManager(ctx, lookup, self.data, self.timeticks)
+        self.data.owners = self.channels
         self.index = IndexCoord(ctx, lookup, proxies, self.data)
         self.query = QueryCoord(ctx, lookup, self.data, self.index)
         self.compaction = CompactionManager(ctx, self.data, self.index, self.query)
