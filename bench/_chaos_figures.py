@@ -168,3 +168,30 @@ def phase_figures(phase: Phase, record: Record, labels: list[str]) -> dict[str, 
     out["channels_moved_s"] = phase.channels_moved_s
     out["exits"] = list(phase.exits)
     return out
+
+
+def bounds(phase: Phase, tick_s: float) -> list[tuple[str, str, float | None, float]]:
+    """(figure, key, value, bound) of the issue's bounds that concern ``phase.role``."""
+    f = phase.figures
+    reads = [k for k in f if k.startswith("read_unavailable_s@")]
+    if phase.role == "querynode":
+        return [(f"reads unavailable ({k[-1]})", k, f[k], 1.0) for k in reads]
+    if phase.role == "datanode":
+        return [("channels moved (from the kill)", "channels_moved_s", f["channels_moved_s"], 2.0)]
+    if phase.role == "coord":
+        return [
+            ("failing after it is back", "failing_after_back_s", f["failing_after_back_s"], 2.0)
+        ]
+    if phase.role == "proxy":
+        return [
+            (
+                "B's reads unavailable",
+                "read_unavailable_s@B",
+                f["read_unavailable_s@B"],
+                2 * tick_s,
+            ),
+            ("A serves (from restart)", "back_after_restart_s@A", f["back_after_restart_s@A"], 2.0),
+        ]
+    if phase.role == "nats":
+        return [("resumed (from restart)", "back_after_restart_s", f["back_after_restart_s"], 2.0)]
+    return []

@@ -29,37 +29,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _chaos import ROLES, Config, run_chaos  # noqa: E402
-from _chaos_figures import Phase  # noqa: E402
+from _chaos_figures import Phase, bounds  # noqa: E402
 from _common import announce, print_table  # noqa: E402
 
 from elanus.settings import Settings  # noqa: E402
-
-
-def bounds(phase: Phase, tick_s: float) -> list[tuple[str, str, float | None, float]]:
-    """(figure, key, value, bound) of the issue's bounds that concern ``phase.role``."""
-    f = phase.figures
-    reads = [k for k in f if k.startswith("read_unavailable_s@")]
-    if phase.role == "querynode":
-        return [(f"reads unavailable ({k[-1]})", k, f[k], 1.0) for k in reads]
-    if phase.role == "datanode":
-        return [("channels moved (from the kill)", "channels_moved_s", f["channels_moved_s"], 2.0)]
-    if phase.role == "coord":
-        return [
-            ("failing after it is back", "failing_after_back_s", f["failing_after_back_s"], 2.0)
-        ]
-    if phase.role == "proxy":
-        return [
-            (
-                "B's reads unavailable",
-                "read_unavailable_s@B",
-                f["read_unavailable_s@B"],
-                2 * tick_s,
-            ),
-            ("A serves (from restart)", "back_after_restart_s@A", f["back_after_restart_s@A"], 2.0),
-        ]
-    if phase.role == "nats":
-        return [("resumed (from restart)", "back_after_restart_s", f["back_after_restart_s"], 2.0)]
-    return []
 
 
 def seconds(v: float | None) -> str:

@@ -76,6 +76,9 @@ class Bus:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread = 0
         self._tasks: set[asyncio.Task[Any]] = set()
+        self.connection_listeners: list[Callable[[bool], None]] = []
+        """Called with False when the connection drops and True when it is back (on the
+        bus's loop; a listener with work to do spawns it)."""
 
     @property
     def nc(self) -> NatsClient:
@@ -171,10 +174,19 @@ class Bus:
                 "the connection to NATS was lost while the request waited for its reply; retry",
             )
             self._nats.abandon("", lost)
+        self._tell_listeners(False)
 
     async def _on_reconnect(self) -> None:
         server = self._nc.connected_url if self._nc is not None else None
         log.info("nats %s: reconnected to %s", self.name, server.netloc if server else "?")
+        self._tell_listeners(True)
+
+    def _tell_listeners(self, connected: bool) -> None:
+        for listener in list(self.connection_listeners):
+            try:
+                listener(connected)
+            except Exception:  # noqa: BLE001 - one listener's bug must not stop the others
+                log.exception("nats %s: a connection listener failed", self.name)
 
     async def close(self) -> None:
         for task in list(self._tasks):

@@ -29,7 +29,6 @@ from rich.table import Table
 from elanus.channels.nats_cluster import NatsCluster
 from elanus.channels.nats_server import die_with_parent, free_port, terminate
 from elanus.cli.output import console
-from elanus.client.client import Client
 from elanus.errors import ElanusError, ErrorCode
 
 cluster_app = typer.Typer(help="Run a whole cluster on this machine.", no_args_is_help=True)
@@ -155,6 +154,8 @@ class LocalCluster:
 
     def _wait_ready(self, deadline: float) -> None:
         """Every proxy answers and lists every role's session (a standby coord has none)."""
+        from elanus.client.client import Client  # the SDK: not loaded by ``elanus run``
+
         expected = len(self.children) - (1 if self.standby else 0)
         for uri in self.uris:
             while True:

@@ -136,11 +136,17 @@ class RoleHost:
             in_process=self.settings.transport != "nats",
             stream_replicas=self.settings.stream_replicas,
         )
-        self._connect(bus)
+        connecting, since = self.loop.submit(bus.connect()), time.monotonic()
+        try:  # the role classes import (CPU, most of a start) while the bus connects
+            classes = [role_class(name) for name in self.role_names]
+        except BaseException:
+            connecting.cancel()
+            raise
+        self._connect(bus, connecting, since)
         self.bus = bus
         self._undo_on_loop("closing the bus", bus.close)
-        for name in self.role_names:
-            role = role_class(name)(self.settings, bus)
+        for name, cls in zip(self.role_names, classes, strict=True):
+            role = cls(self.settings, bus)
             if hasattr(role, "wait_turn"):  # the active coord, or a standby until then
                 turns = cast(TakesTurns, role)
                 turns.on_lease_lost = self.request_stop
@@ -172,12 +178,11 @@ class RoleHost:
         self.nats.start()
         return self.nats.url, self.nats.credentials
 
-    def _connect(self, bus: Bus) -> None:
-        """Connect, or fail with a clear error: an unreachable NATS would be retried forever."""
-        assert self.loop is not None
-        future = self.loop.submit(bus.connect())
+    def _connect(self, bus: Bus, future: concurrent.futures.Future[Bus], since: float) -> None:
+        """Wait for ``bus.connect()`` (``future``, submitted at ``since``) or fail with a
+        clear error: an unreachable NATS would be retried forever."""
         try:
-            future.result(self.connect_timeout)
+            future.result(max(0.0, self.connect_timeout - (time.monotonic() - since)))
         except concurrent.futures.TimeoutError:
             future.cancel()
             raise ElanusError(

@@ -9,18 +9,18 @@ before the command first (``hoisted``), so they work on either side of it.
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Sequence
 
 import typer
 
 # Typer vendors Click; its exceptions are only reachable here (typer.BadParameter is one).
+from typer._click import Command
 from typer._click import exceptions as click
 
 import elanus
-from elanus.cli import admin, data, imports, read, server, users
-from elanus.cli.backup import backup_app
-from elanus.cli.cluster import cluster_app
+from elanus.cli import server
 from elanus.cli.context import (
     CliState,
     ConfigOpt,
@@ -32,39 +32,66 @@ from elanus.cli.context import (
     UriOpt,
     UserOpt,
 )
-from elanus.cli.index import index_app
 from elanus.cli.output import error_parts, print_error
 from elanus.errors import ErrorCode
 
-app = typer.Typer(
-    name="elanus",
-    help="Elanus: a distributed vector database on Arrow Flight, NATS JetStream, Lance and DuckDB.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
-app.command("standalone")(server.standalone)
-app.command("run")(server.run)
-app.add_typer(server.config_app, name="config")
-app.add_typer(cluster_app, name="cluster")
-app.command("status")(admin.status)
-app.add_typer(admin.collection_app, name="collection")
-app.add_typer(admin.partition_app, name="partition")
-app.command("insert")(data.insert)
-app.command("import")(imports.import_files)
-app.command("import-state")(imports.import_state)
-app.command("import-jobs")(imports.import_jobs)
-app.command("flush")(data.flush)
-app.command("segments")(data.segments)
-app.command("load")(read.load)
-app.command("release")(read.release)
-app.command("search")(read.search)
-app.command("query")(read.query)
-app.add_typer(index_app, name="index")
-app.add_typer(users.user_app, name="user")
-app.add_typer(users.role_app, name="role")
-app.add_typer(backup_app, name="backup")
+SERVER_COMMANDS = ("standalone", "run")
+"""Commands a server process is started with: parsed by an app of only these
+(``root_command``), so a restarted role does not load and build every client command."""
+
+
+def _new_app() -> typer.Typer:
+    """The app with its global options and the server commands (``SERVER_COMMANDS``)."""
+    app = typer.Typer(
+        name="elanus",
+        help="Elanus: a distributed vector database on Arrow Flight, NATS JetStream, Lance "
+        "and DuckDB.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    app.callback()(global_options)
+    app.command("standalone")(server.standalone)
+    app.command("run")(server.run)
+    return app
+
+
+@functools.cache
+def server_app() -> typer.Typer:
+    return _new_app()
+
+
+@functools.cache
+def full_app() -> typer.Typer:
+    """Every command. The client commands' modules are imported here, not by ``elanus run``
+    (with Typer's building of each command, ~50 ms of a role's start)."""
+    from elanus.cli import admin, data, imports, read, users
+    from elanus.cli.backup import backup_app
+    from elanus.cli.cluster import cluster_app
+    from elanus.cli.index import index_app
+
+    app = _new_app()
+    app.add_typer(server.config_app, name="config")
+    app.add_typer(cluster_app, name="cluster")
+    app.command("status")(admin.status)
+    app.add_typer(admin.collection_app, name="collection")
+    app.add_typer(admin.partition_app, name="partition")
+    app.command("insert")(data.insert)
+    app.command("import")(imports.import_files)
+    app.command("import-state")(imports.import_state)
+    app.command("import-jobs")(imports.import_jobs)
+    app.command("flush")(data.flush)
+    app.command("segments")(data.segments)
+    app.command("load")(read.load)
+    app.command("release")(read.release)
+    app.command("search")(read.search)
+    app.command("query")(read.query)
+    app.add_typer(index_app, name="index")
+    app.add_typer(users.user_app, name="user")
+    app.add_typer(users.role_app, name="role")
+    app.add_typer(backup_app, name="backup")
+    return app
 
 
 def _version(value: bool) -> None:
@@ -73,7 +100,6 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def global_options(
     ctx: typer.Context,
     config: ConfigOpt = None,
@@ -105,11 +131,40 @@ GLOBAL_VALUED = ("--config", "--data-dir", "--uri", "--user", "--password", "--t
 GLOBAL_FLAGS = ("--json",)
 
 
+def command_name(args: Sequence[str]) -> str | None:
+    """The command ``args`` name: the first word after the global options; None when
+    anything else comes first (``-h`` asks for the whole app's help)."""
+    i = 0
+    while i < len(args) and args[i] != "--":
+        arg = args[i]
+        if not arg.startswith("-"):
+            return arg
+        if arg in GLOBAL_VALUED:
+            i += 2
+        elif arg in GLOBAL_FLAGS or arg.partition("=")[0] in GLOBAL_VALUED:
+            i += 1
+        else:
+            return None
+    return None
+
+
+@functools.cache
+def _command(server_only: bool) -> Command:
+    return typer.main.get_command(server_app() if server_only else full_app())
+
+
+def root_command(args: Sequence[str]) -> Command:
+    """The app as a Click command for ``args``, built once per process (Typer builds each
+    command from its signature; ``hoisted`` needs it too): only the server commands when
+    ``args`` name one of them."""
+    return _command(command_name(args) in SERVER_COMMANDS)
+
+
 def own_options(args: list[str]) -> set[str]:
     """The option names the command named in ``args`` declares with a meaning of its own
     (``cluster up --data-dir`` is the cluster's root, not the global data dir): those stay
     where they are. An option a command repeats from the globals (same help) still moves."""
-    root = command = typer.main.get_command(app)
+    root = command = root_command(args)
     for arg in args:
         commands = getattr(command, "commands", None)
         if arg.startswith("-") or commands is None:
@@ -164,7 +219,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     stderr, exit 2 for a usage error (Click's own included) and 1 for anything else."""
     args = list(argv) if argv is not None else sys.argv[1:]
     try:
-        code = app(args=hoisted(args), prog_name="elanus", standalone_mode=False)
+        code = root_command(args).main(
+            args=hoisted(args), prog_name="elanus", standalone_mode=False
+        )
     except KeyboardInterrupt:
         sys.exit(130)
     except click.NoArgsIsHelpError as exc:

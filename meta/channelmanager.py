@@ -3,6 +3,13 @@
 Every vchannel of a live collection is watched by exactly one live datanode, the least
 loaded when it was assigned. When a datanode's session ends, its vchannels go to others
 (their unfinished flushes start over there); the datanode resumes from the checkpoint.
+
+A killed datanode is found sooner than its session expires: a datanode whose channels
+have not reported a tick for two tick intervals is probed, and one that nobody answers
+for (its subscriptions went with its connection) is taken for gone at once. A datanode
+that was only cut off from NATS has stopped its writers itself (``DataNode``), and its
+reports are refused once its channels are another's (``owner``), so taking it for gone
+wrongly costs a replay from the checkpoint, never a second writer.
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from elanus.api.base import ACK, Ack
-from elanus.api.datacoord import ChannelFailed
+from elanus.api.datacoord import ChannelFailed, ChannelReleased
 from elanus.api.datanode import Checkpoint, DataNodeAPI, UnwatchChannel, WatchChannel
 from elanus.channels.dml import pchannel_of
 from elanus.channels.loop import Periodic
@@ -30,6 +37,8 @@ RESTART_FIRST_S = 0.5
 RESTART_MAX_S = 30.0
 RESTART_FORGET_S = 300.0
 """A failure this long after the previous restart starts the backoff over."""
+PROBE_INTERVAL_S = 0.25
+"""How often the datanodes' last reports are looked at (a probe goes only to late ones)."""
 
 
 class ChannelManager:
@@ -58,25 +67,88 @@ class ChannelManager:
         failed on the way (the reply lost while NATS elected, say), so it may have done
         it. The channel goes to no other datanode until that one confirms an unwatch (or
         its session ends): two datanodes on one channel split its messages between them."""
+        self.suspects: set[str] = set()
+        """Datanodes with a session that did not answer a probe: given no channels (and
+        theirs taken back) until one answers again."""
+        self._probes = Periodic(self.probe_late, PROBE_INTERVAL_S, "datanode liveness")
 
     async def start(self) -> None:
         rows = await self.ctx.db.run(
             lambda con: con.execute("SELECT vchannel, node_id FROM channel_watch").fetchall()
         )
         self.watchers = {r[0]: r[1] for r in rows}
+        now = time.monotonic()
+        for node in self.watchers.values():  # late from now on, not from their last report
+            self.data.datanode_heard.setdefault(node, now)
         self._started = True
         self._periodic.start()
+        self._probes.start()
 
     async def stop(self) -> None:
+        await self._probes.stop()
         await self._periodic.stop()
 
     def handlers(self) -> dict[str, RoleHandler]:
-        return {"datanode.channel_failed": self.channel_failed}
+        return {
+            "datanode.channel_failed": self.channel_failed,
+            "datanode.channel_released": self.channel_released,
+        }
+
+    def owner(self, vchannel: str) -> str | None:
+        """The datanode that watches ``vchannel``; None when none does or the recorded
+        assignments are not read yet."""
+        return self.watchers.get(vchannel) if self._started else None
+
+    def _live_nodes(self) -> set[str]:
+        return {s.node_id for s in self.ctx.sessions.of_role("datanode")} - self.suspects
+
+    async def probe_late(self) -> None:
+        """Probe the datanodes late with their reports (and the suspects); one gone has
+        its channels placed elsewhere now."""
+        late_after = max(2 * self.ctx.settings.timetick_interval_ms / 1000, 0.5)
+        now = time.monotonic()
+        heard = self.data.datanode_heard
+        owners = set(self.watchers.values()) - self.suspects
+        late = {n for n in owners if now - heard.get(n, now) > late_after}
+        self.suspects &= {s.node_id for s in self.ctx.sessions.of_role("datanode")}
+        probed = sorted(late | self.suspects)
+        if not probed:
+            return
+        answers = await asyncio.gather(*(self._alive(n) for n in probed))
+        gone = {n for n, up in zip(probed, answers, strict=True) if not up}
+        for node in sorted(gone - self.suspects):
+            log.warning("datanode %s does not answer: its channels move", node)
+        for node in sorted(self.suspects - gone):
+            log.info("datanode %s answers again", node)
+            heard[node] = now
+        changed, self.suspects = gone != self.suspects, gone
+        if changed:
+            await self.balance()
+
+    async def _alive(self, node: str) -> bool:
+        try:
+            return await DataNodeAPI(self.ctx.bus, node).alive()
+        except Exception:  # noqa: BLE001 - our own connection is down: nothing learnt
+            return True
+
+    async def channel_released(self, req: ChannelReleased) -> Ack:
+        """A datanode dropped its writer on its own (it lost NATS): place the channel
+        again now, if it still was that node's."""
+        async with self._lock:
+            if self.watchers.get(req.vchannel) != req.node_id:
+                return ACK
+            log.info("datanode %s released %s", req.node_id, req.vchannel)
+            await self._unassign(req.vchannel)
+        self.ctx.supervisor.spawn("channel assignment", self.balance)
+        return ACK
 
     async def channel_failed(self, req: ChannelFailed) -> Ack:
         """A datanode's task of a vchannel died: flushes waiting on it fail, and the
-        channel is watched again from its checkpoint (after a backoff)."""
+        channel is watched again from its checkpoint (after a backoff). A report from a
+        datanode the channel has moved from is late news: ignored."""
         vchannel, reason = req.vchannel, req.reason
+        if req.node_id is not None and self.watchers.get(vchannel) not in (None, req.node_id):
+            return ACK
         log.error("datanode %s: channel %s failed: %s", req.node_id, vchannel, reason)
         self.data.channel_failures[vchannel] = reason
         await self.restart(vchannel)
@@ -87,7 +159,7 @@ class ChannelManager:
         if not self._started:
             return
         async with self._lock:
-            live_nodes = {s.node_id for s in self.ctx.sessions.of_role("datanode")}
+            live_nodes = self._live_nodes()
             vchannels = await self.lookup.live_vchannels()
             self.ticks.active_pchannels = {pchannel_of(v) for v in vchannels}
             self._seen &= live_nodes
@@ -145,6 +217,7 @@ class ChannelManager:
             )
         )
         self.watchers[vchannel] = node
+        self.data.datanode_heard[node] = time.monotonic()
         self.data.channel_failures.pop(vchannel, None)
         log.info("vchannel %s -> datanode %s", vchannel, node)
 
@@ -165,8 +238,9 @@ class ChannelManager:
         await self.ctx.db.run(
             lambda con: con.execute("DELETE FROM channel_watch WHERE vchannel = ?", [vchannel])
         )
-        live = {s.node_id for s in self.ctx.sessions.of_role("datanode")}
-        if node is not None and node in live and not await self._unwatch(node, vchannel):
+        if node is None or node not in self._live_nodes():
+            return
+        if not await self._unwatch(node, vchannel):
             self._unsure[vchannel] = node
 
     async def _unwatch(self, node: str, vchannel: str) -> bool:

@@ -64,6 +64,7 @@ class Coordinator(Role):
         self.timeticks = TimeTickSync(ctx)
         self.data = DataCoord(ctx, lookup)
         self.channels = ChannelManager(ctx, lookup, self.data, self.timeticks)
+        self.data.owners = self.channels
         self.index = IndexCoord(ctx, lookup, proxies, self.data)
         self.query = QueryCoord(ctx, lookup, self.data, self.index)
         self.compaction = CompactionManager(ctx, self.data, self.index, self.query)
@@ -190,6 +191,8 @@ class Coordinator(Role):
             self.timeticks.forget_proxy(info.node_id)
         if info.role == "datanode":
             self.supervisor.spawn("channel assignment", self.channels.balance)
+        if info.role == "querynode" and event == "leave":  # its share placed again now,
+            self.supervisor.spawn("place lost replicas", self.query.keep_loaded)  # not in 1 s
         if event == "leave":
             self.housekeeping.node_left(info)
 

@@ -46,7 +46,7 @@ from elanus.states import SegmentState, transition
 if TYPE_CHECKING:
     from elanus.channels.role import RoleHandler
     from elanus.meta.context import CoordContext
-    from elanus.meta.interfaces import CollectionLookup, CompactionPlans
+    from elanus.meta.interfaces import ChannelOwners, CollectionLookup, CompactionPlans
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +86,11 @@ class DataCoord:
         """Growing segments from before a coord restart: their holders are not known."""
         self.channel_failures: dict[str, str] = {}
         """vchannel -> why its datanode task died, until the channel is watched again."""
+        self.datanode_heard: dict[str, float] = {}
+        """datanode -> when (monotonic) it last reported a tick: the channel manager probes
+        the late ones."""
+        self.owners: ChannelOwners | None = None
+        """Who watches each vchannel: reports from any other datanode are refused."""
 
     def handlers(self) -> dict[str, RoleHandler]:
         return {
@@ -361,6 +366,10 @@ class DataCoord:
     async def datanode_tt(self, req: DatanodeTick) -> TickReply:
         """A datanode consumed its channel up to ``ts``: checkpoint it, hand out flushes."""
         vchannel, ts, checkpoint = req.vchannel, req.ts, req.checkpoint
+        if req.node_id is not None:
+            self.datanode_heard[req.node_id] = time.monotonic()
+        if not self._owns(req.node_id, vchannel):
+            return TickReply(flush=[])  # its writer is told to stop by the channel manager
         self.channel_ticks[vchannel] = max(ts, self.channel_ticks.get(vchannel, 0))
         if checkpoint is not None:
             seq, cp_ts = int(checkpoint["seq"]), int(checkpoint["ts"])
@@ -380,6 +389,12 @@ class DataCoord:
             await self._save(ready)
         compact = self._plans.take_for(vchannel, ts) if self._plans is not None else []
         return TickReply(flush=[s.segment_id for s in ready], compact=compact)
+
+    def _owns(self, node: str | None, vchannel: str) -> bool:
+        """Whether a report of ``node`` on ``vchannel`` counts: a datanode the channel moved
+        from (taken for dead, yet alive) must not move its checkpoint or flush its segments."""
+        owner = self.owners.owner(vchannel) if self.owners is not None else None
+        return node is None or owner is None or owner == node
 
     async def _checkpoint(self, vchannel: str, seq: int, ts: int, data_seq: int | None) -> None:
         """Keep a vchannel's newest checkpoint; write it to DuckDB when a restart would
@@ -407,6 +422,9 @@ class DataCoord:
 
     async def segment_flushed(self, req: SegmentFlushed) -> Recorded:
         sid, num_rows, checkpoint = req.segment_id, req.num_rows, req.checkpoint
+        if req.vchannel is not None and not self._owns(req.node_id, req.vchannel):
+            log.info("ignoring the flush of segment %s by %s: not its channel", sid, req.node_id)
+            return Recorded(ignored=True)
         seg = self.segments.get(sid)
         if seg is None:
             # Dropped meanwhile (its partition or collection went): nothing to record, and

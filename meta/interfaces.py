@@ -74,6 +74,8 @@ class ChannelSegments(SegmentTable, Protocol):
 
     @property
     def channel_failures(self) -> dict[str, str]: ...
+    @property
+    def datanode_heard(self) -> dict[str, float]: ...
     def reset_flushing(self, vchannel: str) -> None: ...
     def channel_segments(self, vchannel: str) -> list[dict[str, Any]]: ...
 
@@ -137,6 +139,12 @@ class ChannelBalance(Protocol):
 
 class ChannelWatchers(Protocol):
     def assignments(self) -> dict[str, Any]: ...
+
+
+class ChannelOwners(Protocol):
+    """Whose reports on a vchannel DataCoord takes."""
+
+    def owner(self, vchannel: str) -> str | None: ...
 
 
 class TickLock(Protocol):

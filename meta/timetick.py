@@ -66,7 +66,10 @@ class TimeTickSync:
 
     async def tick_now(self, req: TickNow) -> TicksPublished:
         """Fresh reports from every live proxy, then a tick at once: a Strong read waits
-        for one round trip instead of the rest of the tick interval."""
+        for one round trip instead of the rest of the tick interval. The proxies asked are
+        those with a session and those reporting: a proxy just started reports before the
+        session watch sees it (up to a second), and its last periodic report would hold
+        the tick below the read's timestamp until the next round."""
 
         async def ask(node_id: str) -> None:
             try:
@@ -74,7 +77,8 @@ class TimeTickSync:
             except ElanusError as exc:
                 log.debug("proxy %s did not report on demand: %s", node_id, exc)
 
-        await asyncio.gather(*(ask(p.node_id) for p in self.ctx.sessions.of_role("proxy")))
+        proxies = {p.node_id for p in self.ctx.sessions.of_role("proxy")} | set(self.reports)
+        await asyncio.gather(*(ask(p) for p in sorted(proxies)))
         return TicksPublished(ticks=await self.publish_ticks())
 
     async def start(self) -> None:

@@ -1,105 +1,19 @@
 """The proxy with both faces: Arrow Flight (``flight/proxy.py``) and Milvus's gRPC
-``MilvusService`` on ``milvus_port`` (0: off), started after Flight and stopped before
-it, with the same TLS files and the same users."""
+``MilvusService`` on ``milvus_port`` (0: off; ``server.py``), started after Flight and
+stopped before it, with the same TLS files and the same users."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from concurrent import futures
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import grpc
-from pymilvus.grpc_gen import milvus_pb2_grpc
-
-from elanus.client.tls import server_tls
-from elanus.errors import ElanusError, ErrorCode
 from elanus.flight.proxy import ProxyServer
-from elanus.milvus.alter import AlterRpcs
-from elanus.milvus.analyze import AnalyzerRpcs
-from elanus.milvus.auth import MilvusCredentials
-from elanus.milvus.ddl import DdlRpcs
-from elanus.milvus.dml import DmlRpcs
-from elanus.milvus.hybrid import HybridRpcs
-from elanus.milvus.imports import ImportRpcs
-from elanus.milvus.ops import OpsRpcs
-from elanus.milvus.rbac import RbacRpcs
-from elanus.milvus.read import ReadRpcs
-from elanus.milvus.session import SessionRpcs
+
+if TYPE_CHECKING:
+    from elanus.milvus.server import MilvusFace
 
 log = logging.getLogger(__name__)
-WORKERS = 16
-"""gRPC threads; like Flight's, each blocks while the proxy's loop does the work."""
-STOP_GRACE_S = 5.0
-
-
-class MilvusServicer(
-    SessionRpcs,
-    DdlRpcs,
-    AlterRpcs,
-    DmlRpcs,
-    ReadRpcs,
-    HybridRpcs,
-    OpsRpcs,
-    ImportRpcs,
-    RbacRpcs,
-    AnalyzerRpcs,
-):
-    """Every served RPC, from the concern mixins; the rest answer "not supported"."""
-
-
-class MilvusFace:
-    """A gRPC server answering Milvus's protocol for one proxy."""
-
-    def __init__(self, proxy: ProxyServer) -> None:
-        self.proxy = proxy
-        self.port: int | None = None
-        self._server: grpc.Server | None = None
-        self.servicer: MilvusServicer | None = None
-
-    def start(self) -> int:
-        """Bind and serve (on gRPC's threads); the port bound. Runs off the event loop."""
-        s = self.proxy.settings
-        limit = max(s.max_request_bytes, 64 * 1024 * 1024)
-        options = [
-            ("grpc.max_receive_message_length", limit),
-            ("grpc.max_send_message_length", limit),
-            ("grpc.so_reuseport", 0),
-        ]
-        server = grpc.server(futures.ThreadPoolExecutor(WORKERS, "milvus"), options=options)
-        self.servicer = MilvusServicer(self.proxy, MilvusCredentials(self.proxy.auth))
-        milvus_pb2_grpc.add_MilvusServiceServicer_to_server(self.servicer, server)
-        address = f"{s.flight_host}:{s.milvus_port}"
-        try:
-            port = _bind(server, address, server_tls(s.tls_cert, s.tls_key, s.tls_client_ca))
-        except RuntimeError as exc:
-            raise ElanusError(
-                ErrorCode.UNAVAILABLE, f"cannot serve Milvus's protocol on {address}: {exc}"
-            ) from None
-        server.start()
-        self._server, self.port = server, port
-        return port
-
-    def stop(self) -> None:
-        server, self._server = self._server, None
-        if server is not None:
-            server.stop(STOP_GRACE_S).wait(STOP_GRACE_S + 1)
-
-
-def _bind(server: grpc.Server, address: str, tls: dict[str, Any]) -> int:
-    if not tls:
-        port = server.add_insecure_port(address)
-    else:
-        cert, key = tls["tls_certificates"][0]
-        credentials = grpc.ssl_server_credentials(
-            [(key, cert)],
-            root_certificates=tls.get("root_certificates"),
-            require_client_auth=bool(tls.get("verify_client")),
-        )
-        port = server.add_secure_port(address, credentials)
-    if not port:
-        raise RuntimeError("the port is taken or the address cannot be bound")
-    return int(port)
 
 
 class MilvusProxy(ProxyServer):
@@ -121,9 +35,8 @@ class MilvusProxy(ProxyServer):
         await super().start()
         if not self.settings.milvus_port:
             return
-        face = MilvusFace(self)
         try:
-            await asyncio.to_thread(face.start)
+            face = await asyncio.to_thread(_serve_milvus, self)
         except BaseException:
             await self.stop()
             raise
@@ -136,3 +49,13 @@ class MilvusProxy(ProxyServer):
         if face is not None:
             await asyncio.to_thread(face.stop)
         await super().stop()
+
+
+def _serve_milvus(proxy: ProxyServer) -> MilvusFace:
+    """A started Milvus face, built off the loop: its import (pymilvus) takes a third of a
+    second, which Flight, already serving, should not wait for."""
+    from elanus.milvus.server import MilvusFace
+
+    face = MilvusFace(proxy)
+    face.start()
+    return face

@@ -9,6 +9,7 @@ from typing import Any
 
 from elanus import layout
 from elanus.api.base import ACK, Ack
+from elanus.api.datacoord import ChannelReleased, DataCoordAPI
 from elanus.api.datanode import (
     FinalizeImport,
     ImportTaken,
@@ -39,6 +40,9 @@ class DataNode(Role):
         self.channels: dict[str, ChannelWriter] = {}
         self.imports: dict[int, asyncio.Task[None]] = {}
         """Bulk import jobs this node runs (or finishes), by job id."""
+        self.released: set[str] = set()
+        """Channels dropped when a NATS connection was lost, not yet reported to the coord."""
+        self._channels_lock = asyncio.Lock()
 
     @property
     def address(self) -> str:
@@ -54,11 +58,16 @@ class DataNode(Role):
         }
 
     async def start(self) -> None:
-        await self.open_data_bus()
+        data_bus = await self.open_data_bus()
         await self.serve()
         await self.register()
+        for bus in (self.bus, data_bus):
+            bus.connection_listeners.append(self._connection_changed)
 
     async def stop(self) -> None:
+        for bus in (self.bus, self.data_bus):
+            if bus is not None and self._connection_changed in bus.connection_listeners:
+                bus.connection_listeners.remove(self._connection_changed)
         for task in list(self.imports.values()):
             await cancel_and_wait(task)
         self.imports.clear()
@@ -69,19 +78,66 @@ class DataNode(Role):
 
     async def watch(self, req: WatchChannel) -> Watching:
         vchannel = req.vchannel
-        old = self.channels.pop(vchannel, None)
-        if old is not None:
-            await old.stop()
-        writer = ChannelWriter(self, req)
-        await writer.start()
-        self.channels[vchannel] = writer
+        async with self._channels_lock:
+            self.released.discard(vchannel)
+            old = self.channels.pop(vchannel, None)
+            if old is not None:
+                await old.stop()
+            writer = ChannelWriter(self, req)
+            await writer.start()
+            self.channels[vchannel] = writer
+        self._publish_channels()
         return Watching(vchannel=vchannel)
 
     async def unwatch(self, req: UnwatchChannel) -> Ack:
-        writer = self.channels.pop(req.vchannel, None)
-        if writer is not None:
-            await writer.stop()
+        async with self._channels_lock:
+            self.released.discard(req.vchannel)
+            writer = self.channels.pop(req.vchannel, None)
+            if writer is not None:
+                await writer.stop()
+        self._publish_channels()
         return ACK
+
+    def _publish_channels(self) -> None:
+        """Show the channels in the session now, not at the next keepalive (``elanus
+        status`` and the chaos harness read them there)."""
+        self.supervisor.spawn("session update", self.meta_changed)
+
+    def _connection_changed(self, connected: bool) -> None:
+        """A lost NATS connection ends this node's claim on its channels: the coord may
+        have found it gone (no subscriber answers its probe) and given them to another
+        datanode, so writing on would put a second writer in the same segment files.
+        The writers stop at once; back, the node asks the coord to place them again."""
+        if connected:
+            self.supervisor.spawn("report released channels", self._report_released)
+        elif self.channels:
+            self.supervisor.spawn("release channels", self._release_channels)
+
+    async def _release_channels(self) -> None:
+        async with self._channels_lock:
+            writers, self.channels = self.channels, {}
+            self.released.update(writers)
+            log.warning("NATS connection lost: released channels %s", sorted(writers))
+            for writer in writers.values():
+                await writer.stop()
+
+    async def _report_released(self) -> None:
+        """Tell the coord each released channel, retrying while it is away."""
+        delay = 0.1
+        api = DataCoordAPI(self.bus, timeout=5.0)
+        while self.released and self.bus.connected and self.data_bus and self.data_bus.connected:
+            async with self._channels_lock:
+                pending = sorted(self.released)
+            try:
+                for vchannel in pending:
+                    await api.channel_released(
+                        ChannelReleased(vchannel=vchannel, node_id=self.node_id)
+                    )
+                    self.released.discard(vchannel)
+            except ElanusError as exc:
+                log.warning("could not report released channels, retrying: %s", exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
 
     async def update_schema(self, req: UpdateSchema) -> SchemaTaken:
         """A field was added: the writers of the collection's channels take the schema."""

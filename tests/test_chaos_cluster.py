@@ -6,11 +6,13 @@ the NATS kill in a run of its own, so each run stays under 90 s.
 Asserted: no acknowledged row lost or stored twice, no acknowledged delete undone, no row
 that was never sent, no raw NATS/gRPC/Python text in any error a client saw, no role but
 the coord exiting by itself, and writes and reads through every proxy succeeding again
-after each kill (within the harness's 60 s). No timing bound is asserted: the issue's
-bounds (1 s, 2 s, two tick intervals) are measured and compared by ``bench/chaos.py``
-(figures in bench/README.md), and several are not met yet (a read in flight to a killed
-query node waits out the client's timeout; a coord restart places every replica again),
-while a CI machine busy with other tests would miss the others by noise.
+after each kill (within the harness's 60 s), and every failover bound of the issue
+(``bounds`` in ``bench/_chaos_figures.py``: reads unavailable at most 1 s when a query
+node dies, a datanode's channels moved within 2 s, nothing failing 2 s after the coord is
+back, two tick intervals of the other proxy's reads, 2 s for a restarted proxy and after a
+NATS restart) within ``SLACK`` times the bound: these 16 processes share 2 cores, and on a
+CI machine a restart's imports alone vary by a second. ``bench/chaos.py`` compares the
+figures with the bounds themselves (bench/README.md).
 """
 
 from __future__ import annotations
@@ -28,19 +30,28 @@ assert _spec is not None and _spec.loader is not None
 chaos = importlib.util.module_from_spec(_spec)
 sys.modules["bench_chaos"] = chaos  # dataclasses look their module up
 _spec.loader.exec_module(chaos)
+figures = sys.modules["_chaos_figures"]  # imported by _chaos from bench/
 
 SECONDS_PER_ROLE = 6.0
-ENV = {"ELANUS_SESSION_TTL_S": "3"}  # a dead data node's channels move sooner
+NATS_SECONDS = 25.0
+"""Down for 40 % of it, 10 s: past the Raft election (4-9 s after the kill) of any stream
+the killed server led. Restarted sooner, the streams it led wait for their election, the
+coord's lease among them (issue 21: nats-server's election timeout is a constant)."""
+SLACK = 2.0
+TICK_S = 0.2  # the default time-tick interval
 
 
 @pytest.mark.chaos
 @pytest.mark.slow
-@pytest.mark.parametrize("roles", [("querynode", "datanode", "coord", "proxy"), ("nats",)])
+@pytest.mark.parametrize(
+    ("roles", "seconds"),
+    [(("querynode", "datanode", "coord", "proxy"), SECONDS_PER_ROLE), (("nats",), NATS_SECONDS)],
+)
 def test_killing_roles_in_turn_loses_nothing_and_reads_come_back(
-    tmp_path: Path, roles: tuple[str, ...]
+    tmp_path: Path, roles: tuple[str, ...], seconds: float
 ) -> None:
-    cfg = chaos.Config(tmp_path / "cluster", batch=100, settle_s=1.0, env=ENV)
-    phases = chaos.run_chaos(cfg, list(roles), SECONDS_PER_ROLE, log=print)
+    cfg = chaos.Config(tmp_path / "cluster", batch=100, settle_s=1.0)
+    phases = chaos.run_chaos(cfg, list(roles), seconds, log=print)
     assert tuple(p.role for p in phases) == roles
     for p in phases:
         f = p.figures
@@ -59,3 +70,6 @@ def test_killing_roles_in_turn_loses_nothing_and_reads_come_back(
         assert f["writes_ok"] > 0, what
         for label in ("A", "B"):
             assert f[f"reads_ok_after_back@{label}"] > 0, what
+        for figure, _key, value, bound in figures.bounds(p, TICK_S):
+            assert value is not None, f"{figure} not seen {what}"
+            assert value <= SLACK * bound, f"{figure}: {value:.2f} s > {SLACK} x {bound} s {what}"

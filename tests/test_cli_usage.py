@@ -8,7 +8,7 @@ import pytest
 from conftest import run_elanus
 
 from elanus.channels.nats_server import free_port
-from elanus.cli.main import hoisted
+from elanus.cli.main import command_name, hoisted, root_command
 
 
 def one_line(result: object, code: str, exit_code: int) -> str:
@@ -60,3 +60,21 @@ def test_hoisting_moves_only_global_options() -> None:
         "--uri=grpc://h:1", "query", "c", "--filter", "id > 1",
     ]  # fmt: skip
     assert hoisted(["insert", "c", "--", "--json"]) == ["insert", "c", "--", "--json"]
+
+
+def test_server_commands_parse_with_an_app_of_their_own() -> None:
+    """``elanus run``/``standalone`` are parsed by an app of only the server commands (a
+    role's start skips loading every client command); anything else, ``-h`` before the
+    command included, by the whole app."""
+    assert command_name(["--json", "--uri", "u", "--token=t", "run", "proxy"]) == "run"
+    assert command_name(["standalone", "--json"]) == "standalone"
+    assert command_name(["-h", "run"]) is None
+    assert command_name(["--", "run"]) is None
+    assert command_name([]) is None
+    small, full = root_command(["run", "proxy"]), root_command(["status"])
+    assert set(small.commands) == {"standalone", "run"}  # type: ignore[attr-defined]
+    assert {"standalone", "run", "status", "collection"} <= set(full.commands)  # type: ignore[attr-defined]
+    for name in ("standalone", "run"):
+        ours = small.commands[name]  # type: ignore[attr-defined]
+        theirs = full.commands[name]  # type: ignore[attr-defined]
+        assert [p.opts for p in ours.params] == [p.opts for p in theirs.params]

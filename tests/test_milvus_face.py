@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -51,6 +53,20 @@ def test_port_zero_is_off(mstack: Any) -> None:
         assert proxy.milvus_port is None
     finally:
         mstack.call(proxy.stop())
+
+
+def test_proxy_import_is_light() -> None:
+    """What ``elanus run proxy`` imports before it serves (its start time, issue 22): not
+    pymilvus (only with the Milvus port on, and then off the loop), DuckDB, the SDK or the
+    client commands."""
+    code = (
+        "import sys, elanus.cli.main, elanus.cli.host, elanus.milvus.face; "
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('pymilvus', 'pandas', 'grpc', 'duckdb', 'lance') "
+        "or m in ('elanus.client.client', 'elanus.cli.admin'));"
+        "assert not heavy, heavy"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
 def test_collections_databases_partitions_aliases(client: MilvusClient) -> None:

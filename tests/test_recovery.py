@@ -35,15 +35,23 @@ BATCHES = 60
 class Cluster:
     """NATS in the test; coord, datanode and proxy as separate ``elanus run`` processes."""
 
-    def __init__(self, tmp: Path, track: Callable[[ElanusProcess], ElanusProcess]) -> None:
+    def __init__(
+        self,
+        tmp: Path,
+        track: Callable[[ElanusProcess], ElanusProcess],
+        env: dict[str, str] | None = None,
+        datanodes: int = 1,
+    ) -> None:
         self.tmp = tmp
         self.track = track
+        self.env = ENV if env is None else env
         self.nats = EmbeddedNats(tmp / "nats").start()
         self.port = free_port()
         self.uri = f"grpc://127.0.0.1:{self.port}"
         self.procs: dict[str, ElanusProcess] = {}
         self.spawn("coord")
-        self.spawn("datanode")
+        for _ in range(datanodes):
+            self.spawn("datanode")
         self.spawn("proxy").wait_ready()
 
     def spawn(self, role: str) -> ElanusProcess:
@@ -55,7 +63,7 @@ class Cluster:
             *args,
             log_path=self.tmp / f"{role}-{n}.log",
             uri=self.uri if role == "proxy" else None,
-            env={**ENV, **self.nats.client_env()},
+            env={**self.env, **self.nats.client_env()},
         )
         self.procs[f"{role}-{n}"] = self.track(proc).start()
         return proc

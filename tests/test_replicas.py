@@ -29,7 +29,7 @@ from test_read_path import wait_querynodes
 
 from elanus.channels.metrics import PROXY_FAILOVERS
 from elanus.client.client import Client
-from elanus.errors import ErrorCode
+from elanus.errors import ElanusError, ErrorCode
 from elanus.segments.querynode import QueryNode
 
 DIM = 8
@@ -156,6 +156,29 @@ def test_a_lost_node_fails_over_and_its_replica_is_placed_again(stack: Stack) ->
     assert set(fresh.delegators) == set(client.describe_collection("r")["vchannels"])
     for _ in range(4):
         assert _answers(client, vectors) == expected
+
+
+def test_without_replicas_a_lost_nodes_share_is_placed_again_within_2_s(stack: Stack) -> None:
+    """Issue 22's bound: channels and segments of a query node whose session ended serve
+    again from the other nodes within 2 s (one replica: nothing to fail over to)."""
+    client, vectors = _filled(stack, 2)
+    client.load_collection("r")
+    expected = _answers(client, vectors)
+    victim = next(n for n in stack.querynodes if n.delegators)
+    _crash(stack, victim)
+    stack.call(victim.stop())  # its session ends now
+    ended = time.monotonic()
+    stack.querynodes.remove(victim)
+
+    def answered() -> bool:
+        try:
+            return _answers(client, vectors) == expected
+        except ElanusError:
+            return False
+
+    wait_for(answered, what="answers from the other node")
+    took = time.monotonic() - ended
+    assert took < 2.0, f"served again {took:.2f} s after the session ended"
 
 
 def test_more_replicas_than_query_nodes_is_refused_and_loads_nothing(stack: Stack) -> None:

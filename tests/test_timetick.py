@@ -8,18 +8,22 @@ import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from conftest import ElanusProcess, Stack, own_stack
 
 from elanus import tsutil
+from elanus.api.datacoord import TickNow, TickReport
 from elanus.channels.bus import Bus
 from elanus.channels.consumer import ChannelConsumer
 from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats, free_port
 from elanus.channels.supervisor import Supervisor
 from elanus.flight.timeticker import DmlTracker
+from elanus.meta import timetick
+from elanus.settings import Settings
 
 
 def test_tracker_reports_below_unfinished_writes() -> None:
@@ -127,3 +131,34 @@ def test_a_read_waiting_for_tsafe_ends_when_its_channel_stops(
     reached, reached_in_thread, seconds = loop_thread.call(scenario(), timeout=30)
     assert (reached, reached_in_thread) == (False, False)
     assert seconds < 5
+
+
+def test_tick_now_asks_a_proxy_that_reports_before_its_session_is_seen(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A proxy just started reports at once, but the coord's session watch sees it up to a
+    second later: a Strong read's ``tick_now`` must still ask it for a fresh report, or its
+    last periodic one holds the tick below the read for the rest of the interval."""
+    asked: list[str] = []
+
+    class Asked:
+        def __init__(self, bus: Any, node_id: str) -> None:
+            self.node_id = node_id
+
+        async def report_now(self) -> None:
+            asked.append(self.node_id)
+
+    monkeypatch.setattr(timetick, "ProxyAPI", Asked)
+    seen = [SimpleNamespace(node_id="old")]
+    ctx = SimpleNamespace(
+        settings=Settings(), bus=None, sessions=SimpleNamespace(of_role=lambda role: seen)
+    )
+    sync = timetick.TimeTickSync(ctx)  # type: ignore[arg-type]
+
+    async def run() -> None:
+        await sync.report(TickReport(proxy_id="old", default_ts=1))
+        await sync.report(TickReport(proxy_id="new", default_ts=1))  # no session seen yet
+        await sync.tick_now(TickNow())
+
+    asyncio.run(run())
+    assert sorted(asked) == ["new", "old"]

@@ -123,6 +123,16 @@ class ChannelFailed:
     node_id: str | None = None
 
 
+@request("datanode.channel_released")
+class ChannelReleased:
+    """A datanode dropped its writer of ``vchannel`` on its own (its NATS connection was
+    lost, so it may no longer be the channel's only consumer): watch it again somewhere,
+    from the checkpoint. Not a failure: no flush fails over it, no backoff."""
+
+    vchannel: str
+    node_id: str
+
+
 @request("datanode.tt")
 class DatanodeTick:
     vchannel: str
@@ -202,6 +212,9 @@ class DataCoordAPI(Stub):
 
     async def channel_failed(self, req: ChannelFailed) -> Ack:
         return await self._ask("datanode.channel_failed", req, Ack)
+
+    async def channel_released(self, req: ChannelReleased) -> Ack:
+        return await self._ask("datanode.channel_released", req, Ack)
 
     async def datanode_tt(self, req: DatanodeTick, timeout: float | None = None) -> TickReply:
         return await self._ask("datanode.tt", req, TickReply, timeout)

@@ -120,8 +120,9 @@ def unavailable_hint(text: str) -> ElanusError:
         )
     elif "socket closed" in lowered:
         why = (
-            "the Elanus proxy closed the connection at once: it may serve TLS (connect to a "
-            "grpc+tls:// uri and trust its CA) or require a client certificate (mutual TLS)"
+            "the Elanus proxy closed the connection at once: it may be starting or stopping "
+            "(retry), serve TLS (connect to a grpc+tls:// uri and trust its CA) or require a "
+            "client certificate (mutual TLS)"
         )
     else:
         why = "cannot reach the Elanus proxy"
