@@ -58,6 +58,9 @@ class Supervisor:
         """The latest failure of each restarted task."""
         self._on_change = on_change
         self._tasks: set[asyncio.Task[Any]] = set()
+        self.stopping = False
+        """Set by ``stop``: a task whose cancellation a NATS request swallowed (Python
+        3.11's ``asyncio.wait_for``) ends at its next check of it."""
 
     def spawn(
         self,
@@ -144,5 +147,6 @@ class Supervisor:
 
     async def stop(self) -> None:
         """Cancel whatever still runs (a role's ``stop``, after its own orderly shutdown)."""
+        self.stopping = True
         for task in list(self._tasks):
             await cancel_and_wait(task)

@@ -68,6 +68,8 @@ class Housekeeper:
     def _sweep_soon(self, name: str) -> None:
         async def look_twice() -> None:
             await self.sweep()  # notes what is gone
+            if self.ctx.supervisor.stopping:
+                return  # the coord stopped during the sweep: no grace to wait out
             await asyncio.sleep(self.grace_s)
             await self.sweep()  # deletes what stayed gone
 
