@@ -147,6 +147,8 @@ def test_migrations_are_versioned_and_applied_once(tmp_path: Path) -> None:
 
 # -- the coord as a separate OS process, killed with SIGKILL ------------------------------------
 
+# The coords below hold a 2 s lease (3 s by default): a coord restarted after kill -9 waits
+# for the dead one's lease to expire.
 COORD_PROCESS = textwrap.dedent(
     """
     import asyncio, os, sys
@@ -160,7 +162,7 @@ COORD_PROCESS = textwrap.dedent(
         creds = NatsCredentials(os.environ["ELANUS_NATS_USER"], os.environ["ELANUS_NATS_PASSWORD"])
         bus = await Bus(sys.argv[1], credentials=creds).connect()
         role = DataNode if sys.argv[3:] == ["datanode"] else Coordinator
-        coord = role(Settings(data_dir=sys.argv[2], session_ttl_s=2), bus)
+        coord = role(Settings(data_dir=sys.argv[2], session_ttl_s=2, coord_lease_ttl_s=2), bus)
         await coord.start()
         print("ready", flush=True)
         await asyncio.Event().wait()
@@ -206,7 +208,7 @@ def test_tso_and_ids_survive_kill_9_of_the_coord(nats: EmbeddedNats, tmp_path: P
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(10)
         # Restart at once, well inside the TSO's persisted window.
-        coord = Coordinator(Settings(data_dir=str(data), session_ttl_s=2), bus)
+        coord = Coordinator(Settings(data_dir=str(data), session_ttl_s=2, coord_lease_ttl_s=2), bus)
         loop.call(coord.start())
         try:
             ts = loop.call(root.alloc_ts(TsoAlloc())).ts
