@@ -24,6 +24,7 @@ from elanus.errors import ElanusError
 
 ENV = {
     "ELANUS_SESSION_TTL_S": "2",
+    "ELANUS_COORD_LEASE_TTL_S": "2",  # the coord restarted after kill -9 waits this out
     "ELANUS_TIMETICK_INTERVAL_MS": "50",
     "ELANUS_SEGMENT_MAX_ROWS": "4000",  # segments seal and flush while the ingest runs
 }
