@@ -72,7 +72,8 @@ def test_second_standalone_on_same_data_dir_is_refused(standalone_factory: Facto
 
 @pytest.mark.chaos
 def test_kill9_takes_nats_down_and_restart_works(standalone_factory: Factory) -> None:
-    sp = standalone_factory().start().wait_ready()
+    lease = {"ELANUS_COORD_LEASE_TTL_S": "2"}  # the restart waits out the killed coord's lease
+    sp = standalone_factory(env=lease).start().wait_ready()
     nats_pid = one_nats_child(sp)
 
     sp.send(signal.SIGKILL)
@@ -81,7 +82,7 @@ def test_kill9_takes_nats_down_and_restart_works(standalone_factory: Factory) ->
 
     # The stale standalone.json of the killed process must not block a restart.
     assert sp.info_path.exists()
-    again = standalone_factory(data_dir=sp.data_dir).start().wait_ready()
+    again = standalone_factory(data_dir=sp.data_dir, env=lease).start().wait_ready()
     assert live_roles(again.uri) == ["coord", "datanode", "indexnode", "proxy", "querynode"]
     assert again.stop() == 0
 
