@@ -159,8 +159,9 @@ class Settings:
     """A consumer this far behind (beyond two tick intervals) refuses writes to its
     collection with RATE_LIMITED until it catches up. 0: tick lag is not watched. The
     defaults only stop a runaway backlog (a loaded 2-core machine lags seconds at times);
-    set soft/hard lower (e.g. 0.1/0.25 s) to keep Strong reads under a second under the
-    fastest writers, as tests/test_flow_control.py does."""
+    set soft/hard lower (e.g. 0.1/0.25 s, with ``timetick_interval_ms`` 50) to keep Strong
+    reads under a second under the fastest writers, as tests/test_flow_control.py and
+    ``bench/flow.py --tight`` do (bench/README.md)."""
     flow_pending_soft: int = 64
     """Messages (up to ~1 MB each) a consumer has not fetched yet past which writes slow
     down: a backlog shows here before it shows as tick lag."""
