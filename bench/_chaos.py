@@ -38,6 +38,7 @@ from _chaos_figures import (  # noqa: E402
     back_after,
     error_kind,
     phase_figures,
+    scrape_metrics,
     timed,
 )
 
@@ -74,6 +75,9 @@ class Config:
     """More settings for every role (``ELANUS_*``), e.g. a shorter session TTL."""
     settle_s: float = 3.0
     """A phase watches at least this long after the killed role is back."""
+    metrics: bool = False
+    """Every role serves ``/metrics``; each phase ends with a scrape of every process
+    (``Phase.scrapes``)."""
 
 
 class Connection:
@@ -240,6 +244,7 @@ class ChaosCluster:
             querynodes=cfg.querynodes,
             indexnodes=0,  # no index: brute-force searches need no index node
             standby=False,
+            metrics=cfg.metrics,
             env={"ELANUS_LOG_LEVEL": "INFO", "ELANUS_MILVUS_PORT": "0", **cfg.env},
         )
         self.record = Record()
@@ -367,6 +372,12 @@ class ChaosCluster:
         log(f"every stream succeeds again {time.monotonic() - phase.t_restart:.1f} s after it")
         phase.t_end = time.monotonic()
         phase.figures = phase_figures(phase, self.record, self.labels)
+        if self.cfg.metrics:
+            phase.scrapes = {
+                c.name: scrape_metrics(c.metrics_url)
+                for c in self.cluster.children
+                if c.metrics_url is not None
+            }
         started = time.monotonic()
         try:
             phase.figures.update(self.check())

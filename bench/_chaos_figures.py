@@ -8,10 +8,13 @@ from __future__ import annotations
 import re
 import threading
 import time
+import urllib.request
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from elanus.errors import ElanusError
 
@@ -25,6 +28,23 @@ CLIENT_HINT = "cannot reach the Elanus proxy: "
 """The client's own UNAVAILABLE for a proxy that is not there: it quotes gRPC's text after
 saying what it means, which is fine (so does its TIMEOUT, ``CLIENT_OWN``)."""
 CLIENT_OWN = (CLIENT_HINT.rstrip(": "), "the Elanus proxy did not answer in time")
+
+
+Samples = dict[str, list[tuple[str, dict[str, str], float]]]
+"""Metric family -> its samples (name, labels, value)."""
+
+
+def scrape_metrics(url: str) -> Samples | str:
+    """A process's ``/metrics`` as Prometheus reads it, or why it could not be read."""
+    try:
+        with urllib.request.urlopen(url, timeout=5) as reply:
+            text = reply.read().decode()
+        return {
+            family.name: [(s.name, s.labels, s.value) for s in family.samples]
+            for family in text_string_to_metric_families(text)
+        }
+    except (OSError, ValueError) as exc:
+        return f"{type(exc).__name__}: {exc}"
 
 
 def error_kind(exc: BaseException) -> str:
@@ -72,6 +92,8 @@ class Phase:
     exits: list[str] = field(default_factory=list)
     """Other role processes that exited by themselves meanwhile (started again)."""
     figures: dict[str, Any] = field(default_factory=dict)
+    scrapes: dict[str, Samples | str] = field(default_factory=dict)
+    """Each role process's ``/metrics`` at the phase's end (``scrape_metrics``)."""
 
 
 class Record:

@@ -57,7 +57,9 @@ def main() -> int:
     ap.add_argument("--dim", type=int, default=32)
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--off", action="store_true", help="flow control off")
-    ap.add_argument("--tight", action="store_true", help="tick lag 0.1/0.25 s, 8/32 messages, 50 ms ticks")
+    ap.add_argument(
+        "--tight", action="store_true", help="tick lag 0.1/0.25 s, 8/32 messages, 50 ms ticks"
+    )
     ap.add_argument("--quick", action="store_true", help="2 writers, 5 s: a smoke run")
     args = ap.parse_args()
     if args.quick:

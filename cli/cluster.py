@@ -45,6 +45,7 @@ class Child:
     args: list[str]
     uri: str | None = None
     proc: subprocess.Popen[bytes] | None = None
+    metrics_url: str | None = None
 
     @property
     def name(self) -> str:
@@ -71,6 +72,9 @@ class LocalCluster:
     """Port of the first proxy's Milvus face (the others take the next ones); 0: off."""
     env: dict[str, str] = field(default_factory=dict)
     """More environment for the roles (settings as ``ELANUS_*`` variables)."""
+    metrics: bool = False
+    """Every role process serves ``/metrics`` on a free port of its own (``metrics_url``),
+    kept across its restarts."""
     cluster: NatsCluster | None = None
     children: list[Child] = field(default_factory=list)
 
@@ -130,8 +134,13 @@ class LocalCluster:
             milvus = self.milvus_port + index if self.milvus_port else 0
             args += ["--port", str(port), "--milvus-port", str(milvus)]
             uri = f"grpc://127.0.0.1:{port}"
+        metrics_url = None
+        if self.metrics:
+            metrics_port = free_port()
+            args += ["--metrics-port", str(metrics_port)]
+            metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
         log_path = self.root / "logs" / f"{role}-{index}.log"
-        child = Child(role, index, data_dir, log_path, args, uri)
+        child = Child(role, index, data_dir, log_path, args, uri, metrics_url=metrics_url)
         self.children.append(child)
         self.launch(child)
 
