@@ -171,8 +171,9 @@ class LocalCluster:
                 self._check_alive()
                 try:  # the client probes the proxy as it connects: not up yet is UNAVAILABLE
                     with Client(uri, timeout=2) as client:
-                        if len(client.list_sessions()) >= expected:
-                            break
+                        sessions = client.list_sessions()
+                    if len(sessions) >= expected and self._faces_up(sessions):
+                        break
                 except ElanusError:
                     pass
                 if time.monotonic() > deadline:
@@ -181,6 +182,12 @@ class LocalCluster:
                         f"the cluster did not come up in time (logs in {self.root / 'logs'})",
                     )
                 time.sleep(0.2)
+
+    def _faces_up(self, sessions: list[dict[str, Any]]) -> bool:
+        """Every proxy's Milvus face serves, when there is one: it binds its port after
+        Flight answers, and says so in the proxy's session."""
+        faces = [(s.get("meta") or {}).get("milvus_port") for s in sessions if s["role"] == "proxy"]
+        return not self.milvus_port or all(faces)
 
     def _check_alive(self) -> None:
         for c in self.children:

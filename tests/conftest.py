@@ -550,8 +550,19 @@ class StandaloneProcess(ElanusProcess):
         return self
 
     def wait_ready(self, timeout: float = 30.0) -> StandaloneProcess:
+        """Flight answers, and the info file names this process: it is written once every
+        role started, the Milvus face included (which binds its port after Flight)."""
+        deadline = _time.monotonic() + timeout
         super().wait_ready(timeout)
-        return self
+        while True:
+            try:
+                if self.info().get("pid") == self.pid:
+                    return self
+            except (OSError, ValueError):
+                pass  # not written yet, or mid-replace
+            self.check_alive()
+            assert _time.monotonic() < deadline, f"{self.info_path} not written in {timeout}s"
+            _time.sleep(0.05)
 
 
 @pytest.fixture
