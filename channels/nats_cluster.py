@@ -24,6 +24,7 @@ CLUSTER_NAME = "elanus"
 ATTEMPT_S = 1.0
 """How long one JetStream readiness request waits: one sent before the servers' routes
 are up goes unanswered, and the JetStream default (5 s) would be waited out for it."""
+PORT_ATTEMPTS = 3
 
 
 def cluster_config(name: str, server_name: str, host: str, port: int, routes: list[int]) -> str:
@@ -56,9 +57,15 @@ class NatsCluster:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.credentials = check_for_config(credentials or stored_credentials(self.root))
-        client_ports = ports or [free_port(host) for _ in range(size)]
+        self.size, self.host, self.name, self._fixed_ports = size, host, name, ports
+        self.servers = self._servers()
+
+    def _servers(self) -> list[EmbeddedNats]:
+        """The servers' configs, on the given client ports or free ones (routes: free)."""
+        host, name, size = self.host, self.name, self.size
+        client_ports = self._fixed_ports or [free_port(host) for _ in range(size)]
         route_ports = [free_port(host) for _ in range(size)]
-        self.servers = [
+        servers = [
             EmbeddedNats(
                 self.root / f"n{i + 1}",
                 port=client_ports[i],
@@ -75,7 +82,8 @@ class NatsCluster:
             for i in range(size)
         ]
         if size == 1:  # a lone server is no cluster: drop the block, keep the name
-            self.servers[0].extra_config = f'server_name: "{name}-n1"\n'
+            servers[0].extra_config = f'server_name: "{name}-n1"\n'
+        return servers
 
     @property
     def urls(self) -> list[str]:
@@ -90,7 +98,20 @@ class NatsCluster:
         return self.credentials.env()
 
     def start(self, timeout: float = 30.0) -> NatsCluster:
-        """Start every server, then wait until JetStream has a metadata leader."""
+        """Start every server, then wait until JetStream has a metadata leader. A free port
+        can be taken between being found free and a server binding it (another socket's
+        ephemeral port): with ports of its own choosing, the cluster tries other ones."""
+        for attempt in range(PORT_ATTEMPTS):
+            try:
+                return self._start(timeout)
+            except RuntimeError as exc:
+                taken = "address already in use" in str(exc)
+                if not taken or self._fixed_ports or attempt == PORT_ATTEMPTS - 1:
+                    raise
+                self.servers = self._servers()
+        raise AssertionError("unreachable")
+
+    def _start(self, timeout: float) -> NatsCluster:
         try:
             for s in self.servers:
                 s.launch()

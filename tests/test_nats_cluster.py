@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import json
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -306,3 +307,16 @@ def test_replicas_a_lone_server_cannot_hold_are_refused_naming_the_setting(
         assert "stream_replicas=3" in str(err.value) and "cluster" in str(err.value)
     finally:
         loop_thread.call(bus.close())
+
+
+def test_a_port_taken_before_the_server_binds_it_is_replaced(tmp_path: Path) -> None:
+    """Ports found free can be taken before a server binds them (an ephemeral port of
+    another socket): the cluster starts on other ones."""
+    cluster = NatsCluster(tmp_path / "nats", 3)
+    taken = cluster.servers[2].port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as squatter:
+        squatter.bind(("127.0.0.1", taken))
+        squatter.listen()
+        with cluster:
+            assert taken not in [s.port for s in cluster.servers]
+            assert all(s.proc is not None and s.proc.poll() is None for s in cluster.servers)
