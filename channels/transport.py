@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import nats.errors
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
@@ -281,7 +282,8 @@ class NatsTransport:
     async def serves(self, subject: str) -> bool:
         """Whether anybody serves ``subject`` now: a live server answers a probe at once
         without running a handler; only NATS's no-responders answer means no (no answer in
-        time, a busy server, is a yes)."""
+        time, a busy server, or our own connection down, which tells nothing of the
+        server's, is a yes)."""
         token = str(next(self._ids))
         queue: asyncio.Queue[Msg | ElanusError] = asyncio.Queue()
         self._replies[token] = (subject, queue)
@@ -291,12 +293,12 @@ class NatsTransport:
             )
             async with asyncio.timeout(PROBE_WAIT_S):
                 answer = await queue.get()
-        except TimeoutError:
+        except (TimeoutError, nats.errors.Error):
             return True
         finally:
             self._replies.pop(token, None)
-        if isinstance(answer, ElanusError):
-            raise answer
+        if isinstance(answer, ElanusError):  # abandoned: our connection dropped
+            return True
         return (answer.headers or {}).get("Status") != STATUS_NO_RESPONDERS
 
     def abandon(self, prefix: str, error: ElanusError) -> int:

@@ -114,7 +114,7 @@ class ChannelManager:
         probed = sorted(late | self.suspects)
         if not probed:
             return
-        answers = await asyncio.gather(*(self._alive(n) for n in probed))
+        answers = await asyncio.gather(*(DataNodeAPI(self.ctx.bus, n).alive() for n in probed))
         gone = {n for n, up in zip(probed, answers, strict=True) if not up}
         for node in sorted(gone - self.suspects):
             log.warning("datanode %s does not answer: its channels move", node)
@@ -124,12 +124,6 @@ class ChannelManager:
         changed, self.suspects = gone != self.suspects, gone
         if changed:
             await self.balance()
-
-    async def _alive(self, node: str) -> bool:
-        try:
-            return await DataNodeAPI(self.ctx.bus, node).alive()
-        except Exception:  # noqa: BLE001 - our own connection is down: nothing learnt
-            return True
 
     async def channel_released(self, req: ChannelReleased) -> Ack:
         """A datanode dropped its writer on its own (it lost NATS): place the channel
