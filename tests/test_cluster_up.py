@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import psutil
 import pytest
-from conftest import ELANUS_BIN, cli_env, process_gone, wait_healthy
+from conftest import ELANUS_BIN, cli_env, process_gone, wait_for, wait_healthy
 
 from elanus.channels.nats_server import free_port
 from elanus.client.client import Client
@@ -57,8 +57,15 @@ def test_cluster_up_serves_a_client_and_ctrl_c_stops_every_child(tmp_path: Path)
         client = Client(uri, timeout=30)
         roles = sorted(s["role"] for s in client.list_sessions())
         assert roles == ["coord", "datanode", "proxy", "querynode"]  # the standby has no session
+        # The standby logs once its lease attempt is refused, which may come after the
+        # cluster reports ready (CI: a loaded runner saw no line yet): wait for it.
+        wait_for(
+            lambda: [p for p in (root / "logs").glob("coord-*.log") if "standby" in p.read_text()],
+            timeout=20,
+            what="one coord waiting as a standby",
+        )
         standby = [p for p in (root / "logs").glob("coord-*.log") if "standby" in p.read_text()]
-        assert len(standby) == 1, "one coord waits as a standby"
+        assert len(standby) == 1, "exactly one coord waits as a standby"
         client.create_collection("up", dimension=DIM)
         vectors = np.random.default_rng(0).random((100, DIM), dtype=np.float32)
         client.insert("up", {"id": np.arange(100), "vector": vectors})
