@@ -6,12 +6,14 @@ The coord's ``ImportManager`` owns the job and its ordering with the log (see
 1. **Check**: every batch of every file goes through ``conform_insert``, exactly as an
    insert would at the proxy (schema, dimensions, dtypes, NaN, nulls, auto-id fields), and
    the primary keys are kept to check them for duplicates across all files. Nothing is
-   written; any error fails the job with a reason naming the file.
+   written; any error fails the job with a reason naming the file. A staged write's files
+   were written by the proxy after those very checks: one with the exact conformed schema
+   is taken as it is (no second conversion), any other is conformed.
 2. **Plan**: auto ids come from the coord's allocator; each row goes to the vchannel its
    key hashes to (as the proxy routes inserts, so deletes find it) within its partition,
    and each (partition, vchannel) run of rows is cut into segments of at most
    ``max_rows``. The coord registers those segments (Importing).
-3. **Write**: the files are read and conformed again and every row is appended to its
+3. **Write**: the files are read and conformed again (as in 1) and every row is appended to its
    segment's Lance dataset; then the pk stats of each segment.
 4. **Commit**: the coord publishes the job at its import timestamp ``T``; the rows get
    ``_ts = T`` (one new column file per fragment) and the coord is told to finish.
@@ -61,6 +63,8 @@ log = logging.getLogger(__name__)
 R = TypeVar("R")
 
 BATCH_ROWS = 8192
+STAGED_BATCH_ROWS = 1 << 20
+"""A staged file is read whole anyway (one proxy batch, a few MiB): one batch of it."""
 WRITE_BYTES = 64 << 20
 """A segment's rows are appended to its Lance dataset in writes of about this size."""
 REPORT_S = 0.5
@@ -99,6 +103,8 @@ class ImportTask:
             self.key_ids = key_partition_ids(names, str(self.collection_id))
         self._key_rows: list[np.ndarray] = []
         self.staged = spec.staged
+        self._staged_schema = self.schema.to_arrow()
+        """What the proxy writes to a staged file: ``conform_insert``'s output, ids included."""
         options = spec.options
         self.upsert = bool(options.get("upsert"))
         self.delimiter = str(options.get("sep") or ",")
@@ -232,9 +238,8 @@ class ImportTask:
         fields = [f.name for f in self.schema.fields]
         names = [*fields, DYNAMIC_FIELD]  # what a message may quote (the schema's own)
         try:
-            source = open_unit(
-                unit, self.schema, BATCH_ROWS, delimiter=self.delimiter, roots=self._roots
-            )
+            rows = STAGED_BATCH_ROWS if self.staged else BATCH_ROWS
+            source = open_unit(unit, self.schema, rows, delimiter=self.delimiter, roots=self._roots)
         except ElanusError as exc:  # a refused path quotes only the path it was given
             if exc.code == ErrorCode.PATH_NOT_ALLOWED:
                 raise
@@ -250,6 +255,12 @@ class ImportTask:
             except Exception as exc:  # noqa: BLE001 - any reader failure; its text is not shown
                 raise unreadable(name, exc) from None
             if not batch.num_rows:
+                continue
+            if self.staged and batch.schema.equals(self._staged_schema, check_metadata=True):
+                # the proxy checked these very rows (conform_insert) before it wrote them;
+                # a file of another shape (a field added since) is conformed below
+                first += batch.num_rows
+                yield pa.Table.from_batches([batch]), source.total
                 continue
             if not self.schema.enable_dynamic_field:
                 unknown = unknown_columns(name, batch.schema.names, fields)

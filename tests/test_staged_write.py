@@ -168,6 +168,19 @@ def test_commit_of_some_parts_only(shared: Stack, client: Client) -> None:
     assert done["rows"] == 60 and count(client, "parts") == 60
 
 
+def test_a_field_added_between_staging_and_commit(client: Client) -> None:
+    """A staged file of the schema before the field was added is conformed at the commit
+    (the field reads null); files of the current schema are taken as the proxy wrote them."""
+    create(client, "widened")
+    client.stage_insert("widened", rows(range(0, 40), 1), "w8", part="before")
+    client.add_collection_field("widened", "note", DataType.VARCHAR, max_length=16, nullable=True)
+    later = rows(range(40, 60), 1).append_column("note", pa.array(["x"] * 20))
+    client.stage_insert("widened", later, "w8", part="after")
+    assert client.commit_write("widened", "w8")["rows"] == 60
+    got = client.query("widened", "id >= 0", ["id", "note"], limit=100, consistency_level=STRONG)
+    assert {r["id"]: r["note"] for r in got} == {i: None if i < 40 else "x" for i in range(60)}
+
+
 def test_bad_rows_are_refused_when_staged(shared: Stack, client: Client) -> None:
     create(client, "refusals")
     with pytest.raises(ElanusError, match="dim") as err:
