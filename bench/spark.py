@@ -40,8 +40,8 @@ DIM = 128
 
 
 def best_of(repeat: int, run: object, prepare: object = None, settle: object = None) -> float:
-    """The best time of ``run(i)``; ``prepare(i)`` before it and ``settle(i)`` after it
-    are not timed."""
+    """The best time of ``run(i)``; ``prepare(i)`` before it and ``settle(i)`` before the
+    next run are not timed."""
     times = []
     for i in range(repeat):
         if prepare is not None:
@@ -49,7 +49,7 @@ def best_of(repeat: int, run: object, prepare: object = None, settle: object = N
         started = time.perf_counter()
         run(i)  # type: ignore[operator]
         times.append(time.perf_counter() - started)
-        if settle is not None:
+        if settle is not None and i + 1 < repeat:
             settle(i)  # type: ignore[operator]
     print("  runs: " + ", ".join(f"{t:.2f}s" for t in times), flush=True)
     return min(times)

@@ -18,7 +18,9 @@ are ``ElanusError``s that name the file and never quote its bytes (``elanus.file
 
 from __future__ import annotations
 
+import io
 import json
+import mmap
 import os
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -206,7 +208,7 @@ def open_source(
             return Source(_closing(handle, batches), pf.metadata.num_rows)
         if fmt == ARROW:
             with handle:
-                table = pa.ipc.open_file(handle).read_all()
+                table = pa.ipc.open_file(_mapped(handle)).read_all()
             return Source(iter(table.to_batches(max_chunksize=batch_rows)), table.num_rows)
         stream = pa.input_stream(handle, compression=_codec(path))
         if fmt == JSONL:
@@ -226,6 +228,18 @@ def open_source(
     except Exception as exc:  # noqa: BLE001 - any reader failure; its text is not shown
         handle.close()
         raise unreadable(path, exc, fmt) from None
+
+
+def _mapped(handle: Readable) -> Readable | pa.Buffer:
+    """A local file memory-mapped: its batches come without a copy, and the pages of
+    columns nobody reads are never touched (an import's check pass reads only the keys).
+    Any other file as it is."""
+    if isinstance(handle, pa.NativeFile):
+        return handle
+    try:
+        return pa.py_buffer(mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ))
+    except (OSError, ValueError, io.UnsupportedOperation):  # empty, or not a plain file
+        return handle
 
 
 def _codec(path: Path) -> str | None:

@@ -86,15 +86,23 @@ def split_by_partition(
     """``table``'s rows grouped by the partition their key hashes to, in row order within
     each group; partitions without rows are left out."""
     index = partition_index(table.column(field.name), len(partition_ids))
-    order = np.argsort(index, kind="stable")
-    counts = np.bincount(index, minlength=len(partition_ids))
+    return [(partition_ids[i], rows) for i, rows in group_rows(table, index)]
+
+
+def group_rows(table: pa.Table, groups: np.ndarray) -> list[tuple[int, pa.Table]]:
+    """``table``'s rows by their number in ``groups`` (ascending), in row order within each
+    group; rows all of one group come as they are, without a copy."""
+    if not len(groups):
+        return []
+    if (groups == groups[0]).all():
+        return [(int(groups[0]), table)]
+    order = np.argsort(groups, kind="stable")
     ordered = table.take(pa.array(order))
-    out, offset = [], 0
-    for i, n in enumerate(counts.tolist()):
-        if n:
-            out.append((partition_ids[i], ordered.slice(offset, n)))
-        offset += n
-    return out
+    present, starts, counts = np.unique(groups[order], return_index=True, return_counts=True)
+    return [
+        (g, ordered.slice(start, count))
+        for g, start, count in zip(present.tolist(), starts.tolist(), counts.tolist(), strict=True)
+    ]
 
 
 def partition_name_refused(collection: str, key: Field, doing: str) -> ElanusError:

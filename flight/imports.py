@@ -5,9 +5,11 @@ how a parallel writer (the Spark data source) makes many tasks' rows appear at o
 task's DoPut carries ``"stage": <write_id>`` and is checked and conformed exactly like an
 insert (auto ids assigned and returned in the PutResults), but its batches land in Arrow
 IPC files under ``<storage>/staging/<write_id>/<part>/<collection>/<partition>/`` instead of
-the log. ``commit_write`` turns every staged file of the write (or of the named parts) into
-one import job, which publishes all of it at one timestamp; until then nothing is visible.
-Runs on Flight threads; the coord is reached through ``proxy.run``.
+the log, one file per batch and shard (vchannel), so that the commit moves each file's rows
+into its segment without reordering them. ``commit_write`` turns every staged file of the
+write (or of the named parts) into one import job, which publishes all of it at one
+timestamp; until then nothing is visible. Runs on Flight threads; the coord is reached
+through ``proxy.run``.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from elanus.client.putresult import PutAck
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.flight.metacache import CollectionInfo
 from elanus.importroots import absolute, confine, import_roots
-from elanus.partitionkey import key_partition_ids, split_by_partition
+from elanus.partitionkey import group_rows, key_partition_ids, split_by_partition
+from elanus.pkhash import shard_of
 from elanus.requests import decode
 from elanus.states import IMPORT_FINAL, ImportJobState
 from elanus.validation import conform_insert
@@ -194,10 +197,13 @@ class ImportService:
                     info.collection_id,
                     part_id,
                 )
-                written = _write_staged(target, rows)
-                if request["stage"] in self._aborted:  # aborted while this file was written
-                    objstore.remove_file(written)
-                    self._refuse_aborted(request["stage"])
+                # one file per shard: the commit appends each file to its segment as it is
+                shards = shard_of(rows.column(pk.name), len(info.vchannels))
+                for _, shard_rows in group_rows(rows, shards):
+                    written = _write_staged(target, shard_rows)
+                    if request["stage"] in self._aborted:  # aborted while it was written
+                        objstore.remove_file(written)
+                        self._refuse_aborted(request["stage"])
             writer.write(PutAck(table.column(pk.name).combine_chunks(), 0).encode())
 
     def _refuse_aborted(self, write_id: str) -> None:

@@ -50,7 +50,7 @@ from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.fileerrors import unknown_columns, without_file_text
 from elanus.filereaders import open_unit, unreadable
 from elanus.importroots import Root, import_roots
-from elanus.partitionkey import key_partition_ids, partition_index
+from elanus.partitionkey import group_rows, key_partition_ids, partition_index
 from elanus.pkhash import shard_of
 from elanus.schema import DYNAMIC_FIELD, PK_COLUMN, Schema
 from elanus.segments import storage
@@ -337,16 +337,7 @@ class ImportTask:
                 if self._auto_ids:
                     ids = plan.pks.slice(offset, n)
                     table = table.add_column(position, pk.arrow_field(), ids)
-                segs = plan.seg_of_row[offset : offset + n]
-                order = np.argsort(segs, kind="stable")
-                ordered = table.take(pa.array(order))
-                present, starts, counts = np.unique(
-                    segs[order], return_index=True, return_counts=True
-                )
-                for s, start, count in zip(
-                    present.tolist(), starts.tolist(), counts.tolist(), strict=True
-                ):
-                    part = ordered.slice(start, count)
+                for s, part in group_rows(table, plan.seg_of_row[offset : offset + n]):
                     pending.setdefault(s, []).append(part)
                     pending_bytes[s] = pending_bytes.get(s, 0) + part.nbytes
                     if pending_bytes[s] >= WRITE_BYTES:
