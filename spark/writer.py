@@ -44,6 +44,9 @@ WRITE_OPTIONS = (
     *CONNECT_OPTIONS,
 )
 DEFAULT_BATCH_BYTES = 8 << 20
+STREAM_BYTES = 1 << 30
+"""A task's batches go in DoPut streams of about this many bytes: one stream pipelines
+Spark, the network and the proxy's staging; a new one keeps under ``max_put_bytes``."""
 
 
 @dataclass(frozen=True)
@@ -109,18 +112,20 @@ class ElanusWriter(DataSourceArrowWriter):
         part = f"p{ctx.partitionId()}_a{ctx.attemptNumber()}" if ctx else f"p_{uuid.uuid4().hex}"
         opts = self.options
         rows = 0
+
         with opts.client() as client:
-            for chunk in _rebatch(iterator, opts.batch_bytes):
-                reply = client.stage_insert(
-                    opts.collection, chunk, self.write_id, opts.partition,
+            batches = _rebatch(iterator, opts.batch_bytes)
+            while (stream := _stream_of(batches)) is not None:
+                rows += client.stage_batches(
+                    opts.collection, stream, self.write_id, opts.partition,
                     upsert=opts.upsert, part=part,
                 )  # fmt: skip
-                rows += int(reply["insert_count"])
         return StagedPart(part, rows)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
         parts = [m for m in messages if isinstance(m, StagedPart)]
         opts = self.options
+
         with opts.client() as client:
             reply = client.commit_write(
                 opts.collection,
@@ -137,8 +142,9 @@ class ElanusWriter(DataSourceArrowWriter):
             client.abort_write(self.write_id)
 
 
-def _rebatch(batches: Iterator[pa.RecordBatch], limit: int) -> Iterator[pa.Table]:
-    """Group Spark's Arrow batches into tables of about ``limit`` bytes (one DoPut each)."""
+def _rebatch(batches: Iterator[pa.RecordBatch], limit: int) -> Iterator[pa.RecordBatch]:
+    """Spark's Arrow batches joined into batches of about ``limit`` bytes (one staged file
+    per shard each)."""
     pending: list[pa.RecordBatch] = []
     size = 0
     for batch in batches:
@@ -147,7 +153,29 @@ def _rebatch(batches: Iterator[pa.RecordBatch], limit: int) -> Iterator[pa.Table
         pending.append(batch)
         size += batch.nbytes
         if size >= limit:
-            yield pa.Table.from_batches(pending)
+            yield pending[0] if len(pending) == 1 else pa.concat_batches(pending)
             pending, size = [], 0
     if pending:
-        yield pa.Table.from_batches(pending)
+        yield pending[0] if len(pending) == 1 else pa.concat_batches(pending)
+
+
+def _stream_of(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch] | None:
+    """The next batches for one DoPut stream (up to ``STREAM_BYTES``, under the proxy's
+    ``max_put_bytes``), or None when there are no more."""
+    first = next(batches, None)
+    if first is None:
+        return None
+
+    def stream() -> Iterator[pa.RecordBatch]:
+        size, batch = 0, first
+        while True:
+            yield batch
+            size += batch.nbytes
+            if size >= STREAM_BYTES:
+                return
+            following = next(batches, None)
+            if following is None:
+                return
+            batch = following
+
+    return stream()

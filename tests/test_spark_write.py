@@ -142,3 +142,20 @@ def test_upsert_replaces_rows_and_bad_writes_are_refused(spark: SparkSession, st
         save(wrong_dim, stack.uri, "u")
     assert count(client, "u") == 1500
     assert staging_left(stack) == []
+
+
+def test_a_task_streams_its_batches_in_doputs_of_bounded_size(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One DoPut per ``STREAM_BYTES`` of a task's batches (under ``max_put_bytes``), every
+    batch in exactly one of them, in order."""
+    from elanus.spark import writer
+
+    monkeypatch.setattr(writer, "STREAM_BYTES", 3 * 800)
+    batches = iter(
+        [pa.record_batch({"x": pa.array(range(i * 100, i * 100 + 100))}) for i in range(7)]
+    )
+    streams = []
+    while (stream := writer._stream_of(batches)) is not None:
+        streams.append([b.column(0)[0].as_py() for b in stream])
+    assert streams == [[0, 100, 200], [300, 400, 500], [600]]

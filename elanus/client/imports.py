@@ -4,11 +4,17 @@ writers, made visible at one timestamp by ``commit_write``."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
+from collections.abc import Iterable
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.flight as flight
+
 from elanus.client.upload import import_with_uploads, is_loopback, upload
+from elanus.client.wire import encode_json
 from elanus.client.write import DEFAULT_BATCH_BYTES, WriteAPI
 from elanus.errors import ElanusError, ErrorCode
 from elanus.states import ImportJobState
@@ -124,6 +130,40 @@ class ImportAPI(WriteAPI):
         count = reply.pop(f"{op}_count")
         reply.pop("ts", None)
         return {"insert_count": count, **reply}
+
+    def stage_batches(
+        self,
+        collection_name: str,
+        batches: Iterable[pa.RecordBatch],
+        write_id: str,
+        partition_name: str | None = None,
+        *,
+        upsert: bool = False,
+        part: str | None = None,
+        db: str | None = None,
+        timeout: float | None = None,
+    ) -> int:
+        """``stage_insert`` of a stream of batches (one schema) in one DoPut: each batch is
+        sent while the server checks and stages the one before, instead of a call per
+        batch; the rows staged. Not retried (the batches are gone once sent): a writer
+        that fails stages again under another ``part``, and commits only the parts that
+        succeeded (the Spark writer)."""
+        stream = iter(batches)
+        first = next(stream, None)
+        if first is None:
+            return 0
+        op = "upsert" if upsert else "insert"
+        command: dict[str, Any] = {
+            "op": op, "collection": collection_name, "db": db or self._db, "atomic": False,
+            "stage": write_id,
+        }  # fmt: skip
+        if partition_name:
+            command["partition"] = partition_name
+        if part:
+            command["stage_part"] = part
+        descriptor = flight.FlightDescriptor.for_command(encode_json(command))
+        acks = self._stream(descriptor, first.schema, itertools.chain([first], stream), timeout)
+        return sum(len(a.pks) for a in acks)
 
     def commit_write(
         self,

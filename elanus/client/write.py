@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterable
 from typing import Any
 
 import pyarrow as pa
@@ -52,7 +53,9 @@ class WriteAPI(ClientBase):
         descriptor = flight.FlightDescriptor.for_command(encode_json(command))
         rows_per_batch = max(1, int(table.num_rows * batch_bytes / max(table.nbytes, 1)))
         acks = retrying(
-            lambda: self._stream(descriptor, table, rows_per_batch, timeout),
+            lambda: self._stream(
+                descriptor, table.schema, table.to_batches(max_chunksize=rows_per_batch), timeout
+            ),
             self.retry_deadline_s,
             self.on_retry,
         )
@@ -67,15 +70,15 @@ class WriteAPI(ClientBase):
     def _stream(
         self,
         descriptor: flight.FlightDescriptor,
-        table: pa.Table,
-        rows_per_batch: int,
+        schema: pa.Schema,
+        batches: Iterable[pa.RecordBatch],
         timeout: float | None,
     ) -> list[PutAck]:
-        """One DoPut of ``table``: its acks, or the server's first error."""
+        """One DoPut of ``batches``: their acks, or the server's first error."""
         acks: list[PutAck] = []
         errors: list[BaseException] = []
         try:
-            writer, reader = self._conn().do_put(descriptor, table.schema, self._options(timeout))
+            writer, reader = self._conn().do_put(descriptor, schema, self._options(timeout))
         except (flight.FlightError, pa.ArrowException) as exc:
             raise from_flight_error(exc) from None
 
@@ -89,7 +92,7 @@ class WriteAPI(ClientBase):
         acker = threading.Thread(target=read_acks, name="elanus-put-acks", daemon=True)
         acker.start()
         try:
-            for batch in table.to_batches(max_chunksize=rows_per_batch):
+            for batch in batches:
                 if errors:  # the server refused a batch: stop sending
                     break
                 writer.write_batch(batch)
