@@ -17,6 +17,8 @@ the steps that must be ordered with the rest of the cluster:
 4. The executor writes ``_ts = T`` into every segment and calls ``finish``: the segments
    become Flushed and the job Completed in one transaction; loaded collections get the
    segments through the flush handoff, and the job reports Completed once they serve.
+   Their index builds wait for that (``IndexCoord.held``): on a small machine a build
+   would take the CPUs from the loads the writer waits for.
 
 A job that fails before its commit marks its segments Dropped (garbage collection removes
 the files) and has imported nothing. Staged writes (``commit_write``) are jobs whose units
@@ -114,13 +116,8 @@ class ImportManager:
             job = ImportJob.from_row(row)
             self.jobs[job.job_id] = job
             if job.state == ImportJobState.IMPORTING and job.commit_ts is None:
-                await self._fail(
-                    job,
-                    ElanusError(
-                        ErrorCode.UNAVAILABLE,
-                        "the coord restarted while the job ran; nothing was imported",
-                    ),
-                )
+                restarted = "the coord restarted while the job ran; nothing was imported"
+                await self._fail(job, ElanusError(ErrorCode.UNAVAILABLE, restarted))
             elif job.state == ImportJobState.IMPORTING:
                 job.node_id = None  # committed: publish again and finish on a live node
 
@@ -525,6 +522,7 @@ class ImportManager:
         job.serving = False
         job.stage = "handing over"
         await self.data.save_segments(segs, save_job(job))
+        self.index.held.update(s.segment_id for s in segs)  # the handoff's load goes first
         for seg in segs:  # imported segments are indexed like flushed ones
             await self.index.on_new_segment(seg)
         log.info("import job %s: %d rows in %d segments", job.job_id, job.rows, len(segs))
@@ -538,6 +536,7 @@ class ImportManager:
             await self.query.on_segments_imported(segs)
         finally:
             job.serving = True
+            self.index.held.difference_update(s.segment_id for s in segs)
             await asyncio.to_thread(self._clean_up, job)
 
     def _clean_up(self, job: ImportJob) -> None:

@@ -59,6 +59,8 @@ class IndexCoord:
         self._lock = asyncio.Lock()
         self._verifying: dict[tuple[int, int], asyncio.Future[str | None]] = {}
         """Reports being verified, by (build id, version): a retry joins the running check."""
+        self.held: set[int] = set()
+        """Segments whose builds wait: an import's, until they serve (their load goes first)."""
 
     def subscribe(self, listener: IndexListener) -> None:
         """``listener`` hears of each index built or dropped (``IndexEvents``)."""
@@ -365,7 +367,8 @@ class IndexCoord:
                     load[t.node_id] += 1
             pending = sorted(
                 (t for t in self.tasks.values()
-                 if t.state is IndexTaskState.UNISSUED and not t.mark_deleted),
+                 if t.state is IndexTaskState.UNISSUED and not t.mark_deleted
+                 and t.segment_id not in self.held),
                 key=lambda t: (t.version, t.build_id),
             )  # fmt: skip
             issued: list[IndexTask] = []

@@ -90,6 +90,9 @@ class CollectionSegments(Protocol):
 
 # -- IndexCoord -----------------------------------------------------------------------------
 class SegmentIndexer(Protocol):
+    held: set[int]
+    """Segments whose index builds wait (not dispatched while listed)."""
+
     async def on_new_segment(self, seg: Segment) -> None: ...
 
 
