@@ -6,7 +6,9 @@
 Planning asks the proxy for a snapshot read plan (Flight GetFlightInfo): one Spark
 partition per sealed segment, read straight from its Lance files when this machine can
 see them (else through the proxy), plus one per vchannel for the growing data, read
-through the proxy. Every partition reads at the plan's timestamp, so the DataFrame equals
+through the proxy. A collection that is not loaded needs no load: its plan is files-only
+(``flight/search/fileplan.py``: flushed first, one partition per flushed segment, read
+from its files). Every partition reads at the plan's timestamp, so the DataFrame equals
 a ``query`` with ``as_of`` that timestamp. (Spark 4.x keeps the first read plan of a
 loaded DataFrame for its later actions, so one ``load()`` is one snapshot there; Spark 5
 plans every scan anew. ``snapshot_ts`` pins one either way.)
