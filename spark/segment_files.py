@@ -55,7 +55,7 @@ def buffered_deletes(client: Client, ticket: dict[str, Any], pk_type: pa.DataTyp
 
 
 def read_sealed(
-    client: Client, ticket: dict[str, Any], schema: Schema, batch_size: int
+    client: Client | None, ticket: dict[str, Any], schema: Schema, batch_size: int
 ) -> Iterator[pa.RecordBatch]:
     """The endpoint's rows (its ``columns``, typed as the proxy would stream them), in
     batches of at most ``batch_size`` rows. A files ticket (a files-only plan) needs no
@@ -69,6 +69,8 @@ def read_sealed(
         filter=ticket.get("filter"),
         filter_params=ticket.get("filter_params") or {},
     )
-    files_only = ticket["read"] == "files"
-    buffered = None if files_only else buffered_deletes(client, ticket, schema.primary.arrow_type())
+    buffered = None
+    if ticket["read"] != "files":
+        assert client is not None, "a loaded collection's segment needs its buffered deletes"
+        buffered = buffered_deletes(client, ticket, schema.primary.arrow_type())
     yield from snapshot_files.read_segment(read, schema, batch_size, buffered)

@@ -149,3 +149,18 @@ def test_a_files_ticket_streams_in_pages_read_by_a_query_node(
     want = [i for i in range(0, 1000, 2) if i % 7]
     assert [b.num_rows for b in batches] == [255, len(want) - 255]
     assert pa.Table.from_batches(batches).column("id").to_pylist() == want
+
+
+def test_files_only_on_a_loaded_collection(make_stack: Callable[..., Stack]) -> None:  # noqa: F811
+    stack = make_stack()
+    c = stack.client()
+    c.create_collection("c", dimension=DIM, num_shards=2)  # loaded by quick setup
+    c.insert("c", rows(0, 500))
+    c.delete("c", [1, 2, 3])
+    growing = c.read_plan("c", columns=["id"])
+    assert {e["kind"] for e in growing["endpoints"]} == {"growing"}
+    plan = c.read_plan("c", columns=["id"], files_only=True)
+    assert {e["read"] for e in plan["endpoints"]} == {"files"}
+    got = redeem(c, plan)
+    assert_same_rows(got, query_at(stack, plan["ts"]).select(["id"]))
+    assert got.num_rows == 497

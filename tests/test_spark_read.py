@@ -369,6 +369,14 @@ def test_a_collection_that_was_never_loaded_reads_from_its_files(
     assert ids == [i for i in range(400) if i not in (0, 299, 350)]
     local = read_partitions({"uri": served.uri, "collection": "idle", "columns": "id"})
     assert sorted(local.table.column("id").to_pylist()) == ids
+    c.load_collection("idle")
+    c.insert("idle", {"id": np.arange(400, 450), "vector": rng.random((50, 4), dtype=np.float32)})
+    options = {"uri": served.uri, "collection": "idle", "columns": "id", "files_only": "true"}
+    local = read_partitions(options)
+    assert {p.kind for p, _ in local.parts} == {"sealed"}  # the growing rows were flushed
+    assert sorted(local.table.column("id").to_pylist()) == [*ids, *range(400, 450)]
+    with pytest.raises(ElanusError, match="'files_only' must be true or false"):
+        read_partitions({**options, "files_only": "yes"})
 
 
 def test_unknown_collections_and_options_are_clear_errors(

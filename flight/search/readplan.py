@@ -65,9 +65,18 @@ def _run_read_plan(c: Call) -> dict[str, Any]:
 @action(
     "read_plan",
     "A snapshot read plan for parallel readers (what GetFlightInfo returns, as JSON). Body: "
-    "collection, partition_names, snapshot_ts, filter, filter_params, columns. Result: ts, "
+    "collection, partition_names, snapshot_ts, filter, filter_params, columns, files_only. "
+    "Result: ts, "
     "collection_id, schema, columns, total_records, endpoints (ticket, kind, rows).",
-    ("collection", "partition_names", "snapshot_ts", "filter", "filter_params", "columns"),
+    (
+        "collection",
+        "partition_names",
+        "snapshot_ts",
+        "filter",
+        "filter_params",
+        "columns",
+        "files_only",
+    ),
     privilege="Query",
     rate=Kind.DQL,
     run=_run_read_plan,
@@ -87,6 +96,7 @@ def _read_plan(b: Body) -> dict[str, Any]:
         "filter": b.str("filter", "") or None,
         "filter_params": b.dict("filter_params", {}),
         "columns": columns,
+        "files_only": b.bool("files_only", False),
     }
 
 
@@ -244,6 +254,8 @@ class ReadService:
         )
         at = {"as_of": request["snapshot_ts"], "consistency_level": "Strong"}
         ts, _ = query.read_at(info, {**at, "guarantee_timestamp": 0})  # one ts for all shards
+        if request["files_only"]:
+            return self._files_plan(request, info, pids, ts, columns, schema)
         try:
             replies = query.fan_out(
                 info,
@@ -257,9 +269,7 @@ class ReadService:
             if exc.code is not ErrorCode.COLLECTION_NOT_LOADED:
                 raise
             # Not loaded (all or some of the wanted partitions): the files alone.
-            fileplan.make_files_complete(self, info, ts)
-            base = _ticket_base(info, ts, columns, request)
-            return ReadPlan(info, ts, columns, schema, fileplan.endpoints(self, info, pids, base))
+            return self._files_plan(request, info, pids, ts, columns, schema)
         stored = self.proxy.run(
             self.proxy.datacoord.segment_info(SegmentInfo(collection_id=info.collection_id))
         )
@@ -280,6 +290,19 @@ class ReadService:
                 growing.append(Endpoint("growing", ticket, total))
         sealed.sort(key=lambda e: e.ticket["segment_ids"][0])
         return ReadPlan(info, ts, columns, schema, sealed + growing)
+
+    def _files_plan(
+        self,
+        request: dict[str, Any],
+        info: CollectionInfo,
+        pids: list[int] | None,
+        ts: int,
+        columns: list[str],
+        schema: pa.Schema,
+    ) -> ReadPlan:
+        fileplan.make_files_complete(self, info, ts)
+        base = _ticket_base(info, ts, columns, request)
+        return ReadPlan(info, ts, columns, schema, fileplan.endpoints(self, info, pids, base))
 
     # -- tickets ----------------------------------------------------------------------------
     def stream(self, doc: dict[str, Any], caller: Caller = ANONYMOUS) -> flight.FlightDataStream:
