@@ -142,6 +142,10 @@ class DmlService:
             return await self.proxy.datacoord.flush(Flush(collection_id=info.collection_id))
 
         done: Flushing = await self.proxy.ddl.queue.submit("flush", task)
+        if done.segment_ids:
+            # A tick past the seal now: the datanodes start writing at once, not at the
+            # next tick (up to ``timetick_interval_ms`` later).
+            await self.proxy.timeticks.now()
         return done
 
     # -- Flight-thread entry points ---------------------------------------------------------
