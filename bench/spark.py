@@ -15,7 +15,8 @@ One ``elanus standalone`` child process holds the collection (int64 ``id``, 128-
   created and loaded before, and the index build the new segments start (in the
   background) ends before the next case;
 * **Parquet read** / **Elanus read**: ``spark.read...`` -> the ``noop`` sink, which makes Spark
-  read every row and column and write nothing.
+  read every row and column and write nothing; Elanus is read loaded, then released (a
+  files-only plan: no delegator is asked).
 
 Each case runs ``--repeat`` times (best taken); the Elanus write goes to a fresh collection
 each time.
@@ -64,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     n = args.rows
     writes, reads = args.cases in ("all", "write"), args.cases in ("all", "read")
-    parquet_write = parquet_read = ours_write = ours_read = float("nan")
+    parquet_write = parquet_read = ours_write = ours_read = files_read = float("nan")
     with tempfile.TemporaryDirectory(prefix="elanus-bench-spark-") as tmp:
         root = Path(tmp)
         spark = elanus.spark.session("local[2]", "elanus-bench", **{"spark.driver.memory": "4g"})
@@ -142,6 +143,9 @@ def main(argv: list[str] | None = None) -> int:
                 if reads:
                     ours_read = best_of(args.repeat, elanus_read)
                     print(f"elanus read {ours_read:.1f}s", flush=True)
+                    client.release_collection("bench_spark_0")
+                    files_read = best_of(args.repeat, elanus_read)  # a files-only plan
+                    print(f"elanus read, not loaded {files_read:.1f}s", flush=True)
         finally:
             elanus.spark.shutdown(spark)
 
@@ -154,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         ("Elanus write (visible at return)", ours_write, parquet_write),
         ("Parquet read", parquet_read, parquet_read),
         ("Elanus read (one snapshot)", ours_read, parquet_read),
+        ("Elanus read, not loaded (files only)", files_read, parquet_read),
     ):
         if secs == secs:  # not NaN: the case ran
             print(f"| {case} | {secs:.1f} | {n / secs:,.0f} | {base / secs:.2f}x |")
