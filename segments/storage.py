@@ -104,8 +104,18 @@ def write_rows(
             path,
             mode="overwrite" if first else "append",
             storage_options=objstore.lance_options(path),
+            data_storage_version=file_version(target) if first else None,
         )
     return path
+
+
+def file_version(target: pa.Schema) -> str:
+    """The Lance file format a new segment dataset is written in (appends keep the
+    dataset's): 2.0, whose plain encodings write float vectors 3x and read them 3-5x
+    faster than the default 2.2's (500k x 128-d: 0.16 against 0.46 s to write, 0.1 against
+    0.4 s to read; the files are as large), unless a column is a map (sparse vectors),
+    which 2.0 cannot hold."""
+    return "stable" if any(pa.types.is_map(f.type) for f in target) else "2.0"
 
 
 def dataset(path: Loc) -> lance.LanceDataset:
