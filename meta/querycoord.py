@@ -390,14 +390,18 @@ class QueryCoord:
         self.schedule(self.on_index_dropped(collection_id, index_id))
 
     async def on_segments_imported(self, segs: list[Any]) -> None:
-        """Hand a committed import's segments to a loaded collection, now: the import job
-        reports Completed once they serve (delegators hold tsafe until they arrive)."""
+        """Hand a committed import's segments to a loaded collection, now, side by side
+        (their loads overlap): the import job reports Completed once they serve
+        (delegators hold tsafe until they arrive)."""
+
+        async def hand_over(seg: Any) -> None:
+            try:
+                await self.on_segment_flushed(seg)
+            except Exception as exc:  # noqa: BLE001 - keep_loaded repairs what is left
+                log.warning("handoff of imported segment %s failed: %s", seg.segment_id, exc)
+
         async with self._lock:
-            for seg in segs:
-                try:
-                    await self.on_segment_flushed(seg)
-                except Exception as exc:  # noqa: BLE001 - keep_loaded repairs what is left
-                    log.warning("handoff of imported segment %s failed: %s", seg.segment_id, exc)
+            await asyncio.gather(*(hand_over(seg) for seg in segs))
 
     async def on_compacted(self, target: Any, sources: list[int]) -> None:
         lo = self.loaded.get(target.collection_id)
@@ -448,10 +452,14 @@ class QueryCoord:
             counts[n] = counts.get(n, 0) + 1
         node = self._least_loaded(nodes, counts)
         checkpoint = self._trim_checkpoint(r, spec.vchannel)  # read before the load
-        await self.worker(node).load(
-            LoadSegments(collection_id=lo.collection_id, schema=info["schema"], segments=[spec])
-        )
-        r.segments[spec.segment_id] = node
+        r.segments[spec.segment_id] = node  # counted by handoffs running beside this one
+        try:
+            await self.worker(node).load(
+                LoadSegments(collection_id=lo.collection_id, schema=info["schema"], segments=[spec])
+            )
+        except BaseException:
+            r.segments.pop(spec.segment_id, None)
+            raise
         sealed = SealedSegment(
             segment_id=spec.segment_id, node_id=node, partition_id=spec.partition_id, path=spec.path
         )

@@ -112,7 +112,6 @@ class ElanusWriter(DataSourceArrowWriter):
         part = f"p{ctx.partitionId()}_a{ctx.attemptNumber()}" if ctx else f"p_{uuid.uuid4().hex}"
         opts = self.options
         rows = 0
-
         with opts.client() as client:
             batches = _rebatch(iterator, opts.batch_bytes)
             while (stream := _stream_of(batches)) is not None:
@@ -125,7 +124,6 @@ class ElanusWriter(DataSourceArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
         parts = [m for m in messages if isinstance(m, StagedPart)]
         opts = self.options
-
         with opts.client() as client:
             reply = client.commit_write(
                 opts.collection,
