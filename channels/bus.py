@@ -22,14 +22,16 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
 
-from elanus.channels import frames
+from elanus.channels import frames, subjects
 from elanus.channels.natsauth import NatsCredentials, resolve
-from elanus.channels.transport import LOCAL, Handler, NatsTransport, blocking
+from elanus.channels.syncnats import SyncRequester
+from elanus.channels.transport import LOCAL, Handler, NatsTransport, blocking, unwrap
 from elanus.errors import ElanusError, ErrorCode
 
 __all__ = ["LOCAL", "Bus", "Handler", "Served", "blocking"]
 
 log = logging.getLogger(__name__)
+COORD_SUBJECTS = f"{subjects.COORD}."
 
 
 class Served:
@@ -73,6 +75,7 @@ class Bus:
         self._nc: NatsClient | None = None
         self._js: JetStreamContext | None = None
         self._nats: NatsTransport | None = None
+        self._sync: SyncRequester | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread = 0
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -148,7 +151,8 @@ class Bus:
             raise ElanusError(
                 ErrorCode.UNAVAILABLE, f"cannot connect to NATS at {self.url}: {exc or 'timeout'}"
             ) from None
-        self._nats = await NatsTransport(self._nc).start()
+        self._sync = SyncRequester(self.url, self.credentials, self.name)
+        self._nats = await NatsTransport(self._nc, self._sync).start()
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
         return self
@@ -193,6 +197,9 @@ class Bus:
             task.cancel()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._sync is not None:
+            self._sync.close()
+            self._sync = None
         if self._nats is not None:
             await self._nats.stop()
             self._nats = None
@@ -240,6 +247,16 @@ class Bus:
         local = LOCAL.find(self.url, subject) if self.in_process else None
         if local is not None:
             return local.call_sync(body, timeout)
+        sync = self._sync
+        if sync is not None and not subject.startswith(COORD_SUBJECTS):
+            # Straight from this thread (``channels/syncnats.py``): no hop onto the loop and
+            # back. The coord's subjects stay on the loop, whose transport fails their
+            # requests when the coord's lease changes hands (``NatsTransport.abandon``).
+            if threading.get_ident() == self._loop_thread:
+                raise RuntimeError("request_sync called on the bus's own loop")
+            data = frames.encode(body)
+            if sync.fits(len(data)):
+                return unwrap(sync.request(subject, data, timeout))
         return self._on_loop(self.transport.request(subject, body, timeout), timeout)
 
     def request_many_sync(self, calls: list[tuple[str, Any]], timeout: float = 30.0) -> list[Any]:
