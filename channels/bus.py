@@ -23,9 +23,17 @@ from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
 
 from elanus.channels import frames, subjects
+from elanus.channels.direct import DirectClient, DirectServer, NotDirect, direct_key, local_host
 from elanus.channels.natsauth import NatsCredentials, resolve
 from elanus.channels.syncnats import SyncRequester
-from elanus.channels.transport import LOCAL, Handler, NatsTransport, blocking, unwrap
+from elanus.channels.transport import (
+    LOCAL,
+    Handler,
+    NatsTransport,
+    blocking,
+    is_blocking,
+    unwrap,
+)
 from elanus.errors import ElanusError, ErrorCode
 
 __all__ = ["LOCAL", "Bus", "Handler", "Served", "blocking"]
@@ -38,12 +46,20 @@ class Served:
     """What ``Bus.serve`` returns: ``unsubscribe`` ends both the local and NATS service."""
 
     def __init__(
-        self, sub: Subscription, url: str, prefix: str, handlers: dict[str, Handler]
+        self,
+        sub: Subscription,
+        url: str,
+        prefix: str,
+        handlers: dict[str, Handler],
+        direct: DirectServer | None = None,
     ) -> None:
         self.sub, self.url, self.prefix, self.handlers = sub, url, prefix, handlers
+        self.direct = direct
 
     async def unsubscribe(self) -> None:
         LOCAL.remove(self.url, self.prefix, self.handlers)
+        if self.direct is not None:
+            self.direct.remove(self.prefix, self.handlers)
         await self.sub.unsubscribe()
 
 
@@ -76,6 +92,8 @@ class Bus:
         self._js: JetStreamContext | None = None
         self._nats: NatsTransport | None = None
         self._sync: SyncRequester | None = None
+        self._direct: DirectClient | None = None
+        self._direct_server: DirectServer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread = 0
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -153,6 +171,9 @@ class Bus:
             ) from None
         self._sync = SyncRequester(self.url, self.credentials, self.name)
         self._nats = await NatsTransport(self._nc, self._sync).start()
+        key = direct_key(self.credentials)
+        if key is not None:
+            self._direct = DirectClient(key, self._sync.direct, self._sync.serves)
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
         return self
@@ -197,6 +218,12 @@ class Bus:
             task.cancel()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._direct is not None:
+            self._direct.close()
+            self._direct = None
+        if self._direct_server is not None:
+            self._direct_server.close()
+            self._direct_server = None
         if self._sync is not None:
             self._sync.close()
             self._sync = None
@@ -255,6 +282,11 @@ class Bus:
             if threading.get_ident() == self._loop_thread:
                 raise RuntimeError("request_sync called on the bus's own loop")
             data = frames.encode(body)
+            if self._direct is not None:  # to its server's direct port, if it has one
+                try:
+                    return unwrap(self._direct.request(subject, data, timeout))
+                except NotDirect:
+                    pass
             if sync.fits(len(data)):
                 return unwrap(sync.request(subject, data, timeout))
         return self._on_loop(self.transport.request(subject, body, timeout), timeout)
@@ -318,9 +350,27 @@ class Bus:
         self, prefix: str, handlers: dict[str, Handler], queue: str | None = None
     ) -> Served:
         """Answer ``<prefix>.<method>`` requests, from this process and over NATS."""
+        direct = None if queue else self._direct_port(handlers)
+        if direct is not None:
+            direct.add(prefix, handlers)
         sub = await self.transport.serve(prefix, handlers, queue, self._tasks)
         LOCAL.add(self.url, prefix, handlers)
-        return Served(sub, self.url, prefix, handlers)
+        return Served(sub, self.url, prefix, handlers, direct)
+
+    def _direct_port(self, handlers: dict[str, Handler]) -> DirectServer | None:
+        """This process's direct port (``channels/direct.py``), opened with the first
+        blocking handlers served alone; none without credentials to guard it."""
+        if self._direct_server is None:
+            key = direct_key(self.credentials)
+            if key is None or not any(is_blocking(h) for h in handlers.values()):
+                return None
+            try:
+                self._direct_server = DirectServer(local_host(self.url), key)
+            except OSError as exc:
+                log.warning("nats %s: no direct port (%s): requests come over NATS", self.name, exc)
+                return None
+            self.transport.direct = self._direct_server
+        return self._direct_server
 
     # -- broadcast --------------------------------------------------------------------------
     async def publish(self, subject: str, payload: Any) -> None:

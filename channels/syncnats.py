@@ -34,6 +34,7 @@ import orjson
 from elanus.channels import frames
 from elanus.channels.natsauth import NatsCredentials
 from elanus.channels.transport import (
+    DIRECT,
     PART_MARGIN,
     PARTS,
     PROBE,
@@ -149,7 +150,7 @@ class Connection:
         if time.monotonic() - self.used > IDLE_S:
             return False
         try:
-            while select.select([self.sock], [], [], 0)[0]:
+            while readable(self.sock, 0.0):
                 if not self._fill(0.0):
                     return False
                 while self._next_message(buffered_only=True) is not None:
@@ -212,6 +213,14 @@ class Connection:
             raise ConnectionLost("the server closed the connection")
         self._buf += chunk
         return True
+
+
+def readable(sock: socket.socket, timeout: float) -> bool:
+    """Whether ``sock`` has something to read (or its end) within ``timeout`` seconds
+    (``poll``: a busy process's descriptors may lie beyond ``select``'s limit)."""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(max(timeout, 0.0) * 1000))
 
 
 def _headers(block: bytes) -> dict[str, str]:
@@ -285,6 +294,36 @@ class SyncRequester:
                 self._idle.append(conn)
                 return
         conn.close()
+
+    def ask(self, subject: str, header: str) -> Message | None:
+        """The answer to a control message (``header`` set, empty body) a server answers
+        at once without running a handler; None if none came in ``PROBE_WAIT_S``."""
+        conn = self._checkout()
+        token = f"{conn.inbox}.{next(self._ids)}"
+        try:
+            conn.publish(subject, token, b"", {header: "1"})
+            deadline = time.monotonic() + PROBE_WAIT_S
+            while (msg := conn.read(deadline)) is not None:
+                if msg.subject == token:
+                    self._checkin(conn)
+                    return msg
+        except ConnectionLost:
+            conn.close()
+            return None
+        self._checkin(conn)
+        return None
+
+    def serves(self, subject: str) -> bool:
+        """Whether anybody serves ``subject`` (``NatsTransport.serves``, from a thread)."""
+        answer = self.ask(subject, PROBE)
+        return answer is None or answer.status != STATUS_NO_RESPONDERS
+
+    def direct(self, subject: str) -> bytes | None:
+        """The direct port of ``subject``'s server, as it describes it (None: none)."""
+        answer = self.ask(subject, DIRECT)
+        if answer is None or answer.status is not None or not answer.data:
+            return None
+        return answer.data
 
     def reply(self, to: str, data: bytes) -> None:
         """Publish a handler's reply from this thread, in parts when it is large (NATS

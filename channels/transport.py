@@ -36,6 +36,7 @@ from elanus.errors import ElanusError, ErrorCode
 from elanus.wiretypes import is_wire_type
 
 if TYPE_CHECKING:
+    from elanus.channels.direct import DirectServer
     from elanus.channels.syncnats import SyncRequester
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,9 @@ PROBE_AFTER_S = 0.5
 subject any more, its server died holding it, and the caller learns so now (UNAVAILABLE:
 a read fails over to another replica) instead of after the request's timeout."""
 PROBE_WAIT_S = 0.5
+DIRECT = "Elanus-Direct"
+"""Header of a question a server answers at once, running no handler: where its direct port
+is (``channels/direct.py``); an empty answer means it has none for this subject."""
 HANDLER_THREADS = 32
 _handler_pool = ThreadPoolExecutor(HANDLER_THREADS, thread_name_prefix="elanus-handler")
 """Blocking handlers reached from a loop run here, not in the loop's default executor:
@@ -192,6 +196,8 @@ class NatsTransport:
         self.nc = nc
         self.sync = sync
         """Replies of blocking handlers go out through it, from their own thread."""
+        self.direct: DirectServer | None = None
+        """This process's direct port, which ``serve`` tells callers of (``DIRECT``)."""
         self._prefix = nc.new_inbox()
         self._ids = itertools.count(1)
         self._replies: dict[str, tuple[str, asyncio.Queue[Msg | ElanusError]]] = {}
@@ -320,9 +326,11 @@ class NatsTransport:
         """Answer ``<prefix>.<method>``; each message runs as its own task (in ``tasks``)."""
 
         async def on_message(msg: Msg) -> None:
-            if msg.headers and PROBE in msg.headers:
+            if msg.headers and (PROBE in msg.headers or DIRECT in msg.headers):
                 if msg.reply:
-                    await self.nc.publish(msg.reply, b"")
+                    direct = self.direct if DIRECT in msg.headers and not queue else None
+                    answer = direct.describe(prefix, handlers) if direct is not None else b""
+                    await self.nc.publish(msg.reply, answer)
                 return
             handler = handlers.get(msg.subject[len(prefix) + 1 :])
             if (
@@ -363,17 +371,10 @@ class NatsTransport:
 
     def _serve_blocking(self, subject: str, reply_to: str, data: bytes, handler: Handler) -> None:
         """A blocking handler's whole request, on a handler thread: decode, run, reply."""
-        try:
-            result = call_blocking(subject, handler, _request_body(data))
-            reply: dict[str, Any] = {"ok": True, "result": result}
-        except ElanusError as exc:
-            reply = {"ok": False, "error": exc.to_dict()}
-        except Exception as exc:  # noqa: BLE001 - report, never kill the service
-            log.exception("handler %s failed", subject)
-            reply = {"ok": False, "error": internal(subject, exc).to_dict()}
+        answer = answer_blocking(subject, handler, data)
         assert self.sync is not None
         try:
-            self.sync.reply(reply_to, _encode_reply(reply, subject))
+            self.sync.reply(reply_to, answer)
         except Exception:  # noqa: BLE001 - the requester may be gone
             log.debug("could not reply to %s", subject)
 
@@ -400,6 +401,21 @@ class NatsTransport:
                 await self.nc.publish(reply_to, part, headers=headers)
         except Exception:  # noqa: BLE001 - the requester may be gone
             log.debug("could not reply to %s", subject)
+
+
+def answer_blocking(subject: str, handler: Handler | None, data: bytes) -> bytes:
+    """The reply message to a blocking handler's request message, run on this thread."""
+    try:
+        if handler is None:
+            raise unknown_method(subject)
+        result = call_blocking(subject, handler, _request_body(data))
+        reply: dict[str, Any] = {"ok": True, "result": result}
+    except ElanusError as exc:
+        reply = {"ok": False, "error": exc.to_dict()}
+    except Exception as exc:  # noqa: BLE001 - report, never kill the service
+        log.exception("handler %s failed", subject)
+        reply = {"ok": False, "error": internal(subject, exc).to_dict()}
+    return _encode_reply(reply, subject)
 
 
 def _request_body(data: bytes) -> Any:

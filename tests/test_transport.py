@@ -223,7 +223,8 @@ def test_blocking_handlers_run_on_the_callers_thread_in_process(
     local = server.request_sync(f"{PREFIX}.where", {"x": 2})
     assert local == {"thread": here, "x": 4}  # no hop to the loop, no encoding
     over_nats = remote.request_sync(f"{PREFIX}.where", {"x": 3})
-    assert over_nats["x"] == 6 and over_nats["thread"].startswith("elanus-handler")
+    # (from a plain thread to another bus: its direct port's thread, ``channels/direct.py``)
+    assert over_nats["x"] == 6 and over_nats["thread"] == "elanus-direct-conn"
     calls = [(f"{PREFIX}.where", {"x": i}) for i in range(4)]
     assert [r["x"] for r in server.request_many_sync(calls)] == [0, 2, 4, 6]
     assert [r["x"] for r in remote.request_many_sync(calls)] == [0, 2, 4, 6]
@@ -232,13 +233,17 @@ def test_blocking_handlers_run_on_the_callers_thread_in_process(
     assert err.value.code == ErrorCode.COLLECTION_NOT_FOUND
 
 
+@pytest.mark.parametrize("way", ["direct", "nats"])
 def test_a_threads_request_skips_the_loop_and_answers_alike(
-    buses: tuple[LoopThread, Bus, Bus, EchoRole], monkeypatch: pytest.MonkeyPatch
+    buses: tuple[LoopThread, Bus, Bus, EchoRole], monkeypatch: pytest.MonkeyPatch, way: str
 ) -> None:
-    """``request_sync`` to another process goes out on the thread's own connection and a
-    blocking handler replies from its thread (``channels/syncnats.py``), with the answers of
-    the loop's transport; only a request too large for one message takes the loop."""
+    """``request_sync`` to another process goes to its direct port (``channels/direct.py``)
+    or, without one, out on the thread's own NATS connection while a blocking handler replies
+    from its thread (``channels/syncnats.py``), with the answers of the loop's transport;
+    only a request too large for one message takes the loop."""
     _, server, remote, _ = buses
+    if way == "nats":
+        monkeypatch.setattr(remote, "_direct", None)
     small = np.arange(100, dtype=np.float64)
     large = np.random.default_rng(2).random(3 * (1 << 20) // 8)
 
@@ -255,7 +260,8 @@ def test_a_threads_request_skips_the_loop_and_answers_alike(
     monkeypatch.setattr(remote, "_on_loop", loop_for("nothing"))
     sizes = remote.request_sync(f"{PREFIX}.b.sizes", {"blob": small})
     assert sizes == server.request_sync(f"{PREFIX}.b.sizes", {"blob": small})
-    assert remote.request_sync(f"{PREFIX}.where", {"x": 1})["x"] == 2
+    served_on = remote.request_sync(f"{PREFIX}.where", {"x": 1})["thread"]
+    assert served_on.startswith("elanus-direct" if way == "direct" else "elanus-handler")
     reply = remote.request_sync(f"{PREFIX}.b.table", {"rows": 20_000})["rows"]  # in parts
     assert reply.nbytes > 10_000_000
     assert reply.equals(server.request_sync(f"{PREFIX}.b.table", {"rows": 20_000})["rows"])
