@@ -22,10 +22,12 @@ from elanus.api.datacoord import (
     Assigned,
     AssignSegment,
     DatanodeTick,
+    DeletesPersisted,
     Flush,
     Flushing,
     FlushProgress,
     FlushState,
+    PersistDeletes,
     SegmentFlushed,
     SegmentGrant,
     SegmentInfo,
@@ -78,6 +80,10 @@ class DataCoord:
         """vchannel -> (seq, ts) in DuckDB: what a restart resumes from, and what purges respect."""
         self._checkpoint_saved_at: dict[str, float] = {}
         self.channel_ticks: dict[str, int] = {}
+        self.persist_wanted: dict[str, int] = {}
+        """vchannel -> deletes up to this ts are to be written (``persist_deletes``)."""
+        self.persisted: dict[str, int] = {}
+        """vchannel -> its datanode wrote every delete up to this ts."""
         self._lock = asyncio.Lock()
         self._schemas: dict[int, Schema] = {}
         self.quota_holders: dict[int, set[str]] = {}
@@ -99,6 +105,7 @@ class DataCoord:
             "segment.flushed": self.segment_flushed,
             "flush": self.flush,
             "flush.state": self.flush_state,
+            "deletes.persist": self.persist_deletes,
             "datanode.tt": self.datanode_tt,
         }
 
@@ -336,6 +343,15 @@ class DataCoord:
                     f"{seg.vchannel} failed ({reason}); it is being restarted, flush again",
                 )
 
+    async def persist_deletes(self, req: PersistDeletes) -> DeletesPersisted:
+        """Ask (through tick replies) the datanodes of ``vchannels`` to write their pending
+        deletes up to ``ts``; asking again is how a caller waits, and re-asks after a coord
+        restart or a channel move (the wish is kept in memory only)."""
+        waiting = [v for v in req.vchannels if self.persisted.get(v, 0) < req.ts]
+        for v in waiting:
+            self.persist_wanted[v] = max(req.ts, self.persist_wanted.get(v, 0))
+        return DeletesPersisted(done=not waiting, waiting=waiting)
+
     async def segment_info(self, req: SegmentInfo) -> Segments:
         ids, cid, include_dropped = req.segment_ids, req.collection_id, req.include_dropped
         if ids is None and cid is None:
@@ -374,6 +390,10 @@ class DataCoord:
         if checkpoint is not None:
             seq, cp_ts = int(checkpoint["seq"]), int(checkpoint["ts"])
             await self._checkpoint(vchannel, seq, cp_ts, req.data_seq)
+        if req.persisted_ts is not None:
+            self.persisted[vchannel] = max(req.persisted_ts, self.persisted.get(vchannel, 0))
+        wanted = self.persist_wanted.get(vchannel, 0)
+        persist = wanted if self.persisted.get(vchannel, 0) < wanted <= ts else None
         ready = [
             s
             for s in self.segments.values()
@@ -388,7 +408,7 @@ class DataCoord:
         if ready:
             await self._save(ready)
         compact = self._plans.take_for(vchannel, ts) if self._plans is not None else []
-        return TickReply(flush=[s.segment_id for s in ready], compact=compact)
+        return TickReply(flush=[s.segment_id for s in ready], compact=compact, persist_ts=persist)
 
     def _owns(self, node: str | None, vchannel: str) -> bool:
         """Whether a report of ``node`` on ``vchannel`` counts: a datanode the channel moved

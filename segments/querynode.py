@@ -25,6 +25,7 @@ from elanus.api.querynode import (
     LoadIndex,
     LoadSegments,
     ReadDeletes,
+    ReadFiles,
     ReadPlan,
     ReadSegmentRows,
     ReadSegments,
@@ -53,7 +54,7 @@ from elanus.errors import ElanusError, ErrorCode
 from elanus.expr import Expr, parse_cached
 from elanus.index.kernels import stop_faiss_interrupt_checks
 from elanus.schema import Schema
-from elanus.segments import snapshot_read
+from elanus.segments import snapshot_files, snapshot_read
 from elanus.segments.delegator import Delegator
 from elanus.segments.worker import Worker
 from elanus.settings import Settings
@@ -90,6 +91,7 @@ class QueryNode(Role):
             "read.plan": self.read_plan,
             "read.segments": self.read_segments,
             "read.deletes": self.read_deletes,
+            "read.files": self.read_files,
             "worker.load": self.worker_load,
             "worker.release": self.worker_release,
             "worker.delete": self.worker_delete,
@@ -211,6 +213,19 @@ class QueryNode(Role):
 
     async def read_deletes(self, req: ReadDeletes) -> Deletes:
         return await snapshot_read.deletes(self._delegator(req.vchannel), req)
+
+    @blocking
+    def read_files(self, req: ReadFiles) -> Rows:
+        read = snapshot_files.SegmentRead(
+            segment_id=req.segment_id,
+            path=req.path,
+            ts=req.ts,
+            columns=list(req.output_fields),
+            filter=req.filter,
+            filter_params=req.params or {},
+        )
+        page = snapshot_files.read_page(read, Schema.from_dict(req.schema), req.limit)
+        return Rows(rows=page, ts=req.ts)
 
     # -- worker -----------------------------------------------------------------------------
     async def worker_load(self, req: LoadSegments) -> SegmentsLoaded:

@@ -6,7 +6,9 @@
 Planning asks the proxy for a snapshot read plan (Flight GetFlightInfo): one Spark
 partition per sealed segment, read straight from its Lance files when this machine can
 see them (else through the proxy), plus one per vchannel for the growing data, read
-through the proxy. Every partition reads at the plan's timestamp, so the DataFrame equals
+through the proxy. A collection that is not loaded needs no load: its plan is files-only
+(``flight/search/fileplan.py``: flushed first, one partition per flushed segment, read
+from its files). Every partition reads at the plan's timestamp, so the DataFrame equals
 a ``query`` with ``as_of`` that timestamp. (Spark 4.x keeps the first read plan of a
 loaded DataFrame for its later actions, so one ``load()`` is one snapshot there; Spark 5
 plans every scan anew. ``snapshot_ts`` pins one either way.)
@@ -16,7 +18,9 @@ Options: ``uri`` and ``collection`` (or ``load(collection)``), ``db``, ``partiti
 window), ``filter`` (an Elanus expression) with ``filter_params`` (a JSON object),
 ``columns`` (comma list: column pruning), ``batch_size`` (rows per Arrow batch, default
 8192), ``direct`` (``auto``: read sealed segments from their files when present; ``true``;
-``false``: always through the proxy), ``pushdown`` (``auto``: take Spark's filters from
+``false``: always through the proxy), ``files_only`` (``true``: a files-only plan even
+for a loaded collection, flushed first; a collection that is not loaded always gets one),
+``pushdown`` (``auto``: take Spark's filters from
 Spark 5 on, see ``safe_pushdown``; ``true``; ``false``), ``timeout`` (seconds per call,
 default 120), ``tls_ca`` (PEM file of the CA of a ``grpc+tls://`` proxy, read on the
 driver).
@@ -69,6 +73,7 @@ OPTIONS = (
     "batch_size",
     "direct",
     "pushdown",
+    "files_only",
     "timeout",
     *CONNECT_OPTIONS,
 )
@@ -87,6 +92,7 @@ class ReadOptions:
     batch_size: int = 8192
     direct: str = "auto"
     pushdown: str = "auto"
+    files_only: bool = False
     timeout: float = 120.0
     connect: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     """``Client`` keyword arguments (``options.client_options``)."""
@@ -110,6 +116,7 @@ class ReadOptions:
             batch_size=_number(given, "batch_size", int, 1) or 8192,
             direct=direct,
             pushdown=pushdown,
+            files_only=_flag(given, "files_only"),
             timeout=_number(given, "timeout", float, 0.001) or 120.0,
             connect=client_options(given),
         )
@@ -145,6 +152,13 @@ def _mode(given: dict[str, str], key: str) -> str:
     if value not in MODES:
         raise invalid(f"option {key!r} must be one of {', '.join(MODES)}, got {value!r}")
     return value
+
+
+def _flag(given: dict[str, str], key: str) -> bool:
+    value = given.get(key, "false").lower()
+    if value not in ("true", "false"):
+        raise invalid(f"option {key!r} must be true or false, got {value!r}")
+    return value == "true"
 
 
 def _names(text: str | None) -> list[str] | None:
@@ -244,6 +258,7 @@ class ElanusReader(DataSourceReader):
                 filter_params=self.params if self.filter else None,
                 partition_names=opts.partitions,
                 snapshot_ts=opts.snapshot_ts,
+                files_only=opts.files_only,
             )
         return [
             ElanusPartition(i, e["kind"], e["ticket"], int(e["rows"]), plan["schema"])
@@ -254,22 +269,32 @@ class ElanusReader(DataSourceReader):
         assert isinstance(partition, ElanusPartition)
         target = arrow_target(self.schema)
         size = self.options.batch_size
-        with self.options.client() as client:
-            for batch in self._batches(client, partition):
-                for start in range(0, batch.num_rows, size):
-                    yield conform(batch.slice(start, size), target)
+        for batch in self._batches(partition):
+            for start in range(0, batch.num_rows, size):
+                yield conform(batch.slice(start, size), target)
 
-    def _batches(self, client: Client, partition: ElanusPartition) -> Iterator[pa.RecordBatch]:
+    def _batches(self, partition: ElanusPartition) -> Iterator[pa.RecordBatch]:
         ticket = json.loads(partition.ticket)
+        if self._from_files(partition, ticket) and ticket["read"] == "files":
+            yield from self._files(None, partition, ticket)  # no call to the proxy at all
+            return
+        with self.options.client() as client:
+            if self._from_files(partition, ticket):
+                yield from self._files(client, partition, ticket)
+            else:
+                yield from client.read_endpoint(partition.ticket)
+
+    def _from_files(self, partition: ElanusPartition, ticket: dict[str, Any]) -> bool:
         mode = self.options.direct
-        files = partition.kind == "sealed" and (
+        return partition.kind == "sealed" and (
             mode == "true" or (mode == "auto" and segment_files.readable(ticket))
         )
-        if files:
-            schema = Schema.from_dict(partition.schema)
-            yield from segment_files.read_sealed(client, ticket, schema, self.options.batch_size)
-        else:
-            yield from client.read_endpoint(partition.ticket)
+
+    def _files(
+        self, client: Client | None, partition: ElanusPartition, ticket: dict[str, Any]
+    ) -> Iterator[pa.RecordBatch]:
+        schema = Schema.from_dict(partition.schema)
+        return segment_files.read_sealed(client, ticket, schema, self.options.batch_size)
 
 
 class PushdownReader(ElanusReader):

@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
-from conftest import Stack, bare_collection, wait_for
+from conftest import Stack, wait_for
 
 from elanus import ElanusError, ErrorCode
 from elanus.channels.loop import LoopThread
@@ -320,10 +320,8 @@ def call_error(fn: Callable[[], Any]) -> ElanusError:
 def test_bad_plans_and_tickets_fail_cleanly(make_stack: Callable[..., Stack]) -> None:
     stack = make_stack(retention_s=1)
     c = filled(stack)
-    bare_collection(c, "idle", DIM)  # never loaded
     cases = [
         (lambda: c.read_plan("nope"), ErrorCode.COLLECTION_NOT_FOUND, "nope"),
-        (lambda: c.read_plan("idle"), ErrorCode.COLLECTION_NOT_LOADED, "load"),
         (lambda: c.read_plan("c", columns=["id", "x"]), ErrorCode.INVALID_ARGUMENT, "'x'"),
         (lambda: c.read_plan("c", columns=[]), ErrorCode.INVALID_ARGUMENT, "columns"),
         (lambda: c.read_plan("c", filter="id >"), ErrorCode.BAD_EXPRESSION, ""),

@@ -351,20 +351,41 @@ def test_compaction_between_plan_and_read_duplicates_nothing(served: Stack) -> N
     assert_same(got, want)
 
 
-def test_unknown_and_unloaded_collections_are_clear_errors(
+def test_a_collection_that_was_never_loaded_reads_from_its_files(
     spark: SparkSession, served: Stack
 ) -> None:
+    """No load needed: the plan flushes, waits for the deletes to be on disk, and every
+    partition reads one segment's files (``flight/search/fileplan.py``)."""
     c = served.client()
     bare_collection(c, "idle", 4)  # never loaded
+    rng = np.random.default_rng(3)
+    c.insert("idle", {"id": np.arange(300), "vector": rng.random((300, 4), dtype=np.float32)})
+    c.flush("idle", timeout=60)
+    c.insert("idle", {"id": np.arange(300, 400), "vector": rng.random((100, 4), dtype=np.float32)})
+    c.delete("idle", [0, 299, 350])
+    df = reader(spark, served.uri, "idle").load()
+    assert df.rdd.getNumPartitions() >= 2  # one per segment
+    ids = sorted(r["id"] for r in df.select("id").collect())
+    assert ids == [i for i in range(400) if i not in (0, 299, 350)]
+    local = read_partitions({"uri": served.uri, "collection": "idle", "columns": "id"})
+    assert sorted(local.table.column("id").to_pylist()) == ids
+    c.load_collection("idle")
+    c.insert("idle", {"id": np.arange(400, 450), "vector": rng.random((50, 4), dtype=np.float32)})
+    options = {"uri": served.uri, "collection": "idle", "columns": "id", "files_only": "true"}
+    local = read_partitions(options)
+    assert {p.kind for p, _ in local.parts} == {"sealed"}  # the growing rows were flushed
+    assert sorted(local.table.column("id").to_pylist()) == [*ids, *range(400, 450)]
+    with pytest.raises(ElanusError, match="'files_only' must be true or false"):
+        read_partitions({**options, "files_only": "yes"})
+
+
+def test_unknown_collections_and_options_are_clear_errors(
+    spark: SparkSession, served: Stack
+) -> None:
     with pytest.raises(Exception, match=r"COLLECTION_NOT_FOUND.*'nowhere'"):
         reader(spark, served.uri, "nowhere").load()
-    with pytest.raises(Exception, match=r"COLLECTION_NOT_LOADED.*load"):
-        reader(spark, served.uri, "idle").load().collect()
     with pytest.raises(Exception, match=r"needs option 'uri'"):
         spark.read.format("elanus").option("collection", "idle").load()
-    with pytest.raises(ElanusError) as err:
-        read_partitions({"uri": served.uri, "collection": "idle"})
-    assert err.value.code == ErrorCode.COLLECTION_NOT_LOADED
     with pytest.raises(ElanusError, match="unknown elanus option"):
         read_partitions({"uri": served.uri, "collection": "idle", "colums": "id"})
 

@@ -407,6 +407,8 @@ def test_invalid_json_values():
 
 def test_duplicate_primary_keys():
     rejects(base_table(3, id=pa.array([5, 7, 5])), base_schema(), "duplicate primary key 5", "'id'")
+    # ascending but for one repeat next to itself (past the ascending-keys shortcut)
+    rejects(base_table(4, id=pa.array([1, 2, 2, 3])), base_schema(), "duplicate primary key 2")
     schema = base_schema(pk="VarChar")
     rejects(base_table(3, id=pa.array(["a", "b", "b"])), schema, "'b'", "duplicate")
 

@@ -70,6 +70,22 @@ class FlushProgress:
     total: int
 
 
+@request("deletes.persist")
+class PersistDeletes:
+    """Have every delete stamped <= ``ts`` on these vchannels written to delta logs; asked
+    again until ``done`` (a files-only read plan, ``flight/search/fileplan.py``)."""
+
+    vchannels: list[str]
+    ts: int
+
+
+@reply
+class DeletesPersisted:
+    done: bool
+    waiting: list[str]
+    """The vchannels whose datanode has not said so yet."""
+
+
 @request("segment.info")
 class SegmentInfo:
     """The given segments, or those of a collection (Dropped ones only if asked)."""
@@ -141,6 +157,8 @@ class DatanodeTick:
     """``{"seq", "ts"}``: where a restarted datanode resumes the channel."""
     data_seq: int | None = None
     node_id: str | None = None
+    persisted_ts: int | None = None
+    """Every delete and row stamped <= this is in the channel's segment files."""
 
 
 @reply
@@ -150,6 +168,9 @@ class TickReply:
 
     flush: list[int]
     compact: list[CompactionPlan] = field(default_factory=list)
+    persist_ts: int | None = None
+    """Write every pending delete stamped <= this to delta logs, then say so
+    (``DatanodeTick.persisted_ts``): a files-only read plan waits for it."""
 
 
 @request("segment.flushed")
@@ -206,6 +227,9 @@ class DataCoordAPI(Stub):
 
     async def flush_state(self, req: FlushState) -> FlushProgress:
         return await self._ask("flush.state", req, FlushProgress)
+
+    async def persist_deletes(self, req: PersistDeletes) -> DeletesPersisted:
+        return await self._ask("deletes.persist", req, DeletesPersisted)
 
     async def segment_info(self, req: SegmentInfo, timeout: float | None = None) -> Segments:
         return await self._ask("segment.info", req, Segments, timeout)

@@ -195,6 +195,22 @@ class ReadSegments:
     limit: int | None = None
 
 
+@request("querynode.read.files")
+class ReadFiles:
+    """One page of a files-only read (``flight/search/fileplan.py``): rows at ``ts`` of one
+    flushed segment, from its files and delta logs alone; any query node reads it, loaded
+    or not, so the request carries the schema."""
+
+    segment_id: int
+    path: str
+    ts: int
+    schema: dict[str, Any]
+    filter: str | None = None
+    params: dict[str, Any] | None = None
+    output_fields: list[str] = field(default_factory=list)
+    limit: int | None = None
+
+
 @request("querynode.read.deletes")
 class ReadDeletes:
     vchannel: str
@@ -250,6 +266,9 @@ class QueryNodeAPI(Stub):
 
     async def read_deletes(self, req: ReadDeletes) -> Deletes:
         return await self._ask("read.deletes", req, Deletes)
+
+    async def read_files(self, req: ReadFiles) -> Rows:
+        return await self._ask("read.files", req, Rows)
 
 
 # -- the worker ----------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ class ReadAPI(ClientBase):
         filter_params: dict[str, Any] | None = None,
         partition_names: list[str] | None = None,
         snapshot_ts: int | None = None,
+        files_only: bool = False,
     ) -> flight.FlightDescriptor:
         """The ``read_plan`` body of GetFlightInfo and GetSchema, as a command descriptor."""
         command = self._in_db(db, collection=collection_name)
@@ -42,6 +43,8 @@ class ReadAPI(ClientBase):
             command["partition_names"] = list(partition_names)
         if snapshot_ts:
             command["snapshot_ts"] = int(snapshot_ts)
+        if files_only:
+            command["files_only"] = True
         return flight.FlightDescriptor.for_command(encode_json(command))
 
     def read_schema(
@@ -69,15 +72,25 @@ class ReadAPI(ClientBase):
         filter_params: dict[str, Any] | None = None,
         partition_names: list[str] | None = None,
         snapshot_ts: int | None = None,
+        files_only: bool = False,
         db: str | None = None,
         timeout: float | None = None,
     ) -> dict[str, Any]:
         """A snapshot read plan (Flight ``GetFlightInfo``): ``ts``, ``schema`` (Elanus),
         ``arrow_schema``, ``columns``, ``total_records`` and ``endpoints``, each with its
         ``ticket`` (bytes for :meth:`read_endpoint`), ``kind`` and ``rows``. Reading every
-        endpoint gives the rows a query with ``as_of=ts`` returns."""
+        endpoint gives the rows a query with ``as_of=ts`` returns. ``files_only``: a
+        files-only plan even for a loaded collection (it flushes first; see
+        docs/protocol.md)."""
         descriptor = self._read_command(
-            collection_name, db, columns, filter, filter_params, partition_names, snapshot_ts
+            collection_name,
+            db,
+            columns,
+            filter,
+            filter_params,
+            partition_names,
+            snapshot_ts,
+            files_only,
         )
         try:
             info = self._conn().get_flight_info(descriptor, self._options(timeout))

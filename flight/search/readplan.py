@@ -19,7 +19,7 @@ Tickets (JSON, redeemed with ``DoGet`` on any proxy):
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +37,7 @@ from elanus.flight.actions import Call, action, check_db, check_named, check_req
 from elanus.flight.auth import ANONYMOUS, Caller, authorize
 from elanus.flight.limits import Kind
 from elanus.flight.metacache import CollectionInfo
+from elanus.flight.search import fileplan
 from elanus.flight.search.bodies import partition_names
 from elanus.flight.search.check import check_filter
 from elanus.requests import Body
@@ -46,13 +47,15 @@ if TYPE_CHECKING:
     from elanus.flight.proxy import ProxyServer
 
 log = logging.getLogger(__name__)
-TICKET_KINDS = ("segments", "deletes")
+TICKET_KINDS = ("segments", "deletes", "files")
 FUTURE_SLACK_MS = 1000
 """A ticket's ``ts`` may lead this proxy's clock by this much (clocks of proxies differ)."""
 PAGE_BYTES = 4 << 20
 """A page of a segments ticket is about this big (one delegator request each)."""
 AFTER = "__elanus_after"
 REQUEST_TIMEOUT_S = 120.0
+PageFetch = Callable[[str | None, dict[str, Any], list[str], Any], pa.Table]
+"""One page of a ticket: (filter text, params, columns with the key, row limit or None)."""
 
 
 def _run_read_plan(c: Call) -> dict[str, Any]:
@@ -62,9 +65,18 @@ def _run_read_plan(c: Call) -> dict[str, Any]:
 @action(
     "read_plan",
     "A snapshot read plan for parallel readers (what GetFlightInfo returns, as JSON). Body: "
-    "collection, partition_names, snapshot_ts, filter, filter_params, columns. Result: ts, "
+    "collection, partition_names, snapshot_ts, filter, filter_params, columns, files_only. "
+    "Result: ts, "
     "collection_id, schema, columns, total_records, endpoints (ticket, kind, rows).",
-    ("collection", "partition_names", "snapshot_ts", "filter", "filter_params", "columns"),
+    (
+        "collection",
+        "partition_names",
+        "snapshot_ts",
+        "filter",
+        "filter_params",
+        "columns",
+        "files_only",
+    ),
     privilege="Query",
     rate=Kind.DQL,
     run=_run_read_plan,
@@ -84,6 +96,7 @@ def _read_plan(b: Body) -> dict[str, Any]:
         "filter": b.str("filter", "") or None,
         "filter_params": b.dict("filter_params", {}),
         "columns": columns,
+        "files_only": b.bool("files_only", False),
     }
 
 
@@ -105,24 +118,27 @@ def check_ticket(doc: dict[str, Any]) -> dict[str, Any]:
         # a plan's snapshot is a timestamp already handed out: a later one is made up,
         # and reading at it would hold this call until the channels caught up with it
         raise invalid(f"DoGet ticket: 'ts' {ticket['ts']} is in the future")
-    if kind == "segments":
-        ids = b.list("segment_ids")
-        if not ids or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
-            raise invalid("DoGet ticket: 'segment_ids' must be a non-empty list of integers")
+    if kind == "deletes":
+        ticket["segment_id"] = b.int("segment_id", lo=0)
+    else:
+        if kind == "segments":
+            ids = b.list("segment_ids")
+            if not ids or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+                raise invalid("DoGet ticket: 'segment_ids' must be a non-empty list of integers")
+            ticket["segment_ids"] = ids
+        else:
+            ticket["segment_id"] = b.int("segment_id", lo=0)
         columns = b.list("columns")
         if not columns or not all(isinstance(c, str) for c in columns):
             raise invalid("DoGet ticket: 'columns' must be a non-empty list of field names")
         if len(set(columns)) != len(columns):
             raise invalid("DoGet ticket: 'columns' names a field twice")
         ticket.update(
-            segment_ids=ids,
             columns=columns,
             filter=b.str("filter", "") or None,
             filter_params=b.dict("filter_params", {}),
         )
-        b.dict("sealed", None)  # for readers of the files; the proxy reads through the nodes
-    else:
-        ticket["segment_id"] = b.int("segment_id", lo=0)
+        b.dict("sealed", None)  # for executors reading the files; never trusted here
     b.done()
     return ticket
 
@@ -238,30 +254,27 @@ class ReadService:
         )
         at = {"as_of": request["snapshot_ts"], "consistency_level": "Strong"}
         ts, _ = query.read_at(info, {**at, "guarantee_timestamp": 0})  # one ts for all shards
-        replies = query.fan_out(
-            info,
-            pids,
-            lambda node, v: node.read_plan(
-                ReadShard(vchannel=v, guarantee_ts=ts, ts=ts, partition_ids=pids)
-            ),
-            spread=False,  # the replica its tickets are read from (``_delegator``)
-        )
+        if request["files_only"]:
+            return self._files_plan(request, info, pids, ts, columns, schema)
+        try:
+            replies = query.fan_out(
+                info,
+                pids,
+                lambda node, v: node.read_plan(
+                    ReadShard(vchannel=v, guarantee_ts=ts, ts=ts, partition_ids=pids)
+                ),
+                spread=False,  # the replica its tickets are read from (``_delegator``)
+            )
+        except ElanusError as exc:
+            if exc.code is not ErrorCode.COLLECTION_NOT_LOADED:
+                raise
+            # Not loaded (all or some of the wanted partitions): the files alone.
+            return self._files_plan(request, info, pids, ts, columns, schema)
         stored = self.proxy.run(
             self.proxy.datacoord.segment_info(SegmentInfo(collection_id=info.collection_id))
         )
         rows = {s.segment_id: s.num_rows for s in stored.segments}
-        base: dict[str, Any] = {
-            "read": "segments",
-            "db": info.db,
-            "collection": info.name,
-            "collection_id": info.collection_id,
-            "ts": ts,
-            "columns": columns,
-        }
-        if request["filter"]:
-            base["filter"] = request["filter"]
-            if request["filter_params"]:
-                base["filter_params"] = request["filter_params"]
+        base = _ticket_base(info, ts, columns, request)
         sealed: list[Endpoint] = []
         growing: list[Endpoint] = []
         for reply in sorted(replies, key=lambda r: r.vchannel):
@@ -278,6 +291,19 @@ class ReadService:
         sealed.sort(key=lambda e: e.ticket["segment_ids"][0])
         return ReadPlan(info, ts, columns, schema, sealed + growing)
 
+    def _files_plan(
+        self,
+        request: dict[str, Any],
+        info: CollectionInfo,
+        pids: list[int] | None,
+        ts: int,
+        columns: list[str],
+        schema: pa.Schema,
+    ) -> ReadPlan:
+        fileplan.make_files_complete(self, info, ts)
+        base = _ticket_base(info, ts, columns, request)
+        return ReadPlan(info, ts, columns, schema, fileplan.endpoints(self, info, pids, base))
+
     # -- tickets ----------------------------------------------------------------------------
     def stream(self, doc: dict[str, Any], caller: Caller = ANONYMOUS) -> flight.FlightDataStream:
         ticket = check_ticket(doc)
@@ -288,6 +314,14 @@ class ReadService:
                 ErrorCode.COLLECTION_NOT_FOUND,
                 f"collection {info.name!r} was dropped or replaced since the read plan",
             )
+        if ticket["read"] == "files":
+            columns, schema = arrow_schema(info.schema, ticket["columns"])
+            check_filter(info, ticket["filter"], ticket["filter_params"])
+            page = fileplan.files_page(self, info, ticket)
+            files = self._pages(info, ticket, columns, schema, page)
+            first_files = next(files, None)
+            done = [] if first_files is None else [first_files]
+            return flight.GeneratorStream(schema, _guarded(_chain(done, files)))
         node = self._delegator(info, ticket["vchannel"])
         if ticket["read"] == "deletes":
             req = ReadDeletes(
@@ -300,7 +334,7 @@ class ReadService:
             return flight.RecordBatchStream(reply.deletes)
         columns, schema = arrow_schema(info.schema, ticket["columns"])
         check_filter(info, ticket["filter"], ticket["filter_params"])
-        pages = self._pages(info, node, ticket, columns, schema)
+        pages = self._pages(info, ticket, columns, schema, self._segments_page(node, ticket))
         first = next(pages, None)  # errors before the stream starts reach the client cleanly
         batches = [] if first is None else [first]
         return flight.GeneratorStream(schema, _guarded(_chain(batches, pages)))
@@ -315,15 +349,33 @@ class ReadService:
     def _node(self, node: str) -> QueryNodeAPI:
         return QueryNodeAPI(self.proxy.bus, node, REQUEST_TIMEOUT_S)
 
+    def _segments_page(self, node: str, ticket: dict[str, Any]) -> PageFetch:
+        def fetch(
+            text: str | None, params: dict[str, Any], wanted: list[str], limit: int
+        ) -> pa.Table:
+            req = ReadSegments(
+                vchannel=ticket["vchannel"],
+                segment_ids=ticket["segment_ids"],
+                ts=ticket["ts"],
+                guarantee_ts=ticket["ts"],
+                filter=text,
+                params=params,
+                output_fields=wanted,
+                limit=limit,
+            )
+            return self.proxy.run(self._node(node).read_segments(req)).rows
+
+        return fetch
+
     def _pages(
         self,
         info: CollectionInfo,
-        node: str,
         ticket: dict[str, Any],
         columns: list[str],
         schema: pa.Schema,
+        page: PageFetch,
     ) -> Iterator[pa.RecordBatch]:
-        """The rows in primary-key order, one bounded delegator request per page.
+        """The rows in primary-key order, one bounded request (``page``) per page.
 
         Keys may repeat (two inserts of one key both stay visible), so a full page is cut
         before its last key, and the next page starts at that key (``>=``); a page that is
@@ -338,17 +390,7 @@ class ReadService:
                 params[AFTER] = key
                 cond = f"{pk} {op} {{{AFTER}}}"
                 text = f"({text}) and {cond}" if text else cond
-            req = ReadSegments(
-                vchannel=ticket["vchannel"],
-                segment_ids=ticket["segment_ids"],
-                ts=ticket["ts"],
-                guarantee_ts=ticket["ts"],
-                filter=text,
-                params=params,
-                output_fields=wanted,
-                limit=limit,
-            )
-            table = self.proxy.run(self._node(node).read_segments(req)).rows.sort_by(pk)
+            table = page(text, params, wanted, limit).sort_by(pk)
             return table if limit is None else table.slice(0, limit)
 
         def out(table: pa.Table) -> Iterator[pa.RecordBatch]:
@@ -370,6 +412,25 @@ class ReadService:
             else:  # a whole page of one key
                 yield from out(fetch("==", last.as_py(), None))
                 op, key = ">", last.as_py()
+
+
+def _ticket_base(
+    info: CollectionInfo, ts: int, columns: list[str], request: dict[str, Any]
+) -> dict[str, Any]:
+    """What every ticket of a plan carries."""
+    base: dict[str, Any] = {
+        "read": "segments",
+        "db": info.db,
+        "collection": info.name,
+        "collection_id": info.collection_id,
+        "ts": ts,
+        "columns": columns,
+    }
+    if request["filter"]:
+        base["filter"] = request["filter"]
+        if request["filter_params"]:
+            base["filter_params"] = request["filter_params"]
+    return base
 
 
 def _chain(first: list[pa.RecordBatch], rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

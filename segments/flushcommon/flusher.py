@@ -10,6 +10,7 @@ that no flushed segment the coord knows of holds.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 from collections.abc import Callable
@@ -75,6 +76,21 @@ class Flusher:
             delta = DeltaSync(seg_dir, take.deletes, take.name)
             name = f"delta log of segment {take.segment_id}"
             self.syncs.submit(name, [take.segment_id], delta.write, position=take.first_seq)
+
+    async def persist(self) -> None:
+        """Every delete applied so far into delta logs, written (a files-only read plan's
+        barrier, ``TickReply.persist_ts``). The first round also waits for running
+        compactions, whose targets then hold the deletes that reached their sources during
+        the merge: the second round writes those."""
+        for _ in range(2):
+            self.sync_deltas()
+            running = self.syncs.running()
+            if running:
+                await asyncio.wait(running)
+            if self.syncs.failure is not None or any(
+                t.cancelled() or t.exception() is not None for t in running
+            ):
+                raise RuntimeError(f"{self.vchannel}: a sync failed; deletes are not all written")
 
     def flush(self, segment_ids: list[int]) -> None:
         for sid in segment_ids:

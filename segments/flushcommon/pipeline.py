@@ -53,6 +53,10 @@ class Pipeline:
         self.compactions = Compactions(
             node.node_id, self.vchannel, buffer, syncs, self.flusher, reports
         )
+        self._persisting = 0
+        """The largest ``persist_ts`` asked for and being (or already) written."""
+        self.persisted_ts = 0
+        """Every delete stamped <= this is in delta logs (reported with each tick)."""
         checkpoint = spec.checkpoint
         assert node.data_bus is not None
         self.consumer = ChannelConsumer(
@@ -84,6 +88,7 @@ class Pipeline:
             ts=ts,
             checkpoint=self.checkpoint(),
             data_seq=self.buffer.data_seq,
+            persisted_ts=self.persisted_ts or None,
         )
         reply = await self.reports.tick(report)
         if reply is None:  # the coord is away; the next tick reports again
@@ -92,6 +97,22 @@ class Pipeline:
             self.flusher.flush(reply.flush)
         for plan in reply.compact:
             self.compactions.start(plan)
+        if reply.persist_ts is not None and reply.persist_ts > self._persisting:
+            self._persist(reply.persist_ts)
+
+    def _persist(self, ts: int) -> None:
+        """Write the pending deletes (all stamped <= ``ts``: this pack's tick passed it),
+        then report ``ts`` as persisted with the next tick; a failure lets it be asked again."""
+        self._persisting = ts
+
+        async def run() -> None:
+            await self.flusher.persist()
+            self.persisted_ts = max(self.persisted_ts, ts)
+
+        def failed(exc: BaseException) -> None:
+            self._persisting = self.persisted_ts
+
+        self.node.supervisor.spawn(f"{self.vchannel}: persist deletes", run, on_failure=failed)
 
     def _channel_failed(self, exc: BaseException) -> None:
         """The consuming task died (logged with its traceback already): tell the coord,

@@ -144,6 +144,10 @@ class SyncManager:
         """The smallest stream position an unfinished sync holds."""
         return min(self._held.values(), default=None)
 
+    def running(self) -> list[asyncio.Task[None]]:
+        """The syncs submitted and not finished, to wait for (``Flusher.persist``)."""
+        return list(self._tasks)
+
     @property
     def pending(self) -> int:
         """Syncs submitted and not finished (waiting, writing or reporting)."""
