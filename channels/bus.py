@@ -5,6 +5,12 @@ non-loop thread). The transport behind it is in-process when the serving role ru
 this process and NATS otherwise (``channels/transport.py``); messages are frame messages
 (``channels/frames.py``): JSON headers beside binary numpy/Arrow frames. The caller gets
 the handler's result, or the ``ElanusError`` the handler raised.
+
+A plain thread's request to another process never waits on the loop: it goes to the
+server's direct port when the handler is a blocking one served there
+(``channels/direct.py``), else out on the thread's own NATS connection
+(``channels/syncnats.py``); only the coord's subjects and requests too large for one
+message take the loop's transport.
 """
 
 from __future__ import annotations

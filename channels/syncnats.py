@@ -49,7 +49,7 @@ log = logging.getLogger(__name__)
 IDLE_S = 30.0
 """A pooled connection idle longer than this is replaced: the server pings idle clients
 every two minutes and drops those that do not answer."""
-CONNECT_TIMEOUT_S = 5.0
+CONNECT_TIMEOUT_S = 2.0
 
 
 class ConnectionLost(Exception):
@@ -248,6 +248,7 @@ class SyncRequester:
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._closed = False
+        self._good = 0
         self._limit = 0
         """The largest request this pool sends (0: not known until a connection is made)."""
 
@@ -276,13 +277,18 @@ class SyncRequester:
             conn.close()
 
     def _connect(self) -> Connection:
+        """A new connection, to the server of a NATS cluster that took the last one first
+        (a dead one is tried last)."""
         errors = []
-        for url in self.urls:
+        first = self._good
+        for i in range(len(self.urls)):
+            url = self.urls[(first + i) % len(self.urls)]
             try:
                 conn = Connection(url, self.credentials, self.name)
             except (OSError, ConnectionLost) as exc:
                 errors.append(f"{url}: {exc}")
                 continue
+            self._good = (first + i) % len(self.urls)
             self._limit = max(conn.max_payload - PART_MARGIN, 64 * 1024)
             return conn
         raise ElanusError(ErrorCode.UNAVAILABLE, f"cannot reach NATS: {'; '.join(errors)}")
@@ -346,6 +352,7 @@ class SyncRequester:
             raw = self._exchange(conn, subject, data, timeout)
         except ConnectionLost as exc:
             conn.close()
+            self._good = (self._good + 1) % len(self.urls)  # its server may be the one gone
             raise ElanusError(
                 ErrorCode.UNAVAILABLE,
                 f"the connection to NATS was lost while {subject} waited for its reply: {exc}",
