@@ -29,7 +29,14 @@ from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
 
 from elanus.channels import frames, subjects
-from elanus.channels.direct import DirectClient, DirectServer, NotDirect, direct_key, local_host
+from elanus.channels.direct import (
+    DirectClient,
+    DirectServer,
+    NotDirect,
+    Pending,
+    direct_key,
+    local_host,
+)
 from elanus.channels.natsauth import NatsCredentials, resolve
 from elanus.channels.syncnats import SyncRequester
 from elanus.channels.transport import (
@@ -300,43 +307,62 @@ class Bus:
     def request_many_sync(self, calls: list[tuple[str, Any]], timeout: float = 30.0) -> list[Any]:
         """Several requests at once from a non-loop thread (a fan-out), all concurrent: the
         first one served in this process runs on this thread (no hop for the common one
-        worker here), every other on the loop meanwhile (a blocking handler of this process
-        on the handler pool, a remote one over NATS). ``timeout`` is one deadline for the
-        whole fan-out. Results in order; the first failure is raised and the calls still
-        waited for are abandoned (a handler already running finishes on its own)."""
+        worker here), those a direct port serves are sent from this thread before it and
+        their replies read after it (``channels/direct.py``), every other runs on the loop
+        meanwhile (a blocking handler of this process on the handler pool, a remote one
+        over NATS). ``timeout`` is one deadline for the whole fan-out. Results in order;
+        the first failure is raised and the calls still waited for are abandoned (a
+        handler already running finishes on its own)."""
         deadline = time.monotonic() + timeout
         found = [LOCAL.find(self.url, s) if self.in_process else None for s, _ in calls]
         here = next((i for i, f in enumerate(found) if f is not None), None)
         others = [i for i in range(len(calls)) if i != here]
-        pending = None
-        if others:
-
-            async def ask_others() -> list[Any]:
-                tasks = [
-                    asyncio.ensure_future(self.request(calls[i][0], calls[i][1], timeout))
-                    for i in others
-                ]
-                try:
-                    return await asyncio.gather(*tasks)
-                finally:  # the first failure ends the fan-out: stop waiting for the rest
-                    for t in tasks:
-                        t.cancel()
-
-            pending = asyncio.run_coroutine_threadsafe(ask_others(), self.loop)
         results: list[Any] = [None] * len(calls)
+        direct = self._direct if threading.get_ident() != self._loop_thread else None
+        sent: dict[int, Pending] = {}
+        pending = None
         try:
+            for i in others:
+                subject, body = calls[i]
+                if found[i] is None and not subject.startswith(COORD_SUBJECTS):
+                    sent.update(_start(direct, i, subject, body))
+            on_loop = [i for i in others if i not in sent]
+            if on_loop:
+
+                async def ask_others() -> list[Any]:
+                    tasks = [
+                        asyncio.ensure_future(self.request(calls[i][0], calls[i][1], timeout))
+                        for i in on_loop
+                    ]
+                    try:
+                        return await asyncio.gather(*tasks)
+                    finally:  # the first failure ends the fan-out: stop waiting for the rest
+                        for t in tasks:
+                            t.cancel()
+
+                pending = asyncio.run_coroutine_threadsafe(ask_others(), self.loop)
             if here is not None:
                 endpoint = found[here]
                 assert endpoint is not None
                 results[here] = endpoint.call_sync(calls[here][1], timeout)
+            while sent:
+                assert direct is not None
+                i, started = sent.popitem()
+                left = max(0.0, deadline - time.monotonic())
+                try:
+                    results[i] = unwrap(direct.finish(started, left))
+                except NotDirect:  # no longer served there: over NATS
+                    results[i] = self.request_sync(calls[i][0], calls[i][1], left)
         except BaseException:
             if pending is not None:
                 pending.cancel()
+            for started in sent.values():
+                DirectClient.abandon(started)
             raise
         if pending is not None:
             left = max(0.0, deadline - time.monotonic())
-            values = _result(pending, calls[others[0]][0], left)
-            for i, value in zip(others, values, strict=True):
+            values = _result(pending, calls[on_loop[0]][0], left)
+            for i, value in zip(on_loop, values, strict=True):
                 results[i] = value
         return results
 
@@ -423,6 +449,20 @@ class Bus:
         finally:
             await sub.unsubscribe()
         return got
+
+
+def _body(payload: Any) -> Any:
+    return payload if payload is not None else {}
+
+
+def _start(direct: DirectClient | None, i: int, subject: str, body: Any) -> dict[int, Pending]:
+    """Call ``i`` of a fan-out sent to a direct port, or nothing (it goes over NATS)."""
+    if direct is None:
+        return {}
+    try:
+        return {i: direct.start(subject, frames.encode(_body(body)))}
+    except NotDirect:
+        return {}
 
 
 def _result(future: Any, subject: str, timeout: float) -> Any:

@@ -46,7 +46,13 @@ import orjson
 
 from elanus.channels.natsauth import NatsCredentials
 from elanus.channels.syncnats import readable
-from elanus.channels.transport import PROBE_AFTER_S, Handler, answer_blocking, is_blocking
+from elanus.channels.transport import (
+    HANDLER_THREADS,
+    PROBE_AFTER_S,
+    Handler,
+    answer_blocking,
+    is_blocking,
+)
 from elanus.errors import ElanusError, ErrorCode
 
 log = logging.getLogger(__name__)
@@ -95,6 +101,7 @@ class DirectServer:
         self._open: set[socket.socket] = set()
         self._lock = threading.Lock()
         self._closed = False
+        self._running = threading.BoundedSemaphore(HANDLER_THREADS)
         threading.Thread(target=self._accept, name="elanus-direct", daemon=True).start()
 
     def add(self, prefix: str, handlers: dict[str, Handler]) -> None:
@@ -161,7 +168,8 @@ class DirectServer:
                 if handler is None:  # no longer served here: the caller asks over NATS
                     conn.sendall(_REPLY.pack(0))
                     continue
-                reply = answer_blocking(subject, handler, data)
+                with self._running:  # at most as many at once as the NATS path's pool
+                    reply = answer_blocking(subject, handler, data)
                 conn.sendall(_REPLY.pack(len(reply)) + reply)
         except (OSError, ConnectionError, ValueError):
             pass  # the caller went away (or spoke nonsense): its connection ends
@@ -250,21 +258,41 @@ class DirectClient:
 
     def request(self, subject: str, data: bytes, timeout: float) -> bytes:
         """The reply's bytes; NotDirect when the request should go over NATS instead."""
+        return self.finish(self.start(subject, data), timeout)
+
+    def start(self, subject: str, data: bytes) -> Pending:
+        """Send a request (NotDirect: send it over NATS); ``finish`` waits for its reply,
+        ``abandon`` drops it. Several started at once run at once (a fan-out)."""
         route = self.route(subject)
         if route is None:
             raise NotDirect(subject)
         conn = self._checkout(route)
+        name = subject.encode()
         try:
-            raw = self._exchange(conn, route, subject, data, timeout)
+            conn.sendall(_REQUEST.pack(len(name), len(data)) + name + data)
+        except OSError as exc:
+            conn.close()
+            raise _lost(route, subject, exc) from None
+        return Pending(conn, route, subject)
+
+    def finish(self, pending: Pending, timeout: float) -> bytes:
+        """The reply of a started request, within ``timeout`` from now."""
+        conn = pending.conn
+        try:
+            raw = self._await(pending, timeout)
         except BaseException:
             conn.close()  # a reply may still come, or it is broken: never reused
             raise
         with self._lock:
             if not self._closed:
-                self._idle.setdefault(route.address, []).append(conn)
+                self._idle.setdefault(pending.route.address, []).append(conn)
                 return raw
         conn.close()
         return raw
+
+    @staticmethod
+    def abandon(pending: Pending) -> None:
+        pending.conn.close()
 
     def _checkout(self, route: Route) -> socket.socket:
         while True:
@@ -299,12 +327,9 @@ class DirectClient:
             self.forget(route)
             raise NotDirect(route.address) from None
 
-    def _exchange(
-        self, conn: socket.socket, route: Route, subject: str, data: bytes, timeout: float
-    ) -> bytes:
-        name = subject.encode()
+    def _await(self, pending: Pending, timeout: float) -> bytes:
+        conn, route, subject = pending.conn, pending.route, pending.subject
         try:
-            conn.sendall(_REQUEST.pack(len(name), len(data)) + name + data)
             deadline = time.monotonic() + timeout
             while True:  # wait for the reply's first bytes, probing a silent server
                 left = deadline - time.monotonic()
@@ -324,15 +349,25 @@ class DirectClient:
                 raise NotDirect(subject)
             return _read_exact(conn, length)
         except TimeoutError:
-            raise ElanusError(
-                ErrorCode.TIMEOUT, f"{subject} did not answer in {timeout}s"
-            ) from None
+            raise _timed_out(subject, timeout) from None
         except (OSError, ConnectionError) as exc:
-            raise ElanusError(
-                ErrorCode.UNAVAILABLE,
-                f"the connection to {route.address} was lost while {subject} waited for its "
-                f"reply: {exc}",
-            ) from None
+            raise _lost(route, subject, exc) from None
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """A request sent on its own connection, its reply not read yet."""
+
+    conn: socket.socket
+    route: Route
+    subject: str
+
+
+def _lost(route: Route, subject: str, exc: BaseException) -> ElanusError:
+    return ElanusError(
+        ErrorCode.UNAVAILABLE,
+        f"the connection to {route.address} was lost while {subject} waited for its reply: {exc}",
+    )
 
 
 def _timed_out(subject: str, timeout: float) -> ElanusError:

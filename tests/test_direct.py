@@ -125,3 +125,38 @@ def test_a_direct_request_to_a_node_that_died_holding_it_fails_at_once(
         callers.shutdown()
         loop_thread.call(client.close())
         loop_thread.call(server.close())
+
+
+def test_a_fan_out_sends_to_every_direct_port_at_once(
+    nats_server: EmbeddedNats, loop_thread: LoopThread
+) -> None:
+    server, client = _pair(nats_server, loop_thread)
+
+    @blocking
+    def slow(body: dict[str, Any]) -> dict[str, Any]:
+        time.sleep(0.4)
+        return _where(body)
+
+    @blocking
+    def fails(body: object) -> None:
+        raise ElanusError(ErrorCode.COLLECTION_NOT_FOUND, "no collection 'z'")
+
+    try:
+        for n in range(3):
+            handlers = {"slow": slow, "fails": fails, "later": _async_where}
+            loop_thread.call(server.serve(f"elanus.node.f{n}", handlers))
+        calls = [(f"elanus.node.f{n}.slow", {"x": n}) for n in range(3)]
+        calls.append(("elanus.node.f0.later", {"x": 9}))  # a coroutine: on the loop
+        client.request_many_sync(calls)  # (finds the ports)
+        started = time.monotonic()
+        got = client.request_many_sync(calls)
+        assert time.monotonic() - started < 1.0  # all at once, not 3 x 0.4 s
+        assert [g["x"] for g in got] == [0, 1, 2, 9]
+        assert {g["thread"] for g in got[:3]} == {"elanus-direct-conn"}
+        with pytest.raises(ElanusError) as err:
+            client.request_many_sync([*calls, ("elanus.node.f1.fails", {})])
+        assert err.value.code is ErrorCode.COLLECTION_NOT_FOUND
+        assert client.request_many_sync(calls[:2]) == got[:2]  # the pool is still sound
+    finally:
+        loop_thread.call(client.close())
+        loop_thread.call(server.close())
