@@ -11,7 +11,7 @@ publish, and wait until JetStream acknowledged every message. Tasks run in paral
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -142,6 +142,10 @@ class DmlService:
             return await self.proxy.datacoord.flush(Flush(collection_id=info.collection_id))
 
         done: Flushing = await self.proxy.ddl.queue.submit("flush", task)
+        if done.segment_ids:
+            # A tick past the seal now: the datanodes start writing at once, not at the
+            # next tick (up to ``timetick_interval_ms`` later).
+            await self.proxy.timeticks.now()
         return done
 
     # -- Flight-thread entry points ---------------------------------------------------------
@@ -216,14 +220,14 @@ class DmlService:
             pieces = [(pid, d) for d in deletes] + pieces
         return Prepared(pks, pieces, table.nbytes)
 
-    def insert_all(
+    def prepare_all(
         self,
         info: CollectionInfo,
         partition: str | None,
         batches: Iterable[pa.RecordBatch],
         upsert: bool,
-    ) -> Iterator[DmlResult]:
-        """Check every batch (sizes and keys across all of them too), then publish each."""
+    ) -> list[Prepared]:
+        """Check every batch (sizes and keys across all of them too) before any is published."""
         limit = self.proxy.settings.max_request_bytes
         prepared: list[Prepared] = []
         total = 0
@@ -239,23 +243,22 @@ class DmlService:
             prepared.append(self.prepare(info, partition, batch, upsert=upsert))
         if len(prepared) > 1:
             check_unique_across([p.pks for p in prepared], info.schema.primary.name)
-        for p in prepared:
-            yield self.commit(info, p)
+        return prepared
 
     def commit(self, info: CollectionInfo, prepared: Prepared) -> DmlResult:
         """Publish a prepared batch; returns once JetStream acknowledged all of it."""
-        ts = self.proxy.run(self._publish(info, prepared.pieces))
+        ts = self.proxy.run(self.publish(info, prepared.pieces))
         return DmlResult(prepared.pks, ts)
 
     def delete(self, info: CollectionInfo, partition: str | None, keys: Any) -> DmlResult:
         pid = self.partition_id(info, partition, "a delete") if partition else 0
         pks = conform_delete_keys(keys, info.schema)
         pieces = self.publisher.pieces(MsgType.DELETE, info.vchannels, pks)
-        ts = self.proxy.run(self._publish(info, [(pid, p) for p in pieces]))
+        ts = self.proxy.run(self.publish(info, [(pid, p) for p in pieces]))
         return DmlResult(pks, ts)
 
     # -- the event-loop part ----------------------------------------------------------------
-    async def _publish(self, info: CollectionInfo, pieces: list[tuple[int, Piece]]) -> int:
+    async def publish(self, info: CollectionInfo, pieces: list[tuple[int, Piece]]) -> int:
         task = self.tracker.begin(pchannel_of(p.vchannel) for _, p in pieces)
         epoch = self.ticker.epoch
         used: list[int] = []

@@ -1,7 +1,7 @@
 """The proxy role: an Arrow Flight server that checks requests and forwards them (seed 000 §6).
 
 Flight calls arrive on gRPC threads; they do the static checks right there and reach the
-asyncio side (bus, DdQueue, MetaCache loads) only through ``call_in_loop``. Every failure
+asyncio side (bus, DdQueue, MetaCache loads) only through ``run`` (or ``submit``). Every failure
 leaves as ``FlightServerError("[CODE] message")`` (see ``wire``); no traceback ever does.
 """
 
@@ -24,11 +24,9 @@ from nats.aio.subscription import Subscription
 from elanus.api.auth import GetSecret
 from elanus.channels import subjects
 from elanus.channels.bus import Bus
-from elanus.channels.loop import call_in_loop
 from elanus.channels.metrics import proxy_request
 from elanus.channels.role import Role
 from elanus.client.bodyshape import set_max_json_depth
-from elanus.client.putresult import PutAck
 from elanus.client.tls import server_tls
 from elanus.client.wire import decode_request, encode_result, to_flight_error
 from elanus.errors import ElanusError, ErrorCode
@@ -50,6 +48,7 @@ from elanus.flight.flowcontrol import FlowControl
 from elanus.flight.imports import ImportService
 from elanus.flight.limits import Kind, Limits
 from elanus.flight.metacache import MetaCache
+from elanus.flight.putpipeline import PutPipeline
 from elanus.flight.search import QueryService, ReadService, check_search_stream, hits_table
 from elanus.flight.streams import client_batches, client_chunks
 from elanus.flight.uploads import receive_upload
@@ -239,15 +238,17 @@ class ProxyServer(Role):
                 return
             what = f"{request['op']} into {info.name}"
             self.flow.admit(info.vchannels, what)  # before a byte of it is written
-            if not request["atomic"]:
+            with PutPipeline(self, info, writer) as pipeline:
+                if request["atomic"]:
+                    for prepared in self.dml.prepare_all(
+                        info, request["partition"], batches, upsert
+                    ):
+                        pipeline.add(prepared)
+                    return
                 for i, batch in enumerate(batches):
                     if i:  # later batches of a stream already admitted wait, never fail
                         self.flow.admit(info.vchannels, what, refuse=False)
-                    result = self.dml.insert(info, request["partition"], batch, upsert=upsert)
-                    writer.write(PutAck(result.pks, result.ts).encode())
-                return
-            for result in self.dml.insert_all(info, request["partition"], batches, upsert):
-                writer.write(PutAck(result.pks, result.ts).encode())
+                    pipeline.add(self.dml.prepare(info, request["partition"], batch, upsert=upsert))
         except ElanusError as exc:
             raise to_flight_error(exc) from None
         except Exception as exc:  # noqa: BLE001 - never leak a traceback to the client
@@ -339,12 +340,21 @@ class ProxyServer(Role):
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float = ACTION_TIMEOUT_S) -> T:
         """The bridge from a Flight thread to the proxy's asyncio loop (with ``spawn``)."""
+        return self.wait(self.submit(coro), timeout)
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Start ``coro`` on the loop without waiting (``wait`` collects it): a Flight
+        thread keeps several writes in flight this way (``flight/putpipeline.py``)."""
         loop = self._loop
         if not self._accepting or loop is None or loop.is_closed():
             coro.close()
             raise ElanusError(ErrorCode.UNAVAILABLE, "the proxy is shutting down")
+        return asyncio.run_coroutine_threadsafe(coro, loop)
+
+    def wait(self, future: concurrent.futures.Future[T], timeout: float = ACTION_TIMEOUT_S) -> T:
+        """The result of a ``submit``ted coroutine, its errors as ``run`` raises them."""
         try:
-            return call_in_loop(loop, coro, timeout)
+            return future.result(timeout)
         except TimeoutError:
             raise ElanusError(ErrorCode.TIMEOUT, f"no answer within {timeout}s") from None
         except concurrent.futures.CancelledError:

@@ -279,9 +279,7 @@ class MemSegment:
             rows = np.nonzero(self.visible(ts, expr))[0]
         if limit is not None and len(rows) > limit:
             # The proxy pages by primary key: each segment offers its first ``limit`` keys.
-            pks = self.table.column(self.pk_field).take(pa.array(rows))
-            order = pc.sort_indices(pks).to_numpy()[:limit]
-            rows = np.sort(rows[order])
+            rows = np.sort(rows[_smallest(self.table.column(self.pk_field).take(rows), limit)])
         return self.take(rows, columns)
 
     @_guarded
@@ -291,3 +289,13 @@ class MemSegment:
         if rows is not None:
             return len(rows)
         return int(np.count_nonzero(self.visible(ts, expr)))
+
+
+def _smallest(keys: pa.ChunkedArray | pa.Array, limit: int) -> np.ndarray:
+    """Positions of ``limit`` smallest keys (ties at the edge: any of them; the proxy's
+    pages start again at a page's last key). Integer keys by partition, O(n): a full
+    sort of 250k shuffled int64 keys took 134 ms, ``argpartition`` 7 ms."""
+    if pa.types.is_integer(keys.type) and keys.null_count == 0:
+        values = keys.to_numpy() if isinstance(keys, pa.ChunkedArray) else keys.to_numpy(False)
+        return np.argpartition(values, limit - 1)[:limit]
+    return pc.sort_indices(keys).to_numpy()[:limit]

@@ -212,7 +212,7 @@ _KEYS_BY_KIND = {
         expected_rows offset group_size guarantee_timestamp as_of snapshot_ts
         num_partitions replica_number""",
     "float": "seconds wait_s timeout_s",
-    "bool": "auto_id retry_failed ok upsert strict_group_size force_drop",
+    "bool": "auto_id retry_failed ok upsert strict_group_size force_drop files_only",
     "dict": "schema properties params filter_params options search_params ranker field",
     "list": """files ids segment_ids parts partition_names data output_fields columns reqs
         privileges""",

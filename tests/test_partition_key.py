@@ -243,7 +243,7 @@ def test_key_filters_prune_partitions(stack: Stack) -> None:
     table = conform_insert(pa.Table.from_pylist([row]), info.schema)
     dml = stack.proxy.dml
     pieces = dml.publisher.pieces(MsgType.INSERT, info.vchannels, table.column("id"), table)
-    stack.call(dml._publish(info, [(stray, p) for p in pieces]))
+    stack.call(dml.publish(info, [(stray, p) for p in pieces]))
 
     def ids_of(text: str) -> set[int]:
         rows = client.query("pr", text, ["id"], consistency_level=STRONG)
