@@ -34,6 +34,7 @@ import hashlib
 import hmac
 import logging
 import os
+import queue
 import socket
 import struct
 import threading
@@ -101,7 +102,11 @@ class DirectServer:
         self._open: set[socket.socket] = set()
         self._lock = threading.Lock()
         self._closed = False
-        self._running = threading.BoundedSemaphore(HANDLER_THREADS)
+        self._slots: queue.SimpleQueue[int] = queue.SimpleQueue()
+        """Tokens of the handlers that may run at once (a C-level semaphore: Python's
+        ``Semaphore`` was 6% of a query node's samples)."""
+        for slot in range(HANDLER_THREADS):
+            self._slots.put(slot)
         threading.Thread(target=self._accept, name="elanus-direct", daemon=True).start()
 
     def add(self, prefix: str, handlers: dict[str, Handler]) -> None:
@@ -168,8 +173,11 @@ class DirectServer:
                 if handler is None:  # no longer served here: the caller asks over NATS
                     conn.sendall(_REPLY.pack(0))
                     continue
-                with self._running:  # at most as many at once as the NATS path's pool
+                slot = self._slots.get()  # at most as many at once as the NATS path's pool
+                try:
                     reply = answer_blocking(subject, handler, data)
+                finally:
+                    self._slots.put(slot)
                 conn.sendall(_REPLY.pack(len(reply)) + reply)
         except (OSError, ConnectionError, ValueError):
             pass  # the caller went away (or spoke nonsense): its connection ends
