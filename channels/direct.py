@@ -46,7 +46,7 @@ from typing import Any
 import orjson
 
 from elanus.channels.natsauth import NatsCredentials
-from elanus.channels.syncnats import readable
+from elanus.channels.syncnats import SEND_TIMEOUT_S, readable
 from elanus.channels.transport import (
     HANDLER_THREADS,
     PROBE_AFTER_S,
@@ -277,6 +277,7 @@ class DirectClient:
         conn = self._checkout(route)
         name = subject.encode()
         try:
+            conn.settimeout(SEND_TIMEOUT_S)
             conn.sendall(_REQUEST.pack(len(name), len(data)) + name + data)
         except OSError as exc:
             conn.close()

@@ -50,6 +50,8 @@ IDLE_S = 30.0
 """A pooled connection idle longer than this is replaced: the server pings idle clients
 every two minutes and drops those that do not answer."""
 CONNECT_TIMEOUT_S = 2.0
+SEND_TIMEOUT_S = 30.0
+"""A send that cannot go out in this long (a server not reading) loses the connection."""
 
 
 class ConnectionLost(Exception):
@@ -139,6 +141,7 @@ class Connection:
 
     def _send(self, data: bytes) -> None:
         try:
+            self.sock.settimeout(SEND_TIMEOUT_S)  # reads may have left it non-blocking
             self.sock.sendall(data)
         except OSError as exc:
             raise ConnectionLost(str(exc)) from None
@@ -304,7 +307,10 @@ class SyncRequester:
     def ask(self, subject: str, header: str) -> Message | None:
         """The answer to a control message (``header`` set, empty body) a server answers
         at once without running a handler; None if none came in ``PROBE_WAIT_S``."""
-        conn = self._checkout()
+        try:
+            conn = self._checkout()
+        except ElanusError:  # our own way to NATS is down: that tells nothing of the server
+            return None
         token = f"{conn.inbox}.{next(self._ids)}"
         try:
             conn.publish(subject, token, b"", {header: "1"})
