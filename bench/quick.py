@@ -107,13 +107,15 @@ def measure_stack(
 
 
 def ratios_of(f: dict[str, float]) -> dict[str, float]:
-    return {
-        "ingest_ack": f["ack_rows_s"] / f["raw_js_rows_s"],
-        "ingest_flush": f["flush_rows_s"] / f["raw_js_rows_s"],
-        "search_vs_empty": f["in_action_qps"] / f["empty_qps"],
-        "sdk_vs_action": f["in_sdk_qps"] / f["in_action_qps"],
-        "cross_process": f["cluster_sdk_qps"] / f["in_sdk_qps"],
+    """Every ratio whose figures were measured (``--only`` measures some)."""
+    made = {
+        "ingest_ack": ("ack_rows_s", "raw_js_rows_s"),
+        "ingest_flush": ("flush_rows_s", "raw_js_rows_s"),
+        "search_vs_empty": ("in_action_qps", "empty_qps"),
+        "sdk_vs_action": ("in_sdk_qps", "in_action_qps"),
+        "cross_process": ("cluster_sdk_qps", "in_sdk_qps"),
     }
+    return {k: f[a] / f[b] for k, (a, b) in made.items() if a in f and b in f}
 
 
 def notes_of(f: dict[str, float], args: argparse.Namespace) -> dict[str, str]:
@@ -182,7 +184,30 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--record", action="store_true", help="write the ratios into the README")
     p.add_argument("--readme", type=Path, default=README, help=argparse.SUPPRESS)
     p.add_argument("--json", type=Path, default=None, metavar="FILE", help="write results here")
-    return p.parse_args(argv)
+    p.add_argument(
+        "--only",
+        type=lambda text: [r.strip() for r in text.split(",") if r.strip()],
+        default=None,
+        metavar="RATIO[,RATIO]",
+        help=f"measure only these ratios ({', '.join(WHAT)}); --record is then refused",
+    )
+    args = p.parse_args(argv)
+    unknown = sorted(set(args.only or []) - set(WHAT))
+    if unknown:
+        p.error(f"unknown ratio(s) {', '.join(unknown)}; known: {', '.join(WHAT)}")
+    if args.only and args.record:
+        p.error("--record writes every ratio: run without --only")
+    return args
+
+
+NEEDS = {
+    "ingest_ack": {"ingest"},
+    "ingest_flush": {"ingest"},
+    "search_vs_empty": {"empty", "in"},
+    "sdk_vs_action": {"in"},
+    "cross_process": {"in", "cluster"},
+}
+"""The cases each ratio is made of."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -197,25 +222,31 @@ def main(argv: list[str] | None = None) -> int:
         phases[name] = time.perf_counter() - t0
         print(f"  {name}: {phases[name]:.1f}s", flush=True)
 
+    wanted = args.only or list(WHAT)
+    cases = set().union(*(NEEDS[r] for r in wanted))
     with tempfile.TemporaryDirectory(prefix="elanus-bench-quick-") as tmp_dir:
         tmp = Path(tmp_dir)
-        t0 = time.perf_counter()
-        figures.update(measure_ingest(args.rows, args.dim, args.repeat, tmp))
-        phase("ingest", t0)
-        t0 = time.perf_counter()
-        figures["empty_qps"] = measure_empty(work, args.repeat, args.seconds)
-        phase("empty Flight", t0)
-        t0 = time.perf_counter()
-        for key, value in measure_stack(
-            transport.IN_PROCESS, work, args.repeat, args.seconds, tmp
-        ).items():
-            figures[f"in_{key}"] = value
-        phase("in-process", t0)
-        t0 = time.perf_counter()
-        stack = measure_stack(transport.CLUSTER, work, args.repeat, args.seconds, tmp)
-        figures["cluster_sdk_qps"] = stack["sdk_qps"]
-        phase("cross-process", t0)
-    ratios = ratios_of(figures)
+        if "ingest" in cases:
+            t0 = time.perf_counter()
+            figures.update(measure_ingest(args.rows, args.dim, args.repeat, tmp))
+            phase("ingest", t0)
+        if "empty" in cases:
+            t0 = time.perf_counter()
+            figures["empty_qps"] = measure_empty(work, args.repeat, args.seconds)
+            phase("empty Flight", t0)
+        if "in" in cases:
+            t0 = time.perf_counter()
+            for key, value in measure_stack(
+                transport.IN_PROCESS, work, args.repeat, args.seconds, tmp
+            ).items():
+                figures[f"in_{key}"] = value
+            phase("in-process", t0)
+        if "cluster" in cases:
+            t0 = time.perf_counter()
+            stack = measure_stack(transport.CLUSTER, work, args.repeat, args.seconds, tmp)
+            figures["cluster_sdk_qps"] = stack["sdk_qps"]
+            phase("cross-process", t0)
+    ratios = {k: v for k, v in ratios_of(figures).items() if k in wanted}
     wall = time.perf_counter() - started
     readme_text = args.readme.read_text() if args.readme.exists() else ""
     fell = print_rows(ratios, readme_text)

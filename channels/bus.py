@@ -5,6 +5,12 @@ non-loop thread). The transport behind it is in-process when the serving role ru
 this process and NATS otherwise (``channels/transport.py``); messages are frame messages
 (``channels/frames.py``): JSON headers beside binary numpy/Arrow frames. The caller gets
 the handler's result, or the ``ElanusError`` the handler raised.
+
+A plain thread's request to another process never waits on the loop: it goes to the
+server's direct port when the handler is a blocking one served there
+(``channels/direct.py``), else out on the thread's own NATS connection
+(``channels/syncnats.py``); only the coord's subjects and requests too large for one
+message take the loop's transport.
 """
 
 from __future__ import annotations
@@ -22,26 +28,51 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
 
-from elanus.channels import frames
+from elanus.channels import frames, subjects
+from elanus.channels.direct import (
+    DirectClient,
+    DirectServer,
+    NotDirect,
+    Pending,
+    direct_key,
+    local_host,
+)
 from elanus.channels.natsauth import NatsCredentials, resolve
-from elanus.channels.transport import LOCAL, Handler, NatsTransport, blocking
+from elanus.channels.syncnats import SyncRequester
+from elanus.channels.transport import (
+    LOCAL,
+    Handler,
+    NatsTransport,
+    blocking,
+    is_blocking,
+    unwrap,
+)
 from elanus.errors import ElanusError, ErrorCode
 
 __all__ = ["LOCAL", "Bus", "Handler", "Served", "blocking"]
 
 log = logging.getLogger(__name__)
+COORD_SUBJECTS = f"{subjects.COORD}."
 
 
 class Served:
     """What ``Bus.serve`` returns: ``unsubscribe`` ends both the local and NATS service."""
 
     def __init__(
-        self, sub: Subscription, url: str, prefix: str, handlers: dict[str, Handler]
+        self,
+        sub: Subscription,
+        url: str,
+        prefix: str,
+        handlers: dict[str, Handler],
+        direct: DirectServer | None = None,
     ) -> None:
         self.sub, self.url, self.prefix, self.handlers = sub, url, prefix, handlers
+        self.direct = direct
 
     async def unsubscribe(self) -> None:
         LOCAL.remove(self.url, self.prefix, self.handlers)
+        if self.direct is not None:
+            self.direct.remove(self.prefix, self.handlers)
         await self.sub.unsubscribe()
 
 
@@ -73,6 +104,9 @@ class Bus:
         self._nc: NatsClient | None = None
         self._js: JetStreamContext | None = None
         self._nats: NatsTransport | None = None
+        self._sync: SyncRequester | None = None
+        self._direct: DirectClient | None = None
+        self._direct_server: DirectServer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread = 0
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -148,7 +182,11 @@ class Bus:
             raise ElanusError(
                 ErrorCode.UNAVAILABLE, f"cannot connect to NATS at {self.url}: {exc or 'timeout'}"
             ) from None
-        self._nats = await NatsTransport(self._nc).start()
+        self._sync = SyncRequester(self.url, self.credentials, self.name)
+        self._nats = await NatsTransport(self._nc, self._sync).start()
+        key = direct_key(self.credentials)
+        if key is not None:
+            self._direct = DirectClient(key, self._sync.direct, self._sync.serves)
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
         return self
@@ -193,6 +231,15 @@ class Bus:
             task.cancel()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._direct is not None:
+            self._direct.close()
+            self._direct = None
+        if self._direct_server is not None:
+            self._direct_server.close()
+            self._direct_server = None
+        if self._sync is not None:
+            self._sync.close()
+            self._sync = None
         if self._nats is not None:
             await self._nats.stop()
             self._nats = None
@@ -240,48 +287,82 @@ class Bus:
         local = LOCAL.find(self.url, subject) if self.in_process else None
         if local is not None:
             return local.call_sync(body, timeout)
+        sync = self._sync
+        if sync is not None and not subject.startswith(COORD_SUBJECTS):
+            # Straight from this thread (``channels/syncnats.py``): no hop onto the loop and
+            # back. The coord's subjects stay on the loop, whose transport fails their
+            # requests when the coord's lease changes hands (``NatsTransport.abandon``).
+            if threading.get_ident() == self._loop_thread:
+                raise RuntimeError("request_sync called on the bus's own loop")
+            data = frames.encode(body)
+            if self._direct is not None:  # to its server's direct port, if it has one
+                try:
+                    return unwrap(self._direct.request(subject, data, timeout))
+                except NotDirect:
+                    pass
+            if sync.fits(len(data)):
+                return unwrap(sync.request(subject, data, timeout))
         return self._on_loop(self.transport.request(subject, body, timeout), timeout)
 
     def request_many_sync(self, calls: list[tuple[str, Any]], timeout: float = 30.0) -> list[Any]:
         """Several requests at once from a non-loop thread (a fan-out), all concurrent: the
         first one served in this process runs on this thread (no hop for the common one
-        worker here), every other on the loop meanwhile (a blocking handler of this process
-        on the handler pool, a remote one over NATS). ``timeout`` is one deadline for the
-        whole fan-out. Results in order; the first failure is raised and the calls still
-        waited for are abandoned (a handler already running finishes on its own)."""
+        worker here), those a direct port serves are sent from this thread before it and
+        their replies read after it (``channels/direct.py``), every other runs on the loop
+        meanwhile (a blocking handler of this process on the handler pool, a remote one
+        over NATS). ``timeout`` is one deadline for the whole fan-out. Results in order;
+        the first failure is raised and the calls still waited for are abandoned (a
+        handler already running finishes on its own)."""
         deadline = time.monotonic() + timeout
         found = [LOCAL.find(self.url, s) if self.in_process else None for s, _ in calls]
         here = next((i for i, f in enumerate(found) if f is not None), None)
         others = [i for i in range(len(calls)) if i != here]
-        pending = None
-        if others:
-
-            async def ask_others() -> list[Any]:
-                tasks = [
-                    asyncio.ensure_future(self.request(calls[i][0], calls[i][1], timeout))
-                    for i in others
-                ]
-                try:
-                    return await asyncio.gather(*tasks)
-                finally:  # the first failure ends the fan-out: stop waiting for the rest
-                    for t in tasks:
-                        t.cancel()
-
-            pending = asyncio.run_coroutine_threadsafe(ask_others(), self.loop)
         results: list[Any] = [None] * len(calls)
+        direct = self._direct if threading.get_ident() != self._loop_thread else None
+        sent: dict[int, Pending] = {}
+        pending = None
         try:
+            for i in others:
+                subject, body = calls[i]
+                if found[i] is None and not subject.startswith(COORD_SUBJECTS):
+                    sent.update(_start(direct, i, subject, body))
+            on_loop = [i for i in others if i not in sent]
+            if on_loop:
+
+                async def ask_others() -> list[Any]:
+                    tasks = [
+                        asyncio.ensure_future(self.request(calls[i][0], calls[i][1], timeout))
+                        for i in on_loop
+                    ]
+                    try:
+                        return await asyncio.gather(*tasks)
+                    finally:  # the first failure ends the fan-out: stop waiting for the rest
+                        for t in tasks:
+                            t.cancel()
+
+                pending = asyncio.run_coroutine_threadsafe(ask_others(), self.loop)
             if here is not None:
                 endpoint = found[here]
                 assert endpoint is not None
                 results[here] = endpoint.call_sync(calls[here][1], timeout)
+            while sent:
+                assert direct is not None
+                i, started = sent.popitem()
+                left = max(0.0, deadline - time.monotonic())
+                try:
+                    results[i] = unwrap(direct.finish(started, left))
+                except NotDirect:  # no longer served there: over NATS
+                    results[i] = self.request_sync(calls[i][0], calls[i][1], left)
         except BaseException:
             if pending is not None:
                 pending.cancel()
+            for started in sent.values():
+                DirectClient.abandon(started)
             raise
         if pending is not None:
             left = max(0.0, deadline - time.monotonic())
-            values = _result(pending, calls[others[0]][0], left)
-            for i, value in zip(others, values, strict=True):
+            values = _result(pending, calls[on_loop[0]][0], left)
+            for i, value in zip(on_loop, values, strict=True):
                 results[i] = value
         return results
 
@@ -301,9 +382,27 @@ class Bus:
         self, prefix: str, handlers: dict[str, Handler], queue: str | None = None
     ) -> Served:
         """Answer ``<prefix>.<method>`` requests, from this process and over NATS."""
+        direct = None if queue else self._direct_port(handlers)
+        if direct is not None:
+            direct.add(prefix, handlers)
         sub = await self.transport.serve(prefix, handlers, queue, self._tasks)
         LOCAL.add(self.url, prefix, handlers)
-        return Served(sub, self.url, prefix, handlers)
+        return Served(sub, self.url, prefix, handlers, direct)
+
+    def _direct_port(self, handlers: dict[str, Handler]) -> DirectServer | None:
+        """This process's direct port (``channels/direct.py``), opened with the first
+        blocking handlers served alone; none without credentials to guard it."""
+        if self._direct_server is None:
+            key = direct_key(self.credentials)
+            if key is None or not any(is_blocking(h) for h in handlers.values()):
+                return None
+            try:
+                self._direct_server = DirectServer(local_host(self.url), key)
+            except OSError as exc:
+                log.warning("nats %s: no direct port (%s): requests come over NATS", self.name, exc)
+                return None
+            self.transport.direct = self._direct_server
+        return self._direct_server
 
     # -- broadcast --------------------------------------------------------------------------
     async def publish(self, subject: str, payload: Any) -> None:
@@ -350,6 +449,20 @@ class Bus:
         finally:
             await sub.unsubscribe()
         return got
+
+
+def _body(payload: Any) -> Any:
+    return payload if payload is not None else {}
+
+
+def _start(direct: DirectClient | None, i: int, subject: str, body: Any) -> dict[int, Pending]:
+    """Call ``i`` of a fan-out sent to a direct port, or nothing (it goes over NATS)."""
+    if direct is None:
+        return {}
+    try:
+        return {i: direct.start(subject, frames.encode(_body(body)))}
+    except NotDirect:
+        return {}
 
 
 def _result(future: Any, subject: str, timeout: float) -> Any:

@@ -24,7 +24,7 @@ import itertools
 import logging
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import nats.errors
 from nats.aio.client import Client as NatsClient
@@ -34,6 +34,10 @@ from nats.aio.subscription import Subscription
 from elanus.channels import frames
 from elanus.errors import ElanusError, ErrorCode
 from elanus.wiretypes import is_wire_type
+
+if TYPE_CHECKING:
+    from elanus.channels.direct import DirectServer
+    from elanus.channels.syncnats import SyncRequester
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +57,9 @@ PROBE_AFTER_S = 0.5
 subject any more, its server died holding it, and the caller learns so now (UNAVAILABLE:
 a read fails over to another replica) instead of after the request's timeout."""
 PROBE_WAIT_S = 0.5
+DIRECT = "Elanus-Direct"
+"""Header of a question a server answers at once, running no handler: where its direct port
+is (``channels/direct.py``); an empty answer means it has none for this subject."""
 HANDLER_THREADS = 32
 _handler_pool = ThreadPoolExecutor(HANDLER_THREADS, thread_name_prefix="elanus-handler")
 """Blocking handlers reached from a loop run here, not in the loop's default executor:
@@ -185,8 +192,12 @@ class NatsTransport:
     request does), routed to their request by the last subject token; the same
     subscription serves the parts of this side's large requests to the responder."""
 
-    def __init__(self, nc: NatsClient) -> None:
+    def __init__(self, nc: NatsClient, sync: SyncRequester | None = None) -> None:
         self.nc = nc
+        self.sync = sync
+        """Replies of blocking handlers go out through it, from their own thread."""
+        self.direct: DirectServer | None = None
+        """This process's direct port, which ``serve`` tells callers of (``DIRECT``)."""
         self._prefix = nc.new_inbox()
         self._ids = itertools.count(1)
         self._replies: dict[str, tuple[str, asyncio.Queue[Msg | ElanusError]]] = {}
@@ -244,10 +255,7 @@ class NatsTransport:
         finally:
             self._replies.pop(token, None)
             self._pulls.pop(f"p{token}", None)
-        reply = frames.decode(raw)
-        if reply.get("ok"):
-            return reply.get("result")
-        raise ElanusError.from_dict(reply.get("error") or {})
+        return unwrap(raw)
 
     async def _reply(
         self, queue: asyncio.Queue[Msg | ElanusError], subject: str, timeout: float
@@ -318,9 +326,23 @@ class NatsTransport:
         """Answer ``<prefix>.<method>``; each message runs as its own task (in ``tasks``)."""
 
         async def on_message(msg: Msg) -> None:
-            if msg.headers and PROBE in msg.headers:
+            if msg.headers and (PROBE in msg.headers or DIRECT in msg.headers):
                 if msg.reply:
-                    await self.nc.publish(msg.reply, b"")
+                    direct = self.direct if DIRECT in msg.headers and not queue else None
+                    answer = direct.describe(prefix, handlers) if direct is not None else b""
+                    await self.nc.publish(msg.reply, answer)
+                return
+            handler = handlers.get(msg.subject[len(prefix) + 1 :])
+            if (
+                handler is not None
+                and is_blocking(handler)
+                and self.sync is not None
+                and msg.reply
+                and not (msg.headers and PARTS in msg.headers)
+            ):  # the thread that runs it replies too: no hop back onto the loop
+                _handler_pool.submit(
+                    self._serve_blocking, msg.subject, msg.reply, msg.data, handler
+                )
                 return
             task = asyncio.create_task(self._dispatch(msg, prefix, handlers))
             tasks.add(task)
@@ -334,9 +356,7 @@ class NatsTransport:
         try:
             if handler is None:
                 raise unknown_method(subject)
-            body = frames.decode(await self._whole_request(msg))
-            if not isinstance(body, dict) and not is_wire_type(body):
-                raise ElanusError(ErrorCode.INVALID_ARGUMENT, "request body must be an object")
+            body = _request_body(await self._whole_request(msg))
             result = await run_handler(subject, handler, body)
             reply: dict[str, Any] = {"ok": True, "result": result}
         except ElanusError as exc:
@@ -348,6 +368,15 @@ class NatsTransport:
             reply = {"ok": False, "error": internal(subject, exc).to_dict()}
         if msg.reply:
             await self._respond(msg.reply, reply, subject)
+
+    def _serve_blocking(self, subject: str, reply_to: str, data: bytes, handler: Handler) -> None:
+        """A blocking handler's whole request, on a handler thread: decode, run, reply."""
+        answer = answer_blocking(subject, handler, data)
+        assert self.sync is not None
+        try:
+            self.sync.reply(reply_to, answer)
+        except Exception:  # noqa: BLE001 - the requester may be gone
+            log.debug("could not reply to %s", subject)
 
     async def _whole_request(self, msg: Msg) -> bytes:
         count = int((msg.headers or {}).get(PARTS, "1"))
@@ -361,11 +390,7 @@ class NatsTransport:
         return frames.join(parts)
 
     async def _respond(self, reply_to: str, reply: dict[str, Any], subject: str) -> None:
-        try:
-            data = frames.encode(reply)
-        except Exception as exc:  # noqa: BLE001 - a result the bus cannot carry
-            log.exception("handler %s returned what the bus cannot carry", subject)
-            data = frames.encode({"ok": False, "error": internal(subject, exc).to_dict()})
+        data = _encode_reply(reply, subject)
         parts = frames.split(data, self.part_limit)
         try:
             if len(parts) == 1:
@@ -376,6 +401,44 @@ class NatsTransport:
                 await self.nc.publish(reply_to, part, headers=headers)
         except Exception:  # noqa: BLE001 - the requester may be gone
             log.debug("could not reply to %s", subject)
+
+
+def answer_blocking(subject: str, handler: Handler | None, data: bytes) -> bytes:
+    """The reply message to a blocking handler's request message, run on this thread."""
+    try:
+        if handler is None:
+            raise unknown_method(subject)
+        result = call_blocking(subject, handler, _request_body(data))
+        reply: dict[str, Any] = {"ok": True, "result": result}
+    except ElanusError as exc:
+        reply = {"ok": False, "error": exc.to_dict()}
+    except Exception as exc:  # noqa: BLE001 - report, never kill the service
+        log.exception("handler %s failed", subject)
+        reply = {"ok": False, "error": internal(subject, exc).to_dict()}
+    return _encode_reply(reply, subject)
+
+
+def _request_body(data: bytes) -> Any:
+    body = frames.decode(data)
+    if not isinstance(body, dict) and not is_wire_type(body):
+        raise ElanusError(ErrorCode.INVALID_ARGUMENT, "request body must be an object")
+    return body
+
+
+def _encode_reply(reply: dict[str, Any], subject: str) -> bytes:
+    try:
+        return frames.encode(reply)
+    except Exception as exc:  # noqa: BLE001 - a result the bus cannot carry
+        log.exception("handler %s returned what the bus cannot carry", subject)
+        return frames.encode({"ok": False, "error": internal(subject, exc).to_dict()})
+
+
+def unwrap(raw: bytes) -> Any:
+    """A reply message's result, or the ``ElanusError`` its handler raised."""
+    reply = frames.decode(raw)
+    if reply.get("ok"):
+        return reply.get("result")
+    raise ElanusError.from_dict(reply.get("error") or {})
 
 
 async def _collect(

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 from nats.js.api import KeyValueConfig
@@ -69,6 +71,21 @@ def test_requests_to_a_replaced_coordinator_fail_at_once(
         call(server.close())
 
 
+WAYS = ["loop", "thread"]
+"""A request from a coroutine goes through the loop's transport; one from a plain thread
+(``request_sync``, a Flight handler's) on the thread's own connection (``channels/syncnats.py``):
+both end early alike."""
+_threads = ThreadPoolExecutor(4, thread_name_prefix="test-caller")
+
+
+def _ask(
+    loop_thread: LoopThread, bus: Bus, way: str, subject: str, body: Any, timeout: float
+) -> Future[Any]:
+    if way == "loop":
+        return loop_thread.submit(bus.request(subject, body, timeout=timeout))
+    return _threads.submit(bus.request_sync, subject, body, timeout)
+
+
 def _pair(nats_server: EmbeddedNats, loop_thread: LoopThread) -> tuple[Bus, Bus]:
     creds = nats_server.credentials
     server = Bus(nats_server.url, name="node", credentials=creds, in_process=False)
@@ -78,8 +95,9 @@ def _pair(nats_server: EmbeddedNats, loop_thread: LoopThread) -> tuple[Bus, Bus]
     return server, client
 
 
+@pytest.mark.parametrize("way", WAYS)
 def test_a_request_to_a_node_that_died_holding_it_fails_within_a_second(
-    nats_server: EmbeddedNats, loop_thread: LoopThread
+    nats_server: EmbeddedNats, loop_thread: LoopThread, way: str
 ) -> None:
     server, client = _pair(nats_server, loop_thread)
     started = asyncio.Event()
@@ -90,7 +108,7 @@ def test_a_request_to_a_node_that_died_holding_it_fails_within_a_second(
 
     try:
         loop_thread.call(server.serve("elanus.node.n1", {"search": hangs}))
-        pending = loop_thread.submit(client.request("elanus.node.n1.search", {}, timeout=60))
+        pending = _ask(loop_thread, client, way, "elanus.node.n1.search", {}, 60)
         loop_thread.call(asyncio.wait_for(started.wait(), 10))
         time.sleep(1.2)  # probed twice meanwhile, answered: still waiting
         assert not pending.done()
@@ -106,8 +124,9 @@ def test_a_request_to_a_node_that_died_holding_it_fails_within_a_second(
         loop_thread.call(server.close())
 
 
+@pytest.mark.parametrize("way", WAYS)
 def test_a_slow_server_still_answers_through_the_probes(
-    nats_server: EmbeddedNats, loop_thread: LoopThread
+    nats_server: EmbeddedNats, loop_thread: LoopThread, way: str
 ) -> None:
     server, client = _pair(nats_server, loop_thread)
 
@@ -117,11 +136,10 @@ def test_a_slow_server_still_answers_through_the_probes(
 
     try:
         loop_thread.call(server.serve("elanus.node.n2", {"slow": slow}))
-        assert loop_thread.call(client.request("elanus.node.n2.slow", {"n": 1}, timeout=10)) == {
-            "n": 2
-        }
+        answer = _ask(loop_thread, client, way, "elanus.node.n2.slow", {"n": 1}, 10)
+        assert answer.result(timeout=20) == {"n": 2}
         with pytest.raises(ElanusError) as timed_out:  # the deadline still holds
-            loop_thread.call(client.request("elanus.node.n2.slow", {"n": 1}, timeout=0.7))
+            _ask(loop_thread, client, way, "elanus.node.n2.slow", {"n": 1}, 0.7).result(20)
         assert timed_out.value.code is ErrorCode.TIMEOUT
     finally:
         loop_thread.call(client.close())
@@ -129,8 +147,9 @@ def test_a_slow_server_still_answers_through_the_probes(
 
 
 @pytest.mark.chaos
+@pytest.mark.parametrize("way", WAYS)
 def test_requests_waiting_when_the_nats_server_goes_fail_at_once(
-    tmp_path: Path, loop_thread: LoopThread
+    tmp_path: Path, loop_thread: LoopThread, way: str
 ) -> None:
     with EmbeddedNats(tmp_path / "nats") as nats:
         server, client = _pair(nats, loop_thread)
@@ -139,7 +158,7 @@ def test_requests_waiting_when_the_nats_server_goes_fail_at_once(
             await asyncio.sleep(3600)
 
         loop_thread.call(server.serve("elanus.node.n3", {"search": hangs}))
-        pending = loop_thread.submit(client.request("elanus.node.n3.search", {}, timeout=60))
+        pending = _ask(loop_thread, client, way, "elanus.node.n3.search", {}, 60)
         time.sleep(0.3)
         gone = time.monotonic()
         nats.stop()  # the server's process ends: every connection drops

@@ -249,19 +249,24 @@ def test_deletes_ticket_lists_the_buffered_deletes_up_to_the_snapshot(
     assert all(t <= plan["ts"] for t in table.column("ts").to_pylist())
 
 
+@pytest.mark.parametrize("loaded", [True, False], ids=["delegator", "files"])
 def test_segment_tickets_stream_in_pages(
-    make_stack: Callable[..., Stack], monkeypatch: pytest.MonkeyPatch
+    make_stack: Callable[..., Stack], monkeypatch: pytest.MonkeyPatch, loaded: bool
 ) -> None:
+    """Growing rows from their delegator, or (not loaded) a flushed segment read by a query
+    node (``querynode.read.files``): the same pages either way."""
     monkeypatch.setattr(readplan, "PAGE_BYTES", 1)  # the smallest page: 256 rows
     stack = make_stack(segment_max_rows=100_000)
     c = stack.client()
     c.create_collection("c", dimension=DIM)
-    c.load_collection("c")
+    if not loaded:
+        c.release_collection("c")
     c.insert("c", rows(0, 1000))
     c.delete("c", list(range(0, 1000, 7)))
     plan = c.read_plan("c", filter="id % 2 == 0")
-    (growing,) = plan["endpoints"]
-    batches = list(c.read_endpoint(growing["ticket"]))
+    (endpoint,) = plan["endpoints"]
+    assert endpoint["read"] == ("segments" if loaded else "files")
+    batches = list(c.read_endpoint(endpoint["ticket"]))
     want = [i for i in range(0, 1000, 2) if i % 7]
     # A full page of 256 stops before its last key, where the next page starts.
     assert [b.num_rows for b in batches] == [255, len(want) - 255]

@@ -3,7 +3,9 @@ any size cross a stock nats-server (1 MB ``max_payload``) as frame messages."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -80,6 +82,11 @@ class EchoRole:
             "crash": self.crash,
             "sleep": self.sleep,
             "where": self.where,
+            "b.sizes": blocking(lambda body: _run(self.sizes(body))),
+            "b.table": blocking(lambda body: _run(self.table(body))),
+            "b.fail": blocking(lambda body: _run(self.fail(body))),
+            "b.crash": blocking(lambda body: _run(self.crash(body))),
+            "b.sleep": blocking(lambda body: time.sleep(float(body["s"])) or {}),
         }
 
     async def sizes(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -108,6 +115,11 @@ class EchoRole:
     def where(self, body: dict[str, Any]) -> dict[str, Any]:
         self.threads.append(threading.current_thread().name)
         return {"thread": threading.current_thread().name, "x": body["x"] * 2}
+
+
+def _run(coro: Any) -> Any:
+    """A coroutine handler's answer, for its blocking twin."""
+    return asyncio.run(coro)
 
 
 @pytest.fixture(scope="module")
@@ -211,13 +223,64 @@ def test_blocking_handlers_run_on_the_callers_thread_in_process(
     local = server.request_sync(f"{PREFIX}.where", {"x": 2})
     assert local == {"thread": here, "x": 4}  # no hop to the loop, no encoding
     over_nats = remote.request_sync(f"{PREFIX}.where", {"x": 3})
-    assert over_nats["x"] == 6 and over_nats["thread"].startswith("elanus-handler")
+    # (from a plain thread to another bus: its direct port's thread, ``channels/direct.py``)
+    assert over_nats["x"] == 6 and over_nats["thread"] == "elanus-direct-conn"
     calls = [(f"{PREFIX}.where", {"x": i}) for i in range(4)]
     assert [r["x"] for r in server.request_many_sync(calls)] == [0, 2, 4, 6]
     assert [r["x"] for r in remote.request_many_sync(calls)] == [0, 2, 4, 6]
     with pytest.raises(ElanusError) as err:
         remote.request_many_sync([*calls, (f"{PREFIX}.fail", {"name": "z"})])
     assert err.value.code == ErrorCode.COLLECTION_NOT_FOUND
+
+
+@pytest.mark.parametrize("way", ["direct", "nats"])
+def test_a_threads_request_skips_the_loop_and_answers_alike(
+    buses: tuple[LoopThread, Bus, Bus, EchoRole], monkeypatch: pytest.MonkeyPatch, way: str
+) -> None:
+    """``request_sync`` to another process goes to its direct port (``channels/direct.py``)
+    or, without one, out on the thread's own NATS connection while a blocking handler replies
+    from its thread (``channels/syncnats.py``), with the answers of the loop's transport;
+    only a request too large for one message takes the loop."""
+    _, server, remote, _ = buses
+    if way == "nats":
+        monkeypatch.setattr(remote, "_direct", None)
+    small = np.arange(100, dtype=np.float64)
+    large = np.random.default_rng(2).random(3 * (1 << 20) // 8)
+
+    def loop_for(what: str) -> Any:
+        def on_loop(coro: Any, timeout: float) -> Any:
+            if what == "nothing":
+                coro.close()
+                raise AssertionError("a small request took the loop")
+            return original(coro, timeout)
+
+        return on_loop
+
+    original = remote._on_loop
+    monkeypatch.setattr(remote, "_on_loop", loop_for("nothing"))
+    sizes = remote.request_sync(f"{PREFIX}.b.sizes", {"blob": small})
+    assert sizes == server.request_sync(f"{PREFIX}.b.sizes", {"blob": small})
+    served_on = remote.request_sync(f"{PREFIX}.where", {"x": 1})["thread"]
+    assert served_on.startswith("elanus-direct" if way == "direct" else "elanus-handler")
+    reply = remote.request_sync(f"{PREFIX}.b.table", {"rows": 20_000})["rows"]  # in parts
+    assert reply.nbytes > 10_000_000
+    assert reply.equals(server.request_sync(f"{PREFIX}.b.table", {"rows": 20_000})["rows"])
+    for method, body in (("b.fail", {"name": "c9"}), ("b.crash", {}), ("nosuch", {})):
+        seen = []
+        for bus in (server, remote):
+            with pytest.raises(ElanusError) as err:
+                bus.request_sync(f"{PREFIX}.{method}", body, 10)
+            seen.append((err.value.code, err.value.message))
+        assert seen[0] == seen[1], method
+    with pytest.raises(ElanusError) as err:  # (in-process, a blocking handler has no timeout)
+        remote.request_sync(f"{PREFIX}.b.sleep", {"s": 2}, 0.3)
+    assert err.value.code == ErrorCode.TIMEOUT and "did not answer in 0.3s" in err.value.message
+    with pytest.raises(ElanusError) as err:
+        remote.request_sync("elanus.test.nobody.ping", {}, 5)
+    assert err.value.code == ErrorCode.UNAVAILABLE and "elanus.test.nobody.ping" in str(err.value)
+    monkeypatch.setattr(remote, "_on_loop", loop_for("large"))
+    expected = {"nbytes": large.nbytes, "sum": float(large.sum()), "dtype": "float64"}
+    assert remote.request_sync(f"{PREFIX}.b.sizes", {"blob": large}) == expected
 
 
 # -- a whole stack on stock limits, every request over NATS ----------------------------------------
