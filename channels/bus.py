@@ -38,7 +38,7 @@ from elanus.channels.direct import (
     local_host,
 )
 from elanus.channels.natsauth import NatsCredentials, resolve
-from elanus.channels.syncnats import SyncRequester
+from elanus.channels.syncnats import SyncRequester, Unusable
 from elanus.channels.transport import (
     LOCAL,
     Handler,
@@ -301,7 +301,10 @@ class Bus:
                 except NotDirect:
                     pass
             if sync.fits(len(data)):
-                return unwrap(sync.request(subject, data, timeout))
+                try:
+                    return unwrap(sync.request(subject, data, timeout))
+                except Unusable:
+                    pass  # nothing was sent: the loop's way
         return self._on_loop(self.transport.request(subject, body, timeout), timeout)
 
     def request_many_sync(self, calls: list[tuple[str, Any]], timeout: float = 30.0) -> list[Any]:

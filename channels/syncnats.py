@@ -58,6 +58,18 @@ class ConnectionLost(Exception):
     """The socket closed or failed: the request's fate is unknown."""
 
 
+class TlsRequired(ConnectionLost):
+    """The server speaks TLS only (an operator's NATS): this raw client does not."""
+
+
+class Unusable(ElanusError):
+    """This pool cannot reach the servers at all (they need TLS): the caller sends its
+    request the loop's way (nats-py, which speaks TLS), now and from then on."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(ErrorCode.UNAVAILABLE, f"the thread-side NATS client is off: {why}")
+
+
 @dataclass(slots=True)
 class Message:
     subject: str
@@ -88,7 +100,7 @@ class Connection:
                 raise ConnectionLost(f"unexpected greeting {line[:40]!r}")
             info = orjson.loads(line[5:])
             if info.get("tls_required"):
-                raise ConnectionLost("the server requires TLS")
+                raise TlsRequired("the server requires TLS")
             self.max_payload = int(info.get("max_payload", 1024 * 1024))
             options = {
                 "verbose": False,
@@ -245,6 +257,9 @@ class SyncRequester:
 
     def __init__(self, url: str, credentials: NatsCredentials | None, name: str) -> None:
         self.urls = [u.strip() for u in url.split(",") if u.strip()]
+        self.usable = not any(u.lower().startswith("tls://") for u in self.urls)
+        """False once a server turned out to need TLS (or a URL asks for it): requests
+        then go the loop's way (``Unusable``)."""
         self.credentials = credentials
         self.name = f"{name}-sync"
         self._idle: list[Connection] = []
@@ -256,9 +271,9 @@ class SyncRequester:
         """The largest request this pool sends (0: not known until a connection is made)."""
 
     def fits(self, size: int) -> bool:
-        """Whether a request of ``size`` bytes goes out as one message (else: the loop's
-        transport, which sends parts)."""
-        return self._limit == 0 or size <= self._limit
+        """Whether a request of ``size`` bytes goes out here as one message (else: the
+        loop's transport, which sends parts, and speaks TLS)."""
+        return self.usable and (self._limit == 0 or size <= self._limit)
 
     def close(self) -> None:
         with self._lock:
@@ -282,12 +297,17 @@ class SyncRequester:
     def _connect(self) -> Connection:
         """A new connection, to the server of a NATS cluster that took the last one first
         (a dead one is tried last)."""
+        if not self.usable:
+            raise Unusable("the NATS servers need TLS")
         errors = []
         first = self._good
         for i in range(len(self.urls)):
             url = self.urls[(first + i) % len(self.urls)]
             try:
                 conn = Connection(url, self.credentials, self.name)
+            except TlsRequired:
+                self.usable = False
+                raise Unusable("the NATS servers need TLS") from None
             except (OSError, ConnectionLost) as exc:
                 errors.append(f"{url}: {exc}")
                 continue

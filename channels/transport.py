@@ -195,6 +195,7 @@ class NatsTransport:
     def __init__(self, nc: NatsClient, sync: SyncRequester | None = None) -> None:
         self.nc = nc
         self.sync = sync
+        self._loop: asyncio.AbstractEventLoop | None = None
         """Replies of blocking handlers go out through it, from their own thread."""
         self.direct: DirectServer | None = None
         """This process's direct port, which ``serve`` tells callers of (``DIRECT``)."""
@@ -211,6 +212,7 @@ class NatsTransport:
         return max(self.nc.max_payload - PART_MARGIN, 64 * 1024)
 
     async def start(self) -> NatsTransport:
+        self._loop = asyncio.get_running_loop()
         self._sub = await self.nc.subscribe(f"{self._prefix}.*", cb=self._on_inbox)
         return self
 
@@ -371,12 +373,20 @@ class NatsTransport:
 
     def _serve_blocking(self, subject: str, reply_to: str, data: bytes, handler: Handler) -> None:
         """A blocking handler's whole request, on a handler thread: decode, run, reply."""
+        from elanus.channels.syncnats import Unusable  # it imports this module
+
         answer = answer_blocking(subject, handler, data)
         assert self.sync is not None
         try:
             self.sync.reply(reply_to, answer)
+            return
+        except Unusable:  # servers that need TLS: the loop's connection replies
+            pass
         except Exception:  # noqa: BLE001 - the requester may be gone
             log.debug("could not reply to %s", subject)
+            return
+        assert self._loop is not None
+        asyncio.run_coroutine_threadsafe(self._publish_reply(reply_to, answer, subject), self._loop)
 
     async def _whole_request(self, msg: Msg) -> bytes:
         count = int((msg.headers or {}).get(PARTS, "1"))
@@ -390,7 +400,9 @@ class NatsTransport:
         return frames.join(parts)
 
     async def _respond(self, reply_to: str, reply: dict[str, Any], subject: str) -> None:
-        data = _encode_reply(reply, subject)
+        await self._publish_reply(reply_to, _encode_reply(reply, subject), subject)
+
+    async def _publish_reply(self, reply_to: str, data: bytes, subject: str) -> None:
         parts = frames.split(data, self.part_limit)
         try:
             if len(parts) == 1:
