@@ -11,24 +11,16 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
+from test_lost_requests import _pair
 
 from elanus.channels import frames
-from elanus.channels.bus import Bus, blocking
+from elanus.channels.bus import blocking
 from elanus.channels.direct import DirectClient, DirectServer, NotDirect, direct_key
 from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats
 from elanus.channels.natsauth import NatsCredentials
 from elanus.channels.transport import unwrap
 from elanus.errors import ElanusError, ErrorCode
-
-
-def _pair(nats_server: EmbeddedNats, loop_thread: LoopThread) -> tuple[Bus, Bus]:
-    creds = nats_server.credentials
-    server = Bus(nats_server.url, name="node", credentials=creds, in_process=False)
-    client = Bus(nats_server.url, name="proxy", credentials=creds, in_process=False)
-    loop_thread.call(server.connect())
-    loop_thread.call(client.connect())
-    return server, client
 
 
 def _where(body: dict[str, Any]) -> dict[str, Any]:
