@@ -13,6 +13,7 @@ replica that loses a query node is placed again on a free one while the others s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
@@ -463,11 +464,20 @@ class QueryCoord:
         sealed = SealedSegment(
             segment_id=spec.segment_id, node_id=node, partition_id=spec.partition_id, path=spec.path
         )
-        await self.node(delegator).sync(
-            SyncDistribution(
-                vchannel=spec.vchannel, remove=remove, add=[sealed], checkpoint=checkpoint
+        try:
+            await self.node(delegator).sync(
+                SyncDistribution(
+                    vchannel=spec.vchannel, remove=remove, add=[sealed], checkpoint=checkpoint
+                )
             )
-        )
+        except BaseException:
+            # No delegator took it (the collection released meanwhile, a node gone): the
+            # worker must not keep a copy nobody serves. A later load would reuse it as it
+            # is, with no delete that came after this load: a deleted key came back.
+            r.segments.pop(spec.segment_id, None)
+            with contextlib.suppress(ElanusError):
+                await self.worker(node).release(ReleaseSegments(segment_ids=[spec.segment_id]))
+            raise
 
     def _trim_checkpoint(self, r: Replica, vchannel: str) -> Checkpoint | None:
         """The datanode checkpoint of ``vchannel`` a delegator may trim its delete buffer

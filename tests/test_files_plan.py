@@ -74,10 +74,9 @@ def test_a_collection_that_is_not_loaded_reads_from_its_files(
     assert sorted(ids) == sorted(set(range(1400)) - {3, 4, 500, 1001, 1300})
     assert_same_rows(through_proxy.select(["id", "vector"]), want.select(["id", "vector"]))
     assert_same_rows(direct.select(["id", "vector"]), want.select(["id", "vector"]))
-    # Not compared with a query after loading: under load, a release racing a flush's
-    # handoff can leave a reloaded collection showing a deleted key again at an older
-    # timestamp (a QueryCoord race noticed here, not in the files path; see the closing
-    # note of issue 24's stop).
+    # Checked against what was written, not a query after a reload: this test found a
+    # release racing a flush's handoff that brought a deleted key back on reload
+    # (tests/test_handoff_release.py).
 
 
 def table_of(columns: dict[str, Any]) -> dict[int, dict[str, Any]]:
