@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import nats
+import nats.aio.client
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
@@ -52,6 +53,12 @@ from elanus.errors import ElanusError, ErrorCode
 __all__ = ["LOCAL", "Bus", "Handler", "Served", "blocking"]
 
 log = logging.getLogger(__name__)
+
+# nats-py reads the socket in 32 KiB pieces and pauses the transport past 64 KiB buffered:
+# a 1 MiB DML message took some 40 reads, resumes and parser passes on the loop. One read
+# per megabyte (the StreamReader's limit is the same figure) is what a consumer of those
+# messages needs; the module constant is read at each read and each connect.
+nats.aio.client.DEFAULT_BUFFER_SIZE = 1 << 20
 COORD_SUBJECTS = f"{subjects.COORD}."
 
 
