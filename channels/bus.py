@@ -287,6 +287,11 @@ class Bus:
         """Whether a role (of this process, or elsewhere) serves ``subject`` now."""
         return self.serves_here(subject) or await self.transport.serves(subject)
 
+    @property
+    def sync(self) -> SyncRequester | None:
+        """The thread-side connections (``channels/syncnats.py``); None until connected."""
+        return self._sync
+
     def request_sync(self, subject: str, payload: Any = None, timeout: float = 30.0) -> Any:
         """``request`` from a thread that is not the bus's loop (a Flight thread): a
         blocking handler of this process runs right on the calling thread."""

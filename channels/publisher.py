@@ -32,6 +32,7 @@ from elanus.channels.dml import (
     pchannel_of,
 )
 from elanus.channels.jsretry import LOG_RETRY_WINDOW_S, QUORUM_HINT, publish_acked
+from elanus.channels.syncpublish import Wire
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.pkhash import shard_of
 
@@ -204,7 +205,10 @@ class DmlPublisher:
         sending again what failed or went unanswered (``channels/jsretry.py``); UNAVAILABLE
         names ``what`` if JetStream still did not take all of it. Every message needs a
         ``msg_id``."""
-        wire = [self._wire(m, payload) for m, payload in sends]  # all checked before any send
+        await self.publish_wire([self.wire(m, payload) for m, payload in sends], what)
+
+    async def publish_wire(self, wire: Sequence[Wire], what: str) -> None:
+        """``publish`` of messages already checked (``wire``)."""
         again: list[tuple[str, dict[str, str], bytes]] = []
         futures: list[tuple[tuple[str, dict[str, str], bytes], asyncio.Future[Any]]] = []
         for w in wire:
@@ -259,7 +263,8 @@ class DmlPublisher:
             if moved or now - last > ACK_STALL_S:  # a large write may take long: only
                 return  # silence ends the wait
 
-    def _wire(self, msg: DmlMessage, payload: bytes) -> tuple[str, dict[str, str], bytes]:
+    def wire(self, msg: DmlMessage, payload: bytes) -> Wire:
+        """The message as it goes out; checked (a msg id, headers and payload that fit)."""
         if not msg.msg_id:
             raise ValueError("a DML message needs a msg_id: JetStream dedupes retries by it")
         if msg.batch is not None:

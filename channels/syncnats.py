@@ -139,22 +139,26 @@ class Connection:
         self, subject: str, reply: str, data: bytes, headers: dict[str, str] | None = None
     ) -> None:
         """One message; ``reply`` may be empty (a reply itself)."""
-        to = f"{subject} {reply}" if reply else subject
-        if not headers:
-            self._send(f"PUB {to} {len(data)}\r\n".encode() + data + b"\r\n")
-            return
-        lines = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-        block = f"NATS/1.0\r\n{lines}\r\n".encode()
-        total = len(block) + len(data)
-        self._send(f"HPUB {to} {len(block)} {total}\r\n".encode() + block + data + b"\r\n")
+        self._sendv(command(subject, reply, len(data), headers), data, b"\r\n")
 
     def probe(self, subject: str, reply: str) -> None:
         self.publish(subject, reply, b"", {PROBE: "1"})
 
     def _send(self, data: bytes) -> None:
+        self._sendv(data)
+
+    def _sendv(self, *parts: bytes | memoryview) -> None:
+        """Send ``parts`` as one: gathered by the kernel, not joined here (a megabyte of
+        DML is not copied to put a command line in front of it)."""
+        views = [memoryview(p) for p in parts if len(p)]
         try:
             self.sock.settimeout(SEND_TIMEOUT_S)  # reads may have left it non-blocking
-            self.sock.sendall(data)
+            while views:
+                sent = self.sock.sendmsg(views)
+                while views and sent >= len(views[0]):
+                    sent -= len(views.pop(0))
+                if views and sent:
+                    views[0] = views[0][sent:]
         except OSError as exc:
             raise ConnectionLost(str(exc)) from None
 
@@ -230,6 +234,17 @@ class Connection:
         return True
 
 
+def command(subject: str, reply: str, size: int, headers: dict[str, str] | None) -> bytes:
+    """A PUB (or, with headers, HPUB) line for a ``size``-byte payload, and the header
+    block, which comes before the payload."""
+    to = f"{subject} {reply}" if reply else subject
+    if not headers:
+        return f"PUB {to} {size}\r\n".encode()
+    lines = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    block = f"NATS/1.0\r\n{lines}\r\n".encode()
+    return f"HPUB {to} {len(block)} {len(block) + size}\r\n".encode() + block
+
+
 def readable(sock: socket.socket, timeout: float) -> bool:
     """Whether ``sock`` has something to read (or its end) within ``timeout`` seconds
     (``poll``: a busy process's descriptors may lie beyond ``select``'s limit)."""
@@ -282,7 +297,9 @@ class SyncRequester:
         for conn in idle:
             conn.close()
 
-    def _checkout(self) -> Connection:
+    def checkout(self) -> Connection:
+        """A fresh connection for this thread alone (a DoPut stream holds one for all its
+        messages); ``checkin`` it when nothing it sent is still unanswered, else close it."""
         while True:
             with self._lock:
                 if self._closed:
@@ -316,7 +333,7 @@ class SyncRequester:
             return conn
         raise ElanusError(ErrorCode.UNAVAILABLE, f"cannot reach NATS: {'; '.join(errors)}")
 
-    def _checkin(self, conn: Connection) -> None:
+    def checkin(self, conn: Connection) -> None:
         conn.used = time.monotonic()
         with self._lock:
             if not self._closed:
@@ -328,7 +345,7 @@ class SyncRequester:
         """The answer to a control message (``header`` set, empty body) a server answers
         at once without running a handler; None if none came in ``PROBE_WAIT_S``."""
         try:
-            conn = self._checkout()
+            conn = self.checkout()
         except ElanusError:  # our own way to NATS is down: that tells nothing of the server
             return None
         token = f"{conn.inbox}.{next(self._ids)}"
@@ -337,12 +354,12 @@ class SyncRequester:
             deadline = time.monotonic() + PROBE_WAIT_S
             while (msg := conn.read(deadline)) is not None:
                 if msg.subject == token:
-                    self._checkin(conn)
+                    self.checkin(conn)
                     return msg
         except ConnectionLost:
             conn.close()
             return None
-        self._checkin(conn)
+        self.checkin(conn)
         return None
 
     def serves(self, subject: str) -> bool:
@@ -360,7 +377,7 @@ class SyncRequester:
     def reply(self, to: str, data: bytes) -> None:
         """Publish a handler's reply from this thread, in parts when it is large (NATS
         keeps one connection's order, so the requester joins them in order)."""
-        conn = self._checkout()
+        conn = self.checkout()
         try:
             parts = frames.split(data, self._limit)
             headers = {PARTS: str(len(parts))} if len(parts) > 1 else None
@@ -369,11 +386,11 @@ class SyncRequester:
         except ConnectionLost:
             conn.close()
             raise
-        self._checkin(conn)
+        self.checkin(conn)
 
     def request(self, subject: str, data: bytes, timeout: float) -> bytes:
         """The reply's bytes (every part joined), or the transport's errors."""
-        conn = self._checkout()
+        conn = self.checkout()
         try:
             raw = self._exchange(conn, subject, data, timeout)
         except ConnectionLost as exc:
@@ -386,7 +403,7 @@ class SyncRequester:
         except BaseException:
             conn.close()  # a reply may still come: this connection is not clean any more
             raise
-        self._checkin(conn)
+        self.checkin(conn)
         return raw
 
     def _exchange(self, conn: Connection, subject: str, data: bytes, timeout: float) -> bytes:

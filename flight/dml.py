@@ -26,10 +26,12 @@ from elanus.channels import subjects
 from elanus.channels.dml import DmlMessage, MsgType, pchannel_of
 from elanus.channels.publisher import DmlPublisher, Piece
 from elanus.channels.role import RoleHandler
+from elanus.channels.syncpublish import Wire
 from elanus.errors import ElanusError, ErrorCode
 from elanus.flight.metacache import CollectionInfo
 from elanus.flight.segalloc import SegmentAllocator
-from elanus.flight.timeticker import DmlTracker, TimeTicker
+from elanus.flight.threadwrite import ThreadWrite
+from elanus.flight.timeticker import DmlTask, DmlTracker, TimeTicker
 from elanus.partitionkey import key_partition_ids, partition_name_refused, split_by_partition
 from elanus.schema import DEFAULT_PARTITION
 from elanus.validation import check_unique_across, conform_delete_keys, conform_insert
@@ -48,6 +50,17 @@ class Prepared:
     pks: pa.Array
     pieces: list[tuple[int, Piece]]
     nbytes: int
+
+
+@dataclass
+class Outgoing:
+    """A write stamped and placed (``DmlService.begin``), its messages ready to go out."""
+
+    task: DmlTask
+    epoch: int
+    ts: int
+    used: list[int]
+    wire: list[Wire]
 
 
 @dataclass
@@ -247,7 +260,11 @@ class DmlService:
 
     def commit(self, info: CollectionInfo, prepared: Prepared) -> DmlResult:
         """Publish a prepared batch; returns once JetStream acknowledged all of it."""
-        ts = self.proxy.run(self.publish(info, prepared.pieces))
+        writes = ThreadWrite(self.proxy)
+        try:
+            ts = writes.finish(writes.start(info, prepared.pieces))
+        finally:
+            writes.close()
         return DmlResult(prepared.pks, ts)
 
     def delete(self, info: CollectionInfo, partition: str | None, keys: Any) -> DmlResult:
@@ -259,6 +276,14 @@ class DmlService:
 
     # -- the event-loop part ----------------------------------------------------------------
     async def publish(self, info: CollectionInfo, pieces: list[tuple[int, Piece]]) -> int:
+        """Place, stamp and publish on the loop (nats-py's way: what a Flight thread without
+        a connection of its own does, ``flight/threadwrite.py``)."""
+        out = await self.begin(info, pieces)
+        return await self.end(out, out.wire)
+
+    async def begin(self, info: CollectionInfo, pieces: list[tuple[int, Piece]]) -> Outgoing:
+        """Register the write with the time ticker, take its timestamp and place every
+        message in a segment quota: the messages, ready to go out. ``end`` must follow."""
         task = self.tracker.begin(pchannel_of(p.vchannel) for _, p in pieces)
         epoch = self.ticker.epoch
         used: list[int] = []
@@ -277,8 +302,8 @@ class DmlService:
                 used += [segment_id for segment_id, _ in where]
                 cuts = piece.cut([n for _, n in where])
                 placed += [(partition_id, c, sid) for c, (sid, _) in zip(cuts, where, strict=True)]
-            sends = [
-                (
+            wire = [
+                self.publisher.wire(
                     DmlMessage(
                         piece.kind,
                         ts,
@@ -293,14 +318,25 @@ class DmlService:
                 )
                 for i, (partition_id, piece, segment_id) in enumerate(placed)
             ]
-            await self.publisher.publish(sends, "the write")
-            if not self.ticker.lease_held(epoch):
+        except BaseException:
+            self.tracker.end(task)
+            await self.segments.done(used)
+            raise
+        return Outgoing(task, epoch, ts, used, wire)
+
+    async def end(self, out: Outgoing, unsent: list[Wire]) -> int:
+        """Publish what did not reach the log yet (all of it, or what a Flight thread's
+        connection could not), then let the time ticker pass the write: its timestamp."""
+        try:
+            if unsent:
+                await self.publisher.publish_wire(unsent, "the write")
+            if not self.ticker.lease_held(out.epoch):
                 raise ElanusError(
                     ErrorCode.UNAVAILABLE,
                     "the proxy lost contact with the coord while writing; the write may be "
                     "incomplete: retry it (an upsert is safe to repeat)",
                 )
-            return ts
+            return out.ts
         finally:
-            self.tracker.end(task)
-            await self.segments.done(used)
+            self.tracker.end(out.task)
+            await self.segments.done(out.used)

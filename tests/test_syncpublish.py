@@ -1,0 +1,87 @@
+"""JetStream publishing from a thread (``channels/syncpublish.py``), against a real
+nats-server: what the log took is acknowledged, and whatever it did not take comes back to
+the caller (who sends it the loop's way), never an exception or a hang."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+
+import nats
+import pytest
+
+from elanus.channels.nats_server import EmbeddedNats
+from elanus.channels.syncnats import SyncRequester
+from elanus.channels.syncpublish import ThreadPublisher, Wire
+
+
+def stream_messages(server: EmbeddedNats, name: str) -> int:
+    async def count() -> int:
+        creds = server.credentials
+        nc = await nats.connect(server.url, user=creds.user, password=creds.password)
+        try:
+            js = nc.jetstream()
+            if name == "-":  # create
+                await js.add_stream(name="S", subjects=["s.>"])
+                return 0
+            return (await js.stream_info(name)).state.messages
+        finally:
+            await nc.close()
+
+    return asyncio.run(count())
+
+
+def wire(subject: str, msg_id: str, size: int = 1000) -> Wire:
+    return subject, {"Nats-Msg-Id": msg_id}, bytes(size)
+
+
+def ids(messages: list[Wire]) -> list[str]:
+    return [headers["Nats-Msg-Id"] for _, headers, _ in messages]
+
+
+@pytest.fixture
+def requester(nats_server: EmbeddedNats) -> Iterator[SyncRequester]:
+    stream_messages(nats_server, "-")
+    sync = SyncRequester(nats_server.url, nats_server.credentials, "test")
+    yield sync
+    sync.close()
+
+
+def test_batches_are_acknowledged_in_any_order_of_waiting(
+    nats_server: EmbeddedNats, requester: SyncRequester
+) -> None:
+    pub = ThreadPublisher(requester)
+    first = pub.send([wire("s.a", f"a{i}", 900_000) for i in range(5)])
+    second = pub.send([wire("s.b", f"b{i}") for i in range(3)])
+    assert pub.wait(second) == []  # the first batch's answers are read on the way
+    assert pub.wait(first) == []
+    again = pub.send([wire("s.a", "a0", 900_000)])  # a repeated id: stored once, still ok
+    assert pub.wait(again) == []
+    pub.close()
+    assert stream_messages(nats_server, "S") == 8
+
+
+def test_what_no_stream_takes_comes_back_to_the_caller(requester: SyncRequester) -> None:
+    pub = ThreadPublisher(requester)
+    sending = pub.send([wire("s.a", "x1"), wire("nostream.a", "x2"), wire("s.a", "x3")])
+    assert ids(pub.wait(sending)) == ["x2"]
+    too_big = ("s.a", {"Nats-Msg-Id": "x4"}, bytes(2 * 1024 * 1024))
+    assert pub.wait(pub.send([too_big])) == [too_big]  # not sent: over the server's limit
+    pub.close()
+
+
+def test_a_lost_server_hands_everything_unacknowledged_back(
+    nats_server: EmbeddedNats, requester: SyncRequester
+) -> None:
+    pub = ThreadPublisher(requester)
+    assert pub.wait(pub.send([wire("s.a", "y0")])) == []
+    nats_server.stop()
+    started = time.monotonic()
+    batch = [wire("s.a", f"y{i}", 500_000) for i in range(1, 20)]
+    failed = pub.wait(pub.send(batch))
+    assert sorted(ids(failed)) == sorted(ids(batch))
+    assert time.monotonic() - started < 5
+    later = [wire("s.a", "y99")]
+    assert pub.wait(pub.send(later)) == later  # the connection is gone for good
+    pub.close()
