@@ -29,6 +29,8 @@ from elanus.channels.bus import Bus
 from elanus.channels.dml import DmlMessage, MsgType, data_subject, stream_name, tick_subject
 from elanus.channels.loop import cancel_and_wait
 from elanus.channels.supervisor import OnFailure, Supervisor, describe
+from elanus.channels.syncfetch import Delivered, ThreadFetcher
+from elanus.channels.syncnats import Unusable
 from elanus.tsutil import now_ms, physical_ms
 
 log = logging.getLogger(__name__)
@@ -101,6 +103,7 @@ class ChannelConsumer:
         self._pack: list[DmlMessage] = []
         self._pack_start: int | None = None
         self._sub: Any = None
+        self._fetcher: ThreadFetcher | None = None
         self._consumer_seq = 0
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
@@ -109,6 +112,11 @@ class ChannelConsumer:
 
     async def start(self) -> None:
         await self._subscribe(self.start_seq)
+        requester = self.bus.sync
+        if self._fetcher is None and requester is not None and requester.usable:
+            self._fetcher = ThreadFetcher(
+                requester, stream_name(self.pchannel), self.durable, f"fetch-{self.vchannel}"
+            )
         self.failure = None
         self.supervisor.recover(self.task_name)
         self._task = self.supervisor.spawn(
@@ -143,6 +151,9 @@ class ChannelConsumer:
         await self._wake_waiters()  # reads waiting for a tick that will never come
         await cancel_and_wait(self._task)
         self._task = None
+        if self._fetcher is not None:
+            self._fetcher.close()
+            self._fetcher = None
         self.supervisor.recover(self.task_name)  # not ours any more, failed or not
         await self._unsubscribe()
 
@@ -233,7 +244,7 @@ class ChannelConsumer:
     async def _run(self) -> None:
         while not self._stopping:
             try:
-                msgs = await self._sub.fetch(FETCH_BATCH, timeout=1.0)
+                msgs = await self._fetch()
             except NatsTimeout:
                 continue
             except asyncio.CancelledError:
@@ -246,9 +257,30 @@ class ChannelConsumer:
                 if not await self._receive(m):
                     break
 
-    async def _receive(self, m: Any) -> bool:
-        seq = m.metadata.sequence.stream
-        consumer_seq = m.metadata.sequence.consumer
+    async def _fetch(self) -> list[Delivered]:
+        """The next messages: off the loop on a connection of this consumer's own
+        (``channels/syncfetch.py``), or nats-py's way where that cannot be (TLS)."""
+        if self._fetcher is not None:
+            try:
+                return await self._fetcher.fetch(FETCH_BATCH, 1.0)
+            except Unusable:
+                log.info("%s: fetching on the loop (the NATS servers need TLS)", self.vchannel)
+                self._fetcher.close()
+                self._fetcher = None
+        msgs = await self._sub.fetch(FETCH_BATCH, timeout=1.0)
+        return [
+            Delivered(
+                m.headers or {},
+                m.data,
+                m.metadata.sequence.stream,
+                m.metadata.sequence.consumer,
+                m.metadata.num_pending,
+            )
+            for m in msgs
+        ]
+
+    async def _receive(self, m: Delivered) -> bool:
+        seq, consumer_seq = m.seq, m.consumer_seq
         if consumer_seq != self._consumer_seq + 1:
             # Messages were lost on the way and nothing redelivers them: read again
             # from the start of the pack being collected.
@@ -265,7 +297,7 @@ class ChannelConsumer:
             await self._resubscribe(restart)
             return False
         self._consumer_seq = consumer_seq
-        self.pending = m.metadata.num_pending
+        self.pending = m.pending
         dm = DmlMessage.decode(m.headers, m.data, seq)
         self.next_seq = seq + 1
         if dm.type is not MsgType.TICK:

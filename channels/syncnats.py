@@ -50,6 +50,9 @@ IDLE_S = 30.0
 """A pooled connection idle longer than this is replaced: the server pings idle clients
 every two minutes and drops those that do not answer."""
 CONNECT_TIMEOUT_S = 2.0
+BIG_BODY = 64 * 1024
+"""A message this large is read into a buffer of its own (``Connection._big_message``)."""
+BODY_TIMEOUT_S = 10.0
 SEND_TIMEOUT_S = 30.0
 """A send that cannot go out in this long (a server not reading) loses the connection."""
 
@@ -75,6 +78,7 @@ class Message:
     subject: str
     headers: dict[str, str]
     data: bytes
+    reply: str = ""
 
     @property
     def status(self) -> str | None:
@@ -193,22 +197,55 @@ class Connection:
             if line.startswith((b"MSG ", b"HMSG ")):
                 args = line.split()
                 size = int(args[-1])
-                if len(self._buf) < end + 2 + size + 2:
+                start = end + 2
+                if len(self._buf) < start + size + 2:
+                    if size >= BIG_BODY and not buffered_only:
+                        return self._big_message(args, start, size)
                     if buffered_only or not self._fill(deadline):
                         return None
                     continue
-                body = bytes(self._buf[end + 2 : end + 2 + size])
-                del self._buf[: end + 2 + size + 2]
-                if args[0] == b"HMSG":
-                    head = int(args[-2])
-                    return Message(args[1].decode(), _headers(body[:head]), body[head:])
-                return Message(args[1].decode(), {}, body)
+                head = int(args[-2]) if args[0] == b"HMSG" else 0
+                headers = _headers(bytes(self._buf[start : start + head])) if head else {}
+                data = bytes(self._buf[start + head : start + size])  # the one copy
+                del self._buf[: start + size + 2]
+                with_reply = len(args) == (6 if head else 5)
+                reply = args[3].decode() if with_reply else ""
+                return Message(args[1].decode(), headers, data, reply)
             del self._buf[: end + 2]
             if line == b"PING":
                 self._send(b"PONG\r\n")
             elif line.startswith(b"-ERR"):
                 raise ConnectionLost(line.decode(errors="replace"))
             # +OK, PONG and INFO (cluster changes) need nothing
+
+    def _big_message(self, args: list[bytes], start: int, size: int) -> Message:
+        """A large message whose start is buffered: the rest is read straight into the
+        buffer it is handed on in (no copy, no page faults of buffers in between). Once
+        its first bytes are here the rest is on its way: it is waited for, not timed out
+        like a reply (``BODY_TIMEOUT_S`` is for a connection broken in the middle)."""
+        head = int(args[-2]) if args[0] == b"HMSG" else 0
+        pad = -head % 8  # the payload starts 8-aligned, as Arrow's buffers want it
+        body = bytearray(pad + size + 2)
+        have = pad + len(self._buf) - start
+        body[pad:have] = self._buf[start:]
+        self._buf.clear()
+        view = memoryview(body)
+        try:
+            self.sock.settimeout(BODY_TIMEOUT_S)
+            while have < len(body):
+                got = self.sock.recv_into(view[have:])
+                if not got:
+                    raise ConnectionLost("the server closed the connection")
+                have += got
+        except OSError as exc:  # TimeoutError too: the connection is broken
+            raise ConnectionLost(f"a message was cut off: {exc}") from None
+        finally:
+            view.release()
+        headers = _headers(bytes(body[pad : pad + head])) if head else {}
+        del body[pad + size :]  # the CRLF
+        del body[: pad + head]  # from the front: no copy either
+        reply = args[3].decode() if len(args) == (6 if head else 5) else ""
+        return Message(args[1].decode(), headers, body, reply)  # type: ignore[arg-type]
 
     def _line(self, deadline: float) -> bytes:
         while (end := self._buf.find(b"\r\n")) < 0:
@@ -296,6 +333,10 @@ class SyncRequester:
             idle, self._idle = self._idle, []
         for conn in idle:
             conn.close()
+
+    def dedicated(self) -> Connection:
+        """A connection of the caller's own, outside the pool (a consumer's fetches)."""
+        return self._connect()
 
     def checkout(self) -> Connection:
         """A fresh connection for this thread alone (a DoPut stream holds one for all its

@@ -1,6 +1,8 @@
-"""JetStream publishing from a thread (``channels/syncpublish.py``), against a real
-nats-server: what the log took is acknowledged, and whatever it did not take comes back to
-the caller (who sends it the loop's way), never an exception or a hang."""
+"""JetStream from a thread, against a real nats-server. Publishing
+(``channels/syncpublish.py``): what the log took is acknowledged, and whatever it did not
+take comes back to the caller (who sends it the loop's way), never an exception or a hang.
+Fetching (``channels/syncfetch.py``): what the stream has now at once, a long poll when it
+has nothing, positions read from the delivery, and a lost server is UNAVAILABLE."""
 
 from __future__ import annotations
 
@@ -10,10 +12,13 @@ from collections.abc import Iterator
 
 import nats
 import pytest
+from nats.js.api import AckPolicy, ConsumerConfig
 
 from elanus.channels.nats_server import EmbeddedNats
+from elanus.channels.syncfetch import ThreadFetcher, positions
 from elanus.channels.syncnats import SyncRequester
 from elanus.channels.syncpublish import ThreadPublisher, Wire
+from elanus.errors import ElanusError, ErrorCode
 
 
 def stream_messages(server: EmbeddedNats, name: str) -> int:
@@ -22,8 +27,10 @@ def stream_messages(server: EmbeddedNats, name: str) -> int:
         nc = await nats.connect(server.url, user=creds.user, password=creds.password)
         try:
             js = nc.jetstream()
-            if name == "-":  # create
+            if name == "-":  # create, with a pull consumer of every message
                 await js.add_stream(name="S", subjects=["s.>"])
+                config = ConsumerConfig(durable_name="d", ack_policy=AckPolicy.NONE)
+                await js.add_consumer("S", config)
                 return 0
             return (await js.stream_info(name)).state.messages
         finally:
@@ -85,3 +92,47 @@ def test_a_lost_server_hands_everything_unacknowledged_back(
     later = [wire("s.a", "y99")]
     assert pub.wait(pub.send(later)) == later  # the connection is gone for good
     pub.close()
+
+
+def test_a_fetch_takes_what_is_there_and_long_polls_when_nothing_is(
+    requester: SyncRequester,
+) -> None:
+    pub = ThreadPublisher(requester)
+    assert pub.wait(pub.send([wire("s.a", f"f{i}", 200_000 * (i % 2)) for i in range(5)])) == []
+    fetcher = ThreadFetcher(requester, "S", "d", "test-fetch")
+    try:
+        got = fetcher.fetch_here(16, 1.0)  # five there, sixteen asked: the five, at once
+        assert [(m.seq, m.consumer_seq, m.pending) for m in got] == [
+            (i + 1, i + 1, 4 - i) for i in range(5)
+        ]
+        assert [m.headers["Nats-Msg-Id"] for m in got] == [f"f{i}" for i in range(5)]
+        assert [len(m.data) for m in got] == [0, 200_000, 0, 200_000, 0]
+        started = time.monotonic()
+        assert fetcher.fetch_here(16, 0.5) == []  # nothing: the long poll ends empty
+        assert 0.4 < time.monotonic() - started < 3
+        assert pub.wait(pub.send([wire("s.b", "late")])) == []
+        assert [m.seq for m in fetcher.fetch_here(16, 5.0)] == [6]
+    finally:
+        fetcher.close()
+        pub.close()
+
+
+def test_a_lost_server_fails_a_fetch_as_unavailable(
+    nats_server: EmbeddedNats, requester: SyncRequester
+) -> None:
+    fetcher = ThreadFetcher(requester, "S", "d", "test-fetch")
+    try:
+        assert fetcher.fetch_here(4, 0.1) == []
+        nats_server.stop()
+        with pytest.raises(ElanusError) as err:
+            fetcher.fetch_here(4, 0.5)
+        assert err.value.code is ErrorCode.UNAVAILABLE
+    finally:
+        fetcher.close()
+
+
+def test_positions_are_read_from_both_forms_of_the_ack_subject() -> None:
+    assert positions("$JS.ACK.S.d.1.42.7.1700000000000000000.3") == (42, 7, 3)
+    assert positions("$JS.ACK.hub.ACCHASH.S.d.1.42.7.1700000000000000000.3.tok") == (42, 7, 3)
+    with pytest.raises(ValueError):
+        positions("_INBOX.abc")
