@@ -94,7 +94,9 @@ def read_segment(
         )
         if expr is not None:
             keep = pc.and_(keep, expr.evaluate(batch))
-        out = batch.filter(keep).select(columns)
+        # nothing deleted or filtered out (the usual batch): no copy of it (a filter copies
+        # every vector into fresh memory, most of a Spark read's CPU)
+        out = (batch if pc.all(keep).as_py() else batch.filter(keep)).select(columns)
         if out.num_rows:
             yield out.cast(out_schema)
 
