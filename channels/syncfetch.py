@@ -29,10 +29,6 @@ import orjson
 from elanus.channels.syncnats import Connection, ConnectionLost, SyncRequester
 from elanus.errors import ElanusError, ErrorCode
 
-ANSWER_GRACE_S = 2.0
-"""How long past a pull's own expiry the server may take to end it."""
-NO_WAIT_EXPIRES_S = 5.0
-
 
 @dataclass(slots=True)
 class Delivered:
@@ -76,28 +72,37 @@ class ThreadFetcher:
         if self.conn is None:
             self.conn = self.requester.dedicated()  # Unusable when the servers need TLS
         try:
-            got = self._pull(self.conn, {"batch": batch, "no_wait": True}, NO_WAIT_EXPIRES_S)
+            got = self._pull(self.conn, {"batch": batch, "no_wait": True}, 0.0, timeout)
             if got:
                 return got
             return self._pull(
-                self.conn, {"batch": 1, "expires": int(timeout * 1e9)}, timeout, wanted=1
+                self.conn, {"batch": 1, "expires": int(timeout * 1e9)}, timeout, timeout, 1
             )
         except ConnectionLost as exc:
             self.drop()
             raise ElanusError(ErrorCode.UNAVAILABLE, f"fetch: {exc}") from None
 
     def _pull(
-        self, conn: Connection, request: dict[str, object], expires: float, wanted: int = 0
+        self,
+        conn: Connection,
+        request: dict[str, object],
+        expires: float,
+        patience: float,
+        wanted: int = 0,
     ) -> list[Delivered]:
+        """One pull, read until the server ends it: the first answer may take until the
+        pull ``expires``, each next one ``patience`` (a server that stops answering, such
+        as a stream electing its leader, fails the fetch as nats-py's timeout would)."""
         token = f"{conn.inbox}.f{next(self._ids)}"
         conn.publish(self.subject, token, orjson.dumps(request))
-        deadline = time.monotonic() + expires + ANSWER_GRACE_S
+        deadline = time.monotonic() + expires + patience
         wanted = wanted or int(request["batch"])  # type: ignore[call-overload]
         out: list[Delivered] = []
         while len(out) < wanted:
             msg = conn.read(deadline)
             if msg is None:
                 raise ConnectionLost("the server did not end a pull in time")
+            deadline = time.monotonic() + patience
             if not msg.reply.startswith("$JS.ACK."):
                 if msg.subject == token:
                     break  # a status (404 no messages, 408 expired, 409 ...) ends the pull
