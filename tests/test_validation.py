@@ -329,6 +329,15 @@ def test_nan_and_inf_in_vectors():
     rejects(full_table(2, half=too_big), full_schema(), "'half'", "row 1", "float16")
 
 
+def test_huge_finite_vector_values_are_taken():
+    """Values whose float32 sum overflows are still finite: the fast sum check must not
+    refuse them (the exact per-value check decides)."""
+    flat = np.full(3 * DIM, 3e38, dtype=np.float32)
+    vec = pa.FixedSizeListArray.from_arrays(pa.array(flat), DIM)
+    out = conform_insert(base_table(3, vec=vec), base_schema())
+    assert out.num_rows == 3
+
+
 def test_null_vector_and_null_inside_vector():
     vec = pa.array([[1.0] * DIM, None], pa.list_(pa.float32(), DIM))
     rejects(base_table(2, vec=vec), base_schema(), "'vec'", "null", "row 1")
