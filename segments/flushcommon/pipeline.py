@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from elanus.api.datacoord import ChannelFailed, DatanodeTick
+from elanus.api.datacoord import ChannelFailed, DatanodeTick, TickReply
 from elanus.api.datanode import WatchChannel
 from elanus.channels.consumer import ChannelConsumer, datanode_durable
 from elanus.channels.dml import DmlMessage
@@ -90,7 +90,10 @@ class Pipeline:
             data_seq=self.buffer.data_seq,
             persisted_ts=self.persisted_ts or None,
         )
-        reply = await self.reports.tick(report)
+        await self._answer(await self.reports.tick(report))
+
+    async def _answer(self, reply: TickReply | None) -> None:
+        """Do what the coord's reply to a tick report asks: flush, compact, persist."""
         if reply is None:  # the coord is away; the next tick reports again
             return
         if reply.flush:
@@ -102,12 +105,21 @@ class Pipeline:
 
     def _persist(self, ts: int) -> None:
         """Write the pending deletes (all stamped <= ``ts``: this pack's tick passed it),
-        then report ``ts`` as persisted with the next tick; a failure lets it be asked again."""
+        then report ``ts`` as persisted at once (a files-only read plan waits for it; the
+        next tick is a tick interval away); a failure lets it be asked again."""
         self._persisting = ts
 
         async def run() -> None:
             await self.flusher.persist()
             self.persisted_ts = max(self.persisted_ts, ts)
+            report = DatanodeTick(
+                node_id=self.node.node_id,
+                vchannel=self.vchannel,
+                ts=self.consumer.tick_ts,
+                checkpoint=None,  # only a pack's end knows a position that loses nothing
+                persisted_ts=self.persisted_ts,
+            )
+            await self._answer(await self.reports.tick(report))
 
         def failed(exc: BaseException) -> None:
             self._persisting = self.persisted_ts
