@@ -133,6 +133,12 @@ class Connection:
             raise
 
     def close(self) -> None:
+        """Close the socket; a thread blocked reading it (a consumer's long poll) wakes at
+        once rather than at its timeout (``close`` alone does not wake it)."""
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass  # not connected any more
         try:
             self.sock.close()
         except OSError:

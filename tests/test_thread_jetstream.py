@@ -136,3 +136,16 @@ def test_positions_are_read_from_both_forms_of_the_ack_subject() -> None:
     assert positions("$JS.ACK.hub.ACCHASH.S.d.1.42.7.1700000000000000000.3.tok") == (42, 7, 3)
     with pytest.raises(ValueError):
         positions("_INBOX.abc")
+
+
+def test_closing_a_fetcher_wakes_its_long_poll_at_once(requester: SyncRequester) -> None:
+    """A consumer that stops (a release, a channel moving) must not leave its fetch
+    thread blocked until the long poll times out: process exit waits for that thread."""
+    fetcher = ThreadFetcher(requester, "S", "d", "test-fetch")
+    polling = fetcher._thread.submit(fetcher.fetch_here, 16, 30.0)
+    time.sleep(0.3)  # in its long poll now
+    started = time.monotonic()
+    fetcher.close()
+    with pytest.raises(ElanusError):
+        polling.result(timeout=10)
+    assert time.monotonic() - started < 2
