@@ -32,6 +32,7 @@ from elanus.channels.dml import (
     pchannel_of,
 )
 from elanus.channels.jsretry import LOG_RETRY_WINDOW_S, QUORUM_HINT, publish_acked
+from elanus.channels.syncnats import header_block
 from elanus.channels.syncpublish import Wire
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.pkhash import shard_of
@@ -94,8 +95,7 @@ def route(
 
 def header_bytes(headers: dict[str, str]) -> int:
     """The size of ``headers`` on the wire (``NATS/1.0`` and a CRLF-ended line per header)."""
-    lines = sum(len(k.encode()) + len(v.encode()) + 4 for k, v in headers.items())
-    return len(b"NATS/1.0\r\n") + lines + 2
+    return len(header_block(headers))
 
 
 def encode_pieces(

@@ -277,14 +277,19 @@ class Connection:
         return True
 
 
+def header_block(headers: dict[str, str]) -> bytes:
+    """Headers as they go on the wire, before the payload (``NATS/1.0`` and a line each)."""
+    lines = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    return f"NATS/1.0\r\n{lines}\r\n".encode()
+
+
 def command(subject: str, reply: str, size: int, headers: dict[str, str] | None) -> bytes:
     """A PUB (or, with headers, HPUB) line for a ``size``-byte payload, and the header
     block, which comes before the payload."""
     to = f"{subject} {reply}" if reply else subject
     if not headers:
         return f"PUB {to} {size}\r\n".encode()
-    lines = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-    block = f"NATS/1.0\r\n{lines}\r\n".encode()
+    block = header_block(headers)
     return f"HPUB {to} {len(block)} {len(block) + size}\r\n".encode() + block
 
 

@@ -23,7 +23,7 @@ import itertools
 import time
 from dataclasses import dataclass, field
 
-from elanus.channels.syncnats import Connection, ConnectionLost, SyncRequester
+from elanus.channels.syncnats import Connection, ConnectionLost, SyncRequester, header_block
 
 Wire = tuple[str, dict[str, str], bytes]
 """A message as it goes out: subject, headers, payload."""
@@ -113,9 +113,10 @@ class ThreadPublisher:
             conn.close()
 
     def _fits(self, conn: Connection, message: Wire) -> bool:
-        subject, headers, payload = message
-        head = sum(len(k) + len(v) + 4 for k, v in headers.items()) + 12
-        return head + len(payload) + len(subject) + 64 <= conn.max_payload
+        """Whether the connection's server takes the message (headers count: the loop's
+        publisher checked it against its own server, which may be another of a cluster)."""
+        _, headers, payload = message
+        return len(header_block(headers)) + len(payload) <= conn.max_payload
 
     def _lost(self) -> None:
         if self.conn is not None:

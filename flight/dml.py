@@ -260,24 +260,26 @@ class DmlService:
 
     def commit(self, info: CollectionInfo, prepared: Prepared) -> DmlResult:
         """Publish a prepared batch; returns once JetStream acknowledged all of it."""
-        writes = ThreadWrite(self.proxy)
-        try:
-            ts = writes.finish(writes.start(info, prepared.pieces))
-        finally:
-            writes.close()
-        return DmlResult(prepared.pks, ts)
+        return DmlResult(prepared.pks, self._write(info, prepared.pieces))
 
     def delete(self, info: CollectionInfo, partition: str | None, keys: Any) -> DmlResult:
         pid = self.partition_id(info, partition, "a delete") if partition else 0
         pks = conform_delete_keys(keys, info.schema)
         pieces = self.publisher.pieces(MsgType.DELETE, info.vchannels, pks)
-        ts = self.proxy.run(self.publish(info, [(pid, p) for p in pieces]))
-        return DmlResult(pks, ts)
+        return DmlResult(pks, self._write(info, [(pid, p) for p in pieces]))
+
+    def _write(self, info: CollectionInfo, pieces: list[tuple[int, Piece]]) -> int:
+        """One request's messages, from this Flight thread (``flight/threadwrite.py``)."""
+        writes = ThreadWrite(self.proxy)
+        try:
+            return writes.finish(writes.start(info, pieces))
+        finally:
+            writes.close()
 
     # -- the event-loop part ----------------------------------------------------------------
     async def publish(self, info: CollectionInfo, pieces: list[tuple[int, Piece]]) -> int:
-        """Place, stamp and publish on the loop (nats-py's way: what a Flight thread without
-        a connection of its own does, ``flight/threadwrite.py``)."""
+        """Place, stamp and publish, all on the loop (nats-py's way; Flight threads send
+        from a connection of their own, ``flight/threadwrite.py``)."""
         out = await self.begin(info, pieces)
         return await self.end(out, out.wire)
 

@@ -82,11 +82,15 @@ class Pipeline:
             raise self.syncs.failure
         self.buffer.apply(pack)
         self.flusher.sync_due()
+        await self._report(ts, self.checkpoint())
+
+    async def _report(self, ts: int, checkpoint: dict[str, int] | None) -> None:
+        """Report the channel consumed up to ``ts`` and do what the coord answers."""
         report = DatanodeTick(
             node_id=self.node.node_id,
             vchannel=self.vchannel,
             ts=ts,
-            checkpoint=self.checkpoint(),
+            checkpoint=checkpoint,
             data_seq=self.buffer.data_seq,
             persisted_ts=self.persisted_ts or None,
         )
@@ -112,14 +116,8 @@ class Pipeline:
         async def run() -> None:
             await self.flusher.persist()
             self.persisted_ts = max(self.persisted_ts, ts)
-            report = DatanodeTick(
-                node_id=self.node.node_id,
-                vchannel=self.vchannel,
-                ts=self.consumer.tick_ts,
-                checkpoint=None,  # only a pack's end knows a position that loses nothing
-                persisted_ts=self.persisted_ts,
-            )
-            await self._answer(await self.reports.tick(report))
+            # no checkpoint: only a pack's end knows a position that loses nothing
+            await self._report(self.consumer.tick_ts, None)
 
         def failed(exc: BaseException) -> None:
             self._persisting = self.persisted_ts
