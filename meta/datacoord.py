@@ -357,6 +357,15 @@ class DataCoord:
         deletes up to ``ts``; asking again is how a caller waits, and re-asks after a coord
         restart or a channel move (the wish is kept in memory only)."""
         waiting = [v for v in req.vchannels if self.persisted.get(v, 0) < req.ts]
+        if waiting:  # a dropped collection's datanodes write nothing more: say so, not wait
+            live = await self.lookup.live_vchannels()
+            gone = [v for v in waiting if v not in live]
+            if gone:
+                raise ElanusError(
+                    ErrorCode.COLLECTION_NOT_FOUND,
+                    f"the collection of vchannel {gone[0]} was dropped while a read plan "
+                    "waited for its deletes to be written",
+                )
         for v in waiting:
             self.persist_wanted[v] = max(req.ts, self.persist_wanted.get(v, 0))
         return DeletesPersisted(done=not waiting, waiting=waiting)
