@@ -56,7 +56,8 @@ class Piece:
     kind: MsgType
     vchannel: str
     rows: int
-    payload: bytes
+    payload: pa.Buffer
+    """Arrow IPC (``ipc_bytes``)."""
     batch: pa.RecordBatch | None = None
     """Kept for inserts, to cut the message where it crosses a segment boundary."""
 
