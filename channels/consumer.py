@@ -17,6 +17,7 @@ import asyncio
 import logging
 import re
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -26,7 +27,15 @@ from nats.js.errors import NotFoundError
 
 from elanus.channels import metrics
 from elanus.channels.bus import Bus
-from elanus.channels.dml import DmlMessage, MsgType, data_subject, stream_name, tick_subject
+from elanus.channels.dml import (
+    H_MSG_ID,
+    DmlMessage,
+    MsgType,
+    data_subject,
+    stream_name,
+    tick_subject,
+)
+from elanus.channels.handoff import Handoff, handoff_for, payload_size
 from elanus.channels.loop import cancel_and_wait
 from elanus.channels.supervisor import OnFailure, Supervisor, describe
 from elanus.channels.syncfetch import Delivered, ThreadFetcher
@@ -38,6 +47,11 @@ log = logging.getLogger(__name__)
 FETCH_BATCH = 16
 """~16 MB of ~1 MB messages per fetch: many vchannels on one connection must stay under
 the server's per-client pending limit, or it drops deliveries (slow consumer)."""
+HEADERS_BATCH = 64
+"""Messages per fetch while reading headers only (a few hundred bytes each)."""
+WHOLE_AFTER_MISS_S = 10.0
+"""After a payload was not handed over, read whole messages at least this long (and until
+caught up): writes of other processes' proxies would otherwise flip the mode each pack."""
 PackHandler = Callable[[list[DmlMessage], int, int], Awaitable[None]]
 """``on_pack(messages, tick_ts, tick_seq)``: the messages before a tick, timestamp order."""
 
@@ -109,8 +123,18 @@ class ChannelConsumer:
         self._stopping = False
         self._tick = asyncio.Condition()
         self._tick_for_threads = threading.Condition()
+        self.handoff: Handoff | None = handoff_for(bus.url) if bus.in_process else None
+        """Payloads this process's proxies publish (``channels/handoff.py``)."""
+        self.headers_only = False
+        """Reading the log's headers only, the payloads from ``handoff``."""
+        self._missed_at = 0.0
+        self.whole_reads = 0
+        """Times a payload was not handed over and whole messages were read instead."""
 
     async def start(self) -> None:
+        if self.handoff is not None:
+            self.handoff.watch(self.vchannel)
+            self.headers_only = self.handoff.publishers > 0
         await self._subscribe(self.start_seq)
         requester = self.bus.sync
         if self._fetcher is None and requester is not None and requester.usable:
@@ -156,6 +180,8 @@ class ChannelConsumer:
             self._fetcher = None
         self.supervisor.recover(self.task_name)  # not ours any more, failed or not
         await self._unsubscribe()
+        if self.handoff is not None:
+            self.handoff.unwatch(self.vchannel)
 
     @property
     def tick_lag_s(self) -> float | None:
@@ -215,6 +241,7 @@ class ChannelConsumer:
             deliver_policy=DeliverPolicy.BY_START_SEQUENCE if from_seq else DeliverPolicy.ALL,
             opt_start_seq=from_seq,
             ack_policy=AckPolicy.NONE,
+            headers_only=self.headers_only or None,
             filter_subjects=[
                 data_subject(self.pchannel, self.vchannel),
                 tick_subject(self.pchannel),
@@ -260,14 +287,15 @@ class ChannelConsumer:
     async def _fetch(self) -> list[Delivered]:
         """The next messages: off the loop on a connection of this consumer's own
         (``channels/syncfetch.py``), or nats-py's way where that cannot be (TLS)."""
+        batch = HEADERS_BATCH if self.headers_only else FETCH_BATCH
         if self._fetcher is not None:
             try:
-                return await self._fetcher.fetch(FETCH_BATCH, 1.0)
+                return await self._fetcher.fetch(batch, 1.0)
             except Unusable:
                 log.info("%s: fetching on the loop (the NATS servers need TLS)", self.vchannel)
                 self._fetcher.close()
                 self._fetcher = None
-        msgs = await self._sub.fetch(FETCH_BATCH, timeout=1.0)
+        msgs = await self._sub.fetch(batch, timeout=1.0)
         return [
             Delivered(
                 m.headers or {},
@@ -296,9 +324,17 @@ class ChannelConsumer:
             self.next_seq = restart
             await self._resubscribe(restart)
             return False
+        data = m.data
+        if self.handoff is not None and H_MSG_ID in m.headers:
+            held = self.handoff.take(m.headers[H_MSG_ID])  # taken either way: it is read
+            if not data and payload_size(m.headers):
+                if held is None:
+                    await self._read_whole(seq)
+                    return False
+                data = held
         self._consumer_seq = consumer_seq
         self.pending = m.pending
-        dm = DmlMessage.decode(m.headers, m.data, seq)
+        dm = DmlMessage.decode(m.headers, data, seq)
         self.next_seq = seq + 1
         if dm.type is not MsgType.TICK:
             if self._pack_start is None:
@@ -314,4 +350,27 @@ class ChannelConsumer:
                 self._tick.notify_all()
             with self._tick_for_threads:
                 self._tick_for_threads.notify_all()
+        if m.pending == 0 and self._may_read_headers_only():
+            self.headers_only = True  # caught up: this process's proxies hand payloads over
+            await self._resubscribe(self.next_seq)
+            return False
         return True
+
+    async def _read_whole(self, seq: int) -> None:
+        """A payload was not handed over (another process wrote it, or it was read or
+        dropped already): read whole messages from the log from ``seq`` on."""
+        log.info("%s: reading whole messages from %d (payload not in this process)",
+                 self.vchannel, seq)  # fmt: skip
+        self.headers_only = False
+        self.whole_reads += 1
+        self._missed_at = time.monotonic()
+        await self._resubscribe(seq)
+
+    def _may_read_headers_only(self) -> bool:
+        h = self.handoff
+        return (
+            h is not None
+            and not self.headers_only
+            and h.publishers > 0
+            and time.monotonic() - self._missed_at > WHOLE_AFTER_MISS_S
+        )

@@ -24,6 +24,7 @@ from elanus.api.proxy import ReleaseQuotas, ReportNow
 from elanus.api.rootcoord import IdAlloc
 from elanus.channels import subjects
 from elanus.channels.dml import DmlMessage, MsgType, pchannel_of
+from elanus.channels.handoff import Handoff, handoff_for
 from elanus.channels.publisher import DmlPublisher, Piece
 from elanus.channels.role import RoleHandler
 from elanus.channels.syncpublish import Wire
@@ -107,6 +108,8 @@ class DmlService:
         self.segments = SegmentAllocator(lambda req: proxy.datacoord.assign(req), proxy.node_id)
         self.ids = IdCache(proxy)
         self._publisher: DmlPublisher | None = None
+        self.handoff: Handoff | None = None
+        """Consumers in this process take the payloads from here (``channels/handoff.py``)."""
 
     @property
     def subject_prefix(self) -> str:
@@ -126,8 +129,14 @@ class DmlService:
         )
         await self.proxy.serve(self.subject_prefix, self.handlers())
         await self.ticker.start()
+        if self.proxy.data_bus.in_process:
+            self.handoff = handoff_for(self.proxy.data_bus.url)
+            self.handoff.publishers += 1
 
     async def stop(self) -> None:
+        if self.handoff is not None:
+            self.handoff.publishers -= 1
+            self.handoff = None
         await self.ticker.stop()
 
     @property
@@ -320,6 +329,8 @@ class DmlService:
                 )
                 for i, (partition_id, piece, segment_id) in enumerate(placed)
             ]
+            if self.handoff is not None:
+                self.handoff.offer(wire)
         except BaseException:
             self.tracker.end(task)
             await self.segments.done(used)

@@ -1,0 +1,135 @@
+"""DML payloads handed from a proxy to the consumers of its process (``channels/handoff.py``):
+consumers read the log's headers only and take payloads by msg id, and read whole messages
+from the log for whatever was not handed over, so the rows stored are the same either way."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from conftest import Stack, bare_collection, wait_for
+from test_recovery import stored_pks
+
+from elanus.channels.consumer import ChannelConsumer
+from elanus.channels.dml import H_MSG_ID, H_VCHANNEL
+from elanus.channels.handoff import Handoff, handoff_for
+from elanus.flight.proxy import ProxyServer
+
+DIM = 8
+
+
+def wire(msg_id: str, vchannel: str, payload: bytes) -> tuple[str, dict[str, str], bytes]:
+    return "s", {H_MSG_ID: msg_id, H_VCHANNEL: vchannel}, payload
+
+
+def test_a_payload_waits_for_every_consumer_of_its_vchannel() -> None:
+    h = Handoff()
+    h.watch("v1")
+    h.watch("v1")
+    h.offer([wire("a", "v1", b"xx"), wire("b", "v2", b"yy")])  # nobody watches v2
+    assert h.take("b") is None
+    assert h.take("a") == b"xx"
+    assert h.held_bytes == 2  # the second consumer has not taken it yet
+    assert h.take("a") == b"xx"
+    assert h.take("a") is None and h.held_bytes == 0
+
+
+def test_the_oldest_payloads_go_first_when_full_and_a_last_consumer_takes_its_own() -> None:
+    h = Handoff(cap_bytes=5)
+    h.watch("v")
+    h.offer([wire("a", "v", b"aaa"), wire("b", "v", b"bbb")])
+    assert h.take("a") is None and h.dropped == 1
+    assert h.take("b") == b"bbb"
+    h.offer([wire("c", "v", b"c")])
+    h.unwatch("v")  # the channel's last consumer stopped: nobody will take "c"
+    assert h.held_bytes == 0 and h.take("c") is None
+
+
+def insert(client: object, name: str, start: int, n: int) -> list[int]:
+    rng = np.random.default_rng(start)
+    data = {"id": np.arange(start, start + n), "vector": rng.random((n, DIM), "f4")}
+    return list(client.insert(name, data)["ids"])  # type: ignore[attr-defined]
+
+
+def datanode_consumer(stack: Stack) -> ChannelConsumer:
+    channels = wait_for(lambda: stack.datanodes[0].channels, what="a watched vchannel")
+    (writer,) = channels.values()
+    return writer.consumer
+
+
+def test_a_standalone_datanode_takes_payloads_from_its_proxy(stack: Stack) -> None:
+    client = stack.client()
+    client.create_collection("h", dimension=DIM)  # loaded: a delegator consumes it too
+    acked = insert(client, "h", 0, 10)
+    consumer = datanode_consumer(stack)
+    wait_for(lambda: consumer.headers_only, what="the datanode reading headers only")
+    handoff = handoff_for(stack.settings.nats_url or "")
+    handed = handoff.handed
+    for k in range(1, 6):
+        acked += insert(client, "h", k * 1000, 200)
+    client.flush("h", timeout=30)
+    assert handoff.handed >= handed + 5  # at least one message per insert came this way
+    assert consumer.headers_only
+    assert stored_pks(client, "h") == sorted(acked)
+    more = insert(client, "h", 10_000, 50)
+    got = client.query("h", filter="id >= 10000", output_fields=["id"], consistency_level="Strong")
+    assert sorted(r["id"] for r in got) == sorted(more)
+
+
+@pytest.mark.parametrize("why", ["another process's proxy", "payloads dropped"])
+def test_what_was_not_handed_over_is_read_whole_from_the_log(stack: Stack, why: str) -> None:
+    client = stack.client()
+    bare_collection(client, "w", DIM)  # not loaded: the datanode alone consumes it
+    acked = insert(client, "w", 0, 10)
+    consumer = datanode_consumer(stack)
+    wait_for(lambda: consumer.headers_only, what="the datanode reading headers only")
+    handoff = handoff_for(stack.settings.nats_url or "")
+    if why == "payloads dropped":
+        cap, handoff.cap_bytes = handoff.cap_bytes, 1
+        other = client
+    else:  # a proxy on its own connection, as in a process of its own: it hands nothing
+        bus = stack.new_bus("elsewhere")
+        bus.in_process = False  # what a proxy of another process would have
+        stack._buses.append(stack.call(bus.connect()))
+        proxy = ProxyServer(stack.settings, bus)
+        stack.call(proxy.start())
+        stack.proxies.append(proxy)
+        assert proxy.dml.handoff is None
+        other = stack.client(proxy.uri)
+    try:
+        for k in range(1, 4):
+            acked += insert(other, "w", k * 1000, 200)
+        other.flush("w", timeout=30)
+    finally:
+        if why == "payloads dropped":
+            handoff.cap_bytes = cap
+    assert consumer.whole_reads > 0  # it went back to the log for them
+    assert stored_pks(client, "w") == sorted(acked)
+
+
+def test_a_pack_cut_by_a_missing_payload_is_neither_lost_nor_doubled(stack: Stack) -> None:
+    """A payload missing in the middle of a pack: the consumer reads whole messages from
+    that one on and keeps what it collected before it."""
+    client = stack.client()
+    bare_collection(client, "m", DIM)
+    acked = insert(client, "m", 0, 10)
+    consumer = datanode_consumer(stack)
+    wait_for(lambda: consumer.headers_only, what="the datanode reading headers only")
+    handoff = handoff_for(stack.settings.nats_url or "")
+    take = handoff.take
+    calls = [0]
+
+    def every_third_missing(msg_id: str | None) -> pa.Buffer | None:
+        calls[0] += 1
+        got = take(msg_id)
+        return None if calls[0] % 3 == 0 else got
+
+    handoff.take = every_third_missing  # type: ignore[method-assign]
+    try:
+        for k in range(1, 6):
+            acked += insert(client, "m", k * 1000, 300)
+        client.flush("m", timeout=30)
+    finally:
+        del handoff.take
+    assert consumer.whole_reads > 0
+    assert stored_pks(client, "m") == sorted(acked)
