@@ -4,13 +4,18 @@ from the log for whatever was not handed over, so the rows stored are the same e
 
 from __future__ import annotations
 
+import signal
+import time
+from collections.abc import Callable
+
 import numpy as np
 import pyarrow as pa
 import pytest
-from conftest import Stack, bare_collection, wait_for
+from conftest import Stack, StandaloneProcess, bare_collection, wait_for
 from test_recovery import stored_pks
 
 from elanus.channels.consumer import ChannelConsumer
+from elanus.client import Client
 from elanus.channels.dml import H_MSG_ID, H_VCHANNEL
 from elanus.channels.handoff import Handoff, handoff_for
 from elanus.flight.proxy import ProxyServer
@@ -133,3 +138,27 @@ def test_a_pack_cut_by_a_missing_payload_is_neither_lost_nor_doubled(stack: Stac
         del handoff.take
     assert consumer.whole_reads > 0
     assert stored_pks(client, "m") == sorted(acked)
+
+
+@pytest.mark.chaos
+def test_kill_9_of_a_standalone_loses_no_row_it_handed_over(
+    standalone_factory: Callable[..., StandaloneProcess],
+) -> None:
+    """Acknowledged rows the datanode had only taken from the proxy (in memory, nothing
+    synced) when the whole standalone died: the restarted one reads them whole from the
+    log, from the channel's checkpoint, each once."""
+    lease = {"ELANUS_COORD_LEASE_TTL_S": "2"}
+    sp = standalone_factory(env=lease).start().wait_ready()
+    with Client(sp.uri, timeout=60) as client:
+        bare_collection(client, "k", DIM)
+        acked = insert(client, "k", 0, 10)
+        for k in range(1, 6):
+            time.sleep(0.2)  # a few packs, some read headers only
+            acked += insert(client, "k", k * 1000, 500)
+    sp.send(signal.SIGKILL)
+    assert sp.wait(5) == -signal.SIGKILL
+    again = standalone_factory(data_dir=sp.data_dir, env=lease).start().wait_ready()
+    with Client(again.uri, timeout=60) as client:
+        client.flush("k", timeout=60)
+        assert stored_pks(client, "k") == sorted(acked)
+    assert again.stop() == 0
