@@ -26,13 +26,15 @@ from nats.js import JetStreamContext
 from elanus.channels.dml import (
     DEFAULT_MAX_MESSAGE_BYTES,
     DmlMessage,
+    IpcPayload,
     MsgType,
     delete_batch,
     ipc_bytes,
+    ipc_payload,
     pchannel_of,
 )
 from elanus.channels.jsretry import LOG_RETRY_WINDOW_S, QUORUM_HINT, publish_acked
-from elanus.channels.syncnats import header_block
+from elanus.channels.syncnats import Pieces, header_block
 from elanus.channels.syncpublish import Wire
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.pkhash import shard_of
@@ -56,8 +58,7 @@ class Piece:
     kind: MsgType
     vchannel: str
     rows: int
-    payload: pa.Buffer
-    """Arrow IPC (``ipc_bytes``)."""
+    payload: IpcPayload
     batch: pa.RecordBatch | None = None
     """Kept for inserts, to cut the message where it crosses a segment boundary."""
 
@@ -69,7 +70,7 @@ class Piece:
         out, offset = [], 0
         for n in sizes:
             part = self.batch.slice(offset, n)
-            out.append(Piece(self.kind, self.vchannel, n, ipc_bytes(part), part))
+            out.append(Piece(self.kind, self.vchannel, n, ipc_payload(part), part))
             offset += n
         return out
 
@@ -101,7 +102,7 @@ def header_bytes(headers: dict[str, str]) -> int:
 
 def encode_pieces(
     batch: pa.RecordBatch, target: int, limit: int
-) -> list[tuple[pa.RecordBatch, bytes]]:
+) -> list[tuple[pa.RecordBatch, IpcPayload]]:
     """``batch`` cut into slices whose IPC encoding is at most ``target`` bytes, each
     encoded once (a slice the estimate made too large is halved and encoded again). A
     single row may take up to ``limit``; a larger one is refused, naming the limit."""
@@ -112,10 +113,10 @@ def encode_pieces(
     per_row = max(1.0, batch.nbytes / batch.num_rows)
     step = max(1, int((target - overhead) * 0.97 / per_row))
     todo = [batch.slice(i, step) for i in range(0, batch.num_rows, step)][::-1]  # pop: first
-    out: list[tuple[pa.RecordBatch, bytes]] = []
+    out: list[tuple[pa.RecordBatch, IpcPayload]] = []
     while todo:
         part = todo.pop()
-        payload = ipc_bytes(part)
+        payload = ipc_payload(part)
         if len(payload) <= target or (part.num_rows == 1 and len(payload) <= limit):
             out.append((part, payload))
         elif part.num_rows == 1:
@@ -210,6 +211,7 @@ class DmlPublisher:
 
     async def publish_wire(self, wire: Sequence[Wire], what: str) -> None:
         """``publish`` of messages already checked (``wire``)."""
+        wire = [(s, h, bytes(p) if isinstance(p, Pieces) else p) for s, h, p in wire]  # nats-py's
         again: list[tuple[str, dict[str, str], bytes]] = []
         futures: list[tuple[tuple[str, dict[str, str], bytes], asyncio.Future[Any]]] = []
         for w in wire:

@@ -57,6 +57,23 @@ SEND_TIMEOUT_S = 30.0
 """A send that cannot go out in this long (a server not reading) loses the connection."""
 
 
+class Pieces:
+    """A payload in pieces the socket gathers (``sendmsg``), so none is copied to join
+    them; ``bytes()`` joins them where one piece is needed."""
+
+    __slots__ = ("nbytes", "parts")
+
+    def __init__(self, parts: list[bytes | memoryview]) -> None:
+        self.parts = parts
+        self.nbytes = sum(len(p) for p in parts)
+
+    def __len__(self) -> int:
+        return self.nbytes
+
+    def __bytes__(self) -> bytes:
+        return b"".join(self.parts)
+
+
 class ConnectionLost(Exception):
     """The socket closed or failed: the request's fate is unknown."""
 
@@ -146,10 +163,15 @@ class Connection:
 
     # -- writing ----------------------------------------------------------------------------
     def publish(
-        self, subject: str, reply: str, data: bytes, headers: dict[str, str] | None = None
+        self,
+        subject: str,
+        reply: str,
+        data: bytes | Pieces,
+        headers: dict[str, str] | None = None,
     ) -> None:
         """One message; ``reply`` may be empty (a reply itself)."""
-        self._sendv(command(subject, reply, len(data), headers), data, b"\r\n")
+        parts = data.parts if isinstance(data, Pieces) else [data]
+        self._sendv(command(subject, reply, len(data), headers), *parts, b"\r\n")
 
     def probe(self, subject: str, reply: str) -> None:
         self.publish(subject, reply, b"", {PROBE: "1"})

@@ -23,10 +23,16 @@ import itertools
 import time
 from dataclasses import dataclass, field
 
-from elanus.channels.syncnats import Connection, ConnectionLost, SyncRequester, header_block
+from elanus.channels.syncnats import (
+    Connection,
+    ConnectionLost,
+    Pieces,
+    SyncRequester,
+    header_block,
+)
 
-Wire = tuple[str, dict[str, str], bytes]
-"""A message as it goes out: subject, headers, payload."""
+Wire = tuple[str, dict[str, str], bytes | Pieces]
+"""A message as it goes out: subject, headers, payload (in pieces, or whole)."""
 
 ACK_STALL_S = 3.0
 """No acknowledgement for this long: give the rest to the loop's publisher (as

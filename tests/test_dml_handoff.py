@@ -15,9 +15,17 @@ from conftest import Stack, StandaloneProcess, bare_collection, wait_for
 from test_recovery import stored_pks
 
 from elanus.channels.consumer import ChannelConsumer
-from elanus.client import Client
-from elanus.channels.dml import H_MSG_ID, H_VCHANNEL
+from elanus.channels.dml import (
+    H_MSG_ID,
+    H_TYPE,
+    H_VCHANNEL,
+    DmlMessage,
+    aligned,
+    ipc_bytes,
+    ipc_payload,
+)
 from elanus.channels.handoff import Handoff, handoff_for
+from elanus.client import Client
 from elanus.flight.proxy import ProxyServer
 
 DIM = 8
@@ -48,6 +56,31 @@ def test_the_oldest_payloads_go_first_when_full_and_a_last_consumer_takes_its_ow
     h.offer([wire("c", "v", b"c")])
     h.unwatch("v")  # the channel's last consumer stopped: nobody will take "c"
     assert h.held_bytes == 0 and h.take("c") is None
+
+
+def test_an_ipc_payload_is_the_stream_ipc_bytes_makes_with_the_batch_not_copied() -> None:
+    vectors = pa.FixedSizeListArray.from_arrays(pa.array(np.arange(4000, dtype="f4")), 4)
+    batch = pa.record_batch({"id": pa.array(np.arange(1000)), "v": vectors}).slice(100, 500)
+    payload = ipc_payload(batch)
+    assert bytes(payload) == ipc_bytes(batch).to_pybytes() and len(payload) == payload.nbytes
+    body = batch.column(1).values.buffers()[1].address + 100 * 4 * 4
+    assert body in [p.address for p in payload.parts if isinstance(p, pa.Buffer)]
+    assert payload.batch is batch
+    decoded = DmlMessage.decode({H_TYPE: "insert"}, payload).batch
+    assert decoded is batch
+
+
+def test_a_batch_off_its_alignment_is_handed_over_decoded_from_the_stream() -> None:
+    """A client's batch can sit at any offset of its gRPC message; Lance refuses such
+    buffers, so the consumer decodes the joined stream, which aligns them."""
+    raw = pa.py_buffer(b"\0" + np.arange(64, dtype="i8").tobytes())
+    odd = pa.Array.from_buffers(pa.int64(), 64, [None, raw.slice(1)])
+    batch = pa.record_batch([odd], names=["id"])
+    assert not aligned(batch)
+    payload = ipc_payload(batch)
+    assert payload.batch is None
+    decoded = DmlMessage.decode({H_TYPE: "insert"}, payload).batch
+    assert decoded.equals(batch) and aligned(decoded)
 
 
 def insert(client: object, name: str, start: int, n: int) -> list[int]:

@@ -249,7 +249,9 @@ def test_a_single_row_over_the_limit_is_refused_before_anything_is_published(
     assert [p.rows for p in pieces if len(p.payload) > 100_000] == [1]
     assert all(len(p.payload) <= small.payload_limit for p in pieces)
     assert len(pieces) >= 7
-    rows = [k for p in pieces for k in pa.ipc.open_stream(p.payload).read_all()["pk"].to_pylist()]
+    rows = [
+        k for p in pieces for k in pa.ipc.open_stream(bytes(p.payload)).read_all()["pk"].to_pylist()
+    ]
     assert rows == list(range(61))
 
 
