@@ -98,9 +98,10 @@ class Supervisor:
         while True:
             try:
                 return await make()
-            except asyncio.CancelledError:
+            except (asyncio.CancelledError, KeyboardInterrupt, SystemExit, GeneratorExit):
                 raise
-            except Exception as exc:
+            except BaseException as exc:  # noqa: BLE001 - an engine's panic too (pyo3's
+                # PanicException is no Exception): it failed the task, silently until now
                 log.exception("%s: task %s failed", self.owner, name)
                 if on_failure is not None:
                     on_failure(exc)

@@ -59,6 +59,29 @@ def test_a_restarted_task_is_logged_with_its_traceback_and_made_again(
     assert health["restarts"][0]["error"] == "RuntimeError: boom 2"
 
 
+class Panic(BaseException):
+    """What a Rust engine's panic reaches Python as (pyo3's PanicException): no Exception."""
+
+
+def test_an_engine_panic_fails_its_task_like_any_error(caplog: pytest.LogCaptureFixture) -> None:
+    """A Lance write that panicked used to end its sync task unlogged and unreported, and
+    the flush waiting for it waited out its whole timeout."""
+    failures: list[BaseException] = []
+
+    async def write() -> None:
+        raise Panic("called `Result::unwrap()` on an `Err` value")
+
+    async def main() -> dict[str, Any]:
+        sup = Supervisor("test role")
+        with pytest.raises(Panic):
+            await sup.spawn("sync", write, vital=True, on_failure=failures.append)
+        return sup.health()
+
+    health = asyncio.run(main())
+    assert errors_of(caplog, "task sync failed") and len(failures) == 1
+    assert health["status"] != "ok"
+
+
 def test_a_failed_vital_task_makes_the_role_unhealthy_until_recovered() -> None:
     changes: list[int] = []
 
