@@ -30,8 +30,10 @@ from elanus.channels.bus import Bus
 from elanus.channels.dml import (
     H_MSG_ID,
     DmlMessage,
+    IpcPayload,
     MsgType,
     data_subject,
+    read_ipc,
     stream_name,
     tick_subject,
 )
@@ -290,22 +292,41 @@ class ChannelConsumer:
         batch = HEADERS_BATCH if self.headers_only else FETCH_BATCH
         if self._fetcher is not None:
             try:
-                return await self._fetcher.fetch(batch, 1.0)
+                return await self._fetcher.fetch(batch, 1.0, self._handed)
             except Unusable:
                 log.info("%s: fetching on the loop (the NATS servers need TLS)", self.vchannel)
                 self._fetcher.close()
                 self._fetcher = None
         msgs = await self._sub.fetch(batch, timeout=1.0)
-        return [
-            Delivered(
-                m.headers or {},
-                m.data,
-                m.metadata.sequence.stream,
-                m.metadata.sequence.consumer,
-                m.metadata.num_pending,
-            )
-            for m in msgs
-        ]
+        return self._handed(
+            [
+                Delivered(
+                    m.headers or {},
+                    m.data,
+                    m.metadata.sequence.stream,
+                    m.metadata.sequence.consumer,
+                    m.metadata.num_pending,
+                )
+                for m in msgs
+            ]
+        )
+
+    def _handed(self, got: list[Delivered]) -> list[Delivered]:
+        """Fill in headers-only deliveries with the payloads this process's proxies handed
+        over, decoded (on the fetcher's thread: joining a megabyte is no work for the
+        loop); one not handed over keeps its empty payload, and ``_receive`` reads whole
+        messages from there. Every delivery takes its payload, read or not."""
+        handoff = self.handoff
+        if handoff is None:
+            return got
+        for m in got:
+            held = handoff.take(m.headers.get(H_MSG_ID))
+            if held is None or m.data or not payload_size(m.headers):
+                continue
+            if isinstance(held, IpcPayload) and held.batch is None:  # off alignment
+                held = IpcPayload(held.parts, read_ipc(bytes(held)))
+            m.data = held
+        return got
 
     async def _receive(self, m: Delivered) -> bool:
         seq, consumer_seq = m.seq, m.consumer_seq
@@ -324,17 +345,12 @@ class ChannelConsumer:
             self.next_seq = restart
             await self._resubscribe(restart)
             return False
-        data = m.data
-        if self.handoff is not None and H_MSG_ID in m.headers:
-            held = self.handoff.take(m.headers[H_MSG_ID])  # taken either way: it is read
-            if not data and payload_size(m.headers):
-                if held is None:
-                    await self._read_whole(seq)
-                    return False
-                data = held
+        if not m.data and payload_size(m.headers):  # headers only, and not handed over
+            await self._read_whole(seq)
+            return False
         self._consumer_seq = consumer_seq
         self.pending = m.pending
-        dm = DmlMessage.decode(m.headers, data, seq)
+        dm = DmlMessage.decode(m.headers, m.data, seq)
         self.next_seq = seq + 1
         if dm.type is not MsgType.TICK:
             if self._pack_start is None:

@@ -105,7 +105,9 @@ class DmlMessage:
         return data_subject(pchannel, self.vchannel), headers, payload
 
     @classmethod
-    def decode(cls, headers: dict[str, str] | None, payload: bytes, seq: int = 0) -> DmlMessage:
+    def decode(
+        cls, headers: dict[str, str] | None, payload: bytes | Pieces, seq: int = 0
+    ) -> DmlMessage:
         h = headers or {}
         kind = MsgType(h.get(H_TYPE, "tick"))
         if isinstance(payload, IpcPayload):  # handed over in-process (channels/handoff.py)
@@ -113,7 +115,8 @@ class DmlMessage:
             if batch is None:
                 batch = read_ipc(bytes(payload))
         else:
-            batch = read_ipc(payload) if payload else None
+            whole = bytes(payload) if isinstance(payload, Pieces) else payload
+            batch = read_ipc(whole) if whole else None
         return cls(
             type=kind,
             ts=int(h.get(H_TS, 0)),

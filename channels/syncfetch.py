@@ -22,11 +22,12 @@ import asyncio
 import concurrent.futures
 import itertools
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import orjson
 
-from elanus.channels.syncnats import Connection, ConnectionLost, SyncRequester
+from elanus.channels.syncnats import Connection, ConnectionLost, Pieces, SyncRequester
 from elanus.errors import ElanusError, ErrorCode
 
 
@@ -35,7 +36,8 @@ class Delivered:
     """A message as a consumer needs it: the payload, headers and positions."""
 
     headers: dict[str, str]
-    data: bytes
+    data: bytes | Pieces
+    """The payload (a handed-over one: ``channels/handoff.py``)."""
     seq: int
     """Stream sequence."""
     consumer_seq: int
@@ -63,10 +65,21 @@ class ThreadFetcher:
         self._ids = itertools.count(1)
         self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=name)
 
-    async def fetch(self, batch: int, timeout: float) -> list[Delivered]:
-        """``batch`` messages at most; [] when none came in ``timeout``."""
+    async def fetch(
+        self,
+        batch: int,
+        timeout: float,
+        then: Callable[[list[Delivered]], list[Delivered]] | None = None,
+    ) -> list[Delivered]:
+        """``batch`` messages at most; [] when none came in ``timeout``. ``then`` runs on
+        the fetcher's thread too, on what was fetched."""
+
+        def run() -> list[Delivered]:
+            got = self.fetch_here(batch, timeout)
+            return then(got) if then is not None else got
+
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._thread, self.fetch_here, batch, timeout)
+        return await loop.run_in_executor(self._thread, run)
 
     def fetch_here(self, batch: int, timeout: float) -> list[Delivered]:
         if self.conn is None:
