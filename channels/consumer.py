@@ -195,7 +195,11 @@ class ChannelConsumer:
         labels = (role, node, self.vchannel)
         lag = self.tick_lag_s
         ticks = [] if lag is None else [(metrics.TICK_LAG, labels, lag)]
-        return [*ticks, (metrics.CONSUMER_PENDING, labels, float(self.pending))]
+        return [
+            *ticks,
+            (metrics.CONSUMER_PENDING, labels, float(self.pending)),
+            (metrics.CONSUMER_HEADERS_ONLY, labels, float(self.headers_only)),
+        ]
 
     async def wait_tick(self, ts: int, timeout: float) -> bool:
         """Wait until a tick at or past ``ts`` was handed on (tsafe >= ts); False after

@@ -105,6 +105,12 @@ CONSUMER_PENDING = Family(
     "Messages of a channel (data and ticks) a consumer has not fetched yet",
     CONSUMER,
 )
+CONSUMER_HEADERS_ONLY = Family(
+    "elanus_channel_consumer_headers_only",
+    "1 while a consumer reads the log's headers only and takes payloads from a proxy of "
+    "its process (channels/handoff.py), 0 while it reads whole messages",
+    CONSUMER,
+)
 SEGMENTS = Family("elanus_coord_segments", "Segments the coord tracks, by state", ("state",))
 SEGMENT_ROWS = Family(
     "elanus_coord_segment_rows",
@@ -117,7 +123,15 @@ LOAD_PROGRESS = Family(
     ("collection_id",),
 )
 INDEX_TASKS = Family("elanus_coord_index_tasks", "Index build tasks, by state", ("state",))
-SCRAPED = (TICK_LAG, CONSUMER_PENDING, SEGMENTS, SEGMENT_ROWS, LOAD_PROGRESS, INDEX_TASKS)
+SCRAPED = (
+    TICK_LAG,
+    CONSUMER_PENDING,
+    CONSUMER_HEADERS_ONLY,
+    SEGMENTS,
+    SEGMENT_ROWS,
+    LOAD_PROGRESS,
+    INDEX_TASKS,
+)
 
 Sample = tuple[Family, tuple[str, ...], float]
 

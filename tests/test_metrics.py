@@ -35,6 +35,7 @@ FAMILIES = {
     "elanus_querynode_wait_tsafe_seconds",
     "elanus_channel_tick_lag_seconds",
     "elanus_channel_consumer_pending_messages",
+    "elanus_channel_consumer_headers_only",
     "elanus_coord_segments",
     "elanus_coord_segment_rows",
     "elanus_coord_load_progress_percent",
@@ -111,6 +112,9 @@ def test_a_standalone_serves_every_family(standalone: RoleHost) -> None:
     pending = families["elanus_channel_consumer_pending_messages"]
     assert {s[1]["role"] for s in pending} == {"datanode", "querynode"}
     assert all(s[2] >= 0 for s in pending)
+    handed = families["elanus_channel_consumer_headers_only"]  # which: a matter of timing
+    assert {s[1]["role"] for s in handed} == {"datanode", "querynode"}
+    assert {s[2] for s in handed} <= {0.0, 1.0}
     assert families["process_resident_memory_bytes"][0][2] > 0
 
     # the dashboard names nothing a running standalone does not export (a counter no
