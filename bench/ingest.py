@@ -241,7 +241,7 @@ def run_elanus(
 def ipc_messages(table: pa.Table, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[bytes]:
     """The table as ~1 MB Arrow IPC stream messages, cut as the proxy cuts them."""
     return [
-        payload
+        bytes(payload)
         for rb in table.combine_chunks().to_batches()
         for _, payload in encode_pieces(rb, max_bytes, max_bytes)
     ]
