@@ -51,9 +51,9 @@ FETCH_BATCH = 16
 the server's per-client pending limit, or it drops deliveries (slow consumer)."""
 HEADERS_BATCH = 64
 """Messages per fetch while reading headers only (a few hundred bytes each)."""
-WHOLE_AFTER_MISS_S = 10.0
-"""After a payload was not handed over, read whole messages at least this long (and until
-caught up): writes of other processes' proxies would otherwise flip the mode each pack."""
+WHOLE_AFTER_MISS_S = 2.0
+"""After a payload was not handed over, read whole messages at least this long: writes of
+other processes' proxies would otherwise flip the mode (a new consumer) every pack."""
 PackHandler = Callable[[list[DmlMessage], int, int], Awaitable[None]]
 """``on_pack(messages, tick_ts, tick_seq)``: the messages before a tick, timestamp order."""
 
@@ -130,13 +130,15 @@ class ChannelConsumer:
         self.headers_only = False
         """Reading the log's headers only, the payloads from ``handoff``."""
         self._missed_at = 0.0
+        self._watched_after: int | None = None
         self.whole_reads = 0
         """Times a payload was not handed over and whole messages were read instead."""
 
     async def start(self) -> None:
         if self.handoff is not None:
             self.handoff.watch(self.vchannel)
-            self.headers_only = self.handoff.publishers > 0
+            self._watched_after = await self._last_seq()
+        self.headers_only = False  # whole messages until a tick past what came before
         await self._subscribe(self.start_seq)
         requester = self.bus.sync
         if self._fetcher is None and requester is not None and requester.usable:
@@ -319,13 +321,16 @@ class ChannelConsumer:
         """Fill in headers-only deliveries with the payloads this process's proxies handed
         over, decoded (on the fetcher's thread: joining a megabyte is no work for the
         loop); one not handed over keeps its empty payload, and ``_receive`` reads whole
-        messages from there. Every delivery takes its payload, read or not."""
+        messages from there. The payloads stay in the handoff until ``_receive`` takes
+        each message: the rest of a fetch is dropped when the consumer is made anew."""
         handoff = self.handoff
         if handoff is None:
             return got
         for m in got:
-            held = handoff.take(m.headers.get(H_MSG_ID))
-            if held is None or m.data or not payload_size(m.headers):
+            if m.data or not payload_size(m.headers):
+                continue
+            held = handoff.peek(m.headers.get(H_MSG_ID))
+            if held is None:
                 continue
             if isinstance(held, IpcPayload) and held.batch is None:  # off alignment
                 held = IpcPayload(held.parts, read_ipc(bytes(held)))
@@ -352,6 +357,8 @@ class ChannelConsumer:
         if not m.data and payload_size(m.headers):  # headers only, and not handed over
             await self._read_whole(seq)
             return False
+        if self.handoff is not None and H_MSG_ID in m.headers:
+            self.handoff.take(m.headers[H_MSG_ID])  # read: whole, or handed over
         self._consumer_seq = consumer_seq
         self.pending = m.pending
         dm = DmlMessage.decode(m.headers, m.data, seq)
@@ -370,11 +377,22 @@ class ChannelConsumer:
                 self._tick.notify_all()
             with self._tick_for_threads:
                 self._tick_for_threads.notify_all()
-        if m.pending == 0 and self._may_read_headers_only():
-            self.headers_only = True  # caught up: this process's proxies hand payloads over
+        past = m.pending == 0 or (self._watched_after is not None and seq > self._watched_after)
+        if past and self._may_read_headers_only():
+            self.headers_only = True  # this process's proxies hand the payloads over now
             await self._resubscribe(self.next_seq)
             return False
         return True
+
+    async def _last_seq(self) -> int | None:
+        """The stream's last position now (None if JetStream does not say): what comes
+        after it was published while this consumer watched, so its payload was handed
+        over unless another process wrote it."""
+        try:
+            info = await self.bus.js.stream_info(stream_name(self.pchannel))
+        except Exception:  # noqa: BLE001 - only when to read headers only depends on it
+            return None
+        return int(info.state.last_seq)
 
     async def _read_whole(self, seq: int) -> None:
         """A payload was not handed over (another process wrote it, or it was read or

@@ -95,6 +95,14 @@ class Handoff:
                 self._bytes -= len(held.payload)
                 self.dropped += 1
 
+    def peek(self, msg_id: str | None) -> bytes | None:
+        """The payload of ``msg_id``, left here (a fetch may yet be dropped unread)."""
+        if msg_id is None:
+            return None
+        with self._lock:
+            held = self._held.get(msg_id)
+            return held.payload if held is not None else None
+
     def take(self, msg_id: str | None) -> bytes | None:
         """The payload of ``msg_id`` for one of its consumers (None: read the log); the
         last of them removes it."""

@@ -47,6 +47,16 @@ def test_a_payload_waits_for_every_consumer_of_its_vchannel() -> None:
     assert h.take("a") is None and h.held_bytes == 0
 
 
+def test_a_payload_looked_at_stays_until_taken() -> None:
+    """A consumer looks payloads up when it fetches and takes them as it reads each
+    message: a fetch dropped unread (the consumer made anew) finds them again."""
+    h = Handoff()
+    h.watch("v")
+    h.offer([wire("a", "v", b"aa")])
+    assert h.peek("a") == b"aa" and h.peek("a") == b"aa"
+    assert h.take("a") == b"aa" and h.peek("a") is None
+
+
 def test_the_oldest_payloads_go_first_when_full_and_a_last_consumer_takes_its_own() -> None:
     h = Handoff(cap_bytes=5)
     h.watch("v")
@@ -154,21 +164,20 @@ def test_a_pack_cut_by_a_missing_payload_is_neither_lost_nor_doubled(stack: Stac
     consumer = datanode_consumer(stack)
     wait_for(lambda: consumer.headers_only, what="the datanode reading headers only")
     handoff = handoff_for(stack.settings.nats_url or "")
-    take = handoff.take
+    peek = handoff.peek
     calls = [0]
 
     def every_third_missing(msg_id: str | None) -> pa.Buffer | None:
         calls[0] += 1
-        got = take(msg_id)
-        return None if calls[0] % 3 == 0 else got
+        return None if calls[0] % 3 == 0 else peek(msg_id)
 
-    handoff.take = every_third_missing  # type: ignore[method-assign]
+    handoff.peek = every_third_missing  # type: ignore[method-assign]
     try:
         for k in range(1, 6):
             acked += insert(client, "m", k * 1000, 300)
         client.flush("m", timeout=30)
     finally:
-        del handoff.take
+        del handoff.peek
     assert consumer.whole_reads > 0
     assert stored_pks(client, "m") == sorted(acked)
 
