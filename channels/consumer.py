@@ -131,12 +131,15 @@ class ChannelConsumer:
         """Reading the log's headers only, the payloads from ``handoff``."""
         self._missed_at = 0.0
         self._watched_after: int | None = None
+        self._watching = False
         self.whole_reads = 0
         """Times a payload was not handed over and whole messages were read instead."""
 
     async def start(self) -> None:
-        if self.handoff is not None:
+        if self.handoff is not None and not self._watching:
             self.handoff.watch(self.vchannel)
+            self._watching = True
+        if self.handoff is not None and self.handoff.publishers > 0:
             self._watched_after = await self._last_seq()
         self.headers_only = False  # whole messages until a tick past what came before
         await self._subscribe(self.start_seq)
@@ -184,8 +187,9 @@ class ChannelConsumer:
             self._fetcher = None
         self.supervisor.recover(self.task_name)  # not ours any more, failed or not
         await self._unsubscribe()
-        if self.handoff is not None:
+        if self.handoff is not None and self._watching:
             self.handoff.unwatch(self.vchannel)
+            self._watching = False
 
     @property
     def tick_lag_s(self) -> float | None:
