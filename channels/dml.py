@@ -110,10 +110,8 @@ class DmlMessage:
     ) -> DmlMessage:
         h = headers or {}
         kind = MsgType(h.get(H_TYPE, "tick"))
-        if isinstance(payload, IpcPayload):  # handed over in-process (channels/handoff.py)
+        if isinstance(payload, IpcPayload) and payload.batch is not None:  # handed over
             batch: pa.RecordBatch | None = payload.batch
-            if batch is None:
-                batch = read_ipc(bytes(payload))
         else:
             whole = bytes(payload) if isinstance(payload, Pieces) else payload
             batch = read_ipc(whole) if whole else None
@@ -132,8 +130,8 @@ class DmlMessage:
 
 
 def ipc_bytes(batch: pa.RecordBatch) -> pa.Buffer:
-    """The batch as an Arrow IPC stream, in Arrow's memory: handed to the socket as it is
-    (a copy into a ``bytes`` cost a megabyte's copy and page faults per message)."""
+    """The batch as one Arrow IPC stream in one buffer (DML on the wire is
+    ``ipc_payload``'s: the same bytes, its body not copied)."""
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, batch.schema) as writer:
         writer.write_batch(batch)

@@ -22,9 +22,14 @@ from __future__ import annotations
 
 import threading
 from collections import Counter, OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeAlias
 
 from elanus.channels.dml import H_MSG_ID, H_VCHANNEL
+from elanus.channels.syncnats import Pieces
+
+Payload: TypeAlias = bytes | Pieces
 
 CAP_BYTES = 256 << 20
 """Payloads held at most; the oldest are dropped first (their consumers read the log)."""
@@ -37,7 +42,7 @@ class Held:
     """A payload waiting for the consumers of its vchannel."""
 
     vchannel: str
-    payload: bytes
+    payload: Payload
     takers: int
     """Consumers of the message's vchannel in this process that have not taken it yet."""
 
@@ -56,7 +61,7 @@ class Handoff:
         self.dropped = 0
         """Payloads dropped for room before every consumer took them."""
         self.handed = 0
-        """Payloads consumers took from here (tests and metrics read both)."""
+        """Payloads consumers took from here."""
 
     def watch(self, vchannel: str) -> None:
         """A consumer of ``vchannel`` takes payloads from here from now on."""
@@ -73,7 +78,7 @@ class Handoff:
             for msg_id in [k for k, h in self._held.items() if h.vchannel == vchannel]:
                 self._bytes -= len(self._held.pop(msg_id).payload)
 
-    def offer(self, wire: list[tuple[str, dict[str, str], bytes]]) -> None:
+    def offer(self, wire: Sequence[tuple[str, dict[str, str], Payload]]) -> None:
         """Hold the payloads of messages about to be published whose vchannel is watched
         here (any thread; before the publish, so no consumer can see a message first)."""
         if not self._watchers:
@@ -95,7 +100,7 @@ class Handoff:
                 self._bytes -= len(held.payload)
                 self.dropped += 1
 
-    def peek(self, msg_id: str | None) -> bytes | None:
+    def peek(self, msg_id: str | None) -> Payload | None:
         """The payload of ``msg_id``, left here (a fetch may yet be dropped unread)."""
         if msg_id is None:
             return None
@@ -103,7 +108,7 @@ class Handoff:
             held = self._held.get(msg_id)
             return held.payload if held is not None else None
 
-    def take(self, msg_id: str | None) -> bytes | None:
+    def take(self, msg_id: str | None) -> Payload | None:
         """The payload of ``msg_id`` for one of its consumers (None: read the log); the
         last of them removes it."""
         if msg_id is None:

@@ -211,7 +211,8 @@ class DmlPublisher:
 
     async def publish_wire(self, wire: Sequence[Wire], what: str) -> None:
         """``publish`` of messages already checked (``wire``)."""
-        wire = [(s, h, bytes(p) if isinstance(p, Pieces) else p) for s, h, p in wire]  # nats-py's
+        # nats-py takes a payload whole: join the pieces (this path is the fallback)
+        wire = [(s, h, bytes(p) if isinstance(p, Pieces) else p) for s, h, p in wire]
         again: list[tuple[str, dict[str, str], bytes]] = []
         futures: list[tuple[tuple[str, dict[str, str], bytes], asyncio.Future[Any]]] = []
         for w in wire:
