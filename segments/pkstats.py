@@ -3,6 +3,14 @@
 The delegator's PK oracle (seed 001) and the datanode use them to find the segments that
 may hold a deleted key without reading the segments. Hashes come from ``elanus.pkhash``
 (stable across processes and versions), probes by double hashing.
+
+A filter has a power-of-two number of bits, 10-20 per key (Milvus's default false-positive
+rate of 0.001 needs 14.4): a probe then masks instead of dividing, and a filter built for
+more keys than it got folds down to its final size without its keys (bit ``i`` of the
+small one is the OR of the big one's bits ``i + k * size``). That is how a growing segment
+builds its stats while it spills (``PkStats.sized_for``, ``add`` on each spill's worker
+thread), so its flush only folds them instead of hashing a million keys on the way to
+Flushed. Filters written before (any number of bits) read and probe as they did.
 """
 
 from __future__ import annotations
@@ -23,12 +31,21 @@ BITS_PER_KEY = 10
 NUM_PROBES = 7
 
 
+def bloom_bits(keys: int) -> int:
+    """The filter size for ``keys`` keys: the power of two at or above ``BITS_PER_KEY`` each."""
+    return max(1024, 1 << (max(1, keys * BITS_PER_KEY) - 1).bit_length())
+
+
 def _positions(hashes: np.ndarray, num_bits: int) -> np.ndarray:
     h1 = hashes & np.uint64(0xFFFFFFFF)
     h2 = (hashes >> np.uint64(32)) | np.uint64(1)
     probes = np.arange(NUM_PROBES, dtype=np.uint64)[:, None]
-    with np.errstate(over="ignore"):
-        return ((h1[None, :] + probes * h2[None, :]) % np.uint64(num_bits)).astype(np.int64)
+    pos = h1[None, :] + probes * h2[None, :]  # < 2**35: no overflow
+    if num_bits & (num_bits - 1) == 0:
+        pos &= np.uint64(num_bits - 1)
+    else:  # a filter written before sizes were powers of two
+        pos %= np.uint64(num_bits)
+    return pos.astype(np.int64)
 
 
 @dataclass
@@ -43,10 +60,28 @@ class PkStats:
     def build(cls, pks: pa.Array | pa.ChunkedArray) -> PkStats:
         if isinstance(pks, pa.ChunkedArray):
             pks = pks.combine_chunks()
-        num_bits = max(1024, len(pks) * BITS_PER_KEY)
-        stats = cls(num_bits, np.zeros((num_bits + 7) // 8, dtype=np.uint8))
+        stats = cls.sized_for(len(pks))
         stats.add(pks)
         return stats
+
+    @classmethod
+    def sized_for(cls, keys: int) -> PkStats:
+        """Empty stats with room for ``keys`` keys, to ``add`` to and then ``fold``."""
+        num_bits = bloom_bits(keys)
+        return cls(num_bits, np.zeros(num_bits // 8, dtype=np.uint8))
+
+    def has_room(self, keys: int) -> bool:
+        """Whether ``keys`` keys in all get ``BITS_PER_KEY`` bits each."""
+        return keys * BITS_PER_KEY <= self.num_bits
+
+    def fold(self) -> PkStats:
+        """The same stats in a filter sized for the keys they hold (self when it is, or
+        when its size is not a power of two)."""
+        size = bloom_bits(self.num_keys)
+        if size >= self.num_bits or self.num_bits & (self.num_bits - 1):
+            return self
+        bits = np.bitwise_or.reduce(self.bits.reshape(-1, size // 8), axis=0)
+        return PkStats(size, bits, self.min_pk, self.max_pk, self.num_keys)
 
     def add(self, pks: pa.Array) -> None:
         if len(pks) == 0:

@@ -164,8 +164,12 @@ def set_import_ts(seg_dir: Loc, ts: int) -> None:
 
 def write_pk_stats(seg_dir: Loc, pks: pa.Array | pa.ChunkedArray) -> PkStats:
     stats = PkStats.build(pks)
-    stats.save(layout.stats_path(seg_dir))
+    save_pk_stats(seg_dir, stats)
     return stats
+
+
+def save_pk_stats(seg_dir: Loc, stats: PkStats) -> None:
+    stats.save(layout.stats_path(seg_dir))
 
 
 def write_deltas(seg_dir: Loc, pks: pa.Array, ts: pa.Array, name: str) -> str:

@@ -24,7 +24,7 @@ from elanus.segments.channel_writer import ChannelWriter
 from elanus.segments.flushcommon import syncpack
 from elanus.segments.flushcommon.syncmgr import SyncAbandoned, SyncManager
 from elanus.segments.flushcommon.writebuffer import WriteBuffer
-from elanus.segments.pkstats import PkStats
+from elanus.segments.pkstats import PkStats, bloom_bits
 from tests.conftest import Stack, wait_for
 from tests.test_recovery import stored_pks
 
@@ -226,6 +226,49 @@ def test_a_repeated_spill_appends_its_rows_once(tmp_path: Path) -> None:
     more.write(1)
     rows = storage.read_segment(seg_dir, wb.schema)
     assert sorted(rows.column("id").to_pylist()) == [1, 2, 3, 4, 5]
+
+
+def test_spills_build_the_key_stats_that_the_flush_folds(tmp_path: Path) -> None:
+    """Each spill adds its keys once (a retried one too); the flush saves them folded to
+    the segment's size, the same filter as one built from every key. Stats that missed
+    keys, or were outgrown, are built from the keys instead."""
+    wb = WriteBuffer(_schema(), lambda p, s: tmp_path / f"{p}-{s}")
+    most = (1_000_000, 1 << 30)
+    seg_dir = tmp_path / "seg"
+    wb.apply([_insert(3, list(range(100)), ts=100, seq=10)])
+    buf = wb.growing[3]
+    spills = []
+    for k in range(3):
+        if k:
+            wb.apply([_insert(3, list(range(100 * k, 100 * k + 100)), ts=100 + k, seq=10 + k)])
+        batches, before = buf.take_pending()
+        stats = buf.spill_stats(batches, before, most)
+        spill = syncpack.RowsSync(
+            seg_dir, batches, wb.arrow_schema, wb.defaults, before, stats, wb.pk_field
+        )
+        spill.write(0)
+        spill.write(1)  # retried: its keys are not counted twice
+        spills.append(stats)
+    assert spills[0] is spills[2] is buf.stats
+    assert buf.stats is not None and buf.stats.num_bits == bloom_bits(1_000_000)
+    assert buf.stats.num_keys == 300
+    seal = syncpack.SealSync(seg_dir, buf.pk_array(), [], 10, buf.stats)
+    saved = seal.write(0)
+    direct = PkStats.build(buf.pk_array())
+    assert saved.num_bits == direct.num_bits == bloom_bits(300)
+    assert np.array_equal(saved.bits, direct.bits)
+    loaded = storage.load_pk_stats(seg_dir)
+    assert loaded is not None and np.array_equal(loaded.bits, direct.bits)
+
+    # stats that missed a spill's keys are not used
+    partial = PkStats.sized_for(1_000)
+    partial.add(pa.array(range(100), pa.int64()))
+    built = syncpack.SealSync(seg_dir, buf.pk_array(), [], 10, partial).write(0)
+    assert built.num_keys == 300 and np.array_equal(built.bits, direct.bits)
+    # rows that outgrow the stats drop them (the flush builds them whole)
+    assert buf.spill_stats([], 1, most) is buf.stats
+    buf.spilled_rows = 2_000_000
+    assert buf.spill_stats([], 1, most) is None and buf.stats is None
 
 
 # -- on a stack --------------------------------------------------------------------------------

@@ -41,6 +41,8 @@ from elanus.client.client import Client
 from elanus.client.putresult import PutAck
 from elanus.client.wire import encode_json, from_flight_error
 from elanus.pkhash import shard_of
+from elanus.segments import storage
+from elanus.segments.pkstats import bloom_bits
 
 WAIT_S = 20.0
 
@@ -1404,3 +1406,8 @@ def test_growing_segments_spill_to_lance_while_ingest_runs(
     assert len(ds.get_fragments()) > 1
     assert sorted(ds.to_table(columns=["id"]).column("id").to_pylist()) == sorted(acked)
     assert seg["num_rows"] == len(acked)
+    # its key stats were built by the spills, then folded to the segment's size
+    stats = storage.load_pk_stats(Path(seg["path"]).parent)
+    assert stats is not None and stats.num_keys == len(acked)
+    assert stats.num_bits == bloom_bits(len(acked))
+    assert stats.may_contain(pa.array(acked, pa.int64())).all()

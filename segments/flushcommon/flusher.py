@@ -39,8 +39,12 @@ class Flusher:
         syncs: SyncManager,
         reports: CoordReports,
         checkpoint: Callable[[], dict[str, int]],
+        segment_max: tuple[int, int],
     ) -> None:
         self.node_id = node_id
+        self.segment_max = segment_max
+        """The most rows and bytes a segment takes (``segment_max_rows``/``_bytes``): what
+        a growing segment's key stats are sized for at its first spill."""
         self.vchannel = vchannel
         self.buffer = buffer
         self.syncs = syncs
@@ -65,7 +69,10 @@ class Flusher:
         if not batches:
             return
         wb = self.buffer
-        rows = RowsSync(self._dir(buf), batches, wb.arrow_schema, wb.defaults, before)
+        stats = buf.spill_stats(batches, before, self.segment_max)
+        rows = RowsSync(
+            self._dir(buf), batches, wb.arrow_schema, wb.defaults, before, stats, wb.pk_field
+        )
         name = f"spill segment {buf.segment_id}"
         self.syncs.submit(name, [buf.segment_id], rows.write, position=buf.first_seq)
 
@@ -118,7 +125,7 @@ class Flusher:
                 max_ts=buf.max_ts,
                 start_seq=buf.first_seq,
             )
-            seal = SealSync(self._dir(buf), buf.pk_array(), buf.deletes, buf.first_seq)
+            seal = SealSync(self._dir(buf), buf.pk_array(), buf.deletes, buf.first_seq, buf.stats)
 
             async def flushed(
                 stats: PkStats, sid: int = sid, written: SegmentFlushed = written

@@ -49,7 +49,10 @@ class Pipeline:
         self.buffer = buffer
         self.syncs = syncs
         self.reports = reports
-        self.flusher = Flusher(node.node_id, self.vchannel, buffer, syncs, reports, self.checkpoint)
+        limits = (node.settings.segment_max_rows, node.settings.segment_max_bytes)
+        self.flusher = Flusher(
+            node.node_id, self.vchannel, buffer, syncs, reports, self.checkpoint, limits
+        )
         self.compactions = Compactions(
             node.node_id, self.vchannel, buffer, syncs, self.flusher, reports
         )

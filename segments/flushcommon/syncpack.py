@@ -8,7 +8,7 @@ the earlier attempt did not commit them, stats and logs are replaced whole.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -37,13 +37,21 @@ class RowsSync:
     defaults: dict[str, Any]
     rows_before: int
     """Rows the dataset holds before these (0: these start it over)."""
+    stats: PkStats | None = None
+    """The segment's growing key stats, which these rows' keys join once written."""
+    pk_field: str = ""
+    _counted: bool = field(default=False, init=False, repr=False)
 
     def write(self, attempt: int) -> None:
         first = self.rows_before == 0
-        if attempt and not first and self._committed():
-            return
-        table = pa.Table.from_batches(self.batches, schema=self.target)
-        storage.write_rows(self.seg_dir, table, self.target, first=first, defaults=self.defaults)
+        if not (attempt and not first and self._committed()):
+            table = pa.Table.from_batches(self.batches, schema=self.target)
+            storage.write_rows(
+                self.seg_dir, table, self.target, first=first, defaults=self.defaults
+            )
+        if self.stats is not None and not self._counted:
+            self.stats.add(pa.concat_arrays([b.column(self.pk_field) for b in self.batches]))
+            self._counted = True
 
     def _committed(self) -> bool:
         """Whether a failed attempt committed its fragment after all (Lance commits whole
@@ -65,9 +73,15 @@ class SealSync:
     pks: pa.Array
     deletes: Deletes
     first_seq: int
+    stats: PkStats | None = None
+    """The stats its spills built; used (folded) when they hold every key, else built."""
 
     def write(self, attempt: int) -> PkStats:
-        stats = storage.write_pk_stats(self.seg_dir, self.pks)
+        if self.stats is not None and self.stats.num_keys == len(self.pks):
+            stats = self.stats.fold()
+            storage.save_pk_stats(self.seg_dir, stats)
+        else:
+            stats = storage.write_pk_stats(self.seg_dir, self.pks)
         if self.deletes:
             pks, ts = delete_records(self.deletes)
             storage.write_deltas(self.seg_dir, pks, ts, f"{self.first_seq:012d}-flush")

@@ -69,6 +69,10 @@ class SegmentBuffer:
     """Rows handed to spills (written, or being written, to the segment's Lance dataset)."""
     min_ts: int | None = None
     max_ts: int | None = None
+    stats: PkStats | None = None
+    """Key stats of the spilled rows, added to on the spills' worker threads so the flush
+    only folds them (``Flusher.spill``); None before the first spill, and for good once
+    more rows came than the stats were sized for (the flush then builds them whole)."""
     _pk_cache: pa.Array | None = None
 
     def add(self, batch: pa.RecordBatch, pk: pa.Array, ts: int) -> None:
@@ -87,6 +91,20 @@ class SegmentBuffer:
         before = self.spilled_rows
         self.spilled_rows += sum(b.num_rows for b in batches)
         return batches, before
+
+    def spill_stats(
+        self, batches: list[pa.RecordBatch], before: int, most: tuple[int, int]
+    ) -> PkStats | None:
+        """The key stats a spill of ``batches`` (``take_pending``) adds to: made at the
+        first spill, with room for as many rows as a segment takes (``most``: rows, bytes)
+        at these rows' size; dropped once the rows outgrow them."""
+        if before == 0:
+            rows = sum(b.num_rows for b in batches)
+            nbytes = sum(b.nbytes for b in batches)
+            self.stats = PkStats.sized_for(min(most[0], most[1] * rows // max(1, nbytes)))
+        if self.stats is not None and not self.stats.has_room(self.spilled_rows):
+            self.stats = None
+        return self.stats
 
     def pk_array(self) -> pa.Array:
         if self._pk_cache is None:
