@@ -14,6 +14,7 @@ import json
 import re
 import shutil
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -432,10 +433,20 @@ def test_race_with_drop(env: Env, ops: tuple[str, ...]) -> None:
         env.action("load_collection", {"collection": RACE})
         batch = good_batch(5, 0)
         descriptor = flight.FlightDescriptor.for_command(dumps({"collection": RACE}))
-        writer, reader = env.fc.do_put(descriptor, batch.schema, OPTIONS)
-        writer.write_batch(batch)
-        writer.done_writing()
-        writer.close()
+        # After the churn the datanode may still be catching up: flow control may refuse
+        # with RATE_LIMITED ("retry later"), which is what a client does, for a while.
+        deadline = time.monotonic() + 30
+        while True:
+            writer, reader = env.fc.do_put(descriptor, batch.schema, OPTIONS)
+            try:
+                writer.write_batch(batch)
+                writer.done_writing()
+                writer.close()
+                break
+            except flight.FlightServerError as exc:
+                if "[RATE_LIMITED]" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
         assert env.count(RACE) == 5
     finally:
         env.action("drop_collection", {"name": RACE})
