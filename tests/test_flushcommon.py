@@ -269,6 +269,8 @@ def test_spills_build_the_key_stats_that_the_flush_folds(tmp_path: Path) -> None
     assert buf.spill_stats([], 1, most) is buf.stats
     buf.spilled_rows = 2_000_000
     assert buf.spill_stats([], 1, most) is None and buf.stats is None
+    # limits far above the defaults: no filter that large is kept while growing
+    assert buf.spill_stats(batches, 0, (100_000_000, 1 << 40)) is None
 
 
 # -- on a stack --------------------------------------------------------------------------------

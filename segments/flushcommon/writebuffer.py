@@ -39,13 +39,16 @@ from elanus.channels.dml import DmlMessage, MsgType
 from elanus.schema import TIMESTAMP_FIELD, Schema
 from elanus.segments import storage
 from elanus.segments.pkoracle import PkOracle
-from elanus.segments.pkstats import PkStats
+from elanus.segments.pkstats import PkStats, bloom_bits
 from elanus.states import SegmentState
 
 log = logging.getLogger(__name__)
 
 SPILL_BYTES = 64 << 20
 """A growing segment's rows are written to Lance in the background every this many bytes."""
+GROWING_STATS_BITS = 1 << 25
+"""The largest filter a growing segment builds as it spills (4 MB; 3.3M keys): a segment of
+the default 1M rows needs 2**24."""
 DELTA_SYNC_ROWS = 50_000
 DELTA_SYNC_SECONDS = 5.0
 
@@ -97,11 +100,14 @@ class SegmentBuffer:
     ) -> PkStats | None:
         """The key stats a spill of ``batches`` (``take_pending``) adds to: made at the
         first spill, with room for as many rows as a segment takes (``most``: rows, bytes)
-        at these rows' size; dropped once the rows outgrow them."""
+        at these rows' size; dropped once the rows outgrow them. None when that size
+        would pass ``GROWING_STATS_BITS`` (limits set far above the defaults): each spill
+        then costs a pass over a filter that large, and the flush builds the stats."""
         if before == 0:
             rows = sum(b.num_rows for b in batches)
             nbytes = sum(b.nbytes for b in batches)
-            self.stats = PkStats.sized_for(min(most[0], most[1] * rows // max(1, nbytes)))
+            keys = min(most[0], most[1] * rows // max(1, nbytes))
+            self.stats = PkStats.sized_for(keys) if bloom_bits(keys) <= GROWING_STATS_BITS else None
         if self.stats is not None and not self.stats.has_room(self.spilled_rows):
             self.stats = None
         return self.stats
