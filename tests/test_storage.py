@@ -240,10 +240,12 @@ def test_a_data_node_with_a_data_dir_of_its_own_imports_uploads_and_staged_write
 @pytest.mark.spark
 @pytest.mark.slow
 @pytest.mark.timeout(400)
+@pytest.mark.parametrize("storage_settings", ["s3"], indirect=True)
 def test_spark_index_run_on_the_storage(stack: Stack, storage_settings: dict[str, Any]) -> None:
     """``elanus index build`` (a Spark run, its own processes) reads the segments and
     writes the index files through the storage root; the S3 settings reach the executors
-    through the environment (``ELANUS_S3_*``)."""
+    through the environment (``ELANUS_S3_*``). On local storage the same run is
+    ``test_index_spark.py::test_cli_spark_index_run_builds_every_segment``."""
     pytest.importorskip("pyspark")
     client = stack.client()
     bare_collection(client, "c", DIM)
