@@ -116,6 +116,9 @@ class ChannelConsumer:
         """The stream position after the last message handed on (or collected)."""
         self.pending = 0
         """Messages of the stream left to fetch, as the last one fetched said."""
+        self._reading_since_ms: int | None = None
+        """When the consumer last started reading from a position behind the log's end;
+        None once it has caught up (``flow_lag_s``)."""
         self._pack: list[DmlMessage] = []
         self._pack_start: int | None = None
         self._sub: Any = None
@@ -196,6 +199,19 @@ class ChannelConsumer:
         """How far tsafe is behind the wall clock; None before the first tick."""
         return max(0.0, (now_ms() - physical_ms(self.tick_ts)) / 1000) if self.tick_ts else None
 
+    @property
+    def flow_lag_s(self) -> float | None:
+        """The tick lag flow control counts: until a (re)started consumer has caught up
+        with the log, from when it started reading, not from its old tsafe. The time no
+        consumer read the channel (NATS failing over, the channel between datanodes) is
+        not a backlog writers are making now; refusing them does not shorten it, and a
+        consumer that cannot catch up still passes the limit on its own clock."""
+        lag = self.tick_lag_s
+        since = self._reading_since_ms
+        if lag is None or since is None:
+            return lag
+        return min(lag, max(0.0, (now_ms() - since) / 1000))
+
     def metric_samples(self) -> list[metrics.Sample]:
         role, _, node = self.supervisor.owner.partition(" ")
         labels = (role, node, self.vchannel)
@@ -244,6 +260,7 @@ class ChannelConsumer:
         js = self.bus.js
         stream = stream_name(self.pchannel)
         await self._unsubscribe()
+        self._reading_since_ms = now_ms()
         try:
             await js.delete_consumer(stream, self.durable)
         except NotFoundError:
@@ -285,6 +302,7 @@ class ChannelConsumer:
             try:
                 msgs = await self._fetch()
             except NatsTimeout:
+                self._reading_since_ms = None  # nothing to fetch: at the log's end
                 continue
             except asyncio.CancelledError:
                 raise
@@ -292,6 +310,8 @@ class ChannelConsumer:
                 log.warning("%s: fetch failed: %r", self.vchannel, exc)
                 await asyncio.sleep(0.5)
                 continue
+            if not msgs:  # the pull expired: nothing to fetch
+                self._reading_since_ms = None
             for m in msgs:
                 if not await self._receive(m):
                     break
@@ -365,6 +385,8 @@ class ChannelConsumer:
             self.handoff.take(m.headers[H_MSG_ID])  # read: whole, or handed over
         self._consumer_seq = consumer_seq
         self.pending = m.pending
+        if m.pending == 0:
+            self._reading_since_ms = None
         dm = DmlMessage.decode(m.headers, m.data, seq)
         self.next_seq = seq + 1
         if dm.type is not MsgType.TICK:

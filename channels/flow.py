@@ -6,6 +6,10 @@ the wall clock) and the messages it has not fetched yet. Proxies hear them all
 (``flight/flowcontrol.py``) and ``judge`` them against ``FlowLimits``:
 
 - every figure below its soft limit: **normal**;
+A consumer's tick lag counts from when it (re)started reading while it catches up with
+the log (``ChannelConsumer.flow_lag_s``): the lag an outage left behind is not a backlog
+writers make, and refusing them would only lengthen the outage for clients.
+
 - one at or past its soft limit: **throttled**, with a pressure in [0, 1) saying how far
   between soft and hard it is (the proxy delays each write in proportion);
 - one at or past its hard limit: **refusing**, writes fail with RATE_LIMITED.
@@ -157,7 +161,7 @@ class FlowReport:
     def of(cls, reporter: str, live: Mapping[str, Any], total_memory: int) -> FlowReport:
         """From a role's ``live_meta`` (what its session carries)."""
         channels = tuple(
-            ChannelFigures(vchannel, reporter, figures.get("tick_lag_s"), figures["pending"])
+            ChannelFigures(vchannel, reporter, _flow_lag(figures), figures["pending"])
             for vchannel, figures in (live.get("channels") or {}).items()
         )
         rss = live.get("rss_bytes")
@@ -185,6 +189,13 @@ class FlowReport:
         fraction = doc.get("memory")
         memory = None if fraction is None else MemoryFigure(reporter, float(fraction))
         return cls(reporter, channels, memory, bool(doc.get("gone", False)))
+
+
+def _flow_lag(figures: Mapping[str, Any]) -> float | None:
+    """The consumer's ``flow_lag_s`` (the tick lag, counted from its restart while it
+    catches up); a role of an older version reports the tick lag only."""
+    lag = figures.get("flow_lag_s", figures.get("tick_lag_s"))
+    return None if lag is None else float(lag)
 
 
 @functools.cache

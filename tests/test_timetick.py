@@ -16,6 +16,7 @@ from conftest import ElanusProcess, Stack, own_stack
 
 from elanus import tsutil
 from elanus.api.datacoord import TickNow, TickReport
+from elanus.channels import dml
 from elanus.channels.bus import Bus
 from elanus.channels.consumer import ChannelConsumer
 from elanus.channels.loop import LoopThread
@@ -162,3 +163,50 @@ def test_tick_now_asks_a_proxy_that_reports_before_its_session_is_seen(
 
     asyncio.run(run())
     assert sorted(asked) == ["new", "old"]
+
+
+def test_a_restarted_consumer_counts_its_lag_for_flow_control_from_its_restart(
+    nats_server: EmbeddedNats, loop_thread: LoopThread
+) -> None:
+    """A consumer restarted at a checkpoint 20 s old (the channel moved between datanodes
+    while NATS failed over) is 20 s behind by its tsafe; flow control counts its lag from
+    the restart until it has caught up, then its tick lag as it is (here 10 s: nothing
+    ticked since)."""
+    now = tsutil.now_ms()
+    ticks = [tsutil.compose(now - 20_000 + 500 * i) for i in range(21)]  # -20 s .. -10 s
+    seen: list[tuple[float | None, float | None]] = []
+
+    async def scenario() -> tuple[float | None, float | None]:
+        bus = await Bus(
+            nats_server.url, name="test-lag", credentials=nats_server.credentials
+        ).connect()
+        await dml.ensure_streams(bus.js, ["lag0"])
+        for ts in ticks:
+            subject, headers, payload = dml.DmlMessage(dml.MsgType.TICK, ts).encode("lag0")
+            await bus.js.publish(subject, payload, headers=headers)
+
+        async def on_pack(messages: Any, tick_ts: int, tick_seq: int) -> None:
+            seen.append((consumer.tick_lag_s, consumer.flow_lag_s))
+            await asyncio.sleep(0.05)  # catching up takes a second
+
+        consumer = ChannelConsumer(
+            bus, "lag0", "lag0_1v0", "test-lag", on_pack, supervisor=Supervisor("test"),
+            start_seq=1, start_ts=ticks[0],
+        )  # fmt: skip
+        await consumer.start()
+        deadline = time.monotonic() + 10
+        while consumer.tick_ts < ticks[-1] and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(1.5)  # past the pull that finds nothing more
+        out = consumer.tick_lag_s, consumer.flow_lag_s
+        await consumer.stop()
+        await bus.close()
+        return out
+
+    tick_lag, flow_lag = loop_thread.call(scenario(), timeout=30)
+    assert len(seen) == 20
+    for lag, counted in seen[:-1]:  # while catching up (the last tick is the log's end)
+        assert lag is not None and counted is not None
+        assert lag > 11 and counted < 3, seen
+    assert tick_lag is not None and flow_lag is not None
+    assert 10 < tick_lag < 15 and flow_lag == pytest.approx(tick_lag, abs=0.1)
