@@ -25,6 +25,7 @@ from typing import Any, cast
 import psutil
 
 from elanus.channels.bus import Bus
+from elanus.channels.jsretry import is_transient
 from elanus.channels.loop import LoopThread
 from elanus.channels.metrics import MetricsServer
 from elanus.channels.nats_server import EmbeddedNats
@@ -146,18 +147,41 @@ class RoleHost:
         self.bus = bus
         self._undo_on_loop("closing the bus", bus.close)
         for name, cls in zip(self.role_names, classes, strict=True):
-            role = cls(self.settings, bus)
-            if hasattr(role, "wait_turn"):  # the active coord, or a standby until then
-                turns = cast(TakesTurns, role)
-                turns.on_lease_lost = self.request_stop
-                self.loop.call(turns.wait_turn(self._stop_requested), timeout=None)
-            self.loop.call(role.start(), timeout=self.start_timeout)
+            role = self._start_role(name, cls, bus)
             self.roles.append((name, role))
             self._undo_on_loop(f"stopping {name}", role.stop)
         if self.info_file is not None:
             self._write_info_file(self.info_file)
             stack.callback(self.info_file.unlink, missing_ok=True)
         log.info("hosting %s (nats %s, flight %s)", self.role_names, url, self.flight_uri)
+
+    def _start_role(self, name: str, cls: type[HostedRole], bus: Bus) -> HostedRole:
+        """A started role. A start that meets NATS failing over (a stream electing its
+        leader: JetStream requests time out for seconds) is undone and tried again, with a
+        new role, until ``start_timeout``: exiting would cost a service manager's restart
+        and this process's imports on top of the election."""
+        assert self.loop is not None
+        deadline = time.monotonic() + self.start_timeout
+        while True:
+            role = cls(self.settings, bus)
+            try:
+                if hasattr(role, "wait_turn"):  # the active coord, or a standby until then
+                    turns = cast(TakesTurns, role)
+                    turns.on_lease_lost = self.request_stop
+                    self.loop.call(turns.wait_turn(self._stop_requested), timeout=None)
+                self.loop.call(role.start(), timeout=max(1.0, deadline - time.monotonic()))
+                return role
+            except Exception as exc:
+                retry = start_may_succeed_again(exc) and time.monotonic() < deadline
+                if not retry or self._stop_requested.is_set():
+                    log.exception("starting %s failed", name)
+                    raise
+                log.warning("starting %s met NATS failing over (%r); starting again", name, exc)
+            try:
+                self.loop.call(role.stop(), timeout=10)
+            except Exception:  # noqa: BLE001 - half started: what is left goes with the bus
+                log.exception("stopping the %s that did not start failed", name)
+            time.sleep(0.2)
 
     def _nats(self) -> tuple[str, NatsCredentials | None]:
         """The NATS URL and credentials of the roles: an external server's from the
@@ -291,3 +315,16 @@ class RoleHost:
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(self.info(), indent=2) + "\n")
         tmp.replace(path)
+
+
+def start_may_succeed_again(exc: BaseException) -> bool:
+    """A NATS request that timed out or found no responder (or an error a role raised for
+    one): what a NATS server's death does for seconds. Not a storage or settings error:
+    a missing bucket fails the start at once."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if is_transient(cause):
+            return True
+        suppressed = cause.__suppress_context__
+        cause = cause.__cause__ or (None if suppressed else cause.__context__)
+    return False
