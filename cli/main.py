@@ -10,6 +10,7 @@ before the command first (``hoisted``), so they work on either side of it.
 from __future__ import annotations
 
 import functools
+import importlib
 import sys
 from collections.abc import Sequence
 
@@ -20,7 +21,6 @@ from typer._click import Command
 from typer._click import exceptions as click
 
 import elanus
-from elanus.cli import server
 from elanus.cli.context import (
     CliState,
     ConfigOpt,
@@ -36,12 +36,39 @@ from elanus.cli.output import error_parts, print_error
 from elanus.errors import ErrorCode
 
 SERVER_COMMANDS = ("standalone", "run")
-"""Commands a server process is started with: parsed by an app of only these
-(``root_command``), so a restarted role does not load and build every client command."""
+"""Commands a server process is started with (``elanus.cli.server``)."""
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "standalone": ("elanus.cli.server", "standalone"),
+    "run": ("elanus.cli.server", "run"),
+    "config": ("elanus.cli.server", "config_app"),
+    "cluster": ("elanus.cli.cluster", "cluster_app"),
+    "status": ("elanus.cli.admin", "status"),
+    "collection": ("elanus.cli.admin", "collection_app"),
+    "partition": ("elanus.cli.admin", "partition_app"),
+    "insert": ("elanus.cli.data", "insert"),
+    "import": ("elanus.cli.imports", "import_files"),
+    "import-state": ("elanus.cli.imports", "import_state"),
+    "import-jobs": ("elanus.cli.imports", "import_jobs"),
+    "flush": ("elanus.cli.data", "flush"),
+    "segments": ("elanus.cli.data", "segments"),
+    "load": ("elanus.cli.read", "load"),
+    "release": ("elanus.cli.read", "release"),
+    "search": ("elanus.cli.read", "search"),
+    "query": ("elanus.cli.read", "query"),
+    "index": ("elanus.cli.index", "index_app"),
+    "user": ("elanus.cli.users", "user_app"),
+    "role": ("elanus.cli.users", "role_app"),
+    "backup": ("elanus.cli.backup", "backup_app"),
+}
+"""Every command, in ``elanus -h``'s order: its name, and the module and attribute of its
+function (a command) or Typer app (a group of them). A run builds the app with only the
+command it names (``app_for``): importing every command's module (NATS clients, file
+readers, Spark glue) and building each from its signature is most of a command's start."""
 
 
-def _new_app() -> typer.Typer:
-    """The app with its global options and the server commands (``SERVER_COMMANDS``)."""
+def _new_app(names: Sequence[str]) -> typer.Typer:
+    """The app with its global options and the commands ``names``."""
     app = typer.Typer(
         name="elanus",
         help="Elanus: a distributed vector database on Arrow Flight, NATS JetStream, Lance "
@@ -52,46 +79,21 @@ def _new_app() -> typer.Typer:
         context_settings={"help_option_names": ["-h", "--help"]},
     )
     app.callback()(global_options)
-    app.command("standalone")(server.standalone)
-    app.command("run")(server.run)
+    for name in names:
+        module, attribute = COMMANDS[name]
+        target = getattr(importlib.import_module(module), attribute)
+        if isinstance(target, typer.Typer):
+            app.add_typer(target, name=name)
+        else:
+            app.command(name)(target)
     return app
 
 
 @functools.cache
-def server_app() -> typer.Typer:
-    return _new_app()
-
-
-@functools.cache
-def full_app() -> typer.Typer:
-    """Every command. The client commands' modules are imported here, not by ``elanus run``
-    (with Typer's building of each command, ~50 ms of a role's start)."""
-    from elanus.cli import admin, data, imports, read, users
-    from elanus.cli.backup import backup_app
-    from elanus.cli.cluster import cluster_app
-    from elanus.cli.index import index_app
-
-    app = _new_app()
-    app.add_typer(server.config_app, name="config")
-    app.add_typer(cluster_app, name="cluster")
-    app.command("status")(admin.status)
-    app.add_typer(admin.collection_app, name="collection")
-    app.add_typer(admin.partition_app, name="partition")
-    app.command("insert")(data.insert)
-    app.command("import")(imports.import_files)
-    app.command("import-state")(imports.import_state)
-    app.command("import-jobs")(imports.import_jobs)
-    app.command("flush")(data.flush)
-    app.command("segments")(data.segments)
-    app.command("load")(read.load)
-    app.command("release")(read.release)
-    app.command("search")(read.search)
-    app.command("query")(read.query)
-    app.add_typer(index_app, name="index")
-    app.add_typer(users.user_app, name="user")
-    app.add_typer(users.role_app, name="role")
-    app.add_typer(backup_app, name="backup")
-    return app
+def app_for(name: str | None) -> typer.Typer:
+    """The app to parse a run naming command ``name`` (None, or one that does not exist:
+    every command, for the whole help or Click's "No such command")."""
+    return _new_app([name] if name in COMMANDS else list(COMMANDS))
 
 
 def _version(value: bool) -> None:
@@ -149,15 +151,15 @@ def command_name(args: Sequence[str]) -> str | None:
 
 
 @functools.cache
-def _command(server_only: bool) -> Command:
-    return typer.main.get_command(server_app() if server_only else full_app())
+def _command(name: str | None) -> Command:
+    return typer.main.get_command(app_for(name))
 
 
 def root_command(args: Sequence[str]) -> Command:
     """The app as a Click command for ``args``, built once per process (Typer builds each
-    command from its signature; ``hoisted`` needs it too): only the server commands when
-    ``args`` name one of them."""
-    return _command(command_name(args) in SERVER_COMMANDS)
+    command from its signature; ``hoisted`` needs it too): only the command ``args``
+    name, when it is one."""
+    return _command(command_name(args))
 
 
 def own_options(args: list[str]) -> set[str]:

@@ -8,7 +8,7 @@ import pytest
 from conftest import run_elanus
 
 from elanus.channels.nats_server import free_port
-from elanus.cli.main import command_name, hoisted, root_command
+from elanus.cli.main import COMMANDS, command_name, hoisted, root_command
 
 
 def one_line(result: object, code: str, exit_code: int) -> str:
@@ -62,19 +62,22 @@ def test_hoisting_moves_only_global_options() -> None:
     assert hoisted(["insert", "c", "--", "--json"]) == ["insert", "c", "--", "--json"]
 
 
-def test_server_commands_parse_with_an_app_of_their_own() -> None:
-    """``elanus run``/``standalone`` are parsed by an app of only the server commands (a
-    role's start skips loading every client command); anything else, ``-h`` before the
-    command included, by the whole app."""
+def test_each_command_parses_with_an_app_of_its_own() -> None:
+    """A run is parsed by an app of only the command it names (a role's start, and every
+    client command, skip loading the others); anything else, ``-h`` before the command
+    included, by the whole app. Each command parses alike in both."""
     assert command_name(["--json", "--uri", "u", "--token=t", "run", "proxy"]) == "run"
     assert command_name(["standalone", "--json"]) == "standalone"
     assert command_name(["-h", "run"]) is None
     assert command_name(["--", "run"]) is None
     assert command_name([]) is None
-    small, full = root_command(["run", "proxy"]), root_command(["status"])
-    assert set(small.commands) == {"standalone", "run"}  # type: ignore[attr-defined]
-    assert {"standalone", "run", "status", "collection"} <= set(full.commands)  # type: ignore[attr-defined]
-    for name in ("standalone", "run"):
+    full = root_command([])
+    assert set(full.commands) == set(COMMANDS)  # type: ignore[attr-defined]
+    assert set(root_command(["nosuch"]).commands) == set(COMMANDS)  # type: ignore[attr-defined]
+    for name in COMMANDS:
+        small = root_command([name, "x"])
+        assert set(small.commands) == {name}  # type: ignore[attr-defined]
         ours = small.commands[name]  # type: ignore[attr-defined]
         theirs = full.commands[name]  # type: ignore[attr-defined]
         assert [p.opts for p in ours.params] == [p.opts for p in theirs.params]
+        assert set(getattr(ours, "commands", {})) == set(getattr(theirs, "commands", {}))
