@@ -302,15 +302,14 @@ class ChannelConsumer:
             try:
                 msgs = await self._fetch()
             except NatsTimeout:
-                self._reading_since_ms = None  # nothing to fetch: at the log's end
-                continue
+                msgs = []
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - NATS reconnecting; retry
                 log.warning("%s: fetch failed: %r", self.vchannel, exc)
                 await asyncio.sleep(0.5)
                 continue
-            if not msgs:  # the pull expired: nothing to fetch
+            if not msgs:  # the pull found nothing: at the log's end
                 self._reading_since_ms = None
             for m in msgs:
                 if not await self._receive(m):

@@ -6,13 +6,13 @@ the wall clock) and the messages it has not fetched yet. Proxies hear them all
 (``flight/flowcontrol.py``) and ``judge`` them against ``FlowLimits``:
 
 - every figure below its soft limit: **normal**;
-A consumer's tick lag counts from when it (re)started reading while it catches up with
-the log (``ChannelConsumer.flow_lag_s``): the lag an outage left behind is not a backlog
-writers make, and refusing them would only lengthen the outage for clients.
-
 - one at or past its soft limit: **throttled**, with a pressure in [0, 1) saying how far
   between soft and hard it is (the proxy delays each write in proportion);
 - one at or past its hard limit: **refusing**, writes fail with RATE_LIMITED.
+
+A consumer's tick lag counts from when it (re)started reading while it catches up with
+the log (``ChannelConsumer.flow_lag_s``): the lag an outage left behind is not a backlog
+writers make, and refusing them would only lengthen the outage for clients.
 
 A report is pushed rather than read from the session bucket because a session is refreshed
 every ``session_ttl_s / 3`` (2 s): an unthrottled writer can put seconds of backlog into

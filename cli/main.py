@@ -35,9 +35,6 @@ from elanus.cli.context import (
 from elanus.cli.output import error_parts, print_error
 from elanus.errors import ErrorCode
 
-SERVER_COMMANDS = ("standalone", "run")
-"""Commands a server process is started with (``elanus.cli.server``)."""
-
 COMMANDS: dict[str, tuple[str, str]] = {
     "standalone": ("elanus.cli.server", "standalone"),
     "run": ("elanus.cli.server", "run"),
