@@ -27,6 +27,7 @@ from typing import (
 )
 
 from elanus.errors import invalid
+from elanus.frozenrecord import frozen_dataclass
 from elanus.wiretypes import wire_type
 
 _MISSING = object()
@@ -140,7 +141,7 @@ def request(what: builtins.str) -> Callable[[type[R]], type[R]]:
     type too: a caller sends the instance, which arrives as one (``elanus/wiretypes.py``)."""
 
     def declare(cls: type[R]) -> type[R]:
-        made = dataclasses.dataclass(frozen=True, kw_only=True)(cls)
+        made = frozen_dataclass(cls)
         made.__request_what__ = what  # type: ignore[attr-defined]
         return wire_type(made)
 

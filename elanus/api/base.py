@@ -31,6 +31,7 @@ from typing import Any, Generic, TypeVar, dataclass_transform
 
 from elanus.channels.bus import Bus
 from elanus.errors import ElanusError, ErrorCode
+from elanus.frozenrecord import frozen_dataclass
 from elanus.wiretypes import wire_type
 
 R = TypeVar("R")
@@ -40,14 +41,14 @@ T = TypeVar("T")
 @dataclass_transform(kw_only_default=True, frozen_default=True)
 def reply(cls: type[T]) -> type[T]:
     """Declare a reply type: a frozen, keyword-only dataclass that travels as itself."""
-    return wire_type(dataclasses.dataclass(frozen=True, kw_only=True)(cls))
+    return wire_type(frozen_dataclass(cls))
 
 
 @dataclass_transform(kw_only_default=True, frozen_default=True)
 def record(cls: type[T]) -> type[T]:
     """Declare a typed part of requests or replies (a segment descriptor, a checkpoint):
     as a reply type, so a field of this type says what it holds and travels as itself."""
-    return wire_type(dataclasses.dataclass(frozen=True, kw_only=True)(cls))
+    return wire_type(frozen_dataclass(cls))
 
 
 @reply
