@@ -137,6 +137,9 @@ class ChannelConsumer:
         self._watching = False
         self.whole_reads = 0
         """Times a payload was not handed over and whole messages were read instead."""
+        self.realigned = 0
+        """Handed-over batches copied because a buffer was off 8-byte alignment (a client
+        that does not pad its DoPut batches: ``elanus/client/bodyalign.py``)."""
 
     async def start(self) -> None:
         if self.handoff is not None and not self._watching:
@@ -357,6 +360,7 @@ class ChannelConsumer:
                 continue
             if isinstance(held, IpcPayload) and held.batch is None:  # off alignment
                 held = IpcPayload(held.parts, read_ipc(bytes(held)))
+                self.realigned += 1
             m.data = held
         return got
 

@@ -4,12 +4,14 @@ from the log for whatever was not handed over, so the rows stored are the same e
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.flight as flight
 import pytest
 from conftest import Stack, StandaloneProcess, bare_collection, wait_for
 from test_recovery import stored_pks
@@ -26,6 +28,7 @@ from elanus.channels.dml import (
 )
 from elanus.channels.handoff import Handoff, handoff_for
 from elanus.client import Client
+from elanus.client.putresult import PutAck
 from elanus.flight.proxy import ProxyServer
 
 DIM = 8
@@ -153,6 +156,49 @@ def test_what_was_not_handed_over_is_read_whole_from_the_log(stack: Stack, why: 
             handoff.cap_bytes = cap
     assert consumer.whole_reads > 0  # it went back to the log for them
     assert stored_pks(client, "w") == sorted(acked)
+
+
+def test_sdk_batches_are_handed_over_without_a_copy_unpadded_ones_are_realigned(
+    stack: Stack,
+) -> None:
+    """The SDK pads each DoPut batch so its body lands 8-aligned in the proxy
+    (``elanus/client/bodyalign.py``): the consumer takes it as it is. A Flight client that
+    does not pad sends 2 MiB batches that land at 1 mod 8: the consumer copies each into
+    alignment, and stores the same rows."""
+    client = stack.client()
+    bare_collection(client, "a", DIM)  # not loaded: the datanode alone consumes it
+    acked = insert(client, "a", 0, 10)
+    consumer = datanode_consumer(stack)
+    wait_for(lambda: consumer.headers_only, what="the datanode reading headers only")
+    client.flush("a", timeout=30)
+    # a message of a few KiB sits wherever gRPC's buffer has it: the padding is for the
+    # large ones (a copy of a few KiB costs nothing)
+    small = consumer.realigned
+    rows = 100_000  # 4 MiB of vectors in one batch (split into 1 MB messages by the proxy)
+    acked += list(client.insert("a", big_batch(1000, rows))["ids"])
+    client.flush("a", timeout=30)
+    assert consumer.whole_reads == 0 and consumer.realigned == small
+
+    batch = big_batch(1000 + rows, rows)
+    command = {"op": "insert", "collection": "a", "db": "default", "atomic": True}
+    with flight.connect(stack.uri) as conn:
+        writer, reader = conn.do_put(
+            flight.FlightDescriptor.for_command(json.dumps(command).encode()), batch.schema
+        )
+        writer.write_batch(batch)  # no padding: the body lands off alignment
+        writer.done_writing()
+        ack = PutAck.decode(reader.read())
+        writer.close()
+    acked += ack.pks.to_pylist()
+    client.flush("a", timeout=30)
+    assert consumer.whole_reads == 0 and consumer.realigned >= small + 4  # one per message
+    assert stored_pks(client, "a") == sorted(acked)
+
+
+def big_batch(start: int, n: int) -> pa.RecordBatch:
+    rng = np.random.default_rng(start)
+    vectors = pa.FixedSizeListArray.from_arrays(pa.array(rng.random(n * DIM, "f4")), DIM)
+    return pa.record_batch({"id": pa.array(np.arange(start, start + n)), "vector": vectors})
 
 
 def test_a_pack_cut_by_a_missing_payload_is_neither_lost_nor_doubled(stack: Stack) -> None:

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from elanus.client.base import ClientBase
+from elanus.client.bodyalign import BodyAligner
 from elanus.client.compat import reject_unknown
 from elanus.client.putresult import PutAck
 from elanus.client.retry import retrying
@@ -91,11 +92,16 @@ class WriteAPI(ClientBase):
 
         acker = threading.Thread(target=read_acks, name="elanus-put-acks", daemon=True)
         acker.start()
+        aligner = BodyAligner()
         try:
             for batch in batches:
                 if errors:  # the server refused a batch: stop sending
                     break
-                writer.write_batch(batch)
+                pad = aligner.padding(batch)  # the body lands 8-aligned: no copy downstream
+                if pad is None:
+                    writer.write_batch(batch)
+                else:
+                    writer.write_with_metadata(batch, pad)
             writer.done_writing()
             acker.join()
         except (flight.FlightError, pa.ArrowException) as exc:
