@@ -56,10 +56,13 @@ def frozen_dataclass(cls: type[T]) -> type[T]:
 
 
 def _plain_case(cls: type[Any]) -> bool:
-    """No base dataclass, no ``InitVar``, no ``field(init=False)``: what the fast path makes."""
+    """No base dataclass, no ``InitVar``, no ``field(init=False)``, no field whose name the
+    generated ``__init__`` uses itself: what the fast path makes."""
     if any(dataclasses.is_dataclass(base) for base in cls.__mro__[1:]):
         return False
     for name, kind in cls.__dict__.get("__annotations__", {}).items():
+        if name == "self" or name.startswith("__"):
+            return False
         if "InitVar" in (kind if isinstance(kind, str) else repr(kind)):
             return False
         value = cls.__dict__.get(name)

@@ -137,6 +137,15 @@ def test_post_init_runs_and_a_subclass_of_a_record_takes_the_plain_path() -> Non
     assert [f.name for f in dataclasses.fields(wider)] == ["limit", "extra"]
 
 
+def test_a_field_named_self_takes_the_plain_path() -> None:
+    class Odd:
+        self: int
+        other: str = "x"
+
+    made = frozen_dataclass(Odd)
+    assert made(self=1).self == 1 and repr(made(self=1)).endswith("Odd(self=1, other='x')")
+
+
 def test_every_role_api_type_keeps_its_dataclass_contract() -> None:
     """All the wire types the role APIs declare: frozen, comparable, hashable when their
     fields are, each with a keyword-only ``__init__`` over its fields."""
