@@ -10,7 +10,7 @@ import concurrent.futures
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
-from conftest import Stack, own_stack, wait_for
+from conftest import STEP_TIMEOUT_S, Stack, own_stack, wait_for
 from segment_reader import read_deltas, read_rows
 
 import elanus.meta.importfiles as importfiles
@@ -386,10 +386,12 @@ class FakeExecutor:
             self.stack.call(served.unsubscribe())
 
 
-def _wait(predicate: Any, timeout: float = 15.0) -> None:
+def _wait(
+    predicate: Any, timeout: float = 15.0, what: Callable[[], str] = lambda: "condition"
+) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
-        assert time.monotonic() < deadline, "condition not met in time"
+        assert time.monotonic() < deadline, f"{what()} not met in time"
         time.sleep(0.05)
 
 
@@ -485,11 +487,19 @@ def test_reads_wait_for_a_committed_import_instead_of_seeing_part_of_it(
         await real(*args)
 
     monkeypatch.setattr(importer, "finalize", held)
+    # held wherever the job is finished: a job resumed on a datanode goes this way
+    monkeypatch.setattr("elanus.segments.datanode.finalize", held)
     client = stack.client()
     create(client, "held")
     client.insert("held", rows_table(range(10_000, 10_010)))
     job = client.bulk_import("held", [parquet(tmp_path / "h.parquet", rows_table(range(600)))])
-    _wait(lambda: client.get_import_state(job)["stage"] == "finishing")
+    seen: list[dict[str, Any]] = []
+
+    def finishing() -> bool:
+        seen.append(client.get_import_state(job))
+        return seen[-1]["stage"] == "finishing"
+
+    _wait(finishing, timeout=STEP_TIMEOUT_S, what=lambda: f"the job finishing, last {seen[-1]}")
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         reading = pool.submit(count, client, "held")
         time.sleep(0.5)
