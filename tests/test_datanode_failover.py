@@ -114,7 +114,9 @@ def test_reports_from_a_datanode_the_channel_is_not_assigned_to_are_refused(
     )
     reply = stack.call(api.datanode_tt(tick))
     assert reply.flush == [] and reply.compact == []
-    assert data.checkpoints.get(vchannel) == before  # the checkpoint did not move
+    # the impostor's checkpoint was not taken (the owner's own ticks may move it meanwhile)
+    after = data.checkpoints.get(vchannel)
+    assert after is None or after[0] < 10**9, (before, after)
     [seg] = [s for s in data.segments.values() if s.vchannel == vchannel]
     flushed = SegmentFlushed(
         segment_id=seg.segment_id, num_rows=99, node_id="impostor", vchannel=vchannel
