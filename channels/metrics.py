@@ -12,6 +12,7 @@ open files), served on ``metrics_port`` by ``serve``.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 import weakref
@@ -227,9 +228,17 @@ def error_code(exc: BaseException) -> str:
     return str(ErrorCode.INTERNAL)
 
 
+_SELF: psutil.Process | None = None
+
+
 def rss_bytes() -> int:
-    """This process's resident memory."""
-    return int(psutil.Process().memory_info().rss)
+    """This process's resident memory. Every role asks at each tick (its flow report): one
+    ``psutil.Process`` is kept, as making one reads ``/proc`` for the start time again."""
+    global _SELF
+    me = _SELF
+    if me is None or me.pid != os.getpid():  # first call, or a forked child
+        me = _SELF = psutil.Process()
+    return int(me.memory_info().rss)
 
 
 # -- the endpoint ----------------------------------------------------------------------------
