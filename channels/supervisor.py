@@ -10,6 +10,10 @@ jobs) runs through ``Supervisor.spawn``. An exception is logged at once with its
   session's meta, so the coord's ``health`` and ``elanus status`` show it), until ``recover``.
 
 One-shot tasks (neither) are only logged; whoever awaits them still gets the exception.
+
+Once the role is stopping (``stop`` began), a task that fails is ended and noted at INFO: a
+role stops its parts one after the other (the coord closes its catalog after its
+supervisor), and a task started late (a session leaving meanwhile) meets a closed part.
 """
 
 from __future__ import annotations
@@ -102,6 +106,11 @@ class Supervisor:
                 raise
             except BaseException as exc:  # noqa: BLE001 - an engine's panic too (pyo3's
                 # PanicException is no Exception): it failed the task, silently until now
+                if self.stopping:  # what it needed is going away with its role: no alarm
+                    log.info("%s: task %s ended while stopping: %s", self.owner, name, exc)
+                    if on_failure is not None:
+                        on_failure(exc)
+                    raise
                 log.exception("%s: task %s failed", self.owner, name)
                 if on_failure is not None:
                     on_failure(exc)

@@ -59,6 +59,38 @@ def test_a_restarted_task_is_logged_with_its_traceback_and_made_again(
     assert health["restarts"][0]["error"] == "RuntimeError: boom 2"
 
 
+def test_a_task_that_fails_once_its_role_is_stopping_is_ended_quietly(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A coord's stop closes its catalog after its supervisor: a task a session event
+    started meanwhile then fails on the closed journal, which is no error to report."""
+    runs: list[int] = []
+    caplog.set_level(logging.INFO, logger="elanus.channels.supervisor")
+
+    async def late() -> None:
+        runs.append(1)
+        raise ElanusError(ErrorCode.UNAVAILABLE, "the coord is stopping: not journaled")
+
+    async def main() -> tuple[BaseException | None, dict[str, Any]]:
+        sup = Supervisor("test role")
+        await sup.stop()
+        task = sup.spawn("channel assignment", late, restart=True, vital=True)
+        await asyncio.wait([task], timeout=5)
+        assert task.done(), "a task of a stopped role was restarted"
+        exc = task.exception()
+        return exc, sup.health()
+
+    exc, health = asyncio.run(main())
+    assert isinstance(exc, ElanusError) and runs == [1]  # not restarted
+    assert not errors_of(caplog, "channel assignment")
+    assert health["status"] == "ok" and not health["restarts"]
+    assert any(
+        r.levelno == logging.INFO
+        and "task channel assignment ended while stopping" in r.getMessage()
+        for r in caplog.records
+    )
+
+
 class Panic(BaseException):
     """What a Rust engine's panic reaches Python as (pyo3's PanicException): no Exception."""
 
