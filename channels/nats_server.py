@@ -29,6 +29,7 @@ from elanus.channels.natsauth import (
     stored_credentials,
     write_private,
 )
+from elanus.channels.ports import free_port as free_port  # re-exported: callers import it here
 
 PR_SET_PDEATHSIG = 1
 
@@ -55,12 +56,6 @@ def die_with_parent() -> None:
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
     except OSError:
         pass
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 def terminate(proc: subprocess.Popen[bytes] | None, timeout: float = 10.0) -> None:
