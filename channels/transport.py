@@ -149,6 +149,10 @@ def _timeout(subject: str, timeout: float) -> ElanusError:
     return ElanusError(ErrorCode.TIMEOUT, f"{subject} did not answer in {timeout}s")
 
 
+MAX_FOUND = 4096
+"""Subjects whose endpoint ``LocalTransport.find`` remembers before it starts over."""
+
+
 class LocalTransport:
     """Handlers served by roles of this process, by (cluster url, subject prefix)."""
 
@@ -156,10 +160,16 @@ class LocalTransport:
         self._served: dict[
             tuple[str, str], list[tuple[dict[str, Handler], asyncio.AbstractEventLoop]]
         ] = {}
+        self._found: dict[tuple[str, str], tuple[int, Endpoint | None]] = {}
+        """``find``'s answers, each with the ``_version`` it was found at (a single search
+        asks twice: the delegator, then its worker)."""
+        self._version = 0
+        """Moved by every ``add`` and ``remove``: an answer found before is stale."""
 
     def add(self, url: str, prefix: str, handlers: dict[str, Handler]) -> None:
         entry = (handlers, asyncio.get_running_loop())
         self._served.setdefault((url, prefix), []).append(entry)
+        self._changed()
 
     def remove(self, url: str, prefix: str, handlers: dict[str, Handler]) -> None:
         key = (url, prefix)
@@ -168,9 +178,26 @@ class LocalTransport:
             self._served[key] = entries
         else:
             self._served.pop(key, None)
+        self._changed()
+
+    def _changed(self) -> None:
+        self._version += 1
+        self._found = {}
 
     def find(self, url: str, subject: str) -> Endpoint | None:
         """The endpoint of ``subject`` in the cluster behind ``url``, if served here."""
+        key = (url, subject)
+        found = self._found.get(key)
+        version = self._version
+        if found is not None and found[0] == version:
+            return found[1]
+        endpoint = self._look_up(url, subject)
+        if len(self._found) >= MAX_FOUND:
+            self._found = {}
+        self._found[key] = (version, endpoint)  # stale at once if a change came meanwhile
+        return endpoint
+
+    def _look_up(self, url: str, subject: str) -> Endpoint | None:
         prefix, _, method = subject.rpartition(".")
         while prefix:
             entries = self._served.get((url, prefix))

@@ -280,7 +280,8 @@ class ProxyServer(Role):
                         ErrorCode.INVALID_ARGUMENT,
                         "DoExchange: send one column holding the query vectors",
                     )
-                merged, _ = self.query.run_search(plan, batch.column(0))
+                queries = self.query.search_data(plan, batch.column(0))
+                merged, _ = self.query.run_search(plan, queries)
                 table = hits_table(merged, pk_type, first).combine_chunks()
                 if not started:
                     writer.begin(table.schema)

@@ -34,11 +34,17 @@ def max_json_depth() -> int:
     return _limit
 
 
-def check_body_shape(raw: bytes, body: Any, what: str) -> None:
+Shape = tuple[int, int, int]
+"""``body_objects``'s answer: objects, keys, nesting depth."""
+
+
+def check_body_shape(raw: bytes, body: Any, what: str, known: Shape | None = None) -> None:
     """Refuse a parsed request body that repeats a key in one object or nests deeper
-    than the limit. ``raw`` is the text ``body`` was parsed from."""
+    than the limit. ``raw`` is the text ``body`` was parsed from; ``known`` is
+    ``body_objects(body)`` when the caller has it already (a search shaped like an earlier
+    one: only the lists of its data differ, and those are not walked)."""
     braces, brackets, colons = raw.count(b"{"), raw.count(b"["), raw.count(b":")
-    objects, keys, object_depth = _objects(body)
+    objects, keys, object_depth = _objects(body) if known is None else known
     if objects == braces and object_depth + brackets <= _limit:
         depth = 0  # every "{" is an object found outside lists: lists hold no objects
     else:
@@ -62,7 +68,13 @@ def _keys(obj: dict[str, Any]) -> int:
     return len(obj) + inside
 
 
-def _objects(body: Any) -> tuple[int, int, int]:
+def body_objects(body: Any) -> Shape:
+    """Objects reachable through objects only, their keys, and their nesting depth: what
+    ``check_body_shape`` compares with the text's counts."""
+    return _objects(body)
+
+
+def _objects(body: Any) -> Shape:
     """Objects reachable through objects only, their keys, and their nesting depth."""
     objects = keys = depth = 0
     stack = [(body, 1)]

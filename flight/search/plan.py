@@ -16,8 +16,9 @@ from typing import Any
 
 import orjson
 
+from elanus.client.bodyshape import Shape
 from elanus.flight.metacache import CollectionInfo
-from elanus.schema import Field
+from elanus.schema import Field, Function
 from elanus.searchrequest import SearchRequest
 
 MAX_PLANS = 256
@@ -40,6 +41,11 @@ class SearchPlan:
     """Output names as the reply shows them."""
     node_request: SearchRequest
     """What each delegator gets, less its vectors and timestamps (filter parsed once)."""
+    text_fn: Function | None = None
+    """The BM25 function whose output ``field`` is (a text search), else None."""
+    body_shape: Shape | None = None
+    """``body_objects`` of the body the plan was made for: a later body of the same shape
+    whose ``data`` is a list has the same (lists are not walked)."""
 
 
 class SearchPlans:

@@ -13,6 +13,7 @@ retention window.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import time
@@ -28,7 +29,7 @@ from elanus.api.indexcoord import DescribeIndex
 from elanus.api.querycoord import QueryRoute, Route
 from elanus.api.querynode import QueryNodeAPI, ReadShard, SearchShard, ShardHits
 from elanus.channels.metrics import PROXY_FAILOVERS
-from elanus.client.bodyshape import check_body_shape
+from elanus.client.bodyshape import body_objects, check_body_shape
 from elanus.consistency import ConsistencyLevel
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.flight.actions import check_request
@@ -282,12 +283,19 @@ class QueryService:
             body = orjson.loads(raw)
         except orjson.JSONDecodeError:
             body = None  # NaN, huge integers, bad JSON: the full check has the words
-        plan = None
+        plan = shape = None
         if isinstance(body, dict):
-            check_body_shape(raw, body, "search body")
+            had_data = "data" in body
             data = body.pop("data", None)
             key = self.plans.key(body)
             plan = self.plans.get(key, self.proxy.cache.generation)
+            if had_data:
+                body["data"] = data
+            # A plan's body had the same objects; data's lists are not walked.
+            shape = plan.body_shape if plan is not None and type(data) is list else None
+            if shape is None:
+                shape = body_objects(body)
+            check_body_shape(raw, body, "search body", shape)
         if plan is None:
             _, request = check_request("search", raw)
             if authorize is not None:
@@ -296,15 +304,15 @@ class QueryService:
             plan = self.prepare_search(self._info(request), request, generation)
             data = request["data"]
             if body is not None:
-                self.plans.put(key, plan)
+                self.plans.put(key, dataclasses.replace(plan, body_shape=shape))
         else:
             if authorize is not None:
                 authorize(plan.info.db, plan.info.name)
             data = check_search_data(data)
-        return self._answer(plan, data)
+        return self._answer(plan, self.search_data(plan, data))
 
-    def _answer(self, plan: SearchPlan, data: Any) -> dict[str, Any]:
-        merged, read_ts = self.run_search(plan, data)
+    def _answer(self, plan: SearchPlan, queries: Any) -> dict[str, Any]:
+        merged, read_ts = self.run_search(plan, queries)
         # The metric tells a client which way "farther" lies (search iterators page by it).
         results = shape_hits(merged, plan.outputs, plan.info.schema)
         return {"results": results, "ts": read_ts, "metric_type": plan.metric}
@@ -319,7 +327,8 @@ class QueryService:
             info, field.name, generation if generation >= 0 else self.proxy.cache.generation
         )
         radius, range_filter, index_params = split_search_params(params)
-        if text_function(info.schema, field) is not None:
+        text_fn = text_function(info.schema, field)
+        if text_fn is not None:
             metric = text_metric(field, index, params.get("metric_type"))
             index_params = check_text_params(index_params)
             for key, value in ((index or {}).get("params") or {}).items():
@@ -363,24 +372,23 @@ class QueryService:
         kept = {**request, "data": None}  # a plan outlives the request: not its vectors
         node_request = SearchRequest.from_body(node_body)
         node_request.expr(info.schema)  # parsed once per plan, carried by every request
-        return SearchPlan(info, generation, kept, field, metric, outputs, node_request)
+        return SearchPlan(info, generation, kept, field, metric, outputs, node_request, text_fn)
 
     @staticmethod
     def search_data(plan: SearchPlan, data: Any) -> Any:
         """A search's ``data`` checked against its field: query texts on a BM25 output
-        field, else query vectors as segments take them (checking them again is a no-op)."""
-        fn = text_function(plan.info.schema, plan.field)
-        if fn is not None:
-            return query_texts(plan.field, fn, data)
+        field, else query vectors as segments take them (what ``run_search`` takes)."""
+        if plan.text_fn is not None:
+            return query_texts(plan.field, plan.text_fn, data)
         not_text(plan.field, data)
         return query_vectors(plan.field, data)
 
-    def run_search(self, plan: SearchPlan, data: Any) -> tuple[dict[str, Any], int]:
-        """One search across shards: (merged part, read timestamp). Query text on a BM25
-        output field first gathers the collection's statistics (``flight/search/text.py``)."""
-        queries = self.search_data(plan, data)
+    def run_search(self, plan: SearchPlan, queries: Any) -> tuple[dict[str, Any], int]:
+        """One search across shards of ``queries`` (``search_data``'s): (merged part, read
+        timestamp). Query text on a BM25 output field first gathers the collection's
+        statistics (``flight/search/text.py``)."""
         guarantee, ts = self.read_at(plan.info, plan.request)
-        if text_function(plan.info.schema, plan.field) is not None:
+        if plan.text_fn is not None:
             req = text_request(self, plan, queries, ts, guarantee)
         else:
             req = plan.node_request.at(queries, ts, guarantee)

@@ -138,7 +138,7 @@ def text_request(
     service: QueryService, plan: SearchPlan, texts: list[str], ts: int, guarantee: int
 ) -> SearchRequest:
     """The search request of a text search, its statistics gathered (phase 1)."""
-    fn = text_function(plan.info.schema, plan.field)
+    fn = plan.text_fn
     assert fn is not None
     queries = TextQueries.analyse(plan.info.schema, fn, texts)
     probe = plan.node_request.at(queries.terms, ts, guarantee)
