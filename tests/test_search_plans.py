@@ -95,6 +95,27 @@ def test_bad_vectors_after_a_cached_plan_are_refused(
     assert words in str(err.value)
 
 
+def test_a_repeated_key_after_a_cached_plan_is_refused(stack: Stack, vectors: np.ndarray) -> None:
+    """A body parsed to an earlier one's shape takes that one's object count, but its text
+    is still counted: a key given twice (parsed away by the JSON reader) is named."""
+    good = np.random.default_rng(6).random(DIM).tolist()
+    raw_search(stack, shape(data=[good]))  # the plan and its body's shape are cached now
+    text = json.dumps(shape(data=[good]))
+    raw = text.replace('"limit": 5', '"limit": 5, "limit": 5', 1).encode()
+    conn = flight.FlightClient(stack.uri)
+    try:
+        with pytest.raises(flight.FlightError, match="the key 'limit' twice"):
+            list(conn.do_action(flight.Action("search", raw)))
+        deep: Any = [good]
+        for _ in range(70):  # the data's lists count toward the nesting limit (64)
+            deep = [deep]
+        nested = json.dumps(shape(data=deep)).encode()
+        with pytest.raises(flight.FlightError, match="nested more than 64 levels"):
+            list(conn.do_action(flight.Action("search", nested)))
+    finally:
+        conn.close()
+
+
 def test_nan_in_a_cached_shape_is_refused(stack: Stack, vectors: np.ndarray) -> None:
     """orjson refuses NaN, so such a body takes the full check (which reads it)."""
     raw_search(stack, shape(data=[[0.1] * DIM]))

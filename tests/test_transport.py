@@ -19,6 +19,7 @@ from elanus.channels import frames
 from elanus.channels.bus import Bus, blocking
 from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats
+from elanus.channels.transport import LocalTransport
 from elanus.errors import ElanusError, ErrorCode
 from elanus.searchrequest import SearchRequest
 
@@ -314,3 +315,27 @@ def test_a_10_mb_query_result_and_a_100k_key_delete_over_stock_nats(wire_stack: 
     assert left["count(*)"] == rows // 2
     hits = client.search("big", vectors[1:2], limit=1, consistency_level="Strong")
     assert hits[0][0]["id"] == 1
+
+
+def test_the_local_transport_forgets_what_it_found_when_roles_come_and_go() -> None:
+    """``LocalTransport.find`` remembers its answers; a role added or removed since makes
+    them stale, so a stopped role's handler is never called from memory."""
+    local = LocalTransport()
+    first = {"echo": lambda body: ("first", body)}
+    second = {"echo": lambda body: ("second", body)}
+
+    async def add(handlers: dict[str, Any]) -> None:
+        local.add("nats://x", "elanus.t.node1", handlers)
+
+    assert local.find("nats://x", "elanus.t.node1.echo") is None
+    asyncio.run(add(first))
+    found = local.find("nats://x", "elanus.t.node1.echo")
+    assert found is not None and found.handler is first["echo"]
+    assert local.find("nats://x", "elanus.t.node1.echo") is found  # remembered
+    asyncio.run(add(second))
+    again = local.find("nats://x", "elanus.t.node1.echo")
+    assert again is not None and again.handler is second["echo"]  # the newest serves
+    local.remove("nats://x", "elanus.t.node1", second)
+    local.remove("nats://x", "elanus.t.node1", first)
+    assert local.find("nats://x", "elanus.t.node1.echo") is None
+    assert local.find("nats://y", "elanus.t.node1.echo") is None  # another cluster's
