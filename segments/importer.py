@@ -54,6 +54,7 @@ from elanus.partitionkey import group_rows, key_partition_ids, partition_index
 from elanus.pkhash import shard_of
 from elanus.schema import DYNAMIC_FIELD, PK_COLUMN, Schema
 from elanus.segments import storage
+from elanus.segments.orderedwrites import OrderedWrites
 from elanus.validation import check_unique_across, conform_insert
 
 if TYPE_CHECKING:
@@ -309,8 +310,6 @@ class ImportTask:
 
     # -- pass 2: write ----------------------------------------------------------------------
     def _write(self, plan: Plan, seg_ids: list[int]) -> None:
-        pk = self.schema.primary
-        position = [f.name for f in self.schema.fields].index(pk.name)
         dirs = [
             layout.segment_dir(self.storage, self.collection_id, int(s["partition_id"]), sid)
             for s, sid in zip(plan.segments, seg_ids, strict=True)
@@ -321,12 +320,36 @@ class ImportTask:
         started: set[int] = set()
         target = storage.segment_schema(self.schema, with_ts=False)  # the commit adds _ts
 
+        writes = OrderedWrites(name=f"import-{self.job_id}")
+
         def write(s: int) -> None:
             table = pa.concat_tables(pending.pop(s))
             pending_bytes.pop(s, None)
-            storage.write_rows(dirs[s], table, target, first=s not in started)
+            writes.submit(s, storage.write_rows, dirs[s], table, target, first=s not in started)
             started.add(s)
 
+        with writes:  # the segments' appends at once, each segment's in order
+            self._write_rows(plan, pending, pending_bytes, write)
+        order = np.argsort(plan.seg_of_row, kind="stable")
+        by_segment = plan.pks.take(pa.array(order))
+        ends = np.cumsum(np.bincount(plan.seg_of_row, minlength=len(dirs)))
+        for s, d in enumerate(dirs):
+            start = int(ends[s - 1]) if s else 0
+            storage.write_pk_stats(d, by_segment.slice(start, int(ends[s]) - start))
+        if self.upsert:
+            self._write_keys(plan)
+
+    def _write_rows(
+        self,
+        plan: Plan,
+        pending: dict[int, list[pa.Table]],
+        pending_bytes: dict[int, int],
+        write: Callable[[int], None],
+    ) -> None:
+        """Every unit's rows, grouped by segment and handed to ``write`` in pieces of about
+        ``WRITE_BYTES`` (the rest at the end)."""
+        pk = self.schema.primary
+        position = [f.name for f in self.schema.fields].index(pk.name)
         offset, total = 0, len(plan.pks)
         for i, unit in enumerate(self.units):
             unit_start = offset
@@ -348,14 +371,6 @@ class ImportTask:
                 raise invalid(f"{unit['paths'][0]}: the file changed during the import")
         for s in list(pending):
             write(s)
-        order = np.argsort(plan.seg_of_row, kind="stable")
-        by_segment = plan.pks.take(pa.array(order))
-        ends = np.cumsum(np.bincount(plan.seg_of_row, minlength=len(dirs)))
-        for s, d in enumerate(dirs):
-            start = int(ends[s - 1]) if s else 0
-            storage.write_pk_stats(d, by_segment.slice(start, int(ends[s]) - start))
-        if self.upsert:
-            self._write_keys(plan)
 
     def _write_keys(self, plan: Plan) -> None:
         """The keys an upsert replaces, for the coord to publish as deletes at commit."""
