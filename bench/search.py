@@ -204,14 +204,18 @@ EMPTY_SERVER = textwrap.dedent(
 
 
 class EmptyFlight:
-    def __init__(self) -> None:
+    """A Flight server in a child process: ``EMPTY_SERVER``, or another ``script`` that
+    takes its port (and ``args``) on its command line."""
+
+    def __init__(self, script: str = EMPTY_SERVER, args: tuple[str, ...] = ()) -> None:
         self.port = free_port()
         self.uri = f"grpc://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
+        self.script, self.args = script, args
 
     def __enter__(self) -> EmptyFlight:
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", EMPTY_SERVER, str(self.port)],
+            [sys.executable, "-c", self.script, str(self.port), *self.args],
             stdin=subprocess.DEVNULL,
             preexec_fn=die_with_parent if sys.platform.startswith("linux") else None,
         )
