@@ -162,7 +162,7 @@ class ReadRpcs(Servicer):
             page = page_request(request_doc, info.schema.primary.name, plan.metric, walk)
             plan = query.prepare_search(info, {**page, "data": None})
         data = query_data(request.placeholder_group)
-        merged, ts = query.run_search(plan, data)
+        merged, ts = query.run_search(plan, query.search_data(plan, data))
         pk = info.schema.primary
         table = hits_table(merged, pk.arrow_type())
         outputs = [n for n in plan.outputs if n != COUNT]
