@@ -44,7 +44,7 @@ def check_body_shape(raw: bytes, body: Any, what: str, known: Shape | None = Non
     ``body_objects(body)`` when the caller has it already (a search shaped like an earlier
     one: only the lists of its data differ, and those are not walked)."""
     braces, brackets, colons = raw.count(b"{"), raw.count(b"["), raw.count(b":")
-    objects, keys, object_depth = _objects(body) if known is None else known
+    objects, keys, object_depth = body_objects(body) if known is None else known
     if objects == braces and object_depth + brackets <= _limit:
         depth = 0  # every "{" is an object found outside lists: lists hold no objects
     else:
@@ -71,11 +71,6 @@ def _keys(obj: dict[str, Any]) -> int:
 def body_objects(body: Any) -> Shape:
     """Objects reachable through objects only, their keys, and their nesting depth: what
     ``check_body_shape`` compares with the text's counts."""
-    return _objects(body)
-
-
-def _objects(body: Any) -> Shape:
-    """Objects reachable through objects only, their keys, and their nesting depth."""
     objects = keys = depth = 0
     stack = [(body, 1)]
     while stack:
