@@ -93,6 +93,11 @@ class CatalogStore:
         log.info("catalog snapshot at journal entry %d: %s", journal.last_seq, where)
         await journal.prune()
 
+    async def still_ours(self) -> bool:
+        """After the coord's lease lapsed and was taken again: no other coord wrote the
+        catalog meanwhile (True without a journal: nothing to compare)."""
+        return self.journal is None or await self.journal.still_ours()
+
     async def close(self) -> None:
         if self.counters is not None and self.db is not None:
             counters, self.counters = self.counters, None

@@ -84,7 +84,10 @@ class Coordinator(Role):
         self.scheduler = TaskScheduler([self.index, self.imports, self.compaction])
         self._background: list[Periodic] = []
         self.catalog = CatalogStore(settings, bus, self.supervisor, on_fenced=self._lease_lost)
-        self.lease = CoordLease(bus, self.node_id, settings.coord_lease_ttl_s, self._lease_lost)
+        self.lease = CoordLease(
+            bus, self.node_id, settings.coord_lease_ttl_s, self._lease_lost,
+            on_retaken=self.catalog.still_ours,
+        )  # fmt: skip
         self.on_lease_lost: Callable[[], None] = lambda: None
         """What the host does when the lease is lost (``elanus run`` stops the process)."""
         self._started_at = time.time()
@@ -141,6 +144,7 @@ class Coordinator(Role):
         await self.wait_turn()
         self.ctx.db = await self.catalog.open()
         self.ctx.tso = self.catalog.tso()
+        self.ctx.tso.guard = self.lease.check
         self.ctx.ids = self.catalog.ids()
         first_ts = self.tso.alloc()
         await self.db.run(

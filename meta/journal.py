@@ -23,6 +23,7 @@ import logging
 import os
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -118,6 +119,9 @@ class CatalogJournal:
         self.retry_window_s = retry_window_s
         """How long an entry the log did not take is sent again (``log_retry_window_s``)."""
         self.last_seq = 0
+        self.writer = uuid.uuid4().hex[:12]
+        """Marks this coord's entries (``Elanus-Writer``): after a refused publish, an entry
+        of ours in the stream is a lost ack or a restarted log, another's a second writer."""
         self.created = ""
         """The stream's creation time: a snapshot is of one stream's history."""
         self._lock = threading.Lock()
@@ -127,6 +131,8 @@ class CatalogJournal:
         """The entry being published (failed by ``close`` if it is cut short)."""
         self._closed = False
         self._fenced = False
+        self._resync = False
+        """The log went back (``_went_back``): no change until a snapshot is stored."""
         self._down_until = 0.0
         self.on_fenced: Callable[[], None] | None = None
         """Called once (from the loop) when the journal finds another writer: the coord
@@ -202,6 +208,8 @@ class CatalogJournal:
         assert self._pending is not None, "the journal is not open"
         if self._closed or self._fenced:
             raise ElanusError(ErrorCode.UNAVAILABLE, "the coord is stopping: not journaled")
+        if self._resync:
+            raise self._resyncing()
         future: asyncio.Future[int] | None = None
         if wait:
             future = asyncio.get_running_loop().create_future()
@@ -246,29 +254,110 @@ class CatalogJournal:
         leader's election; UNAVAILABLE naming the NATS quorum once the window is over)."""
         parts = [data[i : i + PART_BYTES] for i in range(0, len(data), PART_BYTES)] or [b""]
         for i, part in enumerate(parts):
-            msg_id = f"{self.created}-{self.last_seq + 1}"
-            headers = {
-                "Nats-Msg-Id": msg_id,
-                "Elanus-Part": f"{i + 1}/{len(parts)}",
-                "Nats-Expected-Last-Sequence": str(self.last_seq),
-            }
-            try:
-                down = time.monotonic() < self._down_until
-                ack = await publish_acked(
-                    self.bus.js, SUBJECT, part, headers, what="a catalog change",
-                    window=min(DOWN_WINDOW_S, self.retry_window_s) if down
-                    else self.retry_window_s,
-                )  # fmt: skip
-            except APIError as exc:
-                if exc.err_code != WRONG_LAST_SEQUENCE:
-                    raise
-                self.fenced()
-                raise ElanusError(
-                    ErrorCode.UNAVAILABLE,
-                    "another coordinator changed the catalog: this one stops serving; retry",
-                ) from None
-            self.last_seq = int(ack.seq)
+            while True:
+                msg_id = f"{self.created}-{self.last_seq + 1}"
+                headers = {
+                    "Nats-Msg-Id": msg_id,
+                    "Elanus-Part": f"{i + 1}/{len(parts)}",
+                    "Elanus-Writer": self.writer,
+                    "Nats-Expected-Last-Sequence": str(self.last_seq),
+                }
+                try:
+                    down = time.monotonic() < self._down_until
+                    ack = await publish_acked(
+                        self.bus.js, SUBJECT, part, headers, what="a catalog change",
+                        window=min(DOWN_WINDOW_S, self.retry_window_s) if down
+                        else self.retry_window_s,
+                    )  # fmt: skip
+                except APIError as exc:
+                    if exc.err_code != WRONG_LAST_SEQUENCE:
+                        raise
+                    if await self._reconcile(msg_id):
+                        break  # the part is in the stream: its ack was lost
+                    continue  # the log went back: sent again after its last entry
+                self.last_seq = int(ack.seq)
+                break
         return self.last_seq
+
+    async def _reconcile(self, msg_id: str) -> bool:
+        """A publish refused for its expected last sequence: True when the entry after
+        ours is the part just sent (NATS took it, and its ack was lost to a restart).
+        Refused (UNAVAILABLE) when the log went back, fenced when another coord wrote."""
+        last = int((await self.bus.js.stream_info(STREAM)).state.last_seq or 0)
+        if last > self.last_seq:
+            msg = await self.bus.js.get_msg(STREAM, self.last_seq + 1)
+            if (msg.headers or {}).get("Nats-Msg-Id") == msg_id and self._ours(msg.headers):
+                self.last_seq += 1
+                return True
+        elif last < self.last_seq and await self._ours_at(last):
+            await self._went_back(last)
+            raise self._resyncing()
+        self.fenced()
+        raise ElanusError(
+            ErrorCode.UNAVAILABLE,
+            "another coordinator changed the catalog: this one stops serving; retry",
+        )
+
+    def _ours(self, headers: dict[str, str] | None) -> bool:
+        return (headers or {}).get("Elanus-Writer") == self.writer
+
+    async def _ours_at(self, seq: int) -> bool:
+        """The stream's entry ``seq`` is ours, or the stream is empty."""
+        return seq == 0 or self._ours((await self.bus.js.get_msg(STREAM, seq)).headers)
+
+    async def _went_back(self, last: int) -> None:
+        """The log holds fewer entries than it acknowledged to us (restarted on a store
+        that lost the newest, or made anew): the catalog still has them, the journal no
+        longer. It goes on after the log's last entry once a snapshot holds the whole
+        catalog again; until then every change is refused (``_resync``), and snapshots
+        past that entry are dropped (they would pass for the catalog at a sequence the
+        journal now reaches differently)."""
+        log.error(
+            "catalog journal: the log went back from entry %d to %d (restarted on an older "
+            "store): changes wait for a snapshot of the catalog",
+            self.last_seq,
+            last,
+        )
+        self.last_seq = last
+        self.created = _stamp(await self.bus.js.stream_info(STREAM))
+        await asyncio.to_thread(self._drop_snapshots_after, last)
+        self._resync = True
+        if self.snapshot_due is not None:
+            self.snapshot_due()
+
+    @staticmethod
+    def _resyncing() -> ElanusError:
+        return ElanusError(
+            ErrorCode.UNAVAILABLE,
+            "the log lost catalog changes it had acknowledged: a snapshot of the catalog "
+            "is being stored; retry",
+        )
+
+    def _drop_snapshots_after(self, seq: int) -> None:
+        folder = layout.join(self.storage, SNAPSHOTS)
+        if not objstore.exists(folder):
+            return
+        for name in objstore.list_dir(folder):
+            created, _, at = Path(name).name.removesuffix(".duckdb").rpartition("-")
+            if created == self.created and at.isdigit() and int(at) > seq:
+                objstore.remove_file(layout.join(folder, Path(name).name))
+
+    async def still_ours(self) -> bool:
+        """After the coord's lease lapsed longer than its TTL: the stream holds nothing
+        another coord wrote since our last entry. False fences the journal."""
+        last = int((await self.bus.js.stream_info(STREAM)).state.last_seq or 0)
+        if last < self.last_seq:
+            ours = await self._ours_at(last)
+            if ours:
+                await self._went_back(last)
+        else:  # entries after ours: ours too only when their acks were lost
+            seqs = range(self.last_seq + 1, last + 1)
+            ours = all([self._ours((await self.bus.js.get_msg(STREAM, q)).headers) for q in seqs])
+            self.last_seq = last if ours else self.last_seq
+        if not ours:
+            self._fenced = True
+            log.critical("catalog journal: another coordinator wrote to it; stopping")
+        return ours
 
     def fenced(self) -> None:
         """The stream holds an entry this coord did not write (another coord took the
@@ -298,6 +387,7 @@ class CatalogJournal:
             objstore.write_bytes(target, local.read_bytes())
         finally:
             local.unlink(missing_ok=True)
+        self._resync = False  # the whole catalog is stored again: changes go on after it
         return target
 
     def snapshots(self) -> list[tuple[str, int]]:

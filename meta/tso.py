@@ -24,8 +24,12 @@ class TimestampOracle:
         *,
         window_ms: int = 3000,
         clock: Callable[[], int] = tsutil.now_ms,
+        guard: Callable[[], None] | None = None,
     ) -> None:
         self._persist = persist
+        self.guard = guard
+        """Raises while this oracle may not hand out timestamps (the coord's lease lapsed:
+        ``CoordLease.check``)."""
         self._window_ms = window_ms
         self._clock = clock
         self._lock = threading.Lock()
@@ -43,6 +47,8 @@ class TimestampOracle:
         """Reserve ``count`` consecutive timestamps and return the first one."""
         if not 1 <= count <= tsutil.LOGICAL_MASK + 1:
             raise ValueError(f"count must be in [1, {tsutil.LOGICAL_MASK + 1}], got {count}")
+        if self.guard is not None:
+            self.guard()
         with self._lock:
             now = self._clock()
             if now > self._physical:
