@@ -113,6 +113,8 @@ class Periodic:
         self.name = name
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
+        self._failing: str | None = None
+        """The last round's refusal, while rounds fail."""
 
     def start(self) -> Periodic:
         self._stopping = False
@@ -129,9 +131,18 @@ class Periodic:
             except asyncio.CancelledError:
                 raise
             except ElanusError as exc:  # the coord away, a node gone: the next round may work
-                log.warning("%s failed: %s", self.name, exc)
+                # the same refusal round after round (NATS away) is told once, not 5 times a s
+                said, self._failing = self._failing, str(exc)
+                (log.debug if said == self._failing else log.warning)(
+                    "%s failed: %s", self.name, exc
+                )
+                continue
             except Exception:  # noqa: BLE001 - a bug: its traceback now, then keep going
                 log.exception("%s failed", self.name)
+                continue
+            if self._failing is not None:
+                log.info("%s works again", self.name)
+                self._failing = None
 
     async def stop(self) -> None:
         self._stopping = True

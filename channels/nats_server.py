@@ -168,7 +168,8 @@ class EmbeddedNats:
         if not self.port:
             self.port = free_port(self.host)
         conf = self._write_config()
-        self.log_path.unlink(missing_ok=True)
+        if self.log_path.exists():  # the last run's log, kept for why it ended
+            self.log_path.replace(self.log_path.with_name(self.log_path.name + ".1"))
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
             [nats_server_binary(), "-c", str(conf)],
@@ -185,8 +186,10 @@ class EmbeddedNats:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                tail = self.log_path.read_text(errors="replace")[-2000:]
-                raise RuntimeError(f"nats-server exited with {self.proc.returncode}:\n{tail}")
+                raise RuntimeError(
+                    f"nats-server exited with {self.proc.returncode}: {self._last_error()} "
+                    f"(log {self.log_path})"
+                )
             text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
             if "Server is ready" in text:
                 try:
@@ -196,6 +199,17 @@ class EmbeddedNats:
                     pass
             time.sleep(0.02)
         raise TimeoutError(f"nats-server did not get ready in {timeout}s (log {self.log_path})")
+
+    def _last_error(self) -> str:
+        """The log's last fatal or error line, without its pid and time: why it exited."""
+        lines = (
+            self.log_path.read_text(errors="replace").splitlines() if self.log_path.exists() else []
+        )
+        for line in reversed(lines):
+            for mark in ("[FTL]", "[ERR]"):
+                if mark in line:
+                    return line.split(mark, 1)[1].strip()
+        return lines[-1].strip() if lines else "no log"
 
     def stop(self, timeout: float = 10.0) -> None:
         proc, self.proc = self.proc, None

@@ -44,6 +44,9 @@ class Role:
         self._served: list[Served] = []
         self.supervisor = Supervisor(f"{self.role_name} {self.node_id}", self._health_changed)
         """Every background task of the role runs through it (see ``channels/supervisor``)."""
+        self.restarts = 0
+        """How often the role was started again after it stopped or its process died (set
+        by its host, ``cli/host.py``): its session carries it, ``elanus status`` shows it."""
 
     @property
     def address(self) -> str:
@@ -79,6 +82,8 @@ class Role:
         if self.storage.remote:  # wrong credentials or a missing bucket: one clear error now
             await asyncio.to_thread(self.storage.probe)
         meta = {**self.session_meta(), "health": self.supervisor.health()}
+        if self.restarts:
+            meta["restarts"] = self.restarts
         info = SessionInfo(self.role_name, self.node_id, self.address, meta=meta)
         session = Session(self.bus, info, self.settings.session_ttl_s, refresh=self.live_meta)
         self._session = await session.start()

@@ -4,6 +4,13 @@ Each role puts ``<role>.<node_id>`` into the bucket and refreshes it every TTL/3
 max age is the TTL, so a process that stops refreshing (crashed, frozen, partitioned)
 disappears from the bucket. ``SessionWatcher`` lists the bucket periodically and reports
 joins and leaves to the coord.
+
+The bucket lives in the nats-server's memory: one that restarts comes back without it (and
+without the sessions of a standalone killed with it, which is right). A keepalive then
+makes the bucket again, and the watcher, seeing a new bucket (or having been unable to
+list one for a while), waits for every live role's keepalive before it believes any role
+left (``LEAVE_GRACE``): else every role "left" at once, and the coord placed their
+channels and replicas again.
 """
 
 from __future__ import annotations
@@ -19,7 +26,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from nats.js.api import KeyValueConfig, StorageType
-from nats.js.errors import APIError, BucketNotFoundError, KeyNotFoundError
+from nats.js.errors import (
+    APIError,
+    BucketNotFoundError,
+    KeyNotFoundError,
+    NoStreamResponseError,
+)
 from nats.js.kv import KeyValue
 
 from elanus.channels.bus import Bus
@@ -29,6 +41,10 @@ from elanus.channels.replicas import raise_replicas, replica_error
 from elanus.channels.subjects import SESSIONS_BUCKET
 
 log = logging.getLogger(__name__)
+
+LEAVE_GRACE = 0.5
+"""After a watcher could not list the bucket for a while (NATS away), it reports no leave
+for this share of the TTL: every live role's keepalive (each third of it) is back by then."""
 
 
 @dataclass
@@ -114,8 +130,13 @@ class Session:
         assert self._kv is not None
         if self.refresh is not None:
             self.info.meta.update(self.refresh())
+        value = json.dumps(asdict(self.info)).encode()
         try:
-            await self._kv.put(self.info.key, json.dumps(asdict(self.info)).encode())
+            try:
+                await self._kv.put(self.info.key, value)
+            except NoStreamResponseError:  # the bucket is gone (a log restarted empty)
+                self._kv = await sessions_bucket(self.bus, self.ttl_s)
+                await self._kv.put(self.info.key, value)
         except Exception as exc:
             if not is_transient(exc):
                 raise
@@ -128,7 +149,7 @@ class Session:
         anyway (a NATS cluster without a quorum never answers; the default JetStream
         timeout would hold every role's stop for it)."""
         await self._keepalive.stop()
-        if self._kv is not None:
+        if self._kv is not None and self.bus.connected:  # else it expires by itself
             try:
                 await asyncio.wait_for(self._kv.purge(self.info.key), self.ttl_s)
             except Exception:  # noqa: BLE001 - NATS may already be gone
@@ -140,6 +161,11 @@ async def list_sessions(bus: Bus, ttl_s: float = 6.0) -> list[SessionInfo]:
     """Live sessions. The key list comes from one stream-info request (an expired key is
     simply absent), not from a KV watcher, which can wait forever on a key that expires
     while it is being listed."""
+    return (await _listed(bus, ttl_s))[0]
+
+
+async def _listed(bus: Bus, ttl_s: float) -> tuple[list[SessionInfo], str]:
+    """Live sessions, and when their bucket was made (a new one: the log restarted)."""
     kv = await sessions_bucket(bus, ttl_s)
     info = await bus.js.stream_info(f"KV_{SESSIONS_BUCKET}", subjects_filter=">")
     prefix = f"$KV.{SESSIONS_BUCKET}."
@@ -153,7 +179,7 @@ async def list_sessions(bus: Bus, ttl_s: float = 6.0) -> list[SessionInfo]:
         if entry.value:
             out.append(SessionInfo.from_dict(json.loads(entry.value)))
     out.sort(key=lambda s: (s.role, s.node_id))
-    return out
+    return out, str(getattr(info, "created", ""))
 
 
 Listener = Callable[[str, SessionInfo], Awaitable[None]]
@@ -174,6 +200,9 @@ class SessionWatcher:
         self.ttl_s = ttl_s
         self.interval_s = interval_s or max(0.1, ttl_s / 6)
         self.live: dict[str, SessionInfo] = {}
+        self._listed_at = time.monotonic()
+        self._bucket = ""
+        self._grace_until = 0.0
         self._periodic = Periodic(self.poll, self.interval_s, "session watch")
 
     async def start(self) -> SessionWatcher:
@@ -182,9 +211,22 @@ class SessionWatcher:
         return self
 
     async def poll(self) -> None:
-        current = {s.key: s for s in await list_sessions(self.bus, self.ttl_s)}
+        try:
+            listed, bucket = await _listed(self.bus, self.ttl_s)
+        except Exception:
+            self._listed_at = 0.0
+            raise
+        current = {s.key: s for s in listed}
+        now = time.monotonic()
+        new_bucket, self._bucket = self._bucket not in ("", bucket), bucket
+        if new_bucket or now - self._listed_at > 3 * self.interval_s:  # blind for a while
+            self._grace_until = now + LEAVE_GRACE * self.ttl_s
+        self._listed_at = now
         joined = [s for k, s in current.items() if k not in self.live]
         left = [s for k, s in self.live.items() if k not in current]
+        if left and now < self._grace_until:  # their keepalives may not be back yet
+            current.update({s.key: s for s in left})
+            left = []
         self.live = current
         if self.listener is not None:
             for s in joined:

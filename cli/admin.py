@@ -56,9 +56,9 @@ def _done(message: str) -> Any:
 
 # -- status -----------------------------------------------------------------------------------
 def status(ctx: typer.Context, as_json: JsonOpt = False, uri: UriOpt = None) -> None:
-    """List the live roles (sessions) of the cluster behind the proxy: health, memory and
-    flow control, then each consumed channel's tick lag and unfetched messages, then where
-    each replica of a loaded collection is (``--json``: the sessions only)."""
+    """List the live roles (sessions) of the cluster behind the proxy: restarts, health,
+    memory and flow control, then each consumed channel's tick lag and unfetched messages,
+    then where each replica of a loaded collection is (``--json``: the sessions only)."""
 
     def render(sessions: list[dict[str, Any]]) -> RenderableType:
         rows = [
@@ -67,6 +67,7 @@ def status(ctx: typer.Context, as_json: JsonOpt = False, uri: UriOpt = None) -> 
                 s.get("node_id"),
                 s.get("address") or "-",
                 duration(s.get("uptime_s")),
+                (s.get("meta") or {}).get("restarts") or 0,
                 s.get("pid"),
                 s.get("host"),
                 _memory((s.get("meta") or {}).get("rss_bytes")),
@@ -76,7 +77,18 @@ def status(ctx: typer.Context, as_json: JsonOpt = False, uri: UriOpt = None) -> 
             for s in sessions
         ]
         roles = table(
-            ["role", "id", "address", "uptime", "pid", "host", "memory", "flow control", "health"],
+            [
+                "role",
+                "id",
+                "address",
+                "uptime",
+                "restarts",
+                "pid",
+                "host",
+                "memory",
+                "flow control",
+                "health",
+            ],  # fmt: skip
             rows,
             title=f"{len(rows)} live role(s)",
         )

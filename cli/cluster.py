@@ -8,6 +8,8 @@ NATS. Ctrl-C or SIGTERM stops the children, roles in reverse start order then NA
 the pid we started; nothing is removed, so ``cluster up`` on the same DIR carries on. The
 children die with us even after kill -9 (``PR_SET_PDEATHSIG``) and sit in process groups
 of their own, so a terminal's Ctrl-C reaches only this process, which stops them in order.
+A role process that exits while the cluster runs is started again after a backoff that
+doubles with each exit in a row; its session carries the count (``elanus status``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from rich.table import Table
 from elanus.channels.nats_cluster import NatsCluster
 from elanus.channels.nats_server import die_with_parent, free_port, terminate
 from elanus.cli.output import console
+from elanus.cli.roles import BACKOFF_FIRST_S, BACKOFF_MAX_S, RESTARTS_ENV
 from elanus.errors import ElanusError, ErrorCode
 
 cluster_app = typer.Typer(help="Run a whole cluster on this machine.", no_args_is_help=True)
@@ -46,6 +49,11 @@ class Child:
     uri: str | None = None
     proc: subprocess.Popen[bytes] | None = None
     metrics_url: str | None = None
+    restarts: int = 0
+    """How often ``keep_running`` started the process again."""
+    due: float | None = None
+    """When an exited process starts again (monotonic); None while it runs."""
+    started: float = 0.0
 
     @property
     def name(self) -> str:
@@ -150,6 +158,8 @@ class LocalCluster:
         child.log_path.parent.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, **self.env, **self.cluster.client_env()}
         env["ELANUS_STREAM_REPLICAS"] = str(self.replicas)
+        env[RESTARTS_ENV] = str(child.restarts)
+        child.started = time.monotonic()
         with child.log_path.open("ab") as log:
             child.proc = subprocess.Popen(
                 [sys.executable, "-m", "elanus.cli", *child.args],
@@ -197,6 +207,31 @@ class LocalCluster:
                     ErrorCode.INTERNAL,
                     f"{c.name} exited with {c.proc.returncode} ({c.log_path}):\n{tail}",
                 )
+
+    def keep_running(self) -> list[str]:
+        """Start again each role process that exited, once its backoff is over (0.2 s,
+        doubling up to 5 s while it keeps exiting within a minute of its start); the
+        lines to tell the operator."""
+        said = []
+        now = time.monotonic()
+        for c in self.children:
+            if c.proc is None or (c.due is None and c.proc.poll() is None):
+                continue
+            if c.due is None:
+                steady = now - c.started > 60
+                delay = (
+                    BACKOFF_FIRST_S
+                    if steady
+                    else min(BACKOFF_FIRST_S * 2**c.restarts, BACKOFF_MAX_S)
+                )
+                c.due = now + delay
+                said.append(f"{c.name} exited with {c.proc.returncode} (log {c.log_path}); "
+                            f"starting it again in {delay:.1f}s")  # fmt: skip
+            elif now >= c.due:
+                c.due, c.restarts = None, c.restarts + 1
+                self.launch(c)
+                said.append(f"{c.name} started again (pid {c.proc.pid}, restart {c.restarts})")
+        return said
 
     def stop(self) -> None:
         """Stop the roles (proxies first, coord last), then NATS; each by its own pid."""
@@ -278,8 +313,9 @@ def up(
             f"nats_url = {cluster.cluster.url if cluster.cluster else ''}\n"
             f"clients: elanus --uri {cluster.uris[0]} status   (Ctrl-C stops everything)"
         )
-        while not stop.wait(0.5):
-            cluster._check_alive()
+        while not stop.wait(0.1):
+            for line in cluster.keep_running():
+                console.print(line)
     finally:
         console.print("stopping the cluster ...")
         cluster.stop()

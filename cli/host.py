@@ -30,11 +30,24 @@ from elanus.channels.loop import LoopThread
 from elanus.channels.metrics import MetricsServer
 from elanus.channels.nats_server import EmbeddedNats
 from elanus.channels.natsauth import DEFAULT_USER, NatsCredentials, redact_url, resolve
-from elanus.cli.roles import HostedRole, TakesTurns, role_class, role_spec
+from elanus.cli.roles import (
+    BACKOFF_FIRST_S,
+    BACKOFF_MAX_S,
+    RESTARTS_ENV,
+    HostedRole,
+    TakesTurns,
+    role_class,
+    role_spec,
+)
 from elanus.errors import ElanusError, ErrorCode
 from elanus.settings import Settings
 
 log = logging.getLogger(__name__)
+
+NATS_RESTART_TRIES = 5
+"""Failed starts of a dead embedded nats-server in a row before the process gives up."""
+NATS_CRASHES_PER_MINUTE = 5
+"""Deaths of the embedded nats-server within a minute before the process gives up."""
 
 
 class RoleHost:
@@ -70,6 +83,14 @@ class RoleHost:
         self._stack = contextlib.ExitStack()
         self._stop_requested = threading.Event()
         self._starting = False
+        self.failure: str | None = None
+        """Why the process stops on its own (its log could not come back): one line, for
+        the exit message; None after a requested stop."""
+        self.restarts: dict[str, int] = {}
+        """In-place restarts of each hosted role, beside those of the process (``status``)."""
+        self._restart_due: dict[str, float] = {}
+        """Roles that stopped themselves, and when they start again (backoff)."""
+        self._nats_deaths: list[float] = []
 
     # -- what others need to reach us ------------------------------------------------------
     @property
@@ -165,9 +186,10 @@ class RoleHost:
         while True:
             role = cls(self.settings, bus)
             try:
+                self._count_restarts(name, role)
                 if hasattr(role, "wait_turn"):  # the active coord, or a standby until then
                     turns = cast(TakesTurns, role)
-                    turns.on_lease_lost = self.request_stop
+                    turns.on_lease_lost = lambda: self._role_stopped(name)
                     self.loop.call(turns.wait_turn(self._stop_requested), timeout=None)
                 self.loop.call(role.start(), timeout=max(1.0, deadline - time.monotonic()))
                 return role
@@ -250,17 +272,109 @@ class RoleHost:
         self._stop_requested.set()
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Block until ``request_stop`` (a signal handler calls it); True if it was called."""
+        """Block until ``request_stop`` (a signal handler calls it); True if it was called.
+        Meanwhile keep the embedded nats-server and the roles that stopped themselves
+        going (on this thread: the main one, which forked the nats-server)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while not self._stop_requested.is_set():
-            left = 0.5 if deadline is None else min(0.5, deadline - time.monotonic())
+            left = 0.1 if deadline is None else min(0.1, deadline - time.monotonic())
             if left <= 0:
                 return False
             self._stop_requested.wait(left)
+            if not self._stop_requested.is_set():
+                self._keep_nats()
+                self._restart_roles()
         return True
 
+    # -- keeping things running ------------------------------------------------------------
+    def _count_restarts(self, name: str, role: HostedRole) -> None:
+        """Tell ``role`` how often it was started again, by ``cluster up`` (its process)
+        and here (in place): its session carries the sum, ``elanus status`` shows it."""
+        try:
+            by_process = int(os.environ.get(RESTARTS_ENV, "0"))
+        except ValueError:
+            by_process = 0
+        total = by_process + self.restarts.get(name, 0)
+        if total and hasattr(role, "restarts"):
+            setattr(role, "restarts", total)  # noqa: B010 - not in HostedRole: Role's own
+
+    def _role_stopped(self, name: str) -> None:
+        """A role stopped itself (the coord's lease was taken): started again in place
+        after a backoff, where it waits its turn (a standby) or serves again."""
+        if name in self._restart_due or self._stop_requested.is_set():
+            return
+        count = self.restarts.get(name, 0)
+        delay = min(BACKOFF_FIRST_S * 2**count, BACKOFF_MAX_S)
+        log.warning("%s stopped itself: starting it again in %.1fs", name, delay)
+        self._restart_due[name] = time.monotonic() + delay
+
+    def _restart_roles(self) -> None:
+        for name, due in list(self._restart_due.items()):
+            if time.monotonic() < due:
+                continue
+            del self._restart_due[name]
+            self._restart_role(name)
+
+    def _restart_role(self, name: str) -> None:
+        assert self.loop is not None and self.bus is not None
+        index = next(i for i, (n, _) in enumerate(self.roles) if n == name)
+        old = self.roles[index][1]
+        try:
+            self.loop.call(old.stop(), timeout=self.stop_timeout)
+        except Exception:  # noqa: BLE001 - what is left of it goes with the bus
+            log.exception("stopping %s before its restart failed", name)
+        self.restarts[name] = self.restarts.get(name, 0) + 1
+        try:
+            role = self._start_role(name, role_class(name), self.bus)
+        except Exception as exc:  # noqa: BLE001 - tried again after a longer backoff
+            log.error("restarting %s failed: %s", name, exc)
+            self._role_stopped(name)
+            return
+        self.roles[index] = (name, role)
+        log.warning("%s started again (restart %d)", name, self.restarts[name])
+
+    def _keep_nats(self) -> None:
+        """An embedded nats-server that died is started again on the same store and
+        port: the roles' connections find it there and carry on. One that cannot come back
+        (or keeps dying) stops this process with ``failure`` set: a service manager can
+        act on an exit, not on a process that lingers unable to serve."""
+        nats = self.nats
+        if nats is None or nats.proc is None or nats.proc.poll() is None:
+            return
+        code, pid = nats.proc.returncode, nats.proc.pid
+        now = time.monotonic()
+        self._nats_deaths = [t for t in self._nats_deaths if now - t < 60] + [now]
+        log.error("nats-server (pid %d) exited with %s: starting it again", pid, code)
+        if len(self._nats_deaths) > NATS_CRASHES_PER_MINUTE:
+            self._give_up(f"nats-server died {len(self._nats_deaths)} times within a minute")
+            return
+        delay, error = BACKOFF_FIRST_S, ""
+        for _ in range(NATS_RESTART_TRIES):
+            nats.proc = None
+            try:
+                nats.start(timeout=10)
+            except Exception as exc:  # noqa: BLE001 - tried again, then given up on
+                error = " ".join(str(exc).split())[:300]
+                log.error("starting nats-server again failed: %s", error)
+                if self._stop_requested.wait(delay):
+                    return
+                delay = min(delay * 2, BACKOFF_MAX_S)
+                continue
+            log.warning("nats-server started again (pid %s) in %.1fs", nats.pid,
+                        time.monotonic() - now)  # fmt: skip
+            if self.info_file is not None and self.info_file.exists():
+                self._write_info_file(self.info_file)
+            return
+        self._give_up(f"nats-server could not be started again ({error})")
+
+    def _give_up(self, why: str) -> None:
+        log.critical("%s: stopping", why)
+        self.failure = why
+        self._stop_requested.set()
+
     def serve(self, on_ready: Callable[[RoleHost], None] | None = None) -> None:
-        """Start, run until SIGINT/SIGTERM, stop. Call from the main thread."""
+        """Start, run until SIGINT/SIGTERM (or a ``failure``: raised once stopped), stop.
+        Call from the main thread."""
         previous = {
             sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)
         }
@@ -273,6 +387,8 @@ class RoleHost:
             self.stop()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+        if self.failure is not None:  # one line on stderr, exit 1 (``cli/main.py``)
+            raise ElanusError(ErrorCode.UNAVAILABLE, self.failure)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         # A signal during start only asks for a stop once start is done (start steps have

@@ -13,6 +13,11 @@ from elanus.errors import ElanusError, ErrorCode
 
 INFO_FILE = "standalone.json"
 """Written under the data dir by a standalone server so other processes can find it."""
+RESTARTS_ENV = "ELANUS_ROLE_RESTARTS"
+"""How many times ``cluster up`` started this role's process again (shown by ``status``)."""
+BACKOFF_FIRST_S, BACKOFF_MAX_S = 0.2, 5.0
+"""The wait before a role (or an embedded nats-server) that stopped starts again: doubled
+at each stop in a row, up to the most."""
 
 
 class HostedRole(Protocol):

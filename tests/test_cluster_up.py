@@ -16,6 +16,7 @@ from conftest import ELANUS_BIN, cli_env, process_gone, wait_for, wait_healthy
 
 from elanus.channels.nats_server import free_port
 from elanus.client.client import Client
+from elanus.errors import ElanusError
 
 pytestmark = pytest.mark.slow
 
@@ -73,6 +74,31 @@ def test_cluster_up_serves_a_client_and_ctrl_c_stops_every_child(tmp_path: Path)
         client.load_collection("up")
         hits = client.search("up", [vectors[7].tolist()], limit=1, consistency_level="Strong")
         assert hits[0][0]["id"] == 7
+
+        # a role process that dies is started again, and says so in its session
+        (querynode,) = [s for s in client.list_sessions() if s["role"] == "querynode"]
+        psutil.Process(querynode["pid"]).kill()
+        again = wait_for(
+            lambda: [s for s in client.list_sessions()
+                     if s["role"] == "querynode" and s["pid"] != querynode["pid"]],
+            timeout=30, what="the query node started again",
+        )  # fmt: skip
+        assert again[0]["meta"]["restarts"] == 1
+        assert "querynode-0 exited with -9" in log.read_text()
+        status = subprocess.run([ELANUS_BIN, "status", "--uri", uri], capture_output=True,
+                                text=True, env=cli_env(), timeout=60)  # fmt: skip
+        assert status.returncode == 0 and "restarts" in status.stdout, status.stderr
+
+        def finds_7() -> bool:
+            try:
+                hits = client.search("up", [vectors[7].tolist()], limit=1,
+                                     consistency_level="Strong")  # fmt: skip
+            except ElanusError:  # its only query node is starting again
+                return False
+            return bool(hits[0][0]["id"] == 7)
+
+        wait_for(finds_7, timeout=30, what="reads after the restart")
+        children = psutil.Process(up.pid).children(recursive=True)
         client.close()
 
         up.send_signal(signal.SIGINT)
