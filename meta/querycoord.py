@@ -25,6 +25,7 @@ from elanus.api.querycoord import (
     LoadCollection,
     LoadProgress,
     LoadState,
+    NodeUnreachable,
     QueryRoute,
     ReleaseCollection,
     ReplicaInfo,
@@ -53,6 +54,7 @@ from elanus.errors import ElanusError, ErrorCode
 from elanus.meta import replicas as rep
 from elanus.meta.balance import balance
 from elanus.meta.replicas import Loaded, Replica
+from elanus.meta.unreachable import UnreachableNodes
 from elanus.states import LoadState as Load
 from elanus.states import SegmentState, transition
 
@@ -72,6 +74,7 @@ class QueryCoord:
         self.loaded: dict[int, Loaded] = {}
         self._handoffs: set[asyncio.Task[None]] = set()
         self._lock = asyncio.Lock()  # placements and handoffs one at a time
+        self.unreachable = UnreachableNodes(ctx)
 
     def schedule(self, coro: Coroutine[Any, Any, None]) -> None:
         """Run a handoff in the background (the reporting datanode need not wait)."""
@@ -94,6 +97,7 @@ class QueryCoord:
             "query.state": self.state,
             "query.route": self.route,
             "query.replicas": self.replicas,
+            "query.node_unreachable": self.node_unreachable,
         }
 
     def background(self) -> list[Periodic]:
@@ -110,7 +114,7 @@ class QueryCoord:
 
     # -- helpers ----------------------------------------------------------------------------
     def _nodes(self) -> list[str]:
-        return sorted(s.node_id for s in self.ctx.sessions.of_role("querynode"))
+        return sorted(self.unreachable.live())
 
     def node(self, node: str) -> QueryNodeAPI:
         return QueryNodeAPI(self.ctx.bus, node)
@@ -535,8 +539,16 @@ class QueryCoord:
 
     async def keep_loaded(self) -> None:
         """Place replicas again whose query nodes went away (or after a restart)."""
+        await self.unreachable.recheck()
         async with self._lock:
             await self._repair()
+
+    async def node_unreachable(self, req: NodeUnreachable) -> Ack:
+        """Confirmed gone: their replicas are placed again before the proxy hears back."""
+        if await self.unreachable.confirm(req.node_ids):
+            async with self._lock:
+                await self._repair()
+        return ACK
 
     async def _repair(self) -> None:
         live = set(self._nodes())

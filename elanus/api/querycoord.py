@@ -101,6 +101,15 @@ class Replicas:
     replicas: list[ReplicaInfo]
 
 
+@request("query.node_unreachable")
+class NodeUnreachable:
+    """Query nodes a caller found gone (nobody serves their subjects): the coord probes
+    them itself and, for those it finds gone too, places their replicas again now, not
+    once their sessions expire; it answers when that is done."""
+
+    node_ids: list[str]
+
+
 class QueryCoordAPI(Stub):
     """The query coord's ``query.*`` calls."""
 
@@ -121,3 +130,6 @@ class QueryCoordAPI(Stub):
 
     async def replicas(self, req: GetReplicas) -> Replicas:
         return await self._ask("query.replicas", req, Replicas)
+
+    async def node_unreachable(self, req: NodeUnreachable, timeout: float) -> Ack:
+        return await self._ask("query.node_unreachable", req, Ack, timeout)

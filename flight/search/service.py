@@ -26,7 +26,7 @@ import pyarrow as pa
 from elanus import bfloat16, tsutil
 from elanus.api.base import Call, as_body, ask_many_sync
 from elanus.api.indexcoord import DescribeIndex
-from elanus.api.querycoord import QueryRoute, Route
+from elanus.api.querycoord import NodeUnreachable, QueryRoute, Route
 from elanus.api.querynode import QueryNodeAPI, ReadShard, SearchShard, ShardHits
 from elanus.channels.metrics import PROXY_FAILOVERS
 from elanus.client.bodyshape import body_objects, check_body_shape
@@ -77,6 +77,8 @@ log = logging.getLogger(__name__)
 R = TypeVar("R")
 
 SEARCH_TIMEOUT_S = 120.0
+UNREACHABLE_WAIT_S = 5.0
+"""How long a read waits for the coord to place again the replicas of nodes it found gone."""
 ROUTE_TTL_S = 1.0
 """How long a collection's route (vchannel → query node) is reused before it is asked for
 again, in the background; a stale one only costs a fall back to the ordinary path, which
@@ -212,15 +214,21 @@ class QueryService:
         the next in turn, or with ``spread`` off the first (``route``'s). A replica that
         fails (``FAILOVER``) is passed over at once for the next one, counted in
         ``PROXY_FAILOVERS``; when all failed, a cached route that has gone stale is asked
-        for again, once."""
+        for again, once. Query nodes found gone on the way are reported to the coord
+        first, which places their replicas again before it answers (``node_unreachable``):
+        without replicas, a node's death costs a read the placement, not a session TTL."""
         for attempt in (0, 1):
+            unreachable: set[str] = set()
             try:
                 replicas = self._route(info, partition_ids).replicas
-                return self._first_answering(replicas, call, next(self._turn) if spread else 0)
+                first = next(self._turn) if spread else 0
+                return self._first_answering(replicas, call, first, unreachable)
             except ElanusError as exc:
                 if attempt or exc.code not in STALE_ROUTE:
                     raise
                 self._routes.pop(info.collection_id, None)
+                if unreachable:
+                    self._report_unreachable(unreachable)
         raise AssertionError("unreachable")
 
     def _first_answering(
@@ -228,19 +236,36 @@ class QueryService:
         replicas: list[dict[str, str]],
         call: Callable[[QueryNodeAPI, str], Call[R]],
         first: int,
+        unreachable: set[str],
     ) -> list[R]:
+        """The first replica's answers; the nodes of replicas that were UNAVAILABLE go
+        into ``unreachable``."""
         for i in range(len(replicas)):
             shards = replicas[(first + i) % len(replicas)]
             calls = [call(self.node(node), v) for v, node in shards.items()]
             try:
                 return ask_many_sync(self.proxy.bus, calls, SEARCH_TIMEOUT_S)
             except ElanusError as exc:
+                if exc.code == ErrorCode.UNAVAILABLE:
+                    unreachable.update(shards.values())
                 if exc.code not in FAILOVER or i + 1 == len(replicas):
                     raise
                 function = calls[0].method.replace(".", "_") if calls else "read"
                 PROXY_FAILOVERS.labels(function).inc()
                 log.info("%s failed over to another replica: %s", function, exc.message)
         raise AssertionError("unreachable")
+
+    def _report_unreachable(self, nodes: set[str]) -> None:
+        """Tell the coord; it probes them and re-places what was theirs (bounded wait: a
+        read that failed anyway must not wait long for a coord that is away)."""
+        req = NodeUnreachable(node_ids=sorted(nodes))
+        try:
+            self.proxy.run(
+                self.proxy.coord.query.node_unreachable(req, UNREACHABLE_WAIT_S),
+                UNREACHABLE_WAIT_S + 1,
+            )
+        except Exception as exc:  # noqa: BLE001 - the read's own error is what matters
+            log.info("reporting unreachable query nodes %s failed: %s", sorted(nodes), exc)
 
     def node(self, node_id: str) -> QueryNodeAPI:
         """The stub of a query node's delegators (one per node, made once)."""
