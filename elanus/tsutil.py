@@ -15,6 +15,17 @@ def compose(physical_ms: int, logical: int = 0) -> int:
     return (physical_ms << LOGICAL_BITS) | logical
 
 
+FUTURE_SLACK_MS = 3000
+"""How far a timestamp a client sends may lead this machine's clock (machines' clocks
+differ a little); one further ahead was never handed out by the TSO."""
+
+
+def beyond_now(ts: int, slack_ms: int = FUTURE_SLACK_MS) -> bool:
+    """Whether ``ts`` lies in the future, past the slack: a made-up timestamp, which a read
+    would otherwise wait for until it timed out."""
+    return ts > compose(now_ms() + slack_ms)
+
+
 def physical_ms(ts: int) -> int:
     return ts >> LOGICAL_BITS
 

@@ -48,8 +48,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 TICKET_KINDS = ("segments", "deletes", "files")
-FUTURE_SLACK_MS = 1000
-"""A ticket's ``ts`` may lead this proxy's clock by this much (clocks of proxies differ)."""
 PAGE_BYTES = 4 << 20
 """A page of a segments ticket is about this big (one delegator request each)."""
 AFTER = "__elanus_after"
@@ -114,7 +112,7 @@ def check_ticket(doc: dict[str, Any]) -> dict[str, Any]:
         "vchannel": b.str("vchannel"),
         "ts": b.int("ts", lo=1),
     }
-    if ticket["ts"] > tsutil.compose(tsutil.now_ms() + FUTURE_SLACK_MS):
+    if tsutil.beyond_now(ticket["ts"]):
         # a plan's snapshot is a timestamp already handed out: a later one is made up,
         # and reading at it would hold this call until the channels caught up with it
         raise invalid(f"DoGet ticket: 'ts' {ticket['ts']} is in the future")

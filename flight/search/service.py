@@ -143,8 +143,14 @@ class QueryService:
             return pinned, pinned
         settings = self.proxy.settings
         as_of = request["as_of"]
-        if as_of and as_of > tsutil.compose(tsutil.now_ms() + 1000):
+        if as_of and tsutil.beyond_now(as_of):
             raise invalid(f"as_of {as_of} is in the future")
+        guarantee = request.get("guarantee_timestamp") or 0
+        if guarantee and tsutil.beyond_now(guarantee):  # refused at once, whatever the level
+            raise invalid(
+                f"guarantee_timestamp {guarantee} is in the future: send a timestamp the "
+                "cluster handed out (a write's, or AllocTimestamp's)"
+            )
         if as_of:
             oldest = tsutil.compose(tsutil.now_ms() - int(settings.retention_s * 1000))
             if as_of < oldest:
