@@ -39,6 +39,7 @@ from elanus.flight.search.check import (
     SearchIndexes,
     check_filter,
     check_index_params,
+    check_issued,
     check_range,
     group_field,
     resolve_metric,
@@ -143,14 +144,10 @@ class QueryService:
             return pinned, pinned
         settings = self.proxy.settings
         as_of = request["as_of"]
-        if as_of and tsutil.beyond_now(as_of):
-            raise invalid(f"as_of {as_of} is in the future")
-        guarantee = request.get("guarantee_timestamp") or 0
-        if guarantee and tsutil.beyond_now(guarantee):  # refused at once, whatever the level
-            raise invalid(
-                f"guarantee_timestamp {guarantee} is in the future: send a timestamp the "
-                "cluster handed out (a write's, or AllocTimestamp's)"
-            )
+        if as_of:
+            check_issued(self.proxy, as_of, "as_of")
+        if request.get("guarantee_timestamp"):  # refused at once, whatever the level
+            check_issued(self.proxy, request["guarantee_timestamp"], "guarantee_timestamp")
         if as_of:
             oldest = tsutil.compose(tsutil.now_ms() - int(settings.retention_s * 1000))
             if as_of < oldest:
