@@ -54,8 +54,8 @@ def check_params(params: Any, field: str) -> dict[str, Any]:
     if isinstance(params, str):
         try:
             params = json.loads(params)
-        except ValueError:
-            raise invalid(f"{where} is not valid JSON") from None
+        except (ValueError, RecursionError):
+            raise invalid(f"{where} is not valid JSON (or nests too deeply)") from None
     if not isinstance(params, dict):
         raise invalid(f"{where} must be an object, got {type(params).__name__}")
     if "type" in params:

@@ -1,6 +1,7 @@
 """The insert checks of JSON values: JSON text (strict JSON, checked vectorised with an
-in-memory DuckDB's ``json_valid``) and the dynamic field ``$meta`` (unknown columns folded
-into one JSON object per row with ``json_merge_patch``).
+in-memory DuckDB's ``json_valid``; no longer than Milvus's limit, nested no deeper than
+request bodies may be) and the dynamic field ``$meta`` (unknown columns folded into one
+JSON object per row with ``json_merge_patch``).
 
 The DuckDB here is ``:memory:`` only, one shared database with a cursor per OS thread: a
 compute engine for JSON, never a file (docs/design-notes.md, "Layering")."""
@@ -15,7 +16,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from elanus.client.bodyshape import max_json_depth
 from elanus.conform_common import (
+    first_true,
     mismatch,
     preview,
     single_array,
@@ -29,6 +32,9 @@ from elanus.schema import (
 
 if TYPE_CHECKING:
     import duckdb
+
+MAX_JSON_BYTES = 65536
+"""Milvus's ``common.JSONMaxLength``: the longest JSON text one row's value may be."""
 
 
 def dynamic_column(
@@ -81,6 +87,7 @@ def _check_meta(schema: Schema, meta: pa.Array) -> pa.Array:
             f"{DYNAMIC_FIELD!r}: the value at row {bad} is not valid JSON text: "
             f"{preview(meta[bad].as_py())}"
         )
+    check_json_shape(repr(DYNAMIC_FIELD), meta)
     static = [f.name for f in schema.fields]
     taken = [*static, *RESERVED_NAMES, ""]
     table = pa.table({"i": pa.array(np.arange(len(meta), dtype=np.int64)), "m": meta})
@@ -199,6 +206,52 @@ def _duck() -> duckdb.DuckDBPyConnection:
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
+
+
+def check_json_shape(label: str, arr: pa.Array) -> None:
+    """Refuse JSON texts (valid ones) longer than ``MAX_JSON_BYTES`` or nested deeper
+    than ``max_json_depth``: readers of the value recurse, and Milvus refuses the length.
+    Only a text with more opening brackets than the limit can nest too deeply, so the
+    common case costs two vectorised counts."""
+    lengths = pc.binary_length(arr)
+    longest = pc.max(lengths).as_py()
+    if longest is not None and longest > MAX_JSON_BYTES:
+        i = first_true(pc.greater(lengths, MAX_JSON_BYTES))
+        raise invalid(
+            f"{label}: the JSON value at row {i} is {lengths[i].as_py()} bytes long; "
+            f"the limit is {MAX_JSON_BYTES}"
+        )
+    limit = max_json_depth()
+    opens = pc.add(pc.count_substring(arr, "["), pc.count_substring(arr, "{"))
+    suspects = pc.greater(opens, limit).fill_null(False).to_numpy(zero_copy_only=False)
+    for row in np.flatnonzero(suspects).tolist():
+        if _nesting(arr[row].as_py()) > limit:
+            raise invalid(
+                f"{label}: the JSON value at row {row} is nested more than {limit} levels "
+                "deep (setting max_json_depth)"
+            )
+
+
+def _nesting(text: str) -> int:
+    """How deep arrays and objects nest in valid JSON text (brackets in strings skipped)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
 
 
 def first_invalid_json(arr: pa.Array) -> int | None:

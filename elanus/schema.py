@@ -36,6 +36,8 @@ MAX_NAME_LENGTH = 255
 MAX_FIELDS = 64
 MAX_VECTOR_FIELDS = 4
 MAX_DIM = 32768
+MIN_FLOAT_DIM = 2
+"""Milvus's smallest dimension of a float (float16, bfloat16) vector field."""
 MAX_VARCHAR_LENGTH = 65535
 MAX_ARRAY_CAPACITY = 4096
 MAX_SHARDS = 16
@@ -207,9 +209,10 @@ class Field:
         if dt in DENSE_FLOAT_TYPES or dt == DataType.BINARY_VECTOR:
             if self.dim is None:
                 raise invalid(f"vector field {self.name!r} needs a 'dim'")
-            if not 1 <= self.dim <= MAX_DIM:
+            low = 1 if dt == DataType.BINARY_VECTOR else MIN_FLOAT_DIM
+            if not low <= self.dim <= MAX_DIM:
                 raise invalid(
-                    f"vector field {self.name!r}: dim {self.dim} is out of range [1, {MAX_DIM}]"
+                    f"vector field {self.name!r}: dim {self.dim} is out of range [{low}, {MAX_DIM}]"
                 )
             if dt == DataType.BINARY_VECTOR and self.dim % 8:
                 raise invalid(

@@ -15,6 +15,17 @@ def compose(physical_ms: int, logical: int = 0) -> int:
     return (physical_ms << LOGICAL_BITS) | logical
 
 
+FUTURE_SLACK_MS = 3000
+"""How far a timestamp a client sends may lead this machine's clock before it is worth
+asking the TSO whether it was handed out (machines' clocks differ a little)."""
+
+
+def beyond_now(ts: int, slack_ms: int = FUTURE_SLACK_MS) -> bool:
+    """Whether ``ts`` lies past this machine's clock by more than the slack: made up, or
+    from a TSO whose clock leads (after a restart it resumes above its saved bound)."""
+    return ts > compose(now_ms() + slack_ms)
+
+
 def physical_ms(ts: int) -> int:
     return ts >> LOGICAL_BITS
 

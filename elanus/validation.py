@@ -37,7 +37,7 @@ from elanus.conform_common import (
     single_array,
     wrong_type,
 )
-from elanus.conform_json import dynamic_column, first_invalid_json
+from elanus.conform_json import check_json_shape, dynamic_column, first_invalid_json
 from elanus.conform_vectors import (
     to_bfloat16_vector,
     to_binary_vector,
@@ -362,6 +362,7 @@ def _to_json(f: Field, arr: pa.Array) -> pa.Array:
             f"field {f.name!r}: the value at row {bad} is not valid JSON text: "
             f"{preview(arr[bad].as_py())}"
         )
+    check_json_shape(f"field {f.name!r}", arr)
     return arr
 
 

@@ -34,6 +34,7 @@ from elanus.flight.actions import Call, Executor, action, check_db, check_named
 from elanus.flight.ddl import RootCall
 from elanus.partitionkey import check_num_partitions
 from elanus.privileges import OPEN
+from elanus.properties import check_property
 from elanus.requests import Body
 from elanus.schema import (
     MAX_DESCRIPTION,
@@ -169,7 +170,8 @@ def _validate_schema(schema: Schema) -> None:
 
 
 def _properties(b: Body) -> dict[str, str]:
-    """String to string; numbers and booleans are accepted and written as text."""
+    """String to string; numbers and booleans are accepted and written as text. The values
+    of the keys Milvus checks (TTL, memory mapping) are checked as Milvus does."""
     props = b.dict("properties", {})
     if len(props) > MAX_PROPERTIES:
         raise invalid(f"create_collection: {len(props)} properties; the limit is {MAX_PROPERTIES}")
@@ -183,6 +185,7 @@ def _properties(b: Body) -> dict[str, str]:
         if isinstance(value, dict | list) or value is None:
             raise invalid(f"create_collection: property {key!r} must be a string, got {value!r}")
         out[key] = value if isinstance(value, str) else _scalar_text(value)
+        check_property(key, out[key], "create_collection")
     return out
 
 

@@ -11,9 +11,13 @@ from typing import Any
 from elanus.milvus.schemas import IGNORED_PARAMS
 from elanus.milvus.servicer import Ctx, Servicer, served
 from elanus.milvus.status import not_supported, ok
+from elanus.properties import check_property
 
 
-def _keys(request: Any, pairs: str) -> list[str]:
+def _keys(request: Any, pairs: str, rpc: str) -> list[str]:
+    """The keys set and dropped; a value Milvus would refuse is refused first, as there."""
+    for p in getattr(request, pairs):
+        check_property(p.key, p.value, rpc)
     return [p.key for p in getattr(request, pairs)] + list(request.delete_keys)
 
 
@@ -34,14 +38,18 @@ class AlterRpcs(Servicer):
     def AlterCollection(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
         self.act(ctx, "describe_collection", name=request.collection_name)
         return _refusal(
-            "AlterCollection", "a collection's properties", _keys(request, "properties")
+            "AlterCollection",
+            "a collection's properties",
+            _keys(request, "properties", "AlterCollection"),
         )
 
     @served()
     def AlterCollectionField(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
         self.act(ctx, "describe_collection", name=request.collection_name)
         return _refusal(
-            "AlterCollectionField", "a field's parameters", _keys(request, "properties")
+            "AlterCollectionField",
+            "a field's parameters",
+            _keys(request, "properties", "AlterCollectionField"),
         )
 
     @served()
@@ -52,4 +60,6 @@ class AlterRpcs(Servicer):
             collection=request.collection_name,
             index_name=request.index_name or None,
         )
-        return _refusal("AlterIndex", "an index's parameters", _keys(request, "extra_params"))
+        return _refusal(
+            "AlterIndex", "an index's parameters", _keys(request, "extra_params", "AlterIndex")
+        )

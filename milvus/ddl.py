@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from pymilvus.grpc_gen import common_pb2, milvus_pb2, schema_pb2
+from pymilvus.grpc_gen import milvus_pb2, schema_pb2
 
 from elanus.errors import ElanusError, ErrorCode, invalid
-from elanus.milvus.schemas import describe_reply, field_doc, kv_dict, schema_doc
+from elanus.milvus.params import consistency_name
+from elanus.milvus.schemas import describe_reply, field_doc, kv_dict, parse_message, schema_doc
 from elanus.milvus.servicer import Ctx, Servicer, served
 from elanus.milvus.status import ok
-
-_LEVELS = {v: k for k, v in common_pb2.ConsistencyLevel.items()}
 
 
 class DdlRpcs(Servicer):
@@ -45,8 +44,9 @@ class DdlRpcs(Servicer):
     # -- collections ------------------------------------------------------------------------
     @served()
     def CreateCollection(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        proto = schema_pb2.CollectionSchema()
-        proto.ParseFromString(request.schema)
+        proto = parse_message(
+            schema_pb2.CollectionSchema, request.schema, "CreateCollection: schema"
+        )
         props = kv_dict(request.properties)
         self.act(
             ctx,
@@ -55,7 +55,7 @@ class DdlRpcs(Servicer):
             schema=schema_doc(proto),
             num_shards=request.shards_num or None,
             num_partitions=request.num_partitions or None,
-            consistency_level=_LEVELS.get(request.consistency_level, "Bounded"),
+            consistency_level=consistency_name(request.consistency_level),
             properties=props or None,
             description=proto.description or None,
         )
@@ -108,8 +108,7 @@ class DdlRpcs(Servicer):
 
     @served()
     def AddCollectionField(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        proto = schema_pb2.FieldSchema()
-        proto.ParseFromString(request.schema)
+        proto = parse_message(schema_pb2.FieldSchema, request.schema, "AddCollectionField: schema")
         self.act(
             ctx, "add_collection_field", collection=request.collection_name, field=field_doc(proto)
         )

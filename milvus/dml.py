@@ -7,6 +7,7 @@ from typing import Any
 
 from pymilvus.grpc_gen import milvus_pb2
 
+from elanus.errors import invalid
 from elanus.flight.limits import Kind
 from elanus.milvus.fielddata import ids_of, to_table
 from elanus.milvus.params import templates
@@ -44,6 +45,8 @@ class DmlRpcs(Servicer):
 
     @served(Kind.DML)
     def Delete(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        if not request.expr.strip():  # pymilvus sends a delete by ids as "pk in [...]"
+            raise invalid("Delete: expr is empty; give a filter expression")
         doc = self.act(
             ctx,
             "delete",

@@ -51,18 +51,33 @@ def elanus_type(proto_type: int) -> DataType:
 
 
 # -- requests: FieldData -> Arrow ------------------------------------------------------------
+_VECTOR_ATTR = {
+    DataType.FLOAT_VECTOR: "float_vector",
+    DataType.BINARY_VECTOR: "binary_vector",
+    DataType.FLOAT16_VECTOR: "float16_vector",
+    DataType.BFLOAT16_VECTOR: "bfloat16_vector",
+    DataType.SPARSE_FLOAT_VECTOR: "sparse_float_vector",
+}
+
+
 def to_table(fields_data: Any, schema: Schema, num_rows: int) -> pa.Table:
     """An insert's columns as an Arrow table ``validation.conform_insert`` takes: one
-    column per field given, dynamic keys in ``$meta`` (JSON text)."""
+    column per field given, dynamic keys in ``$meta`` (JSON text). Every column must hold
+    ``num_rows`` rows, as Milvus checks before anything else."""
+    if num_rows <= 0:
+        raise invalid(f"num_rows is {num_rows}: give the number of rows sent (at least 1)")
     names, columns = [], []
     for fd in fields_data:
         if fd.is_dynamic or fd.field_name == DYNAMIC_FIELD:
-            names.append(DYNAMIC_FIELD)
-            columns.append(_json_column(fd.scalars.json_data.data, fd.valid_data, num_rows))
-            continue
-        field = _schema_field(schema, fd.field_name)
-        names.append(field.name)
-        columns.append(to_arrow(fd, field, num_rows))
+            name = DYNAMIC_FIELD
+            column = _json_column(fd, name, num_rows)
+        else:
+            field = _schema_field(schema, fd.field_name)
+            name, column = field.name, to_arrow(fd, field, num_rows)
+        if len(column) != num_rows:
+            raise invalid(f"field {name!r} holds {len(column)} rows, but num_rows is {num_rows}")
+        names.append(name)
+        columns.append(column)
     return pa.table(columns, names=names)
 
 
@@ -81,36 +96,54 @@ def to_arrow(fd: Any, field: Field, num_rows: int) -> pa.Array:
     if dt.is_vector:
         return _vectors(fd.vectors, field, num_rows)
     if dt == DataType.JSON:
-        return _json_column(fd.scalars.json_data.data, fd.valid_data, num_rows)
+        return _json_column(fd, field.name, num_rows)
+    attr = "array_data" if dt == DataType.ARRAY else _SCALAR_ATTR[dt][0]
+    _check_kind(field, fd.scalars.WhichOneof("data"), attr)
     if dt == DataType.ARRAY:
         values = _array_cells(fd.scalars.array_data.data, field)
     else:
-        attr, np_type = _SCALAR_ATTR[dt]
+        np_type = _SCALAR_ATTR[dt][1]
         data = getattr(fd.scalars, attr).data
         values = (
             pa.array(np.array(data, dtype=np_type)).cast(field.arrow_type())
             if np_type is not None
             else pa.array(list(data), pa.string())
         )
-    return _expand(values, fd.valid_data, num_rows)
+    return _expand(values, fd.valid_data, num_rows, field.name)
 
 
-def _expand(values: pa.Array, valid: Any, num_rows: int) -> pa.Array:
+def _check_kind(field: Field, sent: str | None, attr: str) -> None:
+    """The values of ``field`` come in the member of the oneof its type uses (none: no
+    values, which the row count check then names)."""
+    if sent is not None and sent != attr:
+        raise invalid(
+            f"field {field.name!r} is {field.dtype.value}: its values go in {attr}, not {sent}"
+        )
+
+
+def _expand(values: pa.Array, valid: Any, num_rows: int, name: str) -> pa.Array:
     """Values of the valid rows only, spread out to ``num_rows`` with nulls between."""
     if not len(valid):
         return values
+    if len(valid) != num_rows:
+        raise invalid(
+            f"valid_data of field {name!r} has {len(valid)} entries; num_rows is {num_rows}"
+        )
     mask = np.array(valid, dtype=np.bool_)
-    if len(mask) != num_rows or int(mask.sum()) != len(values):
+    if int(mask.sum()) != len(values):
         if len(values) == len(mask):  # every row has a value: the mask alone marks nulls
             return pc.if_else(pa.array(mask), values, pa.nulls(len(values), values.type))
-        raise invalid("valid_data does not match the number of values given")
+        raise invalid(f"valid_data of field {name!r} does not match the number of values given")
     where = np.cumsum(mask) - 1
     return values.take(pa.array(np.where(mask, where, 0), mask=~mask))
 
 
-def _json_column(data: Any, valid: Any, num_rows: int) -> pa.Array:
-    values = pa.array(list(data), pa.binary()).cast(pa.string())
-    return _expand(values, valid, num_rows)
+def _json_column(fd: Any, name: str, num_rows: int) -> pa.Array:
+    sent = fd.scalars.WhichOneof("data")
+    if sent is not None and sent != "json_data":
+        raise invalid(f"field {name!r} is JSON: its values go in json_data, not {sent}")
+    values = pa.array(list(fd.scalars.json_data.data), pa.binary()).cast(pa.string())
+    return _expand(values, fd.valid_data, num_rows, name)
 
 
 def _array_cells(cells: Any, field: Field) -> pa.Array:
@@ -122,9 +155,10 @@ def _array_cells(cells: Any, field: Field) -> pa.Array:
 
 def _vectors(vf: Any, field: Field, num_rows: int) -> pa.Array:
     dt, dim = field.dtype, field.dim or 0
+    _check_kind(field, vf.WhichOneof("data"), _VECTOR_ATTR[dt])
     if dt == DataType.SPARSE_FLOAT_VECTOR:
         return sparse_to_arrow(list(vf.sparse_float_vector.contents))
-    if vf.dim and vf.dim != dim:
+    if vf.dim != dim:  # Milvus checks the dim sent, 0 included
         raise invalid(f"vector field {field.name!r} has dim {dim}, the data has dim {vf.dim}")
     if dt == DataType.FLOAT_VECTOR:
         flat = np.array(vf.float_vector.data, dtype=np.float32)
@@ -141,6 +175,8 @@ def _vectors(vf: Any, field: Field, num_rows: int) -> pa.Array:
     np_type, arrow_type = (
         (np.float16, pa.float16()) if dt == DataType.FLOAT16_VECTOR else (np.uint16, pa.uint16())
     )
+    if len(raw) % 2:
+        raise _bad_size(field, len(raw), 2 * dim * num_rows)
     return _fixed_list(np.frombuffer(raw, dtype=np_type), dim, field, arrow_type)
 
 

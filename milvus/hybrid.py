@@ -17,7 +17,7 @@ from elanus.flight.actions import check_request
 from elanus.flight.limits import Kind
 from elanus.flight.search.hybrid import fetch_outputs, fused_hits
 from elanus.milvus.params import group_options, int_param, kv_values, level_of
-from elanus.milvus.read import pinned, query_data, results_data, search_body
+from elanus.milvus.read import pinned, query_data, results_data, round_decimal, search_body
 from elanus.milvus.servicer import Ctx, Servicer, served
 from elanus.milvus.status import ok
 from elanus.privileges import Need
@@ -96,7 +96,7 @@ class HybridRpcs(Servicer):
         service = self.proxy.query
         info = self.proxy.dml.collection(checked["db"], checked["collection"])
         for sub, proto in zip(checked["reqs"], request.requests, strict=True):
-            sub["data"] = query_data(proto.placeholder_group)
+            sub["data"] = query_data(proto)
         outputs, hits, ts = fused_hits(service, info, checked)
         pk = info.schema.primary
         keys = [key for q in hits for key, _ in q]
@@ -108,7 +108,7 @@ class HybridRpcs(Servicer):
             checked["limit"],
             outputs,
             info.schema,
-            int_param(params, "round_decimal", -1),
+            round_decimal(params),
         )
         return milvus_pb2.SearchResults(
             status=ok(), results=results, collection_name=info.name, session_ts=ts

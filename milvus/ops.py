@@ -8,12 +8,14 @@ from typing import Any
 
 from pymilvus.grpc_gen import common_pb2, milvus_pb2, schema_pb2
 
-from elanus.api.querycoord import QueryRoute
+from elanus.api.querycoord import LoadState, QueryRoute
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.milvus.params import kv_values
 from elanus.milvus.schemas import kv_pairs
 from elanus.milvus.servicer import Ctx, Servicer, served
 from elanus.milvus.status import ok
+from elanus.privileges import Need
+from elanus.schema import check_name
 from elanus.states import SegmentState
 
 _INDEX_KEYS = ("index_type", "metric_type", "params")
@@ -135,6 +137,17 @@ class OpsRpcs(Servicer):
 
     @served()
     def DropIndex(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        """Refused while the collection is loaded, as Milvus refuses it (Elanus's own face
+        drops the index of a loaded collection, whose searches then scan)."""
+        name = check_name(request.collection_name, "collection")
+        ctx.caller.require(Need("DropIndex", ctx.db, name))
+        info = self.proxy.dml.collection(ctx.db, name)
+        load = LoadState(collection_id=info.collection_id)
+        if self.proxy.run(self.proxy.coord.query.state(load)).state != "NotLoad":
+            raise invalid(
+                f"DropIndex: index cannot be dropped while collection {name!r} is loaded; "
+                "release it first"
+            )
         self.act(
             ctx,
             "drop_index",

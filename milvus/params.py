@@ -1,5 +1,5 @@
 """Milvus's request parameters: key-value lists with JSON-ish values, filter templates,
-consistency levels."""
+consistency levels; each read so that a value of the wrong kind is refused naming its key."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 
 from pymilvus.grpc_gen import common_pb2
 
+from elanus.client.bodyshape import check_body_shape, max_json_depth
 from elanus.errors import invalid
 
 _LEVELS = {v: k for k, v in common_pb2.ConsistencyLevel.items()}
@@ -15,21 +16,51 @@ _LEVELS = {v: k for k, v in common_pb2.ConsistencyLevel.items()}
 
 def kv_values(pairs: Any) -> dict[str, Any]:
     """``KeyValuePair``s with their values read as JSON where they are (pymilvus sends
-    numbers, booleans and objects as JSON text), else as the text."""
+    numbers, booleans and objects as JSON text), else as the text (a value too deeply
+    nested to read stays text: ``json_param`` refuses it where JSON is needed)."""
     out: dict[str, Any] = {}
     for p in pairs:
         try:
             out[p.key] = json.loads(p.value)
-        except ValueError:
+        except (ValueError, RecursionError):
             out[p.key] = p.value
     return out
+
+
+def json_param(value: Any, what: str) -> dict[str, Any]:
+    """A parameter sent as JSON object text (or already read by ``kv_values``) as a dict,
+    shaped as the Flight face's request bodies must be (``bodyshape``: no key twice, no
+    deeper nesting than ``max_json_depth``)."""
+    text = value if isinstance(value, str) else json.dumps(value)
+    if not text.strip():
+        return {}
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        raise invalid(f"{what} is not JSON text: {text[:40]!r}") from None
+    except RecursionError:
+        raise invalid(f"{what} is nested more than {max_json_depth()} levels deep") from None
+    if not isinstance(parsed, dict):
+        raise invalid(f"{what} must be a JSON object, got {text[:40]!r}")
+    check_body_shape(text.encode(), parsed, what)
+    return parsed
+
+
+def consistency_name(number: int) -> str:
+    """The name of a ``ConsistencyLevel`` number; a number Milvus does not define is
+    refused (Elanus reads no level into it)."""
+    name = _LEVELS.get(number)
+    if name is None:
+        levels = ", ".join(f"{v} ({k})" for k, v in common_pb2.ConsistencyLevel.items())
+        raise invalid(f"consistency_level {number} is not one of {levels}")
+    return name
 
 
 def level_of(request: Any) -> str | None:
     """The consistency level a read names; None: the collection's own."""
     if getattr(request, "use_default_consistency", False):
         return None
-    name = _LEVELS.get(request.consistency_level, "Bounded")
+    name = consistency_name(request.consistency_level)
     # Milvus reads a Customized level at the guarantee timestamp sent, as Session does
     return "Session" if name == "Customized" else name
 
@@ -61,11 +92,14 @@ def _array(a: Any) -> list[Any]:
 
 
 def int_param(params: dict[str, Any], key: str, default: int) -> int:
+    """An integer parameter: a JSON integer or integer text (``2.5`` or ``true`` is not
+    one, as Milvus's ``strconv.ParseInt`` reads them)."""
     value = params.get(key, default)
-    try:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
         return int(value)
-    except (TypeError, ValueError):
-        raise invalid(f"{key} must be an integer, got {value!r}") from None
+    raise invalid(f"{key} must be an integer, got {value!r:.40}")
 
 
 def truthy(value: Any) -> bool:

@@ -132,7 +132,13 @@ class RbacRpcs(Servicer):
 
     @served()
     def OperateUserRole(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        name = "grant_role" if request.type == milvus_pb2.AddUserToRole else "revoke_role"
+        kinds = {
+            milvus_pb2.AddUserToRole: "grant_role",
+            milvus_pb2.RemoveUserFromRole: "revoke_role",
+        }
+        name = kinds.get(request.type)
+        if name is None:
+            raise invalid(f"OperateUserRole: unknown operation type {request.type}")
         self.act(ctx, name, user_name=request.username, role_name=request.role_name)
         self._forget(request.username)
         return ok()

@@ -1,7 +1,8 @@
 """Search and Query: the request is checked as the ``search`` / ``query`` actions check
-theirs, then runs where DoExchange and DoGet run (``QueryService.prepare_search`` /
-``run_search``, ``query_table``), so hits and rows stay Arrow until they become columnar
-``FieldData``."""
+theirs (plus what only Milvus's request carries: its placeholder group, ``nq``,
+``round_decimal``, the query result window), then runs where DoExchange and DoGet run
+(``QueryService.prepare_search`` / ``run_search``, ``query_table``), so hits and rows stay
+Arrow until they become columnar ``FieldData``."""
 
 from __future__ import annotations
 
@@ -10,30 +11,44 @@ from typing import Any
 import numpy as np
 import orjson
 import pyarrow as pa
+from google.protobuf.message import DecodeError
 from pymilvus.grpc_gen import common_pb2, milvus_pb2, schema_pb2
 
 from elanus import bfloat16
 from elanus.errors import invalid
 from elanus.flight.actions import check_request
 from elanus.flight.limits import Kind
-from elanus.flight.search.bodies import check_search_stream
+from elanus.flight.search.bodies import MAX_NQ, MAX_TOPK, search_options
 from elanus.flight.search.hits import hits_table
 from elanus.milvus.fielddata import from_arrow, ids_of, sparse_to_arrow
-from elanus.milvus.params import group_options, int_param, kv_values, level_of, templates, truthy
+from elanus.milvus.params import (
+    group_options,
+    int_param,
+    json_param,
+    kv_values,
+    level_of,
+    templates,
+    truthy,
+)
 from elanus.milvus.servicer import Ctx, Servicer, served
 from elanus.milvus.status import ok
 from elanus.milvus.walks import Walks, advance, page_request
 from elanus.outputs import COUNT
 from elanus.privileges import Need
+from elanus.requests import Body
 from elanus.schema import DYNAMIC_FIELD, Schema
+
+_PH = common_pb2.PlaceholderType
+_WIDTHS = {_PH.FloatVector: 4, _PH.Float16Vector: 2, _PH.BFloat16Vector: 2, _PH.BinaryVector: 1}
+"""Bytes per value of each dense query-vector type."""
+MAX_ROUND_DECIMAL = 6
+"""Milvus rounds distances to -1 (not at all) or 0 to 6 decimals."""
 
 
 def search_body(ctx: Ctx, request: Any) -> dict[str, Any]:
     """An Elanus ``search`` body (without ``data``) from a Milvus ``SearchRequest``."""
     params = kv_values(request.search_params)
-    index_params = params.get("params") or {}
-    if isinstance(index_params, str):
-        index_params = orjson.loads(index_params) if index_params else {}
+    index_params = json_param(params.get("params") or {}, "search_params 'params'")
     search_params: dict[str, Any] = {"params": index_params}
     if params.get("metric_type"):
         search_params["metric_type"] = params["metric_type"]
@@ -56,39 +71,68 @@ def search_body(ctx: Ctx, request: Any) -> dict[str, Any]:
     return {k: v for k, v in body.items() if v is not None}
 
 
-def query_data(group_bytes: bytes) -> Any:
-    """The query vectors of a ``PlaceholderGroup``, as numpy rows where they are dense
-    (one ``frombuffer`` over all of them), sparse maps, or texts (BM25)."""
+def round_decimal(params: dict[str, Any]) -> int:
+    """The ``round_decimal`` of a search's (or a rank's) parameters: -1 or 0 to 6."""
+    n = int_param(params, "round_decimal", -1)
+    if not -1 <= n <= MAX_ROUND_DECIMAL:
+        raise invalid(
+            f"round_decimal {n} is out of range: -1 (no rounding) or 0 to {MAX_ROUND_DECIMAL}"
+        )
+    return n
+
+
+def query_data(request: Any) -> Any:
+    """The query vectors of a ``SearchRequest``'s placeholder group, as numpy rows where
+    they are dense (one ``frombuffer`` over all of them), sparse maps, or texts (BM25);
+    their number checked against ``nq`` (when sent) and Milvus's limit."""
     group = common_pb2.PlaceholderGroup()
-    group.ParseFromString(group_bytes)
+    try:
+        group.ParseFromString(request.placeholder_group)
+    except DecodeError:
+        raise invalid("search: placeholder_group is not a PlaceholderGroup message") from None
     if len(group.placeholders) != 1:
-        raise invalid("search: send one placeholder of query vectors")
+        raise invalid("search: send one placeholder of query vectors in placeholder_group")
     ph = group.placeholders[0]
     values = list(ph.values)
-    if not values:
-        raise invalid("search: no query vectors")
+    nq = request.nq or len(values)
+    if not 1 <= nq <= MAX_NQ:
+        raise invalid(f"search: nq {nq} is out of range [1, {MAX_NQ}] (query vectors)")
+    if nq != len(values):
+        raise invalid(f"search: nq is {nq}, but the placeholder holds {len(values)} query vectors")
     kind = ph.type
-    if kind == common_pb2.PlaceholderType.VarChar:
-        return [v.decode() for v in values]
-    if kind == common_pb2.PlaceholderType.SparseFloatVector:
+    if kind == _PH.VarChar:
+        return _texts(values)
+    if kind == _PH.SparseFloatVector:
         return sparse_to_arrow(values).to_pylist()
-    raw = b"".join(values)
-    if kind == common_pb2.PlaceholderType.FloatVector:
-        flat = np.frombuffer(raw, dtype=np.float32)
-    elif kind == common_pb2.PlaceholderType.Float16Vector:
-        flat = np.frombuffer(raw, dtype=np.float16).astype(np.float32)
-    elif kind == common_pb2.PlaceholderType.BFloat16Vector:
-        flat = bfloat16.widen(np.frombuffer(raw, dtype=np.uint16))
-    elif kind == common_pb2.PlaceholderType.BinaryVector:
-        return np.frombuffer(raw, dtype=np.uint8).reshape(len(values), -1)
-    else:
-        raise invalid(
-            f"search: query type {common_pb2.PlaceholderType.Name(kind)} is not supported"
-        )
-    dim = len(flat) // len(values)
-    if dim * len(values) != len(flat):
+    width = _WIDTHS.get(kind)
+    if width is None:
+        label = _PH.Name(kind) if kind in _PH.values() else kind
+        raise invalid(f"search: query vectors of type {label} are not supported")
+    size = len(values[0])
+    if any(len(v) != size for v in values):
         raise invalid("search: the query vectors have different lengths")
-    return flat.reshape(len(values), dim)
+    if not size or size % width:
+        raise invalid(
+            f"search: a query vector of {size} bytes is not a whole number of "
+            f"{_PH.Name(kind)} values ({width} bytes each)"
+        )
+    raw = b"".join(values)
+    if kind == _PH.BinaryVector:
+        return np.frombuffer(raw, dtype=np.uint8).reshape(len(values), -1)
+    if kind == _PH.FloatVector:
+        flat = np.frombuffer(raw, dtype=np.float32)
+    elif kind == _PH.Float16Vector:
+        flat = np.frombuffer(raw, dtype=np.float16).astype(np.float32)
+    else:
+        flat = bfloat16.widen(np.frombuffer(raw, dtype=np.uint16))
+    return flat.reshape(len(values), -1)
+
+
+def _texts(values: list[bytes]) -> list[str]:
+    try:
+        return [v.decode() for v in values]
+    except UnicodeDecodeError:
+        raise invalid("search: a query text is not UTF-8") from None
 
 
 def result_columns(
@@ -138,6 +182,21 @@ def pinned(body: dict[str, Any], request: Any, params: dict[str, Any]) -> dict[s
     return body
 
 
+def query_window(request: Any, params: dict[str, Any]) -> tuple[int | None, int]:
+    """A query's (limit, offset) within Milvus's result window (offset + limit at most
+    16384); with no filter, a limit is needed unless the query counts rows (as Milvus)."""
+    limit = int_param(params, "limit", 0) if params.get("limit") not in (None, "") else None
+    offset = int_param(params, "offset", 0)
+    if offset < 0 or (limit is not None and (limit < 0 or not 0 < limit + offset <= MAX_TOPK)):
+        raise invalid(
+            f"Query: limit ({limit}) and offset ({offset}) must be at least 0 and add up to "
+            f"1 to {MAX_TOPK} (Milvus's query result window)"
+        )
+    if limit is None and not request.expr and COUNT not in request.output_fields:
+        raise invalid("Query: an empty expr needs a limit in query_params (or count(*))")
+    return limit, offset
+
+
 class ReadRpcs(Servicer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -148,8 +207,9 @@ class ReadRpcs(Servicer):
         if request.sub_reqs or request.search_by_primary_keys:
             raise invalid("Search: sub-requests and search by primary keys are not supported")
         params = kv_values(request.search_params)
-        body = pinned(search_body(ctx, request), request, params)
-        request_doc = check_search_stream(orjson.dumps(body))
+        body = Body(pinned(search_body(ctx, request), request, params), "Search")
+        request_doc = search_options(body)
+        body.done()
         ctx.caller.require(Need("Search", request_doc["db"], request_doc["collection"]))
         query = self.proxy.query
         info = self.proxy.dml.collection(request_doc["db"], request_doc["collection"])
@@ -161,14 +221,13 @@ class ReadRpcs(Servicer):
             )
             page = page_request(request_doc, info.schema.primary.name, plan.metric, walk)
             plan = query.prepare_search(info, {**page, "data": None})
-        data = query_data(request.placeholder_group)
+        data = query_data(request)
         merged, ts = query.run_search(plan, query.search_data(plan, data))
         pk = info.schema.primary
         table = hits_table(merged, pk.arrow_type())
         outputs = [n for n in plan.outputs if n != COUNT]
-        round_decimal = int_param(params, "round_decimal", -1)
         results = results_data(
-            table, len(data), request_doc["limit"], outputs, info.schema, round_decimal
+            table, len(data), request_doc["limit"], outputs, info.schema, round_decimal(params)
         )
         if walk is not None:
             bound = advance(
@@ -186,13 +245,14 @@ class ReadRpcs(Servicer):
     @served(Kind.DQL)
     def Query(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
         params = kv_values(request.query_params)
+        limit, offset = query_window(request, params)
         body = {
             "db": ctx.db,
             "collection": request.collection_name,
             "filter": request.expr or None,
             "output_fields": list(request.output_fields),
-            "limit": int(params["limit"]) if params.get("limit") not in (None, "") else None,
-            "offset": int_param(params, "offset", 0),
+            "limit": limit,
+            "offset": offset,
             "filter_params": templates(request.expr_template_values),
             "consistency_level": level_of(request),
             "guarantee_timestamp": request.guarantee_timestamp or None,

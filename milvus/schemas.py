@@ -6,10 +6,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from google.protobuf.message import DecodeError
 from pymilvus.grpc_gen import common_pb2, milvus_pb2, schema_pb2
 
 from elanus.errors import invalid
 from elanus.milvus.fielddata import PROTO_TYPES, elanus_type
+from elanus.milvus.params import json_param
+from elanus.properties import check_property
 from elanus.schema import DYNAMIC_FIELD, DataType, Field, Schema
 from elanus.tsutil import physical_ms
 
@@ -36,6 +39,16 @@ def kv_pairs(doc: dict[str, Any]) -> list[common_pb2.KeyValuePair]:
 
 
 # -- Milvus -> Elanus ------------------------------------------------------------------------
+def parse_message(cls: Any, raw: bytes, what: str) -> Any:
+    """The ``cls`` message serialized in a request's bytes field ``what`` (a schema)."""
+    proto = cls()
+    try:
+        proto.ParseFromString(raw)
+    except DecodeError:
+        raise invalid(f"{what} is not a serialized {cls.DESCRIPTOR.name}") from None
+    return proto
+
+
 def schema_doc(proto: Any) -> dict[str, Any]:
     """A Milvus ``CollectionSchema`` as the ``schema`` of a ``create_collection`` body."""
     fields = [field_doc(f) for f in proto.fields if not f.is_dynamic]
@@ -65,19 +78,34 @@ def field_doc(f: Any) -> dict[str, Any]:
     if f.description:
         d["description"] = f.description
     if f.data_type == schema_pb2.Array:
+        if f.element_type == schema_pb2.DataType.Value("None"):
+            raise invalid(f"array field {f.name!r} needs an element_type")
         d["element_type"] = elanus_type(f.element_type).value
     if f.HasField("default_value"):
         d["default_value"] = _value(f.default_value)
     for key, value in kv_dict(f.type_params).items():
         if key in _INT_PARAMS:
-            d[key] = int(value)
+            d[key] = _int_value(value, f"field {f.name!r}: {key}")
         elif key in _BOOL_PARAMS:
             d[key] = _truthy(value)
         elif key == "analyzer_params":
-            d[key] = json.loads(value)
-        elif key not in IGNORED_PARAMS:
+            d[key] = json_param(value, f"field {f.name!r}: analyzer_params")
+        elif key in IGNORED_PARAMS:
+            check_property(key, value, f"field {f.name!r}")
+        else:
             raise invalid(f"field {f.name!r}: type parameter {key!r} is not supported by Elanus")
     return d
+
+
+_INT64 = 2**63
+
+
+def _int_value(text: str, what: str) -> int:
+    """An integer type parameter (Milvus sends them as text) within int64."""
+    digits = text.strip()
+    if not digits.lstrip("+-").isdigit() or not -_INT64 <= int(digits) < _INT64:
+        raise invalid(f"{what} must be an integer, got {text[:40]!r}")
+    return int(digits)
 
 
 def _value(v: Any) -> Any:
@@ -86,6 +114,8 @@ def _value(v: Any) -> Any:
 
 
 def _function_doc(fn: Any) -> dict[str, Any]:
+    if fn.type not in schema_pb2.FunctionType.values():
+        raise invalid(f"function {fn.name!r}: type {fn.type} is not a Milvus function type")
     doc: dict[str, Any] = {
         "name": fn.name,
         "type": schema_pb2.FunctionType.Name(fn.type),

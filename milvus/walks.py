@@ -18,6 +18,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
+from elanus.errors import invalid
 from elanus.flight.search.check import split_search_params
 from elanus.rankers import LARGER_IS_BETTER
 
@@ -51,7 +52,7 @@ class Walks:
                 self._walks.move_to_end(token)
                 return token, self._walks[token]
             token = token or uuid.uuid4().hex
-            walk = Walk(bound=float(last_bound) if last_bound not in (None, "") else None)
+            walk = Walk(bound=_bound(last_bound))
             self._walks[token] = walk
             while len(self._walks) > MAX_WALKS:
                 self._walks.popitem(last=False)
@@ -95,3 +96,16 @@ def advance(walk: Walk, keys: list[Any], distances: list[float], metric: str) ->
         walk.bound = last - slack if walk.bound is None else max(walk.bound, last - slack)
         walk.near = [(k, d) for k, d in walk.near + page if d >= walk.bound - slack]
     return last
+
+
+def _bound(value: Any) -> float | None:
+    """The distance pymilvus sends back as ``search_iter_last_bound`` (none on a first page)."""
+    if value in (None, ""):
+        return None
+    try:
+        bound = float(value)
+    except (TypeError, ValueError):
+        bound = float("nan")
+    if bound != bound or isinstance(value, bool):
+        raise invalid(f"search_iter_last_bound must be a number, got {value!r:.40}")
+    return bound

@@ -1,5 +1,7 @@
 """The cases of the malformed-request suite (tests/test_fuzz_requests.py), as plain data:
 the shared vocabulary and the DoAction cases (the stream calls are in fuzz_streams.py).
+The collections both fuzz suites (this and the Milvus port's) seed, and what no message
+may leak, are here too.
 
 Each case is one Flight call a hostile or careless client could make: the call kind, the
 raw bytes it carries (action body, DoGet ticket, command) and, for the streaming calls, the
@@ -11,14 +13,18 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
+from elanus import DataType, Schema
+from elanus.client.client import Client
 from elanus.flight.actions import catalogue
 
 DIM = 4
@@ -67,6 +73,12 @@ class Case:
     """raw_put only: raw FlightData messages after the descriptor one."""
 
 
+LEAK = re.compile(
+    r"Traceback|File \"|\.pyx?\b|site-packages|/work/|/tmp/|/home/|/usr/|"
+    r"line \d+, in |elanus\.\w+\.\w+|0x[0-9a-f]{8,}"
+)
+"""What a message to a client must not hold (both fuzz suites): tracebacks, source files,
+paths on the server, qualified Python names, memory addresses."""
 INV = frozenset({"INVALID_ARGUMENT"})
 TOO_LARGE = frozenset({"REQUEST_TOO_LARGE"})
 
@@ -79,6 +91,39 @@ def with_raw(body: dict[str, Any], key: str, literal: str) -> bytes:
     """``body`` with ``key`` set to a raw JSON literal (NaN, 2**64, -0 ...)."""
     placeholder = "__fz_literal__"
     return dumps({**body, key: placeholder}).replace(f'"{placeholder}"'.encode(), literal.encode())
+
+
+def fuzz_schema() -> Schema:
+    """The schema of the collections both fuzz suites read and write."""
+    return (
+        Schema(enable_dynamic_field=False)
+        .add_field("id", DataType.INT64, is_primary=True)
+        .add_field("vec", DataType.FLOAT_VECTOR, dim=DIM)
+        .add_field("title", DataType.VARCHAR, max_length=16)
+        .add_field("doc", DataType.JSON, nullable=True)
+    )
+
+
+def seed_collections(client: Client, main: str, big: str, index: bool = False) -> None:
+    """Create and load ``main`` (60 flushed rows and 20 growing: 80) and ``big`` (60 rows),
+    both of ``fuzz_schema``; ``index``: ``main``'s vectors get a FLAT index."""
+    rng = np.random.default_rng(7)
+    for name in (main, big):
+        client.create_collection(name, schema=fuzz_schema(), properties={"metric_type": "L2"})
+    rows = {
+        "id": np.arange(60),
+        "vec": rng.random((60, DIM), dtype=np.float32),
+        "title": [f"t{i}" for i in range(60)],
+        "doc": [None] * 60,
+    }
+    client.insert(main, rows)
+    client.flush(main, timeout=30)  # a sealed segment (a read ticket) and growing rows
+    client.insert(main, {k: v[:20] for k, v in rows.items()} | {"id": np.arange(60, 80)})
+    client.insert(big, rows)
+    if index:
+        client.create_index(main, field_name="vec", index_type="FLAT", metric_type="L2")
+    for name in (main, big):
+        client.load_collection(name)
 
 
 # -- a valid body for every action ---------------------------------------------------------

@@ -28,10 +28,9 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 from conftest import StandaloneProcess
-from fuzz_cases import BIG, DIM, MAIN, SETTINGS, VEC, Case, dumps
+from fuzz_cases import BIG, LEAK, MAIN, SETTINGS, VEC, Case, dumps, fuzz_schema, seed_collections
 from fuzz_streams import DROP, VEC_TYPE, good_batch
 
-from elanus import DataType, Schema
 from elanus.client.client import Client
 from elanus.errors import ErrorCode
 
@@ -41,12 +40,6 @@ CALL_TIMEOUT_S = 20.0
 OPTIONS = flight.FlightCallOptions(timeout=CALL_TIMEOUT_S)
 KNOWN_CODES = set(ErrorCode.__members__) - {"INTERNAL"}
 _CODE = re.compile(r"^(?:[A-Za-z ]{1,40}: )?\[([A-Z_]+)\] ")
-_LEAK = re.compile(
-    r"Traceback|File \"|\.pyx?\b|site-packages|/work/|/tmp/|/home/|/usr/|"
-    r"line \d+, in |elanus\.\w+\.\w+|0x[0-9a-f]{8,}"
-)
-"""What a message to a client must not hold: tracebacks, source files, paths on the
-server, qualified Python names, memory addresses."""
 RAW_DOPUT = "/arrow.flight.protocol.FlightService/DoPut"
 UNCODED_OK = {"raw-put/garbage-schema", "raw-put/batch-before-schema"}
 """Refused by Arrow's C++ Flight layer while it reads the stream's first message, before
@@ -76,16 +69,6 @@ class Env:
         assert status["status"] == "ok", status
 
 
-def _schema() -> Schema:
-    return (
-        Schema(enable_dynamic_field=False)
-        .add_field("id", DataType.INT64, is_primary=True)
-        .add_field("vec", DataType.FLOAT_VECTOR, dim=DIM)
-        .add_field("title", DataType.VARCHAR, max_length=16)
-        .add_field("doc", DataType.JSON, nullable=True)
-    )
-
-
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     data = tmp_path_factory.mktemp("fuzz") / "data"
@@ -95,21 +78,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     try:
         server.start().wait_ready()
         client = Client(server.uri, timeout=CALL_TIMEOUT_S)
-        rng = np.random.default_rng(7)
-        for name in (MAIN, BIG):
-            client.create_collection(name, schema=_schema(), properties={"metric_type": "L2"})
-        rows = {
-            "id": np.arange(60),
-            "vec": rng.random((60, DIM), dtype=np.float32),
-            "title": [f"t{i}" for i in range(60)],
-            "doc": [None] * 60,
-        }
-        client.insert(MAIN, rows)
-        client.flush(MAIN, timeout=30)  # a sealed segment (its ticket) and growing rows
-        client.insert(MAIN, {k: v[:20] for k, v in rows.items()} | {"id": np.arange(60, 80)})
-        client.insert(BIG, rows)
-        for name in (MAIN, BIG):
-            client.load_collection(name)
+        seed_collections(client, MAIN, BIG)
         for group in ("fz_group", "fz_group_to_drop"):  # what the base bodies act on
             client.create_privilege_group(group)
         client.close()
@@ -237,7 +206,7 @@ def check_refusal(case: Case, exc: BaseException) -> str:
         f"{case.id}: not a Flight error: {exc!r}"
     )
     text = str(exc)
-    leak = _LEAK.search(text)
+    leak = LEAK.search(text)
     assert leak is None, f"{case.id}: the message leaks {leak.group(0)!r}: {text[:600]}"
     match = _CODE.match(text)
     if match is None and case.id in UNCODED_OK:
@@ -413,7 +382,7 @@ def test_race_with_drop(env: Env, ops: tuple[str, ...]) -> None:
         t.start()
     try:
         for _ in range(RACE_ROUNDS):
-            env.action("create_collection", {"name": RACE, "schema": _schema().to_dict()})
+            env.action("create_collection", {"name": RACE, "schema": fuzz_schema().to_dict()})
             env.action("load_collection", {"collection": RACE})
             stop.wait(0.3)
             env.action("drop_collection", {"name": RACE})
@@ -428,7 +397,7 @@ def test_race_with_drop(env: Env, ops: tuple[str, ...]) -> None:
     assert refused and refused < sum(codes.values()), f"the calls did not meet the drop: {codes}"
     env.assert_alive()
     # a fresh collection of the same name sees none of the rows written to the dropped ones
-    env.action("create_collection", {"name": RACE, "schema": _schema().to_dict()})
+    env.action("create_collection", {"name": RACE, "schema": fuzz_schema().to_dict()})
     try:
         env.action("load_collection", {"collection": RACE})
         batch = good_batch(5, 0)

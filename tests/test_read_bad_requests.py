@@ -426,9 +426,9 @@ def test_sdk_bad_consistency_level_is_an_elanus_error(env: Env) -> None:
 
 
 def test_as_of_in_the_future_is_refused(env: Env) -> None:
-    # A few seconds ahead only: the server keeps waiting after this client gives up, and an
-    # hour-long wait would hold up the stack's shutdown.
-    future = env.client.get_timestamp() + (4_000 << 18)
+    # Ten seconds ahead only (past the 3 s slack): were it taken, the server would keep
+    # waiting after this client gave up, and an hour-long wait would hold up the shutdown.
+    future = env.client.get_timestamp() + (10_000 << 18)
     impatient = Client(env.stack.uri, timeout=2)
     try:
         with pytest.raises(ElanusError) as exc:
@@ -437,6 +437,25 @@ def test_as_of_in_the_future_is_refused(env: Env) -> None:
         assert "as_of" in exc.value.message
     finally:
         impatient.close()
+
+
+@pytest.mark.parametrize("level", ["Session", "Strong"])
+def test_guarantee_timestamp_in_the_future_is_refused_at_once(env: Env, level: str) -> None:
+    """A guarantee no TSO handed out yet would hold the read until it timed out (30 s);
+    it is refused at once, whatever the level (issue 33)."""
+    soon = env.client.get_timestamp() + (60_000 << 18)
+    for guarantee in (soon, 2**64 - 1):
+        for read in (
+            lambda g: env.client.query("strict", "id >= 0", consistency_level=level,
+                                       guarantee_timestamp=g),
+            lambda g: env.client.search("strict", Q, consistency_level=level,
+                                        guarantee_timestamp=g),
+        ):  # fmt: skip
+            started = time.monotonic()
+            with pytest.raises(ElanusError) as exc:
+                read(guarantee)
+            assert time.monotonic() - started < 2
+            assert exc.value.code == INV and "guarantee_timestamp" in exc.value.message
 
 
 QUERY_NODE_WAIT_S = 0.5

@@ -27,7 +27,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.flight as flight
 
-from elanus import tsutil
 from elanus.api.base import as_body
 from elanus.api.datacoord import SegmentInfo
 from elanus.api.querynode import QueryNodeAPI, ReadDeletes, ReadSegments, ReadShard
@@ -39,7 +38,7 @@ from elanus.flight.limits import Kind
 from elanus.flight.metacache import CollectionInfo
 from elanus.flight.search import fileplan
 from elanus.flight.search.bodies import partition_names
-from elanus.flight.search.check import check_filter
+from elanus.flight.search.check import check_filter, check_issued
 from elanus.requests import Body
 from elanus.schema import DENSE_FLOAT_TYPES, DYNAMIC_FIELD, DataType, Schema
 
@@ -48,8 +47,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 TICKET_KINDS = ("segments", "deletes", "files")
-FUTURE_SLACK_MS = 1000
-"""A ticket's ``ts`` may lead this proxy's clock by this much (clocks of proxies differ)."""
 PAGE_BYTES = 4 << 20
 """A page of a segments ticket is about this big (one delegator request each)."""
 AFTER = "__elanus_after"
@@ -114,10 +111,6 @@ def check_ticket(doc: dict[str, Any]) -> dict[str, Any]:
         "vchannel": b.str("vchannel"),
         "ts": b.int("ts", lo=1),
     }
-    if ticket["ts"] > tsutil.compose(tsutil.now_ms() + FUTURE_SLACK_MS):
-        # a plan's snapshot is a timestamp already handed out: a later one is made up,
-        # and reading at it would hold this call until the channels caught up with it
-        raise invalid(f"DoGet ticket: 'ts' {ticket['ts']} is in the future")
     if kind == "deletes":
         ticket["segment_id"] = b.int("segment_id", lo=0)
     else:
@@ -308,6 +301,8 @@ class ReadService:
     def stream(self, doc: dict[str, Any], caller: Caller = ANONYMOUS) -> flight.FlightDataStream:
         ticket = check_ticket(doc)
         authorize(caller, lookup("read_plan"), ticket)
+        # a plan's snapshot is a timestamp already handed out: a later one is made up
+        check_issued(self.proxy, ticket["ts"], "DoGet ticket: 'ts'")
         info = self._info(ticket["db"], ticket["collection"])
         if info.collection_id != ticket["collection_id"]:
             raise ElanusError(

@@ -39,6 +39,7 @@ from elanus.flight.search.check import (
     SearchIndexes,
     check_filter,
     check_index_params,
+    check_issued,
     check_range,
     group_field,
     resolve_metric,
@@ -145,8 +146,10 @@ class QueryService:
             return pinned, pinned
         settings = self.proxy.settings
         as_of = request["as_of"]
-        if as_of and as_of > tsutil.compose(tsutil.now_ms() + 1000):
-            raise invalid(f"as_of {as_of} is in the future")
+        if as_of:
+            check_issued(self.proxy, as_of, "as_of")
+        if request.get("guarantee_timestamp"):  # refused at once, whatever the level
+            check_issued(self.proxy, request["guarantee_timestamp"], "guarantee_timestamp")
         if as_of:
             oldest = tsutil.compose(tsutil.now_ms() - int(settings.retention_s * 1000))
             if as_of < oldest:
