@@ -1,7 +1,8 @@
 """What the Milvus port answers for the RPCs it does not serve, and how pymilvus takes it
 (issue 36): at once, in the RPC's own response type or as gRPC UNIMPLEMENTED, never
 UNKNOWN (which pymilvus retries for minutes); UNIMPLEMENTED exactly where pymilvus falls
-back to an older RPC on it."""
+back to an older RPC on it. And keepalive pings from an idle client are taken, as
+Milvus takes pymilvus's."""
 
 from __future__ import annotations
 
@@ -154,3 +155,24 @@ async def _add_field_async(uri: str) -> None:
         assert {f["name"] for f in described["fields"]} >= {"note", "rank"}
     finally:
         await client.close()
+
+
+def test_idle_pings_keep_the_connection(mstack: MilvusStack) -> None:
+    """A client pinging every second while idle (pymilvus: every 10 s) keeps its
+    connection: gRPC's default policy closed it with GOAWAY ``too_many_pings`` at the
+    third ping, so the channel left READY within 3 s."""
+    options = [
+        ("grpc.keepalive_time_ms", 1000),
+        ("grpc.keepalive_timeout_ms", 1000),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.max_pings_without_data", 0),  # idle pings without limit
+    ]
+    states: list[grpc.ChannelConnectivity] = []
+    method = SERVICE.methods_by_name["CheckHealth"]
+    with grpc.insecure_channel(_address(mstack), options=options) as channel:
+        assert not isinstance(_call(channel, method), grpc.RpcError)
+        channel.subscribe(states.append, try_to_connect=False)
+        time.sleep(5.0)  # idle: five pings
+        assert not isinstance(_call(channel, method), grpc.RpcError)
+        seen = list(states)
+    assert set(seen) == {grpc.ChannelConnectivity.READY}, seen
