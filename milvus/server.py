@@ -32,6 +32,19 @@ if TYPE_CHECKING:
 WORKERS = 16
 """gRPC threads; like Flight's, each blocks while the proxy's loop does the work."""
 STOP_GRACE_S = 5.0
+KEEPALIVE = [
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
+    ("grpc.http2.max_ping_strikes", 0),
+    ("grpc.keepalive_time_ms", 60_000),
+    ("grpc.keepalive_timeout_ms", 10_000),
+]
+"""Keepalive pings as Milvus's proxy takes them (``internal/distributed/proxy/service.go``):
+from a client with no call in flight too, 5 s apart at least (pymilvus pings every 10 s).
+gRPC's defaults (5 min, and only during a call) answered a client's third early ping with
+GOAWAY ``too_many_pings``. An earlier ping counts a strike but, unlike Milvus, no number
+of strikes closes the connection: a ping costs less than a reconnect. The server pings a
+client idle for 60 s and drops it without an answer in 10 s, as Milvus does."""
 
 
 class MilvusServicer(
@@ -66,6 +79,7 @@ class MilvusFace:
             ("grpc.max_receive_message_length", limit),
             ("grpc.max_send_message_length", limit),
             ("grpc.so_reuseport", 0),
+            *KEEPALIVE,
         ]
         server = grpc.server(futures.ThreadPoolExecutor(WORKERS, "milvus"), options=options)
         self.servicer = MilvusServicer(self.proxy, MilvusCredentials(self.proxy.auth))

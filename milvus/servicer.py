@@ -58,16 +58,38 @@ def served(kind: Kind | None = None) -> Callable[[Any], Any]:
     return mark
 
 
+FALLS_BACK = frozenset({"AlterCollectionSchema"})
+"""RPCs that pymilvus follows with an older one when the answer is gRPC UNIMPLEMENTED
+(``add_collection_field``: ``AlterCollectionSchema``, then ``AddCollectionField``), as
+against a Milvus whose Go server lacks the method."""
+
+
 def reply_class(rpc: str) -> Any:
     return message_factory.GetMessageClass(SERVICE.methods_by_name[rpc].output_type)
 
 
+def status_field(rpc: str) -> str | None:
+    """The name of ``rpc``'s reply field that carries Milvus's status (``status``, or
+    ``alter_status`` in ``AlterCollectionSchemaResponse``); ``""`` when the reply is a
+    status itself, ``None`` when it carries none (``Dummy``, ``GetReplicateInfo``)."""
+    reply = SERVICE.methods_by_name[rpc].output_type
+    status = common_pb2.Status.DESCRIPTOR.full_name
+    if reply.full_name == status:
+        return ""
+    fields = (f for f in reply.fields if f.message_type and f.message_type.full_name == status)
+    return next((f.name for f in fields), None)
+
+
 def failed(rpc: str, status: common_pb2.Status) -> Any:
-    """The response of ``rpc`` carrying only ``status``."""
-    cls = reply_class(rpc)
-    if cls is common_pb2.Status:
+    """The response of ``rpc`` carrying only ``status``, in whichever field holds it; a
+    reply without one cannot say so (``tests/test_milvus_refusals.py`` keeps them
+    unserved)."""
+    field = status_field(rpc)
+    if field == "":
         return status
-    return cls(status=status)
+    if field is None:
+        raise TypeError(f"{rpc}'s reply has no status to carry a failure")
+    return reply_class(rpc)(**{field: status})
 
 
 class Servicer(milvus_pb2_grpc.MilvusServiceServicer):
@@ -149,14 +171,26 @@ def _has_field(message: Any, name: str) -> bool:
 
 
 def _refuse(rpc: str) -> Callable[[Any, Any], Any]:
+    """The handler of a unary RPC Elanus does not serve. It answers at once, with nothing
+    pymilvus retries: the reply with code 10, which pymilvus raises as a
+    ``MilvusException`` naming the RPC; or, for a reply without a status or an RPC that
+    pymilvus replaces with an older one on that code (``FALLS_BACK``), gRPC
+    UNIMPLEMENTED, what Milvus's Go server answers for a method it lacks."""
+    if rpc in FALLS_BACK or status_field(rpc) is None:
+        return _refuse_stream(rpc)
+    reply = failed(rpc, not_supported(rpc))
+
     def handle(request: Any, context: grpc.ServicerContext) -> Any:
-        return failed(rpc, not_supported(rpc))
+        return reply
 
     return handle
 
 
 def _refuse_stream(rpc: str) -> Callable[[Any, Any], Any]:
+    """gRPC UNIMPLEMENTED, naming the RPC: a stream's refusal, or a unary one's above."""
+    reason = not_supported(rpc).reason
+
     def handle(request: Any, context: grpc.ServicerContext) -> Any:
-        context.abort(grpc.StatusCode.UNIMPLEMENTED, not_supported(rpc).reason)
+        context.abort(grpc.StatusCode.UNIMPLEMENTED, reason)
 
     return handle

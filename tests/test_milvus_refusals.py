@@ -1,0 +1,178 @@
+"""What the Milvus port answers for the RPCs it does not serve, and how pymilvus takes it
+(issue 36): at once, in the RPC's own response type or as gRPC UNIMPLEMENTED, never
+UNKNOWN (which pymilvus retries for minutes); UNIMPLEMENTED exactly where pymilvus falls
+back to an older RPC on it. And keepalive pings from an idle client are taken, as
+Milvus takes pymilvus's."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from google.protobuf import message_factory
+from milvus_stack import MilvusStack, milvus_stack
+from pymilvus import AsyncMilvusClient, DataType, MilvusClient
+from pymilvus.exceptions import MilvusException
+from pymilvus.grpc_gen import common_pb2
+
+from elanus.milvus.servicer import FALLS_BACK, SERVICE, status_field
+
+ANSWER_S = 1.0
+"""How long a refusal may take, pymilvus's retries included."""
+RETRIED = {8}
+"""Milvus codes pymilvus retries (``retry_on_rpc_failure``: rate limited)."""
+
+
+@pytest.fixture
+def mstack(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MilvusStack]:
+    yield from milvus_stack(request, tmp_path)
+
+
+def _address(mstack: MilvusStack) -> str:
+    return mstack.milvus_uri.removeprefix("http://")
+
+
+def _call(channel: grpc.Channel, method: Any) -> Any:
+    """``method`` called with an empty request: its reply, or the gRPC error raised."""
+    request = message_factory.GetMessageClass(method.input_type)()
+    reply = message_factory.GetMessageClass(method.output_type)
+    path = f"/{SERVICE.full_name}/{method.name}"
+    codec = {
+        "request_serializer": type(request).SerializeToString,
+        "response_deserializer": reply.FromString,
+    }
+    try:
+        if method.client_streaming:
+            return list(channel.stream_stream(path, **codec)(iter([request]), timeout=ANSWER_S))
+        if method.server_streaming:
+            return list(channel.unary_stream(path, **codec)(request, timeout=ANSWER_S))
+        return channel.unary_unary(path, **codec)(request, timeout=ANSWER_S)
+    except grpc.RpcError as exc:
+        return exc
+
+
+def test_every_unserved_rpc_refuses_at_once(mstack: MilvusStack) -> None:
+    face = mstack.proxy.milvus
+    assert face is not None and face.servicer is not None
+    served = set(face.servicer.served_rpcs())
+    unserved = [m for m in SERVICE.methods if m.name not in served]
+    assert {m.name for m in unserved} >= FALLS_BACK
+    with grpc.insecure_channel(_address(mstack)) as channel:
+        flaws = {m.name: _flaw(channel, m) for m in unserved}
+    assert {rpc: flaw for rpc, flaw in flaws.items() if flaw} == {}
+
+
+def _flaw(channel: grpc.Channel, method: Any) -> str:
+    """What is wrong with ``method``'s answer to an empty request ("" if nothing)."""
+    start = time.monotonic()
+    answer = _call(channel, method)
+    took = time.monotonic() - start
+    if took >= ANSWER_S:
+        return f"took {took:.2f} s"
+    if isinstance(answer, grpc.RpcError):
+        if answer.code() != grpc.StatusCode.UNIMPLEMENTED:
+            return f"gRPC {answer.code()}: {answer.details()}"
+        named = method.name in (answer.details() or "")
+        return "" if named else f"UNIMPLEMENTED not naming it: {answer.details()}"
+    if method.name in FALLS_BACK:
+        return "answered where pymilvus needs UNIMPLEMENTED to fall back"
+    field = status_field(method.name)
+    if field is None:
+        return "a reply without a status says nothing"
+    status = answer if field == "" else getattr(answer, field)
+    if status.code == 0 or status.code in RETRIED or status.error_code == common_pb2.RateLimit:
+        return f"status {status.code}/{status.error_code} is success or retried"
+    return "" if method.name in status.reason else f"reason not naming it: {status.reason}"
+
+
+def test_served_replies_carry_a_status() -> None:
+    """``failed`` puts a served RPC's errors in its reply's status."""
+    from elanus.milvus.server import MilvusServicer
+
+    names = [m.name for m in SERVICE.methods]
+    served = [n for n in names if getattr(getattr(MilvusServicer, n), "_milvus_served", False)]
+    assert "AddCollectionField" in served and "AllocTimestamp" in served
+    assert [n for n in served if status_field(n) is None] == []
+
+
+def _fields(client: MilvusClient, name: str) -> dict[str, Any]:
+    return {f["name"]: f for f in client.describe_collection(name)["fields"]}
+
+
+def test_pymilvus_falls_back_where_it_can(mstack: MilvusStack) -> None:
+    """``add_collection_field`` tries ``AlterCollectionSchema``, which Elanus answers
+    UNIMPLEMENTED, then ``AddCollectionField``; ``drop_collection_field`` has no older RPC
+    and fails at once, as ``get_replicate_info`` does; ``alloc_timestamp`` (0 on
+    UNIMPLEMENTED) is served."""
+    client = MilvusClient(uri=mstack.milvus_uri, timeout=30)
+    try:
+        client.create_collection("widen", dimension=2)
+        start = time.monotonic()
+        client.add_collection_field("widen", "note", DataType.VARCHAR, max_length=8, nullable=True)
+        took = time.monotonic() - start
+        assert _fields(client, "widen")["note"]["type"] == DataType.VARCHAR
+        assert took < ANSWER_S, took  # one refusal, one DDL: no retries
+
+        _unimplemented(
+            "AlterCollectionSchema", lambda: client.drop_collection_field("widen", "note")
+        )
+        assert "note" in _fields(client, "widen")
+        # its reply has no status: not an empty reply pymilvus would read as no checkpoint
+        _unimplemented("GetReplicateInfo", lambda: client.get_replicate_info("c", "p"))
+
+        start = time.monotonic()
+        with pytest.raises(MilvusException) as refused:
+            client.list_resource_groups()
+        assert time.monotonic() - start < ANSWER_S and refused.value.code == 10
+
+        assert client._get_connection().alloc_timestamp() > 0
+    finally:
+        client.close()
+    asyncio.run(_add_field_async(mstack.milvus_uri))
+
+
+def _unimplemented(rpc: str, call: Any) -> None:
+    start = time.monotonic()
+    with pytest.raises(grpc.RpcError) as info:
+        call()
+    assert time.monotonic() - start < ANSWER_S
+    assert info.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    assert rpc in (info.value.details() or "")
+
+
+async def _add_field_async(uri: str) -> None:
+    client = AsyncMilvusClient(uri=uri, timeout=30)
+    try:
+        start = time.monotonic()
+        await client.add_collection_field("widen", "rank", DataType.INT32, nullable=True)
+        assert time.monotonic() - start < ANSWER_S
+        described = await client.describe_collection("widen")
+        assert {f["name"] for f in described["fields"]} >= {"note", "rank"}
+    finally:
+        await client.close()
+
+
+def test_idle_pings_keep_the_connection(mstack: MilvusStack) -> None:
+    """A client pinging every second while idle (pymilvus: every 10 s) keeps its
+    connection: gRPC's default policy closed it with GOAWAY ``too_many_pings`` at the
+    third ping, so the channel left READY within 3 s."""
+    options = [
+        ("grpc.keepalive_time_ms", 1000),
+        ("grpc.keepalive_timeout_ms", 1000),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.max_pings_without_data", 0),  # idle pings without limit
+    ]
+    states: list[grpc.ChannelConnectivity] = []
+    method = SERVICE.methods_by_name["CheckHealth"]
+    with grpc.insecure_channel(_address(mstack), options=options) as channel:
+        assert not isinstance(_call(channel, method), grpc.RpcError)
+        channel.subscribe(states.append, try_to_connect=False)
+        time.sleep(5.0)  # idle: five pings
+        assert not isinstance(_call(channel, method), grpc.RpcError)
+        seen = list(states)
+    assert set(seen) == {grpc.ChannelConnectivity.READY}, seen
