@@ -31,7 +31,7 @@ import asyncio
 import logging
 from collections import Counter
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from elanus import layout
 from elanus.api import imports as api
@@ -41,6 +41,7 @@ from elanus.channels import subjects
 from elanus.channels.dml import DmlMessage, MsgType
 from elanus.channels.loop import cancel_and_wait
 from elanus.channels.publisher import DmlPublisher, Piece
+from elanus.channels.syncnats import Pieces
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.meta import segmentmeta
 from elanus.meta.datacoord import estimate_row_bytes
@@ -333,7 +334,11 @@ class ImportManager:
                 FinalizeImport(
                     job_id=job.job_id,
                     ts=job.commit_ts,
-                    segments=[ImportedSegment(segment_id=s.segment_id, path=s.path) for s in segs],
+                    # an import's segments have their paths from the start (prepare)
+                    segments=[
+                        ImportedSegment(segment_id=s.segment_id, path=cast(str, s.path))
+                        for s in segs
+                    ],
                 )
             )
         except ElanusError as exc:
@@ -484,7 +489,7 @@ class ImportManager:
                 kind, ts, vchannel, job.collection_id, pid, seg, "coord", None, msg_id
             )
 
-        sends = [
+        sends: list[tuple[DmlMessage, bytes | Pieces]] = [
             (message(MsgType.DELETE, p.vchannel, pid, 0, f"d{i}"), p.payload)
             for i, (pid, p) in enumerate(deletes)
         ]
