@@ -202,7 +202,7 @@ class DmlPublisher:
         return out
 
     # -- publishing (the event loop) ---------------------------------------------------------
-    async def publish(self, sends: Sequence[tuple[DmlMessage, bytes]], what: str) -> None:
+    async def publish(self, sends: Sequence[tuple[DmlMessage, bytes | Pieces]], what: str) -> None:
         """Publish each (message headers, payload) and wait for every acknowledgement,
         sending again what failed or went unanswered (``channels/jsretry.py``); UNAVAILABLE
         names ``what`` if JetStream still did not take all of it. Every message needs a
@@ -212,10 +212,10 @@ class DmlPublisher:
     async def publish_wire(self, wire: Sequence[Wire], what: str) -> None:
         """``publish`` of messages already checked (``wire``)."""
         # nats-py takes a payload whole: join the pieces (this path is the fallback)
-        wire = [(s, h, bytes(p) if isinstance(p, Pieces) else p) for s, h, p in wire]
+        joined = [(s, h, bytes(p) if isinstance(p, Pieces) else p) for s, h, p in wire]
         again: list[tuple[str, dict[str, str], bytes]] = []
         futures: list[tuple[tuple[str, dict[str, str], bytes], asyncio.Future[Any]]] = []
-        for w in wire:
+        for w in joined:
             subject, headers, payload = w
             try:
                 futures.append((w, await self.js.publish_async(subject, payload, headers=headers)))
@@ -267,7 +267,7 @@ class DmlPublisher:
             if moved or now - last > ACK_STALL_S:  # a large write may take long: only
                 return  # silence ends the wait
 
-    def wire(self, msg: DmlMessage, payload: bytes) -> Wire:
+    def wire(self, msg: DmlMessage, payload: bytes | Pieces) -> Wire:
         """The message as it goes out; checked (a msg id, headers and payload that fit)."""
         if not msg.msg_id:
             raise ValueError("a DML message needs a msg_id: JetStream dedupes retries by it")

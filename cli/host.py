@@ -176,7 +176,7 @@ class RoleHost:
             stack.callback(self.info_file.unlink, missing_ok=True)
         log.info("hosting %s (nats %s, flight %s)", self.role_names, url, self.flight_uri)
 
-    def _start_role(self, name: str, cls: type[HostedRole], bus: Bus) -> HostedRole:
+    def _start_role(self, name: str, cls: Callable[..., HostedRole], bus: Bus) -> HostedRole:
         """A started role. A start that meets NATS failing over (a stream electing its
         leader: JetStream requests time out for seconds) is undone and tried again, with a
         new role, until ``start_timeout``: exiting would cost a service manager's restart

@@ -23,7 +23,8 @@ class SearchRequest:
     field: str
     k: int
     metric: str
-    queries: np.ndarray | None = None
+    queries: np.ndarray | list[dict[int, float]] | None = None
+    """Dense vectors as rows of an array; sparse ones (and BM25 text weights) as maps."""
     guarantee_ts: int = 0
     """The delegator answers once its tsafe reached this (and its own ``ready_ts``)."""
     ts: int = 0

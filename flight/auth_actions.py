@@ -7,7 +7,7 @@ proxy checks the caller's privilege first (``flight/auth.py``); the coord keeps 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from elanus.api.auth import (
@@ -35,7 +35,7 @@ from elanus.privileges import OPEN
 from elanus.requests import Body, decode
 
 R = TypeVar("R")
-AuthCall = Callable[[AuthAPI, R], Awaitable[Any]]
+AuthCall = Callable[[AuthAPI, R], Coroutine[Any, Any, Any]]
 """One of the auth stub's methods, unbound: ``AuthAPI.drop_user``."""
 
 

@@ -22,6 +22,8 @@ import pyarrow.flight as flight
 from nats.aio.subscription import Subscription
 
 from elanus.api.auth import GetSecret
+from elanus.api.compaction import CompactionAPI
+from elanus.api.datacoord import DataCoordAPI
 from elanus.channels import subjects
 from elanus.channels.bus import Bus
 from elanus.channels.metrics import proxy_request
@@ -86,9 +88,10 @@ class ProxyServer(Role):
         self._accepting = False
         self.auth: Authenticator | None = None
         """Set when ``auth_enabled``: checks every call's credentials (``flight/auth.py``)."""
-        self.datacoord = self.coord.data
+        # typed: action modules read these while mypy is still inferring this class
+        self.datacoord: DataCoordAPI = self.coord.data
         self.timeticks = self.coord.timeticks
-        self.compaction = self.coord.compaction
+        self.compaction: CompactionAPI = self.coord.compaction
         self.indexcoord = self.coord.index
         self.importcoord = self.coord.imports
 

@@ -31,14 +31,14 @@ import asyncio
 import logging
 from collections import Counter
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from elanus import layout
 from elanus.api import imports as api
 from elanus.api.base import ACK, Ack
 from elanus.api.datanode import DataNodeAPI, FinalizeImport, ImportedSegment, RunImport
 from elanus.channels import subjects
-from elanus.channels.dml import DmlMessage, MsgType
+from elanus.channels.dml import DmlMessage, IpcPayload, MsgType
 from elanus.channels.loop import cancel_and_wait
 from elanus.channels.publisher import DmlPublisher, Piece
 from elanus.errors import ElanusError, ErrorCode, invalid
@@ -327,14 +327,11 @@ class ImportManager:
         try:
             if not job.published:
                 await self._publish_commit(job, self._segments(job))
-            segs = self._segments(job)
+            segs = self._segments(job)  # an import's segments have their paths (set at prepare)
+            done = [ImportedSegment(segment_id=s.segment_id, path=cast(str, s.path)) for s in segs]
             assert job.commit_ts is not None  # committed
             await DataNodeAPI(self.ctx.bus, node).finalize_import(
-                FinalizeImport(
-                    job_id=job.job_id,
-                    ts=job.commit_ts,
-                    segments=[ImportedSegment(segment_id=s.segment_id, path=s.path) for s in segs],
-                )
+                FinalizeImport(job_id=job.job_id, ts=job.commit_ts, segments=done)
             )
         except ElanusError as exc:
             log.warning("could not resume import job %s on %s: %s", job.job_id, node, exc)
@@ -484,7 +481,7 @@ class ImportManager:
                 kind, ts, vchannel, job.collection_id, pid, seg, "coord", None, msg_id
             )
 
-        sends = [
+        sends: list[tuple[DmlMessage, bytes | IpcPayload]] = [
             (message(MsgType.DELETE, p.vchannel, pid, 0, f"d{i}"), p.payload)
             for i, (pid, p) in enumerate(deletes)
         ]

@@ -141,7 +141,7 @@ class CatalogJournal:
         up after a standby took over cannot add to the catalog."""
         self._since_snapshot = 0
         self._snapshot_at = time.monotonic()
-        self.snapshot_due: Callable[[], None] | None = None
+        self.snapshot_due: Callable[[], object] | None = None
         """Called (from the loop) when a snapshot is due; the coord takes it."""
 
     # -- start -------------------------------------------------------------------------------

@@ -215,7 +215,7 @@ class Delegator:
         seg = self.growing.get(m.segment_id)
         if seg is None:
             seg = self.growing[m.segment_id] = MemSegment(m.segment_id, m.partition_id, self.schema)
-            assert m.batch is not None
+        assert m.batch is not None
         ts = pa.array(np.full(m.batch.num_rows, m.ts, dtype=np.uint64))
         seg.append(pa.Table.from_batches([m.batch]).append_column(TIMESTAMP_FIELD, ts))
 
