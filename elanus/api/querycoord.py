@@ -131,5 +131,5 @@ class QueryCoordAPI(Stub):
     async def replicas(self, req: GetReplicas) -> Replicas:
         return await self._ask("query.replicas", req, Replicas)
 
-    async def node_unreachable(self, req: NodeUnreachable, timeout: float) -> Ack:
+    async def node_unreachable(self, req: NodeUnreachable, timeout: float | None = None) -> Ack:
         return await self._ask("query.node_unreachable", req, Ack, timeout)
