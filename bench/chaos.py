@@ -4,6 +4,7 @@ load, and measure what clients saw.
     .venv/bin/python bench/chaos.py                            # every role, 20 s each
     .venv/bin/python bench/chaos.py --roles querynode,proxy --seconds-per-role 12
     .venv/bin/python bench/chaos.py --json chaos.json --env ELANUS_SESSION_TTL_S=2
+    .venv/bin/python bench/chaos.py --nats 1 --replicas 1 --querynodes 2   # issue 33's
 
 The cluster (``bench/_chaos.py``): 3 clustered nats-servers (``--nats``), a coord, 2
 proxies, 2 data nodes, 3 query nodes, each an ``elanus run ROLE`` process; a 2-shard
@@ -92,6 +93,8 @@ def main() -> int:
     ap.add_argument("--roles", default=",".join(ROLES), help=f"comma-separated, of {ROLES}")
     ap.add_argument("--seconds-per-role", type=float, default=20.0)
     ap.add_argument("--nats", type=int, default=3, help="nats-servers (1: no NATS cluster)")
+    ap.add_argument("--replicas", type=int, default=2, help="replica_number of the collection")
+    ap.add_argument("--querynodes", type=int, default=3, help="query nodes")
     ap.add_argument("--env", action="append", default=[], help="KEY=VALUE for every role")
     ap.add_argument("--json", type=Path, help="also write the figures here")
     ap.add_argument("--keep", type=Path, help="run in this directory and keep the logs")
@@ -104,7 +107,10 @@ def main() -> int:
     announce("chaos", f"kill -9 of {', '.join(roles)}, {args.seconds_per_role:g} s each")
     with tempfile.TemporaryDirectory(prefix="elanus-bench-chaos-") as tmp:
         root = args.keep or Path(tmp)
-        cfg = Config(root, nats=args.nats, env=env)
+        cfg = Config(
+            root, nats=args.nats, env=env, replica_number=args.replicas,
+            querynodes=args.querynodes,
+        )  # fmt: skip
         phases = run_chaos(cfg, roles, args.seconds_per_role, log=lambda m: print(f"  {m}"))
     for phase in phases:
         table(phase, tick_ms / 1000)
