@@ -18,7 +18,7 @@ from elanus.channels.nats_server import free_port
 from elanus.client.client import Client
 from elanus.errors import ElanusError
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.chaos]  # it kills a role process
 
 DIM = 8
 

@@ -146,16 +146,18 @@ def test_a_row_over_the_limit_is_refused_naming_it_and_nothing_is_written(
         Schema(enable_dynamic_field=False)
         .add_field("pk", DataType.INT64, is_primary=True)
         .add_field("vec", DataType.FLOAT_VECTOR, dim=4)
-        .add_field("doc", DataType.JSON)
     )
+    docs = [f"doc{i}" for i in range(STOCK_MAX_PAYLOAD // 60_000 + 1)]
+    for name in docs:  # each JSON value under Milvus's 64 KiB, the row over the payload
+        schema.add_field(name, DataType.JSON)
     desc = c.create_collection("huge", schema=schema)
     small = json.dumps({"a": 1})
-    huge = json.dumps({"blob": "x" * (STOCK_MAX_PAYLOAD + 1000)})
+    big = json.dumps({"blob": "x" * 60_000})
     rows = pa.table(
         {
             "pk": pa.array([1, 2, 3], pa.int64()),
             "vec": vectors(np.ones((3, 4))),
-            "doc": pa.array([small, huge, small]),
+            **{name: pa.array([small, big, small]) for name in docs},
         }
     )
     with pytest.raises(ElanusError) as err:
