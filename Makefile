@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 ARGS   ?=
 LINT_DIRS := elanus channels meta flight milvus cli segments index spark
 
-.PHONY: venv dev bytecode run test lint format bench bench-quick clean
+.PHONY: venv dev bytecode run test test-unit lint format bench bench-quick clean
 
 # The interpreter exists once the venv does; stamps record what was installed, and are
 # refreshed when pyproject.toml changes.
@@ -47,6 +47,9 @@ test: dev bytecode                ## the whole test suite
 
 # mypy and import-linter read the package-dir-mapped elanus namespace as one tree of links
 # (.ci/nstree.py: build/namespace/elanus, rebuilt each run), so imports across packages resolve
+test-unit: dev bytecode           ## the unit tier: no process, no server (tests/tiers.py), < 2 min
+	$(PY) -m pytest -q -p no:cacheprovider -m "not integration" $(PYTEST_ARGS)
+
 lint: dev                         ## ruff, mypy, the layering contracts
 	$(VENV)/bin/ruff check $(LINT_DIRS) .ci tests
 	$(VENV)/bin/ruff format --check $(LINT_DIRS) .ci tests

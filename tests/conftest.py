@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tiers import install_guards, mark_integration, unit_guard  # noqa: E402, F401
 
 from elanus import ElanusError, ErrorCode
 from elanus.channels.bus import Bus
@@ -651,6 +652,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for fixture, mark in MARKED_BY_FIXTURE.items():
             if fixture in used:
                 item.add_marker(mark)
+        mark_integration(item)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    install_guards()
 
 
 # =============================================================================================

@@ -84,3 +84,16 @@ def test_every_test_that_runs_the_elanus_command_is_left_out_of_the_inner_loop()
         if RUNS_THE_CLI.search(body) and not marks & {"slow", "spark", "chaos"}
     ]
     assert unmarked == [], "mark these @pytest.mark.slow"
+
+
+def test_a_unit_test_that_starts_a_process_fails_naming_the_mark() -> None:
+    """The guard of tests/tiers.py: this test is of the unit tier (it starts nothing the
+    sources show), so starting a process here must raise."""
+    import subprocess as sp
+
+    try:
+        sp.Popen(["true"])
+    except RuntimeError as exc:
+        assert "@pytest.mark.integration" in str(exc)
+    else:
+        raise AssertionError("a process started from the unit tier")
