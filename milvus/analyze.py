@@ -14,16 +14,13 @@ from elanus.analyzer import Analyzer, analyzer_for, term_ids
 from elanus.errors import invalid
 from elanus.flight.limits import Kind
 from elanus.milvus.servicer import Ctx, Servicer, served
-from elanus.milvus.status import not_supported, ok
+from elanus.milvus.status import ok
 from elanus.schema import Schema
 
 
 class AnalyzerRpcs(Servicer):
     @served(Kind.DQL)
     def RunAnalyzer(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        if request.analyzer_names:
-            why = "a field has one analyzer in Elanus (no multi-language analyzers)"
-            return milvus_pb2.RunAnalyzerResponse(status=not_supported("RunAnalyzer", why))
         analyzer = self._analyzer(ctx, request)
         results = [
             _result(analyzer, _text(raw), request.with_detail, request.with_hash)

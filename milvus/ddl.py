@@ -7,6 +7,8 @@ from typing import Any
 from pymilvus.grpc_gen import milvus_pb2, schema_pb2
 
 from elanus.errors import ElanusError, ErrorCode, invalid
+from elanus.milvus.fields import check
+from elanus.milvus.honoured import COLLECTION_SCHEMA, FIELD_SCHEMA
 from elanus.milvus.params import consistency_name
 from elanus.milvus.schemas import describe_reply, field_doc, kv_dict, parse_message, schema_doc
 from elanus.milvus.servicer import Ctx, Servicer, served
@@ -17,8 +19,6 @@ class DdlRpcs(Servicer):
     # -- databases --------------------------------------------------------------------------
     @served()
     def CreateDatabase(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        if request.properties:
-            raise invalid("database properties are not supported by Elanus")
         self.act(ctx, "create_database", name=request.db_name)
         return ok()
 
@@ -47,6 +47,7 @@ class DdlRpcs(Servicer):
         proto = parse_message(
             schema_pb2.CollectionSchema, request.schema, "CreateCollection: schema"
         )
+        check(proto, COLLECTION_SCHEMA, "CreateCollection: schema")
         props = kv_dict(request.properties)
         self.act(
             ctx,
@@ -109,6 +110,7 @@ class DdlRpcs(Servicer):
     @served()
     def AddCollectionField(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
         proto = parse_message(schema_pb2.FieldSchema, request.schema, "AddCollectionField: schema")
+        check(proto, FIELD_SCHEMA, "AddCollectionField: schema")
         self.act(
             ctx, "add_collection_field", collection=request.collection_name, field=field_doc(proto)
         )

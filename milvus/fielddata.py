@@ -100,7 +100,7 @@ def to_arrow(fd: Any, field: Field, num_rows: int) -> pa.Array:
     attr = "array_data" if dt == DataType.ARRAY else _SCALAR_ATTR[dt][0]
     _check_kind(field, fd.scalars.WhichOneof("data"), attr)
     if dt == DataType.ARRAY:
-        values = _array_cells(fd.scalars.array_data.data, field)
+        values = _array_cells(fd.scalars.array_data, field)
     else:
         np_type = _SCALAR_ATTR[dt][1]
         data = getattr(fd.scalars, attr).data
@@ -146,9 +146,25 @@ def _json_column(fd: Any, name: str, num_rows: int) -> pa.Array:
     return _expand(values, fd.valid_data, num_rows, name)
 
 
-def _array_cells(cells: Any, field: Field) -> pa.Array:
+def _array_cells(arrays: Any, field: Field) -> pa.Array:
+    """An Array column's cells; each holds its values in the element type's member (a
+    cell of another kind would read as empty: refused, naming the member)."""
     assert field.element_type is not None
     attr, _ = _SCALAR_ATTR[field.element_type]
+    sent = arrays.element_type
+    if sent and sent != PROTO_TYPES[field.element_type]:
+        label = schema_pb2.DataType.Name(sent) if sent in schema_pb2.DataType.values() else sent
+        raise invalid(
+            f"field {field.name!r} is an Array of {field.element_type.value}, "
+            f"not of {label} (array_data.element_type)"
+        )
+    cells = arrays.data
+    kinds = {c.WhichOneof("data") for c in cells} - {None, attr}
+    if kinds:
+        raise invalid(
+            f"field {field.name!r} is an Array of {field.element_type.value}: its cells' "
+            f"values go in {attr}, not {', '.join(sorted(kinds))}"
+        )
     inner = field.arrow_type().value_type
     return pa.array([list(getattr(c, attr).data) for c in cells], pa.list_(inner))
 

@@ -12,7 +12,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pymilvus.grpc_gen import milvus_pb2
 
-from elanus.errors import invalid
 from elanus.flight.actions import check_request
 from elanus.flight.limits import Kind
 from elanus.flight.search.hybrid import fetch_outputs, fused_hits
@@ -31,10 +30,6 @@ decoded from its placeholder group afterwards (no JSON round trip for vectors)."
 
 def hybrid_body(ctx: Ctx, request: Any) -> dict[str, Any]:
     """The ``hybrid_search`` body of a ``HybridSearchRequest`` (vectors left out)."""
-    if request.HasField("function_score") and request.function_score.functions:
-        raise invalid(
-            "HybridSearch: rerank functions are not supported by Elanus; use RRF or weighted"
-        )
     rank = kv_values(request.rank_params)
     reqs = []
     for sub in request.requests:

@@ -8,7 +8,6 @@ from typing import Any
 
 from pymilvus.grpc_gen import common_pb2, milvus_pb2
 
-from elanus.errors import invalid
 from elanus.flight.limits import Kind
 from elanus.milvus.schemas import kv_dict, kv_pairs
 from elanus.milvus.servicer import Ctx, Servicer, served
@@ -21,7 +20,6 @@ _STATES = {
     "Completed": common_pb2.ImportCompleted,
     "Failed": common_pb2.ImportFailed,
 }
-_OPTIONS = ("sep",)
 MAX_LISTED = 1000
 
 
@@ -48,13 +46,7 @@ def task_state(job: dict[str, Any], partition: str = "") -> Any:
 class ImportRpcs(Servicer):
     @served(Kind.DML)
     def Import(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        options = kv_dict(request.options)
-        unknown = sorted(set(options) - set(_OPTIONS))
-        if unknown:
-            raise invalid(
-                f"Import: option(s) {', '.join(unknown)} are not supported by Elanus "
-                f"(it takes {', '.join(_OPTIONS)}; files come from the server's import roots)"
-            )
+        options = kv_dict(request.options)  # sep only (honoured.py refuses the others)
         doc = self.act(
             ctx,
             "import",

@@ -101,10 +101,13 @@ class OpsRpcs(Servicer):
 
     @served()
     def GetPersistentSegmentInfo(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        """The segments in ``states`` (none given: all but the growing ones, as Milvus)."""
+        wanted = set(request.states)
+        segments = [_segment(s) for s in self._segments(ctx, request.collectionName)]
         infos = [
-            milvus_pb2.PersistentSegmentInfo(**_segment(s))
-            for s in self._segments(ctx, request.collectionName)
-            if str(s.get("state")) != "Growing"
+            milvus_pb2.PersistentSegmentInfo(**s)
+            for s in segments
+            if (s["state"] in wanted if wanted else s["state"] != common_pb2.Growing)
         ]
         return milvus_pb2.GetPersistentSegmentInfoResponse(status=ok(), infos=infos)
 
@@ -268,20 +271,26 @@ class OpsRpcs(Servicer):
             return list(ids)
         return [n for n, pid in ids.items() if pid in set(chosen)]
 
-    @served()
-    def GetLoadState(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+    def _load_state(self, ctx: Ctx, request: Any) -> tuple[int, int]:
+        """(load state, progress) of the collection, or of ``partition_names`` where given
+        (partitions not among those loaded: not loaded, 0 %)."""
         doc = self.act(ctx, "get_load_state", collection=request.collection_name)
         state = _LOAD_STATES.get(str(doc.get("state")), common_pb2.LoadStateNotLoad)
+        progress = 100 if doc.get("state") == "Loaded" else int(doc.get("progress") or 0)
         if request.partition_names and state != common_pb2.LoadStateNotLoad:
             loaded = self._loaded_partitions(ctx, request.collection_name) or []
             if not set(request.partition_names) <= set(loaded):
-                state = common_pb2.LoadStateNotLoad
+                return common_pb2.LoadStateNotLoad, 0
+        return state, progress
+
+    @served()
+    def GetLoadState(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        state, _ = self._load_state(ctx, request)
         return milvus_pb2.GetLoadStateResponse(status=ok(), state=state)
 
     @served()
     def GetLoadingProgress(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        doc = self.act(ctx, "get_load_state", collection=request.collection_name)
-        progress = 100 if doc.get("state") == "Loaded" else int(doc.get("progress") or 0)
+        _, progress = self._load_state(ctx, request)
         return milvus_pb2.GetLoadingProgressResponse(
             status=ok(), progress=progress, refresh_progress=progress
         )

@@ -21,6 +21,8 @@ from elanus.flight.limits import Kind
 from elanus.flight.search.bodies import MAX_NQ, MAX_TOPK, search_options
 from elanus.flight.search.hits import hits_table
 from elanus.milvus.fielddata import from_arrow, ids_of, sparse_to_arrow
+from elanus.milvus.fields import check
+from elanus.milvus.honoured_reads import PLACEHOLDER_GROUP
 from elanus.milvus.params import (
     group_options,
     int_param,
@@ -55,7 +57,7 @@ def search_body(ctx: Ctx, request: Any) -> dict[str, Any]:
     body: dict[str, Any] = {
         "db": ctx.db,
         "collection": request.collection_name,
-        "limit": int_param(params, "topk", 10),
+        "limit": page_size(params),
         "offset": int_param(params, "offset", 0),
         "filter": request.dsl or None,
         "filter_params": templates(request.expr_template_values),
@@ -69,6 +71,27 @@ def search_body(ctx: Ctx, request: Any) -> dict[str, Any]:
         body["anns_field"] = params["anns_field"]
     body.update(group_options(params))
     return {k: v for k, v in body.items() if v is not None}
+
+
+def page_size(params: dict[str, Any]) -> int:
+    """The hits a search returns: ``topk``, or an iterator v2's ``search_iter_batch_size``
+    (Milvus pages by the batch size; pymilvus sends both, equal)."""
+    if truthy(params.get("search_iter_v2")) and params.get("search_iter_batch_size"):
+        return int_param(params, "search_iter_batch_size", 10)
+    return int_param(params, "topk", 10)
+
+
+def same_collection(params: dict[str, Any], collection_id: int, rpc: str) -> None:
+    """An iterator's ``collection_id`` must still be the named collection's, as Milvus
+    checks: else the name (an alias, a database) now means another collection."""
+    if params.get("collection_id") in (None, ""):
+        return
+    given = int_param(params, "collection_id", 0)
+    if given > 0 and given != collection_id:
+        raise invalid(
+            f"{rpc}: collection_id {given} is not the id of the collection named "
+            f"({collection_id}); the name, an alias or the database has changed"
+        )
 
 
 def round_decimal(params: dict[str, Any]) -> int:
@@ -90,6 +113,7 @@ def query_data(request: Any) -> Any:
         group.ParseFromString(request.placeholder_group)
     except DecodeError:
         raise invalid("search: placeholder_group is not a PlaceholderGroup message") from None
+    check(group, PLACEHOLDER_GROUP, "search: placeholder_group")
     if len(group.placeholders) != 1:
         raise invalid("search: send one placeholder of query vectors in placeholder_group")
     ph = group.placeholders[0]
@@ -204,8 +228,6 @@ class ReadRpcs(Servicer):
 
     @served(Kind.DQL)
     def Search(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        if request.sub_reqs or request.search_by_primary_keys:
-            raise invalid("Search: sub-requests and search by primary keys are not supported")
         params = kv_values(request.search_params)
         body = Body(pinned(search_body(ctx, request), request, params), "Search")
         request_doc = search_options(body)
@@ -213,6 +235,7 @@ class ReadRpcs(Servicer):
         ctx.caller.require(Need("Search", request_doc["db"], request_doc["collection"]))
         query = self.proxy.query
         info = self.proxy.dml.collection(request_doc["db"], request_doc["collection"])
+        same_collection(params, info.collection_id, "Search")
         plan = query.prepare_search(info, {**request_doc, "data": None})
         walk = None
         if truthy(params.get("search_iter_v2")):
@@ -263,6 +286,7 @@ class ReadRpcs(Servicer):
         _, checked = check_request("query", raw)
         ctx.caller.require(Need("Query", checked["db"], checked["collection"]))
         info = self.proxy.dml.collection(checked["db"], checked["collection"])
+        same_collection(params, info.collection_id, "Query")
         table, outputs, ts = self.proxy.query.query_table(info, checked)
         pk = info.schema.primary.name
         if COUNT in outputs:

@@ -18,7 +18,20 @@ from elanus.tsutil import physical_ms
 
 _INT_PARAMS = ("dim", "max_length", "max_capacity")
 _BOOL_PARAMS = ("enable_analyzer", "enable_match")
-IGNORED_PARAMS = frozenset({"mmap_enabled", "mmap.enabled", "warmup"})
+IGNORED_PARAMS = frozenset(
+    {
+        "mmap_enabled",
+        "mmap.enabled",
+        "lazyload.enabled",
+        "warmup",
+        "warmup.scalarField",
+        "warmup.scalarIndex",
+        "warmup.vectorField",
+        "warmup.vectorIndex",
+    }
+)
+"""Keys of how Milvus maps and warms what it loads: Elanus has no such choice, so they are
+accepted and have no effect (as properties, field type parameters, index parameters)."""
 
 
 def _truthy(text: str) -> bool:
@@ -51,7 +64,7 @@ def parse_message(cls: Any, raw: bytes, what: str) -> Any:
 
 def schema_doc(proto: Any) -> dict[str, Any]:
     """A Milvus ``CollectionSchema`` as the ``schema`` of a ``create_collection`` body."""
-    fields = [field_doc(f) for f in proto.fields if not f.is_dynamic]
+    fields = [field_doc(f) for f in proto.fields]
     doc: dict[str, Any] = {
         "fields": fields,
         "enable_dynamic_field": bool(proto.enable_dynamic_field),
@@ -71,8 +84,6 @@ def field_doc(f: Any) -> dict[str, Any]:
         d["auto_id"] = True
     if f.is_partition_key:
         d["is_partition_key"] = True
-    if f.is_clustering_key:
-        raise invalid(f"field {f.name!r}: clustering keys are not supported by Elanus")
     if f.nullable:
         d["nullable"] = True
     if f.description:

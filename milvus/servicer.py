@@ -1,5 +1,6 @@
 """The frame of every Milvus RPC: who calls (``auth``), in which database, within which
-limits; the answer's status (``status``); and "not supported" for every RPC not served.
+limits, whether the request sets anything Elanus does not do (``fields``); the answer's
+status (``status``); and "not supported" for every RPC not served.
 
 A served RPC is a method marked ``@served(kind)`` on one of the concern mixins; it takes
 ``(ctx, request)`` and returns the response message (its status left OK). Errors become
@@ -27,6 +28,8 @@ from elanus.flight.actions import perform
 from elanus.flight.auth import Caller
 from elanus.flight.limits import Kind
 from elanus.milvus.auth import MilvusCredentials
+from elanus.milvus.fields import check
+from elanus.milvus.honoured import REQUESTS
 from elanus.milvus.status import not_supported, status_of
 
 if TYPE_CHECKING:
@@ -113,6 +116,9 @@ class Servicer(milvus_pb2_grpc.MilvusServiceServicer):
 
     def _wrap(self, rpc: str, fn: Callable[[Ctx, Any], Any]) -> Callable[[Any, Any], Any]:
         kind = getattr(fn, _MARK, None)
+        table = REQUESTS.get(rpc)
+        if table is None:  # every field served must be classified (milvus/honoured.py)
+            raise TypeError(f"{rpc} is served but its request has no table in honoured.py")
 
         def handle(request: Any, context: grpc.ServicerContext) -> Any:
             with proxy_request(rpc) as outcome:  # counted and timed as Flight calls are
@@ -129,6 +135,7 @@ class Servicer(milvus_pb2_grpc.MilvusServiceServicer):
                 return failed(rpc, status_of(exc))
             try:
                 self.proxy.limits.admit(caller.user, kind, request.ByteSize(), rpc)
+                check(request, table, rpc)  # nothing it sets goes unread (fields.py)
                 return fn(Ctx(caller, _db_of(request, metadata), rpc), request)
             except ElanusError as exc:
                 outcome.fail(exc.code)
@@ -156,9 +163,10 @@ def _is_served(cls: type, name: str) -> bool:
 
 
 def _db_of(request: Any, metadata: Any) -> str:
-    """The database of a call: the request's ``db_name``, else the ``dbname`` header
-    (pymilvus's ``db_name=``), else ``default``."""
-    db = getattr(request, "db_name", "") if _has_field(request, "db_name") else ""
+    """The database of a call: the request's ``db_name`` (``dbName`` in the segment
+    requests), else the ``dbname`` header (pymilvus's ``db_name=``), else ``default``."""
+    field = next((f for f in ("db_name", "dbName") if _has_field(request, f)), None)
+    db = getattr(request, field) if field else ""
     if not db:
         db = next((v for k, v in metadata if k.lower() == "dbname"), "") or ""
         if isinstance(db, bytes):

@@ -1,0 +1,418 @@
+"""What each served RPC honours of its request, field by field (``fields.py`` applies it):
+databases, collections, partitions, aliases, load, indexes, segments, compaction, import,
+users and roles, analyzers; the reads are in ``honoured_reads.py``, schemas and writes in
+``honoured_data.py``. ``REQUESTS`` maps every served RPC to its request's table, and
+``refusals_markdown`` writes what is refused for ``docs/milvus-compat.md``."""
+
+from __future__ import annotations
+
+from pymilvus.grpc_gen import milvus_pb2
+
+from elanus.milvus.fields import (
+    BASE,
+    DB,
+    NAME,
+    Table,
+    Use,
+    harmless,
+    keys,
+    nested,
+    refused,
+    serialized,
+    use,
+    with_db,
+)
+from elanus.milvus.honoured_data import (
+    COLLECTION_PROPERTIES,
+    COLLECTION_SCHEMA,
+    FIELD_SCHEMA,
+    WRITES,
+)
+from elanus.milvus.honoured_reads import READS
+
+_NAMED = harmless("the collection is named (collection_name)")
+_AS_OF = refused("reading metadata as of a timestamp")
+
+
+# -- databases, collections, partitions, aliases ---------------------------------------------
+_IN_MEMORY = refused("listing only what is loaded, ShowType InMemory")
+_ALTERED = {
+    "collection_name": NAME,
+    "delete_keys": use(),
+    "properties": keys({}, use("only keys without effect; others are answered with code 10")),
+}
+DDL = {
+    "CreateDatabase": Table(
+        milvus_pb2.CreateDatabaseRequest, with_db(properties=refused("database properties"))
+    ),
+    "DropDatabase": Table(milvus_pb2.DropDatabaseRequest, with_db()),
+    "ListDatabases": Table(milvus_pb2.ListDatabasesRequest, {"base": BASE}),
+    "DescribeDatabase": Table(milvus_pb2.DescribeDatabaseRequest, with_db()),
+    "CreateCollection": Table(
+        milvus_pb2.CreateCollectionRequest,
+        with_db(
+            collection_name=NAME,
+            schema=serialized(COLLECTION_SCHEMA),
+            shards_num=use(),
+            consistency_level=use(),
+            properties=keys(
+                COLLECTION_PROPERTIES, harmless("stored and described, as Milvus does")
+            ),
+            num_partitions=use(),
+        ),
+    ),
+    "DropCollection": Table(milvus_pb2.DropCollectionRequest, with_db(collection_name=NAME)),
+    "HasCollection": Table(
+        milvus_pb2.HasCollectionRequest, with_db(collection_name=NAME, time_stamp=_AS_OF)
+    ),
+    "DescribeCollection": Table(
+        milvus_pb2.DescribeCollectionRequest,
+        with_db(
+            collection_name=NAME,
+            collectionID=use("without collection_name, refused: name the collection"),
+            time_stamp=_AS_OF,
+        ),
+    ),
+    "ShowCollections": Table(
+        milvus_pb2.ShowCollectionsRequest,
+        with_db(time_stamp=_AS_OF, type=_IN_MEMORY, collection_names=use()),
+    ),
+    "RenameCollection": Table(
+        milvus_pb2.RenameCollectionRequest, with_db(oldName=NAME, newName=NAME, newDBName=use())
+    ),
+    "AddCollectionField": Table(
+        milvus_pb2.AddCollectionFieldRequest,
+        with_db(collection_name=NAME, collectionID=_NAMED, schema=serialized(FIELD_SCHEMA)),
+    ),
+    "AlterCollection": Table(
+        milvus_pb2.AlterCollectionRequest,
+        with_db(collectionID=_NAMED, **_ALTERED),
+    ),
+    "AlterCollectionField": Table(
+        milvus_pb2.AlterCollectionFieldRequest,
+        with_db(field_name=use(), **_ALTERED),
+    ),
+    "CreatePartition": Table(
+        milvus_pb2.CreatePartitionRequest, with_db(collection_name=NAME, partition_name=NAME)
+    ),
+    "DropPartition": Table(
+        milvus_pb2.DropPartitionRequest, with_db(collection_name=NAME, partition_name=NAME)
+    ),
+    "HasPartition": Table(
+        milvus_pb2.HasPartitionRequest, with_db(collection_name=NAME, partition_name=NAME)
+    ),
+    "ShowPartitions": Table(
+        milvus_pb2.ShowPartitionsRequest,
+        with_db(collection_name=NAME, collectionID=_NAMED, partition_names=use(), type=_IN_MEMORY),
+    ),
+    "GetPartitionStatistics": Table(
+        milvus_pb2.GetPartitionStatisticsRequest,
+        with_db(collection_name=NAME, partition_name=NAME),
+    ),
+    "GetCollectionStatistics": Table(
+        milvus_pb2.GetCollectionStatisticsRequest, with_db(collection_name=NAME)
+    ),
+    "CreateAlias": Table(milvus_pb2.CreateAliasRequest, with_db(collection_name=NAME, alias=NAME)),
+    "AlterAlias": Table(milvus_pb2.AlterAliasRequest, with_db(collection_name=NAME, alias=NAME)),
+    "DropAlias": Table(milvus_pb2.DropAliasRequest, with_db(alias=NAME)),
+    "DescribeAlias": Table(milvus_pb2.DescribeAliasRequest, with_db(alias=NAME)),
+    "ListAliases": Table(milvus_pb2.ListAliasesRequest, with_db(collection_name=use())),
+}
+
+# -- load, indexes, segments, compaction, import ---------------------------------------------
+_LOAD = {
+    "collection_name": NAME,
+    "replica_number": use(),
+    "resource_groups": refused("resource groups"),
+    "refresh": refused("reloading a loaded collection"),
+    "load_fields": refused("loading some fields only"),
+    "skip_load_dynamic_field": refused("leaving the dynamic field unloaded"),
+    "load_params": keys({"load_priority": refused("load priorities")}),
+}
+_INDEX = {"collection_name": NAME, "field_name": use(), "index_name": use()}
+_PROGRESS = {
+    "base": BASE,
+    "db_name": DB,
+    "collection_name": NAME,
+    "partition_names": use(),
+}
+OPS = {
+    "LoadCollection": Table(milvus_pb2.LoadCollectionRequest, with_db(**_LOAD)),
+    "LoadPartitions": Table(
+        milvus_pb2.LoadPartitionsRequest, with_db(partition_names=use(), **_LOAD)
+    ),
+    "ReleaseCollection": Table(milvus_pb2.ReleaseCollectionRequest, with_db(collection_name=NAME)),
+    "ReleasePartitions": Table(
+        milvus_pb2.ReleasePartitionsRequest,
+        with_db(collection_name=NAME, partition_names=use()),
+    ),
+    "GetLoadState": Table(milvus_pb2.GetLoadStateRequest, _PROGRESS),
+    "GetLoadingProgress": Table(milvus_pb2.GetLoadingProgressRequest, _PROGRESS),
+    "GetReplicas": Table(
+        milvus_pb2.GetReplicasRequest,
+        with_db(collectionID=use(), with_shard_nodes=use(), collection_name=use()),
+    ),
+    "CreateIndex": Table(
+        milvus_pb2.CreateIndexRequest,
+        with_db(
+            extra_params=keys({}, use("checked by the index: an unknown parameter is refused")),
+            **_INDEX,
+        ),
+    ),
+    "DescribeIndex": Table(
+        milvus_pb2.DescribeIndexRequest,
+        with_db(
+            timestamp=harmless("the state covers all data, so what came before it too"), **_INDEX
+        ),
+    ),
+    "DropIndex": Table(
+        milvus_pb2.DropIndexRequest,
+        with_db(**_INDEX),
+    ),
+    "AlterIndex": Table(
+        milvus_pb2.AlterIndexRequest,
+        with_db(
+            collection_name=NAME,
+            index_name=use(),
+            delete_keys=use(),
+            extra_params=_ALTERED["properties"],
+        ),
+    ),
+    "Flush": Table(milvus_pb2.FlushRequest, with_db(collection_names=use())),
+    "GetFlushState": Table(
+        milvus_pb2.GetFlushStateRequest,
+        {
+            "segmentIDs": use(),
+            "flush_ts": harmless("a flush is followed by the segments it sealed"),
+            "db_name": DB,
+            "collection_name": harmless("the segments are the collection's"),
+        },
+    ),
+    "GetPersistentSegmentInfo": Table(
+        milvus_pb2.GetPersistentSegmentInfoRequest,
+        {"base": BASE, "dbName": DB, "collectionName": NAME, "states": use()},
+    ),
+    "GetQuerySegmentInfo": Table(
+        milvus_pb2.GetQuerySegmentInfoRequest,
+        {"base": BASE, "dbName": DB, "collectionName": NAME},
+    ),
+    "ManualCompaction": Table(
+        milvus_pb2.ManualCompactionRequest,
+        {
+            "collectionID": _NAMED,
+            "timetravel": refused("compacting as of a timestamp"),
+            "majorCompaction": refused("clustering compaction, having no clustering keys"),
+            "collection_name": NAME,
+            "db_name": DB,
+            "partition_id": refused("compacting one partition"),
+            "channel": refused("compacting one channel"),
+            "segment_ids": refused("compacting chosen segments"),
+            "l0Compaction": refused(
+                "L0 compaction alone; its compaction applies deletes as it merges"
+            ),
+            "target_size": refused("a target segment size"),
+        },
+    ),
+    "GetCompactionState": Table(milvus_pb2.GetCompactionStateRequest, {"compactionID": use()}),
+    "Import": Table(
+        milvus_pb2.ImportRequest,
+        {
+            "collection_name": NAME,
+            "partition_name": use(),
+            "channel_names": refused("importing into chosen channels"),
+            "row_based": harmless("Milvus 2.4+ reads a file's format from its name too"),
+            "files": use("read from the server's import roots"),
+            "options": keys({"sep": use("the CSV separator")}),
+            "db_name": DB,
+            "clustering_info": refused("clustering keys"),
+        },
+    ),
+    "GetImportState": Table(milvus_pb2.GetImportStateRequest, {"task": use()}),
+    "ListImportTasks": Table(
+        milvus_pb2.ListImportTasksRequest,
+        {"collection_name": use(), "limit": use(), "db_name": DB},
+    ),
+}
+
+# -- session, users, roles, privileges, analyzers --------------------------------------------
+_NAME_ONLY = {"name": use()}
+ROLE = Table(milvus_pb2.RoleEntity, {"name": use(), "description": harmless("roles go by name")})
+PRIVILEGE = Table(milvus_pb2.PrivilegeEntity, _NAME_ONLY)
+GRANTOR = Table(
+    milvus_pb2.GrantorEntity,
+    {
+        "user": harmless("Milvus records the caller as the grantor"),
+        "privilege": nested(PRIVILEGE),
+    },
+)
+_GRANT = {
+    "role": nested(ROLE),
+    "object": nested(Table(milvus_pb2.ObjectEntity, _NAME_ONLY)),
+    "object_name": use(),
+    "db_name": use(),
+}
+_STAMPS = harmless("Milvus's proxy sets them itself")
+_CREDENTIAL = {
+    "base": BASE,
+    "username": use(),
+    "created_utc_timestamps": _STAMPS,
+    "modified_utc_timestamps": _STAMPS,
+    "description": refused("user descriptions"),
+}
+_OPERATE = use("grant or revoke")
+ACCESS = {
+    "Connect": Table(
+        milvus_pb2.ConnectRequest,
+        {"base": BASE, "client_info": harmless("who the client says it is; Milvus logs it")},
+    ),
+    "GetVersion": Table(milvus_pb2.GetVersionRequest, {}),
+    "CheckHealth": Table(milvus_pb2.CheckHealthRequest, {}),
+    "AllocTimestamp": Table(milvus_pb2.AllocTimestampRequest, {"base": BASE}),
+    "CreateCredential": Table(
+        milvus_pb2.CreateCredentialRequest, {**_CREDENTIAL, "password": use()}
+    ),
+    "UpdateCredential": Table(
+        milvus_pb2.UpdateCredentialRequest,
+        {**_CREDENTIAL, "oldPassword": use(), "newPassword": use()},
+    ),
+    "DeleteCredential": Table(
+        milvus_pb2.DeleteCredentialRequest, {"base": BASE, "username": use()}
+    ),
+    "ListCredUsers": Table(milvus_pb2.ListCredUsersRequest, {"base": BASE}),
+    "SelectUser": Table(
+        milvus_pb2.SelectUserRequest,
+        {
+            "base": BASE,
+            "user": nested(Table(milvus_pb2.UserEntity, _NAME_ONLY)),
+            "include_role_info": use(),
+        },
+    ),
+    "CreateRole": Table(
+        milvus_pb2.CreateRoleRequest,
+        {
+            "base": BASE,
+            "entity": nested(
+                Table(
+                    milvus_pb2.RoleEntity,
+                    {"name": use(), "description": refused("role descriptions")},
+                )
+            ),
+        },
+    ),
+    "DropRole": Table(
+        milvus_pb2.DropRoleRequest, {"base": BASE, "role_name": use(), "force_drop": use()}
+    ),
+    "OperateUserRole": Table(
+        milvus_pb2.OperateUserRoleRequest,
+        {"base": BASE, "username": use(), "role_name": use(), "type": use()},
+    ),
+    "SelectRole": Table(
+        milvus_pb2.SelectRoleRequest,
+        {"base": BASE, "role": nested(ROLE), "include_user_info": use()},
+    ),
+    "OperatePrivilege": Table(
+        milvus_pb2.OperatePrivilegeRequest,
+        {
+            "base": BASE,
+            "entity": nested(Table(milvus_pb2.GrantEntity, {**_GRANT, "grantor": nested(GRANTOR)})),
+            "type": _OPERATE,
+            "version": refused("versions of OperatePrivilege; use OperatePrivilegeV2"),
+        },
+    ),
+    "OperatePrivilegeV2": Table(
+        milvus_pb2.OperatePrivilegeV2Request,
+        {
+            "base": BASE,
+            "role": nested(ROLE),
+            "grantor": nested(GRANTOR),
+            "type": _OPERATE,
+            "db_name": use(),
+            "collection_name": use(),
+        },
+    ),
+    "SelectGrant": Table(
+        milvus_pb2.SelectGrantRequest,
+        {
+            "base": BASE,
+            "entity": nested(
+                Table(
+                    milvus_pb2.GrantEntity,
+                    {**_GRANT, "grantor": harmless("grants are selected by role and object")},
+                )
+            ),
+        },
+    ),
+    "CreatePrivilegeGroup": Table(
+        milvus_pb2.CreatePrivilegeGroupRequest, {"base": BASE, "group_name": use()}
+    ),
+    "DropPrivilegeGroup": Table(
+        milvus_pb2.DropPrivilegeGroupRequest, {"base": BASE, "group_name": use()}
+    ),
+    "OperatePrivilegeGroup": Table(
+        milvus_pb2.OperatePrivilegeGroupRequest,
+        {"base": BASE, "group_name": use(), "privileges": nested(PRIVILEGE), "type": use()},
+    ),
+    "ListPrivilegeGroups": Table(milvus_pb2.ListPrivilegeGroupsRequest, {"base": BASE}),
+    "RunAnalyzer": Table(
+        milvus_pb2.RunAnalyzerRequest,
+        with_db(
+            analyzer_params=use(),
+            placeholder=use(),
+            with_detail=use(),
+            with_hash=use(),
+            collection_name=use(),
+            field_name=use(),
+            analyzer_names=refused("multi-language analyzers"),
+        ),
+    ),
+}
+
+REQUESTS: dict[str, Table] = {**READS, **WRITES, **DDL, **OPS, **ACCESS}
+"""The request table of every served RPC (the servicer refuses to start without one)."""
+
+
+def refusals_markdown() -> str:
+    """The fields and keys each served RPC refuses, as the list in
+    ``docs/milvus-compat.md`` ("Fields refused"), kept equal to it by a test."""
+    lines = []
+    for rpc in sorted(REQUESTS):
+        grouped: dict[tuple[str, str], list[str]] = {}
+        for where, key, why in _refusals(REQUESTS[rpc], ""):
+            grouped.setdefault((where, why), []).append(key)
+        items = [
+            f"`{where}`"
+            + (
+                " key" + "s" * (len(ks) > 1) + " " + ", ".join(f"`{k}`" for k in sorted(ks))
+                if ks[0]
+                else ""
+            )
+            + f" ({why})"
+            for (where, why), ks in sorted(grouped.items())
+        ]
+        if items:
+            lines.append(f"- `{rpc}`: " + "; ".join(items) + ".")
+    return "\n".join(lines) + "\n"
+
+
+def _refusals(
+    table: Table, path: str, seen: frozenset[int] = frozenset()
+) -> list[tuple[str, str, str]]:
+    """(field path, key or "", why) of each refusal below ``table`` (the header's aside:
+    the docs name those once)."""
+    if id(table) in seen:
+        return []
+    seen = seen | {id(table)}
+    out = []
+    for name, rule in table.rules.items():
+        where = f"{path}{name}"
+        if rule is BASE:
+            continue
+        if rule.use is Use.REFUSED:
+            out.append((where, "", rule.why))
+        for inner in (rule.nested, rule.serialized):
+            if inner is not None:
+                out.extend(_refusals(inner, f"{where}.", seen))
+        if rule.keys is not None:
+            every = {**rule.keys.rules}
+            out.extend((where, k, r.why) for k, r in every.items() if r.use is Use.REFUSED)
+    return out
