@@ -116,6 +116,9 @@ class ChannelConsumer:
         """The stream position after the last message handed on (or collected)."""
         self.pending = 0
         """Messages of the stream left to fetch, as the last one fetched said."""
+        self.consumed = 0
+        """Rows (inserted or deleted) handed on so far: flow control measures how fast this
+        consumer takes the log in from it (``channels/flow.py``)."""
         self._reading_since_ms: int | None = None
         """When the consumer last started reading from a position behind the log's end;
         None once it has caught up (``flow_lag_s``)."""
@@ -401,6 +404,7 @@ class ChannelConsumer:
             pack, self._pack, self._pack_start = self._pack, [], None
             pack.sort(key=pack_order)
             await self.on_pack(pack, dm.ts, seq)
+            self.consumed += sum(m.batch.num_rows for m in pack if m.batch is not None)
             async with self._tick:
                 self.tick_ts = dm.ts
                 self._tick.notify_all()

@@ -2,12 +2,14 @@
 
 Every role publishes a ``FlowReport`` on ``subjects.FLOW_REPORT`` each tick interval: its
 process's memory and, per channel it consumes, the tick lag (how far its tsafe is behind
-the wall clock) and the messages it has not fetched yet. Proxies hear them all
-(``flight/flowcontrol.py``) and ``judge`` them against ``FlowLimits``:
+the wall clock), the messages it has not fetched yet and the rows it has consumed so far.
+Proxies hear them all (``flight/flowcontrol.py``) and ``judge`` them against ``FlowLimits``:
 
 - every figure below its soft limit: **normal**;
 - one at or past its soft limit: **throttled**, with a pressure in [0, 1) saying how far
-  between soft and hard it is (the proxy delays each write in proportion);
+  between soft and hard it is; a tick lag past soft holds the writes to its channel at
+  the rate its consumer takes them in (``flight/flowrate.py``), the other figures delay
+  each write in proportion;
 - one at or past its hard limit: **refusing**, writes fail with RATE_LIMITED.
 
 A consumer's tick lag counts from when it (re)started reading while it catches up with
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -79,6 +82,9 @@ class ChannelFigures:
     reporter: str
     tick_lag_s: float | None
     pending: float
+    consumed: float = 0.0
+    """Rows the consumer has taken in since it started (a counter: its rate is what the
+    channel's writes are held to while it lags)."""
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,8 @@ class Verdict:
     """0 when normal, 1 when refusing, in between how far past soft towards hard."""
     reason: str = ""
     """The worst figure, in words (empty when normal)."""
+    figure: str = ""
+    """Which figure that is: ``tick lag``, ``pending`` or ``memory``."""
 
     def describe(self) -> str:
         """What ``elanus status`` shows of a proxy."""
@@ -106,6 +114,7 @@ class Verdict:
 
 
 NORMAL = Verdict(Level.NORMAL)
+TICK_LAG = "tick lag"
 
 
 def _pressure(value: float, soft: float, hard: float) -> float | None:
@@ -122,28 +131,30 @@ def judge(
     channels: Iterable[ChannelFigures], memory: Iterable[MemoryFigure], limits: FlowLimits
 ) -> Verdict:
     """The verdict of the worst figure (refusing over throttled; the higher pressure)."""
-    worst: tuple[float, str, str] | None = None  # (pressure, reason, limit in words)
+    worst: tuple[float, str, str, str] | None = None  # (pressure, reason, limits, figure)
     for c in channels:
         if c.tick_lag_s is not None:
             p = _pressure(c.tick_lag_s, limits.tick_lag_soft_s, limits.tick_lag_hard_s)
             if p is not None and (worst is None or p > worst[0]):
                 what = f"vchannel {c.vchannel} is {c.tick_lag_s:.1f} s behind ({c.reporter})"
                 limit = f"{limits.tick_lag_soft_s:g} s soft, {limits.tick_lag_hard_s:g} s hard"
-                worst = (p, what, limit)
+                worst = (p, what, limit, TICK_LAG)
         p = _pressure(c.pending, limits.pending_soft, limits.pending_hard)
         if p is not None and (worst is None or p > worst[0]):
             what = f"vchannel {c.vchannel} has {c.pending:.0f} messages not consumed ({c.reporter})"
-            worst = (p, what, f"{limits.pending_soft:g} soft, {limits.pending_hard:g} hard")
+            limit = f"{limits.pending_soft:g} soft, {limits.pending_hard:g} hard"
+            worst = (p, what, limit, "pending")
     for m in memory:
         p = _pressure(m.fraction, limits.memory_low, limits.memory_high)
         if p is not None and (worst is None or p > worst[0]):
             what = f"{m.reporter} uses {m.fraction:.0%} of the machine's memory"
-            worst = (p, what, f"{limits.memory_low:.0%} low, {limits.memory_high:.0%} high")
+            limit = f"{limits.memory_low:.0%} low, {limits.memory_high:.0%} high"
+            worst = (p, what, limit, "memory")
     if worst is None:
         return NORMAL
-    pressure, what, limit = worst
+    pressure, what, limit, figure = worst
     level = Level.REFUSING if pressure >= 1.0 else Level.THROTTLED
-    return Verdict(level, pressure, f"{what}; limits {limit}")
+    return Verdict(level, pressure, f"{what}; limits {limit}", figure)
 
 
 @dataclass(frozen=True)
@@ -156,17 +167,26 @@ class FlowReport:
     memory: MemoryFigure | None = None
     gone: bool = False
     """The role is stopping: forget its figures now."""
+    at: float | None = None
+    """When the figures were taken, on the reporter's clock (seconds since the epoch):
+    rates are drawn between two reports of one reporter, whenever they arrive."""
 
     @classmethod
     def of(cls, reporter: str, live: Mapping[str, Any], total_memory: int) -> FlowReport:
         """From a role's ``live_meta`` (what its session carries)."""
         channels = tuple(
-            ChannelFigures(vchannel, reporter, _flow_lag(figures), figures["pending"])
+            ChannelFigures(
+                vchannel,
+                reporter,
+                _flow_lag(figures),
+                figures["pending"],
+                float(figures.get("consumed", 0)),
+            )
             for vchannel, figures in (live.get("channels") or {}).items()
         )
         rss = live.get("rss_bytes")
         memory = MemoryFigure(reporter, rss / total_memory) if rss and total_memory else None
-        return cls(reporter, channels, memory)
+        return cls(reporter, channels, memory, at=time.time())
 
     def to_doc(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"reporter": self.reporter}
@@ -174,21 +194,36 @@ class FlowReport:
             doc["gone"] = True
         if self.memory is not None:
             doc["memory"] = self.memory.fraction
-        doc["channels"] = {c.vchannel: [c.tick_lag_s, c.pending] for c in self.channels}
+        if self.at is not None:
+            doc["at"] = self.at
+        doc["channels"] = {c.vchannel: [c.tick_lag_s, c.pending, c.consumed] for c in self.channels}
         return doc
 
     @classmethod
     def from_doc(cls, doc: Mapping[str, Any]) -> FlowReport:
+        """A report as published; one of an older version (no ``at``, channels as
+        ``[lag, pending]``) reads as one with no rates to draw."""
         reporter = str(doc["reporter"])
         channels = tuple(
             ChannelFigures(
-                str(v), reporter, None if lag is None else float(lag), float(pending or 0)
+                str(v),
+                reporter,
+                None if figures[0] is None else float(figures[0]),
+                float(figures[1] or 0),
+                float(figures[2] or 0) if len(figures) > 2 else 0.0,
             )
-            for v, (lag, pending) in dict(doc.get("channels") or {}).items()
+            for v, figures in dict(doc.get("channels") or {}).items()
         )
         fraction = doc.get("memory")
         memory = None if fraction is None else MemoryFigure(reporter, float(fraction))
-        return cls(reporter, channels, memory, bool(doc.get("gone", False)))
+        at = doc.get("at")
+        return cls(
+            reporter,
+            channels,
+            memory,
+            bool(doc.get("gone", False)),
+            None if at is None else float(at),
+        )
 
 
 def _flow_lag(figures: Mapping[str, Any]) -> float | None:

@@ -59,12 +59,14 @@ class Role:
     def live_meta(self) -> dict[str, object]:
         """What ``elanus status`` shows of this role beside its health, refreshed at each
         session keepalive: the process's memory and, per channel it consumes, the tick lag
-        and the messages not yet fetched (and the lag flow control counts, ``flow.py``)."""
+        and the messages not yet fetched (and the lag flow control counts, and the rows
+        consumed so far, ``flow.py``)."""
         channels = {
             c.vchannel: {
                 "tick_lag_s": c.tick_lag_s,
                 "flow_lag_s": c.flow_lag_s,
                 "pending": c.pending,
+                "consumed": c.consumed,
             }
             for c in metrics.reporters()
             if isinstance(c, ChannelConsumer) and c.supervisor is self.supervisor

@@ -153,12 +153,13 @@ class Settings:
     # -- flow control (docs/protocol.md "Flow control", channels/flow.py) ---------------------
     flow_tick_lag_soft_s: float = 1.0
     """A consumer this far behind (its tsafe against the wall clock), beyond two tick
-    intervals that ticking alone accounts for, slows writes to its collection down. A
-    Strong read waits about the tick lag plus a tick interval."""
+    intervals that ticking alone accounts for, has the writes to its vchannel held at the
+    rate it takes them in, less what drains the excess (``flight/flowrate.py``): the lag
+    converges here. A Strong read waits about the tick lag plus a tick interval."""
     flow_tick_lag_hard_s: float = 5.0
     """A consumer this far behind (beyond two tick intervals) refuses writes to its
     collection with RATE_LIMITED until it catches up. 0: tick lag is not watched. The
-    defaults only stop a runaway backlog (a loaded 2-core machine lags seconds at times);
+    default refuses only a runaway backlog (a loaded 2-core machine lags seconds at times);
     set soft/hard lower (e.g. 0.1/0.25 s, with ``timetick_interval_ms`` 50) to keep Strong
     reads under a second under the fastest writers, as tests/test_flow_control.py and
     ``bench/flow.py --tight`` do (bench/README.md)."""
@@ -173,8 +174,10 @@ class Settings:
     flow_memory_high: float = 0.95
     """... and past this share refuses them (the high water level). 0: not watched."""
     flow_max_delay_s: float = 0.5
-    """How long a proxy holds one write at most while throttled (in proportion to how far
-    between soft and hard the worst figure is)."""
+    """How long a proxy holds one write at most while throttled: a write whose turn at a
+    held rate is further off is refused with RATE_LIMITED (the SDK sends it again); the
+    other figures delay each write in proportion to how far between soft and hard they
+    are."""
 
     transport: str = "auto"
     """How roles reach each other: ``auto`` calls a role of the same process directly and

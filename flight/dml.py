@@ -313,6 +313,8 @@ class DmlService:
                 used += [segment_id for segment_id, _ in where]
                 cuts = piece.cut([n for _, n in where])
                 placed += [(partition_id, c, sid) for c, (sid, _) in zip(cuts, where, strict=True)]
+            for _, piece, _ in placed:  # against the rate a lagging vchannel is held to
+                self.proxy.flow.charge(piece.vchannel, piece.rows)
             wire = [
                 self.publisher.wire(
                     DmlMessage(

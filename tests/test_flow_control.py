@@ -1,7 +1,8 @@
-"""Flow control (channels/flow.py, flight/flowcontrol.py): the verdict drawn from each
-table of figures, the SDK's retries of RATE_LIMITED, and, on a real stack, the
-unthrottled-writer case of issue 22: writers as fast as they can go, Strong reads every
-0.2 s all succeed with p99 under 1 s, and no acknowledged row is lost."""
+"""Flow control (channels/flow.py, flight/flowcontrol.py, flight/flowrate.py): the verdict
+drawn from each table of figures, the rate a lagging vchannel's writes are held to (it
+falls with the lag, comes back after it), the SDK's retries of RATE_LIMITED, and, on a real
+stack, the unthrottled-writer case of issue 22: writers as fast as they can go, Strong
+reads every 0.2 s all succeed with p99 under 1 s, and no acknowledged row is lost."""
 
 from __future__ import annotations
 
@@ -109,6 +110,107 @@ def test_proxy_verdict_per_collection_and_staleness() -> None:
     assert flow.verdict(["a_v0"]).level is Level.NORMAL
     now[0] += 1.1  # ten tick intervals without a report: the datanode's figures go stale
     assert flow.describe() == "normal"
+
+
+class Writers:
+    """A proxy's flow control on a clock of our own, a consumer's reports of vchannel v0,
+    and writers as fast as the proxy lets them: each write of ``batch_rows`` takes 10 ms,
+    a refused one is sent again after the SDK's first backoff."""
+
+    def __init__(self, **settings: float) -> None:
+        self.batch_rows = 5000
+        self.now = 0.0
+        self.consumed = 0.0
+        self.reported = 0.0
+        self.flow = FlowControl(
+            Settings(**settings),  # type: ignore[arg-type]
+            clock=lambda: self.now,
+            sleep=self._sleep,
+        )
+        self.refused = 0
+
+    def _sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+    def report(self, lag: float, rows_per_s: float, times: int = 5, who: str = "q1") -> None:
+        """The consumer's reports, one per 200 ms tick: its lag, and the rows it took in
+        (since its last report, at ``rows_per_s``)."""
+        for _ in range(times):
+            self.now += 0.2
+            self.consumed += rows_per_s * (self.now - self.reported)
+            self.reported = self.now
+            figures = ChannelFigures("v0", f"querynode {who}", lag, 0, self.consumed)
+            self.flow.hear(FlowReport(f"querynode {who}", (figures,), at=self.now))
+
+    def write(self, seconds: float, vchannel: str = "v0") -> float:
+        """Write for ``seconds``: the rows per second admitted."""
+        rows, end = 0, self.now + seconds
+        while self.now < end:
+            try:
+                self.flow.admit([vchannel], "insert into c")
+            except ElanusError as exc:
+                assert exc.code == ErrorCode.RATE_LIMITED and "held to" in exc.message
+                self.refused += 1
+                self.now += retry.backoff(0, rng=lambda: 0.0)
+                continue
+            self.flow.charge(vchannel, self.batch_rows)
+            rows += self.batch_rows
+            self.now += 0.01
+        return rows / seconds
+
+
+def test_a_lagging_vchannel_is_held_to_what_its_consumer_takes_in() -> None:
+    w = Writers()  # defaults: tick lag soft 1 s + two 200 ms ticks
+    w.report(lag=0.3, rows_per_s=50_000)
+    free = w.write(1.0)
+    assert w.flow.held() == {} and free > 200_000  # keeping up: nothing held
+    w.report(lag=1.9, rows_per_s=50_000)  # half a second past soft: drain it in about 1 s
+    assert w.flow.held()["v0"] == pytest.approx(25_000, rel=0.01)
+    assert "writes held to rows/s: v0 25,000" in w.flow.describe()
+    assert 20_000 <= w.write(2.0) <= 35_000 and w.refused == 0  # each write waits its turn
+    w.batch_rows = 20_000  # a turn further off than flow_max_delay_s (0.5 s): refused
+    assert 20_000 <= w.write(2.0) <= 45_000 and w.refused > 0
+    w.batch_rows = 5000
+    assert w.write(1.0, vchannel="v1") > 200_000  # another collection's vchannel: free
+    w.report(lag=2.3, rows_per_s=50_000)  # further behind: less again
+    assert w.flow.held()["v0"] < 10_000
+    assert w.write(2.0) < 15_000
+    w.report(lag=0.5, rows_per_s=50_000, times=3)  # caught up: back to the consumer's rate,
+    assert w.flow.held()["v0"] >= 50_000  # and growing from there
+    assert w.write(1.0) >= 50_000
+    w.report(lag=0.5, rows_per_s=50_000, times=25)  # the writers no longer press: lifted
+    assert w.flow.held() == {}
+    assert w.write(1.0) > 200_000
+
+
+def test_held_rates_are_shared_by_the_proxies_and_a_late_report_counts_as_lag() -> None:
+    w = Writers()
+    for proxy in ("proxy p1", "proxy p2"):  # two proxies report (they consume nothing)
+        w.flow.hear(FlowReport(proxy, at=w.now))
+    w.report(lag=1.9, rows_per_s=40_000)
+    assert w.flow.held()["v0"] == pytest.approx(10_000, rel=0.01)  # half of 40k / 2
+    quiet = Writers()
+    quiet.report(lag=1.0, rows_per_s=40_000)
+    assert quiet.flow.verdict(["v0"]).level is Level.NORMAL
+    quiet.now += 1.2  # its consumer misses six reports: taken to fall behind meanwhile
+    verdict = quiet.flow.verdict(["v0"])
+    assert verdict.level is Level.THROTTLED and "v0 is 2.0 s behind" in verdict.reason
+    quiet.now += 1.0  # and forgotten once stale (it died)
+    assert quiet.flow.verdict(["v0"]).level is Level.NORMAL
+
+
+def test_a_report_without_rates_reads_and_slows_writes_in_proportion() -> None:
+    """A role of an older version sends ``[lag, pending]`` and no time: no rate to hold
+    to, so a lag past soft delays each write as before."""
+    old = FlowReport.from_doc({"reporter": "querynode q1", "channels": {"v0": [2.4, 3]}})
+    assert old.channels[0].consumed == 0 and old.at is None
+    w = Writers(flow_max_delay_s=0.4)
+    w.flow.hear(old)
+    w.flow.hear(old)
+    assert w.flow.held() == {}
+    before = w.now
+    w.flow.admit(["v0"], "insert into c")  # 1 s past soft of 4 s between: 25 % of 0.4 s
+    assert w.now - before == pytest.approx(0.1)
 
 
 def _limits(limits: FlowLimits, tick_ms: int = 100) -> dict[str, float]:

@@ -139,7 +139,8 @@ def test_status_meta_carries_memory_and_channel_lag(standalone: RoleHost) -> Non
             return list(channels.values()) if channels else None
 
         channels = wait_for(querynode_channels, what="the query node's channels in its session")
-        assert all(set(ch) == {"tick_lag_s", "flow_lag_s", "pending"} for ch in channels)
+        figures = {"tick_lag_s", "flow_lag_s", "pending", "consumed"}
+        assert all(set(ch) == figures for ch in channels)
         sessions = c.list_sessions()
     assert all(s["meta"]["rss_bytes"] > 0 for s in sessions)
 
