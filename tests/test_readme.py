@@ -107,3 +107,11 @@ def test_the_python_examples_see_their_own_writes(server: StandaloneProcess) -> 
     assert [r["id"] for r in gave(seen, 'client.query("articles"')] == [1]  # text_match
     assert [h["id"] for h in gave(seen, "client.hybrid_search(")[0]] == [1]
     assert [h["id"] for h in gave(seen, "print(pages.next())")] == [1]
+
+
+def test_the_server_said_nothing_of_normal_operation(server: StandaloneProcess) -> None:
+    """The examples above made segments, imports, indexes, a backup: normal operation,
+    which the server's log (level WARNING, as shipped) does not mention."""
+    said = server.log()
+    assert "elanus standalone" in said  # its start panel: this is the log
+    assert "WARN" not in said and "ERROR" not in said and "Traceback" not in said, said[-3000:]
