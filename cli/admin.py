@@ -56,14 +56,15 @@ def _done(message: str) -> Any:
 
 # -- status -----------------------------------------------------------------------------------
 def status(ctx: typer.Context, as_json: JsonOpt = False, uri: UriOpt = None) -> None:
-    """List the live roles (sessions) of the cluster behind the proxy: restarts, health,
-    memory and flow control, then each consumed channel's tick lag and unfetched messages,
-    then where each replica of a loaded collection is (``--json``: the sessions only)."""
+    """List the live roles (sessions) of the cluster behind the proxy, standbys included:
+    restarts, health, memory and flow control, then each consumed channel's tick lag and
+    unfetched messages, then where each replica of a loaded collection is (``--json``: the
+    sessions only)."""
 
     def render(sessions: list[dict[str, Any]]) -> RenderableType:
         rows = [
             (
-                s.get("role"),
+                _role(s),
                 s.get("node_id"),
                 s.get("address") or "-",
                 duration(s.get("uptime_s")),
@@ -129,6 +130,12 @@ def _placement(client: Any) -> list[tuple[Any, ...]]:
             rows.append((name, r["replica_id"], ", ".join(r["node_ids"]) or "-",
                          leaders or "-", "yes" if r["serving"] else "no"))  # fmt: skip
     return rows
+
+
+def _role(session: dict[str, Any]) -> str:
+    """The role, and whether it waits as a standby (a coord without the lease)."""
+    standby = (session.get("meta") or {}).get("standby")
+    return f"{session.get('role')} (standby)" if standby else str(session.get("role"))
 
 
 def _memory(rss: int | None) -> str:

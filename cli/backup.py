@@ -8,6 +8,7 @@ need no server: ``restore`` fills an empty data dir (and storage root) that
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -28,10 +29,21 @@ backup_app = typer.Typer(
 TargetArg = Annotated[
     str,
     typer.Argument(
-        help="Where backups go: an absolute path (on the coord's machine) or s3://bucket/prefix.",
+        help="Where backups go: a path on the coord's machine (a relative one is taken from "
+        "the current directory) or s3://bucket/prefix.",
         show_default=False,
     ),
 ]
+
+
+def located(target: str) -> str:
+    """A backup place as the server and the readers take it: ``s3://`` as given (without a
+    trailing slash), a local path made absolute from the current directory, as every
+    command reads its file arguments (the coord, which writes backups, has a directory of
+    its own)."""
+    if objstore.is_remote(target):
+        return target.rstrip("/")
+    return str(Path(target).expanduser().absolute())
 
 
 def _size(n: int) -> str:
@@ -44,8 +56,11 @@ def _size(n: int) -> str:
 
 def _collections(rows: list[dict[str, Any]]) -> RenderableType:
     return table(
-        ("database", "collection", "segments", "rows"),
-        [(c["db"], c["name"], c["segments"], c["rows"]) for c in rows],
+        ("database", "collection", "segments", "rows", "loaded"),
+        [
+            (c["db"], c["name"], c["segments"], c["rows"], "yes" if c.get("loaded") else "no")
+            for c in rows
+        ],
     )
 
 
@@ -67,8 +82,10 @@ def create(
 ) -> None:
     """Flush, then copy every collection as it stood at one timestamp to TARGET/NAME."""
 
+    place = located(target)
+
     def action(client: Client) -> dict[str, Any]:
-        return client.create_backup(target, name, timeout)
+        return client.create_backup(place, name, timeout)
 
     def render(r: dict[str, Any]) -> RenderableType:
         title = f"[green]✓ backup {r['name']} at ts {r['ts']}[/green]"
@@ -90,11 +107,12 @@ def list_(ctx: typer.Context, target: TargetArg, as_json: JsonOpt = False) -> No
     """List the backups under TARGET (read directly; no server needed)."""
     state = CliState.of(ctx).merged(json=as_json)
     settings = state.settings()
+    target = located(target)
     if objstore.is_remote(target):
-        objstore.configure(settings.replace(storage=target.rstrip("/")))
+        objstore.configure(settings.replace(storage=target))
     from elanus.meta import backupfiles  # Lance and DuckDB: only for the backup commands
 
-    found = backupfiles.list_backups(target.rstrip("/") if objstore.is_remote(target) else target)
+    found = backupfiles.list_backups(target)
 
     def render(rows: list[dict[str, Any]]) -> RenderableType:
         if not rows:
@@ -132,15 +150,22 @@ def restore(
             help="Storage root to fill (default: <data-dir>/storage, or the settings').",
         ),
     ] = None,
+    load: Annotated[
+        bool,
+        typer.Option(
+            "--load/--no-load",
+            help="Whether the restored server loads the collections that were loaded at the "
+            "backup (at its start).",
+        ),
+    ] = True,
     as_json: JsonOpt = False,
 ) -> None:
     """Restore a backup into an empty data dir (and storage root); then start a server on it."""
     state = CliState.of(ctx).merged(json=as_json, data_dir=data_dir)
     settings = state.settings(storage=storage)
-    source = source.rstrip("/") if objstore.is_remote(source) else source
     from elanus.meta import backupfiles
 
-    result = backupfiles.restore(source, settings)
+    result = backupfiles.restore(located(source), settings, load=load)
 
     def render(r: dict[str, Any]) -> RenderableType:
         title = f"[green]✓ restored {r['name']} (ts {r['ts']}) into {r['data_dir']}[/green]"
@@ -150,7 +175,12 @@ def restore(
             "size": _size(r["bytes"]),
             "seconds": r["seconds"],
         }
-        hint = f"start it: elanus standalone --data-dir {r['data_dir']}; then load its collections"
+        loading = [c["name"] for c in r["collections"] if c.get("loaded")]
+        hint = f"start it: elanus standalone --data-dir {r['data_dir']}" + (
+            f"; it loads {', '.join(loading)} again, as at the backup"
+            if loading
+            else "; then load its collections (elanus load --all)"
+        )
         return Group(title, kv_table(summary), _collections(r["collections"]), hint)
 
     emit(result, render, state.json)

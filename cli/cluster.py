@@ -26,11 +26,13 @@ from types import FrameType
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
+from rich.console import RenderableType
 
 from elanus.channels.nats_cluster import NatsCluster
 from elanus.channels.nats_server import die_with_parent, free_port, terminate
-from elanus.cli.output import console
+from elanus.cli import preflight
+from elanus.cli.context import CliState
+from elanus.cli.output import console, table
 from elanus.cli.roles import BACKOFF_FIRST_S, BACKOFF_MAX_S, RESTARTS_ENV
 from elanus.errors import ElanusError, ErrorCode
 
@@ -49,6 +51,8 @@ class Child:
     uri: str | None = None
     proc: subprocess.Popen[bytes] | None = None
     metrics_url: str | None = None
+    milvus_port: int = 0
+    """The port of a proxy's Milvus face (0: off)."""
     restarts: int = 0
     """How often ``keep_running`` started the process again."""
     due: float | None = None
@@ -111,6 +115,8 @@ class LocalCluster:
                 f"stream_replicas={self.replicas} needs at least as many NATS servers "
                 f"(--nats {self.nats})",
             )
+        self.check_start()
+        before = preflight.snapshot(self.root)
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             self.cluster = NatsCluster(self.root / "nats", self.nats).start()
@@ -128,15 +134,28 @@ class LocalCluster:
             self._wait_ready(deadline)
         except BaseException:
             self.stop()
+            preflight.leave_as_found(self.root, before)
             raise
         return self
+
+    def check_start(self) -> None:
+        """What would fail the start, refused before anything is made (``preflight``):
+        the root directory, and the proxies' Flight and Milvus ports."""
+        preflight.check_directory(self.root, "--data-dir")
+        ports = []
+        for i in range(self.proxies):
+            if self.port:
+                ports.append(("flight_port", "127.0.0.1", self.port + i))
+            if self.milvus_port:
+                ports.append(("milvus_port", "127.0.0.1", self.milvus_port + i))
+        preflight.check_ports(ports)
 
     def _spawn(self, role: str, index: int) -> None:
         assert self.cluster is not None
         data_dir = self.root / f"{role}-{index}"
         args = ["run", role, "--nats", self.cluster.url, "--data-dir", str(data_dir)]
         args += ["--storage", str(self.storage)]
-        uri = None
+        uri, milvus = None, 0
         if role == "proxy":
             port = self.port + index if self.port else free_port()
             milvus = self.milvus_port + index if self.milvus_port else 0
@@ -148,7 +167,9 @@ class LocalCluster:
             args += ["--metrics-port", str(metrics_port)]
             metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
         log_path = self.root / "logs" / f"{role}-{index}.log"
-        child = Child(role, index, data_dir, log_path, args, uri, metrics_url=metrics_url)
+        child = Child(
+            role, index, data_dir, log_path, args, uri, metrics_url=metrics_url, milvus_port=milvus
+        )
         self.children.append(child)
         self.launch(child)
 
@@ -200,12 +221,16 @@ class LocalCluster:
         return not self.milvus_port or all(faces)
 
     def _check_alive(self) -> None:
+        """A role process that exits while the cluster starts fails the start, with the
+        error line it printed (every ``elanus run`` failure is one)."""
         for c in self.children:
             if c.proc is not None and c.proc.poll() is not None:
-                tail = c.log_path.read_text(errors="replace")[-1500:]
+                lines = c.log_path.read_text(errors="replace").splitlines()
+                said = [line for line in lines if line.startswith("error: [")]
+                why = said[-1].removeprefix("error: ") if said else "no error line"
                 raise ElanusError(
-                    ErrorCode.INTERNAL,
-                    f"{c.name} exited with {c.proc.returncode} ({c.log_path}):\n{tail}",
+                    ErrorCode.UNAVAILABLE,
+                    f"{c.name} exited with {c.proc.returncode}: {why} (log {c.log_path})",
                 )
 
     def keep_running(self) -> list[str]:
@@ -241,17 +266,26 @@ class LocalCluster:
         if self.cluster is not None:
             self.cluster.stop()
 
-    def table(self) -> Table:
+    def table(self) -> RenderableType:
+        """Every process with its endpoints (a proxy's Flight uri and Milvus port, each
+        role's metrics), data dir and log."""
         assert self.cluster is not None
-        t = Table(title=f"elanus cluster ({self.root})", title_justify="left")
-        for col in ("process", "pid", "endpoint", "data dir / log"):
-            t.add_column(col)
-        for i, s in enumerate(self.cluster.servers):
-            t.add_row(f"nats-{i}", str(s.pid), s.url, str(s.store_dir))
+        rows: list[tuple[str, object, str, str, str]] = [
+            (f"nats-{i}", s.pid, s.url, "", str(s.store_dir))
+            for i, s in enumerate(self.cluster.servers)
+        ]
         for c in self.children:
-            pid = str(c.proc.pid) if c.proc else "-"
-            t.add_row(c.name, pid, c.uri or "", f"{c.data_dir}\n{c.log_path}")
-        return t
+            endpoint = c.uri or ""
+            if c.role == "proxy":
+                endpoint += (
+                    f"\nmilvus: 127.0.0.1:{c.milvus_port}" if c.milvus_port else "\nmilvus: off"
+                )
+            pid = c.proc.pid if c.proc else "-"
+            rows.append(
+                (c.name, pid, endpoint, c.metrics_url or "off", f"{c.data_dir}\n{c.log_path}")
+            )
+        columns = ("process", "pid", "endpoint", "metrics", "data dir / log")
+        return table(columns, rows, title=f"elanus cluster ({self.root})")
 
 
 def _on_signal(stop: threading.Event) -> Any:
@@ -266,6 +300,7 @@ Count = Annotated[int, typer.Option(min=0, help="How many of this role.")]
 
 @cluster_app.command("up")
 def up(
+    ctx: typer.Context,
     data_dir: Annotated[
         Path, typer.Option("--data-dir", help="Root of every process's data dir and log.")
     ] = Path("./elanus-cluster"),
@@ -289,9 +324,16 @@ def up(
     milvus_port: Annotated[
         int, typer.Option("--milvus-port", help="First proxy's Milvus port (0: off).")
     ] = 19530,
+    metrics: Annotated[
+        bool,
+        typer.Option(
+            "--metrics/--no-metrics", help="Every process serves /metrics on a free port."
+        ),
+    ] = False,
 ) -> None:
     """Start NATS servers, a coord, data, query and index nodes and proxies, each its own
     process; print the endpoints; stop them all on Ctrl-C."""
+    CliState.of(ctx).settings()  # the roles' settings (elanus.toml, ELANUS_*): refused now
     stop = threading.Event()
     previous = {s: signal.signal(s, _on_signal(stop)) for s in (signal.SIGINT, signal.SIGTERM)}
     cluster = LocalCluster(
@@ -305,6 +347,7 @@ def up(
         stream_replicas=stream_replicas,
         port=port,
         milvus_port=milvus_port,
+        metrics=metrics,
     )
     try:
         cluster.start()

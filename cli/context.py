@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import pyarrow.flight as flight
 import typer
 from rich.console import RenderableType
+from typer._click.exceptions import UsageError  # Typer vendors Click
 
 from elanus.cli.output import emit
 from elanus.client.tls import read_pem
@@ -152,8 +153,8 @@ class CliState:
         """defaults < elanus.toml < ELANUS_* env < flags (``None`` flags change nothing)."""
         try:
             return load_settings(self.config, data_dir=self.data_dir, **flags)
-        except ValueError as exc:
-            raise typer.BadParameter(str(exc), param_hint="settings") from None
+        except ValueError as exc:  # a usage error (exit 2) that names the setting
+            raise UsageError(f"settings: {exc}") from None
 
     def client_options(self) -> dict[str, Any]:
         """Keyword arguments for every ``Client`` the command opens: the credentials, and

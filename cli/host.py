@@ -91,6 +91,8 @@ class RoleHost:
         self._restart_due: dict[str, float] = {}
         """Roles that stopped themselves, and when they start again (backoff)."""
         self._nats_deaths: list[float] = []
+        self.served = False
+        """Whether ``serve`` started every role (a failure before that is a failed start)."""
 
     # -- what others need to reach us ------------------------------------------------------
     @property
@@ -194,9 +196,12 @@ class RoleHost:
                 self.loop.call(role.start(), timeout=max(1.0, deadline - time.monotonic()))
                 return role
             except Exception as exc:
-                retry = start_may_succeed_again(exc) and time.monotonic() < deadline
-                if not retry or self._stop_requested.is_set():
-                    log.exception("starting %s failed", name)
+                if self._stop_requested.is_set():
+                    raise  # a stop asked for meanwhile (a standby's Ctrl-C): not a failure
+                if not start_may_succeed_again(exc) or time.monotonic() >= deadline:
+                    # The command prints the error as its one line; the trace of one that is
+                    # no ElanusError (a bug, not a setting) is kept for log_level DEBUG.
+                    log.debug("starting %s failed", name, exc_info=True)
                     raise
                 log.warning("starting %s met NATS failing over (%r); starting again", name, exc)
             try:
@@ -379,7 +384,14 @@ class RoleHost:
             sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)
         }
         try:
-            self.start()
+            try:
+                self.start()
+            except Exception:
+                if not self._stop_requested.is_set():
+                    raise
+                log.info("stopped while starting")  # Ctrl-C: a clean stop, not a failure
+                return
+            self.served = True
             if on_ready is not None:
                 on_ready(self)
             self.wait()

@@ -9,6 +9,7 @@ before the command first (``hoisted``), so they work on either side of it.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import importlib
 import sys
@@ -207,10 +208,42 @@ def hoisted(args: list[str]) -> list[str]:
     return moved + rest
 
 
+SYNONYMS: dict[str, tuple[str, ...]] = {
+    "--limit": ("--topk", "--top-k", "--k", "--top"),
+    "--filter": ("--expr", "--expression", "--where"),
+    "--output-fields": ("--fields", "--output-field", "--outputs"),
+    "--consistency": ("--consistency-level", "--level"),
+    "--partition": ("--partitions", "--partition-name", "--partition-names"),
+    "--params": ("--search-params", "--index-params"),
+    "--metric": ("--metric-type",),
+    "--type": ("--index-type",),
+    "--dim": ("--dimension",),
+    "--shards": ("--num-shards", "--shards-num"),
+    "--replicas": ("--replica-number", "--num-replicas"),
+    "--vector-file": ("--vectors", "--vector", "--data"),
+}
+"""Options by the names other tools (pymilvus, Milvus's CLI) give the same things, so that
+``--topk`` is answered with "did you mean --limit?"."""
+
+
+def option_hint(exc: click.NoSuchOption) -> str:
+    """ "No such option: X; did you mean Y?" naming the command's own option for a
+    misspelling, another tool's name or pymilvus's underscores (``--output_fields``)."""
+    known = {o for p in exc.ctx.command.params for o in p.opts} if exc.ctx else set()
+    spelled = "--" + exc.option_name.lstrip("-").replace("_", "-").lower()
+    named = [spelled] + [target for target, other in SYNONYMS.items() if spelled in other]
+    matches = [o for o in named if o in known]
+    matches = matches or difflib.get_close_matches(spelled, sorted(known), n=2)
+    if not matches:
+        return exc.message
+    return f"{exc.message}; did you mean {' or '.join(matches)}?"
+
+
 def usage_line(exc: click.UsageError) -> str:
     """A usage error as one line: what is wrong, and where to look for help."""
     where = exc.ctx.command_path if exc.ctx is not None else "elanus"
-    return f"{exc.format_message()} (see '{where} -h')"
+    said = option_hint(exc) if isinstance(exc, click.NoSuchOption) else exc.format_message()
+    return f"{said} (see '{where} -h')"
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import pyarrow.flight as flight
+from rich import box
 from rich.console import Console, RenderableType
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -19,8 +20,15 @@ from rich.table import Table
 from elanus.errors import ElanusError, ErrorCode, parse_prefixed
 
 T = TypeVar("T")
+PLAIN_WIDTH = 1 << 16
+"""The width of plain output: wider than any row, so none is cut (nothing is padded to it)."""
 
 console = Console(soft_wrap=False, highlight=False)
+PLAIN = not console.is_terminal
+"""Output into a pipe or a file: tables without borders or colour, at their full width.
+Without a terminal Rich would take 80 columns (or ``$COLUMNS``) and cut the cells."""
+if PLAIN:
+    console = Console(soft_wrap=False, highlight=False, width=PLAIN_WIDTH, no_color=True)
 
 
 def emit(data: T, render: Callable[[T], RenderableType | None], as_json: bool) -> None:
@@ -34,7 +42,13 @@ def emit(data: T, render: Callable[[T], RenderableType | None], as_json: bool) -
 
 
 def table(columns: Sequence[str], rows: Iterable[Sequence[Any]], title: str | None = None) -> Table:
-    t = Table(*columns, title=title, title_justify="left", min_width=len(title or ""))
+    t = Table(
+        *columns,
+        title=title,
+        title_justify="left",
+        min_width=len(title or ""),
+        box=None if PLAIN else box.HEAVY_HEAD,
+    )
     for row in rows:
         t.add_row(*("" if v is None else str(v) for v in row))
     return t

@@ -86,10 +86,17 @@ ConsistencyOpt = Annotated[
     str | None,
     typer.Option(
         "--consistency",
-        help="Strong, Bounded, Session or Eventually (default: the collection's).",
+        help="Strong, Bounded, Session or Eventually (default: Strong, so a command sees "
+        "what the commands before it wrote).",
         show_default=False,
     ),
 ]
+OffsetOpt = Annotated[int, typer.Option("--offset", min=0, help="Hits (or rows) to skip.")]
+CLI_LEVEL = "Strong"
+"""The level of a read that names none. Each ``elanus`` command is a client of its own,
+so the SDK's default (the collection's level, raised to the client's own writes) would
+leave out what ``elanus insert`` wrote a moment before; Strong sees every write that was
+acknowledged before the command started, for the price of one forced time tick."""
 AnnsFieldOpt = Annotated[
     str | None,
     typer.Option(
@@ -98,7 +105,13 @@ AnnsFieldOpt = Annotated[
         show_default=False,
     ),
 ]
-ExprArg = Annotated[str, typer.Argument(help='Filter expression, e.g. "id < 5".')]
+ExprArg = Annotated[
+    str | None,
+    typer.Argument(
+        help="The filter, as --filter gives it (kept for scripts written before --filter).",
+        show_default=False,
+    ),
+]
 
 
 # =============================================================================================
@@ -111,9 +124,9 @@ def split_fields(text: str | None) -> list[str] | None:
     return fields or None
 
 
-def check_consistency(value: str | None) -> str | None:
+def check_consistency(value: str | None) -> str:
     if value is None:
-        return None
+        return CLI_LEVEL
     try:
         return ConsistencyLevel.parse(value).value
     except ValueError as exc:
@@ -188,7 +201,12 @@ def _render_state(collection: str, verb: str) -> Any:
 
 def load(
     ctx: typer.Context,
-    collection: CollectionArg,
+    collection: Annotated[
+        str | None, typer.Argument(help="Collection name (or --all).", show_default=False)
+    ] = None,
+    every: Annotated[
+        bool, typer.Option("--all", help="Load every collection of the database.")
+    ] = False,
     partitions: PartitionsOpt = None,
     replicas: Annotated[
         int,
@@ -201,18 +219,40 @@ def load(
     as_json: JsonOpt = False,
     uri: UriOpt = None,
 ) -> None:
-    """Load a collection (or only --partition ones) so it can be searched and queried."""
-
-    def action(client: Client) -> dict[str, Any]:
-        client.load_collection(
-            collection, partition_names=partitions or None, replica_number=replicas
+    """Load a collection (or only --partition ones, or --all collections) so it can be
+    searched and queried."""
+    if every == (collection is not None):
+        raise typer.BadParameter(
+            "name one collection, or pass --all", param_hint="COLLECTION/--all"
         )
-        state = client.get_load_state(collection)
+    if every and partitions:
+        raise typer.BadParameter("--partition names one collection's", param_hint="--partition")
+
+    def one(client: Client, name: str) -> dict[str, Any]:
+        client.load_collection(name, partition_names=partitions or None, replica_number=replicas)
+        state = client.get_load_state(name)
         if replicas > 1:
-            state["replicas"] = client.describe_replica(collection)
+            state["replicas"] = client.describe_replica(name)
         return state
 
-    run_action(ctx, action, _render_state(collection, "loaded"), as_json=as_json, uri=uri)
+    if collection is not None:
+        render = _render_state(collection, "loaded")
+        run_action(ctx, lambda c: one(c, collection), render, as_json=as_json, uri=uri)
+        return
+
+    def load_all(client: Client) -> dict[str, dict[str, Any]]:
+        return {name: one(client, name) for name in sorted(client.list_collections())}
+
+    run_action(ctx, load_all, _render_loaded, as_json=as_json, uri=uri)
+
+
+def _render_loaded(states: dict[str, dict[str, Any]]) -> RenderableType:
+    rows = [
+        (name, s.get("state"), s.get("loaded_rows"), s.get("persisted_rows"))
+        for name, s in states.items()
+    ]
+    title = f"✓ loaded {len(rows)} collection(s)"
+    return table(["collection", "state", "loaded rows", "persisted rows"], rows, title=title)
 
 
 def release(
@@ -294,6 +334,7 @@ def search(
     vector_file: VectorFileOpt = None,
     text: TextOpt = None,
     limit: LimitOpt = 10,
+    offset: OffsetOpt = 0,
     filter: FilterOpt = "",
     output_fields: OutputFieldsOpt = None,
     metric: MetricOpt = None,
@@ -319,6 +360,7 @@ def search(
             collection,
             queries,
             limit=limit,
+            offset=offset,
             filter=filter,
             output_fields=fields,
             search_params=search_params,
@@ -356,25 +398,33 @@ def render_query(collection: str, fields: list[str] | None) -> Any:
 def query(
     ctx: typer.Context,
     collection: CollectionArg,
-    expr: ExprArg,
+    expr: ExprArg = None,
+    filter: FilterOpt = "",
     output_fields: OutputFieldsOpt = None,
     limit: Annotated[
-        int | None, typer.Option("--limit", min=1, help="Rows to return.", show_default=False)
+        int | None,
+        typer.Option("--limit", "-k", min=1, help="Rows to return.", show_default=False),
     ] = None,
-    offset: Annotated[int, typer.Option("--offset", min=0, help="Rows to skip.")] = 0,
+    offset: OffsetOpt = 0,
     consistency: ConsistencyOpt = None,
     partitions: PartitionsOpt = None,
     as_json: JsonOpt = False,
     uri: UriOpt = None,
 ) -> None:
-    """Rows of a loaded collection matching a filter; --output-fields count(*) counts them."""
+    """Rows of a loaded collection matching --filter (all rows, with --limit); --output-fields
+    count(*) counts them."""
+    if expr is not None and filter:
+        raise typer.BadParameter(
+            "give the filter once: as --filter (or, as before, as the argument)",
+            param_hint="--filter",
+        )
     level = check_consistency(consistency)
     fields = split_fields(output_fields)
 
     def action(client: Client) -> list[dict[str, Any]]:
         return client.query(
             collection,
-            expr,
+            filter or expr or "",
             output_fields=fields,
             limit=limit,
             offset=offset,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -23,6 +24,7 @@ from elanus.cli.context import (
 )
 from elanus.cli.output import console, emit, kv_table
 from elanus.cli.roles import INFO_FILE, ROLES, standalone_roles
+from elanus.errors import invalid
 from elanus.settings import Settings, is_loopback_host
 
 if TYPE_CHECKING:
@@ -163,12 +165,30 @@ def standalone(
         metrics_port=metrics_port,
     )
     check_exposure(settings, insecure)
+    _serve(settings, standalone_roles(), "elanus standalone", settings.data_path / INFO_FILE)
+
+
+def _serve(settings: Settings, roles: list[str], title: str, info_file: Path | None) -> None:
+    """Check the start (``preflight``), host ``roles`` until a stop, and leave the data dir
+    as it was found when the start fails."""
+    from elanus.cli import preflight
+
+    preflight.check_start(settings, roles, embedded_nats=settings.nats_url is None)
     _configure_logging(settings)
-    settings.data_path.mkdir(parents=True, exist_ok=True)
     from elanus.cli.host import RoleHost  # the roles' stack: only for the server commands
 
-    roles = RoleHost(settings, standalone_roles(), info_file=settings.data_path / INFO_FILE)
-    roles.serve(on_ready=lambda h: _ready_panel("elanus standalone", h))
+    before = preflight.snapshot(settings.data_path)
+    try:
+        settings.data_path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise invalid(f"data_dir {settings.data_path} cannot be made: {exc.strerror}") from None
+    host = RoleHost(settings, roles, info_file=info_file)
+    try:
+        host.serve(on_ready=lambda h: _ready_panel(title, h))
+    except BaseException:
+        if not host.served:
+            preflight.leave_as_found(settings.data_path, before)
+        raise
 
 
 def run(
@@ -216,10 +236,7 @@ def run(
             "pass --nats nats://HOST:4222 (or set ELANUS_NATS_URL)",
             param_hint="--nats",
         )
-    _configure_logging(settings)
-    from elanus.cli.host import RoleHost
-
-    RoleHost(settings, [role]).serve(on_ready=lambda h: _ready_panel(f"elanus {role}", h))
+    _serve(settings, [role], f"elanus {role}", None)
 
 
 @config_app.command("show")

@@ -114,9 +114,8 @@ class Storage:
         if not self.remote:
             Path(self.root).mkdir(parents=True, exist_ok=True)
             return
-        loc = posixpath.join(self.root, _PROBE_DIR, uuid.uuid4().hex)
-        path = self.fs_path(loc)
-        with storage_errors(loc, "probe"):
+        path = self.fs_path(posixpath.join(self.root, _PROBE_DIR, uuid.uuid4().hex))
+        with storage_errors(self.root, "write a test object"):
             with self.fs.open_output_stream(path) as out:
                 out.write(b"elanus")
             with self.fs.open_input_stream(path) as f:

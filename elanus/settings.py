@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 ENV_PREFIX = "ELANUS_"
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 _S3_ROOT = re.compile(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\x00]*)?")
 
 
@@ -195,8 +196,13 @@ class Settings:
             raise ValueError("stream_replicas must be between 1 and 5 (JetStream's limit)")
         if self.max_parallel_syncs < 1:
             raise ValueError("max_parallel_syncs must be at least 1")
-        if not 0 <= self.metrics_port < 65536:
-            raise ValueError("metrics_port must be 0 (off) or a port number")
+        for name in ("flight_port", "milvus_port", "metrics_port", "nats_port"):
+            if not 0 <= getattr(self, name) < 65536:
+                raise ValueError(
+                    f"{name} must be a port number (0 to 65535), not {getattr(self, name)}"
+                )
+        if self.log_level.upper() not in LOG_LEVELS:
+            raise ValueError(f"log_level {self.log_level!r} is not one of {', '.join(LOG_LEVELS)}")
         if self.max_json_depth < 2:
             raise ValueError("max_json_depth must be at least 2")
         for name in ("max_action_bytes", "max_put_bytes", "max_put_batches"):
@@ -224,8 +230,15 @@ class Settings:
             raise ValueError("flow_max_delay_s must be 0 or positive")
         if bool(self.tls_cert) != bool(self.tls_key):
             raise ValueError("TLS needs both tls_cert and tls_key")
-        scheme = str(self.storage or "").lower().partition(":")[0]
-        if scheme in ("s3", "s3a", "gs", "az") and not _S3_ROOT.fullmatch(str(self.storage)):
+        text = str(self.storage or "")
+        scheme, sep, _ = text.partition("://")
+        if sep and scheme.lower() != "s3":
+            raise ValueError(
+                f"storage {text!r}: Elanus stores in a local directory or on an S3-compatible "
+                f"service (s3://bucket[/prefix]), not at a {scheme}:// url"
+            )
+        object_store = text.lower().partition(":")[0] in ("s3", "s3a", "gs", "az")
+        if object_store and not _S3_ROOT.fullmatch(text):
             raise ValueError("storage: an object store is written s3://bucket[/prefix]")
         if self.tls_client_ca and not self.tls_cert:
             raise ValueError("tls_client_ca (mutual TLS) needs tls_cert and tls_key too")
@@ -315,7 +328,10 @@ def load_settings(config_file: str | os.PathLike[str] | None = None, **flags: An
     path = Path(config_file or os.environ.get(f"{ENV_PREFIX}CONFIG", "elanus.toml"))
     if path.is_file():
         with path.open("rb") as fh:
-            doc = tomllib.load(fh)
+            try:
+                doc = tomllib.load(fh)
+            except tomllib.TOMLDecodeError as exc:
+                raise ValueError(f"{path} is not TOML: {exc}") from None
         doc = doc.get("elanus", doc)
         unknown = sorted(set(doc) - set(known))
         if unknown:

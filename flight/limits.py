@@ -104,6 +104,12 @@ class RateLimiter:
                 del self._buckets[key]
 
 
+FLIGHT_ADVICE = "send large data as a DoPut or DoExchange stream"
+"""What a Flight client over ``max_action_bytes`` is told to do instead."""
+SMALLER_ADVICE = "send it in smaller requests (fewer rows or query vectors each)"
+"""The same for a Milvus client, which has no streams."""
+
+
 class Limits:
     """Every limit a proxy applies to incoming calls, from its settings."""
 
@@ -115,18 +121,21 @@ class Limits:
             {Kind.DML: settings.dml_rate_per_user, Kind.DQL: settings.dql_rate_per_user}
         )
 
-    def check_size(self, size: int, what: str) -> None:
-        """REQUEST_TOO_LARGE for a body, ticket or command over ``max_action_bytes``."""
+    def check_size(self, size: int, what: str, advice: str = FLIGHT_ADVICE) -> None:
+        """REQUEST_TOO_LARGE for a body, ticket or command over ``max_action_bytes``;
+        ``advice`` says what to do in the words of the caller's protocol."""
         if size > self.max_action_bytes > 0:
             raise ElanusError(
                 ErrorCode.REQUEST_TOO_LARGE,
                 f"{what} is {_mib(size)}; the limit is {_mib(self.max_action_bytes)} "
-                "(setting max_action_bytes): send large data as a DoPut or DoExchange stream",
+                f"(setting max_action_bytes): {advice}",
             )
 
-    def admit(self, user: str, kind: Kind | None, size: int, what: str) -> None:
+    def admit(
+        self, user: str, kind: Kind | None, size: int, what: str, advice: str = FLIGHT_ADVICE
+    ) -> None:
         """The checks at the door of every call: its size, then the user's rate."""
-        self.check_size(size, what)
+        self.check_size(size, what, advice)
         if kind is not None:
             self.rates.take(user, kind)
 

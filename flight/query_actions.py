@@ -136,7 +136,7 @@ def _searcher(caller: Caller) -> Callable[[str, str], None] | None:
     "Vector search. Body: collection, data (list of vectors), anns_field, limit, offset, "
     "filter, filter_params, output_fields, search_params (metric_type, radius, "
     "range_filter, params), group_by_field, group_size, strict_group_size, "
-    "consistency_level, guarantee_timestamp, as_of, partition_names. "
+    "consistency_level, guarantee_timestamp, session_ts, as_of, partition_names. "
     "Result: results (per query: id, distance, entity), ts.",
     (
         "collection",
@@ -169,7 +169,7 @@ def _run_query(c: Call) -> dict[str, Any]:
     "query",
     "Entities matching a filter (or by ids). Body: collection, filter, ids, output_fields "
     '("count(*)" counts), limit, offset, filter_params, consistency_level, '
-    "guarantee_timestamp, as_of, partition_names. Result: rows (or count), ts.",
+    "guarantee_timestamp, session_ts, as_of, partition_names. Result: rows (or count), ts.",
     (
         "collection",
         "filter",

@@ -107,9 +107,11 @@ def check_password(password: Any) -> str:
     return password
 
 
-def root_password(data_dir: Path, configured: str | None) -> str:
+def root_password(data_dir: Path, configured: str | None, auth_enabled: bool = True) -> str:
     """The root password for a first start: the setting, else one generated into an
-    owner-only file under the data dir (printed nowhere)."""
+    owner-only file under the data dir (printed nowhere). With authentication off the
+    file is made all the same (turning it on later needs root's password) but said only
+    at INFO: nothing asks for it yet."""
     if configured:
         return check_password(configured)
     path = data_dir / ROOT_PASSWORD_FILE
@@ -120,7 +122,9 @@ def root_password(data_dir: Path, configured: str | None) -> str:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as fh:
         fh.write(password + "\n")
-    log.warning("generated the root password into %s (readable by its owner only)", path)
+    (log.warning if auth_enabled else log.info)(
+        "generated the root password into %s (readable by its owner only)", path
+    )
     return password
 
 
@@ -163,7 +167,7 @@ class AuthCoord:
         if await self._db(_user_row, ROOT_USER) is None:
             settings = self.ctx.settings
             password = await asyncio.to_thread(
-                root_password, settings.data_path, settings.root_password
+                root_password, settings.data_path, settings.root_password, settings.auth_enabled
             )
             hashed = await asyncio.to_thread(_HASHER.hash, password)
         self.secret = await self._db(_bootstrap, hashed)

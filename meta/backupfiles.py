@@ -49,9 +49,11 @@ COPY_THREADS = 4
 CHUNK = 8 << 20
 
 # Tables that describe the source cluster's processes and streams, not its data: a
-# restored copy starts with fresh streams and nodes (and its collections released).
+# restored copy starts with fresh streams and nodes. ``query_loads`` stays (which
+# collections were loaded, not where): a restored server loads them again.
 NODE_TABLES = (
-    "channel_checkpoints", "channel_watch", "query_loads", "query_distribution", "query_channels",
+    "channel_checkpoints", "channel_watch", "query_replicas", "query_distribution",
+    "query_channels",
 )  # fmt: skip
 
 
@@ -129,12 +131,35 @@ def as_of(path: str, ts: int, upper: int | None = None) -> Contents:
         )
         for table in NODE_TABLES:
             con.execute(f"DELETE FROM {table}")
+        _loads_as_of(con)
         _index_tasks_as_of(con)
         _import_jobs_as_of(con, ts)
         con.execute("COMMIT")
         return _contents(con, ts)
     finally:
         con.close()
+
+
+def _loads_as_of(con: duckdb.DuckDBPyConnection) -> None:
+    """The loads of collections (and partitions) that exist at the backup's timestamp."""
+    live = {int(p) for (p,) in con.execute("SELECT partition_id FROM partitions").fetchall()}
+    loads = con.execute("SELECT collection_id, partitions FROM query_loads").fetchall()
+    for cid, parts in loads:
+        wanted = json.loads(parts) if parts else []  # none named: the whole collection
+        kept = [p for p in wanted if p in live]
+        if kept == wanted:
+            continue
+        if kept:
+            con.execute(
+                "UPDATE query_loads SET partitions = ? WHERE collection_id = ?",
+                [json.dumps(kept), cid],
+            )
+        else:
+            con.execute("DELETE FROM query_loads WHERE collection_id = ?", [cid])
+    con.execute(
+        "DELETE FROM query_loads WHERE collection_id NOT IN "
+        "(SELECT collection_id FROM collections WHERE dropped_ts IS NULL)"
+    )
 
 
 def _index_tasks_as_of(con: duckdb.DuckDBPyConnection) -> None:
@@ -241,16 +266,26 @@ def _contents(con: duckdb.DuckDBPyConnection, ts: int) -> Contents:
 
 
 def summary(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
-    """Each live collection of a catalog: database, name, id, segments, rows."""
+    """Each live collection of a catalog: database, name, id, segments, rows, and whether
+    it was loaded (a restore loads it again)."""
     rows = con.execute(
         "SELECT d.name, c.name, c.collection_id, count(s.segment_id), "
-        "coalesce(sum(s.num_rows), 0) FROM collections c JOIN databases d USING (db_id) "
+        "coalesce(sum(s.num_rows), 0), "
+        "c.collection_id IN (SELECT collection_id FROM query_loads) "
+        "FROM collections c JOIN databases d USING (db_id) "
         "LEFT JOIN segments s USING (collection_id) WHERE c.dropped_ts IS NULL "
         "GROUP BY ALL ORDER BY c.collection_id"
     ).fetchall()
     return [
-        {"db": d, "name": n, "collection_id": int(c), "segments": int(k), "rows": int(r)}
-        for d, n, c, k, r in rows
+        {
+            "db": d,
+            "name": n,
+            "collection_id": int(c),
+            "segments": int(k),
+            "rows": int(r),
+            "loaded": bool(loaded),
+        }
+        for d, n, c, k, r, loaded in rows
     ]
 
 
@@ -433,10 +468,11 @@ def list_backups(target: str) -> list[dict[str, Any]]:
 # -- restore ---------------------------------------------------------------------------------
 
 
-def restore(source: str, settings: Settings) -> dict[str, Any]:
+def restore(source: str, settings: Settings, load: bool = True) -> dict[str, Any]:
     """Bring the backup at ``source`` up in ``settings``'s data dir and storage root, both
     empty: the storage files copied, the catalog installed (its index paths under the new
-    root), so that a standalone or coord started on them serves the backup."""
+    root), so that a standalone or coord started on them serves the backup, loading the
+    collections that were loaded at the backup (none with ``load`` off)."""
     started = time.monotonic()
     objstore.configure(settings)
     if objstore.is_remote(source):
@@ -454,7 +490,7 @@ def restore(source: str, settings: Settings) -> dict[str, Any]:
     data_dir.mkdir(parents=True, exist_ok=True)
     try:
         copied = copy_tree(layout.join(source, STORAGE), storage)
-        _install_catalog(layout.join(source, CATALOG), settings)
+        _install_catalog(layout.join(source, CATALOG), settings, load)
     except BaseException:
         objstore.remove_tree(storage)  # it was empty: leave it so, for another try
         raise
@@ -463,7 +499,9 @@ def restore(source: str, settings: Settings) -> dict[str, Any]:
         "ts": doc["ts"],
         "data_dir": str(data_dir),
         "storage": storage,
-        "collections": doc.get("collections", []),
+        "collections": [
+            {**c, "loaded": bool(load and c.get("loaded"))} for c in doc.get("collections", [])
+        ],
         "files": copied.files,
         "bytes": copied.bytes,
         "rows": doc.get("rows", 0),
@@ -471,9 +509,10 @@ def restore(source: str, settings: Settings) -> dict[str, Any]:
     }
 
 
-def _install_catalog(source: str, settings: Settings) -> None:
+def _install_catalog(source: str, settings: Settings, load: bool) -> None:
     """The backup's catalog, brought up to this version, its index paths under the new
-    storage root, moved into place last (a half-copied catalog is never left there)."""
+    storage root (and its loads forgotten unless ``load``), moved into place last (a
+    half-copied catalog is never left there)."""
     storage = settings.storage_uri
     with tempfile.TemporaryDirectory(dir=settings.data_path, prefix=".restore-") as tmp:
         local = os.path.join(tmp, CATALOG)
@@ -483,6 +522,8 @@ def _install_catalog(source: str, settings: Settings) -> None:
             migrate(con)  # a backup of an older version is brought up to date
             _check_pchannels(con, settings.num_pchannels)
             rebase_index_paths(con, lambda p: layout.absolute(storage, p) or p)
+            if not load:
+                con.execute("DELETE FROM query_loads")
         finally:
             con.close()
         shutil.move(local, settings.catalog_path)

@@ -20,7 +20,7 @@ from elanus.channels.bus import Bus
 from elanus.channels.dml import ensure_streams
 from elanus.channels.loop import Periodic
 from elanus.channels.role import Role, RoleHandler
-from elanus.channels.sessions import SessionInfo, SessionWatcher
+from elanus.channels.sessions import Session, SessionInfo, SessionWatcher
 from elanus.errors import ElanusError, ErrorCode
 from elanus.meta.auth import AuthCoord
 from elanus.meta.backup import BackupService
@@ -132,9 +132,30 @@ class Coordinator(Role):
         return self.ctx.sessions
 
     async def wait_turn(self, stop: threading.Event | None = None) -> None:
-        """Hold the coordinator lease; as a standby, wait until the active coord is gone."""
-        if self.lease.revision == 0:
-            await self.lease.acquire(stop)
+        """Hold the coordinator lease; as a standby, wait until the active coord is gone,
+        meanwhile in a session of its own (``standby: true``) so that ``elanus status``
+        lists it. The session is the only thing a standby does: the active coord's
+        services look only at the sessions of other roles."""
+        if self.lease.revision != 0:
+            return
+        standby: list[Session] = []
+
+        async def waiting() -> None:
+            meta: dict[str, object] = {"standby": True, "health": self.supervisor.health()}
+            if self.restarts:
+                meta["restarts"] = self.restarts
+            info = SessionInfo(self.role_name, self.node_id, meta=meta)
+            session = Session(self.bus, info, self.settings.session_ttl_s, self.live_meta)
+            try:
+                standby.append(await session.start())
+            except Exception as exc:  # noqa: BLE001 - only ``status`` misses the standby
+                log.info("the standby's session could not be registered: %r", exc)
+
+        try:
+            await self.lease.acquire(stop, on_waiting=waiting)
+        finally:
+            for session in standby:
+                await session.stop()
 
     def _lease_lost(self) -> None:
         self.supervisor.failed("coordinator lease", ElanusError(ErrorCode.UNAVAILABLE, "lost"))

@@ -121,8 +121,13 @@ class CoordLease:
         except Exception:  # noqa: BLE001 - another coord created it meanwhile
             return await self.bus.js.key_value(BUCKET)
 
-    async def acquire(self, stop: threading.Event | None = None) -> None:
-        """Hold the lease, waiting (as a standby) while another coord holds it."""
+    async def acquire(
+        self,
+        stop: threading.Event | None = None,
+        on_waiting: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        """Hold the lease, waiting (as a standby) while another coord holds it;
+        ``on_waiting`` is awaited once, when the wait begins."""
         waiting_since: float | None = None
         unanswered = 0
         while True:
@@ -133,10 +138,12 @@ class CoordLease:
             except KeyWrongLastSequenceError:
                 if waiting_since is None:
                     waiting_since = time.monotonic()
-                    log.warning(
+                    log.info(  # a standby is a normal state: ``elanus status`` lists it
                         "standby: coordinator %s holds the lease; taking over when it is gone",
                         await self._holder(kv),
                     )
+                    if on_waiting is not None:
+                        await on_waiting()
             except KeyNotFoundError:
                 pass  # the holder's entry expired between the two requests of ``create``
             except NatsError as exc:  # the bucket's stream electing a leader, NATS away

@@ -26,7 +26,7 @@ from elanus.client.wire import DEFAULT_DB
 from elanus.errors import ElanusError, ErrorCode
 from elanus.flight.actions import perform
 from elanus.flight.auth import Caller
-from elanus.flight.limits import Kind
+from elanus.flight.limits import SMALLER_ADVICE, Kind
 from elanus.milvus.auth import MilvusCredentials
 from elanus.milvus.fields import check
 from elanus.milvus.honoured import REQUESTS
@@ -134,7 +134,7 @@ class Servicer(milvus_pb2_grpc.MilvusServiceServicer):
                     context.abort(grpc.StatusCode.UNAUTHENTICATED, f"[{exc.code}] {exc.message}")
                 return failed(rpc, status_of(exc))
             try:
-                self.proxy.limits.admit(caller.user, kind, request.ByteSize(), rpc)
+                self.proxy.limits.admit(caller.user, kind, request.ByteSize(), rpc, SMALLER_ADVICE)
                 check(request, table, rpc)  # nothing it sets goes unread (fields.py)
                 return fn(Ctx(caller, _db_of(request, metadata), rpc), request)
             except ElanusError as exc:

@@ -98,14 +98,22 @@ def write_rows(
     table = conform(table, target, defaults)
     if not first:
         widen(path, target, defaults)
+    options = objstore.lance_options(path)
     with objstore.storage_errors(path, "write"):
-        lance.write_dataset(
-            table,
-            path,
-            mode="overwrite" if first else "append",
-            storage_options=objstore.lance_options(path),
-            data_storage_version=file_version(target) if first else None,
-        )
+        if not first:
+            lance.write_dataset(table, path, mode="append", storage_options=options)
+            return path
+        version = file_version(target)
+        try:  # "create", not "overwrite": Lance warns of every new dataset an overwrite makes
+            lance.write_dataset(
+                table, path, mode="create", storage_options=options, data_storage_version=version
+            )
+        except OSError as exc:
+            if "already exists" not in str(exc):
+                raise
+            lance.write_dataset(  # a replay after a crash: the segment starts over
+                table, path, mode="overwrite", storage_options=options, data_storage_version=version
+            )
     return path
 
 

@@ -254,7 +254,7 @@ _KEYS_BY_KIND = {
         old_password new_password role_name object_type privilege object_name db_name
         alias group_name target""",
     "int": """dimension num_shards max_length count limit build_id version compaction_id job_id
-        expected_rows offset group_size guarantee_timestamp as_of snapshot_ts
+        expected_rows offset group_size guarantee_timestamp session_ts as_of snapshot_ts
         num_partitions replica_number""",
     "float": "seconds wait_s timeout_s",
     "bool": "auto_id retry_failed ok upsert strict_group_size force_drop files_only",
@@ -350,6 +350,7 @@ INT_KEYS: list[tuple[str, str, int, int | None]] = [
     ("search", "offset", 0, 16384),
     ("search", "group_size", 1, 16384),
     ("search", "guarantee_timestamp", 0, None),
+    ("search", "session_ts", 0, None),
     ("search", "as_of", 0, None),
     ("hybrid_search", "limit", 1, 16384),
     ("hybrid_search", "offset", 0, 16384),

@@ -18,7 +18,7 @@ import lance
 import numpy as np
 import pyarrow as pa
 import pytest
-from conftest import Stack, bare_collection, cli_env, raises_code, run_elanus
+from conftest import Stack, bare_collection, cli_env, raises_code, run_elanus, wait_for
 
 from elanus import ErrorCode, objstore
 from elanus.channels.loop import LoopThread
@@ -143,11 +143,12 @@ def test_a_backup_under_writes_restores_to_the_answers_at_its_timestamp(
             ErrorCode.INVALID_ARGUMENT, lambda: client.create_backup("relative/dir"), "absolute"
         )
         by_cli = run_elanus(
-            "backup", "create", str(target), "-n", "b2", "--uri", original.uri, "--json",
-            env=cli_env(),
-        )  # fmt: skip
+            "backup", "create", "backups", "-n", "b2", "--uri", original.uri, "--json",
+            env=cli_env(), cwd=tmp_path,
+        )  # fmt: skip  # a relative path, taken from the current directory
         assert by_cli.returncode == 0, by_cli.stderr
         assert json.loads(by_cli.stdout)["ts"] > ts
+        assert json.loads(by_cli.stdout)["location"] == str(target / "b2")
     finally:
         original.close()
 
@@ -171,10 +172,11 @@ def test_a_backup_under_writes_restores_to_the_answers_at_its_timestamp(
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["ts"] == ts
+    assert [c["loaded"] for c in json.loads(done.stdout)["collections"]] == [True]
     copy = restored_stack(loop_thread, restore_nats, fresh)
     try:
-        client = copy.client()
-        client.load_collection("c")
+        client = copy.client()  # "c" was loaded at the backup: the copy loads it by itself
+        wait_for(lambda: client.get_load_state("c")["state"] == "Loaded", 30, "the reload")
         assert answers(client) == at_backup
         insert(client, 100_000, 100_010)  # and the copy takes writes of its own
         assert answers(client)["count"] == at_backup["count"] + 10
@@ -214,7 +216,8 @@ def test_a_backup_on_s3_restores_into_another_prefix(
     assert [b["name"] for b in listed] == ["nightly"]
 
     settings = Settings(data_dir=str(tmp_path / "restored"), **moto_server.settings(bucket, "copy"))
-    backupfiles.restore(made["location"], settings)
+    restored = backupfiles.restore(made["location"], settings, load=False)  # --no-load
+    assert [c["loaded"] for c in restored["collections"]] == [False]
     assert objstore.list_dir(f"s3://{bucket}/copy") == ["collections", "indexes"]
     copy = restored_stack(
         loop_thread, restore_nats, tmp_path / "restored", **moto_server.settings(bucket, "copy")
@@ -227,6 +230,7 @@ def test_a_backup_on_s3_restores_into_another_prefix(
             f.startswith(f"s3://{bucket}/copy/indexes/") for t in tasks for f in t.file_paths
         )
         client = copy.client()
+        assert client.get_load_state("c")["state"] == "NotLoad"  # restored with --no-load
         client.load_collection("c")
         assert answers(client) == expected
     finally:

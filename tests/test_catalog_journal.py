@@ -187,12 +187,17 @@ def test_a_standby_coord_takes_over_after_kill_9(tmp_path: Path, elanus_processe
         stack = Stack(loop, nats, tmp_path / "nodes", storage=str(storage), session_ttl_s=2)
         api = CoordAPI(stack.bus)
 
-        def coord_pids() -> set[int]:
+        def coord_pids(standby: bool = False) -> set[int]:
+            """The pids of the active coord (or of the standbys)."""
             try:
                 found = stack.call(api.list_sessions(ListSessions())).sessions
             except Exception:  # noqa: BLE001 - no coord answers yet
                 return set()
-            return {s["pid"] for s in found if s["role"] == "coord"}
+            return {
+                s["pid"]
+                for s in found
+                if s["role"] == "coord" and bool(s["meta"].get("standby")) == standby
+            }
 
         def start_coord(name: str) -> ElanusProcess:
             return elanus_processes(
@@ -209,7 +214,7 @@ def test_a_standby_coord_takes_over_after_kill_9(tmp_path: Path, elanus_processe
             coords = [start_coord("a")]  # a takes the lease first: it serves before b starts
             assert wait_for(lambda: coord_pids() == {coords[0].pid}, what="coord a active")
             coords.append(start_coord("b"))
-            wait_for(lambda: "standby" in coords[1].log(), what="coord b waiting as a standby")
+            wait_for(lambda: coord_pids(standby=True) == {coords[1].pid}, what="b, a standby")
             stack.add_datanode()
             stack.add_querynode()
             stack.add_proxy()

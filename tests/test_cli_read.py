@@ -161,6 +161,51 @@ def test_search_params_and_partitions(server: StandaloneProcess, tmp_path: Path)
     assert bad.returncode == 2 and "--params" in bad.stderr and "JSON object" in bad.stderr
 
 
+@pytest.mark.slow
+def test_one_spelling_across_commands(server: StandaloneProcess, tmp_path: Path) -> None:
+    """``--filter``, ``--limit/-k``, ``--offset`` and ``--output-fields`` mean the same in
+    ``search`` and ``query``; ``load --all``; a read sees the insert of the command before
+    it; output into a pipe is plain and never cut at 80 columns."""
+    create_bare(server, "wide", tmp_path)
+    title = "a title far wider than any terminal " * 5
+    rows = tmp_path / "wide.jsonl"
+    rows.write_text(
+        "".join(
+            json.dumps({"id": i, "vector": v.tolist(), "title": f"{title}{i}"}) + "\n"
+            for i, v in enumerate(vectors())
+        )
+    )
+    cli(server, "insert", "wide", str(rows))
+    loaded = cli_json(server, "load", "--all")
+    assert loaded["wide"]["state"] == "Loaded" and all(
+        s["state"] == "Loaded" for s in loaded.values()
+    )
+    for wrong in (("load",), ("load", "wide", "--all")):
+        refused = run_elanus(*wrong, "--uri", server.uri)
+        assert refused.returncode == 2 and "--all" in refused.stderr, refused.stderr
+
+    assert len(cli_json(server, "query", "wide", "--filter", "id < 5", "-k", "2")) == 2
+    assert len(cli_json(server, "query", "wide", "id < 5")) == 5  # the argument, as before
+    assert len(cli_json(server, "query", "wide", "--limit", "3")) == 3  # no filter: any rows
+    twice = run_elanus("query", "wide", "id < 5", "--filter", "id < 3", "--uri", server.uri)
+    assert twice.returncode == 2 and "give the filter once" in twice.stderr
+
+    q = tmp_path / "q.json"
+    q.write_text(json.dumps(vectors()[3].tolist()))
+    search = ("search", "wide", "--vector-file", str(q), "--metric", "L2")
+    three = [h["id"] for h in cli_json(server, *search, "-k", "3")[0]]
+    skipped = cli_json(server, *search, "-k", "2", "--offset", "1", "--filter", "id >= 0")
+    assert [h["id"] for h in skipped[0]] == three[1:]
+
+    one = tmp_path / "late.jsonl"
+    one.write_text(json.dumps({"id": 999, "vector": [0.5] * DIM, "title": "late"}) + "\n")
+    cli(server, "insert", "wide", str(one))  # and at once, with no --consistency: seen
+    assert [r["id"] for r in cli_json(server, "query", "wide", "--filter", "id == 999")] == [999]
+
+    shown = cli(server, "query", "wide", "--filter", "id == 3", "--output-fields", "title")
+    assert f"{title}3" in shown and "┃" not in shown and "│" not in shown
+
+
 # -- full-text search ---------------------------------------------------------------------------
 BM25_SCHEMA = {
     "fields": [

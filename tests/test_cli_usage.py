@@ -30,6 +30,13 @@ def one_line(result: object, code: str, exit_code: int) -> str:
         (("collection", "create", "x", "--shards", "many"), "'--shards'"),
         (("search", "c", "--limit", "0"), "'--limit'"),
         (("collection", "create", "x"), "--dim"),  # a command's own check
+        (("search", "c", "--topk", "3"), "No such option: --topk; did you mean --limit?"),
+        (("search", "c", "--limt", "3"), "did you mean --limit?"),
+        (("query", "c", "--expr", "x"), "did you mean --filter?"),
+        (("query", "c", "--output_fields", "x"), "did you mean --output-fields?"),
+        (("search", "c", "--consistency-level", "x"), "did you mean --consistency?"),
+        (("query", "c", "x < 1", "--filter", "x < 2"), "give the filter once"),
+        (("load",), "name one collection, or pass --all"),
     ],
 )
 def test_usage_errors_are_one_line_with_exit_2(args: tuple[str, ...], words: str) -> None:
@@ -49,7 +56,8 @@ def test_every_global_option_works_after_the_command() -> None:
         ("--uri=" + dead,),
     ):
         result = run_elanus("collection", "list", "--uri", dead, *extra)
-        assert dead in one_line(result, "UNAVAILABLE", 1), extra
+        line = one_line(result, "UNAVAILABLE", 1)
+        assert dead in line and "start one with `elanus standalone`" in line, (extra, line)
 
 
 def test_hoisting_moves_only_global_options() -> None:

@@ -152,6 +152,29 @@ def test_strong_and_session_see_a_write_at_once_eventually_does_not_wait(
         assert count(other, "w", "Strong") == before + 101
 
 
+def test_a_client_reads_its_own_writes_when_it_names_no_level(slow_stack: Stack) -> None:
+    """Ticks every 2 s, Bounded staleness 5 s: a read naming no level waits for the
+    collection's level and for the client's own newest write (``session_ts``), so the
+    writer counts its rows at once, as the README's examples need; a client that wrote
+    nothing reads at the collection's Bounded, without waiting for the next tick. An
+    Eventually collection keeps the writer's own writes visible too."""
+    writer = slow_stack.client()
+    writer.create_collection("own", dimension=8, metric_type="L2")
+    writer.create_collection("loose", dimension=8, metric_type="L2", consistency_level="Eventually")
+    other = slow_stack.client()
+
+    def count_default(client: Client, name: str) -> int:
+        return int(client.query(name, output_fields=[COUNT])[0][COUNT])
+
+    for round_ in range(3):
+        for name in ("own", "loose"):
+            writer.insert(name, table(10, 8, round_ * 10, seed=round_))
+            assert count_default(writer, name) == (round_ + 1) * 10
+        began = time.monotonic()
+        assert count_default(other, "own") <= (round_ + 1) * 10
+        assert time.monotonic() - began < SLOW_TICK_MS / 1000 / 2, "the other client waited"
+
+
 def test_every_level_is_complete_after_load_release_and_a_restart(
     standalone_factory: Callable[..., StandaloneProcess],
 ) -> None:

@@ -176,3 +176,20 @@ def test_idle_pings_keep_the_connection(mstack: MilvusStack) -> None:
         assert not isinstance(_call(channel, method), grpc.RpcError)
         seen = list(states)
     assert set(seen) == {grpc.ChannelConnectivity.READY}, seen
+
+
+def test_a_request_over_the_size_limit_is_told_in_milvus_words(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """A pymilvus insert over ``max_action_bytes`` is told to send smaller requests, never
+    to use Flight's streams (DoPut, DoExchange), which a Milvus client does not have."""
+    for stack in milvus_stack(request, tmp_path, max_action_bytes=1 << 20):
+        client = MilvusClient(stack.milvus_uri)
+        client.create_collection("big", dimension=256)
+        rows = [{"id": i, "vector": [0.5] * 256} for i in range(2000)]  # ~2 MiB
+        with pytest.raises(MilvusException) as refused:
+            client.insert("big", rows)
+        said = str(refused.value)
+        assert "max_action_bytes" in said and "smaller requests" in said, said
+        assert "DoPut" not in said and "DoExchange" not in said, said
+        client.close()

@@ -22,7 +22,10 @@ from elanus import DataType, ElanusError, ErrorCode, Schema
 from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats
 from elanus.client.client import Client
+from elanus.flight.metacache import CollectionInfo
+from elanus.flight.search.service import in_shard_words
 from elanus.meta.coord import Coordinator
+from elanus.schema import quick_schema
 
 DIM = 8
 STRONG = "Strong"
@@ -500,3 +503,18 @@ def test_failed_load_leaves_no_trace(
         assert client.get_load_state("c")["state"] == "NotLoad"
     finally:
         stack.close()
+
+
+def test_a_query_node_error_names_the_shard_not_its_vchannel() -> None:
+    """What a delegator says of its vchannel reaches the user as a shard of the collection
+    (the vchannel id is internal); other errors pass unchanged."""
+    info = CollectionInfo(
+        db="default", name="books", collection_id=7, schema=quick_schema(4),
+        partitions={"_default": 8}, vchannels=("elanus-dml_3_7v0", "elanus-dml_4_7v1"),
+        pchannels=("elanus-dml_3", "elanus-dml_4"), consistency_level="Bounded",
+        created_ts=1, described=None,  # type: ignore[arg-type]
+    )  # fmt: skip
+    told = in_shard_words(info, ElanusError(ErrorCode.TIMEOUT, "elanus-dml_4_7v1 did not reach"))
+    assert (told.code, told.message) == (ErrorCode.TIMEOUT, "shard 1 of 'books' did not reach")
+    other = ElanusError(ErrorCode.TIMEOUT, "something else")
+    assert in_shard_words(info, other) is other

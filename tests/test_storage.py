@@ -26,6 +26,8 @@ from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats
 from elanus.client.client import Client
 from elanus.meta.coord import Coordinator
+from elanus.schema import TIMESTAMP_FIELD, quick_schema
+from elanus.segments import storage
 from elanus.segments.datanode import DataNode
 from elanus.segments.querynode import QueryNode
 from elanus.settings import Settings, load_settings
@@ -277,6 +279,28 @@ def probe_error(settings: Settings) -> str:
         objstore.Storage(settings.storage_uri, objstore.S3Config.of(settings)).probe()
     assert exc.value.code == ErrorCode.UNAVAILABLE
     return exc.value.message
+
+
+def test_a_segment_is_created_and_a_replay_writes_it_over(
+    storage_settings: dict[str, Any], tmp_path: Path
+) -> None:
+    """A new segment's dataset is created (Lance then warns of nothing); its first write
+    again, a datanode's replay after a crash, starts it over; later writes append."""
+    settings = Settings(data_dir=str(tmp_path), **storage_settings)
+    objstore.configure(settings)
+    target = storage.segment_schema(quick_schema(2))
+    seg = layout.join(settings.storage_uri, "collections", "1", "2", "3")
+
+    def rows(*ids: int) -> pa.Table:
+        n = len(ids)
+        vectors = pa.FixedSizeListArray.from_arrays(pa.array([0.5] * 2 * n, pa.float32()), 2)
+        return pa.table({"id": list(ids), "vector": vectors, TIMESTAMP_FIELD: [1] * n})
+
+    path = storage.write_rows(seg, rows(1, 2), target, first=True)
+    storage.write_rows(seg, rows(3), target, first=False)
+    assert sorted(storage.dataset(path).to_table()["id"].to_pylist()) == [1, 2, 3]
+    storage.write_rows(seg, rows(7), target, first=True)  # the replay
+    assert storage.dataset(path).to_table()["id"].to_pylist() == [7]
 
 
 def test_bad_s3_settings_give_one_clear_error(moto_server: MotoServer, tmp_path: Path) -> None:

@@ -250,12 +250,17 @@ class ReadAPI(ClientBase):
         as_of: int | None,
         partition_names: list[str] | None,
     ) -> dict[str, Any]:
+        """A read's consistency: the level named, else the collection's raised to this
+        client's newest write (``session_ts``), so a client always reads its own writes
+        (pymilvus, and Elanus's Milvus face, keep Milvus's plain collection default)."""
         if consistency_level:
             try:
                 body["consistency_level"] = str(ConsistencyLevel.parse(consistency_level))
             except ValueError as exc:
                 raise ElanusError(ErrorCode.INVALID_ARGUMENT, str(exc)) from None
-        if not guarantee_timestamp:  # used by Session reads, explicit or the default level
+        elif self._last_write_ts and not as_of:
+            body["session_ts"] = self._last_write_ts
+        if not guarantee_timestamp and consistency_level:  # what a named Session read waits for
             guarantee_timestamp = self._last_write_ts
         if guarantee_timestamp:
             body["guarantee_timestamp"] = int(guarantee_timestamp)

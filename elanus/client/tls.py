@@ -111,7 +111,8 @@ def server_tls(cert: str | None, key: str | None, client_ca: str | None) -> dict
 def unavailable_hint(text: str) -> ElanusError:
     """UNAVAILABLE for a call that never reached the proxy, saying what most likely went
     wrong: a failed TLS handshake, a TLS server dialled in the clear (or one that wants a
-    client certificate: it closes the connection at once), or no server at all."""
+    client certificate: it closes the connection at once), or no server at all (then how
+    to start one)."""
     lowered = text.lower()
     if "ssl" in lowered or "handshake" in lowered or "tsi_" in lowered:
         why = (
@@ -123,6 +124,12 @@ def unavailable_hint(text: str) -> ElanusError:
             "the Elanus proxy closed the connection at once: it may be starting or stopping "
             "(retry), serve TLS (connect to a grpc+tls:// uri and trust its CA) or require a "
             "client certificate (mutual TLS)"
+        )
+    elif "connection refused" in lowered:
+        return ElanusError(
+            ErrorCode.UNAVAILABLE,
+            "no Elanus server answers there (connection refused): start one with "
+            "`elanus standalone` (or `make run` in a clone of Elanus)",
         )
     else:
         why = "cannot reach the Elanus proxy"

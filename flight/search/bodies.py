@@ -18,7 +18,9 @@ from elanus.schema import DataType, Field, check_name
 MAX_TOPK = 16_384
 MAX_NQ = 16_384
 GROUP_KEYS = ("group_by_field", "group_size", "strict_group_size")
-READ_KEYS = ("consistency_level", "guarantee_timestamp", "as_of", "partition_names")
+READ_KEYS = (
+    "consistency_level", "guarantee_timestamp", "session_ts", "as_of", "partition_names",
+)  # fmt: skip
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
@@ -61,6 +63,7 @@ def read_options(b: Body) -> dict[str, Any]:
     return {
         "consistency_level": parsed,
         "guarantee_timestamp": b.int("guarantee_timestamp", 0, lo=0),
+        "session_ts": b.int("session_ts", 0, lo=0),
         "as_of": b.int("as_of", 0, lo=0),
         "partition_names": partition_names(b),
     }

@@ -51,7 +51,8 @@ def _run_hybrid(c: Call) -> dict[str, Any]:
     "Several ANN searches fused into one ranking. Body: collection, reqs (each: data, "
     "anns_field, param or search_params, limit, filter, filter_params), ranker (strategy "
     "rrf|weighted, params), limit, offset, output_fields, group_by_field, group_size, "
-    "strict_group_size, consistency_level, guarantee_timestamp, as_of, partition_names. "
+    "strict_group_size, consistency_level, guarantee_timestamp, session_ts, as_of, "
+    "partition_names. "
     "Result: results (per query: id, distance = fused score, entity), ts.",
     (
         "collection",
@@ -129,6 +130,7 @@ def _sub_request(raw: Any, i: int, top: dict[str, Any], default_limit: int) -> d
         "group_size": top["group_size"],
         "consistency_level": top["consistency_level"],
         "guarantee_timestamp": top["guarantee_timestamp"],
+        "session_ts": top["session_ts"],
         "as_of": top["as_of"],
         "partition_names": top["partition_names"],
     }

@@ -6,9 +6,11 @@ fan out to workers), then reduces across shards and shapes the answer.
 
 Consistency levels set the guarantee: Strong a fresh TSO timestamp, after asking the coord
 for an immediate tick; Bounded the staleness bound; Session the caller's own last write
-(``guarantee_timestamp``); Eventually nothing. Each delegator reads at its tsafe once that
-passes the guarantee. ``as_of`` reads at an earlier timestamp (time travel) inside the
-retention window.
+(``guarantee_timestamp``); Eventually nothing. A read that names no level takes the
+collection's, raised to ``session_ts`` when the caller sends one (the Elanus SDK sends its
+newest write, so a client reads its own writes; Milvus's face never does). Each delegator
+reads at its tsafe once that passes the guarantee. ``as_of`` reads at an earlier timestamp
+(time travel) inside the retention window.
 """
 
 from __future__ import annotations
@@ -148,8 +150,9 @@ class QueryService:
         as_of = request["as_of"]
         if as_of:
             check_issued(self.proxy, as_of, "as_of")
-        if request.get("guarantee_timestamp"):  # refused at once, whatever the level
-            check_issued(self.proxy, request["guarantee_timestamp"], "guarantee_timestamp")
+        for key in ("guarantee_timestamp", "session_ts"):  # refused at once, whatever the level
+            if request.get(key):
+                check_issued(self.proxy, request[key], key)
         if as_of:
             oldest = tsutil.compose(tsutil.now_ms() - int(settings.retention_s * 1000))
             if as_of < oldest:
@@ -158,16 +161,21 @@ class QueryService:
                     f"({settings.retention_s:g} s)"
                 )
             return as_of, as_of
-        level = ConsistencyLevel.parse(request["consistency_level"] or info.consistency_level)
+        named = request["consistency_level"]
+        level = ConsistencyLevel.parse(named or info.consistency_level)
         if level is ConsistencyLevel.STRONG:
             ts = self.proxy.run(self.proxy.ddl.alloc_ts())
             self.proxy.run(self.proxy.timeticks.now())
             return ts, 0
         if level is ConsistencyLevel.SESSION:
-            return request["guarantee_timestamp"], 0
-        if level is ConsistencyLevel.BOUNDED:
-            return tsutil.compose(tsutil.now_ms() - settings.bounded_staleness_ms), 0
-        return 0, 0
+            guarantee = request["guarantee_timestamp"]
+        elif level is ConsistencyLevel.BOUNDED:
+            guarantee = tsutil.compose(tsutil.now_ms() - settings.bounded_staleness_ms)
+        else:
+            guarantee = 0
+        if not named:  # the SDK's default: the collection's level, and the caller's writes
+            guarantee = max(guarantee, request.get("session_ts") or 0)
+        return guarantee, 0
 
     def route(self, info: CollectionInfo, partition_ids: list[int] | None) -> dict[str, str]:
         """vchannel -> query node serving its delegator, in the first serving replica: the
@@ -228,7 +236,7 @@ class QueryService:
                 return self._first_answering(replicas, call, first, unreachable)
             except ElanusError as exc:
                 if attempt or exc.code not in STALE_ROUTE:
-                    raise
+                    raise in_shard_words(info, exc) from None
                 self._routes.pop(info.collection_id, None)
                 if unreachable:
                     self._report_unreachable(unreachable)
@@ -516,3 +524,13 @@ class QueryService:
         table = pa.concat_tables([r.rows for r in replies], promote_options="permissive")
         table = bfloat16.widen_table(table.sort_by(pk).slice(offset, limit))
         return table, outputs, max(r.ts for r in replies)
+
+
+def in_shard_words(info: CollectionInfo, exc: ElanusError) -> ElanusError:
+    """A query node's error naming a vchannel (``by-dev-dml_3_1002v0``), told as users know
+    the thing: a shard of their collection (the vchannel id only where they asked for it,
+    ``elanus segments``)."""
+    message = exc.message
+    for i, vchannel in enumerate(info.vchannels):
+        message = message.replace(vchannel, f"shard {i} of {info.name!r}")
+    return exc if message == exc.message else ElanusError(exc.code, message)
