@@ -20,6 +20,7 @@ from elanus.cli.context import (
     NatsPortOpt,
     PortOpt,
     StorageOpt,
+    WebuiPortOpt,
 )
 from elanus.cli.output import console, emit, kv_table
 from elanus.cli.roles import INFO_FILE, ROLES, standalone_roles
@@ -67,6 +68,7 @@ def server_settings(
     tls_client_ca: str | None = None,
     milvus_port: int | None = None,
     metrics_port: int | None = None,
+    webui_port: int | None = None,
 ) -> Settings:
     """The merged settings of a server command; its flags are the top layer."""
     state = CliState.of(ctx).merged(data_dir=data_dir)
@@ -82,6 +84,7 @@ def server_settings(
         tls_client_ca=tls_client_ca,
         milvus_port=milvus_port,
         metrics_port=metrics_port,
+        webui_port=webui_port,
     )
 
 
@@ -123,6 +126,7 @@ def _ready_panel(title: str, host: RoleHost) -> None:
         "flight uri": host.flight_uri,
         "milvus port": str(host.milvus_port or "off"),
         "metrics": host.metrics.url if host.metrics else "off",
+        "console": host.webui_url or "off",
         "nats url": host.nats_url,
         "data dir": str(host.settings.data_path),
         "roles": ", ".join(name for name, _ in host.roles),
@@ -136,6 +140,7 @@ def standalone(
     port: PortOpt = None,
     milvus_port: MilvusPortOpt = None,
     metrics_port: MetricsPortOpt = None,
+    webui_port: WebuiPortOpt = None,
     nats_port: NatsPortOpt = None,
     nats: NatsOpt = None,
     host: HostOpt = None,
@@ -161,6 +166,7 @@ def standalone(
         tls_client_ca=tls_client_ca,
         milvus_port=milvus_port,
         metrics_port=metrics_port,
+        webui_port=webui_port,
     )
     check_exposure(settings, insecure)
     _configure_logging(settings)
@@ -179,6 +185,7 @@ def run(
     port: PortOpt = None,
     milvus_port: MilvusPortOpt = None,
     metrics_port: MetricsPortOpt = None,
+    webui_port: WebuiPortOpt = None,
     host: HostOpt = None,
     data_dir: DataDirOpt = None,
     auth: AuthOpt = None,
@@ -207,6 +214,7 @@ def run(
         tls_client_ca=tls_client_ca,
         milvus_port=milvus_port,
         metrics_port=metrics_port,
+        webui_port=webui_port,
     )
     if role == "proxy":
         check_exposure(settings, insecure)
@@ -243,9 +251,6 @@ def config_show(
         nats_port=nats_port,
         storage=storage,
     )
-    values: dict[str, Any] = settings.to_dict()
-    values["flight_uri"] = settings.flight_uri
+    values: dict[str, Any] = settings.shown()
     values["nats_url"] = redact_url(settings.nats_url)
-    for key in [k for k in values if k.endswith(("password", "secret_access_key")) and values[k]]:
-        values[key] = "***"  # secrets are set, never shown
     emit(values, kv_table, CliState.of(ctx).json or as_json)
