@@ -7,7 +7,8 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check
 PYTEST_ARGS ?=
 ARGS   ?=
-LINT_DIRS := elanus channels meta flight milvus cli segments index spark
+LINT_DIRS := elanus channels meta flight milvus webui cli segments index spark
+WEBUI_PORT ?= 9091
 
 .PHONY: venv dev bytecode run test test-unit lint format bench bench-quick clean
 
@@ -39,8 +40,8 @@ dev: $(VENV)/.installed-dev       ## runtime + Spark + test/lint tools
 bytecode: | $(PY)                 ## compile the packages' sources (up to date: no work)
 	@$(PY) -m compileall -q -j 0 $(LINT_DIRS) > /dev/null
 
-run: venv bytecode                ## a standalone server in ./elanus-data (ARGS="--port 9000")
-	$(VENV)/bin/elanus standalone $(ARGS)
+run: venv bytecode                ## a standalone server in ./elanus-data, its console on :9091 (ARGS="--port 9000", WEBUI_PORT=0: off)
+	$(VENV)/bin/elanus standalone --webui-port $(WEBUI_PORT) $(ARGS)
 
 test: dev bytecode                ## the whole test suite
 	$(PY) -m pytest -q -p no:cacheprovider --durations=30 $(PYTEST_ARGS)

@@ -32,6 +32,7 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from elanus.channels import requestlog
 from elanus.channels.hotmetrics import QueuedCounter, QueuedHistogram
 from elanus.errors import ElanusError, ErrorCode
 
@@ -183,7 +184,8 @@ REGISTRY.register(_ScrapeCollector())
 
 # -- recording -------------------------------------------------------------------------------
 class proxy_request:  # noqa: N801 - used as ``with proxy_request(...)``, like a function
-    """Count and time one request of a proxy; RATE_LIMITED ones are also counted apart.
+    """Count and time one request of a proxy (and keep it in ``requestlog``, the recent
+    and slow requests); RATE_LIMITED ones are also counted apart.
     ``as outcome`` gives the object whose ``fail(code)`` sets the status of a request that
     answers its error instead of raising it. A class, not a generator context manager:
     it runs on every request, the single-query search included."""
@@ -205,8 +207,10 @@ class proxy_request:  # noqa: N801 - used as ``with proxy_request(...)``, like a
     def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
         if exc is not None:
             self.fail(error_code(exc))
-        PROXY_LATENCY.observe((self.function,), time.perf_counter() - self.started)
+        seconds = time.perf_counter() - self.started
+        PROXY_LATENCY.observe((self.function,), seconds)
         PROXY_REQUESTS.inc((self.function, self.status))
+        requestlog.record(self.function, self.status, seconds)
         if self.status == ErrorCode.RATE_LIMITED:
             PROXY_RATE_LIMITED.labels(self.function).inc()
 

@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
+import elanus
 from elanus import objstore
 from elanus.channels import metrics, subjects
 from elanus.channels.bus import Bus, Handler, Served
@@ -83,7 +84,11 @@ class Role:
     async def register(self) -> None:
         if self.storage.remote:  # wrong credentials or a missing bucket: one clear error now
             await asyncio.to_thread(self.storage.probe)
-        meta = {**self.session_meta(), "health": self.supervisor.health()}
+        meta = {
+            **self.session_meta(),
+            "version": elanus.__version__,
+            "health": self.supervisor.health(),
+        }
         if self.restarts:
             meta["restarts"] = self.restarts
         info = SessionInfo(self.role_name, self.node_id, self.address, meta=meta)

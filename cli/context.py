@@ -79,6 +79,15 @@ MetricsPortOpt = Annotated[
         "off). Each process of a machine needs its own.",
     ),
 ]
+WebuiPortOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--webui-port",
+        show_default=False,
+        help="Serve the proxy's read-only web console on this port (setting webui_port; 0, "
+        "the default: off; make run: 9091).",
+    ),
+]
 NatsPortOpt = Annotated[
     int | None,
     typer.Option("--nats-port", show_default=False, help="Port of the embedded NATS (0: any)."),

@@ -112,10 +112,15 @@ class RoleHost:
     @property
     def milvus_port(self) -> int | None:
         """The port of the proxy's Milvus face, if one is hosted and serving."""
-        for name, role in self.roles:
-            if name == "proxy":
-                return getattr(role, "milvus_port", None)
-        return None
+        return getattr(self._proxy(), "milvus_port", None)
+
+    @property
+    def webui_url(self) -> str | None:
+        """The address of the proxy's web console, if one is hosted and serving."""
+        return getattr(self._proxy(), "webui_url", None)
+
+    def _proxy(self) -> HostedRole | None:
+        return next((role for name, role in self.roles if name == "proxy"), None)
 
     def info(self) -> dict[str, Any]:
         return {
@@ -124,6 +129,7 @@ class RoleHost:
             "nats_pid": self.nats.pid if self.nats else None,
             "flight_uri": self.flight_uri,
             "milvus_port": self.milvus_port,
+            "webui_url": self.webui_url,
             "metrics_url": self.metrics.url if self.metrics else None,
             "data_dir": str(self.settings.data_path),
             "roles": [name for name, _ in self.roles],

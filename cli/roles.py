@@ -50,7 +50,7 @@ ROLES: dict[str, RoleSpec] = {
     "datanode": RoleSpec("elanus.segments.datanode:DataNode"),
     "querynode": RoleSpec("elanus.segments.querynode:QueryNode"),
     "indexnode": RoleSpec("elanus.index.indexnode:IndexNode"),
-    "proxy": RoleSpec("elanus.milvus.face:MilvusProxy"),  # Flight and Milvus's protocol
+    "proxy": RoleSpec("elanus.webui.face:ConsoleProxy"),  # Flight, Milvus's protocol, console
 }
 
 

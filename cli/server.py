@@ -21,6 +21,7 @@ from elanus.cli.context import (
     NatsPortOpt,
     PortOpt,
     StorageOpt,
+    WebuiPortOpt,
 )
 from elanus.cli.output import console, emit, kv_table
 from elanus.cli.roles import INFO_FILE, ROLES, standalone_roles
@@ -69,6 +70,7 @@ def server_settings(
     tls_client_ca: str | None = None,
     milvus_port: int | None = None,
     metrics_port: int | None = None,
+    webui_port: int | None = None,
 ) -> Settings:
     """The merged settings of a server command; its flags are the top layer."""
     state = CliState.of(ctx).merged(data_dir=data_dir)
@@ -84,6 +86,7 @@ def server_settings(
         tls_client_ca=tls_client_ca,
         milvus_port=milvus_port,
         metrics_port=metrics_port,
+        webui_port=webui_port,
     )
 
 
@@ -125,6 +128,7 @@ def _ready_panel(title: str, host: RoleHost) -> None:
         "flight uri": host.flight_uri,
         "milvus port": str(host.milvus_port or "off"),
         "metrics": host.metrics.url if host.metrics else "off",
+        "console": host.webui_url or "off",
         "nats url": host.nats_url,
         "data dir": str(host.settings.data_path),
         "roles": ", ".join(name for name, _ in host.roles),
@@ -138,6 +142,7 @@ def standalone(
     port: PortOpt = None,
     milvus_port: MilvusPortOpt = None,
     metrics_port: MetricsPortOpt = None,
+    webui_port: WebuiPortOpt = None,
     nats_port: NatsPortOpt = None,
     nats: NatsOpt = None,
     host: HostOpt = None,
@@ -163,6 +168,7 @@ def standalone(
         tls_client_ca=tls_client_ca,
         milvus_port=milvus_port,
         metrics_port=metrics_port,
+        webui_port=webui_port,
     )
     check_exposure(settings, insecure)
     _serve(settings, standalone_roles(), "elanus standalone", settings.data_path / INFO_FILE)
@@ -199,6 +205,7 @@ def run(
     port: PortOpt = None,
     milvus_port: MilvusPortOpt = None,
     metrics_port: MetricsPortOpt = None,
+    webui_port: WebuiPortOpt = None,
     host: HostOpt = None,
     data_dir: DataDirOpt = None,
     auth: AuthOpt = None,
@@ -227,6 +234,7 @@ def run(
         tls_client_ca=tls_client_ca,
         milvus_port=milvus_port,
         metrics_port=metrics_port,
+        webui_port=webui_port,
     )
     if role == "proxy":
         check_exposure(settings, insecure)
@@ -260,9 +268,6 @@ def config_show(
         nats_port=nats_port,
         storage=storage,
     )
-    values: dict[str, Any] = settings.to_dict()
-    values["flight_uri"] = settings.flight_uri
+    values: dict[str, Any] = settings.shown()
     values["nats_url"] = redact_url(settings.nats_url)
-    for key in [k for k in values if k.endswith(("password", "secret_access_key")) and values[k]]:
-        values[key] = "***"  # secrets are set, never shown
     emit(values, kv_table, CliState.of(ctx).json or as_json)

@@ -17,6 +17,8 @@ from typing import Any
 
 ENV_PREFIX = "ELANUS_"
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+SECRET_SUFFIXES = ("password", "secret_access_key")
+"""Settings whose values are secrets: shown as set, never as they are."""
 _S3_ROOT = re.compile(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\x00]*)?")
 
 
@@ -33,7 +35,15 @@ class Settings:
     """Port of this process's Prometheus ``/metrics`` (docs/metrics.md), on ``flight_host``;
     all roles of the process share it. 0 (the default): off, because every process of a
     machine needs a port of its own (``run ROLE --metrics-port``) and a fixed default would
-    collide; Milvus's is 9091, a good choice for a standalone."""
+    collide; Milvus's is 9091, a good choice for a standalone (9092 beside ``make run``'s
+    web console, which takes 9091)."""
+    webui_port: int = 0
+    """Port of the proxy's read-only web console (docs/console.md), on ``flight_host``, with
+    the proxy's TLS files and users. 0 (the default): off, as ``metrics_port`` for the same
+    reason; ``make run`` serves it on 9091."""
+    slow_request_s: float = 1.0
+    """A proxy request that takes longer is kept among its slow requests (``list_requests``,
+    the console's Requests page), as Milvus's proxy logs its slow queries."""
     nats_url: str | None = None
     """An external NATS server, or the servers of a NATS cluster comma-separated
     (``nats://n1:4222,nats://n2:4222,nats://n3:4222``): each process connects to any live
@@ -196,13 +206,15 @@ class Settings:
             raise ValueError("stream_replicas must be between 1 and 5 (JetStream's limit)")
         if self.max_parallel_syncs < 1:
             raise ValueError("max_parallel_syncs must be at least 1")
-        for name in ("flight_port", "milvus_port", "metrics_port", "nats_port"):
+        for name in ("flight_port", "milvus_port", "metrics_port", "nats_port", "webui_port"):
             if not 0 <= getattr(self, name) < 65536:
                 raise ValueError(
                     f"{name} must be a port number (0 to 65535), not {getattr(self, name)}"
                 )
         if self.log_level.upper() not in LOG_LEVELS:
             raise ValueError(f"log_level {self.log_level!r} is not one of {', '.join(LOG_LEVELS)}")
+        if self.slow_request_s <= 0:
+            raise ValueError("slow_request_s must be positive")
         if self.max_json_depth < 2:
             raise ValueError("max_json_depth must be at least 2")
         for name in ("max_action_bytes", "max_put_bytes", "max_put_batches"):
@@ -287,6 +299,11 @@ class Settings:
         """``grpc+tls`` when the proxy serves TLS (``tls_cert``), else ``grpc``."""
         return "grpc+tls" if self.tls_cert else "grpc"
 
+    @property
+    def webui_scheme(self) -> str:
+        """``https`` when the proxy serves TLS (the console uses the same files), else ``http``."""
+        return "https" if self.tls_cert else "http"
+
     def replace(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
 
@@ -294,6 +311,16 @@ class Settings:
         d = dataclasses.asdict(self)
         d["storage"] = self.storage_uri
         d["data_dir"] = str(self.data_path)
+        return d
+
+    def shown(self) -> dict[str, Any]:
+        """``to_dict`` fit to show (``elanus config show``, ``describe_config``): with the
+        Flight uri, every secret that is set as ``***``. A URL's userinfo is the caller's
+        to drop (``channels.natsauth.redact_url``)."""
+        d = self.to_dict()
+        d["flight_uri"] = self.flight_uri
+        for key in [k for k in d if k.endswith(SECRET_SUFFIXES) and d[k]]:
+            d[key] = "***"  # set, never shown
         return d
 
 

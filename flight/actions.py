@@ -2,8 +2,8 @@
 
 A concern's module (``ddl_actions``, ``dml_actions``, ``query_actions``, ``search.hybrid``,
 ``search.readplan``, ``index_actions``, ``import_actions``, ``auth_actions``,
-``backup_actions``) declares each of its actions with ``@action(...)`` on the action's
-request checker: the public name and ListActions text, the body keys, the privilege
+``backup_actions``, ``ops_actions``) declares each of its actions with ``@action(...)`` on
+the action's request checker: the public name and ListActions text, the body keys, the privilege
 (``elanus.privileges``; ``OPEN``: any authenticated caller), the rate bucket, and the
 executor. ``perform`` is the whole of DoAction: look the name up,
 check the body (``check_request``: INVALID_ARGUMENT naming the problem, before anything is
@@ -86,6 +86,7 @@ CONCERNS = (
     "import_actions",
     "auth_actions",
     "backup_actions",
+    "ops_actions",
 )
 """The modules that declare actions (under ``elanus.flight``): ``catalogue`` imports them."""
 

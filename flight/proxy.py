@@ -24,7 +24,7 @@ from nats.aio.subscription import Subscription
 from elanus.api.auth import GetSecret
 from elanus.api.compaction import CompactionAPI
 from elanus.api.datacoord import DataCoordAPI
-from elanus.channels import subjects
+from elanus.channels import requestlog, subjects
 from elanus.channels.bus import Bus
 from elanus.channels.metrics import proxy_request
 from elanus.channels.role import Role
@@ -115,6 +115,7 @@ class ProxyServer(Role):
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         set_max_json_depth(self.settings.max_json_depth)
+        requestlog.set_slow_threshold(self.settings.slow_request_s)
         await asyncio.to_thread(ensure_dirs, self.settings)  # the import roots, for uploads
         s = self.settings
         location = f"{s.flight_scheme}://{s.flight_host}:{s.flight_port}"

@@ -23,10 +23,13 @@ from elanus.api.base import ACK, Ack
 from elanus.api.compaction import (
     CompactionDone,
     CompactionFailed,
+    CompactionList,
     CompactionPlan,
     CompactionProgress,
     CompactionStarted,
+    CompactionSummary,
     GetCompactionState,
+    ListCompactions,
     PlanSource,
     Recorded,
     TriggerCompaction,
@@ -102,19 +105,29 @@ class Plan:
         )
 
 
+@dataclass(frozen=True)
+class Started:
+    """What a compaction id was handed out for."""
+
+    collection_id: int | None
+    planned_ts: int
+    manual: bool
+
+
 class CompactionManager:
     def __init__(
         self, ctx: CoordContext, data: SegmentStore, index: SegmentIndexer, query: Handoff
     ) -> None:
         self.ctx, self.data, self.index, self.query = ctx, data, index, query
         self.plans: dict[int, Plan] = {}
-        self.known: set[int] = set()
+        self.known: dict[int, Started] = {}
         """Compaction ids handed out (a manual one may have no plan: nothing to merge)."""
 
     def handlers(self) -> dict[str, RoleHandler]:
         return {
             "compaction.trigger": self.trigger,
             "compaction.state": self.state,
+            "compaction.list": self.recent,
             "compaction.done": self.done,
             "compaction.fail": self.fail,
         }
@@ -208,7 +221,7 @@ class CompactionManager:
                 )
                 self.plans[plan.plan_id] = plan
         if manual or any(p.compaction_id == compaction_id for p in self.plans.values()):
-            self.known.add(compaction_id)
+            self.known[compaction_id] = Started(collection_id, planned_ts, manual)
         return compaction_id
 
     async def auto(self) -> None:
@@ -249,6 +262,31 @@ class CompactionManager:
                 "coord restarted)",
             )
         plans = [p for p in self.plans.values() if p.compaction_id == compaction_id]
+        return self._progress(compaction_id, plans)
+
+    async def recent(self, req: ListCompactions) -> CompactionList:
+        """The latest compactions (since the coord started), newest first, each with its
+        plans counted by state (the operator's console)."""
+        plans: dict[int, list[Plan]] = {}
+        for p in self.plans.values():
+            plans.setdefault(p.compaction_id, []).append(p)
+        latest = sorted(self.known, reverse=True)[: req.limit]  # ids grow with time
+        return CompactionList(
+            compactions=[
+                CompactionSummary(
+                    compaction_id=cid,
+                    collection_id=self.known[cid].collection_id,
+                    collection_ids=sorted({p.collection_id for p in plans.get(cid, [])}),
+                    planned_ts=self.known[cid].planned_ts,
+                    manual=self.known[cid].manual,
+                    progress=self._progress(cid, plans.get(cid, [])),
+                )
+                for cid in latest
+            ]
+        )
+
+    @staticmethod
+    def _progress(compaction_id: int, plans: list[Plan]) -> CompactionProgress:
         counts = {s.value: sum(1 for p in plans if p.state is s) for s in CompactionState}
         reasons = [p.reason for p in plans if p.state is CompactionState.FAILED]
         if any(p.state in COMPACTION_OPEN for p in plans):

@@ -60,7 +60,7 @@ def test_proxy_import_is_light() -> None:
     pymilvus (only with the Milvus port on, and then off the loop), DuckDB, the SDK or the
     client commands."""
     code = (
-        "import sys, elanus.cli.main, elanus.cli.host, elanus.milvus.face; "
+        "import sys, elanus.cli.main, elanus.cli.host, elanus.webui.face; "
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
         "('pymilvus', 'pandas', 'grpc', 'duckdb', 'lance') "
         "or m in ('elanus.client.client', 'elanus.cli.admin'));"

@@ -42,6 +42,39 @@ class BackupCreated:
     seconds: float
 
 
+@request("backup.list")
+class ListBackupTasks:
+    """The backups this coord ran or runs since it started (``backup list`` reads a
+    target's stored backups instead)."""
+
+
+@reply
+class BackupTask:
+    name: str
+    location: str
+    state: str
+    """Running, Completed or Failed."""
+    phase: str
+    """What a running backup does or waits for now; the last phase of one that ended."""
+    started_at: float
+    """Unix seconds."""
+    seconds: float
+    """How long it ran (so far)."""
+    ts: int | None = None
+    """Its timestamp, once taken."""
+    rows: int | None = None
+    files: int | None = None
+    bytes: int | None = None
+    reason: str | None = None
+    """Why it failed."""
+
+
+@reply
+class BackupTasks:
+    tasks: list[BackupTask]
+    """Newest first."""
+
+
 class BackupAPI(Stub):
     def __init__(self, bus: Bus, timeout: float = 30.0) -> None:
         super().__init__(bus, subjects.COORD, timeout)
@@ -49,3 +82,6 @@ class BackupAPI(Stub):
     async def create(self, req: CreateBackup, timeout: float | None = None) -> BackupCreated:
         """``timeout``: the request's own ``timeout_s`` and a margin, as callers pass it."""
         return await self._ask("backup.create", req, BackupCreated, timeout)
+
+    async def tasks(self, req: ListBackupTasks) -> BackupTasks:
+        return await self._ask("backup.list", req, BackupTasks)

@@ -77,6 +77,48 @@ class CompactionProgress:
         return body
 
 
+@request("compaction.list")
+class ListCompactions:
+    limit: Annotated[int, Range(1, 1000)] = 100
+    """The most recent ones to list."""
+
+
+@reply
+class CompactionSummary:
+    """One compaction as ``compaction.state`` counts its plans, with what it covers:
+    ``collection_id`` (None: the automatic policy's round over every collection) and
+    ``planned_ts`` (a hybrid timestamp: when it was planned)."""
+
+    compaction_id: int
+    collection_id: int | None
+    collection_ids: list[int]
+    """The collections its plans merge segments of."""
+    planned_ts: int
+    manual: bool
+    progress: CompactionProgress
+
+
+@reply
+class CompactionList:
+    compactions: list[CompactionSummary]
+    """Newest first."""
+
+    def to_body(self) -> dict[str, Any]:
+        return {
+            "compactions": [
+                {
+                    "compaction_id": c.compaction_id,
+                    "collection_id": c.collection_id,
+                    "collection_ids": c.collection_ids,
+                    "planned_ts": c.planned_ts,
+                    "manual": c.manual,
+                    **c.progress.to_body(),
+                }
+                for c in self.compactions
+            ]
+        }
+
+
 @request("compaction.fail")
 class CompactionFailed:
     plan_id: int
@@ -116,6 +158,9 @@ class CompactionAPI(Stub):
 
     async def state(self, req: GetCompactionState) -> CompactionProgress:
         return await self._ask("compaction.state", req, CompactionProgress)
+
+    async def recent(self, req: ListCompactions) -> CompactionList:
+        return await self._ask("compaction.list", req, CompactionList)
 
     async def fail(self, req: CompactionFailed, timeout: float | None = None) -> Ack:
         return await self._ask("compaction.fail", req, Ack, timeout)
