@@ -213,6 +213,10 @@ BASE: dict[str, dict[str, Any]] = {
     "remove_privileges_from_group": {"group_name": "fz_group", "privileges": ["Query"]},
     "list_privilege_groups": {},
     "describe_replica": {"collection": MAIN},
+    "list_compactions": {"limit": 5},
+    "list_backup_tasks": {},
+    "list_requests": {"limit": 5},
+    "describe_config": {},
     "backup_create": {"target": BACKUPS, "name": "fz_backup", "timeout_s": 60},
 }  # fmt: skip
 WRITE_ACTIONS = {"delete"}

@@ -29,6 +29,7 @@ PROBES = {
     "elanus.milvus": ("elanus.milvus.server", "MilvusFace"),
     "elanus.segments": ("elanus.segments.datanode", "DataNode"),
     "elanus.spark": ("elanus.spark.index_run", "IndexRun"),
+    "elanus.webui": ("elanus.webui.server", "WebConsole"),
 }
 """One class of each ``package-dir`` entry."""
 
