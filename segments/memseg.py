@@ -23,7 +23,7 @@ from elanus.expr import Expr
 from elanus.expr.textmatch import TextIndexes
 from elanus.index.kernels import BM25, VectorIndexExact
 from elanus.schema import TIMESTAMP_FIELD, Schema
-from elanus.segments import storage
+from elanus.segments import blocks, storage
 from elanus.segments.visibility import RowVersions
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -60,7 +60,9 @@ class MemSegment:
         pks = self.table.column(self.pk_field).combine_chunks()
         ts = self.table.column(TIMESTAMP_FIELD).to_numpy()
         self.versions = RowVersions(pks, ts)
-        self._indexes: dict[str, VectorIndexExact] = {}
+        self._blocks = [blocks.Block(self.table, 0)]
+        """The settled rows (``table``) as contiguous blocks, each with its exact kernels:
+        one for a sealed segment, a few of geometric sizes for a growing one."""
         self._ann: dict[str, Any] = {}
         """Built ANN indexes (``elanus.index.engine.SegmentIndex``) by field: sealed only."""
         self._scalar: dict[tuple[str, tuple[str | int, ...]], Any] = {}
@@ -80,7 +82,8 @@ class MemSegment:
             threading.RLock() if table is None else contextlib.nullcontext()
         )
         """Growing segments change while readers on other threads look (the proxy's direct
-        search path): appends and reads take turns. Sealed ones only see deletes, which
+        search path): appends and reads take turns (a search only while it settles and
+        picks its rows). Sealed ones only see deletes, which
         readers at earlier timestamps never notice, so they need no lock."""
 
     @property
@@ -105,7 +108,10 @@ class MemSegment:
         with self._guard:
             self._settle()
             target = schema.to_arrow(with_ts=True)
-            self.table = storage.conform(self.table, target, storage.column_defaults(schema))
+            table = storage.conform(self.table, target, storage.column_defaults(schema))
+            self.table = table.combine_chunks()
+            self._blocks = [blocks.Block(self.table, 0)]
+            self._pks = None
             self.schema = schema
 
     def delete(self, pks: pa.Array, ts: np.ndarray | int) -> int:
@@ -114,16 +120,17 @@ class MemSegment:
 
     def _settle(self) -> None:
         if self._pending:
-            self.table = pa.concat_tables([self.table, *self._pending]).combine_chunks()
-            self._pending.clear()
-            self._indexes.clear()
+            self._blocks = blocks.settle(self._blocks, self._pending)
+            self.table = blocks.whole(self._blocks)
+            self._pending = []
             self._pks = None
             self._text = TextIndexes()
 
-    def _index(self, field: str) -> VectorIndexExact:
-        if field not in self._indexes:
-            self._indexes[field] = VectorIndexExact(self.table.column(field))
-        return self._indexes[field]
+    def _index(self, field: str) -> VectorIndexExact | blocks.BlockedExact:
+        held = [b for b in self._blocks if b.rows]
+        if len(held) > 1:
+            return blocks.BlockedExact(held, field)
+        return (held or self._blocks)[0].kernel(field)
 
     def attach_index(self, field: str, index: Any, index_id: int | None = None) -> None:
         """Serve ``field`` from a built index from now on (one assignment: a search that
@@ -164,7 +171,7 @@ class MemSegment:
 
     def _pk_values(self) -> np.ndarray:
         if self._pks is None:
-            self._pks = self.table.column(self.pk_field).to_numpy(zero_copy_only=False)
+            self._pks = blocks.keys(self._blocks, self.pk_field)
         return self._pks
 
     # -- reads ------------------------------------------------------------------------------
@@ -216,7 +223,6 @@ class MemSegment:
             return mask
         return self.visible(ts, expr)
 
-    @_guarded
     def search(
         self,
         field: str,
@@ -231,23 +237,25 @@ class MemSegment:
     ) -> SearchHits:
         """Top ``k`` visible rows; from the field's built index when it has one for this
         metric (and the filter leaves enough rows for it, and it answers range searches if
-        this is one), else by the exact kernel."""
-        mask = self.search_mask(ts, expr)
+        this is one), else by the exact kernel. The scan runs outside the guard, on the rows
+        settled when it began: a delegator's appends never wait for a search."""
+        with self._guard:
+            mask = self.search_mask(ts, expr)
+            exact = self._index(field)
+            pks = self._pk_values()
+            rows_held = self.table.num_rows
         ann = self._ann.get(field)
         distances = rows = None
         bm25 = BM25.from_params(params or {}) if metric == "BM25" else None
         ranged = radius is not None
         if ann is not None and (not ranged or ann.serves_range) and ann.spec.metric == metric:
             share = 1.0 if mask is None else float(np.count_nonzero(mask)) / max(len(mask), 1)
-            if self.num_rows and share and not ann.prefers_exact(share):
+            if rows_held and share and not ann.prefers_exact(share):
                 distances, rows = ann.search(
                     queries, k, params or {}, mask, radius=radius, range_filter=range_filter
                 )
         if distances is None or rows is None:
-            distances, rows = self._index(field).search(
-                queries, k, metric, mask, radius, range_filter, bm25
-            )
-        pks = self._pk_values()
+            distances, rows = exact.search(queries, k, metric, mask, radius, range_filter, bm25)
         if not len(pks):
             hit_pks = np.zeros(rows.shape, dtype=np.int64)
         elif len(rows) == 1 and rows.shape[1] and rows[0, -1] >= 0:

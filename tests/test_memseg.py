@@ -8,6 +8,7 @@ import pytest
 
 from elanus.expr import parse
 from elanus.schema import DataType, Field, Schema
+from elanus.segments import blocks
 from elanus.segments.memseg import MemSegment
 
 DIM = 16
@@ -60,3 +61,51 @@ def test_search_query_count_at_a_timestamp_equal_brute_force(growing: bool) -> N
         assert seg.count(ts, expr) == int(alive.sum())
         got = seg.query(ts, expr, ["id", "n"]).column("id").to_pylist()
         assert got == ids[alive].tolist()
+
+
+@pytest.mark.parametrize("metric", ["L2", "IP", "COSINE"])
+def test_a_growing_segment_in_many_blocks_answers_as_one_sealed_table(
+    metric: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Settled rows live in blocks (``segments/blocks.py``); reads between appends settle
+    them bit by bit. Searches (top-k, ranges, filters, k beyond the visible rows) and
+    queries equal those of the same rows in one table."""
+    monkeypatch.setattr(blocks, "BLOCK_BYTES", 4096)  # ~48 rows of 16-d: many blocks
+    rng = np.random.default_rng(11)
+    parts = [rows(np.arange(lo, lo + n), 100 + lo, rng)[0] for lo, n in _runs(900, rng)]
+    growing = MemSegment(1, 1, SCHEMA)
+    q = rng.random((4, DIM), dtype=np.float32)
+    for part in parts:
+        growing.append(part)
+        growing.search("v", q, 5, metric, 10**9)  # settles what came so far
+    assert len(growing._blocks) > 5
+    sealed = MemSegment(2, 1, SCHEMA, pa.concat_tables(parts))
+    for seg in (growing, sealed):
+        seg.delete(pa.array(np.arange(0, 900, 5)), 5000)
+    expr = parse("n != 3", SCHEMA)
+    radius, bound = (0.5, 4.0) if metric == "L2" else (4.0, 0.5) if metric == "IP" else (0.8, 0.2)
+    for ts, k in [(400, 10), (6000, 10), (6000, 2000), (250, 1000)]:
+        want = sealed.search("v", q, k, metric, ts, expr)
+        got = growing.search("v", q, k, metric, ts, expr)
+        # the same hits, best first (near-equal distances may swap: blocks round apart)
+        assert [set(r) for r in got.pks.tolist()] == [set(r) for r in want.pks.tolist()]
+        np.testing.assert_allclose(got.distances, want.distances, rtol=1e-5, atol=1e-6)
+        ranged = [
+            s.search("v", q, k, metric, ts, None, radius=bound, range_filter=radius)
+            for s in (growing, sealed)
+        ]
+        assert [set(r) for r in ranged[0].pks.tolist()] == [set(r) for r in ranged[1].pks.tolist()]
+        found = np.count_nonzero(ranged[0].rows >= 0)
+        assert found > 0 and (k < 1000 or found < ranged[0].rows.size)  # hits, and padding
+        got_rows, want_rows = (s.query(ts, expr, ["id", "n"]) for s in (growing, sealed))
+        assert got_rows.to_pydict() == want_rows.to_pydict()
+
+
+def _runs(total: int, rng: np.random.Generator) -> list[tuple[int, int]]:
+    """Appends of uneven sizes (1 to 60 rows) that cover ``range(total)``."""
+    out, lo = [], 0
+    while lo < total:
+        n = min(int(rng.integers(1, 60)), total - lo)
+        out.append((lo, n))
+        lo += n
+    return out
