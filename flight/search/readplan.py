@@ -29,7 +29,13 @@ import pyarrow.flight as flight
 
 from elanus.api.base import as_body
 from elanus.api.datacoord import SegmentInfo
-from elanus.api.querynode import QueryNodeAPI, ReadDeletes, ReadSegments, ReadShard
+from elanus.api.querynode import (
+    PlannedGrowing,
+    QueryNodeAPI,
+    ReadDeletes,
+    ReadSegments,
+    ReadShard,
+)
 from elanus.client.wire import encode_json, to_flight_error
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.flight.actions import Call, action, check_db, check_named, check_request, lookup
@@ -142,6 +148,9 @@ class Endpoint:
     ticket: dict[str, Any]
     rows: int
     """Rows stored in the segments (an upper bound on what the ticket returns)."""
+    partition_id: int | None = None
+    """The one partition of the ticket's rows, when it has one (sealed endpoints, and
+    growing ones of a plan split by partition)."""
 
 
 @dataclass
@@ -237,7 +246,10 @@ class ReadService:
         info = self._info(request["db"], request["collection"])
         return arrow_schema(info.schema, request["columns"])[1]
 
-    def plan(self, request: dict[str, Any]) -> ReadPlan:
+    def plan(self, request: dict[str, Any], *, by_partition: bool = False) -> ReadPlan:
+        """The plan of a checked ``read_plan`` body. ``by_partition``: one growing endpoint
+        per vchannel and partition (not per vchannel), so every endpoint is of one
+        partition (SQL's ``$partition`` column)."""
         query = self.proxy.query
         info = self._info(request["db"], request["collection"])
         columns, schema = arrow_schema(info.schema, request["columns"])
@@ -275,12 +287,14 @@ class ReadService:
             for s in reply.sealed:
                 sid = s.segment_id
                 ticket = {**base, "vchannel": v, "segment_ids": [sid], "sealed": as_body(s)}
-                sealed.append(Endpoint("sealed", ticket, rows.get(sid, 0)))
-            if reply.growing:
-                ids = [g.segment_id for g in reply.growing]
-                total = sum(g.rows for g in reply.growing)
+                sealed.append(Endpoint("sealed", ticket, rows.get(sid, 0), s.partition_id))
+            groups: dict[int | None, list[PlannedGrowing]] = {}
+            for g in reply.growing:
+                groups.setdefault(g.partition_id if by_partition else None, []).append(g)
+            for pid, group in sorted(groups.items(), key=lambda kv: kv[0] or 0):
+                ids = [g.segment_id for g in group]
                 ticket = {**base, "vchannel": v, "segment_ids": ids}
-                growing.append(Endpoint("growing", ticket, total))
+                growing.append(Endpoint("growing", ticket, sum(g.rows for g in group), pid))
         sealed.sort(key=lambda e: e.ticket["segment_ids"][0])
         return ReadPlan(info, ts, columns, schema, sealed + growing)
 
@@ -309,16 +323,8 @@ class ReadService:
                 ErrorCode.COLLECTION_NOT_FOUND,
                 f"collection {info.name!r} was dropped or replaced since the read plan",
             )
-        if ticket["read"] == "files":
-            columns, schema = arrow_schema(info.schema, ticket["columns"])
-            check_filter(info, ticket["filter"], ticket["filter_params"])
-            page = fileplan.files_page(self, info, ticket)
-            files = self._pages(info, ticket, columns, schema, page)
-            first_files = next(files, None)
-            done = [] if first_files is None else [first_files]
-            return flight.GeneratorStream(schema, _guarded(_chain(done, files)))
-        node = self._delegator(info, ticket["vchannel"])
         if ticket["read"] == "deletes":
+            node = self._delegator(info, ticket["vchannel"])
             req = ReadDeletes(
                 vchannel=ticket["vchannel"],
                 segment_id=ticket["segment_id"],
@@ -327,12 +333,23 @@ class ReadService:
             )
             reply = self.proxy.run(self._node(node).read_deletes(req))
             return flight.RecordBatchStream(reply.deletes)
-        columns, schema = arrow_schema(info.schema, ticket["columns"])
-        check_filter(info, ticket["filter"], ticket["filter_params"])
-        pages = self._pages(info, ticket, columns, schema, self._segments_page(node, ticket))
+        schema, pages = self.rows(info, ticket)
         first = next(pages, None)  # errors before the stream starts reach the client cleanly
         batches = [] if first is None else [first]
         return flight.GeneratorStream(schema, _guarded(_chain(batches, pages)))
+
+    def rows(
+        self, info: CollectionInfo, ticket: dict[str, Any]
+    ) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+        """The rows of a checked ``segments`` or ``files`` ticket of ``info`` (the caller
+        authorised it), page by page: its schema and its batches."""
+        columns, schema = arrow_schema(info.schema, ticket["columns"])
+        check_filter(info, ticket["filter"], ticket["filter_params"])
+        if ticket["read"] == "files":
+            page = fileplan.files_page(self, info, ticket)
+        else:
+            page = self._segments_page(self._delegator(info, ticket["vchannel"]), ticket)
+        return schema, self._pages(info, ticket, columns, schema, page)
 
     def _delegator(self, info: CollectionInfo, vchannel: str) -> str:
         route = self.proxy.query.route(info, None)
