@@ -117,6 +117,17 @@ class Executor:
             raise
         return con
 
+    def schema(
+        self, con: duckdb.DuckDBPyConnection, text: str, params: dict[str, Any]
+    ) -> pa.Schema:
+        """The statement's result schema, bound but not run (``LIMIT 0``); closes ``con``."""
+        try:
+            return con.sql(text, params=params or None).limit(0).to_arrow_table().schema
+        except BaseException as exc:
+            raise _error(exc, [], _Watch(con, float("inf"))) from None
+        finally:
+            con.close()
+
     def run(
         self,
         con: duckdb.DuckDBPyConnection,

@@ -38,7 +38,7 @@ from elanus.flight.sql.catalog import SCHEMAS, Catalog, command_schema
 from elanus.flight.sql.execution import Executor, Limits, Source
 from elanus.flight.sql.handles import Handle, parameter_values
 from elanus.flight.sql.options import SqlOptions
-from elanus.flight.sql.statement import Parser, Statement, analyse, rewrite
+from elanus.flight.sql.statement import Parser, Statement, analyse, parameters_of, rewrite
 from elanus.flight.sql.tables import CollectionTable, projection, table_schema
 from elanus.flight.sql.vector_search import SearchRun
 from elanus.flight.streams import client_batches
@@ -199,9 +199,15 @@ class SqlService:
         runs = [SearchRun(self.proxy, i, s, ts) for i, s in zip(found, searches, strict=True)]
         return Planned(handle, st, params, tables, ts, runs)
 
-    def _text(self, planned: Planned) -> str:
+    def _text(self, planned: Planned, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """The text DuckDB runs, and the values of the parameters it still holds (those of
+        ``vector_search``'s arguments were used up)."""
         st = planned.st
-        return self.parser.text(rewrite(st, planned.names())) if st.rewritten else st.text
+        if not st.rewritten:
+            return st.text, params
+        tree = rewrite(st, planned.names())
+        used = parameters_of(tree)
+        return self.parser.text(tree), {k: v for k, v in params.items() if k in used}
 
     def schema_of(self, planned: Planned) -> pa.Schema | None:
         """The result's schema, bound over empty tables (None: it needs parameters)."""
@@ -221,13 +227,11 @@ class SqlService:
             params = {p: None for p in st.parameters}
         con = self.executor.open(planned.handle.db, empty, hits)
         try:
-            result = self.executor.run(con, self._text(planned), params, [], float("inf"))
+            return self.executor.schema(con, *self._text(planned, params))
         except ElanusError:
             if planned.params is None and st.parameters:
                 return None  # a statement typed by its parameters: known once they are
             raise
-        result.close()
-        return result.schema
 
     def run(self, handle: Handle, caller: Caller, options: SqlOptions) -> flight.FlightDataStream:
         """Run a ticket's statement: its batches as DuckDB makes them."""
@@ -248,9 +252,8 @@ class SqlService:
             }
             hits = {n: s.hits() for n, s in zip(planned.names(), planned.searches, strict=True)}
             con = self.executor.open(handle.db, dict(tables), hits)
-            result = self.executor.run(
-                con, self._text(planned), planned.params or {}, list(tables.values()), deadline
-            )
+            text, params = self._text(planned, planned.params or {})
+            result = self.executor.run(con, text, params, list(tables.values()), deadline)
             stack.callback(result.close)
         except BaseException:
             stack.close()

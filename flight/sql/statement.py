@@ -100,7 +100,7 @@ class Parser:
     def evaluate(self, expr: dict[str, Any], params: dict[str, Any] | None) -> Any:
         """The value of a constant expression (a literal, a list, a cast, a parameter...)
         under the statement's parameter values (None: not bound yet)."""
-        used = {str(n["identifier"]) for n in _walk(expr) if n.get("class") == "PARAMETER"}
+        used = parameters_of(expr)
         if used and params is None:
             raise invalid("bind the statement's parameters first: an argument uses one")
         missing = sorted(used - set(params or {}))
@@ -153,7 +153,7 @@ def _refusal(text: str, doc: dict[str, Any]) -> ElanusError:
     if refused:
         return ElanusError(
             ErrorCode.INVALID_ARGUMENT,
-            f"SQL through Elanus is read-only: a {refused[0]} statement is refused; "
+            f"SQL through Elanus is read-only: {refused[0]} is refused; "
             "write with insert, upsert and delete (the write path), define collections "
             "and indexes with their commands",
         )
@@ -242,6 +242,11 @@ def _search_call(node: dict[str, Any]) -> SearchCall | None:
         else:
             positional.append(expr)
     return SearchCall(node, positional, named)
+
+
+def parameters_of(tree: dict[str, Any]) -> set[str]:
+    """The identifiers of the parameters a parse tree uses."""
+    return {str(n["identifier"]) for n in _walk(tree) if n.get("class") == "PARAMETER"}
 
 
 def rewrite(st: Statement, result_tables: list[str]) -> dict[str, Any]:
