@@ -6,6 +6,7 @@ refused; the limits hold; docs/sql.md's examples run as written."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import subprocess
@@ -25,6 +26,7 @@ from conftest import StandaloneProcess, cli_env, raises_code, run_elanus
 
 from elanus.client.client import Client
 from elanus.errors import ElanusError, ErrorCode
+from elanus.flight.sql.readahead import readahead
 
 pytestmark = pytest.mark.filterwarnings("ignore:Cannot disable autocommit")  # ADBC: no transactions
 DOC = Path(__file__).resolve().parent.parent / "docs" / "sql.md"
@@ -224,6 +226,90 @@ def test_vector_search_in_sql_equals_search(conn: Any, client: Client) -> None:
     with conn.cursor() as cur:
         cur.execute("SELECT id FROM vector_search('shelf', ?, ?, filter => 'year > 2005')", (q, 3))
         assert [r[0] for r in cur.fetchall()] == [h["id"] for h in hits[:3]]
+
+
+def test_every_field_type_reads_as_query_returns_it(conn: Any, client: Client) -> None:
+    """Half-float vectors widen to float lists, sparse vectors are maps, arrays lists."""
+    client.create_collection(
+        "mixed",
+        schema={
+            "fields": [
+                {"name": "pk", "type": "VarChar", "is_primary": True, "max_length": 8},
+                {"name": "flag", "type": "Bool", "nullable": True},
+                {"name": "tags", "type": "Array", "element_type": "Int32", "max_capacity": 4},
+                {"name": "half", "type": "Float16Vector", "dim": 2},
+                {"name": "brain", "type": "BFloat16Vector", "dim": 2},
+                {"name": "sparse", "type": "SparseFloatVector"},
+            ]
+        },
+        consistency_level="Strong",
+    )
+    for field, metric in (("half", "L2"), ("brain", "L2"), ("sparse", "IP")):
+        client.create_index("mixed", field_name=field, metric_type=metric)
+    client.load_collection("mixed")
+    client.insert(
+        "mixed",
+        [
+            {"pk": "a", "flag": True, "tags": [1, 2], "half": [0.5, 1.5], "brain": [2.0, -1.0],
+             "sparse": {3: 0.25, 7: 1.0}},
+            {"pk": "b", "flag": None, "tags": [], "half": [0.0, 1.0], "brain": [0.5, 0.5],
+             "sparse": {1: 2.0}},
+        ],
+    )  # fmt: skip
+    got = client.sql("SELECT * FROM mixed ORDER BY pk").to_pylist()
+    want = client.query("mixed", "", output_fields=["*"], limit=10, consistency_level="Strong")
+    for row in [*got, *want]:  # a map in SQL, [index, value] pairs from query
+        row["sparse"] = {int(k): v for k, v in row["sparse"]}
+    assert got == sorted(want, key=lambda r: r["pk"])
+    assert fetch(conn, "SELECT pk, half[2], brain[1], sparse[7] FROM mixed ORDER BY pk") == [
+        ("a", 1.5, 2.0, 1.0),
+        ("b", 1.0, 0.5, None),
+    ]
+
+
+def test_a_large_result_streams_in_batches(conn: Any, client: Client) -> None:
+    """A result of many batches (here 24,000 rows) comes as a stream, every row once."""
+    ts = strong_ts(client)
+    ids = [r["id"] for r in client.query("shelf", "", output_fields=["id"], as_of=ts, limit=10_000)]
+    with conn.cursor() as cur:
+        cur.execute(f"SELECT s.id, t.range FROM shelf s AT (VERSION => {ts}), range(40) t")
+        batches = list(cur.fetch_record_batch())
+    assert len(batches) > 1
+    got = pa.Table.from_batches(batches)
+    assert Counter(got.column("id").to_pylist()) == {i: 40 for i in ids}
+    assert got.num_rows == 40 * len(ids)
+
+
+def test_readahead_keeps_order_raises_in_place_and_stops_when_abandoned() -> None:
+    """The pages of a scan come in order, an error where it happened, and a scan DuckDB
+    leaves early (``LIMIT``) leaves no reader behind."""
+
+    def failing() -> Iterator[int]:
+        yield from range(5)
+        raise ValueError("page 5")
+
+    got: list[int] = []
+    with pytest.raises(ValueError, match="page 5"):
+        for item in readahead(failing(), depth=2):
+            got.append(item)
+    assert got == [0, 1, 2, 3, 4]
+
+    closed = threading.Event()
+
+    def endless() -> Iterator[int]:
+        try:
+            yield from itertools.count()
+        finally:
+            closed.set()
+
+    items = readahead(endless(), depth=1, name="readahead-under-test")
+    assert [next(items), next(items)] == [0, 1]
+    items.close()
+    assert closed.wait(10), "the source was never closed"
+    for thread in threading.enumerate():
+        if thread.name == "readahead-under-test":
+            thread.join(10)
+            assert not thread.is_alive()
 
 
 # -- clients --------------------------------------------------------------------------------

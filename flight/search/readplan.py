@@ -55,6 +55,9 @@ log = logging.getLogger(__name__)
 TICKET_KINDS = ("segments", "deletes", "files")
 PAGE_BYTES = 4 << 20
 """A page of a segments ticket is about this big (one delegator request each)."""
+MAX_PAGE_ROWS = 65536
+"""... and holds at most this many rows (``scale`` times as many for pages ``scale``
+times as big)."""
 AFTER = "__elanus_after"
 REQUEST_TIMEOUT_S = 120.0
 PageFetch = Callable[[str | None, dict[str, Any], list[str], Any], pa.Table]
@@ -210,8 +213,9 @@ def arrow_schema(schema: Schema, columns: list[str] | None) -> tuple[list[str], 
     return list(columns), pa.schema([full.field(c) for c in columns])
 
 
-def page_rows(schema: Schema, columns: list[str]) -> int:
-    """Rows per page of a segments ticket: about ``PAGE_BYTES`` of the widest rows."""
+def page_rows(schema: Schema, columns: list[str], scale: int = 1) -> int:
+    """Rows per page of a segments ticket: about ``scale`` times ``PAGE_BYTES`` of the
+    widest rows."""
     width = 0
     for name in columns:
         f = next((f for f in schema.fields if f.name == name), None)
@@ -225,7 +229,7 @@ def page_rows(schema: Schema, columns: list[str]) -> int:
             width += 256
         else:
             width += 8
-    return max(256, min(65536, PAGE_BYTES // max(width, 1)))
+    return max(256, min(MAX_PAGE_ROWS * scale, PAGE_BYTES * scale // max(width, 1)))
 
 
 class ReadService:
@@ -339,17 +343,18 @@ class ReadService:
         return flight.GeneratorStream(schema, _guarded(_chain(batches, pages)))
 
     def rows(
-        self, info: CollectionInfo, ticket: dict[str, Any]
+        self, info: CollectionInfo, ticket: dict[str, Any], page_scale: int = 1
     ) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
         """The rows of a checked ``segments`` or ``files`` ticket of ``info`` (the caller
-        authorised it), page by page: its schema and its batches."""
+        authorised it), page by page (``page_scale`` times the usual pages): its schema
+        and its batches."""
         columns, schema = arrow_schema(info.schema, ticket["columns"])
         check_filter(info, ticket["filter"], ticket["filter_params"])
         if ticket["read"] == "files":
             page = fileplan.files_page(self, info, ticket)
         else:
             page = self._segments_page(self._delegator(info, ticket["vchannel"]), ticket)
-        return schema, self._pages(info, ticket, columns, schema, page)
+        return schema, self._pages(info, ticket, columns, schema, page, page_scale)
 
     def _delegator(self, info: CollectionInfo, vchannel: str) -> str:
         route = self.proxy.query.route(info, None)
@@ -386,6 +391,7 @@ class ReadService:
         columns: list[str],
         schema: pa.Schema,
         page: PageFetch,
+        page_scale: int,
     ) -> Iterator[pa.RecordBatch]:
         """The rows in primary-key order, one bounded request (``page``) per page.
 
@@ -394,7 +400,7 @@ class ReadService:
         one key only is followed by all rows of that key, then the keys after it."""
         pk = info.schema.primary.name
         wanted = columns if pk in columns else [*columns, pk]
-        size = page_rows(info.schema, wanted)
+        size = page_rows(info.schema, wanted, page_scale)
 
         def fetch(op: str | None, key: Any, limit: int | None) -> pa.Table:
             text, params = ticket["filter"], dict(ticket["filter_params"])
