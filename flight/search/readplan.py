@@ -18,7 +18,6 @@ Tickets (JSON, redeemed with ``DoGet`` on any proxy):
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -36,7 +35,7 @@ from elanus.api.querynode import (
     ReadSegments,
     ReadShard,
 )
-from elanus.client.wire import encode_json, to_flight_error
+from elanus.client.wire import encode_json
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.flight.actions import Call, action, check_db, check_named, check_request, lookup
 from elanus.flight.auth import ANONYMOUS, Caller, authorize
@@ -45,13 +44,13 @@ from elanus.flight.metacache import CollectionInfo
 from elanus.flight.search import fileplan
 from elanus.flight.search.bodies import partition_names
 from elanus.flight.search.check import check_filter, check_issued
+from elanus.flight.streams import coded_stream
 from elanus.requests import Body
 from elanus.schema import DENSE_FLOAT_TYPES, DYNAMIC_FIELD, DataType, Schema
 
 if TYPE_CHECKING:
     from elanus.flight.proxy import ProxyServer
 
-log = logging.getLogger(__name__)
 TICKET_KINDS = ("segments", "deletes", "files")
 PAGE_BYTES = 4 << 20
 """A page of a segments ticket is about this big (one delegator request each)."""
@@ -340,7 +339,7 @@ class ReadService:
         schema, pages = self.rows(info, ticket)
         first = next(pages, None)  # errors before the stream starts reach the client cleanly
         batches = [] if first is None else [first]
-        return flight.GeneratorStream(schema, _guarded(_chain(batches, pages)))
+        return flight.GeneratorStream(schema, coded_stream(_chain(batches, pages), "DoGet"))
 
     def rows(
         self, info: CollectionInfo, ticket: dict[str, Any], page_scale: int = 1
@@ -454,18 +453,3 @@ def _ticket_base(
 def _chain(first: list[pa.RecordBatch], rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     yield from first
     yield from rest
-
-
-def _guarded(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Errors in the middle of a stream leave as Flight errors with a code, too."""
-    try:
-        yield from batches
-    except ElanusError as exc:
-        raise to_flight_error(exc) from None
-    except flight.FlightError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - never leak a traceback to the client
-        log.exception("DoGet read ticket failed")
-        raise to_flight_error(
-            ElanusError(ErrorCode.INTERNAL, f"DoGet: {type(exc).__name__}: {exc}")
-        ) from None

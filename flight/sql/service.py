@@ -19,7 +19,6 @@
 from __future__ import annotations
 
 import contextlib
-import logging
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -29,8 +28,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from elanus import flightsql
-from elanus.client.wire import to_flight_error
-from elanus.errors import ElanusError, ErrorCode, invalid
+from elanus.errors import ElanusError, invalid
 from elanus.flight.auth import Caller
 from elanus.flight.metacache import CollectionInfo
 from elanus.flight.sql import snapshot, vector_search
@@ -41,13 +39,11 @@ from elanus.flight.sql.options import SqlOptions
 from elanus.flight.sql.statement import Parser, Statement, analyse, parameters_of, rewrite
 from elanus.flight.sql.tables import CollectionTable, projection, table_schema
 from elanus.flight.sql.vector_search import SearchRun
-from elanus.flight.streams import client_batches
+from elanus.flight.streams import client_batches, coded_stream
 from elanus.privileges import Need
 
 if TYPE_CHECKING:
     from elanus.flight.proxy import ProxyServer
-
-log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -278,18 +274,9 @@ def _ordered(parameters: set[str]) -> list[str]:
 
 
 def _streamed(batches: Iterator[pa.RecordBatch], stack: contextlib.ExitStack) -> Iterator[Any]:
-    """The result's batches; errors as Flight errors with a code; the slot freed at the
-    end, or when the client goes away."""
+    """The result's batches, errors coded (``coded_stream``); the slot freed at the end, or
+    when the client goes away."""
     try:
-        yield from batches
-    except ElanusError as exc:
-        raise to_flight_error(exc) from None
-    except flight.FlightError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - never leak a traceback to the client
-        log.exception("SQL statement failed")
-        raise to_flight_error(
-            ElanusError(ErrorCode.INTERNAL, f"SQL: {type(exc).__name__}: {exc}")
-        ) from None
+        yield from coded_stream(batches, "SQL")
     finally:
         stack.close()
