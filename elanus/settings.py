@@ -190,6 +190,18 @@ class Settings:
     other figures delay each write in proportion to how far between soft and hard they
     are."""
 
+    # -- SQL over Flight SQL (docs/sql.md) ---------------------------------------------------
+    sql_timeout_s: float = 300.0
+    """How long one SQL statement may run, its result's streaming included (0: no limit)."""
+    sql_memory_limit_mb: int = 1024
+    """DuckDB memory one SQL statement may use, without spilling to disk (0: no limit)."""
+    sql_max_result_mb: int = 1024
+    """Bytes of result one SQL statement may send (0: no limit)."""
+    sql_threads: int = 1
+    """DuckDB threads per SQL statement."""
+    sql_max_statements: int = 4
+    """SQL statements one proxy runs at once; more are refused with RATE_LIMITED."""
+
     transport: str = "auto"
     """How roles reach each other: ``auto`` calls a role of the same process directly and
     others over NATS; ``nats`` sends every request over NATS, even within a process (a
@@ -240,6 +252,11 @@ class Settings:
                 raise ValueError(f"{name} must be positive")
         if self.flow_max_delay_s < 0:
             raise ValueError("flow_max_delay_s must be 0 or positive")
+        for name in ("sql_timeout_s", "sql_memory_limit_mb", "sql_max_result_mb"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be 0 (no limit) or positive")
+        if self.sql_threads < 1 or self.sql_max_statements < 1:
+            raise ValueError("sql_threads and sql_max_statements must be at least 1")
         if bool(self.tls_cert) != bool(self.tls_key):
             raise ValueError("TLS needs both tls_cert and tls_key")
         text = str(self.storage or "")

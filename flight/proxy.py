@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 from nats.aio.subscription import Subscription
 
+from elanus import flightsql
 from elanus.api.auth import GetSecret
 from elanus.api.compaction import CompactionAPI
 from elanus.api.datacoord import DataCoordAPI
@@ -52,6 +53,8 @@ from elanus.flight.limits import Kind, Limits
 from elanus.flight.metacache import MetaCache
 from elanus.flight.putpipeline import PutPipeline
 from elanus.flight.search import QueryService, ReadService, check_search_stream, hits_table
+from elanus.flight.sql import MIDDLEWARE_KEY as SQL_OPTIONS
+from elanus.flight.sql import SqlHeadersFactory, SqlService, options_of
 from elanus.flight.streams import client_batches, client_chunks
 from elanus.flight.uploads import receive_upload
 from elanus.importroots import ensure_dirs
@@ -78,6 +81,8 @@ class ProxyServer(Role):
         self.query = QueryService(self)
         self.reads = ReadService(self)
         self.imports = ImportService(self)
+        self.sql = SqlService(self)
+        """Flight SQL on the same port (``flight/sql/``, docs/sql.md)."""
         self.limits = Limits(settings)
         self.flow = FlowControl(settings)
         self.port: int | None = None
@@ -427,6 +432,7 @@ class _FlightService(flight.FlightServerBase):
         if proxy.settings.auth_enabled:
             middleware[MIDDLEWARE_KEY] = AuthMiddlewareFactory(lambda: proxy.auth)
             handshake = HandshakeOnly()
+        middleware[SQL_OPTIONS] = SqlHeadersFactory()  # a SQL call's elanus-* headers
         super().__init__(location, auth_handler=handshake, middleware=middleware, **tls)
         self._proxy = proxy
         _quiet_schema_refusals()
@@ -447,6 +453,8 @@ class _FlightService(flight.FlightServerBase):
     def do_action(
         self, context: flight.ServerCallContext, action: flight.Action
     ) -> list[flight.Result]:
+        if action.type in flightsql.ACTIONS:
+            return self._sql_action(context, action)
         with proxy_request(action.type if action.type in catalogue() else "unknown"):
             size = len(action.type) + (action.body.size if action.body is not None else 0)
             what = f"{action.type} body" if len(action.type) <= 128 else "DoAction type and body"
@@ -464,6 +472,9 @@ class _FlightService(flight.FlightServerBase):
             caller = self._admit(
                 context, Kind.DQL, len(descriptor.command or b""), "GetFlightInfo command"
             )
+            if flightsql.looks_like_any(descriptor.command or b""):
+                with _flight_errors("GetFlightInfo"):
+                    return self._proxy.sql.flight_info(descriptor, caller, options_of(context))
             return self._proxy.handle_flight_info(descriptor, caller)
 
     def get_schema(
@@ -473,6 +484,10 @@ class _FlightService(flight.FlightServerBase):
             try:
                 command = descriptor.command or b""
                 caller = self._admit(context, None, len(command), "GetSchema command")
+                if flightsql.looks_like_any(command):
+                    with _flight_errors("GetSchema"):
+                        schema = self._proxy.sql.schema(descriptor, caller, options_of(context))
+                    return flight.SchemaResult(schema)
                 return self._proxy.handle_schema(descriptor, caller)
             except flight.FlightError as exc:
                 refusal = _schema_refusal(context, exc)
@@ -487,6 +502,11 @@ class _FlightService(flight.FlightServerBase):
     ) -> None:
         with proxy_request("DoPut"):
             command = descriptor.command or b""
+            if flightsql.looks_like_any(command):  # binding a prepared statement's values
+                caller = self._admit(context, Kind.DQL, len(command), "DoPut command")
+                with _flight_errors("DoPut"):
+                    self._proxy.sql.do_put(command, reader, writer, caller)
+                return
             caller = self._admit(context, Kind.DML, len(command), "DoPut command")
             self._proxy.handle_put(command, reader, writer, caller)
 
@@ -495,7 +515,22 @@ class _FlightService(flight.FlightServerBase):
     ) -> flight.FlightDataStream:
         with proxy_request("DoGet"):
             caller = self._admit(context, Kind.DQL, len(ticket.ticket), "DoGet ticket")
+            if flightsql.looks_like_any(ticket.ticket):
+                with _flight_errors("DoGet"):
+                    return self._proxy.sql.do_get(ticket.ticket, caller, options_of(context))
             return self._proxy.handle_get(ticket.ticket, caller)
+
+    def _sql_action(
+        self, context: flight.ServerCallContext, action: flight.Action
+    ) -> list[flight.Result]:
+        """A Flight SQL action (CreatePreparedStatement, ...): ``flight/sql/``."""
+        with proxy_request("sql"):
+            size = len(action.type) + (action.body.size if action.body is not None else 0)
+            caller = self._admit(context, Kind.DQL, size, f"{action.type} body")
+            body = action.body.to_pybytes() if action.body is not None else b""
+            with _flight_errors(action.type):
+                results = self._proxy.sql.do_action(action.type, body, caller, options_of(context))
+            return [flight.Result(r) for r in results]
 
     def do_exchange(
         self,

@@ -1,4 +1,5 @@
-"""Reading the record batches a client streams in (DoPut, DoExchange) as untrusted input.
+"""Record batch streams at the Flight edge: those a client streams in (DoPut, DoExchange),
+read as untrusted input, and those a server streams out (DoGet), whose errors leave coded.
 
 Arrow's IPC reader checks a message's framing but not its data: a batch whose string
 offsets run backwards or past their buffer arrives as a "valid" batch, and any kernel
@@ -9,13 +10,16 @@ Arrow at all is refused as bad input (INVALID_ARGUMENT), not as a server failure
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 
 import pyarrow as pa
 import pyarrow.flight as flight
 
-from elanus.errors import invalid
+from elanus.client.wire import to_flight_error
+from elanus.errors import ElanusError, ErrorCode, invalid
 
+log = logging.getLogger(__name__)
 _REASON_CHARS = 160
 
 
@@ -54,6 +58,22 @@ def client_batches(reader: flight.MetadataRecordBatchReader, call: str) -> Itera
     for chunk in client_chunks(reader, call):
         if chunk.data is not None and chunk.data.num_rows:
             yield chunk.data
+
+
+def coded_stream(batches: Iterator[pa.RecordBatch], call: str) -> Iterator[pa.RecordBatch]:
+    """``batches`` for a server stream: an error in the middle of it leaves as a Flight
+    error with a code, never as a traceback."""
+    try:
+        yield from batches
+    except ElanusError as exc:
+        raise to_flight_error(exc) from None
+    except flight.FlightError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - never leak a traceback to the client
+        log.exception("%s stream failed", call)
+        raise to_flight_error(
+            ElanusError(ErrorCode.INTERNAL, f"{call}: {type(exc).__name__}: {exc}")
+        ) from None
 
 
 def _reason(exc: BaseException) -> str:

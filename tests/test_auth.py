@@ -387,6 +387,41 @@ def test_a_collection_grant_covers_that_collection_only(secured: Stack) -> None:
     root.close()
 
 
+@pytest.mark.filterwarnings("ignore:Cannot disable autocommit")  # ADBC: no transactions
+def test_sql_takes_the_privileges_of_query_and_search(secured: Stack) -> None:
+    """Flight SQL (docs/sql.md) on the secured port: ADBC's driver logs in with the basic
+    handshake; a statement needs Query on what it reads, Search on what it vector-searches."""
+    import adbc_driver_flightsql.dbapi as flight_sql
+
+    root = root_of(secured)
+    root.create_role("sql_reader")
+    root.grant_privilege_v2("sql_reader", "Query", "c")
+    root.create_user("sqlu", "sqlu-pw")
+    root.grant_role("sqlu", "sql_reader")
+    logins = {
+        "username": "sqlu",
+        "password": "sqlu-pw",
+        "adbc.flight.sql.rpc.call_header.elanus-consistency-level": "Strong",
+    }
+    search = "SELECT id FROM vector_search('c', [0.1, 0.2, 0.3, 0.4], 2)"
+    with flight_sql.connect(secured.uri, db_kwargs=logins) as conn, conn.cursor() as cur:
+        cur.execute("SELECT count(*) FROM c")
+        assert cur.fetchone()[0] == count(root)
+        with pytest.raises(Exception, match=r"PERMISSION_DENIED.*Search"):
+            cur.execute(search)
+    root.grant_privilege_v2("sql_reader", "Search", "c")
+    sqlu = Client(secured.uri, token="sqlu:sqlu-pw")
+    assert sqlu.sql(search, consistency_level="Strong").num_rows == 2
+    root.revoke_privilege_v2("sql_reader", "Query", "c")
+    with pytest.raises(ElanusError) as denied:
+        sqlu.sql("SELECT count(*) FROM c")
+    assert denied.value.code == ErrorCode.PERMISSION_DENIED
+    with pytest.raises(Exception, match="UNAUTHENTICATED"):
+        flight_sql.connect(secured.uri).cursor().execute("SELECT 1")
+    sqlu.close()
+    root.close()
+
+
 def test_admin_role_and_builtins(secured: Stack) -> None:
     root = root_of(secured)
     assert {"admin", "public"} <= set(root.list_roles())

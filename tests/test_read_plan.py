@@ -277,7 +277,7 @@ def test_pages_keep_every_copy_of_a_repeated_key(
     make_stack: Callable[..., Stack], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Two inserts of one key both stay visible; pages cut by key never lose a copy."""
-    monkeypatch.setattr(readplan, "page_rows", lambda schema, columns: 4)
+    monkeypatch.setattr(readplan, "page_rows", lambda schema, columns, scale: 4)
     stack = make_stack()
     c = stack.client()
     c.create_collection("c", dimension=DIM)

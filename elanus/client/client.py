@@ -18,6 +18,7 @@ the mixins themselves, so a new method is listed where it is written:
 - indexes and index builders: ``client_index`` (``IndexAPI``, ``BuilderAPI``)
 - users and roles: ``client_auth.AuthAPI``
 - segments and partition statistics: ``client_segments.SegmentAPI``
+- SQL over collections (Flight SQL): ``client.sql.SqlAPI``
 - cluster: ``client_admin.AdminAPI``; connection: ``client_base.ClientBase``
 """
 
@@ -32,6 +33,7 @@ from elanus.client.imports import ImportAPI
 from elanus.client.index import BuilderAPI
 from elanus.client.iterators import IteratorAPI
 from elanus.client.segments import SegmentAPI
+from elanus.client.sql import SqlAPI
 from elanus.client.stream import StreamAPI
 from elanus.client.write import ATOMIC_LIMIT_BYTES, DEFAULT_BATCH_BYTES
 
@@ -50,6 +52,7 @@ class Client(
     IteratorAPI,
     StreamAPI,
     SegmentAPI,
+    SqlAPI,
 ):
     """``Client("grpc://host:8815")``; methods mirror pymilvus's ``MilvusClient``."""
 

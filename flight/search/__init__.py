@@ -19,7 +19,7 @@ from elanus.flight.search.bodies import (
     search_options,
 )
 from elanus.flight.search.hits import hits_table
-from elanus.flight.search.readplan import ReadService
+from elanus.flight.search.readplan import ReadPlan, ReadService, check_ticket
 from elanus.flight.search.service import QueryService
 
 __all__ = [
@@ -28,8 +28,10 @@ __all__ = [
     "MAX_TOPK",
     "READ_KEYS",
     "QueryService",
+    "ReadPlan",
     "ReadService",
     "check_search_stream",
+    "check_ticket",
     "hits_table",
     "partition_names",
     "read_options",

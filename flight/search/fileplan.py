@@ -93,7 +93,7 @@ def endpoints(
             "segment_id": s.segment_id,
             "sealed": sealed,
         }
-        out.append(Endpoint("sealed", ticket, s.num_rows))
+        out.append(Endpoint("sealed", ticket, s.num_rows, s.partition_id))
     return out
 
 

@@ -18,7 +18,6 @@ Tickets (JSON, redeemed with ``DoGet`` on any proxy):
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -29,8 +28,14 @@ import pyarrow.flight as flight
 
 from elanus.api.base import as_body
 from elanus.api.datacoord import SegmentInfo
-from elanus.api.querynode import QueryNodeAPI, ReadDeletes, ReadSegments, ReadShard
-from elanus.client.wire import encode_json, to_flight_error
+from elanus.api.querynode import (
+    PlannedGrowing,
+    QueryNodeAPI,
+    ReadDeletes,
+    ReadSegments,
+    ReadShard,
+)
+from elanus.client.wire import encode_json
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.flight.actions import Call, action, check_db, check_named, check_request, lookup
 from elanus.flight.auth import ANONYMOUS, Caller, authorize
@@ -39,16 +44,19 @@ from elanus.flight.metacache import CollectionInfo
 from elanus.flight.search import fileplan
 from elanus.flight.search.bodies import partition_names
 from elanus.flight.search.check import check_filter, check_issued
+from elanus.flight.streams import coded_stream
 from elanus.requests import Body
 from elanus.schema import DENSE_FLOAT_TYPES, DYNAMIC_FIELD, DataType, Schema
 
 if TYPE_CHECKING:
     from elanus.flight.proxy import ProxyServer
 
-log = logging.getLogger(__name__)
 TICKET_KINDS = ("segments", "deletes", "files")
 PAGE_BYTES = 4 << 20
 """A page of a segments ticket is about this big (one delegator request each)."""
+MAX_PAGE_ROWS = 65536
+"""... and holds at most this many rows (``scale`` times as many for pages ``scale``
+times as big)."""
 AFTER = "__elanus_after"
 REQUEST_TIMEOUT_S = 120.0
 PageFetch = Callable[[str | None, dict[str, Any], list[str], Any], pa.Table]
@@ -142,6 +150,9 @@ class Endpoint:
     ticket: dict[str, Any]
     rows: int
     """Rows stored in the segments (an upper bound on what the ticket returns)."""
+    partition_id: int | None = None
+    """The one partition of the ticket's rows, when it has one (sealed endpoints, and
+    growing ones of a plan split by partition)."""
 
 
 @dataclass
@@ -201,8 +212,9 @@ def arrow_schema(schema: Schema, columns: list[str] | None) -> tuple[list[str], 
     return list(columns), pa.schema([full.field(c) for c in columns])
 
 
-def page_rows(schema: Schema, columns: list[str]) -> int:
-    """Rows per page of a segments ticket: about ``PAGE_BYTES`` of the widest rows."""
+def page_rows(schema: Schema, columns: list[str], scale: int = 1) -> int:
+    """Rows per page of a segments ticket: about ``scale`` times ``PAGE_BYTES`` of the
+    widest rows."""
     width = 0
     for name in columns:
         f = next((f for f in schema.fields if f.name == name), None)
@@ -216,7 +228,7 @@ def page_rows(schema: Schema, columns: list[str]) -> int:
             width += 256
         else:
             width += 8
-    return max(256, min(65536, PAGE_BYTES // max(width, 1)))
+    return max(256, min(MAX_PAGE_ROWS * scale, PAGE_BYTES * scale // max(width, 1)))
 
 
 class ReadService:
@@ -237,7 +249,10 @@ class ReadService:
         info = self._info(request["db"], request["collection"])
         return arrow_schema(info.schema, request["columns"])[1]
 
-    def plan(self, request: dict[str, Any]) -> ReadPlan:
+    def plan(self, request: dict[str, Any], *, by_partition: bool = False) -> ReadPlan:
+        """The plan of a checked ``read_plan`` body. ``by_partition``: one growing endpoint
+        per vchannel and partition (not per vchannel), so every endpoint is of one
+        partition (SQL's ``$partition`` column)."""
         query = self.proxy.query
         info = self._info(request["db"], request["collection"])
         columns, schema = arrow_schema(info.schema, request["columns"])
@@ -275,12 +290,14 @@ class ReadService:
             for s in reply.sealed:
                 sid = s.segment_id
                 ticket = {**base, "vchannel": v, "segment_ids": [sid], "sealed": as_body(s)}
-                sealed.append(Endpoint("sealed", ticket, rows.get(sid, 0)))
-            if reply.growing:
-                ids = [g.segment_id for g in reply.growing]
-                total = sum(g.rows for g in reply.growing)
+                sealed.append(Endpoint("sealed", ticket, rows.get(sid, 0), s.partition_id))
+            groups: dict[int | None, list[PlannedGrowing]] = {}
+            for g in reply.growing:
+                groups.setdefault(g.partition_id if by_partition else None, []).append(g)
+            for pid, group in sorted(groups.items(), key=lambda kv: kv[0] or 0):
+                ids = [g.segment_id for g in group]
                 ticket = {**base, "vchannel": v, "segment_ids": ids}
-                growing.append(Endpoint("growing", ticket, total))
+                growing.append(Endpoint("growing", ticket, sum(g.rows for g in group), pid))
         sealed.sort(key=lambda e: e.ticket["segment_ids"][0])
         return ReadPlan(info, ts, columns, schema, sealed + growing)
 
@@ -309,16 +326,8 @@ class ReadService:
                 ErrorCode.COLLECTION_NOT_FOUND,
                 f"collection {info.name!r} was dropped or replaced since the read plan",
             )
-        if ticket["read"] == "files":
-            columns, schema = arrow_schema(info.schema, ticket["columns"])
-            check_filter(info, ticket["filter"], ticket["filter_params"])
-            page = fileplan.files_page(self, info, ticket)
-            files = self._pages(info, ticket, columns, schema, page)
-            first_files = next(files, None)
-            done = [] if first_files is None else [first_files]
-            return flight.GeneratorStream(schema, _guarded(_chain(done, files)))
-        node = self._delegator(info, ticket["vchannel"])
         if ticket["read"] == "deletes":
+            node = self._delegator(info, ticket["vchannel"])
             req = ReadDeletes(
                 vchannel=ticket["vchannel"],
                 segment_id=ticket["segment_id"],
@@ -327,12 +336,24 @@ class ReadService:
             )
             reply = self.proxy.run(self._node(node).read_deletes(req))
             return flight.RecordBatchStream(reply.deletes)
-        columns, schema = arrow_schema(info.schema, ticket["columns"])
-        check_filter(info, ticket["filter"], ticket["filter_params"])
-        pages = self._pages(info, ticket, columns, schema, self._segments_page(node, ticket))
+        schema, pages = self.rows(info, ticket)
         first = next(pages, None)  # errors before the stream starts reach the client cleanly
         batches = [] if first is None else [first]
-        return flight.GeneratorStream(schema, _guarded(_chain(batches, pages)))
+        return flight.GeneratorStream(schema, coded_stream(_chain(batches, pages), "DoGet"))
+
+    def rows(
+        self, info: CollectionInfo, ticket: dict[str, Any], page_scale: int = 1
+    ) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+        """The rows of a checked ``segments`` or ``files`` ticket of ``info`` (the caller
+        authorised it), page by page (``page_scale`` times the usual pages): its schema
+        and its batches."""
+        columns, schema = arrow_schema(info.schema, ticket["columns"])
+        check_filter(info, ticket["filter"], ticket["filter_params"])
+        if ticket["read"] == "files":
+            page = fileplan.files_page(self, info, ticket)
+        else:
+            page = self._segments_page(self._delegator(info, ticket["vchannel"]), ticket)
+        return schema, self._pages(info, ticket, columns, schema, page, page_scale)
 
     def _delegator(self, info: CollectionInfo, vchannel: str) -> str:
         route = self.proxy.query.route(info, None)
@@ -369,6 +390,7 @@ class ReadService:
         columns: list[str],
         schema: pa.Schema,
         page: PageFetch,
+        page_scale: int,
     ) -> Iterator[pa.RecordBatch]:
         """The rows in primary-key order, one bounded request (``page``) per page.
 
@@ -377,7 +399,7 @@ class ReadService:
         one key only is followed by all rows of that key, then the keys after it."""
         pk = info.schema.primary.name
         wanted = columns if pk in columns else [*columns, pk]
-        size = page_rows(info.schema, wanted)
+        size = page_rows(info.schema, wanted, page_scale)
 
         def fetch(op: str | None, key: Any, limit: int | None) -> pa.Table:
             text, params = ticket["filter"], dict(ticket["filter_params"])
@@ -431,18 +453,3 @@ def _ticket_base(
 def _chain(first: list[pa.RecordBatch], rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     yield from first
     yield from rest
-
-
-def _guarded(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Errors in the middle of a stream leave as Flight errors with a code, too."""
-    try:
-        yield from batches
-    except ElanusError as exc:
-        raise to_flight_error(exc) from None
-    except flight.FlightError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - never leak a traceback to the client
-        log.exception("DoGet read ticket failed")
-        raise to_flight_error(
-            ElanusError(ErrorCode.INTERNAL, f"DoGet: {type(exc).__name__}: {exc}")
-        ) from None
