@@ -353,6 +353,7 @@ def test_catalog_commands(conn: Any) -> None:
     assert info["vendor_name"] == "Elanus"
 
 
+@pytest.mark.slow
 def test_cli_prints_a_table_json_and_csv(served: StandaloneProcess) -> None:
     def run(*args: str) -> str:
         result = run_elanus("sql", "--uri", served.uri, *args)
