@@ -14,7 +14,7 @@ import logging
 import threading
 import traceback
 from collections.abc import Coroutine, Iterator
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -54,8 +54,11 @@ from elanus.flight.metacache import MetaCache
 from elanus.flight.putpipeline import PutPipeline
 from elanus.flight.search import QueryService, ReadService, check_search_stream, hits_table
 from elanus.flight.sql import MIDDLEWARE_KEY as SQL_OPTIONS
-from elanus.flight.sql import SqlHeadersFactory, SqlService, options_of
+from elanus.flight.sql import SqlHeadersFactory, options_of
 from elanus.flight.streams import client_batches, client_chunks
+
+if TYPE_CHECKING:
+    from elanus.flight.sql.service import SqlService
 from elanus.flight.uploads import receive_upload
 from elanus.importroots import ensure_dirs
 from elanus.privileges import Need
@@ -81,8 +84,8 @@ class ProxyServer(Role):
         self.query = QueryService(self)
         self.reads = ReadService(self)
         self.imports = ImportService(self)
-        self.sql = SqlService(self)
-        """Flight SQL on the same port (``flight/sql/``, docs/sql.md)."""
+        self._sql: SqlService | None = None
+        self._sql_lock = threading.Lock()
         self.limits = Limits(settings)
         self.flow = FlowControl(settings)
         self.port: int | None = None
@@ -99,6 +102,16 @@ class ProxyServer(Role):
         self.compaction: CompactionAPI = self.coord.compaction
         self.indexcoord = self.coord.index
         self.importcoord = self.coord.imports
+
+    @property
+    def sql(self) -> SqlService:
+        """Flight SQL on the same port (``flight/sql/``, docs/sql.md), made on first use."""
+        with self._sql_lock:
+            if self._sql is None:
+                from elanus.flight.sql.service import SqlService
+
+                self._sql = SqlService(self)
+            return self._sql
 
     @property
     def uri(self) -> str:

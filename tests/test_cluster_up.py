@@ -66,11 +66,14 @@ def test_cluster_up_serves_a_client_and_ctrl_c_stops_every_child(tmp_path: Path)
 
         # The standby registers once its lease attempt is refused, which may come after the
         # cluster reports ready (CI: a loaded runner had not yet): wait for it.
-        wait_for(lambda: ("coord", True) in roles(), timeout=20, what="the standby's session")
-        assert roles() == [
+        # Likewise a role whose session lands a beat after the proxy answers (CI once saw the
+        # data node's missing): wait for the whole set, then assert it exactly.
+        expected = [
             ("coord", False), ("coord", True), ("datanode", False), ("proxy", False),
             ("querynode", False),
         ]  # fmt: skip
+        wait_for(lambda: roles() == expected, timeout=20, what="every role's session")
+        assert roles() == expected
         shown = subprocess.run([ELANUS_BIN, "status", "--uri", uri], capture_output=True,
                                text=True, env=cli_env(), timeout=60)  # fmt: skip
         assert "coord (standby)" in shown.stdout, shown.stdout + shown.stderr

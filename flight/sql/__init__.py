@@ -9,9 +9,10 @@ between calls in the client's hands; ``options`` reads the call headers.
 
 DuckDB runs here and nowhere else in the proxy (an import contract says so); the data it
 reads comes as Arrow from the query nodes, never from a segment file.
+
+``SqlService`` lives in ``service`` and is imported on the first SQL call, not here: DuckDB
+costs a proxy ~35 ms to import, and most proxies never see a statement.
 """
-
 from elanus.flight.sql.options import MIDDLEWARE_KEY, SqlHeadersFactory, options_of
-from elanus.flight.sql.service import SqlService
 
-__all__ = ["MIDDLEWARE_KEY", "SqlHeadersFactory", "SqlService", "options_of"]
+__all__ = ["MIDDLEWARE_KEY", "SqlHeadersFactory", "options_of"]
