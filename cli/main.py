@@ -53,6 +53,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "release": ("elanus.cli.read", "release"),
     "search": ("elanus.cli.read", "search"),
     "query": ("elanus.cli.read", "query"),
+    "watch": ("elanus.cli.watch", "watch"),
     "index": ("elanus.cli.index", "index_app"),
     "user": ("elanus.cli.users", "user_app"),
     "role": ("elanus.cli.users", "role_app"),
