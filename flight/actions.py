@@ -86,6 +86,7 @@ CONCERNS = (
     "import_actions",
     "auth_actions",
     "backup_actions",
+    "watch_actions",
 )
 """The modules that declare actions (under ``elanus.flight``): ``catalogue`` imports them."""
 

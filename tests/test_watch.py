@@ -5,6 +5,7 @@ points; the errors."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -30,6 +31,17 @@ def nats_login(server: StandaloneProcess) -> dict[str, str]:
 def rows(n: int, start: int = 0, tag: str = "a") -> list[dict[str, Any]]:
     vec = np.ones(DIM, np.float32)
     return [{"id": i, "vector": vec * i, "tag": tag} for i in range(start, start + n)]
+
+
+@pytest.fixture(scope="module", name="server")
+def retaining_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneProcess]:
+    """A standalone server whose log keeps flushed changes a while (``log_retention_s``)."""
+    data = tmp_path_factory.mktemp("watched") / "data"
+    sp = StandaloneProcess(data, env={**os.environ, "ELANUS_LOG_RETENTION_S": "600"})
+    try:
+        yield sp.start().wait_ready()
+    finally:
+        sp.stop()
 
 
 @pytest.fixture(scope="module")

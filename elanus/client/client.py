@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from elanus.client.admin import AdminAPI
 from elanus.client.auth import AuthAPI
+from elanus.client.changes import WatchAPI
 from elanus.client.base import ClientBase
 from elanus.client.ddl import CollectionAPI, DatabaseAPI, PartitionAPI
 from elanus.client.hybrid import HybridAPI
@@ -50,6 +51,7 @@ class Client(
     IteratorAPI,
     StreamAPI,
     SegmentAPI,
+    WatchAPI,
 ):
     """``Client("grpc://host:8815")``; methods mirror pymilvus's ``MilvusClient``."""
 
