@@ -343,7 +343,7 @@ class ChangeLog:
         if policy is DeliverPolicy.BY_START_SEQUENCE:
             config.opt_start_seq = start
         elif policy is DeliverPolicy.BY_START_TIME:
-            config.opt_start_time = datetime.fromtimestamp(max(start, 0) / 1000, UTC).isoformat()
+            config.opt_start_time = datetime.fromtimestamp(max(start, 0) / 1000, UTC)
         info = self._run(js.add_consumer(ch.stream, config))
         sub = self._run(js.pull_subscribe_bind(durable=info.name, stream=ch.stream))
         try:

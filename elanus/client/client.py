@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from elanus.client.admin import AdminAPI
 from elanus.client.auth import AuthAPI
-from elanus.client.changes import WatchAPI
 from elanus.client.base import ClientBase
+from elanus.client.changes import WatchAPI
 from elanus.client.ddl import CollectionAPI, DatabaseAPI, PartitionAPI
 from elanus.client.hybrid import HybridAPI
 from elanus.client.imports import ImportAPI
