@@ -162,7 +162,15 @@ class ChangeLog:
         self._password = password or os.environ.get(ENV_PASSWORD)
 
     def _run(self, coro: Any) -> Any:
-        return self._loop.run_until_complete(coro)
+        """Run one nats-py call; losing the log's servers mid-way is UNAVAILABLE."""
+        from nats.errors import ConnectionClosedError, NoServersError
+
+        try:
+            return self._loop.run_until_complete(coro)
+        except (ConnectionClosedError, NoServersError) as exc:
+            raise ElanusError(
+                ErrorCode.UNAVAILABLE, f"lost the log at {self.coords.servers}: {exc}"
+            ) from None
 
     def _connect(self) -> Any:
         if self._js is None:
@@ -359,8 +367,9 @@ class ChangeLog:
                         return
                     yield seq, dict(m.headers or {}), m.data
         finally:
-            self._run(sub.unsubscribe())
-            self._run(js.delete_consumer(ch.stream, info.name))
+            if not self._nc.is_closed:  # else the server drops the consumer when inactive
+                self._run(sub.unsubscribe())
+                self._run(js.delete_consumer(ch.stream, info.name))
 
     def _ts(self, headers: dict[str, str] | None) -> int:
         return int((headers or {}).get(self.coords.ts_header, 0))
