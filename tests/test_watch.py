@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -53,6 +54,7 @@ def changed(server: StandaloneProcess) -> Iterator[tuple[Client, dict[str, int]]
         marks["insert"] = marks["before"]
         marks["upsert"] = client.upsert("watched", rows(2, start=4, tag="b"))["ts"]
         marks["delete"] = client.delete("watched", ids=[0])["ts"]
+        client.flush("watched")  # the datanode's checkpoint passes every change
         yield client, marks
 
 
@@ -80,6 +82,16 @@ def test_every_change_once_in_timestamp_order(
     tags = [json.loads(m)["tag"] if m else None for m in got["$meta"].to_pylist()]
     assert tags == ["a"] * 5 + ["b", "b", None]
     assert got["vector"][6].as_py() == [5.0] * DIM
+
+
+def test_flushed_changes_stay_for_log_retention_s(
+    changed: tuple[Client, dict[str, int]], server: StandaloneProcess
+) -> None:
+    """The coord purges the log every 5 s below the flushed checkpoint; with
+    ``log_retention_s`` it keeps what it could purge for that long."""
+    client, _ = changed
+    time.sleep(6.0)  # a purge round after the flush
+    assert changes(client, server, "earliest").num_rows == 8
 
 
 def test_since_a_timestamp_and_latest(
