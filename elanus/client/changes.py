@@ -47,7 +47,7 @@ from elanus.tsutil import compose, now_ms, physical_ms
 OP = "_op"
 TS = "_ts"
 STARTS = ("earliest", "latest")
-FETCH = 256
+FETCH = 32
 """Messages per fetch (DML messages are cut near 1 MiB; ticks are empty)."""
 BACKTRACK_MS = 10_000
 """How far before a starting timestamp the search for the tick before it begins."""
@@ -223,13 +223,14 @@ class ChangeLog:
             return 0, 0
         return int(msg.seq), self._ts(msg.headers)
 
-    def end(self, vchannel: str, start: Position) -> Position:
-        """Where a read from ``start`` ends now: at the newest tick ``T``, so it holds
-        every change up to ``T`` (all of them are before that tick in the log). Changes
-        above ``T`` may be before it too (a write stamped early, published late): the
-        next read starts at the first of them, and skips what this one took by ``ts``."""
+    def end(self, vchannel: str, start: Position, tick: tuple[int, int] | None = None) -> Position:
+        """Where a read from ``start`` ends: at the newest tick ``T`` (or ``tick``, as
+        ``last_tick`` gave it), so it holds every change up to ``T`` (all of them are before
+        that tick in the log). Changes above ``T`` may be before it too (a write stamped
+        early, published late): the next read starts at the first of them, and skips what
+        this one took by ``ts``."""
         ch = self.coords.channel(vchannel)
-        tick_seq, tick_ts = self.last_tick(ch)
+        tick_seq, tick_ts = tick or self.last_tick(ch)
         if tick_ts <= start.ts or tick_seq < start.seq:
             return start
         from nats.js.api import DeliverPolicy
@@ -246,15 +247,18 @@ class ChangeLog:
         return Position(resume, tick_ts, tick_seq)
 
     def ends(self, starts: dict[str, Position], past: int = 0) -> dict[str, Position]:
-        """``end`` of every vchannel; with ``past``, once every tick is at or past that
-        timestamp (the log then holds every write acknowledged before it)."""
+        """``end`` of every vchannel; with ``past``, at ticks at or past that timestamp
+        (the log then holds every write acknowledged before it)."""
         deadline = time.monotonic() + self.timeout
         while True:
-            ends = {v: self.end(v, p) for v, p in starts.items()}
-            if time.monotonic() > deadline or all(
-                self.last_tick(self.coords.channel(v))[1] >= past for v in ends
-            ):
-                return ends
+            ticks = {v: self.last_tick(self.coords.channel(v)) for v in starts}
+            if all(ts >= past for _, ts in ticks.values()):
+                return {v: self.end(v, p, ticks[v]) for v, p in starts.items()}
+            if time.monotonic() > deadline:
+                raise ElanusError(
+                    ErrorCode.UNAVAILABLE,
+                    f"the log's time ticks did not reach {past} in {self.timeout} s",
+                )
             time.sleep(0.05)
 
     def starts(self, since: str | int) -> dict[str, Position]:
@@ -360,7 +364,10 @@ class ChangeLog:
                 try:
                     got = self._run(sub.fetch(min(FETCH, left), timeout=self.timeout))
                 except NatsTimeout:
-                    return
+                    raise ElanusError(
+                        ErrorCode.UNAVAILABLE,
+                        f"the log of {ch.vchannel!r} did not deliver in {self.timeout} s",
+                    ) from None
                 for m in got:
                     seq, left = int(m.metadata.sequence.stream), int(m.metadata.num_pending)
                     if upto and seq > upto:
