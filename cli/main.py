@@ -55,6 +55,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "search": ("elanus.cli.read", "search"),
     "query": ("elanus.cli.read", "query"),
     "sql": ("elanus.cli.sql", "sql"),
+    "watch": ("elanus.cli.watch", "watch"),
     "index": ("elanus.cli.index", "index_app"),
     "user": ("elanus.cli.users", "user_app"),
     "role": ("elanus.cli.users", "role_app"),

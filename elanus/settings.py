@@ -85,6 +85,10 @@ class Settings:
     compaction_interval_s: float = 60.0
     """How often the automatic policy looks for small flushed segments to merge (0: off)."""
     retention_s: float = 600.0
+    log_retention_s: float = 0.0
+    """How long the log (the DML streams) keeps changes the datanodes already flushed, so
+    a change stream (``client.watch``, ``spark.readStream``) can start or resume that far
+    back; 0: the log is cut as soon as the data is flushed."""
     """Time-travel window: compaction keeps rows deleted less than this long ago."""
     gc_delay_s: float = 60.0
     """Files of dropped segments stay this long (readers may still have them open)."""

@@ -87,6 +87,7 @@ CONCERNS = (
     "auth_actions",
     "backup_actions",
     "ops_actions",
+    "watch_actions",
 )
 """The modules that declare actions (under ``elanus.flight``): ``catalogue`` imports them."""
 

@@ -11,6 +11,7 @@ complete and the datanode is told to write it.
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -79,6 +80,9 @@ class DataCoord:
         self.saved_checkpoints: dict[str, tuple[int, int]] = {}
         """vchannel -> (seq, ts) in DuckDB: what a restart resumes from, and what purges respect."""
         self._checkpoint_saved_at: dict[str, float] = {}
+        self._purge_marks: collections.deque[tuple[float, dict[str, int]]] = collections.deque()
+        """(when, pchannel -> purgeable seq) of past purge rounds: with ``log_retention_s``
+        the log is cut where it could have been that long ago (``purge_streams``)."""
         self.channel_ticks: dict[str, int] = {}
         self.persist_wanted: dict[str, int] = {}
         """vchannel -> deletes up to this ts are to be written (``persist_deletes``)."""
@@ -161,15 +165,33 @@ class DataCoord:
     async def purge_streams(self) -> dict[str, int | None]:
         """Drop stream messages below the lowest checkpoint of the vchannels on each pchannel."""
         live = await self.lookup.live_vchannels()
-        purged: dict[str, int | None] = {}
+        purgeable: dict[str, int | None] = {}
         for p in self.ctx.pchannels:
             on_p = [v for v in live if pchannel_of(v) == p]
             if any(v not in self.saved_checkpoints for v in on_p):
                 continue  # someone still needs the stream from its start
-            seq = min((self.saved_checkpoints[v][0] for v in on_p), default=None)
+            purgeable[p] = min((self.saved_checkpoints[v][0] for v in on_p), default=None)
+        purged = {}
+        for p, seq in self._retained(purgeable).items():
             await self.ctx.bus.js.purge_stream(stream_name(p), seq=seq)
             purged[p] = seq
         return purged
+
+    def _retained(self, purgeable: dict[str, int | None]) -> dict[str, int | None]:
+        """What may be purged now: with ``log_retention_s``, only what could already be
+        purged that long ago, so change streams (``elanus/client/changes.py``) can read
+        that far back (a pchannel with no live vchannel is then left as it is)."""
+        keep = self.ctx.settings.log_retention_s
+        if keep <= 0:
+            return purgeable
+        now = time.monotonic()
+        marks = self._purge_marks
+        marks.append((now, {p: s for p, s in purgeable.items() if s is not None}))
+        while len(marks) > 1 and now - marks[1][0] >= keep:
+            marks.popleft()
+        if now - marks[0][0] < keep:
+            return {}
+        return {p: s for p, s in marks[0][1].items() if p in purgeable}
 
     # -- helpers ----------------------------------------------------------------------------
     async def _save(self, segs: list[Segment]) -> None:

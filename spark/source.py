@@ -44,6 +44,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
+    DataSourceStreamReader,
     DataSourceWriter,
     Filter,
     InputPartition,
@@ -204,13 +205,25 @@ class ElanusDataSource(DataSource):
         return "elanus"
 
     def schema(self) -> StructType:
+        if _streaming(self.options):
+            from elanus.spark.stream import stream_schema
+
+            return stream_schema(self.options)
         opts = ReadOptions.parse(self.options)
         return spark_schema(collection_schema(opts), opts.columns)
 
     def reader(self, schema: StructType) -> ElanusReader:
+        if _streaming(self.options):
+            raise invalid("option 'since' is for spark.readStream (a change stream), not read")
         opts = ReadOptions.parse(self.options)
         kind = PushdownReader if opts.pushes_filters else ElanusReader
         return kind(opts, schema)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802
+        """The collection's changes (``elanus.spark.stream``), for ``spark.readStream``."""
+        from elanus.spark.stream import ElanusStreamReader, StreamOptions
+
+        return ElanusStreamReader(StreamOptions.parse(self.options), schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from elanus.spark.writer import ElanusWriter, WriteOptions
@@ -222,6 +235,11 @@ class ElanusDataSource(DataSource):
                 "key), or drop and create the collection first"
             )
         return ElanusWriter(WriteOptions.parse(self.options))
+
+
+def _streaming(options: Mapping[str, str]) -> bool:
+    """A change stream is asked for by its starting point, option ``since``."""
+    return any(k.lower() == "since" for k in options)
 
 
 def collection_schema(opts: ReadOptions) -> Schema:

@@ -205,6 +205,8 @@ CASES = [
          lambda c, t: c.search("c", [[0.1, 0.2, 0.3, 0.4]], limit=3)),
     Case("Query", "query", lambda t: {"collection": "c", "filter": "id >= 0", "limit": 2},
          lambda c, t: c.query("c", "id >= 0", limit=2)),
+    Case("Query", "watch_collection", lambda t: {"collection": "c"},
+         lambda c, t: c.watch_coordinates("c")),  # the change stream's log coordinates
     Case("Flush", "flush", lambda t: {"collection": "c"}, lambda c, t: c.flush("c")),
     Case("Compaction", "compact", lambda t: {"collection": "c"}, lambda c, t: c.compact("c")),
     Case("Import", "list_import_jobs", lambda t: {"collection": "c"},

@@ -27,6 +27,7 @@ from __future__ import annotations
 from elanus.client.admin import AdminAPI
 from elanus.client.auth import AuthAPI
 from elanus.client.base import ClientBase
+from elanus.client.changes import WatchAPI
 from elanus.client.ddl import CollectionAPI, DatabaseAPI, PartitionAPI
 from elanus.client.hybrid import HybridAPI
 from elanus.client.imports import ImportAPI
@@ -53,6 +54,7 @@ class Client(
     StreamAPI,
     SegmentAPI,
     SqlAPI,
+    WatchAPI,
 ):
     """``Client("grpc://host:8815")``; methods mirror pymilvus's ``MilvusClient``."""
 

@@ -13,6 +13,7 @@ reads comes as Arrow from the query nodes, never from a segment file.
 ``SqlService`` lives in ``service`` and is imported on the first SQL call, not here: DuckDB
 costs a proxy ~35 ms to import, and most proxies never see a statement.
 """
+
 from elanus.flight.sql.options import MIDDLEWARE_KEY, SqlHeadersFactory, options_of
 
 __all__ = ["MIDDLEWARE_KEY", "SqlHeadersFactory", "options_of"]

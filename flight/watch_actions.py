@@ -1,0 +1,62 @@
+"""DoAction ``watch_collection``: where a collection's change stream is read.
+
+The change stream (``elanus/client/changes.py``) reads the log itself, the collection's
+JetStream DML streams, never the proxy, so watching costs writes and searches nothing.
+This action only tells a caller allowed to query the collection where that log is: the
+NATS servers (without credentials), each vchannel's stream and subjects, the headers
+that carry a message's kind and timestamp, and the schema to decode rows with.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from elanus.channels.dml import (
+    H_TS,
+    H_TYPE,
+    data_subject,
+    pchannel_of,
+    stream_name,
+    tick_subject,
+)
+from elanus.channels.natsauth import redact_url
+from elanus.flight.actions import Call, action, check_db, check_named
+from elanus.requests import Body
+
+
+def _run_watch(c: Call) -> dict[str, Any]:
+    info = c.proxy.dml.collection(c.request["db"], c.request["collection"])
+    channels = []
+    for v in info.vchannels:
+        p = pchannel_of(v)
+        channels.append(
+            {
+                "vchannel": v,
+                "stream": stream_name(p),
+                "data_subject": data_subject(p, v),
+                "tick_subject": tick_subject(p),
+            }
+        )
+    return {
+        "collection": info.name,
+        "collection_id": info.collection_id,
+        "schema": info.schema.to_dict(),
+        "servers": redact_url(c.proxy.bus.url),
+        "type_header": H_TYPE,
+        "ts_header": H_TS,
+        "vchannels": channels,
+    }
+
+
+@action(
+    "watch_collection",
+    "Where a collection's change stream is read (the client's watch reads the log, not "
+    "the proxy). Body: collection. Result: collection, collection_id, schema, servers "
+    "(the NATS servers, no credentials), type_header, ts_header, vchannels (each with its "
+    "vchannel, stream, data_subject and tick_subject).",
+    ("collection",),
+    privilege="Query",
+    run=_run_watch,
+)
+def _watch(b: Body) -> dict[str, Any]:
+    return {"db": check_db(b), "collection": check_named(b, "collection", "collection")}
