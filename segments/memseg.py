@@ -3,7 +3,9 @@ delegators (growing segments) answer from.
 
 Rows are an Arrow table (user columns plus ``_ts``); vectors are searched through zero-copy
 views (``VectorIndexExact``); every read takes a timestamp and sees exactly the rows
-visible then (``RowVersions``), further narrowed by a filter expression.
+visible then (``RowVersions``), further narrowed by a filter expression. A sealed segment
+whose index holds a field's vectors drops that column and answers from the index
+(``heldvectors``).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from elanus.expr.textmatch import TextIndexes
 from elanus.index.kernels import BM25, VectorIndexExact
 from elanus.schema import TIMESTAMP_FIELD, Schema
 from elanus.segments import storage
+from elanus.segments.heldvectors import HeldVectors
 from elanus.segments.visibility import RowVersions
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -49,18 +52,33 @@ class SearchHits:
 
 class MemSegment:
     def __init__(
-        self, segment_id: int, partition_id: int, schema: Schema, table: pa.Table | None = None
+        self,
+        segment_id: int,
+        partition_id: int,
+        schema: Schema,
+        table: pa.Table | None = None,
+        files: str | None = None,
     ) -> None:
+        """``table``: a sealed segment's rows (``None``: a growing segment, empty); it may
+        lack vector columns that an index attached next will hold. ``files``: the
+        sealed segment's Lance dataset, where such a field's values are read back."""
         self.segment_id = segment_id
         self.partition_id = partition_id
         self.schema = schema
         self.pk_field = schema.primary.name
         empty = schema.to_arrow(with_ts=True).empty_table()
         self.table = empty if table is None else table.combine_chunks()
-        pks = self.table.column(self.pk_field).combine_chunks()
+        pks = _one_chunk(self.table.column(self.pk_field))  # the table's own buffer
         ts = self.table.column(TIMESTAMP_FIELD).to_numpy()
         self.versions = RowVersions(pks, ts)
         self._indexes: dict[str, VectorIndexExact] = {}
+        """Exact kernels over the table's vector columns, made on first use."""
+        self._files = files
+        self._held: dict[str, HeldVectors] = {}
+        """Vector fields served from their index, their columns dropped (replaced whole,
+        under ``_swap``, together with ``table``)."""
+        self._swap = threading.Lock()
+        self._restoring = threading.Lock()
         self._ann: dict[str, Any] = {}
         """Built ANN indexes (``elanus.index.engine.SegmentIndex``) by field: sealed only."""
         self._scalar: dict[tuple[str, tuple[str | int, ...]], Any] = {}
@@ -102,9 +120,11 @@ class MemSegment:
     def adopt(self, schema: Schema) -> None:
         """Take the collection's newer schema (a field was added): the rows held read the
         new field's default, or null. Row positions, keys and indexes stay as they are."""
-        with self._guard:
+        with self._guard, self._swap:
             self._settle()
-            target = schema.to_arrow(with_ts=True)
+            target = pa.schema(
+                [f for f in schema.to_arrow(with_ts=True) if f.name not in self._held]
+            )
             self.table = storage.conform(self.table, target, storage.column_defaults(schema))
             self.schema = schema
 
@@ -120,16 +140,84 @@ class MemSegment:
             self._pks = None
             self._text = TextIndexes()
 
-    def _index(self, field: str) -> VectorIndexExact:
-        if field not in self._indexes:
-            self._indexes[field] = VectorIndexExact(self.table.column(field))
-        return self._indexes[field]
+    def _vectors(self) -> tuple[pa.Table, dict[str, HeldVectors]]:
+        """The table and the held fields, as one consistent pair (a field is in one or the
+        other, whatever another thread swaps meanwhile)."""
+        with self._swap:
+            return self.table, self._held
+
+    def _kernel(self, field: str, table: pa.Table) -> VectorIndexExact:
+        kernel = self._indexes.get(field)
+        if kernel is None:
+            kernel = VectorIndexExact(table.column(field))
+            with self._swap:
+                if self.table is table:  # not a column dropped meanwhile
+                    self._indexes[field] = kernel
+        return kernel
+
+    def _exact(
+        self,
+        field: str,
+        queries: Any,
+        k: int,
+        metric: str,
+        mask: np.ndarray | None,
+        radius: float | None,
+        range_filter: float | None,
+        bm25: BM25 | None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The exact top ``k``: from the column's kernel, or from the index holding the
+        field (the column read back if that index cannot answer ``metric``)."""
+        table, held = self._vectors()
+        source = held.get(field)
+        if source is not None:
+            found = source.index.exact_search(queries, k, metric, mask, radius, range_filter)
+            if found is not None:
+                return found
+            table = self._read_back(field)
+        kernel = self._kernel(field, table)
+        return kernel.search(queries, k, metric, mask, radius, range_filter, bm25)
 
     def attach_index(self, field: str, index: Any, index_id: int | None = None) -> None:
         """Serve ``field`` from a built index from now on (one assignment: a search that
-        already picked the exact path finishes on it)."""
+        already picked the exact path finishes on it). A sealed segment then drops the
+        field's column if the index holds its vectors (``heldvectors``), or reads it back
+        if it was left unread for an index that cannot hold it."""
         self._own(index_id, (field, None))
         self._ann[field] = index
+        if self._files is None:
+            return
+        holds = getattr(index, "holds_vectors", False) and index.num_rows == self.num_rows
+        if holds:
+            with self._swap:
+                self._held = {
+                    **self._held,
+                    field: HeldVectors(index, self._files, self._field(field)),
+                }
+                if field in self.table.column_names:
+                    self.table = self.table.drop_columns([field])
+                self._indexes.pop(field, None)
+        elif field not in self.table.column_names and field not in self._held:
+            self._read_back(field)
+
+    def _field(self, name: str) -> pa.Field:
+        return self.schema.to_arrow(with_ts=True).field(name)
+
+    def _read_back(self, field: str) -> pa.Table:
+        """Put a held (or unread) field's column back from the files; the table with it."""
+        with self._restoring:  # one read at a time; a second caller finds it done
+            table, held = self._vectors()
+            if field in table.column_names:
+                return table
+            source = held.get(field) or HeldVectors(None, self._files or "", self._field(field))
+            column = source.column()
+            names = self.schema.to_arrow(with_ts=True).names
+            before = set(names[: names.index(field)])
+            with self._swap:
+                at = sum(1 for n in self.table.column_names if n in before)
+                self.table = self.table.add_column(at, self._field(field), column)
+                self._held = {f: h for f, h in self._held.items() if f != field}
+                return self.table
 
     def attach_scalar(self, index: Any, index_id: int | None = None) -> None:
         """Answer filters on ``index.key`` (field, JSON path) from a built scalar index."""
@@ -244,8 +332,8 @@ class MemSegment:
                     queries, k, params or {}, mask, radius=radius, range_filter=range_filter
                 )
         if distances is None or rows is None:
-            distances, rows = self._index(field).search(
-                queries, k, metric, mask, radius, range_filter, bm25
+            distances, rows = self._exact(
+                field, queries, k, metric, mask, radius, range_filter, bm25
             )
         pks = self._pk_values()
         if not len(pks):
@@ -261,13 +349,37 @@ class MemSegment:
         """BM25 statistics of the rows visible at ``ts`` (no filter: the corpus is every
         visible row): rows, total tokens, rows holding each term."""
         mask = self.search_mask(ts)  # first: it settles appended rows into the table
-        return self._index(field).term_stats(terms, mask)
+        return self._kernel(field, self.table).term_stats(terms, mask)
 
     @_guarded
     def take(self, rows: np.ndarray, columns: list[str]) -> pa.Table:
         """Output fields of the given rows (search results), in that order."""
         self._settle()
-        return self.table.select(columns).take(pa.array(rows, pa.int64()))
+        table, held = self._vectors()
+        if not any(c in held for c in columns):
+            return table.select(columns).take(pa.array(rows, pa.int64()))
+        present = table.select([c for c in columns if c not in held])
+        out = present.take(pa.array(rows, pa.int64()))
+        values = [held[c].take(rows) if c in held else out.column(c) for c in columns]
+        fields = [held[c].field if c in held else out.schema.field(c) for c in columns]
+        return pa.Table.from_arrays(values, schema=pa.schema(fields))
+
+    def memory_bytes(self) -> int:
+        """Bytes held by the segment's structures: its table, row versions, built indexes
+        (vector and scalar) and exact kernels' per-row statistics."""
+        table, held = self._vectors()
+        buffers: dict[int, int] = {}  # address -> size: a buffer two structures share counts once
+        for part in [table, *self._pending]:
+            for column in part.columns:
+                _add_buffers(buffers, column.chunks)
+        _add_buffers(buffers, [self.versions.pks])
+        for a in (self.versions.insert_ts, self.versions.death_ts):
+            buffers[a.ctypes.data] = a.nbytes
+        total = sum(buffers.values())
+        indexes = {id(i): i for i in [*self._ann.values(), *(h.index for h in held.values())]}
+        total += sum(int(getattr(i, "nbytes", 0)) for i in indexes.values())
+        total += sum(int(getattr(s, "nbytes", 0)) for s in self._scalar.values())
+        return int(total + sum(k.own_nbytes for k in list(self._indexes.values())))
 
     @_guarded
     def query(
@@ -289,6 +401,17 @@ class MemSegment:
         if rows is not None:
             return len(rows)
         return int(np.count_nonzero(self.visible(ts, expr)))
+
+
+def _one_chunk(column: pa.ChunkedArray) -> pa.Array:
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
+
+def _add_buffers(seen: dict[int, int], arrays: list[pa.Array]) -> None:
+    for array in arrays:
+        for b in array.buffers():
+            if b is not None:
+                seen[b.address] = b.size
 
 
 def _smallest(keys: pa.ChunkedArray | pa.Array, limit: int) -> np.ndarray:
