@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -149,6 +150,7 @@ def main() -> None:
         index_bytes = _index_files(root)
     finally:
         cluster.stop()
+        shutil.rmtree(root, ignore_errors=True)
     names = [*ROLES, "nats"]
     body = [[p, f"{s:.0f}", *(f"{rss[r]:.0f}" for r in names)] for p, rss, s in phases]
     print_table("RSS per role (MiB) after each phase", ["phase", "s", *names], body)
