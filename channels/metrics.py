@@ -125,6 +125,12 @@ LOAD_PROGRESS = Family(
     ("collection_id",),
 )
 INDEX_TASKS = Family("elanus_coord_index_tasks", "Index build tasks, by state", ("state",))
+LOADED_MEMORY = Family(
+    "elanus_querynode_collection_memory_bytes",
+    "Bytes a query node holds for each loaded collection: its segments' rows, indexes and "
+    "row versions (sealed and growing)",
+    ("node_id", "collection_id"),
+)
 SCRAPED = (
     TICK_LAG,
     CONSUMER_PENDING,
@@ -133,6 +139,7 @@ SCRAPED = (
     SEGMENT_ROWS,
     LOAD_PROGRESS,
     INDEX_TASKS,
+    LOADED_MEMORY,
 )
 
 Sample = tuple[Family, tuple[str, ...], float]

@@ -18,7 +18,9 @@ from rich.console import Group, RenderableType
 
 from elanus.cli.context import JsonOpt, UriOpt, run_action
 from elanus.cli.output import duration, kv_table, table
+from elanus.client.client import Client
 from elanus.consistency import ConsistencyLevel
+from elanus.errors import ElanusError, ErrorCode
 from elanus.tsutil import to_unix_seconds
 
 collection_app = typer.Typer(
@@ -139,7 +141,7 @@ def _role(session: dict[str, Any]) -> str:
 
 
 def _memory(rss: int | None) -> str:
-    """The process's resident memory, as published in its session."""
+    """Bytes (a process's resident memory, a collection's share of it) in MiB."""
     return "-" if rss is None else f"{rss / (1 << 20):.0f} MiB"
 
 
@@ -289,6 +291,7 @@ def render_collection(d: dict[str, Any]) -> RenderableType:
         "partition key": _partition_key(fields_list, d.get("partitions") or []),
         "aliases": ", ".join(d.get("aliases") or []) or "-",
         "created": _hybrid_ts(d.get("created_ts")),
+        "loaded": _loaded(d.get("load")),
     }
     fields = table(
         ["field", "id", "type", "primary", "auto id", "nullable", "params"],
@@ -325,14 +328,37 @@ def render_collection(d: dict[str, Any]) -> RenderableType:
     return Group(*parts)
 
 
+def _loaded(load: dict[str, Any] | None) -> str:
+    """The load state, and the memory its query nodes hold of a loaded collection."""
+    if not load:
+        return "-"  # the caller may not see load states
+    state = str(load.get("state"))
+    if "memory_bytes" not in load:
+        return state
+    held = _memory(load["memory_bytes"])
+    return f"{state} ({load.get('progress')} %), {held} in memory on its query nodes"
+
+
+def _with_load(client: Client, name: str) -> dict[str, Any]:
+    """``describe_collection``, with ``load``: ``get_load_state``'s answer (state,
+    progress, rows, the bytes held in memory), left out for a user not allowed to see it."""
+    described = client.describe_collection(name)
+    try:
+        load = client.get_load_state(name)
+    except ElanusError as exc:
+        if exc.code != ErrorCode.PERMISSION_DENIED:
+            raise
+        return described
+    return {**described, "load": {**load, "state": str(load["state"])}}
+
+
 @collection_app.command("describe")
 def collection_describe(
     ctx: typer.Context, name: CollectionArg, as_json: JsonOpt = False, uri: UriOpt = None
 ) -> None:
-    """Show a collection's schema, shards, partitions and properties."""
-    run_action(
-        ctx, lambda c: c.describe_collection(name), render_collection, as_json=as_json, uri=uri
-    )
+    """Show a collection's schema, shards, partitions, properties, and whether it is
+    loaded, with the memory its query nodes hold of it."""
+    run_action(ctx, lambda c: _with_load(c, name), render_collection, as_json=as_json, uri=uri)
 
 
 @collection_app.command("drop")

@@ -24,6 +24,7 @@ from typing import Any, cast
 
 import psutil
 
+from elanus import freemem
 from elanus.channels.bus import Bus
 from elanus.channels.jsretry import is_transient
 from elanus.channels.loop import LoopThread
@@ -386,6 +387,7 @@ class RoleHost:
     def serve(self, on_ready: Callable[[RoleHost], None] | None = None) -> None:
         """Start, run until SIGINT/SIGTERM (or a ``failure``: raised once stopped), stop.
         Call from the main thread."""
+        freemem.limit_arenas()  # before the roles' threads start
         previous = {
             sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)
         }

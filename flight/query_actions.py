@@ -92,7 +92,7 @@ def _run_load_state(c: Call) -> dict[str, Any]:
 @action(
     "get_load_state",
     "Load state of a collection. Body: collection. Result: state (NotLoad, Loading, "
-    "Loaded), progress, loaded_rows, persisted_rows.",
+    "Loaded), progress, loaded_rows, persisted_rows, memory_bytes (held by its query nodes).",
     ("collection",),
     privilege="GetLoadState",
     run=_run_load_state,

@@ -14,7 +14,8 @@ segments at once (one Spark task each); ``threads`` raises it for a builder with
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import faiss
 import numpy as np
@@ -83,7 +84,12 @@ def _new_index(spec: IndexSpec, built_as: str, nlist: int | None) -> Any:
 
 
 def build_index(
-    spec: IndexSpec, vectors: Any, valid: np.ndarray | None = None, threads: int = 1
+    spec: IndexSpec,
+    vectors: Any,
+    valid: np.ndarray | None = None,
+    threads: int = 1,
+    *,
+    scratch: bool = False,
 ) -> SegmentIndex:
     """Build ``spec``'s index over ``vectors``: float32 ``(n, dim)`` or uint8 ``(n, dim/8)``
     packed bits. ``valid`` (bool per row) marks rows that have a vector; the others are
@@ -92,7 +98,8 @@ def build_index(
     IVF training samples at most 256 points per list (FAISS's default); small segments
     get fewer lists or a flat index (see :class:`SegmentIndex`). ``threads`` OpenMP
     threads train and add (one by default: see the module docstring; a dedicated builder
-    on idle cores may pass more).
+    on idle cores may pass more). ``scratch``: ``vectors`` may be changed in place (COSINE
+    normalises them) rather than copied.
     """
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise invalid(f"threads must be a positive integer, got {threads!r}")
@@ -111,7 +118,7 @@ def build_index(
         if not np.isfinite(X).all():
             raise invalid("vectors contain NaN or infinite values")
         if spec.metric == "COSINE":
-            X = X.copy()
+            X = X if scratch and ids is None and X is vectors else X.copy()
             faiss.normalize_L2(X)
     built_as, nlist = _plan(spec, X.shape[0])
     index = _new_index(spec, built_as, nlist)
@@ -141,27 +148,53 @@ def build_segment_index(
 
     try:
         opts = objstore.lance_options(lance_path)
-        table = lance.dataset(lance_path, storage_options=opts).to_table(columns=[field])
-    except (ValueError, OSError) as e:
+        ds = lance.dataset(lance_path, storage_options=opts)
+        t = ds.schema.field(field).type
+    except (ValueError, OSError, KeyError) as e:
         raise invalid(f"cannot read field {field!r} from {lance_path}: {e}") from None
-    column = table.column(field)
-    arr = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
-    t = arr.type
-    valid = arr.is_valid().to_numpy(zero_copy_only=False) if arr.null_count else None
     if spec.field_kind == "sparse":
         if not pa.types.is_map(t):
             raise invalid(f"field {field!r} has type {t}, expected map<uint32, float>")
-        return build_sparse_index(spec, arr)
+        column = _read(lambda: ds.to_table(columns=[field]), field, lance_path).column(0)
+        return build_sparse_index(spec, column.combine_chunks())
     if spec.field_kind == "binary":
         if not pa.types.is_fixed_size_binary(t) or t.byte_width * 8 != spec.dim:
             want = f"fixed_size_binary({spec.dim // 8})"
             raise invalid(f"field {field!r} has type {t}, expected {want}")
-        X = binary_matrix(arr)
-    else:
-        ok = pa.types.is_fixed_size_list(t) and t.list_size == spec.dim
-        if not ok or not is_float_column(t):
-            raise invalid(
-                f"field {field!r} has type {t}, expected fixed_size_list<float32>[{spec.dim}]"
-            )
-        X = float_matrix(arr)
-    return build_index(spec, X, valid, threads)
+    elif not (pa.types.is_fixed_size_list(t) and t.list_size == spec.dim and is_float_column(t)):
+        raise invalid(
+            f"field {field!r} has type {t}, expected fixed_size_list<float32>[{spec.dim}]"
+        )
+    X, valid = _read(lambda: _read_matrix(ds, field, spec), field, lance_path)
+    return build_index(spec, X, valid, threads, scratch=True)
+
+
+R = TypeVar("R")
+
+
+def _read(read: Callable[[], R], field: str, lance_path: str) -> R:
+    try:
+        return read()
+    except (ValueError, OSError) as e:
+        raise invalid(f"cannot read field {field!r} from {lance_path}: {e}") from None
+
+
+def _read_matrix(ds: Any, field: str, spec: IndexSpec) -> tuple[np.ndarray, np.ndarray | None]:
+    """The column as one matrix (float32, or uint8 codes) and its validity (``None``: no
+    nulls), filled batch by batch: the read never holds the column twice (reading it
+    whole and then combining its chunks held 2x, plus Lance's buffers)."""
+    binary = spec.field_kind == "binary"
+    width = spec.dim // 8 if binary else spec.dim
+    X = np.empty((ds.count_rows(), width), np.uint8 if binary else F32)
+    valid = np.ones(len(X), bool)
+    at = 0
+    for batch in ds.to_batches(columns=[field]):
+        arr = batch.column(0)
+        part = binary_matrix(arr) if binary else float_matrix(arr)
+        X[at : at + len(part)] = part
+        if arr.null_count:
+            valid[at : at + len(part)] = arr.is_valid().to_numpy(zero_copy_only=False)
+        at += len(part)
+    if at != len(X):
+        raise invalid(f"field {field!r}: read {at} rows of {len(X)}")
+    return X, None if valid.all() else valid

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from elanus import layout, objstore
+from elanus import freemem, layout, objstore
 from elanus.index.build import build_segment_index
 from elanus.index.scalar import build_scalar_index, write_scalar_index
 from elanus.indexparams import IndexSpec
@@ -32,19 +32,24 @@ def run_build_task(
     try:
         if delay_s:
             time.sleep(delay_s)
-        with objstore.local_target(out_dir) as local:  # S3: built locally, then uploaded
-            if is_scalar_spec(spec):
-                scalar = ScalarSpec.from_dict(spec)
-                values = build_scalar_index(data_path, field, scalar)
-                keys = write_scalar_index(values, scalar, local)
-            else:
-                index = build_segment_index(data_path, field, IndexSpec.from_dict(spec))
-                keys = index.write(local)
+        keys = _build(field, spec, data_path, out_dir)
         report.update(ok=True, files=[layout.join(out_dir, k) for k in keys])
     except Exception as exc:  # noqa: BLE001 - every failure is reported with its reason
         report.update(ok=False, fail_reason=f"{type(exc).__name__}: {exc}")
+    freemem.release()  # the column and the index, freed: a builder stays small between tasks
     report["seconds"] = round(time.perf_counter() - started, 3)
     return report
+
+
+def _build(field: str, spec: dict[str, Any], data_path: str, out_dir: str) -> list[str]:
+    """Build and write the index; its file keys (what it built is freed on return)."""
+    with objstore.local_target(out_dir) as local:  # S3: built locally, then uploaded
+        if is_scalar_spec(spec):
+            scalar = ScalarSpec.from_dict(spec)
+            values = build_scalar_index(data_path, field, scalar)
+            return write_scalar_index(values, scalar, local)
+        index = build_segment_index(data_path, field, IndexSpec.from_dict(spec))
+        return index.write(local)
 
 
 TASK_KEYS = ("build_id", "version", "field", "spec", "data_path", "out_dir")

@@ -104,6 +104,8 @@ FORMAT_VERSION = 1
 INDEX_FILE = "index.faiss"
 META_FILE = "meta.json"
 
+HOLDS_VECTORS = ("FLAT", "BIN_FLAT", "HNSW", "IVF_FLAT")
+"""Structures that keep every vector as given (see :attr:`SegmentIndex.holds_vectors`)."""
 EXACT_BELOW = 0.1  # visible fraction under which HNSW search scans the visible rows exactly
 WIDEN_BELOW = 0.2  # visible fraction under which HNSW widens ef
 MAX_EF = 32768
@@ -210,6 +212,7 @@ class SegmentIndex:
         if self._ids is None and self.num_vectors != num_rows:
             raise invalid(f"index holds {self.num_vectors} vectors for a {num_rows}-row segment")
         self._exact: VectorIndexExact | None = None
+        self._map_lock = threading.Lock()
         self._params: dict[tuple[Any, ...], Any] = {}
         self._checked: dict[tuple[int, str], dict[str, int]] = {}
         self._metric_exact = "IP" if spec.metric == "COSINE" else spec.metric
@@ -239,6 +242,37 @@ class SegmentIndex:
             total += n * (ix.code_size if self._binary else ix.d * 4)
         return int(total)
 
+    @property
+    def holds_vectors(self) -> bool:
+        """Whether the index keeps every vector it was given uncompressed, in row order or
+        findable by row (FLAT, BIN_FLAT, HNSW's flat storage, IVF_FLAT's lists), so that
+        a segment needs no copy of its own: :meth:`exact_search` scans them and, unless
+        they are COSINE's unit vectors, :meth:`vectors` gives them back."""
+        return self.built_as in HOLDS_VECTORS
+
+    @property
+    def gives_back_vectors(self) -> bool:
+        """Whether :meth:`vectors` returns the vectors exactly as given: held, not
+        normalised (COSINE), and every row has one (no id map)."""
+        return self.holds_vectors and self.spec.metric != "COSINE" and self._ids is None
+
+    def vectors(self, rows: np.ndarray) -> np.ndarray:
+        """The stored vectors of segment rows ``rows`` (float32 rows, or uint8 codes), a
+        copy; IVF_FLAT finds them through a direct map (8 bytes a row) made on first use.
+        Measured against ``LanceDataset.take`` of the same rows (200k x 128-d): 4 us
+        against 0.4 ms for 10 rows, 0.36 against 46 ms for 10,000."""
+        if not self.gives_back_vectors:
+            raise invalid(f"a {self.built_as} {self.spec.metric} index does not give back vectors")
+        ix, rows = self._inner, np.asarray(rows, I64)
+        if isinstance(ix, faiss.IndexIVF):
+            with self._map_lock:  # made once; FAISS reads it without locking afterwards
+                if ix.direct_map.type == faiss.DirectMap.NoMap:  # type: ignore[attr-defined]
+                    ix.make_direct_map()
+            return ix.reconstruct_batch(rows) if len(rows) else np.empty((0, ix.d), F32)
+        if isinstance(ix, faiss.IndexHNSW):
+            return _float_view(faiss.downcast_index(ix.storage))[rows]
+        return (_binary_view(ix) if self._binary else _float_view(ix))[rows]
+
     def prefers_exact(self, visible_fraction: float) -> bool:
         """Whether a brute-force scan of the visible rows is the better answer at this
         visible fraction (true for exact index types, and under ``EXACT_BELOW`` for the
@@ -265,8 +299,59 @@ class SegmentIndex:
         for IP/COSINE.
         """
         sp = self._search_params(params, k)
-        metric = self.spec.metric
-        larger = metric in LARGER_IS_BETTER
+        Q, mask, count, kk, empty = self._prepare(
+            queries, k, self.spec.metric, valid, radius, range_filter
+        )
+        if empty is not None:
+            return empty
+        fraction = count / self.num_vectors
+        if self._searches_exactly(fraction, radius):
+            return self._exact_search(Q, kk, mask, radius, range_filter)
+        if count == self.num_vectors:
+            mask = None  # everything visible: no selector
+        return self._faiss_search(Q, kk, sp, mask, fraction, radius, range_filter)
+
+    def exact_search(
+        self,
+        queries: Any,
+        k: int,
+        metric: str,
+        valid: np.ndarray | None = None,
+        radius: float | None = None,
+        range_filter: float | None = None,
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """The exact top ``k`` rows in ``metric`` from the vectors the index holds (see
+        :attr:`holds_vectors`), as the exact kernel over the segment's column gives them:
+        a scan of FLAT's or HNSW's storage, an exhaustive IVF_FLAT search (every list
+        probed). ``None`` where the stored vectors cannot answer ``metric``: an IVF_FLAT
+        index in another metric than its own, or a COSINE index (it holds unit vectors)
+        in another than COSINE."""
+        if not self.holds_vectors:
+            return None
+        if self.spec.metric == "COSINE" or self.built_as == "IVF_FLAT":
+            if metric != self.spec.metric:
+                return None
+            metric = self._metric_exact  # unit vectors: COSINE is their inner product
+        Q, mask, count, kk, empty = self._prepare(queries, k, metric, valid, radius, range_filter)
+        if empty is not None:
+            return empty
+        if self.built_as == "IVF_FLAT":  # every list probed: every visible row compared
+            full = {"nprobe": self.nlist or 1}
+            mask = None if count == self.num_vectors else mask
+            return self._faiss_search(Q, kk, full, mask, 1.0, radius, range_filter)
+        return self._exact_search(Q, kk, mask, radius, range_filter, metric)
+
+    def _prepare(
+        self,
+        queries: Any,
+        k: int,
+        metric: str,
+        valid: np.ndarray | None,
+        radius: float | None,
+        range_filter: float | None,
+    ) -> tuple[np.ndarray, np.ndarray | None, int, int, tuple[np.ndarray, np.ndarray] | None]:
+        """(queries, visible stored rows, their count, k', the empty answer when there is
+        nothing to search), after checking the range."""
         check_range(metric, radius, range_filter)
         if radius is None and range_filter is not None:
             raise invalid("range_filter needs a radius")
@@ -275,15 +360,10 @@ class SegmentIndex:
         mask = self._visible(valid)
         count = self.num_vectors if mask is None else int(np.count_nonzero(mask))
         kk = min(k, count)
-        worst = -np.inf if larger else np.inf
         if kk == 0 or nq == 0:
-            return np.full((nq, kk), worst, F32), np.full((nq, kk), -1, I64)
-        fraction = count / self.num_vectors
-        if self._searches_exactly(fraction, radius):
-            return self._exact_search(Q, kk, mask, radius, range_filter)
-        if count == self.num_vectors:
-            mask = None  # everything visible: no selector
-        return self._faiss_search(Q, kk, sp, mask, fraction, radius, range_filter)
+            worst = -np.inf if metric in LARGER_IS_BETTER else np.inf
+            return Q, mask, count, kk, (np.full((nq, kk), worst, F32), np.full((nq, kk), -1, I64))
+        return Q, mask, count, kk, None
 
     def _search_params(self, params: dict[str, Any] | None, k: int) -> dict[str, int]:
         """:func:`search_params`, remembered for the request shapes seen (a single-query
@@ -367,11 +447,17 @@ class SegmentIndex:
         mask: np.ndarray | None,
         radius: float | None,
         range_filter: float | None,
+        metric: str | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         if mask is not None and self._ids is not None:
             mask = mask[self._ids]  # the kernel's rows are the stored vectors
         D, rows = self._exact_kernel().search(
-            Q, kk, self._metric_exact, valid=mask, radius=radius, range_filter=range_filter
+            Q,
+            kk,
+            metric or self._metric_exact,
+            valid=mask,
+            radius=radius,
+            range_filter=range_filter,
         )
         if self._ids is not None:
             rows = np.where(rows >= 0, self._ids[np.maximum(rows, 0)], -1)

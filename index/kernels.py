@@ -284,6 +284,7 @@ class VectorIndexExact:
         self._sqnorm: np.ndarray | None = None
         self._inv_norm: np.ndarray | None = None
         self._popcount: np.ndarray | None = None
+        self._copied = False
         if isinstance(column, np.ndarray):
             if column.ndim != 2:
                 raise invalid("a vector matrix must be 2-dimensional")
@@ -317,6 +318,7 @@ class VectorIndexExact:
         if is_float_column(t):
             self.kind, self.dim = "float", t.list_size
             self.x = float_matrix(column)
+            self._copied = not pa.types.is_float32(t.value_type)
         elif pa.types.is_fixed_size_binary(t):
             self.kind, self.dim = "binary", t.byte_width * 8
             self.x = binary_matrix(column)
@@ -325,6 +327,16 @@ class VectorIndexExact:
             self._build_sparse(column)
         else:
             raise invalid(f"cannot search a column of type {t}")
+
+    @property
+    def own_nbytes(self) -> int:
+        """Bytes held beyond the column searched: per-row statistics, and the float32 copy
+        of a float16/bfloat16 column or a sparse column's inverted index."""
+        held = [self._nonnull, self._sqnorm, self._inv_norm, self._popcount]
+        if self.kind == "sparse":
+            held += [self._skeys, self._srows, self._svals, self.row_sums]
+        total = sum(a.nbytes for a in held if a is not None)
+        return total + (self.x.nbytes if self._copied else 0)
 
     # -- per-row statistics, computed on first use ---------------------------------------------
     @property

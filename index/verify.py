@@ -25,7 +25,7 @@ from typing import Any
 import faiss
 import numpy as np
 
-from elanus import objstore
+from elanus import freemem, objstore
 from elanus.index import scalar
 from elanus.index.engine import FORMAT_VERSION, INDEX_FILE, META_FILE, SegmentIndex, load_index
 from elanus.index.sparse import POSTINGS_FILE, SparseIndex
@@ -70,7 +70,8 @@ def verify_report(
     """``None`` when the report of a build into ``out_dir`` holds, else why not.
 
     ``task_spec`` is the index's spec (``IndexSpec.to_dict``), ``num_rows`` the segment's
-    rows. Runs file I/O and a FAISS load: call it off the event loop."""
+    rows. Runs file I/O and a FAISS load: call it off the event loop. What the load
+    took goes back to the system before it returns (``elanus.freemem``)."""
     try:
         if is_scalar_spec(task_spec):
             required: tuple[str, ...] = (scalar.META_FILE, scalar.DATA_FILE)
@@ -87,6 +88,8 @@ def verify_report(
             _check_loads(Path(out_dir), task_spec, num_rows)
     except Rejected as exc:
         return str(exc)
+    finally:
+        freemem.release()  # the index it loaded: a coord must not keep a build's size
     return None
 
 

@@ -310,6 +310,7 @@ class QueryCoord:
             persisted_rows=persisted,
             loaded_rows=loaded,
             partition_ids=lo.partition_ids,
+            memory_bytes=rep.memory_held(self.ctx.sessions.of_role("querynode"), cid),
         )
 
     def progress(self, cid: int) -> tuple[int, int, int]:

@@ -14,6 +14,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from elanus.api.querynode import LOADED_MEMORY
+from elanus.channels.sessions import SessionInfo
 from elanus.errors import ElanusError, ErrorCode
 from elanus.states import LoadState as Load
 from elanus.states import transition
@@ -158,3 +160,10 @@ def read(con: Any) -> list[Loaded]:
         )
         for cid, parts, number in loads
     ]
+
+
+def memory_held(nodes: list[SessionInfo], cid: int) -> int:
+    """Bytes the query nodes ``nodes`` hold of collection ``cid``, as their sessions say
+    (``LOADED_MEMORY``, refreshed at each keepalive)."""
+    held = (s.meta.get(LOADED_MEMORY) for s in nodes)
+    return sum(int(m.get(str(cid), 0)) for m in held if isinstance(m, dict))

@@ -3,7 +3,9 @@ delegators (growing segments) answer from.
 
 Rows are an Arrow table (user columns plus ``_ts``); vectors are searched through zero-copy
 views (``VectorIndexExact``); every read takes a timestamp and sees exactly the rows
-visible then (``RowVersions``), further narrowed by a filter expression.
+visible then (``RowVersions``), further narrowed by a filter expression. A sealed segment
+whose index holds a field's vectors drops that column and answers from the index
+(``heldvectors``).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from elanus.expr.textmatch import TextIndexes
 from elanus.index.kernels import BM25, VectorIndexExact
 from elanus.schema import TIMESTAMP_FIELD, Schema
 from elanus.segments import blocks, storage
+from elanus.segments.heldvectors import HeldVectors
 from elanus.segments.visibility import RowVersions
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -49,20 +52,35 @@ class SearchHits:
 
 class MemSegment:
     def __init__(
-        self, segment_id: int, partition_id: int, schema: Schema, table: pa.Table | None = None
+        self,
+        segment_id: int,
+        partition_id: int,
+        schema: Schema,
+        table: pa.Table | None = None,
+        files: str | None = None,
     ) -> None:
+        """``table``: a sealed segment's rows (``None``: a growing segment, empty); it may
+        lack vector columns that an index attached next will hold. ``files``: the
+        sealed segment's Lance dataset, where such a field's values are read back."""
         self.segment_id = segment_id
         self.partition_id = partition_id
         self.schema = schema
         self.pk_field = schema.primary.name
         empty = schema.to_arrow(with_ts=True).empty_table()
         self.table = empty if table is None else table.combine_chunks()
-        pks = self.table.column(self.pk_field).combine_chunks()
+        pks = _one_chunk(self.table.column(self.pk_field))  # the table's own buffer
         ts = self.table.column(TIMESTAMP_FIELD).to_numpy()
         self.versions = RowVersions(pks, ts)
         self._blocks = [blocks.Block(self.table, 0)]
         """The settled rows (``table``) as contiguous blocks, each with its exact kernels:
-        one for a sealed segment, a few of geometric sizes for a growing one."""
+        one for a sealed segment, a few of geometric sizes for a growing one (replaced
+        whole, under ``_swap`` when a held column goes or comes back)."""
+        self._files = files
+        self._held: dict[str, HeldVectors] = {}
+        """Vector fields served from their index, their columns dropped (replaced whole,
+        under ``_swap``, together with ``table``)."""
+        self._swap = threading.Lock()
+        self._restoring = threading.Lock()
         self._ann: dict[str, Any] = {}
         """Built ANN indexes (``elanus.index.engine.SegmentIndex``) by field: sealed only."""
         self._scalar: dict[tuple[str, tuple[str | int, ...]], Any] = {}
@@ -105,9 +123,11 @@ class MemSegment:
     def adopt(self, schema: Schema) -> None:
         """Take the collection's newer schema (a field was added): the rows held read the
         new field's default, or null. Row positions, keys and indexes stay as they are."""
-        with self._guard:
+        with self._guard, self._swap:
             self._settle()
-            target = schema.to_arrow(with_ts=True)
+            target = pa.schema(
+                [f for f in schema.to_arrow(with_ts=True) if f.name not in self._held]
+            )
             table = storage.conform(self.table, target, storage.column_defaults(schema))
             self.table = table.combine_chunks()
             self._blocks = [blocks.Block(self.table, 0)]
@@ -126,17 +146,89 @@ class MemSegment:
             self._pks = None
             self._text = TextIndexes()
 
-    def _index(self, field: str) -> VectorIndexExact | blocks.BlockedExact:
-        held = [b for b in self._blocks if b.rows]
+    def _index(
+        self, field: str, held: list[blocks.Block]
+    ) -> VectorIndexExact | blocks.BlockedExact:
+        held = [b for b in held if b.rows] or held
         if len(held) > 1:
             return blocks.BlockedExact(held, field)
-        return (held or self._blocks)[0].kernel(field)
+        return held[0].kernel(field)
+
+    def _vectors(self) -> tuple[pa.Table, list[blocks.Block], dict[str, HeldVectors]]:
+        """The table, its blocks and the held fields, as one consistent set (a field is in
+        the table or held, whatever another thread swaps meanwhile)."""
+        with self._swap:
+            return self.table, self._blocks, self._held
+
+    def _rebuilt(self, table: pa.Table, dropped: str | None = None) -> None:
+        """A sealed segment's one block over its new ``table`` (a held column gone or back),
+        keeping the other fields' kernels and the keys. Under ``_swap``."""
+        (old,) = self._blocks
+        kernels = {f: k for f, k in old.exact.items() if f != dropped}
+        self.table = table
+        self._blocks = [blocks.Block(table, 0, kernels, old.pks)]
+
+    def _held_exact(
+        self,
+        field: str,
+        source: HeldVectors,
+        queries: Any,
+        k: int,
+        metric: str,
+        mask: np.ndarray | None,
+        radius: float | None,
+        range_filter: float | None,
+        bm25: BM25 | None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The exact top ``k`` of a held field: from the index holding it, or (an index that
+        cannot answer ``metric``) from its column read back."""
+        found = source.index.exact_search(queries, k, metric, mask, radius, range_filter)
+        if found is not None:
+            return found
+        self._read_back(field)
+        _, settled, _ = self._vectors()
+        kernel = self._index(field, settled)
+        return kernel.search(queries, k, metric, mask, radius, range_filter, bm25)
 
     def attach_index(self, field: str, index: Any, index_id: int | None = None) -> None:
         """Serve ``field`` from a built index from now on (one assignment: a search that
-        already picked the exact path finishes on it)."""
+        already picked the exact path finishes on it). A sealed segment then drops the
+        field's column if the index holds its vectors (``heldvectors``), or reads it back
+        if it was left unread for an index that cannot hold it."""
         self._own(index_id, (field, None))
         self._ann[field] = index
+        if self._files is None:
+            return
+        holds = getattr(index, "holds_vectors", False) and index.num_rows == self.num_rows
+        if holds:
+            with self._swap:
+                self._held = {
+                    **self._held,
+                    field: HeldVectors(index, self._files, self._field(field)),
+                }
+                if field in self.table.column_names:
+                    self._rebuilt(self.table.drop_columns([field]), dropped=field)
+        elif field not in self.table.column_names and field not in self._held:
+            self._read_back(field)
+
+    def _field(self, name: str) -> pa.Field:
+        return self.schema.to_arrow(with_ts=True).field(name)
+
+    def _read_back(self, field: str) -> pa.Table:
+        """Put a held (or unread) field's column back from the files; the table with it."""
+        with self._restoring:  # one read at a time; a second caller finds it done
+            table, _, held = self._vectors()
+            if field in table.column_names:
+                return table
+            source = held.get(field) or HeldVectors(None, self._files or "", self._field(field))
+            column = source.column()
+            names = self.schema.to_arrow(with_ts=True).names
+            before = set(names[: names.index(field)])
+            with self._swap:
+                at = sum(1 for n in self.table.column_names if n in before)
+                self._rebuilt(self.table.add_column(at, self._field(field), column))
+                self._held = {f: h for f, h in self._held.items() if f != field}
+                return self.table
 
     def attach_scalar(self, index: Any, index_id: int | None = None) -> None:
         """Answer filters on ``index.key`` (field, JSON path) from a built scalar index."""
@@ -241,21 +333,28 @@ class MemSegment:
         settled when it began: a delegator's appends never wait for a search."""
         with self._guard:
             mask = self.search_mask(ts, expr)
-            exact = self._index(field)
+            table, settled, held = self._vectors()
             pks = self._pk_values()
-            rows_held = self.table.num_rows
+        source = held.get(field)
         ann = self._ann.get(field)
         distances = rows = None
         bm25 = BM25.from_params(params or {}) if metric == "BM25" else None
         ranged = radius is not None
         if ann is not None and (not ranged or ann.serves_range) and ann.spec.metric == metric:
             share = 1.0 if mask is None else float(np.count_nonzero(mask)) / max(len(mask), 1)
-            if rows_held and share and not ann.prefers_exact(share):
+            if table.num_rows and share and not ann.prefers_exact(share):
                 distances, rows = ann.search(
                     queries, k, params or {}, mask, radius=radius, range_filter=range_filter
                 )
         if distances is None or rows is None:
-            distances, rows = exact.search(queries, k, metric, mask, radius, range_filter, bm25)
+            if source is not None:
+                distances, rows = self._held_exact(
+                    field, source, queries, k, metric, mask, radius, range_filter, bm25
+                )
+            else:
+                distances, rows = self._index(field, settled).search(
+                    queries, k, metric, mask, radius, range_filter, bm25
+                )
         if not len(pks):
             hit_pks = np.zeros(rows.shape, dtype=np.int64)
         elif len(rows) == 1 and rows.shape[1] and rows[0, -1] >= 0:
@@ -269,13 +368,38 @@ class MemSegment:
         """BM25 statistics of the rows visible at ``ts`` (no filter: the corpus is every
         visible row): rows, total tokens, rows holding each term."""
         mask = self.search_mask(ts)  # first: it settles appended rows into the table
-        return self._index(field).term_stats(terms, mask)
+        return self._index(field, self._blocks).term_stats(terms, mask)
 
     @_guarded
     def take(self, rows: np.ndarray, columns: list[str]) -> pa.Table:
         """Output fields of the given rows (search results), in that order."""
         self._settle()
-        return self.table.select(columns).take(pa.array(rows, pa.int64()))
+        table, _, held = self._vectors()
+        if not any(c in held for c in columns):
+            return table.select(columns).take(pa.array(rows, pa.int64()))
+        present = table.select([c for c in columns if c not in held])
+        out = present.take(pa.array(rows, pa.int64()))
+        values = [held[c].take(rows) if c in held else out.column(c) for c in columns]
+        fields = [held[c].field if c in held else out.schema.field(c) for c in columns]
+        return pa.Table.from_arrays(values, schema=pa.schema(fields))
+
+    def memory_bytes(self) -> int:
+        """Bytes held by the segment's structures: its table, row versions, built indexes
+        (vector and scalar) and exact kernels' per-row statistics."""
+        table, settled, held = self._vectors()
+        buffers: dict[int, int] = {}  # address -> size: a buffer two structures share counts once
+        for part in [table, *self._pending]:
+            for column in part.columns:
+                _add_buffers(buffers, column.chunks)
+        _add_buffers(buffers, [self.versions.pks])
+        for a in (self.versions.insert_ts, self.versions.death_ts):
+            buffers[a.ctypes.data] = a.nbytes
+        total = sum(buffers.values())
+        indexes = {id(i): i for i in [*self._ann.values(), *(h.index for h in held.values())]}
+        total += sum(int(getattr(i, "nbytes", 0)) for i in indexes.values())
+        total += sum(int(getattr(s, "nbytes", 0)) for s in self._scalar.values())
+        kernels = [k for b in settled for k in list(b.exact.values())]
+        return int(total + sum(k.own_nbytes for k in kernels))
 
     @_guarded
     def query(
@@ -297,6 +421,17 @@ class MemSegment:
         if rows is not None:
             return len(rows)
         return int(np.count_nonzero(self.visible(ts, expr)))
+
+
+def _one_chunk(column: pa.ChunkedArray) -> pa.Array:
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
+
+def _add_buffers(seen: dict[int, int], arrays: list[pa.Array]) -> None:
+    for array in arrays:
+        for b in array.buffers():
+            if b is not None:
+                seen[b.address] = b.size
 
 
 def _smallest(keys: pa.ChunkedArray | pa.Array, limit: int) -> np.ndarray:

@@ -12,9 +12,11 @@ from typing import Any
 
 import numpy as np
 
+from elanus import freemem
 from elanus.api.base import ACK, Ack
 from elanus.api.indexcoord import IndexCoordAPI, IndexLoadFailed
 from elanus.api.querynode import (
+    LOADED_MEMORY,
     Count,
     DelegateChannel,
     Deleted,
@@ -46,7 +48,7 @@ from elanus.api.querynode import (
     WorkerHits,
 )
 from elanus.api.rootcoord import SchemaTaken, UpdateSchema
-from elanus.channels import subjects
+from elanus.channels import metrics, subjects
 from elanus.channels.bus import Bus, blocking
 from elanus.channels.metrics import SEARCH_LATENCY, SEARCH_SCOPE_SEGMENTS, SEARCH_SCOPE_SHARD
 from elanus.channels.role import Role, RoleHandler
@@ -61,6 +63,8 @@ from elanus.settings import Settings
 
 log = logging.getLogger(__name__)
 CALL_TIMEOUT_S = 60.0
+MEMORY_FIGURES_S = 1.0
+"""How stale the published memory figures may be (counting walks every segment)."""
 
 
 class QueryNode(Role):
@@ -72,6 +76,8 @@ class QueryNode(Role):
         self.delegators: dict[str, Delegator] = {}
         self.schemas: dict[int, Schema] = {}
         self._workers: dict[str, WorkerAPI] = {}
+        self._memory: tuple[float, dict[int, int]] | None = None
+        """When the figures were counted, and what they were (``memory_by_collection``)."""
 
     @property
     def address(self) -> str:
@@ -108,12 +114,45 @@ class QueryNode(Role):
         await self.open_data_bus()
         await self.serve()
         await self.register()
+        metrics.report(self)
 
     async def stop(self) -> None:
+        metrics.unreport(self)
         for d in list(self.delegators.values()):
             await d.stop()
         self.delegators.clear()
         await super().stop()
+
+    def memory_by_collection(self) -> dict[int, int]:
+        """Bytes held per collection: sealed segments on the worker, growing ones in the
+        delegators. Counted at most every ``MEMORY_FIGURES_S`` (flow reports read them at
+        each tick), and again after a load or a release."""
+        now = time.monotonic()
+        if self._memory is None or now - self._memory[0] >= MEMORY_FIGURES_S:
+            self._memory = (now, self._count_memory())
+        return self._memory[1]
+
+    def _count_memory(self) -> dict[int, int]:
+        out = self.worker.memory_by_collection()
+        for d in list(self.delegators.values()):
+            growing = sum(s.memory_bytes() for s in list(d.growing.values()))
+            out[d.collection_id] = out.get(d.collection_id, 0) + growing
+        return out
+
+    def live_meta(self) -> dict[str, object]:
+        memory = {str(c): n for c, n in self.memory_by_collection().items()}
+        return {**super().live_meta(), LOADED_MEMORY: memory}
+
+    def metric_samples(self) -> list[metrics.Sample]:
+        return [
+            (metrics.LOADED_MEMORY, (self.node_id, str(c)), float(n))
+            for c, n in self.memory_by_collection().items()
+        ]
+
+    def _memory_changed(self) -> None:
+        """Publish the memory figures now (a load or release), not at the next keepalive."""
+        self._memory = None
+        self.supervisor.spawn("session update", self.meta_changed)
 
     def worker_api(self, node_id: str) -> WorkerAPI:
         """The worker of a query node (this one or another), by node id."""
@@ -176,6 +215,8 @@ class QueryNode(Role):
                 await d.stop()
                 del self.delegators[v]
         self.worker.release_collection(req.collection_id)
+        await asyncio.to_thread(freemem.release)
+        self._memory_changed()
         return ACK
 
     def _expr(self, collection_id: int, text: str | None, params: Any) -> Expr | None:
@@ -235,10 +276,13 @@ class QueryNode(Role):
             schema = held  # one schema object per collection; the newer one
         self.schemas[req.collection_id] = schema
         loaded = await self.worker.load(req.collection_id, schema, req.segments)
+        self._memory_changed()
         return SegmentsLoaded(loaded=loaded, rows=self.worker.rows(loaded))
 
     async def worker_release(self, req: ReleaseSegments) -> Ack:
         self.worker.release(req.segment_ids)
+        await asyncio.to_thread(freemem.release)
+        self._memory_changed()
         return ACK
 
     async def worker_delete(self, req: DeleteInSegments) -> Deleted:
@@ -246,7 +290,9 @@ class QueryNode(Role):
         return Deleted(rows=self.worker.delete(req.segment_ids, req.pks, ts))
 
     async def worker_load_index(self, req: LoadIndex) -> IndexLoaded:
-        return IndexLoaded(loaded=await self.worker.load_index(req.segment_id, req.index))
+        loaded = await self.worker.load_index(req.segment_id, req.index)
+        self._memory_changed()  # the index is in, the column it holds is out
+        return IndexLoaded(loaded=loaded)
 
     def _index_failed(self, segment_id: int, index: ServedIndex) -> None:
         """Tell the coord (in the background: the load answers meanwhile) that a finished

@@ -195,11 +195,27 @@ def read_deltas(seg_dir: Loc) -> pa.Table | None:
     return pa.concat_tables(tables) if tables else None
 
 
-def read_segment(seg_dir: Loc, schema: Schema) -> pa.Table:
+def read_segment(seg_dir: Loc, schema: Schema, skip: frozenset[str] = frozenset()) -> pa.Table:
     """A segment's rows in the collection's segment schema, whichever writer (or older
-    version) wrote them."""
-    table = dataset(layout.data_path(seg_dir)).to_table()
-    return conform(table, segment_schema(schema), column_defaults(schema))
+    version) wrote them; without the columns in ``skip`` (vectors an index holds), which
+    are then never read."""
+    target = segment_schema(schema)
+    if skip:
+        target = pa.schema([f for f in target if f.name not in skip])
+    ds = dataset(layout.data_path(seg_dir))
+    columns = [n for n in ds.schema.names if n in target.names] if skip else None
+    return conform(ds.to_table(columns=columns), target, column_defaults(schema))
+
+
+def read_rows(ds: lance.LanceDataset, field: pa.Field, rows: np.ndarray | None) -> pa.Array:
+    """Column ``field`` of a segment's dataset, at row positions ``rows`` (in that order;
+    ``None``: every row), typed as the collection's schema has it."""
+    with objstore.storage_errors(ds.uri, "read"):
+        if rows is None:
+            table = ds.to_table(columns=[field.name])
+        else:
+            table = ds.take(np.asarray(rows, np.int64), columns=[field.name])
+    return conform(table, pa.schema([field])).column(0).combine_chunks()
 
 
 def load_pk_stats(seg_dir: Loc) -> PkStats | None:

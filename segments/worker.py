@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from elanus import layout, objstore
+from elanus import freemem, layout, objstore
 from elanus.api.querynode import (
     ReadSegmentRows,
     ReadSegments,
@@ -48,35 +48,54 @@ def load_segment(
     spec: SegmentSpec, schema: Schema, failed: list[ServedIndex] | None = None
 ) -> MemSegment:
     """Read a flushed segment, its persisted deletes and its built indexes (in a thread);
-    index entries that did not load are added to ``failed``."""
+    index entries that did not load are added to ``failed``. The indexes load first: a
+    vector column that an index holds is not read at all (``segments/heldvectors``)."""
     seg_dir = layout.parent(spec.path)
-    table = storage.read_segment(seg_dir, schema)
-    seg = MemSegment(spec.segment_id, spec.partition_id, schema, table)
+    built = [(entry, read_index(spec.segment_id, entry)) for entry in spec.indexes]
+    held = frozenset(e.field for e, ix in built if getattr(ix, "holds_vectors", False))
+    table = storage.read_segment(seg_dir, schema, skip=held)
+    seg = MemSegment(spec.segment_id, spec.partition_id, schema, table, layout.data_path(seg_dir))
     deltas = storage.read_deltas(seg_dir)
     if deltas is not None and deltas.num_rows:
         seg.delete(deltas.column(PK_COLUMN).combine_chunks(), deltas.column("ts").to_numpy())
-    for index in spec.indexes:
-        if not attach_index(seg, index) and failed is not None:
-            failed.append(index)
+    for entry, index in built:
+        if index is None:
+            if failed is not None:
+                failed.append(entry)
+        else:
+            _attach(seg, entry, index)
     return seg
 
 
-def attach_index(seg: MemSegment, index: ServedIndex) -> bool:
-    """Load one built index into a segment (runs in a thread); whether it loaded."""
+def read_index(segment_id: int, entry: ServedIndex) -> Any:
+    """One built index of a segment, read from its files (in a thread); ``None`` when it
+    does not load (the segment then stays searchable, exactly)."""
     from elanus.index.engine import load_index  # faiss-heavy: only where indexes are served
     from elanus.index.scalar import load_segment_scalar
 
     try:
-        with objstore.local_copy(index.dir) as directory:  # loads read the files whole
-            if is_scalar_spec(index.spec):
-                scalar = load_segment_scalar(index.field, directory)
-                seg.attach_scalar(scalar, index.index_id)
-            else:
-                seg.attach_index(index.field, load_index(directory), index.index_id)
+        with objstore.local_copy(entry.dir) as directory:  # loads read the files whole
+            if is_scalar_spec(entry.spec):
+                return load_segment_scalar(entry.field, directory)
+            return load_index(directory)
     except Exception as exc:  # noqa: BLE001 - the segment stays searchable, exactly
-        log.warning("segment %s: index %s not loaded: %s", seg.segment_id, index.dir, exc)
-        return False
-    return True
+        log.warning("segment %s: index %s not loaded: %s", segment_id, entry.dir, exc)
+        return None
+
+
+def _attach(seg: MemSegment, entry: ServedIndex, index: Any) -> None:
+    if is_scalar_spec(entry.spec):
+        seg.attach_scalar(index, entry.index_id)
+    else:
+        seg.attach_index(entry.field, index, entry.index_id)
+
+
+def attach_index(seg: MemSegment, entry: ServedIndex) -> bool:
+    """Load one built index into a segment (runs in a thread); whether it loaded."""
+    index = read_index(seg.segment_id, entry)
+    if index is not None:
+        _attach(seg, entry, index)
+    return index is not None
 
 
 class Worker:
@@ -102,6 +121,8 @@ class Worker:
             self.collection_of[seg.segment_id] = collection_id
             for index in bad:
                 self._index_failed(seg.segment_id, index)
+        if new:  # what the reads freed (Lance's buffers, combined chunks) goes back
+            await asyncio.to_thread(freemem.release)
         return [s.segment_id for s in specs]
 
     def _index_failed(self, segment_id: int, index: ServedIndex) -> None:
@@ -115,6 +136,7 @@ class Worker:
             return False
         if not await asyncio.to_thread(attach_index, seg, index):
             self._index_failed(segment_id, index)
+        await asyncio.to_thread(freemem.release)  # the column the index now holds
         if is_scalar_spec(index.spec):
             return seg.has_scalar(index.field, tuple(index.spec.get("path") or ()))
         return seg.index_of(index.field) is not None
@@ -134,6 +156,8 @@ class Worker:
                 seg.adopt(schema)
 
     def release(self, segment_ids: list[int]) -> None:
+        """Forget the segments (their memory goes once running reads finish with them;
+        the caller hands it back with ``freemem.release``)."""
         for sid in segment_ids:
             self.segments.pop(sid, None)
             self.collection_of.pop(sid, None)
@@ -143,6 +167,15 @@ class Worker:
 
     def delete(self, segment_ids: list[int], pks: pa.Array, ts: np.ndarray | int) -> int:
         return sum(self.segments[s].delete(pks, ts) for s in segment_ids if s in self.segments)
+
+    def memory_by_collection(self) -> dict[int, int]:
+        """Bytes the held segments' structures take, by collection."""
+        out: dict[int, int] = {}
+        for sid, seg in list(self.segments.items()):
+            cid = self.collection_of.get(sid)
+            if cid is not None:
+                out[cid] = out.get(cid, 0) + seg.memory_bytes()
+        return out
 
     def rows(self, segment_ids: list[int]) -> int:
         return sum(self.segments[s].num_rows for s in segment_ids if s in self.segments)
@@ -249,7 +282,7 @@ def concat_or_empty(
     if tables:
         return pa.concat_tables(tables, promote_options="permissive")
     if segments:
-        return segments[0].table.select(columns).slice(0, 0)
+        return segments[0].take(np.empty(0, np.int64), columns)
     return pa.table({c: pa.array([]) for c in columns})
 
 

@@ -125,9 +125,12 @@ def test_collection_lifecycle(server: StandaloneProcess) -> None:
     assert described["name"] == "books"
     assert described["schema"]["fields"][0]["auto_id"] is True
     assert [p["name"] for p in described["partitions"]] == ["_default"]
+    assert described["load"]["state"] == "Loaded"  # the quick setup loads it
+    assert described["load"]["memory_bytes"] >= 0
     text = cli(server, "collection", "describe", "books")
     for expected in ("books", "FloatVector", "dim=8", "Int64", "_default"):
         assert expected in text
+    assert "in memory on its query nodes" in text
 
     assert "renamed" in cli(server, "collection", "rename", "films", "movies")
     assert cli_json(server, "collection", "rename", "movies", "cinema") == {

@@ -40,6 +40,7 @@ FAMILIES = {
     "elanus_coord_segment_rows",
     "elanus_coord_load_progress_percent",
     "elanus_coord_index_tasks",
+    "elanus_querynode_collection_memory_bytes",
     "process_resident_memory_bytes",
 }
 
@@ -91,6 +92,13 @@ def test_a_standalone_serves_every_family(standalone: RoleHost) -> None:
         assert hits[0][0]["id"] == 3
         with pytest.raises(ElanusError):
             c.describe_collection("no_such_collection")
+        collection_id = c.describe_collection("m")["collection_id"]
+
+        def memory_published() -> int | None:  # the query node's session, as of its keepalive
+            held = int(c.get_load_state("m").get("memory_bytes", 0))
+            return held if held >= vectors.nbytes else None
+
+        wait_for(memory_published, what="the loaded collection's memory in get_load_state")
 
     def lagging_querynode() -> dict[str, list[tuple[str, dict[str, str], float]]] | None:
         found = scrape(url)
@@ -116,6 +124,9 @@ def test_a_standalone_serves_every_family(standalone: RoleHost) -> None:
     assert {s[1]["role"] for s in handed} == {"datanode", "querynode"}
     assert {s[2] for s in handed} <= {0.0, 1.0}
     assert families["process_resident_memory_bytes"][0][2] > 0
+    held = families["elanus_querynode_collection_memory_bytes"]
+    assert [s[1]["collection_id"] for s in held] == [str(collection_id)]
+    assert held[0][2] >= vectors.nbytes  # the vectors at least (in the column or the index)
 
     # the dashboard names nothing a running standalone does not export (a counter no
     # request has touched yet exports its family, without samples)

@@ -41,13 +41,15 @@ class LoadState:
 class LoadProgress:
     """``state`` is a ``states.LoadState`` (NotLoad, Loading, Loaded); ``progress`` a
     percentage of the persisted rows. ``partition_ids`` (``None``: all) is only said of a
-    collection being loaded."""
+    collection being loaded; ``memory_bytes`` is what its query nodes hold of it (every
+    replica; as of their last keepalive)."""
 
     state: str
     progress: int
     persisted_rows: int
     loaded_rows: int
     partition_ids: list[int] | None = None
+    memory_bytes: int = 0
 
     def to_body(self) -> dict[str, Any]:
         """The client's shape: no ``partition_ids`` for a collection that is not loaded."""
@@ -59,6 +61,7 @@ class LoadProgress:
         }
         if self.state != states.LoadState.NOT_LOAD:
             out["partition_ids"] = self.partition_ids
+            out["memory_bytes"] = self.memory_bytes
         return out
 
 

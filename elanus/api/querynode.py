@@ -24,6 +24,10 @@ from elanus.searchrequest import SearchRequest
 NODE_TIMEOUT_S = 120.0
 """The coord's distribution calls (a watch waits for its delegator to catch up)."""
 WORKER_TIMEOUT_S = 60.0
+LOADED_MEMORY = "loaded_memory"
+"""A query node's session meta key: bytes each collection holds on it (its segments'
+structures: rows, indexes, row versions), ``{collection id (a string): bytes}``, refreshed
+at each keepalive and after each load or release."""
 
 # -- what the calls carry --------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ import dataclasses
 import logging
 from collections.abc import Callable
 
-from elanus import layout
+from elanus import freemem, layout
 from elanus.api.datacoord import SegmentFlushed
 from elanus.segments.flushcommon.coordreport import CoordReports
 from elanus.segments.flushcommon.syncmgr import SyncManager
@@ -137,6 +137,7 @@ class Flusher:
                 await self.reports.flushed(report)
                 rows = report.num_rows
                 log.info("%s: flushed segment %s (%s rows)", self.vchannel, sid, rows)
+                await asyncio.to_thread(freemem.release)  # the rows it wrote, buffered till now
 
             name = f"flush segment {sid}"
             self.syncs.submit(name, [sid], seal.write, position=buf.first_seq, then=flushed)

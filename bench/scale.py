@@ -1,0 +1,191 @@
+"""Memory at scale: each role's resident memory through insert, flush, index and load.
+
+    .venv/bin/python bench/scale.py                       # 1 M x 128-d, IVF_FLAT
+    .venv/bin/python bench/scale.py --rows 200000         # smaller, quicker
+    .venv/bin/python bench/scale.py --index HNSW          # or FLAT
+
+A cluster of one process per role (coord, datanode, indexnode, querynode, proxy) on an
+embedded NATS, as ``elanus run`` starts them; ``--rows`` clustered ``--dim``-d float32
+vectors with int64 keys go in by 100,000-row batches, are flushed, indexed and loaded.
+After each phase every process's RSS is read (psutil). Printed: that table, then the query
+node's marginal RSS (loaded minus before the load) per million vectors, against the
+vectors and keys it serves and, for HNSW, against the size of FAISS's own index files;
+and ``get_load_state``'s ``memory_bytes`` (what the query node counts of its structures).
+Issue 35's bound: the marginal RSS at most 1.3x vectors + keys (FLAT, IVF_FLAT), 1.3x
+the FAISS index (HNSW).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import MB, announce, print_table  # noqa: E402
+
+import elanus  # noqa: E402
+from elanus.channels.nats_server import EmbeddedNats  # noqa: E402
+from elanus.channels.ports import free_port  # noqa: E402
+
+ROLES = ("coord", "datanode", "indexnode", "querynode", "proxy")
+BATCH = 100_000
+PARAMS = {"IVF_FLAT": {"nlist": 1024}, "HNSW": {"M": 16, "efConstruction": 128}, "FLAT": {}}
+
+
+class Cluster:
+    """One process per role, logging under ``root``."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.nats = EmbeddedNats(root / "nats").start()
+        self.port = free_port()
+        env = {**os.environ, **self.nats.client_env()}
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        for role in ROLES:
+            args = [sys.executable, "-m", "elanus.cli", "run", role, "--nats", self.nats.url]
+            args += ["--data-dir", str(root / role), "--storage", str(root / "storage")]
+            if role == "proxy":
+                args += ["--port", str(self.port), "--milvus-port", "0"]
+            with open(root / f"{role}.log", "wb") as log:
+                self.procs[role] = subprocess.Popen(
+                    args, stdout=log, stderr=subprocess.STDOUT, env=env
+                )
+
+    def connect(self) -> Any:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                client = elanus.connect(f"grpc://127.0.0.1:{self.port}", timeout=1800)
+                if len(client.list_sessions()) >= len(ROLES):
+                    return client
+            except Exception:  # noqa: BLE001 - not up yet
+                if time.monotonic() > deadline:
+                    raise
+            time.sleep(0.3)
+
+    def rss(self) -> dict[str, float]:
+        """MiB resident, by role (and NATS)."""
+        out = {r: psutil.Process(p.pid).memory_info().rss / MB for r, p in self.procs.items()}
+        out["nats"] = psutil.Process(self.nats.pid).memory_info().rss / MB
+        return out
+
+    def stop(self) -> None:
+        for p in self.procs.values():
+            p.send_signal(signal.SIGTERM)
+        for p in self.procs.values():
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        self.nats.stop()
+
+
+def _insert(client: Any, rows: int, dim: int) -> None:
+    rng = np.random.default_rng(0)
+    centers = rng.random((1000, dim), dtype=np.float32)
+    for at in range(0, rows, BATCH):
+        n = min(BATCH, rows - at)
+        noise = rng.normal(0, 0.05, (n, dim)).astype(np.float32)
+        client.insert(
+            "m", {"id": np.arange(at, at + n), "vector": centers[rng.integers(0, 1000, n)] + noise}
+        )
+
+
+def _index_files(root: Path) -> int:
+    """Bytes of the built vector indexes' FAISS files."""
+    return sum(f.stat().st_size for f in (root / "storage").rglob("index.faiss"))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--dim", type=int, default=128)
+    ap.add_argument("--index", choices=sorted(PARAMS), default="IVF_FLAT")
+    args = ap.parse_args()
+    announce("scale", f"{args.rows:,} x {args.dim}-d, {args.index}")
+    root = Path(tempfile.mkdtemp(prefix="elanus-scale-"))
+    cluster = Cluster(root)
+    phases: list[tuple[str, dict[str, float], float]] = []
+    try:
+        client = cluster.connect()
+        started = time.perf_counter()
+
+        def phase(name: str) -> None:
+            phases.append((name, cluster.rss(), time.perf_counter() - started))
+
+        phase("started")
+        schema = client.create_schema()
+        schema.add_field("id", elanus.DataType.INT64, is_primary=True)
+        schema.add_field("vector", elanus.DataType.FLOAT_VECTOR, dim=args.dim)
+        client.create_collection("m", schema=schema)
+        _insert(client, args.rows, args.dim)
+        phase("inserted")
+        client.flush("m")
+        phase("flushed")
+        ip = client.prepare_index_params()
+        ip.add_index("vector", index_type=args.index, metric_type="L2", params=PARAMS[args.index])
+        client.create_index("m", ip)
+        client.wait_for_index("m", timeout=1800)
+        phase("indexed")
+        client.load_collection("m")
+        time.sleep(5)  # a keepalive publishes the query node's figures
+        phase("loaded")
+        query = np.zeros((1, args.dim), np.float32)
+        client.search("m", query, limit=10, consistency_level="Strong")
+        phase("searched")
+        held = int(client.get_load_state("m").get("memory_bytes", 0))
+        index_bytes = _index_files(root)
+    finally:
+        cluster.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    names = [*ROLES, "nats"]
+    body = [[p, f"{s:.0f}", *(f"{rss[r]:.0f}" for r in names)] for p, rss, s in phases]
+    print_table("RSS per role (MiB) after each phase", ["phase", "s", *names], body)
+
+    rss = {name: r for name, r, _ in phases}
+    marginal = (rss["searched"]["querynode"] - rss["indexed"]["querynode"]) * MB
+    served = args.rows * (args.dim * 4 + 8)  # float32 vectors + int64 keys
+    bound, against = (
+        (index_bytes, "FAISS index files") if args.index == "HNSW" else (served, "vectors + keys")
+    )
+    per_million = 1e6 / args.rows
+    rows = [
+        [
+            "query node RSS added by the load",
+            f"{marginal * per_million / MB:.0f}",
+            f"{marginal / bound:.2f}x",
+        ],
+        ["memory_bytes (its structures)", f"{held * per_million / MB:.0f}", f"{held / bound:.2f}x"],
+        ["vectors + keys", f"{served * per_million / MB:.0f}", f"{served / bound:.2f}x"],
+        [
+            "FAISS index files",
+            f"{index_bytes * per_million / MB:.0f}",
+            f"{index_bytes / bound:.2f}x",
+        ],
+    ]
+    for role in ("datanode", "indexnode", "coord", "proxy"):
+        kept = rss["searched"][role] - rss["started"][role]
+        rows.append([f"{role} RSS kept (end - start)", f"{kept * per_million:.0f}", "-"])
+    print_table(
+        f"Per million {args.dim}-d vectors ({args.index}; ratio against {against})",
+        ["what", "MiB per M", "ratio"],
+        rows,
+    )
+
+
+if __name__ == "__main__":
+    with contextlib.suppress(KeyboardInterrupt):
+        main()
