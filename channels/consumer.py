@@ -129,6 +129,9 @@ class ChannelConsumer:
         self._consumer_seq = 0
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
+        self._going = asyncio.Event()
+        self._going.set()
+        """Cleared while the consumer is held (``hold``): it fetches nothing meanwhile."""
         self._tick = asyncio.Condition()
         self._tick_for_threads = threading.Condition()
         self.handoff: Handoff | None = handoff_for(bus.url) if bus.in_process else None
@@ -185,8 +188,21 @@ class ChannelConsumer:
         """Stopped (the channel was released): tsafe will not move again."""
         return self._stopping
 
+    def hold(self) -> None:
+        """Fetch nothing until ``resume`` (the owner lost NATS and waits to hear from the
+        coord whether the channel is still its own); a fetch under way finishes."""
+        self._going.clear()
+
+    def resume(self) -> None:
+        self._going.set()
+
+    @property
+    def held(self) -> bool:
+        return not self._going.is_set()
+
     async def stop(self) -> None:
         self._stopping = True
+        self._going.set()
         metrics.unreport(self)
         await self._wake_waiters()  # reads waiting for a tick that will never come
         await cancel_and_wait(self._task)
@@ -305,6 +321,9 @@ class ChannelConsumer:
 
     async def _run(self) -> None:
         while not self._stopping:
+            await self._going.wait()
+            if self._stopping:
+                return
             try:
                 msgs = await self._fetch()
             except NatsTimeout:

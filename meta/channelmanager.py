@@ -7,9 +7,10 @@ loaded when it was assigned. When a datanode's session ends, its vchannels go to
 A killed datanode is found sooner than its session expires: a datanode whose channels
 have not reported a tick for two tick intervals is probed, and one that nobody answers
 for (its subscriptions went with its connection) is taken for gone at once. A datanode
-that was only cut off from NATS has stopped its writers itself (``DataNode``), and its
-reports are refused once its channels are another's (``owner``), so taking it for gone
-wrongly costs a replay from the checkpoint, never a second writer.
+that was only cut off from NATS holds its writers (they consume nothing) until it hears
+here whether its channels are still its own (``channel_held``), and its reports are
+refused once its channels are another's (``owner``), so taking it for gone wrongly costs a
+replay from the checkpoint, never a second writer.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from elanus.api.base import ACK, Ack
-from elanus.api.datacoord import ChannelFailed, ChannelReleased
+from elanus.api.datacoord import ChannelFailed, ChannelHeld, Held
 from elanus.api.datanode import Checkpoint, DataNodeAPI, UnwatchChannel, WatchChannel
 from elanus.channels.dml import pchannel_of
 from elanus.channels.loop import Periodic
@@ -91,7 +92,7 @@ class ChannelManager:
     def handlers(self) -> dict[str, RoleHandler]:
         return {
             "datanode.channel_failed": self.channel_failed,
-            "datanode.channel_released": self.channel_released,
+            "datanode.channel_held": self.channel_held,
         }
 
     def owner(self, vchannel: str) -> str | None:
@@ -125,16 +126,16 @@ class ChannelManager:
         if changed:
             await self.balance()
 
-    async def channel_released(self, req: ChannelReleased) -> Ack:
-        """A datanode dropped its writer on its own (it lost NATS): place the channel
-        again now, if it still was that node's."""
+    async def channel_held(self, req: ChannelHeld) -> Held:
+        """A datanode back on NATS asks whether a channel it held is still its own: yes
+        unless it was taken for gone meanwhile (and told to unwatch, which it missed)."""
         async with self._lock:
-            if self.watchers.get(req.vchannel) != req.node_id:
-                return ACK
-            log.info("datanode %s released %s", req.node_id, req.vchannel)
-            await self._unassign(req.vchannel)
-        self.ctx.supervisor.spawn("channel assignment", self.balance)
-        return ACK
+            kept = self.watchers.get(req.vchannel) == req.node_id
+        if kept:
+            self.data.datanode_heard[req.node_id] = time.monotonic()
+        else:
+            log.info("datanode %s held %s, since given elsewhere", req.node_id, req.vchannel)
+        return Held(kept=kept)
 
     async def channel_failed(self, req: ChannelFailed) -> Ack:
         """A datanode's task of a vchannel died: flushes waiting on it fail, and the

@@ -166,6 +166,7 @@ class Coordinator(Role):
         self.ctx.db = await self.catalog.open()
         self.ctx.tso = self.catalog.tso()
         self.ctx.tso.guard = self.lease.check
+        self.timeticks.serving_since = self.lease.serving_since
         self.ctx.ids = self.catalog.ids()
         first_ts = self.tso.alloc()
         await self.db.run(

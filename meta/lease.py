@@ -81,6 +81,9 @@ class CoordLease:
         False when another coord wrote the catalog meanwhile (this one is then lost)."""
         self.revision = 0
         self.state = LeaseState.WAITING
+        self.held_since = 0.0
+        """When the lease was last taken (monotonic): services that count a peer's silence
+        start counting there, the coord having refused everything while it lapsed."""
         self.holder = f"{node_id} {uuid.uuid4().hex[:8]}".encode()
         """The lease's value: new at every start, so a coord restarted under the same node
         id is still a new holder to the roles watching (``channels/coordwatch.py``)."""
@@ -94,6 +97,14 @@ class CoordLease:
                 ErrorCode.INTERNAL, f"illegal coordinator lease change: {self.state} -> {new}"
             )
         self.state = new
+        if new is LeaseState.HELD:
+            self.held_since = time.monotonic()
+
+    def serving_since(self) -> float:
+        """Since when the coord answers (monotonic; now while it does not): a peer's
+        silence counts from there, its reports having been refused while the lease
+        lapsed."""
+        return self.held_since if self.state is LeaseState.HELD else time.monotonic()
 
     def check(self) -> None:
         """Refuse (UNAVAILABLE, retryable) while the lease is not surely held: a timestamp

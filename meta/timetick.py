@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -51,6 +52,8 @@ class TimeTickSync:
             self._round, ctx.settings.timetick_interval_ms / 1000, "time tick"
         )
         self._publish_lock = asyncio.Lock()
+        self.serving_since: Callable[[], float] = lambda: 0.0
+        """When the coord last began answering reports (its lease taken: ``CoordLease``)."""
         self.gone: set[str] = set()
         """Proxies found dead (nobody serves their subjects) whose sessions have not
         expired yet: they hold no tick back meanwhile."""
@@ -128,7 +131,10 @@ class TimeTickSync:
         (after a coord restart): a tick then could overtake that proxy's writes."""
         ttl = self.ctx.settings.session_ttl_s
         now = time.monotonic()
-        stale = [p for p, r in self.reports.items() if now - r.at > ttl]
+        # reports refused while the lease lapsed (NATS electing) are the coord's silence,
+        # not the proxy's: their clock starts when the lease is held again
+        since = self.serving_since()
+        stale = [p for p, r in self.reports.items() if now - max(r.at, since) > ttl]
         for p in stale:
             log.info("proxy %s stopped reporting; it no longer holds time ticks back", p)
             del self.reports[p]

@@ -9,7 +9,7 @@ from typing import Any
 
 from elanus import layout
 from elanus.api.base import ACK, Ack
-from elanus.api.datacoord import ChannelReleased, DataCoordAPI
+from elanus.api.datacoord import ChannelHeld, DataCoordAPI
 from elanus.api.datanode import (
     FinalizeImport,
     ImportTaken,
@@ -40,8 +40,9 @@ class DataNode(Role):
         self.channels: dict[str, ChannelWriter] = {}
         self.imports: dict[int, asyncio.Task[None]] = {}
         """Bulk import jobs this node runs (or finishes), by job id."""
-        self.released: set[str] = set()
-        """Channels dropped when a NATS connection was lost, not yet reported to the coord."""
+        self.in_doubt: dict[str, ChannelWriter] = {}
+        """Writers held since a NATS connection was lost, until the coord says whether
+        their channels are still this node's."""
         self._channels_lock = asyncio.Lock()
 
     @property
@@ -79,7 +80,7 @@ class DataNode(Role):
     async def watch(self, req: WatchChannel) -> Watching:
         vchannel = req.vchannel
         async with self._channels_lock:
-            self.released.discard(vchannel)
+            self.in_doubt.pop(vchannel, None)
             old = self.channels.pop(vchannel, None)
             if old is not None:
                 await old.stop()
@@ -91,7 +92,7 @@ class DataNode(Role):
 
     async def unwatch(self, req: UnwatchChannel) -> Ack:
         async with self._channels_lock:
-            self.released.discard(req.vchannel)
+            self.in_doubt.pop(req.vchannel, None)
             writer = self.channels.pop(req.vchannel, None)
             if writer is not None:
                 await writer.stop()
@@ -104,40 +105,61 @@ class DataNode(Role):
         self.supervisor.spawn("session update", self.meta_changed)
 
     def _connection_changed(self, connected: bool) -> None:
-        """A lost NATS connection ends this node's claim on its channels: the coord may
-        have found it gone (no subscriber answers its probe) and given them to another
-        datanode, so writing on would put a second writer in the same segment files.
-        The writers stop at once; back, the node asks the coord to place them again."""
+        """A lost NATS connection puts this node's claim on its channels in doubt: the coord
+        may find it gone (no subscriber answers its probe) and give them to another
+        datanode, so consuming on would put a second writer in the same segment files.
+        The writers are held at once (they fetch nothing); back, the node asks the coord
+        which channels are still its own, resumes those and drops the others. A blip
+        costs no new consumer (creating one right after a NATS server died can take
+        seconds) and no replay from the checkpoint."""
         if connected:
-            self.supervisor.spawn("report released channels", self._report_released)
+            self.supervisor.spawn("confirm held channels", self._confirm_held)
         elif self.channels:
-            self.supervisor.spawn("release channels", self._release_channels)
+            self.supervisor.spawn("hold channels", self._hold_channels)
 
-    async def _release_channels(self) -> None:
+    async def _hold_channels(self) -> None:
         async with self._channels_lock:
-            writers, self.channels = self.channels, {}
-            self.released.update(writers)
-            log.warning("NATS connection lost: released channels %s", sorted(writers))
-            for writer in writers.values():
-                await writer.stop()
+            for vchannel, writer in self.channels.items():
+                writer.consumer.hold()
+                self.in_doubt[vchannel] = writer
+            log.warning(
+                "NATS connection lost: channels %s held until the coord confirms them",
+                sorted(self.in_doubt),
+            )
 
-    async def _report_released(self) -> None:
-        """Tell the coord each released channel, retrying while it is away."""
+    async def _confirm_held(self) -> None:
+        """Ask the coord about each held channel, retrying while it is away."""
         delay = 0.1
         api = DataCoordAPI(self.bus, timeout=5.0)
-        while self.released and self.bus.connected and self.data_bus and self.data_bus.connected:
-            async with self._channels_lock:
-                pending = sorted(self.released)
+        while self.bus.connected and self.data_bus and self.data_bus.connected:
+            async with self._channels_lock:  # after a hold spawned before this
+                pending = dict(self.in_doubt)
+            if not pending:
+                return
             try:
-                for vchannel in pending:
-                    await api.channel_released(
-                        ChannelReleased(vchannel=vchannel, node_id=self.node_id)
+                for vchannel, writer in pending.items():
+                    held = await api.channel_held(
+                        ChannelHeld(vchannel=vchannel, node_id=self.node_id)
                     )
-                    self.released.discard(vchannel)
+                    await self._settle_doubt(vchannel, writer, held.kept)
             except ElanusError as exc:
-                log.warning("could not report released channels, retrying: %s", exc)
+                log.warning("could not confirm held channels, retrying: %s", exc)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
+
+    async def _settle_doubt(self, vchannel: str, writer: ChannelWriter, kept: bool) -> None:
+        async with self._channels_lock:
+            if self.in_doubt.get(vchannel) is not writer:  # watched or unwatched meanwhile
+                return
+            del self.in_doubt[vchannel]
+            if kept:
+                writer.consumer.resume()
+                return
+            if self.channels.get(vchannel) is writer:
+                del self.channels[vchannel]
+            log.warning("channel %s was given to another datanode meanwhile: dropped", vchannel)
+            await writer.stop()
+        self._publish_channels()
 
     async def update_schema(self, req: UpdateSchema) -> SchemaTaken:
         """A field was added: the writers of the collection's channels take the schema."""

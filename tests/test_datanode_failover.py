@@ -5,7 +5,7 @@ after a flush every acknowledged row is stored exactly once.
 
 DataCoord takes reports only from the datanode a channel is assigned to, so a datanode
 taken for gone while it lives on cannot move the checkpoint nor flush segments; and a
-datanode that released a channel on its own (it lost NATS) has it placed again."""
+datanode that lost NATS holds its channels until the coord confirms them."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import pytest
 from conftest import ElanusProcess, Stack, bare_collection
 from test_recovery import ENV, Cluster, flush_with_retry, stored_pks
 
-from elanus.api.datacoord import ChannelReleased, DataCoordAPI, DatanodeTick, SegmentFlushed
+from elanus.api.datacoord import ChannelHeld, DataCoordAPI, DatanodeTick, SegmentFlushed
 from elanus.client.client import Client
 
 DIM = 8
@@ -123,33 +123,25 @@ def test_reports_from_a_datanode_the_channel_is_not_assigned_to_are_refused(
     )
     assert stack.call(api.segment_flushed(flushed)).ignored
     assert data.segments[seg.segment_id].num_rows != 99
-    # a release by anybody but the owner changes nothing
-    stack.call(api.channel_released(ChannelReleased(vchannel=vchannel, node_id="impostor")))
+    # a node the channel is not assigned to is told so, and nothing changes
+    held = stack.call(api.channel_held(ChannelHeld(vchannel=vchannel, node_id="impostor")))
+    assert not held.kept
     assert _assignments(stack) == {vchannel: owner}
-
-    # the owner's release places the channel again, and the rows are all still there
-    [node] = stack.datanodes
-    writer = node.channels[vchannel]
-    stack.call(api.channel_released(ChannelReleased(vchannel=vchannel, node_id=owner)))
-    deadline = time.monotonic() + 10
-    while node.channels.get(vchannel) in (None, writer):  # the only datanode takes it back
-        assert time.monotonic() < deadline, _assignments(stack)
-        time.sleep(0.05)
-    assert _assignments(stack) == {vchannel: owner}
+    assert stack.call(api.channel_held(ChannelHeld(vchannel=vchannel, node_id=owner))).kept
     client.insert("fenced", {"id": [3], "vector": np.ones((1, DIM), dtype=np.float32)})
     client.flush("fenced")
     assert stored_pks(client, "fenced") == [1, 2, 3]
 
 
-def test_a_datanode_that_lost_nats_releases_its_channels_and_gets_them_back(
+def test_a_datanode_that_lost_nats_holds_its_channels_until_the_coord_confirms_them(
     stack: Stack,
 ) -> None:
-    """Its writers stop when the connection drops (another datanode may be given the
-    channels meanwhile); reconnected, it reports them released and the coord places them
-    again, from the checkpoint."""
+    """Its writers are held when the connection drops (another datanode may be given the
+    channels meanwhile): they fetch nothing. Reconnected, it asks the coord; a channel still
+    its own resumes on the same consumer, one given elsewhere is dropped."""
     client = stack.client()
-    bare_collection(client, "released", DIM, num_shards=1)
-    client.insert("released", {"id": [1, 2], "vector": np.ones((2, DIM), dtype=np.float32)})
+    bare_collection(client, "held", DIM, num_shards=1)
+    client.insert("held", {"id": [1, 2], "vector": np.ones((2, DIM), dtype=np.float32)})
     [node] = stack.datanodes
     deadline = time.monotonic() + 10
     while not node.channels:
@@ -161,15 +153,39 @@ def test_a_datanode_that_lost_nats_releases_its_channels_and_gets_them_back(
         node._connection_changed(up)
 
     stack.call(connection(False))
-    deadline = time.monotonic() + 10
-    while node.channels or node.released != {vchannel}:
-        assert time.monotonic() < deadline, (node.channels, node.released)
+    while vchannel not in node.in_doubt:
+        assert time.monotonic() < deadline, node.in_doubt
         time.sleep(0.02)
-    assert writer.consumer.stopped
+    assert writer.consumer.held and not writer.consumer.stopped
+    # while held, nothing is consumed: the channel's tsafe stays where it was
+    time.sleep(0.3)  # a fetch under way finishes
+    tsafe = writer.tick_ts
+    time.sleep(0.6)  # three tick intervals
+    assert writer.tick_ts == tsafe
     stack.call(connection(True))
-    while node.channels.get(vchannel) in (None, writer) or node.released:
-        assert time.monotonic() < deadline, (node.channels, node.released)
+    while node.in_doubt:
+        assert time.monotonic() < deadline, node.in_doubt
         time.sleep(0.02)
-    client.insert("released", {"id": [3], "vector": np.ones((1, DIM), dtype=np.float32)})
-    client.flush("released")
-    assert stored_pks(client, "released") == [1, 2, 3]
+    assert node.channels[vchannel] is writer and not writer.consumer.held  # the same consumer
+    client.insert("held", {"id": [3], "vector": np.ones((1, DIM), dtype=np.float32)})
+    client.flush("held")
+    assert stored_pks(client, "held") == [1, 2, 3]
+
+    # a channel given to another datanode meanwhile is dropped when the node hears so
+    deadline = time.monotonic() + 10
+    stack.call(connection(False))
+    while vchannel not in node.in_doubt:
+        assert time.monotonic() < deadline, node.in_doubt
+        time.sleep(0.02)
+    assert stack.coord is not None
+    manager = stack.coord.channels
+    manager.watchers[vchannel] = "another-datanode"
+    try:
+        stack.call(connection(True))
+        # (the coord may place the channel here again at once: a new writer)
+        while vchannel in node.in_doubt or node.channels.get(vchannel) is writer:
+            assert time.monotonic() < deadline, (node.in_doubt, node.channels)
+            time.sleep(0.02)
+        assert writer.consumer.stopped
+    finally:
+        manager.watchers[vchannel] = node.node_id

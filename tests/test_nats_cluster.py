@@ -267,7 +267,10 @@ def test_kill_9_of_a_stream_leader_loses_nothing(
     writer, reader, killed_at = ingest_through_a_kill(nats_cluster, cluster_stack, victim)
     stall = writer.longest_gap(killed_at)
     print(f"\nwrite stall after kill -9 of the streams' leader: {stall:.3f}s")
-    assert stall < 12.0  # one election (at most 9 s) and the retry that follows
+    # One election (nats-server waits 4-9 s for a lost leader) and the retry that follows;
+    # when the dead server also led the coord lease's bucket, the lease lapses until that
+    # election ends too (timestamps wait for it): 13 s seen once in 20 runs on 2 cores.
+    assert stall < 20.0
     assert reader.counts == sorted(reader.counts), "a Strong count went down"
     check_rows(cluster_stack, writer)
 

@@ -139,14 +139,19 @@ class ChannelFailed:
     node_id: str | None = None
 
 
-@request("datanode.channel_released")
-class ChannelReleased:
-    """A datanode dropped its writer of ``vchannel`` on its own (its NATS connection was
-    lost, so it may no longer be the channel's only consumer): watch it again somewhere,
-    from the checkpoint. Not a failure: no flush fails over it, no backoff."""
+@request("datanode.channel_held")
+class ChannelHeld:
+    """A datanode that lost NATS held its writer of ``vchannel`` (another datanode may
+    have been given the channel meanwhile); back, it asks whether it still owns it."""
 
     vchannel: str
     node_id: str
+
+
+@reply
+class Held:
+    kept: bool
+    """The channel is still the asking node's: it consumes on; else it drops its writer."""
 
 
 @request("datanode.tt")
@@ -237,8 +242,8 @@ class DataCoordAPI(Stub):
     async def channel_failed(self, req: ChannelFailed) -> Ack:
         return await self._ask("datanode.channel_failed", req, Ack)
 
-    async def channel_released(self, req: ChannelReleased) -> Ack:
-        return await self._ask("datanode.channel_released", req, Ack)
+    async def channel_held(self, req: ChannelHeld) -> Held:
+        return await self._ask("datanode.channel_held", req, Held)
 
     async def datanode_tt(self, req: DatanodeTick, timeout: float | None = None) -> TickReply:
         return await self._ask("datanode.tt", req, TickReply, timeout)
