@@ -85,6 +85,7 @@ import numpy as np
 from faiss import swig_ptr
 
 from elanus.errors import invalid
+from elanus.index.faissviews import binary_view, float_view, ivf_codes_in_order
 from elanus.index.kernels import (
     VectorIndexExact,
     check_range,
@@ -137,35 +138,6 @@ class _InFlight:
 
 
 IN_FLIGHT = _InFlight()
-
-
-def _float_view(flat: Any) -> np.ndarray:
-    """(ntotal, d) float32 view of an ``IndexFlat``'s vectors (no copy)."""
-    n, d = flat.ntotal, flat.d
-    if n == 0:
-        return np.empty((0, d), F32)
-    return faiss.rev_swig_ptr(flat.get_xb(), n * d).reshape(n, d)
-
-
-def _binary_view(flat: Any) -> np.ndarray:
-    """(ntotal, code_size) uint8 view of an ``IndexBinaryFlat``'s codes (no copy)."""
-    n, cs = flat.ntotal, flat.code_size
-    if n == 0:
-        return np.empty((0, cs), np.uint8)
-    return faiss.rev_swig_ptr(flat.xb.data(), n * cs).reshape(n, cs)
-
-
-def _ivf_codes_in_order(ivf: Any) -> np.ndarray:
-    """Codes of an (inner) binary IVF index in insertion order: a copy, made once."""
-    cs = ivf.code_size
-    out = np.empty((ivf.ntotal, cs), np.uint8)
-    lists = ivf.invlists
-    for li in range(ivf.nlist):
-        size = lists.list_size(li)
-        if size:
-            ids = faiss.rev_swig_ptr(lists.get_ids(li), size)
-            out[ids] = faiss.rev_swig_ptr(lists.get_codes(li), size * cs).reshape(size, cs)
-    return out
 
 
 class SegmentIndex:
@@ -232,7 +204,7 @@ class SegmentIndex:
         total = 0 if self._ids is None else self._ids.nbytes + self.num_rows
         if isinstance(ix, faiss.IndexHNSW):
             hnsw: Any = ix.hnsw  # faiss's stub lacks HNSW.neighbors and .offsets
-            total += _float_view(faiss.downcast_index(ix.storage)).nbytes
+            total += float_view(faiss.downcast_index(ix.storage)).nbytes
             total += hnsw.neighbors.size() * 4 + hnsw.levels.size() * 4 + hnsw.offsets.size() * 8
         elif isinstance(ix, faiss.IndexIVF | faiss.IndexBinaryIVF):
             total += n * (ix.code_size + 8)
@@ -270,8 +242,8 @@ class SegmentIndex:
                     ix.make_direct_map()
             return ix.reconstruct_batch(rows) if len(rows) else np.empty((0, ix.d), F32)
         if isinstance(ix, faiss.IndexHNSW):
-            return _float_view(faiss.downcast_index(ix.storage))[rows]
-        return (_binary_view(ix) if self._binary else _float_view(ix))[rows]
+            return float_view(faiss.downcast_index(ix.storage))[rows]
+        return (binary_view(ix) if self._binary else float_view(ix))[rows]
 
     def prefers_exact(self, visible_fraction: float) -> bool:
         """Whether a brute-force scan of the visible rows is the better answer at this
@@ -430,13 +402,13 @@ class SegmentIndex:
         if self._exact is None:  # racing threads build equal kernels; either one is kept
             ix = self._inner
             if isinstance(ix, faiss.IndexHNSW):
-                X = _float_view(faiss.downcast_index(ix.storage))
+                X = float_view(faiss.downcast_index(ix.storage))
             elif isinstance(ix, faiss.IndexBinaryIVF):
-                X = _ivf_codes_in_order(ix)
+                X = ivf_codes_in_order(ix)
             elif self._binary:
-                X = _binary_view(ix)
+                X = binary_view(ix)
             else:
-                X = _float_view(ix)
+                X = float_view(ix)
             self._exact = VectorIndexExact(X, self._metric_exact)
         return self._exact
 

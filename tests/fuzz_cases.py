@@ -217,6 +217,7 @@ BASE: dict[str, dict[str, Any]] = {
     "list_backup_tasks": {},
     "list_requests": {"limit": 5},
     "describe_config": {},
+    "watch_collection": {"collection": MAIN},
     "backup_create": {"target": BACKUPS, "name": "fz_backup", "timeout_s": 60},
 }  # fmt: skip
 WRITE_ACTIONS = {"delete"}

@@ -119,6 +119,7 @@ def test_bad_starting_point_and_no_credentials(
     assert missing.value.code == ErrorCode.COLLECTION_NOT_FOUND
 
 
+@pytest.mark.slow
 def test_cli_prints_json_lines(
     changed: tuple[Client, dict[str, int]], server: StandaloneProcess
 ) -> None:
@@ -137,3 +138,29 @@ def test_cli_prints_json_lines(
     assert lines[-1]["vector"] is None and len(lines[0]["vector"]) == DIM
     bad = run_elanus("watch", "watched", "--since", "soon", "--no-follow", "--uri", server.uri)
     assert bad.returncode != 0 and "since" in bad.stderr
+
+
+def test_a_starting_point_the_log_no_longer_keeps_is_refused(tmp_path: Any) -> None:
+    """Without ``log_retention_s`` the coord purges flushed changes: a watch from a timestamp
+    before the purge fails naming the reason, rather than silently starting later."""
+    sp = StandaloneProcess(tmp_path / "data").start().wait_ready()
+    try:
+        with Client(sp.uri) as client:
+            bare_collection(client, "purged", DIM)
+            ts = client.insert("purged", rows(3))["ts"]
+            client.flush("purged")
+            login = nats_login(sp)
+            deadline = time.monotonic() + 30
+            while True:  # the purge runs every 5 s
+                try:
+                    list(client.watch("purged", ts - 1, follow=False, **login))
+                except ElanusError as exc:
+                    assert exc.code == ErrorCode.INVALID_ARGUMENT
+                    assert "no longer keeps" in exc.message and "earliest" in exc.message
+                    break
+                assert time.monotonic() < deadline, "the flushed changes were never purged"
+                time.sleep(0.5)
+            # from the earliest it keeps: nothing of the purged writes, no error
+            assert sum(t.num_rows for t in client.watch("purged", follow=False, **login)) == 0
+    finally:
+        sp.stop()

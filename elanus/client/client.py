@@ -19,6 +19,7 @@ the mixins themselves, so a new method is listed where it is written:
 - users and roles: ``client_auth.AuthAPI``
 - segments and partition statistics: ``client_segments.SegmentAPI``
 - SQL over collections (Flight SQL): ``client.sql.SqlAPI``
+- the change stream (reads the log, not the proxy): ``client.changes.WatchAPI``
 - cluster: ``client_admin.AdminAPI``; connection: ``client_base.ClientBase``
 """
 
