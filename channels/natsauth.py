@@ -129,30 +129,35 @@ def write_private(path: Path, text: str) -> None:
 
 
 def stored_credentials(directory: Path, user: str | None = None) -> NatsCredentials:
-    """The embedded server's credentials kept in ``directory``; generated on first use.
-
-    A stored file that is not owner-only is refused rather than used: someone else may have
-    read the password."""
-    path = directory / CREDENTIALS_FILE
+    """The embedded server's credentials kept in ``directory``; generated on first use."""
     wanted = user or DEFAULT_USER
-    if path.exists():
-        st = path.stat()
-        if st.st_mode & 0o077:
-            raise ElanusError(
-                ErrorCode.INVALID_ARGUMENT,
-                f"{path} is readable by other users (mode {st.st_mode & 0o777:o}); "
-                "chmod 600 it or remove it to generate new NATS credentials",
-            )
-        try:
-            doc = json.loads(path.read_text())
-            stored = NatsCredentials(str(doc["user"]), str(doc["password"]))
-        except (OSError, ValueError, KeyError, TypeError):
-            raise ElanusError(
-                ErrorCode.INVALID_ARGUMENT,
-                f"{path} does not hold NATS credentials; remove it to generate new ones",
-            ) from None
-        if stored.user == wanted:
-            return stored
+    stored = read_stored(directory)
+    if stored is not None and stored.user == wanted:
+        return stored
     creds = NatsCredentials(wanted, secrets.token_urlsafe(32))
+    path = directory / CREDENTIALS_FILE
     write_private(path, json.dumps({"user": creds.user, "password": creds.password}) + "\n")
     return creds
+
+
+def read_stored(directory: Path) -> NatsCredentials | None:
+    """The credentials kept in ``directory`` (None when there are none). A stored file that
+    is not owner-only is refused rather than used: someone else may have read the password."""
+    path = directory / CREDENTIALS_FILE
+    if not path.exists():
+        return None
+    st = path.stat()
+    if st.st_mode & 0o077:
+        raise ElanusError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"{path} is readable by other users (mode {st.st_mode & 0o777:o}); "
+            "chmod 600 it or remove it to generate new NATS credentials",
+        )
+    try:
+        doc = json.loads(path.read_text())
+        return NatsCredentials(str(doc["user"]), str(doc["password"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        raise ElanusError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"{path} does not hold NATS credentials; remove it to generate new ones",
+        ) from None

@@ -11,11 +11,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import StandaloneProcess, cli, cli_json, run_elanus
+from conftest import LoopThread, Stack, StandaloneProcess, cli, cli_json, run_elanus
 
-from elanus.channels.nats_server import free_port
+from elanus.channels.nats_server import EmbeddedNats, free_port
 from elanus.cli.data import file_format
 from elanus.filereaders import parse_dense_vectors, prepare, rebatch
+from elanus.meta.coord import Coordinator
 from elanus.schema import DataType, Field, Schema
 
 pytestmark = pytest.mark.timeout(120)
@@ -123,13 +124,27 @@ def test_insert_csv_into_a_partition(server: StandaloneProcess, tmp_path: Path) 
 
 
 @pytest.mark.slow
-def test_flush_timeout(server: StandaloneProcess, tmp_path: Path) -> None:
-    cli(server, "collection", "create", "slow", "--dim", str(DIM))
-    cli(server, "insert", "slow", str(write_jsonl(tmp_path / "slow.jsonl", range(20))))
-    # Just sealed: the datanode cannot have written it before the first poll.
-    result = run_elanus("flush", "slow", "--timeout", "0", "--uri", server.uri)
-    assert "flush of 'slow'" in one_line_error(result, "TIMEOUT")
-    assert total_rows(cli_json(server, "flush", "slow")["segments"]) == 20
+def test_flush_timeout(nats_server: EmbeddedNats, loop_thread: LoopThread, tmp_path: Path) -> None:
+    """No datanode watches the channel yet: the sealed segment cannot be written, so the
+    wait ends in TIMEOUT; once a datanode starts, the same command lists it flushed."""
+    stack = Stack(loop_thread, nats_server, tmp_path / "data")
+    try:
+        stack.coord = Coordinator(stack.settings, stack.bus)
+        stack.call(stack.coord.start())
+        stack.add_querynode()  # the quick setup loads the collection
+        stack.add_proxy()
+        uri = ["--uri", stack.uri]
+        assert run_elanus("collection", "create", "slow", "--dim", str(DIM), *uri).returncode == 0
+        rows = write_jsonl(tmp_path / "slow.jsonl", range(20))
+        assert run_elanus("insert", "slow", str(rows), *uri).returncode == 0
+        result = run_elanus("flush", "slow", "--timeout", "0", *uri)
+        assert "flush of 'slow' not done after 0s" in one_line_error(result, "TIMEOUT")
+        stack.add_datanode()
+        done = run_elanus("flush", "slow", "--json", *uri)
+        assert done.returncode == 0, done.stderr
+        assert total_rows(json.loads(done.stdout)["segments"]) == 20
+    finally:
+        stack.close()
 
 
 @pytest.mark.slow

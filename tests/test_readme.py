@@ -37,6 +37,7 @@ def as_written(code: str, uri: str) -> str:
 def test_the_quick_start_runs_as_written(server: StandaloneProcess, tmp_path: Path) -> None:
     script = block("bash", "elanus collection create books")
     (tmp_path / ".venv").symlink_to(Path(sys.executable).parent.parent)  # `source .venv/...`
+    (tmp_path / "elanus-data").symlink_to(server.data_dir)  # where `make run` keeps its data
     env = cli_env(ELANUS_URI=server.uri)
     done = subprocess.run(
         ["bash", "-e", "-o", "pipefail", "-c", script],
