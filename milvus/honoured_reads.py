@@ -152,7 +152,7 @@ QUERY_KEYS: dict[str, Any] = {
         "element-level query iterators over ARRAY of STRUCT fields"
     ),
     "order_by_fields": refused("sorting query results by fields"),
-    "group_by_fields": refused("aggregating query results by fields"),
+    "group_by_fields": use(),
     **_WHERE,
 }
 
