@@ -303,9 +303,7 @@ class ReadRpcs(Servicer):
         same_collection(params, info.collection_id, "Query")
         table, outputs, ts = self.proxy.query.query_table(info, checked)
         pk = info.schema.primary.name
-        grouping = aggregate_plan(
-            info.schema, info.name, checked["output_fields"], checked["group_by_fields"]
-        )
+        grouping = aggregate_plan(info, checked["output_fields"], checked["group_by_fields"])
         if grouping is not None:
             columns = aggregate_columns(table, grouping, info.schema)
         elif COUNT in outputs:

@@ -17,21 +17,13 @@ import pyarrow.compute as pc
 
 from elanus.datatypes import DataType
 from elanus.errors import invalid
-from elanus.schema import Field, Schema
+from elanus.flight.metacache import CollectionInfo
+from elanus.flight.search.check import group_field
+from elanus.schema import Field
 
 COUNT = "count(*)"
 _CALL = re.compile(r"^\s*(count|sum|avg|min|max)\s*\(\s*([^()\s]*)\s*\)\s*$", re.IGNORECASE)
 _ARROW = {"count": "count", "sum": "sum", "avg": "mean", "min": "min", "max": "max"}
-_KEY_TYPES = frozenset(
-    {
-        DataType.BOOL,
-        DataType.INT8,
-        DataType.INT16,
-        DataType.INT32,
-        DataType.INT64,
-        DataType.VARCHAR,
-    }
-)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,28 +70,21 @@ def is_aggregate(name: object) -> bool:
 
 
 def aggregate_plan(
-    schema: Schema, collection: str, outputs: list[str], group_by: list[str]
+    info: CollectionInfo, outputs: list[str], group_by: list[str]
 ) -> AggregatePlan | None:
     """The aggregation a query asks for, checked; None for a plain query (``count(*)``
     alone and no grouping keeps the plain counting path)."""
     calls = [n for n in outputs if is_aggregate(n)]
     if not group_by and calls in ([], [COUNT]):
         return None
-    names = {f.name: f for f in schema.fields}
+    names = {f.name: f for f in info.schema.fields}
     keys: list[str] = []
     for key in group_by:
-        field = names.get(key)
-        if field is None:
-            raise invalid(f"query: group_by field {key!r} is not a field of {collection!r}")
-        if field.dtype not in _KEY_TYPES:
-            raise invalid(
-                f"query: cannot group by {key!r} of type {field.dtype.value} (group by Bool, "
-                "Int8/16/32/64 or VarChar fields)"
-            )
+        group_field(info, key)  # a scalar field Milvus groups by, as for search
         if key in keys:
             raise invalid(f"query: group_by field {key!r} is given twice")
         keys.append(key)
-    aggregates = [_aggregate(names, collection, n) for n in calls]
+    aggregates = [_aggregate(names, info.name, n) for n in calls]
     for name in outputs:
         if not is_aggregate(name) and name not in keys:
             raise invalid(

@@ -494,7 +494,7 @@ class QueryService:
             text, params = f"{pk} in {{__ids}}", {"__ids": ids}
         check_filter(info, text, params)
         group_by = list(request.get("group_by_fields") or [])
-        grouping = aggregate_plan(info.schema, info.name, request["output_fields"], group_by)
+        grouping = aggregate_plan(info, request["output_fields"], group_by)
         outputs = (
             grouping.outputs
             if grouping is not None
