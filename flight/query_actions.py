@@ -171,7 +171,8 @@ def _run_query(c: Call) -> dict[str, Any]:
     "Entities matching a filter (or by ids). Body: collection, filter, ids, output_fields "
     '("count(*)" counts), limit, offset, filter_params, consistency_level, '
     "guarantee_timestamp, session_ts, as_of, partition_names, group_by_fields (with "
-    '"count(*)", "sum(f)", "avg(f)", "min(f)", "max(f)" outputs: one row per group). '
+    '"count(*)", "sum(f)", "avg(f)", "min(f)", "max(f)" outputs: one row per group), '
+    'order_by_fields ("field" or "field:desc"). '
     "Result: rows (or count), ts.",
     (
         "collection",
@@ -179,6 +180,7 @@ def _run_query(c: Call) -> dict[str, Any]:
         "ids",
         "output_fields",
         "group_by_fields",
+        "order_by_fields",
         "limit",
         "offset",
         "filter_params",
@@ -218,6 +220,7 @@ def _query(b: Body) -> dict[str, Any]:
         "ids": ids,
         "output_fields": outputs,
         "group_by_fields": [str(g) for g in group_by],
+        "order_by_fields": [str(o) for o in b.list("order_by_fields", [])],
         "limit": limit,
         "offset": b.int("offset", 0, lo=0),
         "filter_params": b.dict("filter_params", {}),

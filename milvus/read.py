@@ -226,6 +226,8 @@ def query_window(request: Any, params: dict[str, Any]) -> tuple[int | None, int]
             f"Query: limit ({limit}) and offset ({offset}) must be at least 0 and add up to "
             f"1 to {MAX_TOPK} (Milvus's query result window)"
         )
+    if params.get("order_by_fields") and truthy(params.get("iterator")):
+        raise invalid("Query: a query iterator pages in primary-key order; drop order_by_fields")
     grouped = params.get("group_by_fields") or any(map(is_aggregate, request.output_fields))
     if limit is None and not request.expr and COUNT not in request.output_fields and not grouped:
         raise invalid("Query: an empty expr needs a limit in query_params (or count(*))")
@@ -287,6 +289,9 @@ class ReadRpcs(Servicer):
             "output_fields": list(request.output_fields),
             "group_by_fields": [g.strip() for g in params.get("group_by_fields", "").split(",")]
             if params.get("group_by_fields")
+            else None,
+            "order_by_fields": params["order_by_fields"].split(",")
+            if params.get("order_by_fields")
             else None,
             "limit": limit,
             "offset": offset,

@@ -1,8 +1,10 @@
-"""Aggregating queries (Milvus 2.6's ``group_by_fields`` with ``count(*)``, ``sum``, ``avg``,
-``min``, ``max``) through pymilvus against the Milvus face and through the Elanus SDK, on a
-two-shard collection so that the proxy must combine shards (an average over all rows, not
-an average of shards' averages). Milvus Lite 3.2 does not aggregate queries, so the
-expected values are computed here from the inserted rows."""
+"""Ordered queries (``order_by_fields``) and aggregating queries (Milvus 2.6's
+``group_by_fields`` with ``count(*)``, ``sum``, ``avg``, ``min``, ``max``) through pymilvus
+against the Milvus face and through the Elanus SDK, on a two-shard collection so that the
+proxy must combine shards (an average over all rows, not an average of shards' averages).
+Milvus Lite 3.2 silently ignores both (grouped counts come back as one total, ordered rows
+in primary-key order), departing from Milvus's docs, so the expected values are computed
+here from the inserted rows."""
 
 from __future__ import annotations
 
@@ -91,7 +93,31 @@ def test_aggregating_query(mstack: MilvusStack) -> None:
                 client.query("agg", "id > 0", output_fields=outs, group_by_fields=keys)
             assert err.value.code == 1100 and words in err.value.message, case
 
-        # the same operation through the Elanus SDK
+        # order_by_fields: several fields, asc and desc, then offset and limit
+        ordered = client.query(
+            "agg",
+            "id < 30",
+            output_fields=["qty"],
+            order_by_fields=[{"field": "qty", "order": "desc"}, {"field": "id", "order": "asc"}],
+            offset=2,
+            limit=5,
+            consistency_level="Strong",
+        )
+        rows = [r for r in ROWS if int(r["id"]) < 30]  # type: ignore[call-overload]
+        rows.sort(key=lambda r: (-int(r["qty"]), int(r["id"])))  # type: ignore[call-overload]
+        assert [(r["id"], r["qty"]) for r in ordered] == [(r["id"], r["qty"]) for r in rows[2:7]]
+        for order, words in {
+            ("v", "asc"): "cannot order by 'v'",
+            ("qty", "up"): "'asc' or 'desc'",
+            ("nope", "asc"): "'nope' is not a field",
+        }.items():
+            with pytest.raises(MilvusException) as err:
+                client.query(
+                    "agg", "id > 0", order_by_fields=[{"field": order[0], "order": order[1]}]
+                )
+            assert err.value.code == 1100 and words in err.value.message, order
+
+        # the same operations through the Elanus SDK
         with mstack.client() as sdk:
             rows = sdk.query(
                 "agg",
@@ -104,5 +130,7 @@ def test_aggregating_query(mstack: MilvusStack) -> None:
                 (b, want[b][0]) for b in sorted(want)
             ]
             assert rows[0]["avg(price)"] == pytest.approx(want["b0"][2])
+            top = sdk.query("agg", "id >= 0", ["price"], order_by_fields=["price:desc"], limit=3)
+            assert [r["id"] for r in top] == [39, 38, 37]
     finally:
         client.close()

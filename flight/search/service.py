@@ -49,6 +49,7 @@ from elanus.flight.search.check import (
     split_search_params,
 )
 from elanus.flight.search.hits import shape_hits, widened
+from elanus.flight.search.order import order_keys
 from elanus.flight.search.plan import SearchPlan, SearchPlans
 from elanus.flight.search.text import METRIC as TEXT_METRIC
 from elanus.flight.search.text import (
@@ -519,10 +520,14 @@ class QueryService:
             total = sum(r.count for r in counts)
             counted = pa.table({COUNT: pa.array([total], pa.int64())})
             return counted, outputs, max(r.ts for r in counts)
+        order = order_keys(info, list(request.get("order_by_fields") or []))
+        if order and grouping is not None:
+            raise invalid("query: order_by_fields cannot be combined with group_by_fields")
         stored = grouping.columns if grouping else stored_columns(info.schema, outputs)
         columns = stored if pk in stored else [pk, *stored]
+        columns += [k for k, _ in order if k not in columns]
         offset, limit = request["offset"], request["limit"]
-        window = None if limit is None or grouping else offset + limit
+        window = None if limit is None or grouping or order else offset + limit
         replies = self.fan_out(
             info,
             pids,
@@ -531,7 +536,8 @@ class QueryService:
         table = pa.concat_tables([r.rows for r in replies], promote_options="permissive")
         if grouping is not None:
             return aggregate(table, grouping, offset, limit), outputs, max(r.ts for r in replies)
-        table = bfloat16.widen_table(table.sort_by(pk).slice(offset, limit))
+        table = table.sort_by([*order, (pk, "ascending")]).slice(offset, limit)
+        table = bfloat16.widen_table(table)
         return table, outputs, max(r.ts for r in replies)
 
 
