@@ -25,6 +25,7 @@ from elanus.flight.limits import Kind
 from elanus.flight.search import (
     GROUP_KEYS,
     READ_KEYS,
+    is_aggregate,
     partition_names,
     read_options,
     search_data,
@@ -169,12 +170,17 @@ def _run_query(c: Call) -> dict[str, Any]:
     "query",
     "Entities matching a filter (or by ids). Body: collection, filter, ids, output_fields "
     '("count(*)" counts), limit, offset, filter_params, consistency_level, '
-    "guarantee_timestamp, session_ts, as_of, partition_names. Result: rows (or count), ts.",
+    "guarantee_timestamp, session_ts, as_of, partition_names, group_by_fields (with "
+    '"count(*)", "sum(f)", "avg(f)", "min(f)", "max(f)" outputs: one row per group), '
+    'order_by_fields ("field" or "field:desc"). '
+    "Result: rows (or count), ts.",
     (
         "collection",
         "filter",
         "ids",
         "output_fields",
+        "group_by_fields",
+        "order_by_fields",
         "limit",
         "offset",
         "filter_params",
@@ -188,7 +194,9 @@ def _query(b: Body) -> dict[str, Any]:
     filt = b.str("filter", "") or None
     ids = b.list("ids", None)
     outputs = b.list("output_fields", [])
-    if "count(*)" in outputs and any(n != "count(*)" for n in outputs):
+    group_by = b.list("group_by_fields", [])
+    grouping = bool(group_by) or any(is_aggregate(n) and n != "count(*)" for n in outputs)
+    if not grouping and "count(*)" in outputs and any(n != "count(*)" for n in outputs):
         others = [repr(n) for n in outputs if n != "count(*)"]
         others = others[:3] + (["..."] if len(others) > 3 else [])
         raise invalid(
@@ -197,7 +205,7 @@ def _query(b: Body) -> dict[str, Any]:
             "count in one query and fetch fields in another"
         )
     limit = b.int("limit", None, lo=1, hi=10_000_000)
-    if filt is None and ids is None and outputs != ["count(*)"] and limit is None:
+    if filt is None and ids is None and outputs != ["count(*)"] and limit is None and not grouping:
         # Milvus: "empty expression should be used with limit"
         raise invalid(
             "query: an empty filter needs a 'limit' (or give a 'filter' or 'ids'; "
@@ -211,6 +219,8 @@ def _query(b: Body) -> dict[str, Any]:
         "filter": filt,
         "ids": ids,
         "output_fields": outputs,
+        "group_by_fields": [str(g) for g in group_by],
+        "order_by_fields": [str(o) for o in b.list("order_by_fields", [])],
         "limit": limit,
         "offset": b.int("offset", 0, lo=0),
         "filter_params": b.dict("filter_params", {}),

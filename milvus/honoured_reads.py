@@ -151,8 +151,8 @@ QUERY_KEYS: dict[str, Any] = {
     "query_iter_last_element_offset": refused(
         "element-level query iterators over ARRAY of STRUCT fields"
     ),
-    "order_by_fields": refused("sorting query results by fields"),
-    "group_by_fields": refused("aggregating query results by fields"),
+    "order_by_fields": use(),
+    "group_by_fields": use(),
     **_WHERE,
 }
 

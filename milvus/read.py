@@ -18,6 +18,7 @@ from elanus import bfloat16
 from elanus.errors import invalid
 from elanus.flight.actions import check_request
 from elanus.flight.limits import Kind
+from elanus.flight.search import AggregatePlan, aggregate_plan, is_aggregate
 from elanus.flight.search.bodies import MAX_NQ, MAX_TOPK, search_options
 from elanus.flight.search.hits import hits_table
 from elanus.milvus.fielddata import from_arrow, ids_of, sparse_to_arrow
@@ -197,6 +198,15 @@ def results_data(
     )
 
 
+def aggregate_columns(table: pa.Table, plan: AggregatePlan, schema: Schema) -> list[Any]:
+    """An aggregating query's reply: group keys as their fields, aggregates as computed
+    columns typed as Milvus types them (counts Int64, averages Double)."""
+    computed = {a.name: a.result_field() for a in plan.aggregates}
+    return [
+        from_arrow(table.column(n), computed.get(n) or schema.field(n), n) for n in plan.outputs
+    ]
+
+
 def pinned(body: dict[str, Any], request: Any, params: dict[str, Any]) -> dict[str, Any]:
     """An iterator's page reads at the timestamp of its first page, which pymilvus sends
     as the guarantee timestamp (Milvus reads an iterator's pages at it)."""
@@ -216,7 +226,10 @@ def query_window(request: Any, params: dict[str, Any]) -> tuple[int | None, int]
             f"Query: limit ({limit}) and offset ({offset}) must be at least 0 and add up to "
             f"1 to {MAX_TOPK} (Milvus's query result window)"
         )
-    if limit is None and not request.expr and COUNT not in request.output_fields:
+    if params.get("order_by_fields") and truthy(params.get("iterator")):
+        raise invalid("Query: a query iterator pages in primary-key order; drop order_by_fields")
+    grouped = params.get("group_by_fields") or any(map(is_aggregate, request.output_fields))
+    if limit is None and not request.expr and COUNT not in request.output_fields and not grouped:
         raise invalid("Query: an empty expr needs a limit in query_params (or count(*))")
     return limit, offset
 
@@ -274,6 +287,12 @@ class ReadRpcs(Servicer):
             "collection": request.collection_name,
             "filter": request.expr or None,
             "output_fields": list(request.output_fields),
+            "group_by_fields": [g.strip() for g in params.get("group_by_fields", "").split(",")]
+            if params.get("group_by_fields")
+            else None,
+            "order_by_fields": params["order_by_fields"].split(",")
+            if params.get("order_by_fields")
+            else None,
             "limit": limit,
             "offset": offset,
             "filter_params": templates(request.expr_template_values),
@@ -289,7 +308,10 @@ class ReadRpcs(Servicer):
         same_collection(params, info.collection_id, "Query")
         table, outputs, ts = self.proxy.query.query_table(info, checked)
         pk = info.schema.primary.name
-        if COUNT in outputs:
+        grouping = aggregate_plan(info, checked["output_fields"], checked["group_by_fields"])
+        if grouping is not None:
+            columns = aggregate_columns(table, grouping, info.schema)
+        elif COUNT in outputs:
             columns = [from_arrow(table.column(COUNT), None, COUNT)]
         else:
             if pk not in outputs:

@@ -273,6 +273,8 @@ KINDS: dict[str, str] = {
     for key in keys.split()  # noqa: SIM905
 }
 """What each body key of the catalogue takes."""
+KINDS["group_by_fields"] = "list"  # query aggregation
+KINDS["order_by_fields"] = "list"  # query ordering
 WRONG: dict[str, list[tuple[str, Any]]] = {
     "str": [("int", 42), ("object", {"name": "fz"})],
     "int": [("string", "5"), ("float", 2.5), ("bool", True)],

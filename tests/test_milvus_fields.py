@@ -228,14 +228,6 @@ def test_what_elanus_does_not_do_is_refused_and_changes_nothing(client: MilvusCl
         function_type=FunctionType.RERANK,
         params={"reranker": "decay", "function": "gauss", "origin": 0, "scale": 10},
     )
-    _refused(
-        lambda: client.query("items", "id >= 0", limit=5, order_by_fields="n:desc"),
-        "order_by_fields",
-    )
-    _refused(
-        lambda: client.query("items", "", output_fields=["count(*)"], group_by_fields=["n"]),
-        "group_by_fields",
-    )
     _refused(lambda: client.search("items", q, limit=3, ranker=decay), "function_score")
     _refused(
         lambda: client.search("items", q, highlighter=LexicalHighlighter(pre_tags=["<b>"])),

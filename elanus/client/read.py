@@ -359,16 +359,25 @@ class ReadAPI(ClientBase):
         guarantee_timestamp: int | None = None,
         as_of: int | None = None,
         db: str | None = None,
+        group_by_fields: list[str] | None = None,
+        order_by_fields: list[str] | None = None,
         **kwargs: Any,
     ) -> list[dict[str, Any]]:
-        """Rows matching a filter (or the given ids); ``["count(*)"]`` counts them."""
+        """Rows matching a filter (or the given ids); ``["count(*)"]`` counts them. With
+        ``group_by_fields`` (or ``sum(f)``, ``avg(f)``, ``min(f)``, ``max(f)`` outputs),
+        one row per group with its aggregates, as Milvus's aggregating query;
+        ``order_by_fields`` sorts rows (``["price:desc", "id"]``)."""
         reject_unknown("query", kwargs)
         body = self._in_db(
             db,
             collection=collection_name,
-            output_fields=list(output_fields or ["*"]),
+            output_fields=list(output_fields or group_by_fields or ["*"]),
             offset=offset,
         )
+        if group_by_fields:
+            body["group_by_fields"] = list(group_by_fields)
+        if order_by_fields:  # "field" or "field:desc", as pymilvus sends them
+            body["order_by_fields"] = list(order_by_fields)
         if ids is not None:
             ids = [ids] if isinstance(ids, int | str) else ids
             body["ids"] = ids.tolist() if hasattr(ids, "tolist") else list(ids)

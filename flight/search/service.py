@@ -36,6 +36,7 @@ from elanus.consistency import ConsistencyLevel
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.flight.actions import check_request
 from elanus.flight.metacache import CollectionInfo
+from elanus.flight.search.aggregate import aggregate, aggregate_plan, is_aggregate
 from elanus.flight.search.bodies import check_query_ids, check_search_data
 from elanus.flight.search.check import (
     SearchIndexes,
@@ -48,6 +49,7 @@ from elanus.flight.search.check import (
     split_search_params,
 )
 from elanus.flight.search.hits import shape_hits, widened
+from elanus.flight.search.order import order_keys
 from elanus.flight.search.plan import SearchPlan, SearchPlans
 from elanus.flight.search.text import METRIC as TEXT_METRIC
 from elanus.flight.search.text import (
@@ -476,7 +478,7 @@ class QueryService:
     # -- query ------------------------------------------------------------------------------
     def query(self, info: CollectionInfo, request: dict[str, Any]) -> dict[str, Any]:
         table, outputs, ts = self.query_table(info, request)
-        if COUNT in outputs:
+        if COUNT in outputs or request.get("group_by_fields") or any(map(is_aggregate, outputs)):
             return {"rows": table.to_pylist(), "ts": ts}
         outputs = with_primary_first(outputs, info.schema.primary.name)
         json_names = json_fields(info.schema)
@@ -492,7 +494,13 @@ class QueryService:
             ids = check_query_ids(list(request["ids"]), info.schema.primary)
             text, params = f"{pk} in {{__ids}}", {"__ids": ids}
         check_filter(info, text, params)
-        outputs = self._outputs(info, request["output_fields"] or [pk])
+        group_by = list(request.get("group_by_fields") or [])
+        grouping = aggregate_plan(info, request["output_fields"], group_by)
+        outputs = (
+            grouping.outputs
+            if grouping is not None
+            else self._outputs(info, request["output_fields"] or [pk])
+        )
         guarantee, ts = self.read_at(info, request)
         pids = self.partition_ids(info, request["partition_names"], text, params)
 
@@ -507,22 +515,29 @@ class QueryService:
                 **more,
             )
 
-        if COUNT in outputs:
+        if COUNT in outputs and grouping is None:
             counts = self.fan_out(info, pids, lambda node, v: node.count(read(v)))
             total = sum(r.count for r in counts)
             counted = pa.table({COUNT: pa.array([total], pa.int64())})
             return counted, outputs, max(r.ts for r in counts)
-        stored = stored_columns(info.schema, outputs)
+        order = order_keys(info, list(request.get("order_by_fields") or []))
+        if order and grouping is not None:
+            raise invalid("query: order_by_fields cannot be combined with group_by_fields")
+        stored = grouping.columns if grouping else stored_columns(info.schema, outputs)
         columns = stored if pk in stored else [pk, *stored]
+        columns += [k for k, _ in order if k not in columns]
         offset, limit = request["offset"], request["limit"]
-        window = None if limit is None else offset + limit
+        window = None if limit is None or grouping or order else offset + limit
         replies = self.fan_out(
             info,
             pids,
             lambda node, v: node.query(read(v, output_fields=columns, limit=window)),
         )
         table = pa.concat_tables([r.rows for r in replies], promote_options="permissive")
-        table = bfloat16.widen_table(table.sort_by(pk).slice(offset, limit))
+        if grouping is not None:
+            return aggregate(table, grouping, offset, limit), outputs, max(r.ts for r in replies)
+        table = table.sort_by([*order, (pk, "ascending")]).slice(offset, limit)
+        table = bfloat16.widen_table(table)
         return table, outputs, max(r.ts for r in replies)
 
 
