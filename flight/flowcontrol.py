@@ -119,8 +119,8 @@ class FlowControl:
                 if report.at is not None:
                     for c in report.channels:
                         self._rates.add(report.reporter, c.vchannel, report.at, c.consumed)
-        if not report.gone:
-            self._steer({c.vchannel for c in report.channels})
+            held = set(self._held)  # steered on every report: their consumer may be gone
+        self._steer(held | {c.vchannel for c in report.channels})
         self.verdict()
 
     def _fresh(self) -> list[FlowReport]:
@@ -155,6 +155,8 @@ class FlowControl:
                 default=None,
             )
             if worst is None or worst.tick_lag_s is None:
+                with self._lock:  # no consumer reports on it (any more): nothing to hold to
+                    self._held.pop(vchannel, None)
                 continue
             with self._lock:
                 rate = self._rates.rate(worst.reporter, vchannel)

@@ -65,6 +65,13 @@ class ChannelLimit:
                 self._refill(now)
             self.rate = consumed * factor
         elif self.rate is not None:
+            if consumed <= 0:
+                # caught up and taking nothing in: no backlog is left to protect, and
+                # the consumer cannot take in what a hold at its stalled rate (0) keeps
+                # out, so holding on would refuse writes for good (a NATS server's
+                # restart stalled a consumer, which then caught up)
+                self.rate = None
+                return
             self._refill(now)
             self.rate = max(self.rate, consumed) * (1.0 + GROWTH * min(dt, 1.0))
             if self.rate > LIFT * consumed:

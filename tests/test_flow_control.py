@@ -183,6 +183,24 @@ def test_a_lagging_vchannel_is_held_to_what_its_consumer_takes_in() -> None:
     assert w.write(1.0) > 200_000
 
 
+def test_a_hold_of_a_stalled_consumer_is_lifted_once_it_caught_up() -> None:
+    """A consumer stalled (a NATS server died): its writes are held at the nothing it takes
+    in. Once its lag is back under the soft limit, nothing being written is no reason to
+    go on holding them at 0 (it took 60 s of refused writes in a chaos run)."""
+    w = Writers()
+    w.report(lag=3.0, rows_per_s=0)
+    assert w.flow.held() == {"v0": 0.0}
+    w.write(0.5)
+    assert w.refused > 0
+    w.report(lag=0.3, rows_per_s=0)  # caught up; the writers were kept out meanwhile
+    assert w.flow.held() == {}
+    assert w.write(1.0) > 200_000
+    w.report(lag=3.0, rows_per_s=0, who="q2")
+    assert w.flow.held() == {"v0": 0.0}
+    w.flow.hear(FlowReport("querynode q2", gone=True))  # its consumer left: nothing to hold to
+    assert w.flow.held() == {}
+
+
 def test_held_rates_are_shared_by_the_proxies_and_a_late_report_counts_as_lag() -> None:
     w = Writers()
     for proxy in ("proxy p1", "proxy p2"):  # two proxies report (they consume nothing)
