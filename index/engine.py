@@ -60,12 +60,16 @@ Range search (``radius``, optional ``range_filter``) returns the best ``k`` rows
 range, as the exact kernel does; HNSW and IVF answer it with FAISS's own (approximate)
 range search, the others exactly.
 
-Threads: a search runs FAISS on the calling thread, on one OpenMP thread (FAISS releases
-the GIL; no Python lock is held around its call). On 2 shared cores, with four callers,
-HNSW single queries gave 10411 q/s on one thread vs 9816 on two, IVF_FLAT 5216 vs 4098,
-and OpenMP's spinning workers slow the exact kernel's BLAS. Only a lone batch of at least
-``PARALLEL_MIN_QUERIES`` takes every thread (a lone HNSW batch of 100: 14711 vs 7761 q/s
-on a quiet machine). Concurrent unfiltered searches share one call (``index/merged.py``).
+Threads: searches run FAISS on the calling thread (one OpenMP thread). Many Flight
+threads search concurrently on 2 cores, and FAISS's OpenMP workers keep spinning after
+each call and slow the BLAS of the exact kernel (see ``index/kernels.py``). Measured,
+queries/s with 1 vs 2 OpenMP threads per call (100k rows): HNSW single queries 7985 vs
+8267 with one caller, 10411 vs 9816 with four; IVF_FLAT single queries 5216 vs 4098,
+batches of 100 3798 vs 4009; HNSW batches of 100 from four callers 5466 vs 4956. Only a
+lone HNSW batch gains from a second thread, and only when the other core is idle: 7761 vs
+14711 on a quiet machine, but 10422 vs 5193 (medians of 6) when another job held one
+core. So one thread, always. FAISS releases the GIL while it searches; no Python lock is
+held around a FAISS call.
 """
 
 from __future__ import annotations
@@ -88,7 +92,6 @@ from elanus.index.kernels import (
     topk,
     use_faiss_threads,
 )
-from elanus.index.merged import MergedSearches
 from elanus.indexparams import IndexSpec, search_params
 from elanus.reduce import LARGER_IS_BETTER
 
@@ -184,7 +187,6 @@ class SegmentIndex:
         self._map_lock = threading.Lock()
         self._params: dict[tuple[Any, ...], Any] = {}
         self._checked: dict[tuple[int, str], dict[str, int]] = {}
-        self._merged = MergedSearches()  # index/merged.py
         self._metric_exact = "IP" if spec.metric == "COSINE" else spec.metric
 
     # -- properties ------------------------------------------------------------------------
@@ -279,9 +281,6 @@ class SegmentIndex:
             return self._exact_search(Q, kk, mask, radius, range_filter)
         if count == self.num_vectors:
             mask = None  # everything visible: no selector
-            if radius is None:  # nor anything else of its own: merged with its kind
-                run = lambda q: self._faiss_search(q, kk, sp, None, 1.0, None, None)  # noqa: E731
-                return self._merged.search((kk, *sorted(sp.items())), Q, run)
         return self._faiss_search(Q, kk, sp, mask, fraction, radius, range_filter)
 
     def exact_search(
