@@ -15,7 +15,7 @@ from pymilvus.grpc_gen import milvus_pb2
 from elanus.flight.actions import check_request
 from elanus.flight.limits import Kind
 from elanus.flight.search.hybrid import fetch_outputs, fused_hits
-from elanus.milvus.params import group_options, int_param, kv_values, level_of
+from elanus.milvus.params import consistency_of, group_options, int_param, kv_values
 from elanus.milvus.read import pinned, query_data, results_data, round_decimal, search_body
 from elanus.milvus.servicer import Ctx, Servicer, served
 from elanus.milvus.status import ok
@@ -52,8 +52,7 @@ def hybrid_body(ctx: Ctx, request: Any) -> dict[str, Any]:
         "limit": int_param(rank, "limit", 10),
         "offset": int_param(rank, "offset", 0),
         "output_fields": list(request.output_fields),
-        "consistency_level": level_of(request),
-        "guarantee_timestamp": request.guarantee_timestamp or None,
+        **consistency_of(request),
         "partition_names": list(request.partition_names) or None,
     }
     body.update(group_options(rank))

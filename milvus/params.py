@@ -65,6 +65,24 @@ def level_of(request: Any) -> str | None:
     return "Session" if name == "Customized" else name
 
 
+def consistency_of(request: Any) -> dict[str, Any]:
+    """A read's ``consistency_level``, ``guarantee_timestamp`` and ``session_ts`` (absent
+    ones left out). A read at the collection's default level carries, from pymilvus, the
+    client's newest write to that collection as its guarantee timestamp (1 when it wrote
+    none); Milvus reads it only for a Session or Customized default. Elanus also raises a
+    Bounded or Eventually default to it, as its own SDK does: a script sees what it just
+    wrote (pymilvus's quick start), and a read fresher than its bound is still Bounded."""
+    out: dict[str, Any] = {}
+    level = level_of(request)
+    if level is not None:
+        out["consistency_level"] = level
+    if request.guarantee_timestamp:
+        out["guarantee_timestamp"] = request.guarantee_timestamp
+        if level is None and request.guarantee_timestamp > 1:
+            out["session_ts"] = request.guarantee_timestamp
+    return out
+
+
 def templates(values: Any) -> dict[str, Any]:
     """``expr_template_values`` as the ``filter_params`` of an Elanus filter."""
     return {k: _template(v) for k, v in values.items()}

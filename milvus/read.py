@@ -25,11 +25,11 @@ from elanus.milvus.fielddata import from_arrow, ids_of, sparse_to_arrow
 from elanus.milvus.fields import check
 from elanus.milvus.honoured_reads import PLACEHOLDER_GROUP
 from elanus.milvus.params import (
+    consistency_of,
     group_options,
     int_param,
     json_param,
     kv_values,
-    level_of,
     templates,
     truthy,
 )
@@ -64,8 +64,7 @@ def search_body(ctx: Ctx, request: Any) -> dict[str, Any]:
         "filter_params": templates(request.expr_template_values),
         "output_fields": list(request.output_fields),
         "search_params": search_params,
-        "consistency_level": level_of(request),
-        "guarantee_timestamp": request.guarantee_timestamp or None,
+        **consistency_of(request),
         "partition_names": list(request.partition_names) or None,
     }
     if params.get("anns_field"):
@@ -296,8 +295,7 @@ class ReadRpcs(Servicer):
             "limit": limit,
             "offset": offset,
             "filter_params": templates(request.expr_template_values),
-            "consistency_level": level_of(request),
-            "guarantee_timestamp": request.guarantee_timestamp or None,
+            **consistency_of(request),
             "partition_names": list(request.partition_names) or None,
         }
         body = pinned({k: v for k, v in body.items() if v is not None}, request, params)

@@ -34,8 +34,34 @@ def _rows(n: int, seed: int = 0) -> list[dict]:
     ]
 
 
+def test_pymilvus_reads_its_own_writes_at_the_default_level(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """Ticks every 2 s and Milvus's 5 s Bounded staleness: a default-level read would run
+    up to 2 s behind. pymilvus sends its newest write to the collection with every read at
+    the default level, and the Milvus face waits for it (a Bounded read may be fresher than
+    its bound; Milvus itself heeds it only for a Session default), so a script sees what
+    it just wrote."""
+    slow = {"timetick_interval_ms": 2000, "session_ttl_s": 10, "bounded_staleness_ms": 5000}
+    for s in milvus_stack(request, tmp_path, **slow):
+        c = MilvusClient(uri=s.milvus_uri, timeout=60)
+        try:
+            c.create_collection("own", dimension=DIM)
+            for round_ in range(2):
+                rows = [{**r, "id": r["id"] + 10 * round_} for r in _rows(10, seed=round_)]
+                c.insert("own", rows)
+                assert c.query("own", output_fields=["count(*)"])[0]["count(*)"] == 10 * (
+                    round_ + 1
+                )
+                assert (
+                    c.search("own", data=[rows[4]["vector"]], limit=1)[0][0]["id"] == rows[4]["id"]
+                )
+        finally:
+            c.close()
+
+
 def test_quick_setup_insert_search_query(client: MilvusClient) -> None:
-    client.create_collection("quick", dimension=DIM, consistency_level="Strong")
+    client.create_collection("quick", dimension=DIM)  # Milvus's default level: Bounded
     assert client.get_load_state("quick")["state"].name == "Loaded"
     rows = _rows(20)
     res = client.insert("quick", rows)

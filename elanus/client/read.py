@@ -252,7 +252,7 @@ class ReadAPI(ClientBase):
     ) -> dict[str, Any]:
         """A read's consistency: the level named, else the collection's raised to this
         client's newest write (``session_ts``), so a client always reads its own writes
-        (pymilvus, and Elanus's Milvus face, keep Milvus's plain collection default)."""
+        (as pymilvus does through Elanus's Milvus face; Milvus reads its plain default)."""
         if consistency_level:
             try:
                 body["consistency_level"] = str(ConsistencyLevel.parse(consistency_level))
