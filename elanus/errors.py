@@ -73,6 +73,21 @@ class ElanusError(Exception):
         return cls(d.get("code", ErrorCode.INTERNAL), str(d.get("message", "")))
 
 
+COORD_LAPSED = "the coordinator's lease is "
+"""How a coord that lost its lease (NATS electing or restarting) answers: it is alive and
+counts no peer's silence until it serves again (``meta/lease.py``)."""
+
+
+def coord_lapsed(state: str) -> ElanusError:
+    return ElanusError(
+        ErrorCode.UNAVAILABLE, f"{COORD_LAPSED}{state} (NATS away or restarting); retry"
+    )
+
+
+def is_coord_lapse(exc: ElanusError) -> bool:
+    return exc.code == ErrorCode.UNAVAILABLE and exc.message.startswith(COORD_LAPSED)
+
+
 def invalid(message: str) -> ElanusError:
     return ElanusError(ErrorCode.INVALID_ARGUMENT, message)
 

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
 from elanus.channels.loop import Periodic
-from elanus.errors import ElanusError, ErrorCode
+from elanus.errors import ElanusError, ErrorCode, is_coord_lapse
 
 log = logging.getLogger(__name__)
 
@@ -136,13 +136,26 @@ class TimeTicker:
 
     async def report_now(self) -> None:
         async with self._lock:
-            now = await self.alloc_ts()
-            default, pchannels = self.tracker.report(now)
-            await self.send(default, pchannels)
-            clock = time.monotonic()
-            if self._last_ok and clock - self._last_ok > self.lease_s:
-                self.epoch += 1
-            self._last_ok = clock
+            try:
+                now = await self.alloc_ts()
+                default, pchannels = self.tracker.report(now)
+                await self.send(default, pchannels)
+            except ElanusError as exc:
+                if is_coord_lapse(exc):
+                    # The coord answered: alive, and counting no proxy's silence until it
+                    # serves again (then from that moment), so it cannot pass a write in
+                    # flight here meanwhile. Without this, a write across a NATS server's
+                    # death (the coord's lease lapses while streams elect) was failed as
+                    # "may be incomplete" though the coord had waited for it.
+                    self._answered()
+                raise
+            self._answered()
+
+    def _answered(self) -> None:
+        clock = time.monotonic()
+        if self._last_ok and clock - self._last_ok > self.lease_s:
+            self.epoch += 1
+        self._last_ok = clock
 
     async def _report_in_time(self) -> None:
         """The periodic report, given up after a few intervals: a request in flight to a

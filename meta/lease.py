@@ -31,7 +31,7 @@ from nats.js.kv import KeyValue
 
 from elanus.channels import subjects
 from elanus.channels.bus import Bus
-from elanus.errors import ElanusError, ErrorCode
+from elanus.errors import ElanusError, ErrorCode, coord_lapsed
 
 log = logging.getLogger(__name__)
 
@@ -110,10 +110,7 @@ class CoordLease:
         """Refuse (UNAVAILABLE, retryable) while the lease is not surely held: a timestamp
         handed out then could be older than one a standby that took over gave out."""
         if self.state is not LeaseState.HELD:
-            raise ElanusError(
-                ErrorCode.UNAVAILABLE,
-                f"the coordinator's lease is {self.state} (NATS away or restarting); retry",
-            )
+            raise coord_lapsed(str(self.state))
 
     async def _bucket(self) -> KeyValue:
         try:

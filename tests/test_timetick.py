@@ -22,7 +22,8 @@ from elanus.channels.consumer import ChannelConsumer
 from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats, free_port
 from elanus.channels.supervisor import Supervisor
-from elanus.flight.timeticker import DmlTracker
+from elanus.errors import ElanusError, ErrorCode, coord_lapsed
+from elanus.flight.timeticker import DmlTracker, TimeTicker
 from elanus.meta import timetick
 from elanus.settings import Settings
 
@@ -42,6 +43,45 @@ def test_tracker_reports_below_unfinished_writes() -> None:
     assert tracker.report(220) == (220, {"p2": 159})  # repeats its last value while pending
     tracker.end(pending)
     assert tracker.report(230) == (230, {})
+
+
+def test_a_coord_that_answers_lapsed_keeps_the_proxys_writes_trusted() -> None:
+    """A write's end checks the proxy's lease: reports taken without a break longer than
+    the lease. A coord whose own lease lapsed (NATS electing) refuses the reports, but it
+    answers, and counts no proxy's silence until it serves again: such answers keep the
+    writes in flight trusted. A coord that does not answer at all breaks the lease."""
+    answers: list[BaseException | None] = []
+
+    async def alloc() -> int:
+        answer = answers.pop(0)
+        if answer is not None:
+            raise answer
+        return 1
+
+    async def send(default: int, pchannels: dict[str, int]) -> None:
+        return None
+
+    async def run() -> None:
+        ticker = TimeTicker(DmlTracker(), alloc, send, interval_s=0.01, lease_s=0.4)
+        answers[:] = [None]
+        await ticker.report_now()
+        epoch = ticker.epoch
+        for _ in range(4):  # 0.6 s of lapsed answers: past the lease
+            answers.append(coord_lapsed("lapsed"))
+            with pytest.raises(ElanusError):
+                await ticker.report_now()
+            await asyncio.sleep(0.15)
+            assert ticker.lease_held(epoch)
+        answers.append(ElanusError(ErrorCode.TIMEOUT, "no answer"))
+        with pytest.raises(ElanusError):
+            await ticker.report_now()
+        await asyncio.sleep(0.5)
+        assert not ticker.lease_held(epoch)  # silence past the lease: writes may be lost
+        answers.append(None)
+        await ticker.report_now()
+        assert ticker.epoch == epoch + 1 and not ticker.lease_held(epoch)
+
+    asyncio.run(run())
 
 
 @pytest.mark.chaos
