@@ -1,0 +1,124 @@
+"""Search by primary keys (Milvus 2.6 ``search(ids=[...])``) through pymilvus against the
+Milvus face and through the Elanus SDK, on one standalone: the stored vectors of the keys
+are the queries, so a search by ids answers what a search by those vectors answers, in
+the order of the ids, alone and with a filter, in the partitions named. Errors as Milvus
+words them (its tests, tests/python_client/milvus_client_v2/test_milvus_client_search_by_pk.py):
+a missing key, the wrong key type; a key given twice is refused too. Milvus Lite 3.2 does
+not search by ids ("SearchRequest is missing placeholder_group"), so the expected answers
+are Elanus's own searches by vector."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from conftest import StandaloneProcess
+from pymilvus import DataType, MilvusClient
+from pymilvus.exceptions import MilvusException
+
+from elanus import ElanusError, ErrorCode
+from elanus.channels.nats_server import free_port
+from elanus.client.client import Client
+
+ROWS = [{"id": i, "v": [float(i), 1.0], "b": bytes([i * 7 % 256]), "n": i % 3} for i in range(30)]
+IN_P1 = range(20, 30)
+"""Rows inserted into partition ``p1``; the rest are in ``_default``."""
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[StandaloneProcess, int]]:
+    """One standalone, its Flight port and its Milvus port (``free_port``)."""
+    port = free_port()
+    sp = StandaloneProcess(tmp_path_factory.mktemp("byids") / "data", "--milvus-port", str(port))
+    try:
+        sp.start().wait_ready()
+        yield sp, port
+    finally:
+        sp.stop()
+
+
+@pytest.fixture(scope="module")
+def mc(server: tuple[StandaloneProcess, int]) -> Iterator[MilvusClient]:
+    c = MilvusClient(uri=f"http://127.0.0.1:{server[1]}", timeout=60)
+    schema = c.create_schema(auto_id=False)
+    schema.add_field("id", DataType.INT64, is_primary=True)
+    schema.add_field("v", DataType.FLOAT_VECTOR, dim=2)
+    schema.add_field("b", DataType.BINARY_VECTOR, dim=8)
+    schema.add_field("n", DataType.INT64)
+    params = c.prepare_index_params()
+    params.add_index("v", index_type="FLAT", metric_type="L2")
+    params.add_index("b", index_type="BIN_FLAT", metric_type="HAMMING")
+    c.create_collection("items", schema=schema, index_params=params)
+    c.create_partition("items", "p1")
+    c.insert("items", [r for r in ROWS if r["id"] not in IN_P1])
+    c.insert("items", [r for r in ROWS if r["id"] in IN_P1], partition_name="p1")
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+@pytest.fixture(scope="module")
+def sdk(server: tuple[StandaloneProcess, int], mc: MilvusClient) -> Iterator[Client]:
+    with Client(server[0].uri, timeout=60) as c:
+        yield c
+
+
+def _hits(result: Any) -> list[list[tuple[Any, float]]]:
+    return [[(h["id"], round(h["distance"], 4)) for h in q] for q in result]
+
+
+def _by_vector(mc: MilvusClient, ids: list[int], **kw: Any) -> list[list[tuple[Any, float]]]:
+    data = [ROWS[i]["v"] for i in ids]
+    return _hits(mc.search("items", data=data, anns_field="v", consistency_level="Strong", **kw))
+
+
+def test_ids_search_as_their_vectors_do(mc: MilvusClient, sdk: Client) -> None:
+    for kw in ({"limit": 4}, {"limit": 3, "filter": "n == 1"}, {"limit": 2, "offset": 1}):
+        got = mc.search("items", ids=[12, 5], anns_field="v", consistency_level="Strong", **kw)
+        want = _by_vector(mc, [12, 5], **kw)
+        assert _hits(got) == want and len(want) == 2, kw
+        assert _hits(sdk.search("items", ids=[12, 5], anns_field="v", **kw)) == want
+    first = mc.search("items", ids=[7], anns_field="v", limit=1, consistency_level="Strong")
+    assert _hits(first) == [[(7, 0.0)]]  # the key's own row is its nearest
+    # a binary field: the stored bytes are the query
+    bits = mc.search("items", ids=[3], anns_field="b", limit=3, output_fields=["n"])
+    plain = mc.search("items", data=[ROWS[3]["b"]], anns_field="b", limit=3)
+    assert _hits(bits) == _hits(plain) and bits[0][0]["id"] == 3
+    assert bits[0][0]["entity"]["n"] == 0
+    # only the partitions searched hold the keys
+    inside = mc.search("items", ids=[25], anns_field="v", limit=2, partition_names=["p1"])
+    assert [h["id"] for h in inside[0]] == [25, 24] or [h["id"] for h in inside[0]] == [25, 26]
+    with pytest.raises(MilvusException, match=r"missing IDs = \[5\]") as err:
+        mc.search("items", ids=[25, 5], anns_field="v", partition_names=["p1"])
+    assert err.value.code == 1100
+
+
+def test_bad_ids_are_refused_in_milvus_words(mc: MilvusClient, sdk: Client) -> None:
+    cases: list[tuple[list[Any], str]] = [
+        (
+            [3, 99, 1000],
+            r"some of the provided primary key IDs do not exist: missing IDs = \[99, 1000\]",
+        ),
+        (["3"], "primary key is int64, but IDs type mismatch"),
+        ([3, 4, 3], r"'ids' holds \[3\] more than once"),
+    ]
+    for ids, words in cases:
+        with pytest.raises(MilvusException, match=words) as err:
+            mc.search("items", ids=ids, anns_field="v")
+        assert err.value.code == 1100
+    with pytest.raises(ElanusError, match="missing IDs") as sdk_err:
+        sdk.search("items", ids=[99], anns_field="v")
+    assert sdk_err.value.code == ErrorCode.INVALID_ARGUMENT
+    with pytest.raises(ElanusError, match="must be JSON integers"):
+        sdk.search("items", ids=["3"], anns_field="v")
+    # the action itself refuses both or neither (the SDK would not send them)
+    base = {"collection": "items", "anns_field": "v"}
+    for body, words in (
+        ({**base, "ids": [1], "data": [[1.0, 1.0]]}, "either 'data' or 'ids', not both"),
+        (base, "'data' or primary keys in 'ids'"),
+        ({**base, "ids": []}, "'ids' holds no primary keys"),
+    ):
+        with pytest.raises(ElanusError, match=words):
+            sdk._action("search", body)
