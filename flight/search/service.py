@@ -392,7 +392,7 @@ class QueryService:
             raise invalid("search cannot output count(*)")
         if group is not None and group.name not in outputs:
             outputs.append(group.name)  # a grouped hit shows its group's value
-        check_filter(info, request["filter"], request["filter_params"])
+        check_filter(info, request["filter"], request["filter_params"], search=True)
         node_body = {
             "field": field.name,
             "k": k,

@@ -1,11 +1,19 @@
-"""Search by primary keys (Milvus 2.6 ``search(ids=[...])``) through pymilvus against the
-Milvus face and through the Elanus SDK, on one standalone: the stored vectors of the keys
-are the queries, so a search by ids answers what a search by those vectors answers, in
-the order of the ids, alone and with a filter, in the partitions named. Errors as Milvus
-words them (its tests, tests/python_client/milvus_client_v2/test_milvus_client_search_by_pk.py):
-a missing key, the wrong key type; a key given twice is refused too. Milvus Lite 3.2 does
-not search by ids ("SearchRequest is missing placeholder_group"), so the expected answers
-are Elanus's own searches by vector."""
+"""Two Milvus 2.6 reads on one standalone, through pymilvus against the Milvus face and
+through the Elanus SDK.
+
+Search by primary keys (``search(ids=[...])``): the stored vectors of the keys are the
+queries, so a search by ids answers what a search by those vectors answers, in the order
+of the ids, alone and with a filter, in the partitions named. Errors as Milvus words them
+(its tests, tests/python_client/milvus_client_v2/test_milvus_client_search_by_pk.py): a
+missing key, the wrong key type; a key given twice is refused too.
+
+``RANDOM_SAMPLE(p)`` in query filters: alone or as the last ``and`` term it keeps a
+fraction of what the rest of the filter keeps, the same rows each time (before and after a
+flush, a smaller factor a subset of a larger); misplaced, out of range or in a search it
+is refused with 1100 naming it.
+
+Milvus Lite 3.2 supports neither ("SearchRequest is missing placeholder_group", "unknown
+function 'RANDOM_SAMPLE'"), so the expected answers are Elanus's own unsampled reads."""
 
 from __future__ import annotations
 
@@ -122,3 +130,63 @@ def test_bad_ids_are_refused_in_milvus_words(mc: MilvusClient, sdk: Client) -> N
     ):
         with pytest.raises(ElanusError, match=words):
             sdk._action("search", body)
+
+
+# -- RANDOM_SAMPLE ---------------------------------------------------------------------------
+MANY = 3000
+
+
+@pytest.fixture(scope="module")
+def many(mc: MilvusClient) -> str:
+    """A collection of ``MANY`` rows over two shards, ``n`` cycling 0, 1, 2."""
+    schema = mc.create_schema(auto_id=False)
+    schema.add_field("id", DataType.INT64, is_primary=True)
+    schema.add_field("v", DataType.FLOAT_VECTOR, dim=2)
+    schema.add_field("n", DataType.INT64)
+    params = mc.prepare_index_params()
+    params.add_index("v", index_type="FLAT", metric_type="L2")
+    mc.create_collection("many", schema=schema, index_params=params, num_shards=2)
+    mc.insert("many", [{"id": i, "v": [float(i), 0.0], "n": i % 3} for i in range(MANY)])
+    return "many"
+
+
+def _ids(mc: MilvusClient, filt: str) -> set[int]:
+    rows = mc.query("many", filt, output_fields=["id", "n"], consistency_level="Strong")
+    return {r["id"] for r in rows}
+
+
+def test_random_sample_keeps_a_stable_fraction(mc: MilvusClient, sdk: Client, many: str) -> None:
+    half = _ids(mc, "RANDOM_SAMPLE(0.5)")
+    assert 0.4 * MANY < len(half) < 0.6 * MANY
+    tenth = _ids(mc, "random_sample(0.1)")
+    assert 0.05 * MANY < len(tenth) < 0.15 * MANY and tenth < half  # a subset, as drawn by key
+    ones = _ids(mc, "n == 1 && RANDOM_SAMPLE(0.5)")
+    assert ones and all(i % 3 == 1 for i in ones) and ones == {i for i in half if i % 3 == 1}
+    nested = _ids(mc, "n == 1 and (id >= 0 and RANDOM_SAMPLE(0.5))")
+    assert nested == ones
+    counted = mc.query(many, "RANDOM_SAMPLE(0.5)", output_fields=["count(*)"])
+    assert counted[0]["count(*)"] == len(half)
+    mc.flush(many)  # sealed segments sample the same rows the growing ones did
+    assert _ids(mc, "RANDOM_SAMPLE(0.5)") == half
+    rows = sdk.query(many, filter="n == 1 and RANDOM_SAMPLE(0.5)", output_fields=["id"])
+    assert {r["id"] for r in rows} == ones
+
+
+def test_misplaced_random_sample_is_refused(mc: MilvusClient, sdk: Client, many: str) -> None:
+    for filt, words in (
+        ("RANDOM_SAMPLE(1.5)", "strictly between 0 and 1"),
+        ("RANDOM_SAMPLE(0)", "strictly between 0 and 1"),
+        ("RANDOM_SAMPLE(n)", "literal number"),
+        ("RANDOM_SAMPLE(0.1) && n == 1", "last term of its top-level 'and'"),
+        ("n == 1 || RANDOM_SAMPLE(0.1)", "last term of its top-level 'and'"),
+        ("not RANDOM_SAMPLE(0.1)", "last term of its top-level 'and'"),
+    ):
+        with pytest.raises(MilvusException, match=words) as err:
+            mc.query(many, filt, output_fields=["id"])
+        assert err.value.code == 1100, filt
+    with pytest.raises(MilvusException, match="a search cannot take it") as search_err:
+        mc.search(many, data=[[1.0, 0.0]], filter="n == 1 && RANDOM_SAMPLE(0.5)", limit=3)
+    assert search_err.value.code == 1100
+    with pytest.raises(ElanusError, match="a search cannot take it") as sdk_err:
+        sdk.search(many, [[1.0, 0.0]], filter="RANDOM_SAMPLE(0.5)", limit=3)
+    assert sdk_err.value.code == ErrorCode.BAD_EXPRESSION
