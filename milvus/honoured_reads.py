@@ -160,7 +160,17 @@ QUERY_KEYS: dict[str, Any] = {
 _TRAVEL = harmless("Milvus's proxy no longer reads it (time travel ended in Milvus 2.3)")
 _META = harmless("Milvus only passes it on to its own re-queries; no result changes")
 _NAMESPACE = refused("namespaces")
-_BY_KEYS = refused("search by primary keys in a hybrid search's sub-request")
+_IDS = nested(
+    Table(
+        schema_pb2.IDs,
+        {
+            "int_id": nested(leaf(schema_pb2.LongArray)),
+            "str_id": nested(leaf(schema_pb2.StringArray)),
+        },
+    ),
+    "the primary keys whose stored vectors are the query vectors",
+)
+_BY_KEYS = use("deprecated flag; true without ids is refused")
 _RERANK = refused(
     "rerank functions such as decay, boost or model; hybrid search takes RRF and weighted rankers"
 )
@@ -203,17 +213,8 @@ SEARCH = Table(
         guarantee_timestamp=use(),
         consistency_level=use(),
         use_default_consistency=use(),
-        ids=nested(
-            Table(
-                schema_pb2.IDs,
-                {
-                    "int_id": nested(leaf(schema_pb2.LongArray)),
-                    "str_id": nested(leaf(schema_pb2.StringArray)),
-                },
-            ),
-            "the primary keys whose stored vectors are the query vectors",
-        ),
-        search_by_primary_keys=use("deprecated flag; true without ids is refused"),
+        ids=_IDS,
+        search_by_primary_keys=_BY_KEYS,
     ),
 )
 SUB_SEARCH = Table(
@@ -227,7 +228,7 @@ SUB_SEARCH = Table(
         guarantee_timestamp=_HYBRID,
         consistency_level=_HYBRID,
         use_default_consistency=_HYBRID,
-        ids=_BY_KEYS,
+        ids=_IDS,
         search_by_primary_keys=_BY_KEYS,
     ),
 )

@@ -20,16 +20,30 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import grpc
+import numpy as np
 import pytest
 from conftest import StandaloneProcess
-from pymilvus import DataType, MilvusClient
+from pymilvus import AnnSearchRequest, DataType, MilvusClient, RRFRanker
+from pymilvus.client import prepare
 from pymilvus.exceptions import MilvusException
+from pymilvus.grpc_gen.milvus_pb2_grpc import MilvusServiceStub
 
 from elanus import ElanusError, ErrorCode
 from elanus.channels.nats_server import free_port
 from elanus.client.client import Client
 
-ROWS = [{"id": i, "v": [float(i), 1.0], "b": bytes([i * 7 % 256]), "n": i % 3} for i in range(30)]
+ROWS = [
+    {
+        "id": i,
+        "v": [float(i), 1.0],
+        "b": bytes([i * 7 % 256]),
+        "h": np.array([i / 8, 1.0], np.float16),
+        "s": {i % 5: 1.0 + i, 7: 0.5},
+        "n": i % 3,
+    }
+    for i in range(30)
+]
 IN_P1 = range(20, 30)
 """Rows inserted into partition ``p1``; the rest are in ``_default``."""
 
@@ -53,10 +67,14 @@ def mc(server: tuple[StandaloneProcess, int]) -> Iterator[MilvusClient]:
     schema.add_field("id", DataType.INT64, is_primary=True)
     schema.add_field("v", DataType.FLOAT_VECTOR, dim=2)
     schema.add_field("b", DataType.BINARY_VECTOR, dim=8)
+    schema.add_field("h", DataType.FLOAT16_VECTOR, dim=2)
+    schema.add_field("s", DataType.SPARSE_FLOAT_VECTOR)
     schema.add_field("n", DataType.INT64)
     params = c.prepare_index_params()
     params.add_index("v", index_type="FLAT", metric_type="L2")
     params.add_index("b", index_type="BIN_FLAT", metric_type="HAMMING")
+    params.add_index("h", index_type="FLAT", metric_type="L2")
+    params.add_index("s", index_type="SPARSE_INVERTED_INDEX", metric_type="IP")
     c.create_collection("items", schema=schema, index_params=params)
     c.create_partition("items", "p1")
     c.insert("items", [r for r in ROWS if r["id"] not in IN_P1])
@@ -90,17 +108,47 @@ def test_ids_search_as_their_vectors_do(mc: MilvusClient, sdk: Client) -> None:
         assert _hits(sdk.search("items", ids=[12, 5], anns_field="v", **kw)) == want
     first = mc.search("items", ids=[7], anns_field="v", limit=1, consistency_level="Strong")
     assert _hits(first) == [[(7, 0.0)]]  # the key's own row is its nearest
-    # a binary field: the stored bytes are the query
+    # binary, float16 and sparse fields: the stored values are the queries
     bits = mc.search("items", ids=[3], anns_field="b", limit=3, output_fields=["n"])
     plain = mc.search("items", data=[ROWS[3]["b"]], anns_field="b", limit=3)
     assert _hits(bits) == _hits(plain) and bits[0][0]["id"] == 3
     assert bits[0][0]["entity"]["n"] == 0
+    for field in ("h", "s"):
+        keyed = mc.search("items", ids=[4, 9], anns_field=field, limit=3)
+        data = [ROWS[4][field], ROWS[9][field]]
+        assert _hits(keyed) == _hits(mc.search("items", data=data, anns_field=field, limit=3))
     # only the partitions searched hold the keys
     inside = mc.search("items", ids=[25], anns_field="v", limit=2, partition_names=["p1"])
     assert [h["id"] for h in inside[0]] == [25, 24] or [h["id"] for h in inside[0]] == [25, 26]
     with pytest.raises(MilvusException, match=r"missing IDs = \[5\]") as err:
         mc.search("items", ids=[25, 5], anns_field="v", partition_names=["p1"])
     assert err.value.code == 1100
+
+
+def test_hybrid_sub_requests_take_ids(
+    server: tuple[StandaloneProcess, int], mc: MilvusClient, sdk: Client
+) -> None:
+    """pymilvus 3.0.2's AnnSearchRequest has no ids, but the protocol's sub-requests carry
+    them: sent raw here, and as the SDK's dict form."""
+    keys = [12, 5]
+    by_data = mc.hybrid_search(
+        "items",
+        [AnnSearchRequest([ROWS[k][f] for k in keys], f, {}, 3) for f in ("v", "h")],
+        RRFRanker(),
+        limit=3,
+        consistency_level="Strong",
+    )
+    subs = [
+        prepare.Prepare.search_requests_with_expr("items", f, {}, 3, ids=keys) for f in ("v", "h")
+    ]
+    raw = prepare.Prepare.hybrid_search_request_with_ranker("items", subs, RRFRanker(), 3)
+    with grpc.insecure_channel(f"127.0.0.1:{server[1]}") as channel:
+        reply = MilvusServiceStub(channel).HybridSearch(raw, timeout=30)
+    assert reply.status.code == 0, reply.status.reason
+    got = [list(reply.results.ids.int_id.data[i * 3 : i * 3 + 3]) for i in range(2)]
+    assert got == [[h["id"] for h in q] for q in by_data]
+    dicts = [{"ids": keys, "anns_field": f, "limit": 3} for f in ("v", "h")]
+    assert _hits(sdk.hybrid_search("items", dicts, limit=3)) == _hits(by_data)
 
 
 def test_bad_ids_are_refused_in_milvus_words(mc: MilvusClient, sdk: Client) -> None:

@@ -89,14 +89,14 @@ def search_queries(b: Body) -> dict[str, Any]:
     ids = b.list("ids", None)
     if ids is None:
         if b.raw.get("data") is None:
-            raise invalid("search: give the query vectors in 'data' or primary keys in 'ids'")
+            raise invalid(f"{b.what}: give the query vectors in 'data' or primary keys in 'ids'")
         return {"data": search_data(b), "ids": None}
     if b.list("data", None) is not None:
-        raise invalid("search: give either 'data' or 'ids', not both")
+        raise invalid(f"{b.what}: give either 'data' or 'ids', not both")
     if not ids:
-        raise invalid("search: 'ids' holds no primary keys")
+        raise invalid(f"{b.what}: 'ids' holds no primary keys")
     if len(ids) > MAX_NQ:
-        raise invalid(f"search: at most {MAX_NQ} primary keys per request, got {len(ids)}")
+        raise invalid(f"{b.what}: at most {MAX_NQ} primary keys per request, got {len(ids)}")
     return {"data": None, "ids": ids}
 
 
