@@ -218,6 +218,13 @@ def test_random_sample_keeps_a_stable_fraction(mc: MilvusClient, sdk: Client, ma
     assert _ids(mc, "RANDOM_SAMPLE(0.5)") == half
     rows = sdk.query(many, filter="n == 1 and RANDOM_SAMPLE(0.5)", output_fields=["id"])
     assert {r["id"] for r in rows} == ones
+    # pymilvus's query iterator reads "id > last and (filter)": its pages add up to the sample
+    it = mc.query_iterator(many, batch_size=400, filter="RANDOM_SAMPLE(0.5)", output_fields=["id"])
+    paged: list[int] = []
+    while page := it.next():
+        paged += [r["id"] for r in page]
+    it.close()
+    assert sorted(paged) == sorted(half)
 
 
 def test_misplaced_random_sample_is_refused(mc: MilvusClient, sdk: Client, many: str) -> None:
