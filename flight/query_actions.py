@@ -28,8 +28,8 @@ from elanus.flight.search import (
     is_aggregate,
     partition_names,
     read_options,
-    search_data,
     search_options,
+    search_queries,
 )
 from elanus.privileges import Need
 from elanus.requests import Body
@@ -134,7 +134,8 @@ def _searcher(caller: Caller) -> Callable[[str, str], None] | None:
 
 @action(
     "search",
-    "Vector search. Body: collection, data (list of vectors), anns_field, limit, offset, "
+    "Vector search. Body: collection, data (list of vectors) or ids (primary keys whose "
+    "stored vectors are the queries), anns_field, limit, offset, "
     "filter, filter_params, output_fields, search_params (metric_type, radius, "
     "range_filter, params), group_by_field, group_size, strict_group_size, "
     "consistency_level, guarantee_timestamp, session_ts, as_of, partition_names. "
@@ -142,6 +143,7 @@ def _searcher(caller: Caller) -> Callable[[str, str], None] | None:
     (
         "collection",
         "data",
+        "ids",
         "anns_field",
         "limit",
         "offset",
@@ -158,7 +160,7 @@ def _searcher(caller: Caller) -> Callable[[str, str], None] | None:
     run=_run_search,
 )
 def _search(b: Body) -> dict[str, Any]:
-    return {**search_options(b), "data": search_data(b)}
+    return {**search_options(b), **search_queries(b)}
 
 
 def _run_query(c: Call) -> dict[str, Any]:

@@ -160,7 +160,17 @@ QUERY_KEYS: dict[str, Any] = {
 _TRAVEL = harmless("Milvus's proxy no longer reads it (time travel ended in Milvus 2.3)")
 _META = harmless("Milvus only passes it on to its own re-queries; no result changes")
 _NAMESPACE = refused("namespaces")
-_BY_KEYS = refused("search by primary keys")
+_IDS = nested(
+    Table(
+        schema_pb2.IDs,
+        {
+            "int_id": nested(leaf(schema_pb2.LongArray)),
+            "str_id": nested(leaf(schema_pb2.StringArray)),
+        },
+    ),
+    "the primary keys whose stored vectors are the query vectors",
+)
+_BY_KEYS = use("deprecated flag; true without ids is refused")
 _RERANK = refused(
     "rerank functions such as decay, boost or model; hybrid search takes RRF and weighted rankers"
 )
@@ -177,12 +187,10 @@ def _search(**own: Any) -> dict[str, Any]:
         "base": BASE,
         "dsl": use("the filter expression"),
         "placeholder_group": serialized(PLACEHOLDER_GROUP, "the query vectors or texts"),
-        "ids": _BY_KEYS,
         "dsl_type": use("a boolean expression (BoolExprV1), as pymilvus sends"),
         "travel_timestamp": _TRAVEL,
         "nq": use("must match the query vectors"),
         "not_return_all_meta": _META,
-        "search_by_primary_keys": _BY_KEYS,
         "sub_reqs": _SUB_REQS,
         "expr_template_values": TEMPLATES,
         "function_score": _RERANK,
@@ -205,6 +213,8 @@ SEARCH = Table(
         guarantee_timestamp=use(),
         consistency_level=use(),
         use_default_consistency=use(),
+        ids=_IDS,
+        search_by_primary_keys=_BY_KEYS,
     ),
 )
 SUB_SEARCH = Table(
@@ -218,6 +228,8 @@ SUB_SEARCH = Table(
         guarantee_timestamp=_HYBRID,
         consistency_level=_HYBRID,
         use_default_consistency=_HYBRID,
+        ids=_IDS,
+        search_by_primary_keys=_BY_KEYS,
     ),
 )
 """A hybrid search's sub-request: Milvus reads its filter, vectors and search parameters

@@ -16,7 +16,14 @@ from elanus.flight.actions import check_request
 from elanus.flight.limits import Kind
 from elanus.flight.search.hybrid import fetch_outputs, fused_hits
 from elanus.milvus.params import consistency_of, group_options, int_param, kv_values
-from elanus.milvus.read import pinned, query_data, results_data, round_decimal, search_body
+from elanus.milvus.read import (
+    pinned,
+    query_data,
+    request_ids,
+    results_data,
+    round_decimal,
+    search_body,
+)
 from elanus.milvus.servicer import Ctx, Servicer, served
 from elanus.milvus.status import ok
 from elanus.privileges import Need
@@ -25,7 +32,8 @@ from elanus.rankers import Hit
 _RANK_KEYS = ("strategy", "params")
 _PLACEHOLDER = [[0.0]]
 """Stands for a sub-request's vectors while the body is checked; the real ones are
-decoded from its placeholder group afterwards (no JSON round trip for vectors)."""
+decoded from its placeholder group afterwards (no JSON round trip for vectors), or are
+the stored vectors of the primary keys in its ``ids``."""
 
 
 def hybrid_body(ctx: Ctx, request: Any) -> dict[str, Any]:
@@ -90,7 +98,11 @@ class HybridRpcs(Servicer):
         service = self.proxy.query
         info = self.proxy.dml.collection(checked["db"], checked["collection"])
         for sub, proto in zip(checked["reqs"], request.requests, strict=True):
-            sub["data"] = query_data(proto)
+            ids = request_ids(proto, info.schema.primary)
+            if ids is None:
+                sub["data"] = query_data(proto)
+            else:
+                sub["data"], sub["ids"] = None, ids
         outputs, hits, ts = fused_hits(service, info, checked)
         pk = info.schema.primary
         keys = [key for q in hits for key, _ in q]

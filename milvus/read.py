@@ -39,7 +39,7 @@ from elanus.milvus.walks import Walks, advance, page_request
 from elanus.outputs import COUNT
 from elanus.privileges import Need
 from elanus.requests import Body
-from elanus.schema import DYNAMIC_FIELD, Schema
+from elanus.schema import DYNAMIC_FIELD, DataType, Field, Schema
 
 _PH = common_pb2.PlaceholderType
 _WIDTHS = {_PH.FloatVector: 4, _PH.Float16Vector: 2, _PH.BFloat16Vector: 2, _PH.BinaryVector: 1}
@@ -152,6 +152,29 @@ def query_data(request: Any) -> Any:
     return flat.reshape(len(values), -1)
 
 
+def request_ids(request: Any, pk: Field) -> list[Any] | None:
+    """The primary keys of a search by keys (``ids``), None for a search by vectors; in
+    Milvus's words where it refuses them (one or the other, of the key's type, ``nq``)."""
+    if not request.HasField("ids"):
+        if request.search_by_primary_keys:
+            raise invalid("search: search_by_primary_keys needs the primary keys in ids")
+        return None
+    if request.placeholder_group:
+        raise invalid("search: Either ids or data must be provided, not both")
+    kind = request.ids.WhichOneof("id_field")
+    ids = list(getattr(request.ids, kind).data) if kind else []
+    if not ids:
+        raise invalid("search: `ids` value [] is illegal")
+    if (kind == "int_id") != (pk.dtype is DataType.INT64):
+        key = "int64" if pk.dtype is DataType.INT64 else "varchar"
+        raise invalid(f"search: primary key is {key}, but IDs type mismatch")
+    if request.nq and request.nq != len(ids):
+        raise invalid(f"search: nq is {request.nq}, but ids holds {len(ids)} primary keys")
+    if len(ids) > MAX_NQ:
+        raise invalid(f"search: nq {len(ids)} is out of range [1, {MAX_NQ}] (primary keys)")
+    return ids
+
+
 def _texts(values: list[bytes]) -> list[str]:
     try:
         return [v.decode() for v in values]
@@ -256,13 +279,19 @@ class ReadRpcs(Servicer):
             )
             page = page_request(request_doc, info.schema.primary.name, plan.metric, walk)
             plan = query.prepare_search(info, {**page, "data": None})
-        data = query_data(request)
-        merged, ts = query.run_search(plan, query.search_data(plan, data))
+        ids = request_ids(request, info.schema.primary)
+        if ids is None:
+            data = query_data(request)
+            nq, queries = len(data), query.search_data(plan, data)
+        else:
+            nq = len(ids)
+            plan, queries = query.keyed_search_data(plan, ids)
+        merged, ts = query.run_search(plan, queries)
         pk = info.schema.primary
         table = hits_table(merged, pk.arrow_type())
         outputs = [n for n in plan.outputs if n != COUNT]
         results = results_data(
-            table, len(data), request_doc["limit"], outputs, info.schema, round_decimal(params)
+            table, nq, request_doc["limit"], outputs, info.schema, round_decimal(params)
         )
         if walk is not None:
             bound = advance(

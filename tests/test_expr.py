@@ -858,3 +858,24 @@ def test_string_escapes_follow_go_as_milvus_unquotes() -> None:
     table = pa.table({"title": ["a_b1", "axb2", "a_"]})
     assert like.evaluate(table).to_pylist() == [True, False, False]
     assert parse(r'title == "\u0061_"', SCHEMA).evaluate(table).to_pylist() == [False, False, True]
+
+
+def test_random_sample_is_drawn_by_key_whatever_the_segment() -> None:
+    """``RANDOM_SAMPLE`` keeps each row by its primary key's hash (VarChar keys too): the
+    same rows however the table is cut into segments, about ``p`` of them."""
+    schema = Schema(
+        [
+            Field("pk", DataType.VARCHAR, is_primary=True, max_length=16),
+            Field("n", DataType.INT64),
+            Field("vec", DataType.FLOAT_VECTOR, dim=2),
+        ]
+    )
+    keys = [f"k{i}" for i in range(4000)]
+    table = pa.table({"pk": keys, "n": pa.array([i % 2 for i in range(4000)], pa.int64())})
+    expr = parse("n == 0 and RANDOM_SAMPLE(0.25)", schema)
+    whole = np.asarray(expr.evaluate(table))
+    halves = [np.asarray(expr.evaluate(table.slice(s, 2000))) for s in (0, 2000)]
+    assert (np.concatenate(halves) == whole).all()
+    assert 400 < whole.sum() < 600 and not whole[1::2].any()  # a quarter of the n == 0 rows
+    assert expr.fields == {"pk", "n"}
+    assert expr.to_sql() is None  # evaluated, never pushed down

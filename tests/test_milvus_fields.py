@@ -235,7 +235,6 @@ def test_what_elanus_does_not_do_is_refused_and_changes_nothing(client: MilvusCl
     )
     agg = SearchAggregation(fields=["n"], size=2)
     _refused(lambda: client.search("items", q, search_aggregation=agg), "search_aggregation")
-    _refused(lambda: client.search("items", ids=[1, 2], limit=3), "ids")
     _refused(
         lambda: client.search("items", q, search_params={"hints": "iterative_filter"}), "hints"
     )

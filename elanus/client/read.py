@@ -291,23 +291,32 @@ class ReadAPI(ClientBase):
         group_size: int | None = None,
         strict_group_size: bool | None = None,
         db: str | None = None,
+        ids: list[Any] | int | str | None = None,
         **kwargs: Any,
     ) -> SearchResult:
         """pymilvus-style search: per query vector, ``Hits`` of ``Hit`` dicts ``{"id",
         "distance", "entity"}`` (also ``hit.id``, ``hit.distance``, ``hit["title"]``); with
-        ``group_by_field``, ``limit`` groups of up to ``group_size`` hits each."""
+        ``group_by_field``, ``limit`` groups of up to ``group_size`` hits each. ``ids``
+        instead of ``data`` searches with the stored vectors of those primary keys."""
         reject_unknown("search", kwargs)
-        if data is None:
+        if data is not None and ids is not None:
+            raise ElanusError(ErrorCode.INVALID_ARGUMENT, "search: give data or ids, not both")
+        if data is None and ids is None:
             raise ElanusError(ErrorCode.INVALID_ARGUMENT, "search needs query vectors ('data')")
-        vectors = (
-            data.tolist()
-            if hasattr(data, "tolist")
-            else [v.tolist() if hasattr(v, "tolist") else v for v in data]
-        )
+        queries: dict[str, Any] = {}
+        if ids is not None:
+            keys = [ids] if isinstance(ids, int | str) else list(ids)
+            queries["ids"] = [k.item() if hasattr(k, "item") else k for k in keys]
+        else:
+            queries["data"] = (
+                data.tolist()
+                if hasattr(data, "tolist")
+                else [v.tolist() if hasattr(v, "tolist") else v for v in data]
+            )
         body = self._in_db(
             db,
             collection=collection_name,
-            data=vectors,
+            **queries,
             limit=limit,
             offset=offset,
             output_fields=list(output_fields or []),

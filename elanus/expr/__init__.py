@@ -12,5 +12,6 @@ from elanus.expr.cache import parse_cached
 from elanus.expr.compiler import FUNCTIONS, parse
 from elanus.expr.expression import Expr
 from elanus.expr.nodes import Kind
+from elanus.expr.sample import sampled
 
-__all__ = ["FUNCTIONS", "Expr", "Kind", "parse", "parse_cached"]
+__all__ = ["FUNCTIONS", "Expr", "Kind", "parse", "parse_cached", "sampled"]

@@ -50,6 +50,8 @@ from elanus.expr.nodes import (
     Not,
     kind_of_value,
 )
+from elanus.expr.sample import NAME as SAMPLE
+from elanus.expr.sample import check_placement, sample_node
 from elanus.expr.textmatch import TEXT_FUNCTIONS, text_match_node
 from elanus.schema import DYNAMIC_FIELD, DataType, Field, Schema
 
@@ -124,6 +126,7 @@ class _Compiler:
             self.fail("expression is nested too deeply", 1, 1)
         if root.kind not in (Kind.BOOL, Kind.JSON):
             self.fail_at(f"the filter must be a boolean expression, but {root.desc} is not", root)
+        check_placement(root, self.fail_at)
         return root
 
     def syntax_error(self, e: UnexpectedInput) -> NoReturn:
@@ -404,9 +407,22 @@ class _Compiler:
             line, column = _position(name_tok)
             desc = self.describe(t, Kind.BOOL)
             return text_match_node(name, text_args, desc, line, column, self.fail_at, name_tok)
+        if name.lower() == SAMPLE:
+            args = [self.node(a) for a in (args_t.children if args_t is not None else [])]
+            line, column = _position(name_tok)
+            return sample_node(
+                name,
+                args,
+                self.schema.primary,
+                self.source(t),
+                line,
+                column,
+                self.fail_at,
+                name_tok,
+            )
         spec = FUNCTIONS.get(name.lower())
         if spec is None:
-            known = ", ".join(sorted([*FUNCTIONS, *TEXT_FUNCTIONS]))
+            known = ", ".join(sorted([*FUNCTIONS, *TEXT_FUNCTIONS, SAMPLE]))
             self.fail_at(f"unknown function {name!r} (known: {known})", name_tok)
         mode, arity = spec
         arg_trees = list(args_t.children) if args_t is not None else []

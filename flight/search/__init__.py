@@ -19,6 +19,7 @@ from elanus.flight.search.bodies import (
     read_options,
     search_data,
     search_options,
+    search_queries,
 )
 from elanus.flight.search.hits import hits_table
 from elanus.flight.search.readplan import ReadPlan, ReadService, check_ticket
@@ -42,4 +43,5 @@ __all__ = [
     "read_options",
     "search_data",
     "search_options",
+    "search_queries",
 ]

@@ -24,25 +24,28 @@ READ_KEYS = (
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
-def check_query_ids(ids: list[Any], pk: Field) -> list[Any]:
-    """``ids`` of a query, checked against the primary key: exact JSON integers in the int64
-    range for an Int64 key (no strings, floats or booleans, so no key is ever rounded),
-    strings for a VarChar key. A wrong id is BAD_EXPRESSION, as Milvus reports ids (which
-    it turns into ``pk in [...]``), naming the value rather than an internal expression."""
+def check_query_ids(
+    ids: list[Any], pk: Field, what: str = "query", code: ErrorCode = ErrorCode.BAD_EXPRESSION
+) -> list[Any]:
+    """``ids`` of a query (or of a search by primary keys: ``what``), checked against the
+    primary key: exact JSON integers in the int64 range for an Int64 key (no strings,
+    floats or booleans, so no key is ever rounded), strings for a VarChar key. A query's
+    wrong id is BAD_EXPRESSION, as Milvus reports ids (which it turns into ``pk in
+    [...]``), naming the value rather than an internal expression."""
+
+    def bad(message: str) -> ElanusError:
+        return ElanusError(code, f"{what}: 'ids' {message}")
+
     if pk.dtype == DataType.INT64:
         for v in ids:
             if isinstance(v, bool) or not isinstance(v, int):
-                raise _bad_id(f"of Int64 primary key {pk.name!r} must be JSON integers, got {v!r}")
+                raise bad(f"of Int64 primary key {pk.name!r} must be JSON integers, got {v!r}")
             if not _INT64_MIN <= v <= _INT64_MAX:
-                raise _bad_id(f"value {v} is out of the Int64 range")
+                raise bad(f"value {v} is out of the Int64 range")
     elif not all(isinstance(v, str) for v in ids):
-        bad = next(v for v in ids if not isinstance(v, str))
-        raise _bad_id(f"of VarChar primary key {pk.name!r} must be strings, got {bad!r}")
+        bad_id = next(v for v in ids if not isinstance(v, str))
+        raise bad(f"of VarChar primary key {pk.name!r} must be strings, got {bad_id!r}")
     return ids
-
-
-def _bad_id(message: str) -> ElanusError:
-    return ElanusError(ErrorCode.BAD_EXPRESSION, f"query: 'ids' {message}")
 
 
 def partition_names(b: Body) -> list[str] | None:
@@ -78,6 +81,23 @@ def search_data(b: Body) -> list[Any]:
     if len(data) > MAX_NQ:
         raise invalid(f"search: at most {MAX_NQ} query vectors per request, got {len(data)}")
     return data
+
+
+def search_queries(b: Body) -> dict[str, Any]:
+    """A search's queries: ``data`` (vectors or texts), or ``ids``, primary keys whose
+    stored vectors are the queries (Milvus 2.6's search by primary keys); one of them."""
+    ids = b.list("ids", None)
+    if ids is None:
+        if b.raw.get("data") is None:
+            raise invalid(f"{b.what}: give the query vectors in 'data' or primary keys in 'ids'")
+        return {"data": search_data(b), "ids": None}
+    if b.list("data", None) is not None:
+        raise invalid(f"{b.what}: give either 'data' or 'ids', not both")
+    if not ids:
+        raise invalid(f"{b.what}: 'ids' holds no primary keys")
+    if len(ids) > MAX_NQ:
+        raise invalid(f"{b.what}: at most {MAX_NQ} primary keys per request, got {len(ids)}")
+    return {"data": None, "ids": ids}
 
 
 def check_search_data(data: Any) -> list[Any]:

@@ -23,8 +23,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from elanus import tsutil
-from elanus.errors import invalid
-from elanus.expr import parse
+from elanus.errors import ElanusError, ErrorCode, invalid
+from elanus.expr import parse, sampled
 from elanus.flight.metacache import CollectionInfo
 from elanus.indexparams import MAX_EF, VECTOR_KIND, IndexSpec, search_params
 from elanus.reduce import LARGER_IS_BETTER, normalize_metric
@@ -169,10 +169,21 @@ def group_field(info: CollectionInfo, name: str | None) -> Field | None:
     return field
 
 
-def check_filter(info: CollectionInfo, text: str | None, params: dict[str, Any]) -> None:
-    """A read's filter parsed against the schema: BAD_EXPRESSION before anything is sent."""
+def check_filter(
+    info: CollectionInfo, text: str | None, params: dict[str, Any], search: bool = False
+) -> None:
+    """A read's filter parsed against the schema: BAD_EXPRESSION before anything is sent.
+    A search's may not sample (``RANDOM_SAMPLE``: Milvus documents it for queries; a
+    search ranks every row its filter keeps)."""
     if text:
-        parse(text, info.schema, params)
+        expr = parse(text, info.schema, params)
+        sample = sampled(expr.root) if search else None
+        if sample is not None:
+            raise ElanusError(
+                ErrorCode.BAD_EXPRESSION,
+                f"{sample.desc} samples the rows of a query; a search cannot take it "
+                "(query with it, or search without it)",
+            )
 
 
 def check_issued(proxy: ProxyServer, ts: int, what: str) -> None:

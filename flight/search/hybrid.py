@@ -1,8 +1,9 @@
 """The ``hybrid_search`` action: several ANN searches of one collection, fused into one
 ranking by an RRF or weighted ranker (``elanus.rankers``), as Milvus's hybrid search.
 
-Each sub-request is an ordinary search (its own field, params, filter and ``limit``), so
-any vector field a search takes works here with no special case. All of them read the
+Each sub-request is an ordinary search (its own field, params, filter and ``limit``; its
+queries vectors or, by ``ids``, the stored vectors of primary keys), so any vector field a
+search takes works here with no special case. All of them read the
 collection at one timestamp: with ``as_of`` that one; otherwise the first sub-request reads
 at the requested consistency level and the others (and, on a collection of several shards,
 the first again) at the timestamp of its reply. Output fields are fetched once, for the
@@ -25,9 +26,9 @@ from elanus.flight.search.bodies import (
     GROUP_KEYS,
     MAX_TOPK,
     READ_KEYS,
-    check_search_data,
     read_options,
     search_options,
+    search_queries,
 )
 from elanus.flight.search.plan import SearchPlan
 from elanus.outputs import COUNT, entity, json_fields, resolve_outputs
@@ -38,8 +39,11 @@ if TYPE_CHECKING:
     from elanus.flight.metacache import CollectionInfo
     from elanus.flight.search.service import QueryService
 
-SUB_KEYS = ("data", "anns_field", "param", "search_params", "limit", "filter", "filter_params")
-"""What one entry of ``reqs`` may hold (``param`` is pymilvus's name of ``search_params``)."""
+SUB_KEYS = (
+    "data", "ids", "anns_field", "param", "search_params", "limit", "filter", "filter_params",
+)  # fmt: skip
+"""What one entry of ``reqs`` may hold (``param`` is pymilvus's name of ``search_params``;
+``ids`` instead of ``data``: primary keys whose stored vectors are the queries)."""
 
 
 def _run_hybrid(c: Call) -> dict[str, Any]:
@@ -48,8 +52,8 @@ def _run_hybrid(c: Call) -> dict[str, Any]:
 
 @action(
     "hybrid_search",
-    "Several ANN searches fused into one ranking. Body: collection, reqs (each: data, "
-    "anns_field, param or search_params, limit, filter, filter_params), ranker (strategy "
+    "Several ANN searches fused into one ranking. Body: collection, reqs (each: data or "
+    "ids, anns_field, param or search_params, limit, filter, filter_params), ranker (strategy "
     "rrf|weighted, params), limit, offset, output_fields, group_by_field, group_size, "
     "strict_group_size, consistency_level, guarantee_timestamp, session_ts, as_of, "
     "partition_names. "
@@ -135,7 +139,7 @@ def _sub_request(raw: Any, i: int, top: dict[str, Any], default_limit: int) -> d
         "partition_names": top["partition_names"],
     }
     checked = search_options(Body(body, what))
-    checked["data"] = check_search_data(raw.get("data"))
+    checked.update(search_queries(Body({"data": raw.get("data"), "ids": raw.get("ids")}, what)))
     return checked
 
 
@@ -209,7 +213,11 @@ def _prepare(
     for i, sub in enumerate(reqs):
         try:
             plan = service.prepare_search(info, sub)
-            vectors.append(service.search_data(plan, sub["data"]))
+            if sub.get("ids") is not None:  # searched at the timestamp the keys were read at
+                plan, queries = service.keyed_search_data(plan, sub["ids"])
+            else:
+                queries = service.search_data(plan, sub["data"])
+            vectors.append(queries)
         except ElanusError as exc:
             raise ElanusError(exc.code, f"hybrid_search: reqs[{i}]: {exc.message}") from None
         plans.append(plan)

@@ -38,6 +38,7 @@ from elanus.flight.actions import check_request
 from elanus.flight.metacache import CollectionInfo
 from elanus.flight.search.aggregate import aggregate, aggregate_plan, is_aggregate
 from elanus.flight.search.bodies import check_query_ids, check_search_data
+from elanus.flight.search.bykeys import keyed_queries
 from elanus.flight.search.check import (
     SearchIndexes,
     check_filter,
@@ -322,7 +323,7 @@ class QueryService:
         except orjson.JSONDecodeError:
             body = None  # NaN, huge integers, bad JSON: the full check has the words
         plan = shape = None
-        if isinstance(body, dict):
+        if isinstance(body, dict) and body.get("ids") is None:  # by keys: no plan reuse
             had_data = "data" in body
             data = body.pop("data", None)
             key = self.plans.key(body)
@@ -340,8 +341,10 @@ class QueryService:
                 authorize(request["db"], request["collection"])
             generation = self.proxy.cache.generation  # before the lookup: see SearchPlan
             plan = self.prepare_search(self._info(request), request, generation)
+            if request["ids"] is not None:
+                return self._answer(*self.keyed_search_data(plan, request["ids"]))
             data = request["data"]
-            if body is not None:
+            if shape is not None:
                 self.plans.put(key, dataclasses.replace(plan, body_shape=shape))
         else:
             if authorize is not None:
@@ -389,7 +392,7 @@ class QueryService:
             raise invalid("search cannot output count(*)")
         if group is not None and group.name not in outputs:
             outputs.append(group.name)  # a grouped hit shows its group's value
-        check_filter(info, request["filter"], request["filter_params"])
+        check_filter(info, request["filter"], request["filter_params"], search=True)
         node_body = {
             "field": field.name,
             "k": k,
@@ -420,6 +423,11 @@ class QueryService:
             return query_texts(plan.field, plan.text_fn, data)
         not_text(plan.field, data)
         return query_vectors(plan.field, data)
+
+    def keyed_search_data(self, plan: SearchPlan, ids: list[Any]) -> tuple[SearchPlan, Any]:
+        """A search by primary keys: (the plan pinned to the timestamp the keys' vectors
+        were read at, those vectors as ``search_data`` shapes them; ``bykeys``)."""
+        return keyed_queries(self, plan, ids)
 
     def run_search(self, plan: SearchPlan, queries: Any) -> tuple[dict[str, Any], int]:
         """One search across shards of ``queries`` (``search_data``'s): (merged part, read
