@@ -228,6 +228,13 @@ class CompactionManager:
             self.known[compaction_id] = Started(collection_id, planned_ts, manual)
         return compaction_id
 
+    def cancel(self, collection_id: int, reason: str) -> None:
+        """Fail the collection's open plans (it was truncated: their targets would hold
+        removed rows); a datanode's later report of one is ignored."""
+        for p in self.plans.values():
+            if p.collection_id == collection_id and p.state in COMPACTION_OPEN:
+                p.fail(reason)
+
     async def auto(self) -> None:
         self.plan(None, manual=False)
 

@@ -62,6 +62,9 @@ DDL = {
         ),
     ),
     "DropCollection": Table(milvus_pb2.DropCollectionRequest, with_db(collection_name=NAME)),
+    "TruncateCollection": Table(
+        milvus_pb2.TruncateCollectionRequest, with_db(collection_name=NAME)
+    ),
     "HasCollection": Table(
         milvus_pb2.HasCollectionRequest, with_db(collection_name=NAME, time_stamp=_AS_OF)
     ),

@@ -290,6 +290,7 @@ BASE: dict[str, Any] = {
     "SelectUser": M.SelectUserRequest(user=milvus_pb2.UserEntity(name="root")),
     "ShowCollections": M.ShowCollectionsRequest(),
     "ShowPartitions": M.ShowPartitionsRequest(collection_name=MAIN),
+    "TruncateCollection": M.TruncateCollectionRequest(collection_name=ABSENT),
     "UpdateCredential": M.UpdateCredentialRequest(
         username="mfz_absent_user", oldPassword=b64("fz-pw-123"), newPassword=b64("fz-pw-456")
     ),

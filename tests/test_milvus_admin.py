@@ -22,14 +22,20 @@ DIM = 4
 
 
 @pytest.fixture(scope="module")
-def uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneProcess]:
     port = free_port()
     proc = StandaloneProcess(tmp_path_factory.mktemp("admin") / "data", "--milvus-port", str(port))
+    proc.env = {"ELANUS_MILVUS_PORT": str(port)}
     try:
         proc.start().wait_ready()
-        yield f"http://127.0.0.1:{port}"
+        yield proc
     finally:
         proc.stop()
+
+
+@pytest.fixture(scope="module")
+def uri(server: StandaloneProcess) -> str:
+    return f"http://127.0.0.1:{server.env['ELANUS_MILVUS_PORT']}"
 
 
 @pytest.fixture(scope="module")
@@ -234,3 +240,57 @@ def test_compaction_plans(client: MilvusClient) -> None:
     stub = _stub(client)
     by_id = milvus_pb2.GetCompactionPlansRequest(collection_id=5)
     _status(stub.GetCompactionStateWithPlans(by_id), 1100, "collection_id")
+
+
+def _count(client: MilvusClient, name: str) -> int:
+    rows = client.query(name, output_fields=["count(*)"], consistency_level="Strong")
+    return int(rows[0]["count(*)"])
+
+
+def _ids(client: MilvusClient, name: str) -> set[int]:
+    rows = client.query(name, "id >= 0", output_fields=["id"], consistency_level="Strong")
+    return {int(r["id"]) for r in rows}
+
+
+def test_truncate_removes_every_entity_for_good(
+    client: MilvusClient, server: StandaloneProcess
+) -> None:
+    """Flushed, growing and compacted-away rows all go; schema, partitions, indexes and
+    the load state stay; new rows (old keys too) are read, and only they after a
+    restart replays the log."""
+    schema = client.create_schema(auto_id=False)
+    schema.add_field("id", DataType.INT64, is_primary=True)
+    schema.add_field("v", DataType.FLOAT_VECTOR, dim=DIM)
+    schema.add_field("n", DataType.INT64)
+    params = client.prepare_index_params()
+    params.add_index("v", index_type="FLAT", metric_type="L2", index_name="v_idx")
+    client.create_collection("tr", schema=schema, index_params=params, consistency_level="Strong")
+    client.create_partition("tr", "p1")
+    row = lambda i: {"id": i, "v": [float(i)] * DIM, "n": i}  # noqa: E731
+    client.insert("tr", [row(i) for i in range(10)])
+    client.flush("tr")
+    client.insert("tr", [row(i) for i in range(10, 15)], partition_name="p1")  # growing
+    client.delete("tr", ids=[3])
+    assert _count(client, "tr") == 14
+    described = client.describe_collection("tr")
+
+    client.truncate_collection("tr")
+    assert _count(client, "tr") == 0
+    assert client.search("tr", [[1.0] * DIM], limit=5)[0] == []
+    assert client.describe_collection("tr")["fields"] == described["fields"]
+    assert set(client.list_partitions("tr")) == {"_default", "p1"}
+    assert client.list_indexes("tr") == ["v_idx"]
+    assert client.get_load_state("tr")["state"].name == "Loaded"
+    assert client.list_persistent_segments("tr") == []
+
+    client.insert("tr", [row(i) for i in (1, 3, 20)])  # 3 was deleted before: back now
+    assert _ids(client, "tr") == {1, 3, 20}
+    hits = client.search("tr", [[20.0] * DIM], limit=1, output_fields=["n"])[0]
+    assert hits[0]["id"] == 20 and hits[0]["entity"]["n"] == 20
+
+    _fails(100, lambda: client.truncate_collection("nope"))
+
+    server.stop()  # the log still holds every row: replayed, none before the truncate
+    server.start().wait_ready()
+    _wait("loaded again", lambda: client.get_load_state("tr")["state"].name == "Loaded")
+    assert _ids(client, "tr") == {1, 3, 20}
