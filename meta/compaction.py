@@ -376,7 +376,8 @@ class CompactionManager:
             s.dropped_ts = ts
         await data.replace(sources, target)
         await self.index.on_new_segment(target)
-        transition(plan, CompactionState.COMPLETED)
+        if plan.state in COMPACTION_OPEN:  # else a truncate failed it meanwhile
+            transition(plan, CompactionState.COMPLETED)
         plan.result = {"num_rows": num_rows}
         await self.ctx.bus.publish(
             subjects.SEGMENT_COMPACTED,

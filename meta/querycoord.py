@@ -418,7 +418,8 @@ class QueryCoord:
         lo = self.loaded.get(target.collection_id)
         if lo is None or lo.state is not Load.LOADED:
             return
-        if target.state is SegmentState.FLUSHED and target.path:
+        live = target.segment_id in self.data.segments  # else a truncate dropped it
+        if target.state is SegmentState.FLUSHED and target.path and live:
             await self._hand_over(lo, target, remove=sources)
         else:
             await self._drop(lo, target.vchannel, sources)

@@ -82,7 +82,7 @@ class DdlRpcs(Servicer):
         """Every entity goes; schema, indexes, partitions and load state stay
         (``meta/truncate.py``). It needs DropCollection: what it removes is as gone."""
         name = check_name(request.collection_name, "collection")
-        ctx.caller.require(Need("DropCollection", ctx.db, name))
+        ctx.caller.require(Need("DropCollection", ctx.db))  # a Global privilege
         req = TruncateCollection(db=ctx.db, name=name)
         timeout = TRUNCATE_WAIT_S + TRUNCATE_GRACE_S
         self.proxy.run(self.proxy.coord.root.truncate_collection(req, timeout))

@@ -1,7 +1,9 @@
 """Milvus's admin and state RPCs through pymilvus (issue 36): index state and progress,
 the proxy's component state and system metrics, flush-all and its state, compaction
-plans. One standalone serves the module; each answer is Milvus's documented shape, bad
-input Milvus's code."""
+plans, truncate. One standalone serves the module; each answer is Milvus's documented
+shape, bad input Milvus's code. Milvus Lite 3.2 serves only TruncateCollection of these
+(it empties the collection and answers 100 for an unknown one, as here); the others it
+answers gRPC UNIMPLEMENTED, so their shapes follow Milvus's proxy and pymilvus."""
 
 from __future__ import annotations
 
