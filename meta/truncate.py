@@ -2,14 +2,14 @@
 schema, indexes, partitions and load state stay, and later writes are read as before.
 
 As Milvus does it with a truncate timestamp: the collection's growing segments are sealed
-at a timestamp ``T`` (every row written before ``T`` is in a segment sealed by then), the
-truncate waits until each of its vchannels' datanode checkpoints passed ``T`` (those rows
-are written, and the log is never replayed from before them, by a datanode or a query
-node, after a restart), then drops every segment holding rows from before ``T``: sealed at
-or before it, or made before it (imported; compaction targets carry their sources' seal
-time). Open compaction plans of the collection fail (their targets would hold those rows);
-loaded replicas drop the segments, their growing copies with them (``QueryCoord.truncated``).
-Rows written after ``T`` are in segments made after it and stay.
+at a timestamp ``T`` (every row written before ``T`` is in a segment sealed by then). The
+truncate waits until those segments are written, the deletes up to ``T`` too, and each
+vchannel's datanode checkpoint moved past them (so no datanode or query node replays them
+from the log after a restart); then it drops every segment holding rows from before ``T``:
+sealed at or before it, or made before it (imported; compaction targets carry their
+sources' seal time). Open compaction plans of the collection fail (their targets would
+hold those rows); loaded replicas drop the segments, their growing copies with them
+(``QueryCoord.truncated``). Rows written after ``T`` are in segments made after it and stay.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from elanus.api.datacoord import Flush
+from elanus.api.datacoord import Flush, PersistDeletes
 from elanus.api.rootcoord import TRUNCATE_WAIT_S, TruncateCollection, Truncated
 from elanus.errors import ElanusError, ErrorCode
 from elanus.meta.catalog import Catalog
@@ -56,7 +56,7 @@ class Truncation:
         cid, vchannels = int(described["collection_id"]), list(described["vchannels"])
         async with self._lock:  # one truncate at a time: each waits for its own seal
             ts = (await self.data.flush(Flush(collection_id=cid))).flush_ts
-            await self._written(vchannels, ts, req.name)
+            await self._written(cid, vchannels, ts, req.name)
             self.compaction.cancel(cid, "its collection was truncated")
             gone = await self.data.drop_segments(lambda s: _before(s, cid, ts), ts)
             ids = sorted(s.segment_id for s in gone)
@@ -64,18 +64,36 @@ class Truncation:
         log.info("collection %s truncated at %s: dropped segments %s", cid, ts, ids)
         return Truncated(collection_id=cid, ts=ts, segment_ids=ids)
 
-    async def _written(self, vchannels: list[str], ts: int, name: str) -> None:
-        """Until every vchannel's datanode checkpoint is at ``ts`` or past it."""
+    async def _written(self, cid: int, vchannels: list[str], ts: int, name: str) -> None:
+        """Until the rows and deletes written before ``ts`` are on disk and the datanodes'
+        checkpoints moved past them: the segments sealed by then are Flushed, the deletes
+        up to ``ts`` persisted, then two checkpoint reports later than that (a checkpoint
+        is the oldest log position whose effect is still only in a datanode's memory)."""
         deadline = time.monotonic() + TRUNCATE_WAIT_S
-        while any(self.data.checkpoints.get(v, (0, 0))[1] < ts for v in vchannels):
-            if time.monotonic() > deadline:
-                raise ElanusError(
-                    ErrorCode.TIMEOUT,
-                    f"truncating {name!r}: its rows were not written within "
-                    f"{TRUNCATE_WAIT_S:.0f} s "
-                    "(is a datanode running?); nothing was removed",
-                )
-            await asyncio.sleep(POLL_S)
+        while not await self._persisted(cid, vchannels, ts):
+            await self._pause(deadline, name)
+        for _ in range(2):
+            mark = self.data.ctx.tso.alloc()
+            while any(self.data.checkpoints.get(v, (0, 0))[1] < mark for v in vchannels):
+                await self._pause(deadline, name)
+
+    async def _persisted(self, cid: int, vchannels: list[str], ts: int) -> bool:
+        deletes = await self.data.persist_deletes(PersistDeletes(vchannels=vchannels, ts=ts))
+        unwritten = (SegmentState.SEALED, SegmentState.FLUSHING)
+        return deletes.done and not any(
+            s.collection_id == cid and s.state in unwritten and (s.seal_ts or 0) <= ts
+            for s in self.data.segments.values()
+        )
+
+    @staticmethod
+    async def _pause(deadline: float, name: str) -> None:
+        if time.monotonic() > deadline:
+            raise ElanusError(
+                ErrorCode.TIMEOUT,
+                f"truncating {name!r}: its rows were not written within "
+                f"{TRUNCATE_WAIT_S:.0f} s (is a datanode running?); nothing was removed",
+            )
+        await asyncio.sleep(POLL_S)
 
 
 def _before(s: Segment, collection_id: int, ts: int) -> bool:
