@@ -25,12 +25,15 @@ from elanus.api.compaction import (
     CompactionFailed,
     CompactionList,
     CompactionPlan,
+    CompactionPlans,
     CompactionProgress,
     CompactionStarted,
     CompactionSummary,
+    GetCompactionPlans,
     GetCompactionState,
     ListCompactions,
     PlanSource,
+    PlanSummary,
     Recorded,
     TriggerCompaction,
 )
@@ -128,6 +131,7 @@ class CompactionManager:
             "compaction.trigger": self.trigger,
             "compaction.state": self.state,
             "compaction.list": self.recent,
+            "compaction.plans": self.plans_of,
             "compaction.done": self.done,
             "compaction.fail": self.fail,
         }
@@ -224,6 +228,13 @@ class CompactionManager:
             self.known[compaction_id] = Started(collection_id, planned_ts, manual)
         return compaction_id
 
+    def cancel(self, collection_id: int, reason: str) -> None:
+        """Fail the collection's open plans (it was truncated: their targets would hold
+        removed rows); a datanode's later report of one is ignored."""
+        for p in self.plans.values():
+            if p.collection_id == collection_id and p.state in COMPACTION_OPEN:
+                p.fail(reason)
+
     async def auto(self) -> None:
         self.plan(None, manual=False)
 
@@ -254,15 +265,36 @@ class CompactionManager:
         return CompactionStarted(compaction_id=compaction_id, plans=len(plans))
 
     async def state(self, req: GetCompactionState) -> CompactionProgress:
-        compaction_id = req.compaction_id
+        return self._progress(req.compaction_id, self._plans_of(req.compaction_id))
+
+    async def plans_of(self, req: GetCompactionPlans) -> CompactionPlans:
+        """A compaction's progress with each plan's sources, target and state."""
+        plans = self._plans_of(req.compaction_id)
+        return CompactionPlans(
+            progress=self._progress(req.compaction_id, plans),
+            plans=[
+                PlanSummary(
+                    plan_id=p.plan_id,
+                    collection_id=p.collection_id,
+                    partition_id=p.partition_id,
+                    vchannel=p.vchannel,
+                    sources=list(p.sources),
+                    target_segment_id=p.target_segment_id,
+                    state=p.state.value,
+                    reason=p.reason or None,
+                )
+                for p in plans
+            ],
+        )
+
+    def _plans_of(self, compaction_id: int) -> list[Plan]:
         if compaction_id not in self.known:
             raise ElanusError(
                 ErrorCode.COMPACTION_NOT_FOUND,
                 f"compaction {compaction_id} does not exist (or was started before the "
                 "coord restarted)",
             )
-        plans = [p for p in self.plans.values() if p.compaction_id == compaction_id]
-        return self._progress(compaction_id, plans)
+        return [p for p in self.plans.values() if p.compaction_id == compaction_id]
 
     async def recent(self, req: ListCompactions) -> CompactionList:
         """The latest compactions (since the coord started), newest first, each with its
@@ -344,7 +376,8 @@ class CompactionManager:
             s.dropped_ts = ts
         await data.replace(sources, target)
         await self.index.on_new_segment(target)
-        transition(plan, CompactionState.COMPLETED)
+        if plan.state in COMPACTION_OPEN:  # else a truncate failed it meanwhile
+            transition(plan, CompactionState.COMPLETED)
         plan.result = {"num_rows": num_rows}
         await self.ctx.bus.publish(
             subjects.SEGMENT_COMPACTED,

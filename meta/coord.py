@@ -43,6 +43,7 @@ from elanus.meta.querycoord import QueryCoord
 from elanus.meta.rootcoord import RootCoord
 from elanus.meta.scheduler import TaskScheduler
 from elanus.meta.timetick import TimeTickSync
+from elanus.meta.truncate import Truncation
 from elanus.meta.tso import TimestampOracle
 from elanus.settings import Settings
 
@@ -73,6 +74,7 @@ class Coordinator(Role):
             ctx, lookup, proxies,
             data=self.data, index=self.index, query=self.query, channels=self.channels,
         )  # fmt: skip
+        self.truncation = Truncation(lookup, self.data, self.query, self.compaction)
         self.gc = GarbageCollector(ctx, self.compaction, self.imports, self.index)
         self.housekeeping = Housekeeper(ctx, lookup, self.channels)
         self.auth = AuthCoord(ctx, proxies)
@@ -104,7 +106,7 @@ class Coordinator(Role):
         }
         services = (
             self.root, self.data, self.channels, self.timeticks, self.compaction, self.query,
-            self.index, self.imports, self.auth, self.backup,
+            self.index, self.imports, self.auth, self.backup, self.truncation,
         )  # fmt: skip
         for service in services:
             handlers.update(service.handlers())

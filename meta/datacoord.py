@@ -541,8 +541,9 @@ class DataCoord:
         """Its schema changed (a field was added): row-size estimates read it again."""
         self._schemas.pop(collection_id, None)
 
-    async def drop_segments(self, which: Callable[[Segment], bool], ts: int) -> None:
-        """Mark segments dropped (their collection or partition went); GC takes the files."""
+    async def drop_segments(self, which: Callable[[Segment], bool], ts: int) -> list[Segment]:
+        """Mark segments dropped (their collection or partition went, or it was
+        truncated); GC takes the files. The segments dropped."""
         async with self._lock:
             segs = [s for s in self.segments.values() if which(s)]
             for s in segs:
@@ -550,6 +551,7 @@ class DataCoord:
                 s.dropped_ts = ts
                 del self.segments[s.segment_id]
             await self._save(segs)
+        return segs
 
     def reset_flushing(self, vchannel: str) -> None:
         """A channel changed datanode: unfinished flushes start over on the new one."""

@@ -8,6 +8,9 @@ segment is loaded on a worker of every replica first and only then handed to tha
 replica's delegator, which swaps it for the growing copy (or the compacted sources) in one
 step. Loaded collections are kept in DuckDB and placed again after a coord restart; a
 replica that loses a query node is placed again on a free one while the others serve.
+
+Past 600 lines: load, release, repair and every handoff (flush, import, compaction,
+truncate) share one lock and the replicas' state; split, each part would reach into it.
 """
 
 from __future__ import annotations
@@ -377,6 +380,8 @@ class QueryCoord:
 
     # -- handoff ----------------------------------------------------------------------------
     async def on_segment_flushed(self, seg: Any) -> None:
+        if seg.segment_id not in self.data.segments:
+            return  # dropped before its handoff ran (a truncate)
         lo = self.loaded.get(seg.collection_id)
         if lo is None or lo.state is not Load.LOADED or not seg.path:
             return
@@ -413,11 +418,24 @@ class QueryCoord:
         lo = self.loaded.get(target.collection_id)
         if lo is None or lo.state is not Load.LOADED:
             return
-        if target.state is SegmentState.FLUSHED and target.path:
+        live = target.segment_id in self.data.segments  # else a truncate dropped it
+        if target.state is SegmentState.FLUSHED and target.path and live:
             await self._hand_over(lo, target, remove=sources)
         else:
             await self._drop(lo, target.vchannel, sources)
             await self._record(lo)
+
+    async def truncated(self, collection_id: int, vchannels: list[str], dropped: list[int]) -> None:
+        """A truncate dropped these segments: the replicas let them go, and their
+        delegators the growing copies; after the handoffs already under way, which would
+        otherwise bring one back."""
+        await asyncio.gather(*list(self._handoffs), return_exceptions=True)
+        async with self._lock:
+            lo = self.loaded.get(collection_id)
+            if lo is not None:
+                for v in vchannels:
+                    await self._drop(lo, v, dropped)
+                await self._record(lo)
 
     async def _hand_over(self, lo: Loaded, seg: Any, remove: list[int]) -> None:
         """The segment to a worker of every placed replica, then to that replica's

@@ -6,6 +6,7 @@ from typing import Any
 
 from pymilvus.grpc_gen import milvus_pb2, schema_pb2
 
+from elanus.api.rootcoord import TRUNCATE_WAIT_S, TruncateCollection
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.milvus.fields import check
 from elanus.milvus.honoured import COLLECTION_SCHEMA, FIELD_SCHEMA
@@ -13,6 +14,11 @@ from elanus.milvus.params import consistency_name
 from elanus.milvus.schemas import describe_reply, field_doc, kv_dict, parse_message, schema_doc
 from elanus.milvus.servicer import Ctx, Servicer, served
 from elanus.milvus.status import ok
+from elanus.privileges import Need
+from elanus.schema import check_name
+
+TRUNCATE_GRACE_S = 10.0
+"""Beyond the coord's own wait, for its answer to come back."""
 
 
 class DdlRpcs(Servicer):
@@ -70,6 +76,17 @@ class DdlRpcs(Servicer):
             if exc.code != ErrorCode.COLLECTION_NOT_FOUND:
                 raise
         return ok()
+
+    @served()
+    def TruncateCollection(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        """Every entity goes; schema, indexes, partitions and load state stay
+        (``meta/truncate.py``). It needs DropCollection: what it removes is as gone."""
+        name = check_name(request.collection_name, "collection")
+        ctx.caller.require(Need("DropCollection", ctx.db))  # a Global privilege
+        req = TruncateCollection(db=ctx.db, name=name)
+        timeout = TRUNCATE_WAIT_S + TRUNCATE_GRACE_S
+        self.proxy.run(self.proxy.coord.root.truncate_collection(req, timeout))
+        return milvus_pb2.TruncateCollectionResponse(status=ok())
 
     @served()
     def HasCollection(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802

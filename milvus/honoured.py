@@ -6,7 +6,7 @@ users and roles, analyzers; the reads are in ``honoured_reads.py``, schemas and 
 
 from __future__ import annotations
 
-from pymilvus.grpc_gen import milvus_pb2
+from pymilvus.grpc_gen import feder_pb2, milvus_pb2
 
 from elanus.milvus.fields import (
     BASE,
@@ -62,6 +62,9 @@ DDL = {
         ),
     ),
     "DropCollection": Table(milvus_pb2.DropCollectionRequest, with_db(collection_name=NAME)),
+    "TruncateCollection": Table(
+        milvus_pb2.TruncateCollectionRequest, with_db(collection_name=NAME)
+    ),
     "HasCollection": Table(
         milvus_pb2.HasCollectionRequest, with_db(collection_name=NAME, time_stamp=_AS_OF)
     ),
@@ -130,6 +133,12 @@ _LOAD = {
     "load_params": keys({"load_priority": refused("load priorities")}),
 }
 _INDEX = {"collection_name": NAME, "field_name": use(), "index_name": use()}
+_FLUSH_TARGETS = nested(
+    Table(
+        milvus_pb2.FlushAllTarget,
+        {"db_name": use("else the call's database"), "collection_names": use("none: all")},
+    )
+)
 _PROGRESS = {
     "base": BASE,
     "db_name": DB,
@@ -178,7 +187,30 @@ OPS = {
             extra_params=_ALTERED["properties"],
         ),
     ),
+    "GetIndexState": Table(milvus_pb2.GetIndexStateRequest, with_db(**_INDEX)),
+    "GetIndexBuildProgress": Table(milvus_pb2.GetIndexBuildProgressRequest, with_db(**_INDEX)),
+    "GetIndexStatistics": Table(
+        milvus_pb2.GetIndexStatisticsRequest,
+        with_db(
+            collection_name=NAME,
+            index_name=use(),
+            timestamp=harmless("the statistics cover all data, so what came before it too"),
+        ),
+    ),
+    "ListIndexedSegment": Table(
+        feder_pb2.ListIndexedSegmentRequest,
+        {"base": BASE, "collection_name": NAME, "index_name": use()},
+    ),
     "Flush": Table(milvus_pb2.FlushRequest, with_db(collection_names=use())),
+    "FlushAll": Table(milvus_pb2.FlushAllRequest, with_db(flush_targets=_FLUSH_TARGETS)),
+    "GetFlushAllState": Table(
+        milvus_pb2.GetFlushAllStateRequest,
+        with_db(
+            flush_all_ts=use(),
+            flush_targets=_FLUSH_TARGETS,
+            flush_all_tss=refused("flush timestamps per channel, of Milvus's replication"),
+        ),
+    ),
     "GetFlushState": Table(
         milvus_pb2.GetFlushStateRequest,
         {
@@ -214,6 +246,15 @@ OPS = {
         },
     ),
     "GetCompactionState": Table(milvus_pb2.GetCompactionStateRequest, {"compactionID": use()}),
+    "GetCompactionStateWithPlans": Table(
+        milvus_pb2.GetCompactionPlansRequest,
+        {
+            "compactionID": use(),
+            "db_name": DB,
+            "collection_name": use("without compactionID: the collection's compactions"),
+            "collection_id": refused("naming the collection by id; give collection_name"),
+        },
+    ),
     "Import": Table(
         milvus_pb2.ImportRequest,
         {
@@ -267,6 +308,11 @@ ACCESS = {
     ),
     "GetVersion": Table(milvus_pb2.GetVersionRequest, {}),
     "CheckHealth": Table(milvus_pb2.CheckHealthRequest, {}),
+    "GetComponentStates": Table(milvus_pb2.GetComponentStatesRequest, {}),
+    "GetMetrics": Table(
+        milvus_pb2.GetMetricsRequest,
+        {"base": BASE, "request": use('JSON: {"metric_type": "system_info"} only')},
+    ),
     "AllocTimestamp": Table(milvus_pb2.AllocTimestampRequest, {"base": BASE}),
     "CreateCredential": Table(
         milvus_pb2.CreateCredentialRequest, {**_CREDENTIAL, "password": use()}

@@ -19,8 +19,11 @@ from elanus.milvus.analyze import AnalyzerRpcs
 from elanus.milvus.auth import MilvusCredentials
 from elanus.milvus.ddl import DdlRpcs
 from elanus.milvus.dml import DmlRpcs
+from elanus.milvus.flushall import FlushAllRpcs
 from elanus.milvus.hybrid import HybridRpcs
 from elanus.milvus.imports import ImportRpcs
+from elanus.milvus.indexstate import IndexStateRpcs
+from elanus.milvus.metrics import MetricsRpcs
 from elanus.milvus.ops import OpsRpcs
 from elanus.milvus.rbac import RbacRpcs
 from elanus.milvus.read import ReadRpcs
@@ -55,6 +58,9 @@ class MilvusServicer(
     ReadRpcs,
     HybridRpcs,
     OpsRpcs,
+    IndexStateRpcs,
+    FlushAllRpcs,
+    MetricsRpcs,
     ImportRpcs,
     RbacRpcs,
     AnalyzerRpcs,

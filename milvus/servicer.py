@@ -42,11 +42,14 @@ _MARK = "_milvus_rate"
 
 @dataclass(frozen=True)
 class Ctx:
-    """One Milvus call: the caller, the database it addresses and the RPC's name."""
+    """One Milvus call: the caller, the database it addresses and the RPC's name;
+    ``db_named``: the call named its database (else ``db`` is the default), which
+    ``FlushAll`` reads as "every database"."""
 
     caller: Caller
     db: str
     rpc: str
+    db_named: bool = True
 
 
 def served(kind: Kind | None = None) -> Callable[[Any], Any]:
@@ -136,7 +139,8 @@ class Servicer(milvus_pb2_grpc.MilvusServiceServicer):
             try:
                 self.proxy.limits.admit(caller.user, kind, request.ByteSize(), rpc, SMALLER_ADVICE)
                 check(request, table, rpc)  # nothing it sets goes unread (fields.py)
-                return fn(Ctx(caller, _db_of(request, metadata), rpc), request)
+                db = _db_of(request, metadata)
+                return fn(Ctx(caller, db or DEFAULT_DB, rpc, bool(db)), request)
             except ElanusError as exc:
                 outcome.fail(exc.code)
                 return failed(rpc, status_of(exc))
@@ -164,14 +168,14 @@ def _is_served(cls: type, name: str) -> bool:
 
 def _db_of(request: Any, metadata: Any) -> str:
     """The database of a call: the request's ``db_name`` (``dbName`` in the segment
-    requests), else the ``dbname`` header (pymilvus's ``db_name=``), else ``default``."""
+    requests), else the ``dbname`` header (pymilvus's ``db_name=``), else ``""``."""
     field = next((f for f in ("db_name", "dbName") if _has_field(request, f)), None)
     db = getattr(request, field) if field else ""
     if not db:
         db = next((v for k, v in metadata if k.lower() == "dbname"), "") or ""
         if isinstance(db, bytes):
             db = db.decode()
-    return db or DEFAULT_DB
+    return str(db)
 
 
 def _has_field(message: Any, name: str) -> bool:

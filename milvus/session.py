@@ -1,4 +1,5 @@
-"""Connect (pymilvus's ``identifier`` handshake), GetVersion and CheckHealth."""
+"""Connect (pymilvus's ``identifier`` handshake), GetVersion, CheckHealth and
+GetComponentStates (the proxy's own state, as Milvus's proxy answers it)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 from pymilvus.grpc_gen import common_pb2, milvus_pb2
 
 import elanus
+from elanus.milvus.ops import node_number
 from elanus.milvus.servicer import Ctx, Servicer, served
 from elanus.milvus.status import ok
 
@@ -40,6 +42,15 @@ class SessionRpcs(Servicer):
         healthy = str(doc.get("status", "")).lower() in ("ok", "healthy", "serving")
         reasons = [] if healthy else [str(doc)]
         return milvus_pb2.CheckHealthResponse(status=ok(), isHealthy=healthy, reasons=reasons)
+
+    @served()
+    def GetComponentStates(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        """Healthy while the proxy serves: a call reaching this answer is served (Milvus's
+        proxy reports its own state code, without its coordinators')."""
+        info = milvus_pb2.ComponentInfo(
+            nodeID=node_number(self.proxy.node_id), role="proxy", state_code=common_pb2.Healthy
+        )
+        return milvus_pb2.ComponentStates(state=info, status=ok())
 
     @served()
     def AllocTimestamp(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802

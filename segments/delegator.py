@@ -243,8 +243,8 @@ class Delegator:
         hold_s = self.node.settings.gc_delay_s
         with self._view_lock:
             self.distribution.add(add)
-            for s in add:
-                self.growing.pop(s.segment_id, None)
+            for sid in [*(s.segment_id for s in add), *remove]:  # removed: truncated
+                self.growing.pop(sid, None)
             self.distribution.remove(remove, self.delete_buffer.floor, hold_s)
         if checkpoint is not None:
             persisted = self.delete_buffer.persisted_ts(checkpoint.seq)

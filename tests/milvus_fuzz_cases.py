@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fuzz_cases import NAMES
-from pymilvus.grpc_gen import common_pb2, milvus_pb2, schema_pb2
+from pymilvus.grpc_gen import common_pb2, feder_pb2, milvus_pb2, schema_pb2
 
 DIM = 4
 MAIN = "mfz"
@@ -235,6 +235,15 @@ BASE: dict[str, Any] = {
     "Flush": M.FlushRequest(collection_names=[ABSENT]),
     "GetCollectionStatistics": M.GetCollectionStatisticsRequest(collection_name=MAIN),
     "GetCompactionState": M.GetCompactionStateRequest(compactionID=1),
+    "GetCompactionStateWithPlans": M.GetCompactionPlansRequest(compactionID=1),
+    "GetComponentStates": M.GetComponentStatesRequest(),
+    "FlushAll": M.FlushAllRequest(flush_targets=[M.FlushAllTarget(collection_names=[ABSENT])]),
+    "GetFlushAllState": M.GetFlushAllStateRequest(flush_all_ts=1),
+    "GetIndexBuildProgress": M.GetIndexBuildProgressRequest(collection_name=MAIN),
+    "GetIndexState": M.GetIndexStateRequest(collection_name=MAIN),
+    "GetIndexStatistics": M.GetIndexStatisticsRequest(collection_name=MAIN),
+    "GetMetrics": M.GetMetricsRequest(request='{"metric_type": "system_info"}'),
+    "ListIndexedSegment": feder_pb2.ListIndexedSegmentRequest(collection_name=MAIN),
     "GetFlushState": M.GetFlushStateRequest(segmentIDs=[1]),
     "GetImportState": M.GetImportStateRequest(task=1),
     "GetLoadState": M.GetLoadStateRequest(collection_name=MAIN),
@@ -281,6 +290,7 @@ BASE: dict[str, Any] = {
     "SelectUser": M.SelectUserRequest(user=milvus_pb2.UserEntity(name="root")),
     "ShowCollections": M.ShowCollectionsRequest(),
     "ShowPartitions": M.ShowPartitionsRequest(collection_name=MAIN),
+    "TruncateCollection": M.TruncateCollectionRequest(collection_name=ABSENT),
     "UpdateCredential": M.UpdateCredentialRequest(
         username="mfz_absent_user", oldPassword=b64("fz-pw-123"), newPassword=b64("fz-pw-456")
     ),

@@ -119,6 +119,34 @@ class CompactionList:
         }
 
 
+@request("compaction.plans")
+class GetCompactionPlans:
+    compaction_id: int
+
+
+@reply
+class PlanSummary:
+    """One plan of a compaction as the coord holds it: ``sources`` merge into
+    ``target_segment_id``; ``state`` a ``CompactionState`` value."""
+
+    plan_id: int
+    collection_id: int
+    partition_id: int
+    vchannel: str
+    sources: list[int]
+    target_segment_id: int
+    state: str
+    reason: str | None = None
+
+
+@reply
+class CompactionPlans:
+    """A compaction's progress and its plans (Milvus's ``GetCompactionStateWithPlans``)."""
+
+    progress: CompactionProgress
+    plans: list[PlanSummary]
+
+
 @request("compaction.fail")
 class CompactionFailed:
     plan_id: int
@@ -161,6 +189,9 @@ class CompactionAPI(Stub):
 
     async def recent(self, req: ListCompactions) -> CompactionList:
         return await self._ask("compaction.list", req, CompactionList)
+
+    async def plans(self, req: GetCompactionPlans) -> CompactionPlans:
+        return await self._ask("compaction.plans", req, CompactionPlans)
 
     async def fail(self, req: CompactionFailed, timeout: float | None = None) -> Ack:
         return await self._ask("compaction.fail", req, Ack, timeout)

@@ -130,6 +130,26 @@ class DropCollection:
     ts: int = 0
 
 
+TRUNCATE_WAIT_S = 60.0
+"""How long a truncate waits for the datanodes to write the rows it removes."""
+
+
+@request("collection.truncate")
+class TruncateCollection:
+    db: str = DEFAULT_DB
+    name: str
+
+
+@reply
+class Truncated:
+    """``ts``: the truncate's timestamp (rows written before it are gone);
+    ``segment_ids``: the segments it dropped."""
+
+    collection_id: int
+    ts: int
+    segment_ids: list[int]
+
+
 @reply
 class CollectionChanged:
     """The collection a drop, a rename or an alias change applied to."""
@@ -332,6 +352,11 @@ class RootCoordAPI(Stub):
 
     async def drop_collection(self, req: DropCollection) -> CollectionChanged:
         return await self._ask("collection.drop", req, CollectionChanged)
+
+    async def truncate_collection(
+        self, req: TruncateCollection, timeout: float | None = None
+    ) -> Truncated:
+        return await self._ask("collection.truncate", req, Truncated, timeout)
 
     async def has_collection(self, req: HasCollection) -> Flag:
         return await self._ask("collection.has", req, Flag)
