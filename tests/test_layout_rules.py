@@ -10,6 +10,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_LINES = 600
+HARD_MAX_LINES = 800
 CONFIG = tomllib.loads((ROOT / "pyproject.toml").read_text())
 
 
@@ -24,14 +25,21 @@ def _contract(name_start: str) -> dict:
     return found
 
 
-def test_no_module_over_600_lines() -> None:
-    too_long = {
-        str(path.relative_to(ROOT)): n
-        for directory in _package_dirs()
-        for path in sorted(directory.rglob("*.py"))
-        if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
-    }
-    assert too_long == {}, f"modules over {MAX_LINES} lines: split them along a seam"
+def test_no_module_over_600_lines_unless_it_says_why() -> None:
+    """Split by concept, not line count: a module may pass 600 lines when one concept
+    needs it and its docstring says why ("Past 600 lines: ..."); none passes 800."""
+    too_long = {}
+    for directory in _package_dirs():
+        for path in sorted(directory.rglob("*.py")):
+            text = path.read_text(encoding="utf-8")
+            n = len(text.splitlines())
+            said = "Past 600 lines:" in (ast.get_docstring(ast.parse(text)) or "")
+            if n > HARD_MAX_LINES or (n > MAX_LINES and not said):
+                too_long[str(path.relative_to(ROOT))] = n
+    assert too_long == {}, (
+        f"modules over {MAX_LINES} lines without a reason in their docstring, or over "
+        f"{HARD_MAX_LINES}: split them along a seam"
+    )
 
 
 def test_every_shared_module_is_under_the_contracts() -> None:
