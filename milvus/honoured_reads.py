@@ -161,8 +161,9 @@ _TRAVEL = harmless("Milvus's proxy no longer reads it (time travel ended in Milv
 _META = harmless("Milvus only passes it on to its own re-queries; no result changes")
 _NAMESPACE = refused("namespaces")
 _BY_KEYS = refused("search by primary keys")
-_RERANK = refused(
-    "rerank functions such as decay, boost or model; hybrid search takes RRF and weighted rankers"
+_RERANK = use(
+    "one rerank function: decay, rrf or weighted (elanus/rerankers.py); model and boost "
+    "rerankers are refused by name"
 )
 _HIGHLIGHT = refused("highlighting")
 _AGGREGATION = refused("search aggregation")
@@ -218,6 +219,7 @@ SUB_SEARCH = Table(
         guarantee_timestamp=_HYBRID,
         consistency_level=_HYBRID,
         use_default_consistency=_HYBRID,
+        function_score=refused("a rerank function on one request of a hybrid search"),
     ),
 )
 """A hybrid search's sub-request: Milvus reads its filter, vectors and search parameters
