@@ -161,9 +161,30 @@ _TRAVEL = harmless("Milvus's proxy no longer reads it (time travel ended in Milv
 _META = harmless("Milvus only passes it on to its own re-queries; no result changes")
 _NAMESPACE = refused("namespaces")
 _BY_KEYS = refused("search by primary keys")
-_RERANK = use(
-    "one rerank function: decay, rrf or weighted (elanus/rerankers.py); model and boost "
-    "rerankers are refused by name"
+_RERANK_FUNCTION = Table(
+    schema_pb2.FunctionSchema,
+    {
+        "name": harmless("only names the function in Milvus's errors"),
+        "id": harmless("Milvus assigns function ids; a request's is not read"),
+        "description": harmless("a note for people"),
+        "type": use("must be Rerank"),
+        "input_field_names": use("decay's one numeric field; none for rrf and weighted"),
+        "input_field_ids": refused("input fields by id; name them"),
+        "output_field_names": refused("output fields of a rerank function"),
+        "output_field_ids": refused("output fields of a rerank function"),
+        "params": keys(
+            {}, use("reranker decay|rrf|weighted and its params (model, boost refused)")
+        ),
+    },
+)
+_RERANK = nested(
+    Table(
+        schema_pb2.FunctionScore,
+        {
+            "functions": nested(_RERANK_FUNCTION, "one rerank function (elanus/rerankers.py)"),
+            "params": keys({}, refused("FunctionScore params (boost or function modes)")),
+        },
+    )
 )
 _HIGHLIGHT = refused("highlighting")
 _AGGREGATION = refused("search aggregation")
@@ -219,7 +240,7 @@ SUB_SEARCH = Table(
         guarantee_timestamp=_HYBRID,
         consistency_level=_HYBRID,
         use_default_consistency=_HYBRID,
-        function_score=refused("a rerank function on one request of a hybrid search"),
+        function_score=refused("rerank functions on one request of a hybrid search"),
     ),
 )
 """A hybrid search's sub-request: Milvus reads its filter, vectors and search parameters
