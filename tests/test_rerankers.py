@@ -4,8 +4,11 @@ RRF and weighted as ``Function`` rankers, model rerankers refused by name.
 
 Expected orders and scores are computed here from the raw distances and field values
 with Milvus's formulas written out (``decay_function.go``), not through
-``elanus.rerankers``. Milvus Lite (2.x) does not run rerank functions (it answers
-``function_score`` with an error), so the reference is Milvus's source, not Lite.
+``elanus.rerankers``; the candidates are the ``limit + offset`` nearest per query, the
+``topk`` Milvus's proxy searches before it reranks (``parseSearchInfo``). Milvus Lite
+3.2 runs the decay ranker with the same scores, but it picks its candidates in its own
+way (with limit 2 it reranked neither the 2 nearest nor all rows), so it is no reference
+for which rows are reranked and is not called here.
 """
 
 from __future__ import annotations
