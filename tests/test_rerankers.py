@@ -6,9 +6,10 @@ Expected orders and scores are computed here from the raw distances and field va
 with Milvus's formulas written out (``decay_function.go``), not through
 ``elanus.rerankers``; the candidates are the ``limit + offset`` nearest per query, the
 ``topk`` Milvus's proxy searches before it reranks (``parseSearchInfo``). Milvus Lite
-3.2 runs the decay ranker with the same scores, but it picks its candidates in its own
-way (with limit 2 it reranked neither the 2 nearest nor all rows), so it is no reference
-for which rows are reranked and is not called here.
+3.2 runs the decay ranker with the same scores, but in a plain search it picks its
+candidates in its own way (with limit 2 it reranked neither the 2 nearest nor all rows),
+so it is the reference for the hybrid searches only, where each request's ``limit`` fixes
+the candidates.
 """
 
 from __future__ import annotations
@@ -63,6 +64,29 @@ def clients(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Client, 
         yield Client(server.uri), mc
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def lite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MilvusClient]:
+    """Milvus Lite with the same rows: the reference for hybrid searches, whose candidates
+    (each request's own ``limit``) Lite picks as Milvus does."""
+    c = MilvusClient(str(tmp_path_factory.mktemp("lite") / "lite.db"))
+    schema = c.create_schema(auto_id=False)
+    schema.add_field("id", DataType.INT64, is_primary=True)
+    schema.add_field("a", DataType.FLOAT_VECTOR, dim=DIM)
+    schema.add_field("b", DataType.FLOAT_VECTOR, dim=DIM)
+    schema.add_field("t", DataType.DOUBLE)
+    c.create_collection("r", schema=schema)
+    index = c.prepare_index_params()
+    index.add_index("a", index_type="FLAT", metric_type="L2")
+    index.add_index("b", index_type="FLAT", metric_type="COSINE")
+    c.create_index("r", index)
+    c.load_collection("r")
+    c.insert("r", [{"id": i, **{k: v for k, v in row(i).items() if k != "name"}} for i in range(N)])
+    try:
+        yield c
+    finally:
+        c.close()
 
 
 def row(i: int) -> dict[str, Any]:
@@ -175,7 +199,7 @@ def test_decay_search_on_both_faces(
 
 
 def test_decay_hybrid_takes_each_keys_best_normalised_score(
-    clients: tuple[Client, MilvusClient],
+    clients: tuple[Client, MilvusClient], lite: MilvusClient
 ) -> None:
     ec, mc = clients
     reqs = [
@@ -194,12 +218,13 @@ def test_decay_hybrid_takes_each_keys_best_normalised_score(
         key=lambda p: (-p[1], p[0]),
     )[:4]
     ranker = decay("gauss", origin=40, scale=25)
+    same(list(lite.hybrid_search("r", reqs, ranker, limit=4)[0]), scored)
     same(list(mc.hybrid_search("r", reqs, ranker, limit=4)[0]), scored)
     same(list(ec.hybrid_search("r", reqs, ranker, limit=4)[0]), scored)
 
 
 def test_rrf_and_weighted_as_functions_match_the_classic_rankers(
-    clients: tuple[Client, MilvusClient],
+    clients: tuple[Client, MilvusClient], lite: MilvusClient
 ) -> None:
     from pymilvus import RRFRanker, WeightedRanker
 
@@ -230,6 +255,7 @@ def test_rrf_and_weighted_as_functions_match_the_classic_rankers(
     ]
     for function, classic in pairs:
         want = [(h["id"], h["distance"]) for h in mc.hybrid_search("r", reqs, classic, limit=5)[0]]
+        same(list(lite.hybrid_search("r", reqs, function, limit=5)[0]), want)
         same(list(mc.hybrid_search("r", reqs, function, limit=5)[0]), want)
         same(list(ec.hybrid_search("r", reqs, function, limit=5)[0]), want)
 
