@@ -34,6 +34,7 @@ from elanus.flight.search import (
     search_as_hybrid,
     search_data,
     search_options,
+    searched_as_hybrid,
 )
 from elanus.privileges import Need
 from elanus.requests import Body
@@ -130,11 +131,12 @@ def _run_search(c: Call) -> dict[str, Any]:
     if b'"ranker"' in c.raw:
         body = decode_request(c.raw, "search body")
         if body.get("ranker") is not None:
-            _, request = check_request("hybrid_search", orjson.dumps(search_as_hybrid(body)))
-            check = _searcher(c.caller)
-            if check is not None:
-                check(request["db"], request["collection"])
-            return hybrid_search(c.proxy.query, request)
+            with searched_as_hybrid():
+                _, request = check_request("hybrid_search", orjson.dumps(search_as_hybrid(body)))
+                check = _searcher(c.caller)
+                if check is not None:
+                    check(request["db"], request["collection"])
+                return hybrid_search(c.proxy.query, request)
     return c.proxy.query.search_action(c.raw, _searcher(c.caller))
 
 

@@ -15,7 +15,12 @@ from pymilvus.grpc_gen import milvus_pb2, schema_pb2
 from elanus.errors import invalid
 from elanus.flight.actions import check_request
 from elanus.flight.limits import Kind
-from elanus.flight.search.hybrid import fetch_outputs, fused_hits, search_as_hybrid
+from elanus.flight.search.hybrid import (
+    fetch_outputs,
+    fused_hits,
+    search_as_hybrid,
+    searched_as_hybrid,
+)
 from elanus.milvus.params import consistency_of, group_options, int_param, kv_values
 from elanus.milvus.read import pinned, query_data, results_data, round_decimal, search_body
 from elanus.milvus.servicer import Ctx, Servicer, served
@@ -120,7 +125,8 @@ class HybridRpcs(Servicer):
         body = pinned(search_body(ctx, request), request, params)
         body["data"] = _PLACEHOLDER
         body["ranker"] = function_score_body(request.function_score)
-        return self._fused(ctx, search_as_hybrid(body), [request], params)
+        with searched_as_hybrid("Search"):
+            return self._fused(ctx, search_as_hybrid(body), [request], params)
 
     def _fused(self, ctx: Ctx, body: dict[str, Any], protos: list[Any], params: Any) -> Any:
         """Check and run a ``hybrid_search`` body whose requests' vectors are ``protos``'."""

@@ -309,7 +309,7 @@ def test_bad_rankers_are_refused_by_name(clients: tuple[Client, MilvusClient]) -
                 "params": {"reranker": "decay", "function": "exp", "origin": 0, "scale": 1},
             },
         )
-    with pytest.raises(ElanusError, match="origin"):
+    with pytest.raises(ElanusError, match="] search: the decay ranker needs the param 'origin'"):
         ec.search(
             "r",
             Q,

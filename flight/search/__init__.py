@@ -21,7 +21,7 @@ from elanus.flight.search.bodies import (
     search_options,
 )
 from elanus.flight.search.hits import hits_table
-from elanus.flight.search.hybrid import hybrid_search, search_as_hybrid
+from elanus.flight.search.hybrid import hybrid_search, search_as_hybrid, searched_as_hybrid
 from elanus.flight.search.readplan import ReadPlan, ReadService, check_ticket
 from elanus.flight.search.service import QueryService
 
@@ -44,5 +44,6 @@ __all__ = [
     "read_options",
     "search_as_hybrid",
     "search_data",
+    "searched_as_hybrid",
     "search_options",
 ]

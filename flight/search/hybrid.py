@@ -11,8 +11,9 @@ final hits, at that timestamp.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -134,6 +135,17 @@ def search_as_hybrid(body: dict[str, Any]) -> dict[str, Any]:
     sub = {k: body[k] for k in SEARCH_SUB_KEYS if k in body}
     rest = {k: v for k, v in body.items() if k not in SEARCH_SUB_KEYS}
     return {**rest, "reqs": [sub]}
+
+
+@contextlib.contextmanager
+def searched_as_hybrid(what: str = "search") -> Iterator[None]:
+    """Errors of a search run as a hybrid search (``search_as_hybrid``) name the search,
+    not the hybrid search or its one request."""
+    try:
+        yield
+    except ElanusError as exc:
+        message = exc.message.replace("hybrid_search: reqs[0]: ", f"{what}: ", 1)
+        raise ElanusError(exc.code, message.replace("hybrid_search", what)) from None
 
 
 def _sub_request(raw: Any, i: int, top: dict[str, Any], default_limit: int) -> dict[str, Any]:
