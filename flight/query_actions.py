@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import orjson
+
 from elanus.api.base import as_body
 from elanus.api.querycoord import (
     MAX_REPLICAS,
@@ -17,19 +19,22 @@ from elanus.api.querycoord import (
     LoadState,
     ReleaseCollection,
 )
-from elanus.client.wire import DEFAULT_DB
+from elanus.client.wire import DEFAULT_DB, decode_request
 from elanus.errors import invalid
-from elanus.flight.actions import Call, action, check_db, check_named
+from elanus.flight.actions import Call, action, check_db, check_named, check_request
 from elanus.flight.auth import Caller
 from elanus.flight.limits import Kind
 from elanus.flight.search import (
     GROUP_KEYS,
     READ_KEYS,
+    hybrid_search,
     is_aggregate,
     partition_names,
     read_options,
+    search_as_hybrid,
     search_options,
     search_queries,
+    searched_as_hybrid,
 )
 from elanus.privileges import Need
 from elanus.requests import Body
@@ -121,7 +126,17 @@ def _replicas(b: Body) -> dict[str, Any]:
 
 
 def _run_search(c: Call) -> dict[str, Any]:
-    """The hot path: a body shaped like an earlier one reuses that one's checked plan."""
+    """The hot path: a body shaped like an earlier one reuses that one's checked plan. A
+    body with a function ``ranker`` runs as a hybrid search of one request (reranked)."""
+    if b'"ranker"' in c.raw:
+        body = decode_request(c.raw, "search body")
+        if body.get("ranker") is not None:
+            with searched_as_hybrid():
+                _, request = check_request("hybrid_search", orjson.dumps(search_as_hybrid(body)))
+                check = _searcher(c.caller)
+                if check is not None:
+                    check(request["db"], request["collection"])
+                return hybrid_search(c.proxy.query, request)
     return c.proxy.query.search_action(c.raw, _searcher(c.caller))
 
 
@@ -137,7 +152,8 @@ def _searcher(caller: Caller) -> Callable[[str, str], None] | None:
     "Vector search. Body: collection, data (list of vectors) or ids (primary keys whose "
     "stored vectors are the queries), anns_field, limit, offset, "
     "filter, filter_params, output_fields, search_params (metric_type, radius, "
-    "range_filter, params), group_by_field, group_size, strict_group_size, "
+    "range_filter, params), group_by_field, group_size, strict_group_size, ranker (a "
+    "function ranker: input_field_names, params with reranker decay|rrf|weighted), "
     "consistency_level, guarantee_timestamp, session_ts, as_of, partition_names. "
     "Result: results (per query: id, distance, entity), ts.",
     (
@@ -151,6 +167,7 @@ def _searcher(caller: Caller) -> Callable[[str, str], None] | None:
         "filter_params",
         "output_fields",
         "search_params",
+        "ranker",
         *GROUP_KEYS,
         *READ_KEYS,
     ),
@@ -160,6 +177,8 @@ def _searcher(caller: Caller) -> Callable[[str, str], None] | None:
     run=_run_search,
 )
 def _search(b: Body) -> dict[str, Any]:
+    if b.dict("ranker", None) is not None:  # _run_search sends these to hybrid_search
+        raise invalid("search: a body with a 'ranker' runs as a hybrid search")
     return {**search_options(b), **search_queries(b)}
 
 

@@ -171,8 +171,30 @@ _IDS = nested(
     "the primary keys whose stored vectors are the query vectors",
 )
 _BY_KEYS = use("deprecated flag; true without ids is refused")
-_RERANK = refused(
-    "rerank functions such as decay, boost or model; hybrid search takes RRF and weighted rankers"
+_RERANK_FUNCTION = Table(
+    schema_pb2.FunctionSchema,
+    {
+        "name": harmless("only names the function in Milvus's errors"),
+        "id": harmless("Milvus assigns function ids; a request's is not read"),
+        "description": harmless("a note for people"),
+        "type": use("must be Rerank"),
+        "input_field_names": use("decay's one numeric field; none for rrf and weighted"),
+        "input_field_ids": refused("input fields by id; name them"),
+        "output_field_names": refused("output fields of a rerank function"),
+        "output_field_ids": refused("output fields of a rerank function"),
+        "params": keys(
+            {}, use("reranker decay|rrf|weighted and its params (model, boost refused)")
+        ),
+    },
+)
+_RERANK = nested(
+    Table(
+        schema_pb2.FunctionScore,
+        {
+            "functions": nested(_RERANK_FUNCTION, "one rerank function (elanus/rerankers.py)"),
+            "params": keys({}, refused("FunctionScore params (boost or function modes)")),
+        },
+    )
 )
 _HIGHLIGHT = refused("highlighting")
 _AGGREGATION = refused("search aggregation")
@@ -230,6 +252,7 @@ SUB_SEARCH = Table(
         use_default_consistency=_HYBRID,
         ids=_IDS,
         search_by_primary_keys=_BY_KEYS,
+        function_score=refused("rerank functions on one request of a hybrid search"),
     ),
 )
 """A hybrid search's sub-request: Milvus reads its filter, vectors and search parameters

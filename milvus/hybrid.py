@@ -10,11 +10,17 @@ import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
-from pymilvus.grpc_gen import milvus_pb2
+from pymilvus.grpc_gen import milvus_pb2, schema_pb2
 
+from elanus.errors import invalid
 from elanus.flight.actions import check_request
 from elanus.flight.limits import Kind
-from elanus.flight.search.hybrid import fetch_outputs, fused_hits
+from elanus.flight.search.hybrid import (
+    fetch_outputs,
+    fused_hits,
+    search_as_hybrid,
+    searched_as_hybrid,
+)
 from elanus.milvus.params import consistency_of, group_options, int_param, kv_values
 from elanus.milvus.read import (
     pinned,
@@ -52,11 +58,12 @@ def hybrid_body(ctx: Ctx, request: Any) -> dict[str, Any]:
                 "filter_params": one.get("filter_params") or None,
             }
         )
+    function = function_score_body(request.function_score)
     body: dict[str, Any] = {
         "db": ctx.db,
         "collection": request.collection_name,
         "reqs": [{k: v for k, v in r.items() if v is not None} for r in reqs],
-        "ranker": {k: rank[k] for k in _RANK_KEYS if k in rank} or None,
+        "ranker": function or {k: rank[k] for k in _RANK_KEYS if k in rank} or None,
         "limit": int_param(rank, "limit", 10),
         "offset": int_param(rank, "offset", 0),
         "output_fields": list(request.output_fields),
@@ -65,6 +72,30 @@ def hybrid_body(ctx: Ctx, request: Any) -> dict[str, Any]:
     }
     body.update(group_options(rank))
     return {k: v for k, v in body.items() if v is not None}
+
+
+def function_score_body(score: Any) -> dict[str, Any] | None:
+    """A ``FunctionScore``'s one rerank function as the Flight ranker body (parameter
+    values stay strings, which the ranker parses as Milvus does); None when it is empty."""
+    if not score.functions:
+        if score.params:
+            raise invalid("function_score: params without a rerank function")
+        return None
+    if len(score.functions) != 1:
+        raise invalid(
+            f"function_score: Elanus runs one rerank function, got {len(score.functions)}"
+        )
+    if score.params:
+        names = ", ".join(sorted(kv.key for kv in score.params))
+        raise invalid(f"function_score: unsupported param(s) {names}")
+    function = score.functions[0]
+    if function.type != schema_pb2.FunctionType.Rerank:
+        raise invalid(f"function_score: function {function.name!r} is not a rerank function")
+    return {
+        "name": function.name,
+        "input_field_names": list(function.input_field_names),
+        "params": {kv.key: kv.value for kv in function.params},
+    }
 
 
 def hits_as_table(
@@ -93,11 +124,25 @@ class HybridRpcs(Servicer):
     def HybridSearch(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
         params = kv_values(request.rank_params)
         body = pinned(hybrid_body(ctx, request), request, params)
+        return self._fused(ctx, body, list(request.requests), params)
+
+    def reranked_search(self, ctx: Ctx, request: Any) -> Any:
+        """A Search with a ``function_score``: a hybrid search of its one request, as
+        Milvus reranks ``limit + offset`` candidates per query and cuts the window after."""
+        params = kv_values(request.search_params)
+        body = pinned(search_body(ctx, request), request, params)
+        body["data"] = _PLACEHOLDER
+        body["ranker"] = function_score_body(request.function_score)
+        with searched_as_hybrid("Search"):
+            return self._fused(ctx, search_as_hybrid(body), [request], params)
+
+    def _fused(self, ctx: Ctx, body: dict[str, Any], protos: list[Any], params: Any) -> Any:
+        """Check and run a ``hybrid_search`` body whose requests' vectors are ``protos``'."""
         _, checked = check_request("hybrid_search", orjson.dumps(body))
         ctx.caller.require(Need("Search", checked["db"], checked["collection"]))
         service = self.proxy.query
         info = self.proxy.dml.collection(checked["db"], checked["collection"])
-        for sub, proto in zip(checked["reqs"], request.requests, strict=True):
+        for sub, proto in zip(checked["reqs"], protos, strict=True):
             ids = request_ids(proto, info.schema.primary)
             if ids is None:
                 sub["data"] = query_data(proto)

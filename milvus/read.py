@@ -263,6 +263,8 @@ class ReadRpcs(Servicer):
 
     @served(Kind.DQL)
     def Search(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        if request.function_score.functions:
+            return self.reranked_search(ctx, request)
         params = kv_values(request.search_params)
         body = Body(pinned(search_body(ctx, request), request, params), "Search")
         request_doc = search_options(body)

@@ -114,6 +114,10 @@ class Servicer(milvus_pb2_grpc.MilvusServiceServicer):
                 handler = _refuse(method.name)
             setattr(self, method.name, handler)
 
+    def reranked_search(self, ctx: Ctx, request: Any) -> Any:
+        """A Search with a ``function_score`` (``milvus/hybrid.py`` runs it)."""
+        raise NotImplementedError
+
     def served_rpcs(self) -> list[str]:
         return [m.name for m in SERVICE.methods if _is_served(type(self), m.name)]
 

@@ -222,13 +222,14 @@ def _rows(client: MilvusClient) -> list[dict[str, Any]]:
 def test_what_elanus_does_not_do_is_refused_and_changes_nothing(client: MilvusClient) -> None:
     before = _rows(client)
     q = [[1.0, 1.0, 0.0, 0.0]]
-    decay = Function(
-        name="decay",
+    model = Function(
+        name="model",
         input_field_names=["n"],
         function_type=FunctionType.RERANK,
-        params={"reranker": "decay", "function": "gauss", "origin": 0, "scale": 10},
+        params={"reranker": "model", "provider": "tei", "queries": ["q"]},
     )
-    _refused(lambda: client.search("items", q, limit=3, ranker=decay), "function_score")
+    with pytest.raises(MilvusException, match="unsupported reranker 'model'"):
+        client.search("items", q, limit=3, ranker=model)
     _refused(
         lambda: client.search("items", q, highlighter=LexicalHighlighter(pre_tags=["<b>"])),
         "highlighter",

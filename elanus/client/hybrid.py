@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from elanus.client.compat import reject_unknown
-from elanus.client.read import ReadAPI
+from elanus.client.read import ReadAPI, function_body
 from elanus.client.results import SearchResult
 from elanus.errors import ElanusError, ErrorCode
 
@@ -80,9 +80,13 @@ def ann_request_body(req: Any) -> dict[str, Any]:
 
 
 def ranker_body(ranker: Any) -> dict[str, Any]:
-    """A ranker's wire form: its ``dict()`` (Elanus's and pymilvus's rankers), or a dict."""
+    """A ranker's wire form: its ``dict()`` (Elanus's and pymilvus's rankers), a pymilvus
+    ``Function`` (or a ``FunctionScore`` of one) as its ``to_dict()``, or a dict."""
     if isinstance(ranker, dict):
         return dict(ranker)
+    function = function_body(ranker)
+    if function is not None:
+        return function
     as_dict = getattr(ranker, "dict", None)
     if not callable(as_dict):
         raise ElanusError(

@@ -290,6 +290,7 @@ class ReadAPI(ClientBase):
         group_by_field: str | None = None,
         group_size: int | None = None,
         strict_group_size: bool | None = None,
+        ranker: Any = None,
         db: str | None = None,
         ids: list[Any] | int | str | None = None,
         **kwargs: Any,
@@ -329,6 +330,8 @@ class ReadAPI(ClientBase):
             body["search_params"] = search_params
         if anns_field:
             body["anns_field"] = anns_field
+        if ranker is not None:
+            body["ranker"] = function_ranker_body(ranker)
         grouping = (group_by_field, group_size, strict_group_size)
         body = self._search_options(
             body, grouping, consistency_level, guarantee_timestamp, as_of, partition_names
@@ -433,3 +436,41 @@ class ReadAPI(ClientBase):
         reject_unknown("get_collection_stats", kwargs)
         body = self._in_db(db, collection=collection_name)
         return self._action("get_collection_stats", body, timeout=timeout)
+
+
+def function_body(ranker: Any) -> dict[str, Any] | None:
+    """A pymilvus ``Function`` or one-function ``FunctionScore`` as the wire dict (the
+    ``type`` left out: every ranker is a rerank function); None for anything else."""
+    functions = getattr(ranker, "functions", None)
+    if isinstance(functions, list):
+        if len(functions) != 1 or getattr(ranker, "params", None):
+            raise ElanusError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"a FunctionScore takes exactly one rerank function and no params in "
+                f"Elanus, got {len(functions)} function(s)",
+            )
+        ranker = functions[0]
+    to_dict = getattr(ranker, "to_dict", None)
+    if not callable(to_dict) or not hasattr(ranker, "input_field_names"):
+        return None
+    out = to_dict()
+    return {
+        "name": out.get("name", ""),
+        "input_field_names": list(out.get("input_field_names") or []),
+        "params": dict(out.get("params") or {}),
+    }
+
+
+def function_ranker_body(ranker: Any) -> dict[str, Any]:
+    """``search``'s ranker on the wire: a pymilvus ``Function`` / ``FunctionScore`` or a
+    dict already in the wire form."""
+    if isinstance(ranker, dict):
+        return dict(ranker)
+    body = function_body(ranker)
+    if body is None:
+        raise ElanusError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"search: the ranker must be a Function, a FunctionScore or a dict, got "
+            f"{type(ranker).__name__}",
+        )
+    return body

@@ -22,6 +22,7 @@ from elanus.flight.search.bodies import (
     search_queries,
 )
 from elanus.flight.search.hits import hits_table
+from elanus.flight.search.hybrid import hybrid_search, search_as_hybrid, searched_as_hybrid
 from elanus.flight.search.readplan import ReadPlan, ReadService, check_ticket
 from elanus.flight.search.service import QueryService
 
@@ -38,10 +39,13 @@ __all__ = [
     "check_search_stream",
     "check_ticket",
     "hits_table",
+    "hybrid_search",
     "is_aggregate",
     "partition_names",
     "read_options",
+    "search_as_hybrid",
     "search_data",
+    "searched_as_hybrid",
     "search_options",
     "search_queries",
 ]

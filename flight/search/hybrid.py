@@ -12,8 +12,9 @@ final hits, at that timestamp.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -34,6 +35,7 @@ from elanus.flight.search.plan import SearchPlan
 from elanus.outputs import COUNT, entity, json_fields, resolve_outputs
 from elanus.rankers import MAX_REQUESTS, BaseRanker, Hit, grouped, ranker_from_dict, window
 from elanus.requests import Body
+from elanus.rerankers import DecayRanker, function_ranker, is_function
 
 if TYPE_CHECKING:
     from elanus.flight.metacache import CollectionInfo
@@ -102,11 +104,52 @@ def _hybrid(b: Body) -> dict[str, Any]:
         "group_by_field": group_by,
         "group_size": group_size,
         "strict_group_size": strict,
-        "ranker": ranker_from_dict(b.dict("ranker", None), len(reqs)),
+        "ranker": checked_ranker(b.dict("ranker", None), len(reqs), group_by, "hybrid_search"),
         **read_options(b),
     }
     request["reqs"] = [_sub_request(r, i, request, limit + offset) for i, r in enumerate(reqs)]
     return request
+
+
+def checked_ranker(body: Any, n_requests: int, group_by: str | None, what: str) -> BaseRanker:
+    """The ranker of a body: the ``strategy`` form or a function ranker (decay, rrf,
+    weighted); decay does not rank grouped searches, as in Milvus."""
+    if not is_function(body):
+        return ranker_from_dict(body, n_requests)
+    ranker = function_ranker(body, n_requests, what)
+    if isinstance(ranker, DecayRanker) and group_by is not None:
+        raise invalid(f"{what}: the decay ranker does not support grouping searches")
+    return ranker
+
+
+SEARCH_SUB_KEYS = ("data", "ids", "anns_field", "filter", "filter_params", "search_params")
+"""What of a ``search`` body with a ``ranker`` becomes its one hybrid sub-request."""
+
+
+def search_as_hybrid(body: dict[str, Any]) -> dict[str, Any]:
+    """A ``search`` body with a function ``ranker`` as the ``hybrid_search`` body of one
+    request, as Milvus reranks a search: the request takes ``limit + offset`` candidates
+    per query, the ranker rescores them, the window is cut after."""
+    ranker = body.get("ranker")
+    if not is_function(ranker):
+        raise invalid(
+            "search: 'ranker' must be a function ranker ({'input_field_names', 'params': "
+            "{'reranker': 'decay' | 'rrf' | 'weighted', ...}})"
+        )
+    sub = {k: body[k] for k in SEARCH_SUB_KEYS if k in body}
+    rest = {k: v for k, v in body.items() if k not in SEARCH_SUB_KEYS}
+    return {**rest, "reqs": [sub]}
+
+
+@contextlib.contextmanager
+def searched_as_hybrid(what: str = "search") -> Iterator[None]:
+    """Errors of a search run as a hybrid search (``search_as_hybrid``) name the search,
+    not the hybrid search or its one request."""
+    try:
+        yield
+    except ElanusError as exc:
+        message = exc.message.replace("hybrid_search: reqs[0]: ", f"{what}: ", 1)
+        raise ElanusError(exc.code, message.replace("hybrid_search", what)) from None
 
 
 def _sub_request(raw: Any, i: int, top: dict[str, Any], default_limit: int) -> dict[str, Any]:
@@ -169,13 +212,17 @@ def fused_hits(
     """(output names, the fused hits of each query, the read timestamp): a hybrid search
     up to its outputs, which each face fetches in its own shape (``fetch_outputs``)."""
     outputs = _outputs(info, request)
+    ranker: BaseRanker = request["ranker"]
+    if isinstance(ranker, DecayRanker):
+        ranker.check_schema(info.schema, "hybrid_search")
     plans, vectors = _prepare(service, info, request["reqs"])
     nqs = {len(v) for v in vectors}
     if len(nqs) > 1:
         counts = ", ".join(f"reqs[{i}]: {len(v)}" for i, v in enumerate(vectors))
         raise invalid(f"hybrid_search: every request needs as many query vectors ({counts})")
     parts, ts = _search_all(service, info, plans, vectors, bool(request["as_of"]))
-    ranker: BaseRanker = request["ranker"]
+    if isinstance(ranker, DecayRanker):
+        ranker = _with_values(service, info, ranker, parts, ts)
     metrics = [p.metric for p in plans]
     group = request["group_by_field"]
     hits = []
@@ -202,6 +249,28 @@ def fused_hits(
                 )
             )
     return outputs, hits, ts
+
+
+def _with_values(
+    service: QueryService,
+    info: CollectionInfo,
+    ranker: DecayRanker,
+    parts: list[dict[str, Any]],
+    ts: int,
+) -> DecayRanker:
+    """The decay ranker bound to its input field's value in every candidate, read at
+    ``ts`` in one query."""
+    pks = [
+        pk
+        for part in parts
+        for pk in np.asarray(part["pks"])[np.isfinite(np.asarray(part["distances"]))].tolist()
+    ]
+    pk_name = info.schema.primary.name
+    if not pks:
+        return ranker.bound({})
+    table = fetch_outputs(service, info, [ranker.field], pks, ts)
+    keys = table.column(pk_name).to_pylist()
+    return ranker.bound(dict(zip(keys, table.column(ranker.field).to_pylist(), strict=True)))
 
 
 def _prepare(
