@@ -291,18 +291,34 @@ class ChangeLog:
         from nats.js.api import DeliverPolicy
 
         first = self.first_seq(ch)
+        if purged_is_error and first > 1 and self._oldest_kept_ts(ch, first) > ts:
+            raise invalid(
+                f"the log of {ch.vchannel!r} no longer keeps changes at timestamp {ts} "
+                "(flushed changes are purged); start from 'earliest' or a later timestamp"
+            )
         when = physical_ms(ts) - BACKTRACK_MS
         found = self._messages(ch, DeliverPolicy.BY_START_TIME, when, 0, headers_only=True)
         seq = next((s for s, _, _ in found), None)
         found.close()
         if seq is None:  # nothing stored since: from the log's end
             seq = self.last_tick(ch)[0] + 1 if first > 1 else first
-        elif seq == first and first > 1 and purged_is_error:
-            raise invalid(
-                f"the log of {ch.vchannel!r} no longer keeps changes at timestamp {ts} "
-                "(flushed changes are purged); start from 'earliest' or a later timestamp"
-            )
         return Position(seq, ts)
+
+    def _oldest_kept_ts(self, ch: Channel, first: int) -> int:
+        """The timestamp of the oldest message the stream keeps (a tick or a change of any
+        vchannel of the pchannel): past ``ts``, changes after ``ts`` may have been purged
+        with the ones before it. (The vchannel's own changes cannot tell: a purge can leave
+        it none at all, only ticks.)"""
+        from nats.js.errors import NotFoundError
+
+        for _ in range(3):
+            try:
+                msg = self._run(self._connect().get_msg(ch.stream, seq=first))
+            except NotFoundError:  # purged further meanwhile
+                first = self.first_seq(ch)
+                continue
+            return self._ts(msg.headers)
+        return compose(now_ms())  # purging as fast as we look: surely past ``ts``
 
     # -- reading ------------------------------------------------------------------------------
     def read(self, vchannel: str, start: Position, end: Position) -> pa.Table:
