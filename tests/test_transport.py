@@ -288,8 +288,15 @@ def test_a_threads_request_skips_the_loop_and_answers_alike(
 @pytest.fixture(scope="module")
 def wire_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     tmp: Path = tmp_path_factory.mktemp("wire")
+    # Every role of this stack shares one event loop: a 100k-key delete's work on it can
+    # hold the proxy's time-tick reports past a 2 s session's write lease (CI, loaded).
     with own_stack(
-        tmp, "wire-loop", max_payload_mb=None, transport="nats", compaction_interval_s=0
+        tmp,
+        "wire-loop",
+        max_payload_mb=None,
+        transport="nats",
+        compaction_interval_s=0,
+        session_ttl_s=10,
     ) as stack:
         yield stack
 
