@@ -21,6 +21,7 @@ import duckdb
 from elanus.channels.dml import pchannel_name, vchannel_name
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.partitionkey import key_partition_names
+from elanus.properties import MAX_PROPERTIES
 from elanus.schema import DEFAULT_DB, DEFAULT_PARTITION, DYNAMIC_FIELD, MAX_FIELDS, Field, Schema
 
 MAX_PARTITIONS = 1024
@@ -285,6 +286,24 @@ class Catalog:
         schema.fields.append(added)
         schema.version += 1
         return cid, schema
+
+    def alter_properties(
+        self, db: str, name: str, changes: dict[str, str], dropped: list[str]
+    ) -> int:
+        """Set ``changes`` and remove ``dropped`` in a collection's properties; its id."""
+        cid = self.require_collection(db, name)
+        props = self.describe_by_id(cid)["properties"]
+        props = {k: v for k, v in props.items() if k not in dropped} | changes
+        if len(props) > MAX_PROPERTIES:
+            raise invalid(
+                f"alter_collection_properties: collection {name!r} would have {len(props)} "
+                f"properties; the limit is {MAX_PROPERTIES}"
+            )
+        self.con.execute(
+            "UPDATE collections SET properties = ? WHERE collection_id = ?",
+            [json.dumps(props, sort_keys=True), cid],
+        )
+        return cid
 
     def save_schema(self, collection_id: int, schema: Schema) -> None:
         self.con.execute(

@@ -16,6 +16,7 @@ from elanus.api.rootcoord import (
     AddCollectionField,
     AliasDescription,
     AliasList,
+    AlterCollectionProperties,
     CollectionChanged,
     CollectionDescription,
     CreateAlias,
@@ -105,6 +106,7 @@ class RootCoord:
             "collection.list": self.list_collections,
             "collection.rename": self.rename_collection,
             "collection.add_field": self.add_collection_field,
+            "collection.alter_properties": self.alter_collection_properties,
             "partition.create": self.create_partition,
             "partition.drop": self.drop_partition,
             "partition.has": self.has_partition,
@@ -219,6 +221,19 @@ class RootCoord:
 
         cid, ts = await self._ddl(req.ts, rename)
         await self._invalidate("collection.rename", db, name, cid, ts)
+        return CollectionChanged(collection_id=cid)
+
+    async def alter_collection_properties(
+        self, req: AlterCollectionProperties
+    ) -> CollectionChanged:
+        """Change a collection's properties (checked by the proxy); proxies drop their
+        cached meta before this answers, so the next read there takes the new TTL."""
+
+        def alter(cat: Catalog, ts: int) -> int:
+            return cat.alter_properties(req.db, req.name, req.properties, req.delete_keys)
+
+        cid, ts = await self._ddl(req.ts, alter)
+        await self._invalidate("collection.alter_properties", req.db, req.name, cid, ts)
         return CollectionChanged(collection_id=cid)
 
     async def add_collection_field(self, req: AddCollectionField) -> FieldAdded:

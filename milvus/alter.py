@@ -1,14 +1,17 @@
 """AlterCollection (alter and drop collection properties), AlterCollectionField and
-AlterIndex. Elanus fixes a collection's properties, its fields and its indexes' parameters
-when they are created; what it has no concept of at all (memory mapping, warm-up) it
-accepts and ignores on create, and so here. Any other key is answered with Milvus's "not
-supported" status, naming the key, after the collection (and index) were found."""
+AlterIndex. A collection's properties are stored and described as Milvus does
+(``alter_collection_properties``: the keys Milvus acts on and Elanus does not are refused
+by ``honoured_data.COLLECTION_PROPERTIES`` first; ``collection.ttl.seconds`` is enforced).
+Elanus fixes its fields' and its indexes' parameters when they are created; what it has
+no concept of at all (memory mapping, warm-up) it accepts and ignores there. Any other key
+is answered with Milvus's "not supported" status, naming the key, after the collection
+(and index) were found."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from elanus.milvus.schemas import IGNORED_PARAMS
+from elanus.milvus.schemas import IGNORED_PARAMS, kv_dict
 from elanus.milvus.servicer import Ctx, Servicer, served
 from elanus.milvus.status import not_supported, ok
 from elanus.properties import check_property
@@ -36,12 +39,14 @@ def _refusal(rpc: str, what: str, keys: list[str]) -> Any:
 class AlterRpcs(Servicer):
     @served()
     def AlterCollection(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        self.act(ctx, "describe_collection", name=request.collection_name)
-        return _refusal(
-            "AlterCollection",
-            "a collection's properties",
-            _keys(request, "properties", "AlterCollection"),
+        self.act(
+            ctx,
+            "alter_collection_properties",
+            name=request.collection_name,
+            properties=kv_dict(request.properties) or None,
+            delete_keys=list(request.delete_keys) or None,
         )
+        return ok()
 
     @served()
     def AlterCollectionField(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802

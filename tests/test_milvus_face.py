@@ -103,11 +103,21 @@ def test_collections_databases_partitions_aliases(client: MilvusClient) -> None:
 
 def test_alter_properties_and_index(client: MilvusClient) -> None:
     client.create_collection("alt", dimension=4)
-    client.alter_collection_properties("alt", {"mmap.enabled": True})  # ignored, as on create
-    client.drop_collection_properties("alt", ["mmap.enabled"])
-    with pytest.raises(MilvusException) as info:
-        client.alter_collection_properties("alt", {"collection.ttl.seconds": 60})
-    assert info.value.code == 10 and "collection.ttl.seconds" in info.value.message
+    client.alter_collection_properties("alt", {"mmap.enabled": True, "app.owner": "me"})
+    client.alter_collection_properties("alt", {"collection.ttl.seconds": 60})
+    props = client.describe_collection("alt")["properties"]
+    assert {k: props[k] for k in ("mmap.enabled", "app.owner", "collection.ttl.seconds")} == {
+        "mmap.enabled": "True",
+        "app.owner": "me",
+        "collection.ttl.seconds": "60",
+    }
+    client.drop_collection_properties("alt", ["mmap.enabled", "collection.ttl.seconds", "none"])
+    props = client.describe_collection("alt")["properties"]
+    assert "mmap.enabled" not in props and "collection.ttl.seconds" not in props
+    with pytest.raises(MilvusException) as info:  # Milvus acts on it; Elanus would not
+        client.alter_collection_properties("alt", {"collection.insertRate.max.mb": 5})
+    assert "collection.insertRate.max.mb" in info.value.message
+    assert "collection.insertRate.max.mb" not in client.describe_collection("alt")["properties"]
     with pytest.raises(MilvusException) as info:
         client.alter_collection_properties("nope", {"mmap.enabled": True})
     assert info.value.code == 100

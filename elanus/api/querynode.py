@@ -161,6 +161,9 @@ class ReadShard:
     partition_ids: list[int] | None = None
     output_fields: list[str] = field(default_factory=list)
     limit: int | None = None
+    ttl: int = 0
+    """The collection's TTL in ms (0: none): rows expired at the read timestamp are not
+    read (``elanus.properties.expire_floor``)."""
 
 
 @reply
@@ -197,6 +200,9 @@ class ReadSegments:
     params: dict[str, Any] | None = None
     output_fields: list[str] = field(default_factory=list)
     limit: int | None = None
+    ttl: int = 0
+    """The collection's TTL in ms (0: none): rows expired at the read timestamp are not
+    read (``elanus.properties.expire_floor``)."""
 
 
 @request("querynode.read.files")
@@ -213,6 +219,9 @@ class ReadFiles:
     params: dict[str, Any] | None = None
     output_fields: list[str] = field(default_factory=list)
     limit: int | None = None
+    ttl: int = 0
+    """The collection's TTL in ms (0: none): rows expired at the read timestamp are not
+    read (``elanus.properties.expire_floor``)."""
 
 
 @request("querynode.read.deletes")
@@ -352,6 +361,9 @@ class ReadSegmentRows:
     params: dict[str, Any] | None = None
     output_fields: list[str] = field(default_factory=list)
     limit: int | None = None
+    ttl: int = 0
+    """The collection's TTL in ms (0: none): rows expired at the read timestamp are not
+    read (``elanus.properties.expire_floor``)."""
 
 
 class WorkerAPI(Stub):

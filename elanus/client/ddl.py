@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from elanus.client.base import ClientBase
-from elanus.client.compat import IndexParams, milvus_description, not_supported, reject_unknown
+from elanus.client.compat import IndexParams, milvus_description, reject_unknown
 from elanus.client.index import IndexAPI
 from elanus.client.read import ReadAPI
 from elanus.consistency import ConsistencyLevel
@@ -95,20 +95,29 @@ class CollectionAPI(IndexAPI, ReadAPI):
         collection_name: str,
         properties: dict[str, Any],
         timeout: float | None = None,
+        *,
+        db: str | None = None,
         **kwargs: Any,
     ) -> None:
-        """Refused: an Elanus collection's properties are fixed when it is created."""
-        raise not_supported("alter_collection_properties", "collection properties")
+        """Set collection properties (``collection.ttl.seconds`` takes effect at the next
+        read: older entities are no longer seen)."""
+        reject_unknown("alter_collection_properties", kwargs)
+        body = self._in_db(db, name=collection_name, properties=properties)
+        self._action("alter_collection_properties", body, timeout=timeout)
 
     def drop_collection_properties(
         self,
         collection_name: str,
         property_keys: list[str],
         timeout: float | None = None,
+        *,
+        db: str | None = None,
         **kwargs: Any,
     ) -> None:
-        """Refused: an Elanus collection's properties are fixed when it is created."""
-        raise not_supported("drop_collection_properties", "collection properties")
+        """Remove collection properties (dropping ``collection.ttl.seconds`` ends the TTL)."""
+        reject_unknown("drop_collection_properties", kwargs)
+        body = self._in_db(db, name=collection_name, delete_keys=list(property_keys))
+        self._action("alter_collection_properties", body, timeout=timeout)
 
     def drop_collection(
         self,
