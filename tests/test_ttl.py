@@ -21,7 +21,7 @@ from elanus.client.client import Client
 
 DIM = 4
 TTL = "collection.ttl.seconds"
-RETENTION_S = 8.0
+RETENTION_S = 10.0
 """Time travel reaches this far back; compaction removes rows expired that long ago."""
 STRONG = "Strong"
 
@@ -53,8 +53,8 @@ def count(mc: MilvusClient) -> int:
     return int(mc.query("t", "", output_fields=["count(*)"])[0]["count(*)"])
 
 
-def stored_rows(sdk: Client) -> list[int]:
-    flushed = [s for s in sdk.get_segment_info("t") if s["state"] == "Flushed"]
+def stored_rows(sdk: Client, name: str) -> list[int]:
+    flushed = [s for s in sdk.get_segment_info(name) if s["state"] == "Flushed"]
     ids: list[int] = []
     for s in flushed:
         ids += lance.dataset(s["path"]).to_table(columns=["id"]).column("id").to_pylist()
@@ -64,21 +64,29 @@ def stored_rows(sdk: Client) -> list[int]:
 def test_expired_entities_are_invisible_then_compacted_away(mstack: Any) -> None:
     mc = MilvusClient(uri=mstack.milvus_uri, timeout=30)
     sdk = mstack.client()
+    # "k", for compaction: a TTL given at create time, rows that expire while "t" is read
+    mc.create_collection("k", dimension=DIM, properties={TTL: 1})
+    assert mc.describe_collection("k")["properties"][TTL] == "1"
+    mc.insert("k", rows(0, 10))
+    mc.flush("k")
+    k_at = time.monotonic()
+
     mc.create_collection("t", dimension=DIM, consistency_level=STRONG)
     mc.insert("t", rows(0, 10))
     mc.flush("t")
     wait_for(lambda: sdk.list_loaded_segments("t"), what="the flushed rows served sealed")
     ts_b = sdk.insert("t", rows(10, 10))["ts"]  # growing
     b_at = time.monotonic()
-    mc.alter_collection_properties("t", {TTL: 2})
-    assert mc.describe_collection("t")["properties"][TTL] == "2"
-    time.sleep(max(0.0, b_at + 2.3 - time.monotonic()))
+    mc.alter_collection_properties("t", {TTL: 4})  # while loaded
+    assert mc.describe_collection("t")["properties"][TTL] == "4"
+    time.sleep(max(0.0, b_at + 4.3 - time.monotonic()))
     mc.insert("t", rows(20, 5))
-    c_at = time.monotonic()
     fresh = list(range(20, 25))
 
-    # sealed (0-9) and growing (10-19) rows older than 2 s are gone from every read
+    # sealed (0-9) and growing (10-19) rows older than the TTL are gone from every read,
+    # but a read at an older timestamp sees what was live then
     assert count(mc) == 5
+    assert ids_of(sdk.query("t", "id >= 10", ["id"], as_of=ts_b)) == list(range(10, 20))
     assert ids_of(mc.query("t", "id >= 0", output_fields=["id"])) == fresh
     assert ids_of(mc.get("t", ids=[0, 10, 20])) == [20]
     (hits,) = mc.search("t", [[0.5] * DIM], limit=10, output_fields=["id"])
@@ -88,9 +96,6 @@ def test_expired_entities_are_invisible_then_compacted_away(mstack: Any) -> None
     assert sorted(int(h["id"]) for h in hits) == fresh
     table = sdk.sql("SELECT count(*) AS n FROM t", consistency_level=STRONG)
     assert table.column("n").to_pylist() == [5]
-    # a read at an older timestamp sees what was live then
-    then = sdk.query("t", "id >= 10", ["id"], as_of=ts_b)
-    assert ids_of(then) == list(range(10, 20))
 
     # a longer TTL (SDK) brings them back; dropping it (Milvus port) ends it
     sdk.alter_collection_properties("t", {TTL: 3600})
@@ -99,13 +104,12 @@ def test_expired_entities_are_invisible_then_compacted_away(mstack: Any) -> None
     assert TTL not in mc.describe_collection("t")["properties"]
     assert count(mc) == 25
 
-    # compaction removes rows expired before the time-travel window
-    sdk.alter_collection_properties("t", {TTL: 2})
-    time.sleep(max(0.0, c_at + RETENTION_S + 2.5 - time.monotonic()))
-    mc.insert("t", rows(30, 5))
-    mc.flush("t")
-    assert stored_rows(sdk) == list(range(25)) + list(range(30, 35))
-    job = sdk.compact("t")
+    # compaction removes the rows expired before the time-travel window, and only those
+    time.sleep(max(0.0, k_at + RETENTION_S + 1.5 - time.monotonic()))
+    mc.insert("k", rows(30, 5))
+    mc.flush("k")
+    assert stored_rows(sdk, "k") == list(range(10)) + list(range(30, 35))
+    job = sdk.compact("k")
     wait_for(lambda: sdk.get_compaction_state(job) == "Completed", what="compaction")
-    assert stored_rows(sdk) == list(range(30, 35))
+    assert stored_rows(sdk, "k") == list(range(30, 35))
     mc.close()
