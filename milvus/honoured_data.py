@@ -247,8 +247,16 @@ WRITES = {
         milvus_pb2.UpsertRequest,
         _WRITE
         | {
-            "partial_update": refused("partial updates"),
-            "field_ops": refused("field operations on upsert"),
+            "partial_update": use("the stored rows fill in the fields left out"),
+            "field_ops": nested(
+                Table(
+                    schema_pb2.FieldPartialUpdateOp,
+                    {
+                        "field_name": use(),
+                        "op": use("REPLACE, and ARRAY_APPEND and ARRAY_REMOVE on Array fields"),
+                    },
+                )
+            ),
         },
     ),
     "Delete": Table(
