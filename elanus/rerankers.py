@@ -1,11 +1,13 @@
 """Function rerankers (Milvus 2.6's ``Function`` / ``FunctionScore`` with ``type=RERANK``):
-the wire form and checks of ``reranker: decay | rrf | weighted``, and the decay ranker.
+the wire form and checks of ``reranker: decay | rrf | weighted | boost``, and the decay ranker
+(boost's arithmetic is ``elanus.boost``).
 
 A function ranker's wire form is pymilvus's ``Function`` as a dict: ``{"name",
 "input_field_names": [...], "params": {"reranker": ..., ...}}``; parameter values may be
 strings, as the Milvus protocol carries them. RRF and weighted map onto ``elanus.rankers``;
-decay is new here; model rerankers (and boost, which Elanus does not run yet) are refused
-with INVALID_ARGUMENT naming the reranker.
+decay is new here; boost functions, alone or several in a FunctionScore (``{"functions":
+[...], "params": {"boost_mode", "function_mode"}}``), become ``elanus.boost.BoostRanker``;
+model rerankers are refused with INVALID_ARGUMENT naming the reranker.
 
 Decay (Milvus 2.6, ``internal/util/function/rerank/decay_function.go``): every hit's score
 is first made larger-better (IP, COSINE, BM25 as they are; distances through
@@ -29,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from elanus.boost import BoostRanker, boost_score, is_boost
 from elanus.datatypes import INT_TYPES, DataType
 from elanus.errors import invalid
 from elanus.rankers import (
@@ -49,15 +52,19 @@ NUMERIC_TYPES = INT_TYPES | {DataType.FLOAT, DataType.DOUBLE}
 REFUSED = {
     "model": "model rerankers call a model service (tei, vllm, cohere, ...), which Elanus "
     "does not reach",
-    "boost": "the boost ranker is not supported by Elanus yet",
 }
 _FUNCTION_KEYS = {"name", "description", "type", "input_field_names", "output_field_names"}
 _FUNCTION_KEYS |= {"params"}
 
 
 def is_function(body: Any) -> bool:
-    """Whether a ranker body is a function ranker (else the ``strategy`` form)."""
-    return isinstance(body, dict) and ("input_field_names" in body or _has_reranker(body))
+    """Whether a ranker body is a function ranker or a FunctionScore of boost functions
+    (else the ``strategy`` form)."""
+    return isinstance(body, dict) and (
+        isinstance(body.get("functions"), list)
+        or "input_field_names" in body
+        or _has_reranker(body)
+    )
 
 
 def _has_reranker(body: dict[str, Any]) -> bool:
@@ -67,9 +74,22 @@ def _has_reranker(body: dict[str, Any]) -> bool:
 
 def function_ranker(body: dict[str, Any], n_requests: int, what: str) -> BaseRanker:
     """The ranker a function body describes, checked for ``n_requests`` requests."""
+    functions = body.get("functions")
+    if isinstance(functions, list) and not is_boost(body):
+        if len(functions) != 1 or body.get("params"):
+            raise invalid(
+                f"{what}: a FunctionScore holds one rerank function, or several when all "
+                f"are boost; got {len(functions)} function(s)"
+                + (" and params" if body.get("params") else "")
+            )
+        body = functions[0] if isinstance(functions[0], dict) else {}
     unknown = sorted(set(body) - _FUNCTION_KEYS)
-    if unknown:
+    if unknown and "functions" not in body:
         raise invalid(f"{what}: unknown ranker key(s) {', '.join(map(repr, unknown))}")
+    if is_boost(body):
+        boost = BoostRanker(boost_score(body, what))
+        boost.check(n_requests)
+        return boost
     params = body.get("params") or {}
     if not isinstance(params, dict):
         raise invalid(f"{what}: the ranker's 'params' must be a JSON object")
@@ -96,8 +116,8 @@ def function_ranker(body: dict[str, Any], n_requests: int, what: str) -> BaseRan
         ranker = WeightedRanker(*weights, norm_score=_flag(rest.get("norm_score", True), what))
     else:
         raise invalid(
-            f"{what}: unsupported reranker {kind!r}; Elanus runs decay, rrf and weighted "
-            "(model and boost are refused)"
+            f"{what}: unsupported reranker {kind!r}; Elanus runs decay, rrf, weighted and "
+            "boost (model is refused)"
         )
     ranker.check(n_requests)
     return ranker

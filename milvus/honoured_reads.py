@@ -178,12 +178,12 @@ _RERANK_FUNCTION = Table(
         "id": harmless("Milvus assigns function ids; a request's is not read"),
         "description": harmless("a note for people"),
         "type": use("must be Rerank"),
-        "input_field_names": use("decay's one numeric field; none for rrf and weighted"),
+        "input_field_names": use("decay's one numeric field; none for rrf, weighted, boost"),
         "input_field_ids": refused("input fields by id; name them"),
         "output_field_names": refused("output fields of a rerank function"),
         "output_field_ids": refused("output fields of a rerank function"),
         "params": keys(
-            {}, use("reranker decay|rrf|weighted and its params (model, boost refused)")
+            {}, use("reranker decay|rrf|weighted|boost and its params (model refused)")
         ),
     },
 )
@@ -191,8 +191,16 @@ _RERANK = nested(
     Table(
         schema_pb2.FunctionScore,
         {
-            "functions": nested(_RERANK_FUNCTION, "one rerank function (elanus/rerankers.py)"),
-            "params": keys({}, refused("FunctionScore params (boost or function modes)")),
+            "functions": nested(
+                _RERANK_FUNCTION,
+                "one rerank function, or several boost functions (elanus/rerankers.py)",
+            ),
+            "params": keys(
+                {
+                    "boost_mode": use("multiply | sum, of boost functions (elanus/boost.py)"),
+                    "function_mode": use("multiply | sum, of boost functions"),
+                }
+            ),
         },
     )
 )
