@@ -182,9 +182,7 @@ _RERANK_FUNCTION = Table(
         "input_field_ids": refused("input fields by id; name them"),
         "output_field_names": refused("output fields of a rerank function"),
         "output_field_ids": refused("output fields of a rerank function"),
-        "params": keys(
-            {}, use("reranker decay|rrf|weighted|boost and its params (model refused)")
-        ),
+        "params": keys({}, use("reranker decay|rrf|weighted|boost and its params (model refused)")),
     },
 )
 _RERANK = nested(
