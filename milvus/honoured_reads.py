@@ -202,7 +202,32 @@ _RERANK = nested(
         },
     )
 )
-_HIGHLIGHT = refused("highlighting")
+_HIGHLIGHT = nested(
+    Table(
+        common_pb2.Highlighter,
+        {
+            "type": refused(
+                "SemanticHighlighter: a model picks its passages and Elanus reaches no model "
+                "service; LexicalHighlighter is honoured"
+            ),
+            "params": keys(
+                {
+                    k: use("elanus/highlight.py")
+                    for k in (
+                        "pre_tags",
+                        "post_tags",
+                        "fragment_offset",
+                        "fragment_size",
+                        "num_of_fragments",
+                        "highlight_search_text",
+                        "highlight_query",
+                    )
+                }
+            ),
+        },
+    ),
+    "LexicalHighlighter on a search's BM25 text and TEXT_MATCH terms (milvus/highlight.py)",
+)
 _AGGREGATION = refused("search aggregation")
 _CHAINS = refused("function chains")
 _SUB_REQS = refused("several searches in one Search request; use HybridSearch")
@@ -259,6 +284,9 @@ SUB_SEARCH = Table(
         ids=_IDS,
         search_by_primary_keys=_BY_KEYS,
         function_score=refused("rerank functions on one request of a hybrid search"),
+        highlighter=refused(
+            "highlighting one request of a hybrid search, which Milvus does not do either"
+        ),
     ),
 )
 """A hybrid search's sub-request: Milvus reads its filter, vectors and search parameters

@@ -129,6 +129,8 @@ class HybridRpcs(Servicer):
     def reranked_search(self, ctx: Ctx, request: Any) -> Any:
         """A Search with a ``function_score``: a hybrid search of its one request, as
         Milvus reranks ``limit + offset`` candidates per query and cuts the window after."""
+        if request.HasField("highlighter"):
+            raise invalid("Search: Elanus highlights a search without a function_score only")
         params = kv_values(request.search_params)
         body = pinned(search_body(ctx, request), request, params)
         body["data"] = _PLACEHOLDER
