@@ -283,14 +283,14 @@ class ReadRpcs(Servicer):
             page = page_request(request_doc, info.schema.primary.name, plan.metric, walk)
             plan = query.prepare_search(info, {**page, "data": None})
         ids = request_ids(request, info.schema.primary)
-        data = query_data(request) if ids is None else None
         highlighter = highlighter_of(request)
-        marked = [] if highlighter is None else field_terms(plan, highlighter, data)
-        if data is not None:
+        if ids is None:
+            data = query_data(request)
             nq, queries = len(data), query.search_data(plan, data)
         else:
-            nq = len(ids)
+            data, nq = None, len(ids)
             plan, queries = query.keyed_search_data(plan, ids)
+        marked = [] if highlighter is None else field_terms(plan, highlighter, data)
         merged, ts = query.run_search(plan, queries)
         pk = info.schema.primary
         table = hits_table(merged, pk.arrow_type())
