@@ -66,7 +66,7 @@ class BoostFunction:
             raise invalid(f"{what}: the boost ranker's filter must be a string, got {text!r}")
         if "random_score" not in params:
             return cls(weight, text or None)
-        random = _decoded(params["random_score"])
+        random = decoded(params["random_score"])
         if not isinstance(random, dict):
             raise invalid(
                 f"{what}: the boost ranker's random_score must be a JSON object "
@@ -281,8 +281,8 @@ def _float(value: Any, key: str, what: str) -> float:
     raise invalid(f"{what}: boost ranker param {key} must be a finite number, got {value!r}")
 
 
-def _decoded(value: Any) -> Any:
-    """An object param, given as an object or (the Milvus protocol) as its JSON text."""
+def decoded(value: Any) -> Any:
+    """A list or object param, given as it is or (the Milvus protocol) as its JSON text."""
     if isinstance(value, str):
         try:
             return json.loads(value)

@@ -24,14 +24,13 @@ and keys rank by the product, larger first. ``offset`` defaults to 0, ``decay`` 
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from elanus.boost import BoostRanker, boost_score, is_boost
+from elanus.boost import BoostRanker, boost_score, decoded, is_boost
 from elanus.datatypes import INT_TYPES, DataType
 from elanus.errors import invalid
 from elanus.rankers import (
@@ -110,7 +109,7 @@ def function_ranker(body: dict[str, Any], n_requests: int, what: str) -> BaseRan
         ranker = RRFRanker(_number(rest, "k", what) if "k" in rest else 60)
     elif kind == WEIGHTED:
         _only(rest, {"weights", "norm_score"}, kind, what)
-        weights = _decoded(rest.get("weights"))
+        weights = decoded(rest.get("weights"))
         if not isinstance(weights, list) or not weights:
             raise invalid(f"{what}: the weighted ranker needs 'weights', a list of numbers")
         ranker = WeightedRanker(*weights, norm_score=_flag(rest.get("norm_score", True), what))
@@ -258,16 +257,6 @@ def _number(params: dict[str, Any], key: str, what: str) -> float:
     if not math.isfinite(number):
         raise invalid(f"{what}: ranker param {key} must be finite, got {value!r}")
     return int(number) if isinstance(value, int) else number
-
-
-def _decoded(value: Any) -> Any:
-    """A list param, given as a list or as its JSON text (the Milvus protocol)."""
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
 
 
 def _flag(value: Any, what: str) -> bool:

@@ -157,10 +157,14 @@ def test_search_and_query_iterators_page_without_gaps(client: MilvusClient) -> N
     assert rows == list(range(10, N))
 
 
-def test_bm25_text_search(client: MilvusClient) -> None:
-    schema = client.create_schema(auto_id=True)
+def _text_collection(client: MilvusClient, name: str, dense: bool = False) -> None:
+    """A collection of ``id``, ``text`` (analysed, TEXT_MATCH-able) and its BM25 vectors
+    ``sparse`` (and a 2-d ``v`` with ``dense``)."""
+    schema = client.create_schema(auto_id=False)
     schema.add_field("id", DataType.INT64, is_primary=True)
-    schema.add_field("text", DataType.VARCHAR, max_length=256, enable_analyzer=True)
+    schema.add_field(
+        "text", DataType.VARCHAR, max_length=2000, enable_analyzer=True, enable_match=True
+    )
     schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
     schema.add_function(
         Function(
@@ -172,14 +176,21 @@ def test_bm25_text_search(client: MilvusClient) -> None:
     )
     params = client.prepare_index_params()
     params.add_index("sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
-    client.create_collection("docs", schema=schema, index_params=params, consistency_level="Strong")
+    if dense:
+        schema.add_field("v", DataType.FLOAT_VECTOR, dim=2)
+        params.add_index("v", index_type="FLAT", metric_type="L2")
+    client.create_collection(name, schema=schema, index_params=params, consistency_level="Strong")
+
+
+def test_bm25_text_search(client: MilvusClient) -> None:
+    _text_collection(client, "docs")
     texts = [
         "the quick brown fox jumps",
         "a lazy dog sleeps all day",
         "vector databases search embeddings",
         "the fox and the dog are friends",
     ]
-    client.insert("docs", [{"text": t} for t in texts])
+    client.insert("docs", [{"id": i, "text": t} for i, t in enumerate(texts)])
     hits = client.search(
         "docs", data=["fox"], anns_field="sparse", limit=3, output_fields=["text"]
     )[0]
@@ -200,25 +211,7 @@ def test_lexical_highlighter(client: MilvusClient) -> None:
     """Milvus's Text Highlighter examples (userGuide text-highlighter.md, 2.6.8), whose
     outputs follow its source (proxy/highlighter.go, fetchFragmentsFromOffsets). Milvus
     Lite 3.2 takes a highlighter and returns no highlight, so it is no reference here."""
-    schema = client.create_schema(auto_id=False)
-    schema.add_field("id", DataType.INT64, is_primary=True)
-    schema.add_field(
-        "text", DataType.VARCHAR, max_length=2000, enable_analyzer=True, enable_match=True
-    )
-    schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
-    schema.add_field("v", DataType.FLOAT_VECTOR, dim=2)
-    schema.add_function(
-        Function(
-            name="bm25",
-            function_type=FunctionType.BM25,
-            input_field_names=["text"],
-            output_field_names=["sparse"],
-        )
-    )
-    params = client.prepare_index_params()
-    params.add_index("sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
-    params.add_index("v", index_type="FLAT", metric_type="L2")
-    client.create_collection("hl", schema=schema, index_params=params, consistency_level="Strong")
+    _text_collection(client, "hl", dense=True)
     rows = [{"id": i, "text": t, "v": [i, 1.0]} for i, t in enumerate(HIGHLIGHT_DOCS)]
     client.insert("hl", rows)
 

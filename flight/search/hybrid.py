@@ -351,19 +351,12 @@ def _matching(
     try:
         table, _, _ = service.query_table(
             info,
-            {
-                "filter": f"({text}) and {pk} in {{__boost_keys}}",
-                "filter_params": {**params, "__boost_keys": keys},
-                "ids": None,
-                "output_fields": [pk],
-                "limit": None,
-                "offset": 0,
-                "consistency_level": None,
-                "guarantee_timestamp": 0,
-                "as_of": 0,
-                "partition_names": None,
-                "read_ts": ts,
-            },
+            read_at(
+                ts,
+                [pk],
+                filter=f"({text}) and {pk} in {{__boost_keys}}",
+                filter_params={**params, "__boost_keys": keys},
+            ),
         )
     except ElanusError as exc:
         raise ElanusError(exc.code, f"boost ranker filter: {exc.message}") from None
@@ -469,20 +462,24 @@ def fetch_outputs(
     service: QueryService, info: CollectionInfo, outputs: list[str], pks: list[Any], ts: int
 ) -> pa.Table:
     """The rows of ``pks`` (each once, in no set order) with ``outputs``, read at ``ts``."""
-    table, _, _ = service.query_table(
-        info,
-        {
-            "filter": None,
-            "filter_params": {},
-            "ids": list(dict.fromkeys(pks)),
-            "output_fields": outputs,
-            "limit": None,
-            "offset": 0,
-            "consistency_level": None,
-            "guarantee_timestamp": 0,
-            "as_of": 0,
-            "partition_names": None,
-            "read_ts": ts,
-        },
-    )
+    table, _, _ = service.query_table(info, read_at(ts, outputs, ids=list(dict.fromkeys(pks))))
     return table
+
+
+def read_at(ts: int, outputs: list[str], **chosen: Any) -> dict[str, Any]:
+    """A ``query_table`` request of every row (or ``ids``, or a ``filter`` with its
+    ``filter_params``) with ``outputs``, read at ``ts``."""
+    return {
+        "filter": None,
+        "filter_params": {},
+        "ids": None,
+        "output_fields": outputs,
+        "limit": None,
+        "offset": 0,
+        "consistency_level": None,
+        "guarantee_timestamp": 0,
+        "as_of": 0,
+        "partition_names": None,
+        "read_ts": ts,
+        **chosen,
+    }
