@@ -137,7 +137,8 @@ def search_as_hybrid(body: dict[str, Any]) -> dict[str, Any]:
     if not is_function(ranker):
         raise invalid(
             "search: 'ranker' must be a function ranker ({'input_field_names', 'params': "
-            "{'reranker': 'decay' | 'rrf' | 'weighted', ...}})"
+            "{'reranker': 'decay' | 'rrf' | 'weighted' | 'boost', ...}}) or a FunctionScore "
+            "of boost functions ({'functions': [...], 'params': {...}})"
         )
     sub = {k: body[k] for k in SEARCH_SUB_KEYS if k in body}
     rest = {k: v for k, v in body.items() if k not in SEARCH_SUB_KEYS}
