@@ -27,10 +27,10 @@ from pymilvus import (
     FieldOp,
     Function,
     FunctionType,
-    LexicalHighlighter,
     MilvusClient,
     RRFRanker,
     SearchAggregation,
+    SemanticHighlighter,
     WeightedRanker,
 )
 from pymilvus.client import prepare
@@ -246,10 +246,8 @@ def test_what_elanus_does_not_do_is_refused_and_changes_nothing(client: MilvusCl
     )
     with pytest.raises(MilvusException, match="unsupported reranker 'model'"):
         client.search("items", q, limit=3, ranker=model)
-    _refused(
-        lambda: client.search("items", q, highlighter=LexicalHighlighter(pre_tags=["<b>"])),
-        "highlighter",
-    )
+    semantic = SemanticHighlighter(queries=["q"], input_fields=["n"])
+    _refused(lambda: client.search("items", q, highlighter=semantic), "highlighter.type")
     agg = SearchAggregation(fields=["n"], size=2)
     _refused(lambda: client.search("items", q, search_aggregation=agg), "search_aggregation")
     _refused(
