@@ -395,7 +395,8 @@ class MemSegment:
         for part in [table, *self._pending]:
             for column in part.columns:
                 _add_buffers(buffers, column.chunks)
-        _add_buffers(buffers, [self.versions.pks])
+        pks = self.versions.pks
+        _add_buffers(buffers, pks.chunks if isinstance(pks, pa.ChunkedArray) else [pks])
         for a in (self.versions.insert_ts, self.versions.death_ts):
             buffers[a.ctypes.data] = a.nbytes
         total = sum(buffers.values())
