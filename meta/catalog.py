@@ -286,6 +286,18 @@ class Catalog:
         schema.version += 1
         return cid, schema
 
+    def set_property(self, collection_id: int, key: str, value: str | None) -> None:
+        """Set one property of a collection, or drop it (``None``)."""
+        properties = self.describe_by_id(collection_id)["properties"]
+        if value is None:
+            properties.pop(key, None)
+        else:
+            properties[key] = value
+        self.con.execute(
+            "UPDATE collections SET properties = ? WHERE collection_id = ?",
+            [json.dumps(properties, sort_keys=True), collection_id],
+        )
+
     def save_schema(self, collection_id: int, schema: Schema) -> None:
         self.con.execute(
             "UPDATE collections SET schema_json = ? WHERE collection_id = ?",

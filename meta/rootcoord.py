@@ -16,6 +16,7 @@ from elanus.api.rootcoord import (
     AddCollectionField,
     AliasDescription,
     AliasList,
+    AlterMmap,
     CollectionChanged,
     CollectionDescription,
     CreateAlias,
@@ -53,6 +54,8 @@ from elanus.channels import subjects
 from elanus.consistency import ConsistencyLevel
 from elanus.errors import invalid
 from elanus.meta.catalog import Catalog
+from elanus.mmapsettings import KEY as MMAP_KEY
+from elanus.mmapsettings import field_key, index_key, public
 from elanus.partitionkey import check_num_partitions
 from elanus.schema import Schema, added_field, check_name
 
@@ -105,6 +108,7 @@ class RootCoord:
             "collection.list": self.list_collections,
             "collection.rename": self.rename_collection,
             "collection.add_field": self.add_collection_field,
+            "collection.alter_mmap": self.alter_mmap,
             "partition.create": self.create_partition,
             "partition.drop": self.drop_partition,
             "partition.has": self.has_partition,
@@ -240,6 +244,37 @@ class RootCoord:
         assert added.field_id is not None  # with_added_field numbered it
         return FieldAdded(collection_id=cid, field_id=added.field_id, version=schema.version)
 
+    async def alter_mmap(self, req: AlterMmap) -> CollectionChanged:
+        """Set or drop ``mmap.enabled`` (``elanus.mmapsettings``). As in Milvus, only while
+        the collection is released: a loaded one keeps what it was loaded with."""
+        ts = req.ts or self.ctx.tso.alloc()
+        key, loaded = MMAP_KEY, "can not alter mmap properties if collection loaded"
+        if req.index_id is not None:
+            key = index_key(req.index_id)
+            loaded = "can't alter index on loaded collection, please release the collection first"
+        elif req.field is not None:
+            key = field_key(req.field)
+            loaded = "can not alter collection field properties if collection loaded"
+        value = None if req.enabled is None else str(req.enabled).lower()
+        async with self._ddl_lock:
+
+            def alter(con: Any) -> int:
+                cat = self._catalog(con)
+                cid = cat.require_collection(req.db, req.collection)
+                names = {f["name"] for f in cat.describe_by_id(cid)["schema"]["fields"]}
+                if req.field is not None and req.field not in names:
+                    raise invalid(
+                        f"{req.rpc}: collection {req.collection!r} has no field {req.field!r}"
+                    )
+                if cid in self.query.loaded:
+                    raise invalid(f"{req.rpc}: {loaded} ({req.collection!r})")
+                cat.set_property(cid, key, value)
+                return cid
+
+            cid = await self.ctx.db.run(alter)
+        await self._invalidate("collection.alter", req.db, req.collection, cid, ts)
+        return CollectionChanged(collection_id=cid)
+
     async def _tell_nodes(self, collection_id: int, schema: Schema) -> None:
         """Every live data and query node takes the schema (nodes that do not hold the
         collection ignore it). A node that does not answer is only logged: its session
@@ -329,5 +364,9 @@ class RootCoord:
 def described(d: dict[str, Any]) -> CollectionDescription:
     """The catalog's description of a collection as the reply type."""
     return CollectionDescription(
-        **{**d, "partitions": [PartitionInfo(**p) for p in d["partitions"]]}
+        **{
+            **d,
+            "properties": public(d["properties"]),
+            "partitions": [PartitionInfo(**p) for p in d["partitions"]],
+        }
     )

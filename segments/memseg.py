@@ -383,9 +383,19 @@ class MemSegment:
         fields = [held[c].field if c in held else out.schema.field(c) for c in columns]
         return pa.Table.from_arrays(values, schema=pa.schema(fields))
 
+    def mapped_bytes(self) -> int:
+        """Bytes of its indexes mapped from their files (``mmap.enabled``), not held."""
+        return sum(int(getattr(i, "mapped_nbytes", 0)) for i in self._indexes())
+
+    def _indexes(self) -> list[Any]:
+        _table, _settled, held = self._vectors()
+        unique = {id(i): i for i in [*self._ann.values(), *(h.index for h in held.values())]}
+        return list(unique.values())
+
     def memory_bytes(self) -> int:
         """Bytes held by the segment's structures: its table, row versions, built indexes
-        (vector and scalar) and exact kernels' per-row statistics."""
+        (vector and scalar, less what they map: :meth:`mapped_bytes`) and exact kernels'
+        per-row statistics."""
         table, settled, held = self._vectors()
         buffers: dict[int, int] = {}  # address -> size: a buffer two structures share counts once
         for part in [table, *self._pending]:
@@ -395,8 +405,8 @@ class MemSegment:
         for a in (self.versions.insert_ts, self.versions.death_ts):
             buffers[a.ctypes.data] = a.nbytes
         total = sum(buffers.values())
-        indexes = {id(i): i for i in [*self._ann.values(), *(h.index for h in held.values())]}
-        total += sum(int(getattr(i, "nbytes", 0)) for i in indexes.values())
+        total += sum(int(getattr(i, "nbytes", 0)) for i in self._indexes())
+        total -= self.mapped_bytes()
         total += sum(int(getattr(s, "nbytes", 0)) for s in self._scalar.values())
         kernels = [k for b in settled for k in list(b.exact.values())]
         return int(total + sum(k.own_nbytes for k in kernels))

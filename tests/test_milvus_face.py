@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from milvus_stack import MilvusStack, milvus_stack
-from pymilvus import MilvusClient
+from pymilvus import DataType, MilvusClient
 from pymilvus.exceptions import MilvusException
 
 
@@ -102,9 +103,14 @@ def test_collections_databases_partitions_aliases(client: MilvusClient) -> None:
 
 
 def test_alter_properties_and_index(client: MilvusClient) -> None:
-    client.create_collection("alt", dimension=4)
-    client.alter_collection_properties("alt", {"mmap.enabled": True})  # ignored, as on create
+    client.create_collection("alt", dimension=4)  # loaded: mmap.enabled waits for a release
+    with pytest.raises(MilvusException, match="can not alter mmap properties if collection"):
+        client.alter_collection_properties("alt", {"mmap.enabled": True})
+    client.release_collection("alt")
+    client.alter_collection_properties("alt", {"mmap.enabled": True})
     client.drop_collection_properties("alt", ["mmap.enabled"])
+    with pytest.raises(MilvusException, match="has no field 'nope'"):
+        client.alter_collection_field("alt", "nope", {"mmap.enabled": True})
     with pytest.raises(MilvusException) as info:
         client.alter_collection_properties("alt", {"collection.ttl.seconds": 60})
     assert info.value.code == 10 and "collection.ttl.seconds" in info.value.message
@@ -115,3 +121,63 @@ def test_alter_properties_and_index(client: MilvusClient) -> None:
     with pytest.raises(MilvusException) as info:
         client.alter_index_properties("alt", "vector", {"ef": 8})
     assert info.value.code == 10
+
+
+def _mapped_index_files() -> set[str]:
+    """Index files this process maps (the stack's roles run in it)."""
+    with open("/proc/self/maps") as maps:
+        return {line.split()[-1] for line in maps if line.rstrip().endswith("/index.faiss")}
+
+
+def test_mmap_loads_indexes_mapped_with_the_same_results(client: MilvusClient) -> None:
+    """mmap.enabled at the collection and at the index: the same hits, the files mapped
+    (IVF's lists through IO_FLAG_MMAP, HNSW's vectors through IO_FLAG_MMAP_IFC), the
+    index's setting over the collection's, and no change while loaded."""
+    import numpy as np
+
+    schema = client.create_schema()
+    schema.add_field("id", DataType.INT64, is_primary=True)
+    schema.add_field("ivf", DataType.FLOAT_VECTOR, dim=8)
+    schema.add_field("hnsw", DataType.FLOAT_VECTOR, dim=8)
+    client.create_collection("mm", schema=schema)
+    rng = np.random.default_rng(7)
+    vectors = rng.standard_normal((3000, 16)).astype("float32")
+    client.insert("mm", [{"id": i, "ivf": v[:8], "hnsw": v[8:]} for i, v in enumerate(vectors)])
+    client.flush("mm")
+    params = client.prepare_index_params()
+    params.add_index("ivf", index_type="IVF_FLAT", metric_type="L2", params={"nlist": 16})
+    params.add_index("hnsw", index_type="HNSW", metric_type="L2", params={"M": 8})
+    client.create_index("mm", params)
+    deadline = time.monotonic() + 60
+    while any(client.describe_index("mm", n)["state"] != "Finished" for n in ("ivf", "hnsw")):
+        assert time.monotonic() < deadline, "the indexes were not built in 60 s"
+        time.sleep(0.1)
+
+    def hits() -> list[Any]:
+        client.load_collection("mm")
+        out = [
+            [[(h["id"], h["distance"]) for h in q] for q in client.search(
+                "mm", vectors[:5, cols], limit=10, anns_field=field, search_params=sp
+            )]
+            for field, cols, sp in (
+                ("ivf", slice(0, 8), {"params": {"nprobe": 4}}),
+                ("hnsw", slice(8, 16), {"params": {"ef": 16}}),
+            )
+        ]
+        return [out, _mapped_index_files()]
+
+    before = _mapped_index_files()
+    plain, mapped_plain = hits()
+    assert mapped_plain == before
+    client.release_collection("mm")
+    client.alter_collection_properties("mm", {"mmap.enabled": True})
+    mapped, files = hits()
+    assert mapped == plain
+    assert len(files - before) == 2  # one segment, two indexes
+    with pytest.raises(MilvusException, match="can't alter index on loaded collection"):
+        client.alter_index_properties("mm", "ivf", {"mmap.enabled": False})
+    client.release_collection("mm")
+    client.alter_index_properties("mm", "ivf", {"mmap.enabled": False})
+    again, files = hits()
+    assert again == plain
+    assert len(files - before) == 1  # HNSW's, from the collection's setting

@@ -166,15 +166,17 @@ def test_partitions_segments_and_properties(stack: Stack) -> None:
         client.get_partition_stats("p", "nope")
     assert err.value.code == ErrorCode.PARTITION_NOT_FOUND
 
+    client.alter_collection_properties("p", {"mmap.enabled": True})  # released: allowed
+    client.drop_collection_properties("p", ["mmap.enabled"])
     for call in (
-        lambda: client.alter_collection_properties("p", {"mmap.enabled": True}),
-        lambda: client.drop_collection_properties("p", ["mmap.enabled"]),
-        lambda: client.alter_index_properties("p", "vector", {"mmap.enabled": True}),
+        lambda: client.alter_collection_properties("p", {"collection.ttl.seconds": 5}),
+        lambda: client.drop_collection_properties("p", ["collection.ttl.seconds"]),
+        lambda: client.alter_index_properties("p", "vector", {"nlist": 8}),
     ):
         with pytest.raises(ElanusError) as err:
             call()
         assert err.value.code == ErrorCode.INVALID_ARGUMENT
-        assert "not support" in err.value.message and "properties" in err.value.message
+        assert "not support" in err.value.message and "only mmap.enabled" in err.value.message
     with pytest.raises(ElanusError) as err:
         client.describe_database("nope")
     assert err.value.code == ErrorCode.DATABASE_NOT_FOUND

@@ -27,14 +27,17 @@ WORKER_TIMEOUT_S = 60.0
 LOADED_MEMORY = "loaded_memory"
 """A query node's session meta key: bytes each collection holds on it (its segments'
 structures: rows, indexes, row versions), ``{collection id (a string): bytes}``, refreshed
-at each keepalive and after each load or release."""
+at each keepalive and after each load or release; mapped index files not included."""
+LOADED_MAPPED = "loaded_mapped"
+"""... and bytes of index files each collection maps (``mmap.enabled``), in the same form."""
 
 # -- what the calls carry --------------------------------------------------------------------
 
 
 @record
 class ServedIndex:
-    """A finished index of a segment, as a worker loads it (``IndexCoord.served``)."""
+    """A finished index of a segment, as a worker loads it (``IndexCoord.served``);
+    ``mmap``: its vectors or codes stay on disk, mapped (``elanus.mmapsettings``)."""
 
     field: str
     dir: str
@@ -42,6 +45,7 @@ class ServedIndex:
     index_id: int | None = None
     build_id: int | None = None
     version: int | None = None
+    mmap: bool = False
 
 
 @record

@@ -5,7 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from elanus.client.base import ClientBase
-from elanus.client.compat import IndexParams, milvus_description, not_supported, reject_unknown
+from elanus.client.compat import (
+    IndexParams,
+    milvus_description,
+    mmap_dropped,
+    mmap_value,
+    reject_unknown,
+)
 from elanus.client.index import IndexAPI
 from elanus.client.read import ReadAPI
 from elanus.consistency import ConsistencyLevel
@@ -97,8 +103,10 @@ class CollectionAPI(IndexAPI, ReadAPI):
         timeout: float | None = None,
         **kwargs: Any,
     ) -> None:
-        """Refused: an Elanus collection's properties are fixed when it is created."""
-        raise not_supported("alter_collection_properties", "collection properties")
+        """Only ``mmap.enabled`` (its indexes then load mapped from disk), while the
+        collection is released; other properties are fixed when it is created."""
+        enabled = mmap_value("alter_collection_properties", properties)
+        self.alter_mmap(collection_name, enabled, timeout=timeout, db=kwargs.pop("db", None))
 
     def drop_collection_properties(
         self,
@@ -107,8 +115,9 @@ class CollectionAPI(IndexAPI, ReadAPI):
         timeout: float | None = None,
         **kwargs: Any,
     ) -> None:
-        """Refused: an Elanus collection's properties are fixed when it is created."""
-        raise not_supported("drop_collection_properties", "collection properties")
+        """Only ``mmap.enabled``; other properties are fixed when it is created."""
+        mmap_dropped("drop_collection_properties", property_keys)
+        self.alter_mmap(collection_name, None, timeout=timeout, db=kwargs.pop("db", None))
 
     def drop_collection(
         self,
