@@ -73,7 +73,12 @@ class QueryNode(Role):
 
     def __init__(self, settings: Settings, bus: Bus, node_id: str | None = None) -> None:
         super().__init__(settings, bus, node_id)
-        self.worker = Worker(self._index_failed, settings.data_path / "mmap")
+        self.worker = Worker(
+            self._index_failed,
+            settings.data_path / "mmap",
+            settings.query_memory_limit_bytes,
+            self.node_id,
+        )
         self.delegators: dict[str, Delegator] = {}
         self.schemas: dict[int, Schema] = {}
         self._workers: dict[str, WorkerAPI] = {}

@@ -33,6 +33,7 @@ from elanus.scalarindex import is_scalar_spec
 from elanus.schema import PK_COLUMN, Schema
 from elanus.searchrequest import SearchRequest
 from elanus.segments import storage
+from elanus.segments.admission import admit
 from elanus.segments.memseg import MemSegment
 
 log = logging.getLogger(__name__)
@@ -114,9 +115,15 @@ class Worker:
     coord can have it built again rather than leave the segment on exact search."""
 
     def __init__(
-        self, on_index_failure: IndexFailure | None = None, mmap_dir: Path | None = None
+        self,
+        on_index_failure: IndexFailure | None = None,
+        mmap_dir: Path | None = None,
+        memory_limit: int | None = None,
+        node: str = "",
     ) -> None:
         self.mmap_dir = mmap_dir
+        self.memory_limit, self.node = memory_limit, node
+        """The admission budget (``segments/admission.py``): ``None`` admits every load."""
         """Where mapped index files copied from object storage go (``read_index``)."""
         self.segments: dict[int, MemSegment] = {}
         self.collection_of: dict[int, int] = {}
@@ -124,6 +131,9 @@ class Worker:
 
     async def load(self, collection_id: int, schema: Schema, specs: list[SegmentSpec]) -> list[int]:
         new = [s for s in specs if s.segment_id not in self.segments]
+        if self.memory_limit is not None:
+            held = sum(self.memory_by_collection().values())
+            await asyncio.to_thread(admit, new, self.memory_limit, held, self.node)
         failed: list[list[ServedIndex]] = [[] for _ in new]
         loaded = await asyncio.gather(
             *(

@@ -181,3 +181,40 @@ def test_mmap_loads_indexes_mapped_with_the_same_results(client: MilvusClient) -
     again, files = hits()
     assert again == plain
     assert len(files - before) == 1  # HNSW's, from the collection's setting
+
+
+def test_a_load_past_the_memory_budget_is_refused_until_mapped(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """A query node with a small memory budget refuses the load, saying to enable mmap,
+    instead of being killed; mapped, the index's vectors no longer count."""
+    import numpy as np
+
+    stacks = milvus_stack(request, tmp_path, query_memory_limit_bytes=200_000)
+    stack = next(stacks)
+    client = MilvusClient(uri=stack.milvus_uri, timeout=30)
+    try:
+        client.create_collection("big", dimension=16, auto_id=False)
+        client.release_collection("big")
+        vectors = np.random.default_rng(3).standard_normal((3000, 16)).astype("float32")
+        client.insert("big", [{"id": i, "vector": v} for i, v in enumerate(vectors)])
+        client.flush("big")
+        client.drop_index("big", "vector")
+        params = client.prepare_index_params()
+        params.add_index("vector", index_type="IVF_FLAT", metric_type="L2", params={"nlist": 16})
+        client.create_index("big", params)
+        deadline = time.monotonic() + 60
+        while client.describe_index("big", "vector")["state"] != "Finished":
+            assert time.monotonic() < deadline, "the index was not built in 60 s"
+            time.sleep(0.1)
+        with pytest.raises(MilvusException, match="set mmap.enabled") as info:
+            client.load_collection("big")
+        assert "LIMIT_EXCEEDED" in info.value.message
+        assert client.get_load_state("big")["state"].name == "NotLoad"
+        client.alter_collection_properties("big", {"mmap.enabled": True})
+        client.load_collection("big")
+        hits = client.search("big", vectors[:1], limit=1, search_params={"params": {"nprobe": 16}})
+        assert hits[0][0]["id"] == 0
+    finally:
+        client.close()
+        stacks.close()
