@@ -156,9 +156,12 @@ def test_mmap_loads_indexes_mapped_with_the_same_results(client: MilvusClient) -
     def hits() -> list[Any]:
         client.load_collection("mm")
         out = [
-            [[(h["id"], h["distance"]) for h in q] for q in client.search(
-                "mm", vectors[:5, cols], limit=10, anns_field=field, search_params=sp
-            )]
+            [
+                [(h["id"], h["distance"]) for h in q]
+                for q in client.search(
+                    "mm", vectors[:5, cols], limit=10, anns_field=field, search_params=sp
+                )
+            ]
             for field, cols, sp in (
                 ("ivf", slice(0, 8), {"params": {"nprobe": 4}}),
                 ("hnsw", slice(8, 16), {"params": {"ef": 16}}),
