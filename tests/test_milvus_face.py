@@ -184,6 +184,12 @@ def test_mmap_loads_indexes_mapped_with_the_same_results(client: MilvusClient) -
     again, files = hits()
     assert again == plain
     assert len(files - before) == 1  # HNSW's, from the collection's setting
+    client.release_collection("mm")
+    client.alter_collection_field("mm", "hnsw", {"mmap.enabled": False})  # field over collection
+    client.drop_index_properties("mm", "ivf", ["mmap.enabled"])  # back to the collection's
+    again, files = hits()
+    assert again == plain
+    assert len(files - before) == 1  # IVF's
 
 
 def test_a_load_past_the_memory_budget_is_refused_until_mapped(

@@ -168,6 +168,7 @@ def test_partitions_segments_and_properties(stack: Stack) -> None:
 
     client.alter_collection_properties("p", {"mmap.enabled": True})  # released: allowed
     client.drop_collection_properties("p", ["mmap.enabled"])
+    client.alter_collection_field("p", "vector", {"mmap.enabled": False})
     for call in (
         lambda: client.alter_collection_properties("p", {"collection.ttl.seconds": 5}),
         lambda: client.drop_collection_properties("p", ["collection.ttl.seconds"]),

@@ -119,6 +119,20 @@ class CollectionAPI(IndexAPI, ReadAPI):
         mmap_dropped("drop_collection_properties", property_keys)
         self.alter_mmap(collection_name, None, timeout=timeout, db=kwargs.pop("db", None))
 
+    def alter_collection_field(
+        self,
+        collection_name: str,
+        field_name: str,
+        field_params: dict[str, Any],
+        timeout: float | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Only ``mmap.enabled`` (the field's indexes then load mapped from disk), while
+        the collection is released; a field's other parameters are fixed at creation."""
+        enabled = mmap_value("alter_collection_field", field_params)
+        db = kwargs.pop("db", None)
+        self.alter_mmap(collection_name, enabled, field_name=field_name, timeout=timeout, db=db)
+
     def drop_collection(
         self,
         collection_name: str,
