@@ -10,8 +10,8 @@ by index id, so a dropped index's setting never reaches an index made again unde
 name); ``describe`` shows the collection's own keys only (:func:`public`).
 
 With it on, a query node maps the index's vectors or codes from the index file instead
-of reading them into memory (``elanus.index.engine.load_index``); raw columns without an
-index are read into memory as before.
+of reading them into memory (``elanus.index.engine.load_index``), and a field's raw
+column from a copy on its disk (``segments/mappedcolumns.py``; not the primary key).
 """
 
 from __future__ import annotations
@@ -36,6 +36,12 @@ def index_key(index_id: int) -> str:
 def _flag(properties: Mapping[str, str], key: str) -> bool | None:
     value = properties.get(key)
     return None if value is None else value.strip().lower() == "true"
+
+
+def for_field(properties: Mapping[str, str], field: str) -> bool:
+    """Whether ``field``'s raw column (no index holds it) loads mapped: the field's
+    setting, else the collection's, else off."""
+    return resolve(properties, field, None)
 
 
 def resolve(properties: Mapping[str, str], field: str, index_id: int | None) -> bool:

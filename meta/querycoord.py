@@ -59,7 +59,7 @@ from elanus.meta import replicas as rep
 from elanus.meta.balance import balance
 from elanus.meta.replicas import Loaded, Replica
 from elanus.meta.unreachable import UnreachableNodes
-from elanus.mmapsettings import resolve
+from elanus.mmapsettings import for_field, resolve
 from elanus.states import LoadState as Load
 from elanus.states import SegmentState, transition
 
@@ -162,6 +162,11 @@ class QueryCoord:
             path=seg.path,
             vchannel=seg.vchannel,
             indexes=[served(i, info) for i in self.index.served(seg.segment_id)],
+            mmap_fields=[
+                f["name"]
+                for f in info["schema"]["fields"]
+                if not f.get("is_primary") and for_field(info["properties"], f["name"])
+            ],
         )
 
     async def _release_on(self, cid: int, nodes: set[str]) -> None:

@@ -1,10 +1,12 @@
 """Load admission: a query node refuses a load whose segments would not fit in its memory,
 with an error that says what to do, instead of being killed by the kernel part-way.
 
-The estimate is what loading reads into memory, from the sizes of the files: the
+The estimate is what loading keeps in memory, from the sizes of the files: the
 segment's data files, less the vector columns an index holds (they are not read,
-``segments/heldvectors``), plus the index files not mapped (``mmap.enabled`` ones are
-paged in from disk as searches touch them, and the kernel can drop those pages again).
+``segments/heldvectors``) and the fixed-width columns mapped (``segments/mappedcolumns``;
+a mapped text or JSON column still counts, an over-estimate), plus the index files not
+mapped (``mmap.enabled`` ones are paged in from disk as searches touch them, and the
+kernel can drop those pages again).
 The budget is ``query_memory_limit_bytes`` less what the node holds already, or, unset,
 90 % of the memory the system says is available now (Linux's MemAvailable).
 """
@@ -15,10 +17,13 @@ import json
 import posixpath
 
 import psutil
+import pyarrow as pa
 
 from elanus import layout, objstore
 from elanus.api.querynode import SegmentSpec, ServedIndex
 from elanus.errors import ElanusError, ErrorCode
+from elanus.schema import Schema
+from elanus.segments import storage
 
 AVAILABLE_SHARE = 0.9
 """Of the memory available at a load, the share a load may take."""
@@ -38,22 +43,40 @@ def _held_bytes(entry: ServedIndex) -> int:
     return int(meta.get("num_rows", 0)) * width
 
 
-def estimate(spec: SegmentSpec) -> int:
-    """Bytes loading ``spec`` would take in memory (see the module's docstring)."""
-    total = sum(objstore.list_tree(layout.data_path(layout.parent(spec.path))).values())
+def _width(t: pa.DataType) -> int:
+    """Bytes a row of a fixed-width column takes (0: variable width)."""
+    if pa.types.is_fixed_size_list(t):
+        return int(t.list_size) * _width(t.value_type)
+    if pa.types.is_fixed_size_binary(t):
+        return int(t.byte_width)
+    try:
+        return max(int(t.bit_width) // 8, 0)
+    except ValueError:
+        return 0
+
+
+def estimate(spec: SegmentSpec, schema: Schema) -> int:
+    """Bytes loading ``spec`` would keep in memory (see the module's docstring)."""
+    data = layout.data_path(layout.parent(spec.path))
+    total = sum(objstore.list_tree(data).values())
+    held = set()
     for entry in spec.indexes:
         if not entry.mmap:
             total += sum(objstore.list_tree(entry.dir).values())
-        total -= _held_bytes(entry)
+        if (size := _held_bytes(entry)) > 0:
+            total, held = total - size, held | {entry.field}
+    mapped = [schema.field(f).arrow_type() for f in spec.mmap_fields if f not in held]
+    if any(_width(t) for t in mapped):
+        total -= storage.dataset(data).count_rows() * sum(_width(t) for t in mapped)
     return max(total, 0)
 
 
-def admit(specs: list[SegmentSpec], limit: int, held: int, node: str) -> None:
+def admit(specs: list[SegmentSpec], schema: Schema, limit: int, held: int, node: str) -> None:
     """Refuse (LIMIT_EXCEEDED) a load of ``specs`` past the budget: ``limit`` less the
     ``held`` bytes, or, with no limit, a share of the available memory."""
     if not specs:
         return
-    needed = sum(estimate(s) for s in specs)
+    needed = sum(estimate(s, schema) for s in specs)
     budget = limit - held if limit > 0 else int(psutil.virtual_memory().available * AVAILABLE_SHARE)
     if needed <= budget:
         return

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from elanus.schema import PK_COLUMN, Schema
 from elanus.searchrequest import SearchRequest
 from elanus.segments import storage
 from elanus.segments.admission import admit
+from elanus.segments.mappedcolumns import map_columns
 from elanus.segments.memseg import MemSegment
 
 log = logging.getLogger(__name__)
@@ -59,7 +61,12 @@ def load_segment(
     built = [(entry, read_index(spec.segment_id, entry, mmap_dir)) for entry in spec.indexes]
     held = frozenset(e.field for e, ix in built if getattr(ix, "holds_vectors", False))
     table = storage.read_segment(seg_dir, schema, skip=held)
+    mapped: list[str] = []
+    if spec.mmap_fields:
+        directory = mmap_dir or Path(tempfile.gettempdir())
+        table, mapped = map_columns(table, spec.mmap_fields, directory)
     seg = MemSegment(spec.segment_id, spec.partition_id, schema, table, layout.data_path(seg_dir))
+    seg.mapped_columns = frozenset(mapped)
     deltas = storage.read_deltas(seg_dir)
     if deltas is not None and deltas.num_rows:
         seg.delete(deltas.column(PK_COLUMN).combine_chunks(), deltas.column("ts").to_numpy())
@@ -133,7 +140,7 @@ class Worker:
         new = [s for s in specs if s.segment_id not in self.segments]
         if self.memory_limit is not None:
             held = sum(self.memory_by_collection().values())
-            await asyncio.to_thread(admit, new, self.memory_limit, held, self.node)
+            await asyncio.to_thread(admit, new, schema, self.memory_limit, held, self.node)
         failed: list[list[ServedIndex]] = [[] for _ in new]
         loaded = await asyncio.gather(
             *(

@@ -123,10 +123,13 @@ def test_alter_properties_and_index(client: MilvusClient) -> None:
     assert info.value.code == 10
 
 
-def _mapped_index_files() -> set[str]:
-    """Index files this process maps (the stack's roles run in it)."""
+def _mapped_files(suffix: str = "/index.faiss") -> set[str]:
+    """Files this process maps (the stack's roles run in it), by the end of their name."""
     with open("/proc/self/maps") as maps:
-        return {line.split()[-1] for line in maps if line.rstrip().endswith("/index.faiss")}
+        paths = {line.split(maxsplit=5)[-1].strip() for line in maps if "/" in line}
+    return {
+        p.removesuffix(" (deleted)") for p in paths if p.removesuffix(" (deleted)").endswith(suffix)
+    }
 
 
 def test_mmap_loads_indexes_mapped_with_the_same_results(client: MilvusClient) -> None:
@@ -139,10 +142,12 @@ def test_mmap_loads_indexes_mapped_with_the_same_results(client: MilvusClient) -
     schema.add_field("id", DataType.INT64, is_primary=True)
     schema.add_field("ivf", DataType.FLOAT_VECTOR, dim=8)
     schema.add_field("hnsw", DataType.FLOAT_VECTOR, dim=8)
+    schema.add_field("tag", DataType.VARCHAR, max_length=16)
     client.create_collection("mm", schema=schema)
     rng = np.random.default_rng(7)
     vectors = rng.standard_normal((3000, 16)).astype("float32")
-    client.insert("mm", [{"id": i, "ivf": v[:8], "hnsw": v[8:]} for i, v in enumerate(vectors)])
+    rows = [{"id": i, "ivf": v[:8], "hnsw": v[8:], "tag": f"t{i}"} for i, v in enumerate(vectors)]
+    client.insert("mm", rows)
     client.flush("mm")
     params = client.prepare_index_params()
     params.add_index("ivf", index_type="IVF_FLAT", metric_type="L2", params={"nlist": 16})
@@ -157,9 +162,15 @@ def test_mmap_loads_indexes_mapped_with_the_same_results(client: MilvusClient) -
         client.load_collection("mm")
         out = [
             [
-                [(h["id"], h["distance"]) for h in q]
+                [(h["id"], h["distance"], h["entity"]["tag"]) for h in q]
                 for q in client.search(
-                    "mm", vectors[:5, cols], limit=10, anns_field=field, search_params=sp
+                    "mm",
+                    vectors[:5, cols],
+                    limit=10,
+                    anns_field=field,
+                    search_params=sp,
+                    filter='tag != "t3"',
+                    output_fields=["tag"],
                 )
             ]
             for field, cols, sp in (
@@ -167,16 +178,17 @@ def test_mmap_loads_indexes_mapped_with_the_same_results(client: MilvusClient) -
                 ("hnsw", slice(8, 16), {"params": {"ef": 16}}),
             )
         ]
-        return [out, _mapped_index_files()]
+        return [out, _mapped_files()]
 
-    before = _mapped_index_files()
+    before = _mapped_files()
     plain, mapped_plain = hits()
-    assert mapped_plain == before
+    assert mapped_plain == before and not _mapped_files(".arrow")
     client.release_collection("mm")
     client.alter_collection_properties("mm", {"mmap.enabled": True})
     mapped, files = hits()
     assert mapped == plain
     assert len(files - before) == 2  # one segment, two indexes
+    assert len(_mapped_files(".arrow")) == 1  # its tag column (the key stays in memory)
     with pytest.raises(MilvusException, match="can't alter index on loaded collection"):
         client.alter_index_properties("mm", "ivf", {"mmap.enabled": False})
     client.release_collection("mm")
@@ -224,6 +236,11 @@ def test_a_load_past_the_memory_budget_is_refused_until_mapped(
         client.load_collection("big")
         hits = client.search("big", vectors[:1], limit=1, search_params={"params": {"nprobe": 16}})
         assert hits[0][0]["id"] == 0
+        own = stack.client()  # Elanus's load state counts what is mapped apart
+        while (state := own.get_load_state("big"))["mapped_bytes"] == 0:
+            assert time.monotonic() < deadline, f"no mapped bytes reported: {state}"
+            time.sleep(0.1)
+        assert state["mapped_bytes"] >= vectors.nbytes
     finally:
         client.close()
         stacks.close()

@@ -50,13 +50,15 @@ class ServedIndex:
 
 @record
 class SegmentSpec:
-    """What a worker needs to load a flushed segment, with its finished indexes."""
+    """What a worker needs to load a flushed segment, with its finished indexes;
+    ``mmap_fields``: the raw columns it keeps on disk, mapped (``elanus.mmapsettings``)."""
 
     segment_id: int
     partition_id: int
     path: str
     vchannel: str
     indexes: list[ServedIndex] = field(default_factory=list)
+    mmap_fields: list[str] = field(default_factory=list)
 
 
 @record
