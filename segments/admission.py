@@ -59,7 +59,7 @@ def estimate(spec: SegmentSpec, schema: Schema) -> int:
     """Bytes loading ``spec`` would keep in memory (see the module's docstring)."""
     data = layout.data_path(layout.parent(spec.path))
     total = sum(objstore.list_tree(data).values())
-    held = set()
+    held: set[str] = set()
     for entry in spec.indexes:
         if not entry.mmap:
             total += sum(objstore.list_tree(entry.dir).values())
