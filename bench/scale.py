@@ -9,7 +9,8 @@ A cluster of one process per role (coord, datanode, indexnode, querynode, proxy)
 embedded NATS, as ``elanus run`` starts them; ``--rows`` clustered ``--dim``-d float32
 vectors with int64 keys go in by 100,000-row batches, are flushed, indexed and loaded.
 After each phase every process's RSS is read (psutil). Printed: that table, then the query
-node's marginal RSS (loaded minus before the load) per million vectors, against the
+node's marginal RSS (loaded minus before the load) per million vectors, and its anonymous
+part (RssAnon: with ``--mmap`` the rest is mapped index file pages), against the
 vectors and keys it serves and, for HNSW, against the size of FAISS's own index files;
 and ``get_load_state``'s ``memory_bytes`` (what the query node counts of its structures)
 and ``mapped_bytes`` (what it maps from index files, with ``--mmap``), and the load's time.
@@ -82,6 +83,7 @@ class Cluster:
         """MiB resident, by role (and NATS)."""
         out = {r: psutil.Process(p.pid).memory_info().rss / MB for r, p in self.procs.items()}
         out["nats"] = psutil.Process(self.nats.pid).memory_info().rss / MB
+        out["querynode anon"] = _anon(self.procs["querynode"].pid) / MB
         return out
 
     def stop(self) -> None:
@@ -93,6 +95,16 @@ class Cluster:
             except subprocess.TimeoutExpired:
                 p.kill()
         self.nats.stop()
+
+
+def _anon(pid: int) -> int:
+    """Bytes of a process's anonymous resident memory (its heap: what must fit in memory;
+    the rest of its RSS is file pages, mapped index files among them, which the kernel
+    drops again under pressure)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("RssAnon:"):
+            return int(line.split()[1]) * 1024
+    return 0
 
 
 def _insert(client: Any, rows: int, dim: int) -> None:
@@ -204,12 +216,13 @@ def main() -> None:
     finally:
         cluster.stop()
         shutil.rmtree(root, ignore_errors=True)
-    names = [*ROLES, "nats"]
+    names = [*ROLES, "querynode anon", "nats"]
     body = [[p, f"{s:.0f}", *(f"{rss[r]:.0f}" for r in names)] for p, rss, s in phases]
     print_table("RSS per role (MiB) after each phase", ["phase", "s", *names], body)
 
     rss = {name: r for name, r, _ in phases}
     marginal = (rss["searched"]["querynode"] - rss["indexed"]["querynode"]) * MB
+    anon = (rss["searched"]["querynode anon"] - rss["indexed"]["querynode anon"]) * MB
     served = args.rows * (args.dim * 4 + 8)  # float32 vectors + int64 keys
     bound, against = (
         (index_bytes, "FAISS index files") if args.index == "HNSW" else (served, "vectors + keys")
@@ -220,6 +233,11 @@ def main() -> None:
             "query node RSS added by the load",
             f"{marginal * per_million / MB:.0f}",
             f"{marginal / bound:.2f}x",
+        ],
+        [
+            "... of it anonymous (heap, not file pages)",
+            f"{anon * per_million / MB:.0f}",
+            f"{anon / bound:.2f}x",
         ],
         ["memory_bytes (its structures)", f"{held * per_million / MB:.0f}", f"{held / bound:.2f}x"],
         [
