@@ -293,7 +293,7 @@ async def _run_alter_mmap(c: Call) -> Any:
     "(field_name) or of one of its indexes (index_name): its indexes then load mapped from "
     "disk (most specific setting wins). Body: collection, enabled (true, false, or null to "
     "drop it), field_name, index_name. Result: collection_id.",
-    ("collection", "enabled", "field_name", "index_name", "rpc"),
+    ("collection", "enabled", "field_name", "index_name"),
     privilege="CreateCollection",
     ddl=True,
     run=_run_alter_mmap,
@@ -308,7 +308,6 @@ def _alter_mmap(b: Body) -> dict[str, Any]:
         "enabled": b.bool("enabled", None),
         "field": check_name(field, "field") if field is not None else None,
         "index_name": check_name(index_name, "index") if index_name is not None else None,
-        "rpc": b.str("rpc", "alter_mmap")[:40],
     }
 
 

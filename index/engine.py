@@ -89,9 +89,9 @@ from elanus.index.faissviews import binary_view, float_view, ivf_codes_in_order
 from elanus.index.kernels import (
     VectorIndexExact,
     check_range,
-    topk,
     use_faiss_threads,
 )
+from elanus.index.ranged import ranged_topk
 from elanus.indexparams import IndexSpec, search_params
 from elanus.reduce import LARGER_IS_BETTER
 
@@ -480,7 +480,7 @@ class SegmentIndex:
         del bitmap, sel  # alive until FAISS returned
         worst = -np.inf if larger else np.inf
         if radius is not None:
-            return _ranged_topk(lims, Dr, Ir, nq, kk, larger, range_filter)
+            return ranged_topk(lims, Dr, Ir, nq, kk, larger, range_filter)
         D = D.astype(F32, copy=False)
         if nq == 1 and rows[0, -1] >= 0:
             return D, rows  # one full row (FAISS pads a row with -1 at its end)
@@ -545,40 +545,6 @@ def _downcast(index: Any, binary: bool) -> Any:
     """The FAISS object as its concrete class (SWIG hands back base-class proxies); Any,
     since the callers branch on that class."""
     return faiss.downcast_IndexBinary(index) if binary else faiss.downcast_index(index)
-
-
-def _ranged_topk(
-    lims: np.ndarray,
-    dist: np.ndarray,
-    rows: np.ndarray,
-    nq: int,
-    kk: int,
-    larger: bool,
-    range_filter: float | None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Best ``kk`` of each query's range-search hits (FAISS already applied the radius),
-    after dropping those beyond ``range_filter``; padded like a k-NN result."""
-    worst = -np.inf if larger else np.inf
-    per_query: np.ndarray = np.diff(lims.astype(I64))
-    qi = np.repeat(np.arange(nq), per_query)
-    if range_filter is not None:
-        keep = (dist <= range_filter) if larger else (dist >= range_filter)
-        qi, dist, rows = qi[keep], dist[keep], rows[keep]
-    counts = np.bincount(qi, minlength=nq)
-    width = int(counts.max()) if len(counts) else 0
-    outD = np.full((nq, kk), worst, F32)
-    outR = np.full((nq, kk), -1, I64)
-    if width == 0:
-        return outD, outR
-    starts = np.cumsum(counts) - counts
-    pos = np.arange(len(qi)) - starts[qi]
-    M = np.full((nq, width), worst, F32)
-    R = np.full((nq, width), -1, I64)
-    M[qi, pos], R[qi, pos] = dist, rows
-    d, j = topk(M, kk, larger)
-    outD[:, : d.shape[1]] = d
-    outR[:, : d.shape[1]] = np.where(j >= 0, np.take_along_axis(R, np.maximum(j, 0), 1), -1)
-    return outD, outR
 
 
 def load_index(directory: Path | str, mmap: bool = False) -> SegmentIndex | SparseIndex:

@@ -264,10 +264,10 @@ class RootCoord:
                 names = {f["name"] for f in cat.describe_by_id(cid)["schema"]["fields"]}
                 if req.field is not None and req.field not in names:
                     raise invalid(
-                        f"{req.rpc}: collection {req.collection!r} has no field {req.field!r}"
+                        f"alter_mmap: collection {req.collection!r} has no field {req.field!r}"
                     )
                 if cid in self.query.loaded:
-                    raise invalid(f"{req.rpc}: {loaded} ({req.collection!r})")
+                    raise invalid(f"alter_mmap: {loaded} ({req.collection!r})")
                 cat.set_property(cid, key, value)
                 return cid
 

@@ -57,7 +57,6 @@ class AlterRpcs(Servicer):
                 "alter_mmap",
                 collection=request.collection_name,
                 enabled=enabled,
-                rpc=rpc,
                 **target,
             )
         return refused

@@ -205,14 +205,13 @@ class AddCollectionField:
 class AlterMmap:
     """Set (``enabled``) or drop (``None``) Milvus's ``mmap.enabled`` of a collection, of
     one of its fields or of one of its indexes (``elanus.mmapsettings``); refused while
-    the collection is loaded. ``rpc`` names the request in messages."""
+    the collection is loaded."""
 
     db: str = DEFAULT_DB
     collection: str
     enabled: bool | None = None
     field: str | None = None
     index_id: int | None = None
-    rpc: str = "alter_mmap"
     ts: int = 0
 
 
