@@ -151,9 +151,13 @@ class QueryNode(Role):
         return {**super().live_meta(), LOADED_MEMORY: memory, LOADED_MAPPED: mapped}
 
     def metric_samples(self) -> list[metrics.Sample]:
+        mapped = self.worker.memory_by_collection(mapped=True)
         return [
-            (metrics.LOADED_MEMORY, (self.node_id, str(c)), float(n))
-            for c, n in self.memory_by_collection().items()
+            *(
+                (metrics.LOADED_MEMORY, (self.node_id, str(c)), float(n))
+                for c, n in self.memory_by_collection().items()
+            ),
+            *((metrics.LOADED_MAPPED, (self.node_id, str(c)), float(n)) for c, n in mapped.items()),
         ]
 
     def _memory_changed(self) -> None:
