@@ -388,6 +388,7 @@ class RoleHost:
         """Start, run until SIGINT/SIGTERM (or a ``failure``: raised once stopped), stop.
         Call from the main thread."""
         freemem.limit_arenas()  # before the roles' threads start
+        freemem.use_system_pool()
         previous = {
             sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)
         }

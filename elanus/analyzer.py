@@ -179,6 +179,13 @@ class Analyzer:
             for t in found
         ]
 
+    def located(self, text: str) -> list[tuple[str, int, int]]:
+        """A text's tokens with their character offsets (where a highlighter marks them)."""
+        return [
+            (t.text, t.char_offset_from, t.char_offset_to)
+            for t in self.tantivy.pre_tokenize(text).tokens
+        ]
+
     def term_ids(self, text: str) -> np.ndarray:
         """The ids of a text's tokens, in order, repeats kept (a query's terms)."""
         return term_ids(self.tokens(text))

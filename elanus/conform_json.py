@@ -1,7 +1,8 @@
 """The insert checks of JSON values: JSON text (strict JSON, checked vectorised with an
 in-memory DuckDB's ``json_valid``; no longer than Milvus's limit, nested no deeper than
 request bodies may be) and the dynamic field ``$meta`` (unknown columns folded into one
-JSON object per row with ``json_merge_patch``).
+JSON object per row with ``json_merge_patch``); ``merge_objects`` merges ``$meta`` for a
+partial upsert.
 
 The DuckDB here is ``:memory:`` only, one shared database with a cursor per OS thread: a
 compute engine for JSON, never a file (docs/design-notes.md, "Layering")."""
@@ -67,6 +68,27 @@ def dynamic_column(
         ).to_arrow_table()
     finally:
         con.unregister("_elanus_dyn")
+    return single_array(out.column(0)).cast(pa.string())
+
+
+def merge_objects(before: pa.Array, given: pa.Array) -> pa.Array:
+    """Row by row, the JSON object ``given`` laid over ``before`` one level deep: its keys
+    replace those of ``before`` (a null value too), the others stay; a null object is an
+    empty one, and two nulls stay null. How a partial upsert merges ``$meta``."""
+    as_map = "coalesce(json_transform({}, '\"MAP(VARCHAR, JSON)\"'), MAP())"
+    table = pa.table(
+        {"i": pa.array(np.arange(len(before), dtype=np.int64)), "b": before, "g": given}
+    )
+    con = _duck()
+    con.register("_elanus_merge", table)
+    try:
+        out = con.sql(
+            "SELECT CASE WHEN b IS NULL AND g IS NULL THEN NULL ELSE "
+            f"to_json(map_concat({as_map.format('b')}, {as_map.format('g')}))::VARCHAR END "
+            "FROM _elanus_merge ORDER BY i"
+        ).to_arrow_table()
+    finally:
+        con.unregister("_elanus_merge")
     return single_array(out.column(0)).cast(pa.string())
 
 

@@ -51,6 +51,22 @@ def release() -> None:
         _TRIM(0)
 
 
+def use_system_pool() -> None:
+    """Allocate Arrow's buffers with malloc rather than the bundled mimalloc (call before
+    the roles start), unless ``ARROW_DEFAULT_MEMORY_POOL`` names a pool.
+
+    On this 2-core VM, mimalloc made a growing segment's settles twice as slow: a query node
+    appending 5,000-row batches of 128-d vectors and searching after every five spent
+    1.4-1.5 s decoding and appending 1 M rows and 2.7 s in its reads (p50 75 ms) with
+    mimalloc, 0.70-0.75 s and 1.0-1.1 s (p50 22-30 ms) with malloc or jemalloc; in
+    ``bench/flow.py --cluster`` the Strong reads' shard search fell from 1.2-1.8 s to 0.66 s
+    (bench/README.md, "Flow control"). mimalloc takes fresh pages from the system for
+    each large block and gives them back soon after it is freed, and a first touch of a page
+    costs ~5 us here. malloc's pages are what :func:`release` trims, as before."""
+    if "ARROW_DEFAULT_MEMORY_POOL" not in os.environ:
+        pa.set_memory_pool(pa.system_memory_pool())
+
+
 def limit_arenas(arenas: int = ARENAS) -> None:
     """Cap this process's malloc arenas (call before its threads start), unless the
     environment sets ``MALLOC_ARENA_MAX`` (glibc read it at start)."""

@@ -1,11 +1,13 @@
 """Function rerankers (Milvus 2.6's ``Function`` / ``FunctionScore`` with ``type=RERANK``):
-the wire form and checks of ``reranker: decay | rrf | weighted``, and the decay ranker.
+the wire form and checks of ``reranker: decay | rrf | weighted | boost``, and the decay ranker
+(boost's arithmetic is ``elanus.boost``).
 
 A function ranker's wire form is pymilvus's ``Function`` as a dict: ``{"name",
 "input_field_names": [...], "params": {"reranker": ..., ...}}``; parameter values may be
 strings, as the Milvus protocol carries them. RRF and weighted map onto ``elanus.rankers``;
-decay is new here; model rerankers (and boost, which Elanus does not run yet) are refused
-with INVALID_ARGUMENT naming the reranker.
+decay is new here; boost functions, alone or several in a FunctionScore (``{"functions":
+[...], "params": {"boost_mode", "function_mode"}}``), become ``elanus.boost.BoostRanker``;
+model rerankers are refused with INVALID_ARGUMENT naming the reranker.
 
 Decay (Milvus 2.6, ``internal/util/function/rerank/decay_function.go``): every hit's score
 is first made larger-better (IP, COSINE, BM25 as they are; distances through
@@ -22,13 +24,13 @@ and keys rank by the product, larger first. ``offset`` defaults to 0, ``decay`` 
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from elanus.boost import BoostRanker, boost_score, decoded, is_boost
 from elanus.datatypes import INT_TYPES, DataType
 from elanus.errors import invalid
 from elanus.rankers import (
@@ -49,15 +51,19 @@ NUMERIC_TYPES = INT_TYPES | {DataType.FLOAT, DataType.DOUBLE}
 REFUSED = {
     "model": "model rerankers call a model service (tei, vllm, cohere, ...), which Elanus "
     "does not reach",
-    "boost": "the boost ranker is not supported by Elanus yet",
 }
 _FUNCTION_KEYS = {"name", "description", "type", "input_field_names", "output_field_names"}
 _FUNCTION_KEYS |= {"params"}
 
 
 def is_function(body: Any) -> bool:
-    """Whether a ranker body is a function ranker (else the ``strategy`` form)."""
-    return isinstance(body, dict) and ("input_field_names" in body or _has_reranker(body))
+    """Whether a ranker body is a function ranker or a FunctionScore of boost functions
+    (else the ``strategy`` form)."""
+    return isinstance(body, dict) and (
+        isinstance(body.get("functions"), list)
+        or "input_field_names" in body
+        or _has_reranker(body)
+    )
 
 
 def _has_reranker(body: dict[str, Any]) -> bool:
@@ -67,9 +73,22 @@ def _has_reranker(body: dict[str, Any]) -> bool:
 
 def function_ranker(body: dict[str, Any], n_requests: int, what: str) -> BaseRanker:
     """The ranker a function body describes, checked for ``n_requests`` requests."""
+    functions = body.get("functions")
+    if isinstance(functions, list) and not is_boost(body):
+        if len(functions) != 1 or body.get("params"):
+            raise invalid(
+                f"{what}: a FunctionScore holds one rerank function, or several when all "
+                f"are boost; got {len(functions)} function(s)"
+                + (" and params" if body.get("params") else "")
+            )
+        body = functions[0] if isinstance(functions[0], dict) else {}
     unknown = sorted(set(body) - _FUNCTION_KEYS)
-    if unknown:
+    if unknown and "functions" not in body:
         raise invalid(f"{what}: unknown ranker key(s) {', '.join(map(repr, unknown))}")
+    if is_boost(body):
+        boost = BoostRanker(boost_score(body, what))
+        boost.check(n_requests)
+        return boost
     params = body.get("params") or {}
     if not isinstance(params, dict):
         raise invalid(f"{what}: the ranker's 'params' must be a JSON object")
@@ -90,14 +109,14 @@ def function_ranker(body: dict[str, Any], n_requests: int, what: str) -> BaseRan
         ranker = RRFRanker(_number(rest, "k", what) if "k" in rest else 60)
     elif kind == WEIGHTED:
         _only(rest, {"weights", "norm_score"}, kind, what)
-        weights = _decoded(rest.get("weights"))
+        weights = decoded(rest.get("weights"))
         if not isinstance(weights, list) or not weights:
             raise invalid(f"{what}: the weighted ranker needs 'weights', a list of numbers")
         ranker = WeightedRanker(*weights, norm_score=_flag(rest.get("norm_score", True), what))
     else:
         raise invalid(
-            f"{what}: unsupported reranker {kind!r}; Elanus runs decay, rrf and weighted "
-            "(model and boost are refused)"
+            f"{what}: unsupported reranker {kind!r}; Elanus runs decay, rrf, weighted and "
+            "boost (model is refused)"
         )
     ranker.check(n_requests)
     return ranker
@@ -238,16 +257,6 @@ def _number(params: dict[str, Any], key: str, what: str) -> float:
     if not math.isfinite(number):
         raise invalid(f"{what}: ranker param {key} must be finite, got {value!r}")
     return int(number) if isinstance(value, int) else number
-
-
-def _decoded(value: Any) -> Any:
-    """A list param, given as a list or as its JSON text (the Milvus protocol)."""
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
 
 
 def _flag(value: Any, what: str) -> bool:

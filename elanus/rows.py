@@ -29,7 +29,7 @@ from elanus.schema import (
     Schema,
 )
 
-__all__ = ["to_arrow"]
+__all__ = ["same_fields", "to_arrow"]
 
 _CONVERT_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError)
 _NESTED = (*DENSE_FLOAT_TYPES, DataType.ARRAY)
@@ -55,6 +55,26 @@ def to_arrow(data: Any, schema: Schema) -> pa.Table:
         "insert data must be a list of row dicts, a dict of columns, a pandas DataFrame or "
         f"an Arrow table, got {type(data).__name__}"
     )
+
+
+def same_fields(rows: Sequence[Any], schema: Schema) -> None:
+    """A partial upsert's rows all give the same fields of the schema (dynamic keys may
+    differ), as pymilvus requires: a field one row leaves out would otherwise become a
+    null there instead of keeping the stored value."""
+    names = {f.name for f in schema.fields}
+    first: set[str] | None = None
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise invalid(f"row {i} is a {type(row).__name__}, not a dict")
+        given = names.intersection(row)
+        if first is None:
+            first = given
+        elif given != first:
+            odd = sorted(given ^ first)
+            raise invalid(
+                f"partial upsert: row {i} gives other fields than row 0 ({', '.join(odd)}); "
+                "every row must give the same fields"
+            )
 
 
 # -- input shapes ---------------------------------------------------------------------------

@@ -40,6 +40,8 @@ class SearchRequest:
     group_by: str | None = None
     """Grouped search: ``k`` counts groups of up to ``group_size`` hits."""
     group_size: int = 1
+    ttl: int = 0
+    """The collection's TTL in ms (0: none): rows expired at ``ts`` are not searched."""
     _expr: Any = dataclasses.field(default=None, repr=False, compare=False)
     """The parsed filter, once a holder of the schema asked for it."""
 
@@ -62,6 +64,7 @@ class SearchRequest:
             partition_ids=body.get("partition_ids"),
             group_by=body.get("group_by_field"),
             group_size=int(body.get("group_size") or 1),
+            ttl=int(body.get("ttl") or 0),
         )
 
     def expr(self, schema: Schema) -> Expr | None:

@@ -13,6 +13,7 @@ from elanus.api.coord import ListSessions
 from elanus.api.indexcoord import DescribeIndex
 from elanus.api.rootcoord import (
     AddCollectionField,
+    AlterCollectionProperties,
     AlterMmap,
     CreateAlias,
     CreateDatabase,
@@ -36,7 +37,7 @@ from elanus.flight.actions import Call, Executor, action, check_db, check_named
 from elanus.flight.ddl import RootCall
 from elanus.partitionkey import check_num_partitions
 from elanus.privileges import OPEN
-from elanus.properties import check_property
+from elanus.properties import MAX_PROPERTIES, check_property
 from elanus.requests import Body
 from elanus.schema import (
     MAX_DESCRIPTION,
@@ -51,7 +52,6 @@ from elanus.schema import (
 
 DEFAULT_PARTITION = "_default"
 QUICK_METRICS = ("L2", "IP", "COSINE")
-MAX_PROPERTIES = 64
 MAX_TIMESTAMPS = 10_000
 QUICK_KEYS = ("primary_field", "vector_field", "id_type", "auto_id", "metric_type", "max_length")
 R = TypeVar("R")
@@ -94,7 +94,7 @@ def _apply(call: RootCall[R], kind: type[R]) -> Executor:
 )
 def _create_collection(b: Body) -> dict[str, Any]:
     db, name = check_db(b), check_named(b, "name", "collection")
-    properties = _properties(b)
+    properties = _properties(b, "create_collection")
     schema = _schema(b, properties)
     num_shards = b.int("num_shards", 1, lo=1, hi=MAX_SHARDS)
     num_partitions = check_num_partitions(
@@ -171,24 +171,28 @@ def _validate_schema(schema: Schema) -> None:
         raise invalid(f"auto_id primary key field {pk.name!r} must be Int64, not {pk.dtype.value}")
 
 
-def _properties(b: Body) -> dict[str, str]:
+def _properties(b: Body, what: str) -> dict[str, str]:
     """String to string; numbers and booleans are accepted and written as text. The values
     of the keys Milvus checks (TTL, memory mapping) are checked as Milvus does."""
     props = b.dict("properties", {})
     if len(props) > MAX_PROPERTIES:
-        raise invalid(f"create_collection: {len(props)} properties; the limit is {MAX_PROPERTIES}")
+        raise invalid(f"{what}: {len(props)} properties; the limit is {MAX_PROPERTIES}")
     out: dict[str, str] = {}
     for key, value in props.items():
-        if not key or len(key) > MAX_NAME_LENGTH:
-            raise invalid(
-                f"create_collection: property key {key[:40]!r} must have 1 to "
-                f"{MAX_NAME_LENGTH} characters"
-            )
+        _property_key(key, what)
         if isinstance(value, dict | list) or value is None:
-            raise invalid(f"create_collection: property {key!r} must be a string, got {value!r}")
+            raise invalid(f"{what}: property {key!r} must be a string, got {value!r}")
         out[key] = value if isinstance(value, str) else _scalar_text(value)
-        check_property(key, out[key], "create_collection")
+        check_property(key, out[key], what)
     return out
+
+
+def _property_key(key: Any, what: str) -> None:
+    if not isinstance(key, str) or not key or len(key) > MAX_NAME_LENGTH:
+        raise invalid(
+            f"{what}: property key {str(key)[:40]!r} must be text of 1 to "
+            f"{MAX_NAME_LENGTH} characters"
+        )
 
 
 def _scalar_text(value: Any) -> str:
@@ -273,6 +277,30 @@ def _add_collection_field(b: Body) -> dict[str, Any]:
     db, collection = check_db(b), check_named(b, "collection", "collection")
     field = added_field(b.dict("field"))
     return {"db": db, "collection": collection, "field": field.to_dict()}
+
+
+@action(
+    "alter_collection_properties",
+    "Set (properties) or remove (delete_keys) a collection's properties, as Milvus's "
+    "alter_collection_properties and drop_collection_properties; collection.ttl.seconds "
+    "takes effect at the next read. Body: name, properties, delete_keys.",
+    ("name", "properties", "delete_keys"),
+    privilege="CreateCollection",  # as Milvus checks AlterCollection
+    ddl=True,
+    run=_apply(RootCoordAPI.alter_collection_properties, AlterCollectionProperties),
+)
+def _alter_collection_properties(b: Body) -> dict[str, Any]:
+    what = "alter_collection_properties"
+    db, name = check_db(b), check_named(b, "name", "collection")
+    properties = _properties(b, what)
+    dropped = b.list("delete_keys", [])
+    for key in dropped:
+        _property_key(key, what)
+    if properties and dropped:  # as Milvus's proxy refuses both in one request
+        raise invalid(f"{what}: give either 'properties' or 'delete_keys', not both")
+    if not properties and not dropped:
+        raise invalid(f"{what}: give 'properties' to set or 'delete_keys' to remove")
+    return {"db": db, "name": name, "properties": properties, "delete_keys": dropped}
 
 
 async def _run_alter_mmap(c: Call) -> Any:

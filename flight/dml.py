@@ -11,7 +11,7 @@ publish, and wait until JetStream acknowledged every message. Tasks run in paral
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +30,7 @@ from elanus.channels.role import RoleHandler
 from elanus.channels.syncpublish import Wire
 from elanus.errors import ElanusError, ErrorCode
 from elanus.flight.metacache import CollectionInfo
+from elanus.flight.partial import merge_partial
 from elanus.flight.segalloc import SegmentAllocator
 from elanus.flight.threadwrite import ThreadWrite
 from elanus.flight.timeticker import DmlTask, DmlTracker, TimeTicker
@@ -201,9 +202,12 @@ class DmlService:
         data: pa.Table | pa.RecordBatch,
         *,
         upsert: bool = False,
+        partial: Mapping[str, str] | None = None,
     ) -> DmlResult:
         """Check and publish one batch; returns once JetStream acknowledged all of it."""
-        return self.commit(info, self.prepare(info, partition, data, upsert=upsert))
+        return self.commit(
+            info, self.prepare(info, partition, data, upsert=upsert, partial=partial)
+        )
 
     def prepare(
         self,
@@ -212,12 +216,19 @@ class DmlService:
         data: pa.Table | pa.RecordBatch,
         *,
         upsert: bool = False,
+        partial: Mapping[str, str] | None = None,
     ) -> Prepared:
-        """Every check, auto ids, routing and encoding: all that can fail on bad input."""
+        """Every check, auto ids, routing and encoding: all that can fail on bad input.
+        ``partial`` (an upsert's ``field_ops``; empty: none) makes it a partial upsert:
+        the stored rows fill in what ``data`` leaves out (``flight/partial.py``)."""
         key = info.schema.partition_key
         doing = "an upsert" if upsert else "an insert"
         pid = self.partition_id(info, partition, doing) if key is None or partition else 0
         limit = self.proxy.settings.max_request_bytes
+        if partial is not None:
+            assert upsert, "only an upsert is partial"
+            table = data if isinstance(data, pa.Table) else pa.Table.from_batches([data])
+            data = merge_partial(self.proxy.query, info, partition, table, partial)
         table = conform_insert(data, info.schema, upsert=upsert, max_bytes=limit)
         pk = info.schema.primary
         if pk.auto_id and not upsert:
@@ -248,6 +259,7 @@ class DmlService:
         partition: str | None,
         batches: Iterable[pa.RecordBatch],
         upsert: bool,
+        partial: Mapping[str, str] | None = None,
     ) -> list[Prepared]:
         """Check every batch (sizes and keys across all of them too) before any is published."""
         limit = self.proxy.settings.max_request_bytes
@@ -262,7 +274,7 @@ class DmlService:
                     f"the limit is {limit} bytes "
                     "(max_request_bytes): send it in smaller requests",
                 )
-            prepared.append(self.prepare(info, partition, batch, upsert=upsert))
+            prepared.append(self.prepare(info, partition, batch, upsert=upsert, partial=partial))
         if len(prepared) > 1:
             check_unique_across([p.pks for p in prepared], info.schema.primary.name)
         return prepared

@@ -14,6 +14,7 @@ from elanus.client.wire import decode_request
 from elanus.errors import invalid
 from elanus.flight.actions import Call, action, check_db, check_named
 from elanus.flight.limits import Kind
+from elanus.flight.partial import check_field_ops
 from elanus.privileges import OPEN
 from elanus.requests import Body, decode
 from elanus.schema import check_name
@@ -207,6 +208,7 @@ def check_put(raw: bytes) -> dict[str, Any]:
         "collection": check_named(b, "collection", "collection"),
         "partition": check_name(partition, "partition") if partition else None,
         "stage": None,
+        "partial": _partial(b, op),
     }
     stage = b.str("stage", None)
     part = b.str("stage_part", None)
@@ -217,8 +219,20 @@ def check_put(raw: bytes) -> dict[str, Any]:
         )
     elif part is not None:
         raise invalid("DoPut command: 'stage_part' needs 'stage'")
+    if stage is not None and request["partial"] is not None:
+        raise invalid("DoPut command: a staged write cannot be a partial upsert")
     b.done()
     return request
+
+
+def _partial(b: Body, op: str) -> dict[str, str] | None:
+    """A partial upsert's ``field_ops`` (``flight/partial.py``; empty: none), or None for
+    whole rows. An array operator makes the upsert partial, as in Milvus."""
+    ops = check_field_ops(b.dict("field_ops", {}), "DoPut command")
+    partial = b.bool("partial_update", False) or bool(ops)
+    if partial and op != "upsert":
+        raise invalid("DoPut command: 'partial_update' and 'field_ops' are for op upsert")
+    return ops if partial else None
 
 
 def _check_upload(b: Body) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from typing import Any
 
 from elanus.api.rootcoord import CollectionDescription
 from elanus.client.wire import DEFAULT_DB
+from elanus.properties import ttl_ms
 from elanus.schema import Schema
 
 
@@ -59,6 +60,13 @@ class CollectionInfo:
 
     def partition_id(self, name: str) -> int | None:
         return self.partitions.get(name)
+
+    @property
+    def ttl(self) -> int:
+        """The collection's TTL in ms (0: none), which every read carries to the segments
+        (``collection.ttl.seconds``; an alter invalidates this entry, so the next read
+        sees the new one)."""
+        return ttl_ms(self.described.properties)
 
 
 Loader = Callable[[], Awaitable[CollectionDescription]]

@@ -263,14 +263,22 @@ class ProxyServer(Role):
             with PutPipeline(self, info, writer) as pipeline:
                 if request["atomic"]:
                     for prepared in self.dml.prepare_all(
-                        info, request["partition"], batches, upsert
+                        info, request["partition"], batches, upsert, request["partial"]
                     ):
                         pipeline.add(prepared)
                     return
                 for i, batch in enumerate(batches):
                     if i:  # later batches of a stream already admitted wait, never fail
                         self.flow.admit(info.vchannels, what, refuse=False)
-                    pipeline.add(self.dml.prepare(info, request["partition"], batch, upsert=upsert))
+                    pipeline.add(
+                        self.dml.prepare(
+                            info,
+                            request["partition"],
+                            batch,
+                            upsert=upsert,
+                            partial=request["partial"],
+                        )
+                    )
         except ElanusError as exc:
             raise to_flight_error(exc) from None
         except Exception as exc:  # noqa: BLE001 - never leak a traceback to the client

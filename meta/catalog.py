@@ -20,7 +20,9 @@ import duckdb
 
 from elanus.channels.dml import pchannel_name, vchannel_name
 from elanus.errors import ElanusError, ErrorCode, invalid
+from elanus.mmapsettings import public
 from elanus.partitionkey import key_partition_names
+from elanus.properties import MAX_PROPERTIES
 from elanus.schema import DEFAULT_DB, DEFAULT_PARTITION, DYNAMIC_FIELD, MAX_FIELDS, Field, Schema
 
 MAX_PARTITIONS = 1024
@@ -286,17 +288,25 @@ class Catalog:
         schema.version += 1
         return cid, schema
 
-    def set_property(self, collection_id: int, key: str, value: str | None) -> None:
-        """Set one property of a collection, or drop it (``None``)."""
-        properties = self.describe_by_id(collection_id)["properties"]
-        if value is None:
-            properties.pop(key, None)
-        else:
-            properties[key] = value
+    def alter_properties(
+        self, db: str, name: str, changes: dict[str, str], dropped: list[str]
+    ) -> int:
+        """Set ``changes`` and remove ``dropped`` in a collection's properties; its id. The
+        field and index ``mmap.enabled`` kept among them (``elanus.mmapsettings``) do not
+        count toward the limit."""
+        cid = self.require_collection(db, name)
+        props = self.describe_by_id(cid)["properties"]
+        props = {k: v for k, v in props.items() if k not in dropped} | changes
+        if (count := len(public(props))) > MAX_PROPERTIES:
+            raise invalid(
+                f"alter_collection_properties: collection {name!r} would have {count} "
+                f"properties; the limit is {MAX_PROPERTIES}"
+            )
         self.con.execute(
             "UPDATE collections SET properties = ? WHERE collection_id = ?",
-            [json.dumps(properties, sort_keys=True), collection_id],
+            [json.dumps(props, sort_keys=True), cid],
         )
+        return cid
 
     def save_schema(self, collection_id: int, schema: Schema) -> None:
         self.con.execute(

@@ -7,11 +7,14 @@ result, the sources become Dropped and the target Flushed, in one catalog write.
 
 Rows deleted at or before the *horizon* (now minus the time-travel retention) are
 dropped; newer delete records are carried into the target, so reads at a timestamp inside
-the retention window still see those rows.
+the retention window still see those rows. Likewise rows a collection TTL expired at the
+horizon: a segment holding some (its oldest row older than the TTL's floor) is planned
+even alone and whatever its size, as Milvus compacts a segment with expired entities.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -42,6 +45,7 @@ from elanus.channels.loop import Periodic
 from elanus.errors import ElanusError, ErrorCode
 from elanus.meta.scheduler import Lapsed
 from elanus.meta.segmentmeta import Segment
+from elanus.properties import expire_floor, ttl_ms
 from elanus.states import COMPACTION_OPEN, CompactionState, SegmentState, transition
 
 if TYPE_CHECKING:
@@ -66,6 +70,8 @@ class Plan:
     sources: list[int]
     target_segment_id: int
     horizon_ts: int
+    ttl: int = 0
+    """The collection's TTL in ms when planned (0: none)."""
     planned_ts: int = 0
     """Every write acknowledged before the plan is older: the datanode runs the plan only
     once its channel passed this, so no delete of a source is left behind."""
@@ -101,6 +107,7 @@ class Plan:
             partition_id=self.partition_id,
             target_segment_id=self.target_segment_id,
             horizon_ts=self.horizon_ts,
+            ttl=self.ttl,
             sources=[
                 PlanSource(segment_id=s, path=segments[s].path, partition_id=self.partition_id)
                 for s in self.sources
@@ -175,10 +182,21 @@ class CompactionManager:
         retention_ms = int(self.ctx.settings.retention_s * 1000)
         return tsutil.compose(max(0, tsutil.now_ms() - retention_ms))
 
+    async def _ttls(self) -> dict[int, int]:
+        """Each live collection's TTL in ms (those with one)."""
+        rows = await self.ctx.db.run(
+            lambda con: con.execute(
+                "SELECT collection_id, properties FROM collections WHERE dropped_ts IS NULL"
+            ).fetchall()
+        )
+        ttls = {int(cid): ttl_ms(json.loads(props or "{}")) for cid, props in rows}
+        return {cid: ttl for cid, ttl in ttls.items() if ttl}
+
     def _groups(
-        self, segs: list[Segment], max_rows: int, *, merge_only: bool
+        self, segs: list[Segment], max_rows: int, *, merge_only: bool, expiring: set[int]
     ) -> list[list[Segment]]:
-        """Pack segments of one partition and vchannel into groups within the row limit."""
+        """Pack segments of one partition and vchannel into groups within the row limit
+        (``merge_only``: groups of one are left out, unless ``expiring`` holds it)."""
         segs = sorted(segs, key=lambda s: s.num_rows)
         groups: list[list[Segment]] = []
         current: list[Segment] = []
@@ -191,27 +209,36 @@ class CompactionManager:
             rows += s.num_rows
         if current:
             groups.append(current)
-        return [g for g in groups if len(g) > 1 or not merge_only]
+        return [g for g in groups if len(g) > 1 or not merge_only or g[0].segment_id in expiring]
 
-    def plan(self, collection_id: int | None, *, manual: bool) -> int:
-        """Make plans for a collection (or every one); returns the compaction id."""
+    def plan(
+        self, collection_id: int | None, *, manual: bool, ttls: Mapping[int, int] | None = None
+    ) -> int:
+        """Make plans for a collection (or every one); returns the compaction id.
+        ``ttls``: the collections' TTLs in ms (``_ttls``)."""
         data = self.data
         busy = self._busy()
+        ttls = ttls or {}
+        horizon = self._horizon()
         by_channel: dict[tuple[int, int, str], list[Segment]] = {}
+        expiring: set[int] = set()
         for s in data.segments.values():
             if s.state is not SegmentState.FLUSHED or s.segment_id in busy or not s.path:
                 continue
             if collection_id is not None and s.collection_id != collection_id:
                 continue
-            if not manual and s.num_rows >= s.max_rows * SMALL_FRACTION:
+            floor = expire_floor(horizon, ttls.get(s.collection_id, 0))
+            if floor and s.min_ts is not None and s.min_ts < floor:
+                expiring.add(s.segment_id)
+            elif not manual and s.num_rows >= s.max_rows * SMALL_FRACTION:
                 continue
             by_channel.setdefault((s.collection_id, s.partition_id, s.vchannel), []).append(s)
         compaction_id = self.ctx.ids.alloc()  # unique across coord restarts
-        horizon = self._horizon()
         planned_ts = self.ctx.tso.alloc()
         for (cid, pid, vchannel), segs in by_channel.items():
             max_rows = max(s.max_rows for s in segs)
-            for group in self._groups(segs, max_rows, merge_only=not manual):
+            groups = self._groups(segs, max_rows, merge_only=not manual, expiring=expiring)
+            for group in groups:
                 plan = Plan(
                     plan_id=self.ctx.ids.alloc(),
                     compaction_id=compaction_id,
@@ -221,6 +248,7 @@ class CompactionManager:
                     sources=[s.segment_id for s in group],
                     target_segment_id=self.ctx.ids.alloc(),
                     horizon_ts=horizon,
+                    ttl=ttls.get(cid, 0),
                     planned_ts=planned_ts,
                 )
                 self.plans[plan.plan_id] = plan
@@ -236,7 +264,7 @@ class CompactionManager:
                 p.fail(reason)
 
     async def auto(self) -> None:
-        self.plan(None, manual=False)
+        self.plan(None, manual=False, ttls=await self._ttls())
 
     def open_targets(self) -> set[int]:
         """Target segments of plans still open: garbage collection keeps their files."""
@@ -260,7 +288,7 @@ class CompactionManager:
 
     # -- handlers ---------------------------------------------------------------------------
     async def trigger(self, req: TriggerCompaction) -> CompactionStarted:
-        compaction_id = self.plan(req.collection_id, manual=True)
+        compaction_id = self.plan(req.collection_id, manual=True, ttls=await self._ttls())
         plans = [p for p in self.plans.values() if p.compaction_id == compaction_id]
         return CompactionStarted(compaction_id=compaction_id, plans=len(plans))
 

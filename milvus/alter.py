@@ -1,16 +1,19 @@
 """AlterCollection (alter and drop collection properties), AlterCollectionField and
-AlterIndex. Elanus fixes a collection's properties, its fields and its indexes' parameters
-when they are created, except Milvus's ``mmap.enabled``, which these set and drop (the
-``alter_mmap`` action, ``elanus.mmapsettings``: refused while the collection is loaded,
-as in Milvus). What it has no concept of at all (lazy load, warm-up) it accepts and
-ignores, as on create. Any other key is answered with Milvus's "not supported" status,
-naming the key, after the collection (and index) were found."""
+AlterIndex. A collection's properties are stored and described as Milvus does
+(``alter_collection_properties``: the keys Milvus acts on and Elanus does not are refused
+by ``honoured_data.COLLECTION_PROPERTIES`` first; ``collection.ttl.seconds`` is enforced).
+Elanus fixes its fields' and its indexes' parameters when they are created, except
+Milvus's ``mmap.enabled``, which these set and drop at every level (collection, field,
+index: ``elanus.mmapsettings``; refused while the collection is loaded, as in Milvus).
+What it has no concept of at all (lazy load, warm-up) it accepts and ignores, as on
+create. Any other key is answered with Milvus's "not supported" status, naming the key,
+after the collection (and index) were found."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from elanus.milvus.schemas import IGNORED_PARAMS
+from elanus.milvus.schemas import IGNORED_PARAMS, kv_dict
 from elanus.milvus.servicer import Ctx, Servicer, served
 from elanus.milvus.status import not_supported, ok
 from elanus.properties import MMAP_KEYS, check_property
@@ -63,10 +66,14 @@ class AlterRpcs(Servicer):
 
     @served()
     def AlterCollection(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        self.act(ctx, "describe_collection", name=request.collection_name)
-        return self._alter(
-            ctx, "AlterCollection", "a collection's properties", request, "properties"
+        self.act(
+            ctx,
+            "alter_collection_properties",
+            name=request.collection_name,
+            properties=kv_dict(request.properties) or None,
+            delete_keys=list(request.delete_keys) or None,
         )
+        return ok()
 
     @served()
     def AlterCollectionField(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802

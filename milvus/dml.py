@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from pymilvus.grpc_gen import milvus_pb2
+from pymilvus.grpc_gen import milvus_pb2, schema_pb2
 
 from elanus.errors import invalid
 from elanus.flight.limits import Kind
+from elanus.flight.partial import check_field_ops
 from elanus.milvus.fielddata import ids_of, to_table
 from elanus.milvus.params import templates
 from elanus.milvus.servicer import Ctx, Servicer, served
@@ -30,9 +31,10 @@ class DmlRpcs(Servicer):
         ctx.caller.require(Need("Upsert" if upsert else "Insert", ctx.db, name))
         info = self.proxy.dml.collection(ctx.db, name)
         self.proxy.flow.admit(info.vchannels, f"{'upsert' if upsert else 'insert'} into {name}")
+        partial = _partial(request) if upsert else None
         table = to_table(request.fields_data, info.schema, int(request.num_rows))
         partition = request.partition_name or None
-        result = self.proxy.dml.insert(info, partition, table, upsert=upsert)
+        result = self.proxy.dml.insert(info, partition, table, upsert=upsert, partial=partial)
         n = result.count
         return milvus_pb2.MutationResult(
             status=ok(),
@@ -60,3 +62,19 @@ class DmlRpcs(Servicer):
             delete_cnt=int(doc.get("delete_count", doc.get("count", 0)) or 0),
             timestamp=int(doc.get("ts", 0) or 0),
         )
+
+
+def _partial(request: Any) -> dict[str, str] | None:
+    """An Upsert's ``field_ops`` by operator name (``flight/partial.py``), or None when it
+    is a whole-row upsert. A non-REPLACE operator makes it partial, as Milvus does."""
+    named: dict[str, str] = {}
+    for entry in request.field_ops:
+        if entry.field_name in named:
+            raise invalid(f"Upsert: field_ops gives field {entry.field_name!r} two operators")
+        known = entry.op in _OP_TYPE.values()
+        named[entry.field_name] = _OP_TYPE.Name(entry.op).lower() if known else f"#{entry.op}"
+    ops = check_field_ops(named, "Upsert")
+    return ops if ops or request.partial_update else None
+
+
+_OP_TYPE = schema_pb2.FieldPartialUpdateOp.OpType

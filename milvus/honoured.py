@@ -41,6 +41,9 @@ _ALTERED = {
     "delete_keys": use(),
     "properties": keys({}, use("only keys without effect; others are answered with code 10")),
 }
+_COLLECTION_PROPERTIES = keys(
+    COLLECTION_PROPERTIES, harmless("stored and described, as Milvus does")
+)
 DDL = {
     "CreateDatabase": Table(
         milvus_pb2.CreateDatabaseRequest, with_db(properties=refused("database properties"))
@@ -55,9 +58,7 @@ DDL = {
             schema=serialized(COLLECTION_SCHEMA),
             shards_num=use(),
             consistency_level=use(),
-            properties=keys(
-                COLLECTION_PROPERTIES, harmless("stored and described, as Milvus does")
-            ),
+            properties=_COLLECTION_PROPERTIES,
             num_partitions=use(),
         ),
     ),
@@ -89,7 +90,12 @@ DDL = {
     ),
     "AlterCollection": Table(
         milvus_pb2.AlterCollectionRequest,
-        with_db(collectionID=_NAMED, **_ALTERED),
+        with_db(
+            collectionID=_NAMED,
+            collection_name=NAME,
+            delete_keys=use("a key that is not set is no change"),
+            properties=_COLLECTION_PROPERTIES,
+        ),
     ),
     "AlterCollectionField": Table(
         milvus_pb2.AlterCollectionFieldRequest,

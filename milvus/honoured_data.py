@@ -5,8 +5,6 @@ functions, default values, collection properties) and the columns of ``Insert`` 
 
 from __future__ import annotations
 
-from typing import Any
-
 from pymilvus.grpc_gen import milvus_pb2, schema_pb2
 
 from elanus.milvus.fields import (
@@ -109,16 +107,14 @@ COLLECTION_SCHEMA = Table(
 )
 
 
-def _positive(text: Any) -> bool:
-    digits = str(text).strip()
-    return digits.isdigit() and int(digits) > 0
-
-
 _MEMORY = harmless("no effect: Elanus does not lazy-load nor warm what it loads")
 _MMAP = use("its indexes load mapped from disk (elanus.mmapsettings); raw columns do not")
 _NOT_ENFORCED = refused("this property: Milvus acts on it, Elanus would only store it")
 COLLECTION_PROPERTIES: dict[str, Rule] = {
-    TTL_KEY: refused("expiring entities by a collection TTL", _positive),
+    TTL_KEY: use(
+        "enforced: an entity inserted more than this many seconds before a read is not "
+        "seen by it (search, query, get, count) and compaction removes it; -1 or 0: none"
+    ),
     **{key: _MMAP if key in MMAP_KEYS else _MEMORY for key in IGNORED_PARAMS},
     **{
         key: _NOT_ENFORCED
@@ -161,8 +157,8 @@ COLLECTION_PROPERTIES: dict[str, Rule] = {
     },
 }
 """The collection properties Milvus acts on: refused where Elanus would store them without
-effect (TTL only when positive: -1 and 0 mean none). Other keys are stored and described
-back, as Milvus stores a key it does not know."""
+effect; the TTL is enforced. Other keys are stored and described back, as Milvus stores a
+key it does not know."""
 
 # -- writes ---------------------------------------------------------------------------------
 _SCALARS = {
@@ -252,8 +248,16 @@ WRITES = {
         milvus_pb2.UpsertRequest,
         _WRITE
         | {
-            "partial_update": refused("partial updates"),
-            "field_ops": refused("field operations on upsert"),
+            "partial_update": use("the stored rows fill in the fields left out"),
+            "field_ops": nested(
+                Table(
+                    schema_pb2.FieldPartialUpdateOp,
+                    {
+                        "field_name": use(),
+                        "op": use("REPLACE, and ARRAY_APPEND and ARRAY_REMOVE on Array fields"),
+                    },
+                )
+            ),
         },
     ),
     "Delete": Table(

@@ -178,25 +178,56 @@ _RERANK_FUNCTION = Table(
         "id": harmless("Milvus assigns function ids; a request's is not read"),
         "description": harmless("a note for people"),
         "type": use("must be Rerank"),
-        "input_field_names": use("decay's one numeric field; none for rrf and weighted"),
+        "input_field_names": use("decay's one numeric field; none for rrf, weighted, boost"),
         "input_field_ids": refused("input fields by id; name them"),
         "output_field_names": refused("output fields of a rerank function"),
         "output_field_ids": refused("output fields of a rerank function"),
-        "params": keys(
-            {}, use("reranker decay|rrf|weighted and its params (model, boost refused)")
-        ),
+        "params": keys({}, use("reranker decay|rrf|weighted|boost and its params (model refused)")),
     },
 )
 _RERANK = nested(
     Table(
         schema_pb2.FunctionScore,
         {
-            "functions": nested(_RERANK_FUNCTION, "one rerank function (elanus/rerankers.py)"),
-            "params": keys({}, refused("FunctionScore params (boost or function modes)")),
+            "functions": nested(
+                _RERANK_FUNCTION,
+                "one rerank function, or several boost functions (elanus/rerankers.py)",
+            ),
+            "params": keys(
+                {
+                    "boost_mode": use("multiply | sum, of boost functions (elanus/boost.py)"),
+                    "function_mode": use("multiply | sum, of boost functions"),
+                }
+            ),
         },
     )
 )
-_HIGHLIGHT = refused("highlighting")
+_HIGHLIGHT = nested(
+    Table(
+        common_pb2.Highlighter,
+        {
+            "type": refused(
+                "SemanticHighlighter: a model picks its passages and Elanus reaches no model "
+                "service; LexicalHighlighter is honoured"
+            ),
+            "params": keys(
+                {
+                    k: use("elanus/highlight.py")
+                    for k in (
+                        "pre_tags",
+                        "post_tags",
+                        "fragment_offset",
+                        "fragment_size",
+                        "num_of_fragments",
+                        "highlight_search_text",
+                        "highlight_query",
+                    )
+                }
+            ),
+        },
+    ),
+    "LexicalHighlighter on a search's BM25 text and TEXT_MATCH terms (milvus/highlight.py)",
+)
 _AGGREGATION = refused("search aggregation")
 _CHAINS = refused("function chains")
 _SUB_REQS = refused("several searches in one Search request; use HybridSearch")
@@ -253,6 +284,9 @@ SUB_SEARCH = Table(
         ids=_IDS,
         search_by_primary_keys=_BY_KEYS,
         function_score=refused("rerank functions on one request of a hybrid search"),
+        highlighter=refused(
+            "highlighting one request of a hybrid search, which Milvus does not do either"
+        ),
     ),
 )
 """A hybrid search's sub-request: Milvus reads its filter, vectors and search parameters

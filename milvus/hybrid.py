@@ -75,27 +75,27 @@ def hybrid_body(ctx: Ctx, request: Any) -> dict[str, Any]:
 
 
 def function_score_body(score: Any) -> dict[str, Any] | None:
-    """A ``FunctionScore``'s one rerank function as the Flight ranker body (parameter
-    values stay strings, which the ranker parses as Milvus does); None when it is empty."""
+    """A ``FunctionScore`` as the Flight ranker body: its one function, or all of them
+    with its params (``elanus.rerankers`` runs several when all are boost); parameter
+    values stay strings, which the rankers parse as Milvus does. None when it is empty."""
     if not score.functions:
         if score.params:
             raise invalid("function_score: params without a rerank function")
         return None
-    if len(score.functions) != 1:
-        raise invalid(
-            f"function_score: Elanus runs one rerank function, got {len(score.functions)}"
+    bodies = []
+    for function in score.functions:
+        if function.type != schema_pb2.FunctionType.Rerank:
+            raise invalid(f"function_score: function {function.name!r} is not a rerank function")
+        bodies.append(
+            {
+                "name": function.name,
+                "input_field_names": list(function.input_field_names),
+                "params": {kv.key: kv.value for kv in function.params},
+            }
         )
-    if score.params:
-        names = ", ".join(sorted(kv.key for kv in score.params))
-        raise invalid(f"function_score: unsupported param(s) {names}")
-    function = score.functions[0]
-    if function.type != schema_pb2.FunctionType.Rerank:
-        raise invalid(f"function_score: function {function.name!r} is not a rerank function")
-    return {
-        "name": function.name,
-        "input_field_names": list(function.input_field_names),
-        "params": {kv.key: kv.value for kv in function.params},
-    }
+    if len(bodies) == 1 and not score.params:
+        return bodies[0]
+    return {"functions": bodies, "params": {kv.key: kv.value for kv in score.params}}
 
 
 def hits_as_table(
@@ -129,6 +129,8 @@ class HybridRpcs(Servicer):
     def reranked_search(self, ctx: Ctx, request: Any) -> Any:
         """A Search with a ``function_score``: a hybrid search of its one request, as
         Milvus reranks ``limit + offset`` candidates per query and cuts the window after."""
+        if request.HasField("highlighter"):
+            raise invalid("Search: Elanus highlights a search without a function_score only")
         params = kv_values(request.search_params)
         body = pinned(search_body(ctx, request), request, params)
         body["data"] = _PLACEHOLDER

@@ -23,6 +23,7 @@ from elanus.flight.search.bodies import MAX_NQ, MAX_TOPK, search_options
 from elanus.flight.search.hits import hits_table
 from elanus.milvus.fielddata import from_arrow, ids_of, sparse_to_arrow
 from elanus.milvus.fields import check
+from elanus.milvus.highlight import field_terms, highlight_results, highlighter_of
 from elanus.milvus.honoured_reads import PLACEHOLDER_GROUP
 from elanus.milvus.params import (
     consistency_of,
@@ -282,12 +283,14 @@ class ReadRpcs(Servicer):
             page = page_request(request_doc, info.schema.primary.name, plan.metric, walk)
             plan = query.prepare_search(info, {**page, "data": None})
         ids = request_ids(request, info.schema.primary)
+        highlighter = highlighter_of(request)
         if ids is None:
             data = query_data(request)
             nq, queries = len(data), query.search_data(plan, data)
         else:
-            nq = len(ids)
+            data, nq = None, len(ids)
             plan, queries = query.keyed_search_data(plan, ids)
+        marked = [] if highlighter is None else field_terms(plan, highlighter, data)
         merged, ts = query.run_search(plan, queries)
         pk = info.schema.primary
         table = hits_table(merged, pk.arrow_type())
@@ -295,6 +298,10 @@ class ReadRpcs(Servicer):
         results = results_data(
             table, nq, request_doc["limit"], outputs, info.schema, round_decimal(params)
         )
+        if highlighter is not None:
+            results.highlight_results.extend(
+                highlight_results(query, info, highlighter, marked, table, ts)
+            )
         if walk is not None:
             bound = advance(
                 walk,

@@ -2,7 +2,8 @@
 
 A row ``(pk, ts_row)`` is gone when a delete ``(pk, ts_del)`` has ``ts_row < ts_del <=
 horizon``. Deletes after the horizon are kept in the target's delta log, so reads at a
-time inside the retention window still see those rows as they were.
+time inside the retention window still see those rows as they were. With a collection
+TTL, rows already expired at the horizon go too: no read inside the window sees them.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from elanus.properties import expire_floor
 from elanus.schema import PK_COLUMN, TIMESTAMP_FIELD, Schema
 from elanus.segments import storage
 
@@ -34,13 +36,18 @@ def deleted_mask(pks: pa.Array, row_ts: pa.Array, deltas: pa.Table, horizon_ts: 
 
 
 def compact_segments(
-    source_dirs: list[str], target_dir: str, schema: Schema, horizon_ts: int
+    source_dirs: list[str], target_dir: str, schema: Schema, horizon_ts: int, ttl: int = 0
 ) -> dict[str, Any]:
     """Write the merged target; returns what the coord records about it. Every source is
-    read in the collection's segment schema, whichever writer (or older version) wrote it."""
+    read in the collection's segment schema, whichever writer (or older version) wrote it.
+    ``ttl``: the collection's TTL in ms (0: none)."""
     pk_field = schema.primary.name
     data = pa.concat_tables([storage.read_segment(d, schema) for d in source_dirs])
     data = data.combine_chunks()
+    floor = expire_floor(horizon_ts, ttl)
+    if floor:
+        live = pc.greater_equal(data.column(TIMESTAMP_FIELD), pa.scalar(floor, pa.uint64()))
+        data = data.filter(live)
     delta_tables = [t for t in (storage.read_deltas(d) for d in source_dirs) if t is not None]
     carried = None
     if delta_tables:

@@ -392,7 +392,7 @@ class Delegator:
         try:
             columns = list(req.output_fields)
             growing, workers = self._view(req.partition_ids)
-            tables = [s.query(ts, expr, columns, req.limit) for s in growing]
+            tables = [s.query(ts, expr, columns, req.limit, req.ttl) for s in growing]
             tables += [
                 r.rows
                 for r in self._ask_workers(
@@ -409,7 +409,7 @@ class Delegator:
         version = self.distribution.enter_read()
         try:
             growing, workers = self._view(req.partition_ids)
-            total = sum(s.count(ts, expr) for s in growing)
+            total = sum(s.count(ts, expr, req.ttl) for s in growing)
             total += sum(
                 r.count
                 for r in self._ask_workers(

@@ -269,15 +269,16 @@ class MemSegment:
         return self._pks
 
     # -- reads ------------------------------------------------------------------------------
-    def visible(self, ts: int, expr: Expr | None = None) -> np.ndarray:
-        """Rows a read at ``ts`` with filter ``expr`` sees."""
+    def visible(self, ts: int, expr: Expr | None = None, ttl: int = 0) -> np.ndarray:
+        """Rows a read at ``ts`` with filter ``expr`` sees (``ttl``: the collection's TTL
+        in ms, 0 none; every read below takes it)."""
         self._settle()
-        mask = self.versions.visible(ts)
+        mask = self.versions.visible(ts, ttl)
         if expr is not None and mask.any():
             mask &= self._filter(expr).to_numpy(zero_copy_only=False)
         return mask
 
-    def _indexed_rows(self, ts: int, expr: Expr | None) -> np.ndarray | None:
+    def _indexed_rows(self, ts: int, expr: Expr | None, ttl: int) -> np.ndarray | None:
         """The visible rows matching ``expr`` when scalar indexes answer all of it (no
         per-row evaluation; ``None``: they do not)."""
         scalar = self._scalar
@@ -289,8 +290,8 @@ class MemSegment:
         if rows is None:
             return None
         self.scalar_uses += 1
-        if not self.versions.all_visible(ts):
-            rows = rows[self.versions.visible(ts)[rows]]
+        if not self.versions.all_visible(ts, ttl):
+            rows = rows[self.versions.visible(ts, ttl)[rows]]
         return rows
 
     def _filter(self, expr: Expr) -> pa.BooleanArray:
@@ -305,17 +306,17 @@ class MemSegment:
         self.scalar_uses += used
         return mask
 
-    def search_mask(self, ts: int, expr: Expr | None = None) -> np.ndarray | None:
+    def search_mask(self, ts: int, expr: Expr | None = None, ttl: int = 0) -> np.ndarray | None:
         """Like ``visible``, but ``None`` when every row is visible (no mask to build)."""
         self._settle()
-        if expr is None and self.versions.all_visible(ts):
+        if expr is None and self.versions.all_visible(ts, ttl):
             return None
-        rows = self._indexed_rows(ts, expr)
+        rows = self._indexed_rows(ts, expr, ttl)
         if rows is not None:
             mask = np.zeros(self.table.num_rows, bool)
             mask[rows] = True
             return mask
-        return self.visible(ts, expr)
+        return self.visible(ts, expr, ttl)
 
     def search(
         self,
@@ -328,13 +329,14 @@ class MemSegment:
         radius: float | None = None,
         range_filter: float | None = None,
         params: dict[str, Any] | None = None,
+        ttl: int = 0,
     ) -> SearchHits:
         """Top ``k`` visible rows; from the field's built index when it has one for this
         metric (and the filter leaves enough rows for it, and it answers range searches if
         this is one), else by the exact kernel. The scan runs outside the guard, on the rows
         settled when it began: a delegator's appends never wait for a search."""
         with self._guard:
-            mask = self.search_mask(ts, expr)
+            mask = self.search_mask(ts, expr, ttl)
             table, settled, held = self._vectors()
             pks = self._pk_values()
         source = held.get(field)
@@ -366,10 +368,12 @@ class MemSegment:
         return SearchHits(distances, hit_pks, rows)
 
     @_guarded
-    def term_stats(self, field: str, terms: np.ndarray, ts: int) -> tuple[int, float, np.ndarray]:
+    def term_stats(
+        self, field: str, terms: np.ndarray, ts: int, ttl: int = 0
+    ) -> tuple[int, float, np.ndarray]:
         """BM25 statistics of the rows visible at ``ts`` (no filter: the corpus is every
         visible row): rows, total tokens, rows holding each term."""
-        mask = self.search_mask(ts)  # first: it settles appended rows into the table
+        mask = self.search_mask(ts, ttl=ttl)  # first: it settles appended rows into the table
         return self._index(field, self._blocks).term_stats(terms, mask)
 
     @_guarded
@@ -421,24 +425,29 @@ class MemSegment:
 
     @_guarded
     def query(
-        self, ts: int, expr: Expr | None, columns: list[str], limit: int | None = None
+        self,
+        ts: int,
+        expr: Expr | None,
+        columns: list[str],
+        limit: int | None = None,
+        ttl: int = 0,
     ) -> pa.Table:
         self._settle()
-        rows = self._indexed_rows(ts, expr)
+        rows = self._indexed_rows(ts, expr, ttl)
         if rows is None:
-            rows = np.nonzero(self.visible(ts, expr))[0]
+            rows = np.nonzero(self.visible(ts, expr, ttl))[0]
         if limit is not None and len(rows) > limit:
             # The proxy pages by primary key: each segment offers its first ``limit`` keys.
             rows = np.sort(rows[_smallest(self.table.column(self.pk_field).take(rows), limit)])
         return self.take(rows, columns)
 
     @_guarded
-    def count(self, ts: int, expr: Expr | None = None) -> int:
+    def count(self, ts: int, expr: Expr | None = None, ttl: int = 0) -> int:
         self._settle()
-        rows = self._indexed_rows(ts, expr)
+        rows = self._indexed_rows(ts, expr, ttl)
         if rows is not None:
             return len(rows)
-        return int(np.count_nonzero(self.visible(ts, expr)))
+        return int(np.count_nonzero(self.visible(ts, expr, ttl)))
 
 
 def _one_chunk(column: pa.ChunkedArray) -> pa.Array:

@@ -275,6 +275,7 @@ class QueryNode(Role):
             columns=list(req.output_fields),
             filter=req.filter,
             filter_params=req.params or {},
+            ttl=req.ttl,
         )
         page = snapshot_files.read_page(read, Schema.from_dict(req.schema), req.limit)
         return Rows(rows=page, ts=req.ts)
@@ -346,11 +347,11 @@ class QueryNode(Role):
     def worker_query(self, req: ReadSegmentRows) -> Rows:
         ids = req.segment_ids
         expr = self._expr(self._collection_of(ids), req.filter, req.params)
-        rows = self.worker.query(ids, req.ts, expr, req.output_fields, req.limit)
+        rows = self.worker.query(ids, req.ts, expr, req.output_fields, req.limit, req.ttl)
         return Rows(rows=rows, ts=req.ts)
 
     @blocking
     def worker_count(self, req: ReadSegmentRows) -> Count:
         ids = req.segment_ids
         expr = self._expr(self._collection_of(ids), req.filter, req.params)
-        return Count(count=self.worker.count(ids, req.ts, expr), ts=req.ts)
+        return Count(count=self.worker.count(ids, req.ts, expr, req.ttl), ts=req.ts)

@@ -5,7 +5,8 @@ The rows visible at ``T`` are those with ``_ts <= T`` that no delete ``(pk, d)``
 logs yet (a delegator's buffer, for a plan of a loaded collection) or none (a files-only
 plan, taken once every delete up to ``T`` was written: ``flight/search/fileplan.py``).
 Only the needed columns are read from Lance (the output, the key, ``_ts`` and what the
-filter looks at); ``_ts <= T`` is pushed into the Lance scan, the filter runs on each
+filter looks at); ``_ts <= T`` is pushed into the Lance scan (with a collection TTL, also
+``_ts >= expire_floor(T, ttl)``: ``segments/visibility.py``), the filter runs on each
 Arrow batch. Used by Spark executors that see the files and by a proxy redeeming a files
 ticket.
 """
@@ -22,6 +23,7 @@ import pyarrow.compute as pc
 from elanus import layout, objstore
 from elanus.errors import ElanusError, ErrorCode
 from elanus.expr import parse
+from elanus.properties import expire_floor
 from elanus.schema import PK_COLUMN, TIMESTAMP_FIELD, Schema
 from elanus.segments import storage
 from elanus.segments.compactor import deleted_mask
@@ -39,6 +41,8 @@ class SegmentRead:
     columns: list[str]
     filter: str | None = None
     filter_params: dict[str, Any] = field(default_factory=dict)
+    ttl: int = 0
+    """The collection's TTL in ms (0: none)."""
 
 
 def delete_schema(pk_type: pa.DataType) -> pa.Schema:
@@ -79,7 +83,7 @@ def read_segment(
     ds = storage.dataset(read.path)
     scanner = ds.scanner(
         columns=[c for c in needed if c in ds.schema.names],  # added fields: filled below
-        filter=f"{TIMESTAMP_FIELD} <= {read.ts}",
+        filter=_in_time(read.ts, read.ttl),
         batch_size=batch_size,
     )
     stored = storage.segment_schema(schema)
@@ -99,6 +103,13 @@ def read_segment(
         out = (batch if pc.all(keep).as_py() else batch.filter(keep)).select(columns)
         if out.num_rows:
             yield out.cast(out_schema)
+
+
+def _in_time(ts: int, ttl: int) -> str:
+    """The Lance filter of the rows inserted by ``ts`` and not expired then."""
+    floor = expire_floor(ts, ttl)
+    live = f" AND {TIMESTAMP_FIELD} >= {floor}" if floor else ""
+    return f"{TIMESTAMP_FIELD} <= {ts}{live}"
 
 
 def read_page(read: SegmentRead, schema: Schema, limit: int | None) -> pa.Table:

@@ -91,7 +91,7 @@ async def read_segments(d: Delegator, req: ReadSegments, expr: Expr | None) -> R
         retired: list[dict[str, Any]] = []
         for sid in req.segment_ids:
             if sid in d.growing:
-                tables.append(d.growing[sid].query(ts, expr, columns, limit))
+                tables.append(d.growing[sid].query(ts, expr, columns, limit, req.ttl))
             elif sid in dist.sealed:
                 by_node.setdefault(dist.sealed[sid].node_id, []).append(sid)
             elif sid in dist.retired:
@@ -113,7 +113,15 @@ async def read_segments(d: Delegator, req: ReadSegments, expr: Expr | None) -> R
         for spec in retired:
             tables.append(
                 await asyncio.to_thread(
-                    _read_retired, d, spec, (buffer, complete_until), ts, expr, columns, limit
+                    _read_retired,
+                    d,
+                    spec,
+                    (buffer, complete_until),
+                    ts,
+                    expr,
+                    columns,
+                    limit,
+                    req.ttl,
                 )
             )
         if retired:
@@ -167,6 +175,7 @@ def _read_retired(
     expr: Expr | None,
     columns: list[str],
     limit: int | None,
+    ttl: int,
 ) -> pa.Table:
     """A compacted-away segment from its files, with every buffered delete applied.
 
@@ -175,7 +184,7 @@ def _read_retired(
     buffer, complete_until = deletes
     cached = RETIRED.get(spec["path"], ts)
     if cached is not None:
-        return cached.query(ts, expr, columns, limit)
+        return cached.query(ts, expr, columns, limit, ttl)
     if not objstore.exists(layout.data_path(layout.parent(spec["path"]))):
         raise _files_gone(spec)
     _check_held(spec, buffer)
@@ -192,7 +201,7 @@ def _read_retired(
     if len(batch):
         seg.delete(batch.pks, batch.ts)
     RETIRED.put(spec["path"], seg, complete_until)
-    return seg.query(ts, expr, columns, limit)
+    return seg.query(ts, expr, columns, limit, ttl)
 
 
 def _files_gone(spec: dict[str, Any]) -> ElanusError:

@@ -5,6 +5,11 @@ of its key that came after the insert (``MAX`` while there is none). A read at `
 the row exactly when ``_ts <= T < death``. Deletes only ever lower a death timestamp, so
 applying them is idempotent and order-free, and any ``T`` inside the retention window —
 time travel — is answered by the same two comparisons.
+
+A collection TTL adds a third: a read at ``T`` with a TTL also drops rows inserted before
+``expire_floor(T, ttl)`` (``elanus.properties``), so a read at an old ``T`` still sees what
+was live then. Every read of loaded rows (search, query, get, count, BM25 statistics) asks
+here; reads from a segment's files apply the same floor (``snapshot_files``).
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from elanus.properties import expire_floor
 
 ALIVE = np.iinfo(np.uint64).max
 
@@ -24,6 +31,7 @@ class RowVersions:
         self.insert_ts = insert_ts.astype(np.uint64, copy=False)
         self.death_ts = np.full(len(pks), ALIVE, dtype=np.uint64)
         self.max_insert = int(self.insert_ts.max()) if len(self.insert_ts) else 0
+        self.min_insert = int(self.insert_ts.min()) if len(self.insert_ts) else int(ALIVE)
         self.min_death = int(ALIVE)
         """Bounds that let ``all_visible`` answer without touching every row."""
 
@@ -37,6 +45,7 @@ class RowVersions:
         self.death_ts = np.concatenate([self.death_ts, np.full(len(pks), ALIVE, dtype=np.uint64)])
         if len(insert_ts):
             self.max_insert = max(self.max_insert, int(insert_ts.max()))
+            self.min_insert = min(self.min_insert, int(insert_ts.min()))
 
     def delete(self, pks: pa.Array, ts: np.ndarray | int) -> int:
         """Apply deletes ``(pk, ts)`` (keys may repeat); returns the rows they touched."""
@@ -63,18 +72,22 @@ class RowVersions:
             self.min_death = min(self.min_death, int(cand.min()))
         return int(len(rows))
 
-    def visible(self, ts: int) -> np.ndarray:
-        """The rows a read at ``ts`` sees."""
+    def visible(self, ts: int, ttl: int = 0) -> np.ndarray:
+        """The rows a read at ``ts`` sees (``ttl``: the collection's TTL in ms, 0 none)."""
         t = np.uint64(ts)
-        return (self.insert_ts <= t) & (self.death_ts > t)
+        mask = (self.insert_ts <= t) & (self.death_ts > t)
+        floor = expire_floor(ts, ttl)
+        if floor > self.min_insert:
+            mask &= self.insert_ts >= np.uint64(floor)
+        return mask
 
-    def all_visible(self, ts: int) -> bool:
+    def all_visible(self, ts: int, ttl: int = 0) -> bool:
         """Whether a read at ``ts`` sees every row (the common case of a sealed segment
-        without deletes): then no per-row mask is needed."""
-        return self.max_insert <= ts < self.min_death
+        without deletes or expired rows): then no per-row mask is needed."""
+        return self.max_insert <= ts < self.min_death and expire_floor(ts, ttl) <= self.min_insert
 
-    def live_count(self, ts: int) -> int:
-        return int(np.count_nonzero(self.visible(ts)))
+    def live_count(self, ts: int, ttl: int = 0) -> int:
+        return int(np.count_nonzero(self.visible(ts, ttl)))
 
 
 def _unique_rounds(pks: pa.Array) -> list[np.ndarray]:

@@ -236,12 +236,13 @@ class Worker:
         expr: Expr | None,
         columns: list[str],
         limit: int | None,
+        ttl: int = 0,
     ) -> pa.Table:
-        tables = [seg.query(ts, expr, columns, limit) for seg in self._held(segment_ids)]
+        tables = [seg.query(ts, expr, columns, limit, ttl) for seg in self._held(segment_ids)]
         return concat_or_empty(tables, columns, self._held(segment_ids))
 
-    def count(self, segment_ids: list[int], ts: int, expr: Expr | None) -> int:
-        return sum(seg.count(ts, expr) for seg in self._held(segment_ids))
+    def count(self, segment_ids: list[int], ts: int, expr: Expr | None, ttl: int = 0) -> int:
+        return sum(seg.count(ts, expr, ttl) for seg in self._held(segment_ids))
 
 
 def search_part(seg: MemSegment, req: SearchRequest) -> dict[str, Any]:
@@ -256,7 +257,7 @@ def term_stats(segments: list[MemSegment], req: SearchRequest) -> dict[str, Any]
     """BM25 statistics of ``segments`` at ``req.ts`` for the terms in ``req.queries``:
     ``rows`` and ``tokens`` (their total length) of the visible rows, ``df`` per term."""
     terms = np.asarray(req.queries, np.uint32)
-    parts = [seg.term_stats(req.field, terms, req.ts) for seg in segments]
+    parts = [seg.term_stats(req.field, terms, req.ts, req.ttl) for seg in segments]
     return add_term_stats([{"rows": r, "tokens": t, "df": d} for r, t, d in parts], len(terms))
 
 
@@ -295,6 +296,7 @@ def _hits_part(
         req.radius,
         req.range_filter,
         params,
+        req.ttl,
     )
     part: dict[str, Any] = {
         "distances": hits.distances,
@@ -328,4 +330,5 @@ def segment_read(req: ReadShard | ReadSegments, ts: int, segment_ids: list[int])
         params=req.params,
         output_fields=req.output_fields,
         limit=req.limit,
+        ttl=req.ttl,
     )

@@ -68,6 +68,7 @@ def read_sealed(
         columns=list(ticket["columns"]),
         filter=ticket.get("filter"),
         filter_params=ticket.get("filter_params") or {},
+        ttl=int(ticket.get("ttl") or 0),
     )
     buffered = None
     if ticket["read"] != "files":

@@ -221,16 +221,22 @@ def _collect(errors: list[BaseException], fn: Any) -> None:
 
 @contextlib.contextmanager
 def own_stack(
-    tmp: Path, name: str, *, max_payload_mb: int | None = None, **settings: Any
+    tmp: Path,
+    name: str,
+    *,
+    max_payload_mb: int | None = None,
+    kind: type[Stack] | None = None,
+    **settings: Any,
 ) -> Iterator[Stack]:
     """A started ``Stack`` on its own nats-server and loop thread, for module-scoped
     fixtures; the stack, the loop and the server stop in that order, even on failure.
-    ``max_payload_mb`` None gives the server its stock limits (1 MB messages)."""
+    ``max_payload_mb`` None gives the server its stock limits (1 MB messages); ``kind``:
+    a subclass of ``Stack`` (``milvus_stack.MilvusStack``)."""
     nats = EmbeddedNats(tmp / "nats", max_payload_mb=max_payload_mb).start()
     try:
         loop = LoopThread(name).start()
         try:
-            stack = Stack(loop, nats, tmp / "data", **settings)
+            stack = (kind or Stack)(loop, nats, tmp / "data", **settings)
             try:
                 stack.start()
                 yield stack

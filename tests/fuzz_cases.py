@@ -140,6 +140,7 @@ BASE: dict[str, dict[str, Any]] = {
     "describe_collection": {"name": MAIN},
     "list_collections": {},
     "rename_collection": {"name": ABSENT, "new_name": "fz_absent2"},
+    "alter_collection_properties": {"name": ABSENT, "properties": {"collection.ttl.seconds": 5}},
     "add_collection_field": {
         "collection": ABSENT, "field": {"name": "fz_added", "type": "Int64", "nullable": True},
     },
@@ -266,7 +267,7 @@ _KEYS_BY_KIND = {
     "bool": "auto_id retry_failed ok upsert strict_group_size force_drop files_only enabled",
     "dict": "schema properties params filter_params options search_params ranker field",
     "list": """files ids segment_ids parts partition_names data output_fields columns reqs
-        privileges""",
+        privileges delete_keys""",
 }
 KINDS: dict[str, str] = {
     key: kind

@@ -53,6 +53,8 @@ c = MilvusClient(spec["path"])
 schema = c.create_schema(auto_id=False, enable_dynamic_field=True)
 for f in spec["fields"]:
     kw = {k: v for k, v in f.items() if k not in ("name", "type")}
+    if "element_type" in kw:
+        kw["element_type"] = getattr(DataType, kw["element_type"])
     schema.add_field(f["name"], getattr(DataType, f["type"]), **kw)
 index = c.prepare_index_params()
 index.add_index(spec["vector"], index_type="FLAT", metric_type="L2")
@@ -61,7 +63,10 @@ c.insert("c", spec["rows"])
 out = []
 for kind, arg in spec["reads"]:
     try:
-        if kind == "filter":
+        if kind == "partial":
+            c.upsert("c", arg, partial_update=True)
+            out.append("ok")
+        elif kind == "filter":
             rows = c.query("c", filter=arg, output_fields=[spec["pk"]])
             out.append(sorted(r[spec["pk"]] for r in rows))
         elif kind == "query":
@@ -86,7 +91,8 @@ def lite_answers(
 ) -> list[Any]:
     """Milvus Lite's answer to each read: ``("filter", expr)`` gives the sorted primary keys
     it matches, ``("query", output_fields)`` the rows of ``pk >= 0`` sorted by key,
-    ``("search", output_fields)`` ``[pk, entity]`` per hit of a limit-3 search."""
+    ``("search", output_fields)`` ``[pk, entity]`` per hit of a limit-3 search. A write
+    may come between them: ``("partial", rows)``, a partial upsert, answers ``"ok"``."""
     pytest.importorskip("pymilvus")
     pytest.importorskip("milvus_lite")
     pk = next(f["name"] for f in fields if f.get("is_primary"))

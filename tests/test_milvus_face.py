@@ -106,14 +106,26 @@ def test_alter_properties_and_index(client: MilvusClient) -> None:
     client.create_collection("alt", dimension=4)  # loaded: mmap.enabled waits for a release
     with pytest.raises(MilvusException, match="can not alter mmap properties if collection"):
         client.alter_collection_properties("alt", {"mmap.enabled": True})
+    with pytest.raises(MilvusException, match="can not alter mmap properties if collection"):
+        client.drop_collection_properties("alt", ["mmap.enabled"])
+    client.alter_collection_properties("alt", {"collection.ttl.seconds": 60})  # loaded: fine
     client.release_collection("alt")
-    client.alter_collection_properties("alt", {"mmap.enabled": True})
-    client.drop_collection_properties("alt", ["mmap.enabled"])
+    client.alter_collection_properties("alt", {"mmap.enabled": True, "app.owner": "me"})
+    props = client.describe_collection("alt")["properties"]
+    assert {k: props[k] for k in ("mmap.enabled", "app.owner", "collection.ttl.seconds")} == {
+        "mmap.enabled": "True",
+        "app.owner": "me",
+        "collection.ttl.seconds": "60",
+    }
+    client.drop_collection_properties("alt", ["mmap.enabled", "collection.ttl.seconds", "none"])
+    props = client.describe_collection("alt")["properties"]
+    assert "mmap.enabled" not in props and "collection.ttl.seconds" not in props
     with pytest.raises(MilvusException, match="has no field 'nope'"):
         client.alter_collection_field("alt", "nope", {"mmap.enabled": True})
-    with pytest.raises(MilvusException) as info:
-        client.alter_collection_properties("alt", {"collection.ttl.seconds": 60})
-    assert info.value.code == 10 and "collection.ttl.seconds" in info.value.message
+    with pytest.raises(MilvusException) as info:  # Milvus acts on it; Elanus would not
+        client.alter_collection_properties("alt", {"collection.insertRate.max.mb": 5})
+    assert "collection.insertRate.max.mb" in info.value.message
+    assert "collection.insertRate.max.mb" not in client.describe_collection("alt")["properties"]
     with pytest.raises(MilvusException) as info:
         client.alter_collection_properties("nope", {"mmap.enabled": True})
     assert info.value.code == 100

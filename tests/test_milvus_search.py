@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -14,8 +15,11 @@ from pymilvus import (
     DataType,
     Function,
     FunctionType,
+    LexicalHighlighter,
     MilvusClient,
+    MilvusException,
     RRFRanker,
+    SemanticHighlighter,
     WeightedRanker,
 )
 
@@ -153,10 +157,14 @@ def test_search_and_query_iterators_page_without_gaps(client: MilvusClient) -> N
     assert rows == list(range(10, N))
 
 
-def test_bm25_text_search(client: MilvusClient) -> None:
-    schema = client.create_schema(auto_id=True)
+def _text_collection(client: MilvusClient, name: str, dense: bool = False) -> None:
+    """A collection of ``id``, ``text`` (analysed, TEXT_MATCH-able) and its BM25 vectors
+    ``sparse`` (and a 2-d ``v`` with ``dense``)."""
+    schema = client.create_schema(auto_id=False)
     schema.add_field("id", DataType.INT64, is_primary=True)
-    schema.add_field("text", DataType.VARCHAR, max_length=256, enable_analyzer=True)
+    schema.add_field(
+        "text", DataType.VARCHAR, max_length=2000, enable_analyzer=True, enable_match=True
+    )
     schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
     schema.add_function(
         Function(
@@ -168,16 +176,103 @@ def test_bm25_text_search(client: MilvusClient) -> None:
     )
     params = client.prepare_index_params()
     params.add_index("sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
-    client.create_collection("docs", schema=schema, index_params=params, consistency_level="Strong")
+    if dense:
+        schema.add_field("v", DataType.FLOAT_VECTOR, dim=2)
+        params.add_index("v", index_type="FLAT", metric_type="L2")
+    client.create_collection(name, schema=schema, index_params=params, consistency_level="Strong")
+
+
+def test_bm25_text_search(client: MilvusClient) -> None:
+    _text_collection(client, "docs")
     texts = [
         "the quick brown fox jumps",
         "a lazy dog sleeps all day",
         "vector databases search embeddings",
         "the fox and the dog are friends",
     ]
-    client.insert("docs", [{"text": t} for t in texts])
+    client.insert("docs", [{"id": i, "text": t} for i, t in enumerate(texts)])
     hits = client.search(
         "docs", data=["fox"], anns_field="sparse", limit=3, output_fields=["text"]
     )[0]
     assert {h["entity"]["text"] for h in hits} == {texts[0], texts[3]}
     assert hits[0]["distance"] > 0
+
+
+HIGHLIGHT_DOCS = [
+    "my first test doc",
+    "my second test doc",
+    "my first test doc. Milvus is an open-source vector database built for GenAI applications.",
+    "my second test doc. Milvus is an open-source vector database that suits AI applications "
+    "of every size from running a demo chatbot to building web-scale search.",
+]
+
+
+def test_lexical_highlighter(client: MilvusClient) -> None:
+    """Milvus's Text Highlighter examples (userGuide text-highlighter.md, 2.6.8), whose
+    outputs follow its source (proxy/highlighter.go, fetchFragmentsFromOffsets). Milvus
+    Lite 3.2 takes a highlighter and returns no highlight, so it is no reference here."""
+    _text_collection(client, "hl", dense=True)
+    rows = [{"id": i, "text": t, "v": [i, 1.0]} for i, t in enumerate(HIGHLIGHT_DOCS)]
+    client.insert("hl", rows)
+
+    def marked(data: list[str], **kw: Any) -> list[dict[int, list[str]]]:
+        filter_ = kw.pop("filter", "")
+        got = client.search(
+            "hl", data, anns_field="sparse", limit=10, filter=filter_,
+            highlighter=LexicalHighlighter(**kw),
+        )  # fmt: skip
+        return [{h["id"]: h["highlight"]["text"]["fragments"] for h in q} for q in got]
+
+    braces = {"pre_tags": ["{"], "post_tags": ["}"]}
+    assert marked(["test"], highlight_search_text=True, **braces) == [
+        {
+            0: ["{test} doc"],
+            1: ["{test} doc"],
+            2: ["{test} doc. Milvus is an open-source vector database built for GenAI "
+                "applications."],
+            3: ["{test} doc. Milvus is an open-source vector database that suits AI "
+                "applications of every size from run"],
+        }
+    ]  # fmt: skip
+    with_query = marked(
+        ["test"], highlight_search_text=True,
+        highlight_query=[{"type": "TextMatch", "field": "text", "text": "my doc"}], **braces,
+    )  # fmt: skip
+    assert with_query[0][1] == ["{my} second {test} {doc}"]
+    assert with_query[0][3][0].startswith("{my} second {test} {doc}. Milvus is an open-source")
+    assert marked(
+        ["test", "Milvus"], highlight_search_text=True, fragment_offset=20, fragment_size=60,
+        num_of_fragments=1, **braces,
+    )[1] == {
+        2: ["my first test doc. {Milvus} is an open-source vector database "],
+        3: ["my second test doc. {Milvus} is an open-source vector database"],
+    }  # fmt: skip
+    # tags rotate by a span's place in its fragment; a span past a fragment opens the next
+    rotated = marked(
+        ["milvus an applications"], highlight_search_text=True, fragment_size=20,
+        pre_tags=["<a>", "<b>"], post_tags=["</a>", "</b>"],
+    )[0][3]  # fmt: skip
+    assert rotated == ["<a>Milvus</a> is <b>an</b> open-so", "<a>applications</a> of ever"]
+    # the terms of a TEXT_MATCH filter, found by highlight_query without the search text
+    assert marked(
+        ["database"], filter='TEXT_MATCH(text, "second")',
+        highlight_query=[{"type": "TextMatch", "field": "text", "text": "second"}],
+    )[0] == {3: ["<em>second</em> test doc. Milvus is an open-source vector database that "
+                 "suits AI applications of every size f"]}  # fmt: skip
+    with pytest.raises(MilvusException, match="BM25"):
+        client.search("hl", [[0.0, 1.0]], anns_field="v", highlighter=LexicalHighlighter(
+            highlight_search_text=True))  # fmt: skip
+    for bad, words in [
+        ({"fragment_size": 0}, "fragment_size"),
+        ({"pre_tags": []}, "pre_tags"),
+        ({"highlight_query": [{"type": "PhraseMatch", "field": "text", "text": "x"}]},
+         "PhraseMatch"),
+        ({"highlight_query": [{"type": "TextMatch", "field": "nope", "text": "x"}]}, "nope"),
+    ]:  # fmt: skip
+        with pytest.raises(MilvusException, match=words) as info:
+            marked(["test"], **bad)
+        assert info.value.code == 1100
+    semantic = SemanticHighlighter(queries=["q"], input_fields=["text"])
+    with pytest.raises(MilvusException, match="SemanticHighlighter") as info:
+        client.search("hl", ["test"], anns_field="sparse", highlighter=semantic)
+    assert info.value.code == 1100

@@ -319,3 +319,139 @@ def test_bad_rankers_are_refused_by_name(clients: tuple[Client, MilvusClient]) -
                 "params": {"reranker": "decay", "function": "exp", "scale": 1},
             },
         )
+
+
+# -- boost (Milvus 2.6's Boost Ranker; elanus/boost.py) -------------------------------------
+# Expected scores follow Milvus's source (rescores/Scorer.cpp, RescoresNode.cpp): a matched
+# hit's raw distance times (boost_mode sum: plus) its boost, in float32. Milvus Lite 3.2
+# runs the boost ranker but applies every boost twice (weight 0.5 scales a distance by
+# 0.25, weight 2 by 4), so it is no reference here; Milvus applies it once, as its docs show.
+M64 = (1 << 64) - 1
+
+
+def _murmur_special(key: int, seed: int) -> int:
+    """Milvus's MurmurHash3_x64_64_Special (rescores/Murmur3.c), in Python integers."""
+
+    def rotl(x: int, r: int) -> int:
+        return ((x << r) | (x >> (64 - r))) & M64
+
+    def fmix(k: int) -> int:
+        k ^= k >> 33
+        k = (k * 0xFF51AFD7ED558CCD) & M64
+        k ^= k >> 33
+        k = (k * 0xC4CEB9FE1A85EC53) & M64
+        return k ^ (k >> 33)
+
+    c1, c2 = 0x87C37B91114253D5, 0x4CF5AD432745937F
+    key, seed = key & M64, seed & M64
+    h1 = key ^ seed ^ ((rotl((key * c1) & M64, 31) * c2) & M64)
+    h1 = (((rotl(h1, 27) + seed) & M64) * 5 + 0x52DCE729) & M64
+    h2 = seed ^ ((rotl((seed * c2) & M64, 33) * c1) & M64)
+    h2 = (((rotl(h2, 31) + h1) & M64) * 5 + 0x38495AB5) & M64
+    h1, h2 = h1 ^ 16, h2 ^ 16
+    h1 = (h1 + h2) & M64
+    h2 = (h2 + h1) & M64
+    return (fmix(h1) + fmix(h2)) & M64
+
+
+def _draw(key: int, seed: int) -> float:
+    """Milvus's hash_to_double: the low 52 bits as a mantissa in [1, 2), less 1."""
+    bits = (_murmur_special(key, seed) & 0xFFFFFFFFFFFFF) | (0x3FF << 52)
+    return float(np.array([bits], np.uint64).view(np.float64)[0]) - 1.0
+
+
+def boost(**params: Any) -> Function:
+    return Function(
+        name="b",
+        input_field_names=[],
+        function_type=FunctionType.RERANK,
+        params={"reranker": "boost", **params},
+    )
+
+
+def expected_boost(
+    field: str, candidates: int, limit: int, offset: int, boosts: dict[int, float], sum_: bool
+) -> list[tuple[int, float]]:
+    """Milvus's boost over the ``candidates`` nearest on ``field`` (a: L2 ascending, b:
+    COSINE descending), each boosted key's distance times (or plus) its boost."""
+    larger = field == "b"
+    raw = {i: cosine(field, i) if larger else l2(field, i) for i in range(N)}
+    nearest = sorted(range(N), key=lambda i: (-raw[i] if larger else raw[i], i))[:candidates]
+    scored = []
+    for i in nearest:
+        d = np.float32(raw[i])
+        if i in boosts:
+            b = np.float32(boosts[i])
+            d = np.float32(d + b) if sum_ else np.float32(d * b)
+        scored.append((i, float(d)))
+    scored.sort(key=lambda p: (-p[1] if larger else p[1], p[0]))
+    return scored[offset : offset + limit]
+
+
+def test_boost_search_on_both_faces(clients: tuple[Client, MilvusClient]) -> None:
+    ec, mc = clients
+    ranker = boost(filter="t < 30", weight=0.5)
+    want = expected_boost("a", 8, 5, 3, {i: 0.5 for i in range(N) if i * 1.5 < 30}, False)
+    got = mc.search(
+        "r", Q.tolist(), anns_field="a", limit=5, offset=3, ranker=ranker, output_fields=["t"]
+    )
+    same(list(got[0]), want)
+    assert [h["entity"]["t"] for h in got[0]] == [ROWS[i]["t"] for i, _ in want]
+    same(list(ec.search("r", Q, anns_field="a", limit=5, offset=3, ranker=ranker)[0]), want)
+    as_dict = {"input_field_names": [], "params": {"reranker": "boost", "filter": "t < 30",
+                                                   "weight": 0.5}}  # fmt: skip
+    same(list(ec.search("r", Q, anns_field="a", limit=5, offset=3, ranker=as_dict)[0]), want)
+
+
+def test_boost_function_score_merges_weights_and_random_draws(
+    clients: tuple[Client, MilvusClient],
+) -> None:
+    """Two boost functions in a FunctionScore on a COSINE field: a fixed weight on some
+    rows and a seeded random weight (by the ``id`` field) on all, merged by function_mode,
+    added to the score (boost_mode sum); the random draw is Milvus's hash of the field."""
+    from pymilvus import FunctionScore
+
+    ec, mc = clients
+    fixed = boost(filter="t >= 45", weight=0.3)
+    drawn = boost(random_score={"seed": 126, "field": "id"}, weight=0.4)
+    boosts = {}
+    for i in range(N):
+        r = float(np.float32(_draw(i, 126)) * np.float32(0.4))
+        boosts[i] = float(np.float32(0.3) * np.float32(r)) if i * 1.5 >= 45 else r
+    want = expected_boost("b", 6, 6, 0, boosts, True)
+    score = FunctionScore([fixed, drawn], params={"boost_mode": "Sum", "function_mode": "Multiply"})
+    same(list(mc.search("r", Q.tolist(), anns_field="b", limit=6, ranker=score)[0]), want)
+    same(list(ec.search("r", Q, anns_field="b", limit=6, ranker=score)[0]), want)
+    # without a field Elanus hashes the primary key (Milvus: the segment offset), which
+    # for an Int64 key equal to the id field draws the same numbers
+    keyed = FunctionScore([fixed, boost(random_score={"seed": 126}, weight=0.4)],
+                          params={"boost_mode": "sum"})  # fmt: skip
+    same(list(mc.search("r", Q.tolist(), anns_field="b", limit=6, ranker=keyed)[0]), want)
+
+
+def test_bad_boost_rankers_are_refused(clients: tuple[Client, MilvusClient]) -> None:
+    from pymilvus import FunctionScore
+
+    ec, mc = clients
+    q = Q.tolist()
+    _milvus_error(lambda: mc.search("r", q, anns_field="a", ranker=boost(filter="t < 3")),
+                  "'weight'")  # fmt: skip
+    bad_mode = FunctionScore([boost(weight=2)], params={"boost_mode": "max"})
+    _milvus_error(lambda: mc.search("r", q, anns_field="a", ranker=bad_mode), "boost_mode")
+    _milvus_error(
+        lambda: mc.search("r", q, anns_field="a", ranker=boost(weight=2), group_by_field="t"),
+        "grouping",
+    )
+    seeded_by_double = boost(random_score={"seed": 1, "field": "t"}, weight=1)
+    _milvus_error(lambda: mc.search("r", q, anns_field="a", ranker=seeded_by_double), "Int64")
+    with pytest.raises(MilvusException, match="boost ranker filter"):
+        mc.search("r", q, anns_field="a", ranker=boost(filter="nope > 1", weight=2))
+    mixed = FunctionScore([boost(weight=2), decay("gauss", origin=0, scale=1)])
+    _milvus_error(lambda: mc.search("r", q, anns_field="a", ranker=mixed), "decay")
+    reqs = [
+        AnnSearchRequest(q, "a", {"metric_type": "L2"}, limit=4),
+        AnnSearchRequest(q, "b", {"metric_type": "COSINE"}, limit=4),
+    ]
+    _milvus_error(lambda: mc.hybrid_search("r", reqs, boost(weight=2)), "hybrid search")
+    with pytest.raises(ElanusError, match="hybrid search"):
+        ec.hybrid_search("r", reqs, boost(weight=2))

@@ -6,7 +6,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from elanus.properties import expire_floor
 from elanus.segments.visibility import RowVersions
+from elanus.tsutil import compose
 
 
 def reference(
@@ -53,3 +55,18 @@ def test_deletes_are_idempotent_and_order_free() -> None:
     b.delete(pa.array([1, 2]), np.array([9, 30], np.uint64))
     assert a.death_ts.tolist() == b.death_ts.tolist() == [9, 12, np.iinfo(np.uint64).max]
     assert a.live_count(10) == 2 and a.live_count(12) == 1 and a.live_count(4) == 0
+
+
+def test_a_ttl_hides_rows_inserted_before_the_reads_floor() -> None:
+    """``insert physical ms + ttl < read physical ms``: expired (Milvus's rule); a read at an
+    earlier timestamp still sees the row; ``all_visible`` says no once one row expired."""
+    ms = [1000, 2000, 3000]
+    rv = RowVersions(pa.array([1, 2, 3]), np.array([compose(m) for m in ms], np.uint64))
+    at = compose(3500)
+    assert rv.visible(at, ttl=1500).tolist() == [False, True, True]  # 2000 + 1500 = 3500
+    assert rv.visible(at, ttl=1499).tolist() == [False, False, True]
+    assert rv.visible(compose(2500), ttl=1500).tolist() == [True, True, False]
+    assert rv.visible(at).tolist() == [True, True, True]  # no TTL
+    assert rv.all_visible(at) and not rv.all_visible(at, ttl=1500)
+    assert rv.all_visible(at, ttl=2500) and rv.live_count(at, ttl=1000) == 1
+    assert expire_floor(at, 0) == 0 and expire_floor(compose(10), 20) == 0

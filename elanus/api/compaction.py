@@ -25,13 +25,14 @@ class PlanSource:
 @reply
 class CompactionPlan:
     """Merge ``sources`` into ``target_segment_id``, dropping rows deleted at or before
-    ``horizon_ts``."""
+    ``horizon_ts`` and, with a collection TTL of ``ttl`` ms, rows expired then."""
 
     plan_id: int
     partition_id: int
     target_segment_id: int
     horizon_ts: int
     sources: list[PlanSource]
+    ttl: int = 0
 
 
 @request("compaction.trigger")

@@ -167,6 +167,9 @@ class ReadShard:
     partition_ids: list[int] | None = None
     output_fields: list[str] = field(default_factory=list)
     limit: int | None = None
+    ttl: int = 0
+    """The collection's TTL in ms (0: none): rows expired at the read timestamp are not
+    read (``elanus.properties.expire_floor``)."""
 
 
 @reply
@@ -203,6 +206,9 @@ class ReadSegments:
     params: dict[str, Any] | None = None
     output_fields: list[str] = field(default_factory=list)
     limit: int | None = None
+    ttl: int = 0
+    """The collection's TTL in ms (0: none): rows expired at the read timestamp are not
+    read (``elanus.properties.expire_floor``)."""
 
 
 @request("querynode.read.files")
@@ -219,6 +225,9 @@ class ReadFiles:
     params: dict[str, Any] | None = None
     output_fields: list[str] = field(default_factory=list)
     limit: int | None = None
+    ttl: int = 0
+    """The collection's TTL in ms (0: none): rows expired at the read timestamp are not
+    read (``elanus.properties.expire_floor``)."""
 
 
 @request("querynode.read.deletes")
@@ -358,6 +367,9 @@ class ReadSegmentRows:
     params: dict[str, Any] | None = None
     output_fields: list[str] = field(default_factory=list)
     limit: int | None = None
+    ttl: int = 0
+    """The collection's TTL in ms (0: none): rows expired at the read timestamp are not
+    read (``elanus.properties.expire_floor``)."""
 
 
 class WorkerAPI(Stub):

@@ -201,6 +201,18 @@ class AddCollectionField:
     ts: int = 0
 
 
+@request("collection.alter_properties")
+class AlterCollectionProperties:
+    """Set ``properties`` and drop ``delete_keys`` of a collection's properties (checked
+    by the proxy); a key dropped that is not set is no change, as in Milvus."""
+
+    db: str = DEFAULT_DB
+    name: str
+    properties: dict[str, str] = field(default_factory=dict)
+    delete_keys: list[str] = field(default_factory=list)
+    ts: int = 0
+
+
 @request("collection.alter_mmap")
 class AlterMmap:
     """Set (``enabled``) or drop (``None``) Milvus's ``mmap.enabled`` of a collection, of
@@ -383,6 +395,11 @@ class RootCoordAPI(Stub):
 
     async def rename_collection(self, req: RenameCollection) -> CollectionChanged:
         return await self._ask("collection.rename", req, CollectionChanged)
+
+    async def alter_collection_properties(
+        self, req: AlterCollectionProperties
+    ) -> CollectionChanged:
+        return await self._ask("collection.alter_properties", req, CollectionChanged)
 
     async def add_collection_field(self, req: AddCollectionField) -> FieldAdded:
         return await self._ask("collection.add_field", req, FieldAdded)

@@ -5,13 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from elanus.client.base import ClientBase
-from elanus.client.compat import (
-    IndexParams,
-    milvus_description,
-    mmap_dropped,
-    mmap_value,
-    reject_unknown,
-)
+from elanus.client.compat import IndexParams, milvus_description, mmap_value, reject_unknown
 from elanus.client.index import IndexAPI
 from elanus.client.read import ReadAPI
 from elanus.consistency import ConsistencyLevel
@@ -101,23 +95,29 @@ class CollectionAPI(IndexAPI, ReadAPI):
         collection_name: str,
         properties: dict[str, Any],
         timeout: float | None = None,
+        *,
+        db: str | None = None,
         **kwargs: Any,
     ) -> None:
-        """Only ``mmap.enabled`` (its indexes then load mapped from disk), while the
-        collection is released; other properties are fixed when it is created."""
-        enabled = mmap_value("alter_collection_properties", properties)
-        self.alter_mmap(collection_name, enabled, timeout=timeout, db=kwargs.pop("db", None))
+        """Set collection properties (``collection.ttl.seconds`` takes effect at the next
+        read: older entities are no longer seen)."""
+        reject_unknown("alter_collection_properties", kwargs)
+        body = self._in_db(db, name=collection_name, properties=properties)
+        self._action("alter_collection_properties", body, timeout=timeout)
 
     def drop_collection_properties(
         self,
         collection_name: str,
         property_keys: list[str],
         timeout: float | None = None,
+        *,
+        db: str | None = None,
         **kwargs: Any,
     ) -> None:
-        """Only ``mmap.enabled``; other properties are fixed when it is created."""
-        mmap_dropped("drop_collection_properties", property_keys)
-        self.alter_mmap(collection_name, None, timeout=timeout, db=kwargs.pop("db", None))
+        """Remove collection properties (dropping ``collection.ttl.seconds`` ends the TTL)."""
+        reject_unknown("drop_collection_properties", kwargs)
+        body = self._in_db(db, name=collection_name, delete_keys=list(property_keys))
+        self._action("alter_collection_properties", body, timeout=timeout)
 
     def alter_collection_field(
         self,

@@ -439,16 +439,21 @@ class ReadAPI(ClientBase):
 
 
 def function_body(ranker: Any) -> dict[str, Any] | None:
-    """A pymilvus ``Function`` or one-function ``FunctionScore`` as the wire dict (the
-    ``type`` left out: every ranker is a rerank function); None for anything else."""
+    """A pymilvus ``Function`` or ``FunctionScore`` as the wire dict (the ``type`` left
+    out: every ranker is a rerank function): a one-function FunctionScore without params
+    as its function, any other as ``{"functions": [...], "params": {...}}`` (the server
+    runs several functions when all are boost); None for anything else."""
     functions = getattr(ranker, "functions", None)
     if isinstance(functions, list):
-        if len(functions) != 1 or getattr(ranker, "params", None):
-            raise ElanusError(
-                ErrorCode.INVALID_ARGUMENT,
-                f"a FunctionScore takes exactly one rerank function and no params in "
-                f"Elanus, got {len(functions)} function(s)",
-            )
+        params = dict(getattr(ranker, "params", None) or {})
+        if len(functions) != 1 or params:
+            bodies = [function_body(f) for f in functions]
+            if any(b is None for b in bodies):
+                raise ElanusError(
+                    ErrorCode.INVALID_ARGUMENT,
+                    "a FunctionScore's functions must be pymilvus Functions",
+                )
+            return {"functions": bodies, "params": params}
         ranker = functions[0]
     to_dict = getattr(ranker, "to_dict", None)
     if not callable(to_dict) or not hasattr(ranker, "input_field_names"):

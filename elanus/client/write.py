@@ -18,7 +18,7 @@ from elanus.client.putresult import PutAck
 from elanus.client.retry import retrying
 from elanus.client.wire import encode_json, from_flight_error
 from elanus.errors import ElanusError, ErrorCode
-from elanus.rows import to_arrow
+from elanus.rows import same_fields, to_arrow
 
 ATOMIC_LIMIT_BYTES = 256 << 20
 """Inserts up to this size are checked whole before anything is written (the proxy's
@@ -146,11 +146,27 @@ class WriteAPI(ClientBase):
         *,
         db: str | None = None,
         batch_bytes: int = DEFAULT_BATCH_BYTES,
+        partial_update: bool = False,
+        field_ops: dict[str, str] | None = None,
         **kwargs: Any,
     ) -> dict[str, Any]:
-        """Replace rows by primary key (a delete and an insert at one timestamp)."""
+        """Replace rows by primary key (a delete and an insert at one timestamp).
+
+        With ``partial_update`` the rows may leave fields out: a stored row keeps what they
+        omit (its dynamic keys are merged), a new key is inserted with defaults or nulls
+        (a field with neither refuses the request). ``field_ops`` maps Array fields to
+        ``"array_append"`` or ``"array_remove"`` (and implies ``partial_update``), as
+        Milvus 2.6's ``upsert(..., field_ops=...)``. Every row must give the same fields.
+        """
         reject_unknown("upsert", kwargs)
-        return self._put("upsert", collection_name, data, partition_name, db, timeout, batch_bytes)
+        extra: dict[str, Any] = {}
+        if partial_update or field_ops:
+            if isinstance(data, list | tuple):
+                same_fields(data, self._schema_of(collection_name, db))
+            extra = {"partial_update": True, "field_ops": dict(field_ops or {})}
+        return self._put(
+            "upsert", collection_name, data, partition_name, db, timeout, batch_bytes, extra
+        )
 
     def delete(
         self,

@@ -126,6 +126,7 @@ def files_page(reads: ReadService, info: CollectionInfo, ticket: dict[str, Any])
             params=params,
             output_fields=wanted,
             limit=limit,
+            ttl=ticket["ttl"],
         )
         return proxy.run(QueryNodeAPI(proxy.bus, node, REQUEST_TIMEOUT_S).read_files(req)).rows
 

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from elanus.boost import BoostRanker
+from elanus.datatypes import DataType
 from elanus.errors import ElanusError, invalid
 from elanus.flight.actions import Call, action, check_db, check_named
 from elanus.flight.limits import Kind
@@ -31,6 +33,7 @@ from elanus.flight.search.bodies import (
     search_options,
     search_queries,
 )
+from elanus.flight.search.check import check_filter
 from elanus.flight.search.plan import SearchPlan
 from elanus.outputs import COUNT, entity, json_fields, resolve_outputs
 from elanus.rankers import MAX_REQUESTS, BaseRanker, Hit, grouped, ranker_from_dict, window
@@ -113,12 +116,12 @@ def _hybrid(b: Body) -> dict[str, Any]:
 
 def checked_ranker(body: Any, n_requests: int, group_by: str | None, what: str) -> BaseRanker:
     """The ranker of a body: the ``strategy`` form or a function ranker (decay, rrf,
-    weighted); decay does not rank grouped searches, as in Milvus."""
+    weighted, boost); decay and boost do not rank grouped searches, as in Milvus."""
     if not is_function(body):
         return ranker_from_dict(body, n_requests)
     ranker = function_ranker(body, n_requests, what)
-    if isinstance(ranker, DecayRanker) and group_by is not None:
-        raise invalid(f"{what}: the decay ranker does not support grouping searches")
+    if isinstance(ranker, DecayRanker | BoostRanker) and group_by is not None:
+        raise invalid(f"{what}: the {ranker.strategy} ranker does not support grouping searches")
     return ranker
 
 
@@ -134,7 +137,8 @@ def search_as_hybrid(body: dict[str, Any]) -> dict[str, Any]:
     if not is_function(ranker):
         raise invalid(
             "search: 'ranker' must be a function ranker ({'input_field_names', 'params': "
-            "{'reranker': 'decay' | 'rrf' | 'weighted', ...}})"
+            "{'reranker': 'decay' | 'rrf' | 'weighted' | 'boost', ...}}) or a FunctionScore "
+            "of boost functions ({'functions': [...], 'params': {...}})"
         )
     sub = {k: body[k] for k in SEARCH_SUB_KEYS if k in body}
     rest = {k: v for k, v in body.items() if k not in SEARCH_SUB_KEYS}
@@ -215,6 +219,8 @@ def fused_hits(
     ranker: BaseRanker = request["ranker"]
     if isinstance(ranker, DecayRanker):
         ranker.check_schema(info.schema, "hybrid_search")
+    elif isinstance(ranker, BoostRanker):
+        check_boost(info, ranker, request["reqs"][0].get("filter_params") or {})
     plans, vectors = _prepare(service, info, request["reqs"])
     nqs = {len(v) for v in vectors}
     if len(nqs) > 1:
@@ -223,6 +229,9 @@ def fused_hits(
     parts, ts = _search_all(service, info, plans, vectors, bool(request["as_of"]))
     if isinstance(ranker, DecayRanker):
         ranker = _with_values(service, info, ranker, parts, ts)
+    elif isinstance(ranker, BoostRanker):
+        params = request["reqs"][0].get("filter_params") or {}
+        ranker = with_boosts(service, info, ranker, _candidates(parts), ts, params)
     metrics = [p.metric for p in plans]
     group = request["group_by_field"]
     hits = []
@@ -260,17 +269,99 @@ def _with_values(
 ) -> DecayRanker:
     """The decay ranker bound to its input field's value in every candidate, read at
     ``ts`` in one query."""
-    pks = [
-        pk
-        for part in parts
-        for pk in np.asarray(part["pks"])[np.isfinite(np.asarray(part["distances"]))].tolist()
-    ]
+    pks = _candidates(parts)
     pk_name = info.schema.primary.name
     if not pks:
         return ranker.bound({})
     table = fetch_outputs(service, info, [ranker.field], pks, ts)
     keys = table.column(pk_name).to_pylist()
     return ranker.bound(dict(zip(keys, table.column(ranker.field).to_pylist(), strict=True)))
+
+
+def _candidates(parts: list[dict[str, Any]]) -> list[Any]:
+    """The primary keys of every real hit of the parts."""
+    return [
+        pk
+        for part in parts
+        for pk in np.asarray(part["pks"])[np.isfinite(np.asarray(part["distances"]))].tolist()
+    ]
+
+
+def check_boost(info: CollectionInfo, ranker: BoostRanker, params: dict[str, Any]) -> None:
+    """Every boost function's filter parses (with the search's ``filter_params``, as Milvus
+    takes its template values) and its ``random_score.field`` is an Int64 field, before
+    anything is searched."""
+    for function in ranker.score.functions:
+        if function.filter is not None:
+            try:
+                check_filter(info, function.filter, params)
+            except ElanusError as exc:
+                raise ElanusError(exc.code, f"boost ranker filter: {exc.message}") from None
+        if function.field is not None:
+            field = info.schema.field(function.field)
+            if field.dtype != DataType.INT64:
+                raise invalid(
+                    f"boost ranker: random_score field {function.field!r} is {field.dtype}; "
+                    "only an Int64 field can seed it"
+                )
+
+
+def with_boosts(
+    service: QueryService,
+    info: CollectionInfo,
+    ranker: BoostRanker,
+    pks: list[Any],
+    ts: int,
+    params: dict[str, Any],
+) -> BoostRanker:
+    """The boost ranker bound to each candidate's combined boost: every function's filter
+    run over the candidates' keys (one query each) and its ``random_score`` field read,
+    all at ``ts``."""
+    keys = list(dict.fromkeys(pks))
+    if not keys:
+        return ranker.bound({})
+    pk_name = info.schema.primary.name
+    boosts, masks = [], []
+    for function in ranker.score.functions:
+        if function.filter is None:
+            masks.append(np.ones(len(keys), bool))
+        else:
+            matched = set(_matching(service, info, function.filter, params, keys, ts))
+            masks.append(np.array([k in matched for k in keys], bool))
+        seeds = None
+        if function.field is not None:
+            table = fetch_outputs(service, info, [function.field], keys, ts)
+            got = table.column(pk_name).to_pylist()
+            by_key = dict(zip(got, table.column(function.field).to_pylist(), strict=True))
+            seeds = [by_key[k] for k in keys]
+        boosts.append(function.boosts(keys, seeds))
+    merged = ranker.score.merge(boosts, masks)
+    return ranker.bound(dict(zip(keys, merged.tolist(), strict=True)))
+
+
+def _matching(
+    service: QueryService,
+    info: CollectionInfo,
+    text: str,
+    params: dict[str, Any],
+    keys: list[Any],
+    ts: int,
+) -> list[Any]:
+    """Which of ``keys`` a boost function's filter keeps, read at ``ts``."""
+    pk = info.schema.primary.name
+    try:
+        table, _, _ = service.query_table(
+            info,
+            read_at(
+                ts,
+                [pk],
+                filter=f"({text}) and {pk} in {{__boost_keys}}",
+                filter_params={**params, "__boost_keys": keys},
+            ),
+        )
+    except ElanusError as exc:
+        raise ElanusError(exc.code, f"boost ranker filter: {exc.message}") from None
+    return table.column(pk).to_pylist()
 
 
 def _prepare(
@@ -372,20 +463,24 @@ def fetch_outputs(
     service: QueryService, info: CollectionInfo, outputs: list[str], pks: list[Any], ts: int
 ) -> pa.Table:
     """The rows of ``pks`` (each once, in no set order) with ``outputs``, read at ``ts``."""
-    table, _, _ = service.query_table(
-        info,
-        {
-            "filter": None,
-            "filter_params": {},
-            "ids": list(dict.fromkeys(pks)),
-            "output_fields": outputs,
-            "limit": None,
-            "offset": 0,
-            "consistency_level": None,
-            "guarantee_timestamp": 0,
-            "as_of": 0,
-            "partition_names": None,
-            "read_ts": ts,
-        },
-    )
+    table, _, _ = service.query_table(info, read_at(ts, outputs, ids=list(dict.fromkeys(pks))))
     return table
+
+
+def read_at(ts: int, outputs: list[str], **chosen: Any) -> dict[str, Any]:
+    """A ``query_table`` request of every row (or ``ids``, or a ``filter`` with its
+    ``filter_params``) with ``outputs``, read at ``ts``."""
+    return {
+        "filter": None,
+        "filter_params": {},
+        "ids": None,
+        "output_fields": outputs,
+        "limit": None,
+        "offset": 0,
+        "consistency_level": None,
+        "guarantee_timestamp": 0,
+        "as_of": 0,
+        "partition_names": None,
+        "read_ts": ts,
+        **chosen,
+    }

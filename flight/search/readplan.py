@@ -118,6 +118,7 @@ def check_ticket(doc: dict[str, Any]) -> dict[str, Any]:
         "collection_id": b.int("collection_id", lo=0),
         "vchannel": b.str("vchannel"),
         "ts": b.int("ts", lo=1),
+        "ttl": b.int("ttl", 0, lo=0),
     }
     if kind == "deletes":
         ticket["segment_id"] = b.int("segment_id", lo=0)
@@ -378,6 +379,7 @@ class ReadService:
                 params=params,
                 output_fields=wanted,
                 limit=limit,
+                ttl=ticket["ttl"],
             )
             return self.proxy.run(self._node(node).read_segments(req)).rows
 
@@ -443,6 +445,8 @@ def _ticket_base(
         "ts": ts,
         "columns": columns,
     }
+    if info.ttl:  # the TTL in force when planned: every page reads the same snapshot
+        base["ttl"] = info.ttl
     if request["filter"]:
         base["filter"] = request["filter"]
         if request["filter_params"]:

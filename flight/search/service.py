@@ -406,6 +406,7 @@ class QueryService:
             "search_params": index_params,
             "radius": radius,
             "range_filter": range_filter,
+            "ttl": info.ttl,
         }
         if group is not None:
             node_body["group_by_field"] = group.name
@@ -520,6 +521,7 @@ class QueryService:
                 guarantee_ts=guarantee,
                 ts=ts,
                 partition_ids=pids,
+                ttl=info.ttl,
                 **more,
             )
 

@@ -36,10 +36,13 @@ class Merge:
     target: str
     schema: Schema
     horizon_ts: int
+    ttl: int = 0
 
     def write(self, attempt: int) -> tuple[dict[str, Any], PkStats | None] | Exception:
         try:
-            result = compact_segments(self.sources, self.target, self.schema, self.horizon_ts)
+            result = compact_segments(
+                self.sources, self.target, self.schema, self.horizon_ts, self.ttl
+            )
         except Exception as exc:  # noqa: BLE001 - the plan fails; the channel goes on
             log.exception("compaction into %s failed", self.target)
             storage.remove_segment(self.target)
@@ -75,6 +78,7 @@ class Compactions:
             seg_dir(pid, target),
             self.buffer.schema,
             plan.horizon_ts,
+            plan.ttl,
         )
 
         async def merged(outcome: tuple[dict[str, Any], PkStats | None] | Exception) -> None:
