@@ -3,14 +3,17 @@
     .venv/bin/python bench/scale.py                       # 1 M x 128-d, IVF_FLAT
     .venv/bin/python bench/scale.py --rows 200000         # smaller, quicker
     .venv/bin/python bench/scale.py --index HNSW          # or FLAT
+    .venv/bin/python bench/scale.py --mmap                # the index mapped (mmap.enabled)
 
 A cluster of one process per role (coord, datanode, indexnode, querynode, proxy) on an
 embedded NATS, as ``elanus run`` starts them; ``--rows`` clustered ``--dim``-d float32
 vectors with int64 keys go in by 100,000-row batches, are flushed, indexed and loaded.
 After each phase every process's RSS is read (psutil). Printed: that table, then the query
-node's marginal RSS (loaded minus before the load) per million vectors, against the
+node's marginal RSS (loaded minus before the load) per million vectors, and its anonymous
+part (RssAnon: with ``--mmap`` the rest is mapped index file pages), against the
 vectors and keys it serves and, for HNSW, against the size of FAISS's own index files;
-and ``get_load_state``'s ``memory_bytes`` (what the query node counts of its structures).
+and ``get_load_state``'s ``memory_bytes`` (what the query node counts of its structures)
+and ``mapped_bytes`` (what it maps from index files, with ``--mmap``), and the load's time.
 Issue 35's bound: the marginal RSS at most 1.3x vectors + keys (FLAT, IVF_FLAT), 1.3x
 the FAISS index (HNSW).
 """
@@ -80,6 +83,7 @@ class Cluster:
         """MiB resident, by role (and NATS)."""
         out = {r: psutil.Process(p.pid).memory_info().rss / MB for r, p in self.procs.items()}
         out["nats"] = psutil.Process(self.nats.pid).memory_info().rss / MB
+        out["querynode anon"] = _anon(self.procs["querynode"].pid) / MB
         return out
 
     def stop(self) -> None:
@@ -93,6 +97,16 @@ class Cluster:
         self.nats.stop()
 
 
+def _anon(pid: int) -> int:
+    """Bytes of a process's anonymous resident memory (its heap: what must fit in memory;
+    the rest of its RSS is file pages, mapped index files among them, which the kernel
+    drops again under pressure)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("RssAnon:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
 def _insert(client: Any, rows: int, dim: int) -> None:
     rng = np.random.default_rng(0)
     centers = rng.random((1000, dim), dtype=np.float32)
@@ -102,6 +116,48 @@ def _insert(client: Any, rows: int, dim: int) -> None:
         client.insert(
             "m", {"id": np.arange(at, at + n), "vector": centers[rng.integers(0, 1000, n)] + noise}
         )
+
+
+QUERIES = 100
+RECALL_UP_TO = 2_000_000
+"""Rows up to which the exact answers are computed here, for recall (numpy, by batch)."""
+
+
+def _queries(dim: int) -> np.ndarray:
+    """Queries near the data's clusters (the centers ``_insert`` draws, other noise)."""
+    centers = np.random.default_rng(0).random((1000, dim), dtype=np.float32)
+    rng = np.random.default_rng(1)
+    noise = rng.normal(0, 0.05, (QUERIES, dim)).astype(np.float32)
+    return centers[rng.integers(0, 1000, QUERIES)] + noise
+
+
+def _exact(rows: int, dim: int, queries: np.ndarray, k: int = 10) -> np.ndarray:
+    """The true top ``k`` ids of each query (L2), over the rows ``_insert`` wrote."""
+    rng = np.random.default_rng(0)
+    centers = rng.random((1000, dim), dtype=np.float32)
+    best_d = np.full((len(queries), k), np.inf, np.float32)
+    best_i = np.full((len(queries), k), -1, np.int64)
+    for at in range(0, rows, BATCH):
+        n = min(BATCH, rows - at)
+        noise = rng.normal(0, 0.05, (n, dim)).astype(np.float32)
+        x = centers[rng.integers(0, 1000, n)] + noise
+        d = (queries**2).sum(1)[:, None] - 2 * queries @ x.T + (x**2).sum(1)[None, :]
+        all_d = np.concatenate([best_d, d], 1)
+        all_i = np.concatenate([best_i, np.broadcast_to(np.arange(at, at + n), d.shape)], 1)
+        top = np.argsort(all_d, 1)[:, :k]
+        best_d, best_i = np.take_along_axis(all_d, top, 1), np.take_along_axis(all_i, top, 1)
+    return best_i
+
+
+def _searches(client: Any, queries: np.ndarray) -> tuple[float, list[list[int]]]:
+    """Single-query searches one after another (nprobe 16, ef 64): q/s, and the ids."""
+    params = {"params": {"nprobe": 16, "ef": 64}}
+    started = time.perf_counter()
+    found = [
+        [h["id"] for h in client.search("m", q[None], limit=10, search_params=params)[0]]
+        for q in queries
+    ]
+    return len(queries) / (time.perf_counter() - started), found
 
 
 def _index_files(root: Path) -> int:
@@ -114,8 +170,9 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--dim", type=int, default=128)
     ap.add_argument("--index", choices=sorted(PARAMS), default="IVF_FLAT")
+    ap.add_argument("--mmap", action="store_true", help="set mmap.enabled before the load")
     args = ap.parse_args()
-    announce("scale", f"{args.rows:,} x {args.dim}-d, {args.index}")
+    announce("scale", f"{args.rows:,} x {args.dim}-d, {args.index}{' mmap' if args.mmap else ''}")
     root = Path(tempfile.mkdtemp(prefix="elanus-scale-"))
     cluster = Cluster(root)
     phases: list[tuple[str, dict[str, float], float]] = []
@@ -131,6 +188,8 @@ def main() -> None:
         schema.add_field("id", elanus.DataType.INT64, is_primary=True)
         schema.add_field("vector", elanus.DataType.FLOAT_VECTOR, dim=args.dim)
         client.create_collection("m", schema=schema)
+        if args.mmap:
+            client.alter_collection_properties("m", {"mmap.enabled": True})
         _insert(client, args.rows, args.dim)
         phase("inserted")
         client.flush("m")
@@ -140,23 +199,30 @@ def main() -> None:
         client.create_index("m", ip)
         client.wait_for_index("m", timeout=1800)
         phase("indexed")
+        loading = time.perf_counter()
         client.load_collection("m")
+        load_s = time.perf_counter() - loading
         time.sleep(5)  # a keepalive publishes the query node's figures
         phase("loaded")
         query = np.zeros((1, args.dim), np.float32)
         client.search("m", query, limit=10, consistency_level="Strong")
+        queries = _queries(args.dim)
+        _searches(client, queries[:10])  # warm: the first searches page a mapped index in
+        qps, found = _searches(client, queries)
         phase("searched")
-        held = int(client.get_load_state("m").get("memory_bytes", 0))
+        state = client.get_load_state("m")
+        held, mapped = int(state.get("memory_bytes", 0)), int(state.get("mapped_bytes", 0))
         index_bytes = _index_files(root)
     finally:
         cluster.stop()
         shutil.rmtree(root, ignore_errors=True)
-    names = [*ROLES, "nats"]
+    names = [*ROLES, "querynode anon", "nats"]
     body = [[p, f"{s:.0f}", *(f"{rss[r]:.0f}" for r in names)] for p, rss, s in phases]
     print_table("RSS per role (MiB) after each phase", ["phase", "s", *names], body)
 
     rss = {name: r for name, r, _ in phases}
     marginal = (rss["searched"]["querynode"] - rss["indexed"]["querynode"]) * MB
+    anon = (rss["searched"]["querynode anon"] - rss["indexed"]["querynode anon"]) * MB
     served = args.rows * (args.dim * 4 + 8)  # float32 vectors + int64 keys
     bound, against = (
         (index_bytes, "FAISS index files") if args.index == "HNSW" else (served, "vectors + keys")
@@ -168,7 +234,17 @@ def main() -> None:
             f"{marginal * per_million / MB:.0f}",
             f"{marginal / bound:.2f}x",
         ],
+        [
+            "... of it anonymous (heap, not file pages)",
+            f"{anon * per_million / MB:.0f}",
+            f"{anon / bound:.2f}x",
+        ],
         ["memory_bytes (its structures)", f"{held * per_million / MB:.0f}", f"{held / bound:.2f}x"],
+        [
+            "mapped_bytes (index files)",
+            f"{mapped * per_million / MB:.0f}",
+            f"{mapped / bound:.2f}x",
+        ],
         ["vectors + keys", f"{served * per_million / MB:.0f}", f"{served / bound:.2f}x"],
         [
             "FAISS index files",
@@ -179,8 +255,15 @@ def main() -> None:
     for role in ("datanode", "indexnode", "coord", "proxy"):
         kept = rss["searched"][role] - rss["started"][role]
         rows.append([f"{role} RSS kept (end - start)", f"{kept * per_million:.0f}", "-"])
+    rows.append(["load_collection (s)", f"{load_s:.1f}", "-"])
+    rows.append(["single-query searches (q/s, nprobe 16)", f"{qps:.0f}", "-"])
+    if args.rows <= RECALL_UP_TO:
+        truth = _exact(args.rows, args.dim, queries)
+        hit = sum(len(set(f) & set(t)) for f, t in zip(found, truth.tolist(), strict=True))
+        rows.append(["recall@10", f"{hit / truth.size:.3f}", "-"])
     print_table(
-        f"Per million {args.dim}-d vectors ({args.index}; ratio against {against})",
+        f"Per million {args.dim}-d vectors ({args.index}{', mmap' if args.mmap else ''}; "
+        f"ratio against {against})",
         ["what", "MiB per M", "ratio"],
         rows,
     )

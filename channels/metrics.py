@@ -131,6 +131,12 @@ LOADED_MEMORY = Family(
     "row versions (sealed and growing)",
     ("node_id", "collection_id"),
 )
+LOADED_MAPPED = Family(
+    "elanus_querynode_collection_mapped_bytes",
+    "Bytes of files a query node maps for each loaded collection (mmap.enabled: indexes and "
+    "raw columns on disk, paged in as searches touch them), beside the memory it holds",
+    ("node_id", "collection_id"),
+)
 SCRAPED = (
     TICK_LAG,
     CONSUMER_PENDING,
@@ -140,6 +146,7 @@ SCRAPED = (
     LOAD_PROGRESS,
     INDEX_TASKS,
     LOADED_MEMORY,
+    LOADED_MAPPED,
 )
 
 Sample = tuple[Family, tuple[str, ...], float]

@@ -336,7 +336,9 @@ def _loaded(load: dict[str, Any] | None) -> str:
     if "memory_bytes" not in load:
         return state
     held = _memory(load["memory_bytes"])
-    return f"{state} ({load.get('progress')} %), {held} in memory on its query nodes"
+    mapped = int(load.get("mapped_bytes") or 0)
+    also = f", {_memory(mapped)} mapped from disk" if mapped else ""
+    return f"{state} ({load.get('progress')} %), {held} in memory on its query nodes{also}"
 
 
 def _with_load(client: Client, name: str) -> dict[str, Any]:

@@ -361,14 +361,17 @@ def upload_dir(local_dir: str | os.PathLike[str], location: str | os.PathLike[st
 
 
 @contextlib.contextmanager
-def local_copy(location: str | os.PathLike[str]) -> Any:
+def local_copy(location: str | os.PathLike[str], under: Path | None = None) -> Any:
     """A local directory holding the files under ``location``: the directory itself when
-    it is local, else a temporary copy removed on exit (index files a library reads)."""
+    it is local, else a temporary copy (in ``under``, else the system's temporary
+    directory) removed on exit (index files a library reads)."""
     loc = os.fspath(location)
     if not is_remote(loc):
         yield Path(loc)
         return
-    with tempfile.TemporaryDirectory(prefix="elanus-") as tmp:
+    if under is not None:
+        under.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="elanus-", dir=under) as tmp:
         for rel in list_tree(loc):
             dest = Path(tmp) / rel
             dest.parent.mkdir(parents=True, exist_ok=True)

@@ -113,6 +113,9 @@ class Settings:
     query_node_wait_s: float = 5.0
     """How long a load with no query node running waits for one to appear (one may be just
     starting) before it fails with UNAVAILABLE."""
+    query_memory_limit_bytes: int = 0
+    """Memory a query node's loaded segments may take (``segments/admission.py``); 0: 90 %
+    of what the system says is available at each load. A load past it is refused."""
     index_build_delay_s: float = 0.0
     """Index nodes wait this long before each build (for tests and demos of builder loss)."""
     max_parallel_syncs: int = 4

@@ -10,9 +10,11 @@ from typing import Any, TypeVar
 
 from elanus.api.base import as_body
 from elanus.api.coord import ListSessions
+from elanus.api.indexcoord import DescribeIndex
 from elanus.api.rootcoord import (
     AddCollectionField,
     AlterCollectionProperties,
+    AlterMmap,
     CreateAlias,
     CreateDatabase,
     CreatePartition,
@@ -299,6 +301,42 @@ def _alter_collection_properties(b: Body) -> dict[str, Any]:
     if not properties and not dropped:
         raise invalid(f"{what}: give 'properties' to set or 'delete_keys' to remove")
     return {"db": db, "name": name, "properties": properties, "delete_keys": dropped}
+
+
+async def _run_alter_mmap(c: Call) -> Any:
+    """An index is named on the wire and kept by id (``elanus.mmapsettings``)."""
+    request = dict(c.request)
+    index_name = request.pop("index_name")
+    if index_name is not None:
+        info = await c.proxy.ddl.collection(request["db"], request["collection"])
+        ask = DescribeIndex(collection_id=info.collection_id, index_name=index_name)
+        (index,) = (await c.proxy.indexcoord.describe(ask)).indexes
+        request["index_id"] = index.index_id
+    return await c.proxy.ddl.apply(RootCoordAPI.alter_mmap, AlterMmap, request, c.ts)
+
+
+@action(
+    "alter_mmap",
+    "Set or drop Milvus's mmap.enabled of a released collection, of one of its fields "
+    "(field_name) or of one of its indexes (index_name): its indexes then load mapped from "
+    "disk (most specific setting wins). Body: collection, enabled (true, false, or null to "
+    "drop it), field_name, index_name. Result: collection_id.",
+    ("collection", "enabled", "field_name", "index_name"),
+    privilege="CreateCollection",
+    ddl=True,
+    run=_run_alter_mmap,
+)
+def _alter_mmap(b: Body) -> dict[str, Any]:
+    field, index_name = b.str("field_name", None), b.str("index_name", None)
+    if field is not None and index_name is not None:
+        raise invalid("alter_mmap: give 'field_name' or 'index_name', not both")
+    return {
+        "db": check_db(b),
+        "collection": check_named(b, "collection", "collection"),
+        "enabled": b.bool("enabled", None),
+        "field": check_name(field, "field") if field is not None else None,
+        "index_name": check_name(index_name, "index") if index_name is not None else None,
+    }
 
 
 # -- aliases ------------------------------------------------------------------------------

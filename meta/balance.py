@@ -72,7 +72,7 @@ async def _move(
     delegator = r.channels.get(seg.vchannel) if seg is not None else None
     if seg is None or seg.state is not SegmentState.FLUSHED or delegator is None:
         raise ElanusError(ErrorCode.INTERNAL, f"segment {sid} cannot move now")
-    spec = qc.segment_spec(seg)
+    spec = qc.segment_spec(seg, info)
     await qc.worker(target).load(
         LoadSegments(collection_id=lo.collection_id, schema=info["schema"], segments=[spec])
     )

@@ -20,6 +20,7 @@ import duckdb
 
 from elanus.channels.dml import pchannel_name, vchannel_name
 from elanus.errors import ElanusError, ErrorCode, invalid
+from elanus.mmapsettings import public
 from elanus.partitionkey import key_partition_names
 from elanus.properties import MAX_PROPERTIES
 from elanus.schema import DEFAULT_DB, DEFAULT_PARTITION, DYNAMIC_FIELD, MAX_FIELDS, Field, Schema
@@ -290,13 +291,15 @@ class Catalog:
     def alter_properties(
         self, db: str, name: str, changes: dict[str, str], dropped: list[str]
     ) -> int:
-        """Set ``changes`` and remove ``dropped`` in a collection's properties; its id."""
+        """Set ``changes`` and remove ``dropped`` in a collection's properties; its id. The
+        field and index ``mmap.enabled`` kept among them (``elanus.mmapsettings``) do not
+        count toward the limit."""
         cid = self.require_collection(db, name)
         props = self.describe_by_id(cid)["properties"]
         props = {k: v for k, v in props.items() if k not in dropped} | changes
-        if len(props) > MAX_PROPERTIES:
+        if (count := len(public(props))) > MAX_PROPERTIES:
             raise invalid(
-                f"alter_collection_properties: collection {name!r} would have {len(props)} "
+                f"alter_collection_properties: collection {name!r} would have {count} "
                 f"properties; the limit is {MAX_PROPERTIES}"
             )
         self.con.execute(

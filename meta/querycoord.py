@@ -36,6 +36,7 @@ from elanus.api.querycoord import (
     Route,
 )
 from elanus.api.querynode import (
+    LOADED_MAPPED,
     NODE_TIMEOUT_S,
     DelegateChannel,
     DropIndexOnNode,
@@ -58,6 +59,7 @@ from elanus.meta import replicas as rep
 from elanus.meta.balance import balance
 from elanus.meta.replicas import Loaded, Replica
 from elanus.meta.unreachable import UnreachableNodes
+from elanus.mmapsettings import for_field, resolve
 from elanus.states import LoadState as Load
 from elanus.states import SegmentState, transition
 
@@ -151,14 +153,20 @@ class QueryCoord:
             and (lo.partition_ids is None or s.partition_id in lo.partition_ids)
         ]
 
-    def segment_spec(self, seg: Any) -> SegmentSpec:
-        """What a worker needs to load a segment, with its finished indexes."""
+    def segment_spec(self, seg: Any, info: dict[str, Any]) -> SegmentSpec:
+        """What a worker needs to load a segment, with its finished indexes (each says
+        whether it loads mapped: the collection ``info``'s ``mmap.enabled`` settings)."""
         return SegmentSpec(
             segment_id=seg.segment_id,
             partition_id=seg.partition_id,
             path=seg.path,
             vchannel=seg.vchannel,
-            indexes=[ServedIndex(**i) for i in self.index.served(seg.segment_id)],
+            indexes=[served(i, info) for i in self.index.served(seg.segment_id)],
+            mmap_fields=[
+                f["name"]
+                for f in info["schema"]["fields"]
+                if not f.get("is_primary") and for_field(info["properties"], f["name"])
+            ],
         )
 
     async def _release_on(self, cid: int, nodes: set[str]) -> None:
@@ -235,7 +243,7 @@ class QueryCoord:
             node = self._least_loaded(r.nodes, rows)
             rows[node] = rows.get(node, 0) + seg.num_rows
             r.segments[seg.segment_id] = node
-            specs.setdefault(node, []).append(self.segment_spec(seg))
+            specs.setdefault(node, []).append(self.segment_spec(seg, info))
         for node, segs in specs.items():
             await self.worker(node).load(
                 LoadSegments(collection_id=lo.collection_id, schema=info["schema"], segments=segs)
@@ -303,6 +311,7 @@ class QueryCoord:
         cid = req.collection_id
         lo = self.loaded.get(cid)
         progress, loaded, persisted = self.progress(cid)
+        nodes = self.ctx.sessions.of_role("querynode")
         if lo is None:
             return LoadProgress(
                 state=Load.NOT_LOAD, progress=0, persisted_rows=persisted, loaded_rows=0
@@ -313,7 +322,8 @@ class QueryCoord:
             persisted_rows=persisted,
             loaded_rows=loaded,
             partition_ids=lo.partition_ids,
-            memory_bytes=rep.memory_held(self.ctx.sessions.of_role("querynode"), cid),
+            memory_bytes=rep.memory_held(nodes, cid),
+            mapped_bytes=rep.memory_held(nodes, cid, LOADED_MAPPED),
         )
 
     def progress(self, cid: int) -> tuple[int, int, int]:
@@ -442,7 +452,7 @@ class QueryCoord:
         delegator; a replica that fails it is placed again by keep_loaded."""
         live = set(self._nodes())
         info = await self.lookup.describe_by_id(lo.collection_id)
-        spec = self.segment_spec(seg)
+        spec = self.segment_spec(seg, info)
         for r in lo.placed():
             try:
                 await self._hand_to(lo, r, live, info, spec, remove)
@@ -522,12 +532,11 @@ class QueryCoord:
         if lo is None:
             return  # not loaded: the index comes with the segment when it is
         live = set(self._nodes())
+        entry = served(index, await self.lookup.describe_by_id(collection_id))
         for r in lo.replicas:
             node = r.segments.get(segment_id)
             if node is not None and node in live:
-                await self.worker(node).load_index(
-                    LoadIndex(segment_id=segment_id, index=ServedIndex(**index))
-                )
+                await self.worker(node).load_index(LoadIndex(segment_id=segment_id, index=entry))
 
     async def on_index_dropped(self, collection_id: int, index_id: int) -> None:
         lo = self.loaded.get(collection_id)
@@ -616,3 +625,9 @@ class QueryCoord:
         if lo.placed() and lo.state is Load.LOADING:
             transition(lo, Load.LOADED)
         await self._record(lo)
+
+
+def served(index: dict[str, Any], info: dict[str, Any]) -> ServedIndex:
+    """A finished index as a worker loads it: mapped or not (``elanus.mmapsettings``)."""
+    mmap = resolve(info["properties"], index["field"], index.get("index_id"))
+    return ServedIndex(**index, mmap=mmap)

@@ -162,8 +162,8 @@ def read(con: Any) -> list[Loaded]:
     ]
 
 
-def memory_held(nodes: list[SessionInfo], cid: int) -> int:
+def memory_held(nodes: list[SessionInfo], cid: int, key: str = LOADED_MEMORY) -> int:
     """Bytes the query nodes ``nodes`` hold of collection ``cid``, as their sessions say
-    (``LOADED_MEMORY``, refreshed at each keepalive)."""
-    held = (s.meta.get(LOADED_MEMORY) for s in nodes)
+    (``LOADED_MEMORY``, or ``LOADED_MAPPED``; refreshed at each keepalive)."""
+    held = (s.meta.get(key) for s in nodes)
     return sum(int(m.get(str(cid), 0)) for m in held if isinstance(m, dict))

@@ -17,6 +17,7 @@ from elanus.api.rootcoord import (
     AliasDescription,
     AliasList,
     AlterCollectionProperties,
+    AlterMmap,
     CollectionChanged,
     CollectionDescription,
     CreateAlias,
@@ -54,7 +55,10 @@ from elanus.channels import subjects
 from elanus.consistency import ConsistencyLevel
 from elanus.errors import invalid
 from elanus.meta.catalog import Catalog
+from elanus.mmapsettings import KEY as MMAP_KEY
+from elanus.mmapsettings import field_key, index_key, public
 from elanus.partitionkey import check_num_partitions
+from elanus.properties import MMAP_KEYS
 from elanus.schema import Schema, added_field, check_name
 
 if TYPE_CHECKING:
@@ -72,6 +76,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 NODE_WAIT_S = 10.0
+_MMAP_LOADED = "can not alter mmap properties if collection loaded"
 
 
 class RootCoord:
@@ -107,6 +112,7 @@ class RootCoord:
             "collection.rename": self.rename_collection,
             "collection.add_field": self.add_collection_field,
             "collection.alter_properties": self.alter_collection_properties,
+            "collection.alter_mmap": self.alter_mmap,
             "partition.create": self.create_partition,
             "partition.drop": self.drop_partition,
             "partition.has": self.has_partition,
@@ -227,14 +233,24 @@ class RootCoord:
         self, req: AlterCollectionProperties
     ) -> CollectionChanged:
         """Change a collection's properties (checked by the proxy); proxies drop their
-        cached meta before this answers, so the next read there takes the new TTL."""
+        cached meta before this answers, so the next read there takes the new TTL. As in
+        Milvus, ``mmap.enabled`` only changes while the collection is released."""
+        mmap = any(k in MMAP_KEYS for k in (*req.properties, *req.delete_keys))
 
         def alter(cat: Catalog, ts: int) -> int:
+            if mmap:
+                cid = cat.require_collection(req.db, req.name)
+                self._released(cid, "alter_collection_properties", _MMAP_LOADED, req.name)
             return cat.alter_properties(req.db, req.name, req.properties, req.delete_keys)
 
         cid, ts = await self._ddl(req.ts, alter)
         await self._invalidate("collection.alter_properties", req.db, req.name, cid, ts)
         return CollectionChanged(collection_id=cid)
+
+    def _released(self, cid: int, what: str, loaded: str, collection: str) -> None:
+        """Refuse a change that Milvus makes only while the collection is released."""
+        if cid in self.query.loaded:
+            raise invalid(f"{what}: {loaded} ({collection!r})")
 
     async def add_collection_field(self, req: AddCollectionField) -> FieldAdded:
         """Add a nullable scalar field. Under the DDL lock: check it against the catalog,
@@ -254,6 +270,33 @@ class RootCoord:
         await self._invalidate("collection.add_field", req.db, req.collection, cid, ts)
         assert added.field_id is not None  # with_added_field numbered it
         return FieldAdded(collection_id=cid, field_id=added.field_id, version=schema.version)
+
+    async def alter_mmap(self, req: AlterMmap) -> CollectionChanged:
+        """Set or drop ``mmap.enabled`` (``elanus.mmapsettings``). As in Milvus, only while
+        the collection is released: a loaded one keeps what it was loaded with."""
+        key, loaded = MMAP_KEY, _MMAP_LOADED
+        if req.index_id is not None:
+            key = index_key(req.index_id)
+            loaded = "can't alter index on loaded collection, please release the collection first"
+        elif req.field is not None:
+            key = field_key(req.field)
+            loaded = "can not alter collection field properties if collection loaded"
+        value = None if req.enabled is None else str(req.enabled).lower()
+
+        def alter(cat: Catalog, ts: int) -> int:
+            cid = cat.require_collection(req.db, req.collection)
+            names = {f["name"] for f in cat.describe_by_id(cid)["schema"]["fields"]}
+            if req.field is not None and req.field not in names:
+                raise invalid(
+                    f"alter_mmap: collection {req.collection!r} has no field {req.field!r}"
+                )
+            self._released(cid, "alter_mmap", loaded, req.collection)
+            changes = {} if value is None else {key: value}
+            return cat.alter_properties(req.db, req.collection, changes, [key])
+
+        cid, ts = await self._ddl(req.ts, alter)
+        await self._invalidate("collection.alter", req.db, req.collection, cid, ts)
+        return CollectionChanged(collection_id=cid)
 
     async def _tell_nodes(self, collection_id: int, schema: Schema) -> None:
         """Every live data and query node takes the schema (nodes that do not hold the
@@ -344,5 +387,9 @@ class RootCoord:
 def described(d: dict[str, Any]) -> CollectionDescription:
     """The catalog's description of a collection as the reply type."""
     return CollectionDescription(
-        **{**d, "partitions": [PartitionInfo(**p) for p in d["partitions"]]}
+        **{
+            **d,
+            "properties": public(d["properties"]),
+            "partitions": [PartitionInfo(**p) for p in d["partitions"]],
+        }
     )

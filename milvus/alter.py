@@ -2,10 +2,12 @@
 AlterIndex. A collection's properties are stored and described as Milvus does
 (``alter_collection_properties``: the keys Milvus acts on and Elanus does not are refused
 by ``honoured_data.COLLECTION_PROPERTIES`` first; ``collection.ttl.seconds`` is enforced).
-Elanus fixes its fields' and its indexes' parameters when they are created; what it has
-no concept of at all (memory mapping, warm-up) it accepts and ignores there. Any other key
-is answered with Milvus's "not supported" status, naming the key, after the collection
-(and index) were found."""
+Elanus fixes its fields' and its indexes' parameters when they are created, except
+Milvus's ``mmap.enabled``, which these set and drop at every level (collection, field,
+index: ``elanus.mmapsettings``; refused while the collection is loaded, as in Milvus).
+What it has no concept of at all (lazy load, warm-up) it accepts and ignores, as on
+create. Any other key is answered with Milvus's "not supported" status, naming the key,
+after the collection (and index) were found."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from typing import Any
 from elanus.milvus.schemas import IGNORED_PARAMS, kv_dict
 from elanus.milvus.servicer import Ctx, Servicer, served
 from elanus.milvus.status import not_supported, ok
-from elanus.properties import check_property
+from elanus.properties import MMAP_KEYS, check_property
 
 
 def _keys(request: Any, pairs: str, rpc: str) -> list[str]:
@@ -32,11 +34,36 @@ def _refusal(rpc: str, what: str, keys: list[str]) -> Any:
     return not_supported(
         rpc,
         f"{what} are set when created and cannot change (key(s) {', '.join(fixed)}); "
-        f"{', '.join(sorted(IGNORED_PARAMS))} are accepted and have no effect",
+        f"{', '.join(sorted(IGNORED_PARAMS - MMAP_KEYS))} are accepted and have no effect",
     )
 
 
+def _mmap(request: Any, pairs: str) -> tuple[bool, bool | None]:
+    """Whether the request sets or drops ``mmap.enabled``, and to what (``None``: dropped)."""
+    touched, enabled = False, None
+    for p in getattr(request, pairs):
+        if p.key in MMAP_KEYS:
+            touched, enabled = True, p.value.strip().lower() == "true"
+    if any(k in MMAP_KEYS for k in request.delete_keys):
+        touched, enabled = True, None
+    return touched, enabled
+
+
 class AlterRpcs(Servicer):
+    def _alter(self, ctx: Ctx, rpc: str, what: str, request: Any, pairs: str, **target: Any) -> Any:
+        """Refuse the keys Elanus cannot change, else apply ``mmap.enabled`` if given."""
+        refused = _refusal(rpc, what, _keys(request, pairs, rpc))
+        touched, enabled = _mmap(request, pairs)
+        if refused.code == 0 and touched:
+            self.act(
+                ctx,
+                "alter_mmap",
+                collection=request.collection_name,
+                enabled=enabled,
+                **target,
+            )
+        return refused
+
     @served()
     def AlterCollection(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
         self.act(
@@ -51,20 +78,28 @@ class AlterRpcs(Servicer):
     @served()
     def AlterCollectionField(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
         self.act(ctx, "describe_collection", name=request.collection_name)
-        return _refusal(
+        return self._alter(
+            ctx,
             "AlterCollectionField",
             "a field's parameters",
-            _keys(request, "properties", "AlterCollectionField"),
+            request,
+            "properties",
+            field_name=request.field_name,
         )
 
     @served()
     def AlterIndex(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        self.act(
+        doc = self.act(
             ctx,
             "describe_index",
             collection=request.collection_name,
             index_name=request.index_name or None,
         )
-        return _refusal(
-            "AlterIndex", "an index's parameters", _keys(request, "extra_params", "AlterIndex")
+        return self._alter(
+            ctx,
+            "AlterIndex",
+            "an index's parameters",
+            request,
+            "extra_params",
+            index_name=doc["indexes"][0]["index_name"],
         )

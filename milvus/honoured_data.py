@@ -21,7 +21,7 @@ from elanus.milvus.fields import (
 )
 from elanus.milvus.honoured_reads import TEMPLATES, leaf
 from elanus.milvus.schemas import IGNORED_PARAMS
-from elanus.properties import TTL_KEY
+from elanus.properties import MMAP_KEYS, TTL_KEY
 
 SERVER_SETS = harmless("assigned by the server")
 _NAMESPACE = refused("namespaces")
@@ -107,14 +107,15 @@ COLLECTION_SCHEMA = Table(
 )
 
 
-_MEMORY = harmless("no effect: Elanus neither memory-maps nor warms what it loads")
+_MEMORY = harmless("no effect: Elanus does not lazy-load nor warm what it loads")
+_MMAP = use("its indexes load mapped from disk (elanus.mmapsettings); raw columns do not")
 _NOT_ENFORCED = refused("this property: Milvus acts on it, Elanus would only store it")
 COLLECTION_PROPERTIES: dict[str, Rule] = {
     TTL_KEY: use(
         "enforced: an entity inserted more than this many seconds before a read is not "
         "seen by it (search, query, get, count) and compaction removes it; -1 or 0: none"
     ),
-    **{key: _MEMORY for key in IGNORED_PARAMS},
+    **{key: _MMAP if key in MMAP_KEYS else _MEMORY for key in IGNORED_PARAMS},
     **{
         key: _NOT_ENFORCED
         for key in (

@@ -30,8 +30,10 @@ IGNORED_PARAMS = frozenset(
         "warmup.vectorIndex",
     }
 )
-"""Keys of how Milvus maps and warms what it loads: Elanus has no such choice, so they are
-accepted and have no effect (as properties, field type parameters, index parameters)."""
+"""Keys of how Milvus maps and warms what it loads, accepted as properties, field type
+parameters and index parameters. Only ``mmap.enabled`` has an effect, and only as a
+collection property or set by the alter calls (``milvus/alter.py``); as a type or index
+parameter at creation it is checked and not kept."""
 
 
 def _truthy(text: str) -> bool:

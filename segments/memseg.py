@@ -76,6 +76,8 @@ class MemSegment:
         one for a sealed segment, a few of geometric sizes for a growing one (replaced
         whole, under ``_swap`` when a held column goes or comes back)."""
         self._files = files
+        self.mapped_columns: frozenset[str] = frozenset()
+        """Columns of ``table`` mapped from disk (``segments/mappedcolumns``), not held."""
         self._held: dict[str, HeldVectors] = {}
         """Vector fields served from their index, their columns dropped (replaced whole,
         under ``_swap``, together with ``table``)."""
@@ -387,21 +389,37 @@ class MemSegment:
         fields = [held[c].field if c in held else out.schema.field(c) for c in columns]
         return pa.Table.from_arrays(values, schema=pa.schema(fields))
 
+    def mapped_bytes(self) -> int:
+        """Bytes of its columns and indexes mapped from files (``mmap.enabled``), not held."""
+        table = self._vectors()[0]
+        buffers: dict[int, int] = {}
+        for name in self.mapped_columns & set(table.column_names):
+            _add_buffers(buffers, table.column(name).chunks)
+        indexes = sum(int(getattr(i, "mapped_nbytes", 0)) for i in self._indexes())
+        return sum(buffers.values()) + indexes
+
+    def _indexes(self) -> list[Any]:
+        _table, _settled, held = self._vectors()
+        unique = {id(i): i for i in [*self._ann.values(), *(h.index for h in held.values())]}
+        return list(unique.values())
+
     def memory_bytes(self) -> int:
         """Bytes held by the segment's structures: its table, row versions, built indexes
-        (vector and scalar) and exact kernels' per-row statistics."""
+        (vector and scalar, less what they map: :meth:`mapped_bytes`) and exact kernels'
+        per-row statistics."""
         table, settled, held = self._vectors()
         buffers: dict[int, int] = {}  # address -> size: a buffer two structures share counts once
         for part in [table, *self._pending]:
-            for column in part.columns:
-                _add_buffers(buffers, column.chunks)
+            for name, column in zip(part.column_names, part.columns, strict=True):
+                if name not in self.mapped_columns:
+                    _add_buffers(buffers, column.chunks)
         pks = self.versions.pks
         _add_buffers(buffers, pks.chunks if isinstance(pks, pa.ChunkedArray) else [pks])
         for a in (self.versions.insert_ts, self.versions.death_ts):
             buffers[a.ctypes.data] = a.nbytes
         total = sum(buffers.values())
-        indexes = {id(i): i for i in [*self._ann.values(), *(h.index for h in held.values())]}
-        total += sum(int(getattr(i, "nbytes", 0)) for i in indexes.values())
+        total += sum(int(getattr(i, "nbytes", 0)) for i in self._indexes())
+        total -= sum(int(getattr(i, "mapped_nbytes", 0)) for i in self._indexes())
         total += sum(int(getattr(s, "nbytes", 0)) for s in self._scalar.values())
         kernels = [k for b in settled for k in list(b.exact.values())]
         return int(total + sum(k.own_nbytes for k in kernels))

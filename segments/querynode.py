@@ -16,6 +16,7 @@ from elanus import freemem
 from elanus.api.base import ACK, Ack
 from elanus.api.indexcoord import IndexCoordAPI, IndexLoadFailed
 from elanus.api.querynode import (
+    LOADED_MAPPED,
     LOADED_MEMORY,
     Count,
     DelegateChannel,
@@ -72,7 +73,12 @@ class QueryNode(Role):
 
     def __init__(self, settings: Settings, bus: Bus, node_id: str | None = None) -> None:
         super().__init__(settings, bus, node_id)
-        self.worker = Worker(on_index_failure=self._index_failed)
+        self.worker = Worker(
+            self._index_failed,
+            settings.data_path / "mmap",
+            settings.query_memory_limit_bytes,
+            self.node_id,
+        )
         self.delegators: dict[str, Delegator] = {}
         self.schemas: dict[int, Schema] = {}
         self._workers: dict[str, WorkerAPI] = {}
@@ -141,12 +147,17 @@ class QueryNode(Role):
 
     def live_meta(self) -> dict[str, object]:
         memory = {str(c): n for c, n in self.memory_by_collection().items()}
-        return {**super().live_meta(), LOADED_MEMORY: memory}
+        mapped = {str(c): n for c, n in self.worker.memory_by_collection(mapped=True).items()}
+        return {**super().live_meta(), LOADED_MEMORY: memory, LOADED_MAPPED: mapped}
 
     def metric_samples(self) -> list[metrics.Sample]:
+        mapped = self.worker.memory_by_collection(mapped=True)
         return [
-            (metrics.LOADED_MEMORY, (self.node_id, str(c)), float(n))
-            for c, n in self.memory_by_collection().items()
+            *(
+                (metrics.LOADED_MEMORY, (self.node_id, str(c)), float(n))
+                for c, n in self.memory_by_collection().items()
+            ),
+            *((metrics.LOADED_MAPPED, (self.node_id, str(c)), float(n)) for c, n in mapped.items()),
         ]
 
     def _memory_changed(self) -> None:

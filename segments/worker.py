@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -32,6 +34,8 @@ from elanus.scalarindex import is_scalar_spec
 from elanus.schema import PK_COLUMN, Schema
 from elanus.searchrequest import SearchRequest
 from elanus.segments import storage
+from elanus.segments.admission import admit
+from elanus.segments.mappedcolumns import map_columns
 from elanus.segments.memseg import MemSegment
 
 log = logging.getLogger(__name__)
@@ -45,16 +49,24 @@ IndexFailure = Callable[[int, ServedIndex], None]
 
 
 def load_segment(
-    spec: SegmentSpec, schema: Schema, failed: list[ServedIndex] | None = None
+    spec: SegmentSpec,
+    schema: Schema,
+    failed: list[ServedIndex] | None = None,
+    mmap_dir: Path | None = None,
 ) -> MemSegment:
     """Read a flushed segment, its persisted deletes and its built indexes (in a thread);
     index entries that did not load are added to ``failed``. The indexes load first: a
     vector column that an index holds is not read at all (``segments/heldvectors``)."""
     seg_dir = layout.parent(spec.path)
-    built = [(entry, read_index(spec.segment_id, entry)) for entry in spec.indexes]
+    built = [(entry, read_index(spec.segment_id, entry, mmap_dir)) for entry in spec.indexes]
     held = frozenset(e.field for e, ix in built if getattr(ix, "holds_vectors", False))
     table = storage.read_segment(seg_dir, schema, skip=held)
+    mapped: list[str] = []
+    if spec.mmap_fields:
+        directory = mmap_dir or Path(tempfile.gettempdir())
+        table, mapped = map_columns(table, spec.mmap_fields, directory)
     seg = MemSegment(spec.segment_id, spec.partition_id, schema, table, layout.data_path(seg_dir))
+    seg.mapped_columns = frozenset(mapped)
     deltas = storage.read_deltas(seg_dir)
     if deltas is not None and deltas.num_rows:
         seg.delete(deltas.column(PK_COLUMN).combine_chunks(), deltas.column("ts").to_numpy())
@@ -67,17 +79,24 @@ def load_segment(
     return seg
 
 
-def read_index(segment_id: int, entry: ServedIndex) -> Any:
+def read_index(segment_id: int, entry: ServedIndex, mmap_dir: Path | None = None) -> Any:
     """One built index of a segment, read from its files (in a thread); ``None`` when it
-    does not load (the segment then stays searchable, exactly)."""
+    does not load (the segment then stays searchable, exactly).
+
+    A vector index with ``entry.mmap`` maps its file. Local storage maps the stored file
+    itself; from object storage the copy goes to ``mmap_dir`` (the node's disk, not a
+    memory-backed temporary directory) and is unlinked at once: the kernel keeps a mapped
+    file's blocks until the index is freed (its segment released), then the disk space
+    comes back, with no cache to clean up after a crash."""
     from elanus.index.engine import load_index  # faiss-heavy: only where indexes are served
     from elanus.index.scalar import load_segment_scalar
 
+    mmap = entry.mmap and not is_scalar_spec(entry.spec)
     try:
-        with objstore.local_copy(entry.dir) as directory:  # loads read the files whole
+        with objstore.local_copy(entry.dir, mmap_dir if mmap else None) as directory:
             if is_scalar_spec(entry.spec):
                 return load_segment_scalar(entry.field, directory)
-            return load_index(directory)
+            return load_index(directory, mmap=mmap)
     except Exception as exc:  # noqa: BLE001 - the segment stays searchable, exactly
         log.warning("segment %s: index %s not loaded: %s", segment_id, entry.dir, exc)
         return None
@@ -90,9 +109,9 @@ def _attach(seg: MemSegment, entry: ServedIndex, index: Any) -> None:
         seg.attach_index(entry.field, index, entry.index_id)
 
 
-def attach_index(seg: MemSegment, entry: ServedIndex) -> bool:
+def attach_index(seg: MemSegment, entry: ServedIndex, mmap_dir: Path | None = None) -> bool:
     """Load one built index into a segment (runs in a thread); whether it loaded."""
-    index = read_index(seg.segment_id, entry)
+    index = read_index(seg.segment_id, entry, mmap_dir)
     if index is not None:
         _attach(seg, entry, index)
     return index is not None
@@ -102,17 +121,30 @@ class Worker:
     """``on_index_failure`` hears of every finished index that did not load, so that the
     coord can have it built again rather than leave the segment on exact search."""
 
-    def __init__(self, on_index_failure: IndexFailure | None = None) -> None:
+    def __init__(
+        self,
+        on_index_failure: IndexFailure | None = None,
+        mmap_dir: Path | None = None,
+        memory_limit: int | None = None,
+        node: str = "",
+    ) -> None:
+        self.mmap_dir = mmap_dir
+        self.memory_limit, self.node = memory_limit, node
+        """The admission budget (``segments/admission.py``): ``None`` admits every load."""
+        """Where mapped index files copied from object storage go (``read_index``)."""
         self.segments: dict[int, MemSegment] = {}
         self.collection_of: dict[int, int] = {}
         self.on_index_failure = on_index_failure
 
     async def load(self, collection_id: int, schema: Schema, specs: list[SegmentSpec]) -> list[int]:
         new = [s for s in specs if s.segment_id not in self.segments]
+        if self.memory_limit is not None:
+            held = sum(self.memory_by_collection().values())
+            await asyncio.to_thread(admit, new, schema, self.memory_limit, held, self.node)
         failed: list[list[ServedIndex]] = [[] for _ in new]
         loaded = await asyncio.gather(
             *(
-                asyncio.to_thread(load_segment, s, schema, f)
+                asyncio.to_thread(load_segment, s, schema, f, self.mmap_dir)
                 for s, f in zip(new, failed, strict=True)
             )
         )
@@ -134,7 +166,7 @@ class Worker:
         seg = self.segments.get(segment_id)
         if seg is None:
             return False
-        if not await asyncio.to_thread(attach_index, seg, index):
+        if not await asyncio.to_thread(attach_index, seg, index, self.mmap_dir):
             self._index_failed(segment_id, index)
         await asyncio.to_thread(freemem.release)  # the column the index now holds
         if is_scalar_spec(index.spec):
@@ -168,13 +200,14 @@ class Worker:
     def delete(self, segment_ids: list[int], pks: pa.Array, ts: np.ndarray | int) -> int:
         return sum(self.segments[s].delete(pks, ts) for s in segment_ids if s in self.segments)
 
-    def memory_by_collection(self) -> dict[int, int]:
-        """Bytes the held segments' structures take, by collection."""
+    def memory_by_collection(self, mapped: bool = False) -> dict[int, int]:
+        """Bytes the held segments' structures take in memory, by collection; with
+        ``mapped``, those their indexes map from disk instead."""
         out: dict[int, int] = {}
         for sid, seg in list(self.segments.items()):
             cid = self.collection_of.get(sid)
             if cid is not None:
-                out[cid] = out.get(cid, 0) + seg.memory_bytes()
+                out[cid] = out.get(cid, 0) + (seg.mapped_bytes() if mapped else seg.memory_bytes())
         return out
 
     def rows(self, segment_ids: list[int]) -> int:

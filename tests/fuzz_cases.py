@@ -144,6 +144,7 @@ BASE: dict[str, dict[str, Any]] = {
     "add_collection_field": {
         "collection": ABSENT, "field": {"name": "fz_added", "type": "Int64", "nullable": True},
     },
+    "alter_mmap": {"collection": ABSENT, "enabled": True},
     "create_partition": {"collection": ABSENT, "partition": "p1"},
     "drop_partition": {"collection": ABSENT, "partition": "p1"},
     "has_partition": {"collection": MAIN, "partition": "_default"},
@@ -263,7 +264,7 @@ _KEYS_BY_KIND = {
         expected_rows offset group_size guarantee_timestamp session_ts as_of snapshot_ts
         num_partitions replica_number""",
     "float": "seconds wait_s timeout_s",
-    "bool": "auto_id retry_failed ok upsert strict_group_size force_drop files_only",
+    "bool": "auto_id retry_failed ok upsert strict_group_size force_drop files_only enabled",
     "dict": "schema properties params filter_params options search_params ranker field",
     "list": """files ids segment_ids parts partition_names data output_fields columns reqs
         privileges delete_keys""",

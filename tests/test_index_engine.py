@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 
+import faiss
 import lance
 import numpy as np
 import pyarrow as pa
@@ -284,12 +285,20 @@ def test_write_load_round_trip(tmp_path, small, bits, itype, build):
     again = load_index(tmp_path / "seg")
     assert (again.spec, again.built_as, again.nlist) == (ix.spec, ix.built_as, ix.nlist)
     assert (again.num_rows, again.num_vectors, again.nbytes) == (len(X), valid.sum(), ix.nbytes)
+    # mmap.enabled: the same answers from the file, mapped (IVF: FAISS's on-disk lists)
+    mapped = load_index(tmp_path / "seg", mmap=True)
+    assert mapped.nbytes == ix.nbytes and 0 < mapped.mapped_nbytes < ix.nbytes
+    assert again.mapped_nbytes == 0
+    if "IVF" in itype:
+        lists = faiss.downcast_InvertedLists(mapped.faiss_structure.invlists)
+        assert isinstance(lists, faiss.OnDiskInvertedLists)
     filt = np.random.default_rng(4).random(len(X)) < 0.4
     for v in (None, filt):
         D, R = ix.search(Q, K, {}, valid=v)
-        D2, R2 = again.search(Q, K, {}, valid=v)
-        np.testing.assert_array_equal(R, R2)
-        np.testing.assert_array_equal(D, D2)
+        for loaded in (again, mapped):
+            D2, R2 = loaded.search(Q, K, {}, valid=v)
+            np.testing.assert_array_equal(R, R2)
+            np.testing.assert_array_equal(D, D2)
         assert valid[R[R >= 0]].all()
 
 

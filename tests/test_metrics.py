@@ -41,6 +41,7 @@ FAMILIES = {
     "elanus_coord_load_progress_percent",
     "elanus_coord_index_tasks",
     "elanus_querynode_collection_memory_bytes",
+    "elanus_querynode_collection_mapped_bytes",
     "process_resident_memory_bytes",
 }
 
@@ -127,6 +128,8 @@ def test_a_standalone_serves_every_family(standalone: RoleHost) -> None:
     held = families["elanus_querynode_collection_memory_bytes"]
     assert [s[1]["collection_id"] for s in held] == [str(collection_id)]
     assert held[0][2] >= vectors.nbytes  # the vectors at least (in the column or the index)
+    mapped = families["elanus_querynode_collection_mapped_bytes"]
+    assert [s[2] for s in mapped] == [0.0]  # no mmap.enabled: nothing mapped
 
     # the dashboard names nothing a running standalone does not export (a counter no
     # request has touched yet exports its family, without samples)

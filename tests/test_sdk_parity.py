@@ -166,14 +166,17 @@ def test_partitions_segments_and_properties(stack: Stack) -> None:
         client.get_partition_stats("p", "nope")
     assert err.value.code == ErrorCode.PARTITION_NOT_FOUND
 
-    client.alter_collection_properties("p", {"mmap.enabled": True})
+    client.alter_collection_properties("p", {"mmap.enabled": True})  # released: allowed
     assert client.describe_collection("p")["properties"]["mmap.enabled"] == "true"
     client.drop_collection_properties("p", ["mmap.enabled"])
     assert "mmap.enabled" not in client.describe_collection("p")["properties"]
+    client.alter_collection_field("p", "vector", {"mmap.enabled": False})
+    client.alter_index_properties("p", "vector", {"mmap.enabled": True})
+    assert "mmap.enabled" not in client.describe_collection("p")["properties"]  # its own keys
     with pytest.raises(ElanusError) as err:
-        client.alter_index_properties("p", "vector", {"mmap.enabled": True})
+        client.alter_index_properties("p", "vector", {"nlist": 8})
     assert err.value.code == ErrorCode.INVALID_ARGUMENT
-    assert "not support" in err.value.message and "properties" in err.value.message
+    assert "not support" in err.value.message and "only mmap.enabled" in err.value.message
     with pytest.raises(ElanusError) as err:
         client.describe_database("nope")
     assert err.value.code == ErrorCode.DATABASE_NOT_FOUND

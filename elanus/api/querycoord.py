@@ -41,8 +41,9 @@ class LoadState:
 class LoadProgress:
     """``state`` is a ``states.LoadState`` (NotLoad, Loading, Loaded); ``progress`` a
     percentage of the persisted rows. ``partition_ids`` (``None``: all) is only said of a
-    collection being loaded; ``memory_bytes`` is what its query nodes hold of it (every
-    replica; as of their last keepalive)."""
+    collection being loaded; ``memory_bytes`` is what its query nodes hold of it in
+    memory (every replica; as of their last keepalive), ``mapped_bytes`` what they map
+    from disk besides (``mmap.enabled`` indexes: paged in as searches touch them)."""
 
     state: str
     progress: int
@@ -50,6 +51,7 @@ class LoadProgress:
     loaded_rows: int
     partition_ids: list[int] | None = None
     memory_bytes: int = 0
+    mapped_bytes: int = 0
 
     def to_body(self) -> dict[str, Any]:
         """The client's shape: no ``partition_ids`` for a collection that is not loaded."""
@@ -62,6 +64,7 @@ class LoadProgress:
         if self.state != states.LoadState.NOT_LOAD:
             out["partition_ids"] = self.partition_ids
             out["memory_bytes"] = self.memory_bytes
+            out["mapped_bytes"] = self.mapped_bytes
         return out
 
 

@@ -27,14 +27,17 @@ WORKER_TIMEOUT_S = 60.0
 LOADED_MEMORY = "loaded_memory"
 """A query node's session meta key: bytes each collection holds on it (its segments'
 structures: rows, indexes, row versions), ``{collection id (a string): bytes}``, refreshed
-at each keepalive and after each load or release."""
+at each keepalive and after each load or release; mapped index files not included."""
+LOADED_MAPPED = "loaded_mapped"
+"""... and bytes of index files each collection maps (``mmap.enabled``), in the same form."""
 
 # -- what the calls carry --------------------------------------------------------------------
 
 
 @record
 class ServedIndex:
-    """A finished index of a segment, as a worker loads it (``IndexCoord.served``)."""
+    """A finished index of a segment, as a worker loads it (``IndexCoord.served``);
+    ``mmap``: its vectors or codes stay on disk, mapped (``elanus.mmapsettings``)."""
 
     field: str
     dir: str
@@ -42,17 +45,20 @@ class ServedIndex:
     index_id: int | None = None
     build_id: int | None = None
     version: int | None = None
+    mmap: bool = False
 
 
 @record
 class SegmentSpec:
-    """What a worker needs to load a flushed segment, with its finished indexes."""
+    """What a worker needs to load a flushed segment, with its finished indexes;
+    ``mmap_fields``: the raw columns it keeps on disk, mapped (``elanus.mmapsettings``)."""
 
     segment_id: int
     partition_id: int
     path: str
     vchannel: str
     indexes: list[ServedIndex] = field(default_factory=list)
+    mmap_fields: list[str] = field(default_factory=list)
 
 
 @record

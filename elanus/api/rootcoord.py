@@ -213,6 +213,20 @@ class AlterCollectionProperties:
     ts: int = 0
 
 
+@request("collection.alter_mmap")
+class AlterMmap:
+    """Set (``enabled``) or drop (``None``) Milvus's ``mmap.enabled`` of a collection, of
+    one of its fields or of one of its indexes (``elanus.mmapsettings``); refused while
+    the collection is loaded."""
+
+    db: str = DEFAULT_DB
+    collection: str
+    enabled: bool | None = None
+    field: str | None = None
+    index_id: int | None = None
+    ts: int = 0
+
+
 @reply
 class FieldAdded:
     collection_id: int
@@ -389,6 +403,9 @@ class RootCoordAPI(Stub):
 
     async def add_collection_field(self, req: AddCollectionField) -> FieldAdded:
         return await self._ask("collection.add_field", req, FieldAdded)
+
+    async def alter_mmap(self, req: AlterMmap) -> CollectionChanged:
+        return await self._ask("collection.alter_mmap", req, CollectionChanged)
 
     async def create_partition(self, req: CreatePartition) -> PartitionChanged:
         return await self._ask("partition.create", req, PartitionChanged)

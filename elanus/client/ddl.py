@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from elanus.client.base import ClientBase
-from elanus.client.compat import IndexParams, milvus_description, reject_unknown
+from elanus.client.compat import IndexParams, milvus_description, mmap_value, reject_unknown
 from elanus.client.index import IndexAPI
 from elanus.client.read import ReadAPI
 from elanus.consistency import ConsistencyLevel
@@ -118,6 +118,20 @@ class CollectionAPI(IndexAPI, ReadAPI):
         reject_unknown("drop_collection_properties", kwargs)
         body = self._in_db(db, name=collection_name, delete_keys=list(property_keys))
         self._action("alter_collection_properties", body, timeout=timeout)
+
+    def alter_collection_field(
+        self,
+        collection_name: str,
+        field_name: str,
+        field_params: dict[str, Any],
+        timeout: float | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Only ``mmap.enabled`` (the field's indexes then load mapped from disk), while
+        the collection is released; a field's other parameters are fixed at creation."""
+        enabled = mmap_value("alter_collection_field", field_params)
+        db = kwargs.pop("db", None)
+        self.alter_mmap(collection_name, enabled, field_name=field_name, timeout=timeout, db=db)
 
     def drop_collection(
         self,

@@ -7,7 +7,13 @@ import time
 from typing import Any
 
 from elanus.client.base import ClientBase
-from elanus.client.compat import IndexParam, IndexParams, not_supported, reject_unknown
+from elanus.client.compat import (
+    IndexParam,
+    IndexParams,
+    mmap_dropped,
+    mmap_value,
+    reject_unknown,
+)
 from elanus.errors import ElanusError, ErrorCode
 from elanus.states import IndexTaskState
 
@@ -108,9 +114,16 @@ class IndexAPI(ClientBase):
         timeout: float | None = None,
         **kwargs: Any,
     ) -> None:
-        """Refused: Elanus indexes have no properties (Milvus's ``mmap.enabled``); drop the
-        index and create it with other parameters instead."""
-        raise not_supported("alter_index_properties", "index properties")
+        """Only ``mmap.enabled`` (the index then loads mapped from disk), while the
+        collection is released; other index properties are refused: drop the index and
+        create it with other parameters instead."""
+        self.alter_mmap(
+            collection_name,
+            mmap_value("alter_index_properties", properties),
+            index_name=index_name,
+            timeout=timeout,
+            db=kwargs.pop("db", None),
+        )
 
     def drop_index_properties(
         self,
@@ -120,8 +133,26 @@ class IndexAPI(ClientBase):
         timeout: float | None = None,
         **kwargs: Any,
     ) -> None:
-        """Refused: Elanus indexes have no properties."""
-        raise not_supported("drop_index_properties", "index properties")
+        """Only ``mmap.enabled`` (back to the field's or collection's setting)."""
+        mmap_dropped("drop_index_properties", property_keys)
+        self.alter_mmap(
+            collection_name, None, index_name=index_name, timeout=timeout, db=kwargs.pop("db", None)
+        )
+
+    def alter_mmap(
+        self,
+        collection_name: str,
+        enabled: bool | None,
+        *,
+        field_name: str | None = None,
+        index_name: str | None = None,
+        timeout: float | None = None,
+        db: str | None = None,
+    ) -> None:
+        """Set (or drop, ``None``) Milvus's ``mmap.enabled`` of a released collection, of
+        one of its fields or of one of its indexes (``elanus.mmapsettings``)."""
+        body = _in(self, db, collection_name, field_name=field_name, index_name=index_name)
+        self._action("alter_mmap", {**body, "enabled": enabled}, timeout=timeout)
 
     def index_infos(
         self,
