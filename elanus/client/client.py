@@ -35,6 +35,7 @@ from elanus.client.imports import ImportAPI
 from elanus.client.index import BuilderAPI
 from elanus.client.iterators import IteratorAPI
 from elanus.client.segments import SegmentAPI
+from elanus.client.snapshots import SnapshotAPI
 from elanus.client.sql import SqlAPI
 from elanus.client.stream import StreamAPI
 from elanus.client.write import ATOMIC_LIMIT_BYTES, DEFAULT_BATCH_BYTES
@@ -56,6 +57,7 @@ class Client(
     SegmentAPI,
     SqlAPI,
     WatchAPI,
+    SnapshotAPI,
 ):
     """``Client("grpc://host:8815")``; methods mirror pymilvus's ``MilvusClient``."""
 
