@@ -1,16 +1,18 @@
 """Collection snapshots (issue 36): taken at a timestamp, kept through compaction and
 garbage collection of their source, restored into a new collection with exactly their
 rows and indexes; through pymilvus (Milvus 2.6's snapshot API; Milvus Lite has none, so
-semantics follow Milvus's snapshot design doc) and the Elanus SDK. One stack."""
+semantics follow Milvus's snapshot design doc), the Elanus SDK and the CLI. One stack."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import run_elanus
 from milvus_stack import milvus_stack
 from pymilvus import DataType, MilvusClient, MilvusException
 
@@ -28,6 +30,12 @@ def stack(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
 
 def _rows(ids: range) -> list[dict[str, Any]]:
     return [{"id": i, "vec": [float(i), 1.0, 0.0, 0.0], "n": i * 2} for i in ids]
+
+
+def _cli(stack: Any, *args: str) -> str:
+    result = run_elanus(*args, "--uri", stack.uri)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
 
 
 def _wait_restored(c: MilvusClient, job_id: int) -> Any:
@@ -130,7 +138,13 @@ def test_snapshot_restores_exactly_its_rows_through_compaction_and_gc(stack: Any
     assert sdk.describe_snapshot("s3", "dst")["shape"]["indexes"][0]["index_type"] == "FLAT"
     restored = sdk.restore_snapshot("s3", "dst", "dst2")
     assert sdk.get_restore_snapshot_state(restored)["snapshot"] == "s3"
-    sdk.drop_snapshot("s3", "dst")
     with pytest.raises(ElanusError) as gone:
-        sdk.drop_snapshot("s3", "dst")
+        sdk.drop_snapshot("s9", "dst")
     assert gone.value.code == ErrorCode.SNAPSHOT_NOT_FOUND
+
+    # The CLI: restore follows the job to its end.
+    assert "s3" in _cli(stack, "snapshot", "list", "dst")
+    done = json.loads(_cli(stack, "snapshot", "restore", "dst", "s3", "dst3", "--json"))
+    assert done["state"] == "RestoreSnapshotCompleted" and done["rows"] == ROWS - 10
+    assert "dropped snapshot s3" in _cli(stack, "snapshot", "drop", "dst", "s3")
+    assert c.list_snapshots() == []
