@@ -8,7 +8,7 @@ actions, docs/protocol.md; docs/deploy.md, Snapshots).
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Group, RenderableType
@@ -17,6 +17,9 @@ from elanus.cli.admin import CollectionArg, _hybrid_ts
 from elanus.cli.context import CliState, JsonOpt, UriOpt, connect, run_action
 from elanus.cli.output import emit, kv_table, table
 from elanus.errors import ElanusError, ErrorCode
+
+if TYPE_CHECKING:
+    from elanus.client.client import Client
 
 POLL_S = 0.2
 
@@ -53,7 +56,7 @@ def snapshot_create(
     """Flush a collection and record a snapshot of it (metadata; its files are kept)."""
     run_action(
         ctx,
-        lambda c: c.create_snapshot(name, collection, description),
+        lambda c: c.create_snapshot(name, collection, description=description),
         _render_snapshot,
         as_json=as_json,
         uri=uri,
@@ -88,7 +91,7 @@ def snapshot_list(
             title=f"{len(snapshots)} snapshot(s)",
         )
 
-    run_action(ctx, lambda c: c.list_snapshots(collection), render, as_json=as_json, uri=uri)
+    run_action(ctx, lambda c: c.list_snapshots(collection or ""), render, as_json=as_json, uri=uri)
 
 
 @snapshot_app.command("describe")
@@ -127,9 +130,14 @@ def snapshot_drop(
     uri: UriOpt = None,
 ) -> None:
     """Drop a snapshot (its files go unless a pin holds them)."""
+
+    def drop(c: Client) -> dict[str, str]:
+        c.drop_snapshot(name, collection)
+        return {"dropped": name, "collection": collection}
+
     run_action(
         ctx,
-        lambda c: c.drop_snapshot(name, collection) or {"dropped": name, "collection": collection},
+        drop,
         lambda d: f"dropped snapshot {d['dropped']} of {d['collection']}",
         as_json=as_json,
         uri=uri,

@@ -9,7 +9,8 @@ first; here the flush is part of it.
 
 A restore recreates the collection (its schema, properties, partitions and indexes, as
 described when the snapshot was taken) under the new name, reads each listed segment's
-rows at ``T`` from its files (``segments/snapshot_files.py``) and stages them as a
+rows at ``T`` from its files (a query node reads them page by page, as for a files-only
+read plan: ``fileplan.segment_page``) and stages them as a
 staged write does (``ImportService.stage_rows``), keys kept; committing the write starts
 an import job, whose id is the restore's job id: the rows appear at once when it ends,
 and its indexes are built as for any import. The restore answers once the rows are
@@ -41,7 +42,6 @@ from elanus.errors import ElanusError, ErrorCode
 from elanus.flight.actions import perform
 from elanus.flight.search import fileplan
 from elanus.schema import Schema
-from elanus.segments.snapshot_files import SegmentRead, read_segment
 from elanus.states import ImportJobState
 from elanus.tsutil import physical_ms
 
@@ -50,8 +50,6 @@ if TYPE_CHECKING:
     from elanus.flight.metacache import CollectionInfo
     from elanus.flight.proxy import ProxyServer
 
-BATCH_ROWS = 65536
-"""Rows read and staged at a time."""
 PART = "restore"
 RESTORE_STATES = {
     ImportJobState.PENDING: "RestoreSnapshotPending",
@@ -187,9 +185,8 @@ class SnapshotService:
         old = {
             int(p["partition_id"]): str(p["name"]) for p in detail.shape["collection"]["partitions"]
         }
-        columns = info.schema.to_arrow().names
         write_id = f"restore-{uuid.uuid4().hex}"
-        ts = detail.snapshot.ts
+        source = detail.shape["collection"]["schema"]
         for seg in detail.files:
             pid = info.partitions.get(old.get(seg.partition_id, ""))
             if pid is None:
@@ -198,8 +195,10 @@ class SnapshotService:
                     f"restore_snapshot: segment {seg.segment_id}'s partition is not in the "
                     "snapshot's description",
                 )
-            read = SegmentRead(seg.segment_id, seg.path, ts, columns)
-            for batch in read_segment(read, info.schema, BATCH_ROWS):
+            page = fileplan.segment_page(
+                proxy.reads, seg.segment_id, seg.path, detail.snapshot.ts, source
+            )
+            for batch in proxy.reads.every_row(info, page):
                 rows = pa.Table.from_batches([batch])
                 list(proxy.imports.stage_rows(info, write_id, PART, pid, rows))
         done = proxy.imports.commit(

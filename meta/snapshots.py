@@ -156,7 +156,8 @@ class SnapshotService:
         ]
 
     async def list_snapshots(self, req: api.ListSnapshots) -> api.Snapshots:
-        where, params = ["TRUE"], []
+        where: list[str] = ["TRUE"]
+        params: list[Any] = []
         if req.db is not None:
             where.append("s.db = ?")
             params.append(req.db)
@@ -261,7 +262,8 @@ class SnapshotService:
         return ACK
 
     async def restores(self, req: api.ListRestores) -> api.RestoreJobs:
-        where, params = ["TRUE"], []
+        where: list[str] = ["TRUE"]
+        params: list[Any] = []
         for column, value in (
             ("job_id", req.job_id),
             ("db", req.db),

@@ -12,7 +12,6 @@ from typing import Any
 
 from elanus.api.auth import AuthAPI
 from elanus.api.backup import BackupAPI
-from elanus.api.snapshot import SnapshotAPI
 from elanus.api.base import Stub, reply
 from elanus.api.compaction import CompactionAPI
 from elanus.api.datacoord import DataCoordAPI, TimeTickAPI
@@ -20,6 +19,7 @@ from elanus.api.imports import ImportAPI
 from elanus.api.indexcoord import IndexCoordAPI
 from elanus.api.querycoord import QueryCoordAPI
 from elanus.api.rootcoord import RootCoordAPI
+from elanus.api.snapshot import SnapshotAPI
 from elanus.channels.bus import Bus
 from elanus.channels.subjects import COORD
 from elanus.requests import request
