@@ -23,7 +23,6 @@ from elanus.api.snapshot import (
 )
 from elanus.errors import invalid
 from elanus.flight.actions import Call, action, check_db, check_named
-from elanus.layout import check_write_id
 from elanus.requests import Body
 from elanus.schema import check_name
 
@@ -34,11 +33,11 @@ MAX_PIN_TTL_S = 7 * 24 * 3600
 
 
 def _named(b: Body) -> dict[str, Any]:
-    """db, collection and the snapshot's name (letters, digits, ``_``, ``-``)."""
+    """db, collection and the snapshot's name (named as collections are)."""
     return {
         "db": check_db(b),
         "collection": check_named(b, "collection", "collection"),
-        "name": check_write_id(b.str("name"), "snapshot name"),
+        "name": check_name(b.str("name"), "snapshot"),
     }
 
 
