@@ -169,7 +169,9 @@ class SnapshotService:
                 for p in partitions:
                     if p != "_default":
                         self._act(
-                            "create_partition", {"db": db, "collection": name, "name": p}, caller
+                            "create_partition",
+                            {"db": db, "collection": name, "partition": p},
+                            caller,
                         )
             for index in detail.shape.get("indexes") or []:
                 wanted = {k: v for k, v in index.items() if v not in (None, "")}

@@ -66,10 +66,11 @@ def test_snapshot_restores_exactly_its_rows_through_compaction_and_gc(stack: Any
     index = c.prepare_index_params()
     index.add_index("vec", index_type="FLAT", metric_type="L2")
     c.create_index("src", index)
+    c.create_partition("src", "p1")
     c.load_collection("src")
     c.insert("src", _rows(range(0, 50)))
     c.flush("src")
-    c.insert("src", _rows(range(50, ROWS)))  # growing at the snapshot: a flush takes it
+    c.insert("src", _rows(range(50, ROWS)), partition_name="p1")  # growing: a flush takes it
     c.delete("src", ids=list(range(10)))
 
     c.create_snapshot("s1", "src", description="before the changes")
@@ -77,7 +78,7 @@ def test_snapshot_restores_exactly_its_rows_through_compaction_and_gc(stack: Any
     described = c.describe_snapshot("s1", "src")
     assert (described.name, described.collection_name) == ("s1", "src")
     assert described.description == "before the changes"
-    assert described.partition_names == ["_default"]
+    assert described.partition_names == ["_default", "p1"]
     with pytest.raises(MilvusException, match="already exists"):
         c.create_snapshot("s1", "src")
 
@@ -105,6 +106,8 @@ def test_snapshot_restores_exactly_its_rows_through_compaction_and_gc(stack: Any
     c.load_collection("dst")
     count = c.query("dst", filter="", output_fields=["count(*)"])[0]["count(*)"]
     assert count == ROWS - 10
+    in_p1 = c.query("dst", filter="", output_fields=["count(*)"], partition_names=["p1"])
+    assert in_p1[0]["count(*)"] == ROWS - 50
     got = c.get("dst", ids=[5, 10, 15, 99, 120], output_fields=["n"])
     assert sorted((r["id"], r["n"]) for r in got) == [(10, 20), (15, 30), (99, 198)]
 
