@@ -20,6 +20,7 @@ the mixins themselves, so a new method is listed where it is written:
 - segments and partition statistics: ``client_segments.SegmentAPI``
 - SQL over collections (Flight SQL): ``client.sql.SqlAPI``
 - the change stream (reads the log, not the proxy): ``client.changes.WatchAPI``
+- collection snapshots: ``client.snapshots.SnapshotAPI``
 - cluster: ``client_admin.AdminAPI``; connection: ``client_base.ClientBase``
 """
 
