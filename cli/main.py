@@ -60,6 +60,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "user": ("elanus.cli.users", "user_app"),
     "role": ("elanus.cli.users", "role_app"),
     "backup": ("elanus.cli.backup", "backup_app"),
+    "snapshot": ("elanus.cli.snapshot", "snapshot_app"),
 }
 """Every command, in ``elanus -h``'s order: its name, and the module and attribute of its
 function (a command) or Typer app (a group of them). A run builds the app with only the

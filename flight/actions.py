@@ -86,6 +86,7 @@ CONCERNS = (
     "import_actions",
     "auth_actions",
     "backup_actions",
+    "snapshot_actions",
     "ops_actions",
     "watch_actions",
 )

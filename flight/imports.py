@@ -190,21 +190,24 @@ class ImportService:
                     table, key, key_partition_ids(info.partitions, info.name)
                 )
             for part_id, rows in parts:
-                target = layout.staged_dir(
-                    self.storage,
-                    request["stage"],
-                    request["stage_part"],
-                    info.collection_id,
-                    part_id,
-                )
-                # one file per shard: the commit appends each file to its segment as it is
-                shards = shard_of(rows.column(pk.name), len(info.vchannels))
-                for _, shard_rows in group_rows(rows, shards):
-                    written = _write_staged(target, shard_rows)
+                for written in self.stage_rows(
+                    info, request["stage"], request["stage_part"], part_id, rows
+                ):
                     if request["stage"] in self._aborted:  # aborted while it was written
                         objstore.remove_file(written)
                         self._refuse_aborted(request["stage"])
             writer.write(PutAck(table.column(pk.name).combine_chunks(), 0).encode())
+
+    def stage_rows(
+        self, info: CollectionInfo, write_id: str, part: str, partition_id: int, rows: pa.Table
+    ) -> Iterable[str]:
+        """Write conformed rows (ids included) of one partition as staged files, one per
+        shard, as the commit appends each file to its segment as it is; yields each file
+        once written (a snapshot's restore stages its rows so too)."""
+        target = layout.staged_dir(self.storage, write_id, part, info.collection_id, partition_id)
+        shards = shard_of(rows.column(info.schema.primary.name), len(info.vchannels))
+        for _, shard_rows in group_rows(rows, shards):
+            yield _write_staged(target, shard_rows)
 
     def _refuse_aborted(self, write_id: str) -> None:
         if write_id in self._aborted:

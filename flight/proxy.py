@@ -53,6 +53,7 @@ from elanus.flight.limits import Kind, Limits
 from elanus.flight.metacache import MetaCache
 from elanus.flight.putpipeline import PutPipeline
 from elanus.flight.search import QueryService, ReadService, check_search_stream, hits_table
+from elanus.flight.snapshots import SnapshotService
 from elanus.flight.sql import MIDDLEWARE_KEY as SQL_OPTIONS
 from elanus.flight.sql import SqlHeadersFactory, options_of
 from elanus.flight.streams import client_batches, client_chunks
@@ -84,6 +85,7 @@ class ProxyServer(Role):
         self.query = QueryService(self)
         self.reads = ReadService(self)
         self.imports = ImportService(self)
+        self.snapshots = SnapshotService(self)
         self._sql: SqlService | None = None
         self._sql_lock = threading.Lock()
         self.limits = Limits(settings)

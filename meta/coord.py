@@ -42,6 +42,7 @@ from elanus.meta.lease import CoordLease
 from elanus.meta.querycoord import QueryCoord
 from elanus.meta.rootcoord import RootCoord
 from elanus.meta.scheduler import TaskScheduler
+from elanus.meta.snapshots import SnapshotService
 from elanus.meta.timetick import TimeTickSync
 from elanus.meta.truncate import Truncation
 from elanus.meta.tso import TimestampOracle
@@ -79,6 +80,7 @@ class Coordinator(Role):
         self.housekeeping = Housekeeper(ctx, lookup, self.channels)
         self.auth = AuthCoord(ctx, proxies)
         self.backup = BackupService(ctx, lookup, self.data, self.gc)
+        self.snapshots = SnapshotService(ctx)
         self.data.on_flushed(self.index.on_new_segment)  # indexed first, then handed off
         self.data.on_flushed(self.query.segment_flushed)
         self.data.take_plans_from(self.compaction)
@@ -106,7 +108,7 @@ class Coordinator(Role):
         }
         services = (
             self.root, self.data, self.channels, self.timeticks, self.compaction, self.query,
-            self.index, self.imports, self.auth, self.backup, self.truncation,
+            self.index, self.imports, self.auth, self.backup, self.truncation, self.snapshots,
         )  # fmt: skip
         for service in services:
             handlers.update(service.handlers())

@@ -9,7 +9,9 @@ one being built or served (an attempt that failed, lapsed or was superseded; the
 coord's ``recycle`` removes those of dropped and finished tasks at once). Stale staged
 writes and the scratch files of finished import jobs go too
 (``ImportManager.collect_garbage``). Every file access goes through ``elanus/objstore.py``.
-A backup holds collection (``hold``) while it copies files.
+A backup holds collection (``hold``) while it copies files. The files of segments a
+snapshot lists, and a dropped collection's directory while a snapshot of it lives, stay
+(``meta/snapshots.held``).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from elanus import layout, objstore, tsutil
 from elanus.channels.loop import Periodic
 from elanus.errors import ElanusError
-from elanus.meta import segmentmeta
+from elanus.meta import segmentmeta, snapshots
 from elanus.states import IndexTaskState, SegmentState
 
 if TYPE_CHECKING:
@@ -79,8 +81,15 @@ class GarbageCollector:
         storage = self.ctx.settings.storage_uri
 
         def plan(con: Any) -> tuple[list[Any], list[int], set[int]]:
+            kept, kept_collections = snapshots.held(con, time.time())
             where = "state = ? AND path IS NOT NULL AND dropped_ts <= ?"
-            dropped = segmentmeta.load(con, storage, where, [SegmentState.DROPPED.value, horizon])
+            dropped = [
+                s
+                for s in segmentmeta.load(
+                    con, storage, where, [SegmentState.DROPPED.value, horizon]
+                )
+                if s.segment_id not in kept
+            ]
             collections = [
                 r[0]
                 for r in con.execute(
@@ -88,9 +97,10 @@ class GarbageCollector:
                     "AND dropped_ts <= ?",
                     [horizon],
                 ).fetchall()
+                if r[0] not in kept_collections
             ]
             known = {r[0] for r in con.execute("SELECT segment_id FROM segments").fetchall()}
-            return dropped, collections, known
+            return dropped, collections, known | kept
 
         dropped, collections, known = await self.ctx.db.run(plan)
         known |= self.plans.open_targets()

@@ -172,4 +172,29 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
                 PRIMARY KEY (vchannel, replica_id))""",
         ],
     ),
+    (
+        12,
+        "collection snapshots (Milvus 2.6's create_snapshot)",
+        [
+            # A snapshot is metadata: the collection's shape and the segments holding its rows
+            # at ``ts``; garbage collection keeps those segments' files (meta/snapshots.py).
+            # A dropped snapshot keeps its row (``dropped_at``) while a pin on it lives.
+            """CREATE TABLE snapshots (
+                snapshot_id BIGINT PRIMARY KEY, name VARCHAR NOT NULL,
+                collection_id BIGINT NOT NULL, db VARCHAR NOT NULL, collection VARCHAR NOT NULL,
+                description VARCHAR NOT NULL, ts UBIGINT NOT NULL, created_at DOUBLE NOT NULL,
+                shape VARCHAR NOT NULL, dropped_at DOUBLE)""",
+            """CREATE TABLE snapshot_segments (
+                snapshot_id BIGINT NOT NULL, segment_id BIGINT NOT NULL,
+                partition_id BIGINT NOT NULL, path VARCHAR NOT NULL, num_rows BIGINT NOT NULL,
+                PRIMARY KEY (snapshot_id, segment_id))""",
+            """CREATE TABLE snapshot_pins (
+                pin_id BIGINT PRIMARY KEY, snapshot_id BIGINT NOT NULL,
+                expires_at DOUBLE NOT NULL)""",
+            """CREATE TABLE snapshot_restores (
+                job_id BIGINT PRIMARY KEY, snapshot VARCHAR NOT NULL, source_db VARCHAR NOT NULL,
+                source_collection VARCHAR NOT NULL, db VARCHAR NOT NULL,
+                collection VARCHAR NOT NULL, started_at DOUBLE NOT NULL)""",
+        ],
+    ),
 ]

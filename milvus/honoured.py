@@ -419,7 +419,51 @@ ACCESS = {
     ),
 }
 
-REQUESTS: dict[str, Table] = {**READS, **WRITES, **DDL, **OPS, **ACCESS}
+# -- snapshots (milvus/snapshots.py) ---------------------------------------------------------
+SNAPSHOT_NAMED = with_db(name=use(), collection_name=NAME)
+SNAPSHOTS: dict[str, Table] = {
+    "CreateSnapshot": Table(
+        milvus_pb2.CreateSnapshotRequest,
+        {
+            **SNAPSHOT_NAMED,
+            "description": use(),
+            "compaction_protection_seconds": refused(
+                "protecting segments from compaction; a snapshot keeps its files through "
+                "compaction anyway"
+            ),
+        },
+    ),
+    "DropSnapshot": Table(milvus_pb2.DropSnapshotRequest, SNAPSHOT_NAMED),
+    "DescribeSnapshot": Table(milvus_pb2.DescribeSnapshotRequest, SNAPSHOT_NAMED),
+    "ListSnapshots": Table(
+        milvus_pb2.ListSnapshotsRequest, with_db(collection_name=use("else every collection's"))
+    ),
+    "RestoreSnapshot": Table(
+        milvus_pb2.RestoreSnapshotRequest,
+        {
+            **SNAPSHOT_NAMED,
+            "rewrite_data": harmless("a restore always writes the rows into new segments"),
+            "target_db_name": use(),
+            "target_collection_name": use(),
+        },
+    ),
+    "GetRestoreSnapshotState": Table(
+        milvus_pb2.GetRestoreSnapshotStateRequest, {"base": BASE, "job_id": use()}
+    ),
+    "ListRestoreSnapshotJobs": Table(
+        milvus_pb2.ListRestoreSnapshotJobsRequest,
+        with_db(collection_name=use("the target collection; else every job's")),
+    ),
+    "PinSnapshotData": Table(
+        milvus_pb2.PinSnapshotDataRequest,
+        {**SNAPSHOT_NAMED, "ttl_seconds": use("0: an hour")},
+    ),
+    "UnpinSnapshotData": Table(
+        milvus_pb2.UnpinSnapshotDataRequest, {"base": BASE, "pin_id": use()}
+    ),
+}
+
+REQUESTS: dict[str, Table] = {**READS, **WRITES, **DDL, **OPS, **ACCESS, **SNAPSHOTS}
 """The request table of every served RPC (the servicer refuses to start without one)."""
 
 

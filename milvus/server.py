@@ -28,6 +28,7 @@ from elanus.milvus.ops import OpsRpcs
 from elanus.milvus.rbac import RbacRpcs
 from elanus.milvus.read import ReadRpcs
 from elanus.milvus.session import SessionRpcs
+from elanus.milvus.snapshots import SnapshotRpcs
 
 if TYPE_CHECKING:
     from elanus.flight.proxy import ProxyServer
@@ -64,6 +65,7 @@ class MilvusServicer(
     ImportRpcs,
     RbacRpcs,
     AnalyzerRpcs,
+    SnapshotRpcs,
 ):
     """Every served RPC, from the concern mixins; the rest answer "not supported"."""
 

@@ -33,6 +33,7 @@ _CODES: dict[str, tuple[int, int]] = {
     ErrorCode.ALIAS_ALREADY_EXISTS: (1602, common_pb2.UnexpectedError),
     ErrorCode.COMPACTION_NOT_FOUND: (1100, common_pb2.IllegalArgument),
     ErrorCode.IMPORT_JOB_NOT_FOUND: (1100, common_pb2.IllegalArgument),
+    ErrorCode.SNAPSHOT_NOT_FOUND: (1100, common_pb2.IllegalArgument),
     ErrorCode.REQUEST_TOO_LARGE: (1102, common_pb2.IllegalArgument),
     ErrorCode.LIMIT_EXCEEDED: (1102, common_pb2.IllegalArgument),
     ErrorCode.RATE_LIMITED: (8, common_pb2.RateLimit),

@@ -221,6 +221,15 @@ BASE: dict[str, dict[str, Any]] = {
     "describe_config": {},
     "watch_collection": {"collection": MAIN},
     "backup_create": {"target": BACKUPS, "name": "fz_backup", "timeout_s": 60},
+    "create_snapshot": {"collection": ABSENT, "name": "fz_snap", "description": "d"},
+    "list_snapshots": {"collection": MAIN},
+    "describe_snapshot": {"collection": MAIN, "name": "fz_absent"},
+    "drop_snapshot": {"collection": MAIN, "name": "fz_absent"},
+    "restore_snapshot": {"collection": MAIN, "name": "fz_absent", "target_collection": ABSENT},
+    "get_restore_snapshot_state": {"job_id": 1},
+    "list_restore_snapshot_jobs": {"collection": MAIN},
+    "pin_snapshot_data": {"collection": MAIN, "name": "fz_absent", "ttl_seconds": 60},
+    "unpin_snapshot_data": {"pin_id": 1},
 }  # fmt: skip
 WRITE_ACTIONS = {"delete"}
 """Actions whose refusal must leave ``MAIN``'s row count as it was."""
@@ -241,6 +250,7 @@ def base_body_cases() -> list[Case]:
                 "SEGMENT_NOT_FOUND",
                 "COMPACTION_NOT_FOUND",
                 "IMPORT_JOB_NOT_FOUND",
+                "SNAPSHOT_NOT_FOUND",
                 "USER_NOT_FOUND",
                 "USER_ALREADY_EXISTS",
                 "ROLE_NOT_FOUND",
@@ -259,10 +269,10 @@ _KEYS_BY_KIND = {
         primary_field vector_field id_type metric_type field_name index_type index_name
         node_id fail_reason filter write_id anns_field group_by_field user_name password
         old_password new_password role_name object_type privilege object_name db_name
-        alias group_name target""",
+        alias group_name target target_collection target_db""",
     "int": """dimension num_shards max_length count limit build_id version compaction_id job_id
         expected_rows offset group_size guarantee_timestamp session_ts as_of snapshot_ts
-        num_partitions replica_number""",
+        num_partitions replica_number ttl_seconds pin_id""",
     "float": "seconds wait_s timeout_s",
     "bool": "auto_id retry_failed ok upsert strict_group_size force_drop files_only enabled",
     "dict": "schema properties params filter_params options search_params ranker field",

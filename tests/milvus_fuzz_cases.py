@@ -295,6 +295,17 @@ BASE: dict[str, Any] = {
         username="mfz_absent_user", oldPassword=b64("fz-pw-123"), newPassword=b64("fz-pw-456")
     ),
     "Upsert": M.UpsertRequest(collection_name=BIG, fields_data=insert_columns([1001]), num_rows=1),
+    "CreateSnapshot": M.CreateSnapshotRequest(collection_name=ABSENT, name="mfz_snap"),
+    "DropSnapshot": M.DropSnapshotRequest(collection_name=MAIN, name="mfz_absent"),
+    "DescribeSnapshot": M.DescribeSnapshotRequest(collection_name=MAIN, name="mfz_absent"),
+    "ListSnapshots": M.ListSnapshotsRequest(collection_name=MAIN),
+    "RestoreSnapshot": M.RestoreSnapshotRequest(
+        collection_name=MAIN, name="mfz_absent", target_collection_name=ABSENT
+    ),
+    "GetRestoreSnapshotState": M.GetRestoreSnapshotStateRequest(job_id=1),
+    "ListRestoreSnapshotJobs": M.ListRestoreSnapshotJobsRequest(collection_name=MAIN),
+    "PinSnapshotData": M.PinSnapshotDataRequest(collection_name=MAIN, name="mfz_absent"),
+    "UnpinSnapshotData": M.UnpinSnapshotDataRequest(pin_id=1),
 }  # fmt: skip
 WRITES = frozenset(
     {

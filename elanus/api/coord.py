@@ -19,6 +19,7 @@ from elanus.api.imports import ImportAPI
 from elanus.api.indexcoord import IndexCoordAPI
 from elanus.api.querycoord import QueryCoordAPI
 from elanus.api.rootcoord import RootCoordAPI
+from elanus.api.snapshot import SnapshotAPI
 from elanus.channels.bus import Bus
 from elanus.channels.subjects import COORD
 from elanus.requests import request
@@ -55,7 +56,7 @@ class Sessions:
 
 class CoordAPI(Stub):
     """Every coord service's stub (``root``, ``auth``, ``query``, ``data``, ``timeticks``,
-    ``compaction``, ``index``, ``imports``, ``backup``) and the coord's own calls."""
+    ``compaction``, ``index``, ``imports``, ``backup``, ``snapshots``) and the coord's own calls."""
 
     def __init__(self, bus: Bus, timeout: float = 30.0) -> None:
         super().__init__(bus, COORD, timeout)
@@ -68,6 +69,7 @@ class CoordAPI(Stub):
         self.index = IndexCoordAPI(bus, timeout)
         self.imports = ImportAPI(bus, timeout)
         self.backup = BackupAPI(bus, timeout)
+        self.snapshots = SnapshotAPI(bus, timeout)
 
     async def health(self, req: GetHealth, timeout: float | None = None) -> CoordHealth:
         return await self._ask("health", req, CoordHealth, timeout)

@@ -20,6 +20,7 @@ the mixins themselves, so a new method is listed where it is written:
 - segments and partition statistics: ``client_segments.SegmentAPI``
 - SQL over collections (Flight SQL): ``client.sql.SqlAPI``
 - the change stream (reads the log, not the proxy): ``client.changes.WatchAPI``
+- collection snapshots: ``client.snapshots.SnapshotAPI``
 - cluster: ``client_admin.AdminAPI``; connection: ``client_base.ClientBase``
 """
 
@@ -35,6 +36,7 @@ from elanus.client.imports import ImportAPI
 from elanus.client.index import BuilderAPI
 from elanus.client.iterators import IteratorAPI
 from elanus.client.segments import SegmentAPI
+from elanus.client.snapshots import SnapshotAPI
 from elanus.client.sql import SqlAPI
 from elanus.client.stream import StreamAPI
 from elanus.client.write import ATOMIC_LIMIT_BYTES, DEFAULT_BATCH_BYTES
@@ -56,6 +58,7 @@ class Client(
     SegmentAPI,
     SqlAPI,
     WatchAPI,
+    SnapshotAPI,
 ):
     """``Client("grpc://host:8815")``; methods mirror pymilvus's ``MilvusClient``."""
 

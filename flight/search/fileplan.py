@@ -113,14 +113,22 @@ def files_page(reads: ReadService, info: CollectionInfo, ticket: dict[str, Any])
             f"segment {sid} is not a segment of collection {info.name!r} with files; "
             "plan the read again",
         )
-    path, schema = record.path, info.schema.to_dict()
+    return segment_page(reads, sid, record.path, ticket["ts"], info.schema.to_dict())
+
+
+def segment_page(
+    reads: ReadService, sid: int, path: str, ts: int, schema: dict[str, Any]
+) -> PageFetch:
+    """Pages of one segment's files at ``ts``, each read by a query node (a snapshot's
+    restore reads its segments so too)."""
+    proxy = reads.proxy
     node = _reader_node(reads)
 
     def fetch(text: str | None, params: dict[str, Any], wanted: list[str], limit: int) -> pa.Table:
         req = ReadFiles(
             segment_id=sid,
             path=path,
-            ts=ticket["ts"],
+            ts=ts,
             schema=schema,
             filter=text,
             params=params,

@@ -356,6 +356,12 @@ class ReadService:
             page = self._segments_page(self._delegator(info, ticket["vchannel"]), ticket)
         return schema, self._pages(info, ticket, columns, schema, page, page_scale)
 
+    def every_row(self, info: CollectionInfo, page: PageFetch) -> Iterator[pa.RecordBatch]:
+        """Every row ``page`` reads (its user columns, no filter), in key order."""
+        columns, schema = arrow_schema(info.schema, None)
+        unfiltered: dict[str, Any] = {"filter": None, "filter_params": {}}
+        return self._pages(info, unfiltered, columns, schema, page, 1)
+
     def _delegator(self, info: CollectionInfo, vchannel: str) -> str:
         route = self.proxy.query.route(info, None)
         node = route.get(vchannel)

@@ -1,0 +1,134 @@
+"""The SDK's collection snapshots (mixed into ``Client``), with pymilvus's
+``MilvusClient`` signatures (``db_name`` "" is the client's database); results are the
+snapshot actions' documents (docs/protocol.md), not pymilvus's dataclasses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from elanus.client.base import ClientBase
+from elanus.client.compat import reject_unknown
+
+
+class SnapshotAPI(ClientBase):
+    def create_snapshot(
+        self,
+        snapshot_name: str,
+        collection_name: str,
+        db_name: str = "",
+        description: str = "",
+        compaction_protection_seconds: int = 0,
+        timeout: float | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        """Flush the collection and record a snapshot of it (its rows now, its schema,
+        partitions and indexes); its files are kept while it lives. The snapshot as
+        ``list_snapshots`` shows it. ``compaction_protection_seconds`` is refused: a
+        snapshot keeps its files through compaction anyway."""
+        if compaction_protection_seconds:
+            kwargs["compaction_protection_seconds"] = compaction_protection_seconds
+        reject_unknown("create_snapshot", kwargs)
+        body = self._in_db(db_name, collection=collection_name, name=snapshot_name)
+        if description:
+            body["description"] = description
+        return self._action("create_snapshot", body, timeout=timeout)
+
+    def drop_snapshot(
+        self,
+        snapshot_name: str,
+        collection_name: str,
+        db_name: str = "",
+        timeout: float | None = None,
+        **kwargs: Any,
+    ) -> None:
+        reject_unknown("drop_snapshot", kwargs)
+        body = self._in_db(db_name, collection=collection_name, name=snapshot_name)
+        self._action("drop_snapshot", body, timeout=timeout)
+
+    def list_snapshots(
+        self,
+        collection_name: str = "",
+        db_name: str = "",
+        timeout: float | None = None,
+        **kwargs: Any,
+    ) -> list[dict[str, Any]]:
+        """The live snapshots (of one collection, or all), oldest first, each a document
+        (pymilvus lists only the names)."""
+        reject_unknown("list_snapshots", kwargs)
+        body = self._in_db(db_name)
+        if collection_name:
+            body["collection"] = collection_name
+        return list(self._action("list_snapshots", body, timeout=timeout)["snapshots"])
+
+    def describe_snapshot(
+        self,
+        snapshot_name: str,
+        collection_name: str,
+        db_name: str = "",
+        timeout: float | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        reject_unknown("describe_snapshot", kwargs)
+        body = self._in_db(db_name, collection=collection_name, name=snapshot_name)
+        return self._action("describe_snapshot", body, timeout=timeout)
+
+    def restore_snapshot(
+        self,
+        snapshot_name: str,
+        source_collection_name: str,
+        target_collection_name: str,
+        source_db_name: str = "",
+        target_db_name: str = "",
+        timeout: float | None = None,
+        **kwargs: Any,
+    ) -> int:
+        """Restore into a new collection; the restore job's id (``get_restore_snapshot_state``)."""
+        reject_unknown("restore_snapshot", kwargs)
+        body = self._in_db(
+            source_db_name,
+            collection=source_collection_name,
+            name=snapshot_name,
+            target_collection=target_collection_name,
+            target_db=target_db_name or self._db,
+        )
+        return int(self._action("restore_snapshot", body, timeout=timeout)["job_id"])
+
+    def get_restore_snapshot_state(
+        self, job_id: int, timeout: float | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        reject_unknown("get_restore_snapshot_state", kwargs)
+        body = self._in_db(None, job_id=job_id)
+        return self._action("get_restore_snapshot_state", body, timeout=timeout)
+
+    def list_restore_snapshot_jobs(
+        self,
+        collection_name: str = "",
+        db_name: str = "",
+        timeout: float | None = None,
+        **kwargs: Any,
+    ) -> list[dict[str, Any]]:
+        reject_unknown("list_restore_snapshot_jobs", kwargs)
+        body = self._in_db(db_name)
+        if collection_name:
+            body["collection"] = collection_name
+        return list(self._action("list_restore_snapshot_jobs", body, timeout=timeout)["jobs"])
+
+    def pin_snapshot_data(
+        self,
+        snapshot_name: str,
+        collection_name: str,
+        db_name: str = "",
+        ttl_seconds: int = 0,
+        timeout: float | None = None,
+        **kwargs: Any,
+    ) -> int:
+        """Keep the snapshot's files ``ttl_seconds`` (0: an hour) even if it is dropped."""
+        reject_unknown("pin_snapshot_data", kwargs)
+        body = self._in_db(
+            db_name, collection=collection_name, name=snapshot_name, ttl_seconds=ttl_seconds
+        )
+        return int(self._action("pin_snapshot_data", body, timeout=timeout)["pin_id"])
+
+    def unpin_snapshot_data(self, pin_id: int, timeout: float | None = None, **kwargs: Any) -> None:
+        reject_unknown("unpin_snapshot_data", kwargs)
+        self._action("unpin_snapshot_data", self._in_db(None, pin_id=pin_id), timeout=timeout)

@@ -1,0 +1,255 @@
+"""Snapshots in the proxy: taking one (a flush, then the coord records it) and restoring
+one into a new collection. The coord keeps them (``meta/snapshots.py``).
+
+Taking a snapshot at ``T`` makes the collection's files complete up to ``T`` first, as a
+files-only read plan does (``fileplan.make_files_complete``: a flush, every delete up to
+``T`` written), so the snapshot holds exactly what a Strong read at ``T`` saw, growing
+rows included. Milvus's ``CreateSnapshot`` takes only what is sealed and advises a flush
+first; here the flush is part of it.
+
+A restore recreates the collection (its schema, properties, partitions and indexes, as
+described when the snapshot was taken) under the new name, reads each listed segment's
+rows at ``T`` from its files (a query node reads them page by page, as for a files-only
+read plan: ``fileplan.segment_page``) and stages them as a
+staged write does (``ImportService.stage_rows``), keys kept; committing the write starts
+an import job, whose id is the restore's job id: the rows appear at once when it ends,
+and its indexes are built as for any import. The restore answers once the rows are
+staged; a failure before that drops the new collection and names the cause.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import orjson
+import pyarrow as pa
+
+from elanus.api.base import as_body
+from elanus.api.imports import ImportState
+from elanus.api.indexcoord import DescribeIndex
+from elanus.api.rootcoord import TsoAlloc
+from elanus.api.snapshot import (
+    CreateSnapshot,
+    GetSnapshot,
+    ListRestores,
+    RecordRestore,
+    RestoreJob,
+    SnapshotDetail,
+)
+from elanus.errors import ElanusError, ErrorCode
+from elanus.flight.actions import perform
+from elanus.flight.search import fileplan
+from elanus.schema import Schema
+from elanus.states import ImportJobState
+from elanus.tsutil import physical_ms
+
+if TYPE_CHECKING:
+    from elanus.flight.auth import Caller
+    from elanus.flight.metacache import CollectionInfo
+    from elanus.flight.proxy import ProxyServer
+
+PART = "restore"
+RESTORE_STATES = {
+    ImportJobState.PENDING: "RestoreSnapshotPending",
+    ImportJobState.IMPORTING: "RestoreSnapshotExecuting",
+    ImportJobState.COMPLETED: "RestoreSnapshotCompleted",
+    ImportJobState.FAILED: "RestoreSnapshotFailed",
+}
+"""An import job's state as Milvus's ``RestoreSnapshotState``."""
+
+
+class SnapshotService:
+    def __init__(self, proxy: ProxyServer) -> None:
+        self.proxy = proxy
+
+    def collection(self, db: str, name: str) -> CollectionInfo:
+        return self.proxy.dml.collection(db, name)
+
+    def create(self, request: dict[str, Any]) -> dict[str, Any]:
+        proxy = self.proxy
+        info = self.collection(request["db"], request["collection"])
+        ts = proxy.run(proxy.coord.root.alloc_ts(TsoAlloc())).ts
+        fileplan.make_files_complete(proxy.reads, info, ts)
+        indexes = proxy.run(
+            proxy.indexcoord.describe(DescribeIndex(collection_id=info.collection_id))
+        )
+        shape = {
+            "collection": as_body(info.described),
+            "indexes": [
+                {
+                    "field_name": i.field,
+                    "index_name": i.index_name,
+                    "index_type": i.index_type,
+                    "metric_type": i.metric_type,
+                    "params": i.params,
+                }
+                for i in indexes.indexes
+            ],
+        }
+        view = proxy.run(
+            proxy.coord.snapshots.create(
+                CreateSnapshot(
+                    name=request["name"],
+                    db=info.db,
+                    collection=info.name,
+                    collection_id=info.collection_id,
+                    ts=ts,
+                    description=request["description"],
+                    shape=shape,
+                )  # fmt: skip
+            )
+        )
+        return dict(as_body(view))
+
+    def detail(self, db: str, collection: str, name: str) -> SnapshotDetail:
+        info = self.collection(db, collection)
+        return self.proxy.run(
+            self.proxy.coord.snapshots.get(GetSnapshot(collection_id=info.collection_id, name=name))
+        )
+
+    # -- restore ------------------------------------------------------------------------------
+    def restore(self, request: dict[str, Any], caller: Caller) -> dict[str, Any]:
+        proxy = self.proxy
+        detail = self.detail(request["db"], request["collection"], request["name"])
+        db, target = request["target_db"], request["target_collection"]
+        if proxy.cache.get(db, target) is not None or self._exists(db, target, caller):
+            raise ElanusError(
+                ErrorCode.COLLECTION_ALREADY_EXISTS,
+                f"restore_snapshot: collection {target!r} already exists in database {db!r}; "
+                "a snapshot is restored into a new collection",
+            )
+        self._recreate(detail, db, target, caller)
+        try:
+            job_id = self._stage_and_commit(detail, db, target)
+        except BaseException as exc:
+            self._roll_back(db, target, caller, exc)
+            raise
+        proxy.run(
+            proxy.coord.snapshots.record_restore(
+                RecordRestore(
+                    job_id=job_id,
+                    snapshot=detail.snapshot.name,
+                    source_db=detail.snapshot.db,
+                    source_collection=detail.snapshot.collection,
+                    db=db,
+                    collection=target,
+                )  # fmt: skip
+            )
+        )
+        return {"job_id": job_id}
+
+    def _act(self, name: str, body: dict[str, Any], caller: Caller) -> Any:
+        return perform(self.proxy, name, orjson.dumps(body), caller)
+
+    def _exists(self, db: str, name: str, caller: Caller) -> bool:
+        return bool(self._act("has_collection", {"db": db, "name": name}, caller)["value"])
+
+    def _recreate(self, detail: SnapshotDetail, db: str, name: str, caller: Caller) -> None:
+        """The collection as described at the snapshot, its partitions and indexes."""
+        described = detail.shape["collection"]
+        schema = Schema.from_dict(described["schema"])
+        partitions = [str(p["name"]) for p in described.get("partitions") or []]
+        keyed = schema.partition_key is not None
+        body = {
+            "db": db,
+            "name": name,
+            "schema": described["schema"],
+            "num_shards": described["num_shards"],
+            "consistency_level": described["consistency_level"],
+            "properties": described.get("properties") or {},
+            "description": described.get("description") or "",
+        }
+        if keyed:
+            body["num_partitions"] = len(partitions)
+        self._act("create_collection", body, caller)
+        try:
+            if not keyed:
+                for p in partitions:
+                    if p != "_default":
+                        self._act(
+                            "create_partition",
+                            {"db": db, "collection": name, "partition": p},
+                            caller,
+                        )
+            for index in detail.shape.get("indexes") or []:
+                wanted = {k: v for k, v in index.items() if v not in (None, "")}
+                self._act("create_index", {"db": db, "collection": name, **wanted}, caller)
+        except BaseException as exc:
+            self._roll_back(db, name, caller, exc)
+            raise
+
+    def _stage_and_commit(self, detail: SnapshotDetail, db: str, name: str) -> int:
+        """Every row of the snapshot staged under a new write, committed as one import."""
+        proxy = self.proxy
+        info = proxy.run(proxy.ddl.collection(db, name))
+        old = {
+            int(p["partition_id"]): str(p["name"]) for p in detail.shape["collection"]["partitions"]
+        }
+        write_id = f"restore-{uuid.uuid4().hex}"
+        source = detail.shape["collection"]["schema"]
+        for seg in detail.files:
+            pid = info.partitions.get(old.get(seg.partition_id, ""))
+            if pid is None:
+                raise ElanusError(
+                    ErrorCode.INTERNAL,
+                    f"restore_snapshot: segment {seg.segment_id}'s partition is not in the "
+                    "snapshot's description",
+                )
+            page = fileplan.segment_page(
+                proxy.reads, seg.segment_id, seg.path, detail.snapshot.ts, source
+            )
+            for batch in proxy.reads.every_row(info, page):
+                rows = pa.Table.from_batches([batch])
+                list(proxy.imports.stage_rows(info, write_id, PART, pid, rows))
+        done = proxy.imports.commit(
+            {
+                "db": db,
+                "collection": name,
+                "write_id": write_id,
+                "parts": None,
+                "upsert": False,
+                "expected_rows": None,
+                "wait_s": 0.0,
+            }
+        )
+        return int(done["job_id"])
+
+    def _roll_back(self, db: str, name: str, caller: Caller, cause: BaseException) -> None:
+        """Drop the half-made collection; a failure to do so is added to the error."""
+        try:
+            self._act("drop_collection", {"db": db, "name": name}, caller)
+        except ElanusError as exc:
+            if isinstance(cause, ElanusError):
+                cause.message += (
+                    f" (and dropping the half-restored collection {name!r} failed: "
+                    f"{exc.message}; drop it by hand)"
+                )
+
+    # -- restore jobs --------------------------------------------------------------------------
+    def restore_jobs(self, which: ListRestores) -> list[dict[str, Any]]:
+        jobs = self.proxy.run(self.proxy.coord.snapshots.restores(which)).jobs
+        return [self._job_view(j) for j in jobs]
+
+    def restore_state(self, job_id: int) -> dict[str, Any]:
+        jobs = self.restore_jobs(ListRestores(job_id=job_id))
+        if not jobs:
+            raise ElanusError(
+                ErrorCode.IMPORT_JOB_NOT_FOUND, f"restore job {job_id} does not exist"
+            )
+        return jobs[0]
+
+    def _job_view(self, job: RestoreJob) -> dict[str, Any]:
+        state = self.proxy.run(self.proxy.importcoord.state(ImportState(job_id=job.job_id)))
+        started_ms = int(1000 * job.started_at)
+        ended_ms = physical_ms(state.ts) if state.ts else int(1000 * time.time())
+        return {
+            **as_body(job),
+            "state": RESTORE_STATES.get(ImportJobState(state.state), "RestoreSnapshotNone"),
+            "progress": int(round(100 * state.progress)),
+            "rows": state.total_rows,
+            "reason": state.reason,
+            "start_time_ms": started_ms,
+            "time_cost_ms": max(0, ended_ms - started_ms),
+        }
