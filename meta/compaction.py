@@ -42,7 +42,7 @@ from elanus.channels.loop import Periodic
 from elanus.errors import ElanusError, ErrorCode
 from elanus.meta.scheduler import Lapsed
 from elanus.meta.segmentmeta import Segment
-from elanus.states import COMPACTION_OPEN, CompactionState, SegmentState, transition
+from elanus.states import COMPACTION_OPEN, CompactionState, SegmentLevel, SegmentState, transition
 
 if TYPE_CHECKING:
     from elanus.channels.role import RoleHandler
@@ -367,7 +367,8 @@ class CompactionManager:
             min_ts=min_ts,
             max_ts=max_ts,
             path=path,
-            level=1,
+            level=SegmentLevel.L1,
+            is_sorted=req.is_sorted,
             compacted_from=list(plan.sources),
             seal_ts=max((s.seal_ts or 0 for s in sources), default=0),
         )

@@ -495,6 +495,7 @@ class DataCoord:
             return Recorded()  # a repeated report (the coord restarted and asked again)
         seg.num_rows, seg.path = num_rows, req.path
         seg.min_ts, seg.max_ts, seg.start_seq = req.min_ts, req.max_ts, req.start_seq
+        seg.is_sorted = req.is_sorted
         seg.flushed_ts = self.ctx.tso.alloc()
         transition(seg, SegmentState.FLUSHED if num_rows else SegmentState.DROPPED)
         if num_rows == 0:

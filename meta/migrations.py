@@ -172,4 +172,16 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
                 PRIMARY KEY (vchannel, replica_id))""",
         ],
     ),
+    (
+        12,
+        "segment levels as Milvus numbers them, and whether a segment's rows are sorted",
+        [
+            # Every segment Elanus writes is L1 (Milvus's SegmentLevel: Legacy 0, L0 1,
+            # L1 2, L2 3); older catalogs wrote 0 for flushed and 1 for compacted ones.
+            "UPDATE segments SET level = 2",
+            # Rows sorted by primary key: only what is written from now on (a compaction
+            # rewrites an older segment sorted).
+            "ALTER TABLE segments ADD COLUMN is_sorted BOOLEAN NOT NULL DEFAULT false",
+        ],
+    ),
 ]

@@ -16,7 +16,7 @@ from elanus.milvus.servicer import Ctx, Servicer, served
 from elanus.milvus.status import ok
 from elanus.privileges import Need
 from elanus.schema import check_name
-from elanus.states import SegmentState
+from elanus.states import SegmentLevel, SegmentState
 
 _INDEX_KEYS = ("index_type", "metric_type", "params")
 _LOAD_STATES = {
@@ -103,10 +103,15 @@ class OpsRpcs(Servicer):
     def GetPersistentSegmentInfo(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
         """The segments in ``states`` (none given: all but the growing ones, as Milvus)."""
         wanted = set(request.states)
-        segments = [_segment(s) for s in self._segments(ctx, request.collectionName)]
+        raw_segments = self._segments(ctx, request.collectionName)
+        segments = [_segment(s) for s in raw_segments]
         infos = [
-            milvus_pb2.PersistentSegmentInfo(**s)
-            for s in segments
+            milvus_pb2.PersistentSegmentInfo(
+                **s,
+                insert_channel=str(raw.get("vchannel") or ""),
+                compaction_from=[int(i) for i in raw.get("compacted_from") or []],
+            )
+            for raw, s in zip(raw_segments, segments, strict=True)
             if (s["state"] in wanted if wanted else s["state"] != common_pb2.Growing)
         ]
         return milvus_pb2.GetPersistentSegmentInfoResponse(status=ok(), infos=infos)
@@ -354,4 +359,6 @@ def _segment(s: dict[str, Any]) -> dict[str, Any]:
         "partitionID": int(s.get("partition_id") or 0),
         "num_rows": int(s.get("num_rows", s.get("rows")) or 0),
         "state": _SEGMENT_STATES.get(state.capitalize(), common_pb2.SegmentStateNone),
+        "level": int(s.get("level", SegmentLevel.L1)),  # Milvus's numbers (states.py)
+        "is_sorted": bool(s.get("is_sorted")),
     }

@@ -164,6 +164,8 @@ class CompactionDone:
     node_id: str | None = None
     vchannel: str | None = None
     target_segment_id: int | None = None
+    is_sorted: bool = False
+    """The target's rows are in primary-key order (the merge sorted them)."""
 
 
 @reply
