@@ -193,8 +193,11 @@ class CompactionManager:
             groups.append(current)
         return [g for g in groups if len(g) > 1 or not merge_only]
 
-    def plan(self, collection_id: int | None, *, manual: bool) -> int:
-        """Make plans for a collection (or every one); returns the compaction id."""
+    def plan(
+        self, collection_id: int | None, *, manual: bool, target_rows: int | None = None
+    ) -> int:
+        """Make plans for a collection (or every one); returns the compaction id. Targets
+        hold up to ``target_rows`` (a force merge's size), else the sources' row limit."""
         data = self.data
         busy = self._busy()
         by_channel: dict[tuple[int, int, str], list[Segment]] = {}
@@ -210,7 +213,7 @@ class CompactionManager:
         horizon = self._horizon()
         planned_ts = self.ctx.tso.alloc()
         for (cid, pid, vchannel), segs in by_channel.items():
-            max_rows = max(s.max_rows for s in segs)
+            max_rows = target_rows or max(s.max_rows for s in segs)
             for group in self._groups(segs, max_rows, merge_only=not manual):
                 plan = Plan(
                     plan_id=self.ctx.ids.alloc(),
@@ -260,7 +263,11 @@ class CompactionManager:
 
     # -- handlers ---------------------------------------------------------------------------
     async def trigger(self, req: TriggerCompaction) -> CompactionStarted:
-        compaction_id = self.plan(req.collection_id, manual=True)
+        target_rows = None
+        if req.target_size_mb is not None:
+            row_bytes = await self.data.row_bytes(req.collection_id)
+            target_rows = max(1, req.target_size_mb * (1 << 20) // row_bytes)
+        compaction_id = self.plan(req.collection_id, manual=True, target_rows=target_rows)
         plans = [p for p in self.plans.values() if p.compaction_id == compaction_id]
         return CompactionStarted(compaction_id=compaction_id, plans=len(plans))
 

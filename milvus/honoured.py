@@ -242,7 +242,7 @@ OPS = {
             "l0Compaction": refused(
                 "L0 compaction alone; its compaction applies deletes as it merges"
             ),
-            "target_size": refused("a target segment size"),
+            "target_size": use(),
         },
     ),
     "GetCompactionState": Table(milvus_pb2.GetCompactionStateRequest, {"compactionID": use()}),

@@ -332,7 +332,8 @@ class OpsRpcs(Servicer):
     def ManualCompaction(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
         if not request.collection_name:
             raise invalid("ManualCompaction: give the collection's name")
-        doc = self.act(ctx, "compact", collection=request.collection_name)
+        sized = {"target_size_mb": request.target_size} if request.target_size > 0 else {}
+        doc = self.act(ctx, "compact", collection=request.collection_name, **sized)
         plans = doc.get("plans")
         count = len(plans) if isinstance(plans, list) else int(plans or 0)
         return milvus_pb2.ManualCompactionResponse(

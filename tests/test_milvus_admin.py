@@ -245,6 +245,13 @@ def test_compaction_plans(client: MilvusClient) -> None:
     assert set(target.compaction_from) == sources and target.insert_channel
     listed = client.list_compaction_tasks("comp")
     assert [(set(p.sources), p.target) for p in listed.plans] == [(sources, plan.target)]
+    # VectorDBBench's force merge: every flushed segment is in a plan, one alone too
+    forced = client.compact("comp", target_size=((1 << 63) - 1) >> 20)
+    _wait("the force merge", lambda: client.get_compaction_state(forced) == "Completed")
+    [merged] = client.get_compaction_plans(forced).plans
+    assert list(merged.sources) == [plan.target]
+    [after] = client.list_persistent_segments("comp")
+    assert after.segment_id == merged.target and after.num_rows == 20 and after.is_sorted
 
     _fails(1100, lambda: client.get_compaction_plans(123456789), "123456789")
     stub = _stub(client)
