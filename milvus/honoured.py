@@ -127,7 +127,7 @@ _LOAD = {
     "collection_name": NAME,
     "replica_number": use(),
     "resource_groups": refused("resource groups"),
-    "refresh": refused("reloading a loaded collection"),
+    "refresh": use(),
     "load_fields": refused("loading some fields only"),
     "skip_load_dynamic_field": refused("leaving the dynamic field unloaded"),
     "load_params": keys({"load_priority": refused("load priorities")}),

@@ -168,6 +168,8 @@ class OpsRpcs(Servicer):
     # -- load and release -------------------------------------------------------------------
     @served()
     def LoadCollection(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        if request.refresh:
+            return self._refresh(ctx, request.collection_name)
         self.act(
             ctx,
             "load_collection",
@@ -178,6 +180,8 @@ class OpsRpcs(Servicer):
 
     @served()
     def LoadPartitions(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        if request.refresh:
+            return self._refresh(ctx, request.collection_name)
         self.act(
             ctx,
             "load_collection",
@@ -185,6 +189,20 @@ class OpsRpcs(Servicer):
             partition_names=list(request.partition_names) or None,
             replica_number=request.replica_number or None,
         )
+        return ok()
+
+    def _refresh(self, ctx: Ctx, collection: str) -> Any:
+        """A load's ``refresh`` (pymilvus's ``refresh_load``): Milvus pulls the segments a
+        loaded collection does not serve yet (after an import or a compaction). Elanus's
+        loaded replicas take every flushed, imported or compacted segment as the coord
+        hands it over, so there is nothing to pull: a loaded collection answers at once,
+        one not (fully) loaded is refused as Milvus refuses it."""
+        doc = self.act(ctx, "get_load_state", collection=collection)
+        if doc.get("state") != "Loaded":
+            raise ElanusError(
+                ErrorCode.COLLECTION_NOT_LOADED,
+                f"collection {collection!r} is not loaded: nothing to refresh",
+            )
         return ok()
 
     @served()
