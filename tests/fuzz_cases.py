@@ -260,7 +260,7 @@ _KEYS_BY_KIND = {
         alias group_name target""",
     "int": """dimension num_shards max_length count limit build_id version compaction_id job_id
         expected_rows offset group_size guarantee_timestamp session_ts as_of snapshot_ts
-        num_partitions replica_number""",
+        num_partitions replica_number target_size_mb""",
     "float": "seconds wait_s timeout_s",
     "bool": "auto_id retry_failed ok upsert strict_group_size force_drop files_only",
     "dict": "schema properties params filter_params options search_params ranker field",
