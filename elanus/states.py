@@ -33,6 +33,19 @@ class SegmentState(enum.StrEnum):
     IMPORTING = "Importing"
 
 
+class SegmentLevel(enum.IntEnum):
+    """A segment's level, numbered as Milvus's ``common.SegmentLevel`` (what the catalog
+    stores and every listing reports). Elanus writes only L1 segments: a flush, a bulk
+    import and a mix compaction all make one; L0 (delete-only segments: Elanus keeps its
+    deletes in each segment's delta logs) and L2 (clustering compaction's output) it never
+    makes, and Legacy is for segments of Milvus versions before levels."""
+
+    LEGACY = 0
+    L0 = 1
+    L1 = 2
+    L2 = 3
+
+
 class IndexTaskState(enum.StrEnum):
     """Unissued → InProgress → Finished | Failed (seed 002); an index's state is the
     state of its tasks taken together, in the same words."""

@@ -151,22 +151,25 @@ def _segment_info(b: Body) -> dict[str, Any]:
 
 def _run_compact(c: Call) -> dict[str, Any]:
     info = c.proxy.dml.collection(c.request["db"], c.request["collection"])
-    started = c.proxy.run(
-        c.proxy.compaction.trigger(TriggerCompaction(collection_id=info.collection_id))
+    trigger = TriggerCompaction(
+        collection_id=info.collection_id, target_size_mb=c.request.get("target_size_mb")
     )
-    return as_body(started)
+    return as_body(c.proxy.run(c.proxy.compaction.trigger(trigger)))
 
 
 @action(
     "compact",
-    "Merge the collection's flushed segments and drop deleted rows. Body: collection. "
+    "Merge the collection's flushed segments and drop deleted rows. Body: collection, "
+    "target_size_mb (optional, Milvus's force merge: targets of up to this size). "
     "Result: compaction_id, plans; poll get_compaction_state.",
-    ("collection",),
+    ("collection", "target_size_mb"),
     privilege="Compaction",
     run=_run_compact,
 )
 def _compact(b: Body) -> dict[str, Any]:
-    return {"db": check_db(b), "collection": check_named(b, "collection", "collection")}
+    body = {"db": check_db(b), "collection": check_named(b, "collection", "collection")}
+    target = b.int("target_size_mb", None, lo=1)
+    return body if target is None else {**body, "target_size_mb": target}
 
 
 @action(

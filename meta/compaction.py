@@ -46,7 +46,7 @@ from elanus.errors import ElanusError, ErrorCode
 from elanus.meta.scheduler import Lapsed
 from elanus.meta.segmentmeta import Segment
 from elanus.properties import expire_floor, ttl_ms
-from elanus.states import COMPACTION_OPEN, CompactionState, SegmentState, transition
+from elanus.states import COMPACTION_OPEN, CompactionState, SegmentLevel, SegmentState, transition
 
 if TYPE_CHECKING:
     from elanus.channels.role import RoleHandler
@@ -212,10 +212,16 @@ class CompactionManager:
         return [g for g in groups if len(g) > 1 or not merge_only or g[0].segment_id in expiring]
 
     def plan(
-        self, collection_id: int | None, *, manual: bool, ttls: Mapping[int, int] | None = None
+        self,
+        collection_id: int | None,
+        *,
+        manual: bool,
+        ttls: Mapping[int, int] | None = None,
+        target_rows: int | None = None,
     ) -> int:
         """Make plans for a collection (or every one); returns the compaction id.
-        ``ttls``: the collections' TTLs in ms (``_ttls``)."""
+        ``ttls``: the collections' TTLs in ms (``_ttls``). Targets hold up to
+        ``target_rows`` (a force merge's size), else the sources' row limit."""
         data = self.data
         busy = self._busy()
         ttls = ttls or {}
@@ -236,7 +242,7 @@ class CompactionManager:
         compaction_id = self.ctx.ids.alloc()  # unique across coord restarts
         planned_ts = self.ctx.tso.alloc()
         for (cid, pid, vchannel), segs in by_channel.items():
-            max_rows = max(s.max_rows for s in segs)
+            max_rows = target_rows or max(s.max_rows for s in segs)
             groups = self._groups(segs, max_rows, merge_only=not manual, expiring=expiring)
             for group in groups:
                 plan = Plan(
@@ -288,7 +294,13 @@ class CompactionManager:
 
     # -- handlers ---------------------------------------------------------------------------
     async def trigger(self, req: TriggerCompaction) -> CompactionStarted:
-        compaction_id = self.plan(req.collection_id, manual=True, ttls=await self._ttls())
+        target_rows = None
+        if req.target_size_mb is not None:
+            row_bytes = await self.data.row_bytes(req.collection_id)
+            target_rows = max(1, req.target_size_mb * (1 << 20) // row_bytes)
+        compaction_id = self.plan(
+            req.collection_id, manual=True, ttls=await self._ttls(), target_rows=target_rows
+        )
         plans = [p for p in self.plans.values() if p.compaction_id == compaction_id]
         return CompactionStarted(compaction_id=compaction_id, plans=len(plans))
 
@@ -395,7 +407,8 @@ class CompactionManager:
             min_ts=min_ts,
             max_ts=max_ts,
             path=path,
-            level=1,
+            level=SegmentLevel.L1,
+            is_sorted=req.is_sorted,
             compacted_from=list(plan.sources),
             seal_ts=max((s.seal_ts or 0 for s in sources), default=0),
         )

@@ -197,6 +197,11 @@ class DataCoord:
     async def _save(self, segs: list[Segment]) -> None:
         await self.ctx.db.run(segmentmeta.save, segs)
 
+    async def row_bytes(self, collection_id: int) -> int:
+        """A row's estimated bytes in the collection (``estimate_row_bytes``): what segment
+        sizes are counted in, as rows."""
+        return estimate_row_bytes(await self._schema(collection_id))
+
     async def _schema(self, collection_id: int) -> Schema:
         if collection_id not in self._schemas:
             info = await self.lookup.describe_by_id(collection_id)
@@ -495,6 +500,7 @@ class DataCoord:
             return Recorded()  # a repeated report (the coord restarted and asked again)
         seg.num_rows, seg.path = num_rows, req.path
         seg.min_ts, seg.max_ts, seg.start_seq = req.min_ts, req.max_ts, req.start_seq
+        seg.is_sorted = req.is_sorted
         seg.flushed_ts = self.ctx.tso.alloc()
         transition(seg, SegmentState.FLUSHED if num_rows else SegmentState.DROPPED)
         if num_rows == 0:

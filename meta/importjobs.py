@@ -514,6 +514,7 @@ class ImportManager:
         for s in segs:
             transition(s, SegmentState.FLUSHED)
             s.flushed_ts = now
+            s.is_sorted = True  # the import's write pass sorts each segment (ImportTask._write)
         transition(job, ImportJobState.COMPLETED)
         job.progress, job.finished_ts = 1.0, now
         job.serving = False

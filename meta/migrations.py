@@ -197,4 +197,16 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
                 collection VARCHAR NOT NULL, started_at DOUBLE NOT NULL)""",
         ],
     ),
+    (
+        13,
+        "segment levels as Milvus numbers them, and whether a segment's rows are sorted",
+        [
+            # Every segment Elanus writes is L1 (Milvus's SegmentLevel: Legacy 0, L0 1,
+            # L1 2, L2 3); older catalogs wrote 0 for flushed and 1 for compacted ones.
+            "UPDATE segments SET level = 2",
+            # Rows sorted by primary key: only what is written from now on (a compaction
+            # rewrites an older segment sorted).
+            "ALTER TABLE segments ADD COLUMN is_sorted BOOLEAN NOT NULL DEFAULT false",
+        ],
+    ),
 ]

@@ -15,13 +15,13 @@ from typing import Any
 import duckdb
 
 from elanus import layout
-from elanus.states import SegmentState
+from elanus.states import SegmentLevel, SegmentState
 
 COLUMNS = (
     "segment_id", "collection_id", "partition_id", "vchannel", "state", "max_rows",
     "allocated_rows", "num_rows", "created_ts", "last_expire_ts", "seal_ts", "flushed_ts",
     "dropped_ts", "start_seq", "checkpoint_seq", "checkpoint_ts", "min_ts", "max_ts", "path",
-    "level", "compacted_from", "last_alloc_at",
+    "level", "compacted_from", "last_alloc_at", "is_sorted",
 )  # fmt: skip
 
 
@@ -46,9 +46,13 @@ class Segment:
     min_ts: int | None = None
     max_ts: int | None = None
     path: str | None = None
-    level: int = 0
+    level: SegmentLevel = SegmentLevel.L1
     compacted_from: list[int] = field(default_factory=list)
     last_alloc_at: float = 0.0
+    is_sorted: bool = False
+    """Its rows are in primary-key order (Milvus's ``is_sorted``): said by the writer of
+    its files (a flush, an import, a compaction; all sort). Segments recorded before this
+    was (catalog version 12) stay False until a compaction rewrites them."""
 
     def row(self) -> list[Any]:
         """The catalog row: the data path relative to the storage root (``layout``), so a
@@ -56,6 +60,7 @@ class Segment:
         values = [getattr(self, c) for c in COLUMNS]
         values[COLUMNS.index("path")] = layout.relative(self.path)
         values[COLUMNS.index("state")] = self.state.value
+        values[COLUMNS.index("level")] = int(self.level)
         values[COLUMNS.index("compacted_from")] = json.dumps(self.compacted_from)
         return values
 
@@ -67,6 +72,8 @@ class Segment:
         d["state"] = SegmentState(d["state"])
         d["compacted_from"] = json.loads(d["compacted_from"] or "[]")
         d["last_alloc_at"] = d["last_alloc_at"] or 0.0
+        d["level"] = SegmentLevel(d["level"])
+        d["is_sorted"] = bool(d["is_sorted"])
         return cls(**d)
 
     @property
@@ -76,6 +83,7 @@ class Segment:
     def to_dict(self) -> dict[str, Any]:
         d = {c: getattr(self, c) for c in COLUMNS}
         d["state"] = self.state.value
+        d["level"] = int(self.level)
         return d
 
 

@@ -133,7 +133,7 @@ _LOAD = {
     "collection_name": NAME,
     "replica_number": use(),
     "resource_groups": refused("resource groups"),
-    "refresh": refused("reloading a loaded collection"),
+    "refresh": use(),
     "load_fields": refused("loading some fields only"),
     "skip_load_dynamic_field": refused("leaving the dynamic field unloaded"),
     "load_params": keys({"load_priority": refused("load priorities")}),
@@ -248,7 +248,7 @@ OPS = {
             "l0Compaction": refused(
                 "L0 compaction alone; its compaction applies deletes as it merges"
             ),
-            "target_size": refused("a target segment size"),
+            "target_size": use(),
         },
     ),
     "GetCompactionState": Table(milvus_pb2.GetCompactionStateRequest, {"compactionID": use()}),

@@ -16,7 +16,7 @@ from elanus.milvus.servicer import Ctx, Servicer, served
 from elanus.milvus.status import ok
 from elanus.privileges import Need
 from elanus.schema import check_name
-from elanus.states import SegmentState
+from elanus.states import SegmentLevel, SegmentState
 
 _INDEX_KEYS = ("index_type", "metric_type", "params")
 _LOAD_STATES = {
@@ -103,10 +103,15 @@ class OpsRpcs(Servicer):
     def GetPersistentSegmentInfo(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
         """The segments in ``states`` (none given: all but the growing ones, as Milvus)."""
         wanted = set(request.states)
-        segments = [_segment(s) for s in self._segments(ctx, request.collectionName)]
+        raw_segments = self._segments(ctx, request.collectionName)
+        segments = [_segment(s) for s in raw_segments]
         infos = [
-            milvus_pb2.PersistentSegmentInfo(**s)
-            for s in segments
+            milvus_pb2.PersistentSegmentInfo(
+                **s,
+                insert_channel=str(raw.get("vchannel") or ""),
+                compaction_from=[int(i) for i in raw.get("compacted_from") or []],
+            )
+            for raw, s in zip(raw_segments, segments, strict=True)
             if (s["state"] in wanted if wanted else s["state"] != common_pb2.Growing)
         ]
         return milvus_pb2.GetPersistentSegmentInfoResponse(status=ok(), infos=infos)
@@ -163,6 +168,8 @@ class OpsRpcs(Servicer):
     # -- load and release -------------------------------------------------------------------
     @served()
     def LoadCollection(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        if request.refresh:
+            return self._refresh(ctx, request.collection_name)
         self.act(
             ctx,
             "load_collection",
@@ -173,6 +180,8 @@ class OpsRpcs(Servicer):
 
     @served()
     def LoadPartitions(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        if request.refresh:
+            return self._refresh(ctx, request.collection_name)
         self.act(
             ctx,
             "load_collection",
@@ -180,6 +189,20 @@ class OpsRpcs(Servicer):
             partition_names=list(request.partition_names) or None,
             replica_number=request.replica_number or None,
         )
+        return ok()
+
+    def _refresh(self, ctx: Ctx, collection: str) -> Any:
+        """A load's ``refresh`` (pymilvus's ``refresh_load``): Milvus pulls the segments a
+        loaded collection does not serve yet (after an import or a compaction). Elanus's
+        loaded replicas take every flushed, imported or compacted segment as the coord
+        hands it over, so there is nothing to pull: a loaded collection answers at once,
+        one not (fully) loaded is refused as Milvus refuses it."""
+        doc = self.act(ctx, "get_load_state", collection=collection)
+        if doc.get("state") != "Loaded":
+            raise ElanusError(
+                ErrorCode.COLLECTION_NOT_LOADED,
+                f"collection {collection!r} is not loaded: nothing to refresh",
+            )
         return ok()
 
     @served()
@@ -327,7 +350,8 @@ class OpsRpcs(Servicer):
     def ManualCompaction(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
         if not request.collection_name:
             raise invalid("ManualCompaction: give the collection's name")
-        doc = self.act(ctx, "compact", collection=request.collection_name)
+        sized = {"target_size_mb": request.target_size} if request.target_size > 0 else {}
+        doc = self.act(ctx, "compact", collection=request.collection_name, **sized)
         plans = doc.get("plans")
         count = len(plans) if isinstance(plans, list) else int(plans or 0)
         return milvus_pb2.ManualCompactionResponse(
@@ -354,4 +378,6 @@ def _segment(s: dict[str, Any]) -> dict[str, Any]:
         "partitionID": int(s.get("partition_id") or 0),
         "num_rows": int(s.get("num_rows", s.get("rows")) or 0),
         "state": _SEGMENT_STATES.get(state.capitalize(), common_pb2.SegmentStateNone),
+        "level": int(s.get("level", SegmentLevel.L1)),  # Milvus's numbers (states.py)
+        "is_sorted": bool(s.get("is_sorted")),
     }

@@ -1,4 +1,5 @@
-"""Merging segments: the rows of the sources, minus those deleted at or before the horizon.
+"""Merging segments: the rows of the sources, minus those deleted at or before the horizon,
+written in primary-key order (Milvus's mix compaction sorts its output too).
 
 A row ``(pk, ts_row)`` is gone when a delete ``(pk, ts_del)`` has ``ts_row < ts_del <=
 horizon``. Deletes after the horizon are kept in the target's delta log, so reads at a
@@ -73,4 +74,5 @@ def compact_segments(
         "path": str(path),
         "min_ts": mm["min"].as_py(),
         "max_ts": mm["max"].as_py(),
+        "is_sorted": True,  # write_segment sorts
     }

@@ -14,7 +14,8 @@ The coord's ``ImportManager`` owns the job and its ordering with the log (see
    and each (partition, vchannel) run of rows is cut into segments of at most
    ``max_rows``. The coord registers those segments (Importing).
 3. **Write**: the files are read and conformed again (as in 1) and every row is appended to its
-   segment's Lance dataset; then the pk stats of each segment.
+   segment's Lance dataset; then each segment is put in primary-key order
+   (``storage.sort_segment``) and its pk stats written.
 4. **Commit**: the coord publishes the job at its import timestamp ``T``; the rows get
    ``_ts = T`` (one new column file per fragment) and the coord is told to finish.
 
@@ -330,6 +331,8 @@ class ImportTask:
 
         with writes:  # the segments' appends at once, each segment's in order
             self._write_rows(plan, pending, pending_bytes, write)
+        for d in dirs:  # in key order, as a flushed segment (the coord records it sorted)
+            storage.sort_segment(d, self.schema.primary.name)
         order = np.argsort(plan.seg_of_row, kind="stable")
         by_segment = plan.pks.take(pa.array(order))
         ends = np.cumsum(np.bincount(plan.seg_of_row, minlength=len(dirs)))

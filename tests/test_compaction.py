@@ -95,7 +95,9 @@ def test_compact_merges_segments_drops_deleted_rows_and_gc_removes_sources(
     after = flushed(client)
     assert len(after) == 1
     target = after[0]
-    assert target["level"] == 1
+    assert target["level"] == 2 and target["is_sorted"]  # L1, rows in key order
+    target_ids = lance.dataset(target["path"]).to_table(columns=["id"]).column("id")
+    assert target_ids.to_pylist() == [i for i in range(300) if i % 3]
     assert sorted(target["compacted_from"]) == sorted(s["segment_id"] for s in before)
     assert target["num_rows"] == 200
     assert stored_ids(client) == [i for i in range(300) if i % 3]

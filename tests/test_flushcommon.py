@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from elanus import layout
 from elanus.channels.dml import DmlMessage, MsgType
 from elanus.channels.supervisor import Supervisor
 from elanus.schema import Schema
@@ -252,7 +253,7 @@ def test_spills_build_the_key_stats_that_the_flush_folds(tmp_path: Path) -> None
     assert spills[0] is spills[2] is buf.stats
     assert buf.stats is not None and buf.stats.num_bits == bloom_bits(1_000_000)
     assert buf.stats.num_keys == 300
-    seal = syncpack.SealSync(seg_dir, buf.pk_array(), [], 10, buf.stats)
+    seal = syncpack.SealSync(seg_dir, buf.pk_array(), [], 10, wb.pk_field, buf.stats)
     saved = seal.write(0)
     direct = PkStats.build(buf.pk_array())
     assert saved.num_bits == direct.num_bits == bloom_bits(300)
@@ -263,7 +264,7 @@ def test_spills_build_the_key_stats_that_the_flush_folds(tmp_path: Path) -> None
     # stats that missed a spill's keys are not used
     partial = PkStats.sized_for(1_000)
     partial.add(pa.array(range(100), pa.int64()))
-    built = syncpack.SealSync(seg_dir, buf.pk_array(), [], 10, partial).write(0)
+    built = syncpack.SealSync(seg_dir, buf.pk_array(), [], 10, wb.pk_field, partial).write(0)
     assert built.num_keys == 300 and np.array_equal(built.bits, direct.bits)
     # rows that outgrow the stats drop them (the flush builds them whole)
     assert buf.spill_stats([], 1, most) is buf.stats
@@ -271,6 +272,41 @@ def test_spills_build_the_key_stats_that_the_flush_folds(tmp_path: Path) -> None
     assert buf.spill_stats([], 1, most) is None and buf.stats is None
     # limits far above the defaults: no filter that large is kept while growing
     assert buf.spill_stats(batches, 0, (100_000_000, 1 << 40)) is None
+
+
+def test_a_flush_leaves_its_rows_in_key_order(tmp_path: Path) -> None:
+    """Spills land in arrival order; the flush rewrites the dataset in key order (rows of
+    one key, an upsert's, in timestamp order) and keeps no older version's files. A flush
+    with no spill before it writes its rows in order at once."""
+    wb = WriteBuffer(_schema(), lambda p, s: tmp_path / f"{p}-{s}")
+    seg_dir = tmp_path / "seg"
+    wb.apply([_insert(3, [9, 3, 7], ts=100, seq=10)])
+    buf = wb.growing[3]
+    for extra in ([_insert(3, [1, 3], ts=102, seq=11)], []):
+        wb.apply(extra)
+        batches, before = buf.take_pending()
+        if batches:
+            syncpack.RowsSync(
+                seg_dir, batches, wb.arrow_schema, wb.defaults, before, None, wb.pk_field
+            ).write(0)
+    spilled = storage.read_segment(seg_dir, wb.schema)
+    assert spilled.column("id").to_pylist() == [9, 3, 7, 1, 3]
+    syncpack.SealSync(seg_dir, buf.pk_array(), [], 10, wb.pk_field).write(0)
+    rows = storage.read_segment(seg_dir, wb.schema)
+    assert rows.column("id").to_pylist() == [1, 3, 3, 7, 9]
+    assert rows.column("_ts").to_pylist() == [102, 100, 102, 100, 100]
+    ds = storage.dataset(layout.data_path(seg_dir))
+    assert len(ds.versions()) == 1
+
+    whole_dir = tmp_path / "whole"
+    wb.apply([_insert(4, [8, 2, 5], ts=103, seq=12)])
+    batches, before = wb.growing[4].take_pending()
+    syncpack.RowsSync(
+        whole_dir, batches, wb.arrow_schema, wb.defaults, before, None, wb.pk_field, whole=True
+    ).write(0)
+    syncpack.SealSync(whole_dir, pa.array([8, 2, 5]), [], 12, wb.pk_field).write(0)
+    assert storage.read_segment(whole_dir, wb.schema).column("id").to_pylist() == [2, 5, 8]
+    assert len(storage.dataset(layout.data_path(whole_dir)).versions()) == 1  # no rewrite
 
 
 # -- on a stack --------------------------------------------------------------------------------

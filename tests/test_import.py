@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
@@ -121,7 +122,8 @@ def test_parquet_import_is_searchable_queryable_and_routed_by_key(
     shared: Stack, client: Client, tmp_path: Path
 ) -> None:
     create(client, "books")
-    data = rows_table(range(2000), seed=1)
+    shuffle = np.random.default_rng(3).permutation(2000)  # each segment sorts its keys
+    data = rows_table(range(2000), seed=1).take(pa.array(shuffle))
     job = run_import(client, "books", [parquet(tmp_path / "books.parquet", data)])
 
     assert job["state"] == "Completed" and job["rows"] == 2000 and job["progress"] == 1.0
@@ -133,14 +135,17 @@ def test_parquet_import_is_searchable_queryable_and_routed_by_key(
     hits = client.search("books", [vec[1234].tolist()], limit=1, consistency_level=STRONG)
     assert hits[0][0]["id"] == 1234 and hits[0][0]["distance"] == pytest.approx(0.0, abs=1e-5)
 
-    # Segments: Flushed, within the row limit, every key in the vchannel it hashes to, and
-    # every row stamped with the job's one import timestamp.
+    # Segments: Flushed and sorted, within the row limit, every key in the vchannel it
+    # hashes to, and every row stamped with the job's one import timestamp.
     segs = client.get_segment_info("books")
     assert {s["segment_id"] for s in segs} == set(job["segment_ids"])
-    assert {s["state"] for s in segs} == {"Flushed"}
+    assert {(s["state"], s["is_sorted"]) for s in segs} == {("Flushed", True)}
     assert max(s["num_rows"] for s in segs) <= MAX_ROWS and len(segs) >= 4
     rows = read_rows(shared.settings.storage_path, segs)
     assert sorted(rows.column("id").to_pylist()) == list(range(2000))
+    for sid in job["segment_ids"]:  # in key order within each segment
+        ids = rows.filter(pc.equal(rows.column("_segment"), sid)).column("id").to_pylist()
+        assert ids == sorted(ids)
     assert set(rows.column("_ts").to_pylist()) == {job["ts"]}
     vchannels = client.describe_collection("books")["vchannels"]
     by_seg = {s["segment_id"]: vchannels.index(s["vchannel"]) for s in segs}

@@ -29,13 +29,14 @@ from elanus.api.rootcoord import (
 from elanus.channels.bus import Bus
 from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats, die_with_parent
-from elanus.meta import migrations
+from elanus.meta import migrations, segmentmeta
 from elanus.meta.coord import Coordinator
 from elanus.meta.counters import ID_HIGH_WATER, TSO_BOUND, CounterStore
 from elanus.meta.db import Database, migrate, schema_version
 from elanus.meta.idalloc import IDAllocator
 from elanus.meta.tso import TimestampOracle
 from elanus.settings import Settings
+from elanus.states import SegmentLevel
 
 
 def open_tso(path: Path) -> tuple[Database, CounterStore, TimestampOracle]:
@@ -143,6 +144,29 @@ def test_migrations_are_versioned_and_applied_once(tmp_path: Path) -> None:
     finally:
         migrations.MIGRATIONS.remove(extra)
         con.close()
+
+
+def test_segments_of_an_older_catalog_read_as_unsorted_l1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Catalog version 13: segments recorded before it (level 0 when flushed, 1 when
+    compacted) become L1 as Milvus numbers it, and unsorted until a compaction."""
+    con = duckdb.connect(str(tmp_path / "old.duckdb"))
+    older = [m for m in migrations.MIGRATIONS if m[0] < 13]
+    monkeypatch.setattr(migrations, "MIGRATIONS", older)
+    monkeypatch.setattr("elanus.meta.db.MIGRATIONS", older)
+    assert migrate(con) == 12
+    for sid, level in ((1, 0), (2, 1)):
+        con.execute(
+            "INSERT INTO segments (segment_id, collection_id, partition_id, vchannel, state, "
+            "max_rows, created_ts, level) VALUES (?, 1, 1, 'v', 'Flushed', 10, 1, ?)",
+            [sid, level],
+        )
+    monkeypatch.undo()
+    assert migrate(con) >= 13
+    segs = segmentmeta.load(con, str(tmp_path))
+    assert [(s.level, s.is_sorted) for s in segs] == [(SegmentLevel.L1, False)] * 2
+    con.close()
 
 
 # -- the coord as a separate OS process, killed with SIGKILL ------------------------------------

@@ -224,8 +224,13 @@ def test_flush_all_flushes_every_database(client: MilvusClient, uri: str) -> Non
 
 def test_compaction_plans(client: MilvusClient) -> None:
     _collection(client, "comp", batches=2)
-    sources = {s.segment_id for s in client.list_persistent_segments("comp")}
+    listed = client.list_persistent_segments("comp")
+    sources = {s.segment_id for s in listed}
     assert len(sources) == 2
+    # as Milvus 2.6 reports a flushed segment: L1, sorted (what VectorDBBench waits for)
+    assert {(s.level, s.is_sorted, tuple(s.compaction_from)) for s in listed} == {
+        (common_pb2.SegmentLevel.Value("L1"), True, ())
+    }
     job = client.compact("comp")
     plans = client.get_compaction_plans(job)
     [plan] = plans.plans
@@ -234,9 +239,22 @@ def test_compaction_plans(client: MilvusClient) -> None:
     done = client.get_compaction_plans(job)
     assert done.state == common_pb2.Completed
     assert [(set(p.sources), p.target) for p in done.plans] == [(sources, plan.target)]
-    assert {s.segment_id for s in client.list_persistent_segments("comp")} == {plan.target}
+    [target] = client.list_persistent_segments("comp")
+    assert target.segment_id == plan.target and target.is_sorted
+    assert target.level == common_pb2.SegmentLevel.Value("L1")
+    assert set(target.compaction_from) == sources and target.insert_channel
     listed = client.list_compaction_tasks("comp")
     assert [(set(p.sources), p.target) for p in listed.plans] == [(sources, plan.target)]
+    _fails(101, lambda: client.refresh_load("comp"), "not loaded")
+    client.load_collection("comp")
+    client.refresh_load("comp")  # VectorDBBench's last optimize step: nothing to pull
+    # VectorDBBench's force merge: every flushed segment is in a plan, one alone too
+    forced = client.compact("comp", target_size=((1 << 63) - 1) >> 20)
+    _wait("the force merge", lambda: client.get_compaction_state(forced) == "Completed")
+    [merged] = client.get_compaction_plans(forced).plans
+    assert list(merged.sources) == [plan.target]
+    [after] = client.list_persistent_segments("comp")
+    assert after.segment_id == merged.target and after.num_rows == 20 and after.is_sorted
 
     _fails(1100, lambda: client.get_compaction_plans(123456789), "123456789")
     stub = _stub(client)

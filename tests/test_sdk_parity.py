@@ -150,6 +150,7 @@ def test_partitions_segments_and_properties(stack: Stack) -> None:
     persistent = client.list_persistent_segments("p")
     assert sum(s.num_rows for s in persistent) == 5
     assert {s.state for s in persistent} == {"Flushed"}
+    assert {(s.level, s.is_sorted) for s in persistent} == {(2, True)}  # L1, in key order
     assert all(s.collection_name == "p" for s in persistent)
     loaded = client.list_loaded_segments("p")
     assert {s.segment_id for s in loaded} == {s.segment_id for s in persistent}

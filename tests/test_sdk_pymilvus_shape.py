@@ -168,6 +168,11 @@ def test_unknown_keywords_are_refused_by_name(stack: Stack) -> None:
     with pytest.raises(ElanusError) as err:
         client.compact("k", is_clustering=True)
     assert err.value.code == ErrorCode.INVALID_ARGUMENT and "'is_clustering'" in err.value.message
+    for size, unit, words in ((1, "kb", "under 1 MB"), (2, "eb", "'eb'"), (0, "mb", "positive")):
+        with pytest.raises(ElanusError) as err:
+            client.compact("k", target_size=size, target_size_unit=unit)
+        assert err.value.code == ErrorCode.INVALID_ARGUMENT and words in err.value.message
+    assert client.compact("k", target_size=1, target_size_unit="GB") > 0  # a force merge
     with pytest.raises(ElanusError) as err:
         client.create_schema().add_field("x", elanus.DataType.INT64, is_clustering_key=True)
     assert err.value.code == ErrorCode.INVALID_ARGUMENT and "is_clustering_key" in err.value.message

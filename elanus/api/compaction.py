@@ -38,6 +38,10 @@ class CompactionPlan:
 @request("compaction.trigger")
 class TriggerCompaction:
     collection_id: int
+    target_size_mb: Annotated[int, Range(1)] | None = None
+    """Milvus's ``target_size`` (a force merge): the segments of each partition and
+    vchannel are merged into targets of up to this size (estimated from the schema) rather
+    than up to the sources' row limit."""
 
 
 @reply
@@ -165,6 +169,8 @@ class CompactionDone:
     node_id: str | None = None
     vchannel: str | None = None
     target_segment_id: int | None = None
+    is_sorted: bool = False
+    """The target's rows are in primary-key order (the merge sorted them)."""
 
 
 @reply

@@ -120,8 +120,11 @@ class SegmentRecord:
     max_ts: int | None
     path: str | None
     level: int
+    """A ``SegmentLevel`` value (Milvus's numbers: 2 is L1)."""
     compacted_from: list[int]
     last_alloc_at: float
+    is_sorted: bool = False
+    """Its rows are in primary-key order."""
 
 
 @reply
@@ -189,6 +192,8 @@ class SegmentFlushed:
     checkpoint: dict[str, Any] | None = None
     node_id: str | None = None
     vchannel: str | None = None
+    is_sorted: bool = False
+    """Its rows are in primary-key order (the flush sorted them)."""
 
 
 # -- proxy time ticks -------------------------------------------------------------------------

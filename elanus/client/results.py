@@ -140,7 +140,8 @@ def load_state(reply: dict[str, Any]) -> dict[str, Any]:
 @dataclass
 class SegmentInfo:
     """One segment as pymilvus's ``list_persistent_segments`` / ``list_loaded_segments``
-    describe it (``state`` by name: Growing, Sealed, Flushing, Flushed)."""
+    describe it (``state`` by name: Growing, Sealed, Flushing, Flushed; ``level`` as
+    Milvus's ``SegmentLevel`` numbers it: 2 is L1)."""
 
     segment_id: int
     collection_id: int
@@ -171,4 +172,5 @@ class SegmentInfo:
             level=int(segment.get("level") or 0),
             insert_channel=str(segment.get("vchannel") or ""),
             compaction_from=[int(i) for i in segment.get("compacted_from") or []],
+            is_sorted=bool(segment.get("is_sorted")),
         )

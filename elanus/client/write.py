@@ -17,7 +17,7 @@ from elanus.client.compat import reject_unknown
 from elanus.client.putresult import PutAck
 from elanus.client.retry import retrying
 from elanus.client.wire import encode_json, from_flight_error
-from elanus.errors import ElanusError, ErrorCode
+from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.rows import same_fields, to_arrow
 
 ATOMIC_LIMIT_BYTES = 256 << 20
@@ -259,15 +259,17 @@ class WriteAPI(ClientBase):
         **kwargs: Any,
     ) -> int:
         """Start merging small segments and dropping deleted rows; returns the job id.
-        Elanus has no clustering, L0-only or sized compaction: asking for one is refused."""
+        ``target_size`` (in ``target_size_unit``: b, kb, mb, gb, tb, pb) is Milvus's force
+        merge: targets of up to that size. Elanus has no clustering or L0-only compaction:
+        asking for one is refused."""
         if is_clustering:
             kwargs["is_clustering"] = is_clustering
         if is_l0:
             kwargs["is_l0"] = is_l0
-        if target_size is not None:
-            kwargs["target_size"] = target_size
         reject_unknown("compact", kwargs)
         body = self._in_db(db, collection=collection_name)
+        if target_size is not None:
+            body["target_size_mb"] = _megabytes(target_size, target_size_unit)
         return int(self._action("compact", body, timeout=timeout)["compaction_id"])
 
     def get_compaction_state(self, job_id: int, timeout: float | None = None, **kwargs: Any) -> str:
@@ -277,3 +279,21 @@ class WriteAPI(ClientBase):
         body = {"compaction_id": int(job_id)}
         reply = self._action("get_compaction_state", body, timeout=timeout)
         return str(reply["state"]).capitalize()
+
+
+_UNIT_BYTES = {"b": 1, "kb": 1 << 10, "mb": 1 << 20, "gb": 1 << 30, "tb": 1 << 40, "pb": 1 << 50}
+
+
+def _megabytes(size: int, unit: str) -> int:
+    """A compaction's target size in whole MB, as pymilvus converts it (rounded down;
+    at least 1 MB)."""
+    if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+        raise invalid(f"target_size must be a positive int, got {size!r}")
+    factor = _UNIT_BYTES.get(str(unit).lower())
+    if factor is None:
+        units = ", ".join(_UNIT_BYTES)
+        raise invalid(f"target_size_unit {unit!r} is not one of {units}")
+    mb = size * factor >> 20
+    if mb < 1:
+        raise invalid(f"target size {size}{unit} is under 1 MB")
+    return mb

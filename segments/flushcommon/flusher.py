@@ -62,16 +62,23 @@ class Flusher:
         if self.buffer.deltas_due():
             self.sync_deltas()
 
-    def spill(self, buf: SegmentBuffer) -> None:
+    def spill(self, buf: SegmentBuffer, *, tail: bool = False) -> None:
         """Write a growing segment's rows so far in the background, so a flush has only
-        the tail left to write."""
+        the ``tail`` left to write."""
         batches, before = buf.take_pending()
         if not batches:
             return
         wb = self.buffer
         stats = buf.spill_stats(batches, before, self.segment_max)
         rows = RowsSync(
-            self._dir(buf), batches, wb.arrow_schema, wb.defaults, before, stats, wb.pk_field
+            self._dir(buf),
+            batches,
+            wb.arrow_schema,
+            wb.defaults,
+            before,
+            stats,
+            wb.pk_field,
+            whole=tail and before == 0,
         )
         name = f"spill segment {buf.segment_id}"
         self.syncs.submit(name, [buf.segment_id], rows.write, position=buf.first_seq)
@@ -116,16 +123,24 @@ class Flusher:
                 self._report(sid, report)
                 continue
             self.flushing.add(sid)
-            self.spill(buf)  # the tail
+            self.spill(buf, tail=True)
             written = dataclasses.replace(
                 empty,
+                is_sorted=True,  # SealSync sorts the rows
                 num_rows=buf.rows,
                 path=str(layout.data_path(self._dir(buf))),
                 min_ts=buf.min_ts,
                 max_ts=buf.max_ts,
                 start_seq=buf.first_seq,
             )
-            seal = SealSync(self._dir(buf), buf.pk_array(), buf.deletes, buf.first_seq, buf.stats)
+            seal = SealSync(
+                self._dir(buf),
+                buf.pk_array(),
+                buf.deletes,
+                buf.first_seq,
+                self.buffer.pk_field,
+                buf.stats,
+            )
 
             async def flushed(
                 stats: PkStats, sid: int = sid, written: SegmentFlushed = written

@@ -40,12 +40,17 @@ class RowsSync:
     stats: PkStats | None = None
     """The segment's growing key stats, which these rows' keys join once written."""
     pk_field: str = ""
+    whole: bool = False
+    """These are all the segment's rows (a flush with no spill before it): written in key
+    order at once, so the flush's ``sort_segment`` has nothing to rewrite."""
     _counted: bool = field(default=False, init=False, repr=False)
 
     def write(self, attempt: int) -> None:
         first = self.rows_before == 0
         if not (attempt and not first and self._committed()):
             table = pa.Table.from_batches(self.batches, schema=self.target)
+            if self.whole and first:
+                table = storage.by_key(table, self.pk_field)
             storage.write_rows(
                 self.seg_dir, table, self.target, first=first, defaults=self.defaults
             )
@@ -66,17 +71,20 @@ class RowsSync:
 
 @dataclass
 class SealSync:
-    """A flushed segment's pk stats and the log of the deletes that hit it while growing
-    (after its rows: the sync manager runs a segment's syncs in order)."""
+    """A flushed segment's rows put in key order (``storage.sort_segment``), its pk stats
+    and the log of the deletes that hit it while growing (after its rows: the sync manager
+    runs a segment's syncs in order)."""
 
     seg_dir: str
     pks: pa.Array
     deletes: Deletes
     first_seq: int
+    pk_field: str
     stats: PkStats | None = None
     """The stats its spills built; used (folded) when they hold every key, else built."""
 
     def write(self, attempt: int) -> PkStats:
+        storage.sort_segment(self.seg_dir, self.pk_field)
         if self.stats is not None and self.stats.num_keys == len(self.pks):
             stats = self.stats.fold()
             storage.save_pk_stats(self.seg_dir, stats)
