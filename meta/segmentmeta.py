@@ -52,7 +52,7 @@ class Segment:
     is_sorted: bool = False
     """Its rows are in primary-key order (Milvus's ``is_sorted``): said by the writer of
     its files (a flush, an import, a compaction; all sort). Segments recorded before this
-    was (catalog version 12) stay False until a compaction rewrites them."""
+    was (catalog version 13) stay False until a compaction rewrites them."""
 
     def row(self) -> list[Any]:
         """The catalog row: the data path relative to the storage root (``layout``), so a

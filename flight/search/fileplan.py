@@ -113,14 +113,16 @@ def files_page(reads: ReadService, info: CollectionInfo, ticket: dict[str, Any])
             f"segment {sid} is not a segment of collection {info.name!r} with files; "
             "plan the read again",
         )
-    return segment_page(reads, sid, record.path, ticket["ts"], info.schema.to_dict())
+    schema = info.schema.to_dict()
+    return segment_page(reads, sid, record.path, ticket["ts"], schema, ticket["ttl"])
 
 
 def segment_page(
-    reads: ReadService, sid: int, path: str, ts: int, schema: dict[str, Any]
+    reads: ReadService, sid: int, path: str, ts: int, schema: dict[str, Any], ttl: int = 0
 ) -> PageFetch:
     """Pages of one segment's files at ``ts``, each read by a query node (a snapshot's
-    restore reads its segments so too)."""
+    restore reads its segments so too, every row of ``ts``: ``ttl`` 0, the restored
+    collection's own TTL applies to its reads)."""
     proxy = reads.proxy
     node = _reader_node(reads)
 
@@ -134,7 +136,7 @@ def segment_page(
             params=params,
             output_fields=wanted,
             limit=limit,
-            ttl=ticket["ttl"],
+            ttl=ttl,
         )
         return proxy.run(QueryNodeAPI(proxy.bus, node, REQUEST_TIMEOUT_S).read_files(req)).rows
 
