@@ -60,9 +60,10 @@ def use_system_pool() -> None:
     1.4-1.5 s decoding and appending 1 M rows and 2.7 s in its reads (p50 75 ms) with
     mimalloc, 0.70-0.75 s and 1.0-1.1 s (p50 22-30 ms) with malloc or jemalloc; in
     ``bench/flow.py --cluster`` the Strong reads' shard search fell from 1.2-1.8 s to 0.66 s
-    (bench/README.md, "Flow control"). mimalloc takes fresh pages from the system for
-    each large block and gives them back soon after it is freed, and a first touch of a page
-    costs ~5 us here. malloc's pages are what :func:`release` trims, as before."""
+    (bench/README.md, "Flow control"). The time goes to first touches of fresh pages
+    (~5 us each on this Firecracker VM, whose free memory DAMON reclaims): mimalloc appears
+    to take new pages for each large block and return them soon after a merge frees it.
+    malloc's pages are what :func:`release` trims, as before."""
     if "ARROW_DEFAULT_MEMORY_POOL" not in os.environ:
         pa.set_memory_pool(pa.system_memory_pool())
 
