@@ -190,10 +190,14 @@ class ChannelConsumer:
 
     def hold(self) -> None:
         """Fetch nothing until ``resume`` (the owner lost NATS and waits to hear from the
-        coord whether the channel is still its own); a fetch under way finishes."""
+        coord whether the channel is still its own); a fetch under way finishes. The time
+        held is not a backlog writers make: flow control counts the lag from the hold, and
+        from the resume until the consumer has caught up (``flow_lag_s``)."""
         self._going.clear()
+        self._reading_since_ms = now_ms()
 
     def resume(self) -> None:
+        self._reading_since_ms = now_ms()
         self._going.set()
 
     @property
@@ -332,6 +336,7 @@ class ChannelConsumer:
                 raise
             except Exception as exc:  # noqa: BLE001 - NATS reconnecting; retry
                 log.warning("%s: fetch failed: %r", self.vchannel, exc)
+                self._reading_since_ms = now_ms()  # the lag counts from a fetch that works
                 await asyncio.sleep(0.5)
                 continue
             if not msgs:  # the pull found nothing: at the log's end

@@ -424,5 +424,6 @@ class CompactionManager:
             subjects.SEGMENT_COMPACTED,
             {"target": target.to_dict(), "sources": plan.sources, "ts": ts},
         )
-        self.query.schedule(self.query.on_compacted(target, list(plan.sources)))
+        replaced = list(plan.sources)
+        self.query.schedule(lambda: self.query.on_compacted(target, replaced))
         return Recorded()

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from elanus.api.base import ACK, Ack
@@ -81,15 +81,17 @@ class QueryCoord:
         self._lock = asyncio.Lock()  # placements and handoffs one at a time
         self.unreachable = UnreachableNodes(ctx)
 
-    def schedule(self, coro: Coroutine[Any, Any, None]) -> None:
-        """Run a handoff in the background (the reporting datanode need not wait)."""
-        task = self.ctx.supervisor.spawn("handoff", lambda: self._locked(coro))
+    def schedule(self, make: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run a handoff in the background (the reporting datanode need not wait). The
+        coroutine is made under the lock: one made here and cancelled at a stop before
+        it ran would never be awaited."""
+        task = self.ctx.supervisor.spawn("handoff", lambda: self._locked(make))
         self._handoffs.add(task)
         task.add_done_callback(self._handoffs.discard)
 
-    async def _locked(self, coro: Coroutine[Any, Any, None]) -> None:
+    async def _locked(self, make: Callable[[], Coroutine[Any, Any, None]]) -> None:
         async with self._lock:
-            await coro  # a failure is logged by the supervisor; keep_loaded repairs it
+            await make()  # a failure is logged by the supervisor; keep_loaded repairs it
 
     async def stop(self) -> None:
         for task in list(self._handoffs):
@@ -401,14 +403,14 @@ class QueryCoord:
 
     async def segment_flushed(self, seg: Any) -> None:
         """DataCoord's ``on_flushed``: hand the segment over in the background."""
-        self.schedule(self.on_segment_flushed(seg))
+        self.schedule(lambda: self.on_segment_flushed(seg))
 
     def index_built(self, collection_id: int, segment_id: int, index: dict[str, Any]) -> None:
         """IndexCoord's ``IndexListener``."""
-        self.schedule(self.on_index_built(collection_id, segment_id, index))
+        self.schedule(lambda: self.on_index_built(collection_id, segment_id, index))
 
     def index_dropped(self, collection_id: int, index_id: int) -> None:
-        self.schedule(self.on_index_dropped(collection_id, index_id))
+        self.schedule(lambda: self.on_index_dropped(collection_id, index_id))
 
     async def on_segments_imported(self, segs: list[Any]) -> None:
         """Hand a committed import's segments to a loaded collection, now, side by side

@@ -250,3 +250,61 @@ def test_a_restarted_consumer_counts_its_lag_for_flow_control_from_its_restart(
         assert lag > 11 and counted < 3, seen
     assert tick_lag is not None and flow_lag is not None
     assert 10 < tick_lag < 15 and flow_lag == pytest.approx(tick_lag, abs=0.1)
+
+
+def test_a_held_consumer_counts_its_lag_for_flow_control_from_its_resume(
+    nats_server: EmbeddedNats, loop_thread: LoopThread
+) -> None:
+    """A datanode that lost NATS holds its consumers until the coord confirms its
+    channels (``DataNode._confirm_held``); a confirmation that took 20 s (NATS failing
+    over) left a 20 s backlog that is not the writers' doing. Flow control counts the
+    lag from the resume while the consumer catches up, the tick lag once it has."""
+    now = tsutil.now_ms()
+    ticks = [tsutil.compose(now - 20_000 + 500 * i) for i in range(21)]  # -20 s .. -10 s
+    seen: list[tuple[float | None, float | None]] = []
+
+    async def scenario() -> tuple[float | None, float | None, float | None]:
+        bus = await Bus(
+            nats_server.url, name="test-held", credentials=nats_server.credentials
+        ).connect()
+        await dml.ensure_streams(bus.js, ["held0"])
+
+        async def publish(ts: int) -> None:
+            subject, headers, payload = dml.DmlMessage(dml.MsgType.TICK, ts).encode("held0")
+            await bus.js.publish(subject, payload, headers=headers)
+
+        await publish(ticks[0])
+
+        async def on_pack(messages: Any, tick_ts: int, tick_seq: int) -> None:
+            seen.append((consumer.tick_lag_s, consumer.flow_lag_s))
+            await asyncio.sleep(0.05)
+
+        consumer = ChannelConsumer(
+            bus, "held0", "held0_1v0", "test-held", on_pack, supervisor=Supervisor("test"),
+            start_seq=1,
+        )  # fmt: skip
+        await consumer.start()
+        deadline = time.monotonic() + 10
+        while consumer.tick_ts < ticks[0] and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(1.5)  # at the log's end: the lag is the tick lag, 20 s
+        before = consumer.flow_lag_s
+        consumer.hold()
+        held = consumer.flow_lag_s
+        for ts in ticks[1:]:
+            await publish(ts)
+        seen.clear()
+        consumer.resume()
+        while consumer.tick_ts < ticks[-1] and time.monotonic() < deadline + 10:
+            await asyncio.sleep(0.05)
+        await consumer.stop()
+        await bus.close()
+        return before, held, consumer.tick_lag_s
+
+    before, held, tick_lag = loop_thread.call(scenario(), timeout=40)
+    assert before is not None and before > 19
+    assert held is not None and held < 1
+    assert len(seen) >= 18 and tick_lag is not None and tick_lag > 9  # a fetch under way ends
+    for lag, counted in seen[:-1]:  # while catching up (the last tick is the log's end)
+        assert lag is not None and counted is not None
+        assert lag > 10 and counted < 3, seen
