@@ -3,6 +3,7 @@ one, measured beside Elanus, each configuration alone.
 
     .venv/bin/python bench/ceiling.py                 # 20k x 64-d IVF_FLAT, 1 and 4 clients
     .venv/bin/python bench/ceiling.py --clients 1 --repeat 5 --seconds 2
+    .venv/bin/python bench/ceiling.py --clients 1,4,8 --processes 1,2 --no-elanus
 
 Issue 24 asks single-query search to reach 0.65x an empty Python Flight server. This
 benchmark asks what that leaves for the search itself. Three servers answer the same
@@ -16,6 +17,10 @@ measured alone (no other server alive), best of ``--repeat`` runs:
   builds), the hits as JSON in Elanus's reply shape;
 * **Elanus**: a standalone holding the same vectors (``transport.py``'s stack).
 
+``--processes 1,2`` runs the empty and the FAISS-only server as that many processes, each
+on its own port, client thread ``t`` calling process ``t mod P``: what one interpreter per
+node costs against one per core (issue 35 item 1; ``docs/process-model.md``).
+
 Besides queries/s it prints each server process's CPU per query (``psutil``). The gap
 between "FAISS only" and the empty server is what the search kernel costs on this machine
 when the server sleeps between requests (its caches go cold: the same ``search_c`` takes
@@ -26,20 +31,23 @@ when the server sleeps between requests (its caches go cold: the same ``search_c
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import tempfile
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import psutil
+import pyarrow.flight as flight
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import quick  # noqa: E402
 import transport  # noqa: E402
 from _common import announce  # noqa: E402
-from search import EmptyFlight, print_table  # noqa: E402
+from search import EmptyFlight, print_table, run_loop  # noqa: E402
 
 from index import flight_loop  # noqa: E402
 
@@ -75,15 +83,33 @@ FAISS_SERVER = textwrap.dedent(
 )
 
 
-def measure(uri: str, pids: list[int], bodies: list[bytes], threads: int, args: argparse.Namespace
-            ) -> tuple[float, float]:  # fmt: skip
+def spread_loop(uris: list[str], bodies: list[bytes], threads: int, seconds: float) -> Any:
+    """``flight_loop`` over several servers: thread ``t`` calls ``uris[t % len(uris)]``."""
+    if len(uris) == 1:
+        return flight_loop("run", uris[0], bodies, threads, seconds, quiet=True)
+    options = flight.FlightCallOptions(timeout=30)
+
+    def make(t: int) -> Any:
+        conn = flight.FlightClient(uris[t % len(uris)])
+
+        def call(i: int) -> None:
+            for _ in conn.do_action(flight.Action("search", bodies[i % len(bodies)]), options):
+                pass
+
+        return call
+
+    return run_loop("run", "flight", threads, 1, seconds, make, quiet=True)
+
+
+def measure(uris: list[str], pids: list[int], bodies: list[bytes], threads: int,
+            args: argparse.Namespace) -> tuple[float, float]:  # fmt: skip
     """Best q/s of ``--repeat`` runs, and the servers' CPU microseconds per query in it."""
     procs = [psutil.Process(p) for p in pids]
-    flight_loop("warm-up", uri, bodies, threads, 0.5, quiet=True)
+    spread_loop(uris, bodies, threads, 0.5)
     best = (0.0, float("nan"))
     for _ in range(args.repeat):
         before = sum(sum(p.cpu_times()[:2]) for p in procs)
-        stat = flight_loop("run", uri, bodies, threads, args.seconds, quiet=True)
+        stat = spread_loop(uris, bodies, threads, args.seconds)
         cpu = sum(sum(p.cpu_times()[:2]) for p in procs) - before
         if stat.qps > best[0]:
             best = (stat.qps, cpu / max(1, stat.calls) * 1e6)
@@ -96,12 +122,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--clients", default="1,4")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--seconds", type=float, default=2.0)
+    p.add_argument("--processes", default="1", help="server processes of the baselines, e.g. 1,2")
+    p.add_argument("--no-elanus", action="store_true", help="the baselines only")
     args = p.parse_args(argv)
     clients = [int(c) for c in args.clients.split(",")]
+    counts = [int(c) for c in args.processes.split(",")]
     announce("ceiling benchmark", f"each server alone, best of {args.repeat}")
     work = transport.Workload.make(args.rows, 64, nprobe=8)
     bodies = quick.action_bodies(work)
-    results: dict[tuple[str, int], tuple[float, float]] = {}
+    results: dict[tuple[str, int, int], tuple[float, float]] = {}
     with tempfile.TemporaryDirectory(prefix="elanus-bench-ceiling-") as tmp_dir:
         tmp = Path(tmp_dir)
         vectors_path = tmp / "vectors.npy"
@@ -111,24 +140,32 @@ def main(argv: list[str] | None = None) -> int:
             ("empty Flight", None, ()),
             ("FAISS only", FAISS_SERVER, faiss_args),
         ):
-            server = EmptyFlight() if script is None else EmptyFlight(script, extra)
-            with server:
-                assert server.proc is not None
+            for count in counts:
+                with contextlib.ExitStack() as servers:
+                    started = [
+                        servers.enter_context(
+                            EmptyFlight() if script is None else EmptyFlight(script, extra)
+                        )
+                        for _ in range(count)
+                    ]
+                    uris = [s.uri for s in started]
+                    pids = [s.proc.pid for s in started if s.proc is not None]
+                    for n in clients:
+                        results[(case, count, n)] = measure(uris, pids, bodies, n, args)
+        if not args.no_elanus:
+            stack = transport.loaded_stack(transport.IN_PROCESS, tmp / "elanus", work)
+            with stack as uri:
+                pids = [c.pid for c in psutil.Process().children(recursive=True)]
                 for n in clients:
-                    results[(case, n)] = measure(server.uri, [server.proc.pid], bodies, n, args)
-        stack = transport.loaded_stack(transport.IN_PROCESS, tmp / "elanus", work)
-        with stack as uri:
-            pids = [c.pid for c in psutil.Process().children(recursive=True)]
-            for n in clients:
-                results[("Elanus", n)] = measure(uri, pids, bodies, n, args)
+                    results[("Elanus", 1, n)] = measure([uri], pids, bodies, n, args)
     rows = []
-    for (case, n), (qps, cpu) in results.items():
-        empty = results[("empty Flight", n)][0]
-        rows.append([case, str(n), f"{qps:,.0f}", f"{qps / empty:.2f}x", f"{cpu:,.0f}"])
+    for (case, count, n), (qps, cpu) in results.items():
+        empty = results[("empty Flight", 1, n)][0]
+        rows.append([case, str(count), str(n), f"{qps:,.0f}", f"{qps / empty:.2f}x", f"{cpu:,.0f}"])
     print_table(
         f"single-query search, {work.rows:,} x 64-d clustered, IVF_FLAT nlist={work.nlist} "
         f"nprobe={work.nprobe}, k=10",
-        ["server", "clients", "q/s", "vs empty", "server CPU us/query"],
+        ["server", "processes", "clients", "q/s", "vs empty (1 process)", "server CPU us/query"],
         rows,
     )
     return 0
