@@ -26,6 +26,9 @@ from typing import Any
 from elanus.errors import invalid
 
 SEARCH_TEXT, QUERY = "highlight_search_text", "highlight_query"
+KEYS = ("pre_tags", "post_tags", "fragment_offset", "fragment_size", "num_of_fragments",
+        SEARCH_TEXT, QUERY)  # fmt: skip
+"""The parameters of a lexical highlighter (pymilvus ``LexicalHighlighter.params``)."""
 QUERY_TYPES = ("TextMatch",)
 """The ``highlight_query`` types Milvus runs (a ``TEXT_MATCH`` filter's terms)."""
 Span = tuple[int, int]
@@ -62,6 +65,26 @@ class Highlighter:
             _flag(params.get(SEARCH_TEXT, "false")),
             _queries(params.get(QUERY)),
         )
+
+    @classmethod
+    def from_body(cls, body: dict[str, Any]) -> Highlighter:
+        """From a Flight search body's ``highlighter`` object: the same parameters as JSON
+        values (lists, numbers, a flag), each checked as ``from_params`` checks its text."""
+        unknown = sorted(set(body) - set(KEYS))
+        if unknown:
+            raise invalid(
+                f"highlighter: unknown key(s) {', '.join(map(repr, unknown))}; "
+                f"allowed keys are {', '.join(KEYS)}"
+            )
+        params = {}
+        for key, value in body.items():
+            if isinstance(value, bool):
+                params[key] = "true" if value else "false"
+            elif isinstance(value, list | dict):
+                params[key] = json.dumps(value)
+            else:
+                params[key] = str(value)
+        return cls.from_params(params)
 
     def fragments(self, text: str, spans: Sequence[Span]) -> list[str]:
         """The tagged fragments of ``text`` around ``spans`` (character offsets)."""

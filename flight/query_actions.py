@@ -36,6 +36,7 @@ from elanus.flight.search import (
     search_queries,
     searched_as_hybrid,
 )
+from elanus.highlight import Highlighter
 from elanus.privileges import Need
 from elanus.requests import Body
 
@@ -131,6 +132,8 @@ def _run_search(c: Call) -> dict[str, Any]:
     if b'"ranker"' in c.raw:
         body = decode_request(c.raw, "search body")
         if body.get("ranker") is not None:
+            if body.get("highlighter") is not None:  # as Milvus: not with a function score
+                raise invalid("search: a highlighter cannot go with a ranker")
             with searched_as_hybrid():
                 _, request = check_request("hybrid_search", orjson.dumps(search_as_hybrid(body)))
                 check = _searcher(c.caller)
@@ -154,8 +157,10 @@ def _searcher(caller: Caller) -> Callable[[str, str], None] | None:
     "filter, filter_params, output_fields, search_params (metric_type, radius, "
     "range_filter, params), group_by_field, group_size, strict_group_size, ranker (a "
     "function ranker: input_field_names, params with reranker decay|rrf|weighted), "
+    "highlighter (a lexical highlighter: pre_tags, post_tags, fragment_offset, "
+    "fragment_size, num_of_fragments, highlight_search_text, highlight_query), "
     "consistency_level, guarantee_timestamp, session_ts, as_of, partition_names. "
-    "Result: results (per query: id, distance, entity), ts.",
+    "Result: results (per query: id, distance, entity; highlight with a highlighter), ts.",
     (
         "collection",
         "data",
@@ -168,6 +173,7 @@ def _searcher(caller: Caller) -> Callable[[str, str], None] | None:
         "output_fields",
         "search_params",
         "ranker",
+        "highlighter",
         *GROUP_KEYS,
         *READ_KEYS,
     ),
@@ -179,7 +185,10 @@ def _searcher(caller: Caller) -> Callable[[str, str], None] | None:
 def _search(b: Body) -> dict[str, Any]:
     if b.dict("ranker", None) is not None:  # _run_search sends these to hybrid_search
         raise invalid("search: a body with a 'ranker' runs as a hybrid search")
-    return {**search_options(b), **search_queries(b)}
+    highlighter = b.dict("highlighter", None)
+    if highlighter is not None:
+        Highlighter.from_body(highlighter)  # checked once, with the plan
+    return {**search_options(b), **search_queries(b), "highlighter": highlighter}
 
 
 def _run_query(c: Call) -> dict[str, Any]:

@@ -20,10 +20,11 @@ from elanus.flight.actions import check_request
 from elanus.flight.limits import Kind
 from elanus.flight.search import AggregatePlan, aggregate_plan, is_aggregate
 from elanus.flight.search.bodies import MAX_NQ, MAX_TOPK, search_options
+from elanus.flight.search.highlight import field_terms
 from elanus.flight.search.hits import hits_table
 from elanus.milvus.fielddata import from_arrow, ids_of, sparse_to_arrow
 from elanus.milvus.fields import check
-from elanus.milvus.highlight import field_terms, highlight_results, highlighter_of
+from elanus.milvus.highlight import highlight_results, highlighter_of
 from elanus.milvus.honoured_reads import PLACEHOLDER_GROUP
 from elanus.milvus.params import (
     consistency_of,

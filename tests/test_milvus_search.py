@@ -276,3 +276,68 @@ def test_lexical_highlighter(client: MilvusClient) -> None:
     with pytest.raises(MilvusException, match="SemanticHighlighter") as info:
         client.search("hl", ["test"], anns_field="sparse", highlighter=semantic)
     assert info.value.code == 1100
+
+
+def test_the_sdk_highlights_as_the_milvus_face(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """The Flight ``search`` action (and the SDK's ``highlighter=``) marks the same
+    fragments as the Milvus face, per hit as pymilvus shows them
+    (``hit["highlight"][field]["fragments"]``); bad highlighters are refused by name."""
+    from elanus.errors import ElanusError
+
+    for s in milvus_stack(request, tmp_path):
+        theirs = MilvusClient(uri=s.milvus_uri, timeout=60)
+        ours = s.client()
+        try:
+            _text_collection(theirs, "hl", dense=True)
+            rows = [{"id": i, "text": t, "v": [i, 1.0]} for i, t in enumerate(HIGHLIGHT_DOCS)]
+            theirs.insert("hl", rows)
+            cases: list[dict[str, Any]] = [
+                {"highlight_search_text": True, "pre_tags": ["{"], "post_tags": ["}"]},
+                {"highlight_search_text": True, "fragment_offset": 20, "fragment_size": 60,
+                 "num_of_fragments": 1},
+                {"highlight_query": [{"type": "TextMatch", "field": "text", "text": "my doc"}]},
+            ]  # fmt: skip
+            for params in cases:
+                want = theirs.search(
+                    "hl", ["test milvus"], anns_field="sparse", limit=10,
+                    highlighter=LexicalHighlighter(**params),
+                )  # fmt: skip
+                for highlighter in (LexicalHighlighter(**params), params):
+                    got = ours.search(
+                        "hl", ["test milvus"], anns_field="sparse", limit=10,
+                        highlighter=highlighter,
+                    )  # fmt: skip
+                    assert [[(h["id"], h["highlight"]) for h in q] for q in got] == [
+                        [(h["id"], {"text": {"fragments": h["highlight"]["text"]["fragments"]}})
+                         for h in q] for q in want
+                    ]  # fmt: skip
+                    assert got[0] and all(h["highlight"]["text"]["fragments"] for h in got[0])
+            plain = ours.search("hl", ["test"], anns_field="sparse", limit=10)
+            assert plain[0] and all("highlight" not in h for h in plain[0])
+            # a vector search highlights highlight_query fields, not its search text
+            by_vector = ours.search(
+                "hl", [[3.0, 1.0]], anns_field="v", limit=1,
+                highlighter={"highlight_query": [
+                    {"type": "TextMatch", "field": "text", "text": "chatbot"}]},
+            )  # fmt: skip
+            assert by_vector[0][0]["highlight"]["text"]["fragments"][0].startswith("<em>chatbot")
+            for bad, words in [
+                ({"highlight_search_text": True, "colour": "red"}, "colour"),
+                ({"fragment_size": 0}, "fragment_size"),
+                ({"pre_tags": "<b>"}, "pre_tags"),
+                ({"highlight_search_text": "yes"}, "highlight_search_text"),
+                ({"highlight_query": [{"type": "TextMatch", "field": "nope", "text": "x"}]},
+                 "nope"),
+                (SemanticHighlighter(queries=["q"], input_fields=["text"]), "LexicalHighlighter"),
+            ]:  # fmt: skip
+                with pytest.raises(ElanusError, match=words) as info:
+                    ours.search("hl", ["test"], anns_field="sparse", highlighter=bad)
+                assert info.value.code.name == "INVALID_ARGUMENT"
+            with pytest.raises(ElanusError, match="BM25"):
+                ours.search("hl", [[0.0, 1.0]], anns_field="v",
+                            highlighter={"highlight_search_text": True})  # fmt: skip
+        finally:
+            ours.close()
+            theirs.close()

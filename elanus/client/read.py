@@ -293,12 +293,15 @@ class ReadAPI(ClientBase):
         ranker: Any = None,
         db: str | None = None,
         ids: list[Any] | int | str | None = None,
+        highlighter: Any = None,
         **kwargs: Any,
     ) -> SearchResult:
         """pymilvus-style search: per query vector, ``Hits`` of ``Hit`` dicts ``{"id",
         "distance", "entity"}`` (also ``hit.id``, ``hit.distance``, ``hit["title"]``); with
         ``group_by_field``, ``limit`` groups of up to ``group_size`` hits each. ``ids``
-        instead of ``data`` searches with the stored vectors of those primary keys."""
+        instead of ``data`` searches with the stored vectors of those primary keys. A
+        ``highlighter`` (pymilvus's ``LexicalHighlighter`` or its params as a dict) gives
+        each hit ``highlight``: ``{field: {"fragments": [...]}}``."""
         reject_unknown("search", kwargs)
         if data is not None and ids is not None:
             raise ElanusError(ErrorCode.INVALID_ARGUMENT, "search: give data or ids, not both")
@@ -332,6 +335,8 @@ class ReadAPI(ClientBase):
             body["anns_field"] = anns_field
         if ranker is not None:
             body["ranker"] = function_ranker_body(ranker)
+        if highlighter is not None:
+            body["highlighter"] = highlighter_body(highlighter)
         grouping = (group_by_field, group_size, strict_group_size)
         body = self._search_options(
             body, grouping, consistency_level, guarantee_timestamp, as_of, partition_names
@@ -464,6 +469,21 @@ def function_body(ranker: Any) -> dict[str, Any] | None:
         "input_field_names": list(out.get("input_field_names") or []),
         "params": dict(out.get("params") or {}),
     }
+
+
+def highlighter_body(highlighter: Any) -> dict[str, Any]:
+    """``search``'s highlighter on the wire: the params of a pymilvus
+    ``LexicalHighlighter`` (a ``SemanticHighlighter`` calls a model Elanus cannot reach),
+    or a dict of them."""
+    if isinstance(highlighter, dict):
+        return dict(highlighter)
+    if type(highlighter).__name__ == "LexicalHighlighter":
+        return dict(highlighter.params)
+    raise ElanusError(
+        ErrorCode.INVALID_ARGUMENT,
+        f"search: the highlighter must be a LexicalHighlighter or a dict of its params, got "
+        f"{type(highlighter).__name__}",
+    )
 
 
 def function_ranker_body(ranker: Any) -> dict[str, Any]:

@@ -49,6 +49,7 @@ from elanus.flight.search.check import (
     resolve_metric,
     split_search_params,
 )
+from elanus.flight.search.highlight import add_highlights
 from elanus.flight.search.hits import shape_hits, widened
 from elanus.flight.search.order import order_keys
 from elanus.flight.search.plan import SearchPlan, SearchPlans
@@ -356,6 +357,9 @@ class QueryService:
         merged, read_ts = self.run_search(plan, queries)
         # The metric tells a client which way "farther" lies (search iterators page by it).
         results = shape_hits(merged, plan.outputs, plan.info.schema)
+        if plan.request.get("highlighter") is not None:
+            texts = queries if plan.text_fn is not None else None
+            add_highlights(self, plan, texts, results, read_ts)
         return {"results": results, "ts": read_ts, "metric_type": plan.metric}
 
     def prepare_search(
