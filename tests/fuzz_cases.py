@@ -275,7 +275,8 @@ _KEYS_BY_KIND = {
         num_partitions replica_number ttl_seconds pin_id target_size_mb""",
     "float": "seconds wait_s timeout_s",
     "bool": "auto_id retry_failed ok upsert strict_group_size force_drop files_only enabled",
-    "dict": "schema properties params filter_params options search_params ranker field",
+    "dict": """schema properties params filter_params options search_params ranker field
+        highlighter""",
     "list": """files ids segment_ids parts partition_names data output_fields columns reqs
         privileges delete_keys""",
 }
