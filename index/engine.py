@@ -6,6 +6,10 @@ Index builders make a :class:`SegmentIndex` (``elanus.index.build``) and call
 workers then :meth:`SegmentIndex.search`. Nothing here talks to the network or the
 metadata store.
 
+Past 600 lines: one concept, a FAISS index over a segment, with the two things only it
+uses: zero-copy NumPy views of what FAISS stores, and FAISS's range-search hits shaped as a
+k-NN result. A quarter of the module is this docstring's measurements behind its choices.
+
 Conventions are those of the exact kernel (``elanus.index.kernels``), so a caller can
 use either for a segment: rows returned are row positions in the segment (the order the
 vectors were given in), results come best first as ``(distances (nq, k') float32, rows
@@ -85,13 +89,7 @@ import numpy as np
 from faiss import swig_ptr
 
 from elanus.errors import invalid
-from elanus.index.faissviews import binary_view, float_view, ivf_codes_in_order
-from elanus.index.kernels import (
-    VectorIndexExact,
-    check_range,
-    use_faiss_threads,
-)
-from elanus.index.ranged import ranged_topk
+from elanus.index.kernels import VectorIndexExact, check_range, topk, use_faiss_threads
 from elanus.indexparams import IndexSpec, search_params
 from elanus.reduce import LARGER_IS_BETTER
 
@@ -539,6 +537,77 @@ class SegmentIndex:
         }
         (directory / META_FILE).write_text(json.dumps(meta, indent=1))
         return [INDEX_FILE, META_FILE]
+
+
+# -- FAISS's storage seen as NumPy, and its range-search hits as a k-NN result ---------------
+# Zero-copy views of the vectors an index stores are what let a segment drop its own column
+# when its index holds the vectors (``segments/heldvectors.py``) and the exact kernel scan
+# them in place (``SegmentIndex._exact_kernel``). FAISS's range search gives each query a
+# variable number of hits (``lims``); the engine answers with the best ``k`` of them per
+# query, padded as its k-NN searches are.
+
+
+def float_view(flat: Any) -> np.ndarray:
+    """(ntotal, d) float32 view of an ``IndexFlat``'s vectors (no copy)."""
+    n, d = flat.ntotal, flat.d
+    if n == 0:
+        return np.empty((0, d), np.float32)
+    return faiss.rev_swig_ptr(flat.get_xb(), n * d).reshape(n, d)
+
+
+def binary_view(flat: Any) -> np.ndarray:
+    """(ntotal, code_size) uint8 view of an ``IndexBinaryFlat``'s codes (no copy)."""
+    n, cs = flat.ntotal, flat.code_size
+    if n == 0:
+        return np.empty((0, cs), np.uint8)
+    return faiss.rev_swig_ptr(flat.xb.data(), n * cs).reshape(n, cs)
+
+
+def ivf_codes_in_order(ivf: Any) -> np.ndarray:
+    """Codes of an (inner) binary IVF index in insertion order: a copy, made once."""
+    cs = ivf.code_size
+    out = np.empty((ivf.ntotal, cs), np.uint8)
+    lists = ivf.invlists
+    for li in range(ivf.nlist):
+        size = lists.list_size(li)
+        if size:
+            ids = faiss.rev_swig_ptr(lists.get_ids(li), size)
+            out[ids] = faiss.rev_swig_ptr(lists.get_codes(li), size * cs).reshape(size, cs)
+    return out
+
+
+def ranged_topk(
+    lims: np.ndarray,
+    dist: np.ndarray,
+    rows: np.ndarray,
+    nq: int,
+    kk: int,
+    larger: bool,
+    range_filter: float | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Best ``kk`` of each query's range-search hits (FAISS already applied the radius),
+    after dropping those beyond ``range_filter``; padded like a k-NN result."""
+    worst = -np.inf if larger else np.inf
+    per_query: np.ndarray = np.diff(lims.astype(I64))
+    qi = np.repeat(np.arange(nq), per_query)
+    if range_filter is not None:
+        keep = (dist <= range_filter) if larger else (dist >= range_filter)
+        qi, dist, rows = qi[keep], dist[keep], rows[keep]
+    counts = np.bincount(qi, minlength=nq)
+    width = int(counts.max()) if len(counts) else 0
+    outD = np.full((nq, kk), worst, F32)
+    outR = np.full((nq, kk), -1, I64)
+    if width == 0:
+        return outD, outR
+    starts = np.cumsum(counts) - counts
+    pos = np.arange(len(qi)) - starts[qi]
+    M = np.full((nq, width), worst, F32)
+    R = np.full((nq, width), -1, I64)
+    M[qi, pos], R[qi, pos] = dist, rows
+    d, j = topk(M, kk, larger)
+    outD[:, : d.shape[1]] = d
+    outR[:, : d.shape[1]] = np.where(j >= 0, np.take_along_axis(R, np.maximum(j, 0), 1), -1)
+    return outD, outR
 
 
 def _downcast(index: Any, binary: bool) -> Any:

@@ -14,13 +14,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
-
 from elanus import layout, objstore
 from elanus.importroots import upload_area
-from elanus.schema import PK_COLUMN
 from elanus.settings import Settings
 
 UPLOAD_GRACE_S = 600.0
@@ -91,15 +86,6 @@ def collect_garbage(
         if remove_tree(upload):
             removed.append(upload)
     return removed
-
-
-def upsert_keys(path: str) -> list[tuple[int, pa.Array]]:
-    """The distinct keys an upsert replaces in each partition (file columns ``pk``,
-    ``partition_id``), to be deleted at its commit."""
-    keys = objstore.read_ipc(path).combine_chunks()
-    parts = keys.column("partition_id").to_numpy()
-    pks = keys.column(PK_COLUMN).combine_chunks()
-    return [(int(pid), pc.unique(pks.filter(pa.array(parts == pid)))) for pid in np.unique(parts)]
 
 
 def remove_tree(path: str | Path) -> bool:

@@ -10,15 +10,18 @@ the steps that must be ordered with the rest of the cluster:
 2. The executor writes the rows (no ``_ts`` yet) and the pk stats of every segment.
 3. ``commit``: under the time-tick lock the coord takes the import timestamp ``T``, records
    it, and publishes into each vchannel, at ``T``, the deletes of an upsert (if any) and one
-   IMPORT message per segment. Consumers meet them in timestamp order: the datanode starts
-   tracking deletes of the new segments, a delegator holds its tsafe at ``T`` until the
-   segment has been handed to it. From here on the job cannot fail; a coord restart or a
-   dead executor resumes it.
+   IMPORT message per segment (``meta/importcommit.py``). Consumers meet them in timestamp
+   order: the datanode starts tracking deletes of the new segments, a delegator holds its
+   tsafe at ``T`` until the segment has been handed to it. From here on the job cannot
+   fail; a coord restart or a dead executor resumes it.
 4. The executor writes ``_ts = T`` into every segment and calls ``finish``: the segments
    become Flushed and the job Completed in one transaction; loaded collections get the
    segments through the flush handoff, and the job reports Completed once they serve.
    Their index builds wait for that (``IndexCoord.held``): on a small machine a build
    would take the CPUs from the loads the writer waits for.
+
+The job's record and table are ``meta/importmeta.py``'s, the files the coord removes around
+jobs ``meta/importfiles.py``'s.
 
 A job that fails before its commit marks its segments Dropped (garbage collection removes
 the files) and has imported nothing. Staged writes (``commit_write``) are jobs whose units
@@ -34,29 +37,35 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from elanus import layout
-from elanus.api import imports as api
 from elanus.api.base import ACK, Ack
 from elanus.api.datanode import DataNodeAPI, FinalizeImport, ImportedSegment, RunImport
+from elanus.api.imports import (
+    AbortWrite,
+    CommitImport,
+    CreateImport,
+    ExecutorCall,
+    FailHeard,
+    FailImport,
+    FinishImport,
+    ImportCommitted,
+    ImportCreated,
+    ImportJobs,
+    ImportJobView,
+    ImportProgress,
+    ImportSegments,
+    ImportState,
+    ListImports,
+    PrepareImport,
+    WriteAborted,
+)
 from elanus.channels import subjects
-from elanus.channels.dml import DmlMessage, IpcPayload, MsgType
 from elanus.channels.loop import cancel_and_wait
-from elanus.channels.publisher import DmlPublisher, Piece
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.meta import segmentmeta
 from elanus.meta.datacoord import estimate_row_bytes
-from elanus.meta.importfiles import (
-    collect_garbage,
-    remove_tree,
-    remove_uploads,
-    uploads_of,
-    upsert_keys,
-)
-from elanus.meta.importjob import (
-    COLUMNS,
-    ImportJob,
-    check_unit,
-    save_job,
-)
+from elanus.meta.importcommit import ImportCommitPublisher
+from elanus.meta.importfiles import collect_garbage, remove_tree, remove_uploads, uploads_of
+from elanus.meta.importmeta import ImportJob, check_unit, load_jobs, save_job
 from elanus.meta.scheduler import Lapsed
 from elanus.meta.segmentmeta import Segment
 from elanus.requests import Body
@@ -89,6 +98,7 @@ class ImportManager:
     ) -> None:
         self.ctx, self.lookup, self.data, self.ticks = ctx, lookup, data, ticks
         self.index, self.query = index, query
+        self.commits = ImportCommitPublisher(ctx, lookup)
         self.jobs: dict[int, ImportJob] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._lock = asyncio.Lock()  # job state changes one at a time
@@ -107,13 +117,7 @@ class ImportManager:
         }
 
     async def start(self) -> None:
-        rows = await self.ctx.db.run(
-            lambda con: con.execute(
-                f"SELECT {', '.join(COLUMNS)} FROM import_jobs ORDER BY job_id"
-            ).fetchall()
-        )
-        for row in rows:
-            job = ImportJob.from_row(row)
+        for job in await self.ctx.db.run(load_jobs):
             self.jobs[job.job_id] = job
             if job.state == ImportJobState.IMPORTING and job.commit_ts is None:
                 restarted = "the coord restarted while the job ran; nothing was imported"
@@ -131,7 +135,7 @@ class ImportManager:
         task.add_done_callback(self._tasks.discard)
 
     # -- client-facing handlers -------------------------------------------------------------
-    async def create(self, req: api.CreateImport) -> api.ImportCreated:
+    async def create(self, req: CreateImport) -> ImportCreated:
         cid, pid, write_id, options = req.collection_id, req.partition_id, req.write_id, req.options
         info = await self.lookup.describe_by_id(cid)
         partitions = {int(p["partition_id"]) for p in info.get("partitions", [])}
@@ -145,7 +149,7 @@ class ImportManager:
                         f"write {write_id!r} was committed to another collection "
                         f"(job {existing.job_id})"
                     )
-                return api.ImportCreated(job_id=existing.job_id, existing=True)
+                return ImportCreated(job_id=existing.job_id, existing=True)
         elif not checked:
             raise invalid("import: 'files' is empty")
         if not checked and options.get("expected_rows"):
@@ -178,7 +182,7 @@ class ImportManager:
             raise
         if job.state == ImportJobState.PENDING:
             await self._dispatch(job)
-        return api.ImportCreated(job_id=job.job_id, existing=False)
+        return ImportCreated(job_id=job.job_id, existing=False)
 
     def _by_write_id(self, write_id: str) -> ImportJob | None:
         found = [j for j in self.jobs.values() if j.write_id == write_id]
@@ -191,17 +195,17 @@ class ImportManager:
             raise ElanusError(ErrorCode.IMPORT_JOB_NOT_FOUND, f"import job {job_id} does not exist")
         return job
 
-    async def state(self, req: api.ImportState) -> api.ImportJobView:
-        return api.ImportJobView(**self._job(req.job_id).view())
+    async def state(self, req: ImportState) -> ImportJobView:
+        return ImportJobView(**self._job(req.job_id).view())
 
-    async def list_jobs(self, req: api.ListImports) -> api.ImportJobs:
+    async def list_jobs(self, req: ListImports) -> ImportJobs:
         cid = req.collection_id
         jobs = [j for j in self.jobs.values() if cid is None or j.collection_id == cid]
-        return api.ImportJobs(
-            jobs=[api.ImportJobView(**j.view()) for j in sorted(jobs, key=lambda j: j.job_id)]
+        return ImportJobs(
+            jobs=[ImportJobView(**j.view()) for j in sorted(jobs, key=lambda j: j.job_id)]
         )
 
-    async def abort_write(self, req: api.AbortWrite) -> api.WriteAborted:
+    async def abort_write(self, req: AbortWrite) -> WriteAborted:
         write_id = layout.check_write_id(req.write_id)
         job = self._by_write_id(write_id)
         if job is not None and job.state == ImportJobState.COMPLETED:
@@ -213,7 +217,7 @@ class ImportManager:
             )
         path = layout.staging_dir(self.ctx.settings.storage_uri, write_id)
         existed = await asyncio.to_thread(remove_tree, path)
-        return api.WriteAborted(removed=existed)
+        return WriteAborted(removed=existed)
 
     # -- dispatch and supervision -----------------------------------------------------------
     def _datanodes(self) -> list[str]:
@@ -338,7 +342,7 @@ class ImportManager:
             job.node_id = None  # the next round tries again
 
     # -- executor callbacks -----------------------------------------------------------------
-    def _executing(self, req: api.ExecutorCall) -> ImportJob:
+    def _executing(self, req: ExecutorCall) -> ImportJob:
         job, node = self._job(req.job_id), req.node_id
         if job.state == ImportJobState.FAILED:
             raise ElanusError(
@@ -351,14 +355,14 @@ class ImportManager:
             )
         return job
 
-    async def progress(self, req: api.ImportProgress) -> Ack:
+    async def progress(self, req: ImportProgress) -> Ack:
         job = self._executing(req)
         if job.state == ImportJobState.IMPORTING:
             job.progress = max(job.progress, min(req.progress, 0.99))
             job.stage = req.stage or job.stage
         return ACK
 
-    async def prepare(self, req: api.PrepareImport) -> api.ImportSegments:
+    async def prepare(self, req: PrepareImport) -> ImportSegments:
         """Allocate the job's segments (Importing) for the executor's row plan."""
         job, max_rows = self._executing(req), req.max_rows
         if job.commit_ts is not None or job.segment_ids:
@@ -394,7 +398,7 @@ class ImportManager:
         job.rows = sum(s.num_rows for s in segs)
         job.stage = "writing"
         await self.data.save_segments(segs, save_job(job))
-        return api.ImportSegments(segment_ids=list(job.segment_ids))
+        return ImportSegments(segment_ids=list(job.segment_ids))
 
     def _segments(self, job: ImportJob) -> list[Segment]:
         segs = [self.data.segments.get(s) for s in job.segment_ids]
@@ -405,7 +409,7 @@ class ImportManager:
             )
         return [s for s in segs if s is not None]
 
-    async def commit(self, req: api.CommitImport) -> api.ImportCommitted:
+    async def commit(self, req: CommitImport) -> ImportCommitted:
         """The point of no return: the import timestamp, and the messages that carry it."""
         job = self._executing(req)
         if job.state != ImportJobState.IMPORTING:
@@ -418,7 +422,7 @@ class ImportManager:
             raise
         if job.commit_ts is None:
             job.stage = "committing"
-            deletes = await self._upsert_deletes(job)
+            deletes = await self.commits.upsert_deletes(job)
             async with self.ticks.publish_lock:
                 ts = self.ctx.tso.alloc()
                 for s in segs:
@@ -431,74 +435,22 @@ class ImportManager:
                     for s in segs:
                         s.min_ts = s.max_ts = s.seal_ts = None
                     raise
-                await self._publish(job, segs, deletes, ts)
+                await self.commits.publish(job, segs, deletes, ts)
         elif not job.published:
             await self._publish_commit(job, segs)
         job.progress = max(job.progress, 0.95)
         job.stage = "finishing"
         assert job.commit_ts is not None
-        return api.ImportCommitted(ts=job.commit_ts)
+        return ImportCommitted(ts=job.commit_ts)
 
     async def _publish_commit(self, job: ImportJob, segs: list[Segment]) -> None:
         """Publish a recorded commit again (its first publication may be incomplete)."""
         assert job.commit_ts is not None
-        deletes = await self._upsert_deletes(job)
+        deletes = await self.commits.upsert_deletes(job)
         async with self.ticks.publish_lock:
-            await self._publish(job, segs, deletes, job.commit_ts)
+            await self.commits.publish(job, segs, deletes, job.commit_ts)
 
-    async def _upsert_deletes(self, job: ImportJob) -> list[tuple[int, Piece]]:
-        """The delete messages of an upsert commit: (partition, piece)."""
-        if not job.upsert:
-            return []
-        info = await self.lookup.describe_by_id(job.collection_id)
-        path = layout.upsert_keys_path(self.ctx.settings.storage_uri, job.job_id)
-        vchannels = list(info["vchannels"])
-        publisher = self._publisher()
-
-        def pieces() -> list[tuple[int, Piece]]:
-            return [
-                (pid, piece)
-                for pid, pks in upsert_keys(path)
-                for piece in publisher.pieces(MsgType.DELETE, vchannels, pks)
-            ]
-
-        return await asyncio.to_thread(pieces)
-
-    def _publisher(self) -> DmlPublisher:
-        return DmlPublisher(
-            self.ctx.bus.nc, self.ctx.bus.js, retry_window_s=self.ctx.settings.log_retry_window_s
-        )
-
-    async def _publish(
-        self, job: ImportJob, segs: list[Segment], deletes: list[tuple[int, Piece]], ts: int
-    ) -> None:
-        """Upsert deletes, then one IMPORT message per segment, all at ``ts``; the message
-        ids are the same each time a commit is published, so JetStream keeps one of each."""
-
-        def message(kind: MsgType, vchannel: str, pid: int, seg: int, tag: str) -> DmlMessage:
-            msg_id = f"import-{job.job_id}-{tag}"
-            return DmlMessage(
-                kind, ts, vchannel, job.collection_id, pid, seg, "coord", None, msg_id
-            )
-
-        sends: list[tuple[DmlMessage, bytes | IpcPayload]] = [
-            (message(MsgType.DELETE, p.vchannel, pid, 0, f"d{i}"), p.payload)
-            for i, (pid, p) in enumerate(deletes)
-        ]
-        sends += [
-            (
-                message(
-                    MsgType.IMPORT, s.vchannel, s.partition_id, s.segment_id, f"s{s.segment_id}"
-                ),
-                b"",
-            )
-            for s in segs
-        ]
-        # a failure is published again by the next commit call
-        await self._publisher().publish(sends, f"import job {job.job_id}")
-        job.published = True
-
-    async def finish(self, req: api.FinishImport) -> Ack:
+    async def finish(self, req: FinishImport) -> Ack:
         """The segments have their ``_ts``: Flushed, and the job Completed, in one write."""
         job = self._job(req.job_id)
         if job.state == ImportJobState.COMPLETED:
@@ -549,15 +501,15 @@ class ImportManager:
         live = [j for j in self.jobs.values() if j is not but and j.state not in IMPORT_FINAL]
         return uploads_of(self.ctx.settings, [u for j in live for u in j.units])
 
-    async def fail(self, req: api.FailImport) -> api.FailHeard:
+    async def fail(self, req: FailImport) -> FailHeard:
         job = self._job(req.job_id)
         if job.state in IMPORT_FINAL or job.node_id != req.node_id:
-            return api.FailHeard(ignored=True)
+            return FailHeard(ignored=True)
         if job.commit_ts is not None:  # past the point of no return: finish elsewhere
             job.node_id = None
-            return api.FailHeard(resumed=True)
+            return FailHeard(resumed=True)
         await self._fail(job, ElanusError(req.code, req.reason), req.node_id)
-        return api.FailHeard()
+        return FailHeard()
 
     async def _fail(
         self, job: ImportJob, exc: ElanusError, node: str | None = None, *, force: bool = False

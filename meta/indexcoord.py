@@ -9,6 +9,11 @@ index run pulls: ``index.claim`` hands it the pending tasks under a lease it ren
 ``index.heartbeat``. Either way a builder that disappears (session gone, lease lapsed)
 has its unfinished tasks issued again, and the next assignment raises their version, so
 a late report from the lost builder is ignored.
+
+Past 600 lines: one state machine. Index records and their build tasks change under one
+lock and one table (creating an index makes its tasks, dropping one marks them, a verified
+report finishes one, recycling forgets them); cut in two, each half would reach into the
+other's state. The records and the table are ``meta/indexmeta.py``'s.
 """
 
 from __future__ import annotations
@@ -20,7 +25,27 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from elanus import layout, objstore
-from elanus.api import indexcoord as api
+from elanus.api.indexcoord import (
+    Claimed,
+    ClaimIndexTasks,
+    CreateIndex,
+    DescribeIndex,
+    DropIndex,
+    FailedBuild,
+    IndexCreated,
+    IndexDescription,
+    IndexDescriptions,
+    IndexDropped,
+    IndexHeartbeat,
+    IndexLoadFailed,
+    IndexReport,
+    IndexTaskRecord,
+    IndexTasks,
+    Lease,
+    ListIndexTasks,
+    Reissued,
+    Verdict,
+)
 from elanus.api.indexnode import BuildIndex, IndexNodeAPI
 from elanus.channels.loop import Periodic
 from elanus.errors import ElanusError, ErrorCode, invalid
@@ -156,7 +181,7 @@ class IndexCoord:
         )
 
     # -- create / drop / describe -----------------------------------------------------------
-    async def create(self, req: api.CreateIndex) -> api.IndexCreated:
+    async def create(self, req: CreateIndex) -> IndexCreated:
         cid, field_name = req.collection_id, req.field
         index_name = req.index_name or field_name
         index_type, metric, params = req.index_type, req.metric_type, req.params or {}
@@ -170,7 +195,7 @@ class IndexCoord:
             for i in self.live_indexes(cid):
                 if i.field_name == field_name and spec_slot(i.spec) == spec_slot(spec):
                     if i.spec == spec and i.index_name == index_name:
-                        return api.IndexCreated(index_id=i.index_id, created=False)
+                        return IndexCreated(index_id=i.index_id, created=False)
                     raise ElanusError(
                         ErrorCode.INDEX_ALREADY_EXISTS,
                         f"field {field_name!r}{path_words(spec)} already has index "
@@ -195,7 +220,7 @@ class IndexCoord:
             await self._save([record], tasks)
         log.info("index %s on %s.%s: %d tasks", index_name, cid, field_name, len(tasks))
         await self._searches_changed("index.create", info)
-        return api.IndexCreated(index_id=record.index_id, created=True)
+        return IndexCreated(index_id=record.index_id, created=True)
 
     async def _searches_changed(self, kind: str, info: dict[str, Any]) -> None:
         """An index fixes the metric searches of its field use: proxies drop the search
@@ -227,7 +252,7 @@ class IndexCoord:
             if tasks:
                 await self._save(tasks=tasks)
 
-    async def drop(self, req: api.DropIndex) -> api.IndexDropped:
+    async def drop(self, req: DropIndex) -> IndexDropped:
         cid = req.collection_id
         async with self._lock:
             record = await self._find(cid, req.index_name, req.field)
@@ -235,7 +260,7 @@ class IndexCoord:
         for listener in self._listeners:
             listener.index_dropped(cid, record.index_id)
         await self._searches_changed("index.drop", await self.lookup.describe_by_id(cid))
-        return api.IndexDropped(index_id=record.index_id)
+        return IndexDropped(index_id=record.index_id)
 
     async def drop_collection(self, collection_id: int) -> None:
         async with self._lock:
@@ -250,7 +275,7 @@ class IndexCoord:
             t.mark_deleted = True
         await self._save(records, tasks)
 
-    async def describe(self, req: api.DescribeIndex) -> api.IndexDescriptions:
+    async def describe(self, req: DescribeIndex) -> IndexDescriptions:
         cid, index_name, field = req.collection_id, req.index_name, req.field
         records = self.live_indexes(cid)
         if index_name is not None or field is not None:
@@ -261,11 +286,11 @@ class IndexCoord:
             if s.collection_id == cid and s.state is SegmentState.FLUSHED and s.num_rows
         }
         total = sum(s.num_rows for s in flushed.values())
-        return api.IndexDescriptions(indexes=[self._progress(r, flushed, total) for r in records])
+        return IndexDescriptions(indexes=[self._progress(r, flushed, total) for r in records])
 
     def _progress(
         self, r: IndexRecord, flushed: dict[int, Segment], total: int
-    ) -> api.IndexDescription:
+    ) -> IndexDescription:
         tasks = [
             t
             for t in self.tasks.values()
@@ -282,7 +307,7 @@ class IndexCoord:
         else:
             state = IndexTaskState.FINISHED
         spec = r.spec
-        return api.IndexDescription(
+        return IndexDescription(
             index_name=r.index_name,
             index_id=r.index_id,
             field=r.field_name,
@@ -295,16 +320,16 @@ class IndexCoord:
             pending_tasks=len(pending),
             finished_tasks=len(done),
             failed_tasks=[
-                api.FailedBuild(segment_id=t.segment_id, build_id=t.build_id, reason=t.fail_reason)
+                FailedBuild(segment_id=t.segment_id, build_id=t.build_id, reason=t.fail_reason)
                 for t in failed
             ],
         )
 
-    async def list_tasks(self, req: api.ListIndexTasks) -> api.IndexTasks:
+    async def list_tasks(self, req: ListIndexTasks) -> IndexTasks:
         cid = req.collection_id
-        return api.IndexTasks(
+        return IndexTasks(
             tasks=[
-                api.IndexTaskRecord(**t.to_dict())
+                IndexTaskRecord(**t.to_dict())
                 for t in self.tasks.values()
                 if cid is None or t.collection_id == cid
             ]
@@ -406,7 +431,7 @@ class IndexCoord:
                     t.node_id = None
                     await self._save(tasks=[t])
 
-    async def claim(self, req: api.ClaimIndexTasks) -> api.Claimed:
+    async def claim(self, req: ClaimIndexTasks) -> Claimed:
         """A pulling builder (a Spark run) takes pending tasks under a lease."""
         node, cid, limit = req.node_id, req.collection_id, req.limit
         wanted = {IndexTaskState.UNISSUED, *([IndexTaskState.FAILED] if req.retry_failed else [])}
@@ -421,24 +446,24 @@ class IndexCoord:
             for t in tasks:
                 self._issue(t, node)
             await self._save(tasks=tasks)
-            return api.Claimed(tasks=[self.task_spec(t) for t in tasks], lease_s=self._lease_s())
+            return Claimed(tasks=[self.task_spec(t) for t in tasks], lease_s=self._lease_s())
 
     def _lease_s(self) -> float:
         return float(self.ctx.settings.session_ttl_s)
 
-    async def heartbeat(self, req: api.IndexHeartbeat) -> api.Lease:
+    async def heartbeat(self, req: IndexHeartbeat) -> Lease:
         node = req.node_id
         if node not in self.leases:
-            return api.Lease(alive=False, tasks=[])
+            return Lease(alive=False, tasks=[])
         self.leases[node] = time.monotonic() + self._lease_s()
         mine = [
             t.build_id
             for t in self.tasks.values()
             if t.node_id == node and t.state is IndexTaskState.IN_PROGRESS
         ]
-        return api.Lease(alive=True, tasks=mine)
+        return Lease(alive=True, tasks=mine)
 
-    async def report(self, req: api.IndexReport) -> api.Verdict:
+    async def report(self, req: IndexReport) -> Verdict:
         """A builder's result; only the current version of a live task, from the builder
         it was issued to, counts, and a success only once its files are verified."""
         build_id, version, ok, files = req.build_id, req.version, req.ok, req.files
@@ -446,31 +471,22 @@ class IndexCoord:
         async with self._lock:
             t = self.tasks.get(build_id)
             if t is None or t.mark_deleted:
-                return api.Verdict(accepted=False, reason="the task was dropped")
-            if (
-                ok
-                and t.state is IndexTaskState.FINISHED
-                and (version, files)
-                == (
-                    t.version,
-                    t.file_paths,
-                )
-            ):
-                return api.Verdict(accepted=True)  # a retry of a report that was accepted
+                return Verdict(accepted=False, reason="the task was dropped")
+            same = (version, files) == (t.version, t.file_paths)
+            if ok and t.state is IndexTaskState.FINISHED and same:
+                return Verdict(accepted=True)  # a retry of a report that was accepted
             if version != t.version or t.state is not IndexTaskState.IN_PROGRESS:
                 log.info(
                     "ignoring stale report for task %s (v%s, now v%s)", build_id, version, t.version
                 )
-                return api.Verdict(
-                    accepted=False, reason=f"stale version {version} (now {t.version})"
-                )
+                return Verdict(accepted=False, reason=f"stale version {version} (now {t.version})")
             if node is not None and node != t.node_id:
-                return api.Verdict(accepted=False, reason="the task is assigned to another builder")
+                return Verdict(accepted=False, reason="the task is assigned to another builder")
             if not ok:
                 transition(t, IndexTaskState.FAILED)
                 t.fail_reason = reason or "unknown failure"
                 await self._save(tasks=[t])
-                return api.Verdict(accepted=True)
+                return Verdict(accepted=True)
             key = (build_id, version)
             check = self._verifying.get(key)
             if check is None:  # a retried report waits for the same check
@@ -480,20 +496,20 @@ class IndexCoord:
         rejected = await asyncio.shield(check)
         async with self._lock:
             if t.mark_deleted or t.version != version:
-                return api.Verdict(accepted=False, reason="the task changed while it was verified")
+                return Verdict(accepted=False, reason="the task changed while it was verified")
             if t.state is IndexTaskState.FINISHED:
-                return api.Verdict(accepted=rejected is None)  # the other copy of this report won
+                return Verdict(accepted=rejected is None)  # the other copy of this report won
             if rejected is not None:
                 log.warning("index task %s v%s: report rejected: %s", build_id, version, rejected)
                 self._reissue(t, f"report rejected: {rejected}")
                 await self._save(tasks=[t])
-                return api.Verdict(accepted=False, reason=f"verification failed: {rejected}")
+                return Verdict(accepted=False, reason=f"verification failed: {rejected}")
             transition(t, IndexTaskState.FINISHED)
             t.file_paths, t.fail_reason = files, None
             await self._save(tasks=[t])
         for listener in self._listeners:
             listener.index_built(t.collection_id, t.segment_id, self._served_entry(t))
-        return api.Verdict(accepted=True)
+        return Verdict(accepted=True)
 
     async def _verify(self, t: IndexTask, version: int, files: list[str]) -> str | None:
         """Why the files of ``t``'s build ``version`` are no index of it (``None``: they
@@ -513,7 +529,7 @@ class IndexCoord:
         t.node_id, t.fail_reason = None, reason
         t.version += 1
 
-    async def load_failed(self, req: api.IndexLoadFailed) -> api.Reissued:
+    async def load_failed(self, req: IndexLoadFailed) -> Reissued:
         """A query node could not load a Finished index. The coord checks the files itself
         (one node's trouble, memory say, is no reason to rebuild) and, if they do not hold,
         issues the task again; searches of the segment stay exact meanwhile."""
@@ -521,23 +537,23 @@ class IndexCoord:
         async with self._lock:
             t = self.tasks.get(build_id)
             if t is None or t.mark_deleted or t.version != version:
-                return api.Reissued(reissued=False)
+                return Reissued(reissued=False)
             if t.state is not IndexTaskState.FINISHED:
-                return api.Reissued(reissued=t.state is IndexTaskState.UNISSUED)
+                return Reissued(reissued=t.state is IndexTaskState.UNISSUED)
             files = list(t.file_paths)
         rejected = await self._verify(t, version, files)
         async with self._lock:
             if t.mark_deleted or t.version != version or t.state is not IndexTaskState.FINISHED:
-                return api.Reissued(reissued=t.state is IndexTaskState.UNISSUED)
+                return Reissued(reissued=t.state is IndexTaskState.UNISSUED)
             if rejected is None:
                 log.warning("index task %s loads here but not on %s", build_id, node)
-                return api.Reissued(reissued=False)
+                return Reissued(reissued=False)
             log.warning(
                 "index task %s: %s cannot load it (%s); building again", build_id, node, rejected
             )
             self._reissue(t, f"query node {node} could not load the index: {rejected}")
             await self._save(tasks=[t])
-        return api.Reissued(reissued=True)
+        return Reissued(reissued=True)
 
     # -- recycling --------------------------------------------------------------------------
     async def recycle(self) -> list[str]:

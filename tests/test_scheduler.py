@@ -19,7 +19,7 @@ from elanus.channels.nats_server import EmbeddedNats
 from elanus.meta import indexmeta
 from elanus.meta.compaction import PLAN_TIMEOUT_S, Plan
 from elanus.meta.coord import Coordinator
-from elanus.meta.importjob import ImportJob, save_job
+from elanus.meta.importmeta import ImportJob, save_job
 from elanus.meta.indexmeta import IndexRecord, IndexTask
 from elanus.meta.scheduler import Lapsed, TaskScheduler
 from elanus.settings import Settings

@@ -1,5 +1,7 @@
-"""An import job's record (a row of the DuckDB ``import_jobs`` table) and the check of
-the units a job is created with; the job's steps are ``meta/importjobs.py``'s."""
+"""An import job's record and its table (the DuckDB ``import_jobs`` table, so jobs outlive
+restarts), and the check of the units a job is created with: what Milvus keeps in
+``datacoord/import_meta.go``, as ``meta/segmentmeta.py`` is to segments. The job's steps are
+``meta/importjobs.py``'s."""
 
 from __future__ import annotations
 
@@ -101,6 +103,12 @@ class ImportJob:
             "created_ts": self.created_ts,
             "files": [p for u in self.units for p in u["paths"]] if not self.write_id else [],
         }
+
+
+def load_jobs(con: Any) -> list[ImportJob]:
+    """Every job of the table, oldest first (the coord's start)."""
+    rows = con.execute(f"SELECT {', '.join(COLUMNS)} FROM import_jobs ORDER BY job_id").fetchall()
+    return [ImportJob.from_row(row) for row in rows]
 
 
 def save_job(job: ImportJob) -> Any:
