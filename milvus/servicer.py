@@ -108,7 +108,7 @@ class Servicer(milvus_pb2_grpc.MilvusServiceServicer):
             fn = getattr(type(self), method.name, None)
             if getattr(fn, "_milvus_served", False):
                 handler = self._wrap(method.name, getattr(self, method.name))
-            elif method.server_streaming or method.client_streaming:
+            elif unimplemented(method.name):
                 handler = _refuse_stream(method.name)
             else:
                 handler = _refuse(method.name)
@@ -118,8 +118,10 @@ class Servicer(milvus_pb2_grpc.MilvusServiceServicer):
         """A Search with a ``function_score`` (``milvus/hybrid.py`` runs it)."""
         raise NotImplementedError
 
-    def served_rpcs(self) -> list[str]:
-        return [m.name for m in SERVICE.methods if _is_served(type(self), m.name)]
+    @classmethod
+    def served_rpcs(cls) -> list[str]:
+        """The RPCs this servicer serves, in the service's order (the rest are refused)."""
+        return [m.name for m in SERVICE.methods if _is_served(cls, m.name)]
 
     def _wrap(self, rpc: str, fn: Callable[[Ctx, Any], Any]) -> Callable[[Any, Any], Any]:
         kind = getattr(fn, _MARK, None)
@@ -186,14 +188,20 @@ def _has_field(message: Any, name: str) -> bool:
     return name in message.DESCRIPTOR.fields_by_name
 
 
+def unimplemented(rpc: str) -> bool:
+    """Whether ``rpc``, not served, is answered gRPC UNIMPLEMENTED (what Milvus's Go server
+    answers for a method it lacks) rather than its reply with code 10: a stream, an RPC
+    whose reply has no status, or one pymilvus replaces with an older one on that code
+    (``FALLS_BACK``). docs/milvus-compat.md's RPC table says which, per RPC."""
+    method = SERVICE.methods_by_name[rpc]
+    streams = method.server_streaming or method.client_streaming
+    return bool(streams or rpc in FALLS_BACK or status_field(rpc) is None)
+
+
 def _refuse(rpc: str) -> Callable[[Any, Any], Any]:
-    """The handler of a unary RPC Elanus does not serve. It answers at once, with nothing
-    pymilvus retries: the reply with code 10, which pymilvus raises as a
-    ``MilvusException`` naming the RPC; or, for a reply without a status or an RPC that
-    pymilvus replaces with an older one on that code (``FALLS_BACK``), gRPC
-    UNIMPLEMENTED, what Milvus's Go server answers for a method it lacks."""
-    if rpc in FALLS_BACK or status_field(rpc) is None:
-        return _refuse_stream(rpc)
+    """The handler of a unary RPC Elanus does not serve that has a status to say so
+    (``unimplemented`` is false). It answers at once, with nothing pymilvus retries: the
+    reply with code 10, which pymilvus raises as a ``MilvusException`` naming the RPC."""
     reply = failed(rpc, not_supported(rpc))
 
     def handle(request: Any, context: grpc.ServicerContext) -> Any:
@@ -203,7 +211,7 @@ def _refuse(rpc: str) -> Callable[[Any, Any], Any]:
 
 
 def _refuse_stream(rpc: str) -> Callable[[Any, Any], Any]:
-    """gRPC UNIMPLEMENTED, naming the RPC: a stream's refusal, or a unary one's above."""
+    """gRPC UNIMPLEMENTED, naming the RPC, for an RPC ``unimplemented`` picks."""
     reason = not_supported(rpc).reason
 
     def handle(request: Any, context: grpc.ServicerContext) -> Any:

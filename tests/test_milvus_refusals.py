@@ -1,7 +1,8 @@
 """What the Milvus port answers for the RPCs it does not serve, and how pymilvus takes it
 (issue 36): at once, in the RPC's own response type or as gRPC UNIMPLEMENTED, never
 UNKNOWN (which pymilvus retries for minutes); UNIMPLEMENTED exactly where pymilvus falls
-back to an older RPC on it. And keepalive pings from an idle client are taken, as
+back to an older RPC on it. Every ``MilvusClient`` method docs/milvus-compat.md marks
+refused fails so, as its row says. And keepalive pings from an idle client are taken, as
 Milvus takes pymilvus's."""
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from typing import Any
 
 import grpc
 import pytest
+from compat_doc import method_rows
 from google.protobuf import message_factory
 from milvus_stack import MilvusStack, milvus_stack
-from pymilvus import AsyncMilvusClient, DataType, MilvusClient
+from pymilvus import AsyncMilvusClient, DataType, Function, FunctionType, MilvusClient
 from pymilvus.exceptions import MilvusException
 from pymilvus.grpc_gen import common_pb2
 
@@ -88,6 +90,100 @@ def _flaw(channel: grpc.Channel, method: Any) -> str:
     if status.code == 0 or status.code in RETRIED or status.error_code == common_pb2.RateLimit:
         return f"status {status.code}/{status.error_code} is success or retried"
     return "" if method.name in status.reason else f"reason not naming it: {status.reason}"
+
+
+def _refused_calls(client: MilvusClient) -> dict[str, Any]:
+    """A plausible call of each method docs/milvus-compat.md marks refused, on collection
+    ``c`` (a quick setup: ``id``, a 4-dimensional ``vector``)."""
+    bm25 = Function("bm", FunctionType.BM25, input_field_names=["text"], output_field_names=["sp"])
+    sparse = MilvusClient.create_field_schema("sp", DataType.SPARSE_FLOAT_VECTOR)
+    index = MilvusClient.prepare_index_params()
+    index.add_index("sp", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
+    struct = MilvusClient.create_struct_field_schema()
+    struct.add_field("n", DataType.INT32)
+    group = {"requests": {"node_num": 1}, "limits": {"node_num": 1}}
+    cluster = {"cluster_id": "b", "connection_param": {"uri": "http://b:19530", "token": ""}}
+    c = client
+    return {
+        "alter_database_properties": lambda: c.alter_database_properties(
+            "default", {"database.max.collections": 5}
+        ),
+        "drop_database_properties": lambda: c.drop_database_properties(
+            "default", ["database.max.collections"]
+        ),
+        "alter_role": lambda: c.alter_role("public", "everyone"),
+        "update_user": lambda: c.update_user("root", "the superuser"),
+        "create_resource_group": lambda: c.create_resource_group("rg"),
+        "describe_resource_group": lambda: c.describe_resource_group("rg"),
+        "list_resource_groups": lambda: c.list_resource_groups(),
+        "update_resource_groups": lambda: c.update_resource_groups({"rg": group}),
+        "transfer_replica": lambda: c.transfer_replica("__default_resource_group", "rg", "c", 1),
+        "drop_resource_group": lambda: c.drop_resource_group("rg"),
+        "add_file_resource": lambda: c.add_file_resource("words", "s3://b/words.txt"),
+        "list_file_resources": lambda: c.list_file_resources(),
+        "remove_file_resource": lambda: c.remove_file_resource("words"),
+        "get_replicate_configuration": lambda: c.get_replicate_configuration(),
+        "update_replicate_configuration": lambda: c.update_replicate_configuration([cluster]),
+        "get_replicate_info": lambda: c.get_replicate_info("b", "p0"),
+        "dump_messages": lambda: list(c.dump_messages("p0", {"id": "1", "wal_name": "Kafka"})),
+        "refresh_external_collection": lambda: c.refresh_external_collection("c", "s3://b/x"),
+        "get_refresh_external_collection_progress": (
+            lambda: c.get_refresh_external_collection_progress(1)
+        ),
+        "list_refresh_external_collection_jobs": (
+            lambda: c.list_refresh_external_collection_jobs("c")
+        ),
+        "drop_collection_field": lambda: c.drop_collection_field("c", "vector"),
+        "add_function_field": lambda: c.add_function_field("c", sparse, bm25, index),
+        "drop_function_field": lambda: c.drop_function_field("c", "bm"),
+        "add_collection_struct_field": lambda: c.add_collection_struct_field("c", "s", struct, 4),
+        "add_collection_function": lambda: c.add_collection_function("c", bm25),
+        "alter_collection_function": lambda: c.alter_collection_function("c", "bm", bm25),
+        "drop_collection_function": lambda: c.drop_collection_function("c", "bm"),
+        "session": lambda: c.session("b").search("c", [[0.1, 0.2, 0.3, 0.4]], limit=1),
+    }
+
+
+def test_every_refused_client_method_fails_at_once(mstack: MilvusStack) -> None:
+    """Each ``MilvusClient`` method the doc marks refused fails within a second (pymilvus's
+    retries included) with the error its row gives, naming what is not supported, and
+    leaves the collection as it was."""
+    refused = {n: row for n, row in method_rows().items() if row.status == "refused"}
+    client = MilvusClient(uri=mstack.milvus_uri, timeout=30)
+    try:
+        client.create_collection("c", dimension=4)
+        before = client.describe_collection("c")
+        calls = _refused_calls(client)
+        assert sorted(calls) == sorted(refused), "a call for each refused row, and no other"
+        flaws = {
+            name: _client_flaw(call, refused[name].error, refused[name].rpcs[-1])
+            for name, call in calls.items()
+        }
+        assert {name: flaw for name, flaw in flaws.items() if flaw} == {}
+        assert client.describe_collection("c") == before
+    finally:
+        client.close()
+
+
+def _client_flaw(call: Any, error: str, rpc: str) -> str:
+    """What is wrong with how ``call`` failed ("" if nothing): ``error`` is the row's
+    ``10``, ``UNIMPLEMENTED`` or ``1100``; ``rpc`` the RPC that refuses it."""
+    start = time.monotonic()
+    try:
+        call()
+    except MilvusException as exc:
+        got, said = str(exc.code), exc.message
+    except grpc.RpcError as exc:
+        got, said = exc.code().name, exc.details() or ""
+    else:
+        return "succeeded"
+    took = time.monotonic() - start
+    if took >= ANSWER_S:
+        return f"took {took:.2f} s"
+    if got != error:
+        return f"failed with {got} ({said}), not {error}"
+    named = "is refused" in said if error == "1100" else f"support {rpc} " in said
+    return "" if named else f"the message does not name it: {said}"
 
 
 def test_served_replies_carry_a_status() -> None:
