@@ -11,6 +11,15 @@ then
     .venv/bin/python bench/vdbb.py --vdbb-venv /work/vdbb-venv
     .venv/bin/python bench/vdbb.py --vdbb-venv /work/vdbb-venv --cases hnsw,autoindex
 
+Issue 35's comparison puts a real Milvus 2.3.5 standalone beside Elanus: PyPI's ``milvus``
+wheel (2.3.5: a Milvus binary with embedded etcd and local storage, ``milvus-server``) in a
+venv of its own, run first, then Elanus, one after the other on the same machine and data:
+
+    python3.11 -m venv /work/milvus235-venv
+    /work/milvus235-venv/bin/pip install milvus==2.3.5
+    .venv/bin/python bench/vdbb.py --vdbb-venv /work/vdbb-venv \
+        --against-milvus /work/milvus235-venv --concurrency 1,4,8
+
 The dataset is synthetic, written in VectorDBBench's custom format (a directory with
 ``train.parquet`` of ``id``/``emb``, ``test.parquet`` of queries and ``neighbors.parquet``
 of their exact top-``k`` ids by cosine, computed here with numpy): clustered unit vectors,
@@ -24,8 +33,11 @@ q/s at each concurrency, serial recall@k and p99.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -48,6 +60,33 @@ CASES = {
     "autoindex": ["milvusautoindex"],
 }
 """VectorDBBench's command per case, with its index parameters."""
+
+
+SORTED_SHIM = """
+# bench/vdbb.py, for the Milvus 2.3.5 baseline only. Two things VectorDBBench 2.0.0 expects
+# of a Milvus that 2.3.5 predates; every other step of the case runs as VectorDBBench wrote it.
+from vectordb_bench.backend.clients.milvus import milvus as _milvus
+
+# Its optimize waits until every segment says is_sorted, a field 2.3.5's segment info does
+# not have (sorted segments came with Milvus 2.5): it would wait forever.
+_milvus.Milvus._wait_for_segments_sorted = lambda self: None
+
+# 2.3.5's search results do not name the primary key field, so pymilvus keys it "id", where
+# VectorDBBench reads the field's name ("pk").
+_search = _milvus.Milvus.search_embedding
+
+
+def _search_by_id(self, *args, **kwargs):
+    named, self._primary_field = self._primary_field, "id"
+    try:
+        return _search(self, *args, **kwargs)
+    finally:
+        self._primary_field = named
+
+
+_milvus.Milvus.search_embedding = _search_by_id
+"""
+"""Loaded into VectorDBBench's processes (``sitecustomize``) when Milvus 2.3.5 serves."""
 
 
 def unit(x: np.ndarray) -> np.ndarray:
@@ -83,17 +122,82 @@ def write_dataset(root: Path, rows: int, dim: int, queries: int, k: int) -> None
     pq.write_table(pa.table({"id": qids, "neighbors_id": gt}), root / "neighbors.parquet")
 
 
+class MilvusServer:
+    """``milvus-server`` (PyPI's ``milvus`` wheel) in a session of its own, every port free.
+
+    The wrapper starts the Milvus binary as its child and does not stop it when it dies, so
+    the whole process group is signalled on the way out.
+    """
+
+    PORTS = (
+        "etcd-port", "root-coord-port", "proxy-internal-port", "query-coord-port",
+        "query-node-port", "index-coord-port", "index-node-port", "data-coord-port",
+        "data-node-port",
+    )  # fmt: skip
+
+    def __init__(self, venv: Path, data_dir: Path) -> None:
+        self.venv, self.data_dir = venv, data_dir
+        self.port = free_port()
+        self.log_path = data_dir.parent / f"{data_dir.name}-milvus.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> MilvusServer:
+        cmd = [str(self.venv / "bin" / "milvus-server"), "--data", str(self.data_dir)]
+        cmd += ["--proxy-port", str(self.port)]
+        for name in self.PORTS:
+            cmd += [f"--{name}", str(free_port())]
+        with self.log_path.open("wb") as log:
+            self.proc = subprocess.Popen(
+                cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"milvus-server exited; see {self.log_path}")
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", self.port), timeout=1),
+            ):
+                time.sleep(5)  # the port opens before every coordinator is up
+                return self
+            time.sleep(1)
+        self.__exit__()
+        raise RuntimeError(f"milvus-server did not open its port; see {self.log_path}")
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is None:
+            return
+        for sig, wait in ((signal.SIGINT, 30), (signal.SIGKILL, 10)):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, sig)
+            try:
+                self.proc.wait(wait)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        # the Milvus binary may outlive the wrapper: the group goes regardless
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc = None
+
+
 def run_case(
-    vdbb: Path, case: str, uri: str, data: Path, work: Path, args: argparse.Namespace
+    vdbb: Path,
+    case: str,
+    uri: str,
+    data: Path,
+    work: Path,
+    args: argparse.Namespace,
+    server: str = "elanus",
 ) -> dict[str, Any]:
-    """One VectorDBBench run; returns its result's metrics."""
-    results = work / f"results-{case}"
+    """One VectorDBBench run against ``server``; returns its result's metrics."""
+    results = work / f"results-{server}-{case}"
     results.mkdir(parents=True, exist_ok=True)
     cmd = [
         str(vdbb / "bin" / "vectordbbench"), *CASES[case],
         "--uri", uri,
         "--case-type", "PerformanceCustomDataset",
-        "--custom-case-name", f"elanus-{case}",
+        "--custom-case-name", f"{server}-{case}",
         "--custom-dataset-name", "elanus-synthetic",
         "--custom-dataset-dir", str(data),
         "--custom-dataset-size", str(args.rows),
@@ -104,26 +208,85 @@ def run_case(
         "--k", str(args.k),
         "--num-concurrency", args.concurrency,
         "--concurrency-duration", str(args.duration),
-        "--db-label", "elanus",
-        "--task-label", f"elanus-{case}",
+        "--db-label", server,
+        "--task-label", f"{server}-{case}",
     ]  # fmt: skip
     env = {
         **os.environ,
         "RESULTS_LOCAL_DIR": str(results),
         "DATASET_LOCAL_DIR": str(work / "datasets"),
-        "LOG_FILE": str(work / f"vdbb-{case}.log"),
+        "LOG_FILE": str(work / f"vdbb-{server}-{case}.log"),
     }
+    if server != "elanus":  # Milvus 2.3.5 cannot say is_sorted: see SORTED_SHIM
+        shim = work / "shim-milvus235"
+        shim.mkdir(exist_ok=True)
+        (shim / "sitecustomize.py").write_text(SORTED_SHIM)
+        env["PYTHONPATH"] = str(shim)
     started = time.monotonic()
-    done = subprocess.run(cmd, env=env, cwd=work, capture_output=True, text=True, check=False)
+    # its own session: VectorDBBench's worker processes inherit our pipes, and all of them
+    # go when the case ends or times out
+    proc = subprocess.Popen(
+        cmd, env=env, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        _, stderr = proc.communicate(timeout=args.case_timeout)
+    except subprocess.TimeoutExpired:
+        stderr = f"timed out after {args.case_timeout} s"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    done = subprocess.CompletedProcess(cmd, proc.returncode, "", stderr)
     wall = time.monotonic() - started
     files = sorted(results.rglob("*.json"))
     result = json.loads(files[-1].read_text())["results"][0] if files else {}
     if done.returncode or result.get("label") != ":)":  # VectorDBBench's label for a success
-        log = work / f"vdbb-{case}.log"
+        log = work / f"vdbb-{server}-{case}.log"
         tail = log.read_text(errors="replace")[-6000:] if log.exists() else done.stderr[-6000:]
-        raise RuntimeError(f"VectorDBBench {case} did not finish ({done.returncode}):\n{tail}")
+        raise RuntimeError(
+            f"VectorDBBench {case} on {server} did not finish ({done.returncode}):\n{tail}"
+        )
     metrics = dict(result["metrics"])
     return {**metrics, "wall_s": wall}
+
+
+def serve_and_run(
+    server: str, case: str, data: Path, work: Path, args: argparse.Namespace
+) -> dict[str, Any]:
+    """Start ``server`` alone on a fresh data directory, run the case, stop it."""
+    if server == "elanus":
+        port = free_port()
+        elanus = Standalone(work / f"server-{case}", env={"ELANUS_MILVUS_PORT": str(port)})
+        with elanus:
+            return run_case(args.vdbb_venv, case, f"http://127.0.0.1:{port}", data, work, args)
+    with MilvusServer(args.against_milvus, work / f"milvus-{case}") as milvus:
+        uri = f"http://127.0.0.1:{milvus.port}"
+        return run_case(args.vdbb_venv, case, uri, data, work, args, server="milvus")
+
+
+def table_row(server: str, case: str, m: dict[str, Any], base: dict[str, Any] | None) -> list[str]:
+    """One row of the table; q/s with its ratio to the baseline's at each concurrency."""
+    qps = dict(zip(m.get("conc_num_list", []), m.get("conc_qps_list", []), strict=False))
+    before = dict(
+        zip((base or {}).get("conc_num_list", []), (base or {}).get("conc_qps_list", []),
+            strict=False)
+    )  # fmt: skip
+    conc = ", ".join(
+        f"{n}: {q:.0f}" + (f" ({q / before[n]:.2f}x)" if before.get(n) else "")
+        for n, q in qps.items()
+    )
+    return [
+        server,
+        case,
+        f"{m.get('insert_duration', 0):.1f}",
+        f"{m.get('optimize_duration', 0):.1f}",
+        f"{m.get('load_duration', 0):.1f}",
+        conc,
+        f"{m.get('recall', 0):.4f}",
+        f"{1000 * m.get('serial_latency_p99', 0):.1f}",
+        f"{m['wall_s']:.0f}",
+    ]
 
 
 def main() -> None:
@@ -136,6 +299,13 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=100)
     ap.add_argument("--concurrency", default="1,4", help="VectorDBBench's --num-concurrency")
     ap.add_argument("--duration", type=int, default=15, help="seconds per concurrency")
+    ap.add_argument("--case-timeout", type=int, default=1800, help="seconds per case")
+    ap.add_argument(
+        "--against-milvus",
+        type=Path,
+        metavar="VENV",
+        help="also run each case on Milvus 2.3.5 (a venv with PyPI's milvus==2.3.5), first",
+    )
     args = ap.parse_args()
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
     unknown = sorted(set(cases) - set(CASES))
@@ -143,6 +313,8 @@ def main() -> None:
         ap.error(f"unknown cases {unknown}; known: {sorted(CASES)}")
     if not (args.vdbb_venv / "bin" / "vectordbbench").exists():
         ap.error(f"no vectordbbench in {args.vdbb_venv}: see this script's docstring")
+    if args.against_milvus and not (args.against_milvus / "bin" / "milvus-server").exists():
+        ap.error(f"no milvus-server in {args.against_milvus}: see this script's docstring")
     announce("vdbb", f"{args.rows} x {args.dim}-d, {args.queries} queries, k={args.k}")
 
     rows_out: list[list[str]] = []
@@ -153,28 +325,15 @@ def main() -> None:
         write_dataset(data, args.rows, args.dim, args.queries, args.k)
         print(f"dataset written in {time.perf_counter() - t:.1f} s", flush=True)
         for case in cases:
-            port = free_port()
-            server = Standalone(work / f"server-{case}", env={"ELANUS_MILVUS_PORT": str(port)})
-            with server:
-                m = run_case(args.vdbb_venv, case, f"http://127.0.0.1:{port}", data, work, args)
-            pairs = zip(m.get("conc_num_list", []), m.get("conc_qps_list", []), strict=False)
-            conc = ", ".join(f"{n}: {q:.0f}" for n, q in pairs)
-            rows_out.append(
-                [
-                    case,
-                    f"{m.get('insert_duration', 0):.1f}",
-                    f"{m.get('optimize_duration', 0):.1f}",
-                    f"{m.get('load_duration', 0):.1f}",
-                    conc,
-                    f"{m.get('recall', 0):.4f}",
-                    f"{1000 * m.get('serial_latency_p99', 0):.1f}",
-                    f"{m['wall_s']:.0f}",
-                ]
-            )
+            base: dict[str, Any] | None = None
+            for server in ("milvus-2.3.5", "elanus") if args.against_milvus else ("elanus",):
+                m = serve_and_run(server, case, data, work, args)
+                rows_out.append(table_row(server, case, m, base))
+                base = base or (m if server != "elanus" else None)
     print_table(
         f"VectorDBBench 2.0.0 custom dataset ({args.rows} x {args.dim}-d, COSINE, k={args.k})",
         [
-            "case", "insert s", "optimize s", "load s", "q/s by concurrency",
+            "server", "case", "insert s", "optimize s", "load s", "q/s by concurrency (/ Milvus)",
             f"recall@{args.k}", "serial p99 ms", "wall s",
         ],
         rows_out,
