@@ -235,7 +235,7 @@ Outcome = proxy_request
 
 def error_code(exc: BaseException) -> str:
     """An error's code: an ``ElanusError``'s, or the ``[CODE]`` a Flight error's text
-    starts with (``elanus.client.wire.to_flight_error``); INTERNAL for anything else."""
+    starts with (``elanus.wire.codec.to_flight_error``); INTERNAL for anything else."""
     if isinstance(exc, ElanusError):
         return str(exc.code)
     text = str(exc)

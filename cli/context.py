@@ -21,9 +21,9 @@ from rich.console import RenderableType
 from typer._click.exceptions import UsageError  # Typer vendors Click
 
 from elanus.cli.output import emit
-from elanus.client.tls import read_pem
 from elanus.errors import ElanusError, ErrorCode
 from elanus.settings import Settings, load_settings
+from elanus.wire.tls import read_pem
 
 if TYPE_CHECKING:
     from elanus.client.client import Client

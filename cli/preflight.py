@@ -19,9 +19,9 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from elanus import objstore
-from elanus.client.tls import server_tls
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.settings import Settings
+from elanus.wire.tls import server_tls
 
 FLAGS = {
     "flight_port": "--port",

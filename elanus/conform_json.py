@@ -17,7 +17,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from elanus.client.bodyshape import max_json_depth
 from elanus.conform_common import (
     first_true,
     mismatch,
@@ -30,6 +29,7 @@ from elanus.schema import (
     RESERVED_NAMES,
     Schema,
 )
+from elanus.wire.bodyshape import max_json_depth
 
 if TYPE_CHECKING:
     import duckdb

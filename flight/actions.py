@@ -20,13 +20,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from elanus.client.wire import DEFAULT_DB, decode_request
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.flight.auth import ANONYMOUS, Caller, authorize
 from elanus.flight.limits import Kind
 from elanus.privileges import OPEN, PRIVILEGES
 from elanus.requests import Body
 from elanus.schema import check_name
+from elanus.wire.codec import DEFAULT_DB, decode_request
 
 if TYPE_CHECKING:
     from elanus.flight.proxy import ProxyServer

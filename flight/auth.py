@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.flight as flight
 
 from elanus.api.auth import Identity, UserIdentity, VerifyPassword
-from elanus.client.wire import DEFAULT_DB
 from elanus.errors import ElanusError, ErrorCode
 from elanus.privileges import ANY, PRIVILEGES, Grant, Need, ObjectType, permits
+from elanus.wire.codec import DEFAULT_DB
 
 if TYPE_CHECKING:
     from elanus.flight.actions import Action

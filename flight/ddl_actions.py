@@ -30,7 +30,6 @@ from elanus.api.rootcoord import (
     RootCoordAPI,
     TsoAlloc,
 )
-from elanus.client.wire import DEFAULT_DB
 from elanus.consistency import ConsistencyLevel
 from elanus.errors import invalid
 from elanus.flight.actions import Call, Executor, action, check_db, check_named
@@ -49,6 +48,7 @@ from elanus.schema import (
     check_name,
     quick_schema,
 )
+from elanus.wire.codec import DEFAULT_DB
 
 DEFAULT_PARTITION = "_default"
 QUICK_METRICS = ("L2", "IP", "COSINE")

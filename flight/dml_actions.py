@@ -10,7 +10,6 @@ from elanus import layout
 from elanus.api.base import as_body
 from elanus.api.compaction import GetCompactionState, TriggerCompaction
 from elanus.api.datacoord import FlushState, SegmentInfo
-from elanus.client.wire import decode_request
 from elanus.errors import invalid
 from elanus.flight.actions import Call, action, check_db, check_named
 from elanus.flight.limits import Kind
@@ -19,6 +18,7 @@ from elanus.privileges import OPEN
 from elanus.requests import Body, decode
 from elanus.schema import check_name
 from elanus.states import SegmentState
+from elanus.wire.codec import decode_request
 
 MAX_DELETE_KEYS = 1_000_000
 

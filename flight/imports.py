@@ -25,7 +25,6 @@ import pyarrow.flight as flight
 
 from elanus import layout, objstore
 from elanus.api.imports import AbortWrite, CreateImport, ImportJobView, ImportState
-from elanus.client.putresult import PutAck
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.flight.metacache import CollectionInfo
 from elanus.importroots import absolute, confine, import_roots
@@ -34,6 +33,7 @@ from elanus.pkhash import shard_of
 from elanus.requests import decode
 from elanus.states import IMPORT_FINAL, ImportJobState
 from elanus.validation import conform_insert
+from elanus.wire.putresult import PutAck
 
 if TYPE_CHECKING:
     from elanus.flight.dml import DmlService

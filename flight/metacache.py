@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from elanus.api.rootcoord import CollectionDescription
-from elanus.client.wire import DEFAULT_DB
 from elanus.properties import ttl_ms
 from elanus.schema import Schema
+from elanus.wire.codec import DEFAULT_DB
 
 
 @dataclass(frozen=True)

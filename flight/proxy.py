@@ -29,9 +29,6 @@ from elanus.channels import requestlog, subjects
 from elanus.channels.bus import Bus
 from elanus.channels.metrics import proxy_request
 from elanus.channels.role import Role
-from elanus.client.bodyshape import set_max_json_depth
-from elanus.client.tls import server_tls
-from elanus.client.wire import decode_request, encode_result, to_flight_error
 from elanus.errors import ElanusError, ErrorCode
 from elanus.flight.actions import catalogue, check_request, lookup, perform, rate_of
 from elanus.flight.auth import (
@@ -57,6 +54,9 @@ from elanus.flight.snapshots import SnapshotService
 from elanus.flight.sql import MIDDLEWARE_KEY as SQL_OPTIONS
 from elanus.flight.sql import SqlHeadersFactory, options_of
 from elanus.flight.streams import client_batches, client_chunks
+from elanus.wire.bodyshape import set_max_json_depth
+from elanus.wire.codec import decode_request, encode_result, to_flight_error
+from elanus.wire.tls import server_tls
 
 if TYPE_CHECKING:
     from elanus.flight.sql.service import SqlService

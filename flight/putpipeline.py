@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING
 
 import pyarrow.flight as flight
 
-from elanus.client.putresult import PutAck
 from elanus.flight.metacache import CollectionInfo
 from elanus.flight.threadwrite import Started, ThreadWrite
+from elanus.wire.putresult import PutAck
 
 if TYPE_CHECKING:
     import pyarrow as pa

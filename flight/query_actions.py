@@ -19,7 +19,6 @@ from elanus.api.querycoord import (
     LoadState,
     ReleaseCollection,
 )
-from elanus.client.wire import DEFAULT_DB, decode_request
 from elanus.errors import invalid
 from elanus.flight.actions import Call, action, check_db, check_named, check_request
 from elanus.flight.auth import Caller
@@ -39,6 +38,7 @@ from elanus.flight.search import (
 from elanus.highlight import Highlighter
 from elanus.privileges import Need
 from elanus.requests import Body
+from elanus.wire.codec import DEFAULT_DB, decode_request
 
 
 def _run_load(c: Call) -> dict[str, Any]:

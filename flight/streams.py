@@ -16,8 +16,8 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pyarrow.flight as flight
 
-from elanus.client.wire import to_flight_error
 from elanus.errors import ElanusError, ErrorCode, invalid
+from elanus.wire.codec import to_flight_error
 
 log = logging.getLogger(__name__)
 _REASON_CHARS = 160

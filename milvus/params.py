@@ -8,8 +8,8 @@ from typing import Any
 
 from pymilvus.grpc_gen import common_pb2
 
-from elanus.client.bodyshape import check_body_shape, max_json_depth
 from elanus.errors import invalid
+from elanus.wire.bodyshape import check_body_shape, max_json_depth
 
 _LEVELS = {v: k for k, v in common_pb2.ConsistencyLevel.items()}
 

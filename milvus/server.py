@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 import grpc
 from pymilvus.grpc_gen import milvus_pb2_grpc
 
-from elanus.client.tls import server_tls
 from elanus.errors import ElanusError, ErrorCode
 from elanus.milvus.alter import AlterRpcs
 from elanus.milvus.analyze import AnalyzerRpcs
@@ -29,6 +28,7 @@ from elanus.milvus.rbac import RbacRpcs
 from elanus.milvus.read import ReadRpcs
 from elanus.milvus.session import SessionRpcs
 from elanus.milvus.snapshots import SnapshotRpcs
+from elanus.wire.tls import server_tls
 
 if TYPE_CHECKING:
     from elanus.flight.proxy import ProxyServer

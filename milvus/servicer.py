@@ -22,7 +22,6 @@ from google.protobuf import message_factory
 from pymilvus.grpc_gen import common_pb2, milvus_pb2, milvus_pb2_grpc
 
 from elanus.channels.metrics import Outcome, proxy_request
-from elanus.client.wire import DEFAULT_DB
 from elanus.errors import ElanusError, ErrorCode
 from elanus.flight.actions import perform
 from elanus.flight.auth import Caller
@@ -31,6 +30,7 @@ from elanus.milvus.auth import MilvusCredentials
 from elanus.milvus.fields import check
 from elanus.milvus.honoured import REQUESTS
 from elanus.milvus.status import not_supported, status_of
+from elanus.wire.codec import DEFAULT_DB
 
 if TYPE_CHECKING:
     from elanus.flight.proxy import ProxyServer

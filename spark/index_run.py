@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> None:
     token = os.environ.get("ELANUS_TOKEN")  # "user:password"; never on a command line
     from pyspark.sql import SparkSession
 
-    from elanus.client.tls import read_pem
+    from elanus.wire.tls import read_pem
 
     connect: dict[str, Any] = (
         {"tls_root_certs": read_pem(args.tls_ca, "--tls-ca")} if args.tls_ca else {}

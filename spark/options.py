@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from elanus.client.tls import read_pem
 from elanus.errors import invalid
+from elanus.wire.tls import read_pem
 
 CREDENTIAL_OPTIONS = ("user", "password", "token")
 """Credentials for a server with ``auth_enabled``: ``user`` + ``password``, or ``token``

@@ -16,10 +16,10 @@ import pyarrow as pa
 
 from elanus import objstore
 from elanus.client.client import Client
-from elanus.client.wire import encode_json
 from elanus.errors import ElanusError
 from elanus.schema import PK_COLUMN, Schema
 from elanus.segments import snapshot_files
+from elanus.wire.codec import encode_json
 
 DELETE_KEYS = ("db", "collection", "collection_id", "vchannel", "ts")
 

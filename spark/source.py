@@ -52,13 +52,13 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from elanus.client.client import Client
-from elanus.client.wire import DEFAULT_DB, decode_body
 from elanus.errors import invalid
 from elanus.schema import Schema
 from elanus.spark import segment_files
 from elanus.spark.filters import translate_all
 from elanus.spark.options import CONNECT_OPTIONS, client_options, target_options
 from elanus.spark.types import arrow_target, conform, spark_schema
+from elanus.wire.codec import DEFAULT_DB, decode_body
 
 MODES = ("auto", "true", "false")
 OPTIONS = (

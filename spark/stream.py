@@ -30,11 +30,11 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from elanus.client.changes import OP, TS, ChangeLog, LogCoordinates, Position
 from elanus.client.client import Client
-from elanus.client.wire import DEFAULT_DB
 from elanus.errors import invalid
 from elanus.schema import Schema
 from elanus.spark.options import CONNECT_OPTIONS, client_options, target_options
 from elanus.spark.types import arrow_target, conform, spark_schema
+from elanus.wire.codec import DEFAULT_DB
 
 STREAM_OPTIONS = (
     "uri",

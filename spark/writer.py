@@ -27,10 +27,10 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from elanus.client.client import Client
-from elanus.client.wire import DEFAULT_DB
 from elanus.errors import invalid
 from elanus.spark.options import CONNECT_OPTIONS, client_options, target_options
 from elanus.states import ImportJobState
+from elanus.wire.codec import DEFAULT_DB
 
 WRITE_OPTIONS = (
     "uri",

@@ -28,8 +28,8 @@ from elanus.channels.dml import (
 )
 from elanus.channels.handoff import Handoff, handoff_for
 from elanus.client import Client
-from elanus.client.putresult import PutAck
 from elanus.flight.proxy import ProxyServer
+from elanus.wire.putresult import PutAck
 
 DIM = 8
 

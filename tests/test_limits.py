@@ -21,10 +21,10 @@ from conftest import Stack, own_stack
 
 from elanus import ElanusError, ErrorCode
 from elanus.client.client import Client
-from elanus.client.putresult import PutAck
 from elanus.errors import parse_prefixed
 from elanus.flight.limits import Kind, RateLimiter
 from elanus.flight.proxy import ProxyServer
+from elanus.wire.putresult import PutAck
 
 DIM = 4
 SCHEMA = pa.schema([("id", pa.int64()), ("vector", pa.list_(pa.float32(), DIM))])

@@ -20,8 +20,8 @@ from conftest import Stack, own_stack, wait_for
 
 from elanus import DataType, ElanusError, ErrorCode, Schema
 from elanus.client.client import Client
-from elanus.client.wire import from_flight_error
 from elanus.flight import proxy
+from elanus.wire.codec import from_flight_error
 
 DIM = 2
 STRONG = "Strong"

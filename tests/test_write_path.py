@@ -38,11 +38,11 @@ from elanus.channels.dml import MsgType
 from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats
 from elanus.client.client import Client
-from elanus.client.putresult import PutAck
-from elanus.client.wire import encode_json, from_flight_error
 from elanus.pkhash import shard_of
 from elanus.segments import storage
 from elanus.segments.pkstats import bloom_bits
+from elanus.wire.codec import encode_json, from_flight_error
+from elanus.wire.putresult import PutAck
 
 WAIT_S = 20.0
 

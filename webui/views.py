@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 import elanus
-from elanus.client.wire import DEFAULT_DB
 from elanus.errors import ElanusError, ErrorCode
 from elanus.flight.actions import perform
 from elanus.flight.auth import Caller
+from elanus.wire.codec import DEFAULT_DB
 
 if TYPE_CHECKING:
     from elanus.flight.proxy import ProxyServer

@@ -10,7 +10,7 @@ import pyarrow.flight as flight
 
 from elanus.client.base import ClientBase
 from elanus.client.compat import reject_unknown
-from elanus.client.wire import from_flight_error
+from elanus.wire.codec import from_flight_error
 
 
 class AdminAPI(ClientBase):

@@ -14,10 +14,10 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from elanus.client.retry import OnWait
-from elanus.client.tls import PemSource, client_tls
-from elanus.client.wire import DEFAULT_DB, decode_body, encode_json, from_flight_error
 from elanus.errors import ElanusError, ErrorCode
 from elanus.schema import Schema, check_name
+from elanus.wire.codec import DEFAULT_DB, decode_body, encode_json, from_flight_error
+from elanus.wire.tls import PemSource, client_tls
 
 RECONNECT_OPTIONS = [
     ("grpc.initial_reconnect_backoff_ms", 100),

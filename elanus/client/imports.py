@@ -14,10 +14,10 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from elanus.client.upload import import_with_uploads, is_loopback, upload
-from elanus.client.wire import encode_json
 from elanus.client.write import DEFAULT_BATCH_BYTES, WriteAPI
 from elanus.errors import ElanusError, ErrorCode
 from elanus.states import ImportJobState
+from elanus.wire.codec import encode_json
 
 
 class ImportAPI(WriteAPI):

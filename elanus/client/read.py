@@ -13,9 +13,9 @@ import pyarrow.flight as flight
 from elanus.client.base import ClientBase
 from elanus.client.compat import reject_unknown
 from elanus.client.results import SearchResult, load_state
-from elanus.client.wire import decode_body, encode_json, from_flight_error
 from elanus.consistency import ConsistencyLevel
 from elanus.errors import ElanusError, ErrorCode
+from elanus.wire.codec import decode_body, encode_json, from_flight_error
 
 
 class ReadAPI(ClientBase):

@@ -17,9 +17,9 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from elanus.client.base import ClientBase
-from elanus.client.wire import from_flight_error
 from elanus.consistency import ConsistencyLevel
 from elanus.errors import ElanusError, ErrorCode, invalid
+from elanus.wire.codec import from_flight_error
 
 
 class SqlAPI(ClientBase):

@@ -26,10 +26,10 @@ import pyarrow.flight as flight
 from elanus.client.compat import reject_unknown
 from elanus.client.read import ReadAPI
 from elanus.client.results import Hit, Hits
-from elanus.client.wire import from_flight_error
 from elanus.errors import ElanusError, ErrorCode
 from elanus.outputs import entity, json_fields, resolve_outputs
 from elanus.schema import Schema
+from elanus.wire.codec import from_flight_error
 
 _END = object()
 FIXED = ("query_index", "rank", "id", "distance")

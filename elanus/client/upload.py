@@ -21,9 +21,9 @@ from urllib.parse import urlparse
 import pyarrow as pa
 import pyarrow.flight as flight
 
-from elanus.client.wire import encode_json, from_flight_error
 from elanus.errors import ElanusError, ErrorCode
 from elanus.settings import is_loopback_host
+from elanus.wire.codec import encode_json, from_flight_error
 
 CHUNK_BYTES = 4 << 20
 """Bytes per uploaded batch (one binary value each)."""

@@ -14,11 +14,11 @@ import pyarrow.flight as flight
 from elanus.client.base import ClientBase
 from elanus.client.bodyalign import BodyAligner
 from elanus.client.compat import reject_unknown
-from elanus.client.putresult import PutAck
 from elanus.client.retry import retrying
-from elanus.client.wire import encode_json, from_flight_error
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.rows import same_fields, to_arrow
+from elanus.wire.codec import encode_json, from_flight_error
+from elanus.wire.putresult import PutAck
 
 ATOMIC_LIMIT_BYTES = 256 << 20
 """Inserts up to this size are checked whole before anything is written (the proxy's

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from elanus.client.wire import decode_request
 from elanus.consistency import ConsistencyLevel
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.flight.actions import check_db, check_named
 from elanus.flight.search.check import split_search_params
 from elanus.requests import Body
 from elanus.schema import DataType, Field, check_name
+from elanus.wire.codec import decode_request
 
 MAX_TOPK = 16_384
 MAX_NQ = 16_384

@@ -16,10 +16,10 @@ from typing import Any
 
 import orjson
 
-from elanus.client.bodyshape import Shape
 from elanus.flight.metacache import CollectionInfo
 from elanus.schema import Field, Function
 from elanus.searchrequest import SearchRequest
+from elanus.wire.bodyshape import Shape
 
 MAX_PLANS = 256
 """Request shapes remembered; past that the table starts over (shapes repeat in practice,

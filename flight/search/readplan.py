@@ -35,7 +35,6 @@ from elanus.api.querynode import (
     ReadSegments,
     ReadShard,
 )
-from elanus.client.wire import encode_json
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.flight.actions import Call, action, check_db, check_named, check_request, lookup
 from elanus.flight.auth import ANONYMOUS, Caller, authorize
@@ -47,6 +46,7 @@ from elanus.flight.search.check import check_filter, check_issued
 from elanus.flight.streams import coded_stream
 from elanus.requests import Body
 from elanus.schema import DENSE_FLOAT_TYPES, DYNAMIC_FIELD, DataType, Schema
+from elanus.wire.codec import encode_json
 
 if TYPE_CHECKING:
     from elanus.flight.proxy import ProxyServer

@@ -31,7 +31,6 @@ from elanus.api.indexcoord import DescribeIndex
 from elanus.api.querycoord import NodeUnreachable, QueryRoute, Route
 from elanus.api.querynode import QueryNodeAPI, ReadShard, SearchShard, ShardHits
 from elanus.channels.metrics import PROXY_FAILOVERS
-from elanus.client.bodyshape import body_objects, check_body_shape
 from elanus.consistency import ConsistencyLevel
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.flight.actions import check_request
@@ -76,6 +75,7 @@ from elanus.partitionkey import partition_name_refused, read_partitions
 from elanus.reduce import reduce_parts
 from elanus.schema import Field
 from elanus.searchrequest import SearchRequest
+from elanus.wire.bodyshape import body_objects, check_body_shape
 
 if TYPE_CHECKING:
     from elanus.flight.proxy import ProxyServer

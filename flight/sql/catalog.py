@@ -16,13 +16,13 @@ import pyarrow as pa
 
 import elanus
 from elanus import flightsql
-from elanus.client.wire import encode_json
 from elanus.errors import invalid
 from elanus.flight.actions import perform
 from elanus.flight.auth import Caller
 from elanus.flight.sql.statement import CATALOG
 from elanus.flight.sql.tables import PARTITION, readable_fields, table_schema
 from elanus.privileges import Need
+from elanus.wire.codec import encode_json
 
 if TYPE_CHECKING:
     from elanus.flight.proxy import ProxyServer

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 import pyarrow.flight as flight
 
-from elanus.client.wire import DEFAULT_DB
 from elanus.consistency import ConsistencyLevel
 from elanus.errors import invalid
 from elanus.schema import check_name
+from elanus.wire.codec import DEFAULT_DB
 
 MIDDLEWARE_KEY = "sql-options"
 DATABASE = "elanus-database"

@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import pyarrow as pa
 
-from elanus.client.wire import encode_json
 from elanus.errors import invalid
 from elanus.flight.actions import check_request
 from elanus.flight.metacache import CollectionInfo
@@ -33,6 +32,7 @@ from elanus.flight.search import hits_table
 from elanus.flight.sql.statement import SEARCH_FUNCTION, Parser, SearchCall
 from elanus.flight.sql.tables import sql_type
 from elanus.outputs import stored_columns
+from elanus.wire.codec import encode_json
 
 if TYPE_CHECKING:
     from elanus.flight.proxy import ProxyServer

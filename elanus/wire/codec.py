@@ -13,9 +13,9 @@ from typing import Any
 import orjson
 import pyarrow.flight as flight
 
-from elanus.client.bodyshape import check_body_shape, max_json_depth
-from elanus.client.tls import unavailable_hint
 from elanus.errors import ElanusError, ErrorCode, invalid, parse_prefixed
+from elanus.wire.bodyshape import check_body_shape, max_json_depth
+from elanus.wire.tls import unavailable_hint
 
 DEFAULT_DB = "default"
 
