@@ -5,7 +5,7 @@ single-query exact search after each (the first read after an append settles the
     .venv/bin/python bench/growing.py --rows 200000     # a quicker run
 
 No server: ``MemSegment`` in process, as a delegator holds it. Two layouts, one after the
-other in the same run: settled rows in blocks (``segments/blocks.py``, today's) and the
+other in the same run: settled rows in blocks (``segments/querynode/blocks.py``, today's) and the
 baseline, one table that every settle copies whole (the blocks' limits set to infinity,
 which is what the segment did before blocks).
 """
@@ -19,8 +19,8 @@ import numpy as np
 import pyarrow as pa
 
 from elanus.schema import DataType, Field, Schema
-from elanus.segments import blocks
-from elanus.segments.memseg import MemSegment
+from elanus.segments.querynode import blocks
+from elanus.segments.querynode.memseg import MemSegment
 
 
 def run(rows: int, batch: int, dim: int) -> np.ndarray:

@@ -47,8 +47,8 @@ class RoleSpec:
 ROLES: dict[str, RoleSpec] = {
     # Insertion order is start order (stop order is the reverse); coord must come first.
     "coord": RoleSpec("elanus.meta.coord:Coordinator"),
-    "datanode": RoleSpec("elanus.segments.datanode:DataNode"),
-    "querynode": RoleSpec("elanus.segments.querynode:QueryNode"),
+    "datanode": RoleSpec("elanus.segments.datanode.node:DataNode"),
+    "querynode": RoleSpec("elanus.segments.querynode.node:QueryNode"),
     "indexnode": RoleSpec("elanus.index.indexnode:IndexNode"),
     "proxy": RoleSpec("elanus.webui.face:ConsoleProxy"),  # Flight, Milvus's protocol, console
 }

@@ -11,7 +11,7 @@ name); ``describe`` shows the collection's own keys only (:func:`public`).
 
 With it on, a query node maps the index's vectors or codes from the index file instead
 of reading them into memory (``elanus.index.engine.load_index``), and a field's raw
-column from a copy on its disk (``segments/mappedcolumns.py``; not the primary key).
+column from a copy on its disk (``segments/querynode/mappedcolumns.py``; not the primary key).
 """
 
 from __future__ import annotations

@@ -114,7 +114,7 @@ class Settings:
     """How long a load with no query node running waits for one to appear (one may be just
     starting) before it fails with UNAVAILABLE."""
     query_memory_limit_bytes: int = 0
-    """Memory a query node's loaded segments may take (``segments/admission.py``); 0: 90 %
+    """Memory a query node's loaded segments may take (``segments/querynode/admission.py``); 0: 90 %
     of what the system says is available at each load. A load past it is refused."""
     index_build_delay_s: float = 0.0
     """Index nodes wait this long before each build (for tests and demos of builder loss)."""

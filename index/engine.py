@@ -541,7 +541,7 @@ class SegmentIndex:
 
 # -- FAISS's storage seen as NumPy, and its range-search hits as a k-NN result ---------------
 # Zero-copy views of the vectors an index stores are what let a segment drop its own column
-# when its index holds the vectors (``segments/heldvectors.py``) and the exact kernel scan
+# when its index holds the vectors (``segments/querynode/heldvectors.py``) and the exact kernel scan
 # them in place (``SegmentIndex._exact_kernel``). FAISS's range search gives each query a
 # variable number of hits (``lims``); the engine answers with the best ``k`` of them per
 # query, padded as its k-NN searches are.

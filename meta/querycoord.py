@@ -516,7 +516,7 @@ class QueryCoord:
 
     def _trim_checkpoint(self, r: Replica, vchannel: str) -> Checkpoint | None:
         """The datanode checkpoint of ``vchannel`` a delegator may trim its delete buffer
-        to (``segments/deletebuffer.py``), or none: a segment it serves was compacted
+        to (``segments/querynode/deletebuffer.py``), or none: a segment it serves was compacted
         away and not yet handed over (its files no longer get new deletes)."""
         data = self.data
         for sid in r.segments:

@@ -5,7 +5,7 @@ as ``describe_collection`` and ``describe_index`` answered) and the segments tha
 its rows at the snapshot's timestamp ``T``, with their files. The proxy makes those files
 complete up to ``T`` first (``flight/snapshots.py``: a flush, then every delete up to
 ``T`` written), so a segment's Lance rows with ``_ts <= T`` less its delta logs' deletes
-up to ``T`` are exactly what a read at ``T`` saw (``segments/snapshot_files.py``).
+up to ``T`` are exactly what a read at ``T`` saw (``segments/storage/snapshot_files.py``).
 
 The segments are chosen as a backup's catalog at ``T`` keeps them (``backupfiles.as_of``):
 flushed or dropped after ``T`` (a compaction's sources swapped out since stay), never a

@@ -1,9 +1,9 @@
 """Reading a sealed endpoint of a read plan straight from the segment's files, on a Spark
-executor that sees them (``elanus.segments.snapshot_files`` reads them).
+executor that sees them (``elanus.segments.storage.snapshot_files`` reads them).
 
 In a plan of a loaded collection deletes come from two places: the delegator's buffer
 (asked through the proxy, first) and the delta logs on disk (read second); every delete is
-in at least one of them at that moment (see ``elanus.segments.snapshot_read``). A
+in at least one of them at that moment (see ``elanus.segments.querynode.snapshot_read``). A
 files-only plan was taken once every delete up to its timestamp was on disk.
 """
 
@@ -18,7 +18,7 @@ from elanus import objstore
 from elanus.client.client import Client
 from elanus.errors import ElanusError
 from elanus.schema import PK_COLUMN, Schema
-from elanus.segments import snapshot_files
+from elanus.segments.storage import snapshot_files
 from elanus.wire.codec import encode_json
 
 DELETE_KEYS = ("db", "collection", "collection_id", "vchannel", "ts")

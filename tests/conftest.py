@@ -35,8 +35,8 @@ from elanus.flight.proxy import ProxyServer
 from elanus.index.indexnode import IndexNode
 from elanus.meta.coord import Coordinator
 from elanus.schema import quick_schema
-from elanus.segments.datanode import DataNode
-from elanus.segments.querynode import QueryNode
+from elanus.segments.datanode.node import DataNode
+from elanus.segments.querynode.node import QueryNode
 from elanus.settings import Settings
 
 STEP_TIMEOUT_S = 30.0

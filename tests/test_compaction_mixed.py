@@ -22,7 +22,7 @@ from elanus.client.client import Client
 from elanus.errors import ElanusError, ErrorCode
 from elanus.schema import DataType, Schema
 from elanus.segments import storage
-from elanus.segments.compactor import compact_segments
+from elanus.segments.storage.compactor import compact_segments
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -17,10 +17,10 @@ from conftest import Stack, wait_for
 
 from elanus.api.querynode import SealedSegment
 from elanus.segments import storage
-from elanus.segments.delegator import Delegator
-from elanus.segments.deletebuffer import DeleteBuffer
-from elanus.segments.distribution import Distribution
-from elanus.segments.pkoracle import PkOracle
+from elanus.segments.querynode.delegator import Delegator
+from elanus.segments.querynode.deletebuffer import DeleteBuffer
+from elanus.segments.querynode.distribution import Distribution
+from elanus.segments.storage.pkoracle import PkOracle
 
 DIM = 8
 STRONG = "Strong"

@@ -12,7 +12,7 @@ import pytest
 from conftest import Stack, both_transports, raises_code, wait_for
 
 from elanus.errors import ErrorCode
-from elanus.segments.querynode import QueryNode
+from elanus.segments.querynode.node import QueryNode
 
 DIM = 4
 WORKERS = 3

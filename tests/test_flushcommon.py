@@ -21,11 +21,11 @@ from elanus.channels.dml import DmlMessage, MsgType
 from elanus.channels.supervisor import Supervisor
 from elanus.schema import Schema
 from elanus.segments import storage
-from elanus.segments.channel_writer import ChannelWriter
+from elanus.segments.datanode.channel_writer import ChannelWriter
 from elanus.segments.flushcommon import syncpack
 from elanus.segments.flushcommon.syncmgr import SyncAbandoned, SyncManager
 from elanus.segments.flushcommon.writebuffer import WriteBuffer
-from elanus.segments.pkstats import PkStats, bloom_bits
+from elanus.segments.storage.pkstats import PkStats, bloom_bits
 from tests.conftest import Stack, wait_for
 from tests.test_recovery import stored_pks
 

@@ -1,4 +1,4 @@
-"""A sealed segment whose index holds its vectors drops the column (segments/heldvectors)
+"""A sealed segment whose index holds its vectors drops the column (segments/querynode/heldvectors)
 and still answers every read as a segment holding the column does: output vectors (from
 the index, or from the files for COSINE's unit vectors and float16), exact, filtered and
 range searches, deletes, and searches in another metric once the index is dropped."""
@@ -19,8 +19,8 @@ from elanus.index.engine import load_index
 from elanus.indexparams import make_index_spec
 from elanus.schema import DataType, Field, Schema
 from elanus.segments import storage
-from elanus.segments.memseg import MemSegment
-from elanus.segments.worker import attach_index, load_segment
+from elanus.segments.querynode.memseg import MemSegment
+from elanus.segments.querynode.worker import attach_index, load_segment
 
 N, DIM = 5000, 16
 SCHEMA = Schema(

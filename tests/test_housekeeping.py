@@ -21,7 +21,7 @@ from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats
 from elanus.client.client import Client
 from elanus.meta.coord import Coordinator
-from elanus.segments.querynode import QueryNode
+from elanus.segments.querynode.node import QueryNode
 from elanus.states import IndexTaskState
 
 DIM = 8

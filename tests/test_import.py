@@ -24,7 +24,7 @@ from conftest import STEP_TIMEOUT_S, Stack, own_stack, wait_for
 from segment_reader import read_deltas, read_rows
 
 import elanus.meta.importfiles as importfiles
-import elanus.segments.importer as importer
+import elanus.segments.datanode.importer as importer
 from elanus import layout, objstore
 from elanus.api.datanode import ImportTaken, RunImport
 from elanus.api.imports import ImportAPI, PrepareImport
@@ -470,7 +470,7 @@ def test_a_committed_job_is_finished_after_its_executor_fails(
         await real(*args)
 
     monkeypatch.setattr(importer, "finalize", flaky)
-    monkeypatch.setattr("elanus.segments.datanode.finalize", flaky)
+    monkeypatch.setattr("elanus.segments.datanode.node.finalize", flaky)
     client = stack.client()
     create(client, "resumed")
     job = client.bulk_import("resumed", [parquet(tmp_path / "r.parquet", rows_table(range(80)))])
@@ -493,7 +493,7 @@ def test_reads_wait_for_a_committed_import_instead_of_seeing_part_of_it(
 
     monkeypatch.setattr(importer, "finalize", held)
     # held wherever the job is finished: a job resumed on a datanode goes this way
-    monkeypatch.setattr("elanus.segments.datanode.finalize", held)
+    monkeypatch.setattr("elanus.segments.datanode.node.finalize", held)
     client = stack.client()
     create(client, "held")
     client.insert("held", rows_table(range(10_000, 10_010)))

@@ -94,8 +94,8 @@ def _is_private(name: str) -> bool:
 def test_search_modules_call_no_private_names_of_others() -> None:
     """The proxy's read side (``flight/search/``) works through public names only: a
     module uses its own private names, never another object's or module's. So do the
-    delegator's snapshot reads (``segments/snapshot_read.py``)."""
-    paths = [*sorted(SEARCH_DIR.glob("*.py")), ROOT / "segments" / "snapshot_read.py"]
+    delegator's snapshot reads (``segments/querynode/snapshot_read.py``)."""
+    paths = [*sorted(SEARCH_DIR.glob("*.py")), ROOT / "segments" / "querynode" / "snapshot_read.py"]
     reaches = {
         path.name: found
         for path in paths

@@ -8,8 +8,8 @@ import pytest
 
 from elanus.expr import parse
 from elanus.schema import DataType, Field, Schema
-from elanus.segments import blocks
-from elanus.segments.memseg import MemSegment
+from elanus.segments.querynode import blocks
+from elanus.segments.querynode.memseg import MemSegment
 
 DIM = 16
 SCHEMA = Schema(
@@ -67,7 +67,7 @@ def test_search_query_count_at_a_timestamp_equal_brute_force(growing: bool) -> N
 def test_a_growing_segment_in_many_blocks_answers_as_one_sealed_table(
     metric: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Settled rows live in blocks (``segments/blocks.py``); reads between appends settle
+    """Settled rows live in blocks (``segments/querynode/blocks.py``); reads between appends settle
     them bit by bit. Searches (top-k, ranges, filters, k beyond the visible rows) and
     queries equal those of the same rows in one table."""
     monkeypatch.setattr(blocks, "BLOCK_BYTES", 4096)  # ~48 rows of 16-d: many blocks

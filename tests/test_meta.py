@@ -179,7 +179,7 @@ COORD_PROCESS = textwrap.dedent(
     from elanus.channels.bus import Bus
     from elanus.channels.natsauth import NatsCredentials
     from elanus.meta.coord import Coordinator
-    from elanus.segments.datanode import DataNode
+    from elanus.segments.datanode.node import DataNode
     from elanus.settings import Settings
 
     async def main():

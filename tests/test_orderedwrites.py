@@ -1,4 +1,4 @@
-"""Writes to several segments at once, each segment's in order (segments/orderedwrites.py)."""
+"""Writes to several segments at once, each segment's in order (datanode/orderedwrites.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from elanus.segments.orderedwrites import OrderedWrites
+from elanus.segments.datanode.orderedwrites import OrderedWrites
 
 
 def test_a_keys_writes_run_in_order_and_other_keys_meanwhile() -> None:

@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 
 from elanus.pkhash import hash_pks
-from elanus.segments.pkstats import BITS_PER_KEY, PkStats, bloom_bits
+from elanus.segments.storage.pkstats import BITS_PER_KEY, PkStats, bloom_bits
 
 
 def _keys(n: int, seed: int = 1) -> pa.Array:

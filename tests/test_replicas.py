@@ -30,7 +30,7 @@ from test_read_path import wait_querynodes
 from elanus.channels.metrics import PROXY_FAILOVERS
 from elanus.client.client import Client
 from elanus.errors import ElanusError, ErrorCode
-from elanus.segments.querynode import QueryNode
+from elanus.segments.querynode.node import QueryNode
 
 DIM = 8
 STRONG = "Strong"

@@ -28,8 +28,8 @@ from elanus.client.client import Client
 from elanus.meta.coord import Coordinator
 from elanus.schema import TIMESTAMP_FIELD, quick_schema
 from elanus.segments import storage
-from elanus.segments.datanode import DataNode
-from elanus.segments.querynode import QueryNode
+from elanus.segments.datanode.node import DataNode
+from elanus.segments.querynode.node import QueryNode
 from elanus.settings import Settings, load_settings
 
 DIM = 8

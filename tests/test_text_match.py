@@ -17,7 +17,7 @@ from conftest import Stack, wait_for
 from elanus import DataType, ElanusError, ErrorCode, Schema
 from elanus.expr import parse
 from elanus.expr.textmatch import TextIndexes
-from elanus.segments.memseg import MemSegment
+from elanus.segments.querynode.memseg import MemSegment
 
 CORPUS: dict[int, str | None] = {
     1: "Machine learning boosts efficiency",  # machin@0 learn@1 boost@2 effici@3

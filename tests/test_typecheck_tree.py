@@ -27,7 +27,7 @@ PROBES = {
     "elanus.index": ("elanus.index.indexnode", "IndexNode"),
     "elanus.meta": ("elanus.meta.coord", "Coordinator"),
     "elanus.milvus": ("elanus.milvus.server", "MilvusFace"),
-    "elanus.segments": ("elanus.segments.datanode", "DataNode"),
+    "elanus.segments": ("elanus.segments.datanode.node", "DataNode"),
     "elanus.spark": ("elanus.spark.index_run", "IndexRun"),
     "elanus.webui": ("elanus.webui.server", "WebConsole"),
 }

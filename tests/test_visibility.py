@@ -7,7 +7,7 @@ import pyarrow as pa
 import pytest
 
 from elanus.properties import expire_floor
-from elanus.segments.visibility import RowVersions
+from elanus.segments.querynode.visibility import RowVersions
 from elanus.tsutil import compose
 
 

@@ -40,7 +40,7 @@ from elanus.channels.nats_server import EmbeddedNats
 from elanus.client.client import Client
 from elanus.pkhash import shard_of
 from elanus.segments import storage
-from elanus.segments.pkstats import bloom_bits
+from elanus.segments.storage.pkstats import bloom_bits
 from elanus.wire.codec import encode_json, from_flight_error
 from elanus.wire.putresult import PutAck
 

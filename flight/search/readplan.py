@@ -6,7 +6,7 @@ inside the retention window), waits until every delegator of the collection appl
 messages up to ``T``, and returns one endpoint per sealed segment plus one per vchannel
 for its growing segments. Each ticket names its segments by id and carries ``T``, so
 redeeming every ticket (in any order, in parallel, later) returns exactly the rows a
-``query`` with ``as_of=T`` returns (see ``elanus.segments.snapshot_read`` for why listed
+``query`` with ``as_of=T`` returns (see ``elanus.segments.querynode.snapshot_read`` for why listed
 ids stay right while flushes and compactions go on).
 
 Tickets (JSON, redeemed with ``DoGet`` on any proxy):

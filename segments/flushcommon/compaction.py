@@ -18,12 +18,12 @@ from elanus.api.compaction import CompactionDone, CompactionFailed, CompactionPl
 from elanus.channels.supervisor import describe
 from elanus.schema import Schema
 from elanus.segments import storage
-from elanus.segments.compactor import compact_segments
 from elanus.segments.flushcommon.coordreport import CoordReports
 from elanus.segments.flushcommon.flusher import Flusher
 from elanus.segments.flushcommon.syncmgr import SyncManager
 from elanus.segments.flushcommon.writebuffer import WriteBuffer
-from elanus.segments.pkstats import PkStats
+from elanus.segments.storage.compactor import compact_segments
+from elanus.segments.storage.pkstats import PkStats
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from elanus.api.datacoord import (
 from elanus.errors import ElanusError
 
 if TYPE_CHECKING:
-    from elanus.segments.datanode import DataNode
+    from elanus.segments.datanode.node import DataNode
 
 log = logging.getLogger(__name__)
 REPORT_TIMEOUT_S = 10.0

@@ -21,7 +21,7 @@ from elanus.segments.flushcommon.coordreport import CoordReports
 from elanus.segments.flushcommon.syncmgr import SyncManager
 from elanus.segments.flushcommon.syncpack import DeltaSync, RowsSync, SealSync
 from elanus.segments.flushcommon.writebuffer import SegmentBuffer, WriteBuffer
-from elanus.segments.pkstats import PkStats
+from elanus.segments.storage.pkstats import PkStats
 
 log = logging.getLogger(__name__)
 

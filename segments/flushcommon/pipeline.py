@@ -30,7 +30,7 @@ from elanus.segments.flushcommon.syncmgr import SyncManager
 from elanus.segments.flushcommon.writebuffer import WriteBuffer
 
 if TYPE_CHECKING:
-    from elanus.segments.datanode import DataNode
+    from elanus.segments.datanode.node import DataNode
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ import pyarrow as pa
 from elanus import layout
 from elanus.segments import storage
 from elanus.segments.flushcommon.writebuffer import Deletes
-from elanus.segments.pkstats import PkStats
+from elanus.segments.storage.pkstats import PkStats
 
 
 def delete_records(deletes: Deletes) -> tuple[pa.Array, pa.Array]:

@@ -38,8 +38,8 @@ import pyarrow.compute as pc
 from elanus.channels.dml import DmlMessage, MsgType
 from elanus.schema import TIMESTAMP_FIELD, Schema
 from elanus.segments import storage
-from elanus.segments.pkoracle import PkOracle
-from elanus.segments.pkstats import PkStats, bloom_bits
+from elanus.segments.storage.pkoracle import PkOracle
+from elanus.segments.storage.pkstats import PkStats, bloom_bits
 from elanus.states import SegmentState
 
 log = logging.getLogger(__name__)

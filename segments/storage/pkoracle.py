@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from elanus.pkhash import hash_pks
-from elanus.segments.pkstats import PkStats
+from elanus.segments.storage.pkstats import PkStats
 
 
 class _Keys:

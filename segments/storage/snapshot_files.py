@@ -6,7 +6,7 @@ logs yet (a delegator's buffer, for a plan of a loaded collection) or none (a fi
 plan, taken once every delete up to ``T`` was written: ``flight/search/fileplan.py``).
 Only the needed columns are read from Lance (the output, the key, ``_ts`` and what the
 filter looks at); ``_ts <= T`` is pushed into the Lance scan (with a collection TTL, also
-``_ts >= expire_floor(T, ttl)``: ``segments/visibility.py``), the filter runs on each
+``_ts >= expire_floor(T, ttl)``: ``segments/querynode/visibility.py``), the filter runs on each
 Arrow batch. Used by Spark executors that see the files and by a proxy redeeming a files
 ticket.
 """
@@ -26,7 +26,7 @@ from elanus.expr import parse
 from elanus.properties import expire_floor
 from elanus.schema import PK_COLUMN, TIMESTAMP_FIELD, Schema
 from elanus.segments import storage
-from elanus.segments.compactor import deleted_mask
+from elanus.segments.storage.compactor import deleted_mask
 
 PAGE_BATCH_ROWS = 65536
 

@@ -48,13 +48,13 @@ from elanus.errors import ElanusError, ErrorCode
 from elanus.expr import Expr
 from elanus.schema import PK_COLUMN
 from elanus.segments import storage
-from elanus.segments.delegator import WORKER_CALL_S
-from elanus.segments.deletebuffer import DeleteSnapshot
-from elanus.segments.memseg import MemSegment
-from elanus.segments.worker import concat_or_empty, load_segment, segment_read
+from elanus.segments.querynode.delegator import WORKER_CALL_S
+from elanus.segments.querynode.deletebuffer import DeleteSnapshot
+from elanus.segments.querynode.memseg import MemSegment
+from elanus.segments.querynode.worker import concat_or_empty, load_segment, segment_read
 
 if TYPE_CHECKING:
-    from elanus.segments.delegator import Delegator
+    from elanus.segments.querynode.delegator import Delegator
 
 
 def _wanted(partition_ids: list[int] | None) -> set[int] | None:

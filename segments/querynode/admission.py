@@ -3,7 +3,7 @@ with an error that says what to do, instead of being killed by the kernel part-w
 
 The estimate is what loading keeps in memory, from the sizes of the files: the
 segment's data files, less the vector columns an index holds (they are not read,
-``segments/heldvectors``) and the fixed-width columns mapped (``segments/mappedcolumns``;
+``heldvectors``) and the fixed-width columns mapped (``mappedcolumns``;
 a mapped text or JSON column still counts, an over-estimate), plus the index files not
 mapped (``mmap.enabled`` ones are paged in from disk as searches touch them, and the
 kernel can drop those pages again).

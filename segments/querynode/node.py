@@ -57,9 +57,10 @@ from elanus.errors import ElanusError, ErrorCode
 from elanus.expr import Expr, parse_cached
 from elanus.index.kernels import stop_faiss_interrupt_checks
 from elanus.schema import Schema
-from elanus.segments import snapshot_files, snapshot_read
-from elanus.segments.delegator import Delegator
-from elanus.segments.worker import Worker
+from elanus.segments.querynode import snapshot_read
+from elanus.segments.querynode.delegator import Delegator
+from elanus.segments.querynode.worker import Worker
+from elanus.segments.storage import snapshot_files
 from elanus.settings import Settings
 
 log = logging.getLogger(__name__)

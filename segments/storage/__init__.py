@@ -26,7 +26,7 @@ from elanus import layout, objstore
 from elanus.errors import ElanusError, ErrorCode
 from elanus.layout import Loc
 from elanus.schema import PK_COLUMN, TIMESTAMP_ARROW_FIELD, TIMESTAMP_FIELD, Schema
-from elanus.segments.pkstats import PkStats
+from elanus.segments.storage.pkstats import PkStats
 
 DELTA_SCHEMA = pa.schema([pa.field("ts", pa.uint64(), nullable=False)])
 Rows = TypeVar("Rows", pa.Table, pa.RecordBatch)

@@ -34,9 +34,9 @@ from elanus.scalarindex import is_scalar_spec
 from elanus.schema import PK_COLUMN, Schema
 from elanus.searchrequest import SearchRequest
 from elanus.segments import storage
-from elanus.segments.admission import admit
-from elanus.segments.mappedcolumns import map_columns
-from elanus.segments.memseg import MemSegment
+from elanus.segments.querynode.admission import admit
+from elanus.segments.querynode.mappedcolumns import map_columns
+from elanus.segments.querynode.memseg import MemSegment
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ def load_segment(
 ) -> MemSegment:
     """Read a flushed segment, its persisted deletes and its built indexes (in a thread);
     index entries that did not load are added to ``failed``. The indexes load first: a
-    vector column that an index holds is not read at all (``segments/heldvectors``)."""
+    vector column that an index holds is not read at all (``segments/querynode/heldvectors``)."""
     seg_dir = layout.parent(spec.path)
     built = [(entry, read_index(spec.segment_id, entry, mmap_dir)) for entry in spec.indexes]
     held = frozenset(e.field for e, ix in built if getattr(ix, "holds_vectors", False))
@@ -130,7 +130,7 @@ class Worker:
     ) -> None:
         self.mmap_dir = mmap_dir
         self.memory_limit, self.node = memory_limit, node
-        """The admission budget (``segments/admission.py``): ``None`` admits every load."""
+        """The admission budget (``querynode/admission.py``): ``None`` admits every load."""
         """Where mapped index files copied from object storage go (``read_index``)."""
         self.segments: dict[int, MemSegment] = {}
         self.collection_of: dict[int, int] = {}

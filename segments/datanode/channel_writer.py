@@ -19,7 +19,7 @@ from elanus.segments.flushcommon.syncmgr import SyncManager
 from elanus.segments.flushcommon.writebuffer import SegmentBuffer, WriteBuffer
 
 if TYPE_CHECKING:
-    from elanus.segments.datanode import DataNode
+    from elanus.segments.datanode.node import DataNode
 
 STOP_SYNCS_S = 30.0
 """How long a stopping writer lets its syncs finish (files stay whole) before cancelling."""

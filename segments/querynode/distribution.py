@@ -20,7 +20,7 @@ from typing import Any
 from elanus import layout
 from elanus.api.querynode import SealedSegment
 from elanus.segments import storage
-from elanus.segments.pkoracle import PkOracle
+from elanus.segments.storage.pkoracle import PkOracle
 
 RETIRED_KEPT = 4096
 

@@ -54,21 +54,21 @@ from elanus.expr import Expr
 from elanus.reduce import add_term_stats
 from elanus.schema import TIMESTAMP_FIELD, Schema
 from elanus.searchrequest import SearchRequest
-from elanus.segments.deletebuffer import DeleteBuffer
-from elanus.segments.distribution import Distribution
-from elanus.segments.memseg import MemSegment
-from elanus.segments.pkoracle import PkOracle
-from elanus.segments.worker import (
+from elanus.segments.querynode.deletebuffer import DeleteBuffer
+from elanus.segments.querynode.distribution import Distribution
+from elanus.segments.querynode.memseg import MemSegment
+from elanus.segments.querynode.worker import (
     concat_or_empty,
     reduce_request,
     search_part,
     segment_read,
     term_stats,
 )
+from elanus.segments.storage.pkoracle import PkOracle
 from elanus.states import SegmentState
 
 if TYPE_CHECKING:
-    from elanus.segments.querynode import QueryNode
+    from elanus.segments.querynode.node import QueryNode
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")

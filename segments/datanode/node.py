@@ -25,8 +25,8 @@ from elanus.channels.loop import cancel_and_wait
 from elanus.channels.role import Role, RoleHandler
 from elanus.errors import ElanusError
 from elanus.schema import Schema
-from elanus.segments.channel_writer import ChannelWriter
-from elanus.segments.importer import ImportTask, finalize, report_failure
+from elanus.segments.datanode.channel_writer import ChannelWriter
+from elanus.segments.datanode.importer import ImportTask, finalize, report_failure
 from elanus.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -25,9 +25,10 @@ from elanus.expr import Expr
 from elanus.expr.textmatch import TextIndexes
 from elanus.index.kernels import BM25, VectorIndexExact
 from elanus.schema import TIMESTAMP_FIELD, Schema
-from elanus.segments import blocks, storage
-from elanus.segments.heldvectors import HeldVectors
-from elanus.segments.visibility import RowVersions
+from elanus.segments import storage
+from elanus.segments.querynode import blocks
+from elanus.segments.querynode.heldvectors import HeldVectors
+from elanus.segments.querynode.visibility import RowVersions
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -77,7 +78,7 @@ class MemSegment:
         whole, under ``_swap`` when a held column goes or comes back)."""
         self._files = files
         self.mapped_columns: frozenset[str] = frozenset()
-        """Columns of ``table`` mapped from disk (``segments/mappedcolumns``), not held."""
+        """Columns of ``table`` mapped from disk (``querynode/mappedcolumns``), not held."""
         self._held: dict[str, HeldVectors] = {}
         """Vector fields served from their index, their columns dropped (replaced whole,
         under ``_swap``, together with ``table``)."""

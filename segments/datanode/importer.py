@@ -55,11 +55,11 @@ from elanus.partitionkey import group_rows, key_partition_ids, partition_index
 from elanus.pkhash import shard_of
 from elanus.schema import DYNAMIC_FIELD, PK_COLUMN, Schema
 from elanus.segments import storage
-from elanus.segments.orderedwrites import OrderedWrites
+from elanus.segments.datanode.orderedwrites import OrderedWrites
 from elanus.validation import check_unique_across, conform_insert
 
 if TYPE_CHECKING:
-    from elanus.segments.datanode import DataNode
+    from elanus.segments.datanode.node import DataNode
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
