@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Stack, raises_code
+from conftest import Stack, StandaloneProcess, cli, cli_json, raises_code, run_elanus
 from milvus_stack import MilvusStack, milvus_stack
 from pymilvus import MilvusClient
 from pymilvus.exceptions import MilvusException
@@ -299,3 +299,34 @@ def test_checks() -> None:
     assert not denies({}, "database.force.deny.reading")
     assert max_collections({"database.max.collections": "7"}) == 7
     assert max_collections({}) is None
+
+
+# -- the CLI -------------------------------------------------------------------------------
+def test_cli(server: StandaloneProcess) -> None:
+    assert "created database" in cli(
+        server, "database", "create", "clidb", "--set", "database.max.collections=4"
+    )
+    assert "clidb" in cli_json(server, "database", "list")
+    assert cli_json(server, "database", "describe", "clidb") == {
+        "name": "clidb",
+        "database.max.collections": "4",
+    }
+    assert "database.max.collections" in cli(server, "database", "describe", "clidb")
+    altered = cli_json(
+        server, "database", "alter", "clidb", "--set", "database.force.deny.reading=true"
+    )
+    assert altered["database.force.deny.reading"] == "true"
+    altered = cli_json(server, "database", "alter", "clidb", "--drop", "database.max.collections")
+    assert altered == {"name": "clidb", "database.force.deny.reading": "true"}
+    refused = run_elanus(
+        "database", "alter", "clidb", "--set", "database.resource_groups=rg",
+        "--uri", server.uri,
+    )  # fmt: skip
+    assert refused.returncode != 0 and "database.resource_groups" in refused.stderr
+    both = run_elanus(
+        "database", "alter", "clidb", "--set", "a=1", "--drop", "b",
+        "--uri", server.uri,
+    )  # fmt: skip
+    assert both.returncode == 2
+    assert "dropped database" in cli(server, "database", "drop", "clidb", "--yes")
+    assert "clidb" not in cli_json(server, "database", "list")
