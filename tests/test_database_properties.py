@@ -302,6 +302,7 @@ def test_checks() -> None:
 
 
 # -- the CLI -------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_cli(server: StandaloneProcess) -> None:
     assert "created database" in cli(
         server, "database", "create", "clidb", "--set", "database.max.collections=4"
