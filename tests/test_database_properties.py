@@ -266,14 +266,17 @@ def test_sdk_and_flight_action_and_restart(stack: Stack) -> None:
         lambda: client.alter_database_properties("d1", {"database.resource_groups": "rg"}),
         "database.resource_groups",
     )
+    client.create_collection("a", dimension=2, db="d1")
+    other = stack.client(stack.add_proxy().uri)  # caches d1's properties with this insert
+    other.insert("a", [{"id": 1, "vector": [0.1, 0.2]}], db="d1")
     client.alter_database_properties("d1", {"database.force.deny.writing": True})
     client.drop_database_properties("d1", ["k"])
-    client.create_collection("a", dimension=2, db="d1")
-    raises_code(
-        ErrorCode.FORCE_DENIED,
-        lambda: client.insert("a", [{"id": 1, "vector": [0.1, 0.2]}], db="d1"),
-        "database.force.deny.writing",
-    )
+    for c in (client, other):  # every proxy dropped what it cached before the alter answered
+        raises_code(
+            ErrorCode.FORCE_DENIED,
+            lambda c=c: c.insert("a", [{"id": 2, "vector": [0.1, 0.2]}], db="d1"),
+            "database.force.deny.writing",
+        )
     stack.restart()
     client = stack.client()
     assert client.describe_database("d1") == {
