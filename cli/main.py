@@ -42,6 +42,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "config": ("elanus.cli.server", "config_app"),
     "cluster": ("elanus.cli.cluster", "cluster_app"),
     "status": ("elanus.cli.admin", "status"),
+    "database": ("elanus.cli.database", "database_app"),
     "collection": ("elanus.cli.admin", "collection_app"),
     "partition": ("elanus.cli.admin", "partition_app"),
     "insert": ("elanus.cli.data", "insert"),

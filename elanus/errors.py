@@ -36,7 +36,12 @@ class ErrorCode(enum.StrEnum):
     BAD_EXPRESSION = "BAD_EXPRESSION"
     REQUEST_TOO_LARGE = "REQUEST_TOO_LARGE"
     LIMIT_EXCEEDED = "LIMIT_EXCEEDED"
+    COLLECTION_LIMIT_EXCEEDED = "COLLECTION_LIMIT_EXCEEDED"
+    """The database holds its ``database.max.collections`` already (Milvus's code 102)."""
     RATE_LIMITED = "RATE_LIMITED"
+    FORCE_DENIED = "FORCE_DENIED"
+    """The database's ``database.force.deny.writing`` / ``.reading`` refuses the request
+    (Milvus's quota error); retrying does not help until the property is dropped."""
     UNKNOWN_ACTION = "UNKNOWN_ACTION"
     UNAUTHENTICATED = "UNAUTHENTICATED"
     PERMISSION_DENIED = "PERMISSION_DENIED"

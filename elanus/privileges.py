@@ -50,6 +50,8 @@ PRIVILEGES: dict[str, ObjectType] = {
     "CreateDatabase": ObjectType.GLOBAL,
     "DropDatabase": ObjectType.GLOBAL,
     "ListDatabases": ObjectType.GLOBAL,
+    "DescribeDatabase": ObjectType.GLOBAL,
+    "AlterDatabase": ObjectType.GLOBAL,
     "CreateOwnership": ObjectType.GLOBAL,
     "DropOwnership": ObjectType.GLOBAL,
     "SelectOwnership": ObjectType.GLOBAL,
@@ -101,10 +103,10 @@ PRIVILEGE_GROUPS: dict[str, tuple[str, ...]] = {
         "ShowPartitions", "Load", "Release", "Insert", "Delete", "Upsert", "Import", "Flush",
         "Compaction", "CreateIndex", "DropIndex", "CreatePartition", "DropPartition",
     ),
-    "DatabaseReadOnly": ("DescribeCollection", "ShowCollections"),
+    "DatabaseReadOnly": ("DescribeCollection", "ShowCollections", "DescribeDatabase"),
     "DatabaseReadWrite": (
-        "DescribeCollection", "ShowCollections", "CreateCollection", "DropCollection",
-        "RenameCollection",
+        "DescribeCollection", "ShowCollections", "DescribeDatabase", "AlterDatabase",
+        "CreateCollection", "DropCollection", "RenameCollection",
     ),
 }  # fmt: skip
 """Milvus 2.5's built-in privilege groups (the subset that names Elanus's privileges): a

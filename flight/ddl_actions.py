@@ -1,4 +1,5 @@
-"""DoAction entries of collections, partitions, databases and cluster control.
+"""DoAction entries of collections, partitions, aliases and cluster control (databases:
+``database_actions``).
 
 DDL (create, drop, rename) runs one at a time through the proxy's DdQueue, tagged with a
 TSO timestamp; reads of the catalog go through the MetaCache (``flight/ddl.py``).
@@ -6,6 +7,7 @@ TSO timestamp; reads of the catalog go through the MetaCache (``flight/ddl.py``)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from elanus.api.base import as_body
@@ -16,16 +18,13 @@ from elanus.api.rootcoord import (
     AlterCollectionProperties,
     AlterMmap,
     CreateAlias,
-    CreateDatabase,
     CreatePartition,
     DescribeAlias,
     DropAlias,
     DropCollection,
-    DropDatabase,
     DropPartition,
     ListAliases,
     ListCollections,
-    ListDatabases,
     RenameCollection,
     RootCoordAPI,
     TsoAlloc,
@@ -48,7 +47,6 @@ from elanus.schema import (
     check_name,
     quick_schema,
 )
-from elanus.wire.codec import DEFAULT_DB
 
 DEFAULT_PARTITION = "_default"
 QUICK_METRICS = ("L2", "IP", "COSINE")
@@ -61,12 +59,12 @@ def _given(b: Body, key: str) -> bool:
     return b.raw.get(key) is not None
 
 
-def _ask(call: RootCall[R], kind: type[R]) -> Executor:
+def ask_root(call: RootCall[R], kind: type[R]) -> Executor:
     """An executor that hands the checked request to the root coord as a ``kind``."""
     return lambda c: c.proxy.ddl.ask(call, kind, c.request)
 
 
-def _apply(call: RootCall[R], kind: type[R]) -> Executor:
+def apply_ddl(call: RootCall[R], kind: type[R]) -> Executor:
     """A DDL executor: the root coord applies the request at the task's timestamp."""
     return lambda c: c.proxy.ddl.apply(call, kind, c.request, c.ts)
 
@@ -94,7 +92,7 @@ def _apply(call: RootCall[R], kind: type[R]) -> Executor:
 )
 def _create_collection(b: Body) -> dict[str, Any]:
     db, name = check_db(b), check_named(b, "name", "collection")
-    properties = _properties(b, "create_collection")
+    properties = properties_of(b, "create_collection")
     schema = _schema(b, properties)
     num_shards = b.int("num_shards", 1, lo=1, hi=MAX_SHARDS)
     num_partitions = check_num_partitions(
@@ -171,23 +169,26 @@ def _validate_schema(schema: Schema) -> None:
         raise invalid(f"auto_id primary key field {pk.name!r} must be Int64, not {pk.dtype.value}")
 
 
-def _properties(b: Body, what: str) -> dict[str, str]:
+def properties_of(
+    b: Body, what: str, check: Callable[[str, str, str], None] = check_property
+) -> dict[str, str]:
     """String to string; numbers and booleans are accepted and written as text. The values
-    of the keys Milvus checks (TTL, memory mapping) are checked as Milvus does."""
+    of the keys Milvus checks are checked by ``check`` (a collection's: TTL, memory
+    mapping)."""
     props = b.dict("properties", {})
     if len(props) > MAX_PROPERTIES:
         raise invalid(f"{what}: {len(props)} properties; the limit is {MAX_PROPERTIES}")
     out: dict[str, str] = {}
     for key, value in props.items():
-        _property_key(key, what)
+        property_key(key, what)
         if isinstance(value, dict | list) or value is None:
             raise invalid(f"{what}: property {key!r} must be a string, got {value!r}")
         out[key] = value if isinstance(value, str) else _scalar_text(value)
-        check_property(key, out[key], what)
+        check(key, out[key], what)
     return out
 
 
-def _property_key(key: Any, what: str) -> None:
+def property_key(key: Any, what: str) -> None:
     if not isinstance(key, str) or not key or len(key) > MAX_NAME_LENGTH:
         raise invalid(
             f"{what}: property key {str(key)[:40]!r} must be text of 1 to "
@@ -205,7 +206,7 @@ def _scalar_text(value: Any) -> str:
     ("name",),
     privilege="DropCollection",
     ddl=True,
-    run=_apply(RootCoordAPI.drop_collection, DropCollection),
+    run=apply_ddl(RootCoordAPI.drop_collection, DropCollection),
 )
 def _drop_collection(b: Body) -> dict[str, Any]:
     return {"db": check_db(b), "name": check_named(b, "name", "collection")}
@@ -240,7 +241,7 @@ def _describe_collection(b: Body) -> dict[str, Any]:
     "Names of the collections of a database. Result: names.",
     privilege="ShowCollections",
     loop=True,
-    run=_ask(RootCoordAPI.list_collections, ListCollections),
+    run=ask_root(RootCoordAPI.list_collections, ListCollections),
 )
 def _list_collections(b: Body) -> dict[str, Any]:
     return {"db": check_db(b)}
@@ -252,7 +253,7 @@ def _list_collections(b: Body) -> dict[str, Any]:
     ("name", "new_name", "new_db"),
     privilege="RenameCollection",
     ddl=True,
-    run=_apply(RootCoordAPI.rename_collection, RenameCollection),
+    run=apply_ddl(RootCoordAPI.rename_collection, RenameCollection),
 )
 def _rename_collection(b: Body) -> dict[str, Any]:
     db, name = check_db(b), check_named(b, "name", "collection")
@@ -271,7 +272,7 @@ def _rename_collection(b: Body) -> dict[str, Any]:
     ("collection", "field"),
     privilege="AddCollectionField",
     ddl=True,
-    run=_apply(RootCoordAPI.add_collection_field, AddCollectionField),
+    run=apply_ddl(RootCoordAPI.add_collection_field, AddCollectionField),
 )
 def _add_collection_field(b: Body) -> dict[str, Any]:
     db, collection = check_db(b), check_named(b, "collection", "collection")
@@ -287,15 +288,15 @@ def _add_collection_field(b: Body) -> dict[str, Any]:
     ("name", "properties", "delete_keys"),
     privilege="CreateCollection",  # as Milvus checks AlterCollection
     ddl=True,
-    run=_apply(RootCoordAPI.alter_collection_properties, AlterCollectionProperties),
+    run=apply_ddl(RootCoordAPI.alter_collection_properties, AlterCollectionProperties),
 )
 def _alter_collection_properties(b: Body) -> dict[str, Any]:
     what = "alter_collection_properties"
     db, name = check_db(b), check_named(b, "name", "collection")
-    properties = _properties(b, what)
+    properties = properties_of(b, what)
     dropped = b.list("delete_keys", [])
     for key in dropped:
-        _property_key(key, what)
+        property_key(key, what)
     if properties and dropped:  # as Milvus's proxy refuses both in one request
         raise invalid(f"{what}: give either 'properties' or 'delete_keys', not both")
     if not properties and not dropped:
@@ -354,7 +355,7 @@ def _alias_body(b: Body) -> dict[str, Any]:
     ("collection", "alias"),
     privilege="CreateAlias",
     ddl=True,
-    run=_apply(RootCoordAPI.create_alias, CreateAlias),
+    run=apply_ddl(RootCoordAPI.create_alias, CreateAlias),
 )
 def _create_alias(b: Body) -> dict[str, Any]:
     return _alias_body(b)
@@ -366,7 +367,7 @@ def _create_alias(b: Body) -> dict[str, Any]:
     ("collection", "alias"),
     privilege="CreateAlias",
     ddl=True,
-    run=_apply(RootCoordAPI.alter_alias, CreateAlias),
+    run=apply_ddl(RootCoordAPI.alter_alias, CreateAlias),
 )
 def _alter_alias(b: Body) -> dict[str, Any]:
     return _alias_body(b)
@@ -378,7 +379,7 @@ def _alter_alias(b: Body) -> dict[str, Any]:
     ("alias",),
     privilege="DropAlias",
     ddl=True,
-    run=_apply(RootCoordAPI.drop_alias, DropAlias),
+    run=apply_ddl(RootCoordAPI.drop_alias, DropAlias),
 )
 def _drop_alias(b: Body) -> dict[str, Any]:
     return {"db": check_db(b), "alias": check_named(b, "alias", "alias")}
@@ -390,7 +391,7 @@ def _drop_alias(b: Body) -> dict[str, Any]:
     ("alias",),
     privilege="DescribeAlias",
     loop=True,
-    run=_ask(RootCoordAPI.describe_alias, DescribeAlias),
+    run=ask_root(RootCoordAPI.describe_alias, DescribeAlias),
 )
 def _describe_alias(b: Body) -> dict[str, Any]:
     return _drop_alias(b)
@@ -403,7 +404,7 @@ def _describe_alias(b: Body) -> dict[str, Any]:
     ("collection",),
     privilege="ListAliases",
     loop=True,
-    run=_ask(RootCoordAPI.list_aliases, ListAliases),
+    run=ask_root(RootCoordAPI.list_aliases, ListAliases),
 )
 def _list_aliases(b: Body) -> dict[str, Any]:
     collection = b.str("collection", None)
@@ -428,7 +429,7 @@ def _partition_body(b: Body) -> dict[str, Any]:
     ("collection", "partition"),
     privilege="CreatePartition",
     ddl=True,
-    run=_apply(RootCoordAPI.create_partition, CreatePartition),
+    run=apply_ddl(RootCoordAPI.create_partition, CreatePartition),
 )
 def _create_partition(b: Body) -> dict[str, Any]:
     return _partition_body(b)
@@ -440,7 +441,7 @@ def _create_partition(b: Body) -> dict[str, Any]:
     ("collection", "partition"),
     privilege="DropPartition",
     ddl=True,
-    run=_apply(RootCoordAPI.drop_partition, DropPartition),
+    run=apply_ddl(RootCoordAPI.drop_partition, DropPartition),
 )
 def _drop_partition(b: Body) -> dict[str, Any]:
     req = _partition_body(b)
@@ -475,52 +476,7 @@ def _list_partitions(b: Body) -> dict[str, Any]:
     return {"db": check_db(b), "collection": check_named(b, "collection", "collection")}
 
 
-# -- databases ----------------------------------------------------------------------------
-def _database_name(b: Body) -> str:
-    """Database actions name their database by ``name`` (``db`` is accepted as a synonym)."""
-    name, db = b.str("name", None), b.str("db", None)
-    if name is not None and db is not None and name != db:
-        raise invalid(f"{b.what}: 'name' {name!r} and 'db' {db!r} disagree; give one")
-    if name is None and db is None:
-        raise invalid(f"{b.what}: missing required key 'name'")
-    return check_name(name if name is not None else db, "database")
-
-
-@action(
-    "create_database",
-    "Create a database. Body: name.",
-    ("name",),
-    privilege="CreateDatabase",
-    ddl=True,
-    run=_apply(RootCoordAPI.create_database, CreateDatabase),
-)
-def _create_database(b: Body) -> dict[str, Any]:
-    return {"name": _database_name(b)}
-
-
-@action(
-    "drop_database",
-    "Drop an empty database (not 'default'). Body: name.",
-    ("name",),
-    privilege="DropDatabase",
-    ddl=True,
-    run=_apply(RootCoordAPI.drop_database, DropDatabase),
-)
-def _drop_database(b: Body) -> dict[str, Any]:
-    name = _database_name(b)
-    if name == DEFAULT_DB:
-        raise invalid(f"drop_database: the {DEFAULT_DB!r} database cannot be dropped")
-    return {"name": name}
-
-
-@action(
-    "list_databases",
-    "Names of all databases. Result: names.",
-    privilege="ListDatabases",
-    loop=True,
-    run=_ask(RootCoordAPI.list_databases, ListDatabases),
-)
-def _list_databases(b: Body) -> dict[str, Any]:
+def _no_body(b: Body) -> dict[str, Any]:
     check_db(b)
     return {}
 
@@ -538,7 +494,7 @@ async def _run_list_sessions(c: Call) -> Any:
     run=_run_list_sessions,
 )
 def _list_sessions(b: Body) -> dict[str, Any]:
-    return _list_databases(b)
+    return _no_body(b)
 
 
 @action(
@@ -549,7 +505,7 @@ def _list_sessions(b: Body) -> dict[str, Any]:
     run=lambda c: c.proxy.ddl.health(),
 )
 def _health(b: Body) -> dict[str, Any]:
-    return _list_databases(b)
+    return _no_body(b)
 
 
 @action(
@@ -558,7 +514,7 @@ def _health(b: Body) -> dict[str, Any]:
     ("count",),
     privilege=OPEN,
     loop=True,
-    run=_ask(RootCoordAPI.alloc_ts, TsoAlloc),
+    run=ask_root(RootCoordAPI.alloc_ts, TsoAlloc),
 )
 def _get_timestamp(b: Body) -> dict[str, Any]:
     check_db(b)

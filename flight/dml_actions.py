@@ -28,7 +28,7 @@ def _run_delete(c: Call) -> dict[str, Any]:
     info = dml.collection(request["db"], request["collection"])
     if request["partition"]:
         dml.partition_id(info, request["partition"], "a delete")  # refused by a partition key
-    c.proxy.flow.admit(info.vchannels, f"delete from {info.name}")
+    c.proxy.dbgate.admit_write(info, f"delete from {info.name}")
     keys = request["ids"]
     if keys is None:  # by filter: the keys it matches now, then delete those
         keys = c.proxy.query.matching_keys(info, request)

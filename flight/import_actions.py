@@ -14,7 +14,7 @@ from elanus.api.base import as_body
 from elanus.api.imports import ImportState, ListImports
 from elanus.errors import invalid
 from elanus.filereaders import group_files
-from elanus.flight.actions import Call, action, check_db, check_named
+from elanus.flight.actions import Call, Executor, action, check_db, check_named
 from elanus.flight.limits import Kind
 from elanus.privileges import OPEN
 from elanus.requests import Body
@@ -23,6 +23,16 @@ from elanus.schema import check_name
 MAX_FILES = 1024
 IMPORT_OPTIONS = ("sep",)
 MAX_COMMIT_WAIT_S = 110.0
+
+
+def _writing(run: Executor) -> Executor:
+    """``run``, unless the database denies writing (``database.force.deny.writing``)."""
+
+    def gated(c: Call) -> Any:
+        c.proxy.dbgate.check_writable(c.request["db"])
+        return run(c)
+
+    return gated
 
 
 def _paths(entries: list[Any]) -> list[str]:
@@ -38,7 +48,7 @@ def _paths(entries: list[Any]) -> list[str]:
     ("collection", "files", "partition", "options"),
     privilege="Import",
     rate=Kind.DML,
-    run=lambda c: c.proxy.imports.start(c.request),
+    run=_writing(lambda c: c.proxy.imports.start(c.request)),
 )
 def _import(b: Body) -> dict[str, Any]:
     files = b.list("files")
@@ -111,7 +121,7 @@ def _list_import_jobs(b: Body) -> dict[str, Any]:
     ("collection", "write_id", "upsert", "parts", "expected_rows", "wait_s"),
     privilege="Insert",  # Upsert for an upsert: flight/auth.py need_for
     rate=Kind.DML,
-    run=lambda c: c.proxy.imports.commit(c.request),
+    run=_writing(lambda c: c.proxy.imports.commit(c.request)),
 )
 def _commit_write(b: Body) -> dict[str, Any]:
     parts = b.list("parts", None)

@@ -70,12 +70,15 @@ class CollectionInfo:
 
 
 Loader = Callable[[], Awaitable[CollectionDescription]]
+DbLoader = Callable[[], Awaitable[dict[str, str]]]
 
 
 class MetaCache:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._by_name: dict[tuple[str, str], CollectionInfo] = {}
+        self._db_props: dict[str, dict[str, str]] = {}
+        """A database's properties (``elanus.dbproperties``), dropped with its entries."""
         self._generation = 0
         self.hits = 0
         self.misses = 0
@@ -127,13 +130,33 @@ class MetaCache:
         self.put(info, generation, alias=name)
         return info
 
+    def cached_database_properties(self, db: str) -> dict[str, str] | None:
+        with self._lock:
+            return self._db_props.get(db)
+
+    async def database_properties(self, db: str, loader: DbLoader) -> dict[str, str]:
+        """The cached properties of ``db``, or ``loader()``'s (cached if still current)."""
+        with self._lock:
+            cached = self._db_props.get(db)
+        if cached is not None:
+            return cached
+        generation = self.generation
+        props = await loader()
+        with self._lock:
+            if generation == self._generation:
+                self._db_props[db] = props
+        return props
+
     def invalidate(
         self, db: str | None = None, name: str | None = None, collection_id: int | None = None
     ) -> int:
-        """Drop entries by name and/or id; with neither, every entry of ``db`` (or all)."""
+        """Drop entries by name and/or id; with neither, every entry of ``db`` (or all),
+        and its properties."""
         with self._lock:
             self._generation += 1
             if name is None and collection_id is None:
+                for stale in [k for k in self._db_props if db is None or k == db]:
+                    del self._db_props[stale]
                 doomed = [k for k in self._by_name if db is None or k[0] == db]
             else:
                 doomed = [

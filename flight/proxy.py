@@ -41,6 +41,7 @@ from elanus.flight.auth import (
     authorize,
     caller_of,
 )
+from elanus.flight.dbgate import DatabaseGate
 from elanus.flight.ddl import DdlService
 from elanus.flight.dml import DmlService
 from elanus.flight.dml_actions import UPLOAD_OP, check_put
@@ -82,6 +83,7 @@ class ProxyServer(Role):
         self.coord = self.ddl.api
         """The coord's services, typed (``elanus/api/coord.py``)."""
         self.dml = DmlService(self)
+        self.dbgate = DatabaseGate(self)
         self.query = QueryService(self)
         self.reads = ReadService(self)
         self.imports = ImportService(self)
@@ -258,10 +260,11 @@ class ProxyServer(Role):
             budget = self.limits.put_budget(mode)
             batches = budget.batches(client_chunks(reader, "DoPut"))
             if request["stage"]:  # a staged write: checked now, visible at commit_write
+                self.dbgate.check_writable(info.db)
                 self.imports.stage(info, request, batches, writer)
                 return
             what = f"{request['op']} into {info.name}"
-            self.flow.admit(info.vchannels, what)  # before a byte of it is written
+            self.dbgate.admit_write(info, what)  # before a byte of it is written
             with PutPipeline(self, info, writer) as pipeline:
                 if request["atomic"]:
                     for prepared in self.dml.prepare_all(

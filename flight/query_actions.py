@@ -49,7 +49,7 @@ def _run_load(c: Call) -> dict[str, Any]:
     req = LoadCollection(
         collection_id=info.collection_id,
         partition_ids=partitions,
-        replica_number=c.request["replica_number"],
+        replica_number=c.proxy.dbgate.replica_number(info.db, c.request["replica_number"]),
     )
     return c.proxy.run(c.proxy.coord.query.load(req)).to_body()
 
@@ -58,7 +58,8 @@ def _run_load(c: Call) -> dict[str, Any]:
     "load_collection",
     "Load a collection (or some partitions) into the query nodes. Body: collection, "
     "partition_names, replica_number (in-memory copies, each on query nodes of its own; "
-    "default 1). Result: state, progress, loaded_rows, persisted_rows.",
+    "default: the database's database.replica.number, else 1). Result: state, progress, "
+    "loaded_rows, persisted_rows.",
     ("collection", "partition_names", "replica_number"),
     privilege="Load",
     run=_run_load,
@@ -68,7 +69,7 @@ def _load(b: Body) -> dict[str, Any]:
         "db": check_db(b),
         "collection": check_named(b, "collection", "collection"),
         "partition_names": partition_names(b),
-        "replica_number": b.int("replica_number", 1, lo=1, hi=MAX_REPLICAS),
+        "replica_number": b.int("replica_number", None, lo=1, hi=MAX_REPLICAS),
     }
 
 
@@ -192,7 +193,7 @@ def _search(b: Body) -> dict[str, Any]:
 
 
 def _run_query(c: Call) -> dict[str, Any]:
-    info = c.proxy.dml.collection(c.request["db"], c.request["collection"])
+    info = c.proxy.dbgate.read_collection(c.request["db"], c.request["collection"])
     return c.proxy.query.query(info, c.request)
 
 

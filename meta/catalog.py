@@ -19,6 +19,8 @@ from typing import Any
 import duckdb
 
 from elanus.channels.dml import pchannel_name, vchannel_name
+from elanus.dbproperties import MAX_COLLECTIONS as MAX_COLLECTIONS_KEY
+from elanus.dbproperties import max_collections
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.mmapsettings import public
 from elanus.partitionkey import key_partition_names
@@ -57,12 +59,50 @@ class Catalog:
             raise ElanusError(ErrorCode.DATABASE_NOT_FOUND, f"database {name!r} does not exist")
         return int(row[0])
 
-    def create_database(self, name: str, ts: int) -> int:
+    def create_database(self, name: str, properties: dict[str, str], ts: int) -> int:
         if self._db_row(name) is not None:
             raise ElanusError(ErrorCode.INVALID_ARGUMENT, f"database {name!r} already exists")
         db_id = self.alloc_id(1)
-        self.con.execute("INSERT INTO databases VALUES (?, ?, '{}', ?, NULL)", [db_id, name, ts])
+        self.con.execute(
+            "INSERT INTO databases VALUES (?, ?, ?, ?, NULL)",
+            [db_id, name, json.dumps(properties, sort_keys=True), ts],
+        )
         return db_id
+
+    def describe_database(self, name: str) -> dict[str, Any]:
+        """Name, id, creation timestamp and properties (text to text), as Milvus's
+        ``describe_database`` answers; DATABASE_NOT_FOUND for one that does not exist."""
+        row = self.con.execute(
+            "SELECT db_id, name, created_ts, properties FROM databases"
+            " WHERE name = ? AND dropped_ts IS NULL",
+            [name],
+        ).fetchone()
+        if row is None:
+            raise ElanusError(ErrorCode.DATABASE_NOT_FOUND, f"database {name!r} does not exist")
+        return {
+            "db_id": int(row[0]),
+            "name": row[1],
+            "created_ts": int(row[2]),
+            "properties": json.loads(row[3] or "{}"),
+        }
+
+    def alter_database_properties(
+        self, name: str, changes: dict[str, str], dropped: list[str]
+    ) -> None:
+        """Set ``changes`` and remove ``dropped`` in a database's properties (checked by
+        the proxy); a key dropped that is not set is no change, as in Milvus."""
+        described = self.describe_database(name)
+        props = {k: v for k, v in described["properties"].items() if k not in dropped}
+        props |= changes
+        if len(props) > MAX_PROPERTIES:
+            raise invalid(
+                f"alter_database_properties: database {name!r} would have {len(props)} "
+                f"properties; the limit is {MAX_PROPERTIES}"
+            )
+        self.con.execute(
+            "UPDATE databases SET properties = ? WHERE db_id = ?",
+            [json.dumps(props, sort_keys=True), described["db_id"]],
+        )
 
     def drop_database(self, name: str, ts: int) -> None:
         if name == DEFAULT_DB:
@@ -71,6 +111,16 @@ class Catalog:
         if self.list_collections(name):
             raise invalid(f"database {name!r} still has collections; drop them first")
         self.con.execute("UPDATE databases SET dropped_ts = ? WHERE db_id = ?", [ts, db_id])
+
+    def _check_max_collections(self, db: str) -> None:
+        """Milvus's refusal of a collection past the database's ``database.max.collections``."""
+        limit = max_collections(self.describe_database(db)["properties"])
+        if limit is not None and len(self.list_collections(db)) >= limit:
+            raise ElanusError(
+                ErrorCode.COLLECTION_LIMIT_EXCEEDED,
+                f"exceeded the limit number of collections[dbName={db}][limit={limit}] "
+                f"({MAX_COLLECTIONS_KEY})",
+            )
 
     def list_databases(self) -> list[str]:
         rows = self.con.execute(
@@ -137,6 +187,7 @@ class Catalog:
         ).fetchone()
         if live and live[0] >= MAX_COLLECTIONS:
             raise ElanusError(ErrorCode.LIMIT_EXCEEDED, f"at most {MAX_COLLECTIONS} collections")
+        self._check_max_collections(db)
         for i, f in enumerate(schema.fields):
             f.field_id = FIRST_FIELD_ID + i
         cid = self.alloc_id(1)

@@ -17,6 +17,7 @@ from elanus.api.rootcoord import (
     AliasDescription,
     AliasList,
     AlterCollectionProperties,
+    AlterDatabaseProperties,
     AlterMmap,
     CollectionChanged,
     CollectionDescription,
@@ -25,8 +26,10 @@ from elanus.api.rootcoord import (
     CreateDatabase,
     CreatePartition,
     DatabaseCreated,
+    DatabaseDescription,
     DescribeAlias,
     DescribeCollection,
+    DescribeDatabase,
     DropAlias,
     DropCollection,
     DropDatabase,
@@ -104,6 +107,8 @@ class RootCoord:
             "database.create": self.create_database,
             "database.drop": self.drop_database,
             "database.list": self.list_databases,
+            "database.describe": self.describe_database,
+            "database.alter_properties": self.alter_database_properties,
             "collection.create": self.create_collection,
             "collection.drop": self.drop_collection,
             "collection.has": self.has_collection,
@@ -152,11 +157,28 @@ class RootCoord:
     # -- databases --------------------------------------------------------------------------
     async def create_database(self, req: CreateDatabase) -> DatabaseCreated:
         name = check_name(req.name, "database")
-        db_id, _ = await self._ddl(req.ts, Catalog.create_database, name)
+        db_id, _ = await self._ddl(req.ts, Catalog.create_database, name, req.properties)
         return DatabaseCreated(db_id=db_id)
 
+    async def describe_database(self, req: DescribeDatabase) -> DatabaseDescription:
+        described = await self._read(Catalog.describe_database, req.name)
+        return DatabaseDescription(**described)
+
+    async def alter_database_properties(self, req: AlterDatabaseProperties) -> Ack:
+        """Change a database's properties; every proxy drops what it cached of the
+        database (its properties and its collections) before this answers, so the next
+        write, read or load there obeys the new ones."""
+
+        def alter(cat: Catalog, ts: int) -> None:
+            cat.alter_database_properties(req.name, req.properties, req.delete_keys)
+
+        _, ts = await self._ddl(req.ts, alter)
+        await self._invalidate("database.alter_properties", req.name, "", 0, ts)
+        return ACK
+
     async def drop_database(self, req: DropDatabase) -> Ack:
-        await self._ddl(req.ts, Catalog.drop_database, req.name)
+        _, ts = await self._ddl(req.ts, Catalog.drop_database, req.name)
+        await self._invalidate("database.drop", req.name, "", 0, ts)  # its cached properties
         return ACK
 
     async def list_databases(self, req: ListDatabases) -> Names:

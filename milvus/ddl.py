@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pymilvus.grpc_gen import milvus_pb2, schema_pb2
+from pymilvus.grpc_gen import common_pb2, milvus_pb2, schema_pb2
 
 from elanus.api.rootcoord import TRUNCATE_WAIT_S, TruncateCollection
 from elanus.errors import ElanusError, ErrorCode, invalid
@@ -25,7 +25,8 @@ class DdlRpcs(Servicer):
     # -- databases --------------------------------------------------------------------------
     @served()
     def CreateDatabase(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        self.act(ctx, "create_database", name=request.db_name)
+        props = kv_dict(request.properties) or None
+        self.act(ctx, "create_database", name=request.db_name, properties=props)
         return ok()
 
     @served()
@@ -42,10 +43,28 @@ class DdlRpcs(Servicer):
 
     @served()
     def DescribeDatabase(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        name = request.db_name or "default"
-        if name not in self.act(ctx, "list_databases")["names"]:
-            raise ElanusError(ErrorCode.DATABASE_NOT_FOUND, f"database {name!r} does not exist")
-        return milvus_pb2.DescribeDatabaseResponse(status=ok(), db_name=name)
+        doc = self.act(ctx, "describe_database", name=request.db_name or "default")
+        return milvus_pb2.DescribeDatabaseResponse(
+            status=ok(),
+            db_name=doc["name"],
+            dbID=doc["db_id"],
+            created_timestamp=doc["created_ts"],
+            properties=[
+                common_pb2.KeyValuePair(key=k, value=v) for k, v in doc["properties"].items()
+            ],
+        )
+
+    @served()
+    def AlterDatabase(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        """Milvus's ``alter_database_properties`` and ``drop_database_properties``."""
+        self.act(
+            ctx,
+            "alter_database_properties",
+            name=request.db_name,
+            properties=kv_dict(request.properties) or None,
+            delete_keys=list(request.delete_keys) or None,
+        )
+        return ok()
 
     # -- collections ------------------------------------------------------------------------
     @served()

@@ -30,7 +30,7 @@ class DmlRpcs(Servicer):
         name = request.collection_name
         ctx.caller.require(Need("Upsert" if upsert else "Insert", ctx.db, name))
         info = self.proxy.dml.collection(ctx.db, name)
-        self.proxy.flow.admit(info.vchannels, f"{'upsert' if upsert else 'insert'} into {name}")
+        self.proxy.dbgate.admit_write(info, f"{'upsert' if upsert else 'insert'} into {name}")
         partial = _partial(request) if upsert else None
         table = to_table(request.fields_data, info.schema, int(request.num_rows))
         partition = request.partition_name or None

@@ -25,6 +25,7 @@ from elanus.milvus.fields import (
 from elanus.milvus.honoured_data import (
     COLLECTION_PROPERTIES,
     COLLECTION_SCHEMA,
+    DATABASE_PROPERTIES,
     FIELD_SCHEMA,
     WRITES,
 )
@@ -44,13 +45,22 @@ _ALTERED = {
 _COLLECTION_PROPERTIES = keys(
     COLLECTION_PROPERTIES, harmless("stored and described, as Milvus does")
 )
+_DATABASE_PROPERTIES = keys(DATABASE_PROPERTIES, harmless("stored and described, as Milvus does"))
 DDL = {
     "CreateDatabase": Table(
-        milvus_pb2.CreateDatabaseRequest, with_db(properties=refused("database properties"))
+        milvus_pb2.CreateDatabaseRequest, with_db(properties=_DATABASE_PROPERTIES)
     ),
     "DropDatabase": Table(milvus_pb2.DropDatabaseRequest, with_db()),
     "ListDatabases": Table(milvus_pb2.ListDatabasesRequest, {"base": BASE}),
     "DescribeDatabase": Table(milvus_pb2.DescribeDatabaseRequest, with_db()),
+    "AlterDatabase": Table(
+        milvus_pb2.AlterDatabaseRequest,
+        with_db(
+            db_id=harmless("the database is named (db_name)"),
+            properties=_DATABASE_PROPERTIES,
+            delete_keys=use("a key that is not set is no change"),
+        ),
+    ),
     "CreateCollection": Table(
         milvus_pb2.CreateCollectionRequest,
         with_db(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pymilvus.grpc_gen import milvus_pb2, schema_pb2
 
+from elanus import dbproperties
 from elanus.milvus.fields import (
     NAME,
     Rule,
@@ -159,6 +160,13 @@ COLLECTION_PROPERTIES: dict[str, Rule] = {
 """The collection properties Milvus acts on: refused where Elanus would store them without
 effect; the TTL is enforced. Other keys are stored and described back, as Milvus stores a
 key it does not know."""
+
+DATABASE_PROPERTIES: dict[str, Rule] = {
+    **{key: use(what) for key, what in dbproperties.HONOURED.items()},
+    **{key: _NOT_ENFORCED for key in dbproperties.REFUSED},
+}
+"""The database properties Milvus acts on (``elanus.dbproperties``): enforced, or refused
+where Elanus would store them without effect. Other keys are stored and described back."""
 
 # -- writes ---------------------------------------------------------------------------------
 _SCALARS = {

@@ -143,7 +143,7 @@ class HybridRpcs(Servicer):
         _, checked = check_request("hybrid_search", orjson.dumps(body))
         ctx.caller.require(Need("Search", checked["db"], checked["collection"]))
         service = self.proxy.query
-        info = self.proxy.dml.collection(checked["db"], checked["collection"])
+        info = self.proxy.dbgate.read_collection(checked["db"], checked["collection"])
         for sub, proto in zip(checked["reqs"], protos, strict=True):
             ids = request_ids(proto, info.schema.primary)
             if ids is None:

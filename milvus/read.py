@@ -273,7 +273,7 @@ class ReadRpcs(Servicer):
         body.done()
         ctx.caller.require(Need("Search", request_doc["db"], request_doc["collection"]))
         query = self.proxy.query
-        info = self.proxy.dml.collection(request_doc["db"], request_doc["collection"])
+        info = self.proxy.dbgate.read_collection(request_doc["db"], request_doc["collection"])
         same_collection(params, info.collection_id, "Search")
         plan = query.prepare_search(info, {**request_doc, "data": None})
         walk = None
@@ -341,7 +341,7 @@ class ReadRpcs(Servicer):
         raw = orjson.dumps(body)
         _, checked = check_request("query", raw)
         ctx.caller.require(Need("Query", checked["db"], checked["collection"]))
-        info = self.proxy.dml.collection(checked["db"], checked["collection"])
+        info = self.proxy.dbgate.read_collection(checked["db"], checked["collection"])
         same_collection(params, info.collection_id, "Query")
         table, outputs, ts = self.proxy.query.query_table(info, checked)
         pk = info.schema.primary.name

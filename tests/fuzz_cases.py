@@ -152,6 +152,10 @@ BASE: dict[str, dict[str, Any]] = {
     "create_database": {"name": "fzdb"},
     "drop_database": {"name": "fzdb_absent"},
     "list_databases": {},
+    "describe_database": {"name": "default"},
+    "alter_database_properties": {
+        "name": "fzdb_absent", "properties": {"database.max.collections": 5},
+    },
     "list_sessions": {},
     "health": {},
     "get_timestamp": {"count": 1},

@@ -204,6 +204,9 @@ BASE: dict[str, Any] = {
     "AlterIndex": M.AlterIndexRequest(
         collection_name=MAIN, extra_params=kv(**{"mmap.enabled": "true"})
     ),
+    "AlterDatabase": M.AlterDatabaseRequest(
+        db_name="mfzdb_absent", properties=kv(**{"database.max.collections": "5"})
+    ),
     "CheckHealth": M.CheckHealthRequest(),
     "Connect": M.ConnectRequest(client_info=common_pb2.ClientInfo(sdk_type="fuzz")),
     "CreateAlias": M.CreateAliasRequest(collection_name=ABSENT, alias="mfz_alias"),

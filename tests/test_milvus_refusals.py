@@ -105,12 +105,6 @@ def _refused_calls(client: MilvusClient) -> dict[str, Any]:
     cluster = {"cluster_id": "b", "connection_param": {"uri": "http://b:19530", "token": ""}}
     c = client
     return {
-        "alter_database_properties": lambda: c.alter_database_properties(
-            "default", {"database.max.collections": 5}
-        ),
-        "drop_database_properties": lambda: c.drop_database_properties(
-            "default", ["database.max.collections"]
-        ),
         "alter_role": lambda: c.alter_role("public", "everyone"),
         "update_user": lambda: c.update_user("root", "the superuser"),
         "create_resource_group": lambda: c.create_resource_group("rg"),

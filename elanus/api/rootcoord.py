@@ -52,6 +52,8 @@ class IdBlock:
 @request("database.create")
 class CreateDatabase:
     name: str
+    properties: dict[str, str] = field(default_factory=dict)
+    """Checked by the proxy (``elanus.dbproperties``)."""
     ts: int = 0
 
 
@@ -69,6 +71,32 @@ class DropDatabase:
 @request("database.list")
 class ListDatabases:
     pass
+
+
+@request("database.describe")
+class DescribeDatabase:
+    name: str
+
+
+@reply
+class DatabaseDescription:
+    """A database as Milvus's ``describe_database`` answers: its properties as text."""
+
+    name: str
+    db_id: int
+    created_ts: int
+    properties: dict[str, str]
+
+
+@request("database.alter_properties")
+class AlterDatabaseProperties:
+    """Set ``properties`` or drop ``delete_keys`` of a database's properties (checked by
+    the proxy: one or the other, as Milvus); a key dropped that is not set is no change."""
+
+    name: str
+    properties: dict[str, str] = field(default_factory=dict)
+    delete_keys: list[str] = field(default_factory=list)
+    ts: int = 0
 
 
 @reply
@@ -372,6 +400,12 @@ class RootCoordAPI(Stub):
 
     async def list_databases(self, req: ListDatabases) -> Names:
         return await self._ask("database.list", req, Names)
+
+    async def describe_database(self, req: DescribeDatabase) -> DatabaseDescription:
+        return await self._ask("database.describe", req, DatabaseDescription)
+
+    async def alter_database_properties(self, req: AlterDatabaseProperties) -> Ack:
+        return await self._ask("database.alter_properties", req, Ack)
 
     async def create_collection(self, req: CreateCollection) -> CollectionDescription:
         return await self._ask("collection.create", req, CollectionDescription)

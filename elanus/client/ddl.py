@@ -9,7 +9,6 @@ from elanus.client.compat import IndexParams, milvus_description, mmap_value, re
 from elanus.client.index import IndexAPI
 from elanus.client.read import ReadAPI
 from elanus.consistency import ConsistencyLevel
-from elanus.errors import ElanusError, ErrorCode
 from elanus.schema import DataType, Schema, check_name
 
 
@@ -328,10 +327,11 @@ class DatabaseAPI(ClientBase):
         timeout: float | None = None,
         **kwargs: Any,
     ) -> None:
-        if properties:
-            kwargs["properties"] = properties  # Elanus databases have no properties
         reject_unknown("create_database", kwargs)
-        self._action("create_database", {"name": db_name}, timeout=timeout)
+        body: dict[str, Any] = {"name": db_name}
+        if properties:
+            body["properties"] = properties
+        self._action("create_database", body, timeout=timeout)
 
     def drop_database(self, db_name: str, **kwargs: Any) -> None:
         timeout = kwargs.pop("timeout", None)
@@ -339,13 +339,30 @@ class DatabaseAPI(ClientBase):
         self._action("drop_database", {"name": db_name}, timeout=timeout)
 
     def describe_database(self, db_name: str, **kwargs: Any) -> dict[str, Any]:
-        """``{"name"}`` as pymilvus returns it (Elanus databases have no properties);
+        """``{"name", **properties}`` as pymilvus returns it (each value as text);
         DATABASE_NOT_FOUND for one that does not exist."""
         timeout = kwargs.pop("timeout", None)
         reject_unknown("describe_database", kwargs)
-        if db_name not in self.list_databases(timeout):
-            raise ElanusError(ErrorCode.DATABASE_NOT_FOUND, f"database {db_name!r} does not exist")
-        return {"name": db_name}
+        described = self._action("describe_database", {"name": db_name}, timeout=timeout)
+        return {"name": described["name"], **described["properties"]}
+
+    def alter_database_properties(
+        self, db_name: str, properties: dict[str, Any], **kwargs: Any
+    ) -> None:
+        """Set database properties (``database.max.collections``, ...: docs/protocol.md)."""
+        timeout = kwargs.pop("timeout", None)
+        reject_unknown("alter_database_properties", kwargs)
+        body = {"name": db_name, "properties": properties}
+        self._action("alter_database_properties", body, timeout=timeout)
+
+    def drop_database_properties(
+        self, db_name: str, property_keys: list[str], **kwargs: Any
+    ) -> None:
+        """Remove database properties; a key that is not set is no change."""
+        timeout = kwargs.pop("timeout", None)
+        reject_unknown("drop_database_properties", kwargs)
+        body = {"name": db_name, "delete_keys": list(property_keys)}
+        self._action("alter_database_properties", body, timeout=timeout)
 
     def list_databases(self, timeout: float | None = None, **kwargs: Any) -> list[str]:
         reject_unknown("list_databases", kwargs)

@@ -128,17 +128,18 @@ class ReadAPI(ClientBase):
         timeout: float | None = None,
         *,
         partition_names: list[str] | None = None,
-        replica_number: int = 1,
+        replica_number: int | None = None,
         db: str | None = None,
         **kwargs: Any,
     ) -> dict[str, Any]:
         """Load a collection (or some of its partitions) into the query nodes, in
-        ``replica_number`` in-memory copies, each on query nodes of its own."""
+        ``replica_number`` in-memory copies, each on query nodes of its own (default: the
+        database's ``database.replica.number``, else 1)."""
         reject_unknown("load_collection", kwargs)
         body = self._in_db(db, collection=collection_name)
         if partition_names:
             body["partition_names"] = list(partition_names)
-        if replica_number != 1:
+        if replica_number is not None:
             body["replica_number"] = replica_number
         return self._action("load_collection", body, timeout=timeout)
 
@@ -148,7 +149,7 @@ class ReadAPI(ClientBase):
         partition_names: str | list[str],
         timeout: float | None = None,
         *,
-        replica_number: int = 1,
+        replica_number: int | None = None,
         db: str | None = None,
         **kwargs: Any,
     ) -> dict[str, Any]:

@@ -239,7 +239,8 @@ class ReadService:
         self.proxy = proxy
 
     def _info(self, db: str, collection: str) -> CollectionInfo:
-        return self.proxy.dml.collection(db, collection)
+        """A read's collection (refused where its database denies reading)."""
+        return self.proxy.dbgate.read_collection(db, collection)
 
     # -- plans ------------------------------------------------------------------------------
     def plan_request(self, raw: bytes) -> dict[str, Any]:
@@ -247,7 +248,7 @@ class ReadService:
         return check_request("read_plan", raw)[1]
 
     def schema(self, request: dict[str, Any]) -> pa.Schema:
-        info = self._info(request["db"], request["collection"])
+        info = self.proxy.dml.collection(request["db"], request["collection"])
         return arrow_schema(info.schema, request["columns"])[1]
 
     def plan(self, request: dict[str, Any], *, by_partition: bool = False) -> ReadPlan:

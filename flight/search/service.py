@@ -115,7 +115,7 @@ class QueryService:
         return [as_body(i) for i in described.indexes]
 
     def _info(self, request: dict[str, Any]) -> CollectionInfo:
-        return self.proxy.dml.collection(request["db"], request["collection"])
+        return self.proxy.dbgate.read_collection(request["db"], request["collection"])
 
     def partition_ids(
         self,
