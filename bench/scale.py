@@ -41,7 +41,7 @@ from _common import MB, announce, print_table  # noqa: E402
 
 import elanus  # noqa: E402
 from elanus.channels.nats_server import EmbeddedNats  # noqa: E402
-from elanus.channels.ports import free_port  # noqa: E402
+from elanus.channels.runtime.ports import free_port  # noqa: E402
 
 ROLES = ("coord", "datanode", "indexnode", "querynode", "proxy")
 BATCH = 100_000

@@ -25,7 +25,6 @@ from nats.errors import TimeoutError as NatsTimeout
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
-from elanus.channels import metrics
 from elanus.channels.bus import Bus
 from elanus.channels.dml import (
     H_MSG_ID,
@@ -38,8 +37,9 @@ from elanus.channels.dml import (
     tick_subject,
 )
 from elanus.channels.handoff import Handoff, handoff_for, payload_size
-from elanus.channels.loop import cancel_and_wait
-from elanus.channels.supervisor import OnFailure, Supervisor, describe
+from elanus.channels.runtime import metrics
+from elanus.channels.runtime.loop import cancel_and_wait
+from elanus.channels.runtime.supervisor import OnFailure, Supervisor, describe
 from elanus.channels.syncfetch import Delivered, ThreadFetcher
 from elanus.channels.syncnats import Unusable
 from elanus.tsutil import now_ms, physical_ms

@@ -29,7 +29,9 @@ from elanus.channels.natsauth import (
     stored_credentials,
     write_private,
 )
-from elanus.channels.ports import free_port as free_port  # re-exported: callers import it here
+from elanus.channels.runtime.ports import (
+    free_port as free_port,  # re-exported: callers import it here
+)
 
 PR_SET_PDEATHSIG = 1
 

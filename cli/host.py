@@ -27,10 +27,10 @@ import psutil
 from elanus import freemem
 from elanus.channels.bus import Bus
 from elanus.channels.jsretry import is_transient
-from elanus.channels.loop import LoopThread
-from elanus.channels.metrics import MetricsServer
 from elanus.channels.nats_server import EmbeddedNats
 from elanus.channels.natsauth import DEFAULT_USER, NatsCredentials, redact_url, resolve
+from elanus.channels.runtime.loop import LoopThread
+from elanus.channels.runtime.metrics import MetricsServer
 from elanus.cli.roles import (
     BACKOFF_FIRST_S,
     BACKOFF_MAX_S,

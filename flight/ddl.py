@@ -22,7 +22,7 @@ from elanus.api.rootcoord import (
     TsoAlloc,
 )
 from elanus.channels.bus import Bus
-from elanus.channels.supervisor import Supervisor
+from elanus.channels.runtime.supervisor import Supervisor
 from elanus.errors import ElanusError
 from elanus.flight.ddqueue import DdQueue
 from elanus.flight.metacache import CollectionInfo, MetaCache

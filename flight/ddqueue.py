@@ -13,8 +13,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from elanus.channels.loop import cancel_and_wait
-from elanus.channels.supervisor import Supervisor
+from elanus.channels.runtime.loop import cancel_and_wait
+from elanus.channels.runtime.supervisor import Supervisor
 from elanus.errors import ElanusError, ErrorCode
 
 log = logging.getLogger(__name__)

@@ -26,7 +26,7 @@ from elanus.channels import subjects
 from elanus.channels.dml import DmlMessage, MsgType, pchannel_of
 from elanus.channels.handoff import Handoff, handoff_for
 from elanus.channels.publisher import DmlPublisher, Piece
-from elanus.channels.role import RoleHandler
+from elanus.channels.runtime.role import RoleHandler
 from elanus.channels.syncpublish import Wire
 from elanus.errors import ElanusError, ErrorCode
 from elanus.flight.metacache import CollectionInfo

@@ -42,7 +42,7 @@ from elanus.channels.flow import (
     Verdict,
     judge,
 )
-from elanus.channels.metrics import FLOW_CONTROL_STATE
+from elanus.channels.runtime.metrics import FLOW_CONTROL_STATE
 from elanus.errors import ElanusError, ErrorCode
 from elanus.flight.flowrate import ChannelLimit, ConsumeRates
 from elanus.settings import Settings

@@ -11,8 +11,8 @@ from typing import Any
 from elanus.api.backup import ListBackupTasks
 from elanus.api.base import as_body
 from elanus.api.compaction import ListCompactions
-from elanus.channels import requestlog
 from elanus.channels.natsauth import redact_url
+from elanus.channels.runtime import requestlog
 from elanus.flight.actions import Call, action, check_db
 from elanus.requests import Body
 

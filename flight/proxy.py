@@ -25,10 +25,11 @@ from elanus import flightsql
 from elanus.api.auth import GetSecret
 from elanus.api.compaction import CompactionAPI
 from elanus.api.datacoord import DataCoordAPI
-from elanus.channels import requestlog, subjects
+from elanus.channels import subjects
 from elanus.channels.bus import Bus
-from elanus.channels.metrics import proxy_request
-from elanus.channels.role import Role
+from elanus.channels.runtime import requestlog
+from elanus.channels.runtime.metrics import proxy_request
+from elanus.channels.runtime.role import Role
 from elanus.errors import ElanusError, ErrorCode
 from elanus.flight.actions import catalogue, check_request, lookup, perform, rate_of
 from elanus.flight.auth import (

@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
-from elanus.channels.loop import Periodic
+from elanus.channels.runtime.loop import Periodic
 from elanus.errors import ElanusError, ErrorCode, is_coord_lapse
 
 log = logging.getLogger(__name__)

@@ -14,8 +14,8 @@ from elanus.api.indexcoord import IndexCoordAPI, IndexReport
 from elanus.api.indexnode import BuildIndex, BuildQueued
 from elanus.channels import subjects
 from elanus.channels.bus import Bus
-from elanus.channels.loop import cancel_and_wait
-from elanus.channels.role import Role, RoleHandler
+from elanus.channels.runtime.loop import cancel_and_wait
+from elanus.channels.runtime.role import Role, RoleHandler
 from elanus.errors import ElanusError
 from elanus.index.buildtask import run_build_task
 from elanus.requests import decode

@@ -71,7 +71,7 @@ from elanus.privileges import (
 )
 
 if TYPE_CHECKING:
-    from elanus.channels.role import RoleHandler
+    from elanus.channels.runtime.role import RoleHandler
     from elanus.meta.context import CoordContext
     from elanus.meta.interfaces import ProxyNotices
 

@@ -40,7 +40,7 @@ from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.meta import backupfiles
 
 if TYPE_CHECKING:
-    from elanus.channels.role import RoleHandler
+    from elanus.channels.runtime.role import RoleHandler
     from elanus.meta.context import CoordContext
     from elanus.meta.interfaces import BackupFlush, CollectionLookup, GcHold
 

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable
 
 from elanus.channels.bus import Bus
-from elanus.channels.supervisor import Supervisor
+from elanus.channels.runtime.supervisor import Supervisor
 from elanus.meta.counters import ID_HIGH_WATER, TSO_BOUND, CounterStore
 from elanus.meta.db import Database
 from elanus.meta.idalloc import IDAllocator

@@ -24,11 +24,11 @@ from elanus.api.base import ACK, Ack
 from elanus.api.datacoord import ChannelFailed, ChannelHeld, Held
 from elanus.api.datanode import Checkpoint, DataNodeAPI, UnwatchChannel, WatchChannel
 from elanus.channels.dml import pchannel_of
-from elanus.channels.loop import Periodic
+from elanus.channels.runtime.loop import Periodic
 from elanus.errors import ElanusError
 
 if TYPE_CHECKING:
-    from elanus.channels.role import RoleHandler
+    from elanus.channels.runtime.role import RoleHandler
     from elanus.meta.context import CoordContext
     from elanus.meta.interfaces import ChannelSegments, CollectionLookup, TickedChannels
 

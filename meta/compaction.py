@@ -41,7 +41,7 @@ from elanus.api.compaction import (
     TriggerCompaction,
 )
 from elanus.channels import subjects
-from elanus.channels.loop import Periodic
+from elanus.channels.runtime.loop import Periodic
 from elanus.errors import ElanusError, ErrorCode
 from elanus.meta.scheduler import Lapsed
 from elanus.meta.segmentmeta import Segment
@@ -49,7 +49,7 @@ from elanus.properties import expire_floor, ttl_ms
 from elanus.states import COMPACTION_OPEN, CompactionState, SegmentLevel, SegmentState, transition
 
 if TYPE_CHECKING:
-    from elanus.channels.role import RoleHandler
+    from elanus.channels.runtime.role import RoleHandler
     from elanus.meta.context import CoordContext
     from elanus.meta.interfaces import Handoff, SegmentIndexer, SegmentStore
 

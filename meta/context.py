@@ -12,8 +12,8 @@ from elanus.channels.dml import pchannel_name
 
 if TYPE_CHECKING:
     from elanus.channels.bus import Bus
-    from elanus.channels.sessions import SessionWatcher
-    from elanus.channels.supervisor import Supervisor
+    from elanus.channels.runtime.sessions import SessionWatcher
+    from elanus.channels.runtime.supervisor import Supervisor
     from elanus.meta.db import Database
     from elanus.meta.idalloc import IDAllocator
     from elanus.meta.tso import TimestampOracle

@@ -15,12 +15,13 @@ import time
 from collections.abc import Callable
 
 from elanus.api.coord import CoordHealth, GetHealth, ListSessions, Sessions
-from elanus.channels import metrics, subjects
+from elanus.channels import subjects
 from elanus.channels.bus import Bus
 from elanus.channels.dml import ensure_streams
-from elanus.channels.loop import Periodic
-from elanus.channels.role import Role, RoleHandler
-from elanus.channels.sessions import Session, SessionInfo, SessionWatcher
+from elanus.channels.runtime import metrics
+from elanus.channels.runtime.loop import Periodic
+from elanus.channels.runtime.role import Role, RoleHandler
+from elanus.channels.runtime.sessions import Session, SessionInfo, SessionWatcher
 from elanus.errors import ElanusError, ErrorCode
 from elanus.meta.auth import AuthCoord
 from elanus.meta.backup import BackupService

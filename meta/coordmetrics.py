@@ -1,4 +1,4 @@
-"""The coord's gauges (``channels/metrics.py``): segments and their rows by state, each
+"""The coord's gauges (``channels/runtime/metrics.py``): segments and their rows by state, each
 load's progress, index tasks by state. Read from the coord's in-memory tables at scrape
 time, on the scrape's thread: plain reads of dicts taken as lists, no catalog query."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from elanus.channels import metrics
+from elanus.channels.runtime import metrics
 from elanus.states import IndexTaskState, SegmentState
 
 if TYPE_CHECKING:

@@ -39,7 +39,7 @@ from elanus.api.datacoord import (
 from elanus.api.proxy import ProxyAPI, ReleaseQuotas
 from elanus.channels import subjects
 from elanus.channels.dml import pchannel_of, stream_name
-from elanus.channels.loop import Periodic
+from elanus.channels.runtime.loop import Periodic
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.meta import segmentmeta
 from elanus.meta.segmentmeta import Segment
@@ -47,7 +47,7 @@ from elanus.schema import Schema
 from elanus.states import SegmentState, transition
 
 if TYPE_CHECKING:
-    from elanus.channels.role import RoleHandler
+    from elanus.channels.runtime.role import RoleHandler
     from elanus.meta.context import CoordContext
     from elanus.meta.interfaces import ChannelOwners, CollectionLookup, CompactionPlans
 

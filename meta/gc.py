@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from elanus import layout, objstore, tsutil
-from elanus.channels.loop import Periodic
+from elanus.channels.runtime.loop import Periodic
 from elanus.errors import ElanusError
 from elanus.meta import segmentmeta, snapshots
 from elanus.states import IndexTaskState, SegmentState

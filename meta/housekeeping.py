@@ -28,8 +28,8 @@ from nats.js.errors import NotFoundError
 
 from elanus.channels.consumer import durable_owner
 from elanus.channels.dml import stream_name
-from elanus.channels.loop import Periodic
-from elanus.channels.sessions import SessionInfo, list_sessions
+from elanus.channels.runtime.loop import Periodic
+from elanus.channels.runtime.sessions import SessionInfo, list_sessions
 
 if TYPE_CHECKING:
     from elanus.meta.context import CoordContext

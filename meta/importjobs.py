@@ -59,7 +59,7 @@ from elanus.api.imports import (
     WriteAborted,
 )
 from elanus.channels import subjects
-from elanus.channels.loop import cancel_and_wait
+from elanus.channels.runtime.loop import cancel_and_wait
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.meta import segmentmeta
 from elanus.meta.datacoord import estimate_row_bytes
@@ -73,7 +73,7 @@ from elanus.schema import Schema
 from elanus.states import IMPORT_FINAL, ImportJobState, SegmentState, transition
 
 if TYPE_CHECKING:
-    from elanus.channels.role import RoleHandler
+    from elanus.channels.runtime.role import RoleHandler
     from elanus.meta.context import CoordContext
     from elanus.meta.interfaces import (
         CollectionLookup,

@@ -47,7 +47,7 @@ from elanus.api.indexcoord import (
     Verdict,
 )
 from elanus.api.indexnode import BuildIndex, IndexNodeAPI
-from elanus.channels.loop import Periodic
+from elanus.channels.runtime.loop import Periodic
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.meta import indexmeta
 from elanus.meta.indexmeta import IndexRecord, IndexTask, field_spec, path_words, spec_slot
@@ -56,7 +56,7 @@ from elanus.schema import Schema
 from elanus.states import IndexTaskState, SegmentState, transition
 
 if TYPE_CHECKING:
-    from elanus.channels.role import RoleHandler
+    from elanus.channels.runtime.role import RoleHandler
     from elanus.meta.context import CoordContext
     from elanus.meta.interfaces import CollectionLookup, IndexListener, ProxyNotices, SegmentTable
     from elanus.meta.segmentmeta import Segment

@@ -53,7 +53,7 @@ from elanus.api.querynode import (
     WorkerAPI,
 )
 from elanus.channels.dml import pchannel_of
-from elanus.channels.loop import Periodic, cancel_and_wait
+from elanus.channels.runtime.loop import Periodic, cancel_and_wait
 from elanus.errors import ElanusError, ErrorCode
 from elanus.meta import replicas as rep
 from elanus.meta.balance import balance
@@ -64,7 +64,7 @@ from elanus.states import LoadState as Load
 from elanus.states import SegmentState, transition
 
 if TYPE_CHECKING:
-    from elanus.channels.role import RoleHandler
+    from elanus.channels.runtime.role import RoleHandler
     from elanus.meta.context import CoordContext
     from elanus.meta.interfaces import CollectionLookup, SegmentTable, ServedIndexes
 

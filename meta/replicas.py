@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from elanus.api.querynode import LOADED_MEMORY
-from elanus.channels.sessions import SessionInfo
+from elanus.channels.runtime.sessions import SessionInfo
 from elanus.errors import ElanusError, ErrorCode
 from elanus.states import LoadState as Load
 from elanus.states import transition

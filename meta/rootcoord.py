@@ -65,7 +65,7 @@ from elanus.properties import MMAP_KEYS
 from elanus.schema import Schema, added_field, check_name
 
 if TYPE_CHECKING:
-    from elanus.channels.role import RoleHandler
+    from elanus.channels.runtime.role import RoleHandler
     from elanus.meta.collections import CatalogLookup
     from elanus.meta.context import CoordContext
     from elanus.meta.interfaces import (

@@ -24,7 +24,7 @@ from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
-from elanus.channels.loop import Periodic
+from elanus.channels.runtime.loop import Periodic
 from elanus.errors import ElanusError
 
 log = logging.getLogger(__name__)

@@ -31,7 +31,7 @@ from elanus.states import SegmentState
 if TYPE_CHECKING:
     import duckdb
 
-    from elanus.channels.role import RoleHandler
+    from elanus.channels.runtime.role import RoleHandler
     from elanus.meta.context import CoordContext
 
 MAX_PER_COLLECTION = 100

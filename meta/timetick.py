@@ -19,11 +19,11 @@ from elanus.api.datacoord import LastTicks, TickNow, TickReport, TicksPublished
 from elanus.api.proxy import ProxyAPI
 from elanus.channels.dml import DmlMessage, MsgType
 from elanus.channels.jsretry import publish_acked
-from elanus.channels.loop import Periodic
+from elanus.channels.runtime.loop import Periodic
 from elanus.errors import ElanusError
 
 if TYPE_CHECKING:
-    from elanus.channels.role import RoleHandler
+    from elanus.channels.runtime.role import RoleHandler
     from elanus.meta.context import CoordContext
 
 log = logging.getLogger(__name__)

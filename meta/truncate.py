@@ -27,7 +27,7 @@ from elanus.meta.segmentmeta import Segment
 from elanus.states import SegmentState
 
 if TYPE_CHECKING:
-    from elanus.channels.role import RoleHandler
+    from elanus.channels.runtime.role import RoleHandler
     from elanus.meta.collections import CatalogLookup
     from elanus.meta.compaction import CompactionManager
     from elanus.meta.datacoord import DataCoord

@@ -21,7 +21,7 @@ import orjson
 from google.protobuf import message_factory
 from pymilvus.grpc_gen import common_pb2, milvus_pb2, milvus_pb2_grpc
 
-from elanus.channels.metrics import Outcome, proxy_request
+from elanus.channels.runtime.metrics import Outcome, proxy_request
 from elanus.errors import ElanusError, ErrorCode
 from elanus.flight.actions import perform
 from elanus.flight.auth import Caller

@@ -27,9 +27,9 @@ from tiers import install_guards, mark_integration, unit_guard  # noqa: E402, F4
 
 from elanus import ElanusError, ErrorCode
 from elanus.channels.bus import Bus
-from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats
 from elanus.channels.natsauth import NatsCredentials
+from elanus.channels.runtime.loop import LoopThread
 from elanus.client.client import Client
 from elanus.flight.proxy import ProxyServer
 from elanus.index.indexnode import IndexNode

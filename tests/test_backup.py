@@ -21,8 +21,8 @@ import pytest
 from conftest import Stack, bare_collection, cli_env, raises_code, run_elanus, wait_for
 
 from elanus import ErrorCode, objstore
-from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats
+from elanus.channels.runtime.loop import LoopThread
 from elanus.client.client import Client
 from elanus.meta import backupfiles, segmentmeta
 from elanus.meta.db import Database

@@ -18,8 +18,8 @@ from conftest import ElanusProcess, Stack, wait_for
 
 from elanus.api.coord import CoordAPI, ListSessions
 from elanus.channels.bus import Bus
-from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats
+from elanus.channels.runtime.loop import LoopThread
 from elanus.errors import ElanusError, ErrorCode
 from elanus.meta.journal import CatalogJournal, decode, encode
 from elanus.meta.recorder import Recorder, mutates

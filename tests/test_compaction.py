@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from conftest import Stack
 
-from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats
+from elanus.channels.runtime.loop import LoopThread
 from elanus.client.client import Client
 from elanus.segments import storage
 

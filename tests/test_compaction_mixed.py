@@ -16,8 +16,8 @@ import pytest
 from conftest import Stack
 
 from elanus import layout
-from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats
+from elanus.channels.runtime.loop import LoopThread
 from elanus.client.client import Client
 from elanus.errors import ElanusError, ErrorCode
 from elanus.schema import DataType, Schema

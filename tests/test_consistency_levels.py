@@ -24,8 +24,8 @@ import pyarrow as pa
 import pytest
 from conftest import ElanusProcess, Stack, StandaloneProcess, wait_for
 
-from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats
+from elanus.channels.runtime.loop import LoopThread
 from elanus.client.client import Client
 from elanus.meta.coord import Coordinator
 

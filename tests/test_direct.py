@@ -16,9 +16,9 @@ from test_lost_requests import _pair
 from elanus.channels import frames
 from elanus.channels.bus import blocking
 from elanus.channels.direct import DirectClient, DirectServer, NotDirect, direct_key
-from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats
 from elanus.channels.natsauth import NatsCredentials
+from elanus.channels.runtime.loop import LoopThread
 from elanus.channels.transport import unwrap
 from elanus.errors import ElanusError, ErrorCode
 

@@ -19,9 +19,9 @@ from segment_reader import data_counts, subject_counts
 
 from elanus import DataType, ElanusError, ErrorCode, Schema
 from elanus.channels.dml import DmlMessage, MsgType, ensure_streams, stream_name
-from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats
 from elanus.channels.publisher import HEADER_RESERVE, SAFETY_MARGIN, DmlPublisher, header_bytes
+from elanus.channels.runtime.loop import LoopThread
 from elanus.client.client import Client
 
 STOCK_MAX_PAYLOAD = 1024 * 1024

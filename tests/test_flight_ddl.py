@@ -22,7 +22,7 @@ from elanus.api.rootcoord import (
     RootCoordAPI,
     TsoAlloc,
 )
-from elanus.channels.supervisor import Supervisor
+from elanus.channels.runtime.supervisor import Supervisor
 from elanus.flight.actions import catalogue
 from elanus.flight.ddqueue import DdQueue
 from elanus.flight.metacache import MetaCache

@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 from conftest import own_stack
 
-from elanus.channels import metrics
 from elanus.channels.consumer import ChannelConsumer
 from elanus.channels.flow import (
     ChannelFigures,
@@ -24,6 +23,7 @@ from elanus.channels.flow import (
     MemoryFigure,
     judge,
 )
+from elanus.channels.runtime import metrics
 from elanus.client import retry
 from elanus.client.client import Client
 from elanus.errors import ElanusError, ErrorCode

@@ -18,7 +18,7 @@ import pytest
 
 from elanus import layout
 from elanus.channels.dml import DmlMessage, MsgType
-from elanus.channels.supervisor import Supervisor
+from elanus.channels.runtime.supervisor import Supervisor
 from elanus.schema import Schema
 from elanus.segments import storage
 from elanus.segments.datanode.channel_writer import ChannelWriter

@@ -17,8 +17,8 @@ from nats.js.api import AckPolicy, ConsumerConfig
 
 from elanus.channels.consumer import datanode_durable, durable_owner, querynode_durable
 from elanus.channels.dml import pchannel_of, stream_name
-from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats
+from elanus.channels.runtime.loop import LoopThread
 from elanus.client.client import Client
 from elanus.meta.coord import Coordinator
 from elanus.segments.querynode.node import QueryNode

@@ -29,9 +29,9 @@ from elanus import layout, objstore
 from elanus.api.datanode import ImportTaken, RunImport
 from elanus.api.imports import ImportAPI, PrepareImport
 from elanus.channels.bus import Bus
-from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats
-from elanus.channels.sessions import Session, SessionInfo
+from elanus.channels.runtime.loop import LoopThread
+from elanus.channels.runtime.sessions import Session, SessionInfo
 from elanus.client.client import Client
 from elanus.errors import ElanusError
 from elanus.importroots import upload_area

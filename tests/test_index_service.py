@@ -23,8 +23,8 @@ from conftest import ElanusProcess, Stack, both_transports
 from test_read_path import wait_for, wait_querynodes
 
 from elanus import ElanusError, ErrorCode
-from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats
+from elanus.channels.runtime.loop import LoopThread
 from elanus.client.client import Client
 
 DIM = 32

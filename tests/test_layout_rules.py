@@ -69,6 +69,21 @@ def test_every_shared_module_is_under_the_contracts() -> None:
     }
 
 
+def test_folders_by_role_are_under_the_contracts() -> None:
+    """Every module of the index library is held off the bus (only ``indexnode`` is a role),
+    and segments/ holds its two nodes and their shared storage as packages of their own."""
+    library = {
+        f"elanus.index.{p.stem}"
+        for p in (ROOT / "index").glob("*.py")
+        if p.stem not in ("__init__", "indexnode")
+    }
+    assert set(_contract("The index library")["source_modules"]) == library
+    nodes = set(_contract("The data node and the query node")["modules"])
+    assert nodes == {"elanus.segments.datanode", "elanus.segments.querynode"}
+    loose = sorted(p.name for p in (ROOT / "segments").glob("*.py") if p.stem != "__init__")
+    assert loose == [], "a segments/ module belongs to datanode/, querynode/ or storage/"
+
+
 SEARCH_DIR = ROOT / "flight" / "search"
 
 

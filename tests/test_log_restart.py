@@ -35,8 +35,8 @@ from nats.js.api import StreamConfig
 
 from elanus.channels import subjects
 from elanus.channels.bus import Bus
-from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats, free_port
+from elanus.channels.runtime.loop import LoopThread
 from elanus.client.client import Client
 from elanus.errors import ElanusError, ErrorCode
 from elanus.meta.journal import STREAM, SUBJECT, CatalogJournal, encode

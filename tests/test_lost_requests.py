@@ -17,8 +17,8 @@ from nats.js.api import KeyValueConfig
 from elanus.channels import subjects
 from elanus.channels.bus import Bus
 from elanus.channels.coordwatch import CoordWatch
-from elanus.channels.loop import LoopThread, Periodic
 from elanus.channels.nats_server import EmbeddedNats
+from elanus.channels.runtime.loop import LoopThread, Periodic
 from elanus.errors import ElanusError, ErrorCode
 
 

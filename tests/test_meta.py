@@ -27,8 +27,8 @@ from elanus.api.rootcoord import (
     TsoAlloc,
 )
 from elanus.channels.bus import Bus
-from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats, die_with_parent
+from elanus.channels.runtime.loop import LoopThread
 from elanus.meta import migrations, segmentmeta
 from elanus.meta.coord import Coordinator
 from elanus.meta.counters import ID_HIGH_WATER, TSO_BOUND, CounterStore

@@ -16,8 +16,8 @@ import pytest
 from conftest import wait_for
 from prometheus_client.parser import text_string_to_metric_families
 
-from elanus.channels import metrics
 from elanus.channels.nats_server import EmbeddedNats, free_port
+from elanus.channels.runtime import metrics
 from elanus.cli.host import RoleHost
 from elanus.cli.roles import standalone_roles
 from elanus.client.client import Client
@@ -229,7 +229,7 @@ def test_queued_histograms_fold_into_prometheus_buckets() -> None:
     buckets prometheus_client's own Histogram would give (``le`` is inclusive)."""
     from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 
-    from elanus.channels.hotmetrics import QueuedHistogram
+    from elanus.channels.runtime.hotmetrics import QueuedHistogram
 
     h = QueuedHistogram("test_queued_seconds", "test", ["scope"], buckets=(0.01, 0.1, 1))
     try:

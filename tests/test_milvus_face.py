@@ -38,7 +38,7 @@ def test_connect_version_and_not_supported(client: MilvusClient) -> None:
 
 
 def test_session_names_the_milvus_port(mstack: Any) -> None:
-    from elanus.channels.sessions import list_sessions
+    from elanus.channels.runtime.sessions import list_sessions
 
     sessions = mstack.call(list_sessions(mstack.bus))
     proxies = [x for x in sessions if x.role == "proxy"]

@@ -23,9 +23,9 @@ from conftest import Stack
 
 from elanus.channels.bus import Bus
 from elanus.channels.dml import ensure_streams, stream_name
-from elanus.channels.loop import LoopThread
 from elanus.channels.nats_cluster import NatsCluster
 from elanus.channels.nats_server import EmbeddedNats
+from elanus.channels.runtime.loop import LoopThread
 from elanus.client.client import Client
 from elanus.errors import ElanusError
 

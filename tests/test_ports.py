@@ -6,8 +6,8 @@ import socket
 
 import pytest
 
-from elanus.channels import ports
 from elanus.channels.nats_server import free_port
+from elanus.channels.runtime import ports
 
 
 def test_ports_come_from_below_the_ephemeral_range_free_and_never_twice() -> None:

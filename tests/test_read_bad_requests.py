@@ -19,8 +19,8 @@ import pytest
 from conftest import Stack, bare_collection, own_stack
 
 from elanus import DataType, ElanusError, ErrorCode, Schema
-from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats
+from elanus.channels.runtime.loop import LoopThread
 from elanus.client.client import Client
 from elanus.flight.metacache import CollectionInfo
 from elanus.flight.search.service import in_shard_words

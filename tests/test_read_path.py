@@ -27,8 +27,8 @@ import pytest
 from conftest import TRANSPORTS, ElanusProcess, Stack, bare_collection, own_stack, wait_for
 
 from elanus import DataType, ElanusError, ErrorCode, Schema
-from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats
+from elanus.channels.runtime.loop import LoopThread
 from elanus.client.client import Client
 from elanus.meta.coord import Coordinator
 

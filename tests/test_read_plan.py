@@ -17,8 +17,8 @@ import pytest
 from conftest import Stack, wait_for
 
 from elanus import ElanusError, ErrorCode
-from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats
+from elanus.channels.runtime.loop import LoopThread
 from elanus.client.client import Client
 from elanus.flight.search import readplan
 from elanus.schema import Schema

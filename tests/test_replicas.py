@@ -27,7 +27,7 @@ from milvus_stack import milvus_stack
 from test_cli_read import one_line_error
 from test_read_path import wait_querynodes
 
-from elanus.channels.metrics import PROXY_FAILOVERS
+from elanus.channels.runtime.metrics import PROXY_FAILOVERS
 from elanus.client.client import Client
 from elanus.errors import ElanusError, ErrorCode
 from elanus.segments.querynode.node import QueryNode

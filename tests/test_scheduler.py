@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from elanus.channels.bus import Bus
-from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats
+from elanus.channels.runtime.loop import LoopThread
 from elanus.meta import indexmeta
 from elanus.meta.compaction import PLAN_TIMEOUT_S, Plan
 from elanus.meta.coord import Coordinator

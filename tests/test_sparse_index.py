@@ -25,8 +25,8 @@ from test_index_service import collection_id, served_indexes, tasks
 from test_read_path import wait_for
 
 from elanus import ElanusError, ErrorCode
-from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats
+from elanus.channels.runtime.loop import LoopThread
 from elanus.client.client import Client
 from elanus.index.engine import load_index
 from elanus.index.kernels import VectorIndexExact

@@ -18,8 +18,8 @@ import pytest
 from conftest import Stack, own_stack, wait_for
 
 from elanus import layout, objstore
-from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats
+from elanus.channels.runtime.loop import LoopThread
 from elanus.client.client import Client
 from elanus.errors import ElanusError
 from elanus.meta.importfiles import collect_garbage

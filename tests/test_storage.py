@@ -22,8 +22,8 @@ from s3 import MotoServer, start_moto
 from test_read_path import wait_for
 
 from elanus import ElanusError, ErrorCode, layout, objstore
-from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats
+from elanus.channels.runtime.loop import LoopThread
 from elanus.client.client import Client
 from elanus.meta.coord import Coordinator
 from elanus.schema import TIMESTAMP_FIELD, quick_schema

@@ -15,7 +15,7 @@ import pytest
 from conftest import Stack, wait_for
 
 from elanus import layout
-from elanus.channels.supervisor import Supervisor
+from elanus.channels.runtime.supervisor import Supervisor
 from elanus.client.client import Client
 from elanus.errors import ElanusError, ErrorCode
 
@@ -65,7 +65,7 @@ def test_a_task_that_fails_once_its_role_is_stopping_is_ended_quietly(
     """A coord's stop closes its catalog after its supervisor: a task a session event
     started meanwhile then fails on the closed journal, which is no error to report."""
     runs: list[int] = []
-    caplog.set_level(logging.INFO, logger="elanus.channels.supervisor")
+    caplog.set_level(logging.INFO, logger="elanus.channels.runtime.supervisor")
 
     async def late() -> None:
         runs.append(1)

@@ -19,9 +19,9 @@ from elanus.api.datacoord import TickNow, TickReport
 from elanus.channels import dml
 from elanus.channels.bus import Bus
 from elanus.channels.consumer import ChannelConsumer
-from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats, free_port
-from elanus.channels.supervisor import Supervisor
+from elanus.channels.runtime.loop import LoopThread
+from elanus.channels.runtime.supervisor import Supervisor
 from elanus.errors import ElanusError, ErrorCode, coord_lapsed
 from elanus.flight.timeticker import DmlTracker, TimeTicker
 from elanus.meta import timetick

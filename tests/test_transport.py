@@ -17,8 +17,8 @@ from conftest import Stack, own_stack
 
 from elanus.channels import frames
 from elanus.channels.bus import Bus, blocking
-from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats
+from elanus.channels.runtime.loop import LoopThread
 from elanus.channels.transport import LocalTransport
 from elanus.errors import ElanusError, ErrorCode
 from elanus.searchrequest import SearchRequest

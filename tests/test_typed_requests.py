@@ -20,9 +20,9 @@ from elanus.api.indexcoord import ClaimIndexTasks, IndexReport
 from elanus.api.rootcoord import CreateCollection, TsoAlloc
 from elanus.channels import frames
 from elanus.channels.bus import Bus
-from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats
-from elanus.channels.role import at_edge
+from elanus.channels.runtime.loop import LoopThread
+from elanus.channels.runtime.role import at_edge
 from elanus.errors import ElanusError, ErrorCode
 from elanus.meta.coord import Coordinator
 from elanus.requests import Body, Range, decode, request, request_type

@@ -31,8 +31,8 @@ from conftest import Stack, StandaloneProcess, own_stack
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 import elanus
-from elanus.channels import requestlog
 from elanus.channels.nats_server import free_port
+from elanus.channels.runtime import requestlog
 from elanus.client.client import Client
 from elanus.webui.samples import MetricSamples
 from elanus.webui.server import WebConsole

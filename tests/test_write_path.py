@@ -35,8 +35,8 @@ from segment_reader import (
 
 from elanus import DataType, ElanusError, ErrorCode, Schema
 from elanus.channels.dml import MsgType
-from elanus.channels.loop import LoopThread
 from elanus.channels.nats_server import EmbeddedNats
+from elanus.channels.runtime.loop import LoopThread
 from elanus.client.client import Client
 from elanus.pkhash import shard_of
 from elanus.segments import storage

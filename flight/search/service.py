@@ -30,7 +30,7 @@ from elanus.api.base import Call, as_body, ask_many_sync
 from elanus.api.indexcoord import DescribeIndex
 from elanus.api.querycoord import NodeUnreachable, QueryRoute, Route
 from elanus.api.querynode import QueryNodeAPI, ReadShard, SearchShard, ShardHits
-from elanus.channels.metrics import PROXY_FAILOVERS
+from elanus.channels.runtime.metrics import PROXY_FAILOVERS
 from elanus.consistency import ConsistencyLevel
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.flight.actions import check_request

@@ -46,7 +46,7 @@ from elanus.api.imports import (
     PrepareImport,
 )
 from elanus.api.rootcoord import IdAlloc, RootCoordAPI
-from elanus.channels.loop import Periodic
+from elanus.channels.runtime.loop import Periodic
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.fileerrors import unknown_columns, without_file_text
 from elanus.filereaders import open_unit, unreadable

@@ -21,8 +21,8 @@ from elanus.api.datanode import (
 from elanus.api.rootcoord import SchemaTaken, UpdateSchema
 from elanus.channels import subjects
 from elanus.channels.bus import Bus
-from elanus.channels.loop import cancel_and_wait
-from elanus.channels.role import Role, RoleHandler
+from elanus.channels.runtime.loop import cancel_and_wait
+from elanus.channels.runtime.role import Role, RoleHandler
 from elanus.errors import ElanusError
 from elanus.schema import Schema
 from elanus.segments.datanode.channel_writer import ChannelWriter

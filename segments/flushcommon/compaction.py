@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from elanus.api.compaction import CompactionDone, CompactionFailed, CompactionPlan
-from elanus.channels.supervisor import describe
+from elanus.channels.runtime.supervisor import describe
 from elanus.schema import Schema
 from elanus.segments import storage
 from elanus.segments.flushcommon.coordreport import CoordReports

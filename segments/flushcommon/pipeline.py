@@ -22,7 +22,7 @@ from elanus.api.datacoord import ChannelFailed, DatanodeTick, TickReply
 from elanus.api.datanode import WatchChannel
 from elanus.channels.consumer import ChannelConsumer, datanode_durable
 from elanus.channels.dml import DmlMessage
-from elanus.channels.supervisor import describe
+from elanus.channels.runtime.supervisor import describe
 from elanus.segments.flushcommon.compaction import Compactions
 from elanus.segments.flushcommon.coordreport import CoordReports
 from elanus.segments.flushcommon.flusher import Flusher

@@ -34,7 +34,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
-from elanus.channels.supervisor import Supervisor
+from elanus.channels.runtime.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
 

@@ -48,7 +48,7 @@ from elanus.api.querynode import (
 )
 from elanus.channels.consumer import ChannelConsumer, querynode_durable
 from elanus.channels.dml import DmlMessage, MsgType
-from elanus.channels.metrics import NO_LABELS, WAIT_TSAFE
+from elanus.channels.runtime.metrics import NO_LABELS, WAIT_TSAFE
 from elanus.errors import ElanusError, ErrorCode
 from elanus.expr import Expr
 from elanus.reduce import add_term_stats

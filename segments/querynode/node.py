@@ -49,10 +49,15 @@ from elanus.api.querynode import (
     WorkerHits,
 )
 from elanus.api.rootcoord import SchemaTaken, UpdateSchema
-from elanus.channels import metrics, subjects
+from elanus.channels import subjects
 from elanus.channels.bus import Bus, blocking
-from elanus.channels.metrics import SEARCH_LATENCY, SEARCH_SCOPE_SEGMENTS, SEARCH_SCOPE_SHARD
-from elanus.channels.role import Role, RoleHandler
+from elanus.channels.runtime import metrics
+from elanus.channels.runtime.metrics import (
+    SEARCH_LATENCY,
+    SEARCH_SCOPE_SEGMENTS,
+    SEARCH_SCOPE_SHARD,
+)
+from elanus.channels.runtime.role import Role, RoleHandler
 from elanus.errors import ElanusError, ErrorCode
 from elanus.expr import Expr, parse_cached
 from elanus.index.kernels import stop_faiss_interrupt_checks

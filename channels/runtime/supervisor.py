@@ -25,7 +25,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from elanus.channels.loop import cancel_and_wait
+from elanus.channels.runtime.loop import cancel_and_wait
 
 log = logging.getLogger(__name__)
 

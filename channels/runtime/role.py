@@ -10,14 +10,15 @@ from typing import Any, ClassVar
 
 import elanus
 from elanus import objstore
-from elanus.channels import metrics, subjects
+from elanus.channels import subjects
 from elanus.channels.bus import Bus, Handler, Served
 from elanus.channels.consumer import ChannelConsumer
 from elanus.channels.coordwatch import INTERVAL_S, CoordWatch
 from elanus.channels.flow import FlowReport, total_memory
-from elanus.channels.loop import Periodic
-from elanus.channels.sessions import Session, SessionInfo
-from elanus.channels.supervisor import Supervisor
+from elanus.channels.runtime import metrics
+from elanus.channels.runtime.loop import Periodic
+from elanus.channels.runtime.sessions import Session, SessionInfo
+from elanus.channels.runtime.supervisor import Supervisor
 from elanus.channels.transport import blocking, is_blocking
 from elanus.requests import decode, request_type
 from elanus.settings import Settings
@@ -44,7 +45,7 @@ class Role:
         self._coord_watch: Periodic | None = None
         self._served: list[Served] = []
         self.supervisor = Supervisor(f"{self.role_name} {self.node_id}", self._health_changed)
-        """Every background task of the role runs through it (see ``channels/supervisor``)."""
+        """Every background task of the role runs through it (``runtime/supervisor``)."""
         self.restarts = 0
         """How often the role was started again after it stopped or its process died (set
         by its host, ``cli/host.py``): its session carries it, ``elanus status`` shows it."""

@@ -32,8 +32,8 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from elanus.channels import requestlog
-from elanus.channels.hotmetrics import QueuedCounter, QueuedHistogram
+from elanus.channels.runtime import requestlog
+from elanus.channels.runtime.hotmetrics import QueuedCounter, QueuedHistogram
 from elanus.errors import ElanusError, ErrorCode
 
 log = logging.getLogger(__name__)
@@ -42,7 +42,7 @@ disable_created_metrics()  # no ``*_created`` series beside every counter: noise
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
 # -- the proxy ------------------------------------------------------------------------------
-# Updated on every request: queued, folded at scrape (elanus.channels.hotmetrics).
+# Updated on every request: queued, folded at scrape (elanus.channels.runtime.hotmetrics).
 PROXY_REQUESTS = QueuedCounter(
     "elanus_proxy_req_count",
     "Requests a proxy answered, by function (DoAction name, DoPut, DoGet, ..., or the "

@@ -36,8 +36,8 @@ from nats.js.kv import KeyValue
 
 from elanus.channels.bus import Bus
 from elanus.channels.jsretry import is_transient
-from elanus.channels.loop import Periodic
 from elanus.channels.replicas import raise_replicas, replica_error
+from elanus.channels.runtime.loop import Periodic
 from elanus.channels.subjects import SESSIONS_BUCKET
 
 log = logging.getLogger(__name__)
