@@ -259,6 +259,9 @@ def test_compaction_plans(client: MilvusClient) -> None:
     assert set(target.compaction_from) == sources and target.insert_channel
     listed = client.list_compaction_tasks("comp")
     assert [(set(p.sources), p.target) for p in listed.plans] == [(sources, plan.target)]
+    index = client.prepare_index_params()  # Milvus loads only what an index covers
+    index.add_index("v", index_type="FLAT", metric_type="L2")
+    client.create_index("comp", index)
     _fails(101, lambda: client.refresh_load("comp"), "not loaded")
     client.load_collection("comp")
     client.refresh_load("comp")  # VectorDBBench's last optimize step: nothing to pull
