@@ -355,6 +355,10 @@ class DataCoord:
         return ts, pending
 
     async def flush_state(self, req: FlushState) -> FlushProgress:
+        """Whether ``segment_ids`` are Flushed; given ``collection_id`` and ``flush_ts``,
+        also whether every vchannel of that collection checkpointed at or past
+        ``flush_ts`` (Milvus's flush-all state: a timestamp no checkpoint has reached,
+        a future one included, is not flushed yet)."""
         ids = req.segment_ids
         self._check_channels(ids)
         done = [
@@ -362,7 +366,16 @@ class DataCoord:
             for i in ids
             if i not in self.segments or self.segments[i].state is SegmentState.FLUSHED
         ]
-        return FlushProgress(flushed=len(done) == len(ids), done=len(done), total=len(ids))
+        flushed = len(done) == len(ids)
+        if flushed and req.collection_id is not None and req.flush_ts is not None:
+            flushed = await self._checkpointed(req.collection_id, req.flush_ts)
+        return FlushProgress(flushed=flushed, done=len(done), total=len(ids))
+
+    async def _checkpointed(self, collection_id: int, ts: int) -> bool:
+        live = await self.lookup.live_vchannels()
+        return all(
+            self.checkpoints.get(v, (0, 0))[1] >= ts for v, c in live.items() if c == collection_id
+        )
 
     def _check_channels(self, segment_ids: list[int]) -> None:
         """A flush waiting on a channel whose datanode task died fails, naming it, instead

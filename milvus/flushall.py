@@ -7,7 +7,9 @@ else the database the call names; else every database, as Milvus does) and answe
 latest seal timestamp. ``GetFlushAllState`` needs no memory of the call: it is true once
 every segment of those collections sealed at or before that timestamp is Flushed (a
 segment sealed later holds rows written after the flush; compacted ones are gone, their
-rows in a flushed target).
+rows in a flushed target) and, as Milvus's datacoord checks channel checkpoints, every
+vchannel of theirs was consumed past it: a timestamp no checkpoint reached (one in the
+future) is not flushed.
 """
 
 from __future__ import annotations
@@ -18,10 +20,11 @@ from typing import Any
 from pymilvus.grpc_gen import common_pb2, milvus_pb2, schema_pb2
 
 from elanus.api.compaction import CompactionPlans, GetCompactionPlans, ListCompactions
+from elanus.api.datacoord import FlushState
 from elanus.errors import invalid
 from elanus.milvus.servicer import Ctx, Servicer, served
 from elanus.milvus.status import ok
-from elanus.states import CompactionState, SegmentState
+from elanus.states import CompactionState
 
 _TASK_STATES = {
     CompactionState.PENDING.value: common_pb2.CompactionTaskStatePipelining,
@@ -79,15 +82,23 @@ class FlushAllRpcs(Servicer):
         for db, names in self._targets(ctx, request).items():
             state = reply.flush_states.add(db_name=db)
             for name in names:
-                doc = self.act(replace(ctx, db=db), "get_segment_info", collection=name)
-                done = all(
-                    s.get("state") == SegmentState.FLUSHED
-                    for s in doc["segments"]
-                    if s.get("seal_ts") and int(s["seal_ts"]) <= ts
-                )
+                done = self._flushed(replace(ctx, db=db), name, ts)
                 state.collection_flush_states[name] = done
                 reply.flushed = reply.flushed and done
         return reply
+
+    def _flushed(self, ctx: Ctx, name: str, ts: int) -> bool:
+        """The segments of ``name`` sealed at or before ``ts`` are Flushed and each of its
+        vchannels' datanodes consumed past ``ts`` (Milvus's channel checkpoint test)."""
+        doc = self.act(ctx, "get_segment_info", collection=name)
+        sealed = [
+            int(s["segment_id"])
+            for s in doc["segments"]
+            if s.get("seal_ts") and int(s["seal_ts"]) <= ts
+        ]
+        cid = self.proxy.dml.collection(ctx.db, name).collection_id
+        state = FlushState(segment_ids=sealed, collection_id=cid, flush_ts=ts)
+        return self.proxy.run(self.proxy.datacoord.flush_state(state)).flushed
 
     @served()
     def GetCompactionStateWithPlans(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802

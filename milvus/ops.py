@@ -8,12 +8,13 @@ from typing import Any
 
 from pymilvus.grpc_gen import common_pb2, milvus_pb2, schema_pb2
 
+from elanus.api.indexcoord import DescribeIndex
 from elanus.api.querycoord import LoadState, QueryRoute
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.milvus.params import kv_values
 from elanus.milvus.schemas import kv_pairs
 from elanus.milvus.servicer import Ctx, Servicer, served
-from elanus.milvus.status import ok
+from elanus.milvus.status import UNEXPECTED, ok, status_of
 from elanus.privileges import Need
 from elanus.schema import check_name
 from elanus.states import SegmentLevel, SegmentState
@@ -166,8 +167,42 @@ class OpsRpcs(Servicer):
         return ok()
 
     # -- load and release -------------------------------------------------------------------
+    def _unindexed(self, ctx: Ctx, collection: str) -> Any:
+        """Milvus's proxy refuses to load a collection whose vector fields are not all
+        indexed (Elanus's own face loads it and searches such fields exactly): with no
+        index at all IndexNotExist ``700``, "index not found[collection=...]"; with some
+        vector field unindexed Milvus 2.6's unclassified ``65535``, naming those fields.
+        ``None`` when every vector field has an index."""
+        name = check_name(collection, "collection")
+        ctx.caller.require(Need("Load", ctx.db, name))
+        info = self.proxy.dml.collection(ctx.db, name)
+        described = self.proxy.indexcoord.describe(DescribeIndex(collection_id=info.collection_id))
+        indexes = self.proxy.run(described).indexes
+        if not indexes:
+            raise ElanusError(
+                ErrorCode.INDEX_NOT_FOUND,
+                f"index not found[collection={name}]: create an index on each vector field "
+                "before loading",
+            )
+        indexed = {i.field for i in indexes}
+        missing = [f.name for f in info.schema.vector_fields if f.name not in indexed]
+        if not missing:
+            return None
+        fields = "[" + " ".join(missing) + "]"  # as Go prints a list of strings
+        status = status_of(
+            ElanusError(
+                ErrorCode.INDEX_NOT_FOUND,
+                f"there is no vector index on field: {fields}, please create index firstly",
+            )
+        )
+        status.code, status.error_code = UNEXPECTED, common_pb2.UnexpectedError
+        return status
+
     @served()
     def LoadCollection(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        refused = self._unindexed(ctx, request.collection_name)
+        if refused is not None:
+            return refused
         if request.refresh:
             return self._refresh(ctx, request.collection_name)
         self.act(
@@ -180,6 +215,9 @@ class OpsRpcs(Servicer):
 
     @served()
     def LoadPartitions(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        refused = self._unindexed(ctx, request.collection_name)
+        if refused is not None:
+            return refused
         if request.refresh:
             return self._refresh(ctx, request.collection_name)
         self.act(
@@ -308,7 +346,14 @@ class OpsRpcs(Servicer):
 
     @served()
     def GetLoadState(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        state, _ = self._load_state(ctx, request)
+        """A collection that does not exist is the state ``NotExist``, not an error, as
+        Milvus's proxy answers it (pymilvus's ``LoadState.NotExist``)."""
+        try:
+            state, _ = self._load_state(ctx, request)
+        except ElanusError as e:
+            if e.code not in (ErrorCode.COLLECTION_NOT_FOUND, ErrorCode.DATABASE_NOT_FOUND):
+                raise
+            state = common_pb2.LoadStateNotExist
         return milvus_pb2.GetLoadStateResponse(status=ok(), state=state)
 
     @served()

@@ -19,6 +19,7 @@ from pymilvus.exceptions import MilvusException
 from pymilvus.grpc_gen import common_pb2, feder_pb2, milvus_pb2
 
 from elanus.channels.nats_server import free_port
+from elanus.tsutil import compose
 
 DIM = 4
 
@@ -210,6 +211,19 @@ def test_flush_all_flushes_every_database(client: MilvusClient, uri: str) -> Non
         # pymilvus 3.0.2's MilvusClient.get_flush_all_state needs flush_all_ts by keyword
         assert other.get_flush_all_state(flush_all_ts=one.flush_all_ts) is True
 
+        # Milvus's datacoord answers a timestamp by its channel checkpoints: one no
+        # checkpoint reached (here 5 s ahead) is not flushed, until the channels pass it
+        ahead = compose(int(time.time() * 1000) + 5000)
+        future = milvus_pb2.GetFlushAllStateRequest(flush_all_ts=ahead, db_name="other")
+        early = stub.GetFlushAllState(future)
+        assert early.status.code == 0 and early.flushed is False
+        assert dict(early.flush_states[0].collection_flush_states) == {"fb": False}
+        assert other.get_flush_all_state(flush_all_ts=ahead) is False
+        _wait(
+            "the channels passing the future timestamp",
+            lambda: stub.GetFlushAllState(future).flushed,
+        )
+
         _status(stub.GetFlushAllState(milvus_pb2.GetFlushAllStateRequest()), 1100, "flush_all_ts")
         refused = milvus_pb2.GetFlushAllStateRequest(flush_all_ts=1)
         refused.flush_all_tss["ch"] = 1
@@ -245,6 +259,9 @@ def test_compaction_plans(client: MilvusClient) -> None:
     assert set(target.compaction_from) == sources and target.insert_channel
     listed = client.list_compaction_tasks("comp")
     assert [(set(p.sources), p.target) for p in listed.plans] == [(sources, plan.target)]
+    index = client.prepare_index_params()  # Milvus loads only what an index covers
+    index.add_index("v", index_type="FLAT", metric_type="L2")
+    client.create_index("comp", index)
     _fails(101, lambda: client.refresh_load("comp"), "not loaded")
     client.load_collection("comp")
     client.refresh_load("comp")  # VectorDBBench's last optimize step: nothing to pull
