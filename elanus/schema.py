@@ -49,6 +49,10 @@ DYNAMIC_FIELD = "$meta"
 TIMESTAMP_ARROW_FIELD = pa.field(TIMESTAMP_FIELD, pa.uint64(), nullable=False)
 """A row's insert timestamp as segments store it."""
 RESERVED_NAMES = frozenset({TIMESTAMP_FIELD, "_row_id", "_rowid", "_segment", DYNAMIC_FIELD})
+TYPE_KEY = b"elanus.type"
+"""Arrow field metadata of every column Elanus types: the field's Milvus data type."""
+FIELD_ID_KEY = b"elanus.field_id"
+"""Arrow field metadata: the id of the field a column belongs to (``Field.id_tagged``)."""
 PK_COLUMN = "pk"
 """The key column of delete records (``pk``, ``ts``) and of key batches, whatever the
 primary field is called: delete messages, delta logs, snapshot reads, import key plans."""
@@ -74,6 +78,10 @@ class Field:
     enable_analyzer: bool = False
     analyzer_params: dict[str, Any] | None = None
     enable_match: bool = False
+    id_tagged: bool = field(default=False, compare=False, repr=False)
+    """Its Arrow columns carry its field id (``FIELD_ID_KEY``): set by ``Schema`` for a
+    field whose name a dropped field had, so the dropped field's stored column, of the
+    same name, never reads as this one's (``segments.storage.conform``)."""
 
     def __post_init__(self) -> None:
         self.dtype = DataType.parse(self.dtype)
@@ -180,9 +188,11 @@ class Field:
         raise invalid(f"no Arrow type for {dt}")
 
     def arrow_field(self) -> pa.Field:
-        meta = {b"elanus.type": self.dtype.value.encode()}
+        meta = {TYPE_KEY: self.dtype.value.encode()}
         if self.dtype == DataType.JSON:
             meta[b"elanus.json"] = b"1"
+        if self.id_tagged and self.field_id is not None:
+            meta[FIELD_ID_KEY] = str(self.field_id).encode()
         return pa.field(self.name, self.arrow_type(), nullable=self.nullable, metadata=meta)
 
     # -- static checks ----------------------------------------------------------------------
@@ -320,7 +330,12 @@ class Field:
             )
 
 
-_FIELD_KEYWORDS = frozenset(f.name for f in fields(Field)) - {"name", "dtype", "field_id"}
+_FIELD_KEYWORDS = frozenset(f.name for f in fields(Field)) - {
+    "name",
+    "dtype",
+    "field_id",
+    "id_tagged",
+}
 """What ``Schema.add_field`` takes as keywords: the settings of a ``Field``."""
 
 
@@ -333,8 +348,27 @@ class Schema:
     """pymilvus's schema-level ``auto_id``: the default of the primary field added later."""
     functions: list[Function] = field(default_factory=list)
     version: int = field(default=0, compare=False)
-    """Bumped by each change to the fields of an existing collection (add_collection_field),
-    so a node holding two copies of a schema keeps the newer."""
+    """Bumped by each change to the fields of an existing collection (add_collection_field,
+    drop_collection_field), so a node holding two copies of a schema keeps the newer."""
+    dropped: dict[int, str] = field(default_factory=dict, compare=False)
+    """Fields dropped from the collection, id to name: their ids are never given again
+    (Milvus keeps ``max_field_id`` for that) and their segments' columns are never read
+    (a field added later under the same name is ``id_tagged``)."""
+
+    def __post_init__(self) -> None:
+        self.tag_reused_names()
+
+    def tag_reused_names(self) -> None:
+        """Mark the fields whose names a dropped field had (``Field.id_tagged``)."""
+        names = set(self.dropped.values())
+        for f in self.fields:
+            f.id_tagged = f.name in names
+
+    @property
+    def max_field_id(self) -> int | None:
+        """The highest field id given in this collection, dropped fields included."""
+        ids = [f.field_id for f in self.fields if f.field_id is not None] + list(self.dropped)
+        return max(ids, default=None)
 
     def add_field(self, field_name: str, datatype: DataType | str, **kwargs: Any) -> Schema:
         """pymilvus-style builder: ``schema.add_field("id", DataType.INT64, is_primary=True)``.
@@ -391,6 +425,8 @@ class Schema:
             d["functions"] = [fn.to_dict() for fn in self.functions]
         if self.version:
             d["version"] = self.version
+        if self.dropped:
+            d["dropped_fields"] = {str(k): v for k, v in sorted(self.dropped.items())}
         return d
 
     @classmethod
@@ -409,6 +445,7 @@ class Schema:
             description=str(d.get("description", "")),
             functions=[Function.from_dict(fn) for fn in functions],
             version=_opt_int(d, "version") or 0,
+            dropped=_dropped(d.get("dropped_fields")),
         )
 
     def to_json(self) -> str:
@@ -458,6 +495,17 @@ class Schema:
                 f"schema has {len(vectors)} vector fields; the limit is {MAX_VECTOR_FIELDS}"
             )
         check_functions(self)
+
+
+def _dropped(raw: Any) -> dict[int, str]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict) or not all(isinstance(v, str) for v in raw.values()):
+        raise invalid("schema 'dropped_fields' must map field ids to names")
+    try:
+        return {int(k): v for k, v in raw.items()}
+    except ValueError:
+        raise invalid("schema 'dropped_fields' must map field ids to names") from None
 
 
 ADDED_FIELD_REFUSED = (

@@ -21,6 +21,7 @@ from elanus.api.rootcoord import (
     DescribeAlias,
     DropAlias,
     DropCollection,
+    DropCollectionField,
     DropDatabase,
     DropPartition,
     ListAliases,
@@ -277,6 +278,26 @@ def _add_collection_field(b: Body) -> dict[str, Any]:
     db, collection = check_db(b), check_named(b, "collection", "collection")
     field = added_field(b.dict("field"))
     return {"db": db, "collection": collection, "field": field.to_dict()}
+
+
+@action(
+    "drop_collection_field",
+    "Drop a field, named (field_name) or by id (field_id), as Milvus 2.6's AlterCollectionSchema "
+    "drop request: not the primary key, the partition key, a function's input or output or "
+    "the last vector field. Its values are never read again and its indexes are dropped; "
+    "its id is never given again, its name may be. Body: collection, field_name | field_id. "
+    "Result: collection_id, field_id, version.",
+    ("collection", "field_name", "field_id"),
+    privilege="AddCollectionField",  # Elanus's one privilege over a collection's fields
+    ddl=True,
+    run=_apply(RootCoordAPI.drop_collection_field, DropCollectionField),
+)
+def _drop_collection_field(b: Body) -> dict[str, Any]:
+    db, collection = check_db(b), check_named(b, "collection", "collection")
+    field, field_id = b.str("field_name", None), b.int("field_id", None, lo=1)
+    if (field is None) == (field_id is None):
+        raise invalid("drop_collection_field: give exactly one of 'field_name' and 'field_id'")
+    return {"db": db, "collection": collection, "field_name": field, "field_id": field_id}
 
 
 @action(

@@ -282,11 +282,58 @@ class Catalog:
                 f"add_collection_field: collection {name!r} has {len(schema.fields)} fields; "
                 f"the limit is {MAX_FIELDS}, so {added.name!r} cannot be added",
             )
-        ids = [f.field_id for f in schema.fields if f.field_id is not None]
-        added.field_id = max(ids, default=FIRST_FIELD_ID - 1) + 1
+        top = schema.max_field_id
+        added.field_id = (FIRST_FIELD_ID - 1 if top is None else top) + 1
         schema.fields.append(added)
+        schema.tag_reused_names()
         schema.version += 1
         return cid, schema
+
+    def without_field(
+        self, db: str, name: str, field_name: str | None, field_id: int | None
+    ) -> tuple[int, Schema, Field]:
+        """The collection's schema without one field (named, or by id), under the next
+        schema version, and that field; nothing is written. Refuses what Milvus 2.6
+        refuses to drop, with its words: the primary key, the partition key, a function's
+        input or output, the last vector field."""
+        cid = self.require_collection(db, name)
+        schema = Schema.from_dict(self.describe_by_id(cid)["schema"])
+        found = [
+            f
+            for f in schema.fields
+            if (f.name == field_name if field_name is not None else f.field_id == field_id)
+        ]
+        what = "drop_collection_field"
+        if not found:
+            which = field_name if field_name is not None else f"with id: {field_id}"
+            sep = ": " if field_name is not None else " "
+            raise invalid(f"{what}: field not found{sep}{which}")
+        gone = found[0]
+        if gone.is_primary:
+            raise invalid(f"{what}: cannot drop primary key field: {gone.name}")
+        if gone.is_partition_key:
+            raise invalid(f"{what}: cannot drop partition key field: {gone.name}")
+        for fn in schema.functions:
+            role = (
+                "input"
+                if gone.name in fn.input_field_names
+                else "output"
+                if gone.name in fn.output_field_names
+                else None
+            )
+            if role:
+                raise invalid(
+                    f"{what}: field is referenced by function {fn.name} as {role}, "
+                    "drop function first"
+                )
+        if gone.dtype.is_vector and len(schema.vector_fields) == 1:
+            raise invalid(f"{what}: cannot drop the last vector field: {gone.name}")
+        assert gone.field_id is not None  # every saved field is numbered
+        schema.fields.remove(gone)
+        schema.dropped[gone.field_id] = gone.name
+        schema.tag_reused_names()
+        schema.version += 1
+        return cid, schema, gone
 
     def alter_properties(
         self, db: str, name: str, changes: dict[str, str], dropped: list[str]

@@ -112,6 +112,7 @@ class IndexEvents(Protocol):
 
 class CollectionIndexes(Protocol):
     async def drop_collection(self, collection_id: int) -> None: ...
+    async def drop_field(self, collection_id: int, field_name: str) -> None: ...
 
 
 class IndexTasks(Protocol):

@@ -29,9 +29,11 @@ from elanus.api.rootcoord import (
     DescribeCollection,
     DropAlias,
     DropCollection,
+    DropCollectionField,
     DropDatabase,
     DropPartition,
     FieldAdded,
+    FieldDropped,
     Flag,
     HasCollection,
     HasPartition,
@@ -111,6 +113,7 @@ class RootCoord:
             "collection.list": self.list_collections,
             "collection.rename": self.rename_collection,
             "collection.add_field": self.add_collection_field,
+            "collection.drop_field": self.drop_collection_field,
             "collection.alter_properties": self.alter_collection_properties,
             "collection.alter_mmap": self.alter_mmap,
             "partition.create": self.create_partition,
@@ -270,6 +273,29 @@ class RootCoord:
         await self._invalidate("collection.add_field", req.db, req.collection, cid, ts)
         assert added.field_id is not None  # with_added_field numbered it
         return FieldAdded(collection_id=cid, field_id=added.field_id, version=schema.version)
+
+    async def drop_collection_field(self, req: DropCollectionField) -> FieldDropped:
+        """Drop a field as ``add_collection_field`` adds one: every node holding rows
+        takes the narrower schema first (they stop reading the column; its data stays in
+        the segments, as in Milvus), then it is saved, indexes on the field are dropped
+        and the proxies' caches expire. A refusal changes nothing."""
+        if (req.field_name is None) == (req.field_id is None):
+            raise invalid("drop_collection_field: give exactly one of 'field_name' and 'field_id'")
+        ts = req.ts or self.ctx.tso.alloc()
+        db = self.ctx.db
+        async with self._ddl_lock:
+            cid, schema, gone = await db.run(
+                lambda con: self._catalog(con).without_field(
+                    req.db, req.collection, req.field_name, req.field_id
+                )
+            )
+            await self._tell_nodes(cid, schema)
+            await db.run(lambda con: self._catalog(con).save_schema(cid, schema))
+        self.data.forget_schema(cid)
+        await self.index.drop_field(cid, gone.name)
+        await self._invalidate("collection.drop_field", req.db, req.collection, cid, ts)
+        assert gone.field_id is not None
+        return FieldDropped(collection_id=cid, field_id=gone.field_id, version=schema.version)
 
     async def alter_mmap(self, req: AlterMmap) -> CollectionChanged:
         """Set or drop ``mmap.enabled`` (``elanus.mmapsettings``). As in Milvus, only while

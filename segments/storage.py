@@ -25,7 +25,14 @@ import pyarrow.compute as pc
 from elanus import layout, objstore
 from elanus.errors import ElanusError, ErrorCode
 from elanus.layout import Loc
-from elanus.schema import PK_COLUMN, TIMESTAMP_ARROW_FIELD, TIMESTAMP_FIELD, Schema
+from elanus.schema import (
+    FIELD_ID_KEY,
+    PK_COLUMN,
+    TIMESTAMP_ARROW_FIELD,
+    TIMESTAMP_FIELD,
+    TYPE_KEY,
+    Schema,
+)
 from elanus.segments.pkstats import PkStats
 
 DELTA_SCHEMA = pa.schema([pa.field("ts", pa.uint64(), nullable=False)])
@@ -48,16 +55,18 @@ def column_defaults(schema: Schema) -> dict[str, Any]:
 def conform(rows: Rows, target: pa.Schema, defaults: dict[str, Any] | None = None) -> Rows:
     """``rows`` with exactly ``target``'s columns, in its order, types and nullability.
 
-    Columns ``target`` lacks are left out; a nullable column ``rows`` lacks (a segment
-    written before the field existed) comes as its value in ``defaults``, else as nulls.
-    Raises when a column cannot be cast (a null in a not-null column, a type that does
-    not convert)."""
+    Columns ``target`` lacks are left out (a dropped field's); a nullable column ``rows``
+    lacks (a segment written before the field existed) comes as its value in
+    ``defaults``, else as nulls. A target column tagged with its field id (a field added
+    under a dropped field's name) takes only a column of that id, never the dropped
+    field's. Raises when a column cannot be cast (a null in a not-null column, a type
+    that does not convert)."""
     names = rows.schema.names
     if names == target.names and rows.schema.equals(target, check_metadata=True):
         return rows
     columns: list[pa.Array | pa.ChunkedArray] = []
     for f in target:
-        if f.name in names:
+        if f.name in names and _same_field(rows.schema.field(f.name), f):
             columns.append(rows.column(f.name))
         elif f.nullable:
             filled = _filled(rows.num_rows, f, (defaults or {}).get(f.name))
@@ -74,6 +83,16 @@ def conform(rows: Rows, target: pa.Schema, defaults: dict[str, Any] | None = Non
         raise ElanusError(
             ErrorCode.INTERNAL, f"segment rows do not fit the collection schema: {exc}"
         ) from None
+
+
+def _same_field(held: pa.Field, wanted: pa.Field) -> bool:
+    """Whether a column of the wanted field's name is that field's (``FIELD_ID_KEY``).
+    A column Elanus stored (typed by ``Field.arrow_field``) must carry the wanted id, or
+    it is a dropped namesake's; a client's column (an import file's, a batch rebuilt
+    by name) carries no Elanus metadata and is the field of its name."""
+    want = (wanted.metadata or {}).get(FIELD_ID_KEY)
+    meta = held.metadata or {}
+    return want is None or TYPE_KEY not in meta or meta.get(FIELD_ID_KEY) == want
 
 
 def _filled(n: int, f: pa.Field, value: Any) -> pa.Array:

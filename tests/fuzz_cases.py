@@ -144,6 +144,7 @@ BASE: dict[str, dict[str, Any]] = {
     "add_collection_field": {
         "collection": ABSENT, "field": {"name": "fz_added", "type": "Int64", "nullable": True},
     },
+    "drop_collection_field": {"collection": ABSENT, "field_name": "fz_added"},
     "alter_mmap": {"collection": ABSENT, "enabled": True},
     "create_partition": {"collection": ABSENT, "partition": "p1"},
     "drop_partition": {"collection": ABSENT, "partition": "p1"},
@@ -272,7 +273,7 @@ _KEYS_BY_KIND = {
         alias group_name target target_collection target_db""",
     "int": """dimension num_shards max_length count limit build_id version compaction_id job_id
         expected_rows offset group_size guarantee_timestamp session_ts as_of snapshot_ts
-        num_partitions replica_number ttl_seconds pin_id target_size_mb""",
+        num_partitions replica_number ttl_seconds pin_id target_size_mb field_id""",
     "float": "seconds wait_s timeout_s",
     "bool": "auto_id retry_failed ok upsert strict_group_size force_drop files_only enabled",
     "dict": """schema properties params filter_params options search_params ranker field

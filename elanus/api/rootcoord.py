@@ -201,6 +201,19 @@ class AddCollectionField:
     ts: int = 0
 
 
+@request("collection.drop_field")
+class DropCollectionField:
+    """Drop one field, named (``field_name``) or by id (``field_id``), as Milvus 2.6's
+    ``AlterCollectionSchema`` drop request; its stored values stay in the segments but
+    are never read again, and indexes on it go with it."""
+
+    db: str = DEFAULT_DB
+    collection: str
+    field_name: str | None = None
+    field_id: int | None = None
+    ts: int = 0
+
+
 @request("collection.alter_properties")
 class AlterCollectionProperties:
     """Set ``properties`` and drop ``delete_keys`` of a collection's properties (checked
@@ -229,6 +242,14 @@ class AlterMmap:
 
 @reply
 class FieldAdded:
+    collection_id: int
+    field_id: int
+    version: int
+    """The collection's new schema version."""
+
+
+@reply
+class FieldDropped:
     collection_id: int
     field_id: int
     version: int
@@ -403,6 +424,9 @@ class RootCoordAPI(Stub):
 
     async def add_collection_field(self, req: AddCollectionField) -> FieldAdded:
         return await self._ask("collection.add_field", req, FieldAdded)
+
+    async def drop_collection_field(self, req: DropCollectionField) -> FieldDropped:
+        return await self._ask("collection.drop_field", req, FieldDropped)
 
     async def alter_mmap(self, req: AlterMmap) -> CollectionChanged:
         return await self._ask("collection.alter_mmap", req, CollectionChanged)

@@ -208,6 +208,28 @@ class CollectionAPI(IndexAPI, ReadAPI):
         body = self._in_db(db, collection=collection_name, field=field.to_dict())
         self._action("add_collection_field", body, timeout=timeout)
 
+    def drop_collection_field(
+        self,
+        collection_name: str,
+        field_name: str = "",
+        field_id: int = 0,
+        timeout: float | None = None,
+        *,
+        db: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Drop a field by name or id (pymilvus's ``drop_collection_field``): its values
+        are never read again, its indexes go; the primary key, the partition key, a
+        function's fields and the last vector field are refused."""
+        reject_unknown("drop_collection_field", kwargs)
+        body = self._in_db(
+            db,
+            collection=collection_name,
+            field_name=field_name or None,
+            field_id=field_id or None,
+        )
+        self._action("drop_collection_field", body, timeout=timeout)
+
     # -- aliases: another name of a collection, accepted wherever a collection is named ---
     def create_alias(
         self,
