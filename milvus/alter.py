@@ -13,7 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from elanus.milvus.schemas import IGNORED_PARAMS, kv_dict
+from pymilvus.grpc_gen import milvus_pb2
+
+from elanus.errors import invalid
+from elanus.milvus.schemas import IGNORED_PARAMS, field_doc, kv_dict
 from elanus.milvus.servicer import Ctx, Servicer, served
 from elanus.milvus.status import not_supported, ok
 from elanus.properties import MMAP_KEYS, check_property
@@ -50,6 +53,38 @@ def _mmap(request: Any, pairs: str) -> tuple[bool, bool | None]:
 
 
 class AlterRpcs(Servicer):
+    @served()
+    def AlterCollectionSchema(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        """Milvus 2.6's one call for schema changes: a drop request drops a field (by name
+        or id); an add request of one plain field adds it (pymilvus's
+        ``add_collection_field`` tries this before ``AddCollectionField``). Functions
+        (``add_function_field``, ``drop_function_field``) are refused by the request's
+        table (``honoured.py``) before this runs."""
+        action = request.action
+        collection = request.collection_name
+        if action.WhichOneof("op") == "drop_request":
+            drop = action.drop_request
+            which = drop.WhichOneof("identifier")
+            if which == "field_name":
+                self.act(ctx, "drop_collection_field", collection=collection,
+                         field_name=drop.field_name)  # fmt: skip
+            elif which == "field_id":
+                self.act(ctx, "drop_collection_field", collection=collection,
+                         field_id=drop.field_id)  # fmt: skip
+            else:
+                raise invalid("drop request must specify field_name, field_id, or function_name")
+        elif action.WhichOneof("op") == "add_request":
+            infos = action.add_request.field_infos
+            if len(infos) != 1:
+                raise invalid(
+                    f"AlterCollectionSchema: an add request takes one field, got {len(infos)}"
+                )
+            field = field_doc(infos[0].field_schema)
+            self.act(ctx, "add_collection_field", collection=collection, field=field)
+        else:
+            raise invalid("AlterCollectionSchema: the request has no action (add or drop)")
+        return milvus_pb2.AlterCollectionSchemaResponse(alter_status=ok())
+
     def _alter(self, ctx: Ctx, rpc: str, what: str, request: Any, pairs: str, **target: Any) -> Any:
         """Refuse the keys Elanus cannot change, else apply ``mmap.enabled`` if given."""
         refused = _refusal(rpc, what, _keys(request, pairs, rpc))

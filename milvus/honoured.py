@@ -44,6 +44,44 @@ _ALTERED = {
 _COLLECTION_PROPERTIES = keys(
     COLLECTION_PROPERTIES, harmless("stored and described, as Milvus does")
 )
+_ALTER_SCHEMA = milvus_pb2.AlterCollectionSchemaRequest
+_FUNCTIONS = refused("adding or dropping a function (add_function_field, drop_function_field)")
+_SCHEMA_ACTION = Table(
+    _ALTER_SCHEMA.Action,
+    {
+        "add_request": nested(
+            Table(
+                _ALTER_SCHEMA.AddRequest,
+                {
+                    "field_infos": nested(
+                        Table(
+                            _ALTER_SCHEMA.FieldInfo,
+                            {
+                                "field_schema": nested(FIELD_SCHEMA),
+                                "index_name": refused("an index made with the added field"),
+                                "extra_params": refused("an index made with the added field"),
+                            },
+                        ),
+                        "one plain field: add_collection_field",
+                    ),
+                    "func_schema": _FUNCTIONS,
+                    "do_physical_backfill": _FUNCTIONS,
+                },
+            )
+        ),
+        "drop_request": nested(
+            Table(
+                _ALTER_SCHEMA.DropRequest,
+                {
+                    "field_name": use(),
+                    "field_id": use(),
+                    "function_name": _FUNCTIONS,
+                    "drop_function_output_fields": _FUNCTIONS,
+                },
+            )
+        ),
+    },
+)
 DDL = {
     "CreateDatabase": Table(
         milvus_pb2.CreateDatabaseRequest, with_db(properties=refused("database properties"))
@@ -87,6 +125,10 @@ DDL = {
     "AddCollectionField": Table(
         milvus_pb2.AddCollectionFieldRequest,
         with_db(collection_name=NAME, collectionID=_NAMED, schema=serialized(FIELD_SCHEMA)),
+    ),
+    "AlterCollectionSchema": Table(
+        milvus_pb2.AlterCollectionSchemaRequest,
+        with_db(collection_name=NAME, collectionID=_NAMED, action=nested(_SCHEMA_ACTION)),
     ),
     "AlterCollection": Table(
         milvus_pb2.AlterCollectionRequest,

@@ -1,0 +1,152 @@
+"""pymilvus's schema changes on the Milvus port, through ``AlterCollectionSchema``:
+``add_collection_field`` on its first call (no fallback to ``AddCollectionField``),
+``drop_collection_field`` by name and by id, with Milvus's refusals, codes and words.
+
+Milvus Lite 3.2 does not serve ``AlterCollectionSchema`` (gRPC UNIMPLEMENTED; its
+``add_collection_field`` falls back), so the answers follow Milvus 2.6's source instead:
+rootcoord's ``buildSchemaForDropField`` and the proxy's drop checks, and the messages its
+own client tests expect (code 1100, ``cannot drop primary key field: id``, ...)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from milvus_stack import MilvusStack, milvus_stack
+from pymilvus import AsyncMilvusClient, DataType, Function, FunctionType, MilvusClient
+from pymilvus.exceptions import MilvusException
+
+STRONG = "Strong"
+ANSWER_S = 5.0
+
+
+@pytest.fixture
+def mstack(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MilvusStack]:
+    yield from milvus_stack(request, tmp_path)
+
+
+@pytest.fixture
+def client(mstack: MilvusStack) -> Iterator[MilvusClient]:
+    c = MilvusClient(uri=mstack.milvus_uri, timeout=30)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def _fields(client: MilvusClient, name: str) -> dict[str, Any]:
+    return {f["name"]: f for f in client.describe_collection(name)["fields"]}
+
+
+def _refused(call: Any, code: int, words: str) -> None:
+    with pytest.raises(MilvusException) as err:
+        call()
+    assert err.value.code == code, err.value
+    assert words in err.value.message, err.value.message
+
+
+def _schema(client: MilvusClient) -> Any:
+    s = client.create_schema()
+    s.add_field("id", DataType.INT64, is_primary=True)
+    s.add_field("vector", DataType.FLOAT_VECTOR, dim=2)
+    s.add_field("part", DataType.INT64, is_partition_key=True)
+    s.add_field("text", DataType.VARCHAR, max_length=64, enable_analyzer=True)
+    s.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
+    s.add_field("tag", DataType.VARCHAR, max_length=8)
+    s.add_function(Function("bm25", FunctionType.BM25, ["text"], ["sparse"]))
+    return s
+
+
+def _index(client: MilvusClient, name: str) -> None:
+    params = client.prepare_index_params()
+    params.add_index("vector", index_type="FLAT", metric_type="L2")
+    params.add_index("sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
+    client.create_index(name, params)
+
+
+def test_add_and_drop_fields_through_alter_collection_schema(client: MilvusClient) -> None:
+    client.create_collection("shelf", schema=_schema(client), num_partitions=2)
+    _index(client, "shelf")
+    rows = [
+        {"id": i, "vector": [float(i), 1.0], "part": i, "text": f"word{i}", "tag": f"t{i}"}
+        for i in range(6)
+    ]
+    client.insert("shelf", rows[:3])
+    client.flush("shelf")
+    client.load_collection("shelf")
+    client.insert("shelf", rows[3:])  # growing
+
+    start = time.monotonic()
+    client.add_collection_field("shelf", "note", DataType.VARCHAR, max_length=8, nullable=True)
+    assert time.monotonic() - start < ANSWER_S  # one call, no fallback
+    assert _fields(client, "shelf")["note"]["nullable"]
+
+    client.drop_collection_field("shelf", "tag")
+    assert "tag" not in _fields(client, "shelf")
+    got = client.query("shelf", "id >= 0", ["*"], consistency_level=STRONG)
+    assert len(got) == 6 and all("tag" not in r and r["note"] is None for r in got)
+    _refused(
+        lambda: client.query("shelf", 'tag == "t1"', ["id"], consistency_level=STRONG),
+        1100,
+        "tag",
+    )
+    hits = client.search("shelf", [[1.0, 1.0]], anns_field="vector", limit=2,
+                          output_fields=["*"], consistency_level=STRONG)[0]  # fmt: skip
+    assert len(hits) == 2 and all("tag" not in h["entity"] for h in hits)
+
+    client.drop_collection_field("shelf", field_id=_fields(client, "shelf")["note"]["field_id"])
+    assert set(_fields(client, "shelf")) == {"id", "vector", "part", "text", "sparse"}
+    asyncio.run(_async_add_and_drop(client, "shelf"))
+
+
+async def _async_add_and_drop(sync: MilvusClient, name: str) -> None:
+    uri = sync._get_connection().server_address
+    client = AsyncMilvusClient(uri=f"http://{uri}", timeout=30)
+    try:
+        await client.add_collection_field(name, "rank", DataType.INT32, nullable=True)
+        assert "rank" in _fields(sync, name)
+        await client.drop_collection_field(name, "rank")
+        assert "rank" not in _fields(sync, name)
+    finally:
+        await client.close()
+
+
+def test_refusals_carry_milvus_codes_and_words(client: MilvusClient) -> None:
+    client.create_collection("shelf", schema=_schema(client), num_partitions=2)
+    before = client.describe_collection("shelf")["fields"]
+    drop = client.drop_collection_field
+    for field, words in [
+        ("missing_field", "field not found: missing_field"),
+        ("id", "cannot drop primary key field: id"),
+        ("part", "cannot drop partition key field: part"),
+        ("$meta", "field not found: $meta"),
+        ("text", "field is referenced by function bm25 as input, drop function first"),
+        ("sparse", "field is referenced by function bm25 as output, drop function first"),
+    ]:
+        _refused(lambda f=field: drop("shelf", f), 1100, words)  # type: ignore[misc]
+    _refused(lambda: drop("shelf", field_id=999), 1100, "field not found with id: 999")
+    _refused(lambda: drop("nope", "tag"), 100, "nope")
+    assert client.describe_collection("shelf")["fields"] == before
+
+    client.create_collection("lone", dimension=2)
+    _refused(lambda: drop("lone", "vector"), 1100, "cannot drop the last vector field: vector")
+
+    # functions are not changed yet: the request's table refuses them by name
+    _refused(lambda: client.drop_function_field("shelf", "bm25"), 1100, "function_name")
+    assert client.describe_collection("shelf")["fields"] == before
+
+
+def test_an_empty_action_is_refused(mstack: MilvusStack) -> None:
+    from pymilvus.grpc_gen import milvus_pb2, milvus_pb2_grpc
+
+    with grpc.insecure_channel(mstack.milvus_uri.removeprefix("http://")) as channel:
+        stub = milvus_pb2_grpc.MilvusServiceStub(channel)
+        reply = stub.AlterCollectionSchema(
+            milvus_pb2.AlterCollectionSchemaRequest(collection_name="shelf"), timeout=10
+        )
+    assert reply.alter_status.code == 1100 and "no action" in reply.alter_status.reason
