@@ -23,6 +23,7 @@ from elanus.api.rootcoord import (
     DropCollection,
     DropCollectionField,
     DropDatabase,
+    DropFunction,
     DropPartition,
     ListAliases,
     ListCollections,
@@ -298,6 +299,21 @@ def _drop_collection_field(b: Body) -> dict[str, Any]:
     if (field is None) == (field_id is None):
         raise invalid("drop_collection_field: give exactly one of 'field_name' and 'field_id'")
     return {"db": db, "collection": collection, "field_name": field, "field_id": field_id}
+
+
+@action(
+    "drop_function_field",
+    "Drop a function together with its output fields (Milvus 2.6's drop_function_field), "
+    "as drop_collection_field drops a field: not when no vector field would be left. "
+    "Body: collection, function_name. Result: collection_id, field_ids, version.",
+    ("collection", "function_name"),
+    privilege="AddCollectionField",
+    ddl=True,
+    run=_apply(RootCoordAPI.drop_function, DropFunction),
+)
+def _drop_function_field(b: Body) -> dict[str, Any]:
+    db, collection = check_db(b), check_named(b, "collection", "collection")
+    return {"db": db, "collection": collection, "function": b.str("function_name")}
 
 
 @action(

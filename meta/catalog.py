@@ -328,12 +328,27 @@ class Catalog:
                 )
         if gone.dtype.is_vector and len(schema.vector_fields) == 1:
             raise invalid(f"{what}: cannot drop the last vector field: {gone.name}")
-        assert gone.field_id is not None  # every saved field is numbered
-        schema.fields.remove(gone)
-        schema.dropped[gone.field_id] = gone.name
-        schema.tag_reused_names()
-        schema.version += 1
-        return cid, schema, gone
+        return cid, _without(schema, [gone]), gone
+
+    def without_function(
+        self, db: str, name: str, function: str
+    ) -> tuple[int, Schema, list[Field]]:
+        """The collection's schema without a function and its output fields, under the
+        next schema version, and those fields; nothing is written. As Milvus 2.6, refuses
+        an unknown function and a drop that would leave no vector field."""
+        cid = self.require_collection(db, name)
+        schema = Schema.from_dict(self.describe_by_id(cid)["schema"])
+        fn = next((f for f in schema.functions if f.name == function), None)
+        if fn is None:
+            raise invalid(f"drop_function_field: function not found: {function}")
+        gone = [f for f in schema.fields if f.name in fn.output_field_names]
+        if len(schema.vector_fields) <= sum(f.dtype.is_vector for f in gone):
+            raise invalid(
+                f"drop_function_field: cannot drop function {function}: it would leave no "
+                "vector field in the collection"
+            )
+        schema.functions.remove(fn)
+        return cid, _without(schema, gone), gone
 
     def alter_properties(
         self, db: str, name: str, changes: dict[str, str], dropped: list[str]
@@ -535,3 +550,15 @@ class Catalog:
 
     def list_partitions(self, db: str, collection: str) -> list[dict[str, Any]]:
         return self.list_partitions_by_id(self.require_collection(db, collection))
+
+
+def _without(schema: Schema, gone: list[Field]) -> Schema:
+    """``schema`` less the ``gone`` fields, whose ids and names it keeps as dropped, under
+    the next version."""
+    for f in gone:
+        assert f.field_id is not None  # every saved field is numbered
+        schema.fields.remove(f)
+        schema.dropped[f.field_id] = f.name
+    schema.tag_reused_names()
+    schema.version += 1
+    return schema

@@ -31,10 +31,12 @@ from elanus.api.rootcoord import (
     DropCollection,
     DropCollectionField,
     DropDatabase,
+    DropFunction,
     DropPartition,
     FieldAdded,
     FieldDropped,
     Flag,
+    FunctionDropped,
     HasCollection,
     HasPartition,
     IdAlloc,
@@ -61,7 +63,7 @@ from elanus.mmapsettings import KEY as MMAP_KEY
 from elanus.mmapsettings import field_key, index_key, public
 from elanus.partitionkey import check_num_partitions
 from elanus.properties import MMAP_KEYS
-from elanus.schema import Schema, added_field, check_name
+from elanus.schema import Field, Schema, added_field, check_name
 
 if TYPE_CHECKING:
     from elanus.channels.role import RoleHandler
@@ -114,6 +116,7 @@ class RootCoord:
             "collection.rename": self.rename_collection,
             "collection.add_field": self.add_collection_field,
             "collection.drop_field": self.drop_collection_field,
+            "collection.drop_function": self.drop_function,
             "collection.alter_properties": self.alter_collection_properties,
             "collection.alter_mmap": self.alter_mmap,
             "partition.create": self.create_partition,
@@ -255,47 +258,71 @@ class RootCoord:
         if cid in self.query.loaded:
             raise invalid(f"{what}: {loaded} ({collection!r})")
 
-    async def add_collection_field(self, req: AddCollectionField) -> FieldAdded:
-        """Add a nullable scalar field. Under the DDL lock: check it against the catalog,
-        hand the new schema to every data and query node (they widen their rows and ack),
-        then save it, then expire the proxies' caches: no client can send or ask for the
-        field before every holder of rows knows it. A refusal changes nothing."""
-        added = added_field(req.field)
-        ts = req.ts or self.ctx.tso.alloc()
+    async def _change_schema(
+        self, kind: str, db_name: str, collection: str, ts: int, change: Any
+    ) -> tuple[int, Schema, list[Field]]:
+        """One change to a collection's fields (``change(catalog)`` gives its id, the new
+        schema and the fields dropped). Under the DDL lock: check it against the catalog,
+        hand the new schema to every data and query node (they widen or narrow their rows
+        and ack), then save it; then drop the dropped fields' indexes and expire the
+        proxies' caches: no client can use the new schema before every holder of rows
+        has it. A refusal changes nothing."""
+        ts = ts or self.ctx.tso.alloc()
         db = self.ctx.db
         async with self._ddl_lock:
-            cid, schema = await db.run(
-                lambda con: self._catalog(con).with_added_field(req.db, req.collection, added)
-            )
+            cid, schema, dropped = await db.run(lambda con: change(self._catalog(con)))
             await self._tell_nodes(cid, schema)
             await db.run(lambda con: self._catalog(con).save_schema(cid, schema))
         self.data.forget_schema(cid)
-        await self._invalidate("collection.add_field", req.db, req.collection, cid, ts)
+        for f in dropped:
+            await self.index.drop_field(cid, f.name)
+        await self._invalidate(kind, db_name, collection, cid, ts)
+        return cid, schema, dropped
+
+    async def add_collection_field(self, req: AddCollectionField) -> FieldAdded:
+        """Add a nullable scalar field (``_change_schema``)."""
+        added = added_field(req.field)
+
+        def change(cat: Catalog) -> tuple[int, Schema, list[Field]]:
+            return (*cat.with_added_field(req.db, req.collection, added), [])
+
+        cid, schema, _ = await self._change_schema(
+            "collection.add_field", req.db, req.collection, req.ts, change
+        )
         assert added.field_id is not None  # with_added_field numbered it
         return FieldAdded(collection_id=cid, field_id=added.field_id, version=schema.version)
 
     async def drop_collection_field(self, req: DropCollectionField) -> FieldDropped:
-        """Drop a field as ``add_collection_field`` adds one: every node holding rows
-        takes the narrower schema first (they stop reading the column; its data stays in
-        the segments, as in Milvus), then it is saved, indexes on the field are dropped
-        and the proxies' caches expire. A refusal changes nothing."""
+        """Drop a field (``_change_schema``): nodes stop reading its column (its data stays
+        in the segments, as in Milvus) and its indexes go."""
         if (req.field_name is None) == (req.field_id is None):
             raise invalid("drop_collection_field: give exactly one of 'field_name' and 'field_id'")
-        ts = req.ts or self.ctx.tso.alloc()
-        db = self.ctx.db
-        async with self._ddl_lock:
-            cid, schema, gone = await db.run(
-                lambda con: self._catalog(con).without_field(
-                    req.db, req.collection, req.field_name, req.field_id
-                )
+
+        def change(cat: Catalog) -> tuple[int, Schema, list[Field]]:
+            cid, schema, gone = cat.without_field(
+                req.db, req.collection, req.field_name, req.field_id
             )
-            await self._tell_nodes(cid, schema)
-            await db.run(lambda con: self._catalog(con).save_schema(cid, schema))
-        self.data.forget_schema(cid)
-        await self.index.drop_field(cid, gone.name)
-        await self._invalidate("collection.drop_field", req.db, req.collection, cid, ts)
-        assert gone.field_id is not None
-        return FieldDropped(collection_id=cid, field_id=gone.field_id, version=schema.version)
+            return cid, schema, [gone]
+
+        cid, schema, dropped = await self._change_schema(
+            "collection.drop_field", req.db, req.collection, req.ts, change
+        )
+        field_id = dropped[0].field_id
+        assert field_id is not None
+        return FieldDropped(collection_id=cid, field_id=field_id, version=schema.version)
+
+    async def drop_function(self, req: DropFunction) -> FunctionDropped:
+        """Drop a function with its output fields, as Milvus's ``drop_function_field``
+        (``_change_schema``)."""
+
+        def change(cat: Catalog) -> tuple[int, Schema, list[Field]]:
+            return cat.without_function(req.db, req.collection, req.function)
+
+        cid, schema, dropped = await self._change_schema(
+            "collection.drop_function", req.db, req.collection, req.ts, change
+        )
+        ids = [f.field_id for f in dropped if f.field_id is not None]
+        return FunctionDropped(collection_id=cid, field_ids=ids, version=schema.version)
 
     async def alter_mmap(self, req: AlterMmap) -> CollectionChanged:
         """Set or drop ``mmap.enabled`` (``elanus.mmapsettings``). As in Milvus, only while

@@ -56,10 +56,10 @@ class AlterRpcs(Servicer):
     @served()
     def AlterCollectionSchema(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
         """Milvus 2.6's one call for schema changes: a drop request drops a field (by name
-        or id); an add request of one plain field adds it (pymilvus's
-        ``add_collection_field`` tries this before ``AddCollectionField``). Functions
-        (``add_function_field``, ``drop_function_field``) are refused by the request's
-        table (``honoured.py``) before this runs."""
+        or id) or a function with its output fields; an add request of one plain field
+        adds it (pymilvus's ``add_collection_field`` tries this before
+        ``AddCollectionField``). Adding a function (``add_function_field``) is refused by
+        the request's table (``honoured.py``) before this runs."""
         action = request.action
         collection = request.collection_name
         if action.WhichOneof("op") == "drop_request":
@@ -71,6 +71,15 @@ class AlterRpcs(Servicer):
             elif which == "field_id":
                 self.act(ctx, "drop_collection_field", collection=collection,
                          field_id=drop.field_id)  # fmt: skip
+            elif which == "function_name":
+                if not drop.drop_function_output_fields:
+                    raise invalid(
+                        "detaching a function without dropping its output field is not "
+                        "supported; drop_function always removes the function together "
+                        f"with its output field: {drop.function_name}"
+                    )
+                self.act(ctx, "drop_function_field", collection=collection,
+                         function_name=drop.function_name)  # fmt: skip
             else:
                 raise invalid("drop request must specify field_name, field_id, or function_name")
         elif action.WhichOneof("op") == "add_request":

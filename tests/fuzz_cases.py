@@ -145,6 +145,7 @@ BASE: dict[str, dict[str, Any]] = {
         "collection": ABSENT, "field": {"name": "fz_added", "type": "Int64", "nullable": True},
     },
     "drop_collection_field": {"collection": ABSENT, "field_name": "fz_added"},
+    "drop_function_field": {"collection": ABSENT, "function_name": "fz_bm25"},
     "alter_mmap": {"collection": ABSENT, "enabled": True},
     "create_partition": {"collection": ABSENT, "partition": "p1"},
     "drop_partition": {"collection": ABSENT, "partition": "p1"},
@@ -270,7 +271,7 @@ _KEYS_BY_KIND = {
         primary_field vector_field id_type metric_type field_name index_type index_name
         node_id fail_reason filter write_id anns_field group_by_field user_name password
         old_password new_password role_name object_type privilege object_name db_name
-        alias group_name target target_collection target_db""",
+        alias group_name target target_collection target_db function_name""",
     "int": """dimension num_shards max_length count limit build_id version compaction_id job_id
         expected_rows offset group_size guarantee_timestamp session_ts as_of snapshot_ts
         num_partitions replica_number ttl_seconds pin_id target_size_mb field_id""",

@@ -136,9 +136,44 @@ def test_refusals_carry_milvus_codes_and_words(client: MilvusClient) -> None:
     client.create_collection("lone", dimension=2)
     _refused(lambda: drop("lone", "vector"), 1100, "cannot drop the last vector field: vector")
 
-    # functions are not changed yet: the request's table refuses them by name
-    _refused(lambda: client.drop_function_field("shelf", "bm25"), 1100, "function_name")
+    _refused(lambda: client.drop_function_field("shelf", "nope"), 1100, "function not found: nope")
     assert client.describe_collection("shelf")["fields"] == before
+
+    only = client.create_schema()
+    only.add_field("id", DataType.INT64, is_primary=True)
+    only.add_field("text", DataType.VARCHAR, max_length=64, enable_analyzer=True)
+    only.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
+    only.add_function(Function("bm25", FunctionType.BM25, ["text"], ["sparse"]))
+    client.create_collection("words", schema=only)
+    _refused(
+        lambda: client.drop_function_field("words", "bm25"),
+        1100,
+        "cannot drop function bm25: it would leave no vector field in the collection",
+    )
+
+
+def test_drop_function_field_drops_its_output_and_index(client: MilvusClient) -> None:
+    client.create_collection("shelf", schema=_schema(client), num_partitions=2)
+    _index(client, "shelf")
+    rows = [{"id": i, "vector": [float(i), 1.0], "part": i, "text": f"word{i} common",
+             "tag": "t"} for i in range(4)]  # fmt: skip
+    client.insert("shelf", rows)
+    client.load_collection("shelf")
+    assert len(client.search("shelf", ["common"], anns_field="sparse", limit=4,
+                             consistency_level=STRONG)[0]) == 4  # fmt: skip
+
+    client.drop_function_field("shelf", "bm25")
+    described = client.describe_collection("shelf")
+    assert described["functions"] == []
+    assert {f["name"] for f in described["fields"]} == {"id", "vector", "part", "text", "tag"}
+    assert client.list_indexes("shelf") == ["vector"]
+    _refused(
+        lambda: client.search("shelf", ["common"], anns_field="sparse", limit=4), 1100, "sparse"
+    )
+    got = client.query("shelf", "id >= 0", ["*"], consistency_level=STRONG)
+    assert sorted(r["id"] for r in got) == [0, 1, 2, 3] and all("sparse" not in r for r in got)
+    client.drop_collection_field("shelf", "text")  # no function holds it any more
+    assert "text" not in _fields(client, "shelf")
 
 
 def test_an_empty_action_is_refused(mstack: MilvusStack) -> None:

@@ -152,6 +152,18 @@ def test_refusals_carry_milvus_words_and_change_nothing(stack: Stack) -> None:
     client.create_collection("lone", dimension=2)
     raises_code(bad, lambda: drop("lone", "vector"), "cannot drop the last vector field: vector")
 
+    # the function goes with its output field; its input is then a plain field
+    raises_code(bad, lambda: client.drop_function_field(NAME, "x"), "function not found: x")
+    client.drop_function_field(NAME, "bm25")
+    after = client.describe_collection(NAME)["schema"]
+    assert not after.get("functions") and after["version"] == 1
+    assert [f["name"] for f in after["fields"]] == ["id", "vector", "part", "text"]
+    drop(NAME, "text")
+    assert client.describe_collection(NAME)["schema"]["dropped_fields"] == {
+        "103": "text",
+        "104": "sparse",
+    }
+
 
 def test_conform_keeps_a_dropped_fields_column_from_its_namesake() -> None:
     """A segment written before ``tag`` was dropped holds a ``tag`` column; the field added

@@ -214,6 +214,18 @@ class DropCollectionField:
     ts: int = 0
 
 
+@request("collection.drop_function")
+class DropFunction:
+    """Drop a function together with its output fields, as Milvus 2.6's
+    ``AlterCollectionSchema`` drop request by ``function_name`` (pymilvus's
+    ``drop_function_field``); the fields go as ``DropCollectionField`` drops one."""
+
+    db: str = DEFAULT_DB
+    collection: str
+    function: str
+    ts: int = 0
+
+
 @request("collection.alter_properties")
 class AlterCollectionProperties:
     """Set ``properties`` and drop ``delete_keys`` of a collection's properties (checked
@@ -246,6 +258,14 @@ class FieldAdded:
     field_id: int
     version: int
     """The collection's new schema version."""
+
+
+@reply
+class FunctionDropped:
+    collection_id: int
+    field_ids: list[int]
+    """The output fields dropped with the function."""
+    version: int
 
 
 @reply
@@ -427,6 +447,9 @@ class RootCoordAPI(Stub):
 
     async def drop_collection_field(self, req: DropCollectionField) -> FieldDropped:
         return await self._ask("collection.drop_field", req, FieldDropped)
+
+    async def drop_function(self, req: DropFunction) -> FunctionDropped:
+        return await self._ask("collection.drop_function", req, FunctionDropped)
 
     async def alter_mmap(self, req: AlterMmap) -> CollectionChanged:
         return await self._ask("collection.alter_mmap", req, CollectionChanged)

@@ -230,6 +230,21 @@ class CollectionAPI(IndexAPI, ReadAPI):
         )
         self._action("drop_collection_field", body, timeout=timeout)
 
+    def drop_function_field(
+        self,
+        collection_name: str,
+        function_name: str,
+        timeout: float | None = None,
+        *,
+        db: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Drop a function and its output fields (pymilvus's ``drop_function_field``), as
+        ``drop_collection_field`` drops a field."""
+        reject_unknown("drop_function_field", kwargs)
+        body = self._in_db(db, collection=collection_name, function_name=function_name)
+        self._action("drop_function_field", body, timeout=timeout)
+
     # -- aliases: another name of a collection, accepted wherever a collection is named ---
     def create_alias(
         self,
