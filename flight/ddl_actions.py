@@ -13,6 +13,7 @@ from elanus.api.coord import ListSessions
 from elanus.api.indexcoord import DescribeIndex
 from elanus.api.rootcoord import (
     AddCollectionField,
+    AddFunction,
     AlterCollectionProperties,
     AlterMmap,
     CreateAlias,
@@ -37,6 +38,7 @@ from elanus.consistency import ConsistencyLevel
 from elanus.errors import invalid
 from elanus.flight.actions import Call, Executor, action, check_db, check_named
 from elanus.flight.ddl import RootCall
+from elanus.functions import Function
 from elanus.partitionkey import check_num_partitions
 from elanus.privileges import OPEN
 from elanus.properties import MAX_PROPERTIES, check_property
@@ -46,6 +48,7 @@ from elanus.schema import (
     MAX_NAME_LENGTH,
     MAX_SHARDS,
     DataType,
+    Field,
     Schema,
     added_field,
     check_name,
@@ -299,6 +302,29 @@ def _drop_collection_field(b: Body) -> dict[str, Any]:
     if (field is None) == (field_id is None):
         raise invalid("drop_collection_field: give exactly one of 'field_name' and 'field_id'")
     return {"db": db, "collection": collection, "field_name": field, "field_id": field_id}
+
+
+@action(
+    "add_function_field",
+    "Add a BM25 function and its SparseFloatVector output field (Milvus 2.6's "
+    "add_function_field) to a collection that holds no rows yet; Milvus also backfills "
+    "rows already written, which Elanus refuses. Body: collection, field, function. "
+    "Result: collection_id, field_id, version.",
+    ("collection", "field", "function"),
+    privilege="AddCollectionField",
+    ddl=True,
+    run=_apply(RootCoordAPI.add_function, AddFunction),
+)
+def _add_function_field(b: Body) -> dict[str, Any]:
+    db, collection = check_db(b), check_named(b, "collection", "collection")
+    field, function = Field.from_dict(b.dict("field")), Function.from_dict(b.dict("function"))
+    field.validate()
+    return {
+        "db": db,
+        "collection": collection,
+        "field": field.to_dict(),
+        "function": function.to_dict(),
+    }
 
 
 @action(

@@ -20,6 +20,7 @@ import duckdb
 
 from elanus.channels.dml import pchannel_name, vchannel_name
 from elanus.errors import ElanusError, ErrorCode, invalid
+from elanus.functions import Function, check_functions
 from elanus.mmapsettings import public
 from elanus.partitionkey import key_partition_names
 from elanus.properties import MAX_PROPERTIES
@@ -287,6 +288,23 @@ class Catalog:
         schema.fields.append(added)
         schema.tag_reused_names()
         schema.version += 1
+        return cid, schema
+
+    def with_function(
+        self, db: str, name: str, output: Field, function: Function
+    ) -> tuple[int, Schema]:
+        """The collection's schema with a function and its output field added (the
+        field numbered as ``with_added_field`` numbers one), under the next version;
+        nothing is written. The function is checked as at create (BM25: a VarChar input
+        with an analyzer, a sparse output, ...)."""
+        cid, schema = self.with_added_field(db, name, output)
+        if function.name in {f.name for f in schema.functions}:
+            raise invalid(
+                f"add_function_field: collection {name!r} already has a function named "
+                f"{function.name!r}"
+            )
+        schema.functions.append(function)
+        check_functions(schema)
         return cid, schema
 
     def without_field(

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from elanus.api.base import ACK, Ack
 from elanus.api.rootcoord import (
     AddCollectionField,
+    AddFunction,
     AliasDescription,
     AliasList,
     AlterCollectionProperties,
@@ -58,12 +59,14 @@ from elanus.api.rootcoord import (
 from elanus.channels import subjects
 from elanus.consistency import ConsistencyLevel
 from elanus.errors import invalid
+from elanus.functions import Function
 from elanus.meta.catalog import Catalog
 from elanus.mmapsettings import KEY as MMAP_KEY
 from elanus.mmapsettings import field_key, index_key, public
 from elanus.partitionkey import check_num_partitions
 from elanus.properties import MMAP_KEYS
 from elanus.schema import Field, Schema, added_field, check_name
+from elanus.states import SegmentState
 
 if TYPE_CHECKING:
     from elanus.channels.role import RoleHandler
@@ -116,6 +119,7 @@ class RootCoord:
             "collection.rename": self.rename_collection,
             "collection.add_field": self.add_collection_field,
             "collection.drop_field": self.drop_collection_field,
+            "collection.add_function": self.add_function,
             "collection.drop_function": self.drop_function,
             "collection.alter_properties": self.alter_collection_properties,
             "collection.alter_mmap": self.alter_mmap,
@@ -310,6 +314,33 @@ class RootCoord:
         field_id = dropped[0].field_id
         assert field_id is not None
         return FieldDropped(collection_id=cid, field_id=field_id, version=schema.version)
+
+    async def add_function(self, req: AddFunction) -> FieldAdded:
+        """Add a function and its output field (``_change_schema``) to a collection that
+        has no segment yet: Milvus backfills the output of rows already written, which
+        Elanus does not. Rows checked by a proxy just before reach the nodes without the
+        output, which they compute (``functions.fill_outputs``)."""
+        output = Field.from_dict(req.field)
+        output.field_id = None  # the coord numbers it
+        output.validate()
+        function = Function.from_dict(req.function)
+        cid = await self._read(Catalog.require_collection, req.db, req.collection)
+        live = [s for s in self.data.of_collection(cid) if s.state is not SegmentState.DROPPED]
+        if live:
+            raise invalid(
+                f"add_function_field: collection {req.collection!r} already holds rows "
+                f"({len(live)} segments); Elanus adds a function only before the first "
+                "insert (it does not compute the output of rows already written)"
+            )
+
+        def change(cat: Catalog) -> tuple[int, Schema, list[Field]]:
+            return (*cat.with_function(req.db, req.collection, output, function), [])
+
+        cid, schema, _ = await self._change_schema(
+            "collection.add_function", req.db, req.collection, req.ts, change
+        )
+        assert output.field_id is not None
+        return FieldAdded(collection_id=cid, field_id=output.field_id, version=schema.version)
 
     async def drop_function(self, req: DropFunction) -> FunctionDropped:
         """Drop a function with its output fields, as Milvus's ``drop_function_field``

@@ -26,6 +26,7 @@ from elanus.milvus.honoured_data import (
     COLLECTION_PROPERTIES,
     COLLECTION_SCHEMA,
     FIELD_SCHEMA,
+    FUNCTION_SCHEMA,
     WRITES,
 )
 from elanus.milvus.honoured_reads import READS
@@ -45,7 +46,7 @@ _COLLECTION_PROPERTIES = keys(
     COLLECTION_PROPERTIES, harmless("stored and described, as Milvus does")
 )
 _ALTER_SCHEMA = milvus_pb2.AlterCollectionSchemaRequest
-_FUNCTIONS = refused("adding a function to a collection (add_function_field)")
+_BOUND_INDEX = use("the index of a function's output field (add_function_field), made after it")
 _SCHEMA_ACTION = Table(
     _ALTER_SCHEMA.Action,
     {
@@ -58,14 +59,19 @@ _SCHEMA_ACTION = Table(
                             _ALTER_SCHEMA.FieldInfo,
                             {
                                 "field_schema": nested(FIELD_SCHEMA),
-                                "index_name": refused("an index made with the added field"),
-                                "extra_params": refused("an index made with the added field"),
+                                "index_name": _BOUND_INDEX,
+                                "extra_params": keys(
+                                    {}, use("checked by the index, as CreateIndex's")
+                                ),
                             },
                         ),
-                        "one plain field: add_collection_field",
+                        "one field: add_collection_field, or a function's output",
                     ),
-                    "func_schema": _FUNCTIONS,
-                    "do_physical_backfill": _FUNCTIONS,
+                    "func_schema": nested(FUNCTION_SCHEMA, "BM25, before the first insert"),
+                    "do_physical_backfill": refused(
+                        "backfilling rows already written (a function is added before the "
+                        "first insert)"
+                    ),
                 },
             )
         ),

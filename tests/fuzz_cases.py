@@ -146,6 +146,12 @@ BASE: dict[str, dict[str, Any]] = {
     },
     "drop_collection_field": {"collection": ABSENT, "field_name": "fz_added"},
     "drop_function_field": {"collection": ABSENT, "function_name": "fz_bm25"},
+    "add_function_field": {
+        "collection": ABSENT,
+        "field": {"name": "fz_sparse", "type": "SparseFloatVector"},
+        "function": {"name": "fz_bm25", "type": "BM25", "input_field_names": ["text"],
+                     "output_field_names": ["fz_sparse"]},
+    },
     "alter_mmap": {"collection": ABSENT, "enabled": True},
     "create_partition": {"collection": ABSENT, "partition": "p1"},
     "drop_partition": {"collection": ABSENT, "partition": "p1"},
@@ -278,7 +284,7 @@ _KEYS_BY_KIND = {
     "float": "seconds wait_s timeout_s",
     "bool": "auto_id retry_failed ok upsert strict_group_size force_drop files_only enabled",
     "dict": """schema properties params filter_params options search_params ranker field
-        highlighter""",
+        highlighter function""",
     "list": """files ids segment_ids parts partition_names data output_fields columns reqs
         privileges delete_keys""",
 }

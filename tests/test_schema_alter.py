@@ -15,6 +15,7 @@ import pytest
 from conftest import cli, cli_json, raises_code, run_elanus
 
 from elanus import ErrorCode
+from elanus.functions import fill_outputs
 from elanus.schema import FIELD_ID_KEY, DataType, Field, Schema
 from elanus.segments import storage
 
@@ -203,3 +204,20 @@ def test_cli_collection_drop_field(server: StandaloneProcess) -> None:
     assert "lang" not in {f["name"] for f in fields}
     refused = run_elanus("collection", "drop-field", "cli_shelf", "id", "--uri", server.uri)
     assert refused.returncode != 0 and "cannot drop primary key field: id" in refused.stderr
+
+
+def test_rows_checked_before_a_function_came_get_its_output() -> None:
+    """A row the proxy checked just before ``add_function_field`` reaches the nodes
+    without the output: they compute it from the input, as an insert after would."""
+    s = Schema()
+    s.add_field("id", DataType.INT64, is_primary=True)
+    s.add_field("text", DataType.VARCHAR, max_length=64, enable_analyzer=True)
+    s.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
+    s.add_function({"name": "bm25", "type": "BM25", "input_field_names": ["text"],
+                    "output_field_names": ["sparse"]})  # fmt: skip
+    rows = pa.table({"id": [1, 2], "text": ["a b b", None]})
+    filled = fill_outputs(rows, s)
+    assert filled.column_names == ["id", "text", "sparse"]
+    first, second = filled.column("sparse").to_pylist()
+    assert len(first) == 2 and not second  # two terms; a null text: an empty vector
+    assert fill_outputs(filled, s) is filled  # nothing lacking: unchanged

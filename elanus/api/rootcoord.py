@@ -214,6 +214,19 @@ class DropCollectionField:
     ts: int = 0
 
 
+@request("collection.add_function")
+class AddFunction:
+    """Add a function and its output field to a collection that holds no rows yet
+    (Milvus 2.6's ``add_function_field`` backfills rows already written; Elanus refuses
+    them). ``field`` and ``function`` are JSON as in a schema."""
+
+    db: str = DEFAULT_DB
+    collection: str
+    field: dict[str, Any]
+    function: dict[str, Any]
+    ts: int = 0
+
+
 @request("collection.drop_function")
 class DropFunction:
     """Drop a function together with its output fields, as Milvus 2.6's
@@ -447,6 +460,9 @@ class RootCoordAPI(Stub):
 
     async def drop_collection_field(self, req: DropCollectionField) -> FieldDropped:
         return await self._ask("collection.drop_field", req, FieldDropped)
+
+    async def add_function(self, req: AddFunction) -> FieldAdded:
+        return await self._ask("collection.add_function", req, FieldAdded)
 
     async def drop_function(self, req: DropFunction) -> FunctionDropped:
         return await self._ask("collection.drop_function", req, FunctionDropped)

@@ -10,7 +10,8 @@ from elanus.client.index import IndexAPI
 from elanus.client.read import ReadAPI
 from elanus.consistency import ConsistencyLevel
 from elanus.errors import ElanusError, ErrorCode
-from elanus.schema import DataType, Schema, check_name
+from elanus.functions import Function
+from elanus.schema import DataType, Field, Schema, check_name
 
 
 class CollectionAPI(IndexAPI, ReadAPI):
@@ -229,6 +230,32 @@ class CollectionAPI(IndexAPI, ReadAPI):
             field_id=field_id or None,
         )
         self._action("drop_collection_field", body, timeout=timeout)
+
+    def add_function_field(
+        self,
+        collection_name: str,
+        field_schema: Field | dict[str, Any],
+        func: Any,
+        index_params: IndexParams | None = None,
+        timeout: float | None = None,
+        *,
+        db: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Add a BM25 function and its sparse output field (pymilvus's
+        ``add_function_field``) to a collection with no rows yet, then the output's index
+        from ``index_params`` if given (pymilvus binds exactly one)."""
+        reject_unknown("add_function_field", kwargs)
+        field = field_schema if isinstance(field_schema, Field) else Field.from_dict(field_schema)
+        body = self._in_db(
+            db,
+            collection=collection_name,
+            field=field.to_dict(),
+            function=Function.coerce(func).to_dict(),
+        )
+        self._action("add_function_field", body, timeout=timeout)
+        if index_params is not None:
+            self.create_index(collection_name, index_params, timeout=timeout, db=db)
 
     def drop_function_field(
         self,
