@@ -497,6 +497,16 @@ class Schema:
         check_functions(self)
 
 
+def column_of_field(column: pa.Field, field_id: bytes | None) -> bool:
+    """Whether a stored column is the field of its name, whose ``FIELD_ID_KEY`` is
+    ``field_id`` (``None``: a field no dropped field shared its name with, which any
+    column of its name is). A column Elanus typed (``Field.arrow_field``) must carry that
+    id, or it is a dropped namesake's; a client's column (an import file's, a batch
+    rebuilt by name) carries no Elanus metadata and is the field of its name."""
+    meta = column.metadata or {}
+    return field_id is None or TYPE_KEY not in meta or meta.get(FIELD_ID_KEY) == field_id
+
+
 def _dropped(raw: Any) -> dict[int, str]:
     if raw is None:
         return {}

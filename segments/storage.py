@@ -30,8 +30,8 @@ from elanus.schema import (
     PK_COLUMN,
     TIMESTAMP_ARROW_FIELD,
     TIMESTAMP_FIELD,
-    TYPE_KEY,
     Schema,
+    column_of_field,
 )
 from elanus.segments.pkstats import PkStats
 
@@ -66,7 +66,9 @@ def conform(rows: Rows, target: pa.Schema, defaults: dict[str, Any] | None = Non
         return rows
     columns: list[pa.Array | pa.ChunkedArray] = []
     for f in target:
-        if f.name in names and _same_field(rows.schema.field(f.name), f):
+        if f.name in names and column_of_field(
+            rows.schema.field(f.name), (f.metadata or {}).get(FIELD_ID_KEY)
+        ):
             columns.append(rows.column(f.name))
         elif f.nullable:
             filled = _filled(rows.num_rows, f, (defaults or {}).get(f.name))
@@ -83,16 +85,6 @@ def conform(rows: Rows, target: pa.Schema, defaults: dict[str, Any] | None = Non
         raise ElanusError(
             ErrorCode.INTERNAL, f"segment rows do not fit the collection schema: {exc}"
         ) from None
-
-
-def _same_field(held: pa.Field, wanted: pa.Field) -> bool:
-    """Whether a column of the wanted field's name is that field's (``FIELD_ID_KEY``).
-    A column Elanus stored (typed by ``Field.arrow_field``) must carry the wanted id, or
-    it is a dropped namesake's; a client's column (an import file's, a batch rebuilt
-    by name) carries no Elanus metadata and is the field of its name."""
-    want = (wanted.metadata or {}).get(FIELD_ID_KEY)
-    meta = held.metadata or {}
-    return want is None or TYPE_KEY not in meta or meta.get(FIELD_ID_KEY) == want
 
 
 def _filled(n: int, f: pa.Field, value: Any) -> pa.Array:

@@ -107,9 +107,19 @@ def test_a_dropped_field_leaves_reads_and_its_name_may_come_back(stack: Stack) -
     assert rows == {**{i: None for i in range(10)}, 10: "new", 11: "new"}
 
     client.flush(NAME)
+    params = client.prepare_index_params()
+    params.add_index("tag", index_type="INVERTED")  # built over segments that held "t1"...
+    stack.add_indexnode()
+    client.create_index(NAME, params)
+    client.wait_for_index(NAME, "tag", timeout=120)
     stack.restart()
     client = stack.client()
     client.load_collection(NAME)
+    segments = [seg for qn in stack.querynodes for seg in qn.worker.segments.values()]
+    assert segments and all(seg.has_scalar("tag") for seg in segments)  # the index answers
+    for expr, ids in (('tag == "t1"', []), ('tag == "new"', [10, 11]), ("tag is null", [0, 9])):
+        got = sorted(r["id"] for r in client.query(NAME, expr, ["id"], consistency_level=STRONG))
+        assert got[:1] + got[-1:] == ids, (expr, got)
     rows = {r["id"]: r["tag"] for r in client.query(NAME, "id >= 0", ["*"],
                                                      consistency_level=STRONG)}  # fmt: skip
     assert rows == {**{i: None for i in range(10)}, 10: "new", 11: "new"}
