@@ -161,8 +161,9 @@ def _schema(b: Body, properties: dict[str, str]) -> Schema:
             max_length=b.int("max_length", 512),
         )
     _validate_schema(schema)
-    for f in schema.fields:
-        f.field_id = None
+    if not schema.dropped:  # a described schema (a snapshot's) keeps its ids: number_fields
+        for f in schema.fields:
+            f.field_id = None
     return schema
 
 

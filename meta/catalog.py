@@ -138,8 +138,7 @@ class Catalog:
         ).fetchone()
         if live and live[0] >= MAX_COLLECTIONS:
             raise ElanusError(ErrorCode.LIMIT_EXCEEDED, f"at most {MAX_COLLECTIONS} collections")
-        for i, f in enumerate(schema.fields):
-            f.field_id = FIRST_FIELD_ID + i
+        number_fields(schema)
         cid = self.alloc_id(1)
         self.con.execute("BEGIN TRANSACTION")
         try:
@@ -580,3 +579,19 @@ def _without(schema: Schema, gone: list[Field]) -> Schema:
     schema.tag_reused_names()
     schema.version += 1
     return schema
+
+
+def number_fields(schema: Schema) -> None:
+    """Number a new collection's fields in order; a schema that lists dropped fields (one
+    described before, as a snapshot restores it) keeps its ids, which its segments'
+    columns carry (``Field.id_tagged``)."""
+    if not schema.dropped:
+        for i, f in enumerate(schema.fields):
+            f.field_id = FIRST_FIELD_ID + i
+        return
+    ids = [f.field_id for f in schema.fields]
+    if None in ids or len(set(ids)) != len(ids) or set(ids) & set(schema.dropped):
+        raise invalid(
+            "a schema with 'dropped_fields' must give every field its own field_id, none of "
+            "them dropped"
+        )

@@ -226,3 +226,29 @@ def test_add_function_field_before_the_first_insert(client: MilvusClient) -> Non
     before = client.describe_collection("full")
     _refused(lambda: add("full"), 1100, "already holds rows")
     assert client.describe_collection("full")["fields"] == before["fields"]
+
+
+def test_a_snapshot_restores_a_reused_name_without_the_dropped_values(
+    client: MilvusClient,
+) -> None:
+    """The restored collection keeps the field ids its segments' columns carry: the field
+    added under a dropped field's name still reads only its own values."""
+    client.create_collection("src", dimension=2, consistency_level=STRONG)
+    client.add_collection_field("src", "tag", DataType.VARCHAR, max_length=8, nullable=True)
+    client.insert("src", [{"id": i, "vector": [1.0, 0.0], "tag": "old"} for i in range(3)])
+    client.flush("src")
+    client.drop_collection_field("src", "tag")
+    client.add_collection_field("src", "tag", DataType.VARCHAR, max_length=8, nullable=True)
+    client.insert("src", [{"id": i, "vector": [1.0, 0.0], "tag": "new"} for i in (3, 4)])
+    client.flush("src")
+    client.create_snapshot("s1", "src")
+
+    job = client.restore_snapshot("s1", "src", "dst")
+    deadline = time.monotonic() + 60
+    while (state := client.get_restore_snapshot_state(job)).state != "RestoreSnapshotCompleted":
+        assert state.state != "RestoreSnapshotFailed" and time.monotonic() < deadline, state
+        time.sleep(0.2)
+    assert _fields(client, "dst")["tag"]["field_id"] == _fields(client, "src")["tag"]["field_id"]
+    client.load_collection("dst")
+    got = client.query("dst", "id >= 0", ["tag"], consistency_level=STRONG)
+    assert {r["id"]: r["tag"] for r in got} == {0: None, 1: None, 2: None, 3: "new", 4: "new"}

@@ -14,8 +14,9 @@ import pyarrow as pa
 import pytest
 from conftest import cli, cli_json, raises_code, run_elanus
 
-from elanus import ErrorCode
+from elanus import ElanusError, ErrorCode
 from elanus.functions import fill_outputs
+from elanus.meta.catalog import number_fields
 from elanus.schema import FIELD_ID_KEY, DataType, Field, Schema
 from elanus.segments import storage
 
@@ -201,6 +202,9 @@ def test_conform_keeps_a_dropped_fields_column_from_its_namesake() -> None:
     assert storage.conform(new, target).column("tag").to_pylist() == ["c"]
     again = Schema.from_dict(s.to_dict())
     assert again.max_field_id == 104 and again.dropped == {101: "tag", 104: "gone"}
+    clash = Schema.from_dict({**s.to_dict(), "dropped_fields": {"103": "tag"}})
+    with pytest.raises(ElanusError, match="none of them dropped"):
+        number_fields(clash)
 
 
 @pytest.mark.slow
