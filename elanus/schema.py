@@ -497,16 +497,6 @@ class Schema:
         check_functions(self)
 
 
-def column_of_field(column: pa.Field, field_id: bytes | None) -> bool:
-    """Whether a stored column is the field of its name, whose ``FIELD_ID_KEY`` is
-    ``field_id`` (``None``: a field no dropped field shared its name with, which any
-    column of its name is). A column Elanus typed (``Field.arrow_field``) must carry that
-    id, or it is a dropped namesake's; a client's column (an import file's, a batch
-    rebuilt by name) carries no Elanus metadata and is the field of its name."""
-    meta = column.metadata or {}
-    return field_id is None or TYPE_KEY not in meta or meta.get(FIELD_ID_KEY) == field_id
-
-
 def _dropped(raw: Any) -> dict[int, str]:
     if raw is None:
         return {}
@@ -516,44 +506,6 @@ def _dropped(raw: Any) -> dict[int, str]:
         return {int(k): v for k, v in raw.items()}
     except ValueError:
         raise invalid("schema 'dropped_fields' must map field ids to names") from None
-
-
-ADDED_FIELD_REFUSED = (
-    ("is_primary", "a primary key"),
-    ("auto_id", "an auto_id field"),
-    ("is_partition_key", "a partition key"),
-    ("is_clustering_key", "a clustering key"),
-)
-"""Roles a field can only take when its collection is created (Milvus 2.6's rules)."""
-
-
-def added_field(raw: Any) -> Field:
-    """The field ``add_collection_field`` may add to a collection that already has rows:
-    a nullable scalar (those rows read null, or its default), never a key or a vector.
-    Raises naming the problem; the coord then checks it against the collection."""
-    if not isinstance(raw, dict):
-        raise invalid(f"add_collection_field: 'field' must be a JSON object, got {raw!r:.40}")
-    name = raw.get("name")
-    for key, what in ADDED_FIELD_REFUSED:
-        if raw.get(key):
-            raise invalid(
-                f"add_collection_field: field {name!r} cannot be {what}: a collection's "
-                "keys are fixed when it is created"
-            )
-    f = Field.from_dict({k: v for k, v in raw.items() if k not in dict(ADDED_FIELD_REFUSED)})
-    f.field_id = None  # the coord numbers it
-    if f.dtype.is_vector:
-        raise invalid(
-            f"add_collection_field: field {f.name!r} is a {f.dtype.value}: only scalar fields "
-            "can be added to an existing collection"
-        )
-    f.validate()
-    if not f.nullable:
-        raise invalid(
-            f"add_collection_field: field {f.name!r} must be nullable (nullable=True): the "
-            "rows already in the collection have no value for it"
-        )
-    return f
 
 
 def check_name(name: Any, what: str) -> str:

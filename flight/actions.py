@@ -1,7 +1,7 @@
 """The DoAction registry: each action declared once, with everything the proxy needs to run it.
 
-A concern's module (``ddl_actions``, ``dml_actions``, ``query_actions``, ``search.hybrid``,
-``search.readplan``, ``index_actions``, ``import_actions``, ``auth_actions``,
+A concern's module (``ddl_actions``, ``schema_actions``, ``dml_actions``, ``query_actions``,
+``search.hybrid``, ``search.readplan``, ``index_actions``, ``import_actions``, ``auth_actions``,
 ``backup_actions``, ``ops_actions``) declares each of its actions with ``@action(...)`` on
 the action's request checker: the public name and ListActions text, the body keys, the privilege
 (``elanus.privileges``; ``OPEN``: any authenticated caller), the rate bucket, and the
@@ -78,6 +78,7 @@ _DECLARED: dict[str, Action] = {}
 """Filled as the concern modules are imported; read it through ``catalogue``."""
 CONCERNS = (
     "ddl_actions",
+    "schema_actions",
     "dml_actions",
     "query_actions",
     "search.hybrid",

@@ -12,8 +12,6 @@ from elanus.api.base import as_body
 from elanus.api.coord import ListSessions
 from elanus.api.indexcoord import DescribeIndex
 from elanus.api.rootcoord import (
-    AddCollectionField,
-    AddFunction,
     AlterCollectionProperties,
     AlterMmap,
     CreateAlias,
@@ -22,9 +20,7 @@ from elanus.api.rootcoord import (
     DescribeAlias,
     DropAlias,
     DropCollection,
-    DropCollectionField,
     DropDatabase,
-    DropFunction,
     DropPartition,
     ListAliases,
     ListCollections,
@@ -38,7 +34,6 @@ from elanus.consistency import ConsistencyLevel
 from elanus.errors import invalid
 from elanus.flight.actions import Call, Executor, action, check_db, check_named
 from elanus.flight.ddl import RootCall
-from elanus.functions import Function
 from elanus.partitionkey import check_num_partitions
 from elanus.privileges import OPEN
 from elanus.properties import MAX_PROPERTIES, check_property
@@ -48,9 +43,7 @@ from elanus.schema import (
     MAX_NAME_LENGTH,
     MAX_SHARDS,
     DataType,
-    Field,
     Schema,
-    added_field,
     check_name,
     quick_schema,
 )
@@ -71,7 +64,7 @@ def _ask(call: RootCall[R], kind: type[R]) -> Executor:
     return lambda c: c.proxy.ddl.ask(call, kind, c.request)
 
 
-def _apply(call: RootCall[R], kind: type[R]) -> Executor:
+def apply_ddl(call: RootCall[R], kind: type[R]) -> Executor:
     """A DDL executor: the root coord applies the request at the task's timestamp."""
     return lambda c: c.proxy.ddl.apply(call, kind, c.request, c.ts)
 
@@ -211,7 +204,7 @@ def _scalar_text(value: Any) -> str:
     ("name",),
     privilege="DropCollection",
     ddl=True,
-    run=_apply(RootCoordAPI.drop_collection, DropCollection),
+    run=apply_ddl(RootCoordAPI.drop_collection, DropCollection),
 )
 def _drop_collection(b: Body) -> dict[str, Any]:
     return {"db": check_db(b), "name": check_named(b, "name", "collection")}
@@ -258,7 +251,7 @@ def _list_collections(b: Body) -> dict[str, Any]:
     ("name", "new_name", "new_db"),
     privilege="RenameCollection",
     ddl=True,
-    run=_apply(RootCoordAPI.rename_collection, RenameCollection),
+    run=apply_ddl(RootCoordAPI.rename_collection, RenameCollection),
 )
 def _rename_collection(b: Body) -> dict[str, Any]:
     db, name = check_db(b), check_named(b, "name", "collection")
@@ -270,80 +263,6 @@ def _rename_collection(b: Body) -> dict[str, Any]:
 
 
 @action(
-    "add_collection_field",
-    "Add a nullable scalar field to an existing collection (Milvus 2.6); rows already there "
-    "read its default_value, or null. Body: collection, field. Result: collection_id, "
-    "field_id, version.",
-    ("collection", "field"),
-    privilege="AddCollectionField",
-    ddl=True,
-    run=_apply(RootCoordAPI.add_collection_field, AddCollectionField),
-)
-def _add_collection_field(b: Body) -> dict[str, Any]:
-    db, collection = check_db(b), check_named(b, "collection", "collection")
-    field = added_field(b.dict("field"))
-    return {"db": db, "collection": collection, "field": field.to_dict()}
-
-
-@action(
-    "drop_collection_field",
-    "Drop a field, named (field_name) or by id (field_id), as Milvus 2.6's AlterCollectionSchema "
-    "drop request: not the primary key, the partition key, a function's input or output or "
-    "the last vector field. Its values are never read again and its indexes are dropped; "
-    "its id is never given again, its name may be. Body: collection, field_name | field_id. "
-    "Result: collection_id, field_id, version.",
-    ("collection", "field_name", "field_id"),
-    privilege="AddCollectionField",  # Elanus's one privilege over a collection's fields
-    ddl=True,
-    run=_apply(RootCoordAPI.drop_collection_field, DropCollectionField),
-)
-def _drop_collection_field(b: Body) -> dict[str, Any]:
-    db, collection = check_db(b), check_named(b, "collection", "collection")
-    field, field_id = b.str("field_name", None), b.int("field_id", None, lo=1)
-    if (field is None) == (field_id is None):
-        raise invalid("drop_collection_field: give exactly one of 'field_name' and 'field_id'")
-    return {"db": db, "collection": collection, "field_name": field, "field_id": field_id}
-
-
-@action(
-    "add_function_field",
-    "Add a BM25 function and its SparseFloatVector output field (Milvus 2.6's "
-    "add_function_field) to a collection that holds no rows yet; Milvus also backfills "
-    "rows already written, which Elanus refuses. Body: collection, field, function. "
-    "Result: collection_id, field_id, version.",
-    ("collection", "field", "function"),
-    privilege="AddCollectionField",
-    ddl=True,
-    run=_apply(RootCoordAPI.add_function, AddFunction),
-)
-def _add_function_field(b: Body) -> dict[str, Any]:
-    db, collection = check_db(b), check_named(b, "collection", "collection")
-    field, function = Field.from_dict(b.dict("field")), Function.from_dict(b.dict("function"))
-    field.validate()
-    return {
-        "db": db,
-        "collection": collection,
-        "field": field.to_dict(),
-        "function": function.to_dict(),
-    }
-
-
-@action(
-    "drop_function_field",
-    "Drop a function together with its output fields (Milvus 2.6's drop_function_field), "
-    "as drop_collection_field drops a field: not when no vector field would be left. "
-    "Body: collection, function_name. Result: collection_id, field_ids, version.",
-    ("collection", "function_name"),
-    privilege="AddCollectionField",
-    ddl=True,
-    run=_apply(RootCoordAPI.drop_function, DropFunction),
-)
-def _drop_function_field(b: Body) -> dict[str, Any]:
-    db, collection = check_db(b), check_named(b, "collection", "collection")
-    return {"db": db, "collection": collection, "function": b.str("function_name")}
-
-
-@action(
     "alter_collection_properties",
     "Set (properties) or remove (delete_keys) a collection's properties, as Milvus's "
     "alter_collection_properties and drop_collection_properties; collection.ttl.seconds "
@@ -351,7 +270,7 @@ def _drop_function_field(b: Body) -> dict[str, Any]:
     ("name", "properties", "delete_keys"),
     privilege="CreateCollection",  # as Milvus checks AlterCollection
     ddl=True,
-    run=_apply(RootCoordAPI.alter_collection_properties, AlterCollectionProperties),
+    run=apply_ddl(RootCoordAPI.alter_collection_properties, AlterCollectionProperties),
 )
 def _alter_collection_properties(b: Body) -> dict[str, Any]:
     what = "alter_collection_properties"
@@ -418,7 +337,7 @@ def _alias_body(b: Body) -> dict[str, Any]:
     ("collection", "alias"),
     privilege="CreateAlias",
     ddl=True,
-    run=_apply(RootCoordAPI.create_alias, CreateAlias),
+    run=apply_ddl(RootCoordAPI.create_alias, CreateAlias),
 )
 def _create_alias(b: Body) -> dict[str, Any]:
     return _alias_body(b)
@@ -430,7 +349,7 @@ def _create_alias(b: Body) -> dict[str, Any]:
     ("collection", "alias"),
     privilege="CreateAlias",
     ddl=True,
-    run=_apply(RootCoordAPI.alter_alias, CreateAlias),
+    run=apply_ddl(RootCoordAPI.alter_alias, CreateAlias),
 )
 def _alter_alias(b: Body) -> dict[str, Any]:
     return _alias_body(b)
@@ -442,7 +361,7 @@ def _alter_alias(b: Body) -> dict[str, Any]:
     ("alias",),
     privilege="DropAlias",
     ddl=True,
-    run=_apply(RootCoordAPI.drop_alias, DropAlias),
+    run=apply_ddl(RootCoordAPI.drop_alias, DropAlias),
 )
 def _drop_alias(b: Body) -> dict[str, Any]:
     return {"db": check_db(b), "alias": check_named(b, "alias", "alias")}
@@ -492,7 +411,7 @@ def _partition_body(b: Body) -> dict[str, Any]:
     ("collection", "partition"),
     privilege="CreatePartition",
     ddl=True,
-    run=_apply(RootCoordAPI.create_partition, CreatePartition),
+    run=apply_ddl(RootCoordAPI.create_partition, CreatePartition),
 )
 def _create_partition(b: Body) -> dict[str, Any]:
     return _partition_body(b)
@@ -504,7 +423,7 @@ def _create_partition(b: Body) -> dict[str, Any]:
     ("collection", "partition"),
     privilege="DropPartition",
     ddl=True,
-    run=_apply(RootCoordAPI.drop_partition, DropPartition),
+    run=apply_ddl(RootCoordAPI.drop_partition, DropPartition),
 )
 def _drop_partition(b: Body) -> dict[str, Any]:
     req = _partition_body(b)
@@ -556,7 +475,7 @@ def _database_name(b: Body) -> str:
     ("name",),
     privilege="CreateDatabase",
     ddl=True,
-    run=_apply(RootCoordAPI.create_database, CreateDatabase),
+    run=apply_ddl(RootCoordAPI.create_database, CreateDatabase),
 )
 def _create_database(b: Body) -> dict[str, Any]:
     return {"name": _database_name(b)}
@@ -568,7 +487,7 @@ def _create_database(b: Body) -> dict[str, Any]:
     ("name",),
     privilege="DropDatabase",
     ddl=True,
-    run=_apply(RootCoordAPI.drop_database, DropDatabase),
+    run=apply_ddl(RootCoordAPI.drop_database, DropDatabase),
 )
 def _drop_database(b: Body) -> dict[str, Any]:
     name = _database_name(b)

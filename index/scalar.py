@@ -33,7 +33,8 @@ from elanus.errors import invalid
 from elanus.expr.indexed import ValueIndex, distinct_starts
 from elanus.expr.nodes import Context
 from elanus.scalarindex import ScalarSpec
-from elanus.schema import DataType, Field, column_of_field
+from elanus.schema import DataType, Field
+from elanus.schemachange import column_of_field
 
 FORMAT = "elanus-scalar-1"
 META_FILE = "meta.json"

@@ -9,6 +9,10 @@ index run pulls: ``index.claim`` hands it the pending tasks under a lease it ren
 ``index.heartbeat``. Either way a builder that disappears (session gone, lease lapsed)
 has its unfinished tasks issued again, and the next assignment raises their version, so
 a late report from the lost builder is ignored.
+
+Past 600 lines: one concept, an index's life (create, a task per segment, builders,
+describe, drop, with a collection or a field), under one lock; the stored records are
+in ``indexmeta.py``.
 """
 
 from __future__ import annotations

@@ -65,7 +65,8 @@ from elanus.mmapsettings import KEY as MMAP_KEY
 from elanus.mmapsettings import field_key, index_key, public
 from elanus.partitionkey import check_num_partitions
 from elanus.properties import MMAP_KEYS
-from elanus.schema import Field, Schema, added_field, check_name
+from elanus.schema import Field, Schema, check_name
+from elanus.schemachange import added_field
 from elanus.states import SegmentState
 
 if TYPE_CHECKING:

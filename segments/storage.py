@@ -31,8 +31,8 @@ from elanus.schema import (
     TIMESTAMP_ARROW_FIELD,
     TIMESTAMP_FIELD,
     Schema,
-    column_of_field,
 )
+from elanus.schemachange import column_of_field
 from elanus.segments.pkstats import PkStats
 
 DELTA_SCHEMA = pa.schema([pa.field("ts", pa.uint64(), nullable=False)])
