@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import lance
 import pyarrow as pa
 import pytest
-from conftest import cli, cli_json, raises_code, run_elanus
+from conftest import cli, cli_json, raises_code, run_elanus, wait_for
 
 from elanus import ElanusError, ErrorCode
 from elanus.functions import fill_outputs
@@ -125,6 +126,30 @@ def test_a_dropped_field_leaves_reads_and_its_name_may_come_back(stack: Stack) -
                                                      consistency_level=STRONG)}  # fmt: skip
     assert rows == {**{i: None for i in range(10)}, 10: "new", 11: "new"}
     assert set(_fields(client)) == {"id", "vector", "part", "tag"}
+
+
+def test_compaction_writes_without_the_dropped_column(stack: Stack) -> None:
+    client = stack.client()
+    s = Schema()
+    s.add_field("id", DataType.INT64, is_primary=True)
+    s.add_field("vector", DataType.FLOAT_VECTOR, dim=3)
+    s.add_field("tag", DataType.VARCHAR, max_length=16)
+    client.create_collection(NAME, schema=s)
+    for start in (0, 5):
+        client.insert(NAME, [{"id": i, "vector": [1.0, 0.0, 0.0], "tag": "x"} for i in
+                             range(start, start + 5)])  # fmt: skip
+        client.flush(NAME)
+    client.drop_collection_field(NAME, "tag")
+    job = client.compact(NAME)
+    wait_for(lambda: client.get_compaction_state(job) == "Completed", 60, "compaction")
+    segs = [g for g in client.get_segment_info(NAME) if g["state"] == "Flushed"]
+    assert len(segs) == 1 and segs[0]["num_rows"] == 10
+    data = [d for d in stack.settings.storage_path.rglob("*.lance") if d.name == "data.lance"]
+    newest = max(data, key=lambda d: d.stat().st_mtime)
+    assert "tag" not in lance.dataset(str(newest)).schema.names
+    client.load_collection(NAME)
+    rows = client.query(NAME, "id >= 0", ["*"], consistency_level=STRONG)
+    assert len(rows) == 10 and all(set(r) == {"id", "vector"} for r in rows)
 
 
 def test_refusals_carry_milvus_words_and_change_nothing(stack: Stack) -> None:
