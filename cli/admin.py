@@ -479,6 +479,29 @@ def collection_drop_field(
     )
 
 
+@collection_app.command("drop-function")
+def collection_drop_function(
+    ctx: typer.Context,
+    name: CollectionArg,
+    function: Annotated[str, typer.Argument(help="The function to drop.", show_default=False)],
+    as_json: JsonOpt = False,
+    uri: UriOpt = None,
+) -> None:
+    """Drop a function (BM25) with its output field; its input field stays."""
+
+    def drop(client: Any) -> dict[str, Any]:
+        client.drop_function_field(name, function)
+        return {"collection": name, "dropped_function": function}
+
+    run_action(
+        ctx,
+        drop,
+        _done(f"dropped function [bold]{function}[/bold] of collection [bold]{name}[/bold]"),
+        as_json=as_json,
+        uri=uri,
+    )
+
+
 # -- aliases ----------------------------------------------------------------------------------
 collection_app.add_typer(alias_app, name="alias")
 

@@ -243,6 +243,8 @@ def test_cli_collection_drop_field(server: StandaloneProcess) -> None:
     assert "lang" not in {f["name"] for f in fields}
     refused = run_elanus("collection", "drop-field", "cli_shelf", "id", "--uri", server.uri)
     assert refused.returncode != 0 and "cannot drop primary key field: id" in refused.stderr
+    refused = run_elanus("collection", "drop-function", "cli_shelf", "bm25", "--uri", server.uri)
+    assert refused.returncode != 0 and "function not found: bm25" in refused.stderr
 
 
 def test_rows_checked_before_a_function_came_get_its_output() -> None:
