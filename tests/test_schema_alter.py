@@ -262,3 +262,5 @@ def test_rows_checked_before_a_function_came_get_its_output() -> None:
     first, second = filled.column("sparse").to_pylist()
     assert len(first) == 2 and not second  # two terms; a null text: an empty vector
     assert fill_outputs(filled, s) is filled  # nothing lacking: unchanged
+    batch = fill_outputs(pa.record_batch({"id": [3], "text": ["c"]}), s)  # a datanode's
+    assert batch.schema.names == ["id", "text", "sparse"] and len(batch.column(2)[0]) == 1
