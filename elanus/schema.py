@@ -361,8 +361,8 @@ class Schema:
     def tag_reused_names(self) -> None:
         """Mark the fields whose names a dropped field had (``Field.id_tagged``)."""
         names = set(self.dropped.values())
-        for f in self.fields:
-            f.id_tagged = f.name in names
+        for f in self.fields:  # a name may not be a string yet: validate() refuses it
+            f.id_tagged = isinstance(f.name, str) and f.name in names
 
     @property
     def max_field_id(self) -> int | None:
