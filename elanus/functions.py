@@ -170,3 +170,18 @@ def output_column(fn: Function, schema: Schema, text: pa.Array) -> pa.Array:
     out = next(f for f in schema.fields if f.name == fn.output_field_names[0])
     analyzer = analyzer_for(src.analyzer_params, src.name)
     return analyzer.term_frequencies(text.to_pylist()).cast(out.arrow_type())
+
+
+def fill_outputs(rows: Any, schema: Schema) -> Any:
+    """``rows`` (a table or batch) with the function outputs they lack computed from
+    their inputs: rows the proxy checked against the schema just before
+    ``add_function_field`` added a function reach the nodes without its output."""
+    for fn in schema.functions:
+        out, src = fn.output_field_names[0], fn.input_field_names[0]
+        names = rows.schema.names
+        if out not in names and src in names:
+            text = rows.column(src)
+            if isinstance(text, pa.ChunkedArray):
+                text = text.combine_chunks()
+            rows = rows.append_column(out, output_column(fn, schema, text))
+    return rows

@@ -63,12 +63,15 @@ class ScalarSpec:
     json_path: str | None = None
     json_cast_type: str | None = None
     path: tuple[str | int, ...] = ()
+    field_id: int | None = None
+    """Set for a field added under a dropped field's name (``Field.id_tagged``): a
+    segment's column of that name is indexed only if it carries this id."""
 
     def to_dict(self) -> dict[str, Any]:
         params: dict[str, Any] = {}
         if self.json_path is not None:
             params = {"json_path": self.json_path, "json_cast_type": self.json_cast_type}
-        return {
+        d: dict[str, Any] = {
             "field_kind": "scalar",
             "index_type": self.index_type,
             "dtype": self.dtype.value,
@@ -76,6 +79,9 @@ class ScalarSpec:
             "params": params,
             "path": list(self.path),
         }
+        if self.field_id is not None:
+            d["field_id"] = self.field_id
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ScalarSpec:
@@ -88,6 +94,7 @@ class ScalarSpec:
                 params.get("json_path"),
                 params.get("json_cast_type"),
                 tuple(d.get("path") or ()),
+                int(d["field_id"]) if d.get("field_id") is not None else None,
             )
         except (KeyError, TypeError, AttributeError) as e:
             raise invalid(f"not a scalar index spec: {e}") from None
@@ -96,6 +103,13 @@ class ScalarSpec:
 def make_scalar_spec(field: Field, index_type: Any, params: Mapping[str, Any] | None) -> ScalarSpec:
     """Validate a scalar index request on ``field``; ``ElanusError(INVALID_ARGUMENT)``
     names the type rule or param that does not hold."""
+    spec = _scalar_spec(field, index_type, params)
+    if field.id_tagged and field.field_id is not None:
+        spec = dataclasses.replace(spec, field_id=field.field_id)
+    return spec
+
+
+def _scalar_spec(field: Field, index_type: Any, params: Mapping[str, Any] | None) -> ScalarSpec:
     if not isinstance(index_type, str):
         raise invalid(f"index_type must be a string, got {index_type!r}")
     itype = index_type.strip().upper() or "AUTOINDEX"

@@ -49,6 +49,10 @@ DYNAMIC_FIELD = "$meta"
 TIMESTAMP_ARROW_FIELD = pa.field(TIMESTAMP_FIELD, pa.uint64(), nullable=False)
 """A row's insert timestamp as segments store it."""
 RESERVED_NAMES = frozenset({TIMESTAMP_FIELD, "_row_id", "_rowid", "_segment", DYNAMIC_FIELD})
+TYPE_KEY = b"elanus.type"
+"""Arrow field metadata of every column Elanus types: the field's Milvus data type."""
+FIELD_ID_KEY = b"elanus.field_id"
+"""Arrow field metadata: the id of the field a column belongs to (``Field.id_tagged``)."""
 PK_COLUMN = "pk"
 """The key column of delete records (``pk``, ``ts``) and of key batches, whatever the
 primary field is called: delete messages, delta logs, snapshot reads, import key plans."""
@@ -74,6 +78,10 @@ class Field:
     enable_analyzer: bool = False
     analyzer_params: dict[str, Any] | None = None
     enable_match: bool = False
+    id_tagged: bool = field(default=False, compare=False, repr=False)
+    """Its Arrow columns carry its field id (``FIELD_ID_KEY``): set by ``Schema`` for a
+    field whose name a dropped field had, so the dropped field's stored column, of the
+    same name, never reads as this one's (``segments.storage.conform``)."""
 
     def __post_init__(self) -> None:
         self.dtype = DataType.parse(self.dtype)
@@ -180,9 +188,11 @@ class Field:
         raise invalid(f"no Arrow type for {dt}")
 
     def arrow_field(self) -> pa.Field:
-        meta = {b"elanus.type": self.dtype.value.encode()}
+        meta = {TYPE_KEY: self.dtype.value.encode()}
         if self.dtype == DataType.JSON:
             meta[b"elanus.json"] = b"1"
+        if self.id_tagged and self.field_id is not None:
+            meta[FIELD_ID_KEY] = str(self.field_id).encode()
         return pa.field(self.name, self.arrow_type(), nullable=self.nullable, metadata=meta)
 
     # -- static checks ----------------------------------------------------------------------
@@ -320,7 +330,12 @@ class Field:
             )
 
 
-_FIELD_KEYWORDS = frozenset(f.name for f in fields(Field)) - {"name", "dtype", "field_id"}
+_FIELD_KEYWORDS = frozenset(f.name for f in fields(Field)) - {
+    "name",
+    "dtype",
+    "field_id",
+    "id_tagged",
+}
 """What ``Schema.add_field`` takes as keywords: the settings of a ``Field``."""
 
 
@@ -333,8 +348,27 @@ class Schema:
     """pymilvus's schema-level ``auto_id``: the default of the primary field added later."""
     functions: list[Function] = field(default_factory=list)
     version: int = field(default=0, compare=False)
-    """Bumped by each change to the fields of an existing collection (add_collection_field),
-    so a node holding two copies of a schema keeps the newer."""
+    """Bumped by each change to the fields of an existing collection (add_collection_field,
+    drop_collection_field), so a node holding two copies of a schema keeps the newer."""
+    dropped: dict[int, str] = field(default_factory=dict, compare=False)
+    """Fields dropped from the collection, id to name: their ids are never given again
+    (Milvus keeps ``max_field_id`` for that) and their segments' columns are never read
+    (a field added later under the same name is ``id_tagged``)."""
+
+    def __post_init__(self) -> None:
+        self.tag_reused_names()
+
+    def tag_reused_names(self) -> None:
+        """Mark the fields whose names a dropped field had (``Field.id_tagged``)."""
+        names = set(self.dropped.values())
+        for f in self.fields:  # a name may not be a string yet: validate() refuses it
+            f.id_tagged = isinstance(f.name, str) and f.name in names
+
+    @property
+    def max_field_id(self) -> int | None:
+        """The highest field id given in this collection, dropped fields included."""
+        ids = [f.field_id for f in self.fields if f.field_id is not None] + list(self.dropped)
+        return max(ids, default=None)
 
     def add_field(self, field_name: str, datatype: DataType | str, **kwargs: Any) -> Schema:
         """pymilvus-style builder: ``schema.add_field("id", DataType.INT64, is_primary=True)``.
@@ -391,6 +425,8 @@ class Schema:
             d["functions"] = [fn.to_dict() for fn in self.functions]
         if self.version:
             d["version"] = self.version
+        if self.dropped:
+            d["dropped_fields"] = {str(k): v for k, v in sorted(self.dropped.items())}
         return d
 
     @classmethod
@@ -409,6 +445,7 @@ class Schema:
             description=str(d.get("description", "")),
             functions=[Function.from_dict(fn) for fn in functions],
             version=_opt_int(d, "version") or 0,
+            dropped=_dropped(d.get("dropped_fields")),
         )
 
     def to_json(self) -> str:
@@ -460,42 +497,15 @@ class Schema:
         check_functions(self)
 
 
-ADDED_FIELD_REFUSED = (
-    ("is_primary", "a primary key"),
-    ("auto_id", "an auto_id field"),
-    ("is_partition_key", "a partition key"),
-    ("is_clustering_key", "a clustering key"),
-)
-"""Roles a field can only take when its collection is created (Milvus 2.6's rules)."""
-
-
-def added_field(raw: Any) -> Field:
-    """The field ``add_collection_field`` may add to a collection that already has rows:
-    a nullable scalar (those rows read null, or its default), never a key or a vector.
-    Raises naming the problem; the coord then checks it against the collection."""
-    if not isinstance(raw, dict):
-        raise invalid(f"add_collection_field: 'field' must be a JSON object, got {raw!r:.40}")
-    name = raw.get("name")
-    for key, what in ADDED_FIELD_REFUSED:
-        if raw.get(key):
-            raise invalid(
-                f"add_collection_field: field {name!r} cannot be {what}: a collection's "
-                "keys are fixed when it is created"
-            )
-    f = Field.from_dict({k: v for k, v in raw.items() if k not in dict(ADDED_FIELD_REFUSED)})
-    f.field_id = None  # the coord numbers it
-    if f.dtype.is_vector:
-        raise invalid(
-            f"add_collection_field: field {f.name!r} is a {f.dtype.value}: only scalar fields "
-            "can be added to an existing collection"
-        )
-    f.validate()
-    if not f.nullable:
-        raise invalid(
-            f"add_collection_field: field {f.name!r} must be nullable (nullable=True): the "
-            "rows already in the collection have no value for it"
-        )
-    return f
+def _dropped(raw: Any) -> dict[int, str]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict) or not all(isinstance(v, str) for v in raw.values()):
+        raise invalid("schema 'dropped_fields' must map field ids to names")
+    try:
+        return {int(k): v for k, v in raw.items()}
+    except ValueError:
+        raise invalid("schema 'dropped_fields' must map field ids to names") from None
 
 
 def check_name(name: Any, what: str) -> str:

@@ -1,10 +1,10 @@
 """The DoAction registry: each action declared once, with everything the proxy needs to run it.
 
-A concern's module (``ddl_actions``, ``database_actions``, ``dml_actions``,
-``query_actions``, ``search.hybrid``, ``search.readplan``, ``index_actions``,
-``import_actions``, ``auth_actions``, ``backup_actions``, ``ops_actions``) declares each
-of its actions with ``@action(...)`` on the action's request checker: the public name and
-ListActions text, the body keys, the privilege
+A concern's module (``ddl_actions``, ``database_actions``, ``schema_actions``,
+``dml_actions``, ``query_actions``, ``search.hybrid``, ``search.readplan``,
+``index_actions``, ``import_actions``, ``auth_actions``, ``backup_actions``,
+``ops_actions``) declares each of its actions with ``@action(...)`` on the action's request
+checker: the public name and ListActions text, the body keys, the privilege
 (``elanus.privileges``; ``OPEN``: any authenticated caller), the rate bucket, and the
 executor. ``perform`` is the whole of DoAction: look the name up,
 check the body (``check_request``: INVALID_ARGUMENT naming the problem, before anything is
@@ -80,6 +80,7 @@ _DECLARED: dict[str, Action] = {}
 CONCERNS = (
     "ddl_actions",
     "database_actions",
+    "schema_actions",
     "dml_actions",
     "query_actions",
     "search.hybrid",

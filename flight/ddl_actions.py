@@ -14,7 +14,6 @@ from elanus.api.base import as_body
 from elanus.api.coord import ListSessions
 from elanus.api.indexcoord import DescribeIndex
 from elanus.api.rootcoord import (
-    AddCollectionField,
     AlterCollectionProperties,
     AlterMmap,
     CreateAlias,
@@ -43,7 +42,6 @@ from elanus.schema import (
     MAX_SHARDS,
     DataType,
     Schema,
-    added_field,
     check_name,
     quick_schema,
 )
@@ -154,8 +152,9 @@ def _schema(b: Body, properties: dict[str, str]) -> Schema:
             max_length=b.int("max_length", 512),
         )
     _validate_schema(schema)
-    for f in schema.fields:
-        f.field_id = None
+    if not schema.dropped:  # a described schema (a snapshot's) keeps its ids: number_fields
+        for f in schema.fields:
+            f.field_id = None
     return schema
 
 
@@ -262,22 +261,6 @@ def _rename_collection(b: Body) -> dict[str, Any]:
     if (db, name) == (new_db, new_name):
         raise invalid(f"rename_collection: 'new_name' {new_name!r} is the current name")
     return {"db": db, "name": name, "new_name": new_name, "new_db": new_db}
-
-
-@action(
-    "add_collection_field",
-    "Add a nullable scalar field to an existing collection (Milvus 2.6); rows already there "
-    "read its default_value, or null. Body: collection, field. Result: collection_id, "
-    "field_id, version.",
-    ("collection", "field"),
-    privilege="AddCollectionField",
-    ddl=True,
-    run=apply_ddl(RootCoordAPI.add_collection_field, AddCollectionField),
-)
-def _add_collection_field(b: Body) -> dict[str, Any]:
-    db, collection = check_db(b), check_named(b, "collection", "collection")
-    field = added_field(b.dict("field"))
-    return {"db": db, "collection": collection, "field": field.to_dict()}
 
 
 @action(

@@ -34,6 +34,7 @@ from elanus.expr.indexed import ValueIndex, distinct_starts
 from elanus.expr.nodes import Context
 from elanus.scalarindex import ScalarSpec
 from elanus.schema import DataType, Field
+from elanus.schemachange import column_of_field
 
 FORMAT = "elanus-scalar-1"
 META_FILE = "meta.json"
@@ -60,7 +61,10 @@ def build_scalar_index(lance_path: str, field: str, spec: ScalarSpec) -> ValueIn
 
     try:
         dataset = lance.dataset(lance_path, storage_options=objstore.lance_options(lance_path))
-        if field not in dataset.schema.names:  # a field added after the segment was written
+        tag = None if spec.field_id is None else str(spec.field_id).encode()
+        if field not in dataset.schema.names or not column_of_field(
+            dataset.schema.field(field), tag
+        ):  # a field added after the segment was written (maybe a dropped one's namesake)
             return ValueIndex.from_array(_nulls(dataset.count_rows(), field, spec))
         table = dataset.to_table(columns=[field])
     except (ValueError, OSError) as e:

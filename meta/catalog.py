@@ -8,6 +8,12 @@ An alias is a second name of a collection in the same database (Milvus's rules):
 equals a collection's name, a collection with aliases cannot be dropped or moved to another
 database, and everything that looks a collection up by name (``require_collection``)
 accepts an alias, except drop and rename, which refuse one by name.
+
+Past 600 lines: one concept, the names and shapes of the catalog's objects. Databases,
+collections (their schema changes included), aliases and partitions refer to each other in
+every check (an alias may not shadow a collection, a partition key refuses partitions, a
+drop needs no aliases left), and all of them change on one writer; split apart, each part
+would read the others' tables.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from elanus.channels.dml import pchannel_name, vchannel_name
 from elanus.dbproperties import MAX_COLLECTIONS as MAX_COLLECTIONS_KEY
 from elanus.dbproperties import max_collections
 from elanus.errors import ElanusError, ErrorCode, invalid
+from elanus.functions import Function, check_functions
 from elanus.mmapsettings import public
 from elanus.partitionkey import key_partition_names
 from elanus.properties import MAX_PROPERTIES
@@ -188,8 +195,7 @@ class Catalog:
         if live and live[0] >= MAX_COLLECTIONS:
             raise ElanusError(ErrorCode.LIMIT_EXCEEDED, f"at most {MAX_COLLECTIONS} collections")
         self._check_max_collections(db)
-        for i, f in enumerate(schema.fields):
-            f.field_id = FIRST_FIELD_ID + i
+        number_fields(schema)
         cid = self.alloc_id(1)
         self.con.execute("BEGIN TRANSACTION")
         try:
@@ -333,11 +339,90 @@ class Catalog:
                 f"add_collection_field: collection {name!r} has {len(schema.fields)} fields; "
                 f"the limit is {MAX_FIELDS}, so {added.name!r} cannot be added",
             )
-        ids = [f.field_id for f in schema.fields if f.field_id is not None]
-        added.field_id = max(ids, default=FIRST_FIELD_ID - 1) + 1
+        top = schema.max_field_id
+        added.field_id = (FIRST_FIELD_ID - 1 if top is None else top) + 1
         schema.fields.append(added)
+        schema.tag_reused_names()
         schema.version += 1
         return cid, schema
+
+    def with_function(
+        self, db: str, name: str, output: Field, function: Function
+    ) -> tuple[int, Schema]:
+        """The collection's schema with a function and its output field added (the
+        field numbered as ``with_added_field`` numbers one), under the next version;
+        nothing is written. The function is checked as at create (BM25: a VarChar input
+        with an analyzer, a sparse output, ...)."""
+        cid, schema = self.with_added_field(db, name, output)
+        if function.name in {f.name for f in schema.functions}:
+            raise invalid(
+                f"add_function_field: collection {name!r} already has a function named "
+                f"{function.name!r}"
+            )
+        schema.functions.append(function)
+        check_functions(schema)
+        return cid, schema
+
+    def without_field(
+        self, db: str, name: str, field_name: str | None, field_id: int | None
+    ) -> tuple[int, Schema, Field]:
+        """The collection's schema without one field (named, or by id), under the next
+        schema version, and that field; nothing is written. Refuses what Milvus 2.6
+        refuses to drop, with its words: the primary key, the partition key, a function's
+        input or output, the last vector field."""
+        cid = self.require_collection(db, name)
+        schema = Schema.from_dict(self.describe_by_id(cid)["schema"])
+        found = [
+            f
+            for f in schema.fields
+            if (f.name == field_name if field_name is not None else f.field_id == field_id)
+        ]
+        what = "drop_collection_field"
+        if not found:
+            which = field_name if field_name is not None else f"with id: {field_id}"
+            sep = ": " if field_name is not None else " "
+            raise invalid(f"{what}: field not found{sep}{which}")
+        gone = found[0]
+        if gone.is_primary:
+            raise invalid(f"{what}: cannot drop primary key field: {gone.name}")
+        if gone.is_partition_key:
+            raise invalid(f"{what}: cannot drop partition key field: {gone.name}")
+        for fn in schema.functions:
+            role = (
+                "input"
+                if gone.name in fn.input_field_names
+                else "output"
+                if gone.name in fn.output_field_names
+                else None
+            )
+            if role:
+                raise invalid(
+                    f"{what}: field is referenced by function {fn.name} as {role}, "
+                    "drop function first"
+                )
+        if gone.dtype.is_vector and len(schema.vector_fields) == 1:
+            raise invalid(f"{what}: cannot drop the last vector field: {gone.name}")
+        return cid, _without(schema, [gone]), gone
+
+    def without_function(
+        self, db: str, name: str, function: str
+    ) -> tuple[int, Schema, list[Field]]:
+        """The collection's schema without a function and its output fields, under the
+        next schema version, and those fields; nothing is written. As Milvus 2.6, refuses
+        an unknown function and a drop that would leave no vector field."""
+        cid = self.require_collection(db, name)
+        schema = Schema.from_dict(self.describe_by_id(cid)["schema"])
+        fn = next((f for f in schema.functions if f.name == function), None)
+        if fn is None:
+            raise invalid(f"drop_function_field: function not found: {function}")
+        gone = [f for f in schema.fields if f.name in fn.output_field_names]
+        if len(schema.vector_fields) <= sum(f.dtype.is_vector for f in gone):
+            raise invalid(
+                f"drop_function_field: cannot drop function {function}: it would leave no "
+                "vector field in the collection"
+            )
+        schema.functions.remove(fn)
+        return cid, _without(schema, gone), gone
 
     def alter_properties(
         self, db: str, name: str, changes: dict[str, str], dropped: list[str]
@@ -539,3 +624,31 @@ class Catalog:
 
     def list_partitions(self, db: str, collection: str) -> list[dict[str, Any]]:
         return self.list_partitions_by_id(self.require_collection(db, collection))
+
+
+def _without(schema: Schema, gone: list[Field]) -> Schema:
+    """``schema`` less the ``gone`` fields, whose ids and names it keeps as dropped, under
+    the next version."""
+    for f in gone:
+        assert f.field_id is not None  # every saved field is numbered
+        schema.fields.remove(f)
+        schema.dropped[f.field_id] = f.name
+    schema.tag_reused_names()
+    schema.version += 1
+    return schema
+
+
+def number_fields(schema: Schema) -> None:
+    """Number a new collection's fields in order; a schema that lists dropped fields (one
+    described before, as a snapshot restores it) keeps its ids, which its segments'
+    columns carry (``Field.id_tagged``)."""
+    if not schema.dropped:
+        for i, f in enumerate(schema.fields):
+            f.field_id = FIRST_FIELD_ID + i
+        return
+    ids = [f.field_id for f in schema.fields]
+    if None in ids or len(set(ids)) != len(ids) or set(ids) & set(schema.dropped):
+        raise invalid(
+            "a schema with 'dropped_fields' must give every field its own field_id, none of "
+            "them dropped"
+        )

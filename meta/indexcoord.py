@@ -266,6 +266,15 @@ class IndexCoord:
         async with self._lock:
             await self._mark_deleted(self.live_indexes(collection_id))
 
+    async def drop_field(self, collection_id: int, field_name: str) -> None:
+        """A dropped field's indexes go with it, as Milvus cascades them."""
+        async with self._lock:
+            records = [i for i in self.live_indexes(collection_id) if i.field_name == field_name]
+            await self._mark_deleted(records)
+        for record in records:
+            for listener in self._listeners:
+                listener.index_dropped(collection_id, record.index_id)
+
     async def _mark_deleted(self, records: list[IndexRecord]) -> None:
         ids = {r.index_id for r in records}
         tasks = [t for t in self.tasks.values() if t.index_id in ids and not t.mark_deleted]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from elanus.api.base import ACK, Ack
 from elanus.api.rootcoord import (
     AddCollectionField,
+    AddFunction,
     AliasDescription,
     AliasList,
     AlterCollectionProperties,
@@ -32,10 +33,14 @@ from elanus.api.rootcoord import (
     DescribeDatabase,
     DropAlias,
     DropCollection,
+    DropCollectionField,
     DropDatabase,
+    DropFunction,
     DropPartition,
     FieldAdded,
+    FieldDropped,
     Flag,
+    FunctionDropped,
     HasCollection,
     HasPartition,
     IdAlloc,
@@ -57,12 +62,15 @@ from elanus.api.rootcoord import (
 from elanus.channels import subjects
 from elanus.consistency import ConsistencyLevel
 from elanus.errors import invalid
+from elanus.functions import Function
 from elanus.meta.catalog import Catalog
 from elanus.mmapsettings import KEY as MMAP_KEY
 from elanus.mmapsettings import field_key, index_key, public
 from elanus.partitionkey import check_num_partitions
 from elanus.properties import MMAP_KEYS
-from elanus.schema import Schema, added_field, check_name
+from elanus.schema import Field, Schema, check_name
+from elanus.schemachange import added_field
+from elanus.states import SegmentState
 
 if TYPE_CHECKING:
     from elanus.channels.runtime.role import RoleHandler
@@ -116,6 +124,9 @@ class RootCoord:
             "collection.list": self.list_collections,
             "collection.rename": self.rename_collection,
             "collection.add_field": self.add_collection_field,
+            "collection.drop_field": self.drop_collection_field,
+            "collection.add_function": self.add_function,
+            "collection.drop_function": self.drop_function,
             "collection.alter_properties": self.alter_collection_properties,
             "collection.alter_mmap": self.alter_mmap,
             "partition.create": self.create_partition,
@@ -274,24 +285,98 @@ class RootCoord:
         if cid in self.query.loaded:
             raise invalid(f"{what}: {loaded} ({collection!r})")
 
-    async def add_collection_field(self, req: AddCollectionField) -> FieldAdded:
-        """Add a nullable scalar field. Under the DDL lock: check it against the catalog,
-        hand the new schema to every data and query node (they widen their rows and ack),
-        then save it, then expire the proxies' caches: no client can send or ask for the
-        field before every holder of rows knows it. A refusal changes nothing."""
-        added = added_field(req.field)
-        ts = req.ts or self.ctx.tso.alloc()
+    async def _change_schema(
+        self, kind: str, db_name: str, collection: str, ts: int, change: Any
+    ) -> tuple[int, Schema, list[Field]]:
+        """One change to a collection's fields (``change(catalog)`` gives its id, the new
+        schema and the fields dropped). Under the DDL lock: check it against the catalog,
+        hand the new schema to every data and query node (they widen or narrow their rows
+        and ack), then save it; then drop the dropped fields' indexes and expire the
+        proxies' caches: no client can use the new schema before every holder of rows
+        has it. A refusal changes nothing."""
+        ts = ts or self.ctx.tso.alloc()
         db = self.ctx.db
         async with self._ddl_lock:
-            cid, schema = await db.run(
-                lambda con: self._catalog(con).with_added_field(req.db, req.collection, added)
-            )
+            cid, schema, dropped = await db.run(lambda con: change(self._catalog(con)))
             await self._tell_nodes(cid, schema)
             await db.run(lambda con: self._catalog(con).save_schema(cid, schema))
         self.data.forget_schema(cid)
-        await self._invalidate("collection.add_field", req.db, req.collection, cid, ts)
+        for f in dropped:
+            await self.index.drop_field(cid, f.name)
+        await self._invalidate(kind, db_name, collection, cid, ts)
+        return cid, schema, dropped
+
+    async def add_collection_field(self, req: AddCollectionField) -> FieldAdded:
+        """Add a nullable scalar field (``_change_schema``)."""
+        added = added_field(req.field)
+
+        def change(cat: Catalog) -> tuple[int, Schema, list[Field]]:
+            return (*cat.with_added_field(req.db, req.collection, added), [])
+
+        cid, schema, _ = await self._change_schema(
+            "collection.add_field", req.db, req.collection, req.ts, change
+        )
         assert added.field_id is not None  # with_added_field numbered it
         return FieldAdded(collection_id=cid, field_id=added.field_id, version=schema.version)
+
+    async def drop_collection_field(self, req: DropCollectionField) -> FieldDropped:
+        """Drop a field (``_change_schema``): nodes stop reading its column (its data stays
+        in the segments, as in Milvus) and its indexes go."""
+        if (req.field_name is None) == (req.field_id is None):
+            raise invalid("drop_collection_field: give exactly one of 'field_name' and 'field_id'")
+
+        def change(cat: Catalog) -> tuple[int, Schema, list[Field]]:
+            cid, schema, gone = cat.without_field(
+                req.db, req.collection, req.field_name, req.field_id
+            )
+            return cid, schema, [gone]
+
+        cid, schema, dropped = await self._change_schema(
+            "collection.drop_field", req.db, req.collection, req.ts, change
+        )
+        field_id = dropped[0].field_id
+        assert field_id is not None
+        return FieldDropped(collection_id=cid, field_id=field_id, version=schema.version)
+
+    async def add_function(self, req: AddFunction) -> FieldAdded:
+        """Add a function and its output field (``_change_schema``) to a collection that
+        has no segment yet: Milvus backfills the output of rows already written, which
+        Elanus does not. Rows checked by a proxy just before reach the nodes without the
+        output, which they compute (``functions.fill_outputs``)."""
+        output = Field.from_dict(req.field)
+        output.field_id = None  # the coord numbers it
+        output.validate()
+        function = Function.from_dict(req.function)
+        cid = await self._read(Catalog.require_collection, req.db, req.collection)
+        live = [s for s in self.data.of_collection(cid) if s.state is not SegmentState.DROPPED]
+        if live:
+            raise invalid(
+                f"add_function_field: collection {req.collection!r} already holds rows "
+                f"({len(live)} segments); Elanus adds a function only before the first "
+                "insert (it does not compute the output of rows already written)"
+            )
+
+        def change(cat: Catalog) -> tuple[int, Schema, list[Field]]:
+            return (*cat.with_function(req.db, req.collection, output, function), [])
+
+        cid, schema, _ = await self._change_schema(
+            "collection.add_function", req.db, req.collection, req.ts, change
+        )
+        assert output.field_id is not None
+        return FieldAdded(collection_id=cid, field_id=output.field_id, version=schema.version)
+
+    async def drop_function(self, req: DropFunction) -> FunctionDropped:
+        """Drop a function with its output fields, as Milvus's ``drop_function_field``
+        (``_change_schema``)."""
+
+        def change(cat: Catalog) -> tuple[int, Schema, list[Field]]:
+            return cat.without_function(req.db, req.collection, req.function)
+
+        cid, schema, dropped = await self._change_schema(
+            "collection.drop_function", req.db, req.collection, req.ts, change
+        )
+        ids = [f.field_id for f in dropped if f.field_id is not None]
+        return FunctionDropped(collection_id=cid, field_ids=ids, version=schema.version)
 
     async def alter_mmap(self, req: AlterMmap) -> CollectionChanged:
         """Set or drop ``mmap.enabled`` (``elanus.mmapsettings``). As in Milvus, only while

@@ -27,6 +27,7 @@ from elanus.milvus.honoured_data import (
     COLLECTION_SCHEMA,
     DATABASE_PROPERTIES,
     FIELD_SCHEMA,
+    FUNCTION_SCHEMA,
     WRITES,
 )
 from elanus.milvus.honoured_reads import READS
@@ -46,6 +47,49 @@ _COLLECTION_PROPERTIES = keys(
     COLLECTION_PROPERTIES, harmless("stored and described, as Milvus does")
 )
 _DATABASE_PROPERTIES = keys(DATABASE_PROPERTIES, harmless("stored and described, as Milvus does"))
+_ALTER_SCHEMA = milvus_pb2.AlterCollectionSchemaRequest
+_BOUND_INDEX = use("the index of a function's output field (add_function_field), made after it")
+_SCHEMA_ACTION = Table(
+    _ALTER_SCHEMA.Action,
+    {
+        "add_request": nested(
+            Table(
+                _ALTER_SCHEMA.AddRequest,
+                {
+                    "field_infos": nested(
+                        Table(
+                            _ALTER_SCHEMA.FieldInfo,
+                            {
+                                "field_schema": nested(FIELD_SCHEMA),
+                                "index_name": _BOUND_INDEX,
+                                "extra_params": keys(
+                                    {}, use("checked by the index, as CreateIndex's")
+                                ),
+                            },
+                        ),
+                        "one field: add_collection_field, or a function's output",
+                    ),
+                    "func_schema": nested(FUNCTION_SCHEMA, "BM25, before the first insert"),
+                    "do_physical_backfill": refused(
+                        "backfilling rows already written (a function is added before the "
+                        "first insert)"
+                    ),
+                },
+            )
+        ),
+        "drop_request": nested(
+            Table(
+                _ALTER_SCHEMA.DropRequest,
+                {
+                    "field_name": use(),
+                    "field_id": use(),
+                    "function_name": use(),
+                    "drop_function_output_fields": use("must be true, as Milvus wants"),
+                },
+            )
+        ),
+    },
+)
 DDL = {
     "CreateDatabase": Table(
         milvus_pb2.CreateDatabaseRequest, with_db(properties=_DATABASE_PROPERTIES)
@@ -97,6 +141,10 @@ DDL = {
     "AddCollectionField": Table(
         milvus_pb2.AddCollectionFieldRequest,
         with_db(collection_name=NAME, collectionID=_NAMED, schema=serialized(FIELD_SCHEMA)),
+    ),
+    "AlterCollectionSchema": Table(
+        milvus_pb2.AlterCollectionSchemaRequest,
+        with_db(collection_name=NAME, collectionID=_NAMED, action=nested(_SCHEMA_ACTION)),
     ),
     "AlterCollection": Table(
         milvus_pb2.AlterCollectionRequest,

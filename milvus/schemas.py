@@ -73,7 +73,7 @@ def schema_doc(proto: Any) -> dict[str, Any]:
         "description": proto.description,
     }
     if proto.functions:
-        doc["functions"] = [_function_doc(fn) for fn in proto.functions]
+        doc["functions"] = [function_doc(fn) for fn in proto.functions]
     return doc
 
 
@@ -126,7 +126,7 @@ def _value(v: Any) -> Any:
     return getattr(v, kind) if kind else None
 
 
-def _function_doc(fn: Any) -> dict[str, Any]:
+def function_doc(fn: Any) -> dict[str, Any]:
     if fn.type not in schema_pb2.FunctionType.values():
         raise invalid(f"function {fn.name!r}: type {fn.type} is not a Milvus function type")
     doc: dict[str, Any] = {

@@ -64,10 +64,11 @@ def served(kind: Kind | None = None) -> Callable[[Any], Any]:
     return mark
 
 
-FALLS_BACK = frozenset({"AlterCollectionSchema"})
-"""RPCs that pymilvus follows with an older one when the answer is gRPC UNIMPLEMENTED
-(``add_collection_field``: ``AlterCollectionSchema``, then ``AddCollectionField``), as
-against a Milvus whose Go server lacks the method."""
+FALLS_BACK: frozenset[str] = frozenset()
+"""Unserved RPCs that pymilvus follows with an older one when the answer is gRPC
+UNIMPLEMENTED, as against a Milvus whose Go server lacks the method; none since
+``AlterCollectionSchema`` is served (``add_collection_field`` tried it, then
+``AddCollectionField``)."""
 
 
 def reply_class(rpc: str) -> Any:

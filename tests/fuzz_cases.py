@@ -144,6 +144,14 @@ BASE: dict[str, dict[str, Any]] = {
     "add_collection_field": {
         "collection": ABSENT, "field": {"name": "fz_added", "type": "Int64", "nullable": True},
     },
+    "drop_collection_field": {"collection": ABSENT, "field_name": "fz_added"},
+    "drop_function_field": {"collection": ABSENT, "function_name": "fz_bm25"},
+    "add_function_field": {
+        "collection": ABSENT,
+        "field": {"name": "fz_sparse", "type": "SparseFloatVector"},
+        "function": {"name": "fz_bm25", "type": "BM25", "input_field_names": ["text"],
+                     "output_field_names": ["fz_sparse"]},
+    },
     "alter_mmap": {"collection": ABSENT, "enabled": True},
     "create_partition": {"collection": ABSENT, "partition": "p1"},
     "drop_partition": {"collection": ABSENT, "partition": "p1"},
@@ -273,14 +281,14 @@ _KEYS_BY_KIND = {
         primary_field vector_field id_type metric_type field_name index_type index_name
         node_id fail_reason filter write_id anns_field group_by_field user_name password
         old_password new_password role_name object_type privilege object_name db_name
-        alias group_name target target_collection target_db""",
+        alias group_name target target_collection target_db function_name""",
     "int": """dimension num_shards max_length count limit build_id version compaction_id job_id
         expected_rows offset group_size guarantee_timestamp session_ts as_of snapshot_ts
-        num_partitions replica_number ttl_seconds pin_id target_size_mb""",
+        num_partitions replica_number ttl_seconds pin_id target_size_mb field_id""",
     "float": "seconds wait_s timeout_s",
     "bool": "auto_id retry_failed ok upsert strict_group_size force_drop files_only enabled",
     "dict": """schema properties params filter_params options search_params ranker field
-        highlighter""",
+        highlighter function""",
     "list": """files ids segment_ids parts partition_names data output_fields columns reqs
         privileges delete_keys""",
 }

@@ -193,6 +193,12 @@ BASE: dict[str, Any] = {
             name="fz_added", data_type=schema_pb2.Int64, nullable=True
         ).SerializeToString(),
     ),
+    "AlterCollectionSchema": M.AlterCollectionSchemaRequest(
+        collection_name=ABSENT,
+        action=M.AlterCollectionSchemaRequest.Action(
+            drop_request=M.AlterCollectionSchemaRequest.DropRequest(field_name="fz_added")
+        ),
+    ),
     "AllocTimestamp": M.AllocTimestampRequest(),
     "AlterAlias": M.AlterAliasRequest(collection_name=ABSENT, alias="mfz_alias"),
     "AlterCollection": M.AlterCollectionRequest(
@@ -315,6 +321,7 @@ WRITES = frozenset(
         "Insert", "Upsert", "Delete", "Import", "DropCollection", "RenameCollection",
         "DropPartition", "ReleaseCollection", "ReleasePartitions", "DropIndex",
         "AlterCollection", "AlterCollectionField", "AlterIndex", "ManualCompaction",
+        "AlterCollectionSchema",
     }
 )  # fmt: skip
 """RPCs that could change ``MAIN``: after any of them is refused, its row count is checked."""

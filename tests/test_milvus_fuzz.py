@@ -146,7 +146,10 @@ def check_status(case: Case, status: Any) -> int:
 
 
 def _status(reply: Any) -> Any:
-    return reply if isinstance(reply, common_pb2.Status) else reply.status
+    if isinstance(reply, common_pb2.Status):
+        return reply
+    # AlterCollectionSchemaResponse carries its status as alter_status
+    return reply.alter_status if hasattr(reply, "alter_status") else reply.status
 
 
 def run_case(env: Env, case: Case) -> int | None:

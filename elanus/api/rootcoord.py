@@ -229,6 +229,44 @@ class AddCollectionField:
     ts: int = 0
 
 
+@request("collection.drop_field")
+class DropCollectionField:
+    """Drop one field, named (``field_name``) or by id (``field_id``), as Milvus 2.6's
+    ``AlterCollectionSchema`` drop request; its stored values stay in the segments but
+    are never read again, and indexes on it go with it."""
+
+    db: str = DEFAULT_DB
+    collection: str
+    field_name: str | None = None
+    field_id: int | None = None
+    ts: int = 0
+
+
+@request("collection.add_function")
+class AddFunction:
+    """Add a function and its output field to a collection that holds no rows yet
+    (Milvus 2.6's ``add_function_field`` backfills rows already written; Elanus refuses
+    them). ``field`` and ``function`` are JSON as in a schema."""
+
+    db: str = DEFAULT_DB
+    collection: str
+    field: dict[str, Any]
+    function: dict[str, Any]
+    ts: int = 0
+
+
+@request("collection.drop_function")
+class DropFunction:
+    """Drop a function together with its output fields, as Milvus 2.6's
+    ``AlterCollectionSchema`` drop request by ``function_name`` (pymilvus's
+    ``drop_function_field``); the fields go as ``DropCollectionField`` drops one."""
+
+    db: str = DEFAULT_DB
+    collection: str
+    function: str
+    ts: int = 0
+
+
 @request("collection.alter_properties")
 class AlterCollectionProperties:
     """Set ``properties`` and drop ``delete_keys`` of a collection's properties (checked
@@ -257,6 +295,22 @@ class AlterMmap:
 
 @reply
 class FieldAdded:
+    collection_id: int
+    field_id: int
+    version: int
+    """The collection's new schema version."""
+
+
+@reply
+class FunctionDropped:
+    collection_id: int
+    field_ids: list[int]
+    """The output fields dropped with the function."""
+    version: int
+
+
+@reply
+class FieldDropped:
     collection_id: int
     field_id: int
     version: int
@@ -437,6 +491,15 @@ class RootCoordAPI(Stub):
 
     async def add_collection_field(self, req: AddCollectionField) -> FieldAdded:
         return await self._ask("collection.add_field", req, FieldAdded)
+
+    async def drop_collection_field(self, req: DropCollectionField) -> FieldDropped:
+        return await self._ask("collection.drop_field", req, FieldDropped)
+
+    async def add_function(self, req: AddFunction) -> FieldAdded:
+        return await self._ask("collection.add_function", req, FieldAdded)
+
+    async def drop_function(self, req: DropFunction) -> FunctionDropped:
+        return await self._ask("collection.drop_function", req, FunctionDropped)
 
     async def alter_mmap(self, req: AlterMmap) -> CollectionChanged:
         return await self._ask("collection.alter_mmap", req, CollectionChanged)

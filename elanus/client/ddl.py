@@ -9,7 +9,8 @@ from elanus.client.compat import IndexParams, milvus_description, mmap_value, re
 from elanus.client.index import IndexAPI
 from elanus.client.read import ReadAPI
 from elanus.consistency import ConsistencyLevel
-from elanus.schema import DataType, Schema, check_name
+from elanus.functions import Function
+from elanus.schema import DataType, Field, Schema, check_name
 
 
 class CollectionAPI(IndexAPI, ReadAPI):
@@ -206,6 +207,69 @@ class CollectionAPI(IndexAPI, ReadAPI):
         field = Schema().add_field(field_name, data_type, description=desc, **kwargs).fields[0]
         body = self._in_db(db, collection=collection_name, field=field.to_dict())
         self._action("add_collection_field", body, timeout=timeout)
+
+    def drop_collection_field(
+        self,
+        collection_name: str,
+        field_name: str = "",
+        field_id: int = 0,
+        timeout: float | None = None,
+        *,
+        db: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Drop a field by name or id (pymilvus's ``drop_collection_field``): its values
+        are never read again, its indexes go; the primary key, the partition key, a
+        function's fields and the last vector field are refused."""
+        reject_unknown("drop_collection_field", kwargs)
+        body = self._in_db(
+            db,
+            collection=collection_name,
+            field_name=field_name or None,
+            field_id=field_id or None,
+        )
+        self._action("drop_collection_field", body, timeout=timeout)
+
+    def add_function_field(
+        self,
+        collection_name: str,
+        field_schema: Field | dict[str, Any],
+        func: Any,
+        index_params: IndexParams | None = None,
+        timeout: float | None = None,
+        *,
+        db: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Add a BM25 function and its sparse output field (pymilvus's
+        ``add_function_field``) to a collection with no rows yet, then the output's index
+        from ``index_params`` if given (pymilvus binds exactly one)."""
+        reject_unknown("add_function_field", kwargs)
+        field = field_schema if isinstance(field_schema, Field) else Field.from_dict(field_schema)
+        body = self._in_db(
+            db,
+            collection=collection_name,
+            field=field.to_dict(),
+            function=Function.coerce(func).to_dict(),
+        )
+        self._action("add_function_field", body, timeout=timeout)
+        if index_params is not None:
+            self.create_index(collection_name, index_params, timeout=timeout, db=db)
+
+    def drop_function_field(
+        self,
+        collection_name: str,
+        function_name: str,
+        timeout: float | None = None,
+        *,
+        db: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Drop a function and its output fields (pymilvus's ``drop_function_field``), as
+        ``drop_collection_field`` drops a field."""
+        reject_unknown("drop_function_field", kwargs)
+        body = self._in_db(db, collection=collection_name, function_name=function_name)
+        self._action("drop_function_field", body, timeout=timeout)
 
     # -- aliases: another name of a collection, accepted wherever a collection is named ---
     def create_alias(

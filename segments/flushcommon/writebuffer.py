@@ -36,6 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from elanus.channels.dml import DmlMessage, MsgType
+from elanus.functions import fill_outputs
 from elanus.schema import TIMESTAMP_FIELD, Schema
 from elanus.segments import storage
 from elanus.segments.storage.pkoracle import PkOracle
@@ -215,7 +216,9 @@ class WriteBuffer:
         batch = pa.RecordBatch.from_arrays(
             [*batch.columns, ts_col], names=[*batch.schema.names, TIMESTAMP_FIELD]
         )
-        # one schema for every batch; one sent before a field was added takes its default
+        # one schema for every batch; one sent before a field was added takes its default,
+        # or a function's output, computed
+        batch = fill_outputs(batch, self.schema)
         batch = storage.conform(batch, self.arrow_schema, self.defaults)
         buf.add(batch, m.batch.column(self.pk_field), m.ts)
 

@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 
 from elanus.expr import Expr
 from elanus.expr.textmatch import TextIndexes
+from elanus.functions import fill_outputs
 from elanus.index.kernels import BM25, VectorIndexExact
 from elanus.schema import TIMESTAMP_FIELD, Schema
 from elanus.segments import storage
@@ -114,7 +115,9 @@ class MemSegment:
     # -- changes ----------------------------------------------------------------------------
     def append(self, rows: pa.Table) -> None:
         """Rows of a growing segment (with ``_ts``); indexed again on the next read."""
-        # rows sent before a field was added lack it: they take its default (or null)
+        # rows sent before a field was added lack it: they take its default (or null), or a
+        # function's output, computed
+        rows = fill_outputs(rows, self.schema)
         rows = storage.conform(rows, self.table.schema, storage.column_defaults(self.schema))
         with self._guard:
             self._pending.append(rows)

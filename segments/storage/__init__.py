@@ -25,7 +25,14 @@ import pyarrow.compute as pc
 from elanus import layout, objstore
 from elanus.errors import ElanusError, ErrorCode
 from elanus.layout import Loc
-from elanus.schema import PK_COLUMN, TIMESTAMP_ARROW_FIELD, TIMESTAMP_FIELD, Schema
+from elanus.schema import (
+    FIELD_ID_KEY,
+    PK_COLUMN,
+    TIMESTAMP_ARROW_FIELD,
+    TIMESTAMP_FIELD,
+    Schema,
+)
+from elanus.schemachange import column_of_field
 from elanus.segments.storage.pkstats import PkStats
 
 DELTA_SCHEMA = pa.schema([pa.field("ts", pa.uint64(), nullable=False)])
@@ -48,16 +55,20 @@ def column_defaults(schema: Schema) -> dict[str, Any]:
 def conform(rows: Rows, target: pa.Schema, defaults: dict[str, Any] | None = None) -> Rows:
     """``rows`` with exactly ``target``'s columns, in its order, types and nullability.
 
-    Columns ``target`` lacks are left out; a nullable column ``rows`` lacks (a segment
-    written before the field existed) comes as its value in ``defaults``, else as nulls.
-    Raises when a column cannot be cast (a null in a not-null column, a type that does
-    not convert)."""
+    Columns ``target`` lacks are left out (a dropped field's); a nullable column ``rows``
+    lacks (a segment written before the field existed) comes as its value in
+    ``defaults``, else as nulls. A target column tagged with its field id (a field added
+    under a dropped field's name) takes only a column of that id, never the dropped
+    field's. Raises when a column cannot be cast (a null in a not-null column, a type
+    that does not convert)."""
     names = rows.schema.names
     if names == target.names and rows.schema.equals(target, check_metadata=True):
         return rows
     columns: list[pa.Array | pa.ChunkedArray] = []
     for f in target:
-        if f.name in names:
+        if f.name in names and column_of_field(
+            rows.schema.field(f.name), (f.metadata or {}).get(FIELD_ID_KEY)
+        ):
             columns.append(rows.column(f.name))
         elif f.nullable:
             filled = _filled(rows.num_rows, f, (defaults or {}).get(f.name))
