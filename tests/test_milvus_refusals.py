@@ -95,9 +95,6 @@ def _refused_calls(client: MilvusClient) -> dict[str, Any]:
     """A plausible call of each method docs/milvus-compat.md marks refused, on collection
     ``c`` (a quick setup: ``id``, a 4-dimensional ``vector``)."""
     bm25 = Function("bm", FunctionType.BM25, input_field_names=["text"], output_field_names=["sp"])
-    sparse = MilvusClient.create_field_schema("sp", DataType.SPARSE_FLOAT_VECTOR)
-    index = MilvusClient.prepare_index_params()
-    index.add_index("sp", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
     struct = MilvusClient.create_struct_field_schema()
     struct.add_field("n", DataType.INT32)
     group = {"requests": {"node_num": 1}, "limits": {"node_num": 1}}
@@ -126,9 +123,6 @@ def _refused_calls(client: MilvusClient) -> dict[str, Any]:
         "list_refresh_external_collection_jobs": (
             lambda: c.list_refresh_external_collection_jobs("c")
         ),
-        "drop_collection_field": lambda: c.drop_collection_field("c", "vector"),
-        "add_function_field": lambda: c.add_function_field("c", sparse, bm25, index),
-        "drop_function_field": lambda: c.drop_function_field("c", "bm"),
         "add_collection_struct_field": lambda: c.add_collection_struct_field("c", "s", struct, 4),
         "add_collection_function": lambda: c.add_collection_function("c", bm25),
         "alter_collection_function": lambda: c.alter_collection_function("c", "bm", bm25),
