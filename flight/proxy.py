@@ -84,8 +84,15 @@ class ProxyServer(Role):
         """The coord's services, typed (``elanus/api/coord.py``)."""
         self.dml = DmlService(self)
         self.dbgate = DatabaseGate(self)
-        self.query = QueryService(self)
-        self.reads = ReadService(self)
+        # the read side is given what it uses (flight/ports.py), never the proxy
+        self.query = QueryService(
+            loop=self, coord=self.coord, bus=bus, settings=settings, collections=self.dml,
+            gate=self.dbgate, clock=self.ddl, cache=self.cache,
+        )  # fmt: skip
+        self.reads = ReadService(
+            query=self.query, loop=self, coord=self.coord, bus=bus, collections=self.dml,
+            gate=self.dbgate, flusher=self.dml,
+        )  # fmt: skip
         self.imports = ImportService(self)
         self.snapshots = SnapshotService(self)
         self._sql: SqlService | None = None
