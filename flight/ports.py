@@ -66,6 +66,13 @@ class Flusher(Protocol):
     async def flush(self, info: CollectionInfo) -> Flushing: ...
 
 
+class RouteCache(Protocol):
+    """The read side's cached routes (``QueryService``): a load or release drops its
+    collection's, so the next read asks the coord again."""
+
+    def forget_route(self, collection_id: int) -> None: ...
+
+
 class CacheGeneration(Protocol):
     """How many times the meta cache was invalidated (``MetaCache``): a result computed
     from a description is kept only while this is unchanged."""

@@ -48,6 +48,7 @@ from elanus.flight.dml_actions import UPLOAD_OP, check_put
 from elanus.flight.flowcontrol import FlowControl
 from elanus.flight.imports import ImportService
 from elanus.flight.limits import Kind, Limits
+from elanus.flight.loads import LoadService
 from elanus.flight.metacache import MetaCache
 from elanus.flight.putpipeline import PutPipeline
 from elanus.flight.search import QueryService, ReadService, check_search_stream, hits_table
@@ -93,6 +94,9 @@ class ProxyServer(Role):
             query=self.query, loop=self, coord=self.coord, bus=bus, collections=self.dml,
             gate=self.dbgate, flusher=self.dml,
         )  # fmt: skip
+        self.loads = LoadService(
+            loop=self, coord=self.coord, collections=self.dml, gate=self.dbgate, routes=self.query
+        )
         self.imports = ImportService(self)
         self.snapshots = SnapshotService(self)
         self._sql: SqlService | None = None

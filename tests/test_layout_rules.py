@@ -139,6 +139,8 @@ FLIGHT_DIR = ROOT / "flight"
 GIVEN_PORTS = [
     *sorted(SEARCH_DIR.glob("*.py")),
     FLIGHT_DIR / "ports.py",
+    FLIGHT_DIR / "loads.py",
+    FLIGHT_DIR / "query_actions.py",
 ]
 """The proxy's services that are given narrow interfaces (``flight/ports.py``) in the
 proxy's constructor instead of the proxy object: the read side so far."""
