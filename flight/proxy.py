@@ -84,7 +84,11 @@ class ProxyServer(Role):
         self.coord = self.ddl.api
         """The coord's services, typed (``elanus/api/coord.py``)."""
         self.dml = DmlService(self)
-        self.dbgate = DatabaseGate(self)
+        self.limits = Limits(settings)
+        self.flow = FlowControl(settings)
+        self.dbgate = DatabaseGate(
+            loop=self, coord=self.coord, cache=self.cache, flow=self.flow, collections=self.dml
+        )
         # the read side is given what it uses (flight/ports.py), never the proxy
         self.query = QueryService(
             loop=self, coord=self.coord, bus=bus, settings=settings, collections=self.dml,
@@ -101,8 +105,6 @@ class ProxyServer(Role):
         self.snapshots = SnapshotService(self)
         self._sql: SqlService | None = None
         self._sql_lock = threading.Lock()
-        self.limits = Limits(settings)
-        self.flow = FlowControl(settings)
         self.port: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: _FlightService | None = None
