@@ -60,6 +60,14 @@ class TsoClock(Protocol):
     async def alloc_ts(self) -> int: ...
 
 
+class IdSource(Protocol):
+    """The proxy's cache of primary-key ids from the coord (``dml.IdCache``)."""
+
+    async def take(self, n: int) -> int:
+        """The first of ``n`` consecutive fresh ids."""
+        ...
+
+
 class Flusher(Protocol):
     """A collection's flush, queued with the DDL (``DmlService``)."""
 

@@ -3,6 +3,9 @@
 Flight calls arrive on gRPC threads; they do the static checks right there and reach the
 asyncio side (bus, DdQueue, MetaCache loads) only through ``run`` (or ``submit``). Every failure
 leaves as ``FlightServerError("[CODE] message")`` (see ``wire``); no traceback ever does.
+
+Past 600 lines: the constructor is the one place where each service is given its ports
+(``flight/ports.py``: the few things it uses, never the proxy), so no service imports this.
 """
 
 from __future__ import annotations
@@ -89,7 +92,6 @@ class ProxyServer(Role):
         self.dbgate = DatabaseGate(
             loop=self, coord=self.coord, cache=self.cache, flow=self.flow, collections=self.dml
         )
-        # the read side is given what it uses (flight/ports.py), never the proxy
         self.query = QueryService(
             loop=self, coord=self.coord, bus=bus, settings=settings, collections=self.dml,
             gate=self.dbgate, clock=self.ddl, cache=self.cache,
@@ -101,7 +103,9 @@ class ProxyServer(Role):
         self.loads = LoadService(
             loop=self, coord=self.coord, collections=self.dml, gate=self.dbgate, routes=self.query
         )
-        self.imports = ImportService(self)
+        self.imports = ImportService(
+            loop=self, coord=self.coord, settings=settings, collections=self.dml, ids=self.dml.ids
+        )
         self.snapshots = SnapshotService(self)
         self._sql: SqlService | None = None
         self._sql_lock = threading.Lock()
