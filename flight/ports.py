@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from elanus.api.datacoord import Flushing
+    from elanus.flight.auth import Caller
     from elanus.flight.metacache import CollectionInfo
 
 T = TypeVar("T")
@@ -42,6 +43,20 @@ class CollectionLookup(Protocol):
     def partition_id(
         self, info: CollectionInfo, partition: str | None, doing: str = ...
     ) -> int: ...
+
+
+class CollectionLoader(Protocol):
+    """A collection's description by name, on the loop: from the cache, else the coord
+    (``DdlService``)."""
+
+    async def collection(self, db: str, name: str) -> CollectionInfo: ...
+
+
+class ActionRunner(Protocol):
+    """DoAction as a caller would send it: checked, authorised, executed
+    (``actions.perform``); for a service that composes actions (a snapshot's restore)."""
+
+    def perform(self, name: str, raw: bytes, caller: Caller) -> Any: ...
 
 
 class ReadGate(Protocol):

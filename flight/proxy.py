@@ -106,7 +106,10 @@ class ProxyServer(Role):
         self.imports = ImportService(
             loop=self, coord=self.coord, settings=settings, collections=self.dml, ids=self.dml.ids
         )
-        self.snapshots = SnapshotService(self)
+        self.snapshots = SnapshotService(
+            loop=self, coord=self.coord, cache=self.cache, collections=self.dml, loader=self.ddl,
+            reads=self.reads, imports=self.imports, act=self,
+        )  # fmt: skip
         self._sql: SqlService | None = None
         self._sql_lock = threading.Lock()
         self.port: int | None = None
@@ -235,11 +238,15 @@ class ProxyServer(Role):
         return {"node_id": self.node_id, "dropped": dropped}
 
     # -- called on Flight threads -----------------------------------------------------------
+    def perform(self, name: str, raw: bytes, caller: Caller = ANONYMOUS) -> Any:
+        """One DoAction's JSON-able result (``actions.perform``): the ``ActionRunner`` port."""
+        return perform(self, name, raw, caller)
+
     def handle_action(self, name: str, raw: bytes, caller: Caller = ANONYMOUS) -> bytes:
         """Check, authorise, execute (``actions.perform``) and encode one DoAction; every
         error becomes a Flight error."""
         try:
-            return encode_result(perform(self, name, raw, caller))
+            return encode_result(self.perform(name, raw, caller))
         except ElanusError as exc:
             raise to_flight_error(exc) from None
         except Exception as exc:  # noqa: BLE001 - never leak a traceback to the client

@@ -142,6 +142,7 @@ GIVEN_PORTS = [
     FLIGHT_DIR / "loads.py",
     FLIGHT_DIR / "dbgate.py",
     FLIGHT_DIR / "imports.py",
+    FLIGHT_DIR / "snapshots.py",
     FLIGHT_DIR / "query_actions.py",
 ]
 """The proxy's services that are given narrow interfaces (``flight/ports.py``) in the
