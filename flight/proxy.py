@@ -134,7 +134,10 @@ class ProxyServer(Role):
             if self._sql is None:
                 from elanus.flight.sql.service import SqlService
 
-                self._sql = SqlService(self)
+                self._sql = SqlService(
+                    settings=self.settings, collections=self.dml, act=self, query=self.query,
+                    reads=self.reads,
+                )  # fmt: skip
             return self._sql
 
     @property

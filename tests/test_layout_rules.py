@@ -143,6 +143,7 @@ GIVEN_PORTS = [
     FLIGHT_DIR / "dbgate.py",
     FLIGHT_DIR / "imports.py",
     FLIGHT_DIR / "snapshots.py",
+    *sorted((FLIGHT_DIR / "sql").glob("*.py")),
     FLIGHT_DIR / "query_actions.py",
 ]
 """The proxy's services that are given narrow interfaces (``flight/ports.py``) in the

@@ -80,13 +80,7 @@ from elanus.wire.bodyshape import body_objects, check_body_shape
 if TYPE_CHECKING:
     from elanus.api.coord import CoordAPI
     from elanus.channels.bus import Bus
-    from elanus.flight.ports import (
-        CacheGeneration,
-        CollectionLookup,
-        LoopBridge,
-        ReadGate,
-        TsoClock,
-    )
+    from elanus.flight import ports
     from elanus.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -112,14 +106,14 @@ class QueryService:
     def __init__(
         self,
         *,
-        loop: LoopBridge,
+        loop: ports.LoopBridge,
         coord: CoordAPI,
         bus: Bus,
         settings: Settings,
-        collections: CollectionLookup,
-        gate: ReadGate,
-        clock: TsoClock,
-        cache: CacheGeneration,
+        collections: ports.CollectionLookup,
+        gate: ports.ReadGate,
+        clock: ports.TsoClock,
+        cache: ports.CacheGeneration,
     ) -> None:
         self.loop = loop
         self.coord = coord
@@ -174,6 +168,13 @@ class QueryService:
         """A fresh TSO timestamp: above every one the cluster has handed out."""
         return self.loop.run(self.clock.alloc_ts())
 
+    def strong_ts(self) -> int:
+        """A fresh TSO timestamp, and a tick past it asked for now (not an interval later),
+        so the delegators' tsafe reaches it at once."""
+        ts = self.newest_ts()
+        self.loop.run(self.coord.timeticks.now())
+        return ts
+
     def read_at(self, info: CollectionInfo, request: dict[str, Any]) -> tuple[int, int]:
         """(guarantee timestamp, read timestamp; 0 = the delegator's tsafe).
 
@@ -202,9 +203,7 @@ class QueryService:
         named = request["consistency_level"]
         level = ConsistencyLevel.parse(named or info.consistency_level)
         if level is ConsistencyLevel.STRONG:
-            ts = self.newest_ts()
-            self.loop.run(self.coord.timeticks.now())
-            return ts, 0
+            return self.strong_ts(), 0
         if level is ConsistencyLevel.SESSION:
             guarantee = request["guarantee_timestamp"]
         elif level is ConsistencyLevel.BOUNDED:
