@@ -14,34 +14,51 @@ from elanus.dbproperties import DENY_READING, DENY_WRITING, denies, force_denied
 from elanus.flight.metacache import CollectionInfo
 
 if TYPE_CHECKING:
-    from elanus.flight.proxy import ProxyServer
+    from elanus.api.coord import CoordAPI
+    from elanus.flight.flowcontrol import FlowControl
+    from elanus.flight.metacache import MetaCache
+    from elanus.flight.ports import CollectionLookup, LoopBridge
 
 
 class DatabaseGate:
-    def __init__(self, proxy: ProxyServer) -> None:
-        self.proxy = proxy
+    """Given what it uses (``flight/ports.py``), never the proxy."""
+
+    def __init__(
+        self,
+        *,
+        loop: LoopBridge,
+        coord: CoordAPI,
+        cache: MetaCache,
+        flow: FlowControl,
+        collections: CollectionLookup,
+    ) -> None:
+        self.loop = loop
+        self.coord = coord
+        self.cache = cache
+        self.flow = flow
+        self.collections = collections
 
     async def properties_async(self, db: str) -> dict[str, str]:
         """``db``'s properties, on the loop (DATABASE_NOT_FOUND for none such)."""
 
         async def load() -> dict[str, str]:
-            described = await self.proxy.ddl.api.root.describe_database(DescribeDatabase(name=db))
+            described = await self.coord.root.describe_database(DescribeDatabase(name=db))
             return dict(described.properties)
 
-        return await self.proxy.cache.database_properties(db, load)
+        return await self.cache.database_properties(db, load)
 
     def properties(self, db: str) -> dict[str, str]:
         """``db``'s properties, from a Flight or Milvus handler thread."""
-        cached = self.proxy.cache.cached_database_properties(db)
+        cached = self.cache.cached_database_properties(db)
         if cached is not None:  # no hop to the loop when it is cached
             return cached
-        return self.proxy.run(self.properties_async(db))
+        return self.loop.run(self.properties_async(db))
 
     def admit_write(self, info: CollectionInfo, what: str) -> None:
         """A write's gates, before a byte of it is written: the database's deny flag, then
         flow control (``FlowControl.admit``)."""
         self.check_writable(info.db)
-        self.proxy.flow.admit(info.vchannels, what)
+        self.flow.admit(info.vchannels, what)
 
     def check_writable(self, db: str) -> None:
         if denies(self.properties(db), DENY_WRITING):
@@ -49,7 +66,7 @@ class DatabaseGate:
 
     def read_collection(self, db: str, name: str) -> CollectionInfo:
         """The collection a search or query reads, unless its database denies reading."""
-        info = self.proxy.dml.collection(db, name)
+        info = self.collections.collection(db, name)
         if denies(self.properties(info.db), DENY_READING):
             raise force_denied(info.db, DENY_READING)
         return info

@@ -9,7 +9,7 @@ the log, one file per batch and shard (vchannel), so that the commit moves each 
 into its segment without reordering them. ``commit_write`` turns every staged file of the
 write (or of the named parts) into one import job, which publishes all of it at one
 timestamp; until then nothing is visible. Runs on Flight threads; the coord is reached
-through ``proxy.run``.
+through the loop bridge. Given what it uses (``flight/ports.py``), never the proxy.
 """
 
 from __future__ import annotations
@@ -36,8 +36,9 @@ from elanus.validation import conform_insert
 from elanus.wire.putresult import PutAck
 
 if TYPE_CHECKING:
-    from elanus.flight.dml import DmlService
-    from elanus.flight.proxy import ProxyServer
+    from elanus.api.coord import CoordAPI
+    from elanus.flight.ports import CollectionLookup, IdSource, LoopBridge
+    from elanus.settings import Settings
 
 POLL_S = 0.05
 
@@ -47,8 +48,21 @@ ABORTED_KEPT = 1024
 
 
 class ImportService:
-    def __init__(self, proxy: ProxyServer) -> None:
-        self.proxy = proxy
+    def __init__(
+        self,
+        *,
+        loop: LoopBridge,
+        coord: CoordAPI,
+        settings: Settings,
+        collections: CollectionLookup,
+        ids: IdSource,
+    ) -> None:
+        self.loop = loop
+        self.coord = coord
+        self.settings = settings
+        self.collections = collections
+        self.ids = ids
+        """Auto ids of staged rows, from the same cache as inserts'."""
         self._aborted: dict[str, None] = {}
         """Writes aborted through this proxy (insertion ordered, the oldest forgotten first).
         When a Spark job fails, the driver aborts while other tasks may still be streaming:
@@ -58,25 +72,26 @@ class ImportService:
     def storage(self) -> str:
         """The storage root (local or an object store): the data node reads staged files
         from there, whichever machine it runs on."""
-        return self.proxy.settings.storage_uri
+        return self.settings.storage_uri
 
     def _create(self, body: dict[str, Any]) -> int:
         """A job (checked as the coord checks it: the units are the client's files)."""
-        return self.proxy.run(self.proxy.importcoord.create(decode(CreateImport, body))).job_id
+        return self.loop.run(self.coord.imports.create(decode(CreateImport, body))).job_id
 
     def _state(self, job_id: int) -> ImportJobView:
-        return self.proxy.run(self.proxy.importcoord.state(ImportState(job_id=job_id)))
+        return self.loop.run(self.coord.imports.state(ImportState(job_id=job_id)))
 
     # -- executors of flight/import_actions.py ---------------------------------------------
     def start(self, request: dict[str, Any]) -> dict[str, Any]:
         """An ``import`` job of files inside the import roots."""
-        dml = self.proxy.dml
-        info = dml.collection(request["db"], request["collection"])
+        info = self.collections.collection(request["db"], request["collection"])
         body = {
             "collection_id": info.collection_id,
             "db": info.db,
             "collection": info.name,
-            "partition_id": _job_partition(dml, info, request["partition"], "an import"),
+            "partition_id": _job_partition(
+                self.collections, info, request["partition"], "an import"
+            ),
             "units": self._confined(request["units"]),
             "options": request["options"],
         }
@@ -86,14 +101,14 @@ class ImportService:
         self._aborted[write_id] = None  # before the files go: see stage()
         while len(self._aborted) > ABORTED_KEPT:
             del self._aborted[next(iter(self._aborted))]
-        aborted = self.proxy.run(self.proxy.importcoord.abort_write(AbortWrite(write_id=write_id)))
+        aborted = self.loop.run(self.coord.imports.abort_write(AbortWrite(write_id=write_id)))
         return {"removed": aborted.removed}
 
     def _confined(self, units: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Every path must name a regular file inside the import roots (refused with
         PATH_NOT_ALLOWED otherwise); relative ones are taken under the first root. The data
         node checks again when it opens them."""
-        roots = import_roots(self.proxy.settings)
+        roots = import_roots(self.settings)
         out = []
         for unit in units:
             paths = []
@@ -105,15 +120,14 @@ class ImportService:
 
     def commit(self, request: dict[str, Any]) -> dict[str, Any]:
         """One import job of every staged file; waits up to ``wait_s`` for it to end."""
-        dml = self.proxy.dml
-        info = dml.collection(request["db"], request["collection"])
+        info = self.collections.collection(request["db"], request["collection"])
         write_id = request["write_id"]
         units = self._staged_units(info, write_id, request["parts"])
         body = {
             "collection_id": info.collection_id,
             "db": info.db,
             "collection": info.name,
-            "partition_id": _job_partition(dml, info, None, "a commit"),
+            "partition_id": _job_partition(self.collections, info, None, "a commit"),
             "units": units,
             "options": {"upsert": request["upsert"], "expected_rows": request["expected_rows"]},
             "write_id": write_id,
@@ -170,17 +184,16 @@ class ImportService:
         writer: flight.FlightMetadataWriter,
     ) -> None:
         """Check each batch as an insert would, then write it to the staging area."""
-        dml = self.proxy.dml
         upsert = request["op"] == "upsert"
-        pid = _job_partition(dml, info, request["partition"], "a staged write")
+        pid = _job_partition(self.collections, info, request["partition"], "a staged write")
         key = info.schema.partition_key
-        limit = self.proxy.settings.max_request_bytes
+        limit = self.settings.max_request_bytes
         pk = info.schema.primary
         self._refuse_aborted(request["stage"])
         for batch in batches:
             table = conform_insert(batch, info.schema, upsert=upsert, max_bytes=limit)
             if pk.auto_id and not upsert:
-                start = self.proxy.run(dml.ids.take(table.num_rows))
+                start = self.loop.run(self.ids.take(table.num_rows))
                 ids = pa.array(np.arange(start, start + table.num_rows, dtype=np.int64))
                 position = [f.name for f in info.schema.fields].index(pk.name)
                 table = table.add_column(position, pk.arrow_field(), ids)
@@ -217,13 +230,15 @@ class ImportService:
             )
 
 
-def _job_partition(dml: DmlService, info: CollectionInfo, partition: str | None, doing: str) -> int:
+def _job_partition(
+    collections: CollectionLookup, info: CollectionInfo, partition: str | None, doing: str
+) -> int:
     """A job's or staged write's partition: the named one (``_default`` if None). With a
     partition key a name is refused and rows are routed by key (the data node routes each
     file's rows; staging splits them), so the job names the first key partition."""
     if info.schema.partition_key is not None and not partition:
         return key_partition_ids(info.partitions, info.name)[0]
-    return dml.partition_id(info, partition, doing)
+    return collections.partition_id(info, partition, doing)
 
 
 def _write_staged(directory: str, table: pa.Table) -> str:

@@ -3,6 +3,9 @@
 Flight calls arrive on gRPC threads; they do the static checks right there and reach the
 asyncio side (bus, DdQueue, MetaCache loads) only through ``run`` (or ``submit``). Every failure
 leaves as ``FlightServerError("[CODE] message")`` (see ``wire``); no traceback ever does.
+
+Past 600 lines: the constructor is the one place where each service is given its ports
+(``flight/ports.py``: the few things it uses, never the proxy), so no service imports this.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from elanus.flight.dml_actions import UPLOAD_OP, check_put
 from elanus.flight.flowcontrol import FlowControl
 from elanus.flight.imports import ImportService
 from elanus.flight.limits import Kind, Limits
+from elanus.flight.loads import LoadService
 from elanus.flight.metacache import MetaCache
 from elanus.flight.putpipeline import PutPipeline
 from elanus.flight.search import QueryService, ReadService, check_search_stream, hits_table
@@ -84,15 +88,31 @@ class ProxyServer(Role):
         self.coord = self.ddl.api
         """The coord's services, typed (``elanus/api/coord.py``)."""
         self.dml = DmlService(self)
-        self.dbgate = DatabaseGate(self)
-        self.query = QueryService(self)
-        self.reads = ReadService(self)
-        self.imports = ImportService(self)
-        self.snapshots = SnapshotService(self)
-        self._sql: SqlService | None = None
-        self._sql_lock = threading.Lock()
         self.limits = Limits(settings)
         self.flow = FlowControl(settings)
+        self.dbgate = DatabaseGate(
+            loop=self, coord=self.coord, cache=self.cache, flow=self.flow, collections=self.dml
+        )
+        self.query = QueryService(
+            loop=self, coord=self.coord, bus=bus, settings=settings, collections=self.dml,
+            gate=self.dbgate, clock=self.ddl, cache=self.cache,
+        )  # fmt: skip
+        self.reads = ReadService(
+            query=self.query, loop=self, coord=self.coord, bus=bus, collections=self.dml,
+            gate=self.dbgate, flusher=self.dml,
+        )  # fmt: skip
+        self.loads = LoadService(
+            loop=self, coord=self.coord, collections=self.dml, gate=self.dbgate, routes=self.query
+        )
+        self.imports = ImportService(
+            loop=self, coord=self.coord, settings=settings, collections=self.dml, ids=self.dml.ids
+        )
+        self.snapshots = SnapshotService(
+            loop=self, coord=self.coord, cache=self.cache, collections=self.dml, loader=self.ddl,
+            reads=self.reads, imports=self.imports, act=self,
+        )  # fmt: skip
+        self._sql: SqlService | None = None
+        self._sql_lock = threading.Lock()
         self.port: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: _FlightService | None = None
@@ -115,7 +135,10 @@ class ProxyServer(Role):
             if self._sql is None:
                 from elanus.flight.sql.service import SqlService
 
-                self._sql = SqlService(self)
+                self._sql = SqlService(
+                    settings=self.settings, collections=self.dml, act=self, query=self.query,
+                    reads=self.reads,
+                )  # fmt: skip
             return self._sql
 
     @property
@@ -219,11 +242,15 @@ class ProxyServer(Role):
         return {"node_id": self.node_id, "dropped": dropped}
 
     # -- called on Flight threads -----------------------------------------------------------
+    def perform(self, name: str, raw: bytes, caller: Caller = ANONYMOUS) -> Any:
+        """One DoAction's JSON-able result (``actions.perform``): the ``ActionRunner`` port."""
+        return perform(self, name, raw, caller)
+
     def handle_action(self, name: str, raw: bytes, caller: Caller = ANONYMOUS) -> bytes:
         """Check, authorise, execute (``actions.perform``) and encode one DoAction; every
         error becomes a Flight error."""
         try:
-            return encode_result(perform(self, name, raw, caller))
+            return encode_result(self.perform(name, raw, caller))
         except ElanusError as exc:
             raise to_flight_error(exc) from None
         except Exception as exc:  # noqa: BLE001 - never leak a traceback to the client

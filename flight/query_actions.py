@@ -11,14 +11,7 @@ from typing import Any
 
 import orjson
 
-from elanus.api.base import as_body
-from elanus.api.querycoord import (
-    MAX_REPLICAS,
-    GetReplicas,
-    LoadCollection,
-    LoadState,
-    ReleaseCollection,
-)
+from elanus.api.querycoord import MAX_REPLICAS
 from elanus.errors import invalid
 from elanus.flight.actions import Call, action, check_db, check_named, check_request
 from elanus.flight.auth import Caller
@@ -42,16 +35,7 @@ from elanus.wire.codec import DEFAULT_DB, decode_request
 
 
 def _run_load(c: Call) -> dict[str, Any]:
-    info = c.proxy.dml.collection(c.request["db"], c.request["collection"])
-    c.proxy.query.forget_route(info.collection_id)
-    names = c.request["partition_names"]
-    partitions = [c.proxy.dml.partition_id(info, n, "a load") for n in names] if names else None
-    req = LoadCollection(
-        collection_id=info.collection_id,
-        partition_ids=partitions,
-        replica_number=c.proxy.dbgate.replica_number(info.db, c.request["replica_number"]),
-    )
-    return c.proxy.run(c.proxy.coord.query.load(req)).to_body()
+    return c.proxy.loads.load(c.request)
 
 
 @action(
@@ -74,10 +58,7 @@ def _load(b: Body) -> dict[str, Any]:
 
 
 def _run_release(c: Call) -> dict[str, Any]:
-    info = c.proxy.dml.collection(c.request["db"], c.request["collection"])
-    c.proxy.query.forget_route(info.collection_id)
-    req = ReleaseCollection(collection_id=info.collection_id)
-    return as_body(c.proxy.run(c.proxy.coord.query.release(req)))
+    return c.proxy.loads.release(c.request)
 
 
 @action(
@@ -92,9 +73,7 @@ def _release(b: Body) -> dict[str, Any]:
 
 
 def _run_load_state(c: Call) -> dict[str, Any]:
-    info = c.proxy.dml.collection(c.request["db"], c.request["collection"])
-    req = LoadState(collection_id=info.collection_id)
-    return c.proxy.run(c.proxy.coord.query.state(req)).to_body()
+    return c.proxy.loads.state(c.request)
 
 
 @action(
@@ -110,9 +89,7 @@ def _load_state(b: Body) -> dict[str, Any]:
 
 
 def _run_replicas(c: Call) -> dict[str, Any]:
-    info = c.proxy.dml.collection(c.request["db"], c.request["collection"])
-    req = GetReplicas(collection_id=info.collection_id)
-    return as_body(c.proxy.run(c.proxy.coord.query.replicas(req)))
+    return c.proxy.loads.replicas(c.request)
 
 
 @action(
@@ -193,8 +170,9 @@ def _search(b: Body) -> dict[str, Any]:
 
 
 def _run_query(c: Call) -> dict[str, Any]:
-    info = c.proxy.dbgate.read_collection(c.request["db"], c.request["collection"])
-    return c.proxy.query.query(info, c.request)
+    service = c.proxy.query
+    info = service.gate.read_collection(c.request["db"], c.request["collection"])
+    return service.query(info, c.request)
 
 
 @action(

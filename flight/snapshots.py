@@ -39,16 +39,18 @@ from elanus.api.snapshot import (
     SnapshotDetail,
 )
 from elanus.errors import ElanusError, ErrorCode
-from elanus.flight.actions import perform
 from elanus.flight.search import fileplan
 from elanus.schema import Schema
 from elanus.states import ImportJobState
 from elanus.tsutil import physical_ms
 
 if TYPE_CHECKING:
+    from elanus.api.coord import CoordAPI
     from elanus.flight.auth import Caller
-    from elanus.flight.metacache import CollectionInfo
-    from elanus.flight.proxy import ProxyServer
+    from elanus.flight.imports import ImportService
+    from elanus.flight.metacache import CollectionInfo, MetaCache
+    from elanus.flight.ports import ActionRunner, CollectionLoader, CollectionLookup, LoopBridge
+    from elanus.flight.search import ReadService
 
 PART = "restore"
 RESTORE_STATES = {
@@ -61,20 +63,40 @@ RESTORE_STATES = {
 
 
 class SnapshotService:
-    def __init__(self, proxy: ProxyServer) -> None:
-        self.proxy = proxy
+    """Given what it uses (``flight/ports.py``), never the proxy."""
+
+    def __init__(
+        self,
+        *,
+        loop: LoopBridge,
+        coord: CoordAPI,
+        cache: MetaCache,
+        collections: CollectionLookup,
+        loader: CollectionLoader,
+        reads: ReadService,
+        imports: ImportService,
+        act: ActionRunner,
+    ) -> None:
+        self.loop = loop
+        self.coord = coord
+        self.cache = cache
+        self.collections = collections
+        self.loader = loader
+        """The restored collection, described by the coord once it is created."""
+        self.reads = reads
+        self.imports = imports
+        self.act = act
+        """A restore recreates the collection through the DDL actions, as the caller."""
 
     def collection(self, db: str, name: str) -> CollectionInfo:
-        return self.proxy.dml.collection(db, name)
+        return self.collections.collection(db, name)
 
     def create(self, request: dict[str, Any]) -> dict[str, Any]:
-        proxy = self.proxy
+        loop, coord = self.loop, self.coord
         info = self.collection(request["db"], request["collection"])
-        ts = proxy.run(proxy.coord.root.alloc_ts(TsoAlloc())).ts
-        fileplan.make_files_complete(proxy.reads, info, ts)
-        indexes = proxy.run(
-            proxy.indexcoord.describe(DescribeIndex(collection_id=info.collection_id))
-        )
+        ts = loop.run(coord.root.alloc_ts(TsoAlloc())).ts
+        fileplan.make_files_complete(self.reads, info, ts)
+        indexes = loop.run(coord.index.describe(DescribeIndex(collection_id=info.collection_id)))
         shape = {
             "collection": as_body(info.described),
             "indexes": [
@@ -88,8 +110,8 @@ class SnapshotService:
                 for i in indexes.indexes
             ],
         }
-        view = proxy.run(
-            proxy.coord.snapshots.create(
+        view = loop.run(
+            coord.snapshots.create(
                 CreateSnapshot(
                     name=request["name"],
                     db=info.db,
@@ -105,16 +127,15 @@ class SnapshotService:
 
     def detail(self, db: str, collection: str, name: str) -> SnapshotDetail:
         info = self.collection(db, collection)
-        return self.proxy.run(
-            self.proxy.coord.snapshots.get(GetSnapshot(collection_id=info.collection_id, name=name))
+        return self.loop.run(
+            self.coord.snapshots.get(GetSnapshot(collection_id=info.collection_id, name=name))
         )
 
     # -- restore ------------------------------------------------------------------------------
     def restore(self, request: dict[str, Any], caller: Caller) -> dict[str, Any]:
-        proxy = self.proxy
         detail = self.detail(request["db"], request["collection"], request["name"])
         db, target = request["target_db"], request["target_collection"]
-        if proxy.cache.get(db, target) is not None or self._exists(db, target, caller):
+        if self.cache.get(db, target) is not None or self._exists(db, target, caller):
             raise ElanusError(
                 ErrorCode.COLLECTION_ALREADY_EXISTS,
                 f"restore_snapshot: collection {target!r} already exists in database {db!r}; "
@@ -126,8 +147,8 @@ class SnapshotService:
         except BaseException as exc:
             self._roll_back(db, target, caller, exc)
             raise
-        proxy.run(
-            proxy.coord.snapshots.record_restore(
+        self.loop.run(
+            self.coord.snapshots.record_restore(
                 RecordRestore(
                     job_id=job_id,
                     snapshot=detail.snapshot.name,
@@ -141,7 +162,7 @@ class SnapshotService:
         return {"job_id": job_id}
 
     def _act(self, name: str, body: dict[str, Any], caller: Caller) -> Any:
-        return perform(self.proxy, name, orjson.dumps(body), caller)
+        return self.act.perform(name, orjson.dumps(body), caller)
 
     def _exists(self, db: str, name: str, caller: Caller) -> bool:
         return bool(self._act("has_collection", {"db": db, "name": name}, caller)["value"])
@@ -182,8 +203,7 @@ class SnapshotService:
 
     def _stage_and_commit(self, detail: SnapshotDetail, db: str, name: str) -> int:
         """Every row of the snapshot staged under a new write, committed as one import."""
-        proxy = self.proxy
-        info = proxy.run(proxy.ddl.collection(db, name))
+        info = self.loop.run(self.loader.collection(db, name))
         old = {
             int(p["partition_id"]): str(p["name"]) for p in detail.shape["collection"]["partitions"]
         }
@@ -198,12 +218,12 @@ class SnapshotService:
                     "snapshot's description",
                 )
             page = fileplan.segment_page(
-                proxy.reads, seg.segment_id, seg.path, detail.snapshot.ts, source
+                self.reads, seg.segment_id, seg.path, detail.snapshot.ts, source
             )
-            for batch in proxy.reads.every_row(info, page):
+            for batch in self.reads.every_row(info, page):
                 rows = pa.Table.from_batches([batch])
-                list(proxy.imports.stage_rows(info, write_id, PART, pid, rows))
-        done = proxy.imports.commit(
+                list(self.imports.stage_rows(info, write_id, PART, pid, rows))
+        done = self.imports.commit(
             {
                 "db": db,
                 "collection": name,
@@ -229,7 +249,7 @@ class SnapshotService:
 
     # -- restore jobs --------------------------------------------------------------------------
     def restore_jobs(self, which: ListRestores) -> list[dict[str, Any]]:
-        jobs = self.proxy.run(self.proxy.coord.snapshots.restores(which)).jobs
+        jobs = self.loop.run(self.coord.snapshots.restores(which)).jobs
         return [self._job_view(j) for j in jobs]
 
     def restore_state(self, job_id: int) -> dict[str, Any]:
@@ -241,7 +261,7 @@ class SnapshotService:
         return jobs[0]
 
     def _job_view(self, job: RestoreJob) -> dict[str, Any]:
-        state = self.proxy.run(self.proxy.importcoord.state(ImportState(job_id=job.job_id)))
+        state = self.loop.run(self.coord.imports.state(ImportState(job_id=job.job_id)))
         started_ms = int(1000 * job.started_at)
         ended_ms = physical_ms(state.ts) if state.ts else int(1000 * time.time())
         return {

@@ -148,3 +148,61 @@ def test_coord_services_hold_no_coord() -> None:
         and node.value.id == "self"
     }
     assert holders == set(), "pass the service an interface (meta/interfaces.py), not the coord"
+
+
+FLIGHT_DIR = ROOT / "flight"
+GIVEN_PORTS = [
+    *sorted(SEARCH_DIR.glob("*.py")),
+    FLIGHT_DIR / "ports.py",
+    FLIGHT_DIR / "loads.py",
+    FLIGHT_DIR / "dbgate.py",
+    FLIGHT_DIR / "imports.py",
+    FLIGHT_DIR / "snapshots.py",
+    *sorted((FLIGHT_DIR / "sql").glob("*.py")),
+    FLIGHT_DIR / "query_actions.py",
+]
+"""The proxy's services that are given narrow interfaces (``flight/ports.py``) in the
+proxy's constructor instead of the proxy object: the read side so far."""
+
+
+def _imported(tree: ast.Module) -> set[str]:
+    """Every module ``tree`` imports, at any depth: ``if TYPE_CHECKING:`` and function
+    bodies included."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{a.name}" for a in node.names)
+    return names
+
+
+def test_services_given_ports_never_import_the_proxy() -> None:
+    """A converted service never names ``elanus.flight.proxy``, not even for typing: the
+    proxy's module imports its services, never the other way round (no cycle hidden
+    behind ``TYPE_CHECKING``). Nor does it hold the proxy (``self.proxy``)."""
+    offenders = {}
+    for path in GIVEN_PORTS:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        found = sorted(
+            n
+            for n in _imported(tree)
+            if n == "elanus.flight.proxy" or n.startswith("elanus.flight.proxy.")
+        )
+        found += [
+            f"line {node.lineno}: self.proxy"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute)
+            and node.attr == "proxy"
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "self"
+        ]
+        if found:
+            offenders[path.name] = found
+    assert offenders == {}, "give the service what it uses (flight/ports.py), not the proxy"
+
+
+def test_the_port_list_names_real_files() -> None:
+    assert all(path.is_file() for path in GIVEN_PORTS)
+    assert len(GIVEN_PORTS) > 3

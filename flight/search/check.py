@@ -20,7 +20,7 @@ search plans made before it (``flight/search/plan.py``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from elanus import tsutil
 from elanus.errors import ElanusError, ErrorCode, invalid
@@ -29,9 +29,6 @@ from elanus.flight.metacache import CollectionInfo
 from elanus.indexparams import MAX_EF, VECTOR_KIND, IndexSpec, search_params
 from elanus.reduce import LARGER_IS_BETTER, normalize_metric
 from elanus.schema import DataType, Field
-
-if TYPE_CHECKING:
-    from elanus.flight.proxy import ProxyServer
 
 MAX_NPROBE = 65536
 GROUP_TYPES = frozenset(
@@ -186,10 +183,10 @@ def check_filter(
             )
 
 
-def check_issued(proxy: ProxyServer, ts: int, what: str) -> None:
+def check_issued(newest: Callable[[], int], ts: int, what: str) -> None:
     """Refuse a timestamp the TSO has not handed out yet (``what`` names it): a read would
     wait for it until it timed out. One within a few seconds of this proxy's clock passes
-    at once; a later one is compared with a fresh TSO timestamp, as the TSO's clock may lead
-    (all it ever handed out is below a fresh one)."""
-    if tsutil.beyond_now(ts) and ts > proxy.run(proxy.ddl.alloc_ts()):
+    at once; a later one is compared with a fresh TSO timestamp (``newest()``), as the
+    TSO's clock may lead (all it ever handed out is below a fresh one)."""
+    if tsutil.beyond_now(ts) and ts > newest():
         raise invalid(f"{what} {ts} is in the future: the cluster has handed out no such timestamp")

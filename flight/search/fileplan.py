@@ -53,18 +53,18 @@ def _wait(what: str, done: Any) -> None:
 
 def make_files_complete(reads: ReadService, info: CollectionInfo, ts: int) -> None:
     """Flush, then have every delete up to ``ts`` written (steps 2 and 3)."""
-    proxy = reads.proxy
-    flushing = proxy.run(proxy.dml.flush(info))
+    loop, coord = reads.loop, reads.coord
+    flushing = loop.run(reads.flusher.flush(info))
     if flushing.segment_ids:
         state = FlushState(segment_ids=flushing.segment_ids)
-        _wait("the flush", lambda: proxy.run(proxy.datacoord.flush_state(state)).flushed)
+        _wait("the flush", lambda: loop.run(coord.data.flush_state(state)).flushed)
     ask = PersistDeletes(vchannels=list(info.vchannels), ts=ts)
-    if proxy.run(proxy.datacoord.persist_deletes(ask)).done:
+    if loop.run(coord.data.persist_deletes(ask)).done:
         return
     # The wish is with the coord: a tick past ``ts`` now, so the datanodes see it at once
     # rather than a tick interval later, write their deletes and say so (at once too).
-    proxy.run(proxy.timeticks.now())
-    _wait("writing the deletes", lambda: proxy.run(proxy.datacoord.persist_deletes(ask)).done)
+    loop.run(coord.timeticks.now())
+    _wait("writing the deletes", lambda: loop.run(coord.data.persist_deletes(ask)).done)
 
 
 def endpoints(
@@ -76,8 +76,8 @@ def endpoints(
     """One ``files`` endpoint per flushed segment of the wanted partitions (step 4)."""
     from elanus.flight.search.readplan import Endpoint
 
-    proxy = reads.proxy
-    stored = proxy.run(proxy.datacoord.segment_info(SegmentInfo(collection_id=info.collection_id)))
+    ask = SegmentInfo(collection_id=info.collection_id)
+    stored = reads.loop.run(reads.coord.data.segment_info(ask))
     wanted = set(pids) if pids else None
     out = []
     for s in sorted(stored.segments, key=lambda s: s.segment_id):
@@ -101,10 +101,9 @@ def files_page(reads: ReadService, info: CollectionInfo, ticket: dict[str, Any])
     """Pages of a files ticket redeemed by the proxy, each read by a query node (loaded or
     not: any reads files). The segment's path comes from the catalog, never from the
     ticket, so a caller reads only the collection the ticket names."""
-    proxy = reads.proxy
     sid = ticket["segment_id"]
-    found = proxy.run(
-        proxy.datacoord.segment_info(SegmentInfo(segment_ids=[sid], include_dropped=True))
+    found = reads.loop.run(
+        reads.coord.data.segment_info(SegmentInfo(segment_ids=[sid], include_dropped=True))
     )
     record = next((s for s in found.segments if s.segment_id == sid), None)
     if record is None or record.collection_id != info.collection_id or not record.path:
@@ -123,7 +122,7 @@ def segment_page(
     """Pages of one segment's files at ``ts``, each read by a query node (a snapshot's
     restore reads its segments so too, every row of ``ts``: ``ttl`` 0, the restored
     collection's own TTL applies to its reads)."""
-    proxy = reads.proxy
+    loop, bus = reads.loop, reads.bus
     node = _reader_node(reads)
 
     def fetch(text: str | None, params: dict[str, Any], wanted: list[str], limit: int) -> pa.Table:
@@ -138,15 +137,14 @@ def segment_page(
             limit=limit,
             ttl=ttl,
         )
-        return proxy.run(QueryNodeAPI(proxy.bus, node, REQUEST_TIMEOUT_S).read_files(req)).rows
+        return loop.run(QueryNodeAPI(bus, node, REQUEST_TIMEOUT_S).read_files(req)).rows
 
     return fetch
 
 
 def _reader_node(reads: ReadService) -> str:
     """A live query node, in turn."""
-    proxy = reads.proxy
-    sessions = proxy.run(proxy.coord.list_sessions(ListSessions())).sessions
+    sessions = reads.loop.run(reads.coord.list_sessions(ListSessions())).sessions
     nodes = sorted(str(s["node_id"]) for s in sessions if s.get("role") == "querynode")
     if not nodes:
         raise ElanusError(ErrorCode.UNAVAILABLE, "no query node is running to read the files")

@@ -192,7 +192,7 @@ def _sub_request(raw: Any, i: int, top: dict[str, Any], default_limit: int) -> d
 
 def hybrid_search(service: QueryService, request: dict[str, Any]) -> dict[str, Any]:
     """Run every sub-search at one timestamp, fuse per query vector, fetch the outputs."""
-    info = service.proxy.dbgate.read_collection(request["db"], request["collection"])
+    info = service.gate.read_collection(request["db"], request["collection"])
     outputs, hits, ts = fused_hits(service, info, request)
     rows = _fetch(service, info, outputs, [pk for q in hits for pk, _ in q], ts)
     json_names = json_fields(info.schema)

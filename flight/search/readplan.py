@@ -49,7 +49,10 @@ from elanus.schema import DENSE_FLOAT_TYPES, DYNAMIC_FIELD, DataType, Schema
 from elanus.wire.codec import encode_json
 
 if TYPE_CHECKING:
-    from elanus.flight.proxy import ProxyServer
+    from elanus.api.coord import CoordAPI
+    from elanus.channels.bus import Bus
+    from elanus.flight.ports import CollectionLookup, Flusher, LoopBridge, ReadGate
+    from elanus.flight.search.service import QueryService
 
 TICKET_KINDS = ("segments", "deletes", "files")
 PAGE_BYTES = 4 << 20
@@ -235,12 +238,30 @@ def page_rows(schema: Schema, columns: list[str], scale: int = 1) -> int:
 class ReadService:
     """The proxy's half of snapshot reads: plans (Flight threads) and ticket streams."""
 
-    def __init__(self, proxy: ProxyServer) -> None:
-        self.proxy = proxy
+    def __init__(
+        self,
+        *,
+        query: QueryService,
+        loop: LoopBridge,
+        coord: CoordAPI,
+        bus: Bus,
+        collections: CollectionLookup,
+        gate: ReadGate,
+        flusher: Flusher,
+    ) -> None:
+        self.query = query
+        """Timestamps, partitions and routes, as a search takes them."""
+        self.loop = loop
+        self.coord = coord
+        self.bus = bus
+        self.collections = collections
+        self.gate = gate
+        self.flusher = flusher
+        """A files-only plan flushes first (``fileplan.make_files_complete``)."""
 
     def _info(self, db: str, collection: str) -> CollectionInfo:
         """A read's collection (refused where its database denies reading)."""
-        return self.proxy.dbgate.read_collection(db, collection)
+        return self.gate.read_collection(db, collection)
 
     # -- plans ------------------------------------------------------------------------------
     def plan_request(self, raw: bytes) -> dict[str, Any]:
@@ -248,14 +269,14 @@ class ReadService:
         return check_request("read_plan", raw)[1]
 
     def schema(self, request: dict[str, Any]) -> pa.Schema:
-        info = self.proxy.dml.collection(request["db"], request["collection"])
+        info = self.collections.collection(request["db"], request["collection"])
         return arrow_schema(info.schema, request["columns"])[1]
 
     def plan(self, request: dict[str, Any], *, by_partition: bool = False) -> ReadPlan:
         """The plan of a checked ``read_plan`` body. ``by_partition``: one growing endpoint
         per vchannel and partition (not per vchannel), so every endpoint is of one
         partition (SQL's ``$partition`` column)."""
-        query = self.proxy.query
+        query = self.query
         info = self._info(request["db"], request["collection"])
         columns, schema = arrow_schema(info.schema, request["columns"])
         check_filter(info, request["filter"], request["filter_params"])
@@ -280,8 +301,8 @@ class ReadService:
                 raise
             # Not loaded (all or some of the wanted partitions): the files alone.
             return self._files_plan(request, info, pids, ts, columns, schema)
-        stored = self.proxy.run(
-            self.proxy.datacoord.segment_info(SegmentInfo(collection_id=info.collection_id))
+        stored = self.loop.run(
+            self.coord.data.segment_info(SegmentInfo(collection_id=info.collection_id))
         )
         rows = {s.segment_id: s.num_rows for s in stored.segments}
         base = _ticket_base(info, ts, columns, request)
@@ -321,7 +342,7 @@ class ReadService:
         ticket = check_ticket(doc)
         authorize(caller, lookup("read_plan"), ticket)
         # a plan's snapshot is a timestamp already handed out: a later one is made up
-        check_issued(self.proxy, ticket["ts"], "DoGet ticket: 'ts'")
+        check_issued(self.query.newest_ts, ticket["ts"], "DoGet ticket: 'ts'")
         info = self._info(ticket["db"], ticket["collection"])
         if info.collection_id != ticket["collection_id"]:
             raise ElanusError(
@@ -336,7 +357,7 @@ class ReadService:
                 ts=ticket["ts"],
                 guarantee_ts=ticket["ts"],
             )
-            reply = self.proxy.run(self._node(node).read_deletes(req))
+            reply = self.loop.run(self._node(node).read_deletes(req))
             return flight.RecordBatchStream(reply.deletes)
         schema, pages = self.rows(info, ticket)
         first = next(pages, None)  # errors before the stream starts reach the client cleanly
@@ -364,14 +385,14 @@ class ReadService:
         return self._pages(info, unfiltered, columns, schema, page, 1)
 
     def _delegator(self, info: CollectionInfo, vchannel: str) -> str:
-        route = self.proxy.query.route(info, None)
+        route = self.query.route(info, None)
         node = route.get(vchannel)
         if node is None:
             raise invalid(f"{vchannel!r} is not a vchannel of collection {info.name!r}")
         return str(node)
 
     def _node(self, node: str) -> QueryNodeAPI:
-        return QueryNodeAPI(self.proxy.bus, node, REQUEST_TIMEOUT_S)
+        return QueryNodeAPI(self.bus, node, REQUEST_TIMEOUT_S)
 
     def _segments_page(self, node: str, ticket: dict[str, Any]) -> PageFetch:
         def fetch(
@@ -388,7 +409,7 @@ class ReadService:
                 limit=limit,
                 ttl=ticket["ttl"],
             )
-            return self.proxy.run(self._node(node).read_segments(req)).rows
+            return self.loop.run(self._node(node).read_segments(req)).rows
 
         return fetch
 

@@ -78,7 +78,10 @@ from elanus.searchrequest import SearchRequest
 from elanus.wire.bodyshape import body_objects, check_body_shape
 
 if TYPE_CHECKING:
-    from elanus.flight.proxy import ProxyServer
+    from elanus.api.coord import CoordAPI
+    from elanus.channels.bus import Bus
+    from elanus.flight import ports
+    from elanus.settings import Settings
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
@@ -98,8 +101,29 @@ STALE_ROUTE = frozenset({ErrorCode.COLLECTION_NOT_LOADED, ErrorCode.UNAVAILABLE}
 
 
 class QueryService:
-    def __init__(self, proxy: ProxyServer) -> None:
-        self.proxy = proxy
+    """Search, query and count, given what they use (``flight/ports.py``), never the proxy."""
+
+    def __init__(
+        self,
+        *,
+        loop: ports.LoopBridge,
+        coord: CoordAPI,
+        bus: Bus,
+        settings: Settings,
+        collections: ports.CollectionLookup,
+        gate: ports.ReadGate,
+        clock: ports.TsoClock,
+        cache: ports.CacheGeneration,
+    ) -> None:
+        self.loop = loop
+        self.coord = coord
+        self.bus = bus
+        """The query nodes' bus (hybrid search and full-text statistics ask them too)."""
+        self.settings = settings
+        self.collections = collections
+        self.gate = gate
+        self.clock = clock
+        self.cache = cache
         self._routes: dict[int, tuple[float, Route]] = {}
         self._refreshing: set[int] = set()
         self.plans = SearchPlans()
@@ -109,13 +133,13 @@ class QueryService:
         """Reads take the replicas in turn (round robin)."""
 
     def _index_entries(self, collection_id: int) -> list[dict[str, Any]]:
-        described = self.proxy.run(
-            self.proxy.indexcoord.describe(DescribeIndex(collection_id=collection_id))
+        described = self.loop.run(
+            self.coord.index.describe(DescribeIndex(collection_id=collection_id))
         )
         return [as_body(i) for i in described.indexes]
 
     def _info(self, request: dict[str, Any]) -> CollectionInfo:
-        return self.proxy.dbgate.read_collection(request["db"], request["collection"])
+        return self.gate.read_collection(request["db"], request["collection"])
 
     def partition_ids(
         self,
@@ -133,13 +157,24 @@ class QueryService:
             return read_partitions(info.schema, info.partitions, info.name, text, params)
         if not names:
             return None
-        return [self.proxy.dml.partition_id(info, n) for n in names]
+        return [self.collections.partition_id(info, n) for n in names]
 
     def forget_route(self, collection_id: int) -> None:
         """A load or release changes where the collection is served: ask again next time."""
         self._routes.pop(collection_id, None)
 
     # -- shared pieces ----------------------------------------------------------------------
+    def newest_ts(self) -> int:
+        """A fresh TSO timestamp: above every one the cluster has handed out."""
+        return self.loop.run(self.clock.alloc_ts())
+
+    def strong_ts(self) -> int:
+        """A fresh TSO timestamp, and a tick past it asked for now (not an interval later),
+        so the delegators' tsafe reaches it at once."""
+        ts = self.newest_ts()
+        self.loop.run(self.coord.timeticks.now())
+        return ts
+
     def read_at(self, info: CollectionInfo, request: dict[str, Any]) -> tuple[int, int]:
         """(guarantee timestamp, read timestamp; 0 = the delegator's tsafe).
 
@@ -150,13 +185,13 @@ class QueryService:
         pinned = request.get("read_ts")
         if pinned:  # a timestamp this proxy has just read at (hybrid search's later parts)
             return pinned, pinned
-        settings = self.proxy.settings
+        settings = self.settings
         as_of = request["as_of"]
         if as_of:
-            check_issued(self.proxy, as_of, "as_of")
+            check_issued(self.newest_ts, as_of, "as_of")
         for key in ("guarantee_timestamp", "session_ts"):  # refused at once, whatever the level
             if request.get(key):
-                check_issued(self.proxy, request[key], key)
+                check_issued(self.newest_ts, request[key], key)
         if as_of:
             oldest = tsutil.compose(tsutil.now_ms() - int(settings.retention_s * 1000))
             if as_of < oldest:
@@ -168,9 +203,7 @@ class QueryService:
         named = request["consistency_level"]
         level = ConsistencyLevel.parse(named or info.consistency_level)
         if level is ConsistencyLevel.STRONG:
-            ts = self.proxy.run(self.proxy.ddl.alloc_ts())
-            self.proxy.run(self.proxy.timeticks.now())
-            return ts, 0
+            return self.strong_ts(), 0
         if level is ConsistencyLevel.SESSION:
             guarantee = request["guarantee_timestamp"]
         elif level is ConsistencyLevel.BOUNDED:
@@ -193,7 +226,7 @@ class QueryService:
         cached = self._routes.get(cid)
         now = time.monotonic()
         if cached is None or cached[0] + ROUTE_TTL_S <= now:
-            route = self.proxy.run(self.proxy.coord.query.route(QueryRoute(collection_id=cid)))
+            route = self.loop.run(self.coord.query.route(QueryRoute(collection_id=cid)))
             self._routes[cid] = (now + ROUTE_TTL_S, route)
         else:
             expiry, route = cached
@@ -201,7 +234,7 @@ class QueryService:
                 # A busy collection's route is renewed in the background, used meanwhile for
                 # up to one more TTL: a search waited on the coord once a second before.
                 self._refreshing.add(cid)
-                self.proxy.spawn(self._refresh_route(cid))
+                self.loop.spawn(self._refresh_route(cid))
         loaded = route.partition_ids
         if partition_ids and loaded is not None:
             missing = sorted(set(partition_ids) - set(loaded))
@@ -259,7 +292,7 @@ class QueryService:
             shards = replicas[(first + i) % len(replicas)]
             calls = [call(self.node(node), v) for v, node in shards.items()]
             try:
-                return ask_many_sync(self.proxy.bus, calls, SEARCH_TIMEOUT_S)
+                return ask_many_sync(self.bus, calls, SEARCH_TIMEOUT_S)
             except ElanusError as exc:
                 if exc.code == ErrorCode.UNAVAILABLE:
                     unreachable.update(shards.values())
@@ -275,8 +308,8 @@ class QueryService:
         read that failed anyway must not wait long for a coord that is away)."""
         req = NodeUnreachable(node_ids=sorted(nodes))
         try:
-            self.proxy.run(
-                self.proxy.coord.query.node_unreachable(req, UNREACHABLE_WAIT_S),
+            self.loop.run(
+                self.coord.query.node_unreachable(req, UNREACHABLE_WAIT_S),
                 UNREACHABLE_WAIT_S + 1,
             )
         except Exception as exc:  # noqa: BLE001 - the read's own error is what matters
@@ -286,12 +319,12 @@ class QueryService:
         """The stub of a query node's delegators (one per node, made once)."""
         api = self._nodes.get(node_id)
         if api is None:
-            api = self._nodes[node_id] = QueryNodeAPI(self.proxy.bus, node_id)
+            api = self._nodes[node_id] = QueryNodeAPI(self.bus, node_id)
         return api
 
     async def _refresh_route(self, collection_id: int) -> None:
         try:
-            route = await self.proxy.coord.query.route(QueryRoute(collection_id=collection_id))
+            route = await self.coord.query.route(QueryRoute(collection_id=collection_id))
             self._routes[collection_id] = (time.monotonic() + ROUTE_TTL_S, route)
         except Exception as exc:  # noqa: BLE001 - the next search asks again, and says why
             log.debug("route of collection %d not refreshed: %s", collection_id, exc)
@@ -328,7 +361,7 @@ class QueryService:
             had_data = "data" in body
             data = body.pop("data", None)
             key = self.plans.key(body)
-            plan = self.plans.get(key, self.proxy.cache.generation)
+            plan = self.plans.get(key, self.cache.generation)
             if had_data:
                 body["data"] = data
             # A plan's body had the same objects; data's lists are not walked.
@@ -340,7 +373,7 @@ class QueryService:
             _, request = check_request("search", raw)
             if authorize is not None:
                 authorize(request["db"], request["collection"])
-            generation = self.proxy.cache.generation  # before the lookup: see SearchPlan
+            generation = self.cache.generation  # before the lookup: see SearchPlan
             plan = self.prepare_search(self._info(request), request, generation)
             if request["ids"] is not None:
                 return self._answer(*self.keyed_search_data(plan, request["ids"]))
@@ -369,7 +402,7 @@ class QueryService:
         field = self._vector_field(info, request["anns_field"])
         params = request["search_params"]
         index = self.indexes.of(
-            info, field.name, generation if generation >= 0 else self.proxy.cache.generation
+            info, field.name, generation if generation >= 0 else self.cache.generation
         )
         radius, range_filter, index_params = split_search_params(params)
         text_fn = text_function(info.schema, field)

@@ -163,7 +163,7 @@ def _gather(
     shards = list(route.items())
 
     def ask(targets: list[tuple[str, str]], req: SearchRequest) -> list[TermStats]:
-        bus = service.proxy.bus
+        bus = service.bus
         calls = [
             service.node(node).term_stats(SearchShard(vchannel=v, request=req))
             for v, node in targets

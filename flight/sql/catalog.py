@@ -17,7 +17,6 @@ import pyarrow as pa
 import elanus
 from elanus import flightsql
 from elanus.errors import invalid
-from elanus.flight.actions import perform
 from elanus.flight.auth import Caller
 from elanus.flight.sql.statement import CATALOG
 from elanus.flight.sql.tables import PARTITION, readable_fields, table_schema
@@ -25,7 +24,8 @@ from elanus.privileges import Need
 from elanus.wire.codec import encode_json
 
 if TYPE_CHECKING:
-    from elanus.flight.proxy import ProxyServer
+    from elanus.flight.ports import ActionRunner, CollectionLookup
+    from elanus.settings import Settings
 
 TABLE_TYPE = "TABLE"
 _TEXT = pa.string()
@@ -100,13 +100,17 @@ def _opt(message: Any, name: str) -> str | None:
 
 
 class Catalog:
-    def __init__(self, proxy: ProxyServer) -> None:
-        self.proxy = proxy
+    def __init__(
+        self, *, settings: Settings, collections: CollectionLookup, act: ActionRunner
+    ) -> None:
+        self.settings = settings
+        self.collections = collections
+        self.act = act
 
     def answer(self, name: str, command: Any, caller: Caller) -> pa.Table:
         """The rows of a catalog command (``name``: its message's name)."""
         if name == "CommandGetSqlInfo":
-            return sql_info(list(command.info), self.proxy.settings.sql_timeout_s)
+            return sql_info(list(command.info), self.settings.sql_timeout_s)
         if name == "CommandGetCatalogs":
             return pa.table([[CATALOG]], schema=SCHEMAS[name])
         if name == "CommandGetTableTypes":
@@ -127,11 +131,11 @@ class Catalog:
     def _databases(self, catalog: str | None, caller: Caller) -> list[str]:
         if catalog is not None and catalog != CATALOG:
             return []
-        listed = perform(self.proxy, "list_databases", encode_json({}), caller)
+        listed = self.act.perform("list_databases", encode_json({}), caller)
         return sorted(str(n) for n in listed["names"])
 
     def _collections(self, db: str, caller: Caller) -> list[str]:
-        listed = perform(self.proxy, "list_collections", encode_json({"db": db}), caller)
+        listed = self.act.perform("list_collections", encode_json({"db": db}), caller)
         return sorted(str(n) for n in listed["names"])
 
     def _tables(self, command: Any, caller: Caller) -> pa.Table:
@@ -162,7 +166,7 @@ class Catalog:
     def table_schema(self, db: str, name: str, caller: Caller) -> bytes:
         """The collection's SQL schema (every column, ``$partition`` last), serialized."""
         caller.require(Need("DescribeCollection", db, name))
-        info = self.proxy.dml.collection(db, name)
+        info = self.collections.collection(db, name)
         schema = table_schema(info, [*readable_fields(info), PARTITION])
         meta = {
             b"ARROW:FLIGHT:SQL:CATALOG_NAME": CATALOG.encode(),
@@ -182,7 +186,7 @@ class Catalog:
             return schema.empty_table()
         db = db or "default"
         caller.require(Need("DescribeCollection", db, command.table))
-        info = self.proxy.dml.collection(db, command.table)
+        info = self.collections.collection(db, command.table)
         row = {
             "catalog_name": CATALOG,
             "db_schema_name": db,

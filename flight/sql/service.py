@@ -43,7 +43,9 @@ from elanus.flight.streams import client_batches, coded_stream
 from elanus.privileges import Need
 
 if TYPE_CHECKING:
-    from elanus.flight.proxy import ProxyServer
+    from elanus.flight.ports import ActionRunner, CollectionLookup
+    from elanus.flight.search import QueryService, ReadService
+    from elanus.settings import Settings
 
 
 @dataclass
@@ -63,11 +65,24 @@ class Planned:
 
 
 class SqlService:
-    def __init__(self, proxy: ProxyServer) -> None:
-        self.proxy = proxy
+    """Given what it uses (``flight/ports.py``), never the proxy."""
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        collections: CollectionLookup,
+        act: ActionRunner,
+        query: QueryService,
+        reads: ReadService,
+    ) -> None:
+        self.settings = settings
+        self.collections = collections
+        self.query = query
+        self.reads = reads
         self.parser = Parser()
-        self.catalog = Catalog(proxy)
-        self.executor = Executor(Limits.of(proxy.settings))
+        self.catalog = Catalog(settings=settings, collections=collections, act=act)
+        self.executor = Executor(Limits.of(settings))
 
     # -- Flight calls ---------------------------------------------------------------------
     def flight_info(
@@ -177,7 +192,7 @@ class SqlService:
         tables: dict[tuple[str, str], CollectionInfo] = {}
         for db, name in st.tables:
             caller.require(Need("Query", db, name))
-            tables[(db, name)] = self.proxy.dml.collection(db, name)
+            tables[(db, name)] = self.collections.collection(db, name)
         try:
             searches = [
                 vector_search.evaluate(self.parser, call, params, handle.db) for call in st.searches
@@ -190,9 +205,9 @@ class SqlService:
         found = []
         for search in searches:
             caller.require(Need("Search", search.db, search.collection))
-            found.append(self.proxy.dml.collection(search.db, search.collection))
-        ts = snapshot.choose(self.proxy, [*tables.values(), *found], at, options)
-        runs = [SearchRun(self.proxy, i, s, ts) for i, s in zip(found, searches, strict=True)]
+            found.append(self.collections.collection(search.db, search.collection))
+        ts = snapshot.choose(self.query, self.settings, [*tables.values(), *found], at, options)
+        runs = [SearchRun(self.query, i, s, ts) for i, s in zip(found, searches, strict=True)]
         return Planned(handle, st, params, tables, ts, runs)
 
     def _text(self, planned: Planned, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -238,7 +253,7 @@ class SqlService:
             st, deadline = planned.st, self.executor.deadline()
             tables = {
                 key: CollectionTable(
-                    self.proxy,
+                    self.reads,
                     info,
                     planned.ts,
                     projection(info, st.names, st.every_column),

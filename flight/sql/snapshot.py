@@ -26,7 +26,8 @@ from elanus.flight.sql.options import SqlOptions
 from elanus.flight.sql.statement import Parser, Statement
 
 if TYPE_CHECKING:
-    from elanus.flight.proxy import ProxyServer
+    from elanus.flight.search import QueryService
+    from elanus.settings import Settings
 
 STRICTNESS = (
     ConsistencyLevel.EVENTUALLY,
@@ -65,9 +66,14 @@ def explicit(
     return moments.pop() if moments else 0
 
 
-def choose(proxy: ProxyServer, infos: list[CollectionInfo], at: int, options: SqlOptions) -> int:
+def choose(
+    query: QueryService,
+    settings: Settings,
+    infos: list[CollectionInfo],
+    at: int,
+    options: SqlOptions,
+) -> int:
     """The statement's snapshot timestamp (``at``: its explicit one, or 0)."""
-    query = proxy.query
     if at:
         # as ``as_of`` is checked for a query: handed out, inside the retention window
         for info in infos[:1]:
@@ -79,7 +85,5 @@ def choose(proxy: ProxyServer, infos: list[CollectionInfo], at: int, options: Sq
         (ConsistencyLevel.parse(i.consistency_level) for i in infos), key=STRICTNESS.index
     )
     if level in (ConsistencyLevel.STRONG, ConsistencyLevel.SESSION):
-        ts = proxy.run(proxy.ddl.alloc_ts())
-        proxy.run(proxy.timeticks.now())  # a tick past it now, not an interval later
-        return ts
-    return tsutil.compose(tsutil.now_ms() - proxy.settings.bounded_staleness_ms)
+        return query.strong_ts()  # a tick past it now, not an interval later
+    return tsutil.compose(tsutil.now_ms() - settings.bounded_staleness_ms)

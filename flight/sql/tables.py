@@ -34,7 +34,7 @@ from elanus.flight.sql.readahead import readahead
 from elanus.schema import DYNAMIC_FIELD, DataType
 
 if TYPE_CHECKING:
-    from elanus.flight.proxy import ProxyServer
+    from elanus.flight.search import ReadService
 
 PARTITION = "$partition"
 PAGE_SCALE = 8
@@ -96,13 +96,13 @@ class CollectionTable:
 
     def __init__(
         self,
-        proxy: ProxyServer,
+        reads: ReadService,
         info: CollectionInfo,
         ts: int,
         columns: list[str],
         deadline: float,
     ) -> None:
-        self.proxy = proxy
+        self.reads = reads
         self.info = info
         self.ts = ts
         self.columns = columns
@@ -146,7 +146,7 @@ class CollectionTable:
                 "columns": stored,
                 "files_only": False,
             }
-            self._plan = self.proxy.reads.plan(request, by_partition=PARTITION in self.columns)
+            self._plan = self.reads.plan(request, by_partition=PARTITION in self.columns)
         return self._plan
 
     def batches(self) -> Iterator[pa.RecordBatch]:
@@ -154,7 +154,7 @@ class CollectionTable:
             self._check_deadline()
             partition = self._names.get(endpoint.partition_id or -1)
             ticket = check_ticket(endpoint.ticket)
-            _, pages = self.proxy.reads.rows(self.info, ticket, PAGE_SCALE)
+            _, pages = self.reads.rows(self.info, ticket, PAGE_SCALE)
             for batch in pages:
                 self._check_deadline()
                 yield self._conform(batch, partition)

@@ -35,7 +35,7 @@ from elanus.outputs import stored_columns
 from elanus.wire.codec import encode_json
 
 if TYPE_CHECKING:
-    from elanus.flight.proxy import ProxyServer
+    from elanus.flight.search import QueryService
 
 POSITIONAL = ("collection", "vector", "limit")
 NAMED = (
@@ -116,12 +116,12 @@ def _plain(value: Any) -> Any:
 class SearchRun:
     """A checked search at the statement's timestamp: its result schema, and its hits."""
 
-    def __init__(self, proxy: ProxyServer, info: CollectionInfo, search: Search, ts: int):
-        self.proxy = proxy
+    def __init__(self, query: QueryService, info: CollectionInfo, search: Search, ts: int):
+        self.query = query
         self.info = info
         body = {**search.body, "as_of": ts, "consistency_level": None}
         _, self.request = check_request("search", encode_json(body))
-        self.plan = proxy.query.prepare_search(info, self.request)
+        self.plan = query.prepare_search(info, self.request)
         pk = info.schema.primary
         fields = [pa.field(pk.name, pk.arrow_type(), nullable=False)]
         fields.append(pa.field(DISTANCE, pa.float32(), nullable=False))
@@ -137,7 +137,7 @@ class SearchRun:
 
     def hits(self) -> pa.Table:
         """Run the search: its hits, best first, as ``schema``."""
-        query = self.proxy.query
+        query = self.query
         queries = query.search_data(self.plan, self.request["data"])
         merged, _ = query.run_search(self.plan, queries)
         pk = self.info.schema.primary.name
