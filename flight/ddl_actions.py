@@ -15,6 +15,7 @@ from elanus.api.coord import ListSessions
 from elanus.api.indexcoord import DescribeIndex
 from elanus.api.rootcoord import (
     AddCollectionField,
+    AlterCollectionField,
     AlterCollectionProperties,
     AlterMmap,
     CreateAlias,
@@ -31,6 +32,7 @@ from elanus.api.rootcoord import (
 )
 from elanus.consistency import ConsistencyLevel
 from elanus.errors import invalid
+from elanus.fieldprops import check_keys
 from elanus.flight.actions import Call, Executor, action, check_db, check_named
 from elanus.flight.ddl import RootCall
 from elanus.partitionkey import check_num_partitions
@@ -302,6 +304,34 @@ def _alter_collection_properties(b: Body) -> dict[str, Any]:
     if not properties and not dropped:
         raise invalid(f"{what}: give 'properties' to set or 'delete_keys' to remove")
     return {"db": db, "name": name, "properties": properties, "delete_keys": dropped}
+
+
+@action(
+    "alter_collection_field",
+    "Set (properties) or remove (delete_keys) one field's properties, as Milvus's "
+    "alter_collection_field: max_length (VarChar, Array of VarChar) and max_capacity "
+    "(Array) change what later writes may hold; mmap.enabled and the warm-up keys only "
+    "while the collection is released (warm-up: stored, no effect). Body: collection, "
+    "field_name, properties, delete_keys. Result: collection_id.",
+    ("collection", "field_name", "properties", "delete_keys"),
+    privilege="CreateCollection",  # as Milvus checks AlterCollectionField
+    ddl=True,
+    run=apply_ddl(RootCoordAPI.alter_collection_field, AlterCollectionField),
+)
+def _alter_collection_field(b: Body) -> dict[str, Any]:
+    what = "alter_collection_field"
+    properties = properties_of(b, what, lambda key, value, what: None)
+    dropped = b.list("delete_keys", [])
+    for key in dropped:
+        property_key(key, what)
+    check_keys(properties, dropped)
+    return {
+        "db": check_db(b),
+        "collection": check_named(b, "collection", "collection"),
+        "field_name": check_named(b, "field_name", "field"),
+        "properties": properties,
+        "delete_keys": dropped,
+    }
 
 
 async def _run_alter_mmap(c: Call) -> Any:

@@ -2,9 +2,11 @@
 AlterIndex. A collection's properties are stored and described as Milvus does
 (``alter_collection_properties``: the keys Milvus acts on and Elanus does not are refused
 by ``honoured_data.COLLECTION_PROPERTIES`` first; ``collection.ttl.seconds`` is enforced).
-Elanus fixes its fields' and its indexes' parameters when they are created, except
-Milvus's ``mmap.enabled``, which these set and drop at every level (collection, field,
-index: ``elanus.mmapsettings``; refused while the collection is loaded, as in Milvus).
+A field's properties change as Milvus allows (``elanus.fieldprops``: ``max_length``,
+``max_capacity``, ``mmap.enabled``, warm-up). Elanus fixes its indexes' parameters when
+they are created, except Milvus's ``mmap.enabled``, which these set and drop at every
+level (collection, field, index: ``elanus.mmapsettings``; refused while the collection is
+loaded, as in Milvus).
 What it has no concept of at all (lazy load, warm-up) it accepts and ignores, as on
 create. Any other key is answered with Milvus's "not supported" status, naming the key,
 after the collection (and index) were found."""
@@ -77,15 +79,17 @@ class AlterRpcs(Servicer):
 
     @served()
     def AlterCollectionField(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        self.act(ctx, "describe_collection", name=request.collection_name)
-        return self._alter(
+        """Every key Milvus allows, checked and applied by the Flight action
+        (``elanus.fieldprops``)."""
+        self.act(
             ctx,
-            "AlterCollectionField",
-            "a field's parameters",
-            request,
-            "properties",
+            "alter_collection_field",
+            collection=request.collection_name,
             field_name=request.field_name,
+            properties=kv_dict(request.properties) or None,
+            delete_keys=list(request.delete_keys) or None,
         )
+        return ok()
 
     @served()
     def AlterIndex(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pymilvus.grpc_gen import feder_pb2, milvus_pb2
 
+from elanus.fieldprops import WARMUP_KEYS
 from elanus.milvus.fields import (
     BASE,
     DB,
@@ -42,6 +43,13 @@ _ALTERED = {
     "delete_keys": use(),
     "properties": keys({}, use("only keys without effect; others are answered with code 10")),
 }
+_FIELD_PROPERTIES = keys(
+    {
+        **dict.fromkeys(("max_length", "max_capacity", "mmap.enabled", "mmap_enabled"), use()),
+        **dict.fromkeys(sorted(WARMUP_KEYS), harmless("stored and described, no effect")),
+    },
+    use("any other key is refused with code 1100, naming it, as Milvus's proxy does"),
+)
 _COLLECTION_PROPERTIES = keys(
     COLLECTION_PROPERTIES, harmless("stored and described, as Milvus does")
 )
@@ -109,7 +117,7 @@ DDL = {
     ),
     "AlterCollectionField": Table(
         milvus_pb2.AlterCollectionFieldRequest,
-        with_db(field_name=use(), **_ALTERED),
+        with_db(field_name=use(), **{**_ALTERED, "properties": _FIELD_PROPERTIES}),
     ),
     "CreatePartition": Table(
         milvus_pb2.CreatePartitionRequest, with_db(collection_name=NAME, partition_name=NAME)

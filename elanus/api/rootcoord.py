@@ -149,6 +149,8 @@ class CollectionDescription:
     pchannels: list[str]
     partitions: list[PartitionInfo]
     aliases: list[str]
+    field_properties: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Each field's stored settings (``elanus.fieldprops``: mmap, warm-up), by name."""
 
 
 @request("collection.drop")
@@ -252,6 +254,19 @@ class AlterMmap:
     enabled: bool | None = None
     field: str | None = None
     index_id: int | None = None
+    ts: int = 0
+
+
+@request("collection.alter_field")
+class AlterCollectionField:
+    """Milvus's ``alter_collection_field``: set ``properties`` and drop ``delete_keys`` of
+    one field (keys and value shapes checked by the proxy: ``elanus.fieldprops``)."""
+
+    db: str = DEFAULT_DB
+    collection: str
+    field_name: str
+    properties: dict[str, str] = field(default_factory=dict)
+    delete_keys: list[str] = field(default_factory=list)
     ts: int = 0
 
 
@@ -437,6 +452,9 @@ class RootCoordAPI(Stub):
 
     async def add_collection_field(self, req: AddCollectionField) -> FieldAdded:
         return await self._ask("collection.add_field", req, FieldAdded)
+
+    async def alter_collection_field(self, req: AlterCollectionField) -> CollectionChanged:
+        return await self._ask("collection.alter_field", req, CollectionChanged)
 
     async def alter_mmap(self, req: AlterMmap) -> CollectionChanged:
         return await self._ask("collection.alter_mmap", req, CollectionChanged)

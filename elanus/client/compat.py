@@ -143,6 +143,15 @@ def milvus_function(fn: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _as_pymilvus(settings: dict[str, str]) -> dict[str, Any]:
+    """A field's stored settings as pymilvus shows them: ``mmap.enabled`` as the boolean
+    ``mmap_enabled``."""
+    out: dict[str, Any] = {k: v for k, v in settings.items() if k not in MMAP_KEYS}
+    if "mmap.enabled" in settings:
+        out["mmap_enabled"] = settings["mmap.enabled"] == "true"
+    return out
+
+
 def milvus_description(desc: dict[str, Any]) -> dict[str, Any]:
     """Add pymilvus's ``describe_collection`` keys to Elanus's reply (which keeps its own:
     ``name``, ``db``, ``schema``, ``vchannels``, ``partitions``, ...)."""
@@ -152,7 +161,10 @@ def milvus_description(desc: dict[str, Any]) -> dict[str, Any]:
     functions = [milvus_function(fn) for fn in schema.get("functions") or []]
     outputs = {name for fn in functions for name in fn["output_field_names"]}
     fields = [milvus_field(f) for f in schema.get("fields", [])]
+    settings = desc.get("field_properties") or {}
     for f in fields:
+        if f["name"] in settings:  # mmap.enabled, warm-up: with the field's params
+            f["params"] = {**f.get("params", {}), **_as_pymilvus(settings[f["name"]])}
         if f["name"] in outputs:
             f["is_function_output"] = True
     primary = next((f for f in fields if f.get("is_primary")), {})
