@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from elanus import indexprops as index_props
 from elanus.api.base import as_body
 from elanus.api.coord import ListSessions
 from elanus.api.indexcoord import DescribeIndex
@@ -17,6 +18,7 @@ from elanus.api.rootcoord import (
     AddCollectionField,
     AlterCollectionField,
     AlterCollectionProperties,
+    AlterIndexProperties,
     AlterMmap,
     CreateAlias,
     CreatePartition,
@@ -334,16 +336,55 @@ def _alter_collection_field(b: Body) -> dict[str, Any]:
     }
 
 
-async def _run_alter_mmap(c: Call) -> Any:
+async def _index_id(c: Call, db: str, collection: str, index_name: str) -> int:
     """An index is named on the wire and kept by id (``elanus.mmapsettings``)."""
+    info = await c.proxy.ddl.collection(db, collection)
+    ask = DescribeIndex(collection_id=info.collection_id, index_name=index_name)
+    (index,) = (await c.proxy.indexcoord.describe(ask)).indexes
+    return index.index_id
+
+
+async def _run_alter_mmap(c: Call) -> Any:
     request = dict(c.request)
     index_name = request.pop("index_name")
     if index_name is not None:
-        info = await c.proxy.ddl.collection(request["db"], request["collection"])
-        ask = DescribeIndex(collection_id=info.collection_id, index_name=index_name)
-        (index,) = (await c.proxy.indexcoord.describe(ask)).indexes
-        request["index_id"] = index.index_id
+        request["index_id"] = await _index_id(c, request["db"], request["collection"], index_name)
     return await c.proxy.ddl.apply(RootCoordAPI.alter_mmap, AlterMmap, request, c.ts)
+
+
+async def _run_alter_index(c: Call) -> Any:
+    request = dict(c.request)
+    index_name = request.pop("index_name")
+    request["index_id"] = await _index_id(c, request["db"], request["collection"], index_name)
+    api = RootCoordAPI.alter_index_properties
+    return await c.proxy.ddl.apply(api, AlterIndexProperties, request, c.ts)
+
+
+@action(
+    "alter_index_properties",
+    "Set (properties) or remove (delete_keys) an index's properties, as Milvus's "
+    "alter_index_properties and drop_index_properties, while the collection is released: "
+    "mmap.enabled (as alter_mmap), indexoffsetcache.enabled and warmup (stored, no "
+    "effect). Body: collection, index_name, properties, delete_keys. Result: collection_id.",
+    ("collection", "index_name", "properties", "delete_keys"),
+    privilege="CreateIndex",  # as Milvus checks AlterIndex
+    ddl=True,
+    run=_run_alter_index,
+)
+def _alter_index_properties(b: Body) -> dict[str, Any]:
+    what = "alter_index_properties"
+    properties = properties_of(b, what, lambda key, value, what: None)
+    dropped = b.list("delete_keys", [])
+    for key in dropped:
+        property_key(key, what)
+    index_props.check_keys(what, properties, dropped)
+    return {
+        "db": check_db(b),
+        "collection": check_named(b, "collection", "collection"),
+        "index_name": check_named(b, "index_name", "index"),
+        "properties": properties,
+        "delete_keys": dropped,
+    }
 
 
 @action(

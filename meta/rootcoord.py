@@ -11,6 +11,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
+from elanus import indexprops
 from elanus.api.base import ACK, Ack
 from elanus.api.rootcoord import (
     AddCollectionField,
@@ -19,6 +20,7 @@ from elanus.api.rootcoord import (
     AlterCollectionField,
     AlterCollectionProperties,
     AlterDatabaseProperties,
+    AlterIndexProperties,
     AlterMmap,
     CollectionChanged,
     CollectionDescription,
@@ -82,6 +84,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 NODE_WAIT_S = 10.0
 _MMAP_LOADED = "can not alter mmap properties if collection loaded"
+_INDEX_LOADED = "can't alter index on loaded collection, please release the collection first"
 _FIELD_LOADED = "can not alter collection field properties if collection loaded"
 
 
@@ -122,6 +125,7 @@ class RootCoord:
             "collection.alter_properties": self.alter_collection_properties,
             "collection.alter_mmap": self.alter_mmap,
             "collection.alter_field": self.alter_collection_field,
+            "collection.alter_index": self.alter_index_properties,
             "partition.create": self.create_partition,
             "partition.drop": self.drop_partition,
             "partition.has": self.has_partition,
@@ -303,7 +307,7 @@ class RootCoord:
         key, loaded = MMAP_KEY, _MMAP_LOADED
         if req.index_id is not None:
             key = index_key(req.index_id)
-            loaded = "can't alter index on loaded collection, please release the collection first"
+            loaded = _INDEX_LOADED
         elif req.field is not None:
             key = field_key(req.field)
             loaded = _FIELD_LOADED
@@ -354,6 +358,23 @@ class RootCoord:
         if new is not None:
             self.data.forget_schema(cid)
         await self._invalidate("collection.alter_field", req.db, req.collection, cid, ts)
+        return CollectionChanged(collection_id=cid)
+
+    async def alter_index_properties(self, req: AlterIndexProperties) -> CollectionChanged:
+        """Set or drop an index's settings (``elanus.indexprops``): as in Milvus, only
+        while the collection is released."""
+        changes = indexprops.stored(req.index_id, req.properties)
+        dropped = [
+            indexprops.stored_key(req.index_id, indexprops.canonical(k)) for k in req.delete_keys
+        ]
+
+        def alter(cat: Catalog, ts: int) -> int:
+            cid = cat.require_collection(req.db, req.collection)
+            self._released(cid, "alter_index_properties", _INDEX_LOADED, req.collection)
+            return cat.alter_properties(req.db, req.collection, changes, dropped)
+
+        cid, ts = await self._ddl(req.ts, alter)
+        await self._invalidate("collection.alter", req.db, req.collection, cid, ts)
         return CollectionChanged(collection_id=cid)
 
     async def _tell_nodes(self, collection_id: int, schema: Schema) -> None:
@@ -446,11 +467,14 @@ def described(d: dict[str, Any]) -> CollectionDescription:
     """The catalog's description of a collection as the reply type."""
     names = [f["name"] for f in d["schema"]["fields"]]
     settings = {n: kept for n in names if (kept := of_field(d["properties"], n))}
+    ids = {int(k.split(".")[1]) for k in d["properties"] if indexprops.is_stored_key(k)}
+    per_index = {str(i): indexprops.of_index(d["properties"], i) for i in sorted(ids)}
     return CollectionDescription(
         **{
             **d,
             "properties": public(d["properties"]),
             "field_properties": settings,
+            "index_properties": per_index,
             "partitions": [PartitionInfo(**p) for p in d["partitions"]],
         }
     )

@@ -145,6 +145,9 @@ BASE: dict[str, dict[str, Any]] = {
         "collection": ABSENT, "field": {"name": "fz_added", "type": "Int64", "nullable": True},
     },
     "alter_mmap": {"collection": ABSENT, "enabled": True},
+    "alter_index_properties": {
+        "collection": ABSENT, "index_name": "vec", "properties": {"warmup": "sync"},
+    },
     "alter_collection_field": {
         "collection": ABSENT, "field_name": "vec", "properties": {"mmap.enabled": True},
     },

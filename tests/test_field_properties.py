@@ -4,7 +4,9 @@ raised and lowered, later writes checked against the new limit, describe showing
 ``mmap.enabled`` and the warm-up keys stored and described with the field's params, set
 or dropped only while the collection is released; every other key, a field of the wrong
 type, a value out of range and the primary key refused with Milvus's code, naming the
-problem, changing nothing. On the Milvus port (pymilvus) and through the Elanus SDK.
+problem, changing nothing. An index's properties likewise (``alter_index_properties``:
+Milvus's configurable index params only). On the Milvus port (pymilvus) and through the
+Elanus SDK; a second proxy sees the new limit at once, and a restarted coord keeps it.
 
 Milvus Lite does not serve AlterCollectionField (UNIMPLEMENTED), so these follow Milvus's
 source (the proxy's AlterCollectionField task: the keys it allows, its messages, its
@@ -19,12 +21,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import Stack
 from milvus_stack import MilvusStack, milvus_stack
 from pymilvus import DataType, MilvusClient
 from pymilvus.exceptions import MilvusException
 
+from elanus import indexprops
 from elanus.errors import ElanusError, ErrorCode
 from elanus.fieldprops import check_keys, is_stored_key, of_field, plan, stored_key
+from elanus.mmapsettings import public
 from elanus.schema import Field, Schema
 
 INVALID = 1100  # Milvus's ErrParameterInvalid
@@ -189,6 +194,35 @@ def test_sdk_raises_the_limit(mstack: MilvusStack) -> None:
     assert "'nope'" in err.value.message
 
 
+def test_every_proxy_and_a_coord_restart(stack: Stack) -> None:
+    """A second proxy that cached the schema checks the new limit at once (the coord
+    dropped every proxy's cache before it answered); a restarted coord keeps it all."""
+    client = stack.client()
+    schema = Schema(
+        [
+            Field("id", DataType.INT64, is_primary=True),
+            Field("v", DataType.FLOAT_VECTOR, dim=2),
+            Field("t", DataType.VARCHAR, max_length=2),
+        ]
+    )
+    client.create_collection("r", schema=schema)
+    other = stack.client(stack.add_proxy().uri)
+    other.insert("r", [{"id": 1, "v": [0.0, 1.0], "t": "ab"}])  # caches the schema
+    client.alter_collection_field("r", "t", {"max_length": 4, "warmup": "sync"})
+    other.insert("r", [{"id": 2, "v": [0.0, 1.0], "t": "abcd"}])
+    client.alter_collection_field("r", "t", {"max_length": 3})
+    with pytest.raises(ElanusError) as err:
+        other.upsert("r", [{"id": 3, "v": [0.0, 1.0], "t": "abcd"}])
+    assert err.value.code == ErrorCode.INVALID_ARGUMENT and "max_length" in err.value.message
+    stack.restart()
+    client = stack.client()
+    [t] = [f for f in client.describe_collection("r")["fields"] if f["name"] == "t"]
+    assert t["params"] == {"max_length": 3, "warmup": "sync"}
+    client.insert("r", [{"id": 3, "v": [0.0, 1.0], "t": "abc"}])
+    with pytest.raises(ElanusError):
+        client.insert("r", [{"id": 4, "v": [0.0, 1.0], "t": "abcd"}])
+
+
 # -- the rules, without a server ------------------------------------------------------------
 def test_plan_changes_one_field_and_the_version() -> None:
     schema = Schema(
@@ -212,3 +246,39 @@ def test_plan_changes_one_field_and_the_version() -> None:
     }
     with pytest.raises(ElanusError):
         check_keys({}, [])
+    assert indexprops.stored(7, {"mmap_enabled": "TRUE", "warmup": "sync"}) == {
+        "index.7.mmap.enabled": "true",
+        "index.7.warmup": "sync",
+    }
+    assert public({"index.7.warmup": "sync", "field.t.warmup": "sync", "a": "b"}) == {"a": "b"}
+
+
+# -- an index's properties (alter_index_properties / drop_index_properties) ----------------
+def test_index_properties_as_milvus_allows(mc: MilvusClient, mstack: MilvusStack) -> None:
+    """Milvus's configurable index params: ``mmap.enabled``, ``indexoffsetcache.enabled``,
+    ``warmup``, only while released; stored and shown among the index's params."""
+    mc.create_index("fp", _flat(mc))
+    [name] = mc.list_indexes("fp")
+    mc.alter_index_properties("fp", name, {"warmup": "sync", "indexoffsetcache.enabled": True})
+    described = mc.describe_index("fp", name)
+    assert (described["warmup"], described["indexoffsetcache.enabled"]) == ("sync", "true")
+    assert "warmup" not in mc.describe_collection("fp")["properties"]
+    client = mstack.client()
+    assert client.describe_index("fp", name)["params"]["warmup"] == "sync"
+    client.drop_index_properties("fp", name, ["warmup"])
+    assert "warmup" not in mc.describe_index("fp", name)
+    for params, words in (
+        ({"nlist": 8}, "nlist is not configable index param"),
+        ({"lazyload.enabled": True}, "lazyload.enabled is not configable index param"),
+        ({"warmup": "eager"}, "must be one of sync, disable"),
+    ):
+        before = mc.describe_index("fp", name)
+        code, message = _refused(lambda p=params: mc.alter_index_properties("fp", name, p))
+        assert code == INVALID and words in message
+        assert mc.describe_index("fp", name) == before
+    code, message = _refused(lambda: mc.drop_index_properties("fp", name, ["metric_type"]))
+    assert code == INVALID and "metric_type is not configable index param" in message
+    mc.load_collection("fp")
+    code, message = _refused(lambda: mc.alter_index_properties("fp", name, {"warmup": "sync"}))
+    assert "can't alter index on loaded collection" in message
+    assert "warmup" not in mc.describe_index("fp", name)

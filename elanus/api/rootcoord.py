@@ -151,6 +151,8 @@ class CollectionDescription:
     aliases: list[str]
     field_properties: dict[str, dict[str, str]] = field(default_factory=dict)
     """Each field's stored settings (``elanus.fieldprops``: mmap, warm-up), by name."""
+    index_properties: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Each index's stored settings (``elanus.indexprops``), by index id (as text)."""
 
 
 @request("collection.drop")
@@ -265,6 +267,19 @@ class AlterCollectionField:
     db: str = DEFAULT_DB
     collection: str
     field_name: str
+    properties: dict[str, str] = field(default_factory=dict)
+    delete_keys: list[str] = field(default_factory=list)
+    ts: int = 0
+
+
+@request("collection.alter_index")
+class AlterIndexProperties:
+    """Milvus's ``alter_index_properties`` / ``drop_index_properties`` of the index
+    ``index_id`` (keys and values checked by the proxy: ``elanus.indexprops``)."""
+
+    db: str = DEFAULT_DB
+    collection: str
+    index_id: int
     properties: dict[str, str] = field(default_factory=dict)
     delete_keys: list[str] = field(default_factory=list)
     ts: int = 0
@@ -455,6 +470,9 @@ class RootCoordAPI(Stub):
 
     async def alter_collection_field(self, req: AlterCollectionField) -> CollectionChanged:
         return await self._ask("collection.alter_field", req, CollectionChanged)
+
+    async def alter_index_properties(self, req: AlterIndexProperties) -> CollectionChanged:
+        return await self._ask("collection.alter_index", req, CollectionChanged)
 
     async def alter_mmap(self, req: AlterMmap) -> CollectionChanged:
         return await self._ask("collection.alter_mmap", req, CollectionChanged)

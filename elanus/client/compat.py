@@ -36,31 +36,6 @@ def not_supported(method: str, what: str) -> ElanusError:
     )
 
 
-def mmap_value(method: str, properties: dict[str, Any]) -> bool:
-    """The ``mmap.enabled`` value of an alter call's properties: the only key Elanus can
-    change after creation (others are refused, naming them)."""
-    others = sorted(k for k in properties if k not in MMAP_KEYS)
-    if others or not properties:
-        raise not_supported(
-            method, f"changing {', '.join(others) or 'nothing'} (only mmap.enabled)"
-        )
-    value = str(next(iter(properties.values()))).strip().lower()
-    if value not in ("true", "false"):
-        raise ElanusError(
-            ErrorCode.INVALID_ARGUMENT, f"{method}: mmap.enabled must be true or false"
-        )
-    return value == "true"
-
-
-def mmap_dropped(method: str, keys: list[str]) -> None:
-    """Refuse a drop of properties other than ``mmap.enabled``."""
-    others = sorted(k for k in keys if k not in MMAP_KEYS)
-    if others or not keys:
-        raise not_supported(
-            method, f"dropping {', '.join(others) or 'nothing'} (only mmap.enabled)"
-        )
-
-
 class IndexParam:
     """One index to build: pymilvus's ``IndexParam`` (field, type, name, metric, params)."""
 
