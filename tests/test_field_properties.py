@@ -78,6 +78,7 @@ def test_max_length_raised_then_lowered(mc: MilvusClient) -> None:
     mc.alter_collection_field("fp", "t", {"max_length": 8})
     assert _params(mc, "t")["max_length"] == 8
     assert mc.insert("fp", [_row(1, t="abcdef")])["insert_count"] == 1
+    mc.flush("fp")  # a sealed segment written under the old schema version
     mc.alter_collection_field("fp", "t", {"max_length": 2})  # lowering: allowed, as Milvus
     assert _params(mc, "t")["max_length"] == 2
     again, message = _refused(lambda: mc.insert("fp", [_row(2, t="abc")]))
@@ -88,6 +89,8 @@ def test_max_length_raised_then_lowered(mc: MilvusClient) -> None:
     mc.alter_collection_field("fp", "s", {"max_length": 5})
     assert _params(mc, "s") == {"max_length": 5, "max_capacity": 2}
     assert mc.insert("fp", [_row(4, s=["abcd"])])["insert_count"] == 1
+    mc.flush("fp")
+    mc.create_index("fp", _flat(mc))
     mc.load_collection("fp")  # what was written before and after is all there
     rows = mc.query("fp", "id >= 0", ["t"], consistency_level="Strong")
     assert sorted(r["t"] for r in rows) == ["ab", "abcdef", "x"]
