@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Stack
+from conftest import Stack, StandaloneProcess, cli, cli_json, run_elanus
 from milvus_stack import MilvusStack, milvus_stack
 from pymilvus import DataType, MilvusClient
 from pymilvus.exceptions import MilvusException
@@ -224,6 +224,26 @@ def test_every_proxy_and_a_coord_restart(stack: Stack) -> None:
     client.insert("r", [{"id": 3, "v": [0.0, 1.0], "t": "abc"}])
     with pytest.raises(ElanusError):
         client.insert("r", [{"id": 4, "v": [0.0, 1.0], "t": "abcd"}])
+
+
+@pytest.mark.slow
+def test_cli_alter_field(server: StandaloneProcess) -> None:
+    cli(server, "collection", "create", "cli_fp", "--dim", "4")  # loaded, too
+    cli(server, "collection", "add-field", "cli_fp", "lang", "--type", "VarChar",
+        "--max-length", "2")  # fmt: skip
+    alter = ("collection", "alter-field", "cli_fp", "lang")
+    altered = cli_json(server, *alter, "--set", "max_length=16")
+    assert altered == {"collection": "cli_fp", "field": "lang", "params": {"max_length": 16}}
+    for args, words in (
+        (["--set", "nullable=true"], "nullable does not allow update in collection field param"),
+        (
+            ["--set", "warmup=sync"],
+            "can not alter collection field properties if collection loaded",
+        ),
+        (["--drop", "max_length"], "max_length is not allowed to drop"),
+    ):
+        refused = run_elanus(*alter, *args, "--uri", server.uri)
+        assert refused.returncode != 0 and words in refused.stderr
 
 
 # -- the rules, without a server ------------------------------------------------------------
