@@ -1,23 +1,23 @@
 """What Milvus's ``alter_collection_field`` may change of one field, checked as Milvus's
 proxy checks it (its AlterCollectionField task), so both faces answer the same.
 
-Milvus keeps a field's properties among its type params: ``max_length`` (a VarChar field,
+Milvus keeps a field's properties among its type params. ``max_length`` (a VarChar field,
 or an Array of VarChar) and ``max_capacity`` (an Array field) change what later inserts
-may hold, raised or lowered (rows already stored keep their values); ``mmap.enabled``
-(Milvus also reads ``mmap_enabled``) and the warm-up keys change only how a loaded
-collection holds the field, and only while it is released. Of those, only the first
-two and ``mmap.enabled`` may be set; the last two may be dropped; any other key is
-refused by name. Elanus changes the schema for the first two (:func:`plan`), acts on
-``mmap.enabled`` (``elanus.mmapsettings``) and stores the warm-up keys with no effect
-(Elanus has no tiered storage to warm: a loaded segment is all in memory or mapped).
+may hold, raised or lowered (rows already stored keep their values); ``field.description``
+replaces the field's description: these three change the schema (:func:`plan`).
+``mmap.enabled`` (Milvus also reads ``mmap_enabled``) and the warm-up keys change only
+how a loaded collection holds the field, and only while it is released: Elanus acts on
+``mmap.enabled`` (``elanus.mmapsettings``) and stores the warm-up keys with no effect (it
+has no tiered storage to warm: a loaded segment is all in memory or mapped). Only these
+last can be dropped; any other key is refused by name.
 
 The stored ones live among the collection's properties under ``field.<name>.<key>``
 (:func:`stored_key`), hidden from the collection's own properties and shown with the
 field's parameters instead, as Milvus describes them.
 
 Unlike Milvus's proxy, which takes any ``max_length`` up to 65535, the lower bound its
-documentation states (1) is checked too; and the primary key is refused, as Milvus's
-documentation says ("you cannot ... alter its properties").
+documentation states (1) is checked too; and a limit on the primary key is refused, as
+Milvus's documentation says ("you cannot ... alter its properties").
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ from elanus.schema import MAX_ARRAY_CAPACITY, MAX_VARCHAR_LENGTH, DataType, Fiel
 
 MAX_LENGTH = "max_length"
 MAX_CAPACITY = "max_capacity"
+DESCRIPTION = "field.description"
+"""Milvus's key for a field's description (any field, the primary key too)."""
 MMAP = "mmap.enabled"
 WARMUP_KEYS = frozenset(
     {
@@ -43,7 +45,7 @@ WARMUP_KEYS = frozenset(
 WARMUP_VALUES = ("sync", "disable")
 STORED_KEYS = frozenset({MMAP, *WARMUP_KEYS})
 """Kept as text and shown with the field; the schema does not change."""
-ALTER_KEYS = frozenset({MAX_LENGTH, MAX_CAPACITY, *STORED_KEYS})
+ALTER_KEYS = frozenset({MAX_LENGTH, MAX_CAPACITY, DESCRIPTION, *STORED_KEYS})
 DROP_KEYS = STORED_KEYS
 _PREFIX = "field."
 WHAT = "alter_collection_field"
@@ -129,6 +131,8 @@ def plan(
         key, text = canonical(raw), str(value).strip()
         if key in STORED_KEYS:
             stored[stored_key(field, key)] = text.lower() if key == MMAP else text
+        elif key == DESCRIPTION:
+            f = replace(f, description=str(value))
         else:
             f = _changed_field(f, key, int(text))
     if f is by_name[field]:

@@ -312,7 +312,8 @@ def _alter_collection_properties(b: Body) -> dict[str, Any]:
     "alter_collection_field",
     "Set (properties) or remove (delete_keys) one field's properties, as Milvus's "
     "alter_collection_field: max_length (VarChar, Array of VarChar) and max_capacity "
-    "(Array) change what later writes may hold; mmap.enabled and the warm-up keys only "
+    "(Array) change what later writes may hold, field.description the description; "
+    "mmap.enabled and the warm-up keys only "
     "while the collection is released (warm-up: stored, no effect). Body: collection, "
     "field_name, properties, delete_keys. Result: collection_id.",
     ("collection", "field_name", "properties", "delete_keys"),

@@ -49,7 +49,10 @@ _INDEX_PROPERTIES = keys(
 )
 _FIELD_PROPERTIES = keys(
     {
-        **dict.fromkeys(("max_length", "max_capacity", "mmap.enabled", "mmap_enabled"), use()),
+        **dict.fromkeys(
+            ("max_length", "max_capacity", "field.description", "mmap.enabled", "mmap_enabled"),
+            use(),
+        ),
         **dict.fromkeys(sorted(WARMUP_KEYS), harmless("stored and described, no effect")),
     },
     use("any other key is refused with code 1100, naming it, as Milvus's proxy does"),

@@ -133,6 +133,15 @@ def test_refused_with_milvus_code_and_nothing_changed(
     assert mc.describe_collection("fp") == before
 
 
+def test_description(mc: MilvusClient) -> None:
+    """Milvus's ``field.description`` key: any field's, the primary key's too."""
+    mc.alter_collection_field("fp", "id", {"field.description": "the key"})
+    mc.alter_collection_field("fp", "t", {"field.description": "a title"})
+    fields = {f["name"]: f for f in mc.describe_collection("fp")["fields"]}
+    assert (fields["id"]["description"], fields["t"]["description"]) == ("the key", "a title")
+    assert _params(mc, "t") == {"max_length": 4}
+
+
 def test_drop_only_the_settings(mc: MilvusClient, mstack: MilvusStack) -> None:
     """``max_length`` cannot be dropped (Milvus's allowed drop keys: mmap and warm-up)."""
     client = mstack.client()
