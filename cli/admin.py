@@ -19,6 +19,7 @@ import typer
 from rich.console import Group, RenderableType
 
 from elanus.cli.context import JsonOpt, UriOpt, run_action
+from elanus.cli.fields import collection_alter_field
 from elanus.cli.output import duration, kv_table, table
 from elanus.client.client import Client
 from elanus.consistency import ConsistencyLevel
@@ -26,8 +27,10 @@ from elanus.errors import ElanusError, ErrorCode
 from elanus.tsutil import to_unix_seconds
 
 collection_app = typer.Typer(
-    help="Create, list, describe, rename, add fields to and drop collections.", no_args_is_help=True
+    help="Create, list, describe, rename, add/alter fields of and drop collections.",
+    no_args_is_help=True,
 )
+collection_app.command("alter-field")(collection_alter_field)  # its own module: cli/fields.py
 alias_app = typer.Typer(
     help="Create, list, describe, move (alter) and drop aliases of collections.",
     no_args_is_help=True,

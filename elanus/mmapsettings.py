@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from elanus import fieldprops, indexprops
 from elanus.properties import MMAP_KEYS
 
 KEY = "mmap.enabled"
@@ -58,9 +59,10 @@ def resolve(properties: Mapping[str, str], field: str, index_id: int | None) -> 
 
 
 def public(properties: Mapping[str, str]) -> dict[str, str]:
-    """The collection's properties without the field and index settings kept among them."""
+    """The collection's properties without the field and index settings kept among them
+    (their warm-up keys too: ``elanus.fieldprops``, ``elanus.indexprops``)."""
     return {
         k: v
         for k, v in properties.items()
-        if not (k.endswith(f".{KEY}") and k.startswith((_FIELD, _INDEX)))
+        if not (fieldprops.is_stored_key(k) or indexprops.is_stored_key(k))
     }

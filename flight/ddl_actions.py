@@ -10,11 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from elanus import indexprops as index_props
 from elanus.api.base import as_body
 from elanus.api.coord import ListSessions
 from elanus.api.indexcoord import DescribeIndex
 from elanus.api.rootcoord import (
+    AlterCollectionField,
     AlterCollectionProperties,
+    AlterIndexProperties,
     AlterMmap,
     CreateAlias,
     CreatePartition,
@@ -30,6 +33,7 @@ from elanus.api.rootcoord import (
 )
 from elanus.consistency import ConsistencyLevel
 from elanus.errors import invalid
+from elanus.fieldprops import check_keys
 from elanus.flight.actions import Call, Executor, action, check_db, check_named
 from elanus.flight.ddl import RootCall
 from elanus.partitionkey import check_num_partitions
@@ -287,16 +291,84 @@ def _alter_collection_properties(b: Body) -> dict[str, Any]:
     return {"db": db, "name": name, "properties": properties, "delete_keys": dropped}
 
 
-async def _run_alter_mmap(c: Call) -> Any:
+@action(
+    "alter_collection_field",
+    "Set (properties) or remove (delete_keys) one field's properties, as Milvus's "
+    "alter_collection_field: max_length (VarChar, Array of VarChar) and max_capacity "
+    "(Array) change what later writes may hold, field.description the description; "
+    "mmap.enabled and the warm-up keys only "
+    "while the collection is released (warm-up: stored, no effect). Body: collection, "
+    "field_name, properties, delete_keys. Result: collection_id.",
+    ("collection", "field_name", "properties", "delete_keys"),
+    privilege="CreateCollection",  # as Milvus checks AlterCollectionField
+    ddl=True,
+    run=apply_ddl(RootCoordAPI.alter_collection_field, AlterCollectionField),
+)
+def _alter_collection_field(b: Body) -> dict[str, Any]:
+    what = "alter_collection_field"
+    properties = properties_of(b, what, lambda key, value, what: None)
+    dropped = b.list("delete_keys", [])
+    for key in dropped:
+        property_key(key, what)
+    check_keys(properties, dropped)
+    return {
+        "db": check_db(b),
+        "collection": check_named(b, "collection", "collection"),
+        "field_name": check_named(b, "field_name", "field"),
+        "properties": properties,
+        "delete_keys": dropped,
+    }
+
+
+async def _index_id(c: Call, db: str, collection: str, index_name: str) -> int:
     """An index is named on the wire and kept by id (``elanus.mmapsettings``)."""
+    info = await c.proxy.ddl.collection(db, collection)
+    ask = DescribeIndex(collection_id=info.collection_id, index_name=index_name)
+    (index,) = (await c.proxy.indexcoord.describe(ask)).indexes
+    return index.index_id
+
+
+async def _run_alter_mmap(c: Call) -> Any:
     request = dict(c.request)
     index_name = request.pop("index_name")
     if index_name is not None:
-        info = await c.proxy.ddl.collection(request["db"], request["collection"])
-        ask = DescribeIndex(collection_id=info.collection_id, index_name=index_name)
-        (index,) = (await c.proxy.indexcoord.describe(ask)).indexes
-        request["index_id"] = index.index_id
+        request["index_id"] = await _index_id(c, request["db"], request["collection"], index_name)
     return await c.proxy.ddl.apply(RootCoordAPI.alter_mmap, AlterMmap, request, c.ts)
+
+
+async def _run_alter_index(c: Call) -> Any:
+    request = dict(c.request)
+    index_name = request.pop("index_name")
+    request["index_id"] = await _index_id(c, request["db"], request["collection"], index_name)
+    api = RootCoordAPI.alter_index_properties
+    return await c.proxy.ddl.apply(api, AlterIndexProperties, request, c.ts)
+
+
+@action(
+    "alter_index_properties",
+    "Set (properties) or remove (delete_keys) an index's properties, as Milvus's "
+    "alter_index_properties and drop_index_properties, while the collection is released: "
+    "mmap.enabled (as alter_mmap), indexoffsetcache.enabled and warmup (stored, no "
+    "effect). Body: collection, index_name, properties, delete_keys. Result: collection_id.",
+    ("collection", "index_name", "properties", "delete_keys"),
+    privilege="CreateIndex",  # as Milvus checks AlterIndex
+    ddl=True,
+    run=_run_alter_index,
+)
+def _alter_index_properties(b: Body) -> dict[str, Any]:
+    what = "alter_index_properties"
+    properties = properties_of(b, what, lambda key, value, what: None)
+    dropped = b.list("delete_keys", [])
+    for key in dropped:
+        property_key(key, what)
+    index_props.check_keys(what, properties, dropped)
+    return {
+        "db": check_db(b),
+        "collection": check_named(b, "collection", "collection"),
+        "index_name": check_named(b, "index_name", "index"),
+        "properties": properties,
+        "delete_keys": dropped,
+    }
 
 
 @action(

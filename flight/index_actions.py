@@ -79,6 +79,17 @@ def _describe(c: Call) -> IndexDescriptions:
     return c.proxy.run(c.proxy.indexcoord.describe(decode(DescribeIndex, _index_target(c))))
 
 
+def _run_describe(c: Call) -> dict[str, Any]:
+    """The indexes with the settings ``alter_index_properties`` gave them among their
+    params, as Milvus shows them (``elanus.indexprops``)."""
+    body = as_body(_describe(c))
+    info = c.proxy.dml.collection(c.request["db"], c.request["collection"])
+    settings = info.described.index_properties
+    for index in body["indexes"]:
+        index["params"] = {**index["params"], **settings.get(str(index["index_id"]), {})}
+    return body
+
+
 def _run_list(c: Call) -> dict[str, Any]:
     return {"names": [i.index_name for i in _describe(c).indexes]}
 
@@ -143,7 +154,7 @@ def _drop_index(b: Body) -> dict[str, Any]:
     "state, indexed_rows, total_rows, pending_tasks, failed_tasks).",
     ("collection", "index_name", "field_name"),
     privilege="IndexDetail",
-    run=lambda c: as_body(_describe(c)),
+    run=_run_describe,
 )
 def _describe_index(b: Body) -> dict[str, Any]:
     return _target(b)

@@ -11,14 +11,17 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
+from elanus import indexprops
 from elanus.api.base import ACK, Ack
 from elanus.api.rootcoord import (
     AddCollectionField,
     AddFunction,
     AliasDescription,
     AliasList,
+    AlterCollectionField,
     AlterCollectionProperties,
     AlterDatabaseProperties,
+    AlterIndexProperties,
     AlterMmap,
     CollectionChanged,
     CollectionDescription,
@@ -62,6 +65,7 @@ from elanus.api.rootcoord import (
 from elanus.channels import subjects
 from elanus.consistency import ConsistencyLevel
 from elanus.errors import invalid
+from elanus.fieldprops import canonical, of_field, plan, stored_key
 from elanus.functions import Function
 from elanus.meta.catalog import Catalog
 from elanus.mmapsettings import KEY as MMAP_KEY
@@ -88,6 +92,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 NODE_WAIT_S = 10.0
 _MMAP_LOADED = "can not alter mmap properties if collection loaded"
+_INDEX_LOADED = "can't alter index on loaded collection, please release the collection first"
+_FIELD_LOADED = "can not alter collection field properties if collection loaded"
 
 
 class RootCoord:
@@ -129,6 +135,8 @@ class RootCoord:
             "collection.drop_function": self.drop_function,
             "collection.alter_properties": self.alter_collection_properties,
             "collection.alter_mmap": self.alter_mmap,
+            "collection.alter_field": self.alter_collection_field,
+            "collection.alter_index": self.alter_index_properties,
             "partition.create": self.create_partition,
             "partition.drop": self.drop_partition,
             "partition.has": self.has_partition,
@@ -384,10 +392,10 @@ class RootCoord:
         key, loaded = MMAP_KEY, _MMAP_LOADED
         if req.index_id is not None:
             key = index_key(req.index_id)
-            loaded = "can't alter index on loaded collection, please release the collection first"
+            loaded = _INDEX_LOADED
         elif req.field is not None:
             key = field_key(req.field)
-            loaded = "can not alter collection field properties if collection loaded"
+            loaded = _FIELD_LOADED
         value = None if req.enabled is None else str(req.enabled).lower()
 
         def alter(cat: Catalog, ts: int) -> int:
@@ -400,6 +408,55 @@ class RootCoord:
             self._released(cid, "alter_mmap", loaded, req.collection)
             changes = {} if value is None else {key: value}
             return cat.alter_properties(req.db, req.collection, changes, [key])
+
+        cid, ts = await self._ddl(req.ts, alter)
+        await self._invalidate("collection.alter", req.db, req.collection, cid, ts)
+        return CollectionChanged(collection_id=cid)
+
+    async def alter_collection_field(self, req: AlterCollectionField) -> CollectionChanged:
+        """Change one field's properties (``elanus.fieldprops``). A new ``max_length`` or
+        ``max_capacity`` is a new schema version, handed to the nodes before it is saved,
+        as an added field is; the stored settings change only while the collection is
+        released, as in Milvus. A refusal changes nothing."""
+        ts = req.ts or self.ctx.tso.alloc()
+        dropped = [stored_key(req.field_name, canonical(k)) for k in req.delete_keys]
+
+        def check(cat: Catalog) -> tuple[int, Schema | None, dict[str, str]]:
+            cid = cat.require_collection(req.db, req.collection)
+            schema = Schema.from_dict(cat.describe_by_id(cid)["schema"])
+            new, stored = plan(schema, req.collection, req.field_name, req.properties)
+            if stored or dropped:
+                self._released(cid, "alter_collection_field", _FIELD_LOADED, req.collection)
+            return cid, new, stored
+
+        def save(cat: Catalog, cid: int, new: Schema | None, stored: dict[str, str]) -> None:
+            if new is not None:
+                cat.save_schema(cid, new)
+            if stored or dropped:
+                cat.alter_properties(req.db, req.collection, stored, dropped)
+
+        async with self._ddl_lock:
+            cid, new, stored = await self.ctx.db.run(lambda con: check(self._catalog(con)))
+            if new is not None:
+                await self._tell_nodes(cid, new)
+            await self.ctx.db.run(lambda con: save(self._catalog(con), cid, new, stored))
+        if new is not None:
+            self.data.forget_schema(cid)
+        await self._invalidate("collection.alter_field", req.db, req.collection, cid, ts)
+        return CollectionChanged(collection_id=cid)
+
+    async def alter_index_properties(self, req: AlterIndexProperties) -> CollectionChanged:
+        """Set or drop an index's settings (``elanus.indexprops``): as in Milvus, only
+        while the collection is released."""
+        changes = indexprops.stored(req.index_id, req.properties)
+        dropped = [
+            indexprops.stored_key(req.index_id, indexprops.canonical(k)) for k in req.delete_keys
+        ]
+
+        def alter(cat: Catalog, ts: int) -> int:
+            cid = cat.require_collection(req.db, req.collection)
+            self._released(cid, "alter_index_properties", _INDEX_LOADED, req.collection)
+            return cat.alter_properties(req.db, req.collection, changes, dropped)
 
         cid, ts = await self._ddl(req.ts, alter)
         await self._invalidate("collection.alter", req.db, req.collection, cid, ts)
@@ -493,10 +550,16 @@ class RootCoord:
 
 def described(d: dict[str, Any]) -> CollectionDescription:
     """The catalog's description of a collection as the reply type."""
+    names = [f["name"] for f in d["schema"]["fields"]]
+    settings = {n: kept for n in names if (kept := of_field(d["properties"], n))}
+    ids = {int(k.split(".")[1]) for k in d["properties"] if indexprops.is_stored_key(k)}
+    per_index = {str(i): indexprops.of_index(d["properties"], i) for i in sorted(ids)}
     return CollectionDescription(
         **{
             **d,
             "properties": public(d["properties"]),
+            "field_properties": settings,
+            "index_properties": per_index,
             "partitions": [PartitionInfo(**p) for p in d["partitions"]],
         }
     )

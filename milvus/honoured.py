@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pymilvus.grpc_gen import feder_pb2, milvus_pb2
 
+from elanus.fieldprops import WARMUP_KEYS
 from elanus.milvus.fields import (
     BASE,
     DB,
@@ -38,11 +39,25 @@ _AS_OF = refused("reading metadata as of a timestamp")
 
 # -- databases, collections, partitions, aliases ---------------------------------------------
 _IN_MEMORY = refused("listing only what is loaded, ShowType InMemory")
-_ALTERED = {
-    "collection_name": NAME,
-    "delete_keys": use(),
-    "properties": keys({}, use("only keys without effect; others are answered with code 10")),
-}
+_INDEX_PROPERTIES = keys(
+    {
+        "mmap.enabled": use(),
+        "mmap_enabled": use(),
+        "indexoffsetcache.enabled": harmless("stored and described, no effect"),
+        "warmup": harmless("stored and described, no effect"),
+    },
+    use("any other key is refused with code 1100, naming it, as Milvus's proxy does"),
+)
+_FIELD_PROPERTIES = keys(
+    {
+        **dict.fromkeys(
+            ("max_length", "max_capacity", "field.description", "mmap.enabled", "mmap_enabled"),
+            use(),
+        ),
+        **dict.fromkeys(sorted(WARMUP_KEYS), harmless("stored and described, no effect")),
+    },
+    use("any other key is refused with code 1100, naming it, as Milvus's proxy does"),
+)
 _COLLECTION_PROPERTIES = keys(
     COLLECTION_PROPERTIES, harmless("stored and described, as Milvus does")
 )
@@ -157,7 +172,12 @@ DDL = {
     ),
     "AlterCollectionField": Table(
         milvus_pb2.AlterCollectionFieldRequest,
-        with_db(field_name=use(), **_ALTERED),
+        with_db(
+            collection_name=NAME,
+            field_name=use(),
+            delete_keys=use(),
+            properties=_FIELD_PROPERTIES,
+        ),
     ),
     "CreatePartition": Table(
         milvus_pb2.CreatePartitionRequest, with_db(collection_name=NAME, partition_name=NAME)
@@ -248,7 +268,7 @@ OPS = {
             collection_name=NAME,
             index_name=use(),
             delete_keys=use(),
-            extra_params=_ALTERED["properties"],
+            extra_params=_INDEX_PROPERTIES,
         ),
     ),
     "GetIndexState": Table(milvus_pb2.GetIndexStateRequest, with_db(**_INDEX)),

@@ -8,6 +8,7 @@ from typing import Any
 
 from pymilvus.grpc_gen import common_pb2, milvus_pb2, schema_pb2
 
+from elanus import indexprops
 from elanus.api.indexcoord import DescribeIndex
 from elanus.api.querycoord import LoadState, QueryRoute
 from elanus.errors import ElanusError, ErrorCode, invalid
@@ -60,8 +61,11 @@ def index_description(doc: dict[str, Any]) -> Any:
     state = str(doc.get("state") or "Finished")
     params = {"index_type": doc.get("index_type"), "metric_type": doc.get("metric_type")}
     params = {k: v for k, v in params.items() if v}
-    if doc.get("params"):
-        params["params"] = doc["params"]
+    build = {k: v for k, v in (doc.get("params") or {}).items() if k not in indexprops.KEYS}
+    if build:
+        params["params"] = build
+    # what alter_index_properties set: among the user's params, as Milvus keeps them
+    params |= {k: v for k, v in (doc.get("params") or {}).items() if k in indexprops.KEYS}
     failed = doc.get("failed_tasks") or []
     total, indexed = int(doc.get("total_rows") or 0), int(doc.get("indexed_rows") or 0)
     return milvus_pb2.IndexDescription(

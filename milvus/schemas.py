@@ -143,7 +143,9 @@ def function_doc(fn: Any) -> dict[str, Any]:
 
 
 # -- Elanus -> Milvus ------------------------------------------------------------------------
-def field_proto(f: Field, function_outputs: set[str]) -> Any:
+def field_proto(
+    f: Field, function_outputs: set[str], settings: dict[str, str] | None = None
+) -> Any:
     p = schema_pb2.FieldSchema(
         name=f.name,
         data_type=PROTO_TYPES[f.dtype],
@@ -164,6 +166,7 @@ def field_proto(f: Field, function_outputs: set[str]) -> Any:
             params[key] = "true"
     if f.analyzer_params is not None:
         params["analyzer_params"] = f.analyzer_params
+    params.update(settings or {})  # mmap.enabled, warm-up: among type params, as Milvus
     p.type_params.extend(
         kv_pairs({k: str(v) if isinstance(v, int) else v for k, v in params.items()})
     )
@@ -188,13 +191,19 @@ def _set_default(target: Any, f: Field) -> None:
         target.string_data = str(v)
 
 
-def schema_proto(schema: Schema, name: str, with_dynamic: bool = True) -> Any:
+def schema_proto(
+    schema: Schema,
+    name: str,
+    with_dynamic: bool = True,
+    settings: dict[str, dict[str, str]] | None = None,
+) -> Any:
+    """``settings``: each field's stored settings (``elanus.fieldprops``), by name."""
     outputs = {n for fn in schema.functions for n in fn.output_field_names}
     p = schema_pb2.CollectionSchema(
         name=name,
         description=schema.description,
         enable_dynamic_field=schema.enable_dynamic_field,
-        fields=[field_proto(f, outputs) for f in schema.fields],
+        fields=[field_proto(f, outputs, (settings or {}).get(f.name)) for f in schema.fields],
     )
     p.autoID = any(f.auto_id for f in schema.fields)
     if with_dynamic and schema.enable_dynamic_field:
@@ -234,7 +243,9 @@ def describe_reply(doc: dict[str, Any]) -> Any:
     created = int(doc.get("created_ts") or 0)
     props = {k: v for k, v in (doc.get("properties") or {}).items() if k != "metric_type"}
     return milvus_pb2.DescribeCollectionResponse(
-        schema=schema_proto(schema, doc["name"], with_dynamic=False),
+        schema=schema_proto(
+            schema, doc["name"], with_dynamic=False, settings=doc.get("field_properties")
+        ),
         collectionID=int(doc["collection_id"]),
         virtual_channel_names=doc.get("vchannels") or [],
         physical_channel_names=doc.get("pchannels") or [],

@@ -153,6 +153,12 @@ BASE: dict[str, dict[str, Any]] = {
                      "output_field_names": ["fz_sparse"]},
     },
     "alter_mmap": {"collection": ABSENT, "enabled": True},
+    "alter_index_properties": {
+        "collection": ABSENT, "index_name": "vec", "properties": {"warmup": "sync"},
+    },
+    "alter_collection_field": {
+        "collection": ABSENT, "field_name": "vec", "properties": {"mmap.enabled": True},
+    },
     "create_partition": {"collection": ABSENT, "partition": "p1"},
     "drop_partition": {"collection": ABSENT, "partition": "p1"},
     "has_partition": {"collection": MAIN, "partition": "_default"},

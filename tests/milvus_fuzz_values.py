@@ -409,6 +409,28 @@ def collection_cases() -> list[Case]:
     for label, message in alter:
         rpc = type(message).__name__.removesuffix("Request")
         out.append(_case("alter", label, rpc, message, MMAP if "mmap" in label else TTL))
+    # a field's and an index's keys as Milvus's proxy checks them (elanus.fieldprops,
+    # elanus.indexprops): nothing changes, the key is named
+    field_props = [
+        ("max-length-0", {"max_length": "0"}, "max_length"),
+        ("max-length-text", {"max_length": "ten"}, "max_length"),
+        ("max-capacity-on-varchar", {"max_capacity": "3"}, "maxcapacity"),
+        ("unknown-key", {"nullable": "true"}, "nullable"),
+        ("warmup-eager", {"warmup": "eager"}, "warmup"),
+    ]
+    for label, props, word in field_props:
+        message = M.AlterCollectionFieldRequest(
+            collection_name=MAIN, field_name="title", properties=kv(**props)
+        )
+        out.append(_case("alter-field", label, "AlterCollectionField", message, word))
+    for label, props, word in (
+        ("unknown-key", {"nlist": "8"}, "nlist"),
+        ("warmup-eager", {"warmup": "eager"}, "warmup"),
+    ):
+        message = M.AlterIndexRequest(collection_name=MAIN, extra_params=kv(**props))
+        out.append(_case("alter-index", label, "AlterIndex", message, word))
+    drop = M.AlterIndexRequest(collection_name=MAIN, delete_keys=["metric_type"])
+    out.append(_case("alter-index", "drop-metric-type", "AlterIndex", drop, "metric_type"))
     # Milvus takes -1 ("no TTL") as a TTL, and so does Elanus (stored, no entity expires)
     minus_one = M.AlterCollectionRequest(collection_name=MAIN, properties=kv(**{TTL: "-1"}))
     out.append(

@@ -149,6 +149,10 @@ class CollectionDescription:
     pchannels: list[str]
     partitions: list[PartitionInfo]
     aliases: list[str]
+    field_properties: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Each field's stored settings (``elanus.fieldprops``: mmap, warm-up), by name."""
+    index_properties: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Each index's stored settings (``elanus.indexprops``), by index id (as text)."""
 
 
 @request("collection.drop")
@@ -290,6 +294,32 @@ class AlterMmap:
     enabled: bool | None = None
     field: str | None = None
     index_id: int | None = None
+    ts: int = 0
+
+
+@request("collection.alter_field")
+class AlterCollectionField:
+    """Milvus's ``alter_collection_field``: set ``properties`` and drop ``delete_keys`` of
+    one field (keys and value shapes checked by the proxy: ``elanus.fieldprops``)."""
+
+    db: str = DEFAULT_DB
+    collection: str
+    field_name: str
+    properties: dict[str, str] = field(default_factory=dict)
+    delete_keys: list[str] = field(default_factory=list)
+    ts: int = 0
+
+
+@request("collection.alter_index")
+class AlterIndexProperties:
+    """Milvus's ``alter_index_properties`` / ``drop_index_properties`` of the index
+    ``index_id`` (keys and values checked by the proxy: ``elanus.indexprops``)."""
+
+    db: str = DEFAULT_DB
+    collection: str
+    index_id: int
+    properties: dict[str, str] = field(default_factory=dict)
+    delete_keys: list[str] = field(default_factory=list)
     ts: int = 0
 
 
@@ -500,6 +530,12 @@ class RootCoordAPI(Stub):
 
     async def drop_function(self, req: DropFunction) -> FunctionDropped:
         return await self._ask("collection.drop_function", req, FunctionDropped)
+
+    async def alter_collection_field(self, req: AlterCollectionField) -> CollectionChanged:
+        return await self._ask("collection.alter_field", req, CollectionChanged)
+
+    async def alter_index_properties(self, req: AlterIndexProperties) -> CollectionChanged:
+        return await self._ask("collection.alter_index", req, CollectionChanged)
 
     async def alter_mmap(self, req: AlterMmap) -> CollectionChanged:
         return await self._ask("collection.alter_mmap", req, CollectionChanged)

@@ -36,31 +36,6 @@ def not_supported(method: str, what: str) -> ElanusError:
     )
 
 
-def mmap_value(method: str, properties: dict[str, Any]) -> bool:
-    """The ``mmap.enabled`` value of an alter call's properties: the only key Elanus can
-    change after creation (others are refused, naming them)."""
-    others = sorted(k for k in properties if k not in MMAP_KEYS)
-    if others or not properties:
-        raise not_supported(
-            method, f"changing {', '.join(others) or 'nothing'} (only mmap.enabled)"
-        )
-    value = str(next(iter(properties.values()))).strip().lower()
-    if value not in ("true", "false"):
-        raise ElanusError(
-            ErrorCode.INVALID_ARGUMENT, f"{method}: mmap.enabled must be true or false"
-        )
-    return value == "true"
-
-
-def mmap_dropped(method: str, keys: list[str]) -> None:
-    """Refuse a drop of properties other than ``mmap.enabled``."""
-    others = sorted(k for k in keys if k not in MMAP_KEYS)
-    if others or not keys:
-        raise not_supported(
-            method, f"dropping {', '.join(others) or 'nothing'} (only mmap.enabled)"
-        )
-
-
 class IndexParam:
     """One index to build: pymilvus's ``IndexParam`` (field, type, name, metric, params)."""
 
@@ -143,6 +118,15 @@ def milvus_function(fn: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _as_pymilvus(settings: dict[str, str]) -> dict[str, Any]:
+    """A field's stored settings as pymilvus shows them: ``mmap.enabled`` as the boolean
+    ``mmap_enabled``."""
+    out: dict[str, Any] = {k: v for k, v in settings.items() if k not in MMAP_KEYS}
+    if "mmap.enabled" in settings:
+        out["mmap_enabled"] = settings["mmap.enabled"] == "true"
+    return out
+
+
 def milvus_description(desc: dict[str, Any]) -> dict[str, Any]:
     """Add pymilvus's ``describe_collection`` keys to Elanus's reply (which keeps its own:
     ``name``, ``db``, ``schema``, ``vchannels``, ``partitions``, ...)."""
@@ -152,7 +136,10 @@ def milvus_description(desc: dict[str, Any]) -> dict[str, Any]:
     functions = [milvus_function(fn) for fn in schema.get("functions") or []]
     outputs = {name for fn in functions for name in fn["output_field_names"]}
     fields = [milvus_field(f) for f in schema.get("fields", [])]
+    settings = desc.get("field_properties") or {}
     for f in fields:
+        if f["name"] in settings:  # mmap.enabled, warm-up: with the field's params
+            f["params"] = {**f.get("params", {}), **_as_pymilvus(settings[f["name"]])}
         if f["name"] in outputs:
             f["is_function_output"] = True
     primary = next((f for f in fields if f.get("is_primary")), {})

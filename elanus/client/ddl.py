@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from elanus.client.base import ClientBase
-from elanus.client.compat import IndexParams, milvus_description, mmap_value, reject_unknown
+from elanus.client.compat import IndexParams, milvus_description, reject_unknown
 from elanus.client.index import IndexAPI
 from elanus.client.read import ReadAPI
 from elanus.consistency import ConsistencyLevel
@@ -125,13 +125,35 @@ class CollectionAPI(IndexAPI, ReadAPI):
         field_name: str,
         field_params: dict[str, Any],
         timeout: float | None = None,
+        *,
+        db: str | None = None,
         **kwargs: Any,
     ) -> None:
-        """Only ``mmap.enabled`` (the field's indexes then load mapped from disk), while
-        the collection is released; a field's other parameters are fixed at creation."""
-        enabled = mmap_value("alter_collection_field", field_params)
-        db = kwargs.pop("db", None)
-        self.alter_mmap(collection_name, enabled, field_name=field_name, timeout=timeout, db=db)
+        """Change one field's properties (``elanus.fieldprops``): ``max_length`` and
+        ``max_capacity`` bound later writes; ``mmap.enabled`` and the warm-up keys only
+        while the collection is released (warm-up: stored, no effect)."""
+        reject_unknown("alter_collection_field", kwargs)
+        body = self._in_db(
+            db, collection=collection_name, field_name=field_name, properties=field_params
+        )
+        self._action("alter_collection_field", body, timeout=timeout)
+
+    def drop_collection_field_properties(
+        self,
+        collection_name: str,
+        field_name: str,
+        property_keys: list[str],
+        timeout: float | None = None,
+        *,
+        db: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Remove a field's ``mmap.enabled`` or warm-up settings (its limits stay)."""
+        reject_unknown("drop_collection_field_properties", kwargs)
+        body = self._in_db(
+            db, collection=collection_name, field_name=field_name, delete_keys=list(property_keys)
+        )
+        self._action("alter_collection_field", body, timeout=timeout)
 
     def drop_collection(
         self,

@@ -10,8 +10,6 @@ from elanus.client.base import ClientBase
 from elanus.client.compat import (
     IndexParam,
     IndexParams,
-    mmap_dropped,
-    mmap_value,
     reject_unknown,
 )
 from elanus.errors import ElanusError, ErrorCode
@@ -112,18 +110,17 @@ class IndexAPI(ClientBase):
         index_name: str,
         properties: dict[str, Any],
         timeout: float | None = None,
+        *,
+        db: str | None = None,
         **kwargs: Any,
     ) -> None:
-        """Only ``mmap.enabled`` (the index then loads mapped from disk), while the
-        collection is released; other index properties are refused: drop the index and
-        create it with other parameters instead."""
-        self.alter_mmap(
-            collection_name,
-            mmap_value("alter_index_properties", properties),
-            index_name=index_name,
-            timeout=timeout,
-            db=kwargs.pop("db", None),
-        )
+        """``mmap.enabled`` (the index then loads mapped from disk),
+        ``indexoffsetcache.enabled`` and ``warmup`` (stored, no effect), while the
+        collection is released (``elanus.indexprops``); an index's build parameters are
+        fixed: drop the index and create it with others instead."""
+        reject_unknown("alter_index_properties", kwargs)
+        body = _in(self, db, collection_name, index_name=index_name)
+        self._action("alter_index_properties", {**body, "properties": properties}, timeout=timeout)
 
     def drop_index_properties(
         self,
@@ -131,13 +128,15 @@ class IndexAPI(ClientBase):
         index_name: str,
         property_keys: list[str],
         timeout: float | None = None,
+        *,
+        db: str | None = None,
         **kwargs: Any,
     ) -> None:
-        """Only ``mmap.enabled`` (back to the field's or collection's setting)."""
-        mmap_dropped("drop_index_properties", property_keys)
-        self.alter_mmap(
-            collection_name, None, index_name=index_name, timeout=timeout, db=kwargs.pop("db", None)
-        )
+        """Drop those settings (``mmap.enabled``: back to the field's or collection's)."""
+        reject_unknown("drop_index_properties", kwargs)
+        body = _in(self, db, collection_name, index_name=index_name)
+        keys = list(property_keys)
+        self._action("alter_index_properties", {**body, "delete_keys": keys}, timeout=timeout)
 
     def alter_mmap(
         self,
