@@ -54,6 +54,11 @@ HEADERS_BATCH = 64
 WHOLE_AFTER_MISS_S = 2.0
 """After a payload was not handed over, read whole messages at least this long: writes of
 other processes' proxies would otherwise flip the mode (a new consumer) every pack."""
+STUCK_AFTER_S = 2.0
+"""Fetches that found nothing for this long, while the stream holds messages past this
+consumer's position, mean the server side of its durable consumer is gone or stale (a
+nats-server died under it): pulls end with a status, no error says so, and tsafe would not
+move again. Ticks come several times a second, so a live consumer is never this idle."""
 PackHandler = Callable[[list[DmlMessage], int, int], Awaitable[None]]
 """``on_pack(messages, tick_ts, tick_seq)``: the messages before a tick, timestamp order."""
 
@@ -140,6 +145,8 @@ class ChannelConsumer:
         """Reading the log's headers only, the payloads from ``handoff``."""
         self._missed_at = 0.0
         self._watched_after: int | None = None
+        self._empty_since: float | None = None
+        """When fetches started finding nothing (``_stuck``); None while they deliver."""
         self._watching = False
         self.whole_reads = 0
         """Times a payload was not handed over and whole messages were read instead."""
@@ -338,9 +345,13 @@ class ChannelConsumer:
                 log.warning("%s: fetch failed: %r", self.vchannel, exc)
                 self._reading_since_ms = now_ms()  # the lag counts from a fetch that works
                 await asyncio.sleep(0.5)
+                await self._unstick()  # a consumer the server no longer knows fails so
                 continue
-            if not msgs:  # the pull found nothing: at the log's end
+            if not msgs:  # the pull found nothing: at the log's end, or stuck
                 self._reading_since_ms = None
+                await self._unstick()
+                continue
+            self._empty_since = None
             for m in msgs:
                 if not await self._receive(m):
                     break
@@ -440,6 +451,25 @@ class ChannelConsumer:
             await self._resubscribe(self.next_seq)
             return False
         return True
+
+    async def _unstick(self) -> None:
+        """After ``STUCK_AFTER_S`` of empty fetches, make the durable consumer anew from
+        this consumer's position if the stream has moved past it (``STUCK_AFTER_S``)."""
+        now = time.monotonic()
+        if self._empty_since is None:
+            self._empty_since = now
+            return
+        if now - self._empty_since < STUCK_AFTER_S:
+            return
+        self._empty_since = now
+        last = await self._last_seq()
+        if last is None or last < self.next_seq:
+            return  # at the log's end, truly: nothing was published
+        log.warning(
+            "%s: nothing delivered for %.0f s with the stream at %d; reading again from %d",
+            self.vchannel, STUCK_AFTER_S, last, self.next_seq,
+        )  # fmt: skip
+        await self._resubscribe(self.next_seq)
 
     async def _last_seq(self) -> int | None:
         """The stream's last position now (None if JetStream does not say): what comes

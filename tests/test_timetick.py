@@ -16,6 +16,7 @@ from conftest import ElanusProcess, Stack, own_stack
 
 from elanus import tsutil
 from elanus.api.datacoord import TickNow, TickReport
+from elanus.channels import consumer as consumer_module
 from elanus.channels import dml
 from elanus.channels.bus import Bus
 from elanus.channels.consumer import ChannelConsumer
@@ -308,3 +309,55 @@ def test_a_held_consumer_counts_its_lag_for_flow_control_from_its_resume(
     for lag, counted in seen[:-1]:  # while catching up (the last tick is the log's end)
         assert lag is not None and counted is not None
         assert lag > 10 and counted < 3, seen
+
+
+def test_a_consumer_whose_server_side_is_gone_reads_on_from_its_position(
+    nats_server: EmbeddedNats, loop_thread: LoopThread
+) -> None:
+    """A nats-server that dies under a durable pull consumer can leave it gone or stale:
+    pulls end with a status and no error, so the consumer saw an empty log while ticks went
+    on (CI's NATS chaos phase: a query node's tsafe stood still 20 s after the restart, and
+    writes were refused for its lag). Nothing delivered for ``STUCK_AFTER_S`` while the
+    stream moved past its position: the consumer makes the durable anew from there."""
+    now = tsutil.now_ms()
+    ticks = [tsutil.compose(now + 100 * i) for i in range(6)]
+
+    async def scenario() -> tuple[int, int, float]:
+        bus = await Bus(
+            nats_server.url, name="test-stuck", credentials=nats_server.credentials
+        ).connect()
+        await dml.ensure_streams(bus.js, ["stuck0"])
+
+        async def publish(ts: int) -> None:
+            subject, headers, payload = dml.DmlMessage(dml.MsgType.TICK, ts).encode("stuck0")
+            await bus.js.publish(subject, payload, headers=headers)
+
+        async def on_pack(messages: Any, tick_ts: int, tick_seq: int) -> None:
+            return None
+
+        consumer = ChannelConsumer(
+            bus, "stuck0", "stuck0_1v0", "test-stuck", on_pack, supervisor=Supervisor("test"),
+            start_seq=1,
+        )  # fmt: skip
+        await publish(ticks[0])
+        await consumer.start()
+        deadline = time.monotonic() + 10
+        while consumer.tick_ts < ticks[0] and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        first = consumer.tick_ts
+        await bus.js.delete_consumer(dml.stream_name("stuck0"), consumer.durable)
+        started = time.monotonic()
+        for ts in ticks[1:]:
+            await publish(ts)
+        while consumer.tick_ts < ticks[-1] and time.monotonic() < started + 15:
+            await asyncio.sleep(0.05)
+        took = time.monotonic() - started
+        last = consumer.tick_ts
+        await consumer.stop()
+        await bus.close()
+        return first, last, took
+
+    first, last, took = loop_thread.call(scenario(), timeout=40)
+    assert first == ticks[0]
+    assert last == ticks[-1], f"tsafe stood at {last} after {took:.1f} s"
+    assert took < consumer_module.STUCK_AFTER_S + 4
