@@ -196,6 +196,18 @@ def json_object(text: str | None, param_hint: str) -> dict[str, Any]:
     return value
 
 
+def key_values(items: list[str] | None, param_hint: str = "--set") -> dict[str, str]:
+    """Repeated ``KEY=VALUE`` options (``--set k=v``) as a dict; a text without ``=`` is a
+    usage error naming the option."""
+    out: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise typer.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint=param_hint)
+        out[key] = value
+    return out
+
+
 @contextlib.contextmanager
 def connect(state: CliState) -> Iterator[Client]:
     """A client on the proxy; any failure to reach it becomes UNAVAILABLE naming the uri."""

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from elanus.cli.admin import YesOpt, _confirm, _done
-from elanus.cli.context import JsonOpt, UriOpt, run_action
+from elanus.cli.context import JsonOpt, UriOpt, key_values, run_action
 from elanus.cli.output import kv_table, table
 
 database_app = typer.Typer(
@@ -30,17 +30,6 @@ DropOpt = Annotated[
 ]
 
 
-def _pairs(items: list[str] | None) -> dict[str, str]:
-    """``KEY=VALUE`` texts as a dict; a text without ``=`` is a usage error."""
-    out: dict[str, str] = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise typer.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--set")
-        out[key] = value
-    return out
-
-
 @database_app.command("create")
 def database_create(
     ctx: typer.Context,
@@ -50,7 +39,7 @@ def database_create(
     uri: UriOpt = None,
 ) -> None:
     """Create a database, optionally with properties."""
-    properties = _pairs(props)
+    properties = key_values(props)
 
     def create(client: Any) -> dict[str, Any]:
         client.create_database(name, properties=properties or None)
@@ -99,7 +88,7 @@ def database_alter(
     uri: UriOpt = None,
 ) -> None:
     """Set (--set) or remove (--drop) a database's properties: one or the other, as Milvus."""
-    properties = _pairs(props)
+    properties = key_values(props)
     if bool(properties) == bool(drop):
         raise typer.BadParameter("give --set or --drop (one of them)", param_hint="--set/--drop")
 

@@ -8,17 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from elanus.cli.context import JsonOpt, UriOpt, run_action
-
-
-def _pairs(items: list[str] | None) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise typer.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--set")
-        out[key] = value
-    return out
+from elanus.cli.context import JsonOpt, UriOpt, key_values, run_action
 
 
 def collection_alter_field(
@@ -44,7 +34,7 @@ def collection_alter_field(
 ) -> None:
     """Change a field's max_length (VarChar) or max_capacity (Array), raised or lowered;
     set or remove its mmap.enabled and warm-up keys while the collection is released."""
-    properties = _pairs(props)
+    properties = key_values(props)
     if not properties and not drop:
         raise typer.BadParameter("give --set or --drop", param_hint="--set/--drop")
 
