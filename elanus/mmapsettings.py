@@ -22,16 +22,14 @@ from elanus import fieldprops, indexprops
 from elanus.properties import MMAP_KEYS
 
 KEY = "mmap.enabled"
-_FIELD = "field."
-_INDEX = "index."
 
 
 def field_key(field: str) -> str:
-    return f"{_FIELD}{field}.{KEY}"
+    return fieldprops.stored_key(field, KEY)
 
 
 def index_key(index_id: int) -> str:
-    return f"{_INDEX}{index_id}.{KEY}"
+    return indexprops.stored_key(index_id, KEY)
 
 
 def _flag(properties: Mapping[str, str], key: str) -> bool | None:
