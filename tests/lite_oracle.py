@@ -66,6 +66,14 @@ for kind, arg in spec["reads"]:
         if kind == "partial":
             c.upsert("c", arg, partial_update=True)
             out.append("ok")
+        elif kind == "insert":
+            c.insert("c", arg)
+            out.append("ok")
+        elif kind == "page":
+            rows = c.query("c", filter=spec["pk"] + " >= 0", output_fields=arg[0], limit=arg[1])
+            out.append([dict(r) for r in rows])
+        elif kind == "count":
+            out.append(c.query("c", filter=arg, output_fields=["count(*)"])[0]["count(*)"])
         elif kind == "filter":
             rows = c.query("c", filter=arg, output_fields=[spec["pk"]])
             out.append(sorted(r[spec["pk"]] for r in rows))
@@ -92,7 +100,9 @@ def lite_answers(
     """Milvus Lite's answer to each read: ``("filter", expr)`` gives the sorted primary keys
     it matches, ``("query", output_fields)`` the rows of ``pk >= 0`` sorted by key,
     ``("search", output_fields)`` ``[pk, entity]`` per hit of a limit-3 search. A write
-    may come between them: ``("partial", rows)``, a partial upsert, answers ``"ok"``."""
+    may come between them: ``("partial", rows)``, a partial upsert, and ``("insert", rows)``
+    answer ``"ok"``. ``("page", (output_fields, limit))`` gives the first ``limit`` rows in
+    Lite's order, ``("count", filter)`` its ``count(*)``."""
     pytest.importorskip("pymilvus")
     pytest.importorskip("milvus_lite")
     pk = next(f["name"] for f in fields if f.get("is_primary"))

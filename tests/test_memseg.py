@@ -109,3 +109,28 @@ def _runs(total: int, rng: np.random.Generator) -> list[tuple[int, int]]:
         out.append((lo, n))
         lo += n
     return out
+
+
+@pytest.mark.parametrize("growing", [False, True])
+def test_a_limited_query_offers_every_copy_of_its_first_keys(growing: bool) -> None:
+    """The proxy pages by key: a segment's ``limit`` rows are those of its smallest
+    ``limit`` keys, with every copy of a key inserted twice (a query keeps the newest,
+    ``elanus.newestrow``; a snapshot read keeps all), whichever copy comes first."""
+    rng = np.random.default_rng(3)
+    old, _ = rows(np.array([4, 1, 3, 2, 0]), 100, rng)
+    new, _ = rows(np.array([3, 1, 9]), 200, rng)  # 1 and 3 again, newer
+    newest, _ = rows(np.array([1]), 300, rng)
+    if growing:
+        seg = MemSegment(1, 1, SCHEMA)
+        for part in (old, new, newest):
+            seg.append(part)
+    else:
+        seg = MemSegment(1, 1, SCHEMA, pa.concat_tables([old, new, newest]))
+    copies = {0: [100], 1: [100, 200, 300], 2: [100], 3: [100, 200], 4: [100], 9: [200]}
+    for limit, keys in [(1, [0]), (2, [0, 1]), (4, [0, 1, 2, 3]), (5, [0, 1, 2, 3, 4])]:
+        got = seg.query(10**9, None, ["id", "_ts"], limit)
+        ids, stamps = got.column("id").to_pylist(), got.column("_ts").to_pylist()
+        assert sorted(zip(ids, stamps, strict=True)) == [(k, t) for k in keys for t in copies[k]]
+    assert seg.query(10**9, None, ["id"], 6).num_rows == 9  # six keys: every row
+    # Without repeats among the candidates, the plain partition answers (no reordering).
+    assert seg.query(150, None, ["id"], 2).column("id").to_pylist() == [1, 0]

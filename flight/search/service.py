@@ -63,6 +63,7 @@ from elanus.flight.search.text import (
 )
 from elanus.flight.search.vectors import query_vectors
 from elanus.grouping import reduce_grouped
+from elanus.newestrow import newest_rows
 from elanus.outputs import (
     COUNT,
     entity,
@@ -73,7 +74,7 @@ from elanus.outputs import (
 )
 from elanus.partitionkey import partition_name_refused, read_partitions
 from elanus.reduce import reduce_parts
-from elanus.schema import Field
+from elanus.schema import TIMESTAMP_FIELD, Field
 from elanus.searchrequest import SearchRequest
 from elanus.wire.bodyshape import body_objects, check_body_shape
 
@@ -573,6 +574,8 @@ class QueryService:
         stored = grouping.columns if grouping else stored_columns(info.schema, outputs)
         columns = stored if pk in stored else [pk, *stored]
         columns += [k for k, _ in order if k not in columns]
+        if grouping is None:
+            columns.append(TIMESTAMP_FIELD)  # a key inserted twice: its newest row answers
         offset, limit = request["offset"], request["limit"]
         window = None if limit is None or grouping or order else offset + limit
         replies = self.fan_out(
@@ -583,7 +586,10 @@ class QueryService:
         table = pa.concat_tables([r.rows for r in replies], promote_options="permissive")
         if grouping is not None:
             return aggregate(table, grouping, offset, limit), outputs, max(r.ts for r in replies)
-        table = table.sort_by([*order, (pk, "ascending")]).slice(offset, limit)
+        table = newest_rows(table, pk)
+        if order:
+            table = table.sort_by([*order, (pk, "ascending")])
+        table = table.slice(offset, limit)
         table = bfloat16.widen_table(table)
         return table, outputs, max(r.ts for r in replies)
 

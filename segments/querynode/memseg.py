@@ -25,6 +25,7 @@ from elanus.expr import Expr
 from elanus.expr.textmatch import TextIndexes
 from elanus.functions import fill_outputs
 from elanus.index.kernels import BM25, VectorIndexExact
+from elanus.newestrow import has_repeats
 from elanus.schema import TIMESTAMP_FIELD, Schema
 from elanus.segments import storage
 from elanus.segments.querynode import blocks
@@ -442,9 +443,28 @@ class MemSegment:
         if rows is None:
             rows = np.nonzero(self.visible(ts, expr, ttl))[0]
         if limit is not None and len(rows) > limit:
-            # The proxy pages by primary key: each segment offers its first ``limit`` keys.
-            rows = np.sort(rows[_smallest(self.table.column(self.pk_field).take(rows), limit)])
+            rows = self._first_keys(rows, limit)
         return self.take(rows, columns)
+
+    def _first_keys(self, rows: np.ndarray, limit: int) -> np.ndarray:
+        """The proxy pages by primary key: a segment offers the rows of its ``limit``
+        smallest keys, every copy of a key inserted twice (the proxy keeps the newest for
+        a query, ``elanus.newestrow``; a snapshot read keeps them all). Keys repeat rarely,
+        so the check is a comparison over the candidates and a count of ``limit``."""
+        keys = self.table.column(self.pk_field).take(rows)
+        picked = _smallest(keys, limit)
+        chosen = keys.take(picked)
+        if not has_repeats(chosen):
+            edge = pc.max(chosen)
+            within = pc.less_equal(keys, edge)
+            if pc.sum(within).as_py() == limit:
+                return np.sort(rows[picked])
+        distinct = pc.unique(keys)
+        if len(distinct) <= limit:
+            return rows
+        edge = distinct.take(_smallest(distinct, limit))
+        within = pc.less_equal(keys, pc.max(edge))
+        return rows[within.to_numpy(zero_copy_only=False)]
 
     @_guarded
     def count(self, ts: int, expr: Expr | None = None, ttl: int = 0) -> int:
