@@ -63,8 +63,8 @@ def _drop_collection_field(b: Body) -> dict[str, Any]:
 @action(
     "add_function_field",
     "Add a BM25 function and its SparseFloatVector output field (Milvus 2.6's "
-    "add_function_field) to a collection that holds no rows yet; Milvus also backfills "
-    "rows already written, which Elanus refuses. Body: collection, field, function. "
+    "add_function_field); rows already written get the output, as Milvus backfills it. "
+    "Body: collection, field, function. "
     "Result: collection_id, field_id, version.",
     ("collection", "field", "function"),
     privilege="AddCollectionField",

@@ -74,7 +74,6 @@ from elanus.partitionkey import check_num_partitions
 from elanus.properties import MMAP_KEYS
 from elanus.schema import Field, Schema, check_name
 from elanus.schemachange import added_field
-from elanus.states import SegmentState
 
 if TYPE_CHECKING:
     from elanus.channels.runtime.role import RoleHandler
@@ -347,22 +346,16 @@ class RootCoord:
         return FieldDropped(collection_id=cid, field_id=field_id, version=schema.version)
 
     async def add_function(self, req: AddFunction) -> FieldAdded:
-        """Add a function and its output field (``_change_schema``) to a collection that
-        has no segment yet: Milvus backfills the output of rows already written, which
-        Elanus does not. Rows checked by a proxy just before reach the nodes without the
-        output, which they compute (``functions.fill_outputs``)."""
+        """Add a function and its output field (``_change_schema``). Rows already written
+        get the output, as Milvus 2.6 backfills it: nodes compute it for the rows they
+        hold and read (``storage.Computed``), a segment sealed later is widened before it
+        is sorted (``SealSync``), and each data node writes the column into its channels'
+        flushed segments (``ChannelWriter.adopt``), so an index on the output reads it from
+        every segment's files."""
         output = Field.from_dict(req.field)
         output.field_id = None  # the coord numbers it
         output.validate()
         function = Function.from_dict(req.function)
-        cid = await self._read(Catalog.require_collection, req.db, req.collection)
-        live = [s for s in self.data.of_collection(cid) if s.state is not SegmentState.DROPPED]
-        if live:
-            raise invalid(
-                f"add_function_field: collection {req.collection!r} already holds rows "
-                f"({len(live)} segments); Elanus adds a function only before the first "
-                "insert (it does not compute the output of rows already written)"
-            )
 
         def change(cat: Catalog) -> tuple[int, Schema, list[Field]]:
             return (*cat.with_function(req.db, req.collection, output, function), [])

@@ -84,10 +84,12 @@ _SCHEMA_ACTION = Table(
                         ),
                         "one field: add_collection_field, or a function's output",
                     ),
-                    "func_schema": nested(FUNCTION_SCHEMA, "BM25, before the first insert"),
-                    "do_physical_backfill": refused(
-                        "backfilling rows already written (a function is added before the "
-                        "first insert)"
+                    "func_schema": nested(
+                        FUNCTION_SCHEMA, "BM25; rows already written get its output"
+                    ),
+                    "do_physical_backfill": harmless(
+                        "Elanus always writes a new function's output into the segments' "
+                        "files (and computes it for rows held in memory)"
                     ),
                 },
             )

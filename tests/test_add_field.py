@@ -247,6 +247,40 @@ def test_a_segment_spilled_before_the_field_appends_after_it(tmp_path: Path) -> 
     assert table.schema.equals(target)
 
 
+def test_a_function_added_to_written_rows_computes_then_writes_its_output(
+    tmp_path: Path,
+) -> None:
+    """``add_function_field`` on rows already written (Milvus backfills them): reads
+    compute the BM25 output from the text, and ``widen`` writes it into the files, the
+    rows in their order (a 2.0 dataset, which cannot hold a sparse vector, rewritten)."""
+    from elanus import layout
+    from elanus.functions import Function, FunctionType, output_column
+
+    old = _schema()
+    old.add_field("text", DataType.VARCHAR, max_length=32, enable_analyzer=True)
+    new = Schema.from_dict(old.to_dict())
+    new.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
+    new.add_function(Function("bm25", FunctionType.BM25, ["text"], ["sparse"]))
+    texts = ["pear pear apple", "apple", "pear"]
+    table = pa.table(
+        {"id": [3, 1, 2], "vector": [[0.0, 0.0, 0.0]] * 3, "text": texts, "_ts": [1] * 3}
+    ).cast(storage.segment_schema(old))
+    seg = tmp_path / "seg"
+    storage.write_rows(seg, table, storage.segment_schema(old), first=True)
+    want = output_column(new.functions[0], new, pa.array(texts)).to_pylist()
+    assert storage.read_segment(seg, new).column("sparse").to_pylist() == want
+
+    path = layout.data_path(seg)
+    storage.widen(path, storage.segment_schema(new), storage.column_defaults(new))
+    ds = storage.dataset(path)
+    assert ds.data_storage_version != "2.0"
+    stored = ds.to_table()
+    assert stored.column("id").to_pylist() == [3, 1, 2]  # row positions kept
+    assert stored.column("sparse").to_pylist() == want
+    storage.widen(path, storage.segment_schema(new), storage.column_defaults(new))  # done: as is
+    assert storage.dataset(path).version == ds.version
+
+
 def test_spark_reads_the_field_from_segments_flushed_before_it(stack: Stack) -> None:
     """The Spark source's direct file read fills the column a segment's files lack."""
     pytest.importorskip("pyspark")

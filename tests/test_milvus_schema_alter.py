@@ -220,12 +220,44 @@ def test_add_function_field_before_the_first_insert(client: MilvusClient) -> Non
                          consistency_level=STRONG)[0]  # fmt: skip
     assert [h["id"] for h in hits] == [3, 2, 1]
 
-    # Milvus backfills rows already written; Elanus refuses, naming why, changing nothing
-    client.create_collection("full", schema=s)
-    client.insert("full", rows)
-    before = client.describe_collection("full")
-    _refused(lambda: add("full"), 1100, "already holds rows")
-    assert client.describe_collection("full")["fields"] == before["fields"]
+
+def test_add_function_field_backfills_rows_already_written(client: MilvusClient) -> None:
+    """As Milvus 2.6: rows in a flushed segment and in a growing one, on a loaded
+    collection, get the new function's output; BM25 finds them before and after a reload
+    (the sealed segments' files then carry the column the index is built on)."""
+    s = client.create_schema()
+    s.add_field("id", DataType.INT64, is_primary=True)
+    s.add_field("vector", DataType.FLOAT_VECTOR, dim=2)
+    s.add_field("text", DataType.VARCHAR, max_length=64, enable_analyzer=True)
+    client.create_collection("full", schema=s, consistency_level=STRONG)
+    params = client.prepare_index_params()
+    params.add_index("vector", index_type="FLAT", metric_type="L2")
+    client.create_index("full", params)
+    client.load_collection("full")
+    rows = [{"id": i, "vector": [float(i), 1.0], "text": f"apple {'pear ' * i}"} for i in range(8)]
+    client.insert("full", rows[:4])
+    client.flush("full")  # sealed
+    client.insert("full", rows[4:6])  # growing
+    bound = client.prepare_index_params()
+    bound.add_index("sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
+    client.add_function_field(
+        "full",
+        client.create_schema().add_field("sparse", DataType.SPARSE_FLOAT_VECTOR).fields[-1],
+        Function("bm25", FunctionType.BM25, ["text"], ["sparse"]),
+        bound,
+    )
+    client.insert("full", rows[6:])  # after it
+
+    def pears() -> list[int]:
+        hits = client.search("full", ["pear"], anns_field="sparse", limit=8,
+                             consistency_level=STRONG)[0]  # fmt: skip
+        return [h["id"] for h in hits]
+
+    assert pears() == [7, 6, 5, 4, 3, 2, 1]
+    client.flush("full")
+    client.release_collection("full")
+    client.load_collection("full")
+    assert pears() == [7, 6, 5, 4, 3, 2, 1]
 
 
 def test_a_snapshot_restores_a_reused_name_without_the_dropped_values(

@@ -248,9 +248,9 @@ class DropCollectionField:
 
 @request("collection.add_function")
 class AddFunction:
-    """Add a function and its output field to a collection that holds no rows yet
-    (Milvus 2.6's ``add_function_field`` backfills rows already written; Elanus refuses
-    them). ``field`` and ``function`` are JSON as in a schema."""
+    """Add a function and its output field to a collection (Milvus 2.6's
+    ``add_function_field``); rows already written get the output (backfilled). ``field``
+    and ``function`` are JSON as in a schema."""
 
     db: str = DEFAULT_DB
     collection: str

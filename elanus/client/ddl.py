@@ -264,8 +264,8 @@ class CollectionAPI(IndexAPI, ReadAPI):
         **kwargs: Any,
     ) -> None:
         """Add a BM25 function and its sparse output field (pymilvus's
-        ``add_function_field``) to a collection with no rows yet, then the output's index
-        from ``index_params`` if given (pymilvus binds exactly one)."""
+        ``add_function_field``); rows already written get the output. Then the output's
+        index from ``index_params`` if given (pymilvus binds exactly one)."""
         reject_unknown("add_function_field", kwargs)
         field = field_schema if isinstance(field_schema, Field) else Field.from_dict(field_schema)
         body = self._in_db(

@@ -7,12 +7,14 @@ passes what is not synced (see ``flushcommon/pipeline``).
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
-from elanus import layout
+from elanus import layout, objstore
 from elanus.api.datanode import WatchChannel
 from elanus.channels.consumer import ChannelConsumer
 from elanus.schema import Schema
+from elanus.segments import storage
 from elanus.segments.flushcommon.coordreport import CoordReports
 from elanus.segments.flushcommon.pipeline import Pipeline
 from elanus.segments.flushcommon.syncmgr import SyncManager
@@ -55,8 +57,27 @@ class ChannelWriter:
     def checkpoint(self) -> dict[str, int]:
         return self.pipeline.checkpoint()
 
-    def adopt(self, schema: Schema) -> None:
+    def adopt(self, schema: Schema) -> list[asyncio.Task[None]]:
+        """Take a newer schema; a function added since (``add_function_field``) has its
+        output written into every flushed segment of the channel, as Milvus backfills it:
+        one sync per segment, after that segment's other syncs. Returns those syncs."""
+        before = set(_outputs(self.buffer.schema))
         self.buffer.adopt(schema)
+        if not set(_outputs(schema)) - before:
+            return []
+        target, defaults = self.buffer.arrow_schema, self.buffer.defaults
+        syncs = []
+        for sid, seg in list(self.buffer.flushed.items()):
+            path = layout.data_path(self._seg_dir(seg.partition_id, sid))
+
+            def backfill(attempt: int, path: str = path) -> None:
+                if objstore.exists(path):
+                    storage.widen(path, target, defaults)
+
+            syncs.append(
+                self.syncs.submit(f"backfill segment {sid}", [sid], backfill, position=None)
+            )
+        return syncs
 
     async def start(self) -> None:
         await self.consumer.start()
@@ -65,3 +86,7 @@ class ChannelWriter:
         self.reports.stopping = True
         await self.consumer.stop()
         await self.syncs.drain(STOP_SYNCS_S)
+
+
+def _outputs(schema: Schema) -> list[str]:
+    return [name for fn in schema.functions for name in fn.output_field_names]

@@ -31,6 +31,10 @@ from elanus.settings import Settings
 
 log = logging.getLogger(__name__)
 
+BACKFILL_WAIT_S = 8.0
+"""How long ``update_schema`` waits for a new function's backfill before it answers (under
+the coord's ``NODE_WAIT_S``)."""
+
 
 class DataNode(Role):
     role_name = "datanode"
@@ -162,11 +166,16 @@ class DataNode(Role):
         self._publish_channels()
 
     async def update_schema(self, req: UpdateSchema) -> SchemaTaken:
-        """A field was added: the writers of the collection's channels take the schema."""
+        """A field was added: the writers of the collection's channels take the schema. A
+        function's backfill of flushed segments is waited for a while (a small collection's
+        is done when the DDL returns); a longer one goes on in its syncs."""
         schema = Schema.from_dict(req.schema)
+        syncs = []
         for writer in self.channels.values():
             if writer.collection_id == req.collection_id:
-                writer.adopt(schema)
+                syncs += writer.adopt(schema)
+        if syncs:
+            await asyncio.wait(syncs, timeout=BACKFILL_WAIT_S)
         return SchemaTaken(version=schema.version)
 
     def _start_import(self, job_id: int, make: Callable[[], Coroutine[Any, Any, None]]) -> None:

@@ -8,6 +8,7 @@ the earlier attempt did not commit them, stats and logs are replaced whole.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,8 +83,14 @@ class SealSync:
     pk_field: str
     stats: PkStats | None = None
     """The stats its spills built; used (folded) when they hold every key, else built."""
+    schema_now: Callable[[], tuple[pa.Schema, dict[str, Any]]] | None = None
+    """The channel's segment schema and defaults when this runs: a field or function added
+    since the last spill widens the dataset before it is sealed (an index build reads the
+    column from the files)."""
 
     def write(self, attempt: int) -> PkStats:
+        if self.schema_now is not None:
+            storage.widen(layout.data_path(self.seg_dir), *self.schema_now())
         storage.sort_segment(self.seg_dir, self.pk_field)
         if self.stats is not None and self.stats.num_keys == len(self.pks):
             stats = self.stats.fold()

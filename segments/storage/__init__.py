@@ -14,6 +14,7 @@ different writers (and older versions) concatenate.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal, TypeVar
 
@@ -24,6 +25,7 @@ import pyarrow.compute as pc
 
 from elanus import layout, objstore
 from elanus.errors import ElanusError, ErrorCode
+from elanus.functions import Function, output_column
 from elanus.layout import Loc
 from elanus.schema import (
     FIELD_ID_KEY,
@@ -46,10 +48,36 @@ def segment_schema(schema: Schema, *, with_ts: bool = True) -> pa.Schema:
     return schema.to_arrow(with_ts=with_ts)
 
 
+@dataclass(frozen=True)
+class Computed:
+    """What rows written before a function existed read for its output field: the output
+    computed from their input (Milvus 2.6 backfills them; ``add_function_field``)."""
+
+    function: Function
+    schema: Schema
+
+    @property
+    def input(self) -> str:
+        return str(self.function.input_field_names[0])
+
+    def column(self, rows: pa.Table | pa.RecordBatch) -> pa.Array:
+        text = rows.column(self.input)
+        if isinstance(text, pa.ChunkedArray):
+            text = text.combine_chunks()
+        return output_column(self.function, self.schema, text)
+
+
 def column_defaults(schema: Schema) -> dict[str, Any]:
     """What rows written before a field existed read for it: its ``default_value`` (a
-    field added with one, as Milvus 2.6 has it); fields without one read null."""
-    return {f.name: f.default_value for f in schema.fields if f.default_value is not None}
+    field added with one, as Milvus 2.6 has it), or a function's output computed from its
+    input (``Computed``); fields without either read null."""
+    out: dict[str, Any] = {
+        f.name: f.default_value for f in schema.fields if f.default_value is not None
+    }
+    for fn in schema.functions:
+        for name in fn.output_field_names:
+            out[name] = Computed(fn, schema)
+    return out
 
 
 def conform(rows: Rows, target: pa.Schema, defaults: dict[str, Any] | None = None) -> Rows:
@@ -70,8 +98,8 @@ def conform(rows: Rows, target: pa.Schema, defaults: dict[str, Any] | None = Non
             rows.schema.field(f.name), (f.metadata or {}).get(FIELD_ID_KEY)
         ):
             columns.append(rows.column(f.name))
-        elif f.nullable:
-            filled = _filled(rows.num_rows, f, (defaults or {}).get(f.name))
+        elif f.nullable or _computable((defaults or {}).get(f.name), names):
+            filled = _filled(rows.num_rows, f, (defaults or {}).get(f.name), rows)
             whole = isinstance(rows, pa.RecordBatch)
             columns.append(filled if whole else pa.chunked_array([filled]))
         else:
@@ -87,7 +115,15 @@ def conform(rows: Rows, target: pa.Schema, defaults: dict[str, Any] | None = Non
         ) from None
 
 
-def _filled(n: int, f: pa.Field, value: Any) -> pa.Array:
+def _computable(value: Any, names: list[str]) -> bool:
+    return isinstance(value, Computed) and value.input in names
+
+
+def _filled(n: int, f: pa.Field, value: Any, rows: pa.Table | pa.RecordBatch) -> pa.Array:
+    if isinstance(value, Computed):
+        if value.input in rows.schema.names:
+            return value.column(rows).cast(f.type)
+        value = None  # its input gone too (a dropped field): nothing to compute from
     if value is None:
         return pa.nulls(n, f.type)
     return pa.repeat(pa.scalar(value, f.type), n)
@@ -191,20 +227,39 @@ def dataset(path: Loc) -> lance.LanceDataset:
 
 def widen(path: Loc, target: pa.Schema, defaults: dict[str, Any] | None = None) -> None:
     """Give a dataset the columns of ``target`` it lacks (a field was added while the
-    segment was being written), filled with their default or null, so the next fragment
-    appends with the same schema. The columns it has stay untouched."""
+    segment was being written, or a function to a collection with rows), filled with
+    their default, null or computed output, so the next fragment appends with the same
+    schema. The columns it has stay untouched, unless the dataset's file format cannot
+    hold a new column (a sparse vector in a 2.0 dataset): then it is rewritten whole, rows
+    in the same order, in the format ``file_version`` picks (old versions stay for readers
+    that opened them; they go with the segment)."""
     ds = dataset(path)
     missing = [f for f in target if f.name not in ds.schema.names]
     if not missing:
         return
+    if ds.data_storage_version == "2.0" and file_version(pa.schema(missing)) != "2.0":
+        have = [f for f in target if f.name in ds.schema.names]
+        rows = conform(ds.to_table(), pa.schema([*have, *missing]), defaults)
+        with objstore.storage_errors(str(path), "write"):
+            lance.write_dataset(
+                rows,
+                str(path),
+                mode="overwrite",
+                storage_options=objstore.lance_options(path),
+                data_storage_version=file_version(rows.schema),
+            )
+        return
     out = pa.schema(missing)
+    values = {f.name: (defaults or {}).get(f.name) for f in missing}
+    inputs = {v.input for v in values.values() if isinstance(v, Computed)}
+    read = [n for n in ds.schema.names if n in inputs] or [ds.schema.names[0]]
 
     @lance.batch_udf(output_schema=out)
     def fill(batch: pa.RecordBatch) -> pa.RecordBatch:
-        cols = [_filled(batch.num_rows, f, (defaults or {}).get(f.name)) for f in missing]
+        cols = [_filled(batch.num_rows, f, values[f.name], batch) for f in missing]
         return pa.record_batch(cols, schema=out)
 
-    ds.add_columns(fill, read_columns=[ds.schema.names[0]])
+    ds.add_columns(fill, read_columns=read)
 
 
 def set_import_ts(seg_dir: Loc, ts: int) -> None:

@@ -81,14 +81,20 @@ def read_segment(
             "the read plan, older than gc_delay_s); read again",
         )
     ds = storage.dataset(read.path)
+    defaults = storage.column_defaults(schema)
+    present = [c for c in needed if c in ds.schema.names]  # added fields: filled below,
+    inputs = [  # a function's output from its input
+        v.input
+        for c in needed
+        if c not in present and isinstance(v := defaults.get(c), storage.Computed)
+    ]
     scanner = ds.scanner(
-        columns=[c for c in needed if c in ds.schema.names],  # added fields: filled below
+        columns=list(dict.fromkeys([*present, *(i for i in inputs if i in ds.schema.names)])),
         filter=_in_time(read.ts, read.ttl),
         batch_size=batch_size,
     )
     stored = storage.segment_schema(schema)
     target = pa.schema([stored.field(c) for c in needed])
-    defaults = storage.column_defaults(schema)
     for batch in scanner.to_batches():
         if batch.num_rows == 0:
             continue
