@@ -12,6 +12,8 @@ snapshot read (``read_plan``) returns every stored row.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -37,12 +39,15 @@ def has_repeats(keys: pa.Array | pa.ChunkedArray) -> bool:
     return len(keys) > 1 and pc.count_distinct(keys).as_py() < len(keys)
 
 
-def newest_rows(table: pa.Table, pk: str) -> pa.Table:
-    """``table`` (with ``_ts``) reduced to one row per key and sorted by key, without ``_ts``."""
+def newest_rows(table: pa.Table, pk: str, order: Sequence[tuple[str, str]] = ()) -> pa.Table:
+    """``table`` (with ``_ts``) reduced to one row per key, without ``_ts``, sorted by
+    ``order`` (``(column, "ascending" | "descending")`` pairs), then by key."""
     keys = table.column(pk)
     ts = table.column(TIMESTAMP_FIELD).to_numpy()
     if has_repeats(keys):
         table = table.take(pa.array(newest_per_key(keys, ts), pa.int64()))
+        if order:
+            table = table.sort_by([*order, (pk, "ascending")])
     else:
-        table = table.sort_by(pk)
+        table = table.sort_by([*order, (pk, "ascending")])
     return table.drop_columns([TIMESTAMP_FIELD])

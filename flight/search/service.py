@@ -574,8 +574,7 @@ class QueryService:
         stored = grouping.columns if grouping else stored_columns(info.schema, outputs)
         columns = stored if pk in stored else [pk, *stored]
         columns += [k for k, _ in order if k not in columns]
-        if grouping is None:
-            columns.append(TIMESTAMP_FIELD)  # a key inserted twice: its newest row answers
+        columns += [] if grouping else [TIMESTAMP_FIELD]  # a key's newest row answers
         offset, limit = request["offset"], request["limit"]
         window = None if limit is None or grouping or order else offset + limit
         replies = self.fan_out(
@@ -586,10 +585,7 @@ class QueryService:
         table = pa.concat_tables([r.rows for r in replies], promote_options="permissive")
         if grouping is not None:
             return aggregate(table, grouping, offset, limit), outputs, max(r.ts for r in replies)
-        table = newest_rows(table, pk)
-        if order:
-            table = table.sort_by([*order, (pk, "ascending")])
-        table = table.slice(offset, limit)
+        table = newest_rows(table, pk, order).slice(offset, limit)
         table = bfloat16.widen_table(table)
         return table, outputs, max(r.ts for r in replies)
 
