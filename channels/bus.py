@@ -39,11 +39,12 @@ from elanus.channels.direct import (
     local_host,
 )
 from elanus.channels.natsauth import NatsCredentials, resolve
-from elanus.channels.syncnats import SyncRequester, Unusable
+from elanus.channels.syncnats import SyncRequester
 from elanus.channels.transport import (
     LOCAL,
     Handler,
     NatsTransport,
+    Unusable,
     blocking,
     is_blocking,
     unwrap,

@@ -41,7 +41,7 @@ from elanus.channels.runtime import metrics
 from elanus.channels.runtime.loop import cancel_and_wait
 from elanus.channels.runtime.supervisor import OnFailure, Supervisor, describe
 from elanus.channels.syncfetch import Delivered, ThreadFetcher
-from elanus.channels.syncnats import Unusable
+from elanus.channels.transport import Unusable
 from elanus.tsutil import now_ms, physical_ms
 
 log = logging.getLogger(__name__)

@@ -41,6 +41,7 @@ from elanus.channels.transport import (
     PROBE_AFTER_S,
     PROBE_WAIT_S,
     STATUS_NO_RESPONDERS,
+    Unusable,
 )
 from elanus.errors import ElanusError, ErrorCode
 
@@ -80,14 +81,6 @@ class ConnectionLost(Exception):
 
 class TlsRequired(ConnectionLost):
     """The server speaks TLS only (an operator's NATS): this raw client does not."""
-
-
-class Unusable(ElanusError):
-    """This pool cannot reach the servers at all (they need TLS): the caller sends its
-    request the loop's way (nats-py, which speaks TLS), now and from then on."""
-
-    def __init__(self, why: str) -> None:
-        super().__init__(ErrorCode.UNAVAILABLE, f"the thread-side NATS client is off: {why}")
 
 
 @dataclass(slots=True)

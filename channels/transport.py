@@ -24,7 +24,7 @@ import itertools
 import logging
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import nats.errors
 from nats.aio.client import Client as NatsClient
@@ -35,9 +35,27 @@ from elanus.channels import frames
 from elanus.errors import ElanusError, ErrorCode
 from elanus.wiretypes import is_wire_type
 
-if TYPE_CHECKING:
-    from elanus.channels.direct import DirectServer
-    from elanus.channels.syncnats import SyncRequester
+
+class Unusable(ElanusError):
+    """This pool cannot reach the servers at all (they need TLS): the caller sends its
+    request the loop's way (nats-py, which speaks TLS), now and from then on."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(ErrorCode.UNAVAILABLE, f"the thread-side NATS client is off: {why}")
+
+
+class SyncReplier(Protocol):
+    """The thread-side client a blocking handler's thread replies with
+    (``syncnats.SyncRequester``; it raises ``Unusable`` when it cannot reach the servers)."""
+
+    def reply(self, to: str, data: bytes) -> None: ...
+
+
+class DirectPort(Protocol):
+    """This process's direct port (``direct.DirectServer``), as ``serve`` tells callers of it."""
+
+    def describe(self, prefix: str, handlers: dict[str, Handler]) -> bytes: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -219,12 +237,12 @@ class NatsTransport:
     request does), routed to their request by the last subject token; the same
     subscription serves the parts of this side's large requests to the responder."""
 
-    def __init__(self, nc: NatsClient, sync: SyncRequester | None = None) -> None:
+    def __init__(self, nc: NatsClient, sync: SyncReplier | None = None) -> None:
         self.nc = nc
         self.sync = sync
         self._loop: asyncio.AbstractEventLoop | None = None
         """Replies of blocking handlers go out through it, from their own thread."""
-        self.direct: DirectServer | None = None
+        self.direct: DirectPort | None = None
         """This process's direct port, which ``serve`` tells callers of (``DIRECT``)."""
         self._prefix = nc.new_inbox()
         self._ids = itertools.count(1)
@@ -400,8 +418,6 @@ class NatsTransport:
 
     def _serve_blocking(self, subject: str, reply_to: str, data: bytes, handler: Handler) -> None:
         """A blocking handler's whole request, on a handler thread: decode, run, reply."""
-        from elanus.channels.syncnats import Unusable  # it imports this module
-
         answer = answer_blocking(subject, handler, data)
         assert self.sync is not None
         try:

@@ -11,15 +11,39 @@ output_field_names=...)`` and ``schema.add_function(fn)``; pymilvus's own ``Func
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 
+from elanus.datatypes import DataType
 from elanus.errors import invalid
 
-if TYPE_CHECKING:
-    from elanus.schema import Schema
+
+class _Field(Protocol):
+    """What functions read of a field (``elanus.schema.Field``)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def dtype(self) -> DataType: ...
+    @property
+    def enable_analyzer(self) -> bool: ...
+    @property
+    def analyzer_params(self) -> dict[str, Any] | None: ...
+    def arrow_type(self) -> pa.DataType: ...
+
+
+class SchemaView(Protocol):
+    """What functions read of a schema (``elanus.schema.Schema``, which imports this
+    module to check its functions)."""
+
+    @property
+    def fields(self) -> Sequence[_Field]: ...
+    @property
+    def functions(self) -> Sequence[Function]: ...
+
 
 MAX_FUNCTIONS = 10
 
@@ -112,10 +136,8 @@ class Function:
         )
 
 
-def check_functions(schema: Schema) -> None:
+def check_functions(schema: SchemaView) -> None:
     """Milvus's rules for BM25 functions; raise naming the first problem."""
-    from elanus.schema import DataType
-
     if len(schema.functions) > MAX_FUNCTIONS:
         raise invalid(f"schema has {len(schema.functions)} functions; the limit is {MAX_FUNCTIONS}")
     by_name = {f.name: f for f in schema.fields}
@@ -156,12 +178,12 @@ def check_functions(schema: Schema) -> None:
         outputs.add(out_name)
 
 
-def function_outputs(schema: Schema) -> dict[str, Function]:
+def function_outputs(schema: SchemaView) -> dict[str, Function]:
     """Output field name -> the function that computes it."""
     return {fn.output_field_names[0]: fn for fn in schema.functions if fn.output_field_names}
 
 
-def output_column(fn: Function, schema: Schema, text: pa.Array) -> pa.Array:
+def output_column(fn: Function, schema: SchemaView, text: pa.Array) -> pa.Array:
     """The BM25 output of a batch: the input field's text through its analyzer, as term
     frequencies (one vectorised pass per batch; a null or empty text gives an empty vector)."""
     from elanus.analyzer import analyzer_for
@@ -172,7 +194,7 @@ def output_column(fn: Function, schema: Schema, text: pa.Array) -> pa.Array:
     return analyzer.term_frequencies(text.to_pylist()).cast(out.arrow_type())
 
 
-def fill_outputs(rows: Any, schema: Schema) -> Any:
+def fill_outputs(rows: Any, schema: SchemaView) -> Any:
     """``rows`` (a table or batch) with the function outputs they lack computed from
     their inputs: rows the proxy checked against the schema just before
     ``add_function_field`` added a function reach the nodes without its output."""

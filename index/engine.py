@@ -89,6 +89,7 @@ import numpy as np
 from faiss import swig_ptr
 
 from elanus.errors import invalid
+from elanus.index.files import FORMAT_VERSION, META_FILE
 from elanus.index.kernels import VectorIndexExact, check_range, topk, use_faiss_threads
 from elanus.indexparams import IndexSpec, search_params
 from elanus.reduce import LARGER_IS_BETTER
@@ -99,9 +100,7 @@ if TYPE_CHECKING:
 F32 = np.float32
 I64 = np.int64
 
-FORMAT_VERSION = 1
 INDEX_FILE = "index.faiss"
-META_FILE = "meta.json"
 
 HOLDS_VECTORS = ("FLAT", "BIN_FLAT", "HNSW", "IVF_FLAT")
 """Structures that keep every vector as given (see :attr:`SegmentIndex.holds_vectors`)."""

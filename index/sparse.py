@@ -55,6 +55,7 @@ import numpy as np
 import pyarrow as pa
 
 from elanus.errors import invalid
+from elanus.index.files import FORMAT_VERSION, META_FILE
 from elanus.index.kernels import (
     BLOCK_ELEMENTS,
     BM25,
@@ -334,8 +335,6 @@ class SparseIndex:
     # -- persistence -------------------------------------------------------------------------
     def write(self, directory: Path | str) -> list[str]:
         """Write the postings and their metadata into ``directory``; returns the file keys."""
-        from elanus.index.engine import FORMAT_VERSION, META_FILE
-
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         with open(directory / POSTINGS_FILE, "wb") as f:

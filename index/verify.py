@@ -27,7 +27,8 @@ import numpy as np
 
 from elanus import freemem, objstore
 from elanus.index import scalar
-from elanus.index.engine import FORMAT_VERSION, INDEX_FILE, META_FILE, SegmentIndex, load_index
+from elanus.index.engine import INDEX_FILE, SegmentIndex, load_index
+from elanus.index.files import FORMAT_VERSION, META_FILE
 from elanus.index.sparse import POSTINGS_FILE, SparseIndex
 from elanus.indexparams import IndexSpec
 from elanus.scalarindex import is_scalar_spec

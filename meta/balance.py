@@ -12,20 +12,41 @@ a collection with an unplaced replica is not balanced.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from elanus.api.querynode import LoadSegments, ReleaseSegments, SealedSegment, SyncDistribution
+from elanus.api.querynode import (
+    LoadSegments,
+    QueryNodeAPI,
+    ReleaseSegments,
+    SealedSegment,
+    SegmentSpec,
+    SyncDistribution,
+    WorkerAPI,
+)
 from elanus.errors import ElanusError, ErrorCode
+from elanus.meta.interfaces import CollectionLookup, SegmentTable
 from elanus.states import SegmentState
 
 if TYPE_CHECKING:
-    from elanus.meta.querycoord import QueryCoord
     from elanus.meta.replicas import Loaded, Replica
+
+
+class Placement(Protocol):
+    """What balancing uses of the query coord (``QueryCoord``, which calls it)."""
+
+    @property
+    def lookup(self) -> CollectionLookup: ...
+    @property
+    def data(self) -> SegmentTable: ...
+    def node(self, node: str) -> QueryNodeAPI: ...
+    def worker(self, node: str) -> WorkerAPI: ...
+    def segment_spec(self, seg: Any, info: dict[str, Any]) -> SegmentSpec: ...
+
 
 log = logging.getLogger(__name__)
 
 
-async def balance(qc: QueryCoord, lo: Loaded, live: set[str]) -> bool:
+async def balance(qc: Placement, lo: Loaded, live: set[str]) -> bool:
     """Give the nodes no replica of ``lo`` claims to its replicas; whether any moved."""
     if not lo.replicas or not all(r.serves(live) for r in lo.replicas):
         return False
@@ -50,7 +71,7 @@ async def balance(qc: QueryCoord, lo: Loaded, live: set[str]) -> bool:
     return True
 
 
-async def _fill(qc: QueryCoord, lo: Loaded, r: Replica, target: str, info: dict[str, Any]) -> None:
+async def _fill(qc: Placement, lo: Loaded, r: Replica, target: str, info: dict[str, Any]) -> None:
     """Move segments of ``r`` from its busiest nodes to ``target`` until it holds its share."""
     share = len(r.segments) // len(r.nodes)
     while sum(n == target for n in r.segments.values()) < share:
@@ -65,7 +86,7 @@ async def _fill(qc: QueryCoord, lo: Loaded, r: Replica, target: str, info: dict[
 
 
 async def _move(
-    qc: QueryCoord, lo: Loaded, r: Replica, sid: int, target: str, info: dict[str, Any]
+    qc: Placement, lo: Loaded, r: Replica, sid: int, target: str, info: dict[str, Any]
 ) -> None:
     seg = qc.data.segments.get(sid)
     source = r.segments[sid]

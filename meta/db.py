@@ -13,21 +13,18 @@ import concurrent.futures
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import duckdb
 
 from elanus.meta.migrations import MIGRATIONS
-from elanus.meta.recorder import Recorder, Statement
-
-if TYPE_CHECKING:
-    from elanus.meta.journal import CatalogJournal
+from elanus.meta.recorder import Journal, Recorder, Statement
 
 T = TypeVar("T")
 
 
 class Database:
-    def __init__(self, path: str | Path, journal: CatalogJournal | None = None) -> None:
+    def __init__(self, path: str | Path, journal: Journal | None = None) -> None:
         self.path = Path(path)
         self.journal = journal
         self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -4,15 +4,22 @@ each statement that succeeded and changed something, for the catalog journal
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from elanus.meta.journal import CatalogJournal
+from typing import Any, Protocol
 
 _READS = ("SELECT", "WITH", "PRAGMA", "SHOW", "DESCRIBE", "EXPLAIN", "FROM", "SUMMARIZE")
 
 Statement = tuple[str, Any, bool]
 """(sql, parameters, executemany?)"""
+
+
+class Journal(Protocol):
+    """Where recorded changes go (``meta/journal.py``'s ``CatalogJournal``)."""
+
+    def append(self, entry: list[Statement]) -> None:
+        """Publish ``entry`` and wait until it is stored."""
+
+    def queue(self, entry: list[Statement]) -> None:
+        """Publish ``entry`` after those before it, without waiting."""
 
 
 def mutates(sql: str) -> bool:
@@ -22,7 +29,7 @@ def mutates(sql: str) -> bool:
 class Recorder:
     """A DuckDB connection (or cursor) that notes each statement that changed something."""
 
-    def __init__(self, target: Any, sink: list[Statement], journal: CatalogJournal) -> None:
+    def __init__(self, target: Any, sink: list[Statement], journal: Journal) -> None:
         self._target, self._sink, self._journal = target, sink, journal
 
     def execute(self, sql: str, parameters: Any = None) -> Any:
@@ -52,7 +59,7 @@ class CursorRecorder:
     """A cursor kept beyond one catalog call (the counters'): each change is queued as an
     entry of its own at once, in the order they happen."""
 
-    def __init__(self, cursor: Any, journal: CatalogJournal) -> None:
+    def __init__(self, cursor: Any, journal: Journal) -> None:
         self._cursor, self._journal = cursor, journal
 
     def execute(self, sql: str, parameters: Any = None) -> Any:

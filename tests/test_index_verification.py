@@ -22,7 +22,8 @@ from conftest import Stack, wait_for
 from test_index_service import DIM, collection_id, make_collection, served_indexes, tasks
 
 from elanus.index.build import build_index
-from elanus.index.engine import INDEX_FILE, META_FILE
+from elanus.index.engine import INDEX_FILE
+from elanus.index.files import META_FILE
 from elanus.index.verify import verify_report
 from elanus.indexparams import make_index_spec
 

@@ -8,7 +8,6 @@ passes what is not synced (see ``flushcommon/pipeline``).
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
 
 from elanus import layout, objstore
 from elanus.api.datanode import WatchChannel
@@ -16,19 +15,17 @@ from elanus.channels.consumer import ChannelConsumer
 from elanus.schema import Schema
 from elanus.segments import storage
 from elanus.segments.flushcommon.coordreport import CoordReports
+from elanus.segments.flushcommon.host import DataNodeHost
 from elanus.segments.flushcommon.pipeline import Pipeline
 from elanus.segments.flushcommon.syncmgr import SyncManager
 from elanus.segments.flushcommon.writebuffer import SegmentBuffer, WriteBuffer
-
-if TYPE_CHECKING:
-    from elanus.segments.datanode.node import DataNode
 
 STOP_SYNCS_S = 30.0
 """How long a stopping writer lets its syncs finish (files stay whole) before cancelling."""
 
 
 class ChannelWriter:
-    def __init__(self, node: DataNode, spec: WatchChannel) -> None:
+    def __init__(self, node: DataNodeHost, spec: WatchChannel) -> None:
         self.vchannel = spec.vchannel
         self.collection_id = spec.collection_id
         self.storage = node.settings.storage_uri

@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -56,10 +56,8 @@ from elanus.pkhash import shard_of
 from elanus.schema import DYNAMIC_FIELD, PK_COLUMN, Schema
 from elanus.segments import storage
 from elanus.segments.datanode.orderedwrites import OrderedWrites
+from elanus.segments.flushcommon.host import DataNodeHost
 from elanus.validation import check_unique_across, conform_insert
-
-if TYPE_CHECKING:
-    from elanus.segments.datanode.node import DataNode
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
@@ -89,7 +87,7 @@ class Plan:
 
 
 class ImportTask:
-    def __init__(self, node: DataNode, spec: RunImport) -> None:
+    def __init__(self, node: DataNodeHost, spec: RunImport) -> None:
         self.node = node
         self.job_id = spec.job_id
         self.collection_id = spec.collection_id
@@ -389,7 +387,7 @@ class ImportTask:
         objstore.remove_tree(layout.import_dir(self.storage, self.job_id))
 
 
-async def finalize(node: DataNode, job_id: int, ts: int, dirs: list[str]) -> None:
+async def finalize(node: DataNodeHost, job_id: int, ts: int, dirs: list[str]) -> None:
     """Stamp the committed segments with the import timestamp, then let the coord finish
     the job (also what a datanode does for a job whose executor went away)."""
     for d in dirs:
@@ -398,7 +396,7 @@ async def finalize(node: DataNode, job_id: int, ts: int, dirs: list[str]) -> Non
     await retried("import.finish", lambda: ImportAPI(node.bus).finish(finish))
 
 
-async def report_failure(node: DataNode, job_id: int, reason: str, code: str) -> None:
+async def report_failure(node: DataNodeHost, job_id: int, reason: str, code: str) -> None:
     """Tell the coord a job failed here (it fails the job, or finishes it elsewhere)."""
     failed = FailImport(job_id=job_id, node_id=node.node_id, reason=reason, code=code)
     await retried("import.fail", lambda: ImportAPI(node.bus).fail(failed))

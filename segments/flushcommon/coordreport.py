@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from elanus.api.compaction import CompactionAPI, CompactionDone, CompactionFailed
 from elanus.api.datacoord import (
@@ -17,16 +17,14 @@ from elanus.api.datacoord import (
     TickReply,
 )
 from elanus.errors import ElanusError
-
-if TYPE_CHECKING:
-    from elanus.segments.datanode.node import DataNode
+from elanus.segments.flushcommon.host import DataNodeHost
 
 log = logging.getLogger(__name__)
 REPORT_TIMEOUT_S = 10.0
 
 
 class CoordReports:
-    def __init__(self, node: DataNode, vchannel: str) -> None:
+    def __init__(self, node: DataNodeHost, vchannel: str) -> None:
         self.datacoord = DataCoordAPI(node.bus, REPORT_TIMEOUT_S)
         self.compaction = CompactionAPI(node.bus, REPORT_TIMEOUT_S)
         self.vchannel = vchannel

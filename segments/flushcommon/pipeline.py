@@ -16,7 +16,6 @@ nothing acknowledged is lost and no row is written twice.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from elanus.api.datacoord import ChannelFailed, DatanodeTick, TickReply
 from elanus.api.datanode import WatchChannel
@@ -26,11 +25,9 @@ from elanus.channels.runtime.supervisor import describe
 from elanus.segments.flushcommon.compaction import Compactions
 from elanus.segments.flushcommon.coordreport import CoordReports
 from elanus.segments.flushcommon.flusher import Flusher
+from elanus.segments.flushcommon.host import DataNodeHost
 from elanus.segments.flushcommon.syncmgr import SyncManager
 from elanus.segments.flushcommon.writebuffer import WriteBuffer
-
-if TYPE_CHECKING:
-    from elanus.segments.datanode.node import DataNode
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +35,7 @@ log = logging.getLogger(__name__)
 class Pipeline:
     def __init__(
         self,
-        node: DataNode,
+        node: DataNodeHost,
         spec: WatchChannel,
         buffer: WriteBuffer,
         syncs: SyncManager,

@@ -26,7 +26,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -46,9 +46,11 @@ from elanus.api.querynode import (
     TermStats,
     WorkerAPI,
 )
+from elanus.channels.bus import Bus
 from elanus.channels.consumer import ChannelConsumer, querynode_durable
 from elanus.channels.dml import DmlMessage, MsgType
 from elanus.channels.runtime.metrics import NO_LABELS, WAIT_TSAFE
+from elanus.channels.runtime.supervisor import Supervisor
 from elanus.errors import ElanusError, ErrorCode
 from elanus.expr import Expr
 from elanus.reduce import add_term_stats
@@ -65,10 +67,8 @@ from elanus.segments.querynode.worker import (
     term_stats,
 )
 from elanus.segments.storage.pkoracle import PkOracle
+from elanus.settings import Settings
 from elanus.states import SegmentState
-
-if TYPE_CHECKING:
-    from elanus.segments.querynode.node import QueryNode
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
@@ -79,8 +79,24 @@ IMPORT_WAIT_S = 120.0
 IMPORT_POLL_S = 0.05
 
 
+class DelegatorHost(Protocol):
+    """What a delegator uses of its query node (``QueryNode``, which holds it)."""
+
+    @property
+    def node_id(self) -> str: ...
+    @property
+    def bus(self) -> Bus: ...
+    @property
+    def data_bus(self) -> Bus | None: ...
+    @property
+    def supervisor(self) -> Supervisor: ...
+    @property
+    def settings(self) -> Settings: ...
+    def worker_api(self, node_id: str) -> WorkerAPI: ...
+
+
 class Delegator:
-    def __init__(self, node: QueryNode, spec: DelegateChannel) -> None:
+    def __init__(self, node: DelegatorHost, spec: DelegateChannel) -> None:
         self.node = node
         self.vchannel = spec.vchannel
         self.collection_id = spec.collection_id
