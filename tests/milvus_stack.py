@@ -39,3 +39,14 @@ def milvus_stack(request: pytest.FixtureRequest, tmp_path: Path, **settings: Any
         yield s
     finally:
         s.close()
+
+
+def milvus_client(stack: MilvusStack, timeout: float = 60) -> Iterator[Any]:
+    """A pymilvus ``MilvusClient`` on the stack's Milvus port, closed after the test."""
+    from pymilvus import MilvusClient
+
+    c = MilvusClient(uri=stack.milvus_uri, timeout=timeout)
+    try:
+        yield c
+    finally:
+        c.close()

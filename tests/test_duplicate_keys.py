@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from lite_oracle import lite_answers
-from milvus_stack import MilvusStack, milvus_stack
+from milvus_stack import MilvusStack, milvus_client, milvus_stack
 from pymilvus import DataType, MilvusClient
 
 FIELDS: list[dict[str, Any]] = [
@@ -37,11 +37,7 @@ def mstack(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MilvusSta
 
 @pytest.fixture
 def client(mstack: MilvusStack) -> Iterator[MilvusClient]:
-    c = MilvusClient(uri=mstack.milvus_uri, timeout=60)
-    try:
-        yield c
-    finally:
-        c.close()
+    yield from milvus_client(mstack)
 
 
 def _collection(client: MilvusClient, name: str) -> None:

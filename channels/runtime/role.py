@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import elanus
 from elanus import objstore
@@ -27,6 +27,23 @@ RoleHandler = Callable[[Any], Any]
 """A coroutine function, or a plain function marked ``@blocking``."""
 """A handler as a role declares it: of a raw body (a dict), or of a request type (its first
 parameter annotated with a ``@request`` dataclass), which ``Role.serve`` decodes."""
+
+
+class RoleHost(Protocol):
+    """What a role's parts (a delegator, a channel writer, an import task) use of the role
+    that holds them: its identity, buses, settings and supervisor. They take this rather
+    than the role's class, which imports them."""
+
+    @property
+    def node_id(self) -> str: ...
+    @property
+    def bus(self) -> Bus: ...
+    @property
+    def data_bus(self) -> Bus | None: ...
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def supervisor(self) -> Supervisor: ...
 
 
 class Role:

@@ -46,11 +46,10 @@ from elanus.api.querynode import (
     TermStats,
     WorkerAPI,
 )
-from elanus.channels.bus import Bus
 from elanus.channels.consumer import ChannelConsumer, querynode_durable
 from elanus.channels.dml import DmlMessage, MsgType
 from elanus.channels.runtime.metrics import NO_LABELS, WAIT_TSAFE
-from elanus.channels.runtime.supervisor import Supervisor
+from elanus.channels.runtime.role import RoleHost
 from elanus.errors import ElanusError, ErrorCode
 from elanus.expr import Expr
 from elanus.reduce import add_term_stats
@@ -67,7 +66,6 @@ from elanus.segments.querynode.worker import (
     term_stats,
 )
 from elanus.segments.storage.pkoracle import PkOracle
-from elanus.settings import Settings
 from elanus.states import SegmentState
 
 log = logging.getLogger(__name__)
@@ -79,19 +77,9 @@ IMPORT_WAIT_S = 120.0
 IMPORT_POLL_S = 0.05
 
 
-class DelegatorHost(Protocol):
+class DelegatorHost(RoleHost, Protocol):
     """What a delegator uses of its query node (``QueryNode``, which holds it)."""
 
-    @property
-    def node_id(self) -> str: ...
-    @property
-    def bus(self) -> Bus: ...
-    @property
-    def data_bus(self) -> Bus | None: ...
-    @property
-    def supervisor(self) -> Supervisor: ...
-    @property
-    def settings(self) -> Settings: ...
     def worker_api(self, node_id: str) -> WorkerAPI: ...
 
 
