@@ -281,6 +281,37 @@ def test_a_function_added_to_written_rows_computes_then_writes_its_output(
     assert storage.dataset(path).version == ds.version
 
 
+def test_a_merge_that_ran_across_a_function_added_writes_its_output(tmp_path: Path) -> None:
+    """A compaction planned before ``add_function_field`` and finished after it: its target,
+    merged under the old schema, is widened to the new one before it is reported."""
+    from elanus import layout
+    from elanus.functions import Function, FunctionType, output_column
+    from elanus.segments.flushcommon.compaction import Merge
+
+    old = _schema()
+    old.add_field("text", DataType.VARCHAR, max_length=32, enable_analyzer=True)
+    new = Schema.from_dict(old.to_dict())
+    new.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
+    new.add_function(Function("bm25", FunctionType.BM25, ["text"], ["sparse"]))
+    new.version = old.version + 1
+    sources = []
+    for i, texts in enumerate([["pear apple", "apple"], ["pear pear"]]):
+        n = len(texts)
+        ids = list(range(10 * i, 10 * i + n))
+        table = pa.table(
+            {"id": ids, "vector": [[0.0, 0.0, 0.0]] * n, "text": texts, "_ts": [1] * n}
+        ).cast(storage.segment_schema(old))
+        storage.write_segment(tmp_path / f"s{i}", table, old)
+        sources.append(str(tmp_path / f"s{i}"))
+    merge = Merge(sources, str(tmp_path / "t"), old, horizon_ts=10, schema_now=lambda: new)
+    outcome = merge.write(0)
+    assert not isinstance(outcome, Exception)
+    stored = storage.dataset(layout.data_path(tmp_path / "t")).to_table()
+    texts = stored.column("text").combine_chunks()
+    want = output_column(new.functions[0], new, texts).to_pylist()
+    assert stored.column("sparse").to_pylist() == want and len(want) == 3
+
+
 def test_spark_reads_the_field_from_segments_flushed_before_it(stack: Stack) -> None:
     """The Spark source's direct file read fills the column a segment's files lack."""
     pytest.importorskip("pyspark")

@@ -11,6 +11,7 @@ A failed merge is reported to the coord; the channel goes on.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,12 +38,19 @@ class Merge:
     schema: Schema
     horizon_ts: int
     ttl: int = 0
+    schema_now: Callable[[], Schema] | None = None
+    """The channel's schema when the merge ends: a field or function added meanwhile widens
+    the target before it is reported (an index build reads the column from the files)."""
 
     def write(self, attempt: int) -> tuple[dict[str, Any], PkStats | None] | Exception:
         try:
             result = compact_segments(
                 self.sources, self.target, self.schema, self.horizon_ts, self.ttl
             )
+            now = self.schema_now() if self.schema_now is not None else self.schema
+            if result["num_rows"] and now.version > self.schema.version:
+                target, defaults = storage.segment_schema(now), storage.column_defaults(now)
+                storage.widen(result["path"], target, defaults)
         except Exception as exc:  # noqa: BLE001 - the plan fails; the channel goes on
             log.exception("compaction into %s failed", self.target)
             storage.remove_segment(self.target)
@@ -79,6 +87,7 @@ class Compactions:
             self.buffer.schema,
             plan.horizon_ts,
             plan.ttl,
+            lambda: self.buffer.schema,
         )
 
         async def merged(outcome: tuple[dict[str, Any], PkStats | None] | Exception) -> None:
