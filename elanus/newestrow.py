@@ -43,11 +43,7 @@ def newest_rows(table: pa.Table, pk: str, order: Sequence[tuple[str, str]] = ())
     """``table`` (with ``_ts``) reduced to one row per key, without ``_ts``, sorted by
     ``order`` (``(column, "ascending" | "descending")`` pairs), then by key."""
     keys = table.column(pk)
-    ts = table.column(TIMESTAMP_FIELD).to_numpy()
     if has_repeats(keys):
+        ts = table.column(TIMESTAMP_FIELD).to_numpy()
         table = table.take(pa.array(newest_per_key(keys, ts), pa.int64()))
-        if order:
-            table = table.sort_by([*order, (pk, "ascending")])
-    else:
-        table = table.sort_by([*order, (pk, "ascending")])
-    return table.drop_columns([TIMESTAMP_FIELD])
+    return table.sort_by([*order, (pk, "ascending")]).drop_columns([TIMESTAMP_FIELD])

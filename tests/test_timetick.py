@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -265,14 +265,7 @@ def test_a_held_consumer_counts_its_lag_for_flow_control_from_its_resume(
     seen: list[tuple[float | None, float | None]] = []
 
     async def scenario() -> tuple[float | None, float | None, float | None]:
-        bus = await Bus(
-            nats_server.url, name="test-held", credentials=nats_server.credentials
-        ).connect()
-        await dml.ensure_streams(bus.js, ["held0"])
-
-        async def publish(ts: int) -> None:
-            subject, headers, payload = dml.DmlMessage(dml.MsgType.TICK, ts).encode("held0")
-            await bus.js.publish(subject, payload, headers=headers)
+        bus, publish = await _tick_stream(nats_server, "held0")
 
         await publish(ticks[0])
 
@@ -323,14 +316,7 @@ def test_a_consumer_whose_server_side_is_gone_reads_on_from_its_position(
     ticks = [tsutil.compose(now + 100 * i) for i in range(6)]
 
     async def scenario() -> tuple[int, int, float]:
-        bus = await Bus(
-            nats_server.url, name="test-stuck", credentials=nats_server.credentials
-        ).connect()
-        await dml.ensure_streams(bus.js, ["stuck0"])
-
-        async def publish(ts: int) -> None:
-            subject, headers, payload = dml.DmlMessage(dml.MsgType.TICK, ts).encode("stuck0")
-            await bus.js.publish(subject, payload, headers=headers)
+        bus, publish = await _tick_stream(nats_server, "stuck0")
 
         async def on_pack(messages: Any, tick_ts: int, tick_seq: int) -> None:
             return None
@@ -361,3 +347,19 @@ def test_a_consumer_whose_server_side_is_gone_reads_on_from_its_position(
     assert first == ticks[0]
     assert last == ticks[-1], f"tsafe stood at {last} after {took:.1f} s"
     assert took < consumer_module.STUCK_AFTER_S + 4
+
+
+async def _tick_stream(
+    nats_server: EmbeddedNats, pchannel: str
+) -> tuple[Bus, Callable[[int], Awaitable[None]]]:
+    """A bus with ``pchannel``'s stream, and a publisher of time ticks into it."""
+    bus = await Bus(
+        nats_server.url, name=f"test-{pchannel}", credentials=nats_server.credentials
+    ).connect()
+    await dml.ensure_streams(bus.js, [pchannel])
+
+    async def publish(ts: int) -> None:
+        subject, headers, payload = dml.DmlMessage(dml.MsgType.TICK, ts).encode(pchannel)
+        await bus.js.publish(subject, payload, headers=headers)
+
+    return bus, publish

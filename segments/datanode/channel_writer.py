@@ -62,14 +62,13 @@ class ChannelWriter:
         self.buffer.adopt(schema)
         if not set(_outputs(schema)) - before:
             return []
-        target, defaults = self.buffer.arrow_schema, self.buffer.defaults
         syncs = []
         for sid, seg in list(self.buffer.flushed.items()):
             path = layout.data_path(self._seg_dir(seg.partition_id, sid))
 
             def backfill(attempt: int, path: str = path) -> None:
                 if objstore.exists(path):
-                    storage.widen(path, target, defaults)
+                    storage.widen_to(path, schema)
 
             syncs.append(
                 self.syncs.submit(f"backfill segment {sid}", [sid], backfill, position=None)

@@ -49,8 +49,7 @@ class Merge:
             )
             now = self.schema_now() if self.schema_now is not None else self.schema
             if result["num_rows"] and now.version > self.schema.version:
-                target, defaults = storage.segment_schema(now), storage.column_defaults(now)
-                storage.widen(result["path"], target, defaults)
+                storage.widen_to(result["path"], now)
         except Exception as exc:  # noqa: BLE001 - the plan fails; the channel goes on
             log.exception("compaction into %s failed", self.target)
             storage.remove_segment(self.target)

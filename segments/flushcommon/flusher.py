@@ -140,7 +140,7 @@ class Flusher:
                 buf.first_seq,
                 self.buffer.pk_field,
                 buf.stats,
-                lambda: (self.buffer.arrow_schema, self.buffer.defaults),
+                lambda: self.buffer.schema,
             )
 
             async def flushed(

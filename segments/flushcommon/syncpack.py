@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from elanus import layout
+from elanus.schema import Schema
 from elanus.segments import storage
 from elanus.segments.flushcommon.writebuffer import Deletes
 from elanus.segments.storage.pkstats import PkStats
@@ -83,14 +84,14 @@ class SealSync:
     pk_field: str
     stats: PkStats | None = None
     """The stats its spills built; used (folded) when they hold every key, else built."""
-    schema_now: Callable[[], tuple[pa.Schema, dict[str, Any]]] | None = None
+    schema_now: Callable[[], Schema] | None = None
     """The channel's segment schema and defaults when this runs: a field or function added
     since the last spill widens the dataset before it is sealed (an index build reads the
     column from the files)."""
 
     def write(self, attempt: int) -> PkStats:
         if self.schema_now is not None:
-            storage.widen(layout.data_path(self.seg_dir), *self.schema_now())
+            storage.widen_to(layout.data_path(self.seg_dir), self.schema_now())
         storage.sort_segment(self.seg_dir, self.pk_field)
         if self.stats is not None and self.stats.num_keys == len(self.pks):
             stats = self.stats.fold()

@@ -262,6 +262,11 @@ def widen(path: Loc, target: pa.Schema, defaults: dict[str, Any] | None = None) 
     ds.add_columns(fill, read_columns=read)
 
 
+def widen_to(path: Loc, schema: Schema) -> None:
+    """``widen`` a segment's dataset to the collection ``schema``'s columns and defaults."""
+    widen(path, segment_schema(schema), column_defaults(schema))
+
+
 def set_import_ts(seg_dir: Loc, ts: int) -> None:
     """Give every row of an imported segment the job's timestamp as ``_ts``: one new column
     file per fragment, the other columns untouched. Idempotent (a resumed job repeats it)."""
