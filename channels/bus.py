@@ -68,7 +68,7 @@ class Served:
 
     def __init__(
         self,
-        sub: Subscription,
+        sub: Subscription | None,
         url: str,
         prefix: str,
         handlers: dict[str, Handler],
@@ -81,7 +81,8 @@ class Served:
         LOCAL.remove(self.url, self.prefix, self.handlers)
         if self.direct is not None:
             self.direct.remove(self.prefix, self.handlers)
-        await self.sub.unsubscribe()
+        if self.sub is not None:
+            await self.sub.unsubscribe()
 
 
 class Bus:
@@ -404,6 +405,12 @@ class Bus:
         sub = await self.transport.serve(prefix, handlers, queue, self._tasks)
         LOCAL.add(self.url, prefix, handlers)
         return Served(sub, self.url, prefix, handlers, direct)
+
+    def serve_here(self, prefix: str, handlers: dict[str, Handler]) -> Served:
+        """Answer ``<prefix>.<method>`` requests from this process only (never over NATS):
+        a node group's name, which each member's process resolves to its own member."""
+        LOCAL.add(self.url, prefix, handlers)
+        return Served(None, self.url, prefix, handlers)
 
     def _direct_port(self, handlers: dict[str, Handler]) -> DirectServer | None:
         """This process's direct port (``channels/direct.py``), opened with the first

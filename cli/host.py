@@ -94,6 +94,14 @@ class RoleHost:
         self._nats_deaths: list[float] = []
         self.served = False
         """Whether ``serve`` started every role (a failure before that is a failed start)."""
+        self.keepers: list[Callable[[], None]] = []
+        """Called on the main thread while the host waits (a standalone's serving
+        processes started again when they exit)."""
+        self.extend: Callable[[RoleHost], None] | None = None
+        """Called once the roles serve, before the info file says the host is up (a
+        standalone starts its further serving processes)."""
+        self.serving_pids: list[int] = []
+        """The further serving processes' pids (in the info file)."""
 
     # -- what others need to reach us ------------------------------------------------------
     @property
@@ -134,6 +142,7 @@ class RoleHost:
             "metrics_url": self.metrics.url if self.metrics else None,
             "data_dir": str(self.settings.data_path),
             "roles": [name for name, _ in self.roles],
+            "serving_pids": self.serving_pids,
             "started_at": time.time(),
         }
 
@@ -180,6 +189,8 @@ class RoleHost:
             role = self._start_role(name, cls, bus)
             self.roles.append((name, role))
             self._undo_on_loop(f"stopping {name}", role.stop)
+        if self.extend is not None:
+            self.extend(self)
         if self.info_file is not None:
             self._write_info_file(self.info_file)
             stack.callback(self.info_file.unlink, missing_ok=True)
@@ -269,6 +280,10 @@ class RoleHost:
             self._undo, what, lambda: loop.call(coro_fn(), timeout=self.stop_timeout)
         )
 
+    def at_stop(self, what: str, fn: Callable[[], Any]) -> None:
+        """Run ``fn`` first at the stop (what was started after the roles, by their host)."""
+        self._stack.callback(self._undo, what, fn)
+
     def stop(self) -> None:
         """Tear down whatever started, in reverse order; safe to call more than once."""
         try:
@@ -296,6 +311,8 @@ class RoleHost:
             if not self._stop_requested.is_set():
                 self._keep_nats()
                 self._restart_roles()
+                for keep in self.keepers:
+                    keep()
         return True
 
     # -- keeping things running ------------------------------------------------------------

@@ -62,11 +62,15 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "role": ("elanus.cli.users", "role_app"),
     "backup": ("elanus.cli.backup", "backup_app"),
     "snapshot": ("elanus.cli.snapshot", "snapshot_app"),
+    "serve-member": ("elanus.cli.server", "serve_member"),
 }
 """Every command, in ``elanus -h``'s order: its name, and the module and attribute of its
 function (a command) or Typer app (a group of them). A run builds the app with only the
 command it names (``app_for``): importing every command's module (NATS clients, file
 readers, Spark glue) and building each from its signature is most of a command's start."""
+
+HIDDEN = {"serve-member"}
+"""Commands a standalone starts itself, not listed in ``elanus -h``."""
 
 
 def _new_app(names: Sequence[str]) -> typer.Typer:
@@ -87,7 +91,7 @@ def _new_app(names: Sequence[str]) -> typer.Typer:
         if isinstance(target, typer.Typer):
             app.add_typer(target, name=name)
         else:
-            app.command(name)(target)
+            app.command(name, hidden=name in HIDDEN)(target)
     return app
 
 

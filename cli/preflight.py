@@ -50,7 +50,8 @@ def check_start(
     if "proxy" in roles:
         check_tls(settings)
         ports += [("flight_port", settings.flight_host, settings.flight_port)]
-        ports += [("milvus_port", settings.flight_host, settings.milvus_port)]
+        if not settings.serving_index:  # a further serving process shares the first's
+            ports += [("milvus_port", settings.flight_host, settings.milvus_port)]
     if metrics:
         ports += [("metrics_port", settings.flight_host, settings.metrics_port)]
     if embedded_nats:

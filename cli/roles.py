@@ -54,6 +54,11 @@ ROLES: dict[str, RoleSpec] = {
 }
 
 
+MEMBER_ROLES = ["querynode", "proxy"]
+"""What a standalone's further serving process hosts (``cli/serving.py``); in this order,
+so its query node has joined the node group before its proxy serves."""
+
+
 def standalone_roles() -> list[str]:
     return [name for name, spec in ROLES.items() if spec.standalone]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -24,9 +25,9 @@ from elanus.cli.context import (
     WebuiPortOpt,
 )
 from elanus.cli.output import console, emit, kv_table
-from elanus.cli.roles import INFO_FILE, ROLES, standalone_roles
+from elanus.cli.roles import INFO_FILE, MEMBER_ROLES, ROLES, standalone_roles
 from elanus.errors import invalid
-from elanus.settings import Settings, is_loopback_host
+from elanus.settings import Settings, is_loopback_host, load_settings
 
 if TYPE_CHECKING:
     from elanus.cli.host import RoleHost
@@ -133,6 +134,9 @@ def _ready_panel(title: str, host: RoleHost) -> None:
         "data dir": str(host.settings.data_path),
         "roles": ", ".join(name for name, _ in host.roles),
     }
+    if host.serving_pids:
+        pids = ", ".join(map(str, [os.getpid(), *host.serving_pids]))
+        rows["serving processes"] = f"{len(host.serving_pids) + 1} (pids {pids})"
     console.print(Panel(kv_table(rows), title=title, subtitle="Ctrl-C to stop", expand=False))
 
 
@@ -171,7 +175,22 @@ def standalone(
         webui_port=webui_port,
     )
     check_exposure(settings, insecure)
+    if settings.serving_processes > 1:
+        from elanus.cli.serving import group_name
+
+        settings = settings.replace(node_group=group_name(settings))
     _serve(settings, standalone_roles(), "elanus standalone", settings.data_path / INFO_FILE)
+
+
+def serve_member() -> None:
+    """A standalone's further serving process: a proxy and a query node of its node group,
+    on its NATS (settings from the environment, set by the standalone; cli/serving.py)."""
+    settings = load_settings()
+    if not settings.node_group or not settings.nats_url:
+        raise typer.BadParameter(
+            "serve-member is started by a standalone with serving_processes > 1"
+        )
+    _serve(settings, MEMBER_ROLES, f"elanus serving process {settings.serving_index}", None)
 
 
 def _serve(settings: Settings, roles: list[str], title: str, info_file: Path | None) -> None:
@@ -189,6 +208,10 @@ def _serve(settings: Settings, roles: list[str], title: str, info_file: Path | N
     except OSError as exc:
         raise invalid(f"data_dir {settings.data_path} cannot be made: {exc.strerror}") from None
     host = RoleHost(settings, roles, info_file=info_file)
+    if settings.serving_processes > 1 and info_file is not None:
+        from elanus.cli.serving import ServingProcesses
+
+        host.extend = ServingProcesses.start_for
     try:
         host.serve(on_ready=lambda h: _ready_panel(title, h))
     except BaseException:

@@ -209,6 +209,20 @@ class Settings:
     sql_max_statements: int = 4
     """SQL statements one proxy runs at once; more are refused with RATE_LIMITED."""
 
+    serving_processes: int = 1
+    """Processes of a standalone that serve reads (docs/process-model.md): the first hosts
+    every role; each further one hosts a proxy and a query node, shares the Milvus port
+    (``SO_REUSEPORT``: the kernel spreads connections) and serves Flight on a port of its
+    own. Their query nodes form one node group, on which every replica is copied whole, so
+    a read is planned, searched and reduced in the process that received it. 1: one
+    process, as before."""
+    node_group: str = ""
+    """The node group this process's query node belongs to (set by a standalone for its
+    serving processes; empty: none). The coord places on a group as on one node."""
+    serving_index: int = 0
+    """Which serving process of its group this one is (0: the first, which hosts the
+    coord); set by the standalone that starts it."""
+
     transport: str = "auto"
     """How roles reach each other: ``auto`` calls a role of the same process directly and
     others over NATS; ``nats`` sends every request over NATS, even within a process (a
@@ -223,6 +237,12 @@ class Settings:
             raise ValueError("timetick_interval_ms must be at least 1")
         if not 1 <= self.stream_replicas <= 5:
             raise ValueError("stream_replicas must be between 1 and 5 (JetStream's limit)")
+        if not 1 <= self.serving_processes <= 64:
+            raise ValueError("serving_processes must be between 1 and 64")
+        if self.node_group and not re.fullmatch(r"[a-z0-9-]{1,40}", self.node_group):
+            raise ValueError("node_group: lower-case letters, digits and '-', at most 40")
+        if self.node_group and self.transport != "auto":
+            raise ValueError("a node group (serving_processes > 1) needs transport 'auto'")
         if self.max_parallel_syncs < 1:
             raise ValueError("max_parallel_syncs must be at least 1")
         for name in ("flight_port", "milvus_port", "metrics_port", "nats_port", "webui_port"):

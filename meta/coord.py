@@ -222,6 +222,8 @@ class Coordinator(Role):
             self.timeticks.forget_proxy(info.node_id)
         if info.role == "datanode":
             self.supervisor.spawn("channel assignment", self.channels.balance)
+        if info.role == "querynode" and event == "leave":
+            self.query.groups.forget(info.node_id)  # a member gone holds no copy any more
         if info.role == "querynode" and event == "leave":  # its share placed again now,
             self.supervisor.spawn("place lost replicas", self.query.keep_loaded)  # not in 1 s
         if event == "leave":

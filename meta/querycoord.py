@@ -25,6 +25,7 @@ from elanus.api.base import ACK, Ack
 from elanus.api.datanode import Checkpoint
 from elanus.api.querycoord import (
     GetReplicas,
+    JoinGroup,
     LoadCollection,
     LoadProgress,
     LoadState,
@@ -52,11 +53,13 @@ from elanus.api.querynode import (
     UnwatchChannel,
     WorkerAPI,
 )
+from elanus.channels.bus import Bus
 from elanus.channels.dml import pchannel_of
 from elanus.channels.runtime.loop import Periodic, cancel_and_wait
 from elanus.errors import ElanusError, ErrorCode
 from elanus.meta import replicas as rep
 from elanus.meta.balance import balance
+from elanus.meta.nodegroups import FannedQueryNode, FannedWorker, NodeGroups, copy_share
 from elanus.meta.replicas import Loaded, Replica
 from elanus.meta.unreachable import UnreachableNodes
 from elanus.mmapsettings import for_field, resolve
@@ -80,6 +83,7 @@ class QueryCoord:
         self._handoffs: set[asyncio.Task[None]] = set()
         self._lock = asyncio.Lock()  # placements and handoffs one at a time
         self.unreachable = UnreachableNodes(ctx)
+        self.groups = NodeGroups()
 
     def schedule(self, make: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Run a handoff in the background (the reporting datanode need not wait). The
@@ -105,6 +109,7 @@ class QueryCoord:
             "query.route": self.route,
             "query.replicas": self.replicas,
             "query.node_unreachable": self.node_unreachable,
+            "query.join_group": self.join_group,
         }
 
     def background(self) -> list[Periodic]:
@@ -120,13 +125,23 @@ class QueryCoord:
         return lo is not None and (lo.partition_ids is None or partition_id in lo.partition_ids)
 
     # -- helpers ----------------------------------------------------------------------------
+    @property
+    def bus(self) -> Bus:
+        return self.ctx.bus
+
     def _nodes(self) -> list[str]:
-        return sorted(self.unreachable.live())
+        """The live query nodes placement sees (a node group counts as one)."""
+        sessions = self.ctx.sessions.of_role("querynode")
+        return sorted(self.groups.logical(self.unreachable.live(), sessions))
 
     def node(self, node: str) -> QueryNodeAPI:
+        if self.groups.is_group(node):
+            return FannedQueryNode(self.ctx.bus, node, self.groups)
         return QueryNodeAPI(self.ctx.bus, node)
 
     def worker(self, node: str) -> WorkerAPI:
+        if self.groups.is_group(node):
+            return FannedWorker(self.ctx.bus, node, self.groups)
         return WorkerAPI(self.ctx.bus, node, NODE_TIMEOUT_S)
 
     async def _wait_for_nodes(self, timeout: float, wanted: int = 1) -> list[str]:
@@ -268,10 +283,17 @@ class QueryCoord:
     async def _watch(
         self, lo: Loaded, r: Replica, info: dict[str, Any], vchannel: str, node: str
     ) -> None:
-        """Start the vchannel's delegator at the channel checkpoint; it serves reads once
-        its tsafe reaches ``ready_ts``: the checkpoint's tick and the newest row of every
-        sealed segment it is given (the checkpoint may be a tick older than a segment
-        flushed just now, and a read at it would hide that segment's rows)."""
+        """Start the vchannel's delegator on ``node``."""
+        await self.node(node).watch(self.delegate_request(lo, r, info, vchannel))
+        r.channels[vchannel] = node
+
+    def delegate_request(
+        self, lo: Loaded, r: Replica, info: dict[str, Any], vchannel: str
+    ) -> DelegateChannel:
+        """A delegator of ``r`` for ``vchannel``, from the channel checkpoint; it serves
+        reads once its tsafe reaches ``ready_ts``: the checkpoint's tick and the newest row
+        of every sealed segment it is given (the checkpoint may be a tick older than a
+        segment flushed just now, and a read at it would hide that segment's rows)."""
         checkpoint = self.data.checkpoints.get(vchannel)
         segs = [
             (sid, n, seg)
@@ -285,19 +307,16 @@ class QueryCoord:
         ready_ts = max(
             [checkpoint[1] if checkpoint else 0, *(seg.max_ts or 0 for _, _, seg in segs)]
         )
-        await self.node(node).watch(
-            DelegateChannel(
-                vchannel=vchannel,
-                pchannel=pchannel_of(vchannel),
-                collection_id=lo.collection_id,
-                schema=info["schema"],
-                checkpoint=Checkpoint(seq=checkpoint[0], ts=checkpoint[1]) if checkpoint else None,
-                sealed=sealed,
-                partition_ids=lo.partition_ids,
-                ready_ts=ready_ts,
-            )
+        return DelegateChannel(
+            vchannel=vchannel,
+            pchannel=pchannel_of(vchannel),
+            collection_id=lo.collection_id,
+            schema=info["schema"],
+            checkpoint=Checkpoint(seq=checkpoint[0], ts=checkpoint[1]) if checkpoint else None,
+            sealed=sealed,
+            partition_ids=lo.partition_ids,
+            ready_ts=ready_ts,
         )
-        r.channels[vchannel] = node
 
     async def release(self, req: ReleaseCollection) -> Ack:
         await self.release_collection(req.collection_id)
@@ -568,10 +587,29 @@ class QueryCoord:
                     await self.worker(node).release(ReleaseSegments(segment_ids=sids))
 
     async def keep_loaded(self) -> None:
-        """Place replicas again whose query nodes went away (or after a restart)."""
+        """Place replicas again whose query nodes went away (or after a restart), and copy
+        onto group members that hold nothing yet what is placed on their group."""
         await self.unreachable.recheck()
         async with self._lock:
+            sessions = self.ctx.sessions.of_role("querynode")
+            for member, group in self.groups.strays(self.unreachable.live(), sessions):
+                try:
+                    await self._join(member, group, afresh=True)
+                except ElanusError as exc:  # tried again next time; the others serve
+                    log.warning("query node %s could not join group %s: %s", member, group, exc)
             await self._repair()
+
+    async def join_group(self, req: JoinGroup) -> Ack:
+        async with self._lock:
+            await self._join(req.node_id, req.group)
+        return ACK
+
+    async def _join(self, member: str, group: str, afresh: bool = False) -> None:
+        """Copy onto ``member`` every placed share of ``group``; then it is one of the
+        members every later call to the group goes to."""
+        log.info("query node %s joins node group %s", member, group)
+        await copy_share(self, group, member, afresh)
+        self.groups.join(group, member)
 
     async def node_unreachable(self, req: NodeUnreachable) -> Ack:
         """Confirmed gone: their replicas are placed again before the proxy hears back."""

@@ -86,7 +86,9 @@ class MilvusFace:
         options = [
             ("grpc.max_receive_message_length", limit),
             ("grpc.max_send_message_length", limit),
-            ("grpc.so_reuseport", 0),
+            # Shared by a standalone's serving processes (the kernel spreads connections,
+            # docs/process-model.md); otherwise a taken port is an error.
+            ("grpc.so_reuseport", 1 if s.node_group else 0),
             *KEEPALIVE,
         ]
         server = grpc.server(futures.ThreadPoolExecutor(WORKERS, "milvus"), options=options)

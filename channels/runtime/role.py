@@ -151,10 +151,15 @@ class Role:
         prefix: str | None = None,
         handlers: Mapping[str, RoleHandler] | None = None,
         queue: str | None = None,
+        here_only: bool = False,
     ) -> None:
         """Answer requests on ``<prefix>.<method>`` until ``stop``; a typed handler gets its
-        request checked and decoded here, once, whichever way it arrived."""
+        request checked and decoded here, once, whichever way it arrived. ``here_only``:
+        from this process only (``Bus.serve_here``)."""
         table = {name: at_edge(fn) for name, fn in (handlers or self.handlers()).items()}
+        if here_only:
+            self._served.append(self.bus.serve_here(prefix or self.address, table))
+            return
         served = await self.bus.serve(prefix or self.address, table, queue)
         self._served.append(served)
 

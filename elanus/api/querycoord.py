@@ -116,6 +116,16 @@ class NodeUnreachable:
     node_ids: list[str]
 
 
+@request("query.join_group")
+class JoinGroup:
+    """A query node of a node group (a standalone's serving process) that has just
+    started: the coord copies onto it everything placed on the group, and answers when
+    it holds it all, so the node's process serves reads only once it can answer them."""
+
+    node_id: str
+    group: str
+
+
 class QueryCoordAPI(Stub):
     """The query coord's ``query.*`` calls."""
 
@@ -139,3 +149,6 @@ class QueryCoordAPI(Stub):
 
     async def node_unreachable(self, req: NodeUnreachable, timeout: float | None = None) -> Ack:
         return await self._ask("query.node_unreachable", req, Ack, timeout)
+
+    async def join_group(self, req: JoinGroup, timeout: float | None = None) -> Ack:
+        return await self._ask("query.join_group", req, Ack, timeout)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from typing import Any
 
 import numpy as np
@@ -15,6 +16,7 @@ import numpy as np
 from elanus import freemem
 from elanus.api.base import ACK, Ack
 from elanus.api.indexcoord import IndexCoordAPI, IndexLoadFailed
+from elanus.api.querycoord import JoinGroup, QueryCoordAPI
 from elanus.api.querynode import (
     LOADED_MAPPED,
     LOADED_MEMORY,
@@ -70,6 +72,8 @@ from elanus.settings import Settings
 
 log = logging.getLogger(__name__)
 CALL_TIMEOUT_S = 60.0
+JOIN_TIMEOUT_S = 600.0
+"""How long a group member waits for the coord to copy the group's loads onto it."""
 MEMORY_FIGURES_S = 1.0
 """How stale the published memory figures may be (counting walks every segment)."""
 
@@ -78,12 +82,19 @@ class QueryNode(Role):
     role_name = "querynode"
 
     def __init__(self, settings: Settings, bus: Bus, node_id: str | None = None) -> None:
+        group = settings.node_group
+        if group and node_id is None:  # which serving process, and which start of it
+            node_id = f"{group}-{settings.serving_index}-{uuid.uuid4().hex[:6]}"
         super().__init__(settings, bus, node_id)
+        self.group = group
+        """The node group this node is a member of (empty: none): the coord places on the
+        group as on one node and copies it onto every member (``meta/nodegroups.py``)."""
         self.worker = Worker(
             self._index_failed,
             settings.data_path / "mmap",
             settings.query_memory_limit_bytes,
             self.node_id,
+            always_mapped=bool(group),
         )
         self.delegators: dict[str, Delegator] = {}
         self.schemas: dict[int, Schema] = {}
@@ -121,12 +132,25 @@ class QueryNode(Role):
             "worker.count": self.worker_count,
         }
 
+    def session_meta(self) -> dict[str, object]:
+        return {"group": self.group} if self.group else {}
+
     async def start(self) -> None:
         stop_faiss_interrupt_checks()  # searches run on Flight threads beside the loop
         await self.open_data_bus()
         await self.serve()
+        if self.group:  # callers of this process asking the group reach this member
+            await self.serve(subjects.node_prefix("querynode", self.group), here_only=True)
         await self.register()
         metrics.report(self)
+        if self.group:
+            await self._join_group()
+
+    async def _join_group(self) -> None:
+        """Take the group's share of every load from the coord before the process's proxy
+        serves: a read that reaches this process is answered here."""
+        req = JoinGroup(node_id=self.node_id, group=self.group)
+        await QueryCoordAPI(self.bus).join_group(req, JOIN_TIMEOUT_S)
 
     async def stop(self) -> None:
         metrics.unreport(self)

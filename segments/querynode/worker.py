@@ -8,6 +8,7 @@ arrive from the delegator. Loading and scanning run off the event loop.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import tempfile
 from collections.abc import Callable
@@ -117,6 +118,15 @@ def attach_index(seg: MemSegment, entry: ServedIndex, mmap_dir: Path | None = No
     return index is not None
 
 
+def mapped_spec(spec: SegmentSpec, schema: Schema) -> SegmentSpec:
+    """``spec`` with every vector index and every raw column but the key mapped."""
+    indexes = [
+        i if is_scalar_spec(i.spec) else dataclasses.replace(i, mmap=True) for i in spec.indexes
+    ]
+    fields = [f.name for f in schema.fields if f.name != schema.primary.name]
+    return dataclasses.replace(spec, indexes=indexes, mmap_fields=fields)
+
+
 class Worker:
     """``on_index_failure`` hears of every finished index that did not load, so that the
     coord can have it built again rather than leave the segment on exact search."""
@@ -127,7 +137,12 @@ class Worker:
         mmap_dir: Path | None = None,
         memory_limit: int | None = None,
         node: str = "",
+        always_mapped: bool = False,
     ) -> None:
+        self.always_mapped = always_mapped
+        """Load every index and raw column mapped, whatever ``mmap.enabled`` says: a node
+        group's members (a standalone's serving processes) then share one page-cache copy
+        of the index files instead of holding one each (docs/process-model.md)."""
         self.mmap_dir = mmap_dir
         self.memory_limit, self.node = memory_limit, node
         """The admission budget (``querynode/admission.py``): ``None`` admits every load."""
@@ -138,6 +153,8 @@ class Worker:
 
     async def load(self, collection_id: int, schema: Schema, specs: list[SegmentSpec]) -> list[int]:
         new = [s for s in specs if s.segment_id not in self.segments]
+        if self.always_mapped:
+            new = [mapped_spec(s, schema) for s in new]
         if self.memory_limit is not None:
             held = sum(self.memory_by_collection().values())
             await asyncio.to_thread(admit, new, schema, self.memory_limit, held, self.node)
@@ -166,6 +183,8 @@ class Worker:
         seg = self.segments.get(segment_id)
         if seg is None:
             return False
+        if self.always_mapped and not is_scalar_spec(index.spec):
+            index = dataclasses.replace(index, mmap=True)
         if not await asyncio.to_thread(attach_index, seg, index, self.mmap_dir):
             self._index_failed(segment_id, index)
         await asyncio.to_thread(freemem.release)  # the column the index now holds

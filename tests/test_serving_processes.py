@@ -1,0 +1,144 @@
+"""A standalone's serving processes (setting ``serving_processes``, cli/serving.py): each
+further process hosts a proxy and a query node of one node group (meta/nodegroups.py),
+holds every replica placed on the group, and answers the requests it receives itself.
+
+Each process is asked through its own Flight port, so both are covered whatever the kernel
+does with the shared Milvus port; pymilvus goes through that shared port."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import psutil
+import pymilvus
+import pytest
+from conftest import StandaloneProcess, bare_collection, wait_for
+
+from elanus.channels.nats_server import free_port
+from elanus.client.client import Client
+
+pytestmark = pytest.mark.integration
+
+DIM = 8
+ROWS = 400
+STRONG = "Strong"
+
+
+def _proxies(client: Client) -> dict[int, str]:
+    """Flight uri of each live serving process's proxy, by its pid (a killed one's session
+    outlives it for a TTL)."""
+    out = {}
+    for s in client.list_sessions():
+        if s["role"] == "proxy":
+            port = (s.get("meta") or {}).get("flight_port")
+            pid = _pid_on(port)
+            if pid is not None:
+                out[pid] = f"grpc://127.0.0.1:{port}"
+    return out
+
+
+def _pid_on(port: int) -> int | None:
+    for c in psutil.net_connections("tcp"):
+        if c.status == psutil.CONN_LISTEN and c.laddr.port == port and c.pid:
+            return c.pid
+    return None
+
+
+def _answers(client: Client, vectors: np.ndarray) -> list[Any]:
+    hits = client.search("g", vectors[:4], limit=5, consistency_level=STRONG)
+    rows = client.query("g", "id % 9 == 2", ["id"], consistency_level=STRONG)
+    counted = client.query("g", "", ["count(*)"], consistency_level=STRONG)
+    return [
+        [[(h["id"], round(h["distance"], 4)) for h in q] for q in hits],
+        sorted(r["id"] for r in rows),
+        counted[0]["count(*)"],
+    ]
+
+
+@pytest.fixture
+def two(tmp_path: Any) -> Iterator[tuple[StandaloneProcess, int]]:
+    milvus = free_port()
+    sp = StandaloneProcess(
+        tmp_path / "data",
+        "--milvus-port",
+        str(milvus),
+        env={"ELANUS_SERVING_PROCESSES": "2"},
+    )
+    try:
+        yield sp.start().wait_ready(90), milvus
+    finally:
+        sp.stop()
+
+
+def test_each_serving_process_answers_as_one_standalone(
+    two: tuple[StandaloneProcess, int],
+) -> None:
+    sp, milvus = two
+    with Client(sp.uri) as first:
+        proxies = _proxies(first)
+        assert len(proxies) == 2 and sp.pid in proxies
+        (member_pid,) = set(proxies) - {sp.pid}
+        assert psutil.Process(member_pid).ppid() == sp.pid
+        bare_collection(first, "g", DIM, metric_type="L2", num_shards=2)
+        vectors = np.random.default_rng(5).random((ROWS, DIM), dtype=np.float32)
+        half = ROWS // 2
+        first.insert("g", {"id": np.arange(half), "vector": vectors[:half]})
+        first.flush("g", timeout=30)
+        first.load_collection("g")
+        replicas = first.describe_replica("g")
+        assert len(replicas) == 1  # the user's one replica, copied on every member
+        with Client(proxies[member_pid]) as member:
+            # written through the member's proxy, growing in both processes
+            member.insert("g", {"id": np.arange(half, ROWS), "vector": vectors[half:]})
+            want = _answers(first, vectors)
+            assert want[2] == ROWS
+            assert _answers(member, vectors) == want
+            first.flush("g", timeout=30)  # handed over to both members
+            first.delete("g", filter="id < 10")
+            want = _answers(first, vectors)
+            assert want[2] == ROWS - 10
+            assert _answers(member, vectors) == want
+    mc = pymilvus.MilvusClient(uri=f"http://127.0.0.1:{milvus}", timeout=30)
+    try:
+        got = mc.query("g", filter="id >= 0", output_fields=["count(*)"], consistency_level=STRONG)
+        assert got[0]["count(*)"] == ROWS - 10
+    finally:
+        mc.close()
+
+
+@pytest.mark.chaos
+def test_a_killed_serving_process_comes_back_and_serves_again(
+    two: tuple[StandaloneProcess, int],
+) -> None:
+    sp, _ = two
+    with Client(sp.uri) as first:
+        (member_pid,) = set(_proxies(first)) - {sp.pid}
+        bare_collection(first, "g", DIM, metric_type="L2", num_shards=1)
+        vectors = np.random.default_rng(6).random((ROWS, DIM), dtype=np.float32)
+        first.insert("g", {"id": np.arange(ROWS), "vector": vectors})
+        first.flush("g", timeout=30)
+        first.load_collection("g")
+        with Client(_proxies(first)[member_pid]) as member:  # acknowledged, then killed
+            member.insert("g", {"id": np.arange(ROWS, ROWS + 50), "vector": vectors[:50]})
+        want = _answers(first, vectors)
+        assert want[2] == ROWS + 50
+        os.kill(member_pid, signal.SIGKILL)
+        assert _answers(first, vectors) == want  # the first process never needed it
+
+        def back() -> dict[int, str] | None:
+            proxies = _proxies(first)
+            new = set(proxies) - {sp.pid, member_pid}
+            return proxies if new and len(proxies) == 2 else None
+
+        proxies = wait_for(back, timeout=60, what="the serving process started again")
+        (new_pid,) = set(proxies) - {sp.pid}
+        time.sleep(0.5)
+        with Client(proxies[new_pid]) as member:
+            assert _answers(member, vectors) == want
+    sp.stop()
+    assert not psutil.pid_exists(new_pid) or psutil.Process(new_pid).status() == "zombie"
