@@ -191,6 +191,7 @@ def run_case(
     server: str = "elanus",
 ) -> dict[str, Any]:
     """One VectorDBBench run against ``server``; returns its result's metrics."""
+    server = server.replace(" ", "-")
     results = work / f"results-{server}-{case}"
     results.mkdir(parents=True, exist_ok=True)
     cmd = [
@@ -217,7 +218,7 @@ def run_case(
         "DATASET_LOCAL_DIR": str(work / "datasets"),
         "LOG_FILE": str(work / f"vdbb-{server}-{case}.log"),
     }
-    if server != "elanus":  # Milvus 2.3.5 cannot say is_sorted: see SORTED_SHIM
+    if not server.startswith("elanus"):  # Milvus 2.3.5 cannot say is_sorted: SORTED_SHIM
         shim = work / "shim-milvus235"
         shim.mkdir(exist_ok=True)
         (shim / "sitecustomize.py").write_text(SORTED_SHIM)
@@ -255,11 +256,14 @@ def serve_and_run(
     server: str, case: str, data: Path, work: Path, args: argparse.Namespace
 ) -> dict[str, Any]:
     """Start ``server`` alone on a fresh data directory, run the case, stop it."""
-    if server == "elanus":
+    if server.startswith("elanus"):
         port = free_port()
-        elanus = Standalone(work / f"server-{case}", env={"ELANUS_MILVUS_PORT": str(port)})
+        processes = server.partition("x")[2] or "1"
+        env = {"ELANUS_MILVUS_PORT": str(port), "ELANUS_SERVING_PROCESSES": processes}
+        elanus = Standalone(work / f"server-{case}-{processes}", env=env)
         with elanus:
-            return run_case(args.vdbb_venv, case, f"http://127.0.0.1:{port}", data, work, args)
+            uri = f"http://127.0.0.1:{port}"
+            return run_case(args.vdbb_venv, case, uri, data, work, args, server=server)
     with MilvusServer(args.against_milvus, work / f"milvus-{case}") as milvus:
         uri = f"http://127.0.0.1:{milvus.port}"
         return run_case(args.vdbb_venv, case, uri, data, work, args, server="milvus")
@@ -306,6 +310,11 @@ def main() -> None:
         metavar="VENV",
         help="also run each case on Milvus 2.3.5 (a venv with PyPI's milvus==2.3.5), first",
     )
+    ap.add_argument(
+        "--serving-processes",
+        default="1",
+        help="comma-separated: run Elanus once per value of its setting serving_processes",
+    )
     args = ap.parse_args()
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
     unknown = sorted(set(cases) - set(CASES))
@@ -326,10 +335,12 @@ def main() -> None:
         print(f"dataset written in {time.perf_counter() - t:.1f} s", flush=True)
         for case in cases:
             base: dict[str, Any] | None = None
-            for server in ("milvus-2.3.5", "elanus") if args.against_milvus else ("elanus",):
+            elanus = [f"elanus x{p.strip()}" for p in args.serving_processes.split(",")]
+            servers = (["milvus-2.3.5"] if args.against_milvus else []) + elanus
+            for server in servers:
                 m = serve_and_run(server, case, data, work, args)
                 rows_out.append(table_row(server, case, m, base))
-                base = base or (m if server != "elanus" else None)
+                base = base or (m if not server.startswith("elanus") else None)
     print_table(
         f"VectorDBBench 2.0.0 custom dataset ({args.rows} x {args.dim}-d, COSINE, k={args.k})",
         [
