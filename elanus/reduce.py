@@ -256,7 +256,7 @@ def reduce_parts(
         pick = np.nonzero(src == i)[0]
         index[pick] = slot_to_row[query[pick] * k_i + col[pick]]
     valid = np.nonzero(index >= 0)[0]
-    out["outputs"] = merged.take(pa.array(index[valid]))
+    out["outputs"] = merged.take(pa.array(index[valid], pa.int64()))
     out["output_rows"] = valid
     return out
 

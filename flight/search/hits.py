@@ -65,18 +65,22 @@ def hits_table(merged: dict[str, Any], pk_type: pa.DataType, first_query: int = 
     flat = distances.ravel()
     slots = np.nonzero(np.isfinite(flat))[0]
     ids = np.asarray(merged["pks"]).ravel()[slots]
+    # Every array is built with its type: pyarrow infers one from a numpy array through
+    # its pandas shims, ~35 µs a call against ~2 µs (a third of this function's time).
     table = pa.table(
         {
-            "query_index": pa.array((slots // max(width, 1) + first_query).astype(np.int32)),
-            "rank": pa.array((slots % max(width, 1)).astype(np.int32)),
-            "id": pa.array(ids.tolist(), pk_type),
-            "distance": pa.array(flat[slots].astype(np.float32)),
+            "query_index": pa.array(
+                (slots // max(width, 1) + first_query).astype(np.int32), pa.int32()
+            ),
+            "rank": pa.array((slots % max(width, 1)).astype(np.int32), pa.int32()),
+            "id": pa.array(ids if ids.dtype.kind in "iu" else ids.tolist(), pk_type),
+            "distance": pa.array(flat[slots].astype(np.float32), pa.float32()),
         }
     )
     outputs = merged.get("outputs")
     if outputs is not None and outputs.num_columns:
         where = np.searchsorted(np.asarray(merged["output_rows"]), slots)
-        picked = outputs.take(pa.array(where))
+        picked = outputs.take(pa.array(where, pa.int64()))
         for name in picked.column_names:
             if name not in table.column_names:  # the key is already the ``id`` column
                 table = table.append_column(picked.schema.field(name), picked.column(name))
