@@ -33,7 +33,7 @@ from elanus.channels.nats_server import die_with_parent, free_port, terminate
 from elanus.cli import preflight
 from elanus.cli.context import CliState
 from elanus.cli.output import console, table
-from elanus.cli.roles import BACKOFF_FIRST_S, BACKOFF_MAX_S, RESTARTS_ENV
+from elanus.cli.roles import RESTARTS_ENV, restart_delay
 from elanus.errors import ElanusError, ErrorCode
 
 cluster_app = typer.Typer(help="Run a whole cluster on this machine.", no_args_is_help=True)
@@ -243,12 +243,7 @@ class LocalCluster:
             if c.proc is None or (c.due is None and c.proc.poll() is None):
                 continue
             if c.due is None:
-                steady = now - c.started > 60
-                delay = (
-                    BACKOFF_FIRST_S
-                    if steady
-                    else min(BACKOFF_FIRST_S * 2**c.restarts, BACKOFF_MAX_S)
-                )
+                delay = restart_delay(c.restarts, now - c.started)
                 c.due = now + delay
                 said.append(f"{c.name} exited with {c.proc.returncode} (log {c.log_path}); "
                             f"starting it again in {delay:.1f}s")  # fmt: skip

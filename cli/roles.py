@@ -18,6 +18,17 @@ RESTARTS_ENV = "ELANUS_ROLE_RESTARTS"
 BACKOFF_FIRST_S, BACKOFF_MAX_S = 0.2, 5.0
 """The wait before a role (or an embedded nats-server) that stopped starts again: doubled
 at each stop in a row, up to the most."""
+STEADY_S = 60.0
+"""A process that ran this long before it exited starts again after the first wait."""
+
+
+def restart_delay(restarts: int, ran_s: float) -> float:
+    """The wait before a role process that exited after ``ran_s`` seconds starts again,
+    the ``restarts``-th time: the first wait once it had run steadily, else doubled per
+    restart up to the most."""
+    if ran_s > STEADY_S:
+        return BACKOFF_FIRST_S
+    return min(BACKOFF_FIRST_S * 2**restarts, BACKOFF_MAX_S)
 
 
 class HostedRole(Protocol):

@@ -30,7 +30,7 @@ from pathlib import Path
 from elanus.channels.nats_server import die_with_parent, terminate
 from elanus.channels.runtime.sessions import list_sessions
 from elanus.cli.host import RoleHost
-from elanus.cli.roles import BACKOFF_FIRST_S, BACKOFF_MAX_S, RESTARTS_ENV
+from elanus.cli.roles import RESTARTS_ENV, restart_delay
 from elanus.errors import ElanusError, ErrorCode
 from elanus.settings import ENV_PREFIX, Settings
 
@@ -157,12 +157,7 @@ class ServingProcesses:
             if m.proc is None or (m.due is None and m.proc.poll() is None):
                 continue
             if m.due is None:
-                steady = now - m.started > 60
-                delay = (
-                    BACKOFF_FIRST_S
-                    if steady
-                    else min(BACKOFF_FIRST_S * 2**m.restarts, BACKOFF_MAX_S)
-                )
+                delay = restart_delay(m.restarts, now - m.started)
                 m.due = now + delay
                 log.warning(
                     "serving process %d exited with %s (log %s): starting it again in %.1fs",
