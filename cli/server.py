@@ -175,6 +175,9 @@ def standalone(
         webui_port=webui_port,
     )
     check_exposure(settings, insecure)
+    if settings.serving_processes == 0:  # one per core
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        settings = settings.replace(serving_processes=min(max(cores or 1, 1), 64))
     if settings.serving_processes > 1:
         from elanus.cli.serving import group_name
 

@@ -215,7 +215,7 @@ class Settings:
     (``SO_REUSEPORT``: the kernel spreads connections) and serves Flight on a port of its
     own. Their query nodes form one node group, on which every replica is copied whole, so
     a read is planned, searched and reduced in the process that received it. 1: one
-    process, as before."""
+    process, as before; 0: one per core this process may run on."""
     node_group: str = ""
     """The node group this process's query node belongs to (set by a standalone for its
     serving processes; empty: none). The coord places on a group as on one node."""
@@ -237,8 +237,8 @@ class Settings:
             raise ValueError("timetick_interval_ms must be at least 1")
         if not 1 <= self.stream_replicas <= 5:
             raise ValueError("stream_replicas must be between 1 and 5 (JetStream's limit)")
-        if not 1 <= self.serving_processes <= 64:
-            raise ValueError("serving_processes must be between 1 and 64")
+        if not 0 <= self.serving_processes <= 64:
+            raise ValueError("serving_processes must be between 0 (one per core) and 64")
         if self.node_group and not re.fullmatch(r"[a-z0-9-]{1,40}", self.node_group):
             raise ValueError("node_group: lower-case letters, digits and '-', at most 40")
         if self.node_group and self.transport != "auto":

@@ -132,3 +132,15 @@ def test_a_killed_serving_process_comes_back_and_serves_again(
             assert _answers(member, vectors) == want
     sp.stop()
     assert not psutil.pid_exists(new_pid) or psutil.Process(new_pid).status() == "zombie"
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) > 4, reason="one process per core: many here")
+def test_zero_serving_processes_means_one_per_core(tmp_path: Any) -> None:
+    sp = StandaloneProcess(tmp_path / "data", env={"ELANUS_SERVING_PROCESSES": "0"})
+    try:
+        sp.start().wait_ready(90)
+        with Client(sp.uri) as client:
+            assert len(_proxies(client)) == len(os.sched_getaffinity(0))
+        assert len(sp.info()["serving_pids"]) == len(os.sched_getaffinity(0)) - 1
+    finally:
+        sp.stop()
