@@ -224,8 +224,8 @@ class Coordinator(Role):
             self.supervisor.spawn("channel assignment", self.channels.balance)
         if info.role == "querynode" and event == "leave":
             self.query.groups.forget(info.node_id)  # a member gone holds no copy any more
-        if info.role == "querynode" and event == "leave":  # its share placed again now,
-            self.supervisor.spawn("place lost replicas", self.query.keep_loaded)  # not in 1 s
+            # its share placed again now, not in 1 s
+            self.supervisor.spawn("place lost replicas", self.query.keep_loaded)
         if event == "leave":
             self.housekeeping.node_left(info)
 

