@@ -650,15 +650,34 @@ MARKED_BY_FIXTURE = {"spark": pytest.mark.spark, "elanus_processes": pytest.mark
 
 
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark each test by the fixtures it uses, directly or through other fixtures, so the
-    inner loop (``-m "not spark and not chaos and not slow"``) holds no new test by mistake."""
+    inner loop (``-m "not spark and not chaos and not slow"``) holds no new test by mistake;
+    then keep the tests of the ``--phase`` asked for."""
     for item in items:
         used = getattr(item, "fixturenames", ())
         for fixture, mark in MARKED_BY_FIXTURE.items():
             if fixture in used:
                 item.add_marker(mark)
         mark_integration(item)
+    phase = config.getoption("phase")
+    if phase != "all":
+        serial = [i.get_closest_marker("serial") is not None for i in items]
+        keep = [i for i, s in zip(items, serial, strict=True) if s == (phase == "serial")]
+        left = [i for i, s in zip(items, serial, strict=True) if s != (phase == "serial")]
+        if left:
+            config.hook.pytest_deselected(items=left)
+            items[:] = keep
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--phase",
+        choices=("all", "parallel", "serial"),
+        default="all",
+        help="make test's phases: every test but those marked serial (run by pytest-xdist "
+        "workers side by side), or only those (alone, after); default all",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -46,6 +46,7 @@ TICK_S = 0.2  # the default time-tick interval
 
 @pytest.mark.chaos
 @pytest.mark.slow
+@pytest.mark.serial
 @pytest.mark.parametrize(
     ("roles", "seconds"),
     [(("querynode", "datanode", "coord", "proxy"), SECONDS_PER_ROLE), (("nats",), NATS_SECONDS)],

@@ -55,6 +55,7 @@ def insert(client: Client, start: int, n: int) -> list[int]:
 
 
 @pytest.mark.chaos
+@pytest.mark.serial
 def test_a_killed_datanodes_channels_move_within_2_s_and_lose_nothing(
     two_datanodes: Cluster,
 ) -> None:

@@ -291,6 +291,7 @@ def _batch(rng: np.random.Generator) -> dict[str, object]:
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_unthrottled_writers_keep_strong_reads_under_a_second(tmp_path: Path) -> None:
     limits = {
         # effective limits 0.11 / 0.25 s: each counts on top of two 50 ms tick intervals

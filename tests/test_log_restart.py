@@ -42,7 +42,7 @@ from elanus.errors import ElanusError, ErrorCode
 from elanus.meta.journal import STREAM, SUBJECT, CatalogJournal, encode
 from elanus.meta.lease import CoordLease, LeaseState
 
-pytestmark = [pytest.mark.chaos, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.chaos, pytest.mark.serial, pytest.mark.timeout(180)]
 
 SLACK = 1.5
 DIM = 8

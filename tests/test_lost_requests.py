@@ -95,6 +95,7 @@ def _pair(nats_server: EmbeddedNats, loop_thread: LoopThread) -> tuple[Bus, Bus]
     return server, client
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("way", WAYS)
 def test_a_request_to_a_node_that_died_holding_it_fails_within_a_second(
     nats_server: EmbeddedNats, loop_thread: LoopThread, way: str
@@ -147,6 +148,7 @@ def test_a_slow_server_still_answers_through_the_probes(
 
 
 @pytest.mark.chaos
+@pytest.mark.serial
 @pytest.mark.parametrize("way", WAYS)
 def test_requests_waiting_when_the_nats_server_goes_fail_at_once(
     tmp_path: Path, loop_thread: LoopThread, way: str

@@ -229,6 +229,7 @@ def setup_collection(stack: Stack) -> None:
 
 
 @pytest.mark.chaos
+@pytest.mark.serial
 def test_kill_9_of_a_server_under_writes_loses_nothing_and_stalls_under_2s(
     nats_cluster: NatsCluster, cluster_stack: Stack
 ) -> None:
@@ -255,6 +256,7 @@ def test_kill_9_of_a_server_under_writes_loses_nothing_and_stalls_under_2s(
 
 
 @pytest.mark.chaos
+@pytest.mark.serial
 def test_kill_9_of_a_stream_leader_loses_nothing(
     nats_cluster: NatsCluster, cluster_stack: Stack
 ) -> None:
@@ -276,6 +278,7 @@ def test_kill_9_of_a_stream_leader_loses_nothing(
 
 
 @pytest.mark.chaos
+@pytest.mark.serial
 def test_a_cluster_without_quorum_gives_a_clear_error(
     nats_cluster: NatsCluster, short_window_stack: Stack
 ) -> None:
