@@ -20,6 +20,7 @@ large carries its first part and the responder pulls the rest from the requester
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 from collections.abc import Awaitable, Callable
@@ -395,7 +396,14 @@ class NatsTransport:
             tasks.add(task)
             task.add_done_callback(tasks.discard)
 
-        return await self.nc.subscribe(f"{prefix}.>", queue=queue or "", cb=on_message)
+        sub = await self.nc.subscribe(f"{prefix}.>", queue=queue or "", cb=on_message)
+        # Once serve returns, the subject is reachable from any connection: the server has
+        # taken the subscription (a request sent from another connection a moment after
+        # got "no responders" while it had not, seen under load). Best effort: while the
+        # connection is away the subscription is sent again on reconnect.
+        with contextlib.suppress(nats.errors.Error, TimeoutError):
+            await self.nc.flush(timeout=5)
+        return sub
 
     async def _dispatch(self, msg: Msg, prefix: str, handlers: dict[str, Handler]) -> None:
         subject = msg.subject
