@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from elanus.channels.nats_server import die_with_parent, terminate
-from elanus.channels.runtime.sessions import list_sessions
+from elanus.channels.runtime.sessions import list_sessions, purge_sessions_of
 from elanus.cli.host import RoleHost
 from elanus.cli.roles import RESTARTS_ENV, restart_delay
 from elanus.errors import ElanusError, ErrorCode
@@ -163,9 +163,26 @@ class ServingProcesses:
                     "serving process %d exited with %s (log %s): starting it again in %.1fs",
                     m.index, m.proc.returncode, m.log_path, delay,
                 )  # fmt: skip
+                self._forget(m.proc.pid)
             elif now >= m.due:
                 m.due, m.restarts = None, m.restarts + 1
                 self._launch(m)
+
+    def _forget(self, pid: int) -> None:
+        """Take the exited process's sessions out now: the coord stops waiting for its
+        proxy's time ticks (Strong reads) and drops its query node from the group at its
+        next poll, not a session TTL later. Best effort: the TTL still ends them."""
+        host = self.host
+        if host.loop is None or host.bus is None:
+            return
+        try:
+            gone = host.loop.call(
+                purge_sessions_of(host.bus, pid, host.settings.session_ttl_s), timeout=2.0
+            )
+        except Exception as exc:  # noqa: BLE001 - the sessions expire by themselves
+            log.warning("sessions of the exited serving process %d not purged: %r", pid, exc)
+            return
+        log.info("sessions of the exited serving process %d purged: %s", pid, ", ".join(gone))
 
     def stop(self) -> None:
         for m in reversed(self.members):

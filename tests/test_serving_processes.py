@@ -102,6 +102,7 @@ def test_each_serving_process_answers_as_one_standalone(
 
 
 @pytest.mark.chaos
+@pytest.mark.serial
 def test_a_killed_serving_process_comes_back_and_serves_again(
     two: tuple[StandaloneProcess, int],
 ) -> None:
@@ -118,7 +119,16 @@ def test_a_killed_serving_process_comes_back_and_serves_again(
         want = _answers(first, vectors)
         assert want[2][0]["count(*)"] == ROWS + 50
         os.kill(member_pid, signal.SIGKILL)
+        killed = time.monotonic()
         assert _answers(first, vectors) == want  # the first process never needed it
+        # nor waited for its time ticks: the coord found its proxy gone
+        assert time.monotonic() - killed < 3.0, "Strong reads waited for the killed proxy"
+        # the first process saw it exit and took its sessions out, a TTL (6 s) early
+        wait_for(
+            lambda: all(s["pid"] != member_pid for s in first.list_sessions()),
+            timeout=10, what="the killed process's sessions gone",
+        )  # fmt: skip
+        assert time.monotonic() - killed < 3.0, "the sessions waited for their TTL"
 
         def back() -> dict[int, str] | None:
             proxies = _proxies(first)

@@ -164,6 +164,18 @@ async def list_sessions(bus: Bus, ttl_s: float = 6.0) -> list[SessionInfo]:
     return (await _listed(bus, ttl_s))[0]
 
 
+async def purge_sessions_of(bus: Bus, pid: int, ttl_s: float = 6.0) -> list[str]:
+    """Purge the sessions of process ``pid`` of this host, known dead (its parent saw it
+    exit): the coord sees its roles leave at its next poll rather than a TTL later, and
+    stops waiting for their time ticks. The keys purged."""
+    kv = await sessions_bucket(bus, ttl_s)
+    here = socket.gethostname()
+    gone = [s.key for s in await list_sessions(bus, ttl_s) if s.pid == pid and s.host == here]
+    for key in gone:
+        await kv.purge(key)
+    return gone
+
+
 async def _listed(bus: Bus, ttl_s: float) -> tuple[list[SessionInfo], str]:
     """Live sessions, and when their bucket was made (a new one: the log restarted)."""
     kv = await sessions_bucket(bus, ttl_s)
