@@ -399,10 +399,11 @@ class NatsTransport:
         sub = await self.nc.subscribe(f"{prefix}.>", queue=queue or "", cb=on_message)
         # Once serve returns, the subject is reachable from any connection: the server has
         # taken the subscription (a request sent from another connection a moment after
-        # got "no responders" while it had not, seen under load). Best effort: while the
-        # connection is away the subscription is sent again on reconnect.
-        with contextlib.suppress(nats.errors.Error, TimeoutError):
-            await self.nc.flush(timeout=5)
+        # got "no responders" while it had not, seen under load). Not while the connection
+        # is away: the subscription is sent again when it is back.
+        if self.nc.is_connected:
+            with contextlib.suppress(nats.errors.Error, TimeoutError):
+                await self.nc.flush(timeout=5)
         return sub
 
     async def _dispatch(self, msg: Msg, prefix: str, handlers: dict[str, Handler]) -> None:

@@ -14,6 +14,7 @@ doubles with each exit in a row; its session carries the count (``elanus status`
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
@@ -33,7 +34,7 @@ from elanus.channels.nats_server import die_with_parent, free_port, terminate
 from elanus.cli import preflight
 from elanus.cli.context import CliState
 from elanus.cli.output import console, table
-from elanus.cli.roles import RESTARTS_ENV, restart_delay
+from elanus.cli.roles import RESTARTED, RESTARTS_ENV, Exited, keep_step
 from elanus.errors import ElanusError, ErrorCode
 
 cluster_app = typer.Typer(help="Run a whole cluster on this machine.", no_args_is_help=True)
@@ -240,16 +241,12 @@ class LocalCluster:
         said = []
         now = time.monotonic()
         for c in self.children:
-            if c.proc is None or (c.due is None and c.proc.poll() is None):
-                continue
-            if c.due is None:
-                delay = restart_delay(c.restarts, now - c.started)
-                c.due = now + delay
-                said.append(f"{c.name} exited with {c.proc.returncode} (log {c.log_path}); "
-                            f"starting it again in {delay:.1f}s")  # fmt: skip
-            elif now >= c.due:
-                c.due, c.restarts = None, c.restarts + 1
-                self.launch(c)
+            seen = keep_step(c, now, functools.partial(self.launch, c))
+            if isinstance(seen, Exited):
+                said.append(f"{c.name} exited with {seen.returncode} (log {c.log_path}); "
+                            f"starting it again in {seen.delay:.1f}s")  # fmt: skip
+            elif seen == RESTARTED:
+                assert c.proc is not None
                 said.append(f"{c.name} started again (pid {c.proc.pid}, restart {c.restarts})")
         return said
 

@@ -4,6 +4,7 @@ each one is (imported only when hosted, so a client command stays light), start 
 from __future__ import annotations
 
 import importlib
+import subprocess
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +30,46 @@ def restart_delay(restarts: int, ran_s: float) -> float:
     if ran_s > STEADY_S:
         return BACKOFF_FIRST_S
     return min(BACKOFF_FIRST_S * 2**restarts, BACKOFF_MAX_S)
+
+
+class KeptProcess(Protocol):
+    """A child process kept running by its parent (a ``cluster up`` role, a standalone's
+    serving process): its process, when it started, and its restart state."""
+
+    proc: subprocess.Popen[bytes] | None
+    started: float
+    restarts: int
+    due: float | None
+    """When an exited process starts again (monotonic); None while it runs."""
+
+
+@dataclass(frozen=True)
+class Exited:
+    """``keep_step`` saw the process exit: it starts again in ``delay`` seconds."""
+
+    returncode: int | None
+    delay: float
+
+
+RESTARTED = "restarted"
+
+
+def keep_step(child: KeptProcess, now: float, launch: Callable[[], None]) -> Exited | str | None:
+    """One look at ``child``: an exit seen now (its restart scheduled after the backoff of
+    ``restart_delay``), a restart done now (``launch`` called), or ``None`` (running, or
+    waiting out its backoff). The caller words what it tells."""
+    proc = child.proc
+    if proc is None or (child.due is None and proc.poll() is None):
+        return None
+    if child.due is None:
+        delay = restart_delay(child.restarts, now - child.started)
+        child.due = now + delay
+        return Exited(proc.returncode, delay)
+    if now >= child.due:
+        child.due, child.restarts = None, child.restarts + 1
+        launch()
+        return RESTARTED
+    return None
 
 
 class HostedRole(Protocol):

@@ -18,6 +18,7 @@ registered, and starts one that exits again after a backoff (as ``cluster up`` d
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -30,7 +31,7 @@ from pathlib import Path
 from elanus.channels.nats_server import die_with_parent, terminate
 from elanus.channels.runtime.sessions import list_sessions, purge_sessions_of
 from elanus.cli.host import RoleHost
-from elanus.cli.roles import RESTARTS_ENV, restart_delay
+from elanus.cli.roles import RESTARTS_ENV, Exited, keep_step
 from elanus.errors import ElanusError, ErrorCode
 from elanus.settings import ENV_PREFIX, Settings
 
@@ -154,19 +155,14 @@ class ServingProcesses:
         5 s while it keeps exiting within a minute of its start)."""
         now = time.monotonic()
         for m in self.members:
-            if m.proc is None or (m.due is None and m.proc.poll() is None):
-                continue
-            if m.due is None:
-                delay = restart_delay(m.restarts, now - m.started)
-                m.due = now + delay
+            pid = m.proc.pid if m.proc is not None else 0
+            seen = keep_step(m, now, functools.partial(self._launch, m))
+            if isinstance(seen, Exited):
                 log.warning(
                     "serving process %d exited with %s (log %s): starting it again in %.1fs",
-                    m.index, m.proc.returncode, m.log_path, delay,
+                    m.index, seen.returncode, m.log_path, seen.delay,
                 )  # fmt: skip
-                self._forget(m.proc.pid)
-            elif now >= m.due:
-                m.due, m.restarts = None, m.restarts + 1
-                self._launch(m)
+                self._forget(pid)
 
     def _forget(self, pid: int) -> None:
         """Take the exited process's sessions out now: the coord stops waiting for its

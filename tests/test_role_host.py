@@ -5,11 +5,15 @@ cause of a role's error; never a storage or settings error, which fails the star
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import nats.errors
 import pytest
 from nats.js.errors import NoStreamResponseError
 
 from elanus.cli.host import start_may_succeed_again
+from elanus.cli.roles import BACKOFF_FIRST_S, RESTARTED, Exited, keep_step
 from elanus.errors import ElanusError, ErrorCode
 
 
@@ -46,3 +50,45 @@ def raised(
 )
 def test_only_nats_failing_over_is_tried_again(exc: BaseException, again: bool) -> None:
     assert start_may_succeed_again(exc) is again
+
+
+class _Proc:
+    """What ``keep_step`` reads of a process: whether it exited, and its status."""
+
+    def __init__(self) -> None:
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+
+@dataclass
+class _Kept:
+    proc: Any
+    started: float = 0.0
+    restarts: int = 0
+    due: float | None = None
+
+
+def test_keep_step_restarts_an_exited_process_after_its_backoff() -> None:
+    """The restart rule ``cluster up`` and a standalone's serving processes share: an exit
+    is seen once, the process starts again once its backoff is over (doubling while it
+    keeps exiting soon after its start), and a running one is left alone."""
+    launched: list[float] = []
+    child = _Kept(_Proc(), started=100.0)
+
+    def launch() -> None:
+        launched.append(now)
+        child.proc, child.started = _Proc(), now
+
+    now = 101.0
+    assert keep_step(child, now, launch) is None  # running
+    child.proc.returncode = -9
+    assert keep_step(child, now, launch) == Exited(-9, BACKOFF_FIRST_S)
+    now += BACKOFF_FIRST_S / 2
+    assert keep_step(child, now, launch) is None and launched == []  # waiting it out
+    now += BACKOFF_FIRST_S
+    assert keep_step(child, now, launch) == RESTARTED and launched == [now]
+    assert child.restarts == 1 and child.due is None
+    child.proc.returncode = 1  # exits again at once: the wait doubles
+    assert keep_step(child, now + 1, launch) == Exited(1, 2 * BACKOFF_FIRST_S)
