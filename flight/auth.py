@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import pyarrow.flight as flight
 
@@ -28,9 +28,6 @@ from elanus.api.auth import Identity, UserIdentity, VerifyPassword
 from elanus.errors import ElanusError, ErrorCode
 from elanus.privileges import ANY, PRIVILEGES, Grant, Need, ObjectType, permits
 from elanus.wire.codec import DEFAULT_DB
-
-if TYPE_CHECKING:
-    from elanus.flight.actions import Action
 
 IDENTITY_TTL_S = 30.0
 """How long a proxy trusts a cached identity without hearing from the coord; changes reach
@@ -232,7 +229,19 @@ def caller_of(context: flight.ServerCallContext) -> Caller:
     return middleware.caller if isinstance(middleware, AuthMiddleware) else ANONYMOUS
 
 
-def need_for(caller: Caller, action: Action, request: dict[str, Any]) -> Need | None:
+class Guarded(Protocol):
+    """What the privilege check reads of an action (``flight/actions.py``'s ``Action``;
+    named here so this module stays below the registry it serves)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def privilege(self) -> str: ...
+    @property
+    def self_service(self) -> bool: ...
+
+
+def need_for(caller: Caller, action: Guarded, request: dict[str, Any]) -> Need | None:
     """The privilege a checked DoAction request needs (``None``: any authenticated user)."""
     privilege = action.privilege
     if not privilege:
@@ -252,7 +261,7 @@ def need_for(caller: Caller, action: Action, request: dict[str, Any]) -> Need | 
     return Need(privilege, db, str(name))
 
 
-def authorize(caller: Caller, action: Action, request: dict[str, Any]) -> None:
+def authorize(caller: Caller, action: Guarded, request: dict[str, Any]) -> None:
     need = need_for(caller, action, request)
     if need is not None:
         caller.require(need)

@@ -1,24 +1,22 @@
-"""DoAction entries of the write path (delete, flush, compaction, segment state) and the
-command of a DoPut (insert, upsert, upload). The writes themselves are ``DmlService``'s.
+"""DoAction entries of the write path (delete, flush, compaction, segment state). The
+command of a DoPut (insert, upsert, upload) is ``putcommand``'s; the writes themselves are
+``DmlService``'s.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from elanus import layout
 from elanus.api.base import as_body
 from elanus.api.compaction import GetCompactionState, TriggerCompaction
 from elanus.api.datacoord import FlushState, SegmentInfo
 from elanus.errors import invalid
 from elanus.flight.actions import Call, action, check_db, check_named
 from elanus.flight.limits import Kind
-from elanus.flight.partial import check_field_ops
 from elanus.privileges import OPEN
 from elanus.requests import Body, decode
 from elanus.schema import check_name
 from elanus.states import SegmentState
-from elanus.wire.codec import decode_request
 
 MAX_DELETE_KEYS = 1_000_000
 
@@ -185,67 +183,3 @@ def _compact(b: Body) -> dict[str, Any]:
 )
 def _compaction_state(b: Body) -> dict[str, Any]:
     return {"compaction_id": b.int("compaction_id", lo=1)}
-
-
-# -- DoPut --------------------------------------------------------------------------------
-PUT_OPS = ("insert", "upsert")
-UPLOAD_OP = "upload"
-"""A DoPut that carries a file into the server's import area (``flight/uploads.py``)."""
-
-
-def check_put(raw: bytes) -> dict[str, Any]:
-    """The JSON command of a DoPut descriptor: op, collection, partition, db, atomic, and
-    for a staged write (``flight/imports.py``) stage (the write id) and stage_part."""
-    b = Body(decode_request(raw, "DoPut command"), "DoPut command")
-    op = b.str("op", "insert")
-    if op == UPLOAD_OP:
-        return _check_upload(b)
-    if op not in PUT_OPS:
-        ops = ", ".join((*PUT_OPS, UPLOAD_OP))
-        raise invalid(f"DoPut command: 'op' must be one of {ops}, not {op!r}")
-    partition = b.str("partition", None)
-    request = {
-        "op": op,
-        "atomic": b.bool("atomic", False),
-        "db": check_db(b),
-        "collection": check_named(b, "collection", "collection"),
-        "partition": check_name(partition, "partition") if partition else None,
-        "stage": None,
-        "partial": _partial(b, op),
-    }
-    stage = b.str("stage", None)
-    part = b.str("stage_part", None)
-    if stage is not None:
-        request["stage"] = layout.check_write_id(stage, "DoPut command: 'stage'")
-        request["stage_part"] = layout.check_write_id(
-            part or layout.DEFAULT_PART, "DoPut command: 'stage_part'"
-        )
-    elif part is not None:
-        raise invalid("DoPut command: 'stage_part' needs 'stage'")
-    if stage is not None and request["partial"] is not None:
-        raise invalid("DoPut command: a staged write cannot be a partial upsert")
-    b.done()
-    return request
-
-
-def _partial(b: Body, op: str) -> dict[str, str] | None:
-    """A partial upsert's ``field_ops`` (``flight/partial.py``; empty: none), or None for
-    whole rows. An array operator makes the upsert partial, as in Milvus."""
-    ops = check_field_ops(b.dict("field_ops", {}), "DoPut command")
-    partial = b.bool("partial_update", False) or bool(ops)
-    if partial and op != "upsert":
-        raise invalid("DoPut command: 'partial_update' and 'field_ops' are for op upsert")
-    return ops if partial else None
-
-
-def _check_upload(b: Body) -> dict[str, Any]:
-    """``{"op": "upload", "collection", "name", "db"}``: the collection the file is for
-    (it must exist; privileges are the import's) and the file's name (sanitised)."""
-    request = {
-        "op": UPLOAD_OP,
-        "db": check_db(b),
-        "collection": check_named(b, "collection", "collection"),
-        "name": b.str("name"),
-    }
-    b.done()
-    return request

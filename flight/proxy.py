@@ -48,12 +48,12 @@ from elanus.flight.auth import (
 from elanus.flight.dbgate import DatabaseGate
 from elanus.flight.ddl import DdlService
 from elanus.flight.dml import DmlService
-from elanus.flight.dml_actions import UPLOAD_OP, check_put
 from elanus.flight.flowcontrol import FlowControl
 from elanus.flight.imports import ImportService
 from elanus.flight.limits import Kind, Limits
 from elanus.flight.loads import LoadService
 from elanus.flight.metacache import MetaCache
+from elanus.flight.putcommand import UPLOAD_OP, check_put
 from elanus.flight.putpipeline import PutPipeline
 from elanus.flight.search import QueryService, ReadService, check_search_stream, hits_table
 from elanus.flight.snapshots import SnapshotService

@@ -19,6 +19,8 @@ from elanus.flight.limits import Kind
 from elanus.flight.search import (
     GROUP_KEYS,
     READ_KEYS,
+    check_hybrid,
+    check_read_plan,
     hybrid_search,
     is_aggregate,
     partition_names,
@@ -235,3 +237,57 @@ def _query(b: Body) -> dict[str, Any]:
         "filter_params": b.dict("filter_params", {}),
         **read_options(b),
     }
+
+
+# -- declared here, checked beside their services (flight/search/) ----------------------
+def _run_hybrid(c: Call) -> dict[str, Any]:
+    return hybrid_search(c.proxy.query, c.request)
+
+
+action(
+    "hybrid_search",
+    "Several ANN searches fused into one ranking. Body: collection, reqs (each: data or "
+    "ids, anns_field, param or search_params, limit, filter, filter_params), ranker (strategy "
+    "rrf|weighted, params), limit, offset, output_fields, group_by_field, group_size, "
+    "strict_group_size, consistency_level, guarantee_timestamp, session_ts, as_of, "
+    "partition_names. "
+    "Result: results (per query: id, distance = fused score, entity), ts.",
+    (
+        "collection",
+        "reqs",
+        "ranker",
+        "limit",
+        "offset",
+        "output_fields",
+        *GROUP_KEYS,
+        *READ_KEYS,
+    ),
+    privilege="Search",
+    rate=Kind.DQL,
+    run=_run_hybrid,
+)(check_hybrid)
+
+
+def _run_read_plan(c: Call) -> dict[str, Any]:
+    return c.proxy.reads.plan(c.request).to_json()
+
+
+action(
+    "read_plan",
+    "A snapshot read plan for parallel readers (what GetFlightInfo returns, as JSON). Body: "
+    "collection, partition_names, snapshot_ts, filter, filter_params, columns, files_only. "
+    "Result: ts, "
+    "collection_id, schema, columns, total_records, endpoints (ticket, kind, rows).",
+    (
+        "collection",
+        "partition_names",
+        "snapshot_ts",
+        "filter",
+        "filter_params",
+        "columns",
+        "files_only",
+    ),
+    privilege="Query",
+    rate=Kind.DQL,
+    run=_run_read_plan,
+)(check_read_plan)

@@ -1,12 +1,14 @@
 """No import cycles among ``elanus``'s modules, ``TYPE_CHECKING`` imports included
 (issue 34, item 4): a module that needs a type of the one that uses it names what it uses
 as a Protocol instead (``DelegatorHost``, ``DataNodeHost``, ``Placement``, ``Journal``,
-``SyncReplier``, ``functions.SchemaView``).
+``SyncReplier``, ``functions.SchemaView``, ``auth.Guarded``, ``fileplan.FilesReads``).
 
-One cycle is left, named below, and may only shrink: the proxy's, through the action
-registry (``flight/actions.py``'s ``Call`` types executors on ``ProxyServer``, and the
-search helpers type their service). Breaking it means executors that get narrow ports
-rather than the proxy (docs/design-notes.md, "The tree by role").
+Two cycles are left, named below, and may only shrink: the write path's with the proxy
+(``DmlService``, ``ThreadWrite`` and ``PutPipeline`` hold the proxy, and ``actions.Call``
+types executors on it), and the search service's with the helpers typed on it (``bykeys``,
+``highlight``, ``text``, and ``hybrid``, which the highlighter reuses). Breaking them means
+narrow ports for the write path, and Protocols for what the helpers use of the service
+(docs/design-notes.md, "The tree by role").
 """
 
 from __future__ import annotations
@@ -19,19 +21,19 @@ from pathlib import Path
 
 from test_typecheck_tree import _nstree
 
-KNOWN = {
-    "elanus.flight.actions", "elanus.flight.auth", "elanus.flight.dbgate", "elanus.flight.dml",
-    "elanus.flight.dml_actions", "elanus.flight.imports", "elanus.flight.loads",
-    "elanus.flight.partial", "elanus.flight.ports", "elanus.flight.proxy",
-    "elanus.flight.putpipeline", "elanus.flight.search", "elanus.flight.search.bodies",
-    "elanus.flight.search.bykeys", "elanus.flight.search.fileplan",
-    "elanus.flight.search.highlight", "elanus.flight.search.hybrid",
-    "elanus.flight.search.readplan", "elanus.flight.search.service",
-    "elanus.flight.search.text", "elanus.flight.snapshots", "elanus.flight.sql.catalog",
-    "elanus.flight.sql.execution", "elanus.flight.sql.service", "elanus.flight.sql.snapshot",
-    "elanus.flight.sql.tables", "elanus.flight.sql.vector_search", "elanus.flight.threadwrite",
-}  # fmt: skip
-"""The modules of the one cycle left (it may lose members, never gain them)."""
+KNOWN = (
+    {
+        "elanus.flight.actions", "elanus.flight.dml", "elanus.flight.proxy",
+        "elanus.flight.putpipeline", "elanus.flight.threadwrite",
+    },
+    {
+        "elanus.flight.search.bykeys", "elanus.flight.search.highlight",
+        "elanus.flight.search.hybrid", "elanus.flight.search.service",
+        "elanus.flight.search.text",
+    },
+)  # fmt: skip
+"""The modules of the cycles left (each may lose members, never gain them; 28 modules in one
+cycle before the action registry moved below the services)."""
 
 
 _SCRIPT = r"""
@@ -73,7 +75,7 @@ json.dump(found, sys.stdout)
 """
 
 
-def test_no_import_cycle_but_the_one_named(tmp_path: Path) -> None:
+def test_no_import_cycle_but_the_ones_named(tmp_path: Path) -> None:
     """grimp reads the namespace tree (``.ci/nstree.py``) in a fresh interpreter, where the
     editable install's ``elanus`` (without its mapped packages) is not imported yet."""
     root = _nstree().build_tree(tmp_path)
@@ -84,6 +86,6 @@ def test_no_import_cycle_but_the_one_named(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     found = [set(c) for c in json.loads(done.stdout)]
-    others = [sorted(c) for c in found if not c <= KNOWN]
+    others = [sorted(c) for c in found if not any(c <= known for known in KNOWN)]
     assert others == [], f"import cycles (TYPE_CHECKING imports count): {others}"
-    assert len(found) <= 1
+    assert len(found) <= len(KNOWN)

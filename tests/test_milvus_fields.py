@@ -41,8 +41,8 @@ from pymilvus.grpc_gen import milvus_pb2, schema_pb2
 import elanus
 from elanus import ElanusError, ErrorCode
 from elanus.channels.nats_server import free_port
-from elanus.flight.dml_actions import check_put
 from elanus.flight.partial import _appended, _removed
+from elanus.flight.putcommand import check_put
 from elanus.milvus.fields import Rule, Table, Use
 from elanus.milvus.honoured import REQUESTS, refusals_markdown
 from elanus.milvus.honoured_reads import QUERY_KEYS, RANK_KEYS, SEARCH_KEYS
@@ -429,7 +429,7 @@ def test_field_ops_append_and_remove_array_elements(client: MilvusClient) -> Non
 
 
 def test_doput_commands_of_partial_upserts() -> None:
-    """What DoPut's command takes (``flight/dml_actions.py``): an array operator makes an
+    """What DoPut's command takes (``flight/putcommand.py``): an array operator makes an
     upsert partial; a partial insert, a partial staged write or an unknown operator is
     refused before a byte is read."""
     command = {"op": "upsert", "collection": "c"}

@@ -22,8 +22,13 @@ from elanus.flight.search.bodies import (
     search_queries,
 )
 from elanus.flight.search.hits import hits_table
-from elanus.flight.search.hybrid import hybrid_search, search_as_hybrid, searched_as_hybrid
-from elanus.flight.search.readplan import ReadPlan, ReadService, check_ticket
+from elanus.flight.search.hybrid import (
+    check_hybrid,
+    hybrid_search,
+    search_as_hybrid,
+    searched_as_hybrid,
+)
+from elanus.flight.search.readplan import ReadPlan, ReadService, check_read_plan, check_ticket
 from elanus.flight.search.service import QueryService
 
 __all__ = [
@@ -36,6 +41,8 @@ __all__ = [
     "aggregate_plan",
     "ReadPlan",
     "ReadService",
+    "check_hybrid",
+    "check_read_plan",
     "check_search_stream",
     "check_ticket",
     "hits_table",

@@ -9,7 +9,7 @@ from typing import Any
 
 from elanus.consistency import ConsistencyLevel
 from elanus.errors import ElanusError, ErrorCode, invalid
-from elanus.flight.actions import check_db, check_named
+from elanus.flight.registry import check_db, check_named
 from elanus.flight.search.check import split_search_params
 from elanus.requests import Body
 from elanus.schema import DataType, Field, check_name

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import itertools
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 
@@ -32,13 +34,40 @@ from elanus.flight.metacache import CollectionInfo
 from elanus.states import SegmentState
 
 if TYPE_CHECKING:
-    from elanus.flight.search.readplan import Endpoint, PageFetch, ReadService
+    from elanus.api.coord import CoordAPI
+    from elanus.channels.bus import Bus
+    from elanus.flight.ports import Flusher, LoopBridge
 
 POLL_S = 0.05
 WAIT_S = 120.0
 """How long a plan waits for the flush and the deletes to be written."""
 REQUEST_TIMEOUT_S = 120.0
 _turn = itertools.count()
+
+PageFetch = Callable[[str | None, dict[str, Any], list[str], Any], pa.Table]
+"""One page of a ticket: (filter text, params, columns with the key, row limit or None)."""
+
+
+@dataclass
+class Endpoint:
+    """One ticket of a read plan (``readplan.py``), and what it holds."""
+
+    kind: str  # "sealed" (one segment, readable from its files) or "growing"
+    ticket: dict[str, Any]
+    rows: int
+    """Rows stored in the segments (an upper bound on what the ticket returns)."""
+    partition_id: int | None = None
+    """The one partition of the ticket's rows, when it has one (sealed endpoints, and
+    growing ones of a plan split by partition)."""
+
+
+class FilesReads(Protocol):
+    """What a files-only plan uses of the read service (``readplan.ReadService``)."""
+
+    loop: LoopBridge
+    coord: CoordAPI
+    bus: Bus
+    flusher: Flusher
 
 
 def _wait(what: str, done: Any) -> None:
@@ -51,7 +80,7 @@ def _wait(what: str, done: Any) -> None:
         time.sleep(POLL_S)
 
 
-def make_files_complete(reads: ReadService, info: CollectionInfo, ts: int) -> None:
+def make_files_complete(reads: FilesReads, info: CollectionInfo, ts: int) -> None:
     """Flush, then have every delete up to ``ts`` written (steps 2 and 3)."""
     loop, coord = reads.loop, reads.coord
     flushing = loop.run(reads.flusher.flush(info))
@@ -68,14 +97,12 @@ def make_files_complete(reads: ReadService, info: CollectionInfo, ts: int) -> No
 
 
 def endpoints(
-    reads: ReadService,
+    reads: FilesReads,
     info: CollectionInfo,
     pids: list[int] | None,
     base: dict[str, Any],
 ) -> list[Endpoint]:
     """One ``files`` endpoint per flushed segment of the wanted partitions (step 4)."""
-    from elanus.flight.search.readplan import Endpoint
-
     ask = SegmentInfo(collection_id=info.collection_id)
     stored = reads.loop.run(reads.coord.data.segment_info(ask))
     wanted = set(pids) if pids else None
@@ -97,7 +124,7 @@ def endpoints(
     return out
 
 
-def files_page(reads: ReadService, info: CollectionInfo, ticket: dict[str, Any]) -> PageFetch:
+def files_page(reads: FilesReads, info: CollectionInfo, ticket: dict[str, Any]) -> PageFetch:
     """Pages of a files ticket redeemed by the proxy, each read by a query node (loaded or
     not: any reads files). The segment's path comes from the catalog, never from the
     ticket, so a caller reads only the collection the ticket names."""
@@ -117,7 +144,7 @@ def files_page(reads: ReadService, info: CollectionInfo, ticket: dict[str, Any])
 
 
 def segment_page(
-    reads: ReadService, sid: int, path: str, ts: int, schema: dict[str, Any], ttl: int = 0
+    reads: FilesReads, sid: int, path: str, ts: int, schema: dict[str, Any], ttl: int = 0
 ) -> PageFetch:
     """Pages of one segment's files at ``ts``, each read by a query node (a snapshot's
     restore reads its segments so too, every row of ``ts``: ``ttl`` 0, the restored
@@ -142,7 +169,7 @@ def segment_page(
     return fetch
 
 
-def _reader_node(reads: ReadService) -> str:
+def _reader_node(reads: FilesReads) -> str:
     """A live query node, in turn."""
     sessions = reads.loop.run(reads.coord.list_sessions(ListSessions())).sessions
     nodes = sorted(str(s["node_id"]) for s in sessions if s.get("role") == "querynode")

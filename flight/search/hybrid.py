@@ -23,12 +23,9 @@ import pyarrow as pa
 from elanus.boost import BoostRanker
 from elanus.datatypes import DataType
 from elanus.errors import ElanusError, invalid
-from elanus.flight.actions import Call, action, check_db, check_named
-from elanus.flight.limits import Kind
+from elanus.flight.registry import check_db, check_named
 from elanus.flight.search.bodies import (
-    GROUP_KEYS,
     MAX_TOPK,
-    READ_KEYS,
     read_options,
     search_options,
     search_queries,
@@ -51,33 +48,8 @@ SUB_KEYS = (
 ``ids`` instead of ``data``: primary keys whose stored vectors are the queries)."""
 
 
-def _run_hybrid(c: Call) -> dict[str, Any]:
-    return hybrid_search(c.proxy.query, c.request)
-
-
-@action(
-    "hybrid_search",
-    "Several ANN searches fused into one ranking. Body: collection, reqs (each: data or "
-    "ids, anns_field, param or search_params, limit, filter, filter_params), ranker (strategy "
-    "rrf|weighted, params), limit, offset, output_fields, group_by_field, group_size, "
-    "strict_group_size, consistency_level, guarantee_timestamp, session_ts, as_of, "
-    "partition_names. "
-    "Result: results (per query: id, distance = fused score, entity), ts.",
-    (
-        "collection",
-        "reqs",
-        "ranker",
-        "limit",
-        "offset",
-        "output_fields",
-        *GROUP_KEYS,
-        *READ_KEYS,
-    ),
-    privilege="Search",
-    rate=Kind.DQL,
-    run=_run_hybrid,
-)
-def _hybrid(b: Body) -> dict[str, Any]:
+def check_hybrid(b: Body) -> dict[str, Any]:
+    """The ``hybrid_search`` action's request (``flight/query_actions.py`` declares it)."""
     reqs = b.list("reqs")
     if not reqs:
         raise invalid(

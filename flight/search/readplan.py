@@ -18,7 +18,7 @@ Tickets (JSON, redeemed with ``DoGet`` on any proxy):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -36,13 +36,13 @@ from elanus.api.querynode import (
     ReadShard,
 )
 from elanus.errors import ElanusError, ErrorCode, invalid
-from elanus.flight.actions import Call, action, check_db, check_named, check_request, lookup
 from elanus.flight.auth import ANONYMOUS, Caller, authorize
-from elanus.flight.limits import Kind
 from elanus.flight.metacache import CollectionInfo
+from elanus.flight.registry import check_db, check_named, check_request, lookup
 from elanus.flight.search import fileplan
 from elanus.flight.search.bodies import partition_names
 from elanus.flight.search.check import check_filter, check_issued
+from elanus.flight.search.fileplan import Endpoint, PageFetch
 from elanus.flight.streams import coded_stream
 from elanus.requests import Body
 from elanus.schema import DENSE_FLOAT_TYPES, DYNAMIC_FIELD, DataType, Schema
@@ -62,34 +62,10 @@ MAX_PAGE_ROWS = 65536
 times as big)."""
 AFTER = "__elanus_after"
 REQUEST_TIMEOUT_S = 120.0
-PageFetch = Callable[[str | None, dict[str, Any], list[str], Any], pa.Table]
-"""One page of a ticket: (filter text, params, columns with the key, row limit or None)."""
 
 
-def _run_read_plan(c: Call) -> dict[str, Any]:
-    return c.proxy.reads.plan(c.request).to_json()
-
-
-@action(
-    "read_plan",
-    "A snapshot read plan for parallel readers (what GetFlightInfo returns, as JSON). Body: "
-    "collection, partition_names, snapshot_ts, filter, filter_params, columns, files_only. "
-    "Result: ts, "
-    "collection_id, schema, columns, total_records, endpoints (ticket, kind, rows).",
-    (
-        "collection",
-        "partition_names",
-        "snapshot_ts",
-        "filter",
-        "filter_params",
-        "columns",
-        "files_only",
-    ),
-    privilege="Query",
-    rate=Kind.DQL,
-    run=_run_read_plan,
-)
-def _read_plan(b: Body) -> dict[str, Any]:
+def check_read_plan(b: Body) -> dict[str, Any]:
+    """The ``read_plan`` action's request (``flight/query_actions.py`` declares it)."""
     columns = b.list("columns", None)
     if columns is not None:
         if not columns or not all(isinstance(c, str) for c in columns):
@@ -146,17 +122,6 @@ def check_ticket(doc: dict[str, Any]) -> dict[str, Any]:
         b.dict("sealed", None)  # for executors reading the files; never trusted here
     b.done()
     return ticket
-
-
-@dataclass
-class Endpoint:
-    kind: str  # "sealed" (one segment, readable from its files) or "growing"
-    ticket: dict[str, Any]
-    rows: int
-    """Rows stored in the segments (an upper bound on what the ticket returns)."""
-    partition_id: int | None = None
-    """The one partition of the ticket's rows, when it has one (sealed endpoints, and
-    growing ones of a plan split by partition)."""
 
 
 @dataclass

@@ -33,8 +33,8 @@ from elanus.api.querynode import QueryNodeAPI, ReadShard, SearchShard, ShardHits
 from elanus.channels.runtime.metrics import PROXY_FAILOVERS
 from elanus.consistency import ConsistencyLevel
 from elanus.errors import ElanusError, ErrorCode, invalid
-from elanus.flight.actions import check_request
 from elanus.flight.metacache import CollectionInfo
+from elanus.flight.registry import check_request
 from elanus.flight.search.aggregate import aggregate, aggregate_plan, is_aggregate
 from elanus.flight.search.bodies import check_query_ids, check_search_data
 from elanus.flight.search.bykeys import keyed_queries

@@ -26,8 +26,8 @@ import orjson
 import pyarrow as pa
 
 from elanus.errors import invalid
-from elanus.flight.actions import check_request
 from elanus.flight.metacache import CollectionInfo
+from elanus.flight.registry import check_request
 from elanus.flight.search import hits_table
 from elanus.flight.sql.statement import SEARCH_FUNCTION, Parser, SearchCall
 from elanus.flight.sql.tables import sql_type
