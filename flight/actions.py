@@ -3,15 +3,17 @@
 a ``Call``. Milvus's task pattern, without a class per task; executors reach the cluster
 through the proxy.
 
-The concern modules import ``Call`` and the registry's names from here.
+``Call`` is generic in what it carries, so this module never names the proxy that imports
+it; the executors' ``Call`` is ``flight/executors.py``'s, ``Call[ProxyServer]``. The concern
+modules import the registry's names from here.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from elanus.flight.auth import ANONYMOUS, Caller, authorize
 from elanus.flight.registry import (
@@ -29,19 +31,35 @@ from elanus.flight.registry import (
 )
 
 if TYPE_CHECKING:
-    from elanus.flight.proxy import ProxyServer
+    from elanus.flight.ddl import DdlService
 
 __all__ = [
-    "CONCERNS", "Action", "Call", "Checker", "Executor", "action", "catalogue", "check_db",
+    "CONCERNS", "Action", "ActionHost", "Call", "Checker", "action", "catalogue", "check_db",
     "check_named", "check_request", "lookup", "perform", "privilege_table", "rate_of",
 ]  # fmt: skip
 
+T = TypeVar("T")
+
+
+class ActionHost(Protocol):
+    """What ``perform`` itself uses of the proxy: its loop and its DDL queue."""
+
+    @property
+    def ddl(self) -> DdlService: ...
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float = ...) -> T:
+        """Run ``coro`` on the proxy's loop and wait for its result."""
+        ...
+
+
+H = TypeVar("H", bound=ActionHost)
+
 
 @dataclass(frozen=True)
-class Call:
+class Call(Generic[H]):
     """One action being executed: who asked, the checked request, the body as sent."""
 
-    proxy: ProxyServer
+    proxy: H
     request: dict[str, Any]
     caller: Caller = ANONYMOUS
     raw: bytes = b""
@@ -49,10 +67,7 @@ class Call:
     """The DdQueue's TSO timestamp, for a ``ddl`` action."""
 
 
-Executor = Callable[[Call], Any]
-
-
-def perform(proxy: ProxyServer, name: str, raw: bytes, caller: Caller = ANONYMOUS) -> Any:
+def perform(proxy: ActionHost, name: str, raw: bytes, caller: Caller = ANONYMOUS) -> Any:
     """One DoAction: check, authorise, execute; the JSON-able result."""
     spec = lookup(name)
     if spec.self_checked:

@@ -30,7 +30,8 @@ from elanus.api.auth import (
 )
 from elanus.api.base import as_body
 from elanus.errors import invalid
-from elanus.flight.actions import Call, Executor, action, check_db
+from elanus.flight.actions import action, check_db
+from elanus.flight.executors import Call, Executor
 from elanus.privileges import OPEN
 from elanus.requests import Body, decode
 

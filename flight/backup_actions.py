@@ -9,7 +9,8 @@ from typing import Any
 from elanus.api.backup import CreateBackup
 from elanus.api.base import as_body
 from elanus.errors import invalid
-from elanus.flight.actions import Call, action
+from elanus.flight.actions import action
+from elanus.flight.executors import Call
 from elanus.layout import check_write_id
 from elanus.requests import Body, decode
 

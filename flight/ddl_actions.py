@@ -34,8 +34,9 @@ from elanus.api.rootcoord import (
 from elanus.consistency import ConsistencyLevel
 from elanus.errors import invalid
 from elanus.fieldprops import check_keys
-from elanus.flight.actions import Call, Executor, action, check_db, check_named
+from elanus.flight.actions import action, check_db, check_named
 from elanus.flight.ddl import RootCall
+from elanus.flight.executors import Call, Executor
 from elanus.partitionkey import check_num_partitions
 from elanus.privileges import OPEN
 from elanus.properties import MAX_PROPERTIES, check_property

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -31,17 +31,65 @@ from elanus.channels.syncpublish import Wire
 from elanus.errors import ElanusError, ErrorCode
 from elanus.flight.metacache import CollectionInfo
 from elanus.flight.partial import merge_partial
+from elanus.flight.ports import LoopBridge
 from elanus.flight.segalloc import SegmentAllocator
-from elanus.flight.threadwrite import ThreadWrite
-from elanus.flight.timeticker import DmlTask, DmlTracker, TimeTicker
+from elanus.flight.threadwrite import Outgoing, ThreadWrite
+from elanus.flight.timeticker import DmlTracker, TimeTicker
 from elanus.partitionkey import key_partition_ids, partition_name_refused, split_by_partition
 from elanus.schema import DEFAULT_PARTITION
 from elanus.validation import check_unique_across, conform_delete_keys, conform_insert
 
 if TYPE_CHECKING:
-    from elanus.flight.proxy import ProxyServer
+    from elanus.api.coord import CoordAPI
+    from elanus.api.datacoord import DataCoordAPI, TimeTickAPI
+    from elanus.channels.bus import Bus
+    from elanus.flight.ddl import DdlService
+    from elanus.flight.flowcontrol import FlowControl
+    from elanus.flight.metacache import MetaCache
+    from elanus.flight.search import QueryService
+    from elanus.settings import Settings
 
 ID_BLOCK = 100_000
+
+
+class WriteHost(LoopBridge, Protocol):
+    """What the write path uses of the proxy that holds it (``ProxyServer``): its loop and
+    these; named here, so this module does not import the proxy, which imports it."""
+
+    @property
+    def node_id(self) -> str: ...
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def cache(self) -> MetaCache: ...
+    @property
+    def coord(self) -> CoordAPI: ...
+    @property
+    def ddl(self) -> DdlService: ...
+    @property
+    def datacoord(self) -> DataCoordAPI: ...
+    @property
+    def timeticks(self) -> TimeTickAPI: ...
+    @property
+    def flow(self) -> FlowControl: ...
+    @property
+    def query(self) -> QueryService: ...
+    @property
+    def data_bus(self) -> Bus | None: ...
+
+    async def open_data_bus(self) -> Bus:
+        """The proxy's own connection for DML."""
+        ...
+
+    async def serve(
+        self,
+        prefix: str | None = None,
+        handlers: Mapping[str, RoleHandler] | None = None,
+        queue: str | None = None,
+        here_only: bool = False,
+    ) -> None:
+        """Answer requests on ``<prefix>.<method>``."""
+        ...
 
 
 @dataclass
@@ -52,17 +100,6 @@ class Prepared:
     pks: pa.Array
     pieces: list[tuple[int, Piece]]
     nbytes: int
-
-
-@dataclass
-class Outgoing:
-    """A write stamped and placed (``DmlService.begin``), its messages ready to go out."""
-
-    task: DmlTask
-    epoch: int
-    ts: int
-    used: list[int]
-    wire: list[Wire]
 
 
 @dataclass
@@ -78,8 +115,8 @@ class DmlResult:
 class IdCache:
     """Auto-id primary keys from blocks of the coord's ID allocator."""
 
-    def __init__(self, proxy: ProxyServer) -> None:
-        self.proxy = proxy
+    def __init__(self, coord: CoordAPI) -> None:
+        self.coord = coord
         self._next = 0
         self._end = 0
         self._lock = asyncio.Lock()
@@ -88,7 +125,7 @@ class IdCache:
         async with self._lock:
             if self._end - self._next < n:
                 count = max(n, ID_BLOCK)
-                block = await self.proxy.coord.root.alloc_ids(IdAlloc(count=count))
+                block = await self.coord.root.alloc_ids(IdAlloc(count=count))
                 self._next, self._end = block.start, block.start + count
             start = self._next
             self._next += n
@@ -96,42 +133,42 @@ class IdCache:
 
 
 class DmlService:
-    def __init__(self, proxy: ProxyServer) -> None:
-        self.proxy = proxy
+    def __init__(self, host: WriteHost) -> None:
+        self.host = host
         self.tracker = DmlTracker()
         self.ticker = TimeTicker(
             self.tracker,
-            proxy.ddl.alloc_ts,
+            host.ddl.alloc_ts,
             self._send_report,
-            proxy.settings.timetick_interval_ms / 1000,
-            lease_s=proxy.settings.session_ttl_s * 0.8,
+            host.settings.timetick_interval_ms / 1000,
+            lease_s=host.settings.session_ttl_s * 0.8,
         )
-        self.segments = SegmentAllocator(lambda req: proxy.datacoord.assign(req), proxy.node_id)
-        self.ids = IdCache(proxy)
+        self.segments = SegmentAllocator(lambda req: host.datacoord.assign(req), host.node_id)
+        self.ids = IdCache(host.coord)
         self._publisher: DmlPublisher | None = None
         self.handoff: Handoff | None = None
         """Consumers in this process take the payloads from here (``channels/handoff.py``)."""
 
     @property
     def subject_prefix(self) -> str:
-        return subjects.node_prefix("proxy", self.proxy.node_id)
+        return subjects.node_prefix("proxy", self.host.node_id)
 
     def handlers(self) -> dict[str, RoleHandler]:
         return {"segments.release": self._release, "timetick.report": self._report_now}
 
     async def start(self) -> None:
         """Publishes on the proxy's data connection; the proxy role closes it on stop."""
-        await self.proxy.open_data_bus()
-        assert self.proxy.data_bus is not None
+        await self.host.open_data_bus()
+        assert self.host.data_bus is not None
         self._publisher = DmlPublisher(
-            self.proxy.data_bus.nc,
-            self.proxy.data_bus.js,
-            retry_window_s=self.proxy.settings.log_retry_window_s,
+            self.host.data_bus.nc,
+            self.host.data_bus.js,
+            retry_window_s=self.host.settings.log_retry_window_s,
         )
-        await self.proxy.serve(self.subject_prefix, self.handlers())
+        await self.host.serve(self.subject_prefix, self.handlers())
         await self.ticker.start()
-        if self.proxy.data_bus.in_process:
-            self.handoff = handoff_for(self.proxy.data_bus.url)
+        if self.host.data_bus.in_process:
+            self.handoff = handoff_for(self.host.data_bus.url)
             self.handoff.publishers += 1
 
     async def stop(self) -> None:
@@ -146,8 +183,8 @@ class DmlService:
         return self._publisher
 
     async def _send_report(self, default_ts: int, pchannels: dict[str, int]) -> None:
-        report = TickReport(proxy_id=self.proxy.node_id, default_ts=default_ts, pchannels=pchannels)
-        await self.proxy.timeticks.report(report)
+        report = TickReport(proxy_id=self.host.node_id, default_ts=default_ts, pchannels=pchannels)
+        await self.host.timeticks.report(report)
 
     async def _release(self, req: ReleaseQuotas) -> Ack:
         await self.segments.release(list(req.segment_ids))
@@ -162,21 +199,21 @@ class DmlService:
         """Flush is a DdRequest (seed 004): queued in timestamp order with the DDL."""
 
         async def task(ts: int) -> Flushing:
-            return await self.proxy.datacoord.flush(Flush(collection_id=info.collection_id))
+            return await self.host.datacoord.flush(Flush(collection_id=info.collection_id))
 
-        done: Flushing = await self.proxy.ddl.queue.submit("flush", task)
+        done: Flushing = await self.host.ddl.queue.submit("flush", task)
         if done.segment_ids:
             # A tick past the seal now: the datanodes start writing at once, not at the
             # next tick (up to ``timetick_interval_ms`` later).
-            await self.proxy.timeticks.now()
+            await self.host.timeticks.now()
         return done
 
     # -- Flight-thread entry points ---------------------------------------------------------
     def collection(self, db: str, name: str) -> CollectionInfo:
-        cached = self.proxy.cache.get(db, name)  # no hop to the loop when it is cached
+        cached = self.host.cache.get(db, name)  # no hop to the loop when it is cached
         if cached is not None:
             return cached
-        return self.proxy.run(self.proxy.ddl.collection(db, name))
+        return self.host.run(self.host.ddl.collection(db, name))
 
     def partition_id(
         self, info: CollectionInfo, partition: str | None, doing: str = "a request"
@@ -224,15 +261,15 @@ class DmlService:
         key = info.schema.partition_key
         doing = "an upsert" if upsert else "an insert"
         pid = self.partition_id(info, partition, doing) if key is None or partition else 0
-        limit = self.proxy.settings.max_request_bytes
+        limit = self.host.settings.max_request_bytes
         if partial is not None:
             assert upsert, "only an upsert is partial"
             table = data if isinstance(data, pa.Table) else pa.Table.from_batches([data])
-            data = merge_partial(self.proxy.query, info, partition, table, partial)
+            data = merge_partial(self.host.query, info, partition, table, partial)
         table = conform_insert(data, info.schema, upsert=upsert, max_bytes=limit)
         pk = info.schema.primary
         if pk.auto_id and not upsert:
-            start = self.proxy.run(self.ids.take(table.num_rows))
+            start = self.host.run(self.ids.take(table.num_rows))
             ids = pa.array(np.arange(start, start + table.num_rows, dtype=np.int64))
             position = [f.name for f in info.schema.fields].index(pk.name)
             table = table.add_column(position, pk.arrow_field(), ids)
@@ -262,7 +299,7 @@ class DmlService:
         partial: Mapping[str, str] | None = None,
     ) -> list[Prepared]:
         """Check every batch (sizes and keys across all of them too) before any is published."""
-        limit = self.proxy.settings.max_request_bytes
+        limit = self.host.settings.max_request_bytes
         prepared: list[Prepared] = []
         total = 0
         for batch in batches:
@@ -291,7 +328,7 @@ class DmlService:
 
     def _write(self, info: CollectionInfo, pieces: list[tuple[int, Piece]]) -> int:
         """One request's messages, from this Flight thread (``flight/threadwrite.py``)."""
-        writes = ThreadWrite(self.proxy)
+        writes = self.thread_write()
         try:
             return writes.finish(writes.start(info, pieces))
         finally:
@@ -304,6 +341,10 @@ class DmlService:
         out = await self.begin(info, pieces)
         return await self.end(out, out.wire)
 
+    def thread_write(self) -> ThreadWrite:
+        """A Flight thread's writes for one request, through this service's loop steps."""
+        return ThreadWrite(self, self.host, self.host.data_bus)
+
     async def begin(self, info: CollectionInfo, pieces: list[tuple[int, Piece]]) -> Outgoing:
         """Register the write with the time ticker, take its timestamp and place every
         message in a segment quota: the messages, ready to go out. ``end`` must follow."""
@@ -311,7 +352,7 @@ class DmlService:
         epoch = self.ticker.epoch
         used: list[int] = []
         try:
-            ts = await self.proxy.ddl.alloc_ts()
+            ts = await self.host.ddl.alloc_ts()
             self.tracker.stamp(task, ts)
             # Place every message before publishing any: a coord that fails half way through
             # must leave nothing of this request in the log.
@@ -326,7 +367,7 @@ class DmlService:
                 cuts = piece.cut([n for _, n in where])
                 placed += [(partition_id, c, sid) for c, (sid, _) in zip(cuts, where, strict=True)]
             for _, piece, _ in placed:  # against the rate a lagging vchannel is held to
-                self.proxy.flow.charge(piece.vchannel, piece.rows)
+                self.host.flow.charge(piece.vchannel, piece.rows)
             wire = [
                 self.publisher.wire(
                     DmlMessage(
@@ -336,8 +377,8 @@ class DmlService:
                         info.collection_id,
                         partition_id,
                         segment_id,
-                        source=self.proxy.node_id,
-                        msg_id=f"{self.proxy.node_id}-{task.task_id}-{i}",
+                        source=self.host.node_id,
+                        msg_id=f"{self.host.node_id}-{task.task_id}-{i}",
                     ),
                     piece.payload,
                 )

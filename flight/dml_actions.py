@@ -11,7 +11,8 @@ from elanus.api.base import as_body
 from elanus.api.compaction import GetCompactionState, TriggerCompaction
 from elanus.api.datacoord import FlushState, SegmentInfo
 from elanus.errors import invalid
-from elanus.flight.actions import Call, action, check_db, check_named
+from elanus.flight.actions import action, check_db, check_named
+from elanus.flight.executors import Call
 from elanus.flight.limits import Kind
 from elanus.privileges import OPEN
 from elanus.requests import Body, decode

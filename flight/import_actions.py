@@ -14,7 +14,8 @@ from elanus.api.base import as_body
 from elanus.api.imports import ImportState, ListImports
 from elanus.errors import invalid
 from elanus.filereaders import group_files
-from elanus.flight.actions import Call, Executor, action, check_db, check_named
+from elanus.flight.actions import action, check_db, check_named
+from elanus.flight.executors import Call, Executor
 from elanus.flight.limits import Kind
 from elanus.privileges import OPEN
 from elanus.requests import Body

@@ -22,7 +22,8 @@ from elanus.api.indexcoord import (
     IndexReport,
 )
 from elanus.errors import ElanusError, ErrorCode, invalid
-from elanus.flight.actions import Call, action, check_db, check_named
+from elanus.flight.actions import action, check_db, check_named
+from elanus.flight.executors import Call
 from elanus.requests import Body, decode
 from elanus.schema import check_name
 

@@ -13,7 +13,8 @@ from elanus.api.base import as_body
 from elanus.api.compaction import ListCompactions
 from elanus.channels.natsauth import redact_url
 from elanus.channels.runtime import requestlog
-from elanus.flight.actions import Call, action, check_db
+from elanus.flight.actions import action, check_db
+from elanus.flight.executors import Call
 from elanus.requests import Body
 
 MAX_LISTED = 1000

@@ -293,7 +293,7 @@ class ProxyServer(Role):
                 return
             what = f"{request['op']} into {info.name}"
             self.dbgate.admit_write(info, what)  # before a byte of it is written
-            with PutPipeline(self, info, writer) as pipeline:
+            with PutPipeline(self.dml.thread_write(), info, writer) as pipeline:
                 if request["atomic"]:
                     for prepared in self.dml.prepare_all(
                         info, request["partition"], batches, upsert, request["partial"]

@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from elanus.flight.dml import Prepared
-    from elanus.flight.proxy import ProxyServer
 
 DEPTH = 3
 """Batches publishing at once (each at most ``max_request_bytes``, 64 MiB by default)."""
@@ -37,12 +36,11 @@ DEPTH = 3
 
 class PutPipeline:
     def __init__(
-        self, proxy: ProxyServer, info: CollectionInfo, writer: flight.FlightMetadataWriter
+        self, writes: ThreadWrite, info: CollectionInfo, writer: flight.FlightMetadataWriter
     ) -> None:
-        self.proxy = proxy
         self.info = info
         self.writer = writer
-        self.writes = ThreadWrite(proxy)
+        self.writes = writes
         self._in_flight: collections.deque[tuple[pa.Array, Started]] = collections.deque()
 
     def __enter__(self) -> PutPipeline:

@@ -13,8 +13,9 @@ import orjson
 
 from elanus.api.querycoord import MAX_REPLICAS
 from elanus.errors import invalid
-from elanus.flight.actions import Call, action, check_db, check_named, check_request
+from elanus.flight.actions import action, check_db, check_named, check_request
 from elanus.flight.auth import Caller
+from elanus.flight.executors import Call
 from elanus.flight.limits import Kind
 from elanus.flight.search import (
     GROUP_KEYS,

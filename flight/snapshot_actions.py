@@ -22,7 +22,8 @@ from elanus.api.snapshot import (
     UnpinSnapshot,
 )
 from elanus.errors import invalid
-from elanus.flight.actions import Call, action, check_db, check_named
+from elanus.flight.actions import action, check_db, check_named
+from elanus.flight.executors import Call
 from elanus.requests import Body
 from elanus.schema import check_name
 

@@ -13,18 +13,43 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from elanus.channels.syncpublish import Sending, ThreadPublisher
 from elanus.errors import ElanusError
 
 if TYPE_CHECKING:
+    from elanus.channels.bus import Bus
     from elanus.channels.publisher import Piece
-    from elanus.flight.dml import Outgoing
+    from elanus.channels.syncpublish import Wire
     from elanus.flight.metacache import CollectionInfo
-    from elanus.flight.proxy import ProxyServer
+    from elanus.flight.ports import LoopBridge
+    from elanus.flight.timeticker import DmlTask
 
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class Outgoing:
+    """A write stamped and placed (``DmlService.begin``), its messages ready to go out."""
+
+    task: DmlTask
+    epoch: int
+    ts: int
+    used: list[int]
+    wire: list[Wire]
+
+
+class LoopSteps(Protocol):
+    """The loop's part of a write (``DmlService``)."""
+
+    async def begin(self, info: CollectionInfo, pieces: list[tuple[int, Piece]]) -> Outgoing:
+        """Stamp and place a batch."""
+        ...
+
+    async def end(self, out: Outgoing, unsent: list[Wire]) -> int:
+        """Send what the thread did not, close the write: its timestamp."""
+        ...
 
 
 @dataclass
@@ -36,10 +61,10 @@ class Started:
 class ThreadWrite:
     """One request's writes (a DoPut stream's batches, or one insert)."""
 
-    def __init__(self, proxy: ProxyServer) -> None:
-        self.proxy = proxy
+    def __init__(self, steps: LoopSteps, loop: LoopBridge, data_bus: Bus | None) -> None:
+        self.steps, self.loop = steps, loop
         self.raw: ThreadPublisher | None = None
-        requester = proxy.data_bus.sync if proxy.data_bus is not None else None
+        requester = data_bus.sync if data_bus is not None else None
         if requester is not None and requester.usable:
             try:
                 self.raw = ThreadPublisher(requester)
@@ -49,7 +74,7 @@ class ThreadWrite:
     def start(self, info: CollectionInfo, pieces: list[tuple[int, Piece]]) -> Started:
         """Stamp, place and send a batch; ``finish`` must follow (the time ticker waits
         for it)."""
-        out = self.proxy.run(self.proxy.dml.begin(info, pieces))
+        out = self.loop.run(self.steps.begin(info, pieces))
         if self.raw is None:
             return Started(out, None)
         try:
@@ -68,7 +93,7 @@ class ThreadWrite:
                 unsent = self.raw.wait(sending)
             except Exception:  # noqa: BLE001 - the loop sends it; the msg ids dedupe
                 log.exception("waiting for DML acknowledgements on a Flight thread failed")
-        return self.proxy.run(self.proxy.dml.end(out, unsent))
+        return self.loop.run(self.steps.end(out, unsent))
 
     def close(self) -> None:
         if self.raw is not None:

@@ -20,7 +20,8 @@ from elanus.channels.dml import (
     tick_subject,
 )
 from elanus.channels.natsauth import redact_url
-from elanus.flight.actions import Call, action, check_db, check_named
+from elanus.flight.actions import action, check_db, check_named
+from elanus.flight.executors import Call
 from elanus.requests import Body
 
 

@@ -160,9 +160,17 @@ GIVEN_PORTS = [
     FLIGHT_DIR / "snapshots.py",
     *sorted((FLIGHT_DIR / "sql").glob("*.py")),
     FLIGHT_DIR / "query_actions.py",
+    FLIGHT_DIR / "dml.py",
+    FLIGHT_DIR / "threadwrite.py",
+    FLIGHT_DIR / "putpipeline.py",
+    FLIGHT_DIR / "putcommand.py",
+    FLIGHT_DIR / "registry.py",
+    FLIGHT_DIR / "actions.py",
 ]
-"""The proxy's services that are given narrow interfaces (``flight/ports.py``) in the
-proxy's constructor instead of the proxy object: the read side so far."""
+"""The proxy's services that are given narrow interfaces (``flight/ports.py``, or a Protocol
+of their own: ``dml.WriteHost``, ``actions.ActionHost``) instead of the proxy object: the
+read side, the write path and the action registry. Only the executors (``*_actions``,
+through ``flight/executors.py``) get the proxy itself."""
 
 
 def _imported(tree: ast.Module) -> set[str]:

@@ -24,15 +24,13 @@ from elanus.schema import DataType
 
 if TYPE_CHECKING:
     from elanus.flight.search.plan import SearchPlan
-    from elanus.flight.search.service import QueryService
+    from elanus.flight.search.searcher import Searcher
 
 _SHOWN = 10
 """Keys an error lists at most."""
 
 
-def keyed_queries(
-    service: QueryService, plan: SearchPlan, ids: list[Any]
-) -> tuple[SearchPlan, Any]:
+def keyed_queries(service: Searcher, plan: SearchPlan, ids: list[Any]) -> tuple[SearchPlan, Any]:
     """(the plan pinned to the lookup's timestamp, the vectors of ``ids`` as
     ``search_data`` shapes them)."""
     info, field = plan.info, plan.field

@@ -24,7 +24,7 @@ from elanus.schema import DataType, Field
 if TYPE_CHECKING:
     from elanus.flight.metacache import CollectionInfo
     from elanus.flight.search.plan import SearchPlan
-    from elanus.flight.search.service import QueryService
+    from elanus.flight.search.searcher import Searcher
 
 
 class FieldTerms:
@@ -75,7 +75,7 @@ def field_terms(
 
 
 def fragments(
-    service: QueryService,
+    service: Searcher,
     info: CollectionInfo,
     highlighter: Highlighter,
     fields: list[FieldTerms],
@@ -98,7 +98,7 @@ def fragments(
 
 
 def add_highlights(
-    service: QueryService,
+    service: Searcher,
     plan: SearchPlan,
     texts: list[Any] | None,
     results: list[list[dict[str, Any]]],

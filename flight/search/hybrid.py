@@ -39,7 +39,7 @@ from elanus.rerankers import DecayRanker, function_ranker, is_function
 
 if TYPE_CHECKING:
     from elanus.flight.metacache import CollectionInfo
-    from elanus.flight.search.service import QueryService
+    from elanus.flight.search.searcher import Searcher
 
 SUB_KEYS = (
     "data", "ids", "anns_field", "param", "search_params", "limit", "filter", "filter_params",
@@ -162,7 +162,7 @@ def _sub_request(raw: Any, i: int, top: dict[str, Any], default_limit: int) -> d
     return checked
 
 
-def hybrid_search(service: QueryService, request: dict[str, Any]) -> dict[str, Any]:
+def hybrid_search(service: Searcher, request: dict[str, Any]) -> dict[str, Any]:
     """Run every sub-search at one timestamp, fuse per query vector, fetch the outputs."""
     info = service.gate.read_collection(request["db"], request["collection"])
     outputs, hits, ts = fused_hits(service, info, request)
@@ -183,7 +183,7 @@ def hybrid_search(service: QueryService, request: dict[str, Any]) -> dict[str, A
 
 
 def fused_hits(
-    service: QueryService, info: CollectionInfo, request: dict[str, Any]
+    service: Searcher, info: CollectionInfo, request: dict[str, Any]
 ) -> tuple[list[str], list[list[Hit]], int]:
     """(output names, the fused hits of each query, the read timestamp): a hybrid search
     up to its outputs, which each face fetches in its own shape (``fetch_outputs``)."""
@@ -233,7 +233,7 @@ def fused_hits(
 
 
 def _with_values(
-    service: QueryService,
+    service: Searcher,
     info: CollectionInfo,
     ranker: DecayRanker,
     parts: list[dict[str, Any]],
@@ -279,7 +279,7 @@ def check_boost(info: CollectionInfo, ranker: BoostRanker, params: dict[str, Any
 
 
 def with_boosts(
-    service: QueryService,
+    service: Searcher,
     info: CollectionInfo,
     ranker: BoostRanker,
     pks: list[Any],
@@ -312,7 +312,7 @@ def with_boosts(
 
 
 def _matching(
-    service: QueryService,
+    service: Searcher,
     info: CollectionInfo,
     text: str,
     params: dict[str, Any],
@@ -337,7 +337,7 @@ def _matching(
 
 
 def _prepare(
-    service: QueryService, info: CollectionInfo, reqs: list[dict[str, Any]]
+    service: Searcher, info: CollectionInfo, reqs: list[dict[str, Any]]
 ) -> tuple[list[SearchPlan], list[Any]]:
     """Each sub-request's checked plan and query vectors, before anything is searched; an
     error names the request it is about."""
@@ -369,7 +369,7 @@ def _outputs(info: CollectionInfo, request: dict[str, Any]) -> list[str]:
 
 
 def _search_all(
-    service: QueryService,
+    service: Searcher,
     info: CollectionInfo,
     plans: list[SearchPlan],
     vectors: list[Any],
@@ -421,7 +421,7 @@ def _group_values(part: dict[str, Any], q: int, group: str) -> dict[Hashable, An
 
 
 def _fetch(
-    service: QueryService, info: CollectionInfo, outputs: list[str], pks: list[Any], ts: int
+    service: Searcher, info: CollectionInfo, outputs: list[str], pks: list[Any], ts: int
 ) -> dict[Any, dict[str, Any]]:
     """The output rows of the final hits, by primary key, read at ``ts``."""
     if not outputs or not pks:
@@ -432,7 +432,7 @@ def _fetch(
 
 
 def fetch_outputs(
-    service: QueryService, info: CollectionInfo, outputs: list[str], pks: list[Any], ts: int
+    service: Searcher, info: CollectionInfo, outputs: list[str], pks: list[Any], ts: int
 ) -> pa.Table:
     """The rows of ``pks`` (each once, in no set order) with ``outputs``, read at ``ts``."""
     table, _, _ = service.query_table(info, read_at(ts, outputs, ids=list(dict.fromkeys(pks))))

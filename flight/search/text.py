@@ -38,7 +38,7 @@ from elanus.searchrequest import SearchRequest
 if TYPE_CHECKING:
     from elanus.flight.metacache import CollectionInfo
     from elanus.flight.search.plan import SearchPlan
-    from elanus.flight.search.service import QueryService
+    from elanus.flight.search.searcher import Searcher
 
 METRIC = "BM25"
 K1_RANGE = (1.2, 2.0)
@@ -135,7 +135,7 @@ class TextQueries:
 
 
 def text_request(
-    service: QueryService, plan: SearchPlan, texts: list[str], ts: int, guarantee: int
+    service: Searcher, plan: SearchPlan, texts: list[str], ts: int, guarantee: int
 ) -> SearchRequest:
     """The search request of a text search, its statistics gathered (phase 1)."""
     fn = plan.text_fn
@@ -156,7 +156,7 @@ def text_request(
 
 
 def _gather(
-    service: QueryService, info: CollectionInfo, probe: SearchRequest
+    service: Searcher, info: CollectionInfo, probe: SearchRequest
 ) -> tuple[dict[str, Any], int]:
     """Every shard's statistics at one read timestamp (the latest any shard read at)."""
     route = service.route(info, None)
