@@ -46,17 +46,15 @@ run: venv bytecode                ## a standalone server in ./elanus-data, its c
 # Two phases. First every test not marked serial, in TEST_WORKERS pytest-xdist workers, each
 # test file whole in one (--dist loadfile: its module-scoped stacks start once): most tests
 # wait on the servers they start, so two workers on 2 cores take the suite from about 25 min
-# to about 15. Files go to the workers longest first (tests/file_seconds.json, refreshed by
-# tests/file_seconds.py), so neither is left alone with a long one at the end. Then the
-# serial tests alone, in one process: they hold time bounds that the other worker's load
-# broke (a write stall after kill -9 of a nats-server, a Strong read's p99 under
-# unthrottled writers), one run in three. TEST_WORKERS=0: the first phase in one process
-# too. A phase that PYTEST_ARGS leaves empty (pytest's exit 5) passes.
+# to about 17. Then the serial tests alone, in one process: they hold time bounds that the
+# other worker's load broke (a write stall after kill -9 of a nats-server, a Strong read's
+# p99 under unthrottled writers), one run in three. TEST_WORKERS=0: the first phase in one
+# process too. A phase that PYTEST_ARGS leaves empty (pytest's exit 5) passes.
 TEST_WORKERS ?= 2
 PYTEST := $(PY) -m pytest -q -p no:cacheprovider
 test: dev bytecode                ## the whole test suite
 	@rc=0; echo "== make test: every test not marked serial, $(TEST_WORKERS) worker(s)"; \
-	$(PYTEST) -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --phase parallel --durations=30 $(PYTEST_ARGS) || rc=$$?; \
+	$(PYTEST) -n $(TEST_WORKERS) --dist loadfile --phase parallel --durations=30 $(PYTEST_ARGS) || rc=$$?; \
 	[ $$rc -eq 5 ] && rc=0; \
 	rc2=0; echo "== make test: the serial tests, alone"; \
 	$(PYTEST) --phase serial --durations=10 $(PYTEST_ARGS) || rc2=$$?; \

@@ -22,7 +22,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import file_seconds
 import pytest
 from tiers import install_guards, mark_integration, unit_guard  # noqa: E402, F401
 
@@ -669,14 +668,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if left:
             config.hook.pytest_deselected(items=left)
             items[:] = keep
-    if hasattr(config, "workerinput"):  # a pytest-xdist worker: longest files first
-        seconds = file_seconds.load()
-        weight = {
-            path: seconds.get(path, file_seconds.UNKNOWN_S)
-            for path in {i.nodeid.split("::", 1)[0] for i in items}
-        }
-        order = {id(item): n for n, item in enumerate(items)}
-        items.sort(key=lambda i: (-weight[i.nodeid.split("::", 1)[0]], order[id(i)]))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
