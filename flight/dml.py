@@ -28,7 +28,7 @@ from elanus.channels.handoff import Handoff, handoff_for
 from elanus.channels.publisher import DmlPublisher, Piece
 from elanus.channels.runtime.role import RoleHandler
 from elanus.channels.syncpublish import Wire
-from elanus.errors import ElanusError, ErrorCode, is_coord_lapse
+from elanus.errors import ElanusError, ErrorCode
 from elanus.flight.metacache import CollectionInfo
 from elanus.flight.partial import merge_partial
 from elanus.flight.ports import LoopBridge
@@ -50,12 +50,6 @@ if TYPE_CHECKING:
     from elanus.settings import Settings
 
 ID_BLOCK = 100_000
-LAPSE_WAIT_S = 20.0
-"""How long a write waits for the coord's lease to be held again (a NATS election under
-way, a standby taking over) before it fails. Its timestamp comes first, before anything of
-it reaches the log, so waiting is safe; failing made a NATS server's death fail every write
-sent while the lease bucket elected (writes already wait out the streams' own election)."""
-LAPSE_POLL_S = 0.1
 
 
 class WriteHost(LoopBridge, Protocol):
@@ -347,19 +341,6 @@ class DmlService:
         out = await self.begin(info, pieces)
         return await self.end(out, out.wire)
 
-    async def _write_ts(self) -> int:
-        """A write's TSO timestamp; while the coord's lease is lapsed, asked again for up
-        to ``LAPSE_WAIT_S`` (Milvus's proxy retries its timestamp allocation too)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + LAPSE_WAIT_S
-        while True:
-            try:
-                return await self.host.ddl.alloc_ts()
-            except ElanusError as exc:
-                if not is_coord_lapse(exc) or loop.time() >= deadline:
-                    raise
-            await asyncio.sleep(LAPSE_POLL_S)
-
     def thread_write(self) -> ThreadWrite:
         """A Flight thread's writes for one request, through this service's loop steps."""
         return ThreadWrite(self, self.host, self.host.data_bus)
@@ -371,7 +352,7 @@ class DmlService:
         epoch = self.ticker.epoch
         used: list[int] = []
         try:
-            ts = await self._write_ts()
+            ts = await self.host.ddl.alloc_ts()
             self.tracker.stamp(task, ts)
             # Place every message before publishing any: a coord that fails half way through
             # must leave nothing of this request in the log.
