@@ -113,6 +113,10 @@ class Session:
         self.refresh = refresh
         """Figures that change (memory, channel lag): merged into ``info.meta`` at each put."""
         self._kv: KeyValue | None = None
+        self._writing = asyncio.Lock()
+        """One put or the purge at a time: a put that a role's own task (a memory update)
+        started while the role stops must land before the purge, never after it (the key
+        would live on for a TTL, and a coord starting then would place on a role gone)."""
         self._keepalive = Periodic(self._put, ttl_s / 3, f"session {info.key} keepalive")
 
     async def start(self) -> Session:
@@ -127,13 +131,17 @@ class Session:
         await self._put()
 
     async def _put(self) -> None:
-        assert self._kv is not None
+        async with self._writing:
+            if self._kv is not None:  # else stopped
+                await self._put_now(self._kv)
+
+    async def _put_now(self, kv: KeyValue) -> None:
         if self.refresh is not None:
             self.info.meta.update(self.refresh())
         value = json.dumps(asdict(self.info)).encode()
         try:
             try:
-                await self._kv.put(self.info.key, value)
+                await kv.put(self.info.key, value)
             except NoStreamResponseError:  # the bucket is gone (a log restarted empty)
                 self._kv = await sessions_bucket(self.bus, self.ttl_s)
                 await self._kv.put(self.info.key, value)
@@ -149,12 +157,18 @@ class Session:
         anyway (a NATS cluster without a quorum never answers; the default JetStream
         timeout would hold every role's stop for it)."""
         await self._keepalive.stop()
-        if self._kv is not None and self.bus.connected:  # else it expires by itself
+        try:
+            held = await asyncio.wait_for(self._writing.acquire(), self.ttl_s)
+        except TimeoutError:
+            held = False  # a put stuck on a NATS without quorum: the key expires by itself
+        kv, self._kv = self._kv, None  # no put after this one
+        if kv is not None and self.bus.connected:  # else it expires by itself
             try:
-                await asyncio.wait_for(self._kv.purge(self.info.key), self.ttl_s)
+                await asyncio.wait_for(kv.purge(self.info.key), self.ttl_s)
             except Exception:  # noqa: BLE001 - NATS may already be gone
                 pass
-            self._kv = None
+        if held:
+            self._writing.release()
 
 
 async def list_sessions(bus: Bus, ttl_s: float = 6.0) -> list[SessionInfo]:
