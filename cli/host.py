@@ -147,10 +147,12 @@ class RoleHost:
         }
 
     # -- lifecycle ---------------------------------------------------------------------------
-    def start(self) -> RoleHost:
+    def start(self, on_ready: Callable[[RoleHost], None] | None = None) -> RoleHost:
+        """Start every role; ``on_ready`` (the start panel) runs before the info file is
+        written, so whoever waits for that file finds the panel printed."""
         self._starting = True
         try:
-            self._start()
+            self._start(on_ready)
         except BaseException:
             self.stop()
             raise
@@ -158,7 +160,7 @@ class RoleHost:
             self._starting = False
         return self
 
-    def _start(self) -> None:
+    def _start(self, on_ready: Callable[[RoleHost], None] | None) -> None:
         stack = self._stack
         self._check_info_file()
         url, creds = self._nats()
@@ -191,6 +193,8 @@ class RoleHost:
             self._undo_on_loop(f"stopping {name}", role.stop)
         if self.extend is not None:
             self.extend(self)
+        if on_ready is not None:
+            on_ready(self)
         if self.info_file is not None:
             self._write_info_file(self.info_file)
             stack.callback(self.info_file.unlink, missing_ok=True)
@@ -411,15 +415,13 @@ class RoleHost:
         }
         try:
             try:
-                self.start()
+                self.start(on_ready)
             except Exception:
                 if not self._stop_requested.is_set():
                     raise
                 log.info("stopped while starting")  # Ctrl-C: a clean stop, not a failure
                 return
             self.served = True
-            if on_ready is not None:
-                on_ready(self)
             self.wait()
         finally:
             self.stop()
