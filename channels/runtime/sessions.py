@@ -158,7 +158,7 @@ class Session:
         timeout would hold every role's stop for it)."""
         await self._keepalive.stop()
         try:
-            held = await asyncio.wait_for(self._writing.acquire(), self.ttl_s)
+            held: bool = await asyncio.wait_for(self._writing.acquire(), self.ttl_s)
         except TimeoutError:
             held = False  # a put stuck on a NATS without quorum: the key expires by itself
         kv, self._kv = self._kv, None  # no put after this one
