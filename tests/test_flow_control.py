@@ -26,7 +26,7 @@ from elanus.channels.flow import (
 from elanus.channels.runtime import metrics
 from elanus.client import retry
 from elanus.client.client import Client
-from elanus.errors import ElanusError, ErrorCode
+from elanus.errors import ElanusError, ErrorCode, coord_lapsed, is_coord_lapse
 from elanus.flight.flowcontrol import FlowControl
 from elanus.settings import Settings
 
@@ -275,6 +275,30 @@ def test_retrying_backs_off_with_jitter_until_the_deadline() -> None:
     with pytest.raises(ElanusError) as info:  # 0: not retried at all
         retry.retrying(refused, 0)
     assert info.value.message == "writes refused: behind"
+
+
+def test_a_lapsed_coord_lease_is_retried_for_a_write_of_one_request_only() -> None:
+    """The coord's lease lapsed (a NATS election): a write of one request did nothing and
+    is sent again; one streamed in several requests may be half written, and is not."""
+    calls = [0]
+
+    def lapsed_twice() -> str:
+        calls[0] += 1
+        if calls[0] < 3:
+            raise coord_lapsed("lapsed")
+        return "done"
+
+    assert retry.retrying(lapsed_twice, 10.0, one_request=True) == "done"
+    assert calls[0] == 3
+    calls[0] = 0
+    with pytest.raises(ElanusError) as info:
+        retry.retrying(lapsed_twice, 10.0)
+    assert is_coord_lapse(info.value) and calls[0] == 1
+    with pytest.raises(ElanusError) as info:  # any other UNAVAILABLE is not sent again
+        retry.retrying(
+            lambda: (_ for _ in ()).throw(ElanusError("UNAVAILABLE", "x")), 10.0, one_request=True
+        )
+    assert info.value.message == "x"
 
 
 # -- the unthrottled writers -------------------------------------------------------------------

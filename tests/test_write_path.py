@@ -38,6 +38,7 @@ from elanus.channels.dml import MsgType
 from elanus.channels.nats_server import EmbeddedNats
 from elanus.channels.runtime.loop import LoopThread
 from elanus.client.client import Client
+from elanus.meta.lease import LeaseState
 from elanus.pkhash import shard_of
 from elanus.segments import storage
 from elanus.segments.storage.pkstats import bloom_bits
@@ -264,6 +265,25 @@ def test_auto_id_keys_are_unique_and_stored(stack: Stack) -> None:
         pk_list(rows, "id")[:200], rows.column("vector").to_pylist()[:200], strict=True
     ):
         assert np.array_equal(np.asarray(vec, dtype=np.float32), vec_of[pk])
+
+
+def test_the_sdk_sends_a_write_again_while_the_coords_lease_is_lapsed(stack: Stack) -> None:
+    """A write refused because the coord's lease is lapsed (its bucket electing a leader
+    after a NATS server died, a standby taking over) did nothing: its timestamp comes first.
+    The SDK sends it again until the coord holds the lease again (its own renewal takes it
+    back here, as after a real lapse; test_flow_control: a write of several requests is
+    not sent again)."""
+    assert stack.coord is not None
+    lease = stack.coord.lease
+    c = stack.client()
+    c.create_collection("lapse", dimension=8)
+    lease.state = LeaseState.LAPSED  # what a failed renewal sets (meta/lease.py ``_keep``)
+    vecs = np.random.default_rng(5).random((10, 8), dtype=np.float32)
+    reply = c.insert("lapse", pa.table({"id": pa.array(range(10)), "vector": vectors(vecs)}))
+    assert reply["insert_count"] == 10
+    assert lease.state is LeaseState.HELD
+    counted = c.query("lapse", "", ["count(*)"], consistency_level="Strong")
+    assert counted[0]["count(*)"] == 10
 
 
 # =============================================================================================

@@ -1,6 +1,12 @@
-"""Sending a write again after the proxy's flow control refused it (RATE_LIMITED).
+"""Sending a write again after the proxy's flow control refused it (RATE_LIMITED), or the
+coordinator could not give it a timestamp (its lease lapsed: a NATS election, a standby
+taking over).
 
 A RATE_LIMITED write did nothing (docs/protocol.md), so sending it again is always safe.
+So did a write refused for a lapsed lease, when it was one request (an atomic insert, a
+delete): its timestamp comes before anything of it reaches the log. A write streamed in
+several requests is not sent again for a lapse, as a later batch may meet it after an
+earlier one was written.
 The waits grow exponentially from ``FIRST_WAIT_S`` to ``MAX_WAIT_S``, each with jitter
 (half fixed, half random) so that many writers refused at once do not all come back at
 once, until the client's ``retry_deadline_s`` has passed since the first attempt; the
@@ -14,7 +20,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from elanus.errors import ElanusError, ErrorCode
+from elanus.errors import ElanusError, ErrorCode, is_coord_lapse
 
 T = TypeVar("T")
 
@@ -31,15 +37,23 @@ def backoff(attempt: int, rng: Callable[[], float] = random.random) -> float:
     return step / 2 + step / 2 * rng()
 
 
-def retrying(call: Callable[[], T], deadline_s: float, on_wait: OnWait | None = None) -> T:
-    """``call()``, again after each RATE_LIMITED until ``deadline_s`` (0: no retry)."""
+def retrying(
+    call: Callable[[], T],
+    deadline_s: float,
+    on_wait: OnWait | None = None,
+    *,
+    one_request: bool = False,
+) -> T:
+    """``call()``, again after each RATE_LIMITED until ``deadline_s`` (0: no retry); and
+    after a lapsed coordinator lease if the write is ``one_request``."""
     started = time.monotonic()
     attempt = 0
     while True:
         try:
             return call()
         except ElanusError as exc:
-            if exc.code != ErrorCode.RATE_LIMITED:
+            lapse = one_request and is_coord_lapse(exc)
+            if exc.code != ErrorCode.RATE_LIMITED and not lapse:
                 raise
             left = deadline_s - (time.monotonic() - started)
             if left <= 0:

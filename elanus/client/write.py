@@ -59,6 +59,7 @@ class WriteAPI(ClientBase):
             ),
             self.retry_deadline_s,
             self.on_retry,
+            one_request=bool(command["atomic"]),
         )
         pks = pa.concat_arrays([a.pks for a in acks]) if acks else pa.array([], pa.int64())
         self._saw_write(max((a.ts for a in acks), default=0))
@@ -200,6 +201,7 @@ class WriteAPI(ClientBase):
             lambda: self._action("delete", body, timeout=timeout),
             self.retry_deadline_s,
             self.on_retry,
+            one_request=True,
         )
         self._saw_write(int(reply.get("ts", 0)))
         return reply
