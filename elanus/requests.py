@@ -28,6 +28,7 @@ from typing import (
 
 from elanus.errors import invalid
 from elanus.frozenrecord import frozen_dataclass
+from elanus.schema import check_name
 from elanus.wiretypes import wire_type
 
 _MISSING = object()
@@ -135,6 +136,14 @@ class Range:
     hi: builtins.int | builtins.float | None = None
 
 
+@dataclass(frozen=True)
+class Named:
+    """A name field, held to Milvus's naming rules (``elanus.schema.check_name``):
+    ``Annotated[str, Named("collection")]``; ``what`` names it in the error."""
+
+    what: builtins.str
+
+
 @dataclass_transform(kw_only_default=True, frozen_default=True)
 def request(what: builtins.str) -> Callable[[type[R]], type[R]]:
     """Declare a request type; ``what`` names it in errors (usually its subject). It is a wire
@@ -235,6 +244,9 @@ def _checker(tp: Any, bounds: Range | None = None) -> Checker | None:
     """How to check a value of annotation ``tp`` (``None``: anything goes)."""
     origin = get_origin(tp)
     if origin is Annotated:
+        named = [m for m in tp.__metadata__ if isinstance(m, Named)]
+        if named:
+            return _name_checker(named[0].what)
         found = [m for m in tp.__metadata__ if isinstance(m, Range)]
         return _checker(tp.__origin__, found[0] if found else bounds)
     if origin in (Union, types.UnionType):
@@ -282,6 +294,14 @@ def _check_str(what: builtins.str, label: builtins.str, value: Any) -> Any:
     if not isinstance(value, builtins.str):
         raise invalid(f"{what}: {label} must be a string, got {type(value).__name__}")
     return value
+
+
+def _name_checker(kind: builtins.str) -> Checker:
+    def check(what: builtins.str, label: builtins.str, value: Any) -> Any:
+        _check_str(what, label, value)
+        return check_name(value, kind)
+
+    return check
 
 
 def _number_checker(real: builtins.bool, bounds: Range | None) -> Checker:

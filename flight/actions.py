@@ -29,13 +29,15 @@ from elanus.flight.registry import (
     privilege_table,
     rate_of,
 )
+from elanus.ops import body_of, checked, name_of
 
 if TYPE_CHECKING:
     from elanus.flight.ddl import DdlService
 
 __all__ = [
     "CONCERNS", "Action", "ActionHost", "Call", "Checker", "action", "catalogue", "check_db",
-    "check_named", "check_request", "lookup", "perform", "privilege_table", "rate_of",
+    "check_named", "check_request", "lookup", "perform", "perform_op", "privilege_table",
+    "rate_of",
 ]  # fmt: skip
 
 T = TypeVar("T")
@@ -53,14 +55,16 @@ class ActionHost(Protocol):
 
 
 H = TypeVar("H", bound=ActionHost)
+Q = TypeVar("Q")
 
 
 @dataclass(frozen=True)
-class Call(Generic[H]):
-    """One action being executed: who asked, the checked request, the body as sent."""
+class Call(Generic[H, Q]):
+    """One action being executed: who asked, the checked request (a dict, or the action's
+    operation record), the body as sent."""
 
     proxy: H
-    request: dict[str, Any]
+    request: Q
     caller: Caller = ANONYMOUS
     raw: bytes = b""
     ts: int = 0
@@ -73,7 +77,20 @@ def perform(proxy: ActionHost, name: str, raw: bytes, caller: Caller = ANONYMOUS
     if spec.self_checked:
         return spec.run(Call(proxy, {}, caller, raw))
     spec, request = check_request(name, raw)
-    authorize(caller, spec, request)
+    return _execute(proxy, spec, request, caller, raw)
+
+
+def perform_op(proxy: ActionHost, op: Any, caller: Caller = ANONYMOUS) -> Any:
+    """The action of operation record ``op``, built by another face (the Milvus port): its
+    values checked as a body's would be, then as ``perform``, with no JSON between."""
+    spec = lookup(name_of(op))
+    if spec.op is not type(op):
+        raise TypeError(f"{spec.name} is not declared by {type(op).__name__}")
+    return _execute(proxy, spec, checked(op), caller, b"")
+
+
+def _execute(proxy: ActionHost, spec: Action, request: Any, caller: Caller, raw: bytes) -> Any:
+    authorize(caller, spec, body_of(request) if spec.op is not None else request)
     call = Call(proxy, request, caller, raw)
     if spec.ddl:
 

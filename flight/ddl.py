@@ -78,6 +78,19 @@ class DdlService:
         finally:
             self._forget(request)
 
+    async def send(self, call: RootCall[R], req: R) -> Any:
+        """A typed request to the root coord; the reply's JSON."""
+        return as_body(await call(self.api.root, req))
+
+    async def apply_to(self, call: RootCall[R], req: R, db: str, *names: str) -> Any:
+        """A DDL the coord executes as is (``req`` carries the DdQueue task's timestamp);
+        the proxy then drops what it cached under ``names`` in ``db``."""
+        try:
+            return await self.send(call, req)
+        finally:
+            for name in names:
+                self.cache.invalidate(db, name)
+
     def _forget(self, request: dict[str, Any]) -> None:
         """Drop what this proxy cached about a DDL's target without waiting for the broadcast."""
         named = [request[k] for k in ("alias", "collection") if k in request]
@@ -107,12 +120,12 @@ class DdlService:
             return {"value": True}
         return dict(as_body(await self.api.root.has_collection(decode(HasCollection, request))))
 
-    async def has_partition(self, request: dict[str, Any]) -> dict[str, Any]:
-        info = await self.collection(request["db"], request["collection"])
-        return {"value": request["name"] in info.partitions}
+    async def has_partition(self, db: str, collection: str, partition: str) -> dict[str, Any]:
+        info = await self.collection(db, collection)
+        return {"value": partition in info.partitions}
 
-    async def list_partitions(self, request: dict[str, Any]) -> dict[str, Any]:
-        info = await self.collection(request["db"], request["collection"])
+    async def list_partitions(self, db: str, collection: str) -> dict[str, Any]:
+        info = await self.collection(db, collection)
         partitions = as_body(info.described.partitions)
         return {"names": [p["name"] for p in partitions], "partitions": partitions}
 

@@ -36,7 +36,9 @@ from elanus.errors import invalid
 from elanus.fieldprops import check_keys
 from elanus.flight.actions import action, check_db, check_named
 from elanus.flight.ddl import RootCall
-from elanus.flight.executors import Call, Executor
+from elanus.flight.executors import Call, Executor, OpCall
+from elanus.flight.registry import operation
+from elanus.ops import partitions as ops
 from elanus.partitionkey import check_num_partitions
 from elanus.privileges import OPEN
 from elanus.properties import MAX_PROPERTIES, check_property
@@ -51,7 +53,6 @@ from elanus.schema import (
     quick_schema,
 )
 
-DEFAULT_PARTITION = "_default"
 QUICK_METRICS = ("L2", "IP", "COSINE")
 MAX_TIMESTAMPS = 10_000
 QUICK_KEYS = ("primary_field", "vector_field", "id_type", "auto_id", "metric_type", "max_length")
@@ -397,139 +398,115 @@ def _alter_mmap(b: Body) -> dict[str, Any]:
 
 
 # -- aliases ------------------------------------------------------------------------------
-def _alias_body(b: Body) -> dict[str, Any]:
-    return {
-        "db": check_db(b),
-        "collection": check_named(b, "collection", "collection"),
-        "alias": check_named(b, "alias", "alias"),
-    }
+def _create_alias(c: OpCall[ops.CreateAlias]) -> Any:
+    r = c.request
+    req = CreateAlias(db=r.db, collection=r.collection, alias=r.alias, ts=c.ts)
+    return c.proxy.ddl.apply_to(RootCoordAPI.create_alias, req, r.db, r.alias, r.collection)
 
 
-@action(
-    "create_alias",
+def _alter_alias(c: OpCall[ops.AlterAlias]) -> Any:
+    r = c.request
+    req = CreateAlias(db=r.db, collection=r.collection, alias=r.alias, ts=c.ts)
+    return c.proxy.ddl.apply_to(RootCoordAPI.alter_alias, req, r.db, r.alias, r.collection)
+
+
+def _drop_alias(c: OpCall[ops.DropAlias]) -> Any:
+    r = c.request
+    req = DropAlias(db=r.db, alias=r.alias, ts=c.ts)
+    return c.proxy.ddl.apply_to(RootCoordAPI.drop_alias, req, r.db, r.alias)
+
+
+def _describe_alias(c: OpCall[ops.DescribeAlias]) -> Any:
+    req = DescribeAlias(db=c.request.db, alias=c.request.alias)
+    return c.proxy.ddl.send(RootCoordAPI.describe_alias, req)
+
+
+def _list_aliases(c: OpCall[ops.ListAliases]) -> Any:
+    req = ListAliases(db=c.request.db, collection=c.request.collection or None)
+    return c.proxy.ddl.send(RootCoordAPI.list_aliases, req)
+
+
+operation(
+    ops.CreateAlias,
     "Give a collection another name in its database. Body: collection, alias.",
-    ("collection", "alias"),
     privilege="CreateAlias",
     ddl=True,
-    run=apply_ddl(RootCoordAPI.create_alias, CreateAlias),
+    run=_create_alias,
 )
-def _create_alias(b: Body) -> dict[str, Any]:
-    return _alias_body(b)
-
-
-@action(
-    "alter_alias",
+operation(
+    ops.AlterAlias,
     "Point an existing alias at another collection. Body: collection, alias.",
-    ("collection", "alias"),
     privilege="CreateAlias",
     ddl=True,
-    run=apply_ddl(RootCoordAPI.alter_alias, CreateAlias),
+    run=_alter_alias,
 )
-def _alter_alias(b: Body) -> dict[str, Any]:
-    return _alias_body(b)
-
-
-@action(
-    "drop_alias",
+operation(
+    ops.DropAlias,
     "Drop an alias (not its collection). Body: alias.",
-    ("alias",),
     privilege="DropAlias",
     ddl=True,
-    run=apply_ddl(RootCoordAPI.drop_alias, DropAlias),
+    run=_drop_alias,
 )
-def _drop_alias(b: Body) -> dict[str, Any]:
-    return {"db": check_db(b), "alias": check_named(b, "alias", "alias")}
-
-
-@action(
-    "describe_alias",
+operation(
+    ops.DescribeAlias,
     "The collection an alias names. Body: alias. Result: alias, collection_name, db_name.",
-    ("alias",),
     privilege="DescribeAlias",
     loop=True,
-    run=ask_root(RootCoordAPI.describe_alias, DescribeAlias),
+    run=_describe_alias,
 )
-def _describe_alias(b: Body) -> dict[str, Any]:
-    return _drop_alias(b)
-
-
-@action(
-    "list_aliases",
+operation(
+    ops.ListAliases,
     "Aliases of a collection, or of the whole database. Body: collection (optional). "
     "Result: aliases, db_name, collection_name (if given).",
-    ("collection",),
     privilege="ListAliases",
     loop=True,
-    run=ask_root(RootCoordAPI.list_aliases, ListAliases),
+    run=_list_aliases,
 )
-def _list_aliases(b: Body) -> dict[str, Any]:
-    collection = b.str("collection", None)
-    request: dict[str, Any] = {"db": check_db(b)}
-    if collection:
-        request["collection"] = check_name(collection, "collection")
-    return request
 
 
 # -- partitions ---------------------------------------------------------------------------
-def _partition_body(b: Body) -> dict[str, Any]:
-    return {
-        "db": check_db(b),
-        "collection": check_named(b, "collection", "collection"),
-        "name": check_named(b, "partition", "partition"),
-    }
+def _create_partition(c: OpCall[ops.CreatePartition]) -> Any:
+    r = c.request
+    req = CreatePartition(db=r.db, collection=r.collection, name=r.partition, ts=c.ts)
+    return c.proxy.ddl.apply_to(RootCoordAPI.create_partition, req, r.db, r.collection)
 
 
-@action(
-    "create_partition",
+def _drop_partition(c: OpCall[ops.DropPartition]) -> Any:
+    r = c.request
+    req = DropPartition(db=r.db, collection=r.collection, name=r.partition, ts=c.ts)
+    return c.proxy.ddl.apply_to(RootCoordAPI.drop_partition, req, r.db, r.collection)
+
+
+operation(
+    ops.CreatePartition,
     "Create a partition. Body: collection, partition.",
-    ("collection", "partition"),
     privilege="CreatePartition",
     ddl=True,
-    run=apply_ddl(RootCoordAPI.create_partition, CreatePartition),
+    run=_create_partition,
 )
-def _create_partition(b: Body) -> dict[str, Any]:
-    return _partition_body(b)
-
-
-@action(
-    "drop_partition",
+operation(
+    ops.DropPartition,
     "Drop a partition (not _default). Body: collection, partition.",
-    ("collection", "partition"),
     privilege="DropPartition",
     ddl=True,
-    run=apply_ddl(RootCoordAPI.drop_partition, DropPartition),
+    run=_drop_partition,
 )
-def _drop_partition(b: Body) -> dict[str, Any]:
-    req = _partition_body(b)
-    if req["name"] == DEFAULT_PARTITION:
-        raise invalid(
-            f"drop_partition: the default partition {DEFAULT_PARTITION!r} cannot be dropped"
-        )
-    return req
-
-
-@action(
-    "has_partition",
+operation(
+    ops.HasPartition,
     "Whether a partition exists. Body: collection, partition.",
-    ("collection", "partition"),
     privilege="HasPartition",
     loop=True,
-    run=lambda c: c.proxy.ddl.has_partition(c.request),
+    run=lambda c: c.proxy.ddl.has_partition(
+        c.request.db, c.request.collection, c.request.partition
+    ),
 )
-def _has_partition(b: Body) -> dict[str, Any]:
-    return _partition_body(b)
-
-
-@action(
-    "list_partitions",
+operation(
+    ops.ListPartitions,
     "Partitions of a collection. Body: collection. Result: names.",
-    ("collection",),
     privilege="ShowPartitions",
     loop=True,
-    run=lambda c: c.proxy.ddl.list_partitions(c.request),
+    run=lambda c: c.proxy.ddl.list_partitions(c.request.db, c.request.collection),
 )
-def _list_partitions(b: Body) -> dict[str, Any]:
-    return {"db": check_db(b), "collection": check_named(b, "collection", "collection")}
 
 
 def _no_body(b: Body) -> dict[str, Any]:

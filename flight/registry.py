@@ -14,6 +14,7 @@ it. What runs an action on the proxy (``Call``, ``perform``) is ``flight/actions
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import importlib
 from collections.abc import Callable
@@ -22,12 +23,14 @@ from typing import Any
 
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.flight.limits import Kind
+from elanus.ops import decode_op, keys_of, name_of
 from elanus.privileges import OPEN, PRIVILEGES
 from elanus.requests import Body
 from elanus.schema import check_name
 from elanus.wire.codec import DEFAULT_DB, decode_request
 
-Checker = Callable[[Body], dict[str, Any]]
+Checker = Callable[[Body], Any]
+"""A body's check: the request the executor gets (a dict, or an operation record)."""
 Executor = Callable[[Any], Any]
 """An action's executor: takes ``flight/actions.py``'s ``Call`` (typed there, above the
 proxy; the registry stays below every service that checks a request through it)."""
@@ -56,6 +59,8 @@ class Action:
     plans by request shape); ``check`` is what it calls for a body it has not seen."""
     self_service: bool = False
     """A user may call it on themselves without the privilege (describe, re-password)."""
+    op: type[Any] | None = None
+    """The operation record (``elanus/ops``) the body decodes into, if declared by one."""
 
 
 _DECLARED: dict[str, Action] = {}
@@ -106,6 +111,30 @@ def action(
     return register
 
 
+def operation(
+    op: type[Any],
+    description: str,
+    *,
+    privilege: str,
+    run: Executor,
+    rate: Kind | None = None,
+    loop: bool = False,
+    ddl: bool = False,
+) -> None:
+    """Declare the action of an operation record (``elanus/ops``): its name and keys are
+    the record's, its check decodes the body into the record."""
+    name = name_of(op)
+
+    def check(body: Body) -> Any:
+        return decode_op(op, body.raw)
+
+    action(
+        name, description, keys_of(op), privilege=privilege, run=run, rate=rate, loop=loop,
+        ddl=ddl,
+    )(check)  # fmt: skip
+    _DECLARED[name] = dataclasses.replace(_DECLARED[name], op=op)
+
+
 _loaded: list[bool] = []
 
 
@@ -139,7 +168,7 @@ def privilege_table() -> dict[str, str]:
     return {name: spec.privilege for name, spec in catalogue().items()}
 
 
-def check_request(name: str, raw: bytes) -> tuple[Action, dict[str, Any]]:
+def check_request(name: str, raw: bytes) -> tuple[Action, Any]:
     """Look the action up and statically check its body; the result is safe to execute."""
     spec = lookup(name)
     raw_body = decode_request(raw, f"{name} body")

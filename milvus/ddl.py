@@ -14,6 +14,7 @@ from elanus.milvus.params import consistency_name
 from elanus.milvus.schemas import describe_reply, field_doc, kv_dict, parse_message, schema_doc
 from elanus.milvus.servicer import Ctx, Servicer, served
 from elanus.milvus.status import ok
+from elanus.ops import partitions as ops
 from elanus.privileges import Need
 from elanus.schema import check_name
 
@@ -155,37 +156,22 @@ class DdlRpcs(Servicer):
     # -- partitions -------------------------------------------------------------------------
     @served()
     def CreatePartition(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        self.act(
-            ctx,
-            "create_partition",
-            collection=request.collection_name,
-            partition=request.partition_name,
-        )
+        self.run_op(ctx, ops.CreatePartition(db=ctx.db, **_partition_of(request)))
         return ok()
 
     @served()
     def DropPartition(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        self.act(
-            ctx,
-            "drop_partition",
-            collection=request.collection_name,
-            partition=request.partition_name,
-        )
+        self.run_op(ctx, ops.DropPartition(db=ctx.db, **_partition_of(request)))
         return ok()
 
     @served()
     def HasPartition(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        value = self.act(
-            ctx,
-            "has_partition",
-            collection=request.collection_name,
-            partition=request.partition_name,
-        )["value"]
+        value = self.run_op(ctx, ops.HasPartition(db=ctx.db, **_partition_of(request)))["value"]
         return milvus_pb2.BoolResponse(status=ok(), value=bool(value))
 
     @served()
     def ShowPartitions(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        doc = self.act(ctx, "list_partitions", collection=request.collection_name)
+        doc = self.run_op(ctx, ops.ListPartitions(db=ctx.db, collection=request.collection_name))
         parts = doc.get("partitions") or [{"name": n} for n in doc["names"]]
         if request.partition_names:
             wanted = set(request.partition_names)
@@ -202,22 +188,24 @@ class DdlRpcs(Servicer):
     # -- aliases ----------------------------------------------------------------------------
     @served()
     def CreateAlias(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        self.act(ctx, "create_alias", collection=request.collection_name, alias=request.alias)
+        op = ops.CreateAlias(db=ctx.db, collection=request.collection_name, alias=request.alias)
+        self.run_op(ctx, op)
         return ok()
 
     @served()
     def AlterAlias(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        self.act(ctx, "alter_alias", collection=request.collection_name, alias=request.alias)
+        op = ops.AlterAlias(db=ctx.db, collection=request.collection_name, alias=request.alias)
+        self.run_op(ctx, op)
         return ok()
 
     @served()
     def DropAlias(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        self.act(ctx, "drop_alias", alias=request.alias)
+        self.run_op(ctx, ops.DropAlias(db=ctx.db, alias=request.alias))
         return ok()
 
     @served()
     def DescribeAlias(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        doc = self.act(ctx, "describe_alias", alias=request.alias)
+        doc = self.run_op(ctx, ops.DescribeAlias(db=ctx.db, alias=request.alias))
         return milvus_pb2.DescribeAliasResponse(
             status=ok(),
             db_name=doc.get("db_name") or ctx.db,
@@ -227,10 +215,16 @@ class DdlRpcs(Servicer):
 
     @served()
     def ListAliases(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        doc = self.act(ctx, "list_aliases", collection=request.collection_name or None)
+        op = ops.ListAliases(db=ctx.db, collection=request.collection_name or None)
+        doc = self.run_op(ctx, op)
         return milvus_pb2.ListAliasesResponse(
             status=ok(),
             db_name=doc.get("db_name") or ctx.db,
             collection_name=doc.get("collection_name") or request.collection_name,
             aliases=doc.get("aliases") or [],
         )
+
+
+def _partition_of(request: Any) -> dict[str, Any]:
+    """The collection and partition a Milvus partition request names."""
+    return {"collection": request.collection_name, "partition": request.partition_name}

@@ -23,7 +23,7 @@ from pymilvus.grpc_gen import common_pb2, milvus_pb2, milvus_pb2_grpc
 
 from elanus.channels.runtime.metrics import Outcome, proxy_request
 from elanus.errors import ElanusError, ErrorCode
-from elanus.flight.actions import perform
+from elanus.flight.actions import perform, perform_op
 from elanus.flight.auth import Caller
 from elanus.flight.limits import SMALLER_ADVICE, Kind
 from elanus.milvus.auth import MilvusCredentials
@@ -161,6 +161,11 @@ class Servicer(milvus_pb2_grpc.MilvusServiceServicer):
                 return failed(rpc, status_of(error))
 
         return handle
+
+    def run_op(self, ctx: Ctx, op: Any) -> Any:
+        """Run the action of operation record ``op`` (``elanus/ops``), built from the
+        request's fields: checked as a body would be, no JSON between."""
+        return perform_op(self.proxy, op, ctx.caller)
 
     def act(self, ctx: Ctx, name: str, /, **body: Any) -> Any:
         """Run the Flight action ``name`` (``actions.perform``: checks, privilege, executor)

@@ -216,7 +216,10 @@ def test_repeated_key_in_action_body_is_refused(env: tuple[Stack, Client]) -> No
         _do_action(stack, "search", body)
     assert not client.has_collection("a") and not client.has_collection("b")
     # colons inside strings are not keys
-    body = b'{"collection": "dyn", "filter": "tag == 1 or doc[\\"k:v\\"] == 1", "limit": 5}'
+    body = (
+        b'{"collection": "dyn", "filter": "tag == 1 or doc[\\"k:v\\"] == 1", "limit": 5, '
+        b'"consistency_level": "Strong"}'
+    )  # Strong: the fixture's rows, however soon after the insert this test runs
     assert json.loads(_do_action(stack, "query", body)[0])["rows"][0]["id"] == 1
 
 

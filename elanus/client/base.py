@@ -15,6 +15,7 @@ import pyarrow.flight as flight
 
 from elanus.client.retry import OnWait
 from elanus.errors import ElanusError, ErrorCode
+from elanus.ops import body_of, name_of
 from elanus.schema import Schema, check_name
 from elanus.wire.codec import DEFAULT_DB, decode_body, encode_json, from_flight_error
 from elanus.wire.tls import PemSource, client_tls
@@ -212,6 +213,14 @@ class ClientBase:
 
     def _in_db(self, db: str | None, **body: Any) -> dict[str, Any]:
         return {"db": db or self._db, **body}
+
+    def _db_or_own(self, db: str | None) -> str:
+        """The database a call names, else the client's."""
+        return db or self._db
+
+    def _op(self, op: Any, *, timeout: float | None = None) -> dict[str, Any]:
+        """The action of an operation record (``elanus/ops``): its fields as the body."""
+        return self._action(name_of(op), body_of(op), timeout=timeout)
 
     def close(self) -> None:
         if self._flight is not None:

@@ -10,6 +10,7 @@ from elanus.client.index import IndexAPI
 from elanus.client.read import ReadAPI
 from elanus.consistency import ConsistencyLevel
 from elanus.functions import Function
+from elanus.ops import partitions as ops
 from elanus.schema import DataType, Field, Schema, check_name
 
 
@@ -304,8 +305,8 @@ class CollectionAPI(IndexAPI, ReadAPI):
         **kwargs: Any,
     ) -> None:
         reject_unknown("create_alias", kwargs)
-        body = self._in_db(db, collection=collection_name, alias=alias)
-        self._action("create_alias", body, timeout=timeout)
+        op = ops.CreateAlias(db=self._db_or_own(db), collection=collection_name, alias=alias)
+        self._op(op, timeout=timeout)
 
     def alter_alias(
         self,
@@ -318,21 +319,21 @@ class CollectionAPI(IndexAPI, ReadAPI):
     ) -> None:
         """Point ``alias`` at ``collection_name`` instead of the collection it names now."""
         reject_unknown("alter_alias", kwargs)
-        body = self._in_db(db, collection=collection_name, alias=alias)
-        self._action("alter_alias", body, timeout=timeout)
+        op = ops.AlterAlias(db=self._db_or_own(db), collection=collection_name, alias=alias)
+        self._op(op, timeout=timeout)
 
     def drop_alias(
         self, alias: str, timeout: float | None = None, *, db: str | None = None, **kwargs: Any
     ) -> None:
         reject_unknown("drop_alias", kwargs)
-        self._action("drop_alias", self._in_db(db, alias=alias), timeout=timeout)
+        self._op(ops.DropAlias(db=self._db_or_own(db), alias=alias), timeout=timeout)
 
     def describe_alias(
         self, alias: str, timeout: float | None = None, *, db: str | None = None, **kwargs: Any
     ) -> dict[str, Any]:
         """``{"alias", "collection_name", "db_name"}``, as pymilvus returns."""
         reject_unknown("describe_alias", kwargs)
-        return self._action("describe_alias", self._in_db(db, alias=alias), timeout=timeout)
+        return self._op(ops.DescribeAlias(db=self._db_or_own(db), alias=alias), timeout=timeout)
 
     def list_aliases(
         self,
@@ -345,8 +346,8 @@ class CollectionAPI(IndexAPI, ReadAPI):
         """``{"aliases": [...], "db_name", "collection_name"}`` (the last only when a
         collection was named), as pymilvus returns; without one, the database's aliases."""
         reject_unknown("list_aliases", kwargs)
-        body = self._in_db(db, **({"collection": collection_name} if collection_name else {}))
-        return self._action("list_aliases", body, timeout=timeout)
+        op = ops.ListAliases(db=self._db_or_own(db), collection=collection_name or None)
+        return self._op(op, timeout=timeout)
 
 
 class PartitionAPI(ClientBase):
@@ -360,8 +361,10 @@ class PartitionAPI(ClientBase):
         **kwargs: Any,
     ) -> None:
         reject_unknown("create_partition", kwargs)
-        body = self._partition(db, collection_name, partition_name)
-        self._action("create_partition", body, timeout=timeout)
+        op = ops.CreatePartition(
+            db=self._db_or_own(db), collection=collection_name, partition=partition_name
+        )
+        self._op(op, timeout=timeout)
 
     def drop_partition(
         self,
@@ -373,8 +376,10 @@ class PartitionAPI(ClientBase):
         **kwargs: Any,
     ) -> None:
         reject_unknown("drop_partition", kwargs)
-        body = self._partition(db, collection_name, partition_name)
-        self._action("drop_partition", body, timeout=timeout)
+        op = ops.DropPartition(
+            db=self._db_or_own(db), collection=collection_name, partition=partition_name
+        )
+        self._op(op, timeout=timeout)
 
     def has_partition(
         self,
@@ -386,8 +391,10 @@ class PartitionAPI(ClientBase):
         **kwargs: Any,
     ) -> bool:
         reject_unknown("has_partition", kwargs)
-        body = self._partition(db, collection_name, partition_name)
-        return bool(self._action("has_partition", body, timeout=timeout)["value"])
+        op = ops.HasPartition(
+            db=self._db_or_own(db), collection=collection_name, partition=partition_name
+        )
+        return bool(self._op(op, timeout=timeout)["value"])
 
     def list_partitions(
         self,
@@ -398,11 +405,8 @@ class PartitionAPI(ClientBase):
         **kwargs: Any,
     ) -> list[str]:
         reject_unknown("list_partitions", kwargs)
-        body = self._in_db(db, collection=collection_name)
-        return list(self._action("list_partitions", body, timeout=timeout)["names"])
-
-    def _partition(self, db: str | None, collection: str, partition: str) -> dict[str, Any]:
-        return self._in_db(db, collection=collection, partition=partition)
+        op = ops.ListPartitions(db=self._db_or_own(db), collection=collection_name)
+        return list(self._op(op, timeout=timeout)["names"])
 
 
 class DatabaseAPI(ClientBase):

@@ -1,0 +1,89 @@
+"""The client-facing operations, each declared once as a typed request record.
+
+An operation is a frozen, keyword-only dataclass declared with ``@operation(name)``: its
+fields are the body of the Flight action ``name``, ``db`` first, each with its check
+(``Annotated[str, Named(...)]``, ``Range``; ``elanus/requests.py``), and an optional
+``check(self)`` for what spans fields. Every face builds the same record:
+
+- the SDK sends it as the action's JSON body (``body_of``);
+- the Milvus face hands it to the proxy as it is (``flight/actions.py`` ``perform_op``),
+  which checks its values again (``checked``): no JSON between;
+- the proxy's registry decodes a DoAction body into it once (``decode``), and the executor
+  reads its attributes.
+
+So the keys, their checks and the ListActions text of an operation live in one place, and
+the wire body is what it always was: the fields by name, ``None`` left out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar, dataclass_transform
+
+from elanus.frozenrecord import frozen_dataclass
+from elanus.requests import Named, decode
+from elanus.wire.codec import DEFAULT_DB
+
+T = TypeVar("T")
+_NAMES: dict[type, str] = {}
+"""Operation record class -> the action it is the request of."""
+
+DbName = Annotated[str, Named("database")]
+CollectionName = Annotated[str, Named("collection")]
+PartitionName = Annotated[str, Named("partition")]
+AliasName = Annotated[str, Named("alias")]
+
+__all__ = [
+    "DEFAULT_DB", "AliasName", "CollectionName", "DbName", "PartitionName", "body_of",
+    "checked", "decode_op", "keys_of", "name_of", "operation",
+]  # fmt: skip
+
+
+@dataclass_transform(kw_only_default=True, frozen_default=True)
+def operation(name: str) -> Callable[[type[T]], type[T]]:
+    """Declare the request record of the Flight action ``name``."""
+
+    def declare(cls: type[T]) -> type[T]:
+        made = frozen_dataclass(cls)
+        made.__request_what__ = name  # type: ignore[attr-defined]
+        _NAMES[made] = name
+        return made
+
+    return declare
+
+
+def is_operation(cls: Any) -> bool:
+    return cls in _NAMES
+
+
+def name_of(op: Any) -> str:
+    """The action an operation record (or its class) is the request of."""
+    return _NAMES[op if isinstance(op, type) else type(op)]
+
+
+def keys_of(cls: type[Any]) -> tuple[str, ...]:
+    """The body keys of an operation besides ``db`` (which every action takes)."""
+    return tuple(f.name for f in dataclasses.fields(cls) if f.name != "db")
+
+
+def body_of(op: Any) -> dict[str, Any]:
+    """The JSON body of an operation: its fields by name, ``None`` left out."""
+    return {
+        f.name: value for f in dataclasses.fields(op) if (value := getattr(op, f.name)) is not None
+    }
+
+
+def decode_op(cls: type[T], raw: dict[str, Any]) -> T:
+    """A body checked against operation ``cls``, field by field, then as a whole."""
+    op = decode(cls, raw)
+    check = getattr(op, "check", None)
+    if check is not None:
+        check()
+    return op
+
+
+def checked(op: T) -> T:
+    """``op`` as built by a face from its own values, checked as a body would be."""
+    record: Any = op
+    return decode_op(type(op), {f.name: getattr(op, f.name) for f in dataclasses.fields(record)})

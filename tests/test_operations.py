@@ -1,0 +1,82 @@
+"""Operation records (``elanus/ops``, issue 34 item 2): one typed request per operation,
+built by every face. The registry derives an action's keys from its record, a DoAction body
+decodes into it once with the words the dict checkers used, and a record a face built from
+its own values is checked the same way (the Milvus port's path, no JSON between)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import orjson
+import pytest
+
+from elanus.errors import ElanusError, ErrorCode
+from elanus.flight.registry import catalogue, check_request
+from elanus.ops import body_of, checked, is_operation, keys_of, name_of
+from elanus.ops import partitions as ops
+
+RECORDS = [
+    ops.CreatePartition, ops.DropPartition, ops.HasPartition, ops.ListPartitions,
+    ops.CreateAlias, ops.AlterAlias, ops.DropAlias, ops.DescribeAlias, ops.ListAliases,
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("record", RECORDS, ids=lambda r: r.__name__)
+def test_an_operations_action_is_declared_by_its_record(record: type) -> None:
+    spec = catalogue()[name_of(record)]
+    assert spec.op is record and is_operation(record)
+    assert spec.keys == keys_of(record)
+    assert [f.name for f in dataclasses.fields(record)][0] == "db"  # checked first
+
+
+def _check(name: str, body: dict[str, object]) -> object:
+    return check_request(name, orjson.dumps(body))[1]
+
+
+def test_a_body_decodes_into_the_record_once() -> None:
+    got = _check("create_partition", {"db": "d1", "collection": "c", "partition": "p"})
+    assert got == ops.CreatePartition(db="d1", collection="c", partition="p")
+    assert _check("drop_alias", {"alias": "a"}) == ops.DropAlias(alias="a")  # db defaults
+    assert _check("list_aliases", {"collection": ""}) == ops.ListAliases(collection="")
+
+
+@pytest.mark.parametrize(
+    ("name", "body", "words"),
+    [
+        ("create_partition", {"collection": "c"}, "create_partition: missing required key "
+         "'partition'"),
+        ("create_partition", {"collection": 7, "partition": "p"},
+         "create_partition: 'collection' must be a string, got int"),
+        ("has_partition", {"collection": "c", "partition": "9x"}, "partition name '9x' is "
+         "invalid"),
+        ("create_alias", {"collection": "c", "alias": ""}, "alias name must be a non-empty"),
+        ("drop_partition", {"collection": "c", "partition": "_default"},
+         "the default partition '_default' cannot be dropped"),
+        ("list_aliases", {"collection": "bad name"}, "collection name 'bad name' is invalid"),
+        ("drop_alias", {"alias": "a", "db": ""}, "database name must be a non-empty string"),
+        ("list_partitions", {"collection": "c", "partition": "p"},
+         "list_partitions: unknown key(s) 'partition'; allowed keys are collection, db"),
+    ],
+)  # fmt: skip
+def test_a_bad_body_is_refused_naming_the_problem(
+    name: str, body: dict[str, object], words: str
+) -> None:
+    with pytest.raises(ElanusError) as err:
+        _check(name, body)
+    assert err.value.code is ErrorCode.INVALID_ARGUMENT
+    assert words in err.value.message
+
+
+def test_a_record_built_by_a_face_is_checked_as_a_body_is() -> None:
+    assert checked(ops.HasPartition(collection="c", partition="p")).partition == "p"
+    with pytest.raises(ElanusError, match="collection name must be a non-empty string"):
+        checked(ops.CreateAlias(collection="", alias="a"))  # an unset proto field
+    with pytest.raises(ElanusError, match="cannot be dropped"):
+        checked(ops.DropPartition(collection="c", partition="_default"))
+
+
+def test_the_wire_body_is_the_fields_by_name_without_none() -> None:
+    assert body_of(ops.ListAliases(db="d")) == {"db": "d"}
+    assert body_of(ops.CreatePartition(collection="c", partition="p")) == {
+        "db": "default", "collection": "c", "partition": "p",
+    }  # fmt: skip
