@@ -81,14 +81,9 @@ class WriteHost(LoopBridge, Protocol):
         """The proxy's own connection for DML."""
         ...
 
-    async def serve(
-        self,
-        prefix: str | None = None,
-        handlers: Mapping[str, RoleHandler] | None = None,
-        queue: str | None = None,
-        here_only: bool = False,
-    ) -> None:
-        """Answer requests on ``<prefix>.<method>``."""
+    async def serve(self, prefix: str, handlers: Mapping[str, RoleHandler]) -> None:
+        """Answer requests on ``<prefix>.<method>`` (``Role.serve``, of which the write
+        path uses the prefix and the handlers)."""
         ...
 
 
