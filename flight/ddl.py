@@ -88,8 +88,13 @@ class DdlService:
         try:
             return await self.send(call, req)
         finally:
-            for name in names:
-                self.cache.invalidate(db, name)
+            self.forget(db, *names)
+
+    def forget(self, db: str, *names: str) -> None:
+        """Drop what this proxy cached under ``names`` in ``db`` without waiting for the
+        coord's broadcast."""
+        for name in names:
+            self.cache.invalidate(db, name)
 
     def _forget(self, request: dict[str, Any]) -> None:
         """Drop what this proxy cached about a DDL's target without waiting for the broadcast."""
@@ -111,14 +116,15 @@ class DdlService:
         self.cache.put(CollectionInfo.from_describe(described), generation)
         return dict(as_body(described))
 
-    async def describe_collection(self, request: dict[str, Any]) -> dict[str, Any]:
-        info = await self.collection(request["db"], request["name"])
+    async def describe_collection(self, db: str, name: str) -> dict[str, Any]:
+        info = await self.collection(db, name)
         return dict(as_body(info.described))
 
-    async def has_collection(self, request: dict[str, Any]) -> dict[str, Any]:
-        if self.cache.get(request["db"], request["name"]) is not None:
+    async def has_collection(self, db: str, name: str) -> dict[str, Any]:
+        if self.cache.get(db, name) is not None:
             return {"value": True}
-        return dict(as_body(await self.api.root.has_collection(decode(HasCollection, request))))
+        flag = await self.api.root.has_collection(HasCollection(db=db, name=name))
+        return dict(as_body(flag))
 
     async def has_partition(self, db: str, collection: str, partition: str) -> dict[str, Any]:
         info = await self.collection(db, collection)

@@ -38,6 +38,7 @@ from elanus.flight.actions import action, check_db, check_named
 from elanus.flight.ddl import RootCall
 from elanus.flight.executors import Call, Executor, OpCall
 from elanus.flight.registry import operation
+from elanus.ops import collections as colls
 from elanus.ops import partitions as ops
 from elanus.partitionkey import check_num_partitions
 from elanus.privileges import OPEN
@@ -205,68 +206,57 @@ def _scalar_text(value: Any) -> str:
     return ("true" if value else "false") if isinstance(value, bool) else str(value)
 
 
-@action(
-    "drop_collection",
+def _drop_collection(c: OpCall[colls.DropCollection]) -> Any:
+    r = c.request
+    req = DropCollection(db=r.db, name=r.name, ts=c.ts)
+    return c.proxy.ddl.apply_to(RootCoordAPI.drop_collection, req, r.db, r.name)
+
+
+async def _rename_collection(c: OpCall[colls.RenameCollection]) -> Any:
+    r = c.request
+    new_db = r.new_db or r.db
+    req = RenameCollection(db=r.db, name=r.name, new_name=r.new_name, new_db=new_db, ts=c.ts)
+    try:
+        return await c.proxy.ddl.apply_to(RootCoordAPI.rename_collection, req, r.db, r.name)
+    finally:
+        c.proxy.ddl.forget(new_db, r.new_name)
+
+
+operation(
+    colls.DropCollection,
     "Drop a collection and its partitions. Body: name.",
-    ("name",),
     privilege="DropCollection",
     ddl=True,
-    run=apply_ddl(RootCoordAPI.drop_collection, DropCollection),
+    run=_drop_collection,
 )
-def _drop_collection(b: Body) -> dict[str, Any]:
-    return {"db": check_db(b), "name": check_named(b, "name", "collection")}
-
-
-@action(
-    "has_collection",
+operation(
+    colls.HasCollection,
     "Whether a collection exists. Body: name. Result: value.",
-    ("name",),
     privilege="DescribeCollection",
     loop=True,
-    run=lambda c: c.proxy.ddl.has_collection(c.request),
+    run=lambda c: c.proxy.ddl.has_collection(c.request.db, c.request.name),
 )
-def _has_collection(b: Body) -> dict[str, Any]:
-    return _drop_collection(b)
-
-
-@action(
-    "describe_collection",
+operation(
+    colls.DescribeCollection,
     "A collection's id, schema (with field ids), shards, channels, partitions. Body: name.",
-    ("name",),
     privilege="DescribeCollection",
     loop=True,
-    run=lambda c: c.proxy.ddl.describe_collection(c.request),
+    run=lambda c: c.proxy.ddl.describe_collection(c.request.db, c.request.name),
 )
-def _describe_collection(b: Body) -> dict[str, Any]:
-    return _drop_collection(b)
-
-
-@action(
-    "list_collections",
+operation(
+    colls.ListCollections,
     "Names of the collections of a database. Result: names.",
     privilege="ShowCollections",
     loop=True,
-    run=ask_root(RootCoordAPI.list_collections, ListCollections),
+    run=lambda c: c.proxy.ddl.send(RootCoordAPI.list_collections, ListCollections(db=c.request.db)),
 )
-def _list_collections(b: Body) -> dict[str, Any]:
-    return {"db": check_db(b)}
-
-
-@action(
-    "rename_collection",
+operation(
+    colls.RenameCollection,
     "Rename a collection, optionally into another database. Body: name, new_name, new_db.",
-    ("name", "new_name", "new_db"),
     privilege="RenameCollection",
     ddl=True,
-    run=apply_ddl(RootCoordAPI.rename_collection, RenameCollection),
+    run=_rename_collection,
 )
-def _rename_collection(b: Body) -> dict[str, Any]:
-    db, name = check_db(b), check_named(b, "name", "collection")
-    new_name = check_named(b, "new_name", "collection")
-    new_db = check_name(b.str("new_db", db), "database")
-    if (db, name) == (new_db, new_name):
-        raise invalid(f"rename_collection: 'new_name' {new_name!r} is the current name")
-    return {"db": db, "name": name, "new_name": new_name, "new_db": new_db}
 
 
 @action(

@@ -13,11 +13,14 @@ import pytest
 from elanus.errors import ElanusError, ErrorCode
 from elanus.flight.registry import catalogue, check_request
 from elanus.ops import body_of, checked, is_operation, keys_of, name_of
+from elanus.ops import collections as colls
 from elanus.ops import partitions as ops
 
 RECORDS = [
     ops.CreatePartition, ops.DropPartition, ops.HasPartition, ops.ListPartitions,
     ops.CreateAlias, ops.AlterAlias, ops.DropAlias, ops.DescribeAlias, ops.ListAliases,
+    colls.DropCollection, colls.HasCollection, colls.DescribeCollection, colls.ListCollections,
+    colls.RenameCollection,
 ]  # fmt: skip
 
 
@@ -38,6 +41,8 @@ def test_a_body_decodes_into_the_record_once() -> None:
     assert got == ops.CreatePartition(db="d1", collection="c", partition="p")
     assert _check("drop_alias", {"alias": "a"}) == ops.DropAlias(alias="a")  # db defaults
     assert _check("list_aliases", {"collection": ""}) == ops.ListAliases(collection="")
+    moved = _check("rename_collection", {"name": "a", "new_name": "a", "new_db": "d2"})
+    assert moved == colls.RenameCollection(name="a", new_name="a", new_db="d2")  # another db
 
 
 @pytest.mark.parametrize(
@@ -56,6 +61,13 @@ def test_a_body_decodes_into_the_record_once() -> None:
         ("drop_alias", {"alias": "a", "db": ""}, "database name must be a non-empty string"),
         ("list_partitions", {"collection": "c", "partition": "p"},
          "list_partitions: unknown key(s) 'partition'; allowed keys are collection, db"),
+        ("drop_collection", {}, "drop_collection: missing required key 'name'"),
+        ("rename_collection", {"name": "a", "new_name": "a"},
+         "rename_collection: 'new_name' 'a' is the current name"),
+        ("rename_collection", {"name": "a", "new_name": "a", "new_db": "default"},
+         "'new_name' 'a' is the current name"),
+        ("rename_collection", {"name": "a", "new_name": "b", "new_db": ""},
+         "database name must be a non-empty string"),
     ],
 )  # fmt: skip
 def test_a_bad_body_is_refused_naming_the_problem(
