@@ -3,6 +3,8 @@
 Names and result shapes follow pymilvus's MilvusClient: ``list_users`` gives names,
 ``describe_user`` ``{user_name, roles}``, ``describe_role`` ``{role, privileges}``. The
 proxy checks the caller's privilege first (``flight/auth.py``); the coord keeps the tables.
+Each action is declared by its operation record (``elanus/ops/auth.py``); its executor
+builds the coord's request (``elanus/api/auth.py``) from the record's attributes.
 """
 
 from __future__ import annotations
@@ -29,11 +31,10 @@ from elanus.api.auth import (
     UpdatePassword,
 )
 from elanus.api.base import as_body
-from elanus.errors import invalid
-from elanus.flight.actions import action, check_db
-from elanus.flight.executors import Call, Executor
+from elanus.flight.executors import Call, OpCall
+from elanus.flight.registry import operation
+from elanus.ops import auth as ops
 from elanus.privileges import OPEN
-from elanus.requests import Body, decode
 
 R = TypeVar("R")
 AuthCall = Callable[[AuthAPI, R], Coroutine[Any, Any, Any]]
@@ -45,14 +46,7 @@ def _ask(c: Call, call: AuthCall[R], req: R) -> Any:
     return as_body(c.proxy.run(call(c.proxy.coord.auth, req)))
 
 
-def _coord(call: AuthCall[R], kind: type[R], *keys: str) -> Executor:
-    """An executor sending the request's ``keys`` to the coord as a ``kind`` (``user_name``
-    as ``user``, ``role_name`` as ``role``)."""
-    names = {"user_name": "user", "role_name": "role"}
-    return lambda c: _ask(c, call, decode(kind, {names.get(k, k): c.request[k] for k in keys}))
-
-
-def _run_whoami(c: Call) -> dict[str, Any]:
+def _run_whoami(c: OpCall[ops.Whoami]) -> dict[str, Any]:
     caller = c.caller
     if caller.user == "anonymous":
         return {"user": caller.user, "roles": [], "superuser": True}
@@ -60,280 +54,238 @@ def _run_whoami(c: Call) -> dict[str, Any]:
     return {"user": caller.user, "roles": described.roles, "superuser": caller.superuser}
 
 
-def _run_update_password(c: Call) -> Any:
-    request, user = c.request, c.request["user_name"]
-    if user == c.caller.user or request["old_password"] is not None:
+def _run_create_user(c: OpCall[ops.CreateUser]) -> Any:
+    req = CreateUser(user=c.request.user_name, password=c.request.password)
+    return _ask(c, AuthAPI.create_user, req)
+
+
+def _run_drop_user(c: OpCall[ops.DropUser]) -> Any:
+    return _ask(c, AuthAPI.drop_user, DropUser(user=c.request.user_name))
+
+
+def _run_update_password(c: OpCall[ops.UpdatePassword]) -> Any:
+    r = c.request
+    if r.user_name == c.caller.user or r.old_password is not None:
         req = UpdatePassword(
-            user=user,
-            new_password=request["new_password"],
-            old_password=request["old_password"] or "",
+            user=r.user_name, new_password=r.new_password, old_password=r.old_password or ""
         )
     else:  # another user's password, by someone holding UpdateUser on them
-        req = UpdatePassword(user=user, new_password=request["new_password"], reset=True)
+        req = UpdatePassword(user=r.user_name, new_password=r.new_password, reset=True)
     return _ask(c, AuthAPI.update_password, req)
 
 
-def _grants(call: AuthCall[PrivilegeChange]) -> Executor:
-    def run(c: Call) -> Any:
-        req = PrivilegeChange(
-            role=c.request["role_name"],
-            grantor=c.caller.user,
-            object_type=c.request["object_type"],
-            object_name=c.request["object_name"],
-            db_name=c.request["db_name"],
-            privilege=c.request["privilege"],
-        )
-        return _ask(c, call, req)
-
-    return run
+def _run_list_users(c: OpCall[ops.ListUsers]) -> Any:
+    return _ask(c, AuthAPI.list_users, ListUsers())
 
 
-def _user(b: Body) -> str:
-    return str(b.str("user_name"))
+def _run_describe_user(c: OpCall[ops.DescribeUser]) -> Any:
+    return _ask(c, AuthAPI.describe_user, DescribeUser(user=c.request.user_name))
 
 
-def _role(b: Body) -> str:
-    return str(b.str("role_name"))
+def _run_create_role(c: OpCall[ops.CreateRole]) -> Any:
+    return _ask(c, AuthAPI.create_role, CreateRole(role=c.request.role_name))
 
 
-@action(
-    "whoami",
+def _run_drop_role(c: OpCall[ops.DropRole]) -> Any:
+    req = DropRole(role=c.request.role_name, force_drop=c.request.force_drop)
+    return _ask(c, AuthAPI.drop_role, req)
+
+
+def _binding(r: ops.GrantRole | ops.RevokeRole) -> RoleBinding:
+    return RoleBinding(user=r.user_name, role=r.role_name)
+
+
+def _run_grant_role(c: OpCall[ops.GrantRole]) -> Any:
+    return _ask(c, AuthAPI.grant_role, _binding(c.request))
+
+
+def _run_revoke_role(c: OpCall[ops.RevokeRole]) -> Any:
+    return _ask(c, AuthAPI.revoke_role, _binding(c.request))
+
+
+def _change(c: Call, r: ops.GrantPrivilege | ops.RevokePrivilege) -> PrivilegeChange:
+    """The coord's grant (or revoke) of ``r``, in the caller's name."""
+    return PrivilegeChange(
+        role=r.role_name,
+        grantor=c.caller.user,
+        object_type=r.object_type,
+        object_name=r.object_name,
+        db_name=r.on_db(),
+        privilege=r.privilege,
+    )
+
+
+def _run_grant_privilege(c: OpCall[ops.GrantPrivilege]) -> Any:
+    return _ask(c, AuthAPI.grant_privilege, _change(c, c.request))
+
+
+def _run_revoke_privilege(c: OpCall[ops.RevokePrivilege]) -> Any:
+    return _ask(c, AuthAPI.revoke_privilege, _change(c, c.request))
+
+
+def _run_list_roles(c: OpCall[ops.ListRoles]) -> Any:
+    return _ask(c, AuthAPI.list_roles, ListRoles())
+
+
+def _run_describe_role(c: OpCall[ops.DescribeRole]) -> Any:
+    return _ask(c, AuthAPI.describe_role, DescribeRole(role=c.request.role_name))
+
+
+def _run_create_privilege_group(c: OpCall[ops.CreatePrivilegeGroup]) -> Any:
+    req = CreatePrivilegeGroup(group_name=c.request.group_name)
+    return _ask(c, AuthAPI.create_group, req)
+
+
+def _run_drop_privilege_group(c: OpCall[ops.DropPrivilegeGroup]) -> Any:
+    return _ask(c, AuthAPI.drop_group, DropPrivilegeGroup(group_name=c.request.group_name))
+
+
+def _group_change(
+    r: ops.AddPrivilegesToGroup | ops.RemovePrivilegesFromGroup,
+) -> OperatePrivilegeGroup:
+    return OperatePrivilegeGroup(group_name=r.group_name, privileges=r.privileges)
+
+
+def _run_add_privileges_to_group(c: OpCall[ops.AddPrivilegesToGroup]) -> Any:
+    return _ask(c, AuthAPI.add_to_group, _group_change(c.request))
+
+
+def _run_remove_privileges_from_group(c: OpCall[ops.RemovePrivilegesFromGroup]) -> Any:
+    return _ask(c, AuthAPI.remove_from_group, _group_change(c.request))
+
+
+def _run_list_privilege_groups(c: OpCall[ops.ListPrivilegeGroups]) -> Any:
+    return _ask(c, AuthAPI.list_groups, ListPrivilegeGroups())
+
+
+operation(
+    ops.Whoami,
     "The calling user, their roles and whether they hold every privilege.",
     privilege=OPEN,
     run=_run_whoami,
 )
-def _whoami(b: Body) -> dict[str, Any]:
-    return {"db": check_db(b)}
-
-
-@action(
-    "create_user",
+operation(
+    ops.CreateUser,
     "Create a user. Body: user_name, password.",
-    ("user_name", "password"),
     privilege="CreateOwnership",
-    run=_coord(AuthAPI.create_user, CreateUser, "user_name", "password"),
+    run=_run_create_user,
 )
-def _create_user(b: Body) -> dict[str, Any]:
-    return {"db": check_db(b), "user_name": _user(b), "password": b.str("password")}
-
-
-@action(
-    "drop_user",
+operation(
+    ops.DropUser,
     "Drop a user (not root). Body: user_name.",
-    ("user_name",),
     privilege="DropOwnership",
-    run=_coord(AuthAPI.drop_user, DropUser, "user_name"),
+    run=_run_drop_user,
 )
-def _drop_user(b: Body) -> dict[str, Any]:
-    return {"db": check_db(b), "user_name": _user(b)}
 
 
-@action(
-    "update_password",
+operation(
+    ops.UpdatePassword,
     "Change a password; tokens issued before it stop working. A user changing their own "
     "gives old_password; a user with UpdateUser on another may omit it. Body: user_name, "
     "old_password, new_password.",
-    ("user_name", "old_password", "new_password"),
     privilege="UpdateUser",
     self_service=True,
     run=_run_update_password,
 )
-def _update_password(b: Body) -> dict[str, Any]:
-    return {
-        "db": check_db(b),
-        "user_name": _user(b),
-        "old_password": b.str("old_password", None),
-        "new_password": b.str("new_password"),
-    }
-
-
-@action(
-    "list_users",
+operation(
+    ops.ListUsers,
     "Names of every user. Result: users.",
     privilege="SelectOwnership",
-    run=_coord(AuthAPI.list_users, ListUsers),
+    run=_run_list_users,
 )
-def _list_users(b: Body) -> dict[str, Any]:
-    return {"db": check_db(b)}
 
 
-@action(
-    "describe_user",
+operation(
+    ops.DescribeUser,
     "A user's roles. Body: user_name. Result: user_name, roles.",
-    ("user_name",),
     privilege="SelectUser",
     self_service=True,
-    run=_coord(AuthAPI.describe_user, DescribeUser, "user_name"),
+    run=_run_describe_user,
 )
-def _describe_user(b: Body) -> dict[str, Any]:
-    return {"db": check_db(b), "user_name": _user(b)}
-
-
-@action(
-    "create_role",
+operation(
+    ops.CreateRole,
     "Create a role. Body: role_name.",
-    ("role_name",),
     privilege="CreateOwnership",
-    run=_coord(AuthAPI.create_role, CreateRole, "role_name"),
+    run=_run_create_role,
 )
-def _create_role(b: Body) -> dict[str, Any]:
-    return {"db": check_db(b), "role_name": _role(b)}
-
-
-@action(
-    "drop_role",
+operation(
+    ops.DropRole,
     "Drop a role (not admin or public); one still bound or granted needs force_drop. "
     "Body: role_name, force_drop.",
-    ("role_name", "force_drop"),
     privilege="DropOwnership",
-    run=_coord(AuthAPI.drop_role, DropRole, "role_name", "force_drop"),
+    run=_run_drop_role,
 )
-def _drop_role(b: Body) -> dict[str, Any]:
-    return {"db": check_db(b), "role_name": _role(b), "force_drop": b.bool("force_drop", False)}
-
-
-@action(
-    "grant_role",
+operation(
+    ops.GrantRole,
     "Bind a role to a user. Body: user_name, role_name.",
-    ("user_name", "role_name"),
     privilege="ManageOwnership",
-    run=_coord(AuthAPI.grant_role, RoleBinding, "user_name", "role_name"),
+    run=_run_grant_role,
 )
-def _grant_role(b: Body) -> dict[str, Any]:
-    return {"db": check_db(b), "user_name": _user(b), "role_name": _role(b)}
-
-
-@action(
-    "revoke_role",
+operation(
+    ops.RevokeRole,
     "Unbind a role from a user. Body: user_name, role_name.",
-    ("user_name", "role_name"),
     privilege="ManageOwnership",
-    run=_coord(AuthAPI.revoke_role, RoleBinding, "user_name", "role_name"),
+    run=_run_revoke_role,
 )
-def _revoke_role(b: Body) -> dict[str, Any]:
-    return _grant_role(b)
-
-
-_GRANT_KEYS = ("role_name", "object_type", "privilege", "object_name", "db_name")
-
-
-@action(
-    "grant_privilege",
+operation(
+    ops.GrantPrivilege,
     "Grant a privilege (or privilege group, or All) on an object to a role. Body: role_name, "
     "object_type (Global, Database, Collection, User), privilege, object_name ('*': all), "
     "db_name (default: the request's database).",
-    _GRANT_KEYS,
     privilege="ManageOwnership",
-    run=_grants(AuthAPI.grant_privilege),
+    run=_run_grant_privilege,
 )
-def _grant_privilege(b: Body) -> dict[str, Any]:
-    db = check_db(b)
-    return {
-        "db": db,
-        "role_name": _role(b),
-        "object_type": b.str("object_type"),
-        "privilege": b.str("privilege"),
-        "object_name": b.str("object_name", "*"),
-        "db_name": b.str("db_name", "") or db,
-    }
-
-
-@action(
-    "revoke_privilege",
+operation(
+    ops.RevokePrivilege,
     "Revoke a grant. Body: as grant_privilege.",
-    _GRANT_KEYS,
     privilege="ManageOwnership",
-    run=_grants(AuthAPI.revoke_privilege),
+    run=_run_revoke_privilege,
 )
-def _revoke_privilege(b: Body) -> dict[str, Any]:
-    return _grant_privilege(b)
-
-
-@action(
-    "list_roles",
+operation(
+    ops.ListRoles,
     "Names of every role. Result: roles.",
     privilege="SelectOwnership",
-    run=_coord(AuthAPI.list_roles, ListRoles),
+    run=_run_list_roles,
 )
-def _list_roles(b: Body) -> dict[str, Any]:
-    return {"db": check_db(b)}
-
-
-@action(
-    "describe_role",
+operation(
+    ops.DescribeRole,
     "A role's grants. Body: role_name. Result: role, privileges (object_type, object_name, "
     "db_name, privilege, grantor_name).",
-    ("role_name",),
     privilege="SelectOwnership",
-    run=_coord(AuthAPI.describe_role, DescribeRole, "role_name"),
+    run=_run_describe_role,
 )
-def _describe_role(b: Body) -> dict[str, Any]:
-    return {"db": check_db(b), "role_name": _role(b)}
 
 
 # -- privilege groups -----------------------------------------------------------------------
-def _group(b: Body) -> dict[str, Any]:
-    return {"db": check_db(b), "group_name": b.str("group_name")}
-
-
-def _group_privileges(b: Body) -> dict[str, Any]:
-    privileges = b.list("privileges")
-    if not all(isinstance(p, str) for p in privileges):
-        raise invalid("privileges must be a list of privilege names")
-    return {**_group(b), "privileges": privileges}
-
-
-@action(
-    "create_privilege_group",
+operation(
+    ops.CreatePrivilegeGroup,
     "Create a custom privilege group, empty. Body: group_name.",
-    ("group_name",),
     privilege="CreatePrivilegeGroup",
-    run=_coord(AuthAPI.create_group, CreatePrivilegeGroup, "group_name"),
+    run=_run_create_privilege_group,
 )
-def _create_privilege_group(b: Body) -> dict[str, Any]:
-    return _group(b)
-
-
-@action(
-    "drop_privilege_group",
+operation(
+    ops.DropPrivilegeGroup,
     "Drop a custom privilege group; refused while a role is granted it. Body: group_name.",
-    ("group_name",),
     privilege="DropPrivilegeGroup",
-    run=_coord(AuthAPI.drop_group, DropPrivilegeGroup, "group_name"),
+    run=_run_drop_privilege_group,
 )
-def _drop_privilege_group(b: Body) -> dict[str, Any]:
-    return _group(b)
-
-
-@action(
-    "add_privileges_to_group",
+operation(
+    ops.AddPrivilegesToGroup,
     "Add privileges (or built-in groups) of one level to a custom group. Body: group_name, "
     "privileges.",
-    ("group_name", "privileges"),
     privilege="OperatePrivilegeGroup",
-    run=_coord(AuthAPI.add_to_group, OperatePrivilegeGroup, "group_name", "privileges"),
+    run=_run_add_privileges_to_group,
 )
-def _add_privileges_to_group(b: Body) -> dict[str, Any]:
-    return _group_privileges(b)
-
-
-@action(
-    "remove_privileges_from_group",
+operation(
+    ops.RemovePrivilegesFromGroup,
     "Remove privileges from a custom group. Body: group_name, privileges.",
-    ("group_name", "privileges"),
     privilege="OperatePrivilegeGroup",
-    run=_coord(AuthAPI.remove_from_group, OperatePrivilegeGroup, "group_name", "privileges"),
+    run=_run_remove_privileges_from_group,
 )
-def _remove_privileges_from_group(b: Body) -> dict[str, Any]:
-    return _group_privileges(b)
-
-
-@action(
-    "list_privilege_groups",
+operation(
+    ops.ListPrivilegeGroups,
     "Custom privilege groups, then the built-in ones. Result: groups ([{privilege_group, "
     "privileges}]).",
     privilege="ListPrivilegeGroups",
-    run=_coord(AuthAPI.list_groups, ListPrivilegeGroups),
+    run=_run_list_privilege_groups,
 )
-def _list_privilege_groups(b: Body) -> dict[str, Any]:
-    return {"db": check_db(b)}

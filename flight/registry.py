@@ -120,6 +120,7 @@ def operation(
     rate: Kind | None = None,
     loop: bool = False,
     ddl: bool = False,
+    self_service: bool = False,
 ) -> None:
     """Declare the action of an operation record (``elanus/ops``): its name and keys are
     the record's, its check decodes the body into the record."""
@@ -130,7 +131,7 @@ def operation(
 
     action(
         name, description, keys_of(op), privilege=privilege, run=run, rate=rate, loop=loop,
-        ddl=ddl,
+        ddl=ddl, self_service=self_service,
     )(check)  # fmt: skip
     _DECLARED[name] = dataclasses.replace(_DECLARED[name], op=op)
 

@@ -15,6 +15,7 @@ from pymilvus.grpc_gen import milvus_pb2
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.milvus.servicer import Ctx, Servicer, served
 from elanus.milvus.status import ok
+from elanus.ops import auth as ops
 from elanus.privileges import ALL_PRIVILEGES, ANY, PRIVILEGES, ObjectType, check_privilege
 
 
@@ -68,42 +69,42 @@ class RbacRpcs(Servicer):
     @served()
     def CreateCredential(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
         password = _password(request.password, "password")
-        self.act(ctx, "create_user", user_name=request.username, password=password)
+        self.run_op(ctx, ops.CreateUser(db=ctx.db, user_name=request.username, password=password))
         return ok()
 
     @served()
     def UpdateCredential(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        self.act(
-            ctx,
-            "update_password",
+        op = ops.UpdatePassword(
+            db=ctx.db,
             user_name=request.username,
             old_password=_password(request.oldPassword, "oldPassword")
             if request.oldPassword
             else None,
             new_password=_password(request.newPassword, "newPassword"),
         )
+        self.run_op(ctx, op)
         self._forget(request.username)
         return ok()
 
     @served()
     def DeleteCredential(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        self.act(ctx, "drop_user", user_name=request.username)
+        self.run_op(ctx, ops.DropUser(db=ctx.db, user_name=request.username))
         self._forget(request.username)
         return ok()
 
     @served()
     def ListCredUsers(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        users = self.act(ctx, "list_users")["users"]
+        users = self.run_op(ctx, ops.ListUsers(db=ctx.db))["users"]
         return milvus_pb2.ListCredUsersResponse(status=ok(), usernames=users)
 
     @served()
     def SelectUser(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
         name = request.user.name if request.HasField("user") else ""
-        names = [name] if name else list(self.act(ctx, "list_users")["users"])
+        names = [name] if name else list(self.run_op(ctx, ops.ListUsers(db=ctx.db))["users"])
         results = []
         for user in names:
             try:
-                roles = self.act(ctx, "describe_user", user_name=user)["roles"]
+                roles = self.run_op(ctx, ops.DescribeUser(db=ctx.db, user_name=user))["roles"]
             except ElanusError as exc:
                 if exc.code == ErrorCode.USER_NOT_FOUND and name:
                     return milvus_pb2.SelectUserResponse(status=ok())  # Milvus: none
@@ -121,38 +122,39 @@ class RbacRpcs(Servicer):
     # -- roles ------------------------------------------------------------------------------
     @served()
     def CreateRole(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        self.act(ctx, "create_role", role_name=request.entity.name)
+        self.run_op(ctx, ops.CreateRole(db=ctx.db, role_name=request.entity.name))
         return ok()
 
     @served()
     def DropRole(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        self.act(ctx, "drop_role", role_name=request.role_name, force_drop=request.force_drop)
+        op = ops.DropRole(db=ctx.db, role_name=request.role_name, force_drop=request.force_drop)
+        self.run_op(ctx, op)
         self._forget(None)
         return ok()
 
     @served()
     def OperateUserRole(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        kinds = {
-            milvus_pb2.AddUserToRole: "grant_role",
-            milvus_pb2.RemoveUserFromRole: "revoke_role",
+        kinds: dict[int, type[ops.GrantRole | ops.RevokeRole]] = {
+            milvus_pb2.AddUserToRole: ops.GrantRole,
+            milvus_pb2.RemoveUserFromRole: ops.RevokeRole,
         }
-        name = kinds.get(request.type)
-        if name is None:
+        kind = kinds.get(request.type)
+        if kind is None:
             raise invalid(f"OperateUserRole: unknown operation type {request.type}")
-        self.act(ctx, name, user_name=request.username, role_name=request.role_name)
+        self.run_op(ctx, kind(db=ctx.db, user_name=request.username, role_name=request.role_name))
         self._forget(request.username)
         return ok()
 
     @served()
     def SelectRole(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        roles = list(self.act(ctx, "list_roles")["roles"])
+        roles = list(self.run_op(ctx, ops.ListRoles(db=ctx.db))["roles"])
         wanted = request.role.name if request.HasField("role") else ""
         if wanted:
             roles = [r for r in roles if r == wanted]  # Milvus: none for an unknown role
         members: dict[str, list[str]] = {r: [] for r in roles}
         if request.include_user_info and roles:
-            for user in self.act(ctx, "list_users")["users"]:
-                for role in self.act(ctx, "describe_user", user_name=user)["roles"]:
+            for user in self.run_op(ctx, ops.ListUsers(db=ctx.db))["users"]:
+                for role in self.run_op(ctx, ops.DescribeUser(db=ctx.db, user_name=user))["roles"]:
                     members.setdefault(role, []).append(user)
         results = [
             milvus_pb2.RoleResult(
@@ -167,43 +169,38 @@ class RbacRpcs(Servicer):
     @served()
     def OperatePrivilege(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
         e = request.entity
-        self._operate(
-            ctx,
-            request.type,
+        grant = _grant_kind(request.type)
+        op = grant(
+            db=ctx.db,
             role_name=e.role.name,
             object_type=e.object.name,
             object_name=e.object_name or ANY,
             privilege=e.grantor.privilege.name,
             db_name=e.db_name or None,
         )
+        self.run_op(ctx, op)
         return ok()
 
     @served()
     def OperatePrivilegeV2(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
         privilege = request.grantor.privilege.name
         kind, name = grant_object(privilege, request.db_name, request.collection_name)
-        self._operate(
-            ctx,
-            request.type,
+        grant = _grant_kind(request.type)
+        op = grant(
+            db=ctx.db,
             role_name=request.role.name,
             object_type=kind,
             object_name=name,
             privilege=privilege,
             db_name=request.db_name or None,
         )
+        self.run_op(ctx, op)
         return ok()
-
-    def _operate(self, ctx: Ctx, kind: int, **grant: Any) -> None:
-        if kind not in (milvus_pb2.Grant, milvus_pb2.Revoke):
-            raise invalid(f"OperatePrivilege: unknown operation type {kind}")
-        self.act(
-            ctx, "grant_privilege" if kind == milvus_pb2.Grant else "revoke_privilege", **grant
-        )
 
     @served()
     def SelectGrant(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
         e = request.entity
-        grants = self.act(ctx, "describe_role", role_name=e.role.name)["privileges"]
+        grants = self.run_op(ctx, ops.DescribeRole(db=ctx.db, role_name=e.role.name))["privileges"]
         if e.HasField("object") and e.object.name:
             grants = [g for g in grants if g["object_type"] == e.object.name]
         if e.object_name:
@@ -217,24 +214,25 @@ class RbacRpcs(Servicer):
     # -- privilege groups -------------------------------------------------------------------
     @served()
     def CreatePrivilegeGroup(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        self.act(ctx, "create_privilege_group", group_name=request.group_name)
+        self.run_op(ctx, ops.CreatePrivilegeGroup(db=ctx.db, group_name=request.group_name))
         return ok()
 
     @served()
     def DropPrivilegeGroup(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        self.act(ctx, "drop_privilege_group", group_name=request.group_name)
+        self.run_op(ctx, ops.DropPrivilegeGroup(db=ctx.db, group_name=request.group_name))
         return ok()
 
     @served()
     def OperatePrivilegeGroup(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        kinds = {
-            milvus_pb2.AddPrivilegesToGroup: "add_privileges_to_group",
-            milvus_pb2.RemovePrivilegesFromGroup: "remove_privileges_from_group",
+        kinds: dict[int, type[ops.AddPrivilegesToGroup | ops.RemovePrivilegesFromGroup]] = {
+            milvus_pb2.AddPrivilegesToGroup: ops.AddPrivilegesToGroup,
+            milvus_pb2.RemovePrivilegesFromGroup: ops.RemovePrivilegesFromGroup,
         }
         if request.type not in kinds:
             raise invalid(f"unsupported operate type: {request.type}")
         privileges = [p.name for p in request.privileges]
-        self.act(ctx, kinds[request.type], group_name=request.group_name, privileges=privileges)
+        kind = kinds[request.type]
+        self.run_op(ctx, kind(db=ctx.db, group_name=request.group_name, privileges=privileges))
         self._forget(None)
         return ok()
 
@@ -245,6 +243,13 @@ class RbacRpcs(Servicer):
                 group_name=g["privilege_group"],
                 privileges=[milvus_pb2.PrivilegeEntity(name=p) for p in g["privileges"]],
             )
-            for g in self.act(ctx, "list_privilege_groups")["groups"]
+            for g in self.run_op(ctx, ops.ListPrivilegeGroups(db=ctx.db))["groups"]
         ]
         return milvus_pb2.ListPrivilegeGroupsResponse(status=ok(), privilege_groups=groups)
+
+
+def _grant_kind(kind: int) -> type[ops.GrantPrivilege | ops.RevokePrivilege]:
+    """The operation of an ``OperatePrivilege`` (V2) request's type: grant or revoke."""
+    if kind not in (milvus_pb2.Grant, milvus_pb2.Revoke):
+        raise invalid(f"OperatePrivilege: unknown operation type {kind}")
+    return ops.GrantPrivilege if kind == milvus_pb2.Grant else ops.RevokePrivilege
