@@ -12,12 +12,14 @@ from elanus.api.compaction import GetCompactionState, TriggerCompaction
 from elanus.api.datacoord import FlushState, SegmentInfo
 from elanus.errors import invalid
 from elanus.flight.actions import action, check_db, check_named
-from elanus.flight.executors import Call
+from elanus.flight.executors import Call, OpCall
 from elanus.flight.limits import Kind
+from elanus.flight.registry import operation
+from elanus.ops import segments as ops
 from elanus.privileges import OPEN
 from elanus.requests import Body, decode
-from elanus.schema import check_name
 from elanus.states import SegmentState
+from elanus.wire.codec import DEFAULT_DB
 
 MAX_DELETE_KEYS = 1_000_000
 
@@ -67,120 +69,96 @@ def _delete(b: Body) -> dict[str, Any]:
     }
 
 
-def _run_collection_stats(c: Call) -> dict[str, Any]:
-    info = c.proxy.dml.collection(c.request["db"], c.request["collection"])
+def _run_collection_stats(c: OpCall[ops.GetCollectionStats]) -> dict[str, Any]:
+    info = c.proxy.dml.collection(c.request.db, c.request.collection)
     reply = c.proxy.run(
         c.proxy.datacoord.segment_info(SegmentInfo(collection_id=info.collection_id))
     )
     return {"row_count": sum(s.num_rows for s in reply.segments if s.state == SegmentState.FLUSHED)}
 
 
-@action(
-    "get_collection_stats",
+operation(
+    ops.GetCollectionStats,
     "Row count of a collection: rows in flushed segments, as Milvus counts num_entities. "
     "Body: collection. Result: row_count.",
-    ("collection",),
     privilege="GetStatistics",
     run=_run_collection_stats,
 )
-def _collection_stats(b: Body) -> dict[str, Any]:
-    return {"db": check_db(b), "collection": check_named(b, "collection", "collection")}
 
 
-def _run_flush(c: Call) -> dict[str, Any]:
-    info = c.proxy.dml.collection(c.request["db"], c.request["collection"])
+def _run_flush(c: OpCall[ops.Flush]) -> dict[str, Any]:
+    info = c.proxy.dml.collection(c.request.db, c.request.collection)
     return as_body(c.proxy.run(c.proxy.dml.flush(info)))
 
 
-@action(
-    "flush",
+operation(
+    ops.Flush,
     "Seal the growing segments of a collection and have them written (seed 004). "
     "Body: collection. Result: segment_ids, flush_ts; poll get_flush_state.",
-    ("collection",),
     privilege="Flush",
     run=_run_flush,
 )
-def _flush(b: Body) -> dict[str, Any]:
-    return {"db": check_db(b), "collection": check_named(b, "collection", "collection")}
 
 
-@action(
-    "get_flush_state",
+def _run_flush_state(c: OpCall[ops.GetFlushState]) -> dict[str, Any]:
+    req = FlushState(segment_ids=c.request.segment_ids)
+    return as_body(c.proxy.run(c.proxy.datacoord.flush_state(req)))
+
+
+operation(
+    ops.GetFlushState,
     "Whether the given segments are flushed. Body: segment_ids. Result: flushed, done, total.",
-    ("segment_ids",),
     privilege=OPEN,
-    run=lambda c: as_body(
-        c.proxy.run(c.proxy.datacoord.flush_state(decode(FlushState, c.request)))
-    ),
+    run=_run_flush_state,
 )
-def _flush_state(b: Body) -> dict[str, Any]:
-    ids = b.list("segment_ids")
-    if not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
-        raise invalid("get_flush_state: 'segment_ids' must be a list of integers")
-    return {"segment_ids": ids}
 
 
-def _run_segment_info(c: Call) -> dict[str, Any]:
-    request = c.request
-    if "collection" in request:
-        info = c.proxy.dml.collection(request["db"], request["collection"])
+def _run_segment_info(c: OpCall[ops.GetSegmentInfo]) -> dict[str, Any]:
+    r = c.request
+    if r.collection is not None:
+        info = c.proxy.dml.collection(r.db or DEFAULT_DB, r.collection)
         which = SegmentInfo(collection_id=info.collection_id)
-    else:
-        which = decode(SegmentInfo, request)
+    else:  # the ids' items are the data coord request's to check
+        which = decode(SegmentInfo, {"segment_ids": r.segment_ids})
     return as_body(c.proxy.run(c.proxy.datacoord.segment_info(which)))
 
 
-@action(
-    "get_segment_info",
+operation(
+    ops.GetSegmentInfo,
     "Segments of a collection (or the given ids): state, rows, channel, positions. "
     "Body: collection | segment_ids. Result: segments.",
-    ("collection", "segment_ids"),
     privilege="GetStatistics",
     run=_run_segment_info,
 )
-def _segment_info(b: Body) -> dict[str, Any]:
-    ids = b.list("segment_ids", None)
-    collection = b.str("collection", None)
-    if (ids is None) == (collection is None):
-        raise invalid("get_segment_info: give exactly one of 'collection' and 'segment_ids'")
-    if ids is not None:
-        return {"segment_ids": ids}
-    return {"db": check_db(b), "collection": check_name(collection, "collection")}
 
 
-def _run_compact(c: Call) -> dict[str, Any]:
-    info = c.proxy.dml.collection(c.request["db"], c.request["collection"])
-    trigger = TriggerCompaction(
-        collection_id=info.collection_id, target_size_mb=c.request.get("target_size_mb")
-    )
+def _run_compact(c: OpCall[ops.Compact]) -> dict[str, Any]:
+    r = c.request
+    info = c.proxy.dml.collection(r.db, r.collection)
+    trigger = TriggerCompaction(collection_id=info.collection_id, target_size_mb=r.target_size_mb)
     return as_body(c.proxy.run(c.proxy.compaction.trigger(trigger)))
 
 
-@action(
-    "compact",
+operation(
+    ops.Compact,
     "Merge the collection's flushed segments and drop deleted rows. Body: collection, "
     "target_size_mb (optional, Milvus's force merge: targets of up to this size). "
     "Result: compaction_id, plans; poll get_compaction_state.",
-    ("collection", "target_size_mb"),
     privilege="Compaction",
     run=_run_compact,
 )
-def _compact(b: Body) -> dict[str, Any]:
-    body = {"db": check_db(b), "collection": check_named(b, "collection", "collection")}
-    target = b.int("target_size_mb", None, lo=1)
-    return body if target is None else {**body, "target_size_mb": target}
 
 
-@action(
-    "get_compaction_state",
+def _run_compaction_state(c: OpCall[ops.GetCompactionState]) -> dict[str, Any]:
+    req = GetCompactionState(compaction_id=c.request.compaction_id)
+    return c.proxy.run(c.proxy.compaction.state(req)).to_body()
+
+
+operation(
+    ops.GetCompactionState,
     "Progress of a compaction. Body: compaction_id. Result: state (executing | completed | "
     "failed), pending, executing, completed, failed, and reason when failed. An unknown id "
     "is COMPACTION_NOT_FOUND.",
-    ("compaction_id",),
     privilege=OPEN,
-    run=lambda c: c.proxy.run(
-        c.proxy.compaction.state(decode(GetCompactionState, c.request))
-    ).to_body(),
+    run=_run_compaction_state,
 )
-def _compaction_state(b: Body) -> dict[str, Any]:
-    return {"compaction_id": b.int("compaction_id", lo=1)}

@@ -21,9 +21,11 @@ from elanus.api.indexcoord import (
     IndexHeartbeat,
     IndexReport,
 )
-from elanus.errors import ElanusError, ErrorCode, invalid
-from elanus.flight.actions import action, check_db, check_named
-from elanus.flight.executors import Call
+from elanus.errors import invalid
+from elanus.flight.actions import action, check_db
+from elanus.flight.executors import Call, OpCall
+from elanus.flight.registry import operation
+from elanus.ops import indexes as ops
 from elanus.requests import Body, decode
 from elanus.schema import check_name
 
@@ -37,69 +39,64 @@ def _builder(b: Body) -> str:
     return str(node)
 
 
-def _target(b: Body) -> dict[str, Any]:
-    index_name = b.str("index_name", None)
-    field = b.str("field_name", None)
-    return {
-        "db": check_db(b),
-        "collection": check_named(b, "collection", "collection"),
-        "index_name": check_name(index_name, "index") if index_name else None,
-        "field": check_name(field, "field") if field else None,
-    }
+def _collection_id(c: Call, db: str, collection: str) -> int:
+    return c.proxy.dml.collection(db, collection).collection_id
 
 
-def _collection_id(c: Call) -> int:
-    return c.proxy.dml.collection(c.request["db"], c.request["collection"]).collection_id
-
-
-def _index_target(c: Call) -> dict[str, Any]:
-    """The coord's name for the index(es) a request means."""
-    target: dict[str, Any] = {"collection_id": _collection_id(c)}
-    for key in ("index_name", "field"):
-        if c.request.get(key):
-            target[key] = c.request[key]
+def _index_target(c: OpCall[ops.DropIndex] | OpCall[ops.DescribeIndex]) -> dict[str, Any]:
+    """The coord's name for the index(es) a request means (an empty name: not given)."""
+    r = c.request
+    target: dict[str, Any] = {"collection_id": _collection_id(c, r.db, r.collection)}
+    if r.index_name:
+        target["index_name"] = r.index_name
+    if r.field_name:
+        target["field"] = r.field_name
     return target
 
 
-def _run_create(c: Call) -> dict[str, Any]:
-    request = c.request
-    body = {
-        "collection_id": _collection_id(c),
-        "field": request["field"],
-        "index_type": request["index_type"],
-        "params": request["params"],
-    }
-    if request["index_name"]:
-        body["index_name"] = request["index_name"]
-    if request["metric_type"]:
-        body["metric_type"] = request["metric_type"]
-    return as_body(c.proxy.run(c.proxy.indexcoord.create(decode(CreateIndex, body))))
+def _run_create(c: OpCall[ops.CreateIndex]) -> dict[str, Any]:
+    r = c.request
+    assert r.field_name  # required: its record's check
+    req = CreateIndex(
+        collection_id=_collection_id(c, r.db, r.collection),
+        field=r.field_name,
+        index_name=r.index_name or None,
+        index_type="AUTOINDEX" if r.index_type is None else r.index_type,
+        metric_type=r.metric_type or None,
+        params={} if r.params is None else r.params,
+    )
+    return as_body(c.proxy.run(c.proxy.indexcoord.create(req)))
 
 
-def _describe(c: Call) -> IndexDescriptions:
+def _describe(c: OpCall[ops.DescribeIndex]) -> IndexDescriptions:
     return c.proxy.run(c.proxy.indexcoord.describe(decode(DescribeIndex, _index_target(c))))
 
 
-def _run_describe(c: Call) -> dict[str, Any]:
+def _run_drop(c: OpCall[ops.DropIndex]) -> dict[str, Any]:
+    return as_body(c.proxy.run(c.proxy.indexcoord.drop(decode(DropIndex, _index_target(c)))))
+
+
+def _run_describe(c: OpCall[ops.DescribeIndex]) -> dict[str, Any]:
     """The indexes with the settings ``alter_index_properties`` gave them among their
     params, as Milvus shows them (``elanus.indexprops``)."""
     body = as_body(_describe(c))
-    info = c.proxy.dml.collection(c.request["db"], c.request["collection"])
+    info = c.proxy.dml.collection(c.request.db, c.request.collection)
     settings = info.described.index_properties
     for index in body["indexes"]:
         index["params"] = {**index["params"], **settings.get(str(index["index_id"]), {})}
     return body
 
 
-def _run_list(c: Call) -> dict[str, Any]:
-    return {"names": [i.index_name for i in _describe(c).indexes]}
+def _run_list(c: OpCall[ops.ListIndexes]) -> dict[str, Any]:
+    req = DescribeIndex(collection_id=_collection_id(c, c.request.db, c.request.collection))
+    return {"names": [i.index_name for i in c.proxy.run(c.proxy.indexcoord.describe(req)).indexes]}
 
 
 def _run_claim(c: Call) -> dict[str, Any]:
     request = c.request
     body: dict[str, Any] = {"node_id": request["node_id"]}
     if request["collection"]:
-        body["collection_id"] = _collection_id(c)
+        body["collection_id"] = _collection_id(c, request["db"], request["collection"])
     if request["limit"]:
         body["limit"] = request["limit"]
     body["retry_failed"] = request["retry_failed"]
@@ -111,65 +108,37 @@ def _run_report(c: Call) -> dict[str, Any]:
     return c.proxy.run(c.proxy.indexcoord.report(report)).to_body()
 
 
-@action(
-    "create_index",
+operation(
+    ops.CreateIndex,
     "Build an index on a field of every flushed segment (and of later ones). Body: "
     "collection, field_name, index_type (vectors: FLAT, IVF_FLAT, IVF_SQ8, IVF_PQ, HNSW, "
     "BIN_FLAT, BIN_IVF_FLAT, SPARSE_INVERTED_INDEX, SPARSE_WAND; scalars: INVERTED, BITMAP, "
     "STL_SORT, TRIE; AUTOINDEX), metric_type, params (json_path and json_cast_type for a "
     "JSON path), index_name. Result: index_id, created.",
-    ("collection", "field_name", "index_type", "metric_type", "params", "index_name"),
     privilege="CreateIndex",
     run=_run_create,
 )
-def _create_index(b: Body) -> dict[str, Any]:
-    request = _target(b)
-    if request["field"] is None:
-        raise ElanusError(ErrorCode.INVALID_ARGUMENT, "create_index: 'field_name' is required")
-    return {
-        **request,
-        "index_type": b.str("index_type", "AUTOINDEX"),
-        "metric_type": b.str("metric_type", None),
-        "params": b.dict("params", {}),
-    }
-
-
-@action(
-    "drop_index",
+operation(
+    ops.DropIndex,
     "Drop an index (by index_name or field_name); its files are recycled in the "
     "background. Body: collection, index_name, field_name. Result: index_id.",
-    ("collection", "index_name", "field_name"),
     privilege="DropIndex",
-    run=lambda c: as_body(
-        c.proxy.run(c.proxy.indexcoord.drop(decode(DropIndex, _index_target(c))))
-    ),
+    run=_run_drop,
 )
-def _drop_index(b: Body) -> dict[str, Any]:
-    return _target(b)
-
-
-@action(
-    "describe_index",
+operation(
+    ops.DescribeIndex,
     "Indexes of a collection with their build progress. Body: collection, index_name, "
     "field_name. Result: indexes (index_name, field, index_type, metric_type, params, "
     "state, indexed_rows, total_rows, pending_tasks, failed_tasks).",
-    ("collection", "index_name", "field_name"),
     privilege="IndexDetail",
     run=_run_describe,
 )
-def _describe_index(b: Body) -> dict[str, Any]:
-    return _target(b)
-
-
-@action(
-    "list_indexes",
+operation(
+    ops.ListIndexes,
     "Index names of a collection. Body: collection. Result: names.",
-    ("collection",),
     privilege="IndexDetail",
     run=_run_list,
 )
-def _list_indexes(b: Body) -> dict[str, Any]:
-    return {"db": check_db(b), "collection": check_named(b, "collection", "collection")}
 
 
 @action(

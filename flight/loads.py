@@ -35,33 +35,38 @@ class LoadService:
         self.gate = gate
         self.routes = routes
 
-    def load(self, request: dict[str, Any]) -> dict[str, Any]:
-        """A checked ``load_collection`` body: the load's state once the coord took it."""
-        info = self.collections.collection(request["db"], request["collection"])
+    def load(
+        self, db: str, collection: str, partition_names: list[str] | None, replica: int | None
+    ) -> dict[str, Any]:
+        """A checked ``load_collection``: the load's state once the coord took it. No
+        partition names (``None`` or none): the whole collection; no replica number: the
+        database's."""
+        info = self.collections.collection(db, collection)
         self.routes.forget_route(info.collection_id)
-        names = request["partition_names"]
         partitions = (
-            [self.collections.partition_id(info, n, "a load") for n in names] if names else None
+            [self.collections.partition_id(info, n, "a load") for n in partition_names]
+            if partition_names
+            else None
         )
         req = LoadCollection(
             collection_id=info.collection_id,
             partition_ids=partitions,
-            replica_number=self.gate.replica_number(info.db, request["replica_number"]),
+            replica_number=self.gate.replica_number(info.db, replica),
         )
         return self.loop.run(self.coord.query.load(req)).to_body()
 
-    def release(self, request: dict[str, Any]) -> dict[str, Any]:
-        info = self.collections.collection(request["db"], request["collection"])
+    def release(self, db: str, collection: str) -> dict[str, Any]:
+        info = self.collections.collection(db, collection)
         self.routes.forget_route(info.collection_id)
         req = ReleaseCollection(collection_id=info.collection_id)
         return as_body(self.loop.run(self.coord.query.release(req)))
 
-    def state(self, request: dict[str, Any]) -> dict[str, Any]:
-        info = self.collections.collection(request["db"], request["collection"])
+    def state(self, db: str, collection: str) -> dict[str, Any]:
+        info = self.collections.collection(db, collection)
         req = LoadState(collection_id=info.collection_id)
         return self.loop.run(self.coord.query.state(req)).to_body()
 
-    def replicas(self, request: dict[str, Any]) -> dict[str, Any]:
-        info = self.collections.collection(request["db"], request["collection"])
+    def replicas(self, db: str, collection: str) -> dict[str, Any]:
+        info = self.collections.collection(db, collection)
         req = GetReplicas(collection_id=info.collection_id)
         return as_body(self.loop.run(self.coord.query.replicas(req)))

@@ -11,12 +11,12 @@ from typing import Any
 
 import orjson
 
-from elanus.api.querycoord import MAX_REPLICAS
 from elanus.errors import invalid
 from elanus.flight.actions import action, check_db, check_named, check_request
 from elanus.flight.auth import Caller
-from elanus.flight.executors import Call
+from elanus.flight.executors import Call, OpCall
 from elanus.flight.limits import Kind
+from elanus.flight.registry import operation
 from elanus.flight.search import (
     GROUP_KEYS,
     READ_KEYS,
@@ -24,7 +24,6 @@ from elanus.flight.search import (
     check_read_plan,
     hybrid_search,
     is_aggregate,
-    partition_names,
     read_options,
     search_as_hybrid,
     search_options,
@@ -32,79 +31,64 @@ from elanus.flight.search import (
     searched_as_hybrid,
 )
 from elanus.highlight import Highlighter
+from elanus.ops import loads as ops
 from elanus.privileges import Need
 from elanus.requests import Body
 from elanus.wire.codec import DEFAULT_DB, decode_request
 
 
-def _run_load(c: Call) -> dict[str, Any]:
-    return c.proxy.loads.load(c.request)
+def _run_load(c: OpCall[ops.LoadCollection]) -> dict[str, Any]:
+    r = c.request
+    return c.proxy.loads.load(r.db, r.collection, r.partition_names, r.replica_number)
 
 
-@action(
-    "load_collection",
+operation(
+    ops.LoadCollection,
     "Load a collection (or some partitions) into the query nodes. Body: collection, "
     "partition_names, replica_number (in-memory copies, each on query nodes of its own; "
     "default: the database's database.replica.number, else 1). Result: state, progress, "
     "loaded_rows, persisted_rows.",
-    ("collection", "partition_names", "replica_number"),
     privilege="Load",
     run=_run_load,
 )
-def _load(b: Body) -> dict[str, Any]:
-    return {
-        "db": check_db(b),
-        "collection": check_named(b, "collection", "collection"),
-        "partition_names": partition_names(b),
-        "replica_number": b.int("replica_number", None, lo=1, hi=MAX_REPLICAS),
-    }
 
 
-def _run_release(c: Call) -> dict[str, Any]:
-    return c.proxy.loads.release(c.request)
+def _run_release(c: OpCall[ops.ReleaseCollection]) -> dict[str, Any]:
+    return c.proxy.loads.release(c.request.db, c.request.collection)
 
 
-@action(
-    "release_collection",
+operation(
+    ops.ReleaseCollection,
     "Release a loaded collection. Body: collection.",
-    ("collection",),
     privilege="Release",
     run=_run_release,
 )
-def _release(b: Body) -> dict[str, Any]:
-    return {"db": check_db(b), "collection": check_named(b, "collection", "collection")}
 
 
-def _run_load_state(c: Call) -> dict[str, Any]:
-    return c.proxy.loads.state(c.request)
+def _run_load_state(c: OpCall[ops.GetLoadState]) -> dict[str, Any]:
+    return c.proxy.loads.state(c.request.db, c.request.collection)
 
 
-@action(
-    "get_load_state",
+operation(
+    ops.GetLoadState,
     "Load state of a collection. Body: collection. Result: state (NotLoad, Loading, "
     "Loaded), progress, loaded_rows, persisted_rows, memory_bytes (held by its query nodes).",
-    ("collection",),
     privilege="GetLoadState",
     run=_run_load_state,
 )
-def _load_state(b: Body) -> dict[str, Any]:
-    return {"db": check_db(b), "collection": check_named(b, "collection", "collection")}
 
 
-def _run_replicas(c: Call) -> dict[str, Any]:
-    return c.proxy.loads.replicas(c.request)
+def _run_replicas(c: OpCall[ops.DescribeReplica]) -> dict[str, Any]:
+    return c.proxy.loads.replicas(c.request.db, c.request.collection)
 
 
-@action(
-    "describe_replica",
+operation(
+    ops.DescribeReplica,
     "Where the in-memory replicas of a loaded collection are. Body: collection. Result: "
     "replicas (replica_id, node_ids, shard_leaders: vchannel -> query node, serving).",
-    ("collection",),
     privilege="GetLoadState",
     run=_run_replicas,
 )
-def _replicas(b: Body) -> dict[str, Any]:
-    return {"db": check_db(b), "collection": check_named(b, "collection", "collection")}
 
 
 def _run_search(c: Call) -> dict[str, Any]:

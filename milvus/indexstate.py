@@ -19,18 +19,20 @@ from elanus.errors import ElanusError, ErrorCode
 from elanus.milvus.ops import index_description
 from elanus.milvus.servicer import Ctx, Servicer, served
 from elanus.milvus.status import ok
+from elanus.ops import indexes as index_ops
+from elanus.ops import segments as segment_ops
 from elanus.states import IndexTaskState, SegmentState
 
 
 class IndexStateRpcs(Servicer):
     def _indexes(self, ctx: Ctx, request: Any, field: str = "") -> list[dict[str, Any]]:
-        doc = self.act(
-            ctx,
-            "describe_index",
-            collection=request.collection_name,
+        op = index_ops.DescribeIndex(
+            db=ctx.db,
             index_name=request.index_name or None,
             field_name=field or None,
+            collection=request.collection_name,
         )
+        doc = self.run_op(ctx, op)
         indexes = list(doc["indexes"])
         if not indexes:
             raise ElanusError(
@@ -76,7 +78,8 @@ class IndexStateRpcs(Servicer):
     def ListIndexedSegment(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
         index_id = int(self._index(ctx, request)["index_id"])
         info = self.proxy.dml.collection(ctx.db, request.collection_name)
-        segments = self.act(ctx, "get_segment_info", collection=request.collection_name)
+        op = segment_ops.GetSegmentInfo(db=ctx.db, collection=request.collection_name)
+        segments = self.run_op(ctx, op)
         flushed = {
             int(s["segment_id"])
             for s in segments["segments"]

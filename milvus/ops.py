@@ -16,6 +16,9 @@ from elanus.milvus.params import kv_values
 from elanus.milvus.schemas import kv_pairs
 from elanus.milvus.servicer import Ctx, Servicer, served
 from elanus.milvus.status import UNEXPECTED, ok, status_of
+from elanus.ops import indexes as index_ops
+from elanus.ops import loads as load_ops
+from elanus.ops import segments as segment_ops
 from elanus.privileges import Need
 from elanus.schema import check_name
 from elanus.states import SegmentLevel, SegmentState
@@ -89,7 +92,7 @@ class OpsRpcs(Servicer):
     def Flush(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
         reply = milvus_pb2.FlushResponse(status=ok(), db_name=ctx.db)
         for name in request.collection_names:
-            doc = self.act(ctx, "flush", collection=name)
+            doc = self.run_op(ctx, segment_ops.Flush(db=ctx.db, collection=name))
             reply.coll_segIDs[name].CopyFrom(schema_pb2.LongArray(data=doc.get("segment_ids", [])))
             reply.flush_coll_segIDs[name].CopyFrom(schema_pb2.LongArray())
             reply.coll_flush_ts[name] = int(doc.get("flush_ts") or 0)
@@ -98,11 +101,13 @@ class OpsRpcs(Servicer):
 
     @served()
     def GetFlushState(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        doc = self.act(ctx, "get_flush_state", segment_ids=list(request.segmentIDs))
+        op = segment_ops.GetFlushState(db=ctx.db, segment_ids=list(request.segmentIDs))
+        doc = self.run_op(ctx, op)
         return milvus_pb2.GetFlushStateResponse(status=ok(), flushed=bool(doc.get("flushed")))
 
     def _segments(self, ctx: Ctx, collection: str) -> list[dict[str, Any]]:
-        return list(self.act(ctx, "get_segment_info", collection=collection)["segments"])
+        op = segment_ops.GetSegmentInfo(db=ctx.db, collection=collection)
+        return list(self.run_op(ctx, op)["segments"])
 
     @served()
     def GetPersistentSegmentInfo(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
@@ -132,18 +137,18 @@ class OpsRpcs(Servicer):
     # -- indexes ----------------------------------------------------------------------------
     @served()
     def CreateIndex(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        self.act(ctx, "create_index", **index_body(request))
+        self.run_op(ctx, index_ops.CreateIndex(db=ctx.db, **index_body(request)))
         return ok()
 
     @served()
     def DescribeIndex(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        doc = self.act(
-            ctx,
-            "describe_index",
-            collection=request.collection_name,
+        op = index_ops.DescribeIndex(
+            db=ctx.db,
             index_name=request.index_name or None,
             field_name=request.field_name or None,
+            collection=request.collection_name,
         )
+        doc = self.run_op(ctx, op)
         return milvus_pb2.DescribeIndexResponse(
             status=ok(), index_descriptions=[index_description(d) for d in doc["indexes"]]
         )
@@ -161,13 +166,13 @@ class OpsRpcs(Servicer):
                 f"DropIndex: index cannot be dropped while collection {name!r} is loaded; "
                 "release it first"
             )
-        self.act(
-            ctx,
-            "drop_index",
-            collection=request.collection_name,
+        op = index_ops.DropIndex(
+            db=ctx.db,
             index_name=request.index_name or None,
             field_name=request.field_name or None,
+            collection=request.collection_name,
         )
+        self.run_op(ctx, op)
         return ok()
 
     # -- load and release -------------------------------------------------------------------
@@ -209,12 +214,12 @@ class OpsRpcs(Servicer):
             return refused
         if request.refresh:
             return self._refresh(ctx, request.collection_name)
-        self.act(
-            ctx,
-            "load_collection",
+        op = load_ops.LoadCollection(
+            db=ctx.db,
             collection=request.collection_name,
             replica_number=request.replica_number or None,
         )
+        self.run_op(ctx, op)
         return ok()
 
     @served()
@@ -224,13 +229,13 @@ class OpsRpcs(Servicer):
             return refused
         if request.refresh:
             return self._refresh(ctx, request.collection_name)
-        self.act(
-            ctx,
-            "load_collection",
+        op = load_ops.LoadCollection(
+            db=ctx.db,
             collection=request.collection_name,
             partition_names=list(request.partition_names) or None,
             replica_number=request.replica_number or None,
         )
+        self.run_op(ctx, op)
         return ok()
 
     def _refresh(self, ctx: Ctx, collection: str) -> Any:
@@ -239,7 +244,7 @@ class OpsRpcs(Servicer):
         loaded replicas take every flushed, imported or compacted segment as the coord
         hands it over, so there is nothing to pull: a loaded collection answers at once,
         one not (fully) loaded is refused as Milvus refuses it."""
-        doc = self.act(ctx, "get_load_state", collection=collection)
+        doc = self.run_op(ctx, load_ops.GetLoadState(db=ctx.db, collection=collection))
         if doc.get("state") != "Loaded":
             raise ElanusError(
                 ErrorCode.COLLECTION_NOT_LOADED,
@@ -252,7 +257,7 @@ class OpsRpcs(Servicer):
         """pymilvus's ``describe_replica``: it names the collection by id. Node ids are
         numbers in Milvus: an Elanus node id (hex) as its number."""
         name = request.collection_name or self._collection_name(ctx, request.collectionID)
-        doc = self.act(ctx, "describe_replica", collection=name)
+        doc = self.run_op(ctx, load_ops.DescribeReplica(db=ctx.db, collection=name))
         replicas = []
         for r in doc["replicas"]:
             nodes = [node_number(n) for n in r["node_ids"]]
@@ -289,7 +294,7 @@ class OpsRpcs(Servicer):
 
     @served()
     def ReleaseCollection(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        self.act(ctx, "release_collection", collection=request.collection_name)
+        self.run_op(ctx, load_ops.ReleaseCollection(db=ctx.db, collection=request.collection_name))
         return ok()
 
     @served()
@@ -313,9 +318,11 @@ class OpsRpcs(Servicer):
         if rest == loaded:
             return ok()
         if rest:
-            self.act(ctx, "load_collection", collection=name, partition_names=rest)
+            self.run_op(
+                ctx, load_ops.LoadCollection(db=ctx.db, collection=name, partition_names=rest)
+            )
         else:
-            self.act(ctx, "release_collection", collection=name)
+            self.run_op(ctx, load_ops.ReleaseCollection(db=ctx.db, collection=name))
         return ok()
 
     def _partition_ids(self, ctx: Ctx, collection: str) -> dict[str, int]:
@@ -325,7 +332,7 @@ class OpsRpcs(Servicer):
 
     def _loaded_partitions(self, ctx: Ctx, collection: str) -> list[str] | None:
         """The names of the loaded partitions of ``collection``; None: not loaded."""
-        doc = self.act(ctx, "get_load_state", collection=collection)
+        doc = self.run_op(ctx, load_ops.GetLoadState(db=ctx.db, collection=collection))
         if doc.get("state") == "NotLoad":
             return None
         ids = self._partition_ids(ctx, collection)
@@ -339,7 +346,8 @@ class OpsRpcs(Servicer):
     def _load_state(self, ctx: Ctx, request: Any) -> tuple[int, int]:
         """(load state, progress) of the collection, or of ``partition_names`` where given
         (partitions not among those loaded: not loaded, 0 %)."""
-        doc = self.act(ctx, "get_load_state", collection=request.collection_name)
+        op = load_ops.GetLoadState(db=ctx.db, collection=request.collection_name)
+        doc = self.run_op(ctx, op)
         state = _LOAD_STATES.get(str(doc.get("state")), common_pb2.LoadStateNotLoad)
         progress = 100 if doc.get("state") == "Loaded" else int(doc.get("progress") or 0)
         if request.partition_names and state != common_pb2.LoadStateNotLoad:
@@ -370,7 +378,8 @@ class OpsRpcs(Servicer):
     # -- statistics and compaction ----------------------------------------------------------
     @served()
     def GetCollectionStatistics(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        doc = self.act(ctx, "get_collection_stats", collection=request.collection_name)
+        op = segment_ops.GetCollectionStats(db=ctx.db, collection=request.collection_name)
+        doc = self.run_op(ctx, op)
         return milvus_pb2.GetCollectionStatisticsResponse(
             status=ok(), stats=kv_pairs({"row_count": str(int(doc.get("row_count") or 0))})
         )
@@ -399,8 +408,12 @@ class OpsRpcs(Servicer):
     def ManualCompaction(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
         if not request.collection_name:
             raise invalid("ManualCompaction: give the collection's name")
-        sized = {"target_size_mb": request.target_size} if request.target_size > 0 else {}
-        doc = self.act(ctx, "compact", collection=request.collection_name, **sized)
+        op = segment_ops.Compact(
+            db=ctx.db,
+            collection=request.collection_name,
+            target_size_mb=request.target_size if request.target_size > 0 else None,
+        )
+        doc = self.run_op(ctx, op)
         plans = doc.get("plans")
         count = len(plans) if isinstance(plans, list) else int(plans or 0)
         return milvus_pb2.ManualCompactionResponse(
@@ -409,7 +422,8 @@ class OpsRpcs(Servicer):
 
     @served()
     def GetCompactionState(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        doc = self.act(ctx, "get_compaction_state", compaction_id=int(request.compactionID))
+        op = segment_ops.GetCompactionState(db=ctx.db, compaction_id=int(request.compactionID))
+        doc = self.run_op(ctx, op)
         return milvus_pb2.GetCompactionStateResponse(
             status=ok(),
             state=_COMPACTION.get(str(doc.get("state")), common_pb2.Completed),

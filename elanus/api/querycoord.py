@@ -13,9 +13,8 @@ from elanus import states
 from elanus.api.base import Ack, Stub, record, reply
 from elanus.channels.bus import Bus
 from elanus.channels.subjects import COORD
+from elanus.ops.loads import MAX_REPLICAS
 from elanus.requests import Range, request
-
-MAX_REPLICAS = 100
 
 
 @request("query.load")

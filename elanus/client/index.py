@@ -13,6 +13,7 @@ from elanus.client.compat import (
     reject_unknown,
 )
 from elanus.errors import ElanusError, ErrorCode
+from elanus.ops import indexes as index_ops
 from elanus.states import IndexTaskState
 
 
@@ -68,8 +69,17 @@ class IndexAPI(ClientBase):
     def _create_one(
         self, collection: str, index: IndexParam, timeout: float | None, db: str | None
     ) -> int:
-        body = _in(self, db, collection, **index.to_dict())
-        return int(self._action("create_index", body, timeout=timeout)["index_id"])
+        """One index of ``create_index``; what ``index`` leaves empty is not sent."""
+        op = index_ops.CreateIndex(
+            db=self._db_or_own(db),
+            index_name=index.index_name or None,
+            field_name=index.field_name or None,
+            collection=collection,
+            index_type=index.index_type or None,
+            metric_type=index.metric_type or None,
+            params=dict(index.params) if index.params else None,
+        )
+        return int(self._op(op, timeout=timeout)["index_id"])
 
     def drop_index(
         self,
@@ -82,8 +92,13 @@ class IndexAPI(ClientBase):
         **kwargs: Any,
     ) -> None:
         reject_unknown("drop_index", kwargs)
-        body = _in(self, db, collection_name, index_name=index_name, field_name=field_name)
-        self._action("drop_index", body, timeout=timeout)
+        op = index_ops.DropIndex(
+            db=self._db_or_own(db),
+            index_name=index_name or None,
+            field_name=field_name or None,
+            collection=collection_name,
+        )
+        self._op(op, timeout=timeout)
 
     def describe_index(
         self,
@@ -163,8 +178,13 @@ class IndexAPI(ClientBase):
         timeout: float | None = None,
     ) -> list[dict[str, Any]]:
         """``describe_index`` always as a list (every index, or those named/of a field)."""
-        body = _in(self, db, collection_name, index_name=index_name, field_name=field_name)
-        reply = self._action("describe_index", body, timeout=timeout)
+        op = index_ops.DescribeIndex(
+            db=self._db_or_own(db),
+            index_name=index_name or None,
+            field_name=field_name or None,
+            collection=collection_name,
+        )
+        reply = self._op(op, timeout=timeout)
         return [_milvus_index(i) for i in reply["indexes"]]
 
     def list_indexes(
@@ -181,8 +201,8 @@ class IndexAPI(ClientBase):
         if field_name:
             infos = self.index_infos(collection_name, field_name=field_name, db=db)
             return [str(i["index_name"]) for i in infos]
-        body = _in(self, db, collection_name)
-        return list(self._action("list_indexes", body, timeout=timeout)["names"])
+        op = index_ops.ListIndexes(db=self._db_or_own(db), collection=collection_name)
+        return list(self._op(op, timeout=timeout)["names"])
 
     def wait_for_index(
         self,

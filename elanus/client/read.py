@@ -15,6 +15,8 @@ from elanus.client.compat import reject_unknown
 from elanus.client.results import SearchResult, load_state
 from elanus.consistency import ConsistencyLevel
 from elanus.errors import ElanusError, ErrorCode
+from elanus.ops import loads as load_ops
+from elanus.ops import segments as segment_ops
 from elanus.wire.codec import decode_body, encode_json, from_flight_error
 
 
@@ -136,12 +138,13 @@ class ReadAPI(ClientBase):
         ``replica_number`` in-memory copies, each on query nodes of its own (default: the
         database's ``database.replica.number``, else 1)."""
         reject_unknown("load_collection", kwargs)
-        body = self._in_db(db, collection=collection_name)
-        if partition_names:
-            body["partition_names"] = list(partition_names)
-        if replica_number is not None:
-            body["replica_number"] = replica_number
-        return self._action("load_collection", body, timeout=timeout)
+        op = load_ops.LoadCollection(
+            db=self._db_or_own(db),
+            collection=collection_name,
+            partition_names=list(partition_names) if partition_names else None,
+            replica_number=replica_number,
+        )
+        return self._op(op, timeout=timeout)
 
     def load_partitions(
         self,
@@ -174,8 +177,8 @@ class ReadAPI(ClientBase):
         per replica ``replica_id``, ``node_ids``, ``shard_leaders`` (vchannel -> query
         node) and ``serving``."""
         reject_unknown("describe_replica", kwargs)
-        body = self._in_db(db, collection=collection_name)
-        return list(self._action("describe_replica", body, timeout=timeout)["replicas"])
+        op = load_ops.DescribeReplica(db=self._db_or_own(db), collection=collection_name)
+        return list(self._op(op, timeout=timeout)["replicas"])
 
     def release_collection(
         self,
@@ -186,8 +189,8 @@ class ReadAPI(ClientBase):
         **kwargs: Any,
     ) -> None:
         reject_unknown("release_collection", kwargs)
-        body = self._in_db(db, collection=collection_name)
-        self._action("release_collection", body, timeout=timeout)
+        op = load_ops.ReleaseCollection(db=self._db_or_own(db), collection=collection_name)
+        self._op(op, timeout=timeout)
 
     def release_partitions(
         self,
@@ -206,8 +209,8 @@ class ReadAPI(ClientBase):
                 ErrorCode.INVALID_ARGUMENT, "release_partitions needs partition names"
             )
         reject_unknown("release_partitions", kwargs)
-        body = self._in_db(db, collection=collection_name)
-        load = self._action("get_load_state", body, timeout=timeout)
+        op = load_ops.GetLoadState(db=self._db_or_own(db), collection=collection_name)
+        load = self._op(op, timeout=timeout)
         if load.get("state") == "NotLoad":
             return
         desc = self._action("describe_collection", self._in_db(db, name=collection_name))
@@ -240,8 +243,8 @@ class ReadAPI(ClientBase):
         if partition_name:
             kwargs["partition_name"] = partition_name
         reject_unknown("get_load_state", kwargs)
-        body = self._in_db(db, collection=collection_name)
-        return load_state(self._action("get_load_state", body, timeout=timeout))
+        op = load_ops.GetLoadState(db=self._db_or_own(db), collection=collection_name)
+        return load_state(self._op(op, timeout=timeout))
 
     def _read_options(
         self,
@@ -440,8 +443,8 @@ class ReadAPI(ClientBase):
     ) -> dict[str, Any]:
         """``{"row_count"}``: rows persisted in flushed segments (Milvus's num_entities)."""
         reject_unknown("get_collection_stats", kwargs)
-        body = self._in_db(db, collection=collection_name)
-        return self._action("get_collection_stats", body, timeout=timeout)
+        op = segment_ops.GetCollectionStats(db=self._db_or_own(db), collection=collection_name)
+        return self._op(op, timeout=timeout)
 
 
 def function_body(ranker: Any) -> dict[str, Any] | None:

@@ -11,6 +11,8 @@ from elanus.client.base import ClientBase
 from elanus.client.compat import reject_unknown
 from elanus.client.results import SegmentInfo
 from elanus.errors import ElanusError, ErrorCode
+from elanus.ops import loads as load_ops
+from elanus.ops import segments as segment_ops
 from elanus.states import SegmentState
 
 PERSISTENT = frozenset({SegmentState.SEALED, SegmentState.FLUSHING, SegmentState.FLUSHED})
@@ -19,8 +21,8 @@ PERSISTENT = frozenset({SegmentState.SEALED, SegmentState.FLUSHING, SegmentState
 
 class SegmentAPI(ClientBase):
     def _segments(self, collection: str, db: str | None, timeout: float | None) -> list[Any]:
-        body = self._in_db(db, collection=collection)
-        return list(self._action("get_segment_info", body, timeout=timeout)["segments"])
+        op = segment_ops.GetSegmentInfo(db=self._db_or_own(db), collection=collection)
+        return list(self._op(op, timeout=timeout)["segments"])
 
     def list_persistent_segments(
         self,
@@ -51,8 +53,8 @@ class SegmentAPI(ClientBase):
         """The segments the query nodes serve: none while the collection is not loaded,
         else the live segments of its loaded partitions (growing ones included)."""
         reject_unknown("list_loaded_segments", kwargs)
-        body = self._in_db(db, collection=collection_name)
-        load = self._action("get_load_state", body, timeout=timeout)
+        op = load_ops.GetLoadState(db=self._db_or_own(db), collection=collection_name)
+        load = self._op(op, timeout=timeout)
         if load.get("state") == "NotLoad":
             return []
         parts = load.get("partition_ids")

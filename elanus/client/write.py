@@ -16,6 +16,7 @@ from elanus.client.bodyalign import BodyAligner
 from elanus.client.compat import reject_unknown
 from elanus.client.retry import retrying
 from elanus.errors import ElanusError, ErrorCode, invalid
+from elanus.ops import segments as segment_ops
 from elanus.rows import same_fields, to_arrow
 from elanus.wire.codec import encode_json, from_flight_error
 from elanus.wire.putresult import PutAck
@@ -222,7 +223,8 @@ class WriteAPI(ClientBase):
         Flushed; returns the segment ids either way.
         """
         reject_unknown("flush", kwargs)
-        reply = self._action("flush", self._in_db(db, collection=collection_name), timeout=timeout)
+        op = segment_ops.Flush(db=self._db_or_own(db), collection=collection_name)
+        reply = self._op(op, timeout=timeout)
         ids = [int(i) for i in reply.get("segment_ids", [])]
         deadline = None if timeout is None else time.monotonic() + timeout
         while wait and ids and not self.get_flush_state(ids):
@@ -232,7 +234,7 @@ class WriteAPI(ClientBase):
         return ids
 
     def get_flush_state(self, segment_ids: list[int]) -> bool:
-        return bool(self._action("get_flush_state", {"segment_ids": list(segment_ids)})["flushed"])
+        return bool(self._op(segment_ops.GetFlushState(segment_ids=list(segment_ids)))["flushed"])
 
     def get_segment_info(
         self,
@@ -243,10 +245,10 @@ class WriteAPI(ClientBase):
     ) -> list[dict[str, Any]]:
         """Segments of a collection (or the given ids): state, rows, vchannel, positions."""
         if segment_ids is not None:
-            body: dict[str, Any] = {"segment_ids": list(segment_ids)}
+            op = segment_ops.GetSegmentInfo(segment_ids=list(segment_ids))
         else:
-            body = self._in_db(db, collection=collection_name)
-        return list(self._action("get_segment_info", body)["segments"])
+            op = segment_ops.GetSegmentInfo(db=self._db_or_own(db), collection=collection_name)
+        return list(self._op(op)["segments"])
 
     def compact(
         self,
@@ -269,17 +271,18 @@ class WriteAPI(ClientBase):
         if is_l0:
             kwargs["is_l0"] = is_l0
         reject_unknown("compact", kwargs)
-        body = self._in_db(db, collection=collection_name)
-        if target_size is not None:
-            body["target_size_mb"] = _megabytes(target_size, target_size_unit)
-        return int(self._action("compact", body, timeout=timeout)["compaction_id"])
+        target = None if target_size is None else _megabytes(target_size, target_size_unit)
+        op = segment_ops.Compact(
+            db=self._db_or_own(db), collection=collection_name, target_size_mb=target
+        )
+        return int(self._op(op, timeout=timeout)["compaction_id"])
 
     def get_compaction_state(self, job_id: int, timeout: float | None = None, **kwargs: Any) -> str:
         """``"Executing"``, ``"Completed"`` (pymilvus's spelling) or ``"Failed"`` (the
         action's ``reason`` says why); an unknown id raises COMPACTION_NOT_FOUND."""
         reject_unknown("get_compaction_state", kwargs)
-        body = {"compaction_id": int(job_id)}
-        reply = self._action("get_compaction_state", body, timeout=timeout)
+        op = segment_ops.GetCompactionState(compaction_id=int(job_id))
+        reply = self._op(op, timeout=timeout)
         return str(reply["state"]).capitalize()
 
 
