@@ -1,10 +1,11 @@
 """DoAction entries of databases: create (with properties), drop, list, describe, and
 alter their properties (``elanus.dbproperties``: set or drop, as Milvus's
-``alter_database_properties`` / ``drop_database_properties``)."""
+``alter_database_properties`` / ``drop_database_properties``). Their requests are the
+records of ``elanus/ops/databases.py``."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from elanus.api.rootcoord import (
     AlterDatabaseProperties,
@@ -14,105 +15,88 @@ from elanus.api.rootcoord import (
     ListDatabases,
     RootCoordAPI,
 )
-from elanus.dbproperties import check_database_property
-from elanus.errors import invalid
-from elanus.flight.actions import action, check_db
-from elanus.flight.ddl_actions import apply_ddl, ask_root, properties_of, property_key
-from elanus.requests import Body
-from elanus.schema import check_name
-from elanus.wire.codec import DEFAULT_DB
+from elanus.flight.ddl import RootCall
+from elanus.flight.executors import OpCall
+from elanus.flight.registry import operation
+from elanus.ops import databases as ops
+
+R = TypeVar("R")
 
 
-def _database_name(b: Body) -> str:
-    """Database actions name their database by ``name`` (``db`` is accepted as a synonym)."""
-    name, db = b.str("name", None), b.str("db", None)
-    if name is not None and db is not None and name != db:
-        raise invalid(f"{b.what}: 'name' {name!r} and 'db' {db!r} disagree; give one")
-    if name is None and db is None:
-        raise invalid(f"{b.what}: missing required key 'name'")
-    return check_name(name if name is not None else db, "database")
+async def _apply(c: OpCall[Any], call: RootCall[R], req: R, name: str) -> Any:
+    """A database DDL at the task's timestamp; the proxy then drops everything it cached
+    in that database without waiting for the coord's broadcast."""
+    try:
+        return await c.proxy.ddl.send(call, req)
+    finally:
+        c.proxy.ddl.cache.invalidate(name)
 
 
-def _properties(b: Body, what: str) -> dict[str, str]:
-    return properties_of(b, what, check_database_property)
+def _create_database(c: OpCall[ops.CreateDatabase]) -> Any:
+    name = ops.database_of(c.request)
+    properties = ops.database_properties(c.request.properties, "create_database")
+    req = CreateDatabase(name=name, properties=properties, ts=c.ts)
+    return _apply(c, RootCoordAPI.create_database, req, name)
 
 
-@action(
-    "create_database",
+def _drop_database(c: OpCall[ops.DropDatabase]) -> Any:
+    name = ops.database_of(c.request)
+    return _apply(c, RootCoordAPI.drop_database, DropDatabase(name=name, ts=c.ts), name)
+
+
+def _describe_database(c: OpCall[ops.DescribeDatabase]) -> Any:
+    req = DescribeDatabase(name=ops.database_of(c.request))
+    return c.proxy.ddl.send(RootCoordAPI.describe_database, req)
+
+
+def _alter_database_properties(c: OpCall[ops.AlterDatabaseProperties]) -> Any:
+    r = c.request
+    name = ops.database_of(r)
+    req = AlterDatabaseProperties(
+        name=name,
+        properties=ops.database_properties(r.properties, "alter_database_properties"),
+        delete_keys=r.delete_keys or [],
+        ts=c.ts,
+    )
+    return _apply(c, RootCoordAPI.alter_database_properties, req, name)
+
+
+operation(
+    ops.CreateDatabase,
     "Create a database, optionally with properties (database.max.collections, "
     "database.force.deny.writing, ...: docs/protocol.md). Body: name, properties.",
-    ("name", "properties"),
     privilege="CreateDatabase",
     ddl=True,
-    run=apply_ddl(RootCoordAPI.create_database, CreateDatabase),
+    run=_create_database,
 )
-def _create_database(b: Body) -> dict[str, Any]:
-    name = _database_name(b)
-    return {"name": name, "properties": _properties(b, "create_database")}
-
-
-@action(
-    "drop_database",
+operation(
+    ops.DropDatabase,
     "Drop an empty database (not 'default'). Body: name.",
-    ("name",),
     privilege="DropDatabase",
     ddl=True,
-    run=apply_ddl(RootCoordAPI.drop_database, DropDatabase),
+    run=_drop_database,
 )
-def _drop_database(b: Body) -> dict[str, Any]:
-    name = _database_name(b)
-    if name == DEFAULT_DB:
-        raise invalid(f"drop_database: the {DEFAULT_DB!r} database cannot be dropped")
-    return {"name": name}
-
-
-@action(
-    "list_databases",
+operation(
+    ops.ListDatabases,
     "Names of all databases. Result: names.",
     privilege="ListDatabases",
     loop=True,
-    run=ask_root(RootCoordAPI.list_databases, ListDatabases),
+    run=lambda c: c.proxy.ddl.send(RootCoordAPI.list_databases, ListDatabases()),
 )
-def _list_databases(b: Body) -> dict[str, Any]:
-    check_db(b)
-    return {}
-
-
-@action(
-    "describe_database",
+operation(
+    ops.DescribeDatabase,
     "A database's name, id, creation timestamp and properties. Body: name. Result: name, "
     "db_id, created_ts, properties.",
-    ("name",),
     privilege="DescribeDatabase",
     loop=True,
-    run=ask_root(RootCoordAPI.describe_database, DescribeDatabase),
+    run=_describe_database,
 )
-def _describe_database(b: Body) -> dict[str, Any]:
-    return {"name": _database_name(b)}
-
-
-@action(
-    "alter_database_properties",
+operation(
+    ops.AlterDatabaseProperties,
     "Set (properties) or remove (delete_keys) a database's properties, as Milvus's "
     "alter_database_properties and drop_database_properties; one or the other per request. "
     "Body: name, properties, delete_keys.",
-    ("name", "properties", "delete_keys"),
     privilege="AlterDatabase",
     ddl=True,
-    run=apply_ddl(RootCoordAPI.alter_database_properties, AlterDatabaseProperties),
+    run=_alter_database_properties,
 )
-def _alter_database_properties(b: Body) -> dict[str, Any]:
-    what = "alter_database_properties"
-    name = _database_name(b)
-    properties = _properties(b, what)
-    dropped = b.list("delete_keys", [])
-    for key in dropped:
-        property_key(key, what)
-    if properties and dropped:  # Milvus's root coord's words
-        raise invalid(f"{what}: cannot modify properties and delete keys at the same time")
-    if not properties and not dropped:
-        raise invalid(
-            f"{what}: empty properties and delete keys, expected to set either properties "
-            "or delete keys"
-        )
-    return {"name": name, "properties": properties, "delete_keys": dropped}

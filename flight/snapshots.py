@@ -91,9 +91,10 @@ class SnapshotService:
     def collection(self, db: str, name: str) -> CollectionInfo:
         return self.collections.collection(db, name)
 
-    def create(self, request: dict[str, Any]) -> dict[str, Any]:
+    def create(self, db: str, collection: str, name: str, description: str) -> dict[str, Any]:
+        """Snapshot ``name`` of ``collection`` now; the snapshot as listed."""
         loop, coord = self.loop, self.coord
-        info = self.collection(request["db"], request["collection"])
+        info = self.collection(db, collection)
         ts = loop.run(coord.root.alloc_ts(TsoAlloc())).ts
         fileplan.make_files_complete(self.reads, info, ts)
         indexes = loop.run(coord.index.describe(DescribeIndex(collection_id=info.collection_id)))
@@ -113,12 +114,12 @@ class SnapshotService:
         view = loop.run(
             coord.snapshots.create(
                 CreateSnapshot(
-                    name=request["name"],
+                    name=name,
                     db=info.db,
                     collection=info.name,
                     collection_id=info.collection_id,
                     ts=ts,
-                    description=request["description"],
+                    description=description,
                     shape=shape,
                 )  # fmt: skip
             )
@@ -132,9 +133,12 @@ class SnapshotService:
         )
 
     # -- restore ------------------------------------------------------------------------------
-    def restore(self, request: dict[str, Any], caller: Caller) -> dict[str, Any]:
-        detail = self.detail(request["db"], request["collection"], request["name"])
-        db, target = request["target_db"], request["target_collection"]
+    def restore(
+        self, source_db: str, source: str, snapshot: str, db: str, target: str, caller: Caller
+    ) -> dict[str, Any]:
+        """Snapshot ``snapshot`` of collection ``source`` restored into the new collection
+        ``target`` of ``db``, as ``caller``; the restore's job id."""
+        detail = self.detail(source_db, source, snapshot)
         if self.cache.get(db, target) is not None or self._exists(db, target, caller):
             raise ElanusError(
                 ErrorCode.COLLECTION_ALREADY_EXISTS,

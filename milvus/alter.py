@@ -20,6 +20,7 @@ from elanus.milvus.ops import index_body
 from elanus.milvus.schemas import field_doc, function_doc, kv_dict
 from elanus.milvus.servicer import Ctx, Servicer, served
 from elanus.milvus.status import ok
+from elanus.ops import schemachange as ops
 
 
 class AlterRpcs(Servicer):
@@ -35,11 +36,19 @@ class AlterRpcs(Servicer):
             drop = action.drop_request
             which = drop.WhichOneof("identifier")
             if which == "field_name":
-                self.act(ctx, "drop_collection_field", collection=collection,
-                         field_name=drop.field_name)  # fmt: skip
+                self.run_op(
+                    ctx,
+                    ops.DropCollectionField(
+                        db=ctx.db, collection=collection, field_name=drop.field_name
+                    ),
+                )
             elif which == "field_id":
-                self.act(ctx, "drop_collection_field", collection=collection,
-                         field_id=drop.field_id)  # fmt: skip
+                self.run_op(
+                    ctx,
+                    ops.DropCollectionField(
+                        db=ctx.db, collection=collection, field_id=drop.field_id
+                    ),
+                )
             elif which == "function_name":
                 if not drop.drop_function_output_fields:
                     raise invalid(
@@ -47,8 +56,12 @@ class AlterRpcs(Servicer):
                         "supported; drop_function always removes the function together "
                         f"with its output field: {drop.function_name}"
                     )
-                self.act(ctx, "drop_function_field", collection=collection,
-                         function_name=drop.function_name)  # fmt: skip
+                self.run_op(
+                    ctx,
+                    ops.DropFunctionField(
+                        db=ctx.db, collection=collection, function_name=drop.function_name
+                    ),
+                )
             else:
                 raise invalid("drop request must specify field_name, field_id, or function_name")
         elif action.WhichOneof("op") == "add_request":
@@ -71,7 +84,7 @@ class AlterRpcs(Servicer):
         if not functions:
             if info.index_name or info.extra_params:
                 raise invalid("AlterCollectionSchema: only a function's output field is indexed")
-            self.act(ctx, "add_collection_field", collection=collection, field=field)
+            self.run_op(ctx, ops.AddCollectionField(db=ctx.db, collection=collection, field=field))
             return
         if not info.extra_params:
             raise invalid(
@@ -79,7 +92,8 @@ class AlterRpcs(Servicer):
                 "index params (index_type, metric_type)"
             )
         function = function_doc(functions[0])
-        self.act(ctx, "add_function_field", collection=collection, field=field, function=function)
+        op = ops.AddFunctionField(db=ctx.db, collection=collection, field=field, function=function)
+        self.run_op(ctx, op)
         index = SimpleNamespace(
             collection_name=collection,
             field_name=field["name"],

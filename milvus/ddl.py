@@ -14,6 +14,7 @@ from elanus.milvus.params import consistency_name
 from elanus.milvus.schemas import describe_reply, field_doc, kv_dict, parse_message, schema_doc
 from elanus.milvus.servicer import Ctx, Servicer, served
 from elanus.milvus.status import ok
+from elanus.ops import databases as dbs
 from elanus.ops import partitions as ops
 from elanus.privileges import Need
 from elanus.schema import check_name
@@ -26,25 +27,27 @@ class DdlRpcs(Servicer):
     # -- databases --------------------------------------------------------------------------
     @served()
     def CreateDatabase(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        props = kv_dict(request.properties) or None
-        self.act(ctx, "create_database", name=request.db_name, properties=props)
+        name, props = request.db_name, kv_dict(request.properties) or None
+        self.run_op(ctx, dbs.CreateDatabase(db=_db_beside(ctx, name), name=name, properties=props))
         return ok()
 
     @served()
     def DropDatabase(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        self.act(ctx, "drop_database", name=request.db_name)
+        name = request.db_name
+        self.run_op(ctx, dbs.DropDatabase(db=_db_beside(ctx, name), name=name))
         return ok()
 
     @served()
     def ListDatabases(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        names = self.act(ctx, "list_databases")["names"]
+        names = self.run_op(ctx, dbs.ListDatabases(db=ctx.db))["names"]
         return milvus_pb2.ListDatabasesResponse(
             status=ok(), db_names=names, created_timestamp=[0] * len(names)
         )
 
     @served()
     def DescribeDatabase(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        doc = self.act(ctx, "describe_database", name=request.db_name or "default")
+        name = request.db_name or "default"
+        doc = self.run_op(ctx, dbs.DescribeDatabase(db=_db_beside(ctx, name), name=name))
         return milvus_pb2.DescribeDatabaseResponse(
             status=ok(),
             db_name=doc["name"],
@@ -58,13 +61,13 @@ class DdlRpcs(Servicer):
     @served()
     def AlterDatabase(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
         """Milvus's ``alter_database_properties`` and ``drop_database_properties``."""
-        self.act(
-            ctx,
-            "alter_database_properties",
+        op = dbs.AlterDatabaseProperties(
+            db=_db_beside(ctx, request.db_name),
             name=request.db_name,
             properties=kv_dict(request.properties) or None,
             delete_keys=list(request.delete_keys) or None,
         )
+        self.run_op(ctx, op)
         return ok()
 
     # -- collections ------------------------------------------------------------------------
@@ -228,3 +231,11 @@ class DdlRpcs(Servicer):
 def _partition_of(request: Any) -> dict[str, Any]:
     """The collection and partition a Milvus partition request names."""
     return {"collection": request.collection_name, "partition": request.partition_name}
+
+
+def _db_beside(ctx: Ctx, name: str) -> str | None:
+    """The ``db`` of a database RPC's record beside the ``name`` it is about. The RPC's
+    ``db_name`` is both the call's database and the one it names, so the two agree and
+    ``db`` is left out (the privilege is then checked in the default database, as ever);
+    where they differ (no ``db_name``, another ``dbname`` header) both go, refused as such."""
+    return None if ctx.db == name else ctx.db

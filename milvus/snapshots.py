@@ -11,6 +11,7 @@ from pymilvus.grpc_gen import milvus_pb2
 
 from elanus.milvus.servicer import Ctx, Servicer, served
 from elanus.milvus.status import ok
+from elanus.ops import snapshots as ops
 from elanus.tsutil import physical_ms
 
 
@@ -31,32 +32,33 @@ def restore_info(job: dict[str, Any]) -> Any:
 class SnapshotRpcs(Servicer):
     @served()
     def CreateSnapshot(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        self.act(
-            ctx,
-            "create_snapshot",
+        op = ops.CreateSnapshot(
+            db=ctx.db,
             collection=request.collection_name,
             name=request.name,
             description=request.description,
         )
+        self.run_op(ctx, op)
         return ok()
 
     @served()
     def DropSnapshot(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        self.act(ctx, "drop_snapshot", collection=request.collection_name, name=request.name)
+        op = ops.DropSnapshot(db=ctx.db, collection=request.collection_name, name=request.name)
+        self.run_op(ctx, op)
         return ok()
 
     @served()
     def ListSnapshots(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        doc = self.act(ctx, "list_snapshots", collection=request.collection_name or None)
+        op = ops.ListSnapshots(db=ctx.db, collection=request.collection_name or None)
+        doc = self.run_op(ctx, op)
         return milvus_pb2.ListSnapshotsResponse(
             status=ok(), snapshots=[s["name"] for s in doc["snapshots"]]
         )
 
     @served()
     def DescribeSnapshot(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        doc = self.act(
-            ctx, "describe_snapshot", collection=request.collection_name, name=request.name
-        )
+        op = ops.DescribeSnapshot(db=ctx.db, collection=request.collection_name, name=request.name)
+        doc = self.run_op(ctx, op)
         return milvus_pb2.DescribeSnapshotResponse(
             status=ok(),
             name=doc["name"],
@@ -69,42 +71,41 @@ class SnapshotRpcs(Servicer):
 
     @served()
     def RestoreSnapshot(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        doc = self.act(
-            ctx,
-            "restore_snapshot",
+        op = ops.RestoreSnapshot(
+            db=ctx.db,
             collection=request.collection_name,
             name=request.name,
             target_collection=request.target_collection_name,
             target_db=request.target_db_name or None,
         )
+        doc = self.run_op(ctx, op)
         return milvus_pb2.RestoreSnapshotResponse(status=ok(), job_id=int(doc["job_id"]))
 
     @served()
     def GetRestoreSnapshotState(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        job = self.act(ctx, "get_restore_snapshot_state", job_id=int(request.job_id))
+        job = self.run_op(ctx, ops.GetRestoreSnapshotState(db=ctx.db, job_id=int(request.job_id)))
         return milvus_pb2.GetRestoreSnapshotStateResponse(status=ok(), info=restore_info(job))
 
     @served()
     def ListRestoreSnapshotJobs(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        doc = self.act(
-            ctx, "list_restore_snapshot_jobs", collection=request.collection_name or None
-        )
+        op = ops.ListRestoreSnapshotJobs(db=ctx.db, collection=request.collection_name or None)
+        doc = self.run_op(ctx, op)
         return milvus_pb2.ListRestoreSnapshotJobsResponse(
             status=ok(), jobs=[restore_info(j) for j in doc["jobs"]]
         )
 
     @served()
     def PinSnapshotData(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        doc = self.act(
-            ctx,
-            "pin_snapshot_data",
+        op = ops.PinSnapshotData(
+            db=ctx.db,
             collection=request.collection_name,
             name=request.name,
             ttl_seconds=int(request.ttl_seconds),
         )
+        doc = self.run_op(ctx, op)
         return milvus_pb2.PinSnapshotDataResponse(status=ok(), pin_id=int(doc["pin_id"]))
 
     @served()
     def UnpinSnapshotData(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        self.act(ctx, "unpin_snapshot_data", pin_id=int(request.pin_id))
+        self.run_op(ctx, ops.UnpinSnapshotData(db=ctx.db, pin_id=int(request.pin_id)))
         return ok()

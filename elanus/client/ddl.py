@@ -10,7 +10,9 @@ from elanus.client.index import IndexAPI
 from elanus.client.read import ReadAPI
 from elanus.consistency import ConsistencyLevel
 from elanus.functions import Function
+from elanus.ops import databases as dbs
 from elanus.ops import partitions as ops
+from elanus.ops import schemachange as fields
 from elanus.schema import DataType, Field, Schema, check_name
 
 
@@ -228,8 +230,10 @@ class CollectionAPI(IndexAPI, ReadAPI):
         ``nullable=True``; rows already there read its ``default_value``, or null. Other
         keywords as ``Schema.add_field`` takes them (max_length, element_type, ...)."""
         field = Schema().add_field(field_name, data_type, description=desc, **kwargs).fields[0]
-        body = self._in_db(db, collection=collection_name, field=field.to_dict())
-        self._action("add_collection_field", body, timeout=timeout)
+        op = fields.AddCollectionField(
+            db=self._db_or_own(db), collection=collection_name, field=field.to_dict()
+        )
+        self._op(op, timeout=timeout)
 
     def drop_collection_field(
         self,
@@ -245,13 +249,13 @@ class CollectionAPI(IndexAPI, ReadAPI):
         are never read again, its indexes go; the primary key, the partition key, a
         function's fields and the last vector field are refused."""
         reject_unknown("drop_collection_field", kwargs)
-        body = self._in_db(
-            db,
+        op = fields.DropCollectionField(
+            db=self._db_or_own(db),
             collection=collection_name,
             field_name=field_name or None,
             field_id=field_id or None,
         )
-        self._action("drop_collection_field", body, timeout=timeout)
+        self._op(op, timeout=timeout)
 
     def add_function_field(
         self,
@@ -269,13 +273,13 @@ class CollectionAPI(IndexAPI, ReadAPI):
         index from ``index_params`` if given (pymilvus binds exactly one)."""
         reject_unknown("add_function_field", kwargs)
         field = field_schema if isinstance(field_schema, Field) else Field.from_dict(field_schema)
-        body = self._in_db(
-            db,
+        op = fields.AddFunctionField(
+            db=self._db_or_own(db),
             collection=collection_name,
             field=field.to_dict(),
             function=Function.coerce(func).to_dict(),
         )
-        self._action("add_function_field", body, timeout=timeout)
+        self._op(op, timeout=timeout)
         if index_params is not None:
             self.create_index(collection_name, index_params, timeout=timeout, db=db)
 
@@ -291,8 +295,10 @@ class CollectionAPI(IndexAPI, ReadAPI):
         """Drop a function and its output fields (pymilvus's ``drop_function_field``), as
         ``drop_collection_field`` drops a field."""
         reject_unknown("drop_function_field", kwargs)
-        body = self._in_db(db, collection=collection_name, function_name=function_name)
-        self._action("drop_function_field", body, timeout=timeout)
+        op = fields.DropFunctionField(
+            db=self._db_or_own(db), collection=collection_name, function_name=function_name
+        )
+        self._op(op, timeout=timeout)
 
     # -- aliases: another name of a collection, accepted wherever a collection is named ---
     def create_alias(
@@ -418,22 +424,19 @@ class DatabaseAPI(ClientBase):
         **kwargs: Any,
     ) -> None:
         reject_unknown("create_database", kwargs)
-        body: dict[str, Any] = {"name": db_name}
-        if properties:
-            body["properties"] = properties
-        self._action("create_database", body, timeout=timeout)
+        self._op(dbs.CreateDatabase(name=db_name, properties=properties or None), timeout=timeout)
 
     def drop_database(self, db_name: str, **kwargs: Any) -> None:
         timeout = kwargs.pop("timeout", None)
         reject_unknown("drop_database", kwargs)
-        self._action("drop_database", {"name": db_name}, timeout=timeout)
+        self._op(dbs.DropDatabase(name=db_name), timeout=timeout)
 
     def describe_database(self, db_name: str, **kwargs: Any) -> dict[str, Any]:
         """``{"name", **properties}`` as pymilvus returns it (each value as text);
         DATABASE_NOT_FOUND for one that does not exist."""
         timeout = kwargs.pop("timeout", None)
         reject_unknown("describe_database", kwargs)
-        described = self._action("describe_database", {"name": db_name}, timeout=timeout)
+        described = self._op(dbs.DescribeDatabase(name=db_name), timeout=timeout)
         return {"name": described["name"], **described["properties"]}
 
     def alter_database_properties(
@@ -442,8 +445,8 @@ class DatabaseAPI(ClientBase):
         """Set database properties (``database.max.collections``, ...: docs/protocol.md)."""
         timeout = kwargs.pop("timeout", None)
         reject_unknown("alter_database_properties", kwargs)
-        body = {"name": db_name, "properties": properties}
-        self._action("alter_database_properties", body, timeout=timeout)
+        op = dbs.AlterDatabaseProperties(name=db_name, properties=properties)
+        self._op(op, timeout=timeout)
 
     def drop_database_properties(
         self, db_name: str, property_keys: list[str], **kwargs: Any
@@ -451,12 +454,12 @@ class DatabaseAPI(ClientBase):
         """Remove database properties; a key that is not set is no change."""
         timeout = kwargs.pop("timeout", None)
         reject_unknown("drop_database_properties", kwargs)
-        body = {"name": db_name, "delete_keys": list(property_keys)}
-        self._action("alter_database_properties", body, timeout=timeout)
+        op = dbs.AlterDatabaseProperties(name=db_name, delete_keys=list(property_keys))
+        self._op(op, timeout=timeout)
 
     def list_databases(self, timeout: float | None = None, **kwargs: Any) -> list[str]:
         reject_unknown("list_databases", kwargs)
-        return list(self._action("list_databases", timeout=timeout)["names"])
+        return list(self._op(dbs.ListDatabases(), timeout=timeout)["names"])
 
     def using_database(self, db_name: str, **kwargs: Any) -> None:
         """Make ``db_name`` the database of later calls (checked by the server on use)."""

@@ -8,6 +8,7 @@ from typing import Any
 
 from elanus.client.base import ClientBase
 from elanus.client.compat import reject_unknown
+from elanus.ops import snapshots as ops
 
 
 class SnapshotAPI(ClientBase):
@@ -28,10 +29,13 @@ class SnapshotAPI(ClientBase):
         if compaction_protection_seconds:
             kwargs["compaction_protection_seconds"] = compaction_protection_seconds
         reject_unknown("create_snapshot", kwargs)
-        body = self._in_db(db_name, collection=collection_name, name=snapshot_name)
-        if description:
-            body["description"] = description
-        return self._action("create_snapshot", body, timeout=timeout)
+        op = ops.CreateSnapshot(
+            db=self._db_or_own(db_name),
+            collection=collection_name,
+            name=snapshot_name,
+            description=description or None,
+        )
+        return self._op(op, timeout=timeout)
 
     def drop_snapshot(
         self,
@@ -42,8 +46,10 @@ class SnapshotAPI(ClientBase):
         **kwargs: Any,
     ) -> None:
         reject_unknown("drop_snapshot", kwargs)
-        body = self._in_db(db_name, collection=collection_name, name=snapshot_name)
-        self._action("drop_snapshot", body, timeout=timeout)
+        op = ops.DropSnapshot(
+            db=self._db_or_own(db_name), collection=collection_name, name=snapshot_name
+        )
+        self._op(op, timeout=timeout)
 
     def list_snapshots(
         self,
@@ -55,10 +61,8 @@ class SnapshotAPI(ClientBase):
         """The live snapshots (of one collection, or all), oldest first, each a document
         (pymilvus lists only the names)."""
         reject_unknown("list_snapshots", kwargs)
-        body = self._in_db(db_name)
-        if collection_name:
-            body["collection"] = collection_name
-        return list(self._action("list_snapshots", body, timeout=timeout)["snapshots"])
+        op = ops.ListSnapshots(db=self._db_or_own(db_name), collection=collection_name or None)
+        return list(self._op(op, timeout=timeout)["snapshots"])
 
     def describe_snapshot(
         self,
@@ -69,8 +73,10 @@ class SnapshotAPI(ClientBase):
         **kwargs: Any,
     ) -> dict[str, Any]:
         reject_unknown("describe_snapshot", kwargs)
-        body = self._in_db(db_name, collection=collection_name, name=snapshot_name)
-        return self._action("describe_snapshot", body, timeout=timeout)
+        op = ops.DescribeSnapshot(
+            db=self._db_or_own(db_name), collection=collection_name, name=snapshot_name
+        )
+        return self._op(op, timeout=timeout)
 
     def restore_snapshot(
         self,
@@ -84,21 +90,21 @@ class SnapshotAPI(ClientBase):
     ) -> int:
         """Restore into a new collection; the restore job's id (``get_restore_snapshot_state``)."""
         reject_unknown("restore_snapshot", kwargs)
-        body = self._in_db(
-            source_db_name,
+        op = ops.RestoreSnapshot(
+            db=self._db_or_own(source_db_name),
             collection=source_collection_name,
             name=snapshot_name,
             target_collection=target_collection_name,
             target_db=target_db_name or self._db,
         )
-        return int(self._action("restore_snapshot", body, timeout=timeout)["job_id"])
+        return int(self._op(op, timeout=timeout)["job_id"])
 
     def get_restore_snapshot_state(
         self, job_id: int, timeout: float | None = None, **kwargs: Any
     ) -> dict[str, Any]:
         reject_unknown("get_restore_snapshot_state", kwargs)
-        body = self._in_db(None, job_id=job_id)
-        return self._action("get_restore_snapshot_state", body, timeout=timeout)
+        op = ops.GetRestoreSnapshotState(db=self._db, job_id=job_id)
+        return self._op(op, timeout=timeout)
 
     def list_restore_snapshot_jobs(
         self,
@@ -108,10 +114,10 @@ class SnapshotAPI(ClientBase):
         **kwargs: Any,
     ) -> list[dict[str, Any]]:
         reject_unknown("list_restore_snapshot_jobs", kwargs)
-        body = self._in_db(db_name)
-        if collection_name:
-            body["collection"] = collection_name
-        return list(self._action("list_restore_snapshot_jobs", body, timeout=timeout)["jobs"])
+        op = ops.ListRestoreSnapshotJobs(
+            db=self._db_or_own(db_name), collection=collection_name or None
+        )
+        return list(self._op(op, timeout=timeout)["jobs"])
 
     def pin_snapshot_data(
         self,
@@ -124,11 +130,14 @@ class SnapshotAPI(ClientBase):
     ) -> int:
         """Keep the snapshot's files ``ttl_seconds`` (0: an hour) even if it is dropped."""
         reject_unknown("pin_snapshot_data", kwargs)
-        body = self._in_db(
-            db_name, collection=collection_name, name=snapshot_name, ttl_seconds=ttl_seconds
+        op = ops.PinSnapshotData(
+            db=self._db_or_own(db_name),
+            collection=collection_name,
+            name=snapshot_name,
+            ttl_seconds=ttl_seconds,
         )
-        return int(self._action("pin_snapshot_data", body, timeout=timeout)["pin_id"])
+        return int(self._op(op, timeout=timeout)["pin_id"])
 
     def unpin_snapshot_data(self, pin_id: int, timeout: float | None = None, **kwargs: Any) -> None:
         reject_unknown("unpin_snapshot_data", kwargs)
-        self._action("unpin_snapshot_data", self._in_db(None, pin_id=pin_id), timeout=timeout)
+        self._op(ops.UnpinSnapshotData(db=self._db, pin_id=pin_id), timeout=timeout)

@@ -36,7 +36,7 @@ AliasName = Annotated[str, Named("alias")]
 
 __all__ = [
     "DEFAULT_DB", "AliasName", "CollectionName", "DbName", "PartitionName", "body_of",
-    "checked", "decode_op", "keys_of", "name_of", "operation",
+    "checked", "decode_op", "keys_of", "name_of", "operation", "scope_of",
 ]  # fmt: skip
 
 
@@ -72,6 +72,15 @@ def body_of(op: Any) -> dict[str, Any]:
     return {
         f.name: value for f in dataclasses.fields(op) if (value := getattr(op, f.name)) is not None
     }
+
+
+def scope_of(op: Any) -> dict[str, Any]:
+    """What the privilege check reads of an operation (``flight/auth.py`` ``need_for``): its
+    body, or what its ``privilege_scope()`` says where the check must not follow ``db``
+    (a database action is about the database it names, and its privilege is checked in
+    the default one)."""
+    scope = getattr(op, "privilege_scope", None)
+    return scope() if callable(scope) else body_of(op)
 
 
 def decode_op(cls: type[T], raw: dict[str, Any]) -> T:
