@@ -4,7 +4,11 @@ a value Milvus would refuse must be refused before it is stored."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from elanus.errors import invalid
+from elanus.schema import MAX_NAME_LENGTH
 from elanus.tsutil import compose, physical_ms
 
 TTL_KEY = "collection.ttl.seconds"
@@ -46,3 +50,35 @@ def expire_floor(ts: int, ttl: int) -> int:
     if ttl <= 0:
         return 0
     return compose(max(physical_ms(ts) - ttl, 0))
+
+
+PropertyCheck = Callable[[str, str, str], None]
+"""``(key, value, what)``: raises INVALID_ARGUMENT for a value its key does not take."""
+
+
+def text_properties(raw: dict[str, Any] | None, what: str, check: PropertyCheck) -> dict[str, str]:
+    """Properties as stored: string to string, numbers and booleans written as text; the
+    values of the keys Milvus checks are checked by ``check`` (``what``: the request)."""
+    props = raw or {}
+    if len(props) > MAX_PROPERTIES:
+        raise invalid(f"{what}: {len(props)} properties; the limit is {MAX_PROPERTIES}")
+    out: dict[str, str] = {}
+    for key, value in props.items():
+        property_key(key, what)
+        if isinstance(value, dict | list) or value is None:
+            raise invalid(f"{what}: property {key!r} must be a string, got {value!r}")
+        out[key] = value if isinstance(value, str) else _scalar_text(value)
+        check(key, out[key], what)
+    return out
+
+
+def property_key(key: Any, what: str) -> None:
+    if not isinstance(key, str) or not key or len(key) > MAX_NAME_LENGTH:
+        raise invalid(
+            f"{what}: property key {str(key)[:40]!r} must be text of 1 to "
+            f"{MAX_NAME_LENGTH} characters"
+        )
+
+
+def _scalar_text(value: Any) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)

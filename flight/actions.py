@@ -29,7 +29,7 @@ from elanus.flight.registry import (
     privilege_table,
     rate_of,
 )
-from elanus.ops import body_of, checked, name_of
+from elanus.ops import checked, name_of, scope_of
 
 if TYPE_CHECKING:
     from elanus.flight.ddl import DdlService
@@ -90,7 +90,7 @@ def perform_op(proxy: ActionHost, op: Any, caller: Caller = ANONYMOUS) -> Any:
 
 
 def _execute(proxy: ActionHost, spec: Action, request: Any, caller: Caller, raw: bytes) -> Any:
-    authorize(caller, spec, body_of(request) if spec.op is not None else request)
+    authorize(caller, spec, scope_of(request) if spec.op is not None else request)
     call = Call(proxy, request, caller, raw)
     if spec.ddl:
 

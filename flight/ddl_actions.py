@@ -7,7 +7,6 @@ TSO timestamp; reads of the catalog go through the MetaCache (``flight/ddl.py``)
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, TypeVar
 
 from elanus import indexprops as index_props
@@ -42,11 +41,10 @@ from elanus.ops import collections as colls
 from elanus.ops import partitions as ops
 from elanus.partitionkey import check_num_partitions
 from elanus.privileges import OPEN
-from elanus.properties import MAX_PROPERTIES, check_property
+from elanus.properties import PropertyCheck, check_property, property_key, text_properties
 from elanus.requests import Body
 from elanus.schema import (
     MAX_DESCRIPTION,
-    MAX_NAME_LENGTH,
     MAX_SHARDS,
     DataType,
     Schema,
@@ -175,35 +173,11 @@ def _validate_schema(schema: Schema) -> None:
         raise invalid(f"auto_id primary key field {pk.name!r} must be Int64, not {pk.dtype.value}")
 
 
-def properties_of(
-    b: Body, what: str, check: Callable[[str, str, str], None] = check_property
-) -> dict[str, str]:
-    """String to string; numbers and booleans are accepted and written as text. The values
-    of the keys Milvus checks are checked by ``check`` (a collection's: TTL, memory
+def properties_of(b: Body, what: str, check: PropertyCheck = check_property) -> dict[str, str]:
+    """A body's ``properties``, as stored (``elanus.properties.text_properties``); the
+    values of the keys Milvus checks are checked by ``check`` (a collection's: TTL, memory
     mapping)."""
-    props = b.dict("properties", {})
-    if len(props) > MAX_PROPERTIES:
-        raise invalid(f"{what}: {len(props)} properties; the limit is {MAX_PROPERTIES}")
-    out: dict[str, str] = {}
-    for key, value in props.items():
-        property_key(key, what)
-        if isinstance(value, dict | list) or value is None:
-            raise invalid(f"{what}: property {key!r} must be a string, got {value!r}")
-        out[key] = value if isinstance(value, str) else _scalar_text(value)
-        check(key, out[key], what)
-    return out
-
-
-def property_key(key: Any, what: str) -> None:
-    if not isinstance(key, str) or not key or len(key) > MAX_NAME_LENGTH:
-        raise invalid(
-            f"{what}: property key {str(key)[:40]!r} must be text of 1 to "
-            f"{MAX_NAME_LENGTH} characters"
-        )
-
-
-def _scalar_text(value: Any) -> str:
-    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+    return text_properties(b.dict("properties", {}), what, check)
 
 
 def _drop_collection(c: OpCall[colls.DropCollection]) -> Any:
