@@ -15,6 +15,7 @@ from elanus.errors import invalid
 from elanus.flight.limits import Kind
 from elanus.milvus.servicer import Ctx, Servicer, served
 from elanus.milvus.status import ok
+from elanus.ops.collections import DescribeCollection
 from elanus.schema import Schema
 
 
@@ -35,7 +36,7 @@ class AnalyzerRpcs(Servicer):
             return analyzer_for(request.analyzer_params or None)
         if not request.field_name:
             raise invalid("RunAnalyzer: give the field whose analyzer to run")
-        doc = self.act(ctx, "describe_collection", name=request.collection_name)
+        doc = self.run_op(ctx, DescribeCollection(db=ctx.db, name=request.collection_name))
         field = Schema.from_dict(doc["schema"]).field(request.field_name)
         if not field.enable_analyzer:
             raise invalid(

@@ -24,6 +24,8 @@ from elanus.api.datacoord import FlushState
 from elanus.errors import invalid
 from elanus.milvus.servicer import Ctx, Servicer, served
 from elanus.milvus.status import ok
+from elanus.ops.collections import ListCollections
+from elanus.ops.segments import Flush, GetSegmentInfo
 from elanus.states import CompactionState
 
 _TASK_STATES = {
@@ -53,7 +55,7 @@ class FlushAllRpcs(Servicer):
         return {str(db): self._collections(ctx, str(db)) for db in dbs}
 
     def _collections(self, ctx: Ctx, db: str) -> list[str]:
-        return [str(n) for n in self.act(replace(ctx, db=db), "list_collections")["names"]]
+        return [str(n) for n in self.run_op(ctx, ListCollections(db=db))["names"]]
 
     @served()
     def FlushAll(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
@@ -62,7 +64,7 @@ class FlushAllRpcs(Servicer):
         for db, names in self._targets(ctx, request).items():
             result = reply.flush_results.add(db_name=db)
             for name in names:
-                doc = self.act(replace(ctx, db=db), "flush", collection=name)
+                doc = self.run_op(ctx, Flush(db=db, collection=name))
                 ts = int(doc.get("flush_ts") or 0)
                 flush_ts = max(flush_ts, ts)
                 result.collection_results.add(
@@ -90,7 +92,7 @@ class FlushAllRpcs(Servicer):
     def _flushed(self, ctx: Ctx, name: str, ts: int) -> bool:
         """The segments of ``name`` sealed at or before ``ts`` are Flushed and each of its
         vchannels' datanodes consumed past ``ts`` (Milvus's channel checkpoint test)."""
-        doc = self.act(ctx, "get_segment_info", collection=name)
+        doc = self.run_op(ctx, GetSegmentInfo(db=ctx.db, collection=name))
         sealed = [
             int(s["segment_id"])
             for s in doc["segments"]

@@ -16,8 +16,10 @@ from elanus.milvus.params import kv_values
 from elanus.milvus.schemas import kv_pairs
 from elanus.milvus.servicer import Ctx, Servicer, served
 from elanus.milvus.status import UNEXPECTED, ok, status_of
+from elanus.ops import collections as colls
 from elanus.ops import indexes as index_ops
 from elanus.ops import loads as load_ops
+from elanus.ops import partitions as part_ops
 from elanus.ops import segments as segment_ops
 from elanus.privileges import Need
 from elanus.schema import check_name
@@ -285,7 +287,7 @@ class OpsRpcs(Servicer):
         known = self.proxy.cache.get_by_id(collection_id)  # pymilvus described it just now
         if known is not None:
             return known.name
-        for name in self.act(ctx, "list_collections").get("names") or []:
+        for name in self.run_op(ctx, colls.ListCollections(db=ctx.db)).get("names") or []:
             if self.proxy.dml.collection(ctx.db, name).collection_id == collection_id:
                 return str(name)
         raise ElanusError(
@@ -304,7 +306,7 @@ class OpsRpcs(Servicer):
         name = request.collection_name
         loaded = self._loaded_partitions(ctx, name)
         if loaded is None:  # not loaded: nothing to release, as in Milvus
-            self.act(ctx, "list_partitions", collection=name)  # the names must exist
+            self.run_op(ctx, part_ops.ListPartitions(db=ctx.db, collection=name))  # it must exist
             return ok()
         gone = set(request.partition_names)
         known = set(self._partition_ids(ctx, name))
@@ -326,7 +328,7 @@ class OpsRpcs(Servicer):
         return ok()
 
     def _partition_ids(self, ctx: Ctx, collection: str) -> dict[str, int]:
-        doc = self.act(ctx, "list_partitions", collection=collection)
+        doc = self.run_op(ctx, part_ops.ListPartitions(db=ctx.db, collection=collection))
         parts = doc.get("partitions") or [{"name": n} for n in doc["names"]]
         return {p["name"]: int(p.get("partition_id", 0)) for p in parts}
 

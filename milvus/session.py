@@ -13,6 +13,7 @@ import elanus
 from elanus.milvus.ops import node_number
 from elanus.milvus.servicer import Ctx, Servicer, served
 from elanus.milvus.status import ok
+from elanus.ops.collections import ListCollections
 
 MILVUS_VERSION = "v2.6.0"
 """The Milvus release whose protocol the face speaks (pymilvus checks features by it)."""
@@ -22,7 +23,7 @@ _identifiers = itertools.count(int(time.time() * 1000) % 1_000_000_000)
 class SessionRpcs(Servicer):
     @served()
     def Connect(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802 - the RPC's name
-        self.act(ctx, "list_collections")  # the database must exist, as Milvus checks
+        self.run_op(ctx, ListCollections(db=ctx.db))  # the database must exist, as Milvus checks
         info = common_pb2.ServerInfo(
             build_tags=f"elanus-{elanus.__version__}",
             deploy_mode="elanus",
