@@ -92,3 +92,15 @@ def test_the_wire_body_is_the_fields_by_name_without_none() -> None:
     assert body_of(ops.CreatePartition(collection="c", partition="p")) == {
         "db": "default", "collection": "c", "partition": "p",
     }  # fmt: skip
+
+
+def test_the_privilege_check_reads_what_the_old_request_held() -> None:
+    """A database action is checked in the default database, as its dict checker kept no
+    ``db``; any other record shows the check its body (``flight/auth.py`` ``need_for``)."""
+    from elanus.ops import databases, scope_of
+
+    assert scope_of(databases.ListDatabases(db="sales")) == {}
+    assert scope_of(databases.DescribeDatabase(db="sales")) == {"name": "sales"}
+    assert scope_of(ops.HasPartition(db="sales", collection="c", partition="p")) == {
+        "db": "sales", "collection": "c", "partition": "p",
+    }  # fmt: skip
