@@ -14,8 +14,10 @@ from elanus.milvus.params import consistency_name
 from elanus.milvus.schemas import describe_reply, field_doc, kv_dict, parse_message, schema_doc
 from elanus.milvus.servicer import Ctx, Servicer, served
 from elanus.milvus.status import ok
+from elanus.ops import collections as colls
 from elanus.ops import databases as dbs
 from elanus.ops import partitions as ops
+from elanus.ops.schemachange import AddCollectionField
 from elanus.privileges import Need
 from elanus.schema import check_name
 
@@ -94,7 +96,7 @@ class DdlRpcs(Servicer):
     @served()
     def DropCollection(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
         try:
-            self.act(ctx, "drop_collection", name=request.collection_name)
+            self.run_op(ctx, colls.DropCollection(db=ctx.db, name=request.collection_name))
         except ElanusError as exc:  # Milvus: dropping what is not there succeeds
             if exc.code != ErrorCode.COLLECTION_NOT_FOUND:
                 raise
@@ -113,21 +115,22 @@ class DdlRpcs(Servicer):
 
     @served()
     def HasCollection(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        value = self.act(ctx, "has_collection", name=request.collection_name)["value"]
+        op = colls.HasCollection(db=ctx.db, name=request.collection_name)
+        value = self.run_op(ctx, op)["value"]
         return milvus_pb2.BoolResponse(status=ok(), value=bool(value))
 
     @served()
     def DescribeCollection(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
         if not request.collection_name and request.collectionID:
             raise invalid("DescribeCollection: give the collection's name (ids are not served)")
-        doc = self.act(ctx, "describe_collection", name=request.collection_name)
+        doc = self.run_op(ctx, colls.DescribeCollection(db=ctx.db, name=request.collection_name))
         reply = describe_reply(doc)
         reply.status.CopyFrom(ok())
         return reply
 
     @served()
     def ShowCollections(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        names = list(self.act(ctx, "list_collections")["names"])
+        names = list(self.run_op(ctx, colls.ListCollections(db=ctx.db))["names"])
         if request.collection_names:
             names = [n for n in names if n in set(request.collection_names)]
         reply = milvus_pb2.ShowCollectionsResponse(status=ok(), collection_names=names)
@@ -138,22 +141,23 @@ class DdlRpcs(Servicer):
 
     @served()
     def RenameCollection(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        self.act(
-            ctx,
-            "rename_collection",
+        op = colls.RenameCollection(
+            db=ctx.db,
             name=request.oldName,
             new_name=request.newName,
             new_db=request.newDBName or None,
         )
+        self.run_op(ctx, op)
         return ok()
 
     @served()
     def AddCollectionField(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
         proto = parse_message(schema_pb2.FieldSchema, request.schema, "AddCollectionField: schema")
         check(proto, FIELD_SCHEMA, "AddCollectionField: schema")
-        self.act(
-            ctx, "add_collection_field", collection=request.collection_name, field=field_doc(proto)
+        op = AddCollectionField(
+            db=ctx.db, collection=request.collection_name, field=field_doc(proto)
         )
+        self.run_op(ctx, op)
         return ok()
 
     # -- partitions -------------------------------------------------------------------------

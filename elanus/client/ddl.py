@@ -10,6 +10,7 @@ from elanus.client.index import IndexAPI
 from elanus.client.read import ReadAPI
 from elanus.consistency import ConsistencyLevel
 from elanus.functions import Function
+from elanus.ops import collections as colls
 from elanus.ops import databases as dbs
 from elanus.ops import partitions as ops
 from elanus.ops import schemachange as fields
@@ -167,7 +168,9 @@ class CollectionAPI(IndexAPI, ReadAPI):
         **kwargs: Any,
     ) -> None:
         reject_unknown("drop_collection", kwargs)
-        self._action("drop_collection", self._in_db(db, name=collection_name), timeout=timeout)
+        self._op(
+            colls.DropCollection(db=self._db_or_own(db), name=collection_name), timeout=timeout
+        )
 
     def has_collection(
         self,
@@ -178,8 +181,8 @@ class CollectionAPI(IndexAPI, ReadAPI):
         **kwargs: Any,
     ) -> bool:
         reject_unknown("has_collection", kwargs)
-        body = self._in_db(db, name=collection_name)
-        return bool(self._action("has_collection", body, timeout=timeout)["value"])
+        op = colls.HasCollection(db=self._db_or_own(db), name=collection_name)
+        return bool(self._op(op, timeout=timeout)["value"])
 
     def describe_collection(
         self,
@@ -192,13 +195,14 @@ class CollectionAPI(IndexAPI, ReadAPI):
         """Elanus's description (``schema``, ``vchannels``, ``partitions``, ...) with
         pymilvus's keys beside it (``collection_name``, ``fields``, ``auto_id``, ...)."""
         reject_unknown("describe_collection", kwargs)
-        body = self._in_db(db, name=collection_name)
-        return milvus_description(self._action("describe_collection", body, timeout=timeout))
+        op = colls.DescribeCollection(db=self._db_or_own(db), name=collection_name)
+        return milvus_description(self._op(op, timeout=timeout))
 
     def list_collections(self, *, db: str | None = None, **kwargs: Any) -> list[str]:
         timeout = kwargs.pop("timeout", None)
         reject_unknown("list_collections", kwargs)
-        return list(self._action("list_collections", self._in_db(db), timeout=timeout)["names"])
+        op = colls.ListCollections(db=self._db_or_own(db))
+        return list(self._op(op, timeout=timeout)["names"])
 
     def rename_collection(
         self,
@@ -212,8 +216,10 @@ class CollectionAPI(IndexAPI, ReadAPI):
     ) -> None:
         """Rename, optionally into another database (``target_db``)."""
         reject_unknown("rename_collection", kwargs)
-        body = self._in_db(db, name=old_name, new_name=new_name, new_db=target_db or None)
-        self._action("rename_collection", body, timeout=timeout)
+        op = colls.RenameCollection(
+            db=self._db_or_own(db), name=old_name, new_name=new_name, new_db=target_db or None
+        )
+        self._op(op, timeout=timeout)
 
     def add_collection_field(
         self,
