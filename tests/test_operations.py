@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import dataclasses
 
-import orjson
 import pytest
+from opcheck import declared_by, decoded, refused
 
-from elanus.errors import ElanusError, ErrorCode
-from elanus.flight.registry import catalogue, check_request
-from elanus.ops import body_of, checked, is_operation, keys_of, name_of
+from elanus.errors import ElanusError
+from elanus.ops import body_of, checked
 from elanus.ops import collections as colls
 from elanus.ops import partitions as ops
 
@@ -26,22 +25,16 @@ RECORDS = [
 
 @pytest.mark.parametrize("record", RECORDS, ids=lambda r: r.__name__)
 def test_an_operations_action_is_declared_by_its_record(record: type) -> None:
-    spec = catalogue()[name_of(record)]
-    assert spec.op is record and is_operation(record)
-    assert spec.keys == keys_of(record)
+    declared_by(record)
     assert [f.name for f in dataclasses.fields(record)][0] == "db"  # checked first
 
 
-def _check(name: str, body: dict[str, object]) -> object:
-    return check_request(name, orjson.dumps(body))[1]
-
-
 def test_a_body_decodes_into_the_record_once() -> None:
-    got = _check("create_partition", {"db": "d1", "collection": "c", "partition": "p"})
+    got = decoded("create_partition", {"db": "d1", "collection": "c", "partition": "p"})
     assert got == ops.CreatePartition(db="d1", collection="c", partition="p")
-    assert _check("drop_alias", {"alias": "a"}) == ops.DropAlias(alias="a")  # db defaults
-    assert _check("list_aliases", {"collection": ""}) == ops.ListAliases(collection="")
-    moved = _check("rename_collection", {"name": "a", "new_name": "a", "new_db": "d2"})
+    assert decoded("drop_alias", {"alias": "a"}) == ops.DropAlias(alias="a")  # db defaults
+    assert decoded("list_aliases", {"collection": ""}) == ops.ListAliases(collection="")
+    moved = decoded("rename_collection", {"name": "a", "new_name": "a", "new_db": "d2"})
     assert moved == colls.RenameCollection(name="a", new_name="a", new_db="d2")  # another db
 
 
@@ -73,10 +66,7 @@ def test_a_body_decodes_into_the_record_once() -> None:
 def test_a_bad_body_is_refused_naming_the_problem(
     name: str, body: dict[str, object], words: str
 ) -> None:
-    with pytest.raises(ElanusError) as err:
-        _check(name, body)
-    assert err.value.code is ErrorCode.INVALID_ARGUMENT
-    assert words in err.value.message
+    refused(name, body, words)
 
 
 def test_a_record_built_by_a_face_is_checked_as_a_body_is() -> None:

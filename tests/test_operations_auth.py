@@ -8,13 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
 import pytest
+from opcheck import declared_by, decoded, refused
 
-from elanus.errors import ElanusError, ErrorCode
-from elanus.flight.registry import catalogue, check_request
+from elanus.errors import ElanusError
 from elanus.ops import auth as ops
-from elanus.ops import body_of, checked, is_operation, keys_of, name_of
+from elanus.ops import body_of, checked
 
 RECORDS = [
     ops.Whoami, ops.CreateUser, ops.DropUser, ops.UpdatePassword, ops.ListUsers,
@@ -28,26 +27,20 @@ RECORDS = [
 
 @pytest.mark.parametrize("record", RECORDS, ids=lambda r: r.__name__)
 def test_an_operations_action_is_declared_by_its_record(record: type) -> None:
-    spec = catalogue()[name_of(record)]
-    assert spec.op is record and is_operation(record)
-    assert spec.keys == keys_of(record)
+    spec = declared_by(record)
     assert spec.self_service is (record in (ops.UpdatePassword, ops.DescribeUser))
 
 
-def _check(name: str, body: dict[str, Any]) -> Any:
-    return check_request(name, orjson.dumps(body))[1]
-
-
 def test_a_body_decodes_into_the_record_once() -> None:
-    got = _check("create_user", {"user_name": "u", "password": "p"})
+    got = decoded("create_user", {"user_name": "u", "password": "p"})
     assert got == ops.CreateUser(user_name="u", password="p")
     assert got.db is None  # the SDK sends none: the privilege is checked in the default
-    assert _check("drop_role", {"role_name": "r"}).force_drop is False
-    grant = _check("grant_privilege", {"role_name": "r", "object_type": "Global",
+    assert decoded("drop_role", {"role_name": "r"}).force_drop is False
+    grant = decoded("grant_privilege", {"role_name": "r", "object_type": "Global",
                                        "privilege": "All", "db": "d1"})  # fmt: skip
     assert (grant.object_name, grant.db_name, grant.on_db()) == ("*", None, "d1")
     assert (
-        _check(
+        decoded(
             "revoke_privilege",
             {"role_name": "r", "object_type": "Global", "privilege": "All", "db_name": ""},
         ).on_db()
@@ -55,7 +48,7 @@ def test_a_body_decodes_into_the_record_once() -> None:
     )
     assert ops.GrantPrivilege(role_name="r", object_type="Collection", privilege="Insert",
                               db_name="d2", db="d1").on_db() == "d2"  # fmt: skip
-    assert _check("whoami", {}) == ops.Whoami()
+    assert decoded("whoami", {}) == ops.Whoami()
 
 
 @pytest.mark.parametrize(
@@ -96,10 +89,7 @@ def test_a_body_decodes_into_the_record_once() -> None:
 def test_a_bad_body_is_refused_naming_the_problem(
     name: str, body: dict[str, Any], words: str
 ) -> None:
-    with pytest.raises(ElanusError) as err:
-        _check(name, body)
-    assert err.value.code is ErrorCode.INVALID_ARGUMENT
-    assert words in err.value.message
+    refused(name, body, words)
 
 
 def test_a_record_built_by_a_face_is_checked_as_a_body_is() -> None:

@@ -10,14 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import orjson
 import pytest
+from opcheck import RecordingClient, declared_by, decoded, refused
 
-from elanus.client import Client
-from elanus.errors import ElanusError, ErrorCode
+from elanus.errors import ElanusError
 from elanus.flight.auth import Caller, need_for
-from elanus.flight.registry import catalogue, check_request
-from elanus.ops import body_of, checked, is_operation, keys_of, name_of
+from elanus.flight.registry import catalogue
+from elanus.ops import body_of, checked, name_of
 from elanus.ops import databases as dbs
 from elanus.ops import schemachange as fields
 from elanus.ops import snapshots as snaps
@@ -37,9 +36,7 @@ RECORDS = [
 
 @pytest.mark.parametrize("record", RECORDS, ids=lambda r: r.__name__)
 def test_an_operations_action_is_declared_by_its_record(record: type) -> None:
-    spec = catalogue()[name_of(record)]
-    assert spec.op is record and is_operation(record)
-    assert spec.keys == keys_of(record)
+    declared_by(record)
 
 
 def test_the_actions_keys_are_the_dict_checkers() -> None:
@@ -53,25 +50,21 @@ def test_the_actions_keys_are_the_dict_checkers() -> None:
     assert keys["pin_snapshot_data"] == {"collection", "name", "ttl_seconds"}
 
 
-def _check(name: str, body: dict[str, Any]) -> Any:
-    return check_request(name, orjson.dumps(body))[1]
-
-
 def test_a_body_decodes_into_the_record_once() -> None:
-    assert _check("create_database", {"name": "d"}) == dbs.CreateDatabase(name="d")
-    got = _check("describe_database", {"db": "d"})  # "db" names it when "name" is absent
+    assert decoded("create_database", {"name": "d"}) == dbs.CreateDatabase(name="d")
+    got = decoded("describe_database", {"db": "d"})  # "db" names it when "name" is absent
     assert got == dbs.DescribeDatabase(db="d") and dbs.database_of(got) == "d"
-    assert dbs.database_of(_check("drop_database", {"name": "d", "db": "d"})) == "d"
-    got = _check("restore_snapshot", {"collection": "c", "name": "s", "target_collection": "t"})
+    assert dbs.database_of(decoded("drop_database", {"name": "d", "db": "d"})) == "d"
+    got = decoded("restore_snapshot", {"collection": "c", "name": "s", "target_collection": "t"})
     assert got.into_db == "default"  # absent target_db: the source's database
-    got = _check("restore_snapshot", {
+    got = decoded("restore_snapshot", {
         "db": "d", "collection": "c", "name": "s", "target_collection": "t", "target_db": "",
     })  # fmt: skip
     assert got.into_db == "d"
-    assert _check("pin_snapshot_data", {"collection": "c", "name": "s"}).ttl_seconds == 0
-    assert _check("list_snapshots", {"collection": ""}).collection == ""
-    assert _check("create_snapshot", {"collection": "c", "name": "s"}).description is None
-    got = _check("drop_collection_field", {"collection": "c", "field_id": 3})
+    assert decoded("pin_snapshot_data", {"collection": "c", "name": "s"}).ttl_seconds == 0
+    assert decoded("list_snapshots", {"collection": ""}).collection == ""
+    assert decoded("create_snapshot", {"collection": "c", "name": "s"}).description is None
+    got = decoded("drop_collection_field", {"collection": "c", "field_id": 3})
     assert got == fields.DropCollectionField(collection="c", field_id=3)
 
 
@@ -177,10 +170,7 @@ def test_a_body_decodes_into_the_record_once() -> None:
 def test_a_bad_body_is_refused_naming_the_problem(
     name: str, body: dict[str, Any], words: str
 ) -> None:
-    with pytest.raises(ElanusError) as err:
-        _check(name, body)
-    assert err.value.code is ErrorCode.INVALID_ARGUMENT
-    assert words in err.value.message
+    refused(name, body, words)
 
 
 def test_a_record_built_by_a_face_is_checked_as_a_body_is() -> None:
@@ -219,23 +209,12 @@ def test_a_database_action_is_authorised_in_the_default_database() -> None:
         assert need == Need(spec.privilege, "default"), name_of(op)
 
 
-class _Recording(Client):
-    """A client whose DoActions are recorded as the bytes sent, with no server."""
-
-    def __init__(self) -> None:  # no connection
-        self._db = "own"
-        self.sent: list[tuple[str, bytes]] = []
-
-    def _action(
-        self, name: str, body: dict[str, Any] | None = None, *, timeout: float | None = None
-    ) -> dict[str, Any]:
-        self.sent.append((name, encode_json(body or {})))
-        return {"names": [], "name": "d", "properties": {}, "snapshots": [], "jobs": [],
-                "job_id": 1, "pin_id": 2}  # fmt: skip
+REPLY = {"names": [], "name": "d", "properties": {}, "snapshots": [], "jobs": [],
+         "job_id": 1, "pin_id": 2}  # fmt: skip
 
 
-def _sent(call: Callable[[_Recording], object]) -> tuple[str, bytes]:
-    client = _Recording()
+def _sent(call: Callable[[RecordingClient], object]) -> tuple[str, bytes]:
+    client = RecordingClient({name: REPLY for name in catalogue()})
     call(client)
     (sent,) = client.sent
     return sent
@@ -293,7 +272,7 @@ def _sent(call: Callable[[_Recording], object]) -> tuple[str, bytes]:
     ],
 )  # fmt: skip
 def test_the_sdk_sends_the_bodies_it_always_sent(
-    call: Callable[[_Recording], object], name: str, body: dict[str, Any]
+    call: Callable[[RecordingClient], object], name: str, body: dict[str, Any]
 ) -> None:
     assert _sent(call) == (name, encode_json(body))
 

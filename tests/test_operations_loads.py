@@ -11,16 +11,14 @@ from typing import Any
 
 import orjson
 import pytest
+from opcheck import RecordingClient, declared_by, decoded, refused
 
 from elanus.api import querycoord
-from elanus.client import Client
-from elanus.errors import ElanusError, ErrorCode
-from elanus.flight.registry import catalogue, check_request
-from elanus.ops import checked, is_operation, keys_of, name_of
+from elanus.errors import ElanusError
+from elanus.ops import checked
 from elanus.ops import indexes as index_ops
 from elanus.ops import loads as load_ops
 from elanus.ops import segments as segment_ops
-from elanus.wire.codec import encode_json
 
 RECORDS = [
     load_ops.LoadCollection, load_ops.ReleaseCollection, load_ops.GetLoadState,
@@ -33,28 +31,22 @@ RECORDS = [
 
 @pytest.mark.parametrize("record", RECORDS, ids=lambda r: r.__name__)
 def test_an_operations_action_is_declared_by_its_record(record: type) -> None:
-    spec = catalogue()[name_of(record)]
-    assert spec.op is record and is_operation(record)
-    assert spec.keys == keys_of(record)
+    declared_by(record)
 
 
 def test_the_replica_bound_is_the_query_coords() -> None:
     assert querycoord.MAX_REPLICAS is load_ops.MAX_REPLICAS  # one bound, for both
 
 
-def _check(name: str, body: dict[str, Any]) -> Any:
-    return check_request(name, orjson.dumps(body))[1]
-
-
 def test_a_body_decodes_into_the_record_once() -> None:
-    got = _check("load_collection", {"collection": "c", "partition_names": ["p"]})
+    got = decoded("load_collection", {"collection": "c", "partition_names": ["p"]})
     assert got == load_ops.LoadCollection(collection="c", partition_names=["p"])
-    assert _check("create_index", {"collection": "c", "field_name": "v", "index_name": ""}) == (
+    assert decoded("create_index", {"collection": "c", "field_name": "v", "index_name": ""}) == (
         index_ops.CreateIndex(collection="c", field_name="v", index_name="")  # "": not given
     )
-    assert _check("get_flush_state", {"segment_ids": [1, 2]}).db is None  # no database
-    assert _check("get_segment_info", {"collection": "c"}).collection == "c"
-    assert _check("compact", {"collection": "c"}).target_size_mb is None
+    assert decoded("get_flush_state", {"segment_ids": [1, 2]}).db is None  # no database
+    assert decoded("get_segment_info", {"collection": "c"}).collection == "c"
+    assert decoded("compact", {"collection": "c"}).target_size_mb is None
 
 
 @pytest.mark.parametrize(
@@ -119,10 +111,7 @@ def test_a_body_decodes_into_the_record_once() -> None:
 def test_a_bad_body_is_refused_naming_the_problem(
     name: str, body: dict[str, Any], words: str
 ) -> None:
-    with pytest.raises(ElanusError) as err:
-        _check(name, body)
-    assert err.value.code is ErrorCode.INVALID_ARGUMENT
-    assert words in err.value.message
+    refused(name, body, words)
 
 
 def test_a_record_built_by_a_face_is_checked_as_a_body_is() -> None:
@@ -154,22 +143,8 @@ REPLIES: dict[str, dict[str, Any]] = {
 }
 
 
-class _Recording(Client):
-    """A client whose DoActions are recorded, with no server."""
-
-    def __init__(self) -> None:  # no connection
-        self._db = "own"
-        self.sent: list[tuple[str, bytes]] = []
-
-    def _action(
-        self, name: str, body: dict[str, Any] | None = None, *, timeout: float | None = None
-    ) -> dict[str, Any]:
-        self.sent.append((name, encode_json(body or {})))
-        return dict(REPLIES.get(name, {}))
-
-
-def _sent(call: Callable[[_Recording], object]) -> list[tuple[str, dict[str, Any]]]:
-    client = _Recording()
+def _sent(call: Callable[[RecordingClient], object]) -> list[tuple[str, dict[str, Any]]]:
+    client = RecordingClient(REPLIES)
     call(client)
     return [(name, orjson.loads(raw)) for name, raw in client.sent]
 
@@ -220,7 +195,7 @@ def _sent(call: Callable[[_Recording], object]) -> list[tuple[str, dict[str, Any
     ],
 )  # fmt: skip
 def test_the_sdk_sends_the_bodies_it_always_sent(
-    call: Callable[[_Recording], object], bodies: list[tuple[str, dict[str, Any]]]
+    call: Callable[[RecordingClient], object], bodies: list[tuple[str, dict[str, Any]]]
 ) -> None:
     """The keys and values of the SDK's bodies before its records (empty ones left out)."""
     assert _sent(call) == bodies

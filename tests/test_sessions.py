@@ -9,25 +9,12 @@ stop, put the key back after the purge, and the new coord placed a load on a nod
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 
 from elanus.channels.bus import Bus
 from elanus.channels.nats_server import EmbeddedNats
 from elanus.channels.runtime.sessions import Session, SessionInfo, list_sessions
 
 TTL_S = 2.0
-
-
-@pytest.fixture
-def nats(tmp_path: Path) -> Iterator[EmbeddedNats]:
-    server = EmbeddedNats(tmp_path / "nats").start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 async def _publish_later(session: Session, turns: int) -> None:
@@ -61,9 +48,9 @@ async def _stop_amid_updates(url: str, nats: EmbeddedNats, rounds: int) -> list[
 
 
 def test_a_stopped_session_is_not_listed_even_with_updates_racing_its_stop(
-    nats: EmbeddedNats,
+    nats_server: EmbeddedNats,
 ) -> None:
-    assert asyncio.run(_stop_amid_updates(nats.url, nats, rounds=20)) == []
+    assert asyncio.run(_stop_amid_updates(nats_server.url, nats_server, rounds=20)) == []
 
 
 async def _update_after_stop(url: str, nats: EmbeddedNats) -> list[str]:
@@ -78,5 +65,5 @@ async def _update_after_stop(url: str, nats: EmbeddedNats) -> list[str]:
         await bus.close()
 
 
-def test_an_update_after_stop_puts_nothing_back(nats: EmbeddedNats) -> None:
-    assert asyncio.run(_update_after_stop(nats.url, nats)) == []
+def test_an_update_after_stop_puts_nothing_back(nats_server: EmbeddedNats) -> None:
+    assert asyncio.run(_update_after_stop(nats_server.url, nats_server)) == []

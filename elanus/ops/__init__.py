@@ -36,7 +36,7 @@ AliasName = Annotated[str, Named("alias")]
 
 __all__ = [
     "DEFAULT_DB", "AliasName", "CollectionName", "DbName", "PartitionName", "body_of",
-    "checked", "decode_op", "keys_of", "name_of", "operation", "scope_of",
+    "checked", "decode_op", "keys_of", "name_of", "operation", "scope_of", "shape",
 ]  # fmt: skip
 
 
@@ -51,6 +51,13 @@ def operation(name: str) -> Callable[[type[T]], type[T]]:
         return made
 
     return declare
+
+
+@dataclass_transform(kw_only_default=True, frozen_default=True)
+def shape(cls: type[T]) -> type[T]:
+    """The body several operations share, as a base of their records (``class
+    RevokeRole(RoleGrant)``): declared once, and no operation itself."""
+    return dataclasses.dataclass(frozen=True, kw_only=True)(cls)
 
 
 def is_operation(cls: Any) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from elanus.errors import invalid
-from elanus.ops import DEFAULT_DB, DbName, operation
+from elanus.ops import DEFAULT_DB, DbName, operation, shape
 from elanus.privileges import ANY
 
 
@@ -27,10 +27,15 @@ class CreateUser:
     password: str
 
 
-@operation("drop_user")
-class DropUser:
+@shape
+class UserNamed:
     db: DbName | None = None
     user_name: str
+
+
+@operation("drop_user")
+class DropUser(UserNamed):
+    pass
 
 
 @operation("update_password")
@@ -48,16 +53,20 @@ class ListUsers:
 
 
 @operation("describe_user")
-class DescribeUser:
-    db: DbName | None = None
-    user_name: str
+class DescribeUser(UserNamed):
+    pass
 
 
 # -- roles ----------------------------------------------------------------------------------
-@operation("create_role")
-class CreateRole:
+@shape
+class RoleNamed:
     db: DbName | None = None
     role_name: str
+
+
+@operation("create_role")
+class CreateRole(RoleNamed):
+    pass
 
 
 @operation("drop_role")
@@ -67,23 +76,26 @@ class DropRole:
     force_drop: bool = False
 
 
-@operation("grant_role")
-class GrantRole:
+@shape
+class RoleOfUser:
     db: DbName | None = None
     user_name: str
     role_name: str
+
+
+@operation("grant_role")
+class GrantRole(RoleOfUser):
+    pass
 
 
 @operation("revoke_role")
-class RevokeRole:
-    db: DbName | None = None
-    user_name: str
-    role_name: str
+class RevokeRole(RoleOfUser):
+    pass
 
 
 # -- privileges -----------------------------------------------------------------------------
-@operation("grant_privilege")
-class GrantPrivilege:
+@shape
+class PrivilegeGrant:
     db: DbName | None = None
     role_name: str
     object_type: str
@@ -97,19 +109,14 @@ class GrantPrivilege:
         return self.db_name or self.db or DEFAULT_DB
 
 
-@operation("revoke_privilege")
-class RevokePrivilege:
-    db: DbName | None = None
-    role_name: str
-    object_type: str
-    privilege: str
-    object_name: str = ANY
-    db_name: str | None = None
-    """As ``GrantPrivilege.db_name``."""
+@operation("grant_privilege")
+class GrantPrivilege(PrivilegeGrant):
+    pass
 
-    def on_db(self) -> str:
-        """The database the grant applies in."""
-        return self.db_name or self.db or DEFAULT_DB
+
+@operation("revoke_privilege")
+class RevokePrivilege(PrivilegeGrant):
+    pass
 
 
 @operation("list_roles")
@@ -118,22 +125,25 @@ class ListRoles:
 
 
 @operation("describe_role")
-class DescribeRole:
-    db: DbName | None = None
-    role_name: str
+class DescribeRole(RoleNamed):
+    pass
 
 
 # -- privilege groups -----------------------------------------------------------------------
-@operation("create_privilege_group")
-class CreatePrivilegeGroup:
+@shape
+class GroupNamed:
     db: DbName | None = None
     group_name: str
+
+
+@operation("create_privilege_group")
+class CreatePrivilegeGroup(GroupNamed):
+    pass
 
 
 @operation("drop_privilege_group")
-class DropPrivilegeGroup:
-    db: DbName | None = None
-    group_name: str
+class DropPrivilegeGroup(GroupNamed):
+    pass
 
 
 def _check_privilege_names(privileges: list[Any]) -> None:
@@ -142,8 +152,8 @@ def _check_privilege_names(privileges: list[Any]) -> None:
         raise invalid("privileges must be a list of privilege names")
 
 
-@operation("add_privileges_to_group")
-class AddPrivilegesToGroup:
+@shape
+class GroupPrivileges:
     db: DbName | None = None
     privileges: list[Any]
     """Privilege names (``check``: not ``list[str]``, whose per-item words differ); read
@@ -154,15 +164,14 @@ class AddPrivilegesToGroup:
         _check_privilege_names(self.privileges)
 
 
-@operation("remove_privileges_from_group")
-class RemovePrivilegesFromGroup:
-    db: DbName | None = None
-    privileges: list[Any]
-    """As ``AddPrivilegesToGroup.privileges``."""
-    group_name: str
+@operation("add_privileges_to_group")
+class AddPrivilegesToGroup(GroupPrivileges):
+    pass
 
-    def check(self) -> None:
-        _check_privilege_names(self.privileges)
+
+@operation("remove_privileges_from_group")
+class RemovePrivilegesFromGroup(GroupPrivileges):
+    pass
 
 
 @operation("list_privilege_groups")

@@ -6,26 +6,29 @@ from __future__ import annotations
 from typing import Annotated
 
 from elanus.errors import invalid
-from elanus.ops import DEFAULT_DB, CollectionName, DbName, operation
+from elanus.ops import DEFAULT_DB, CollectionName, DbName, operation, shape
 from elanus.requests import Named
 
 
-@operation("drop_collection")
-class DropCollection:
+@shape
+class CollectionNamed:
     db: DbName = DEFAULT_DB
     name: CollectionName
+
+
+@operation("drop_collection")
+class DropCollection(CollectionNamed):
+    pass
 
 
 @operation("has_collection")
-class HasCollection:
-    db: DbName = DEFAULT_DB
-    name: CollectionName
+class HasCollection(CollectionNamed):
+    pass
 
 
 @operation("describe_collection")
-class DescribeCollection:
-    db: DbName = DEFAULT_DB
-    name: CollectionName
+class DescribeCollection(CollectionNamed):
+    pass
 
 
 @operation("list_collections")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from elanus.errors import ElanusError, ErrorCode
-from elanus.ops import DEFAULT_DB, CollectionName, DbName, operation
+from elanus.ops import DEFAULT_DB, CollectionName, DbName, operation, shape
 from elanus.schema import check_name
 
 
@@ -42,8 +42,10 @@ class CreateIndex:
             raise ElanusError(ErrorCode.INVALID_ARGUMENT, "create_index: 'field_name' is required")
 
 
-@operation("drop_index")
-class DropIndex:
+@shape
+class IndexNamed:
+    """An index by its name or its field's."""
+
     db: DbName = DEFAULT_DB
     index_name: str | None = None
     field_name: str | None = None
@@ -51,17 +53,16 @@ class DropIndex:
 
     def check(self) -> None:
         check_target(self.index_name, self.field_name)
+
+
+@operation("drop_index")
+class DropIndex(IndexNamed):
+    pass
 
 
 @operation("describe_index")
-class DescribeIndex:
-    db: DbName = DEFAULT_DB
-    index_name: str | None = None
-    field_name: str | None = None
-    collection: CollectionName
-
-    def check(self) -> None:
-        check_target(self.index_name, self.field_name)
+class DescribeIndex(IndexNamed):
+    pass
 
 
 @operation("list_indexes")

@@ -3,23 +3,32 @@
 from __future__ import annotations
 
 from elanus.errors import invalid
-from elanus.ops import DEFAULT_DB, AliasName, CollectionName, DbName, PartitionName, operation
+from elanus.ops import (
+    DEFAULT_DB,
+    AliasName,
+    CollectionName,
+    DbName,
+    PartitionName,
+    operation,
+    shape,
+)
 from elanus.schema import DEFAULT_PARTITION, check_name
 
 
-@operation("create_partition")
-class CreatePartition:
+@shape
+class PartitionNamed:
     db: DbName = DEFAULT_DB
     collection: CollectionName
     partition: PartitionName
+
+
+@operation("create_partition")
+class CreatePartition(PartitionNamed):
+    pass
 
 
 @operation("drop_partition")
-class DropPartition:
-    db: DbName = DEFAULT_DB
-    collection: CollectionName
-    partition: PartitionName
-
+class DropPartition(PartitionNamed):
     def check(self) -> None:
         if self.partition == DEFAULT_PARTITION:
             raise invalid(
@@ -28,10 +37,8 @@ class DropPartition:
 
 
 @operation("has_partition")
-class HasPartition:
-    db: DbName = DEFAULT_DB
-    collection: CollectionName
-    partition: PartitionName
+class HasPartition(PartitionNamed):
+    pass
 
 
 @operation("list_partitions")
@@ -40,30 +47,37 @@ class ListPartitions:
     collection: CollectionName
 
 
-@operation("create_alias")
-class CreateAlias:
+@shape
+class AliasOfCollection:
     db: DbName = DEFAULT_DB
     collection: CollectionName
     alias: AliasName
 
 
+@operation("create_alias")
+class CreateAlias(AliasOfCollection):
+    pass
+
+
 @operation("alter_alias")
-class AlterAlias:
+class AlterAlias(AliasOfCollection):
+    pass
+
+
+@shape
+class AliasNamed:
     db: DbName = DEFAULT_DB
-    collection: CollectionName
     alias: AliasName
 
 
 @operation("drop_alias")
-class DropAlias:
-    db: DbName = DEFAULT_DB
-    alias: AliasName
+class DropAlias(AliasNamed):
+    pass
 
 
 @operation("describe_alias")
-class DescribeAlias:
-    db: DbName = DEFAULT_DB
-    alias: AliasName
+class DescribeAlias(AliasNamed):
+    pass
 
 
 @operation("list_aliases")
