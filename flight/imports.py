@@ -118,22 +118,32 @@ class ImportService:
             out.append({**unit, "paths": paths})
         return out
 
-    def commit(self, request: dict[str, Any]) -> dict[str, Any]:
-        """One import job of every staged file; waits up to ``wait_s`` for it to end."""
-        info = self.collections.collection(request["db"], request["collection"])
-        write_id = request["write_id"]
-        units = self._staged_units(info, write_id, request["parts"])
+    def commit_write(
+        self,
+        db: str,
+        collection: str,
+        write_id: str,
+        *,
+        upsert: bool,
+        parts: list[str] | None,
+        expected_rows: int | None,
+        wait_s: float,
+    ) -> dict[str, Any]:
+        """One import job of every staged file of ``write_id`` (of ``parts`` only, if
+        given); waits up to ``wait_s`` for it to end."""
+        info = self.collections.collection(db, collection)
+        units = self._staged_units(info, write_id, parts)
         body = {
             "collection_id": info.collection_id,
             "db": info.db,
             "collection": info.name,
             "partition_id": _job_partition(self.collections, info, None, "a commit"),
             "units": units,
-            "options": {"upsert": request["upsert"], "expected_rows": request["expected_rows"]},
+            "options": {"upsert": upsert, "expected_rows": expected_rows},
             "write_id": write_id,
         }
         job_id = self._create(body)
-        deadline = time.monotonic() + request["wait_s"]
+        deadline = time.monotonic() + wait_s
         while True:
             state = self._state(job_id)
             if state.state in IMPORT_FINAL or time.monotonic() >= deadline:

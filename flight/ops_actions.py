@@ -1,7 +1,8 @@
 """DoAction entries of what an operator reads of a running cluster beside ``list_sessions``
 and ``health``: the coord's recent compactions and backups, this proxy's recent and slow
 requests, its effective settings. The web console's Tasks, Requests and Configuration pages
-show them (``webui/``); each needs ``DescribeCluster``, as ``list_sessions`` does.
+show them (``webui/``); each needs ``DescribeCluster``, as ``list_sessions`` does. Declared
+by their records (``elanus/ops/console.py``).
 """
 
 from __future__ import annotations
@@ -13,49 +14,34 @@ from elanus.api.base import as_body
 from elanus.api.compaction import ListCompactions
 from elanus.channels.natsauth import redact_url
 from elanus.channels.runtime import requestlog
-from elanus.flight.actions import action, check_db
-from elanus.flight.executors import Call
-from elanus.requests import Body
-
-MAX_LISTED = 1000
+from elanus.flight.executors import OpCall
+from elanus.flight.registry import operation
+from elanus.ops import console as ops
 
 
-def _limited(b: Body) -> dict[str, Any]:
-    check_db(b)
-    return {"limit": b.int("limit", 100, lo=1, hi=MAX_LISTED)}
-
-
-def _nothing(b: Body) -> dict[str, Any]:
-    check_db(b)
-    return {}
-
-
-async def _run_list_compactions(c: Call) -> Any:
-    listed = await c.proxy.compaction.recent(ListCompactions(limit=c.request["limit"]))
+async def _run_list_compactions(c: OpCall[ops.ListCompactions]) -> Any:
+    listed = await c.proxy.compaction.recent(ListCompactions(limit=c.request.limit))
     return as_body(listed)
 
 
-@action(
-    "list_compactions",
+operation(
+    ops.ListCompactions,
     "The coord's latest compactions (since it started), newest first. Body: limit (default "
     "100). Result: compactions (compaction_id, collection_id (null: the automatic policy's "
     "round), collection_ids, planned_ts, manual, state, pending, executing, completed, "
     "failed, reason).",
-    ("limit",),
     privilege="DescribeCluster",
     loop=True,
     run=_run_list_compactions,
 )
-def _list_compactions(b: Body) -> dict[str, Any]:
-    return _limited(b)
 
 
-async def _run_list_backup_tasks(c: Call) -> Any:
+async def _run_list_backup_tasks(c: OpCall[ops.ListBackupTasks]) -> Any:
     return as_body(await c.proxy.coord.backup.tasks(ListBackupTasks()))
 
 
-@action(
-    "list_backup_tasks",
+operation(
+    ops.ListBackupTasks,
     "The backups the coord ran or runs (since it started), newest first. Result: tasks "
     "(name, location, state: Running | Completed | Failed, phase, started_at, seconds, ts, "
     "rows, files, bytes, reason).",
@@ -63,12 +49,10 @@ async def _run_list_backup_tasks(c: Call) -> Any:
     loop=True,
     run=_run_list_backup_tasks,
 )
-def _list_backup_tasks(b: Body) -> dict[str, Any]:
-    return _nothing(b)
 
 
-def _run_list_requests(c: Call) -> dict[str, Any]:
-    limit = c.request["limit"]
+def _run_list_requests(c: OpCall[ops.ListRequests]) -> dict[str, Any]:
+    limit = c.request.limit
     return {
         "node_id": c.proxy.node_id,
         "slow_request_s": requestlog.slow_threshold(),
@@ -77,32 +61,27 @@ def _run_list_requests(c: Call) -> dict[str, Any]:
     }
 
 
-@action(
-    "list_requests",
+operation(
+    ops.ListRequests,
     "This proxy's latest requests and its latest slow ones (at least slow_request_s), "
     "newest first. Body: limit (default 100). Result: node_id, slow_request_s, recent and "
     "slow (at, function, status, seconds).",
-    ("limit",),
     privilege="DescribeCluster",
     run=_run_list_requests,
 )
-def _list_requests(b: Body) -> dict[str, Any]:
-    return _limited(b)
 
 
-def _run_describe_config(c: Call) -> dict[str, Any]:
+def _run_describe_config(c: OpCall[ops.DescribeConfig]) -> dict[str, Any]:
     settings = c.proxy.settings
     values = settings.shown()
     values["nats_url"] = redact_url(settings.nats_url)
     return {"node_id": c.proxy.node_id, "settings": values}
 
 
-@action(
-    "describe_config",
+operation(
+    ops.DescribeConfig,
     "This proxy's effective settings, as elanus config show prints them (secrets that are "
     "set as ***). Result: node_id, settings.",
     privilege="DescribeCluster",
     run=_run_describe_config,
 )
-def _describe_config(b: Body) -> dict[str, Any]:
-    return _nothing(b)

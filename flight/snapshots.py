@@ -227,16 +227,8 @@ class SnapshotService:
             for batch in self.reads.every_row(info, page):
                 rows = pa.Table.from_batches([batch])
                 list(self.imports.stage_rows(info, write_id, PART, pid, rows))
-        done = self.imports.commit(
-            {
-                "db": db,
-                "collection": name,
-                "write_id": write_id,
-                "parts": None,
-                "upsert": False,
-                "expected_rows": None,
-                "wait_s": 0.0,
-            }
+        done = self.imports.commit_write(
+            db, name, write_id, upsert=False, parts=None, expected_rows=None, wait_s=0.0
         )
         return int(done["job_id"])
 

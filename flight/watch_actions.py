@@ -20,13 +20,13 @@ from elanus.channels.dml import (
     tick_subject,
 )
 from elanus.channels.natsauth import redact_url
-from elanus.flight.actions import action, check_db, check_named
-from elanus.flight.executors import Call
-from elanus.requests import Body
+from elanus.flight.executors import OpCall
+from elanus.flight.registry import operation
+from elanus.ops import imports as ops
 
 
-def _run_watch(c: Call) -> dict[str, Any]:
-    info = c.proxy.dml.collection(c.request["db"], c.request["collection"])
+def _run_watch(c: OpCall[ops.WatchCollection]) -> dict[str, Any]:
+    info = c.proxy.dml.collection(c.request.db, c.request.collection)
     channels = []
     for v in info.vchannels:
         p = pchannel_of(v)
@@ -49,15 +49,12 @@ def _run_watch(c: Call) -> dict[str, Any]:
     }
 
 
-@action(
-    "watch_collection",
+operation(
+    ops.WatchCollection,
     "Where a collection's change stream is read (the client's watch reads the log, not "
     "the proxy). Body: collection. Result: collection, collection_id, schema, servers "
     "(the NATS servers, no credentials), type_header, ts_header, vchannels (each with its "
     "vchannel, stream, data_subject and tick_subject).",
-    ("collection",),
     privilege="Query",
     run=_run_watch,
 )
-def _watch(b: Body) -> dict[str, Any]:
-    return {"db": check_db(b), "collection": check_named(b, "collection", "collection")}

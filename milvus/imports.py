@@ -12,6 +12,7 @@ from elanus.flight.limits import Kind
 from elanus.milvus.schemas import kv_dict, kv_pairs
 from elanus.milvus.servicer import Ctx, Servicer, served
 from elanus.milvus.status import ok
+from elanus.ops import imports as ops
 from elanus.tsutil import physical_ms
 
 _STATES = {
@@ -59,11 +60,12 @@ class ImportRpcs(Servicer):
 
     @served()
     def GetImportState(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        return task_state(self.act(ctx, "get_import_state", job_id=int(request.task)))
+        return task_state(self.run_op(ctx, ops.GetImportState(db=ctx.db, job_id=int(request.task))))
 
     @served()
     def ListImportTasks(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        doc = self.act(ctx, "list_import_jobs", collection=request.collection_name or None)
+        op = ops.ListImportJobs(db=ctx.db, collection=request.collection_name or None)
+        doc = self.run_op(ctx, op)
         jobs = list(doc.get("jobs") or [])
         limit = int(request.limit) if request.limit > 0 else MAX_LISTED
         return milvus_pb2.ListImportTasksResponse(

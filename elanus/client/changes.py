@@ -41,6 +41,7 @@ import pyarrow.compute as pc
 
 from elanus.client.base import ClientBase
 from elanus.errors import ElanusError, ErrorCode, invalid
+from elanus.ops import imports as ops
 from elanus.schema import PK_COLUMN, Schema
 from elanus.tsutil import compose, now_ms, physical_ms
 
@@ -442,8 +443,8 @@ def _keys(table: pa.Table, pk: str) -> pa.ChunkedArray:
 class WatchAPI(ClientBase):
     def watch_coordinates(self, collection_name: str, *, db: str | None = None) -> LogCoordinates:
         """Where ``collection_name``'s log is (needs the Query privilege on it)."""
-        body = self._action("watch_collection", self._in_db(db, collection=collection_name))
-        return LogCoordinates.from_body(body)
+        op = ops.WatchCollection(db=self._db_or_own(db), collection=collection_name)
+        return LogCoordinates.from_body(self._op(op))
 
     def watch(
         self,

@@ -16,6 +16,7 @@ import pyarrow.flight as flight
 from elanus.client.upload import import_with_uploads, is_loopback, upload
 from elanus.client.write import DEFAULT_BATCH_BYTES, WriteAPI
 from elanus.errors import ElanusError, ErrorCode
+from elanus.ops import imports as ops
 from elanus.states import ImportJobState
 from elanus.wire.codec import encode_json
 
@@ -72,7 +73,7 @@ class ImportAPI(WriteAPI):
     def get_import_state(self, job_id: int) -> dict[str, Any]:
         """``{"state": Pending|Importing|Completed|Failed, "progress": 0..1, "rows",
         "segment_ids", "reason", ...}``."""
-        return self._action("get_import_state", {"job_id": int(job_id)})
+        return self._op(ops.GetImportState(job_id=int(job_id)))
 
     def wait_import(
         self, job_id: int, timeout: float | None = None, *, poll_s: float = 0.1
@@ -99,10 +100,8 @@ class ImportAPI(WriteAPI):
     def list_import_jobs(
         self, collection_name: str | None = None, *, db: str | None = None
     ) -> list[dict[str, Any]]:
-        body = self._in_db(db)
-        if collection_name:
-            body["collection"] = collection_name
-        return list(self._action("list_import_jobs", body)["jobs"])
+        op = ops.ListImportJobs(db=self._db_or_own(db), collection=collection_name or None)
+        return list(self._op(op)["jobs"])
 
     def stage_insert(
         self,
@@ -180,12 +179,15 @@ class ImportAPI(WriteAPI):
         ``upsert``, older rows with the same keys go at that timestamp). Safe to repeat.
         ``expected_rows`` (what the writers staged) makes a commit that finds fewer fail.
         Returns ``{"job_id", "state": "Completed", "rows", "ts", "segment_ids"}``."""
-        body = self._in_db(db, collection=collection_name, write_id=write_id, upsert=upsert)
-        if parts is not None:
-            body["parts"] = list(parts)
-        if expected_rows is not None:
-            body["expected_rows"] = int(expected_rows)
-        reply = self._action("commit_write", body, timeout=timeout)
+        op = ops.CommitWrite(
+            db=self._db_or_own(db),
+            collection=collection_name,
+            write_id=write_id,
+            upsert=upsert,
+            parts=None if parts is None else list(parts),
+            expected_rows=None if expected_rows is None else int(expected_rows),
+        )
+        reply = self._op(op, timeout=timeout)
         if reply["state"] != ImportJobState.COMPLETED:
             final = self.wait_import(int(reply["job_id"]), timeout)
             reply.update({k: final[k] for k in ("state", "rows", "ts", "segment_ids")})
@@ -194,4 +196,4 @@ class ImportAPI(WriteAPI):
 
     def abort_write(self, write_id: str) -> bool:
         """Discard what is staged under ``write_id``; whether there was anything."""
-        return bool(self._action("abort_write", {"write_id": write_id})["removed"])
+        return bool(self._op(ops.AbortWrite(write_id=write_id))["removed"])

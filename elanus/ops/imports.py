@@ -1,0 +1,84 @@
+"""Import jobs, staged writes and the change stream: the operations that move rows in and
+out besides DoPut and the reads.
+
+``get_import_state`` and ``abort_write`` name no collection: their ``db`` is optional
+(checked as every action's), so the SDK sends it only where it always did. A write id and
+its parts name directories (``elanus.layout.check_write_id``), checked in ``check`` with
+the dict checkers' words. ``import`` itself is still checked by
+``flight/import_actions.py``: its files are grouped by ``elanus.filereaders``, which no
+shared module may import.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from elanus import layout
+from elanus.errors import invalid
+from elanus.ops import DEFAULT_DB, CollectionName, DbName, operation
+from elanus.requests import Range
+from elanus.schema import check_name
+
+MAX_COMMIT_WAIT_S = 110.0
+COMMIT_WAIT_S = 60.0
+"""How long a commit waits for its job when the body does not say."""
+
+
+@operation("get_import_state")
+class GetImportState:
+    db: DbName | None = None
+    job_id: Annotated[int, Range(1)]
+
+
+@operation("list_import_jobs")
+class ListImportJobs:
+    db: DbName = DEFAULT_DB
+    collection: str | None = None
+    """Absent or empty: every collection's jobs; else named in ``check``."""
+
+    def check(self) -> None:
+        if self.collection:
+            check_name(self.collection, "collection")
+
+
+@operation("commit_write")
+class CommitWrite:
+    """The fields in the order the dict checker read them (so a body with two mistakes is
+    refused for the same one): ``db`` (every action's, checked first), then ``parts`` and
+    ``wait_s`` before the collection."""
+
+    db: DbName = DEFAULT_DB
+    parts: list[Any] | None = None
+    """Absent: every part of the write; else each a write id (``check``)."""
+    wait_s: float | None = None
+    """Absent: ``COMMIT_WAIT_S`` (the SDK never sends it)."""
+    collection: CollectionName
+    write_id: str
+    upsert: bool = False
+    expected_rows: Annotated[int, Range(0)] | None = None
+
+    def check(self) -> None:
+        for part in self.parts or ():
+            layout.check_write_id(part, "part")
+        if self.wait_s is not None and not 0 <= self.wait_s <= MAX_COMMIT_WAIT_S:
+            raise invalid(f"commit_write: 'wait_s' must be within [0, {MAX_COMMIT_WAIT_S}]")
+        layout.check_write_id(self.write_id)
+
+    def waits(self) -> float:
+        """How long the commit waits for its import job to end."""
+        return COMMIT_WAIT_S if self.wait_s is None else self.wait_s
+
+
+@operation("abort_write")
+class AbortWrite:
+    db: DbName | None = None
+    write_id: str
+
+    def check(self) -> None:
+        layout.check_write_id(self.write_id)
+
+
+@operation("watch_collection")
+class WatchCollection:
+    db: DbName = DEFAULT_DB
+    collection: CollectionName
