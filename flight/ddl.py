@@ -64,20 +64,6 @@ class DdlService:
         )
 
     # -- executors --------------------------------------------------------------------------
-    async def ask(self, call: RootCall[R], kind: type[R], request: dict[str, Any]) -> Any:
-        """A checked Flight request as a ``kind``, to the root coord; the reply's JSON."""
-        return as_body(await call(self.api.root, decode(kind, request)))
-
-    async def apply(
-        self, call: RootCall[R], kind: type[R], request: dict[str, Any], ts: int
-    ) -> Any:
-        """A DDL the coord executes as is, at the DdQueue task's timestamp; the proxy then
-        drops what it cached about the target."""
-        try:
-            return await self.ask(call, kind, {**request, "ts": ts})
-        finally:
-            self._forget(request)
-
     async def send(self, call: RootCall[R], req: R) -> Any:
         """A typed request to the root coord; the reply's JSON."""
         return as_body(await call(self.api.root, req))
@@ -95,19 +81,6 @@ class DdlService:
         coord's broadcast."""
         for name in names:
             self.cache.invalidate(db, name)
-
-    def _forget(self, request: dict[str, Any]) -> None:
-        """Drop what this proxy cached about a DDL's target without waiting for the broadcast."""
-        named = [request[k] for k in ("alias", "collection") if k in request]
-        if named:  # alias or partition DDL: the alias's key, the collection's entries
-            for name in named:
-                self.cache.invalidate(request["db"], name)
-        elif "db" not in request:  # database DDL: everything cached in that database
-            self.cache.invalidate(request["name"])
-        else:
-            self.cache.invalidate(request["db"], request["name"])
-            if "new_name" in request:
-                self.cache.invalidate(request["new_db"], request["new_name"])
 
     async def create_collection(self, request: dict[str, Any], ts: int) -> dict[str, Any]:
         generation = self.cache.generation

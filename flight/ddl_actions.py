@@ -7,9 +7,8 @@ TSO timestamp; reads of the catalog go through the MetaCache (``flight/ddl.py``)
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any
 
-from elanus import indexprops as index_props
 from elanus.api.base import as_body
 from elanus.api.coord import ListSessions
 from elanus.api.indexcoord import DescribeIndex
@@ -32,16 +31,15 @@ from elanus.api.rootcoord import (
 )
 from elanus.consistency import ConsistencyLevel
 from elanus.errors import invalid
-from elanus.fieldprops import check_keys
 from elanus.flight.actions import action, check_db, check_named
-from elanus.flight.ddl import RootCall
-from elanus.flight.executors import Call, Executor, OpCall
+from elanus.flight.executors import OpCall
 from elanus.flight.registry import operation
+from elanus.ops import alter, control
 from elanus.ops import collections as colls
 from elanus.ops import partitions as ops
 from elanus.partitionkey import check_num_partitions
 from elanus.privileges import OPEN
-from elanus.properties import PropertyCheck, check_property, property_key, text_properties
+from elanus.properties import check_property, text_properties
 from elanus.requests import Body
 from elanus.schema import (
     MAX_DESCRIPTION,
@@ -53,23 +51,11 @@ from elanus.schema import (
 )
 
 QUICK_METRICS = ("L2", "IP", "COSINE")
-MAX_TIMESTAMPS = 10_000
 QUICK_KEYS = ("primary_field", "vector_field", "id_type", "auto_id", "metric_type", "max_length")
-R = TypeVar("R")
 
 
 def _given(b: Body, key: str) -> bool:
     return b.raw.get(key) is not None
-
-
-def ask_root(call: RootCall[R], kind: type[R]) -> Executor:
-    """An executor that hands the checked request to the root coord as a ``kind``."""
-    return lambda c: c.proxy.ddl.ask(call, kind, c.request)
-
-
-def apply_ddl(call: RootCall[R], kind: type[R]) -> Executor:
-    """A DDL executor: the root coord applies the request at the task's timestamp."""
-    return lambda c: c.proxy.ddl.apply(call, kind, c.request, c.ts)
 
 
 # -- collections --------------------------------------------------------------------------
@@ -173,11 +159,10 @@ def _validate_schema(schema: Schema) -> None:
         raise invalid(f"auto_id primary key field {pk.name!r} must be Int64, not {pk.dtype.value}")
 
 
-def properties_of(b: Body, what: str, check: PropertyCheck = check_property) -> dict[str, str]:
+def properties_of(b: Body, what: str) -> dict[str, str]:
     """A body's ``properties``, as stored (``elanus.properties.text_properties``); the
-    values of the keys Milvus checks are checked by ``check`` (a collection's: TTL, memory
-    mapping)."""
-    return text_properties(b.dict("properties", {}), what, check)
+    values of the keys Milvus checks are checked (a collection's: TTL, memory mapping)."""
+    return text_properties(b.dict("properties", {}), what, check_property)
 
 
 def _drop_collection(c: OpCall[colls.DropCollection]) -> Any:
@@ -233,60 +218,56 @@ operation(
 )
 
 
-@action(
-    "alter_collection_properties",
+async def _alter_collection_properties(c: OpCall[alter.AlterCollectionProperties]) -> Any:
+    r = c.request
+    properties, dropped = r.changes()
+    req = AlterCollectionProperties(
+        db=r.db, name=r.name, properties=properties, delete_keys=dropped, ts=c.ts
+    )
+    return await c.proxy.ddl.apply_to(RootCoordAPI.alter_collection_properties, req, r.db, r.name)
+
+
+operation(
+    alter.AlterCollectionProperties,
     "Set (properties) or remove (delete_keys) a collection's properties, as Milvus's "
     "alter_collection_properties and drop_collection_properties; collection.ttl.seconds "
     "takes effect at the next read. Body: name, properties, delete_keys.",
-    ("name", "properties", "delete_keys"),
     privilege="CreateCollection",  # as Milvus checks AlterCollection
     ddl=True,
-    run=apply_ddl(RootCoordAPI.alter_collection_properties, AlterCollectionProperties),
+    run=_alter_collection_properties,
 )
-def _alter_collection_properties(b: Body) -> dict[str, Any]:
-    what = "alter_collection_properties"
-    db, name = check_db(b), check_named(b, "name", "collection")
-    properties = properties_of(b, what)
-    dropped = b.list("delete_keys", [])
-    for key in dropped:
-        property_key(key, what)
-    if properties and dropped:  # as Milvus's proxy refuses both in one request
-        raise invalid(f"{what}: give either 'properties' or 'delete_keys', not both")
-    if not properties and not dropped:
-        raise invalid(f"{what}: give 'properties' to set or 'delete_keys' to remove")
-    return {"db": db, "name": name, "properties": properties, "delete_keys": dropped}
 
 
-@action(
-    "alter_collection_field",
+async def _alter_collection_field(c: OpCall[alter.AlterCollectionField]) -> Any:
+    r = c.request
+    properties, dropped = r.changes()
+    req = AlterCollectionField(
+        db=r.db,
+        collection=r.collection,
+        field_name=r.field_name,
+        properties=properties,
+        delete_keys=dropped,
+        ts=c.ts,
+    )
+    api = RootCoordAPI.alter_collection_field
+    return await c.proxy.ddl.apply_to(api, req, r.db, r.collection)
+
+
+operation(
+    alter.AlterCollectionField,
     "Set (properties) or remove (delete_keys) one field's properties, as Milvus's "
     "alter_collection_field: max_length (VarChar, Array of VarChar) and max_capacity "
     "(Array) change what later writes may hold, field.description the description; "
     "mmap.enabled and the warm-up keys only "
     "while the collection is released (warm-up: stored, no effect). Body: collection, "
     "field_name, properties, delete_keys. Result: collection_id.",
-    ("collection", "field_name", "properties", "delete_keys"),
     privilege="CreateCollection",  # as Milvus checks AlterCollectionField
     ddl=True,
-    run=apply_ddl(RootCoordAPI.alter_collection_field, AlterCollectionField),
+    run=_alter_collection_field,
 )
-def _alter_collection_field(b: Body) -> dict[str, Any]:
-    what = "alter_collection_field"
-    properties = properties_of(b, what, lambda key, value, what: None)
-    dropped = b.list("delete_keys", [])
-    for key in dropped:
-        property_key(key, what)
-    check_keys(properties, dropped)
-    return {
-        "db": check_db(b),
-        "collection": check_named(b, "collection", "collection"),
-        "field_name": check_named(b, "field_name", "field"),
-        "properties": properties,
-        "delete_keys": dropped,
-    }
 
 
-async def _index_id(c: Call, db: str, collection: str, index_name: str) -> int:
+async def _index_id(c: OpCall[Any], db: str, collection: str, index_name: str) -> int:
     """An index is named on the wire and kept by id (``elanus.mmapsettings``)."""
     info = await c.proxy.ddl.collection(db, collection)
     ask = DescribeIndex(collection_id=info.collection_id, index_name=index_name)
@@ -294,71 +275,55 @@ async def _index_id(c: Call, db: str, collection: str, index_name: str) -> int:
     return index.index_id
 
 
-async def _run_alter_mmap(c: Call) -> Any:
-    request = dict(c.request)
-    index_name = request.pop("index_name")
-    if index_name is not None:
-        request["index_id"] = await _index_id(c, request["db"], request["collection"], index_name)
-    return await c.proxy.ddl.apply(RootCoordAPI.alter_mmap, AlterMmap, request, c.ts)
+async def _alter_mmap(c: OpCall[alter.AlterMmap]) -> Any:
+    r = c.request
+    index = r.index_name
+    req = AlterMmap(
+        db=r.db,
+        collection=r.collection,
+        enabled=r.enabled,
+        field=r.field_name,
+        index_id=None if index is None else await _index_id(c, r.db, r.collection, index),
+        ts=c.ts,
+    )
+    return await c.proxy.ddl.apply_to(RootCoordAPI.alter_mmap, req, r.db, r.collection)
 
 
-async def _run_alter_index(c: Call) -> Any:
-    request = dict(c.request)
-    index_name = request.pop("index_name")
-    request["index_id"] = await _index_id(c, request["db"], request["collection"], index_name)
+async def _alter_index_properties(c: OpCall[alter.AlterIndexProperties]) -> Any:
+    r = c.request
+    properties, dropped = r.changes()
+    req = AlterIndexProperties(
+        db=r.db,
+        collection=r.collection,
+        index_id=await _index_id(c, r.db, r.collection, r.index_name),
+        properties=properties,
+        delete_keys=dropped,
+        ts=c.ts,
+    )
     api = RootCoordAPI.alter_index_properties
-    return await c.proxy.ddl.apply(api, AlterIndexProperties, request, c.ts)
+    return await c.proxy.ddl.apply_to(api, req, r.db, r.collection)
 
 
-@action(
-    "alter_index_properties",
+operation(
+    alter.AlterIndexProperties,
     "Set (properties) or remove (delete_keys) an index's properties, as Milvus's "
     "alter_index_properties and drop_index_properties, while the collection is released: "
     "mmap.enabled (as alter_mmap), indexoffsetcache.enabled and warmup (stored, no "
     "effect). Body: collection, index_name, properties, delete_keys. Result: collection_id.",
-    ("collection", "index_name", "properties", "delete_keys"),
     privilege="CreateIndex",  # as Milvus checks AlterIndex
     ddl=True,
-    run=_run_alter_index,
+    run=_alter_index_properties,
 )
-def _alter_index_properties(b: Body) -> dict[str, Any]:
-    what = "alter_index_properties"
-    properties = properties_of(b, what, lambda key, value, what: None)
-    dropped = b.list("delete_keys", [])
-    for key in dropped:
-        property_key(key, what)
-    index_props.check_keys(what, properties, dropped)
-    return {
-        "db": check_db(b),
-        "collection": check_named(b, "collection", "collection"),
-        "index_name": check_named(b, "index_name", "index"),
-        "properties": properties,
-        "delete_keys": dropped,
-    }
-
-
-@action(
-    "alter_mmap",
+operation(
+    alter.AlterMmap,
     "Set or drop Milvus's mmap.enabled of a released collection, of one of its fields "
     "(field_name) or of one of its indexes (index_name): its indexes then load mapped from "
     "disk (most specific setting wins). Body: collection, enabled (true, false, or null to "
     "drop it), field_name, index_name. Result: collection_id.",
-    ("collection", "enabled", "field_name", "index_name"),
     privilege="CreateCollection",
     ddl=True,
-    run=_run_alter_mmap,
+    run=_alter_mmap,
 )
-def _alter_mmap(b: Body) -> dict[str, Any]:
-    field, index_name = b.str("field_name", None), b.str("index_name", None)
-    if field is not None and index_name is not None:
-        raise invalid("alter_mmap: give 'field_name' or 'index_name', not both")
-    return {
-        "db": check_db(b),
-        "collection": check_named(b, "collection", "collection"),
-        "enabled": b.bool("enabled", None),
-        "field": check_name(field, "field") if field is not None else None,
-        "index_name": check_name(index_name, "index") if index_name is not None else None,
-    }
 
 
 # -- aliases ------------------------------------------------------------------------------
@@ -473,46 +438,36 @@ operation(
 )
 
 
-def _no_body(b: Body) -> dict[str, Any]:
-    check_db(b)
-    return {}
-
-
 # -- control ------------------------------------------------------------------------------
-async def _run_list_sessions(c: Call) -> Any:
+async def _list_sessions(c: OpCall[control.ListSessions]) -> Any:
     return as_body(await c.proxy.coord.list_sessions(ListSessions()))
 
 
-@action(
-    "list_sessions",
+def _get_timestamp(c: OpCall[control.GetTimestamp]) -> Any:
+    count = c.request.count
+    return c.proxy.ddl.send(
+        RootCoordAPI.alloc_ts, TsoAlloc() if count is None else TsoAlloc(count=count)
+    )
+
+
+operation(
+    control.ListSessions,
     "Live processes (roles) registered in the cluster. Result: sessions.",
     privilege="DescribeCluster",
     loop=True,
-    run=_run_list_sessions,
+    run=_list_sessions,
 )
-def _list_sessions(b: Body) -> dict[str, Any]:
-    return _no_body(b)
-
-
-@action(
-    "health",
+operation(
+    control.Health,
     "Status of this proxy and of the coord it talks to. Result: status.",
     privilege=OPEN,
     loop=True,
     run=lambda c: c.proxy.ddl.health(),
 )
-def _health(b: Body) -> dict[str, Any]:
-    return _no_body(b)
-
-
-@action(
-    "get_timestamp",
+operation(
+    control.GetTimestamp,
     "Allocate hybrid timestamps from the TSO. Body: count (default 1). Result: ts, count.",
-    ("count",),
     privilege=OPEN,
     loop=True,
-    run=ask_root(RootCoordAPI.alloc_ts, TsoAlloc),
+    run=_get_timestamp,
 )
-def _get_timestamp(b: Body) -> dict[str, Any]:
-    check_db(b)
-    return {"count": b.int("count", 1, lo=1, hi=MAX_TIMESTAMPS)}

@@ -20,6 +20,8 @@ from elanus.milvus.ops import index_body
 from elanus.milvus.schemas import field_doc, function_doc, kv_dict
 from elanus.milvus.servicer import Ctx, Servicer, served
 from elanus.milvus.status import ok
+from elanus.ops import alter
+from elanus.ops import indexes as index_ops
 from elanus.ops import schemachange as ops
 
 
@@ -100,49 +102,47 @@ class AlterRpcs(Servicer):
             index_name=info.index_name,
             extra_params=info.extra_params,
         )
-        self.act(ctx, "create_index", **index_body(index))
+        self.run_op(ctx, index_ops.CreateIndex(db=ctx.db, **index_body(index)))
 
     @served()
     def AlterCollection(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        self.act(
-            ctx,
-            "alter_collection_properties",
+        op = alter.AlterCollectionProperties(
+            db=ctx.db,
             name=request.collection_name,
             properties=kv_dict(request.properties) or None,
             delete_keys=list(request.delete_keys) or None,
         )
+        self.run_op(ctx, op)
         return ok()
 
     @served()
     def AlterCollectionField(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
         """Every key Milvus allows, checked and applied by the Flight action
         (``elanus.fieldprops``)."""
-        self.act(
-            ctx,
-            "alter_collection_field",
+        op = alter.AlterCollectionField(
+            db=ctx.db,
             collection=request.collection_name,
             field_name=request.field_name,
             properties=kv_dict(request.properties) or None,
             delete_keys=list(request.delete_keys) or None,
         )
+        self.run_op(ctx, op)
         return ok()
 
     @served()
     def AlterIndex(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
         """The keys Milvus lets change (``elanus.indexprops``), of the index named (or
         the collection's one index)."""
-        doc = self.act(
-            ctx,
-            "describe_index",
-            collection=request.collection_name,
-            index_name=request.index_name or None,
+        described = index_ops.DescribeIndex(
+            db=ctx.db, collection=request.collection_name, index_name=request.index_name or None
         )
-        self.act(
-            ctx,
-            "alter_index_properties",
+        doc = self.run_op(ctx, described)
+        op = alter.AlterIndexProperties(
+            db=ctx.db,
             collection=request.collection_name,
             index_name=doc["indexes"][0]["index_name"],
             properties=kv_dict(request.extra_params) or None,
             delete_keys=list(request.delete_keys) or None,
         )
+        self.run_op(ctx, op)
         return ok()

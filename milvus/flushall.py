@@ -25,6 +25,7 @@ from elanus.errors import invalid
 from elanus.milvus.servicer import Ctx, Servicer, served
 from elanus.milvus.status import ok
 from elanus.ops.collections import ListCollections
+from elanus.ops.control import GetTimestamp
 from elanus.ops.segments import Flush, GetSegmentInfo
 from elanus.states import CompactionState
 
@@ -72,7 +73,7 @@ class FlushAllRpcs(Servicer):
                     segment_ids=schema_pb2.LongArray(data=doc.get("segment_ids") or []),
                     flush_ts=ts,
                 )
-        reply.flush_all_ts = flush_ts or int(self.act(ctx, "get_timestamp")["ts"])
+        reply.flush_all_ts = flush_ts or int(self.run_op(ctx, GetTimestamp(db=ctx.db))["ts"])
         return reply
 
     @served()

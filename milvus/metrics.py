@@ -23,6 +23,7 @@ from elanus.errors import invalid
 from elanus.milvus.ops import node_number
 from elanus.milvus.servicer import Ctx, Servicer, served
 from elanus.milvus.status import ok
+from elanus.ops.control import ListSessions
 
 SYSTEM_INFO = "system_info"
 METRIC_NOT_FOUND = 1200
@@ -45,7 +46,7 @@ class MetricsRpcs(Servicer):
                     f"only, not {kind!r}",
                 )
             )
-        sessions = list(self.act(ctx, "list_sessions")["sessions"])
+        sessions = list(self.run_op(ctx, ListSessions(db=ctx.db))["sessions"])
         me = f"proxy{node_number(self.proxy.node_id)}"
         return milvus_pb2.GetMetricsResponse(
             status=ok(),

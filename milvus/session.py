@@ -14,6 +14,7 @@ from elanus.milvus.ops import node_number
 from elanus.milvus.servicer import Ctx, Servicer, served
 from elanus.milvus.status import ok
 from elanus.ops.collections import ListCollections
+from elanus.ops.control import GetTimestamp, Health
 
 MILVUS_VERSION = "v2.6.0"
 """The Milvus release whose protocol the face speaks (pymilvus checks features by it)."""
@@ -39,7 +40,7 @@ class SessionRpcs(Servicer):
 
     @served()
     def CheckHealth(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        doc = self.act(ctx, "health")
+        doc = self.run_op(ctx, Health(db=ctx.db))
         healthy = str(doc.get("status", "")).lower() in ("ok", "healthy", "serving")
         reasons = [] if healthy else [str(doc)]
         return milvus_pb2.CheckHealthResponse(status=ok(), isHealthy=healthy, reasons=reasons)
@@ -55,5 +56,5 @@ class SessionRpcs(Servicer):
 
     @served()
     def AllocTimestamp(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        doc = self.act(ctx, "get_timestamp")
+        doc = self.run_op(ctx, GetTimestamp(db=ctx.db))
         return milvus_pb2.AllocTimestampResponse(status=ok(), timestamp=int(doc["ts"]))

@@ -10,15 +10,16 @@ import pyarrow.flight as flight
 
 from elanus.client.base import ClientBase
 from elanus.client.compat import reject_unknown
+from elanus.ops import control
 from elanus.wire.codec import from_flight_error
 
 
 class AdminAPI(ClientBase):
     def list_sessions(self) -> list[dict[str, Any]]:
-        return list(self._action("list_sessions")["sessions"])
+        return list(self._op(control.ListSessions())["sessions"])
 
     def health(self) -> dict[str, Any]:
-        return self._action("health")
+        return self._op(control.Health())
 
     def get_server_version(
         self, timeout: float | None = None, detail: bool = False, **kwargs: Any
@@ -26,13 +27,13 @@ class AdminAPI(ClientBase):
         """The proxy's Elanus version (pymilvus's ``get_server_version``); with ``detail``,
         ``{"version", "deploy_mode"}``."""
         reject_unknown("get_server_version", kwargs)
-        proxy = self._action("health", timeout=timeout).get("proxy") or {}
+        proxy = self._op(control.Health(), timeout=timeout).get("proxy") or {}
         version = str(proxy.get("version") or "unknown")
         return {"version": version, "deploy_mode": "elanus"} if detail else version
 
     def get_timestamp(self) -> int:
         """A fresh hybrid timestamp from the TSO (``physical_ms << 18 | logical``)."""
-        return int(self._action("get_timestamp")["ts"])
+        return int(self._op(control.GetTimestamp())["ts"])
 
     def create_backup(
         self, target: str, name: str | None = None, timeout_s: float = 3600.0
@@ -40,10 +41,8 @@ class AdminAPI(ClientBase):
         """Back up every collection at one timestamp to ``target`` (an absolute path on the
         coord's machine, or ``s3://bucket/prefix``); waits for the copy. The reply names
         the backup's ``location`` and its timestamp ``ts`` (docs/deploy.md, Backup)."""
-        body: dict[str, Any] = {"target": target, "timeout_s": timeout_s}
-        if name is not None:
-            body["name"] = name
-        return self._action("backup_create", body, timeout=timeout_s + 60.0)
+        op = control.CreateBackup(target=target, name=name, timeout_s=timeout_s)
+        return self._op(op, timeout=timeout_s + 60.0)
 
     def list_actions(self) -> dict[str, str]:
         """Action name -> description, as the proxy lists them (Flight ListActions)."""

@@ -10,6 +10,7 @@ from elanus.client.index import IndexAPI
 from elanus.client.read import ReadAPI
 from elanus.consistency import ConsistencyLevel
 from elanus.functions import Function
+from elanus.ops import alter
 from elanus.ops import collections as colls
 from elanus.ops import databases as dbs
 from elanus.ops import partitions as ops
@@ -106,8 +107,10 @@ class CollectionAPI(IndexAPI, ReadAPI):
         """Set collection properties (``collection.ttl.seconds`` takes effect at the next
         read: older entities are no longer seen)."""
         reject_unknown("alter_collection_properties", kwargs)
-        body = self._in_db(db, name=collection_name, properties=properties)
-        self._action("alter_collection_properties", body, timeout=timeout)
+        op = alter.AlterCollectionProperties(
+            db=self._db_or_own(db), name=collection_name, properties=properties
+        )
+        self._op(op, timeout=timeout)
 
     def drop_collection_properties(
         self,
@@ -120,8 +123,10 @@ class CollectionAPI(IndexAPI, ReadAPI):
     ) -> None:
         """Remove collection properties (dropping ``collection.ttl.seconds`` ends the TTL)."""
         reject_unknown("drop_collection_properties", kwargs)
-        body = self._in_db(db, name=collection_name, delete_keys=list(property_keys))
-        self._action("alter_collection_properties", body, timeout=timeout)
+        op = alter.AlterCollectionProperties(
+            db=self._db_or_own(db), name=collection_name, delete_keys=list(property_keys)
+        )
+        self._op(op, timeout=timeout)
 
     def alter_collection_field(
         self,
@@ -137,10 +142,13 @@ class CollectionAPI(IndexAPI, ReadAPI):
         ``max_capacity`` bound later writes; ``mmap.enabled`` and the warm-up keys only
         while the collection is released (warm-up: stored, no effect)."""
         reject_unknown("alter_collection_field", kwargs)
-        body = self._in_db(
-            db, collection=collection_name, field_name=field_name, properties=field_params
+        op = alter.AlterCollectionField(
+            db=self._db_or_own(db),
+            collection=collection_name,
+            field_name=field_name,
+            properties=field_params,
         )
-        self._action("alter_collection_field", body, timeout=timeout)
+        self._op(op, timeout=timeout)
 
     def drop_collection_field_properties(
         self,
@@ -154,10 +162,13 @@ class CollectionAPI(IndexAPI, ReadAPI):
     ) -> None:
         """Remove a field's ``mmap.enabled`` or warm-up settings (its limits stay)."""
         reject_unknown("drop_collection_field_properties", kwargs)
-        body = self._in_db(
-            db, collection=collection_name, field_name=field_name, delete_keys=list(property_keys)
+        op = alter.AlterCollectionField(
+            db=self._db_or_own(db),
+            collection=collection_name,
+            field_name=field_name,
+            delete_keys=list(property_keys),
         )
-        self._action("alter_collection_field", body, timeout=timeout)
+        self._op(op, timeout=timeout)
 
     def drop_collection(
         self,

@@ -13,6 +13,7 @@ from elanus.client.compat import (
     reject_unknown,
 )
 from elanus.errors import ElanusError, ErrorCode
+from elanus.ops import alter
 from elanus.ops import indexes as index_ops
 from elanus.states import IndexTaskState
 
@@ -134,8 +135,11 @@ class IndexAPI(ClientBase):
         collection is released (``elanus.indexprops``); an index's build parameters are
         fixed: drop the index and create it with others instead."""
         reject_unknown("alter_index_properties", kwargs)
-        body = _in(self, db, collection_name, index_name=index_name)
-        self._action("alter_index_properties", {**body, "properties": properties}, timeout=timeout)
+        op = alter.AlterIndexProperties(
+            db=self._db_or_own(db), collection=collection_name, index_name=index_name,
+            properties=properties,
+        )  # fmt: skip
+        self._op(op, timeout=timeout)
 
     def drop_index_properties(
         self,
@@ -149,9 +153,11 @@ class IndexAPI(ClientBase):
     ) -> None:
         """Drop those settings (``mmap.enabled``: back to the field's or collection's)."""
         reject_unknown("drop_index_properties", kwargs)
-        body = _in(self, db, collection_name, index_name=index_name)
-        keys = list(property_keys)
-        self._action("alter_index_properties", {**body, "delete_keys": keys}, timeout=timeout)
+        op = alter.AlterIndexProperties(
+            db=self._db_or_own(db), collection=collection_name, index_name=index_name,
+            delete_keys=list(property_keys),
+        )  # fmt: skip
+        self._op(op, timeout=timeout)
 
     def alter_mmap(
         self,
@@ -165,8 +171,11 @@ class IndexAPI(ClientBase):
     ) -> None:
         """Set (or drop, ``None``) Milvus's ``mmap.enabled`` of a released collection, of
         one of its fields or of one of its indexes (``elanus.mmapsettings``)."""
-        body = _in(self, db, collection_name, field_name=field_name, index_name=index_name)
-        self._action("alter_mmap", {**body, "enabled": enabled}, timeout=timeout)
+        op = alter.AlterMmap(
+            db=self._db_or_own(db), collection=collection_name, field_name=field_name or None,
+            index_name=index_name or None, enabled=enabled,
+        )  # fmt: skip
+        self._op(op, timeout=timeout)
 
     def index_infos(
         self,
@@ -267,7 +276,3 @@ class BuilderAPI(ClientBase):
     def report_index_task(self, node_id: str, report: dict[str, Any]) -> dict[str, Any]:
         """One task's result; ``{"accepted": false, ...}`` for a stale version."""
         return self._action("report_index_task", {**report, "node_id": node_id})
-
-
-def _in(client: ClientBase, db: str | None, collection: str, **body: Any) -> dict[str, Any]:
-    return client._in_db(db, collection=collection, **{k: v for k, v in body.items() if v})

@@ -1,5 +1,5 @@
-"""Collections by name: drop, has, describe, list, rename (create, with its schema, and the
-property changes are still checked by ``flight/ddl_actions.py``)."""
+"""Collections by name: drop, has, describe, list, rename (create, with its schema, is still
+checked by ``flight/ddl_actions.py``; property changes: ``elanus/ops/alter.py``)."""
 
 from __future__ import annotations
 

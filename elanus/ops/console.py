@@ -9,20 +9,13 @@ action's and otherwise unused, and the console sends none.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
-from elanus.ops import DbName, operation, shape
+from elanus.ops import operation, shape
+from elanus.ops.control import ClusterWide
 from elanus.requests import Range
 
 MAX_LISTED = 1000
-
-
-@shape
-class ClusterWide:
-    db: DbName | None = None
-
-    def privilege_scope(self) -> dict[str, Any]:
-        return {}  # DescribeCluster is checked in the default database, whatever db says
 
 
 @shape
