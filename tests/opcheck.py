@@ -4,6 +4,7 @@ are recorded without a server."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -51,3 +52,23 @@ class RecordingClient(Client):
     ) -> dict[str, Any]:
         self.sent.append((name, encode_json(body or {})))
         return dict(self.replies.get(name, {}))
+
+
+def declaration_test(records: list[type]) -> Callable[[type], None]:
+    """A test module's check that each of ``records`` declares its action."""
+
+    @pytest.mark.parametrize("record", records, ids=lambda r: r.__name__)
+    def test(record: type) -> None:
+        declared_by(record)
+
+    return test
+
+
+def refusal_test(cases: list[tuple[str, dict[str, Any], str]]) -> Callable[..., None]:
+    """A test module's check of its bad bodies: (action, body, the refusal's words)."""
+
+    @pytest.mark.parametrize(("name", "body", "words"), cases)
+    def test(name: str, body: dict[str, Any], words: str) -> None:
+        refused(name, body, words)
+
+    return test

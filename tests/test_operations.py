@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from opcheck import declared_by, decoded, refused
+from opcheck import declared_by, decoded, refusal_test
 
 from elanus.errors import ElanusError
 from elanus.ops import body_of, checked
@@ -38,9 +38,7 @@ def test_a_body_decodes_into_the_record_once() -> None:
     assert moved == colls.RenameCollection(name="a", new_name="a", new_db="d2")  # another db
 
 
-@pytest.mark.parametrize(
-    ("name", "body", "words"),
-    [
+BAD_BODIES = [
         ("create_partition", {"collection": "c"}, "create_partition: missing required key "
          "'partition'"),
         ("create_partition", {"collection": 7, "partition": "p"},
@@ -61,12 +59,8 @@ def test_a_body_decodes_into_the_record_once() -> None:
          "'new_name' 'a' is the current name"),
         ("rename_collection", {"name": "a", "new_name": "b", "new_db": ""},
          "database name must be a non-empty string"),
-    ],
-)  # fmt: skip
-def test_a_bad_body_is_refused_naming_the_problem(
-    name: str, body: dict[str, object], words: str
-) -> None:
-    refused(name, body, words)
+]  # fmt: skip
+test_a_bad_body_is_refused_naming_the_problem = refusal_test(BAD_BODIES)
 
 
 def test_a_record_built_by_a_face_is_checked_as_a_body_is() -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 import pytest
-from opcheck import RecordingClient, declared_by, decoded, refused
+from opcheck import RecordingClient, declaration_test, decoded, refusal_test
 
 from elanus.errors import ElanusError
 from elanus.flight.auth import Caller, need_for
@@ -27,9 +27,7 @@ RECORDS = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("record", RECORDS, ids=lambda r: r.__name__)
-def test_an_operations_action_is_declared_by_its_record(record: type) -> None:
-    declared_by(record)
+test_an_operations_action_is_declared_by_its_record = declaration_test(RECORDS)
 
 
 def test_the_list_actions_order_is_unchanged() -> None:
@@ -65,9 +63,7 @@ def test_a_body_decodes_into_the_record_once() -> None:
     assert decoded("backup_create", {"target": "/b"}).timeout_s == 3600.0
 
 
-@pytest.mark.parametrize(
-    ("name", "body", "words"),
-    [
+BAD_BODIES = [
         ("alter_collection_properties", {"name": "c"},
          "alter_collection_properties: give 'properties' to set or 'delete_keys' to remove"),
         ("alter_collection_properties", {"name": "c", "properties": {}, "delete_keys": []},
@@ -136,12 +132,8 @@ def test_a_body_decodes_into_the_record_once() -> None:
          "backup_create: 'timeout_s' must be at least 1, got 0.0"),
         ("backup_create", {"target": "/b", "timeout_s": "60"},
          "backup_create: 'timeout_s' must be a number, got '60'"),
-    ],
-)  # fmt: skip
-def test_a_bad_body_is_refused_naming_the_problem(
-    name: str, body: dict[str, Any], words: str
-) -> None:
-    refused(name, body, words)
+]  # fmt: skip
+test_a_bad_body_is_refused_naming_the_problem = refusal_test(BAD_BODIES)
 
 
 def test_a_record_built_by_a_face_is_checked_as_a_body_is() -> None:

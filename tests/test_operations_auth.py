@@ -6,10 +6,8 @@ sent one for these)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
-from opcheck import declared_by, decoded, refused
+from opcheck import declared_by, decoded, refusal_test
 
 from elanus.errors import ElanusError
 from elanus.ops import auth as ops
@@ -51,9 +49,7 @@ def test_a_body_decodes_into_the_record_once() -> None:
     assert decoded("whoami", {}) == ops.Whoami()
 
 
-@pytest.mark.parametrize(
-    ("name", "body", "words"),
-    [
+BAD_BODIES = [
         ("create_user", {"user_name": "u"}, "create_user: missing required key 'password'"),
         ("create_user", {"user_name": 5, "password": "p"},
          "create_user: 'user_name' must be a string, got int"),
@@ -84,12 +80,8 @@ def test_a_body_decodes_into_the_record_once() -> None:
         # the dict checker read privileges before group_name: its error comes first
         ("remove_privileges_from_group", {"privileges": {}},
          "remove_privileges_from_group: 'privileges' must be a JSON array"),
-    ],
-)  # fmt: skip
-def test_a_bad_body_is_refused_naming_the_problem(
-    name: str, body: dict[str, Any], words: str
-) -> None:
-    refused(name, body, words)
+]  # fmt: skip
+test_a_bad_body_is_refused_naming_the_problem = refusal_test(BAD_BODIES)
 
 
 def test_a_record_built_by_a_face_is_checked_as_a_body_is() -> None:

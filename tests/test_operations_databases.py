@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from opcheck import RecordingClient, declared_by, decoded, refused
+from opcheck import RecordingClient, declaration_test, decoded, refusal_test
 
 from elanus.errors import ElanusError
 from elanus.flight.auth import Caller, need_for
@@ -34,9 +34,7 @@ RECORDS = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("record", RECORDS, ids=lambda r: r.__name__)
-def test_an_operations_action_is_declared_by_its_record(record: type) -> None:
-    declared_by(record)
+test_an_operations_action_is_declared_by_its_record = declaration_test(RECORDS)
 
 
 def test_the_actions_keys_are_the_dict_checkers() -> None:
@@ -68,9 +66,7 @@ def test_a_body_decodes_into_the_record_once() -> None:
     assert got == fields.DropCollectionField(collection="c", field_id=3)
 
 
-@pytest.mark.parametrize(
-    ("name", "body", "words"),
-    [
+BAD_BODIES = [
         # databases
         ("create_database", {}, "create_database: missing required key 'name'"),
         ("create_database", {"name": "a", "db": "b"},
@@ -165,12 +161,8 @@ def test_a_body_decodes_into_the_record_once() -> None:
          "unpin_snapshot_data: 'pin_id' must be an integer, got True"),
         ("unpin_snapshot_data", {"pin_id": 1, "collection": "c"},
          "unpin_snapshot_data: unknown key(s) 'collection'; allowed keys are db, pin_id"),
-    ],
-)  # fmt: skip
-def test_a_bad_body_is_refused_naming_the_problem(
-    name: str, body: dict[str, Any], words: str
-) -> None:
-    refused(name, body, words)
+]  # fmt: skip
+test_a_bad_body_is_refused_naming_the_problem = refusal_test(BAD_BODIES)
 
 
 def test_a_record_built_by_a_face_is_checked_as_a_body_is() -> None:

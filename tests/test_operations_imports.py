@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 import pytest
-from opcheck import RecordingClient, declared_by, decoded, refused
+from opcheck import RecordingClient, declaration_test, decoded, refusal_test
 
 from elanus.errors import ElanusError
 from elanus.flight.auth import need_for
@@ -31,9 +31,7 @@ RECORDS = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("record", RECORDS, ids=lambda r: r.__name__)
-def test_an_operations_action_is_declared_by_its_record(record: type) -> None:
-    declared_by(record)
+test_an_operations_action_is_declared_by_its_record = declaration_test(RECORDS)
 
 
 def test_import_keeps_its_dict_checker() -> None:
@@ -55,9 +53,7 @@ def test_a_body_decodes_into_the_record_once() -> None:
     assert decoded("describe_config", {"db": "d"}) == console_ops.DescribeConfig(db="d")
 
 
-@pytest.mark.parametrize(
-    ("name", "body", "words"),
-    [
+BAD_BODIES = [
         ("get_import_state", {}, "get_import_state: missing required key 'job_id'"),
         ("get_import_state", {"job_id": 0},
          "get_import_state: 'job_id' = 0 is out of range [1, None]"),
@@ -107,12 +103,8 @@ def test_a_body_decodes_into_the_record_once() -> None:
         ("list_backup_tasks", {"limit": 5},
          "list_backup_tasks: unknown key(s) 'limit'; allowed keys are db"),
         ("describe_config", {"db": ""}, "database name must be a non-empty string"),
-    ],
-)  # fmt: skip
-def test_a_bad_body_is_refused_naming_the_problem(
-    name: str, body: dict[str, Any], words: str
-) -> None:
-    refused(name, body, words)
+]  # fmt: skip
+test_a_bad_body_is_refused_naming_the_problem = refusal_test(BAD_BODIES)
 
 
 def test_a_record_built_by_a_face_is_checked_as_a_body_is() -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 import pytest
-from opcheck import RecordingClient, declared_by, decoded, refused
+from opcheck import RecordingClient, declaration_test, decoded, refusal_test
 
 from elanus.api import querycoord
 from elanus.errors import ElanusError
@@ -29,9 +29,7 @@ RECORDS = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("record", RECORDS, ids=lambda r: r.__name__)
-def test_an_operations_action_is_declared_by_its_record(record: type) -> None:
-    declared_by(record)
+test_an_operations_action_is_declared_by_its_record = declaration_test(RECORDS)
 
 
 def test_the_replica_bound_is_the_query_coords() -> None:
@@ -49,9 +47,7 @@ def test_a_body_decodes_into_the_record_once() -> None:
     assert decoded("compact", {"collection": "c"}).target_size_mb is None
 
 
-@pytest.mark.parametrize(
-    ("name", "body", "words"),
-    [
+BAD_BODIES = [
         ("load_collection", {}, "load_collection: missing required key 'collection'"),
         ("load_collection", {"collection": "c", "partition_names": "p"},
          "load_collection: 'partition_names' must be a JSON array"),
@@ -106,12 +102,8 @@ def test_a_body_decodes_into_the_record_once() -> None:
          "get_compaction_state: 'compaction_id' = 0 is out of range [1, None]"),
         ("get_compaction_state", {"compaction_id": "5"},
          "get_compaction_state: 'compaction_id' must be an integer, got '5'"),
-    ],
-)  # fmt: skip
-def test_a_bad_body_is_refused_naming_the_problem(
-    name: str, body: dict[str, Any], words: str
-) -> None:
-    refused(name, body, words)
+]  # fmt: skip
+test_a_bad_body_is_refused_naming_the_problem = refusal_test(BAD_BODIES)
 
 
 def test_a_record_built_by_a_face_is_checked_as_a_body_is() -> None:
