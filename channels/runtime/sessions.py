@@ -113,10 +113,14 @@ class Session:
         self.refresh = refresh
         """Figures that change (memory, channel lag): merged into ``info.meta`` at each put."""
         self._kv: KeyValue | None = None
-        self._writing = asyncio.Lock()
-        """One put or the purge at a time: a put that a role's own task (a memory update)
-        started while the role stops must land before the purge, never after it (the key
-        would live on for a TTL, and a coord starting then would place on a role gone)."""
+        self._puts = 0
+        """Puts under way. ``stop`` lets them land before it purges: a put that a role's own
+        task (a memory update) started as the role stopped must not land after the purge
+        (the key would live on for a TTL, and a coord starting then would place on a role
+        gone). Puts do not wait for each other: one held up by a NATS election must not
+        hold the next keepalive back."""
+        self._landed = asyncio.Event()
+        self._landed.set()
         self._keepalive = Periodic(self._put, ttl_s / 3, f"session {info.key} keepalive")
 
     async def start(self) -> Session:
@@ -131,9 +135,17 @@ class Session:
         await self._put()
 
     async def _put(self) -> None:
-        async with self._writing:
-            if self._kv is not None:  # else stopped
-                await self._put_now(self._kv)
+        kv = self._kv
+        if kv is None:  # stopping, or stopped
+            return
+        self._puts += 1
+        self._landed.clear()
+        try:
+            await self._put_now(kv)
+        finally:
+            self._puts -= 1
+            if not self._puts:
+                self._landed.set()
 
     async def _put_now(self, kv: KeyValue) -> None:
         if self.refresh is not None:
@@ -143,8 +155,10 @@ class Session:
             try:
                 await kv.put(self.info.key, value)
             except NoStreamResponseError:  # the bucket is gone (a log restarted empty)
-                self._kv = await sessions_bucket(self.bus, self.ttl_s)
-                await self._kv.put(self.info.key, value)
+                kv = await sessions_bucket(self.bus, self.ttl_s)
+                if self._kv is not None:  # not stopping meanwhile
+                    self._kv = kv
+                await kv.put(self.info.key, value)
         except Exception as exc:
             if not is_transient(exc):
                 raise
@@ -157,18 +171,16 @@ class Session:
         anyway (a NATS cluster without a quorum never answers; the default JetStream
         timeout would hold every role's stop for it)."""
         await self._keepalive.stop()
+        kv, self._kv = self._kv, None  # no put starts after this
         try:
-            held: bool = await asyncio.wait_for(self._writing.acquire(), self.ttl_s)
+            await asyncio.wait_for(self._landed.wait(), self.ttl_s)
         except TimeoutError:
-            held = False  # a put stuck on a NATS without quorum: the key expires by itself
-        kv, self._kv = self._kv, None  # no put after this one
+            pass  # a put stuck on a NATS without quorum: the key expires by itself
         if kv is not None and self.bus.connected:  # else it expires by itself
             try:
                 await asyncio.wait_for(kv.purge(self.info.key), self.ttl_s)
             except Exception:  # noqa: BLE001 - NATS may already be gone
                 pass
-        if held:
-            self._writing.release()
 
 
 async def list_sessions(bus: Bus, ttl_s: float = 6.0) -> list[SessionInfo]:
