@@ -16,6 +16,7 @@ Milvus (proxy ``translateOutputFields`` and pymilvus's row decoding) answers so:
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
@@ -24,6 +25,14 @@ from elanus.errors import invalid
 from elanus.schema import DYNAMIC_FIELD, DataType, Schema
 
 COUNT = "count(*)"
+AGGREGATE_CALL = re.compile(
+    r"^\s*(count|sum|avg|min|max)\s*\(\s*([^()\s]*)\s*\)\s*$", re.IGNORECASE
+)
+"""An aggregating output (``sum(price)``): group 1 the function, group 2 its field."""
+
+
+def is_aggregate(name: object) -> bool:
+    return isinstance(name, str) and AGGREGATE_CALL.match(name) is not None
 
 
 def resolve_outputs(schema: Schema, collection: str, names: list[Any]) -> list[str]:

@@ -10,63 +10,42 @@ from typing import Any
 from elanus.api.base import as_body
 from elanus.api.compaction import GetCompactionState, TriggerCompaction
 from elanus.api.datacoord import FlushState, SegmentInfo
-from elanus.errors import invalid
-from elanus.flight.actions import action, check_db, check_named
-from elanus.flight.executors import Call, OpCall
+from elanus.flight.executors import OpCall
 from elanus.flight.limits import Kind
 from elanus.flight.registry import operation
 from elanus.ops import segments as ops
+from elanus.ops.writes import Delete
 from elanus.privileges import OPEN
-from elanus.requests import Body, decode
+from elanus.requests import decode
 from elanus.states import SegmentState
 from elanus.wire.codec import DEFAULT_DB
 
-MAX_DELETE_KEYS = 1_000_000
 
-
-def _run_delete(c: Call) -> dict[str, Any]:
+def _run_delete(c: OpCall[Delete]) -> dict[str, Any]:
     request, dml = c.request, c.proxy.dml
-    info = dml.collection(request["db"], request["collection"])
-    if request["partition"]:
-        dml.partition_id(info, request["partition"], "a delete")  # refused by a partition key
+    info = dml.collection(request.db, request.collection)
+    partition = request.partition or None
+    if partition:
+        dml.partition_id(info, partition, "a delete")  # refused by a partition key
     c.proxy.dbgate.admit_write(info, f"delete from {info.name}")
-    keys = request["ids"]
+    keys = request.ids
     if keys is None:  # by filter: the keys it matches now, then delete those
         keys = c.proxy.query.matching_keys(info, request)
         if not keys:
             return {"delete_count": 0, "ts": 0}
-    result = dml.delete(info, request["partition"], keys)
+    result = dml.delete(info, partition, keys)
     return {"delete_count": result.count, "ts": result.ts}
 
 
-@action(
-    "delete",
+operation(
+    Delete,
     "Delete entities by primary key or by a filter expression (the collection must be "
     "loaded for a filter). Body: collection, ids | filter, filter_params, partition. "
     "Result: delete_count, ts.",
-    ("collection", "ids", "filter", "filter_params", "partition"),
     privilege="Delete",
     rate=Kind.DML,
     run=_run_delete,
 )
-def _delete(b: Body) -> dict[str, Any]:
-    ids = b.list("ids", None)
-    filt = b.str("filter", "") or None
-    if (ids is None) == (filt is None):
-        raise invalid("delete: give exactly one of 'ids' and 'filter'")
-    if ids is not None and not ids:
-        raise invalid("delete: 'ids' is empty")
-    if ids is not None and len(ids) > MAX_DELETE_KEYS:
-        raise invalid(f"delete: at most {MAX_DELETE_KEYS} ids per request, got {len(ids)}")
-    partition = b.str("partition", None)
-    return {
-        "db": check_db(b),
-        "collection": check_named(b, "collection", "collection"),
-        "ids": ids,
-        "filter": filt,
-        "filter_params": b.dict("filter_params", {}),
-        "partition": check_named(b, "partition", "partition") if partition else None,
-    }
 
 
 def _run_collection_stats(c: OpCall[ops.GetCollectionStats]) -> dict[str, Any]:

@@ -38,6 +38,7 @@ from elanus.conform_common import first_true, mismatch, single_array
 from elanus.conform_json import dynamic_column, merge_objects
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.functions import function_outputs
+from elanus.ops.reads import Query
 from elanus.schema import DEFAULT_PARTITION, DYNAMIC_FIELD, DataType, Field, Schema
 
 if TYPE_CHECKING:
@@ -150,19 +151,14 @@ def _stored(
     """The stored rows of ``keys`` (every output field, dynamic ones in ``$meta``), read
     where the upsert's delete of them reaches, as Milvus's retrieve before a merge."""
     by_key = info.schema.partition_key is not None
-    request = {
-        "filter": None,
-        "filter_params": {},
-        "ids": keys.to_pylist(),
-        "output_fields": ["*"],
-        "limit": None,
-        "offset": 0,
-        "consistency_level": "Strong",
-        "guarantee_timestamp": 0,
-        "session_ts": 0,
-        "as_of": 0,
-        "partition_names": None if by_key else [partition or DEFAULT_PARTITION],
-    }
+    request = Query(
+        db=info.db,
+        collection=info.name,
+        ids=keys.to_pylist(),
+        output_fields=["*"],
+        consistency_level="Strong",
+        partition_names=None if by_key else [partition or DEFAULT_PARTITION],
+    )
     try:
         table, _, _ = query.query_table(info, request)
     except ElanusError as exc:

@@ -367,8 +367,8 @@ class ProxyServer(Role):
             if "read" in doc:
                 return self.reads.stream(doc, caller)
             _, request = check_request("query", ticket)
-            caller.require(Need("Query", request["db"], request["collection"]))
-            info = self.dml.collection(request["db"], request["collection"])
+            caller.require(Need("Query", request.db, request.collection))
+            info = self.dml.collection(request.db, request.collection)
             table, _, _ = self.query.query_table(info, request)
             return flight.RecordBatchStream(table)
         raise AssertionError("unreachable")

@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 
 from elanus.errors import invalid
-from elanus.flight.actions import action, check_db, check_named, check_request
+from elanus.flight.actions import action, check_request
 from elanus.flight.auth import Caller
 from elanus.flight.executors import Call, OpCall
 from elanus.flight.limits import Kind
@@ -23,8 +23,6 @@ from elanus.flight.search import (
     check_hybrid,
     check_read_plan,
     hybrid_search,
-    is_aggregate,
-    read_options,
     search_as_hybrid,
     search_options,
     search_queries,
@@ -32,6 +30,7 @@ from elanus.flight.search import (
 )
 from elanus.highlight import Highlighter
 from elanus.ops import loads as ops
+from elanus.ops.reads import Query
 from elanus.privileges import Need
 from elanus.requests import Body
 from elanus.wire.codec import DEFAULT_DB, decode_request
@@ -156,72 +155,24 @@ def _search(b: Body) -> dict[str, Any]:
     return {**search_options(b), **search_queries(b), "highlighter": highlighter}
 
 
-def _run_query(c: Call) -> dict[str, Any]:
+def _run_query(c: OpCall[Query]) -> dict[str, Any]:
     service = c.proxy.query
-    info = service.gate.read_collection(c.request["db"], c.request["collection"])
+    info = service.gate.read_collection(c.request.db, c.request.collection)
     return service.query(info, c.request)
 
 
-@action(
-    "query",
+operation(
+    Query,
     "Entities matching a filter (or by ids). Body: collection, filter, ids, output_fields "
     '("count(*)" counts), limit, offset, filter_params, consistency_level, '
     "guarantee_timestamp, session_ts, as_of, partition_names, group_by_fields (with "
     '"count(*)", "sum(f)", "avg(f)", "min(f)", "max(f)" outputs: one row per group), '
     'order_by_fields ("field" or "field:desc"). '
     "Result: rows (or count), ts.",
-    (
-        "collection",
-        "filter",
-        "ids",
-        "output_fields",
-        "group_by_fields",
-        "order_by_fields",
-        "limit",
-        "offset",
-        "filter_params",
-        *READ_KEYS,
-    ),
     privilege="Query",
     rate=Kind.DQL,
     run=_run_query,
 )
-def _query(b: Body) -> dict[str, Any]:
-    filt = b.str("filter", "") or None
-    ids = b.list("ids", None)
-    outputs = b.list("output_fields", [])
-    group_by = b.list("group_by_fields", [])
-    grouping = bool(group_by) or any(is_aggregate(n) and n != "count(*)" for n in outputs)
-    if not grouping and "count(*)" in outputs and any(n != "count(*)" for n in outputs):
-        others = [repr(n) for n in outputs if n != "count(*)"]
-        others = others[:3] + (["..."] if len(others) > 3 else [])
-        raise invalid(
-            f"query: 'count(*)' must be the only output field (also asked for: "
-            f"{', '.join(others)}); "
-            "count in one query and fetch fields in another"
-        )
-    limit = b.int("limit", None, lo=1, hi=10_000_000)
-    if filt is None and ids is None and outputs != ["count(*)"] and limit is None and not grouping:
-        # Milvus: "empty expression should be used with limit"
-        raise invalid(
-            "query: an empty filter needs a 'limit' (or give a 'filter' or 'ids'; "
-            "only count(*) may go without)"
-        )
-    if filt is not None and ids is not None:
-        raise invalid("query: give either 'filter' or 'ids', not both")
-    return {
-        "db": check_db(b),
-        "collection": check_named(b, "collection", "collection"),
-        "filter": filt,
-        "ids": ids,
-        "output_fields": outputs,
-        "group_by_fields": [str(g) for g in group_by],
-        "order_by_fields": [str(o) for o in b.list("order_by_fields", [])],
-        "limit": limit,
-        "offset": b.int("offset", 0, lo=0),
-        "filter_params": b.dict("filter_params", {}),
-        **read_options(b),
-    }
 
 
 # -- declared here, checked beside their services (flight/search/) ----------------------

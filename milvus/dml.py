@@ -14,6 +14,7 @@ from elanus.milvus.fielddata import ids_of, to_table
 from elanus.milvus.params import templates
 from elanus.milvus.servicer import Ctx, Servicer, served
 from elanus.milvus.status import ok
+from elanus.ops.writes import Delete
 from elanus.privileges import Need
 
 
@@ -49,14 +50,14 @@ class DmlRpcs(Servicer):
     def Delete(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
         if not request.expr.strip():  # pymilvus sends a delete by ids as "pk in [...]"
             raise invalid("Delete: expr is empty; give a filter expression")
-        doc = self.act(
-            ctx,
-            "delete",
+        op = Delete(
+            db=ctx.db,
             collection=request.collection_name,
             filter=request.expr,
             filter_params=templates(request.expr_template_values) or None,
             partition=request.partition_name or None,
         )
+        doc = self.run_op(ctx, op)
         return milvus_pb2.MutationResult(
             status=ok(),
             delete_cnt=int(doc.get("delete_count", doc.get("count", 0)) or 0),

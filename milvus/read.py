@@ -9,14 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import orjson
 import pyarrow as pa
 from google.protobuf.message import DecodeError
 from pymilvus.grpc_gen import common_pb2, milvus_pb2, schema_pb2
 
 from elanus import bfloat16
 from elanus.errors import invalid
-from elanus.flight.actions import check_request
 from elanus.flight.limits import Kind
 from elanus.flight.search import AggregatePlan, aggregate_plan, is_aggregate
 from elanus.flight.search.bodies import MAX_NQ, MAX_TOPK, search_options
@@ -38,6 +36,8 @@ from elanus.milvus.params import (
 from elanus.milvus.servicer import Ctx, Servicer, served
 from elanus.milvus.status import ok
 from elanus.milvus.walks import Walks, advance, page_request
+from elanus.ops import checked
+from elanus.ops.reads import Query
 from elanus.outputs import COUNT
 from elanus.privileges import Need
 from elanus.requests import Body
@@ -320,32 +320,29 @@ class ReadRpcs(Servicer):
     def Query(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
         params = kv_values(request.query_params)
         limit, offset = query_window(request, params)
-        body = {
-            "db": ctx.db,
-            "collection": request.collection_name,
-            "filter": request.expr or None,
-            "output_fields": list(request.output_fields),
-            "group_by_fields": [g.strip() for g in params.get("group_by_fields", "").split(",")]
-            if params.get("group_by_fields")
-            else None,
-            "order_by_fields": params["order_by_fields"].split(",")
-            if params.get("order_by_fields")
-            else None,
-            "limit": limit,
-            "offset": offset,
-            "filter_params": templates(request.expr_template_values),
-            **consistency_of(request),
-            "partition_names": list(request.partition_names) or None,
-        }
-        body = pinned({k: v for k, v in body.items() if v is not None}, request, params)
-        raw = orjson.dumps(body)
-        _, checked = check_request("query", raw)
-        ctx.caller.require(Need("Query", checked["db"], checked["collection"]))
-        info = self.proxy.dbgate.read_collection(checked["db"], checked["collection"])
+        group_by = params.get("group_by_fields")
+        order_by = params.get("order_by_fields")
+        query = checked(
+            Query(
+                db=ctx.db,
+                collection=request.collection_name,
+                filter=request.expr or None,
+                output_fields=list(request.output_fields),
+                group_by_fields=[g.strip() for g in group_by.split(",")] if group_by else None,
+                order_by_fields=order_by.split(",") if order_by else None,
+                limit=limit,
+                offset=offset,
+                filter_params=templates(request.expr_template_values),
+                partition_names=list(request.partition_names) or None,
+                **pinned(consistency_of(request), request, params),
+            )
+        )
+        ctx.caller.require(Need("Query", query.db, query.collection))
+        info = self.proxy.dbgate.read_collection(query.db, query.collection)
         same_collection(params, info.collection_id, "Query")
-        table, outputs, ts = self.proxy.query.query_table(info, checked)
+        table, outputs, ts = self.proxy.query.query_table(info, query)
         pk = info.schema.primary.name
-        grouping = aggregate_plan(info, checked["output_fields"], checked["group_by_fields"])
+        grouping = aggregate_plan(info, query.outputs, query.groups)
         if grouping is not None:
             columns = aggregate_columns(table, grouping, info.schema)
         elif COUNT in outputs:

@@ -21,6 +21,7 @@ from typing import Any
 from elanus.client.compat import QueryIterator, SearchIterator, reject_unknown
 from elanus.client.read import ReadAPI
 from elanus.errors import ElanusError, ErrorCode
+from elanus.ops.reads import Query
 from elanus.reduce import LARGER_IS_BETTER
 
 MAX_BATCH_SIZE = 16384  # Milvus's (and the search action's) largest page
@@ -150,19 +151,19 @@ class IteratorAPI(ReadAPI):
             if last is not None:
                 params["__after"] = last
                 expr = f"{base} and {pk} > {{__after}}" if base else f"{pk} > {{__after}}"
-            body = self._in_db(
-                db,
+            reads = self._read_keys(
+                consistency_level if as_of is None else None, None, as_of, partition_names
+            )
+            op = Query(
+                db=self._db_or_own(db),
                 collection=collection_name,
                 output_fields=fields,
                 limit=size,
                 filter=expr or f"{pk} == {pk}",
+                filter_params=params or None,
+                **reads,
             )
-            if params:
-                body["filter_params"] = params
-            body = self._read_options(
-                body, consistency_level if as_of is None else None, None, as_of, partition_names
-            )
-            reply = self._action("query", body, timeout=timeout)
+            reply = self._op(op, timeout=timeout)
             rows = reply["rows"]
             if not rows:
                 return

@@ -17,6 +17,7 @@ from elanus.consistency import ConsistencyLevel
 from elanus.errors import ElanusError, ErrorCode
 from elanus.ops import loads as load_ops
 from elanus.ops import segments as segment_ops
+from elanus.ops.reads import Query
 from elanus.wire.codec import decode_body, encode_json, from_flight_error
 
 
@@ -254,9 +255,22 @@ class ReadAPI(ClientBase):
         as_of: int | None,
         partition_names: list[str] | None,
     ) -> dict[str, Any]:
-        """A read's consistency: the level named, else the collection's raised to this
-        client's newest write (``session_ts``), so a client always reads its own writes
-        (as pymilvus does through Elanus's Milvus face; Milvus reads its plain default)."""
+        """``body`` with a read's options (``_read_keys``)."""
+        body.update(self._read_keys(consistency_level, guarantee_timestamp, as_of, partition_names))
+        return body
+
+    def _read_keys(
+        self,
+        consistency_level: str | None,
+        guarantee_timestamp: int | None,
+        as_of: int | None,
+        partition_names: list[str] | None,
+    ) -> dict[str, Any]:
+        """A read's options (``ReadOptions``'s keys, those given): the level named, else the
+        collection's raised to this client's newest write (``session_ts``), so a client
+        always reads its own writes (as pymilvus does through Elanus's Milvus face; Milvus
+        reads its plain default)."""
+        body: dict[str, Any] = {}
         if consistency_level:
             try:
                 body["consistency_level"] = str(ConsistencyLevel.parse(consistency_level))
@@ -389,29 +403,24 @@ class ReadAPI(ClientBase):
         one row per group with its aggregates, as Milvus's aggregating query;
         ``order_by_fields`` sorts rows (``["price:desc", "id"]``)."""
         reject_unknown("query", kwargs)
-        body = self._in_db(
-            db,
+        if ids is not None:
+            ids = [ids] if isinstance(ids, int | str) else ids
+            ids = ids.tolist() if hasattr(ids, "tolist") else list(ids)
+        op = Query(
+            db=self._db_or_own(db),
             collection=collection_name,
             output_fields=list(output_fields or group_by_fields or ["*"]),
             offset=offset,
+            group_by_fields=list(group_by_fields) if group_by_fields else None,
+            # "field" or "field:desc", as pymilvus sends them
+            order_by_fields=list(order_by_fields) if order_by_fields else None,
+            ids=ids,
+            filter=filter if ids is None else None,
+            limit=limit,
+            filter_params=filter_params or None,
+            **self._read_keys(consistency_level, guarantee_timestamp, as_of, partition_names),
         )
-        if group_by_fields:
-            body["group_by_fields"] = list(group_by_fields)
-        if order_by_fields:  # "field" or "field:desc", as pymilvus sends them
-            body["order_by_fields"] = list(order_by_fields)
-        if ids is not None:
-            ids = [ids] if isinstance(ids, int | str) else ids
-            body["ids"] = ids.tolist() if hasattr(ids, "tolist") else list(ids)
-        else:
-            body["filter"] = filter
-        if limit is not None:
-            body["limit"] = limit
-        if filter_params:
-            body["filter_params"] = filter_params
-        body = self._read_options(
-            body, consistency_level, guarantee_timestamp, as_of, partition_names
-        )
-        return list(self._action("query", body, timeout=timeout)["rows"])
+        return list(self._op(op, timeout=timeout)["rows"])
 
     def get(
         self,

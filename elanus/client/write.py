@@ -17,6 +17,7 @@ from elanus.client.compat import reject_unknown
 from elanus.client.retry import retrying
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.ops import segments as segment_ops
+from elanus.ops.writes import Delete
 from elanus.rows import same_fields, to_arrow
 from elanus.wire.codec import encode_json, from_flight_error
 from elanus.wire.putresult import PutAck
@@ -187,19 +188,19 @@ class WriteAPI(ClientBase):
         reject_unknown("delete", kwargs)
         if (ids is None) == (not filter):
             raise ElanusError(ErrorCode.INVALID_ARGUMENT, "delete needs 'ids' or a 'filter'")
-        body = self._in_db(db, collection=collection_name)
-        if filter:
-            body["filter"] = filter
-            if filter_params:
-                body["filter_params"] = filter_params
-        else:
-            if isinstance(ids, int | str):
-                ids = [ids]
-            body["ids"] = ids.tolist() if hasattr(ids, "tolist") else list(ids)
-        if partition_name:
-            body["partition"] = partition_name
+        if not filter:
+            ids = [ids] if isinstance(ids, int | str) else ids
+            ids = ids.tolist() if hasattr(ids, "tolist") else list(ids)
+        op = Delete(
+            db=self._db_or_own(db),
+            collection=collection_name,
+            filter=filter or None,
+            filter_params=(filter_params or None) if filter else None,
+            ids=None if filter else ids,
+            partition=partition_name or None,
+        )
         reply = retrying(
-            lambda: self._action("delete", body, timeout=timeout),
+            lambda: self._op(op, timeout=timeout),
             self.retry_deadline_s,
             self.on_retry,
             one_request=True,

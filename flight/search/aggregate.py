@@ -10,7 +10,6 @@ its keys; a query's limit and offset page over groups.
 from __future__ import annotations
 
 import dataclasses
-import re
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -19,10 +18,9 @@ from elanus.datatypes import DataType
 from elanus.errors import invalid
 from elanus.flight.metacache import CollectionInfo
 from elanus.flight.search.check import group_field
+from elanus.outputs import AGGREGATE_CALL, COUNT, is_aggregate
 from elanus.schema import Field
 
-COUNT = "count(*)"
-_CALL = re.compile(r"^\s*(count|sum|avg|min|max)\s*\(\s*([^()\s]*)\s*\)\s*$", re.IGNORECASE)
 _ARROW = {"count": "count", "sum": "sum", "avg": "mean", "min": "min", "max": "max"}
 
 
@@ -65,10 +63,6 @@ def _is_int(dtype: DataType) -> bool:
     return dtype.is_scalar_number and dtype not in (DataType.FLOAT, DataType.DOUBLE)
 
 
-def is_aggregate(name: object) -> bool:
-    return isinstance(name, str) and _CALL.match(name) is not None
-
-
 def aggregate_plan(
     info: CollectionInfo, outputs: list[str], group_by: list[str]
 ) -> AggregatePlan | None:
@@ -97,7 +91,7 @@ def aggregate_plan(
 
 
 def _aggregate(names: dict[str, Field], collection: str, text: str) -> Aggregate:
-    m = _CALL.match(text)
+    m = AGGREGATE_CALL.match(text)
     assert m is not None
     func, arg = m.group(1).lower(), m.group(2)
     if func == "count":

@@ -11,6 +11,7 @@ from elanus.consistency import ConsistencyLevel
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.flight.registry import check_db, check_named
 from elanus.flight.search.check import split_search_params
+from elanus.ops.reads import ReadOptions
 from elanus.requests import Body
 from elanus.schema import DataType, Field, check_name
 from elanus.wire.codec import decode_request
@@ -70,6 +71,17 @@ def read_options(b: Body) -> dict[str, Any]:
         "as_of": b.int("as_of", 0, lo=0),
         "partition_names": partition_names(b),
     }
+
+
+def read_options_of(request: dict[str, Any]) -> ReadOptions:
+    """The read options of a checked search body (search plans still hold the body)."""
+    return ReadOptions(
+        consistency_level=request.get("consistency_level"),
+        guarantee_timestamp=request.get("guarantee_timestamp") or 0,
+        session_ts=request.get("session_ts") or 0,
+        as_of=request.get("as_of") or 0,
+        partition_names=request.get("partition_names"),
+    )
 
 
 def search_data(b: Body) -> list[Any]:

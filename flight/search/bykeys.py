@@ -19,7 +19,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from elanus.errors import ErrorCode, invalid
-from elanus.flight.search.bodies import READ_KEYS, check_query_ids
+from elanus.flight.search.bodies import check_query_ids, read_options_of
+from elanus.ops.reads import Query
 from elanus.schema import DataType
 
 if TYPE_CHECKING:
@@ -46,17 +47,21 @@ def keyed_queries(service: Searcher, plan: SearchPlan, ids: list[Any]) -> tuple[
     twice = pc.filter(counts.field("values"), pc.greater(counts.field("counts"), 1))
     if len(twice):
         raise invalid(f"search: 'ids' holds {_listed(twice.to_pylist())} more than once")
+    reads = read_options_of(plan.request)
     table, _, ts = service.query_table(
         info,
-        {
-            **{k: plan.request.get(k) for k in READ_KEYS},
-            "filter": None,
-            "filter_params": {},
-            "ids": ids,
-            "output_fields": [field.name],
-            "limit": None,
-            "offset": 0,
-        },
+        Query(
+            db=info.db,
+            collection=info.name,
+            ids=ids,
+            output_fields=[field.name],
+            consistency_level=reads.consistency_level,
+            guarantee_timestamp=reads.guarantee_timestamp,
+            session_ts=reads.session_ts,
+            as_of=reads.as_of,
+            partition_names=reads.partition_names,
+        ),
+        plan.request.get("read_ts", 0),
     )
     rows = pc.index_in(keys, table.column(pk.name))
     if rows.null_count:

@@ -32,6 +32,7 @@ from elanus.flight.search.bodies import (
 )
 from elanus.flight.search.check import check_filter
 from elanus.flight.search.plan import SearchPlan
+from elanus.ops.reads import Query
 from elanus.outputs import COUNT, entity, json_fields, resolve_outputs
 from elanus.rankers import MAX_REQUESTS, BaseRanker, Hit, grouped, ranker_from_dict, window
 from elanus.requests import Body
@@ -322,15 +323,14 @@ def _matching(
     """Which of ``keys`` a boost function's filter keeps, read at ``ts``."""
     pk = info.schema.primary.name
     try:
-        table, _, _ = service.query_table(
-            info,
-            read_at(
-                ts,
-                [pk],
-                filter=f"({text}) and {pk} in {{__boost_keys}}",
-                filter_params={**params, "__boost_keys": keys},
-            ),
+        query = Query(
+            db=info.db,
+            collection=info.name,
+            output_fields=[pk],
+            filter=f"({text}) and {pk} in {{__boost_keys}}",
+            filter_params={**params, "__boost_keys": keys},
         )
+        table, _, _ = service.query_table(info, query, ts)
     except ElanusError as exc:
         raise ElanusError(exc.code, f"boost ranker filter: {exc.message}") from None
     return table.column(pk).to_pylist()
@@ -435,24 +435,8 @@ def fetch_outputs(
     service: Searcher, info: CollectionInfo, outputs: list[str], pks: list[Any], ts: int
 ) -> pa.Table:
     """The rows of ``pks`` (each once, in no set order) with ``outputs``, read at ``ts``."""
-    table, _, _ = service.query_table(info, read_at(ts, outputs, ids=list(dict.fromkeys(pks))))
+    query = Query(
+        db=info.db, collection=info.name, ids=list(dict.fromkeys(pks)), output_fields=outputs
+    )
+    table, _, _ = service.query_table(info, query, ts)
     return table
-
-
-def read_at(ts: int, outputs: list[str], **chosen: Any) -> dict[str, Any]:
-    """A ``query_table`` request of every row (or ``ids``, or a ``filter`` with its
-    ``filter_params``) with ``outputs``, read at ``ts``."""
-    return {
-        "filter": None,
-        "filter_params": {},
-        "ids": None,
-        "output_fields": outputs,
-        "limit": None,
-        "offset": 0,
-        "consistency_level": None,
-        "guarantee_timestamp": 0,
-        "as_of": 0,
-        "partition_names": None,
-        "read_ts": ts,
-        **chosen,
-    }

@@ -44,6 +44,7 @@ from elanus.flight.search.bodies import partition_names
 from elanus.flight.search.check import check_filter, check_issued
 from elanus.flight.search.fileplan import Endpoint, PageFetch
 from elanus.flight.streams import coded_stream
+from elanus.ops.reads import ReadOptions
 from elanus.requests import Body
 from elanus.schema import DENSE_FLOAT_TYPES, DYNAMIC_FIELD, DataType, Schema
 from elanus.wire.codec import encode_json
@@ -248,8 +249,8 @@ class ReadService:
         pids = query.partition_ids(
             info, request["partition_names"], request["filter"], request["filter_params"]
         )
-        at = {"as_of": request["snapshot_ts"], "consistency_level": "Strong"}
-        ts, _ = query.read_at(info, {**at, "guarantee_timestamp": 0})  # one ts for all shards
+        at = ReadOptions(as_of=request["snapshot_ts"], consistency_level="Strong")
+        ts, _ = query.read_at(info, at)  # one ts for all shards
         if request["files_only"]:
             return self._files_plan(request, info, pids, ts, columns, schema)
         try:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
+from elanus.ops.reads import Query
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
@@ -48,7 +50,8 @@ class Searcher(Protocol):
         ...
 
     def query_table(
-        self, info: CollectionInfo, request: dict[str, Any]
+        self, info: CollectionInfo, request: Query, read_ts: int = 0
     ) -> tuple[pa.Table, list[str], int]:
-        """A query's rows as Arrow, the output names and the read timestamp."""
+        """A query's rows as Arrow, the output names and the read timestamp (``read_ts``,
+        if given)."""
         ...

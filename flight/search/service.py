@@ -36,7 +36,7 @@ from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.flight.metacache import CollectionInfo
 from elanus.flight.registry import check_request
 from elanus.flight.search.aggregate import aggregate, aggregate_plan, is_aggregate
-from elanus.flight.search.bodies import check_query_ids, check_search_data
+from elanus.flight.search.bodies import check_query_ids, check_search_data, read_options_of
 from elanus.flight.search.bykeys import keyed_queries
 from elanus.flight.search.check import (
     SearchIndexes,
@@ -64,6 +64,8 @@ from elanus.flight.search.text import (
 from elanus.flight.search.vectors import query_vectors
 from elanus.grouping import reduce_grouped
 from elanus.newestrow import newest_rows
+from elanus.ops.reads import Query, ReadOptions
+from elanus.ops.writes import Delete
 from elanus.outputs import (
     COUNT,
     entity,
@@ -176,23 +178,29 @@ class QueryService:
         self.loop.run(self.coord.timeticks.now())
         return ts
 
-    def read_at(self, info: CollectionInfo, request: dict[str, Any]) -> tuple[int, int]:
+    def read_at(
+        self, info: CollectionInfo, request: ReadOptions, pinned: int = 0
+    ) -> tuple[int, int]:
         """(guarantee timestamp, read timestamp; 0 = the delegator's tsafe).
 
         As in Milvus, the level only sets how far tsafe must have come before a read (the
         guarantee); the read itself is at the delegator's tsafe after that wait, so no level
-        sees less than what is already safe there. Only ``as_of`` names the read timestamp.
+        sees less than what is already safe there. Only ``as_of`` names the read timestamp;
+        ``pinned``, a timestamp this proxy has just read at (hybrid search's later parts),
+        is both.
         """
-        pinned = request.get("read_ts")
-        if pinned:  # a timestamp this proxy has just read at (hybrid search's later parts)
+        if pinned:
             return pinned, pinned
         settings = self.settings
-        as_of = request["as_of"]
+        as_of = request.as_of or 0
         if as_of:
             check_issued(self.newest_ts, as_of, "as_of")
-        for key in ("guarantee_timestamp", "session_ts"):  # refused at once, whatever the level
-            if request.get(key):
-                check_issued(self.newest_ts, request[key], key)
+        for key, ts in (  # refused at once, whatever the level
+            ("guarantee_timestamp", request.guarantee_timestamp),
+            ("session_ts", request.session_ts),
+        ):
+            if ts:
+                check_issued(self.newest_ts, ts, key)
         if as_of:
             oldest = tsutil.compose(tsutil.now_ms() - int(settings.retention_s * 1000))
             if as_of < oldest:
@@ -201,18 +209,18 @@ class QueryService:
                     f"({settings.retention_s:g} s)"
                 )
             return as_of, as_of
-        named = request["consistency_level"]
+        named = request.consistency_level
         level = ConsistencyLevel.parse(named or info.consistency_level)
         if level is ConsistencyLevel.STRONG:
             return self.strong_ts(), 0
         if level is ConsistencyLevel.SESSION:
-            guarantee = request["guarantee_timestamp"]
+            guarantee = request.guarantee_timestamp or 0
         elif level is ConsistencyLevel.BOUNDED:
             guarantee = tsutil.compose(tsutil.now_ms() - settings.bounded_staleness_ms)
         else:
             guarantee = 0
         if not named:  # the SDK's default: the collection's level, and the caller's writes
-            guarantee = max(guarantee, request.get("session_ts") or 0)
+            guarantee = max(guarantee, request.session_ts or 0)
         return guarantee, 0
 
     def route(self, info: CollectionInfo, partition_ids: list[int] | None) -> dict[str, str]:
@@ -472,7 +480,8 @@ class QueryService:
         """One search across shards of ``queries`` (``search_data``'s): (merged part, read
         timestamp). Query text on a BM25 output field first gathers the collection's
         statistics (``flight/search/text.py``)."""
-        guarantee, ts = self.read_at(plan.info, plan.request)
+        request = plan.request
+        guarantee, ts = self.read_at(plan.info, read_options_of(request), request.get("read_ts", 0))
         if plan.text_fn is not None:
             req = text_request(self, plan, queries, ts, guarantee)
         else:
@@ -501,55 +510,51 @@ class QueryService:
                 return f
         raise invalid(f"anns_field {name!r} is not a vector field of {info.name!r}")
 
-    def matching_keys(self, info: CollectionInfo, request: dict[str, Any]) -> list[Any]:
+    def matching_keys(self, info: CollectionInfo, request: Delete) -> list[Any]:
         """Primary keys a filter matches at a fresh timestamp (delete by expression)."""
         pk = info.schema.primary.name
-        partitions = [request["partition"]] if request.get("partition") else None
         rows = self.query(
             info,
-            {
-                "filter": request["filter"],
-                "filter_params": request["filter_params"],
-                "ids": None,
-                "output_fields": [pk],
-                "limit": None,
-                "offset": 0,
-                "consistency_level": "Strong",
-                "guarantee_timestamp": 0,
-                "as_of": 0,
-                "partition_names": partitions,
-            },
+            Query(
+                db=info.db,
+                collection=info.name,
+                filter=request.filter,
+                filter_params=request.filter_params,
+                output_fields=[pk],
+                consistency_level="Strong",
+                partition_names=[request.partition] if request.partition else None,
+            ),
         )["rows"]
         return [r[pk] for r in rows]
 
     # -- query ------------------------------------------------------------------------------
-    def query(self, info: CollectionInfo, request: dict[str, Any]) -> dict[str, Any]:
+    def query(self, info: CollectionInfo, request: Query) -> dict[str, Any]:
         table, outputs, ts = self.query_table(info, request)
-        if COUNT in outputs or request.get("group_by_fields") or any(map(is_aggregate, outputs)):
+        if COUNT in outputs or request.groups or any(map(is_aggregate, outputs)):
             return {"rows": table.to_pylist(), "ts": ts}
         outputs = with_primary_first(outputs, info.schema.primary.name)
         json_names = json_fields(info.schema)
         return {"rows": [entity(r, outputs, json_names) for r in table.to_pylist()], "ts": ts}
 
     def query_table(
-        self, info: CollectionInfo, request: dict[str, Any]
+        self, info: CollectionInfo, request: Query, read_ts: int = 0
     ) -> tuple[pa.Table, list[str], int]:
-        """Rows of a query as Arrow (stored columns; dynamic fields stay in ``$meta``)."""
+        """Rows of a query as Arrow (stored columns; dynamic fields stay in ``$meta``), read
+        at ``read_ts`` if given (``read_at``'s ``pinned``)."""
         pk = info.schema.primary.name
-        text, params = request["filter"], request["filter_params"]
-        if request["ids"] is not None:
-            ids = check_query_ids(list(request["ids"]), info.schema.primary)
+        text, params = request.filter or None, request.filter_params or {}
+        if request.ids is not None:
+            ids = check_query_ids(list(request.ids), info.schema.primary)
             text, params = f"{pk} in {{__ids}}", {"__ids": ids}
         check_filter(info, text, params)
-        group_by = list(request.get("group_by_fields") or [])
-        grouping = aggregate_plan(info, request["output_fields"], group_by)
+        grouping = aggregate_plan(info, request.outputs, request.groups)
         outputs = (
             grouping.outputs
             if grouping is not None
-            else self._outputs(info, request["output_fields"] or [pk])
+            else self._outputs(info, request.outputs or [pk])
         )
-        guarantee, ts = self.read_at(info, request)
-        pids = self.partition_ids(info, request["partition_names"], text, params)
+        guarantee, ts = self.read_at(info, request, read_ts)
+        pids = self.partition_ids(info, request.partition_names, text, params)
 
         def read(v: str, **more: Any) -> ReadShard:
             return ReadShard(
@@ -568,14 +573,14 @@ class QueryService:
             total = sum(r.count for r in counts)
             counted = pa.table({COUNT: pa.array([total], pa.int64())})
             return counted, outputs, max(r.ts for r in counts)
-        order = order_keys(info, list(request.get("order_by_fields") or []))
+        order = order_keys(info, [str(o) for o in request.order_by_fields or ()])
         if order and grouping is not None:
             raise invalid("query: order_by_fields cannot be combined with group_by_fields")
         stored = grouping.columns if grouping else stored_columns(info.schema, outputs)
         columns = stored if pk in stored else [pk, *stored]
         columns += [k for k, _ in order if k not in columns]
         columns += [] if grouping else [TIMESTAMP_FIELD]  # a key's newest row answers
-        offset, limit = request["offset"], request["limit"]
+        offset, limit = request.offset or 0, request.limit
         window = None if limit is None or grouping or order else offset + limit
         replies = self.fan_out(
             info,

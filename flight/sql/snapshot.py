@@ -24,6 +24,7 @@ from elanus.errors import invalid
 from elanus.flight.metacache import CollectionInfo
 from elanus.flight.sql.options import SqlOptions
 from elanus.flight.sql.statement import Parser, Statement
+from elanus.ops.reads import ReadOptions
 
 if TYPE_CHECKING:
     from elanus.flight.search import QueryService
@@ -77,7 +78,7 @@ def choose(
     if at:
         # as ``as_of`` is checked for a query: handed out, inside the retention window
         for info in infos[:1]:
-            query.read_at(info, {"as_of": at, "consistency_level": None, "guarantee_timestamp": 0})
+            query.read_at(info, ReadOptions(as_of=at))
         return at
     if not infos:
         return 0
