@@ -26,7 +26,7 @@ from elanus.channels.runtime.supervisor import Supervisor
 from elanus.errors import ElanusError
 from elanus.flight.ddqueue import DdQueue
 from elanus.flight.metacache import CollectionInfo, MetaCache
-from elanus.requests import decode
+from elanus.ops import collections as ops
 
 COORD_TIMEOUT_S = 30.0
 HEALTH_TIMEOUT_S = 3.0
@@ -82,9 +82,20 @@ class DdlService:
         for name in names:
             self.cache.invalidate(db, name)
 
-    async def create_collection(self, request: dict[str, Any], ts: int) -> dict[str, Any]:
+    async def create_collection(self, request: ops.CreateCollection, ts: int) -> dict[str, Any]:
         generation = self.cache.generation
-        req = decode(CreateCollection, {**request, "ts": ts})
+        created = request.created
+        req = CreateCollection(
+            db=request.db,
+            name=request.name,
+            schema=created.schema.to_dict(),
+            num_shards=request.num_shards,
+            consistency_level=created.consistency_level,
+            properties=created.properties,
+            description=request.description,
+            num_partitions=created.num_partitions,
+            ts=ts,
+        )
         described = await self.api.root.create_collection(req)
         self.cache.put(CollectionInfo.from_describe(described), generation)
         return dict(as_body(described))

@@ -29,140 +29,28 @@ from elanus.api.rootcoord import (
     RootCoordAPI,
     TsoAlloc,
 )
-from elanus.consistency import ConsistencyLevel
-from elanus.errors import invalid
-from elanus.flight.actions import action, check_db, check_named
 from elanus.flight.executors import OpCall
 from elanus.flight.registry import operation
 from elanus.ops import alter, control
 from elanus.ops import collections as colls
 from elanus.ops import partitions as ops
-from elanus.partitionkey import check_num_partitions
 from elanus.privileges import OPEN
-from elanus.properties import check_property, text_properties
-from elanus.requests import Body
-from elanus.schema import (
-    MAX_DESCRIPTION,
-    MAX_SHARDS,
-    DataType,
-    Schema,
-    check_name,
-    quick_schema,
-)
-
-QUICK_METRICS = ("L2", "IP", "COSINE")
-QUICK_KEYS = ("primary_field", "vector_field", "id_type", "auto_id", "metric_type", "max_length")
-
-
-def _given(b: Body, key: str) -> bool:
-    return b.raw.get(key) is not None
 
 
 # -- collections --------------------------------------------------------------------------
-@action(
-    "create_collection",
+async def _create_collection(c: OpCall[colls.CreateCollection]) -> dict[str, Any]:
+    return await c.proxy.ddl.create_collection(c.request, c.ts)
+
+
+operation(
+    colls.CreateCollection,
     "Create a collection from a full schema or a quick setup (dimension). Body: name, "
     "schema | dimension, num_shards, num_partitions, consistency_level, properties, "
     "description.",
-    (
-        "name",
-        "schema",
-        "dimension",
-        "num_shards",
-        "num_partitions",
-        "consistency_level",
-        "properties",
-        "description",
-        *QUICK_KEYS,
-    ),
     privilege="CreateCollection",
     ddl=True,
-    run=lambda c: c.proxy.ddl.create_collection(c.request, c.ts),
+    run=_create_collection,
 )
-def _create_collection(b: Body) -> dict[str, Any]:
-    db, name = check_db(b), check_named(b, "name", "collection")
-    properties = properties_of(b, "create_collection")
-    schema = _schema(b, properties)
-    num_shards = b.int("num_shards", 1, lo=1, hi=MAX_SHARDS)
-    num_partitions = check_num_partitions(
-        b.int("num_partitions", None), schema.partition_key is not None
-    )
-    try:
-        level = ConsistencyLevel.parse(b.str("consistency_level", "Bounded"))
-    except ValueError as exc:
-        raise invalid(f"create_collection: {exc}") from None
-    description = b.str("description", "")
-    if len(description) > MAX_DESCRIPTION:
-        raise invalid(
-            f"create_collection: 'description' is longer than {MAX_DESCRIPTION} characters"
-        )
-    return {
-        "db": db,
-        "name": name,
-        "schema": schema.to_dict(),
-        "num_shards": num_shards,
-        "num_partitions": num_partitions,
-        "consistency_level": level.value,
-        "properties": properties,
-        "description": description,
-    }
-
-
-def _schema(b: Body, properties: dict[str, str]) -> Schema:
-    """Either the client's schema or the quick-setup one; validated, field ids stripped."""
-    given = b.dict("schema", None)
-    if given is not None and _given(b, "dimension"):
-        raise invalid("create_collection: give either 'schema' or 'dimension', not both")
-    if given is None and not _given(b, "dimension"):
-        raise invalid("create_collection: needs a 'schema' or a 'dimension' (quick setup)")
-    if given is not None:
-        quick = [k for k in QUICK_KEYS if _given(b, k)]
-        if quick:
-            raise invalid(
-                f"create_collection: {', '.join(map(repr, quick))} only apply to "
-                "quick setup with 'dimension', not with 'schema'"
-            )
-        try:
-            schema = Schema.from_dict(given)
-        except (TypeError, ValueError, KeyError) as exc:
-            raise invalid(f"create_collection: bad schema: {exc}") from None
-    else:
-        metric = b.str("metric_type", "COSINE").upper()
-        if metric not in QUICK_METRICS:
-            raise invalid(
-                f"create_collection: metric_type {metric!r} is not one of "
-                f"{', '.join(QUICK_METRICS)}"
-            )
-        properties["metric_type"] = metric
-        schema = quick_schema(
-            b.int("dimension"),
-            primary_field=b.str("primary_field", "id"),
-            vector_field=b.str("vector_field", "vector"),
-            id_type=b.str("id_type", "int64"),
-            auto_id=b.bool("auto_id", False),
-            max_length=b.int("max_length", 512),
-        )
-    _validate_schema(schema)
-    if not schema.dropped:  # a described schema (a snapshot's) keeps its ids: number_fields
-        for f in schema.fields:
-            f.field_id = None
-    return schema
-
-
-def _validate_schema(schema: Schema) -> None:
-    """``Schema.validate`` plus what it does not check: non-string names, auto_id types."""
-    for f in schema.fields:
-        check_name(f.name, "field")  # validate() puts names in a set: they must be strings
-    schema.validate()
-    pk = schema.primary
-    if pk.auto_id and pk.dtype != DataType.INT64:
-        raise invalid(f"auto_id primary key field {pk.name!r} must be Int64, not {pk.dtype.value}")
-
-
-def properties_of(b: Body, what: str) -> dict[str, str]:
-    """A body's ``properties``, as stored (``elanus.properties.text_properties``); the
-    values of the keys Milvus checks are checked (a collection's: TTL, memory mapping)."""
-    return text_properties(b.dict("properties", {}), what, check_property)
 
 
 def _drop_collection(c: OpCall[colls.DropCollection]) -> Any:

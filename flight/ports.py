@@ -56,7 +56,8 @@ class ActionRunner(Protocol):
     """DoAction as a caller would send it: checked, authorised, executed
     (``actions.perform``); for a service that composes actions (a snapshot's restore)."""
 
-    def perform(self, name: str, raw: bytes, caller: Caller) -> Any: ...
+    def perform_op(self, op: Any, caller: Caller) -> Any:
+        """The action of operation record ``op`` (``actions.perform_op``)."""
 
 
 class ReadGate(Protocol):

@@ -34,7 +34,14 @@ from elanus.channels.runtime import requestlog
 from elanus.channels.runtime.metrics import proxy_request
 from elanus.channels.runtime.role import Role
 from elanus.errors import ElanusError, ErrorCode
-from elanus.flight.actions import catalogue, check_request, lookup, perform, rate_of
+from elanus.flight.actions import (
+    catalogue,
+    check_request,
+    lookup,
+    perform,
+    perform_op,
+    rate_of,
+)
 from elanus.flight.auth import (
     ANONYMOUS,
     MIDDLEWARE_KEY,
@@ -243,8 +250,13 @@ class ProxyServer(Role):
 
     # -- called on Flight threads -----------------------------------------------------------
     def perform(self, name: str, raw: bytes, caller: Caller = ANONYMOUS) -> Any:
-        """One DoAction's JSON-able result (``actions.perform``): the ``ActionRunner`` port."""
+        """One DoAction's JSON-able result (``actions.perform``)."""
         return perform(self, name, raw, caller)
+
+    def perform_op(self, op: Any, caller: Caller = ANONYMOUS) -> Any:
+        """The action of an operation record, as a caller would send it (``perform_op``):
+        the ``ActionRunner`` port."""
+        return perform_op(self, op, caller)
 
     def handle_action(self, name: str, raw: bytes, caller: Caller = ANONYMOUS) -> bytes:
         """Check, authorise, execute (``actions.perform``) and encode one DoAction; every

@@ -23,7 +23,6 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
-import orjson
 import pyarrow as pa
 
 from elanus.api.base import as_body
@@ -40,6 +39,10 @@ from elanus.api.snapshot import (
 )
 from elanus.errors import ElanusError, ErrorCode
 from elanus.flight.search import fileplan
+from elanus.ops import collections as colls
+from elanus.ops import decode_op
+from elanus.ops.indexes import CreateIndex
+from elanus.ops.partitions import CreatePartition
 from elanus.schema import Schema
 from elanus.states import ImportJobState
 from elanus.tsutil import physical_ms
@@ -165,11 +168,9 @@ class SnapshotService:
         )
         return {"job_id": job_id}
 
-    def _act(self, name: str, body: dict[str, Any], caller: Caller) -> Any:
-        return self.act.perform(name, orjson.dumps(body), caller)
-
     def _exists(self, db: str, name: str, caller: Caller) -> bool:
-        return bool(self._act("has_collection", {"db": db, "name": name}, caller)["value"])
+        has = colls.HasCollection(db=db, name=name)
+        return bool(self.act.perform_op(has, caller)["value"])
 
     def _recreate(self, detail: SnapshotDetail, db: str, name: str, caller: Caller) -> None:
         """The collection as described at the snapshot, its partitions and indexes."""
@@ -177,30 +178,27 @@ class SnapshotService:
         schema = Schema.from_dict(described["schema"])
         partitions = [str(p["name"]) for p in described.get("partitions") or []]
         keyed = schema.partition_key is not None
-        body = {
-            "db": db,
-            "name": name,
-            "schema": described["schema"],
-            "num_shards": described["num_shards"],
-            "consistency_level": described["consistency_level"],
-            "properties": described.get("properties") or {},
-            "description": described.get("description") or "",
-        }
-        if keyed:
-            body["num_partitions"] = len(partitions)
-        self._act("create_collection", body, caller)
+        create = colls.CreateCollection(
+            db=db,
+            name=name,
+            schema=described["schema"],
+            num_shards=described["num_shards"],
+            consistency_level=described["consistency_level"],
+            properties=described.get("properties") or {},
+            description=described.get("description") or "",
+            num_partitions=len(partitions) if keyed else None,
+        )
+        self.act.perform_op(create, caller)
         try:
             if not keyed:
                 for p in partitions:
                     if p != "_default":
-                        self._act(
-                            "create_partition",
-                            {"db": db, "collection": name, "partition": p},
-                            caller,
-                        )
+                        partition = CreatePartition(db=db, collection=name, partition=p)
+                        self.act.perform_op(partition, caller)
             for index in detail.shape.get("indexes") or []:
                 wanted = {k: v for k, v in index.items() if v not in (None, "")}
-                self._act("create_index", {"db": db, "collection": name, **wanted}, caller)
+                index_op = decode_op(CreateIndex, {"db": db, "collection": name, **wanted})
+                self.act.perform_op(index_op, caller)
         except BaseException as exc:
             self._roll_back(db, name, caller, exc)
             raise
@@ -235,7 +233,7 @@ class SnapshotService:
     def _roll_back(self, db: str, name: str, caller: Caller, cause: BaseException) -> None:
         """Drop the half-made collection; a failure to do so is added to the error."""
         try:
-            self._act("drop_collection", {"db": db, "name": name}, caller)
+            self.act.perform_op(colls.DropCollection(db=db, name=name), caller)
         except ElanusError as exc:
             if isinstance(cause, ElanusError):
                 cause.message += (

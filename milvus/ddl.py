@@ -80,17 +80,17 @@ class DdlRpcs(Servicer):
         )
         check(proto, COLLECTION_SCHEMA, "CreateCollection: schema")
         props = kv_dict(request.properties)
-        self.act(
-            ctx,
-            "create_collection",
+        op = colls.CreateCollection(
+            db=ctx.db,
             name=request.collection_name,
             schema=schema_doc(proto),
-            num_shards=request.shards_num or None,
+            num_shards=request.shards_num or 1,
             num_partitions=request.num_partitions or None,
             consistency_level=consistency_name(request.consistency_level),
             properties=props or None,
-            description=proto.description or None,
+            description=proto.description,
         )
+        self.run_op(ctx, op)
         return ok()
 
     @served()

@@ -64,29 +64,25 @@ class CollectionAPI(IndexAPI, ReadAPI):
         indexes are created and the collection loaded. ``num_partitions`` (default 16)
         applies to a schema with a partition key."""
         reject_unknown("create_collection", kwargs)
-        body = self._in_db(
-            db,
+        quick = dimension is not None
+        op = colls.CreateCollection(
+            db=self._db_or_own(db),
             name=collection_name,
             num_shards=num_shards,
             consistency_level=str(consistency_level),
             properties=properties or {},
             description=description,
+            num_partitions=num_partitions,
+            schema=schema.to_dict() if isinstance(schema, Schema) else schema,
+            dimension=dimension,
+            primary_field=primary_field_name if quick else None,
+            vector_field=vector_field_name if quick else None,
+            id_type=id_type if quick else None,
+            auto_id=auto_id if quick else None,
+            metric_type=metric_type if quick else None,
+            max_length=max_length if quick else None,
         )
-        if num_partitions is not None:
-            body["num_partitions"] = num_partitions
-        if schema is not None:
-            body["schema"] = schema.to_dict() if isinstance(schema, Schema) else schema
-        if dimension is not None:
-            body.update(
-                dimension=dimension,
-                primary_field=primary_field_name,
-                vector_field=vector_field_name,
-                id_type=id_type,
-                auto_id=auto_id,
-                metric_type=metric_type,
-                max_length=max_length,
-            )
-        created = milvus_description(self._action("create_collection", body, timeout=timeout))
+        created = milvus_description(self._op(op, timeout=timeout))
         if dimension is not None and schema is None and not index_params:
             index_params = IndexParams()
             index_params.add_index(vector_field_name, "AUTOINDEX", metric_type=metric_type)

@@ -20,8 +20,9 @@ from elanus.errors import invalid
 from elanus.flight.auth import Caller
 from elanus.flight.sql.statement import CATALOG
 from elanus.flight.sql.tables import PARTITION, readable_fields, table_schema
+from elanus.ops.collections import ListCollections
+from elanus.ops.databases import ListDatabases
 from elanus.privileges import Need
-from elanus.wire.codec import encode_json
 
 if TYPE_CHECKING:
     from elanus.flight.ports import ActionRunner, CollectionLookup
@@ -131,11 +132,11 @@ class Catalog:
     def _databases(self, catalog: str | None, caller: Caller) -> list[str]:
         if catalog is not None and catalog != CATALOG:
             return []
-        listed = self.act.perform("list_databases", encode_json({}), caller)
+        listed = self.act.perform_op(ListDatabases(), caller)
         return sorted(str(n) for n in listed["names"])
 
     def _collections(self, db: str, caller: Caller) -> list[str]:
-        listed = self.act.perform("list_collections", encode_json({"db": db}), caller)
+        listed = self.act.perform_op(ListCollections(db=db), caller)
         return sorted(str(n) for n in listed["names"])
 
     def _tables(self, command: Any, caller: Caller) -> pa.Table:
