@@ -8,7 +8,6 @@ dimension are known; here only the body's shape.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from elanus.api.base import as_body
@@ -21,22 +20,10 @@ from elanus.api.indexcoord import (
     IndexHeartbeat,
     IndexReport,
 )
-from elanus.errors import invalid
-from elanus.flight.actions import action, check_db
 from elanus.flight.executors import Call, OpCall
 from elanus.flight.registry import operation
 from elanus.ops import indexes as ops
-from elanus.requests import Body, decode
-from elanus.schema import check_name
-
-BUILDER_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
-
-
-def _builder(b: Body) -> str:
-    node = b.str("node_id")
-    if not BUILDER_ID.fullmatch(node):
-        raise invalid(f"node_id {node!r} must be 1 to 128 letters, digits, '_' or '-'")
-    return str(node)
+from elanus.requests import decode
 
 
 def _collection_id(c: Call, db: str, collection: str) -> int:
@@ -92,19 +79,33 @@ def _run_list(c: OpCall[ops.ListIndexes]) -> dict[str, Any]:
     return {"names": [i.index_name for i in c.proxy.run(c.proxy.indexcoord.describe(req)).indexes]}
 
 
-def _run_claim(c: Call) -> dict[str, Any]:
-    request = c.request
-    body: dict[str, Any] = {"node_id": request["node_id"]}
-    if request["collection"]:
-        body["collection_id"] = _collection_id(c, request["db"], request["collection"])
-    if request["limit"]:
-        body["limit"] = request["limit"]
-    body["retry_failed"] = request["retry_failed"]
-    return as_body(c.proxy.run(c.proxy.indexcoord.claim(decode(ClaimIndexTasks, body))))
+def _run_claim(c: OpCall[ops.ClaimIndexTasks]) -> dict[str, Any]:
+    r = c.request
+    claim = ClaimIndexTasks(
+        node_id=r.node_id,
+        collection_id=_collection_id(c, r.db, r.collection) if r.collection else None,
+        limit=r.limit,
+        retry_failed=r.retry_failed,
+    )
+    return as_body(c.proxy.run(c.proxy.indexcoord.claim(claim)))
 
 
-def _run_report(c: Call) -> dict[str, Any]:
-    report = decode(IndexReport, {k: v for k, v in c.request.items() if v is not None})
+def _run_heartbeat(c: OpCall[ops.IndexHeartbeat]) -> dict[str, Any]:
+    beat = IndexHeartbeat(node_id=c.request.node_id)
+    return as_body(c.proxy.run(c.proxy.indexcoord.heartbeat(beat)))
+
+
+def _run_report(c: OpCall[ops.ReportIndexTask]) -> dict[str, Any]:
+    r = c.request
+    report = IndexReport(
+        build_id=r.build_id,
+        version=r.version,
+        ok=r.ok,
+        files=list(r.files or ()),
+        fail_reason=r.fail_reason,
+        node_id=r.node_id,
+        seconds=r.seconds,
+    )
     return c.proxy.run(c.proxy.indexcoord.report(report)).to_body()
 
 
@@ -141,54 +142,24 @@ operation(
 )
 
 
-@action(
-    "claim_index_tasks",
+operation(
+    ops.ClaimIndexTasks,
     "For external builders (Spark index runs): take the pending build tasks of a "
     "collection under a lease. Body: collection, node_id, limit, retry_failed. Result: "
     "tasks (build_id, version, field, spec, data_path, out_dir, ...), lease_s.",
-    ("collection", "node_id", "limit", "retry_failed"),
     privilege="IndexBuilder",
     run=_run_claim,
 )
-def _claim(b: Body) -> dict[str, Any]:
-    collection = b.str("collection", None)
-    return {
-        "db": check_db(b),
-        "collection": check_name(collection, "collection") if collection else None,
-        "node_id": _builder(b),
-        "limit": b.int("limit", None, lo=1),
-        "retry_failed": b.bool("retry_failed", False),
-    }
-
-
-@action(
-    "index_heartbeat",
+operation(
+    ops.IndexHeartbeat,
     "Renew an external builder's lease. Body: node_id. Result: alive, tasks.",
-    ("node_id",),
     privilege="IndexBuilder",
-    run=lambda c: as_body(
-        c.proxy.run(c.proxy.indexcoord.heartbeat(IndexHeartbeat(node_id=c.request["node_id"])))
-    ),
+    run=_run_heartbeat,
 )
-def _heartbeat(b: Body) -> dict[str, Any]:
-    return {"node_id": _builder(b)}
-
-
-@action(
-    "report_index_task",
+operation(
+    ops.ReportIndexTask,
     "An external builder's result for one task. Body: build_id, version, node_id, ok, "
     "files, fail_reason, seconds. Result: accepted (false for a stale version).",
-    ("build_id", "version", "node_id", "ok", "files", "fail_reason", "seconds"),
     privilege="IndexBuilder",
     run=_run_report,
 )
-def _report(b: Body) -> dict[str, Any]:
-    return {
-        "build_id": b.int("build_id"),
-        "version": b.int("version"),
-        "node_id": _builder(b),
-        "ok": b.bool("ok"),
-        "files": b.list("files", []),
-        "fail_reason": b.str("fail_reason", None),
-        "seconds": b.float("seconds", None),
-    }

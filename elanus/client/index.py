@@ -264,15 +264,19 @@ class BuilderAPI(ClientBase):
         db: str | None = None,
     ) -> dict[str, Any]:
         """``{"tasks": [...], "lease_s": ...}``: pending tasks now held by ``node_id``."""
-        body = self._in_db(db, node_id=node_id, retry_failed=retry_failed)
-        if collection_name:
-            body["collection"] = collection_name
-        return self._action("claim_index_tasks", body)
+        op = index_ops.ClaimIndexTasks(
+            db=self._db_or_own(db),
+            node_id=node_id,
+            retry_failed=retry_failed,
+            collection=collection_name or None,
+        )
+        return self._op(op)
 
     def index_heartbeat(self, node_id: str) -> dict[str, Any]:
         """Renew the lease; ``{"alive", "tasks"}`` (the builder's tasks still in progress)."""
-        return self._action("index_heartbeat", {"node_id": node_id})
+        return self._op(index_ops.IndexHeartbeat(node_id=node_id))
 
     def report_index_task(self, node_id: str, report: dict[str, Any]) -> dict[str, Any]:
-        """One task's result; ``{"accepted": false, ...}`` for a stale version."""
-        return self._action("report_index_task", {**report, "node_id": node_id})
+        """One task's result (``run_build_task``'s report); ``{"accepted": false, ...}`` for
+        a stale version."""
+        return self._op(index_ops.ReportIndexTask(**report, node_id=node_id))
