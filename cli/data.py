@@ -24,7 +24,7 @@ from rich.progress import (
     TextColumn,
 )
 
-from elanus import filereaders
+from elanus import filenames, filereaders
 from elanus.cli.admin import CollectionArg, _hybrid_ts
 from elanus.cli.context import CliState, JsonOpt, UriOpt, connect, run_action
 from elanus.cli.output import emit, kv_table, stderr_progress, table
@@ -70,7 +70,7 @@ TimeoutOpt = Annotated[
 def file_format(path: Path) -> str:
     """The format of ``path`` from its extension; a usage error naming the file otherwise."""
     try:
-        return filereaders.file_format(path)
+        return filenames.file_format(path)
     except ElanusError as exc:
         raise typer.BadParameter(exc.message, param_hint="FILE") from None
 

@@ -24,7 +24,7 @@ from elanus.cli.context import CliState, JsonOpt, UriOpt, connect, run_action
 from elanus.cli.data import PartitionOpt, check_readable
 from elanus.cli.output import emit, kv_table, stderr_progress, table
 from elanus.errors import ElanusError, ErrorCode
-from elanus.filereaders import group_files
+from elanus.filenames import group_files
 from elanus.states import ImportJobState
 
 if TYPE_CHECKING:

@@ -82,18 +82,23 @@ class ImportService:
         return self.loop.run(self.coord.imports.state(ImportState(job_id=job_id)))
 
     # -- executors of flight/import_actions.py ---------------------------------------------
-    def start(self, request: dict[str, Any]) -> dict[str, Any]:
-        """An ``import`` job of files inside the import roots."""
-        info = self.collections.collection(request["db"], request["collection"])
+    def start(
+        self,
+        db: str,
+        collection: str,
+        partition: str | None,
+        units: list[dict[str, Any]],
+        options: dict[str, Any] | None,
+    ) -> dict[str, Any]:
+        """An ``import`` job of files inside the import roots (``units``: ``group_files``')."""
+        info = self.collections.collection(db, collection)
         body = {
             "collection_id": info.collection_id,
             "db": info.db,
             "collection": info.name,
-            "partition_id": _job_partition(
-                self.collections, info, request["partition"], "an import"
-            ),
-            "units": self._confined(request["units"]),
-            "options": request["options"],
+            "partition_id": _job_partition(self.collections, info, partition, "an import"),
+            "units": self._confined(units),
+            "options": {"sep": options["sep"]} if options and "sep" in options else {},
         }
         return {"job_id": self._create(body)}
 

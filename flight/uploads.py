@@ -26,7 +26,7 @@ import pyarrow.flight as flight
 
 from elanus import layout, objstore
 from elanus.errors import ElanusError, ErrorCode, invalid
-from elanus.filereaders import file_format, is_numpy
+from elanus.filenames import file_format, is_numpy
 from elanus.importroots import safe_upload_name, upload_area
 from elanus.settings import Settings
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from elanus.errors import ElanusError, ErrorCode, invalid
-from elanus.filereaders import FORMATS
+from elanus.filenames import FORMATS
 from elanus.requests import Body
 from elanus.states import IMPORT_FINAL, ImportJobState
 

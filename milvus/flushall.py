@@ -26,6 +26,7 @@ from elanus.milvus.servicer import Ctx, Servicer, served
 from elanus.milvus.status import ok
 from elanus.ops.collections import ListCollections
 from elanus.ops.control import GetTimestamp
+from elanus.ops.databases import ListDatabases
 from elanus.ops.segments import Flush, GetSegmentInfo
 from elanus.states import CompactionState
 
@@ -52,7 +53,7 @@ class FlushAllRpcs(Servicer):
             return out
         if ctx.db_named:
             return {ctx.db: self._collections(ctx, ctx.db)}
-        dbs = self.act(ctx, "list_databases").get("names") or []
+        dbs = self.run_op(ctx, ListDatabases()).get("names") or []
         return {str(db): self._collections(ctx, str(db)) for db in dbs}
 
     def _collections(self, ctx: Ctx, db: str) -> list[str]:

@@ -48,14 +48,14 @@ class ImportRpcs(Servicer):
     @served(Kind.DML)
     def Import(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
         options = kv_dict(request.options)  # sep only (honoured.py refuses the others)
-        doc = self.act(
-            ctx,
-            "import",
+        op = ops.Import(
+            db=ctx.db,
             collection=request.collection_name,
             files=[list(request.files)] if _numpy_set(request.files) else list(request.files),
             partition=request.partition_name or None,
             options=options or None,
         )
+        doc = self.run_op(ctx, op)
         return milvus_pb2.ImportResponse(status=ok(), tasks=[int(doc["job_id"])])
 
     @served()

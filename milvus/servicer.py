@@ -17,13 +17,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import grpc
-import orjson
 from google.protobuf import message_factory
 from pymilvus.grpc_gen import common_pb2, milvus_pb2, milvus_pb2_grpc
 
 from elanus.channels.runtime.metrics import Outcome, proxy_request
 from elanus.errors import ElanusError, ErrorCode
-from elanus.flight.actions import perform, perform_op
+from elanus.flight.actions import perform_op
 from elanus.flight.auth import Caller
 from elanus.flight.limits import SMALLER_ADVICE, Kind
 from elanus.milvus.auth import MilvusCredentials
@@ -166,12 +165,6 @@ class Servicer(milvus_pb2_grpc.MilvusServiceServicer):
         """Run the action of operation record ``op`` (``elanus/ops``), built from the
         request's fields: checked as a body would be, no JSON between."""
         return perform_op(self.proxy, op, ctx.caller)
-
-    def act(self, ctx: Ctx, name: str, /, **body: Any) -> Any:
-        """Run the Flight action ``name`` (``actions.perform``: checks, privilege, executor)
-        with a JSON body; ``None`` values are left out."""
-        doc = {"db": ctx.db, **{k: v for k, v in body.items() if v is not None}}
-        return perform(self.proxy, name, orjson.dumps(doc), ctx.caller)
 
 
 def _is_served(cls: type, name: str) -> bool:

@@ -24,7 +24,7 @@ from elanus.privileges import Need
 from elanus.wire.codec import encode_json
 
 RECORDS = [
-    ops.GetImportState, ops.ListImportJobs, ops.CommitWrite, ops.AbortWrite,
+    ops.Import, ops.GetImportState, ops.ListImportJobs, ops.CommitWrite, ops.AbortWrite,
     ops.WatchCollection,
     console_ops.ListCompactions, console_ops.ListBackupTasks, console_ops.ListRequests,
     console_ops.DescribeConfig,
@@ -34,9 +34,16 @@ RECORDS = [
 test_an_operations_action_is_declared_by_its_record = declaration_test(RECORDS)
 
 
-def test_import_keeps_its_dict_checker() -> None:
-    """Its files are grouped by ``elanus.filereaders``, which ``elanus/ops`` may not import."""
-    assert lookup("import").op is None
+def test_an_imports_files_are_grouped_into_units_by_name_once() -> None:
+    got = decoded("import", {"collection": "c", "files": ["a.parquet", "v.npy", "id.npy",
+                                                        ["x.npy", "y.npy"]]})  # fmt: skip
+    assert got.units == [
+        {"format": "parquet", "paths": ["a.parquet"]},
+        {"format": "numpy", "paths": ["x.npy", "y.npy"]},
+        {"format": "numpy", "paths": ["v.npy", "id.npy"]},  # the loose ones: one set
+    ]
+    assert got.units is got.units  # grouped when checked, kept for the executor
+    assert (got.partition, got.options) == (None, None)
 
 
 def test_a_body_decodes_into_the_record_once() -> None:
@@ -54,6 +61,22 @@ def test_a_body_decodes_into_the_record_once() -> None:
 
 
 BAD_BODIES = [
+        ("import", {"collection": "c"}, "import: missing required key 'files'"),
+        ("import", {"collection": "c", "files": []}, "import: 'files' is empty"),
+        ("import", {"collection": "c", "files": "a.csv"}, "import: 'files' must be a JSON array"),
+        ("import", {"collection": "c", "files": [f"{i}.csv" for i in range(1025)]},
+         "import: at most 1024 files per job"),
+        ("import", {"collection": "c", "files": [["a.csv", "b.csv"]]},
+         "import: a list entry holds one row-based file or a set of .npy files"),
+        ("import", {"collection": "c", "files": ["a.txt"]}, "a.txt: unknown file type"),
+        ("import", {"collection": "c", "files": [3]},
+         "import: each entry of 'files' is a path or a non-empty list of paths"),
+        ("import", {"collection": "c", "files": ["a.csv"], "options": {"delim": ";"}},
+         "import: unknown option(s) 'delim'"),
+        ("import", {"collection": "c", "files": ["a.csv"], "options": {"sep": '"'}},
+         "import: option 'sep' must be one character (not a quote), got '\"'"),
+        ("import", {"collection": "c", "files": ["a.csv"], "partition": "9p"},
+         "partition name '9p' is invalid"),
         ("get_import_state", {}, "get_import_state: missing required key 'job_id'"),
         ("get_import_state", {"job_id": 0},
          "get_import_state: 'job_id' = 0 is out of range [1, None]"),
@@ -194,6 +217,18 @@ def test_the_sdk_sends_the_bodies_it_always_sent(
     call: Callable[[RecordingClient], object], name: str, body: dict[str, Any]
 ) -> None:
     assert _sent(call) == (name, encode_json(body))
+
+
+def test_the_sdk_sends_an_import_with_the_keys_it_always_sent() -> None:
+    client = RecordingClient({"import": {"job_id": 4}})
+    client.uri = "grpc://127.0.0.1:1"  # the paths are not here: the server's, sent as named
+    assert client.bulk_import("c", ["/srv/a.parquet"], "p", options={"sep": ";"}) == 4
+    assert client.bulk_import("c", ["/srv/b.csv"], db="d", upload=False) == 4
+    assert [(name, orjson.loads(raw)) for name, raw in client.sent] == [
+        ("import", {"db": "own", "collection": "c", "files": ["/srv/a.parquet"],
+                    "partition": "p", "options": {"sep": ";"}}),
+        ("import", {"db": "d", "collection": "c", "files": ["/srv/b.csv"]}),
+    ]  # fmt: skip
 
 
 def test_a_commit_of_some_parts_sends_the_same_keys_parts_first() -> None:

@@ -23,6 +23,7 @@ from elanus.api.querynode import QueryNodeAPI, ReadShard, Rows
 from elanus.channels.dml import MsgType
 from elanus.expr import parse
 from elanus.expr.keypins import pinned_values
+from elanus.ops.reads import ReadOptions
 from elanus.partitionkey import (
     check_num_partitions,
     key_partition_names,
@@ -96,8 +97,7 @@ def _partition_rows(stack: Stack, name: str) -> dict[str, list[int]]:
     clients of a partition key collection, asked of the delegators directly)."""
     query = stack.proxy.query
     info = stack.proxy.dml.collection("default", name)
-    strong = {"as_of": 0, "consistency_level": STRONG, "guarantee_timestamp": 0}
-    guarantee, _ = query.read_at(info, strong)
+    guarantee, _ = query.read_at(info, ReadOptions(consistency_level=STRONG))
     out = {}
     for pname, pid in info.partitions.items():
 

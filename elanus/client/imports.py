@@ -44,14 +44,16 @@ class ImportAPI(WriteAPI):
         first root). Every file is checked before anything is written; poll
         ``get_import_state`` or call ``wait_import``."""
         entries = [[str(p) for p in f] if isinstance(f, list | tuple) else str(f) for f in files]
-        body = self._in_db(db, collection=collection_name)
-        if partition_name:
-            body["partition"] = partition_name
-        if options:
-            body["options"] = options
 
         def start(named: list[Any]) -> int:
-            return int(self._action("import", {**body, "files": named})["job_id"])
+            op = ops.Import(
+                db=self._db_or_own(db),
+                collection=collection_name,
+                files=named,
+                partition=partition_name or None,
+                options=options or None,
+            )
+            return int(self._op(op)["job_id"])
 
         return import_with_uploads(
             entries,

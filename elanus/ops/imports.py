@@ -4,17 +4,18 @@ out besides DoPut and the reads.
 ``get_import_state`` and ``abort_write`` name no collection: their ``db`` is optional
 (checked as every action's), so the SDK sends it only where it always did. A write id and
 its parts name directories (``elanus.layout.check_write_id``), checked in ``check`` with
-the dict checkers' words. ``import`` itself is still checked by
-``flight/import_actions.py``: its files are grouped by ``elanus.filereaders``, which no
-shared module may import.
+the dict checkers' words. An ``import``'s files are grouped into units by name
+(``elanus.filenames``); the proxy then confines them to the import roots.
 """
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Annotated, Any
 
 from elanus import layout
 from elanus.errors import invalid
+from elanus.filenames import group_files
 from elanus.ops import DEFAULT_DB, CollectionName, DbName, operation
 from elanus.requests import Range
 from elanus.schema import check_name
@@ -22,6 +23,45 @@ from elanus.schema import check_name
 MAX_COMMIT_WAIT_S = 110.0
 COMMIT_WAIT_S = 60.0
 """How long a commit waits for its job when the body does not say."""
+
+
+MAX_FILES = 1024
+IMPORT_OPTIONS = ("sep",)
+
+
+@operation("import")
+class Import:
+    """Bulk import of files (Milvus's bulk insert): each entry of ``files`` a path, or a list
+    of paths (one row-based file, or the ``.npy`` files of one set)."""
+
+    db: DbName = DEFAULT_DB
+    collection: CollectionName
+    files: list[Any]
+    partition: str | None = None
+    """Absent or empty: the default partition (or the partition key's)."""
+    options: dict[str, Any] | None = None
+    """Only ``sep``, a CSV file's one-character separator."""
+
+    def check(self) -> None:
+        if not self.files:
+            raise invalid("import: 'files' is empty")
+        if sum(len(e) if isinstance(e, list) else 1 for e in self.files) > MAX_FILES:
+            raise invalid(f"import: at most {MAX_FILES} files per job")
+        self.units  # noqa: B018 - grouped once, kept for the executor
+        options = self.options or {}
+        unknown = sorted(set(options) - set(IMPORT_OPTIONS))
+        if unknown:
+            raise invalid(f"import: unknown option(s) {', '.join(map(repr, unknown))}")
+        sep = options.get("sep", ",")
+        if not isinstance(sep, str) or len(sep) != 1 or sep in '\n\r"':
+            raise invalid(f"import: option 'sep' must be one character (not a quote), got {sep!r}")
+        if self.partition:
+            check_name(self.partition, "partition")
+
+    @cached_property
+    def units(self) -> list[dict[str, Any]]:
+        """The files as import units: ``[{"format", "paths"}]`` (``group_files``)."""
+        return group_files(self.files)
 
 
 @operation("get_import_state")
