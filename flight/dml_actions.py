@@ -14,6 +14,7 @@ from elanus.flight.executors import OpCall
 from elanus.flight.limits import Kind
 from elanus.flight.registry import operation
 from elanus.ops import segments as ops
+from elanus.ops.reads import Query
 from elanus.ops.writes import Delete
 from elanus.privileges import OPEN
 from elanus.requests import decode
@@ -29,8 +30,18 @@ def _run_delete(c: OpCall[Delete]) -> dict[str, Any]:
         dml.partition_id(info, partition, "a delete")  # refused by a partition key
     c.proxy.dbgate.admit_write(info, f"delete from {info.name}")
     keys = request.ids
-    if keys is None:  # by filter: the keys it matches now, then delete those
-        keys = c.proxy.query.matching_keys(info, request)
+    if keys is None:  # by filter: the keys it matches now (Strong), then delete those
+        pk = info.schema.primary.name
+        matching = Query(
+            db=info.db,
+            collection=info.name,
+            filter=request.filter,
+            filter_params=request.filter_params,
+            output_fields=[pk],
+            consistency_level="Strong",
+            partition_names=[partition] if partition else None,
+        )
+        keys = [row[pk] for row in c.proxy.query.query(info, matching)["rows"]]
         if not keys:
             return {"delete_count": 0, "ts": 0}
     result = dml.delete(info, partition, keys)

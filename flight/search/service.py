@@ -65,7 +65,6 @@ from elanus.flight.search.vectors import query_vectors
 from elanus.grouping import reduce_grouped
 from elanus.newestrow import newest_rows
 from elanus.ops.reads import Query, ReadOptions
-from elanus.ops.writes import Delete
 from elanus.outputs import (
     COUNT,
     entity,
@@ -509,23 +508,6 @@ class QueryService:
             if f.name == name:
                 return f
         raise invalid(f"anns_field {name!r} is not a vector field of {info.name!r}")
-
-    def matching_keys(self, info: CollectionInfo, request: Delete) -> list[Any]:
-        """Primary keys a filter matches at a fresh timestamp (delete by expression)."""
-        pk = info.schema.primary.name
-        rows = self.query(
-            info,
-            Query(
-                db=info.db,
-                collection=info.name,
-                filter=request.filter,
-                filter_params=request.filter_params,
-                output_fields=[pk],
-                consistency_level="Strong",
-                partition_names=[request.partition] if request.partition else None,
-            ),
-        )["rows"]
-        return [r[pk] for r in rows]
 
     # -- query ------------------------------------------------------------------------------
     def query(self, info: CollectionInfo, request: Query) -> dict[str, Any]:
