@@ -294,6 +294,9 @@ def render_collection(d: dict[str, Any]) -> RenderableType:
         "vchannels": ", ".join(d.get("vchannels") or []),
         "partitions": ", ".join(p.get("name", "") for p in d.get("partitions") or []),
         "partition key": _partition_key(fields_list, d.get("partitions") or []),
+        "clustering key": next(
+            (f.get("name") for f in fields_list if f.get("is_clustering_key")), "-"
+        ),
         "aliases": ", ".join(d.get("aliases") or []) or "-",
         "created": _hybrid_ts(d.get("created_ts")),
         "loaded": _loaded(d.get("load")),

@@ -42,6 +42,8 @@ MAX_VARCHAR_LENGTH = 65535
 MAX_ARRAY_CAPACITY = 4096
 MAX_SHARDS = 16
 MAX_DESCRIPTION = 1024
+CLUSTERING_KEY_TYPES = frozenset({*INT_TYPES, DataType.FLOAT, DataType.DOUBLE, DataType.VARCHAR})
+"""Milvus's clustering key types, less FloatVector (Milvus's own default refuses it too)."""
 DEFAULT_DB = "default"
 DEFAULT_PARTITION = "_default"
 TIMESTAMP_FIELD = "_ts"
@@ -74,6 +76,7 @@ class Field:
     default_value: Any = None
     description: str = ""
     is_partition_key: bool = False
+    is_clustering_key: bool = False
     field_id: int | None = None
     enable_analyzer: bool = False
     analyzer_params: dict[str, Any] | None = None
@@ -99,6 +102,8 @@ class Field:
             d["auto_id"] = True
         if self.is_partition_key:
             d["is_partition_key"] = True
+        if self.is_clustering_key:
+            d["is_clustering_key"] = True
         for key in ("dim", "max_length", "max_capacity"):
             if getattr(self, key) is not None:
                 d[key] = getattr(self, key)
@@ -139,6 +144,7 @@ class Field:
             "analyzer_params",
             "enable_match",
             "is_partition_key",
+            "is_clustering_key",
         }
         unknown = sorted(set(d) - known)
         if unknown:
@@ -161,6 +167,7 @@ class Field:
             default_value=d.get("default_value"),
             description=str(d.get("description", "")),
             is_partition_key=bool(d.get("is_partition_key", False)),
+            is_clustering_key=bool(d.get("is_clustering_key", False)),
             field_id=_opt_int(d, "field_id"),
             enable_analyzer=bool(d.get("enable_analyzer", False)),
             analyzer_params=d.get("analyzer_params"),
@@ -216,6 +223,12 @@ class Field:
             raise invalid(f"auto_id is only allowed on the primary key, not on {self.name!r}")
         if self.is_partition_key:
             self._check_partition_key()
+        if self.is_clustering_key and (self.is_primary or dt not in CLUSTERING_KEY_TYPES):
+            what = "the primary key" if self.is_primary else f"a {dt.value} field"
+            raise invalid(
+                f"clustering key field {self.name!r} cannot be {what}: a clustering key is "
+                "a scalar field other than the primary key (Int8/16/32/64, Float, Double, VarChar)"
+            )
         if dt in DENSE_FLOAT_TYPES or dt == DataType.BINARY_VECTOR:
             if self.dim is None:
                 raise invalid(f"vector field {self.name!r} needs a 'dim'")
@@ -406,6 +419,11 @@ class Schema:
         return next((f for f in self.fields if f.is_partition_key), None)
 
     @property
+    def clustering_key(self) -> Field | None:
+        """The field clustering compaction orders rows by, if the collection has one."""
+        return next((f for f in self.fields if f.is_clustering_key), None)
+
+    @property
     def vector_fields(self) -> list[Field]:
         return [f for f in self.fields if f.dtype.is_vector]
 
@@ -485,6 +503,12 @@ class Schema:
         if len(keys) > 1:
             raise invalid(
                 f"schema has {len(keys)} partition key fields ({', '.join(keys)}); "
+                "at most one is allowed"
+            )
+        clustering = [f.name for f in self.fields if f.is_clustering_key]
+        if len(clustering) > 1:
+            raise invalid(
+                f"schema has {len(clustering)} clustering key fields ({', '.join(clustering)}); "
                 "at most one is allowed"
             )
         vectors = self.vector_fields

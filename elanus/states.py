@@ -35,10 +35,10 @@ class SegmentState(enum.StrEnum):
 
 class SegmentLevel(enum.IntEnum):
     """A segment's level, numbered as Milvus's ``common.SegmentLevel`` (what the catalog
-    stores and every listing reports). Elanus writes only L1 segments: a flush, a bulk
-    import and a mix compaction all make one; L0 (delete-only segments: Elanus keeps its
-    deletes in each segment's delta logs) and L2 (clustering compaction's output) it never
-    makes, and Legacy is for segments of Milvus versions before levels."""
+    stores and every listing reports). A flush, a bulk import and a mix compaction make L1
+    segments; a clustering compaction makes L2 ones (each a range of the clustering key).
+    L0 (delete-only segments: Elanus keeps its deletes in each segment's delta logs) it
+    never makes, and Legacy is for segments of Milvus versions before levels."""
 
     LEGACY = 0
     L0 = 1

@@ -125,14 +125,19 @@ operation(
 def _run_compact(c: OpCall[ops.Compact]) -> dict[str, Any]:
     r = c.request
     info = c.proxy.dml.collection(r.db, r.collection)
-    trigger = TriggerCompaction(collection_id=info.collection_id, target_size_mb=r.target_size_mb)
+    trigger = TriggerCompaction(
+        collection_id=info.collection_id,
+        target_size_mb=r.target_size_mb,
+        clustering=bool(r.clustering),
+    )
     return as_body(c.proxy.run(c.proxy.compaction.trigger(trigger)))
 
 
 operation(
     ops.Compact,
     "Merge the collection's flushed segments and drop deleted rows. Body: collection, "
-    "target_size_mb (optional, Milvus's force merge: targets of up to this size). "
+    "target_size_mb (optional, Milvus's force merge: targets of up to this size), "
+    "clustering (optional: a clustering compaction, by the collection's clustering key). "
     "Result: compaction_id, plans; poll get_compaction_state.",
     privilege="Compaction",
     run=_run_compact,

@@ -98,7 +98,11 @@ async def _move(
         LoadSegments(collection_id=lo.collection_id, schema=info["schema"], segments=[spec])
     )
     moved = SealedSegment(
-        segment_id=sid, node_id=target, partition_id=spec.partition_id, path=spec.path
+        segment_id=sid,
+        node_id=target,
+        partition_id=spec.partition_id,
+        path=spec.path,
+        key_range=spec.key_range,
     )
     await qc.node(delegator).sync(SyncDistribution(vchannel=seg.vchannel, add=[moved]))
     r.segments[sid] = target

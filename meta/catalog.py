@@ -387,6 +387,8 @@ class Catalog:
             raise invalid(f"{what}: cannot drop primary key field: {gone.name}")
         if gone.is_partition_key:
             raise invalid(f"{what}: cannot drop partition key field: {gone.name}")
+        if gone.is_clustering_key:
+            raise invalid(f"{what}: cannot drop clustering key field: {gone.name}")
         for fn in schema.functions:
             role = (
                 "input"

@@ -10,6 +10,11 @@ dropped; newer delete records are carried into the target, so reads at a timesta
 the retention window still see those rows. Likewise rows a collection TTL expired at the
 horizon: a segment holding some (its oldest row older than the TTL's floor) is planned
 even alone and whatever its size, as Milvus compacts a segment with expired entities.
+
+A clustering compaction (``plan_clustering``, on request only) is a plan of the same kind
+with several targets: the rows ordered by the collection's clustering key and cut into L2
+segments of contiguous key ranges, which reads filtering on the key skip. The mix
+compaction leaves L2 segments alone (unless their rows expire): it would lose their ranges.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from elanus import tsutil
 from elanus.api.base import ACK, Ack
 from elanus.api.compaction import (
+    Compacted,
     CompactionDone,
     CompactionFailed,
     CompactionList,
@@ -42,7 +48,7 @@ from elanus.api.compaction import (
 )
 from elanus.channels import subjects
 from elanus.channels.runtime.loop import Periodic
-from elanus.errors import ElanusError, ErrorCode
+from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.meta.scheduler import Lapsed
 from elanus.meta.segmentmeta import Segment
 from elanus.properties import expire_floor, ttl_ms
@@ -68,7 +74,8 @@ class Plan:
     partition_id: int
     vchannel: str
     sources: list[int]
-    target_segment_id: int
+    targets: list[int]
+    """One for a mix compaction; a clustering one's cut of the rows, at most one each."""
     horizon_ts: int
     ttl: int = 0
     """The collection's TTL in ms when planned (0: none)."""
@@ -82,6 +89,10 @@ class Plan:
     """Why the plan failed."""
     attempts: int = 0
     """Times it was handed to its datanode (once: a plan that lapsed fails)."""
+    clustering_key: str | None = None
+    """A clustering compaction's: the field its targets are cut by."""
+    target_rows: int = 0
+    """A clustering compaction's rows per target."""
 
     def fail(self, reason: str) -> None:
         log.warning("compaction plan %s failed: %s", self.plan_id, reason)
@@ -105,9 +116,11 @@ class Plan:
         return CompactionPlan(
             plan_id=self.plan_id,
             partition_id=self.partition_id,
-            target_segment_id=self.target_segment_id,
+            targets=list(self.targets),
             horizon_ts=self.horizon_ts,
             ttl=self.ttl,
+            clustering_key=self.clustering_key,
+            target_rows=self.target_rows,
             sources=[
                 PlanSource(segment_id=s, path=segments[s].path, partition_id=self.partition_id)
                 for s in self.sources
@@ -236,6 +249,8 @@ class CompactionManager:
             floor = expire_floor(horizon, ttls.get(s.collection_id, 0))
             if floor and s.min_ts is not None and s.min_ts < floor:
                 expiring.add(s.segment_id)
+            elif s.level is SegmentLevel.L2:
+                continue  # a mix would lose its key range; a clustering compaction redoes it
             elif not manual and s.num_rows >= s.max_rows * SMALL_FRACTION:
                 continue
             by_channel.setdefault((s.collection_id, s.partition_id, s.vchannel), []).append(s)
@@ -252,7 +267,7 @@ class CompactionManager:
                     partition_id=pid,
                     vchannel=vchannel,
                     sources=[s.segment_id for s in group],
-                    target_segment_id=self.ctx.ids.alloc(),
+                    targets=[self.ctx.ids.alloc()],
                     horizon_ts=horizon,
                     ttl=ttls.get(cid, 0),
                     planned_ts=planned_ts,
@@ -260,6 +275,43 @@ class CompactionManager:
                 self.plans[plan.plan_id] = plan
         if manual or any(p.compaction_id == compaction_id for p in self.plans.values()):
             self.known[compaction_id] = Started(collection_id, planned_ts, manual)
+        return compaction_id
+
+    def plan_clustering(
+        self, collection_id: int, key: str, ttls: Mapping[int, int], target_rows: int | None
+    ) -> int:
+        """A clustering compaction of a collection (Milvus's major compaction): per
+        partition and vchannel, every flushed segment (L1 and L2) is rewritten into L2
+        targets, each a contiguous range of ``key`` of about ``target_rows`` rows (else
+        the sources' row limit); returns the compaction id."""
+        busy, horizon = self._busy(), self._horizon()
+        groups: dict[tuple[int, str], list[Segment]] = {}
+        for s in self.data.segments.values():
+            if s.collection_id != collection_id or s.segment_id in busy or not s.path:
+                continue
+            if s.state is SegmentState.FLUSHED:
+                groups.setdefault((s.partition_id, s.vchannel), []).append(s)
+        compaction_id = self.ctx.ids.alloc()
+        planned_ts = self.ctx.tso.alloc()
+        for (pid, vchannel), segs in groups.items():
+            rows = target_rows or max(s.max_rows for s in segs)
+            count = max(1, -(-sum(s.num_rows for s in segs) // rows))
+            plan = Plan(
+                plan_id=self.ctx.ids.alloc(),
+                compaction_id=compaction_id,
+                collection_id=collection_id,
+                partition_id=pid,
+                vchannel=vchannel,
+                sources=sorted(s.segment_id for s in segs),
+                targets=[self.ctx.ids.alloc() for _ in range(count)],
+                horizon_ts=horizon,
+                ttl=ttls.get(collection_id, 0),
+                planned_ts=planned_ts,
+                clustering_key=key,
+                target_rows=rows,
+            )
+            self.plans[plan.plan_id] = plan
+        self.known[compaction_id] = Started(collection_id, planned_ts, manual=True)
         return compaction_id
 
     def cancel(self, collection_id: int, reason: str) -> None:
@@ -274,7 +326,7 @@ class CompactionManager:
 
     def open_targets(self) -> set[int]:
         """Target segments of plans still open: garbage collection keeps their files."""
-        return {p.target_segment_id for p in self.plans.values() if p.state in COMPACTION_OPEN}
+        return {t for p in self.plans.values() if p.state in COMPACTION_OPEN for t in p.targets}
 
     def take_for(self, vchannel: str, tick_ts: int) -> list[CompactionPlan]:
         """Plans to hand to the datanode reporting ``vchannel`` consumed up to ``tick_ts``
@@ -298,9 +350,19 @@ class CompactionManager:
         if req.target_size_mb is not None:
             row_bytes = await self.data.row_bytes(req.collection_id)
             target_rows = max(1, req.target_size_mb * (1 << 20) // row_bytes)
-        compaction_id = self.plan(
-            req.collection_id, manual=True, ttls=await self._ttls(), target_rows=target_rows
-        )
+        ttls = await self._ttls()
+        if req.clustering:
+            key = (await self.data.schema(req.collection_id)).clustering_key
+            if key is None:
+                raise invalid(
+                    "clustering compaction needs a clustering key, and this collection has "
+                    "none (is_clustering_key=True on a scalar field, when it is created)"
+                )
+            compaction_id = self.plan_clustering(req.collection_id, key.name, ttls, target_rows)
+        else:
+            compaction_id = self.plan(
+                req.collection_id, manual=True, ttls=ttls, target_rows=target_rows
+            )
         plans = [p for p in self.plans.values() if p.compaction_id == compaction_id]
         return CompactionStarted(compaction_id=compaction_id, plans=len(plans))
 
@@ -319,9 +381,10 @@ class CompactionManager:
                     partition_id=p.partition_id,
                     vchannel=p.vchannel,
                     sources=list(p.sources),
-                    target_segment_id=p.target_segment_id,
+                    targets=list(p.result.get("kept", p.targets)),
                     state=p.state.value,
                     reason=p.reason or None,
+                    clustering=p.clustering_key is not None,
                 )
                 for p in plans
             ],
@@ -381,49 +444,64 @@ class CompactionManager:
         return ACK
 
     async def done(self, req: CompactionDone) -> Recorded:
-        plan_id, num_rows, path = req.plan_id, req.num_rows, req.path
-        min_ts, max_ts = req.min_ts, req.max_ts
-        plan = self.plans.get(plan_id)
+        plan = self.plans.get(req.plan_id)
         if plan is None or plan.state not in COMPACTION_OPEN:
             # Planned before a coord restart, or given up: the sources stay, and garbage
-            # collection removes the target's files as an orphan.
-            log.info("ignoring the result of compaction plan %s", plan_id)
+            # collection removes the targets' files as orphans.
+            log.info("ignoring the result of compaction plan %s", req.plan_id)
+            return Recorded(ignored=True)
+        outputs = {c.segment_id: c for c in req.targets}
+        if sorted(outputs) != sorted(plan.targets):
+            plan.fail("the datanode reported other targets than the plan's")
             return Recorded(ignored=True)
         data = self.data
         ts = self.ctx.tso.alloc()
         sources = [data.segments[s] for s in plan.sources if s in data.segments]
-        target = Segment(
-            segment_id=plan.target_segment_id,
-            collection_id=plan.collection_id,
-            partition_id=plan.partition_id,
-            vchannel=plan.vchannel,
-            state=SegmentState.FLUSHED if num_rows else SegmentState.DROPPED,
-            max_rows=max((s.max_rows for s in sources), default=num_rows),
-            allocated_rows=num_rows,
-            num_rows=num_rows,
-            created_ts=ts,
-            flushed_ts=ts,
-            dropped_ts=None if num_rows else ts,
-            min_ts=min_ts,
-            max_ts=max_ts,
-            path=path,
-            level=SegmentLevel.L1,
-            is_sorted=req.is_sorted,
-            compacted_from=list(plan.sources),
-            seal_ts=max((s.seal_ts or 0 for s in sources), default=0),
-        )
+        targets = [self._target(plan, outputs[t], sources, ts) for t in plan.targets]
         for s in sources:
             transition(s, SegmentState.DROPPED)
             s.dropped_ts = ts
-        await data.replace(sources, target)
-        await self.index.on_new_segment(target)
+        await data.replace(sources, targets)
+        kept = [t for t in targets if t.state is SegmentState.FLUSHED]
+        for t in kept:
+            await self.index.on_new_segment(t)
         if plan.state in COMPACTION_OPEN:  # else a truncate failed it meanwhile
             transition(plan, CompactionState.COMPLETED)
-        plan.result = {"num_rows": num_rows}
+        plan.result = {
+            "num_rows": sum(t.num_rows for t in targets),
+            "kept": [t.segment_id for t in kept],
+        }
         await self.ctx.bus.publish(
             subjects.SEGMENT_COMPACTED,
-            {"target": target.to_dict(), "sources": plan.sources, "ts": ts},
+            {"targets": [t.to_dict() for t in targets], "sources": plan.sources, "ts": ts},
         )
         replaced = list(plan.sources)
-        self.query.schedule(lambda: self.query.on_compacted(target, replaced))
+        self.query.schedule(lambda: self.query.on_compacted(targets, replaced))
         return Recorded()
+
+    @staticmethod
+    def _target(plan: Plan, c: Compacted, sources: list[Segment], ts: int) -> Segment:
+        """A target's record: Flushed, or Dropped when the merge left it empty; L2 with its
+        key range when a clustering compaction wrote it."""
+        clustering = plan.clustering_key is not None
+        return Segment(
+            segment_id=c.segment_id,
+            collection_id=plan.collection_id,
+            partition_id=plan.partition_id,
+            vchannel=plan.vchannel,
+            state=SegmentState.FLUSHED if c.num_rows else SegmentState.DROPPED,
+            max_rows=max((s.max_rows for s in sources), default=c.num_rows),
+            allocated_rows=c.num_rows,
+            num_rows=c.num_rows,
+            created_ts=ts,
+            flushed_ts=ts,
+            dropped_ts=None if c.num_rows else ts,
+            min_ts=c.min_ts,
+            max_ts=c.max_ts,
+            path=c.path,
+            level=SegmentLevel.L2 if clustering else SegmentLevel.L1,
+            is_sorted=c.is_sorted,
+            compacted_from=list(plan.sources),
+            seal_ts=max((s.seal_ts or 0 for s in sources), default=0),
+            key_range=c.key_range if clustering and c.num_rows else None,
+        )

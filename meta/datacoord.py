@@ -202,6 +202,10 @@ class DataCoord:
         sizes are counted in, as rows."""
         return estimate_row_bytes(await self._schema(collection_id))
 
+    async def schema(self, collection_id: int) -> Schema:
+        """The collection's schema (a clustering compaction reads its clustering key)."""
+        return await self._schema(collection_id)
+
     async def _schema(self, collection_id: int) -> Schema:
         if collection_id not in self._schemas:
             info = await self.lookup.describe_by_id(collection_id)
@@ -542,14 +546,15 @@ class DataCoord:
                 else:
                     self.segments[s.segment_id] = s
 
-    async def replace(self, sources: list[Segment], target: Segment) -> None:
-        """Swap compacted sources for their target in one catalog write."""
+    async def replace(self, sources: list[Segment], targets: list[Segment]) -> None:
+        """Swap compacted sources for their targets in one catalog write."""
         async with self._lock:
-            await self._save([*sources, target])
+            await self._save([*sources, *targets])
             for s in sources:
                 self.segments.pop(s.segment_id, None)
-            if target.state is SegmentState.FLUSHED:
-                self.segments[target.segment_id] = target
+            for t in targets:
+                if t.state is SegmentState.FLUSHED:
+                    self.segments[t.segment_id] = t
 
     # -- collection lifecycle ---------------------------------------------------------------
     async def drop_collection(self, collection_id: int, ts: int) -> None:

@@ -209,4 +209,9 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
             "ALTER TABLE segments ADD COLUMN is_sorted BOOLEAN NOT NULL DEFAULT false",
         ],
     ),
+    (
+        14,
+        "a clustering compaction's segments: the range of the clustering key each holds",
+        ["ALTER TABLE segments ADD COLUMN key_range VARCHAR"],  # JSON [min, max]
+    ),
 ]

@@ -184,6 +184,7 @@ class QueryCoord:
                 for f in info["schema"]["fields"]
                 if not f.get("is_primary") and for_field(info["properties"], f["name"])
             ],
+            key_range=seg.key_range,
         )
 
     async def _release_on(self, cid: int, nodes: set[str]) -> None:
@@ -301,7 +302,13 @@ class QueryCoord:
             if (seg := self.data.segments.get(sid)) is not None and seg.vchannel == vchannel
         ]
         sealed = [
-            SealedSegment(segment_id=sid, node_id=n, partition_id=seg.partition_id, path=seg.path)
+            SealedSegment(
+                segment_id=sid,
+                node_id=n,
+                partition_id=seg.partition_id,
+                path=seg.path,
+                key_range=seg.key_range,
+            )
             for sid, n, seg in segs
         ]
         ready_ts = max(
@@ -418,7 +425,7 @@ class QueryCoord:
             return
         if lo.partition_ids is not None and seg.partition_id not in lo.partition_ids:
             return
-        await self._hand_over(lo, seg, remove=[])
+        await self._hand_over(lo, [seg], remove=[])
 
     async def segment_flushed(self, seg: Any) -> None:
         """DataCoord's ``on_flushed``: hand the segment over in the background."""
@@ -445,15 +452,21 @@ class QueryCoord:
         async with self._lock:
             await asyncio.gather(*(hand_over(seg) for seg in segs))
 
-    async def on_compacted(self, target: Any, sources: list[int]) -> None:
-        lo = self.loaded.get(target.collection_id)
+    async def on_compacted(self, targets: list[Any], sources: list[int]) -> None:
+        """A compaction's targets replace its sources in one step of each delegator (a
+        clustering compaction has several; none left: the sources just go)."""
+        lo = self.loaded.get(targets[0].collection_id)
         if lo is None or lo.state is not Load.LOADED:
             return
-        live = target.segment_id in self.data.segments  # else a truncate dropped it
-        if target.state is SegmentState.FLUSHED and target.path and live:
-            await self._hand_over(lo, target, remove=sources)
+        live = [
+            t
+            for t in targets  # else a truncate dropped it
+            if t.state is SegmentState.FLUSHED and t.path and t.segment_id in self.data.segments
+        ]
+        if live:
+            await self._hand_over(lo, live, remove=sources)
         else:
-            await self._drop(lo, target.vchannel, sources)
+            await self._drop(lo, targets[0].vchannel, sources)
             await self._record(lo)
 
     async def truncated(self, collection_id: int, vchannels: list[str], dropped: list[int]) -> None:
@@ -468,19 +481,20 @@ class QueryCoord:
                     await self._drop(lo, v, dropped)
                 await self._record(lo)
 
-    async def _hand_over(self, lo: Loaded, seg: Any, remove: list[int]) -> None:
-        """The segment to a worker of every placed replica, then to that replica's
-        delegator; a replica that fails it is placed again by keep_loaded."""
+    async def _hand_over(self, lo: Loaded, segs: list[Any], remove: list[int]) -> None:
+        """The segments (of one vchannel) to workers of every placed replica, then to that
+        replica's delegator in one sync; a replica that fails is placed again by
+        keep_loaded."""
         live = set(self._nodes())
         info = await self.lookup.describe_by_id(lo.collection_id)
-        spec = self.segment_spec(seg, info)
+        specs = [self.segment_spec(seg, info) for seg in segs]
         for r in lo.placed():
             try:
-                await self._hand_to(lo, r, live, info, spec, remove)
+                await self._hand_to(lo, r, live, info, specs, remove)
             except ElanusError as exc:
                 log.warning(
-                    "replica %d of collection %d did not take segment %d: %s",
-                    r.replica_id, lo.collection_id, spec.segment_id, exc,
+                    "replica %d of collection %d did not take segments %s: %s",
+                    r.replica_id, lo.collection_id, [s.segment_id for s in specs], exc,
                 )  # fmt: skip
                 r.placed = False
         if not lo.placed():
@@ -494,43 +508,53 @@ class QueryCoord:
         r: Replica,
         live: set[str],
         info: dict[str, Any],
-        spec: SegmentSpec,
+        specs: list[SegmentSpec],
         remove: list[int],
     ) -> None:
         nodes = [n for n in r.nodes if n in live]
-        delegator = r.channels.get(spec.vchannel)
+        vchannel = specs[0].vchannel
+        delegator = r.channels.get(vchannel)
         if not nodes or delegator is None:
             r.placed = False
             return
-        counts: dict[str, int] = {}
-        for n in r.segments.values():
-            counts[n] = counts.get(n, 0) + 1
-        node = self._least_loaded(nodes, counts)
-        checkpoint = self._trim_checkpoint(r, spec.vchannel)  # read before the load
-        r.segments[spec.segment_id] = node  # counted by handoffs running beside this one
+        checkpoint = self._trim_checkpoint(r, vchannel)  # read before the load
+        sealed: list[SealedSegment] = []
         try:
-            await self.worker(node).load(
-                LoadSegments(collection_id=lo.collection_id, schema=info["schema"], segments=[spec])
-            )
-        except BaseException:
-            r.segments.pop(spec.segment_id, None)
-            raise
-        sealed = SealedSegment(
-            segment_id=spec.segment_id, node_id=node, partition_id=spec.partition_id, path=spec.path
-        )
-        try:
+            for spec in specs:
+                counts: dict[str, int] = {}
+                for n in r.segments.values():
+                    counts[n] = counts.get(n, 0) + 1
+                node = self._least_loaded(nodes, counts)
+                r.segments[spec.segment_id] = node  # counted by handoffs running beside this
+                load = LoadSegments(
+                    collection_id=lo.collection_id, schema=info["schema"], segments=[spec]
+                )
+                await self.worker(node).load(load)
+                sealed.append(
+                    SealedSegment(
+                        segment_id=spec.segment_id,
+                        node_id=node,
+                        partition_id=spec.partition_id,
+                        path=spec.path,
+                        key_range=spec.key_range,
+                    )
+                )
             await self.node(delegator).sync(
                 SyncDistribution(
-                    vchannel=spec.vchannel, remove=remove, add=[sealed], checkpoint=checkpoint
+                    vchannel=vchannel, remove=remove, add=sealed, checkpoint=checkpoint
                 )
             )
         except BaseException:
-            # No delegator took it (the collection released meanwhile, a node gone): the
-            # worker must not keep a copy nobody serves. A later load would reuse it as it
+            # No delegator took them (the collection released meanwhile, a node gone): the
+            # workers must not keep a copy nobody serves. A later load would reuse it as it
             # is, with no delete that came after this load: a deleted key came back.
-            r.segments.pop(spec.segment_id, None)
-            with contextlib.suppress(ElanusError):
-                await self.worker(node).release(ReleaseSegments(segment_ids=[spec.segment_id]))
+            for spec in specs:
+                r.segments.pop(spec.segment_id, None)
+            for s in sealed:
+                with contextlib.suppress(ElanusError):
+                    await self.worker(s.node_id).release(
+                        ReleaseSegments(segment_ids=[s.segment_id])
+                    )
             raise
 
     def _trim_checkpoint(self, r: Replica, vchannel: str) -> Checkpoint | None:

@@ -21,7 +21,7 @@ COLUMNS = (
     "segment_id", "collection_id", "partition_id", "vchannel", "state", "max_rows",
     "allocated_rows", "num_rows", "created_ts", "last_expire_ts", "seal_ts", "flushed_ts",
     "dropped_ts", "start_seq", "checkpoint_seq", "checkpoint_ts", "min_ts", "max_ts", "path",
-    "level", "compacted_from", "last_alloc_at", "is_sorted",
+    "level", "compacted_from", "last_alloc_at", "is_sorted", "key_range",
 )  # fmt: skip
 
 
@@ -53,6 +53,9 @@ class Segment:
     """Its rows are in primary-key order (Milvus's ``is_sorted``): said by the writer of
     its files (a flush, an import, a compaction; all sort). Segments recorded before this
     was (catalog version 13) stay False until a compaction rewrites them."""
+    key_range: list[Any] | None = None
+    """A clustering compaction's target (L2): its lowest and highest clustering key, which
+    reads prune by (``elanus.expr.keyranges``); None for every other segment."""
 
     def row(self) -> list[Any]:
         """The catalog row: the data path relative to the storage root (``layout``), so a
@@ -62,6 +65,8 @@ class Segment:
         values[COLUMNS.index("state")] = self.state.value
         values[COLUMNS.index("level")] = int(self.level)
         values[COLUMNS.index("compacted_from")] = json.dumps(self.compacted_from)
+        if self.key_range is not None:
+            values[COLUMNS.index("key_range")] = json.dumps(self.key_range)
         return values
 
     @classmethod
@@ -74,6 +79,7 @@ class Segment:
         d["last_alloc_at"] = d["last_alloc_at"] or 0.0
         d["level"] = SegmentLevel(d["level"])
         d["is_sorted"] = bool(d["is_sorted"])
+        d["key_range"] = json.loads(d["key_range"]) if d["key_range"] else None
         return cls(**d)
 
     @property

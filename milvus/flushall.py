@@ -135,14 +135,16 @@ class FlushAllRpcs(Servicer):
 def _merge_info(found: CompactionPlans, plan: Any) -> Any:
     return milvus_pb2.CompactionMergeInfo(
         sources=plan.sources,
-        target=plan.target_segment_id,
-        targets=[plan.target_segment_id],
+        target=plan.targets[0] if plan.targets else 0,
+        targets=plan.targets,
         plan_id=plan.plan_id,
         trigger_id=found.progress.compaction_id,
         collection_id=plan.collection_id,
         partition_id=plan.partition_id,
         channel=plan.vchannel,
-        type=common_pb2.CompactionTypeMix,
+        type=common_pb2.CompactionTypeClustering
+        if plan.clustering
+        else common_pb2.CompactionTypeMix,
         state=_TASK_STATES.get(plan.state, common_pb2.CompactionTaskStateUnknown),
         failure_reason=plan.reason or "",
     )

@@ -319,7 +319,7 @@ OPS = {
         {
             "collectionID": _NAMED,
             "timetravel": refused("compacting as of a timestamp"),
-            "majorCompaction": refused("clustering compaction, having no clustering keys"),
+            "majorCompaction": use("a clustering compaction, by the clustering key"),
             "collection_name": NAME,
             "db_name": DB,
             "partition_id": refused("compacting one partition"),
@@ -351,7 +351,9 @@ OPS = {
             "files": use("read from the server's import roots"),
             "options": keys({"sep": use("the CSV separator")}),
             "db_name": DB,
-            "clustering_info": refused("clustering keys"),
+            "clustering_info": refused(
+                "clustering info for an import; compact(is_clustering=True) after it"
+            ),
         },
     ),
     "GetImportState": Table(milvus_pb2.GetImportStateRequest, {"task": use()}),

@@ -63,7 +63,7 @@ FIELD_SCHEMA = Table(
         "default_value": nested(VALUE_FIELD),
         "is_dynamic": refused("a field marked dynamic; set enable_dynamic_field"),
         "is_partition_key": use(),
-        "is_clustering_key": refused("clustering keys"),
+        "is_clustering_key": use("one scalar field; clustering compaction orders rows by it"),
         "nullable": use(),
         "is_function_output": harmless("the schema's functions name their output fields"),
         "external_field": _EXTERNAL,

@@ -414,6 +414,7 @@ class OpsRpcs(Servicer):
             db=ctx.db,
             collection=request.collection_name,
             target_size_mb=request.target_size if request.target_size > 0 else None,
+            clustering=request.majorCompaction or None,
         )
         doc = self.run_op(ctx, op)
         plans = doc.get("plans")

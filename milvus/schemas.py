@@ -86,6 +86,8 @@ def field_doc(f: Any) -> dict[str, Any]:
         d["auto_id"] = True
     if f.is_partition_key:
         d["is_partition_key"] = True
+    if f.is_clustering_key:
+        d["is_clustering_key"] = True
     if f.nullable:
         d["nullable"] = True
     if f.description:
@@ -154,6 +156,7 @@ def field_proto(
         description=f.description,
         nullable=f.nullable,
         is_partition_key=f.is_partition_key,
+        is_clustering_key=f.is_clustering_key,
         is_function_output=f.name in function_outputs,
     )
     if f.field_id is not None:

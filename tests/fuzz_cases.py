@@ -292,7 +292,8 @@ _KEYS_BY_KIND = {
         expected_rows offset group_size guarantee_timestamp session_ts as_of snapshot_ts
         num_partitions replica_number ttl_seconds pin_id target_size_mb field_id""",
     "float": "seconds wait_s timeout_s",
-    "bool": "auto_id retry_failed ok upsert strict_group_size force_drop files_only enabled",
+    "bool": """auto_id retry_failed ok upsert strict_group_size force_drop files_only enabled
+        clustering""",
     "dict": """schema properties params filter_params options search_params ranker field
         highlighter function""",
     "list": """files ids segment_ids parts partition_names data output_fields columns reqs

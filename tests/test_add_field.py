@@ -303,7 +303,7 @@ def test_a_merge_that_ran_across_a_function_added_writes_its_output(tmp_path: Pa
         ).cast(storage.segment_schema(old))
         storage.write_segment(tmp_path / f"s{i}", table, old)
         sources.append(str(tmp_path / f"s{i}"))
-    merge = Merge(sources, str(tmp_path / "t"), old, horizon_ts=10, schema_now=lambda: new)
+    merge = Merge(sources, [str(tmp_path / "t")], old, horizon_ts=10, schema_now=lambda: new)
     outcome = merge.write(0)
     assert not isinstance(outcome, Exception)
     stored = storage.dataset(layout.data_path(tmp_path / "t")).to_table()

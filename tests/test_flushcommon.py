@@ -203,7 +203,7 @@ def test_deletes_that_reach_sources_during_a_compaction_move_to_its_target(
     wb.apply([_delete([2, 3], ts=200, seq=30)])
     assert not wb.take_deltas() and not wb.deltas_due()  # the merge may have read them
     assert wb.oldest() == 30
-    wb.compacted([1, 2], 9, 5, PkStats.build(pa.array([1, 2, 3, 4], pa.int64())))
+    wb.compacted([1, 2], [(9, PkStats.build(pa.array([1, 2, 3, 4], pa.int64())))], 5)
     assert set(wb.flushed) == {9} and 9 in wb.done
     assert sorted(k for p in wb.flushed[9].pending for k in p[0].to_pylist()) == [2, 3]
     assert wb.oldest() == 30

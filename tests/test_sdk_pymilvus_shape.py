@@ -166,16 +166,18 @@ def test_unknown_keywords_are_refused_by_name(stack: Stack) -> None:
         client.search("k", [[0.0] * 4], round_decimal=2)
     assert err.value.code == ErrorCode.INVALID_ARGUMENT and "'round_decimal'" in err.value.message
     with pytest.raises(ElanusError) as err:
+        client.compact("k", is_l0=True)
+    assert err.value.code == ErrorCode.INVALID_ARGUMENT and "'is_l0'" in err.value.message
+    with pytest.raises(ElanusError) as err:  # "k" has no clustering key
         client.compact("k", is_clustering=True)
-    assert err.value.code == ErrorCode.INVALID_ARGUMENT and "'is_clustering'" in err.value.message
+    assert err.value.code == ErrorCode.INVALID_ARGUMENT and "clustering key" in err.value.message
     for size, unit, words in ((1, "kb", "under 1 MB"), (2, "eb", "'eb'"), (0, "mb", "positive")):
         with pytest.raises(ElanusError) as err:
             client.compact("k", target_size=size, target_size_unit=unit)
         assert err.value.code == ErrorCode.INVALID_ARGUMENT and words in err.value.message
     assert client.compact("k", target_size=1, target_size_unit="GB") > 0  # a force merge
-    with pytest.raises(ElanusError) as err:
-        client.create_schema().add_field("x", elanus.DataType.INT64, is_clustering_key=True)
-    assert err.value.code == ErrorCode.INVALID_ARGUMENT and "is_clustering_key" in err.value.message
+    schema = client.create_schema().add_field("x", elanus.DataType.INT64, is_clustering_key=True)
+    assert schema.clustering_key is not None and schema.clustering_key.name == "x"
     assert client.list_collections() == ["k"]
 
 

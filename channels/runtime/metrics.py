@@ -85,6 +85,12 @@ WAIT_TSAFE = QueuedHistogram(
     [],
     buckets=LATENCY_BUCKETS,
 )
+SEGMENTS_PRUNED = QueuedCounter(
+    "elanus_querynode_segments_pruned",
+    "Sealed segments a read (search, query, count) skipped: their clustering key range "
+    "cannot match its filter",
+    [],
+)
 NO_LABELS: tuple[str, ...] = ()
 
 

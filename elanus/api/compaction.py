@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from elanus.api.base import Ack, Stub, reply
+from elanus.api.base import Ack, Stub, record, reply
 from elanus.channels import subjects
 from elanus.channels.bus import Bus
 from elanus.requests import Range, request
@@ -24,15 +24,20 @@ class PlanSource:
 
 @reply
 class CompactionPlan:
-    """Merge ``sources`` into ``target_segment_id``, dropping rows deleted at or before
-    ``horizon_ts`` and, with a collection TTL of ``ttl`` ms, rows expired then."""
+    """Merge ``sources`` into ``targets``, dropping rows deleted at or before
+    ``horizon_ts`` and, with a collection TTL of ``ttl`` ms, rows expired then. A mix
+    compaction has one target; a clustering one (``clustering_key``: the field) orders
+    the rows by that field and cuts them into up to ``len(targets)`` contiguous ranges of
+    about ``target_rows`` rows each."""
 
     plan_id: int
     partition_id: int
-    target_segment_id: int
+    targets: list[int]
     horizon_ts: int
     sources: list[PlanSource]
     ttl: int = 0
+    clustering_key: str | None = None
+    target_rows: int = 0
 
 
 @request("compaction.trigger")
@@ -42,6 +47,9 @@ class TriggerCompaction:
     """Milvus's ``target_size`` (a force merge): the segments of each partition and
     vchannel are merged into targets of up to this size (estimated from the schema) rather
     than up to the sources' row limit."""
+    clustering: bool = False
+    """Milvus's ``majorCompaction``: a clustering compaction (the collection needs a
+    clustering key)."""
 
 
 @reply
@@ -132,16 +140,18 @@ class GetCompactionPlans:
 @reply
 class PlanSummary:
     """One plan of a compaction as the coord holds it: ``sources`` merge into
-    ``target_segment_id``; ``state`` a ``CompactionState`` value."""
+    ``targets`` (those the result kept rows in, once it is done); ``state`` a
+    ``CompactionState`` value; ``clustering``: a clustering compaction's plan."""
 
     plan_id: int
     collection_id: int
     partition_id: int
     vchannel: str
     sources: list[int]
-    target_segment_id: int
+    targets: list[int]
     state: str
     reason: str | None = None
+    clustering: bool = False
 
 
 @reply
@@ -159,18 +169,29 @@ class CompactionFailed:
     node_id: str | None = None
 
 
-@request("compaction.done")
-class CompactionDone:
-    plan_id: int
+@record
+class Compacted:
+    """One target as the merge wrote it; ``key_range``: a clustering compaction's target's
+    lowest and highest clustering key (None: it holds only nulls of the key, or it is a
+    mix compaction's)."""
+
+    segment_id: int
     num_rows: Annotated[int, Range(0)]
     path: str | None = None
     min_ts: int | None = None
     max_ts: int | None = None
+    is_sorted: bool = False
+    """Its rows are in primary-key order (the merge sorted them)."""
+    key_range: list[Any] | None = None
+
+
+@request("compaction.done")
+class CompactionDone:
+    plan_id: int
+    targets: list[Compacted]
+    """Every target of the plan, in the plan's order (an empty one: ``num_rows`` 0)."""
     node_id: str | None = None
     vchannel: str | None = None
-    target_segment_id: int | None = None
-    is_sorted: bool = False
-    """The target's rows are in primary-key order (the merge sorted them)."""
 
 
 @reply

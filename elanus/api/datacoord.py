@@ -125,6 +125,8 @@ class SegmentRecord:
     last_alloc_at: float
     is_sorted: bool = False
     """Its rows are in primary-key order."""
+    key_range: list[Any] | None = None
+    """An L2 segment's lowest and highest clustering key."""
 
 
 @reply

@@ -59,6 +59,8 @@ class SegmentSpec:
     vchannel: str
     indexes: list[ServedIndex] = field(default_factory=list)
     mmap_fields: list[str] = field(default_factory=list)
+    key_range: list[Any] | None = None
+    """An L2 segment's clustering key range (``Segment.key_range``)."""
 
 
 @record
@@ -70,6 +72,9 @@ class SealedSegment:
     node_id: str
     partition_id: int = 0
     path: str | None = None
+    key_range: list[Any] | None = None
+    """Its lowest and highest clustering key (an L2 segment): reads whose filter rules
+    the range out skip it."""
 
 
 @record

@@ -98,7 +98,7 @@ def milvus_field(f: dict[str, Any]) -> dict[str, Any]:
     out["params"].update(text_params(f))
     if f.get("element_type"):
         out["element_type"] = DataType.parse(f["element_type"])
-    for key in ("is_primary", "auto_id", "nullable", "is_partition_key"):
+    for key in ("is_primary", "auto_id", "nullable", "is_partition_key", "is_clustering_key"):
         if f.get(key):
             out[key] = True
     if f.get("default_value") is not None:

@@ -265,16 +265,19 @@ class WriteAPI(ClientBase):
     ) -> int:
         """Start merging small segments and dropping deleted rows; returns the job id.
         ``target_size`` (in ``target_size_unit``: b, kb, mb, gb, tb, pb) is Milvus's force
-        merge: targets of up to that size. Elanus has no clustering or L0-only compaction:
-        asking for one is refused."""
-        if is_clustering:
-            kwargs["is_clustering"] = is_clustering
+        merge: targets of up to that size. ``is_clustering``: a clustering compaction (the
+        collection needs a clustering key), into segments of contiguous key ranges of up to
+        that size (else the segment row limit). Elanus has no L0-only compaction: asking for
+        one is refused."""
         if is_l0:
             kwargs["is_l0"] = is_l0
         reject_unknown("compact", kwargs)
         target = None if target_size is None else _megabytes(target_size, target_size_unit)
         op = segment_ops.Compact(
-            db=self._db_or_own(db), collection=collection_name, target_size_mb=target
+            db=self._db_or_own(db),
+            collection=collection_name,
+            target_size_mb=target,
+            clustering=True if is_clustering else None,
         )
         return int(self._op(op, timeout=timeout)["compaction_id"])
 

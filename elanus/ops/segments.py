@@ -61,6 +61,9 @@ class Compact:
     collection: CollectionName
     target_size_mb: Annotated[int, Range(1)] | None = None
     """Milvus's force merge: targets of up to this size; absent: the row limit's."""
+    clustering: bool | None = None
+    """Milvus's ``is_clustering`` (``majorCompaction``): order the rows by the collection's
+    clustering key into L2 segments of contiguous key ranges (absent: a mix compaction)."""
 
 
 @operation("get_compaction_state")

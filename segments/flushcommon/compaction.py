@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from elanus.api.compaction import CompactionDone, CompactionFailed, CompactionPlan
+from elanus.api.compaction import Compacted, CompactionDone, CompactionFailed, CompactionPlan
 from elanus.channels.runtime.supervisor import describe
 from elanus.schema import Schema
 from elanus.segments import storage
@@ -23,38 +23,61 @@ from elanus.segments.flushcommon.coordreport import CoordReports
 from elanus.segments.flushcommon.flusher import Flusher
 from elanus.segments.flushcommon.syncmgr import SyncManager
 from elanus.segments.flushcommon.writebuffer import WriteBuffer
-from elanus.segments.storage.compactor import compact_segments
+from elanus.segments.storage.compactor import cluster_segments, compact_segments
 from elanus.segments.storage.pkstats import PkStats
 
 log = logging.getLogger(__name__)
 
 
+Written = list[tuple[dict[str, Any], PkStats | None]]
+"""Each target's result (what the coord records) and pk stats (None: it stayed empty)."""
+
+
 @dataclass
 class Merge:
-    """One plan's merge, on a worker thread; a failure comes back as its result."""
+    """One plan's merge, on a worker thread; a failure comes back as its result. A
+    ``clustering_key`` makes it a clustering compaction into every target (``targets``,
+    of about ``target_rows`` rows each), else a mix compaction into the one target."""
 
     sources: list[str]
-    target: str
+    targets: list[str]
     schema: Schema
     horizon_ts: int
     ttl: int = 0
     schema_now: Callable[[], Schema] | None = None
     """The channel's schema when the merge ends: a field or function added meanwhile widens
     the target before it is reported (an index build reads the column from the files)."""
+    clustering_key: str | None = None
+    target_rows: int = 0
 
-    def write(self, attempt: int) -> tuple[dict[str, Any], PkStats | None] | Exception:
+    def write(self, attempt: int) -> Written | Exception:
         try:
-            result = compact_segments(
-                self.sources, self.target, self.schema, self.horizon_ts, self.ttl
-            )
+            if self.clustering_key is None:
+                args = (self.sources, self.targets[0], self.schema, self.horizon_ts, self.ttl)
+                results = [compact_segments(*args)]
+            else:
+                results = cluster_segments(
+                    self.sources,
+                    self.targets,
+                    self.schema,
+                    self.horizon_ts,
+                    self.clustering_key,
+                    self.target_rows,
+                    self.ttl,
+                )
             now = self.schema_now() if self.schema_now is not None else self.schema
-            if result["num_rows"] and now.version > self.schema.version:
-                storage.widen_to(result["path"], now)
+            for result in results:
+                if result["num_rows"] and now.version > self.schema.version:
+                    storage.widen_to(result["path"], now)
         except Exception as exc:  # noqa: BLE001 - the plan fails; the channel goes on
-            log.exception("compaction into %s failed", self.target)
-            storage.remove_segment(self.target)
+            log.exception("compaction into %s failed", self.targets)
+            for target in self.targets:
+                storage.remove_segment(target)
             return exc
-        return result, storage.load_pk_stats(self.target) if result["num_rows"] else None
+        return [
+            (result, storage.load_pk_stats(target) if result["num_rows"] else None)
+            for result, target in zip(results, self.targets, strict=True)
+        ]
 
 
 class Compactions:
@@ -76,20 +99,22 @@ class Compactions:
 
     def start(self, plan: CompactionPlan) -> None:
         sources = [s.segment_id for s in plan.sources]
-        target, pid = plan.target_segment_id, plan.partition_id
+        targets, pid = plan.targets, plan.partition_id
         seg_dir = self.buffer.seg_dir
         self.flusher.sync_deltas(only=set(sources))  # the merge reads the sources' logs
         self.buffer.compacting(sources, True)
         merge = Merge(
             [seg_dir(pid, s) for s in sources],
-            seg_dir(pid, target),
+            [seg_dir(pid, t) for t in targets],
             self.buffer.schema,
             plan.horizon_ts,
             plan.ttl,
             lambda: self.buffer.schema,
+            plan.clustering_key,
+            plan.target_rows,
         )
 
-        async def merged(outcome: tuple[dict[str, Any], PkStats | None] | Exception) -> None:
+        async def merged(outcome: Written | Exception) -> None:
             if isinstance(outcome, Exception):
                 self.buffer.compacting(sources, False)
                 await self.reports.compaction_failed(
@@ -98,27 +123,29 @@ class Compactions:
                     )
                 )
                 return
-            result, stats = outcome
-            self.buffer.compacted(sources, target, pid, stats)
-            self.buffer.compacting([target], True)  # its deletes wait for the report
+            written = [(t, stats) for t, (_, stats) in zip(targets, outcome, strict=True)]
+            self.buffer.compacted(sources, written, pid)
+            self.buffer.compacting(targets, True)  # their deletes wait for the report
             report = CompactionDone(
                 plan_id=plan.plan_id,
                 node_id=self.node_id,
                 vchannel=self.vchannel,
-                target_segment_id=target,
-                **result,
+                targets=[
+                    Compacted(segment_id=t, **result)
+                    for t, (result, _) in zip(targets, outcome, strict=True)
+                ],
             )
             await self.reports.compaction_done(report)
-            self.buffer.compacting([target], False)
+            self.buffer.compacting(targets, False)
             log.info(
                 "%s: compacted %s into %s (%s rows)",
                 self.vchannel,
                 sources,
-                target,
-                result["num_rows"],
+                targets,
+                [result["num_rows"] for result, _ in outcome],
             )
 
         name = f"compaction plan {plan.plan_id}"
         self.syncs.submit(
-            name, [*sources, target], merge.write, position=None, then=merged, attempts=1
+            name, [*sources, *targets], merge.write, position=None, then=merged, attempts=1
         )

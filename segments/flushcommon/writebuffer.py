@@ -322,21 +322,31 @@ class WriteBuffer:
             if sid in self.flushed:
                 self.flushed[sid].compacting = on
 
-    def compacted(self, sources: list[int], target: int, pid: int, stats: PkStats | None) -> None:
-        """The sources are merged into ``target``: deletes that reached the sources while
-        the merge ran (not in what it read) now belong to the target."""
+    def compacted(
+        self, sources: list[int], targets: list[tuple[int, PkStats | None]], pid: int
+    ) -> None:
+        """The sources are merged into ``targets`` (each with its pk stats; None: it is
+        empty): deletes that reached the sources while the merge ran (not in what it read)
+        now belong to the targets; with several (a clustering compaction), each keeps the
+        keys its pk stats may hold."""
         carried: list[tuple[pa.Array, int, int]] = []
         for s in sources:
             seg = self.flushed.pop(s, None)
             if seg is not None:
                 carried += seg.pending
             self.pk_oracle.remove(s)
-        if stats is not None:
+        carried.sort(key=lambda p: p[2])
+        kept = [(t, stats) for t, stats in targets if stats is not None]
+        for target, stats in kept:
             self.add_flushed(target, pid, stats)
-            self.flushed[target].pending = sorted(carried, key=lambda p: p[2])
-        elif carried:  # every row was deleted: nothing left to delete from
-            log.info("segment %d is empty: %d late delete batches dropped", target, len(carried))
-        self.done.add(target)
+            mine = carried
+            if len(kept) > 1:
+                masks = [(p, stats.may_contain(p[0])) for p in carried]
+                mine = [(p[0].filter(pa.array(m)), p[1], p[2]) for p, m in masks if m.any()]
+            self.flushed[target].pending = mine
+        if not kept and carried:  # every row was deleted: nothing left to delete from
+            log.info("segments %s are empty: %d late delete batches dropped", targets, len(carried))
+        self.done.update(t for t, _ in targets)
 
     def oldest(self) -> int | None:
         """The smallest stream position whose effect lives only in this buffer."""

@@ -52,6 +52,7 @@ from elanus.channels.runtime.metrics import NO_LABELS, WAIT_TSAFE
 from elanus.channels.runtime.role import RoleHost
 from elanus.errors import ElanusError, ErrorCode
 from elanus.expr import Expr
+from elanus.expr.keyranges import key_intervals
 from elanus.reduce import add_term_stats
 from elanus.schema import TIMESTAMP_FIELD, Schema
 from elanus.searchrequest import SearchRequest
@@ -324,12 +325,16 @@ class Delegator:
         ]
 
     def _view(
-        self, partition_ids: list[int] | None
+        self, partition_ids: list[int] | None, expr: Expr | None = None
     ) -> tuple[list[MemSegment], dict[str, list[int]]]:
         """The growing segments and each worker's sealed ones (of ``partition_ids``), taken
-        together, never halfway through a handoff; a read off the loop, once pinned."""
+        together, never halfway through a handoff; a read off the loop, once pinned. With
+        a clustering key, sealed segments whose key range ``expr`` rules out are left out
+        (Milvus's segment pruning)."""
+        key = self.schema.clustering_key
+        keys = key_intervals(expr, key) if key is not None else None
         with self._view_lock:
-            return self.growing_in(partition_ids), self.distribution.workers(partition_ids)
+            return self.growing_in(partition_ids), self.distribution.workers(partition_ids, keys)
 
     def _ask_workers(
         self, workers: dict[str, list[int]], call: Callable[[WorkerAPI, list[int]], Call[R]]
@@ -356,7 +361,9 @@ class Delegator:
         req = req.at(ts=self.read_ts_blocking(req.guarantee_ts, req.ts))
         version = self.distribution.enter_read()
         try:
-            growing, workers = self._view(req.partition_ids)
+            clustered = self.schema.clustering_key is not None  # else no parse here
+            expr = req.expr(self.schema) if clustered else None
+            growing, workers = self._view(req.partition_ids, expr)
             parts = [search_part(seg, req) for seg in growing]
             for hits in self._ask_workers(
                 workers,
@@ -395,7 +402,7 @@ class Delegator:
         version = self.distribution.enter_read()
         try:
             columns = list(req.output_fields)
-            growing, workers = self._view(req.partition_ids)
+            growing, workers = self._view(req.partition_ids, expr)
             tables = [s.query(ts, expr, columns, req.limit, req.ttl) for s in growing]
             tables += [
                 r.rows
@@ -412,7 +419,7 @@ class Delegator:
         ts = self.read_ts_blocking(req.guarantee_ts, req.ts)
         version = self.distribution.enter_read()
         try:
-            growing, workers = self._view(req.partition_ids)
+            growing, workers = self._view(req.partition_ids, expr)
             total = sum(s.count(ts, expr, req.ttl) for s in growing)
             total += sum(
                 r.count

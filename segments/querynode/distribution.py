@@ -19,6 +19,8 @@ from typing import Any
 
 from elanus import layout
 from elanus.api.querynode import SealedSegment
+from elanus.channels.runtime.metrics import NO_LABELS, SEGMENTS_PRUNED
+from elanus.expr.keyranges import Intervals, may_match
 from elanus.segments import storage
 from elanus.segments.storage.pkoracle import PkOracle
 
@@ -79,13 +81,22 @@ class Distribution:
                 del self._holds[sid]
         return min((h for _, h in self._holds.values()), default=None)
 
-    def workers(self, partition_ids: list[int] | None) -> dict[str, list[int]]:
-        """Each worker's sealed segments (of ``partition_ids``, default all)."""
+    def workers(
+        self, partition_ids: list[int] | None, keys: Intervals = None
+    ) -> dict[str, list[int]]:
+        """Each worker's sealed segments (of ``partition_ids``, default all), less those
+        whose clustering key range the filter's ``keys`` rule out (counted as pruned)."""
         by_node: dict[str, list[int]] = {}
         wanted = set(partition_ids) if partition_ids else None
+        pruned = 0
         for sid, seg in list(self.sealed.items()):
             if wanted is None or seg.partition_id in wanted:
+                if keys is not None and not may_match(keys, seg.key_range):
+                    pruned += 1
+                    continue
                 by_node.setdefault(seg.node_id, []).append(sid)
+        if pruned:
+            SEGMENTS_PRUNED.inc(NO_LABELS, pruned)
         return by_node
 
     # -- pinning ----------------------------------------------------------------------------

@@ -42,6 +42,66 @@ def compact_segments(
     """Write the merged target; returns what the coord records about it. Every source is
     read in the collection's segment schema, whichever writer (or older version) wrote it.
     ``ttl``: the collection's TTL in ms (0: none)."""
+    data, carried = _live_rows(source_dirs, schema, horizon_ts, ttl)
+    return _write_target(target_dir, data, carried, schema)
+
+
+def cluster_segments(
+    source_dirs: list[str],
+    target_dirs: list[str],
+    schema: Schema,
+    horizon_ts: int,
+    key: str,
+    target_rows: int,
+    ttl: int = 0,
+) -> list[dict[str, Any]]:
+    """Clustering compaction: the live rows of the sources, ordered by the clustering
+    ``key`` (nulls last), cut into contiguous ranges of about ``target_rows`` rows, one per
+    target (at most ``len(target_dirs)``; the rest stay empty). Each target records its
+    key's ``key_range`` ([min, max]; [None, None]: only nulls)."""
+    data, carried = _live_rows(source_dirs, schema, horizon_ts, ttl)
+    n = min(len(target_dirs), max(1, -(-data.num_rows // max(1, target_rows))))
+    order = pc.sort_indices(data, sort_keys=[(key, "ascending")], null_placement="at_end")
+    cuts = _cuts(data.column(key).take(order), n)
+    out = []
+    for i, target_dir in enumerate(target_dirs):
+        has_run = i + 1 < len(cuts)
+        part = data.take(order[cuts[i] : cuts[i + 1]]) if has_run else data.slice(0, 0)
+        mine = carried
+        if carried is not None and part.num_rows:
+            mine = carried.filter(
+                pc.is_in(carried.column(PK_COLUMN), part.column(schema.primary.name))
+            )
+        result = _write_target(target_dir, part, mine, schema)
+        if part.num_rows:
+            mm = pc.min_max(part.column(key))
+            result["key_range"] = [mm["min"].as_py(), mm["max"].as_py()]
+        out.append(result)
+    return out
+
+
+def _cuts(keys: pa.ChunkedArray, n: int) -> list[int]:
+    """Where to cut the sorted ``keys`` (nulls last) into ``n`` runs of about equal rows,
+    each cut moved past the run of its key value, so no value spans two targets (a value
+    with more rows than a target holds makes a larger one) and the nulls come after them
+    all: the targets' key ranges are disjoint."""
+    total, nulls = len(keys), keys.null_count
+    valued = keys.slice(0, total - nulls).to_numpy(zero_copy_only=False)
+    cuts = [0]
+    for i in range(1, n):
+        c = total * i // n
+        if 0 < c < len(valued):
+            c = int(np.searchsorted(valued, valued[c - 1], side="right"))
+        if c > cuts[-1] and c < total:
+            cuts.append(c)
+    return [*cuts, total]
+
+
+def _live_rows(
+    source_dirs: list[str], schema: Schema, horizon_ts: int, ttl: int
+) -> tuple[pa.Table, pa.Table | None]:
+    """The sources' rows less those deleted or expired at the horizon, and the newer
+    deletes (to carry into the targets' delta logs)."""
     pk_field = schema.primary.name
     data = pa.concat_tables([storage.read_segment(d, schema) for d in source_dirs])
     data = data.combine_chunks()
@@ -58,6 +118,12 @@ def compact_segments(
         data = data.filter(pa.array(~gone))
         newer = pc.greater(deltas.column("ts"), pa.scalar(horizon_ts, pa.uint64()))
         carried = deltas.filter(newer)
+    return data, carried
+
+
+def _write_target(
+    target_dir: str, data: pa.Table, carried: pa.Table | None, schema: Schema
+) -> dict[str, Any]:
     if data.num_rows == 0:
         return {"num_rows": 0}
     path = storage.write_segment(target_dir, data, schema)
