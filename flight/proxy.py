@@ -67,6 +67,7 @@ from elanus.flight.snapshots import SnapshotService
 from elanus.flight.sql import MIDDLEWARE_KEY as SQL_OPTIONS
 from elanus.flight.sql import SqlHeadersFactory, options_of
 from elanus.flight.streams import client_batches, client_chunks
+from elanus.ops import scope_of
 from elanus.wire.bodyshape import set_max_json_depth
 from elanus.wire.codec import decode_request, encode_result, to_flight_error
 from elanus.wire.tls import server_tls
@@ -391,7 +392,7 @@ class ProxyServer(Role):
         """GetFlightInfo: a snapshot read plan for the JSON command (``read_plan`` body)."""
         with _flight_errors("GetFlightInfo"):
             request = self.reads.plan_request(_command(descriptor, "GetFlightInfo"))
-            authorize(caller, lookup("read_plan"), request)
+            authorize(caller, lookup("read_plan"), scope_of(request))
             return self.reads.plan(request).flight_info(descriptor)
         raise AssertionError("unreachable")
 
@@ -401,7 +402,7 @@ class ProxyServer(Role):
         """GetSchema: the Arrow schema a read plan for the same command would have."""
         with _flight_errors("GetSchema"):
             request = self.reads.plan_request(_command(descriptor, "GetSchema"))
-            authorize(caller, lookup("read_plan"), request)
+            authorize(caller, lookup("read_plan"), scope_of(request))
             return flight.SchemaResult(self.reads.schema(request))
         raise AssertionError("unreachable")
 

@@ -21,7 +21,6 @@ from elanus.flight.search import (
     GROUP_KEYS,
     READ_KEYS,
     check_hybrid,
-    check_read_plan,
     hybrid_search,
     search_as_hybrid,
     search_options,
@@ -30,7 +29,7 @@ from elanus.flight.search import (
 )
 from elanus.highlight import Highlighter
 from elanus.ops import loads as ops
-from elanus.ops.reads import Query
+from elanus.ops.reads import PlanRead, Query
 from elanus.privileges import Need
 from elanus.requests import Body
 from elanus.wire.codec import DEFAULT_DB, decode_request
@@ -204,26 +203,17 @@ action(
 )(check_hybrid)
 
 
-def _run_read_plan(c: Call) -> dict[str, Any]:
+def _run_read_plan(c: OpCall[PlanRead]) -> dict[str, Any]:
     return c.proxy.reads.plan(c.request).to_json()
 
 
-action(
-    "read_plan",
+operation(
+    PlanRead,
     "A snapshot read plan for parallel readers (what GetFlightInfo returns, as JSON). Body: "
     "collection, partition_names, snapshot_ts, filter, filter_params, columns, files_only. "
     "Result: ts, "
     "collection_id, schema, columns, total_records, endpoints (ticket, kind, rows).",
-    (
-        "collection",
-        "partition_names",
-        "snapshot_ts",
-        "filter",
-        "filter_params",
-        "columns",
-        "files_only",
-    ),
     privilege="Query",
     rate=Kind.DQL,
     run=_run_read_plan,
-)(check_read_plan)
+)

@@ -14,10 +14,10 @@ from opcheck import RecordingClient, declaration_test, decoded, refusal_test
 
 from elanus.errors import ElanusError
 from elanus.ops import checked
-from elanus.ops.reads import Query, ReadOptions
+from elanus.ops.reads import PlanRead, Query, ReadOptions
 from elanus.ops.writes import MAX_DELETE_KEYS, Delete
 
-test_an_operations_action_is_declared_by_its_record = declaration_test([Query, Delete])
+test_an_operations_action_is_declared_by_its_record = declaration_test([Query, Delete, PlanRead])
 
 
 def test_a_body_decodes_into_the_record_once() -> None:
@@ -62,6 +62,20 @@ BAD_BODIES = [
         ("query", {"collection": "9c", "limit": 5}, "collection name '9c' is invalid"),
         ("query", {"collection": "c", "limit": 5, "read_ts": 7},
          "query: unknown key(s) 'read_ts'"),  # the proxy's own pin: never a client's key
+        ("read_plan", {"collection": "c", "columns": []},
+         "read_plan: 'columns' must be a non-empty list of field names"),
+        ("read_plan", {"collection": "c", "columns": ["a", 1]},
+         "read_plan: 'columns' must be a non-empty list of field names"),
+        ("read_plan", {"collection": "c", "columns": ["a", "a"]},
+         "read_plan: 'columns' names a field twice"),
+        ("read_plan", {"collection": "c", "snapshot_ts": -1},
+         "read_plan: 'snapshot_ts' = -1 is out of range [0, None]"),
+        ("read_plan", {"collection": "c", "files_only": 1},
+         "read_plan: 'files_only' must be true or false, got 1"),
+        ("read_plan", {"collection": "c", "partition_names": ["9p"]},
+         "partition name '9p' is invalid"),
+        ("read_plan", {"collection": "c", "filter_params": "x"},
+         "read_plan: 'filter_params' must be a JSON object"),
         ("delete", {"collection": "c"}, "delete: give exactly one of 'ids' and 'filter'"),
         ("delete", {"collection": "c", "filter": "", "ids": None},
          "delete: give exactly one of 'ids' and 'filter'"),
@@ -148,3 +162,18 @@ def test_the_sdk_reads_its_own_writes_when_it_names_no_level() -> None:
     bodies = [orjson.loads(raw) for _, raw in client.sent[1:]]
     assert bodies[0]["session_ts"] == 5 and "guarantee_timestamp" not in bodies[0]
     assert bodies[1]["guarantee_timestamp"] == 5 and "session_ts" not in bodies[1]
+
+
+def test_the_sdk_sends_the_read_plan_commands_it_always_sent() -> None:
+    client = _client()
+    plain = client._read_command("c", None)
+    full = client._read_command(
+        "c", "d", ["a"], "a > 1", {"x": 1}, ["p"], snapshot_ts=9, files_only=True
+    )
+    assert orjson.loads(plain.command) == {"db": "own", "collection": "c"}
+    assert orjson.loads(full.command) == {
+        "db": "d", "collection": "c", "columns": ["a"], "filter": "a > 1",
+        "filter_params": {"x": 1}, "partition_names": ["p"], "snapshot_ts": 9,
+        "files_only": True,
+    }  # fmt: skip
+    assert decoded("read_plan", orjson.loads(full.command)).files_only is True

@@ -15,9 +15,10 @@ from elanus.client.compat import reject_unknown
 from elanus.client.results import SearchResult, load_state
 from elanus.consistency import ConsistencyLevel
 from elanus.errors import ElanusError, ErrorCode
+from elanus.ops import body_of
 from elanus.ops import loads as load_ops
 from elanus.ops import segments as segment_ops
-from elanus.ops.reads import Query
+from elanus.ops.reads import PlanRead, Query
 from elanus.wire.codec import decode_body, encode_json, from_flight_error
 
 
@@ -35,20 +36,17 @@ class ReadAPI(ClientBase):
         files_only: bool = False,
     ) -> flight.FlightDescriptor:
         """The ``read_plan`` body of GetFlightInfo and GetSchema, as a command descriptor."""
-        command = self._in_db(db, collection=collection_name)
-        if columns is not None:
-            command["columns"] = list(columns)
-        if filter:
-            command["filter"] = filter
-        if filter_params:
-            command["filter_params"] = filter_params
-        if partition_names:
-            command["partition_names"] = list(partition_names)
-        if snapshot_ts:
-            command["snapshot_ts"] = int(snapshot_ts)
-        if files_only:
-            command["files_only"] = True
-        return flight.FlightDescriptor.for_command(encode_json(command))
+        command = PlanRead(
+            db=self._db_or_own(db),
+            collection=collection_name,
+            columns=None if columns is None else list(columns),
+            filter=filter or None,
+            filter_params=filter_params or None,
+            partition_names=list(partition_names) if partition_names else None,
+            snapshot_ts=int(snapshot_ts) if snapshot_ts else None,
+            files_only=True if files_only else None,
+        )
+        return flight.FlightDescriptor.for_command(encode_json(body_of(command)))
 
     def read_schema(
         self,

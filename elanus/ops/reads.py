@@ -96,3 +96,32 @@ class Query(ReadOptions):
         if self.filter and self.ids is not None:
             raise invalid("query: give either 'filter' or 'ids', not both")
         self.check_read()
+
+
+@operation("read_plan")
+class PlanRead:
+    """A snapshot read plan for parallel readers (the ``read_plan`` action, and the command
+    of GetFlightInfo and GetSchema): one timestamp for all shards, and a ticket per piece."""
+
+    db: DbName = DEFAULT_DB
+    collection: CollectionName
+    partition_names: list[Any] | None = None
+    snapshot_ts: Annotated[int, Range(0)] | None = None
+    """Absent or 0: now (a fresh timestamp); else an earlier one, inside the retention."""
+    filter: str | None = None
+    """Empty as absent."""
+    filter_params: dict[str, Any] | None = None
+    columns: list[Any] | None = None
+    """Absent: every field; else field names, each once."""
+    files_only: bool | None = None
+    """A plan of the segments' files alone, even for a loaded collection."""
+
+    def check(self) -> None:
+        columns = self.columns
+        if columns is not None:
+            if not columns or not all(isinstance(c, str) for c in columns):
+                raise invalid("read_plan: 'columns' must be a non-empty list of field names")
+            if len(set(columns)) != len(columns):
+                raise invalid("read_plan: 'columns' names a field twice")
+        for name in self.partition_names or ():
+            check_name(name, "partition")

@@ -28,7 +28,7 @@ from elanus.flight.search.hybrid import (
     search_as_hybrid,
     searched_as_hybrid,
 )
-from elanus.flight.search.readplan import ReadPlan, ReadService, check_read_plan, check_ticket
+from elanus.flight.search.readplan import ReadPlan, ReadService, check_ticket
 from elanus.flight.search.service import QueryService
 
 __all__ = [
@@ -42,7 +42,6 @@ __all__ = [
     "ReadPlan",
     "ReadService",
     "check_hybrid",
-    "check_read_plan",
     "check_search_stream",
     "check_ticket",
     "hits_table",

@@ -40,11 +40,10 @@ from elanus.flight.auth import ANONYMOUS, Caller, authorize
 from elanus.flight.metacache import CollectionInfo
 from elanus.flight.registry import check_db, check_named, check_request, lookup
 from elanus.flight.search import fileplan
-from elanus.flight.search.bodies import partition_names
 from elanus.flight.search.check import check_filter, check_issued
 from elanus.flight.search.fileplan import Endpoint, PageFetch
 from elanus.flight.streams import coded_stream
-from elanus.ops.reads import ReadOptions
+from elanus.ops.reads import PlanRead, ReadOptions
 from elanus.requests import Body
 from elanus.schema import DENSE_FLOAT_TYPES, DYNAMIC_FIELD, DataType, Schema
 from elanus.wire.codec import encode_json
@@ -63,26 +62,6 @@ MAX_PAGE_ROWS = 65536
 times as big)."""
 AFTER = "__elanus_after"
 REQUEST_TIMEOUT_S = 120.0
-
-
-def check_read_plan(b: Body) -> dict[str, Any]:
-    """The ``read_plan`` action's request (``flight/query_actions.py`` declares it)."""
-    columns = b.list("columns", None)
-    if columns is not None:
-        if not columns or not all(isinstance(c, str) for c in columns):
-            raise invalid("read_plan: 'columns' must be a non-empty list of field names")
-        if len(set(columns)) != len(columns):
-            raise invalid("read_plan: 'columns' names a field twice")
-    return {
-        "db": check_db(b),
-        "collection": check_named(b, "collection", "collection"),
-        "partition_names": partition_names(b),
-        "snapshot_ts": b.int("snapshot_ts", 0, lo=0),
-        "filter": b.str("filter", "") or None,
-        "filter_params": b.dict("filter_params", {}),
-        "columns": columns,
-        "files_only": b.bool("files_only", False),
-    }
 
 
 def check_ticket(doc: dict[str, Any]) -> dict[str, Any]:
@@ -230,28 +209,28 @@ class ReadService:
         return self.gate.read_collection(db, collection)
 
     # -- plans ------------------------------------------------------------------------------
-    def plan_request(self, raw: bytes) -> dict[str, Any]:
+    def plan_request(self, raw: bytes) -> PlanRead:
         """A GetFlightInfo/GetSchema command: the body of the ``read_plan`` action."""
-        return check_request("read_plan", raw)[1]
+        request: PlanRead = check_request("read_plan", raw)[1]
+        return request
 
-    def schema(self, request: dict[str, Any]) -> pa.Schema:
-        info = self.collections.collection(request["db"], request["collection"])
-        return arrow_schema(info.schema, request["columns"])[1]
+    def schema(self, request: PlanRead) -> pa.Schema:
+        info = self.collections.collection(request.db, request.collection)
+        return arrow_schema(info.schema, request.columns)[1]
 
-    def plan(self, request: dict[str, Any], *, by_partition: bool = False) -> ReadPlan:
+    def plan(self, request: PlanRead, *, by_partition: bool = False) -> ReadPlan:
         """The plan of a checked ``read_plan`` body. ``by_partition``: one growing endpoint
         per vchannel and partition (not per vchannel), so every endpoint is of one
         partition (SQL's ``$partition`` column)."""
         query = self.query
-        info = self._info(request["db"], request["collection"])
-        columns, schema = arrow_schema(info.schema, request["columns"])
-        check_filter(info, request["filter"], request["filter_params"])
-        pids = query.partition_ids(
-            info, request["partition_names"], request["filter"], request["filter_params"]
-        )
-        at = ReadOptions(as_of=request["snapshot_ts"], consistency_level="Strong")
+        info = self._info(request.db, request.collection)
+        columns, schema = arrow_schema(info.schema, request.columns)
+        text, params = request.filter or None, request.filter_params or {}
+        check_filter(info, text, params)
+        pids = query.partition_ids(info, request.partition_names, text, params)
+        at = ReadOptions(as_of=request.snapshot_ts, consistency_level="Strong")
         ts, _ = query.read_at(info, at)  # one ts for all shards
-        if request["files_only"]:
+        if request.files_only:
             return self._files_plan(request, info, pids, ts, columns, schema)
         try:
             replies = query.fan_out(
@@ -292,7 +271,7 @@ class ReadService:
 
     def _files_plan(
         self,
-        request: dict[str, Any],
+        request: PlanRead,
         info: CollectionInfo,
         pids: list[int] | None,
         ts: int,
@@ -428,7 +407,7 @@ class ReadService:
 
 
 def _ticket_base(
-    info: CollectionInfo, ts: int, columns: list[str], request: dict[str, Any]
+    info: CollectionInfo, ts: int, columns: list[str], request: PlanRead
 ) -> dict[str, Any]:
     """What every ticket of a plan carries."""
     base: dict[str, Any] = {
@@ -441,10 +420,10 @@ def _ticket_base(
     }
     if info.ttl:  # the TTL in force when planned: every page reads the same snapshot
         base["ttl"] = info.ttl
-    if request["filter"]:
-        base["filter"] = request["filter"]
-        if request["filter_params"]:
-            base["filter_params"] = request["filter_params"]
+    if request.filter:
+        base["filter"] = request.filter
+        if request.filter_params:
+            base["filter_params"] = request.filter_params
     return base
 
 

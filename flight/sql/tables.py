@@ -31,6 +31,7 @@ from elanus.errors import ElanusError, ErrorCode
 from elanus.flight.metacache import CollectionInfo
 from elanus.flight.search import ReadPlan, check_ticket
 from elanus.flight.sql.readahead import readahead
+from elanus.ops.reads import PlanRead
 from elanus.schema import DYNAMIC_FIELD, DataType
 
 if TYPE_CHECKING:
@@ -136,16 +137,9 @@ class CollectionTable:
         """The read plan at ``ts`` (made once; every scan of the statement reads it)."""
         if self._plan is None:
             stored = [c for c in self.columns if c != PARTITION] or [self.info.schema.primary.name]
-            request: dict[str, Any] = {
-                "db": self.info.db,
-                "collection": self.info.name,
-                "partition_names": None,
-                "snapshot_ts": self.ts,
-                "filter": None,
-                "filter_params": {},
-                "columns": stored,
-                "files_only": False,
-            }
+            request = PlanRead(
+                db=self.info.db, collection=self.info.name, snapshot_ts=self.ts, columns=stored
+            )
             self._plan = self.reads.plan(request, by_partition=PARTITION in self.columns)
         return self._plan
 
