@@ -22,6 +22,7 @@ from elanus.flight.registry import (
     Checker,
     action,
     catalogue,
+    check_body,
     check_db,
     check_named,
     check_request,
@@ -35,7 +36,8 @@ if TYPE_CHECKING:
     from elanus.flight.ddl import DdlService
 
 __all__ = [
-    "CONCERNS", "Action", "ActionHost", "Call", "Checker", "action", "catalogue", "check_db",
+    "CONCERNS", "Action", "ActionHost", "Call", "Checker", "action", "catalogue", "check_body",
+    "check_db",
     "check_named", "check_request", "lookup", "perform", "perform_op", "privilege_table",
     "rate_of",
 ]  # fmt: skip

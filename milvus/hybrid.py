@@ -7,13 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 from pymilvus.grpc_gen import milvus_pb2, schema_pb2
 
 from elanus.errors import invalid
-from elanus.flight.actions import check_request
+from elanus.flight.actions import check_body
 from elanus.flight.limits import Kind
 from elanus.flight.search.hybrid import (
     fetch_outputs,
@@ -140,7 +139,7 @@ class HybridRpcs(Servicer):
 
     def _fused(self, ctx: Ctx, body: dict[str, Any], protos: list[Any], params: Any) -> Any:
         """Check and run a ``hybrid_search`` body whose requests' vectors are ``protos``'."""
-        _, checked = check_request("hybrid_search", orjson.dumps(body))
+        _, checked = check_body("hybrid_search", body)
         ctx.caller.require(Need("Search", checked["db"], checked["collection"]))
         service = self.proxy.query
         info = self.proxy.dbgate.read_collection(checked["db"], checked["collection"])
