@@ -14,6 +14,12 @@ os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 # Servers the tests start never take Milvus's port 19530 (other test runs, a real Milvus):
 # the Milvus face is off unless a test asks for it on a free port (tests/test_milvus_*.py).
 os.environ["ELANUS_MILVUS_PORT"] = "0"
+# Every JVM the tests start (the session's Spark, `elanus index build --spark-master`,
+# spark-submit: each launched through spark-submit, which adds SPARK_SUBMIT_OPTS to the
+# driver's java command) compiles with C1 only and collects with one GC thread: a test's
+# JVM lives seconds to minutes, and C2's compiler threads and parallel GC cost more CPU
+# than they save on two cores (a Spark start and first jobs: ~17 s of CPU, 11 s this way).
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
 import contextlib  # noqa: E402
 import json
@@ -294,14 +300,22 @@ every role-to-role request crosses NATS as frame messages (``transport = "nats"`
 
 
 @pytest.fixture
+def stack_settings() -> dict[str, Any]:
+    """Settings of the ``stack`` fixture's stack; a test module overrides this fixture to
+    change them (small segments, no background compaction, ...)."""
+    return {}
+
+
+@pytest.fixture
 def stack(
     nats_server: EmbeddedNats,
     loop_thread: LoopThread,
     tmp_path: Path,
     request: pytest.FixtureRequest,
+    stack_settings: dict[str, Any],
 ) -> Iterator[Stack]:
     transport = getattr(request, "param", "auto")
-    s = Stack(loop_thread, nats_server, tmp_path / "data", transport=transport)
+    s = Stack(loop_thread, nats_server, tmp_path / "data", transport=transport, **stack_settings)
     try:
         s.start()
         yield s

@@ -17,8 +17,6 @@ from conftest import Stack, raises_code, wait_for
 from milvus_stack import MilvusStack, milvus_client, milvus_stack
 from rich.console import Console
 
-from elanus.channels.nats_server import EmbeddedNats
-from elanus.channels.runtime.loop import LoopThread
 from elanus.channels.runtime.metrics import NO_LABELS, SEGMENTS_PRUNED
 from elanus.cli.admin import _with_load, render_collection
 from elanus.client.client import Client
@@ -43,19 +41,9 @@ INV = ErrorCode.INVALID_ARGUMENT
 
 
 @pytest.fixture
-def small(
-    nats_server: EmbeddedNats,
-    loop_thread: LoopThread,
-    tmp_path: Path,
-    request: pytest.FixtureRequest,
-) -> Iterator[Stack]:
-    transport = getattr(request, "param", "auto")
-    s = Stack(loop_thread, nats_server, tmp_path / "data", transport=transport, **SETTINGS)
-    try:
-        s.start()
-        yield s
-    finally:
-        s.close()
+def stack_settings() -> dict[str, Any]:
+    """Small segments, and no compaction but the tests' own (conftest's ``stack``)."""
+    return SETTINGS
 
 
 def key_schema(key_type: DataType = DataType.INT64) -> Schema:
@@ -115,8 +103,8 @@ def answers(client: Client) -> dict[str, Any]:
     return out
 
 
-def test_clustering_compaction_cuts_key_ranges_and_reads_skip_segments(small: Stack) -> None:
-    client = small.client()
+def test_clustering_compaction_cuts_key_ranges_and_reads_skip_segments(stack: Stack) -> None:
+    client = stack.client()
     client.create_collection("c", schema=key_schema(), properties={"metric_type": "L2"})
     client.load_collection("c")
     fields = client.describe_collection("c")["fields"]
@@ -173,10 +161,10 @@ def _pruning(client: Client) -> bool:
     return pruned() > seen
 
 
-@pytest.mark.parametrize("small", ["nats"], indirect=True)  # plans and reports cross NATS
-def test_clustering_compaction_of_a_varchar_key(small: Stack) -> None:
+@pytest.mark.parametrize("stack", ["nats"], indirect=True)  # plans and reports cross NATS
+def test_clustering_compaction_of_a_varchar_key(stack: Stack) -> None:
     """Keys repeat (three rows a value): no value spans two segments."""
-    client = small.client()
+    client = stack.client()
     schema = key_schema(DataType.VARCHAR)
     client.create_collection("c", schema=schema, properties={"metric_type": "L2"})
     client.load_collection("c")
@@ -202,9 +190,9 @@ def test_clustering_compaction_of_a_varchar_key(small: Stack) -> None:
 
 
 def test_clustering_keys_are_checked_and_compaction_without_one_is_refused(
-    small: Stack,
+    stack: Stack,
 ) -> None:
-    client = small.client()
+    client = stack.client()
     two = key_schema().add_field("other", DataType.INT32, is_clustering_key=True)
     raises_code(INV, lambda: client.create_collection("x", schema=two), "key, other")
     on_pk = Schema().add_field("id", DataType.INT64, is_primary=True, is_clustering_key=True)

@@ -10,6 +10,7 @@ Elanus SDK and Flight actions, and a coord restart, too."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Stack, StandaloneProcess, cli, cli_json, raises_code, run_elanus
+from conftest import Stack, StandaloneProcess, cli, cli_json, own_stack, raises_code, run_elanus
 from milvus_stack import MilvusStack, milvus_stack
 from pymilvus import MilvusClient
 from pymilvus.exceptions import MilvusException
@@ -34,6 +35,23 @@ QUOTA_EXCEEDED, COLLECTION_LIMIT, INVALID = 9, 102, 1100
 @pytest.fixture
 def mstack(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MilvusStack]:
     yield from milvus_stack(request, tmp_path)
+
+
+@pytest.fixture(scope="module")
+def refusing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MilvusStack]:
+    """One stack for the refusals below, each on a database of its own (``new_db``)."""
+    tmp = tmp_path_factory.mktemp("refusals")
+    with own_stack(tmp, "db-props-refusals", kind=MilvusStack) as stack:
+        stack.add_indexnode()  # as ``milvus_stack`` gives
+        yield stack
+
+
+_DB_NUMBERS = itertools.count(1)
+
+
+def new_db() -> str:
+    """A database name no test of this file used before (on the shared stack)."""
+    return f"d{next(_DB_NUMBERS)}"
 
 
 def _milvus(mstack: MilvusStack) -> MilvusClient:
@@ -107,40 +125,40 @@ def test_stored_and_described_as_milvus_lite(mstack: MilvusStack, tmp_path: Path
     assert code == 800
 
 
-def test_one_request_sets_or_drops(mstack: MilvusStack) -> None:
+def test_one_request_sets_or_drops(refusing: MilvusStack) -> None:
     """Milvus's root coord refuses both in one ``AlterDatabase`` (pymilvus never sends
     both; a raw request does), and one with neither."""
-    c = _milvus(mstack)
-    c.create_database("d1", properties={"a": "1"})
+    c, d1 = _milvus(refusing), new_db()
+    c.create_database(d1, properties={"a": "1"})
     stub = c._get_connection()._stub
     both = milvus_pb2.AlterDatabaseRequest(
-        db_name="d1",
+        db_name=d1,
         properties=[common_pb2.KeyValuePair(key="b", value="2")],
         delete_keys=["a"],
     )
     status = stub.AlterDatabase(both, timeout=10)
     assert status.code == INVALID
     assert "cannot modify properties and delete keys at the same time" in status.reason
-    status = stub.AlterDatabase(milvus_pb2.AlterDatabaseRequest(db_name="d1"), timeout=10)
+    status = stub.AlterDatabase(milvus_pb2.AlterDatabaseRequest(db_name=d1), timeout=10)
     assert status.code == INVALID and "either properties or delete keys" in status.reason
-    assert c.describe_database("d1") == {"name": "d1", "a": "1"}
+    assert c.describe_database(d1) == {"name": d1, "a": "1"}
 
 
 @pytest.mark.parametrize(
     "key",
     ["database.resource_groups", "database.diskQuota.mb", "database.force.deny.ddl"],
 )
-def test_keys_elanus_cannot_honour_are_refused(mstack: MilvusStack, key: str) -> None:
-    c = _milvus(mstack)
-    code, message = _code(lambda: c.create_database("d1", properties={key: "1"}))
+def test_keys_elanus_cannot_honour_are_refused(refusing: MilvusStack, key: str) -> None:
+    c, d1 = _milvus(refusing), new_db()
+    code, message = _code(lambda: c.create_database(d1, properties={key: "1"}))
     assert code == INVALID and key in message
-    assert "d1" not in c.list_databases()
-    c.create_database("d1", properties={"keep": "me"})
-    code, message = _code(lambda: c.alter_database_properties("d1", {key: "1", "b": "2"}))
+    assert d1 not in c.list_databases()
+    c.create_database(d1, properties={"keep": "me"})
+    code, message = _code(lambda: c.alter_database_properties(d1, {key: "1", "b": "2"}))
     assert code == INVALID and key in message
-    assert c.describe_database("d1") == {"name": "d1", "keep": "me"}  # nothing stored
-    c.drop_database_properties("d1", [key])  # never set: no change, as Milvus
-    assert c.describe_database("d1") == {"name": "d1", "keep": "me"}
+    assert c.describe_database(d1) == {"name": d1, "keep": "me"}  # nothing stored
+    c.drop_database_properties(d1, [key])  # never set: no change, as Milvus
+    assert c.describe_database(d1) == {"name": d1, "keep": "me"}
 
 
 @pytest.mark.parametrize(
@@ -153,14 +171,16 @@ def test_keys_elanus_cannot_honour_are_refused(mstack: MilvusStack, key: str) ->
         ("database.replica.number", "0"),
     ],
 )
-def test_values_elanus_could_not_use_are_refused(mstack: MilvusStack, key: str, value: str) -> None:
+def test_values_elanus_could_not_use_are_refused(
+    refusing: MilvusStack, key: str, value: str
+) -> None:
     """Milvus stores these and fails the create or load that reads them later; Elanus
     refuses them when set, so a stored value always works."""
-    c = _milvus(mstack)
-    c.create_database("d1")
-    code, message = _code(lambda: c.alter_database_properties("d1", {key: value}))
+    c, d1 = _milvus(refusing), new_db()
+    c.create_database(d1)
+    code, message = _code(lambda: c.alter_database_properties(d1, {key: value}))
     assert code == INVALID and key in message
-    assert c.describe_database("d1") == {"name": "d1"}
+    assert c.describe_database(d1) == {"name": d1}
 
 
 # -- enforced ----------------------------------------------------------------------------------

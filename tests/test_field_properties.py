@@ -16,12 +16,13 @@ alterable (the proxy does not check it)."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Stack, StandaloneProcess, cli, cli_json, run_elanus
+from conftest import Stack, StandaloneProcess, cli, cli_json, own_stack, run_elanus
 from milvus_stack import MilvusStack, milvus_stack
 from pymilvus import DataType, MilvusClient
 from pymilvus.exceptions import MilvusException
@@ -40,9 +41,10 @@ def mstack(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MilvusSta
     yield from milvus_stack(request, tmp_path)
 
 
-@pytest.fixture
-def mc(mstack: MilvusStack) -> Iterator[MilvusClient]:
-    c = MilvusClient(uri=mstack.milvus_uri, timeout=30)
+@contextlib.contextmanager
+def fp_client(stack: MilvusStack) -> Iterator[MilvusClient]:
+    """A pymilvus client on ``stack``, which holds the collection ``fp``."""
+    c = MilvusClient(uri=stack.milvus_uri, timeout=30)
     try:
         schema = c.create_schema()
         schema.add_field("id", DataType.INT64, is_primary=True)
@@ -56,6 +58,22 @@ def mc(mstack: MilvusStack) -> Iterator[MilvusClient]:
         yield c
     finally:
         c.close()
+
+
+@pytest.fixture
+def mc(mstack: MilvusStack) -> Iterator[MilvusClient]:
+    with fp_client(mstack) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def refusing_mc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MilvusClient]:
+    """``mc`` on one stack for every refused change: each asserts it changed nothing."""
+    tmp = tmp_path_factory.mktemp("refusals")
+    with own_stack(tmp, "field-props-refusals", kind=MilvusStack) as stack:
+        stack.add_indexnode()  # as ``milvus_stack`` gives
+        with fp_client(stack) as c:
+            yield c
 
 
 def _row(i: int, t: str = "x", a: list[int] | None = None, s: list[str] | None = None) -> Any:
@@ -125,8 +143,9 @@ def test_max_capacity_raised_then_lowered(mc: MilvusClient) -> None:
     ],
 )
 def test_refused_with_milvus_code_and_nothing_changed(
-    mc: MilvusClient, field: str, params: dict[str, Any], words: str
+    refusing_mc: MilvusClient, field: str, params: dict[str, Any], words: str
 ) -> None:
+    mc = refusing_mc
     before = mc.describe_collection("fp")
     code, message = _refused(lambda: mc.alter_collection_field("fp", field, params))
     assert code == INVALID and words in message

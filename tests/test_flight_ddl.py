@@ -7,12 +7,13 @@ import asyncio
 import json
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow.flight as flight
 import pytest
+from conftest import own_stack
 
 from elanus import ElanusError, ErrorCode
 from elanus.api.base import as_body
@@ -451,22 +452,34 @@ def catalog_snapshot(stack: Stack, fc: flight.FlightClient) -> dict[str, Any]:
     return snap
 
 
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, flight.FlightClient]]:
+    """One stack for every bad input, holding what they name: each case changes nothing
+    (it asserts so against a snapshot taken just before it), so they need no fresh one."""
+    with own_stack(tmp_path_factory.mktemp("bad-input"), "flight-ddl-bad-input") as stack:
+        fc = flight.FlightClient(stack.uri)
+        try:
+            call(fc, "create_collection", {"name": "existing", "dimension": 4})
+            call(fc, "create_collection", {"name": "other", "dimension": 4})
+            call(fc, "create_partition", {"collection": "existing", "partition": "p1"})
+            call(fc, "create_database", {"name": "side"})
+            call(fc, "create_collection", {"db": "side", "name": "inside", "dimension": 4})
+            yield stack, fc
+        finally:
+            fc.close()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(("action", "body", "code", "words", "static"), BAD_INPUT)
 def test_bad_input_is_rejected_and_changes_nothing(
-    stack: Stack,
-    fc: flight.FlightClient,
+    seeded: tuple[Stack, flight.FlightClient],
     action: str,
     body: Body,
     code: str,
     words: list[str],
     static: bool,
 ) -> None:
-    call(fc, "create_collection", {"name": "existing", "dimension": 4})
-    call(fc, "create_collection", {"name": "other", "dimension": 4})
-    call(fc, "create_partition", {"collection": "existing", "partition": "p1"})
-    call(fc, "create_database", {"name": "side"})
-    call(fc, "create_collection", {"db": "side", "name": "inside", "dimension": 4})
+    stack, fc = seeded
     before = catalog_snapshot(stack, fc)
     queue = stack.proxy.ddl.queue
     ddl_seen = (queue.executed, queue.last_ts)

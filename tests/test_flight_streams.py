@@ -3,17 +3,31 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
-from conftest import Stack
+from conftest import Stack, own_stack
 
 from elanus import ElanusError, ErrorCode
 
 DIM = 8
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """One stack for the file: every test reads the same collection ``s``, made once."""
+    with own_stack(tmp_path_factory.mktemp("streams"), "flight-streams") as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def vectors(stack: Stack) -> np.ndarray:
+    """``s``'s vectors, the collection made, flushed and loaded (``loaded``)."""
+    return loaded(stack)
 
 
 def loaded(stack: Stack) -> np.ndarray:
@@ -28,8 +42,7 @@ def loaded(stack: Stack) -> np.ndarray:
     return vectors
 
 
-def test_search_through_do_exchange_equals_brute_force(stack: Stack) -> None:
-    vectors = loaded(stack)
+def test_search_through_do_exchange_equals_brute_force(stack: Stack, vectors: np.ndarray) -> None:
     fc = flight.FlightClient(stack.uri)
     command = {
         "collection": "s",
@@ -63,8 +76,8 @@ def test_search_through_do_exchange_equals_brute_force(stack: Stack) -> None:
     fc.close()
 
 
+@pytest.mark.usefixtures("vectors")
 def test_query_through_do_get(stack: Stack) -> None:
-    loaded(stack)
     fc = flight.FlightClient(stack.uri)
     ticket = {
         "collection": "s",
@@ -89,11 +102,11 @@ def test_query_through_do_get(stack: Stack) -> None:
     fc.close()
 
 
+@pytest.mark.usefixtures("vectors")
 def test_sdk_search_stream_answers_as_search_does_query_by_query(stack: Stack) -> None:
     """``Client.search_stream`` sends single queries over one DoExchange, batching those
     that are ready; each answer is the ``Hits`` that ``search`` gives for that query alone,
     in order, queries without hits included, from a lazy generator of any length."""
-    loaded(stack)
     client = stack.client()
     queries = np.random.default_rng(9).random((70, DIM), dtype=np.float32)
     options = {"limit": 3, "output_fields": ["tag"], "filter": "id >= 100 and tag == 1"}
@@ -116,8 +129,8 @@ def test_sdk_search_stream_answers_as_search_does_query_by_query(stack: Stack) -
     assert list(client.search_stream("s", [], limit=2)) == []
 
 
+@pytest.mark.usefixtures("vectors")
 def test_sdk_search_stream_refuses_bad_input_by_name(stack: Stack) -> None:
-    loaded(stack)
     client = stack.client()
     with pytest.raises(ElanusError) as err:
         list(client.search_stream("s", [np.zeros(DIM), np.zeros(DIM + 1)]))

@@ -212,8 +212,9 @@ def test_flush_all_flushes_every_database(client: MilvusClient, uri: str) -> Non
         assert other.get_flush_all_state(flush_all_ts=one.flush_all_ts) is True
 
         # Milvus's datacoord answers a timestamp by its channel checkpoints: one no
-        # checkpoint reached (here 5 s ahead) is not flushed, until the channels pass it
-        ahead = compose(int(time.time() * 1000) + 5000)
+        # checkpoint reached (here 2.5 s ahead: the three asks below take milliseconds) is
+        # not flushed, until the channels pass it
+        ahead = compose(int(time.time() * 1000) + 2500)
         future = milvus_pb2.GetFlushAllStateRequest(flush_all_ts=ahead, db_name="other")
         early = stub.GetFlushAllState(future)
         assert early.status.code == 0 and early.flushed is False

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import own_stack
 from milvus_stack import MilvusStack, milvus_stack
 from pymilvus import DataType, MilvusClient
 from pymilvus.exceptions import MilvusException
@@ -29,7 +30,26 @@ def client(mstack: MilvusStack) -> Iterator[MilvusClient]:
         c.close()
 
 
-def test_connect_version_and_not_supported(client: MilvusClient) -> None:
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MilvusStack]:
+    """One stack for the tests that neither list every collection nor look at what this
+    process maps; the others get their own."""
+    with own_stack(tmp_path_factory.mktemp("face"), "milvus-face", kind=MilvusStack) as stack:
+        stack.add_indexnode()  # as ``milvus_stack`` gives
+        yield stack
+
+
+@pytest.fixture
+def shared_client(shared: MilvusStack) -> Iterator[MilvusClient]:
+    c = MilvusClient(uri=shared.milvus_uri, timeout=30)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def test_connect_version_and_not_supported(shared_client: MilvusClient) -> None:
+    client = shared_client
     assert client.get_server_version().startswith("v2.")
     with pytest.raises(MilvusException) as info:
         client.list_resource_groups()
@@ -37,7 +57,8 @@ def test_connect_version_and_not_supported(client: MilvusClient) -> None:
     assert "ListResourceGroups" in info.value.message
 
 
-def test_session_names_the_milvus_port(mstack: Any) -> None:
+def test_session_names_the_milvus_port(shared: Any) -> None:
+    mstack = shared
     from elanus.channels.runtime.sessions import list_sessions
 
     sessions = mstack.call(list_sessions(mstack.bus))
@@ -45,7 +66,8 @@ def test_session_names_the_milvus_port(mstack: Any) -> None:
     assert proxies and proxies[0].meta["milvus_port"] == mstack.proxy.milvus_port
 
 
-def test_port_zero_is_off(mstack: Any) -> None:
+def test_port_zero_is_off(shared: Any) -> None:
+    mstack = shared
     from elanus.milvus.face import MilvusProxy
 
     proxy = MilvusProxy(mstack.settings.replace(milvus_port=0), mstack.bus)
@@ -102,7 +124,8 @@ def test_collections_databases_partitions_aliases(client: MilvusClient) -> None:
     assert info.value.code == 100
 
 
-def test_alter_properties_and_index(client: MilvusClient) -> None:
+def test_alter_properties_and_index(shared_client: MilvusClient) -> None:
+    client = shared_client
     client.create_collection("alt", dimension=4)  # loaded: mmap.enabled waits for a release
     with pytest.raises(MilvusException, match="can not alter mmap properties if collection"):
         client.alter_collection_properties("alt", {"mmap.enabled": True})

@@ -15,6 +15,7 @@ from typing import Any
 import grpc
 import pytest
 from compat_doc import method_rows
+from conftest import own_stack
 from google.protobuf import message_factory
 from milvus_stack import MilvusStack, milvus_stack
 from pymilvus import DataType, Function, FunctionType, MilvusClient
@@ -29,9 +30,14 @@ RETRIED = {8}
 """Milvus codes pymilvus retries (``retry_on_rpc_failure``: rate limited)."""
 
 
-@pytest.fixture
-def mstack(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MilvusStack]:
-    yield from milvus_stack(request, tmp_path)
+@pytest.fixture(scope="module")
+def mstack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MilvusStack]:
+    """One stack for the file: every test but the last asks what is refused (one makes
+    the collection ``c``); the last needs settings of its own."""
+    tmp = tmp_path_factory.mktemp("refusals")
+    with own_stack(tmp, "milvus-refusals", kind=MilvusStack) as stack:
+        stack.add_indexnode()  # as ``milvus_stack`` gives
+        yield stack
 
 
 def _address(mstack: MilvusStack) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import own_stack
 from milvus_stack import MilvusStack, milvus_stack
 from pymilvus import (
     AnnSearchRequest,
@@ -27,15 +28,24 @@ DIM = 8
 N = 300
 
 
-@pytest.fixture
-def client(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MilvusClient]:
-    for s in milvus_stack(request, tmp_path):
-        assert isinstance(s, MilvusStack)
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MilvusClient]:
+    """One stack for the file's pymilvus searches: each test reads collections of its own
+    (``multi`` is made once, by ``multi``, and only read)."""
+    tmp = tmp_path_factory.mktemp("search")
+    with own_stack(tmp, "milvus-search", kind=MilvusStack) as s:
+        s.add_indexnode()  # as ``milvus_stack`` gives
         c = MilvusClient(uri=s.milvus_uri, timeout=60)
         try:
             yield c
         finally:
             c.close()
+
+
+@pytest.fixture(scope="module")
+def multi(client: MilvusClient) -> np.ndarray:
+    """``_two_vector_collection``'s dense vectors, the collection made once."""
+    return _two_vector_collection(client)
 
 
 def _two_vector_collection(client: MilvusClient) -> np.ndarray:
@@ -69,8 +79,8 @@ def _two_vector_collection(client: MilvusClient) -> np.ndarray:
     return vecs
 
 
-def test_hybrid_sparse_binary_group_range(client: MilvusClient) -> None:
-    vecs = _two_vector_collection(client)
+def test_hybrid_sparse_binary_group_range(client: MilvusClient, multi: np.ndarray) -> None:
+    vecs = multi
     # sparse and binary searches
     sparse = client.search(
         "multi", data=[{3: 1.0}], anns_field="sparse", limit=4, output_fields=["kind"]
@@ -126,8 +136,10 @@ def test_hybrid_sparse_binary_group_range(client: MilvusClient) -> None:
     assert len(ranged) == 15
 
 
-def test_search_and_query_iterators_page_without_gaps(client: MilvusClient) -> None:
-    vecs = _two_vector_collection(client)
+def test_search_and_query_iterators_page_without_gaps(
+    client: MilvusClient, multi: np.ndarray
+) -> None:
+    vecs = multi
     seen: list[int] = []
     distances: list[float] = []
     it = client.search_iterator(

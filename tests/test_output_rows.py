@@ -10,11 +10,12 @@ row; ``$meta`` means every dynamic key; JSON fields are JSON values; a search hi
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pytest
-from conftest import Stack
+from conftest import Stack, own_stack
 from lite_oracle import SAMPLE_FIELDS, SAMPLE_ROWS, lite_answers, sample_schema
 
 from elanus import DataType, ElanusError, ErrorCode, Schema
@@ -31,9 +32,17 @@ def make_collection(client: Client) -> None:
     client.load_collection("c")
 
 
-@pytest.fixture
-def client(stack: Stack) -> Client:
-    c = stack.client()
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """One stack for the file: every test but one only reads ``c``; that one makes its own
+    collection."""
+    with own_stack(tmp_path_factory.mktemp("output-rows"), "output-rows") as stack:
+        yield stack
+
+
+@pytest.fixture(scope="module")
+def client(shared: Stack) -> Client:
+    c = shared.client()
     make_collection(c)
     return c
 
@@ -129,8 +138,8 @@ def test_search_hits_are_id_distance_entity(client: Client) -> None:
     assert np.allclose(vec[0]["entity"]["v"], [0.1, 0.2], atol=1e-6)
 
 
-def test_meta_is_refused_without_dynamic_fields(stack: Stack) -> None:
-    c = stack.client()
+def test_meta_is_refused_without_dynamic_fields(shared: Stack) -> None:
+    c = shared.client()
     schema = Schema(enable_dynamic_field=False).add_field("id", DataType.INT64, is_primary=True)
     schema.add_field("v", DataType.FLOAT_VECTOR, dim=2)
     c.create_collection("static", schema=schema)

@@ -11,13 +11,14 @@ after they are dropped. Bad requests get errors naming the rule they break.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pytest
-from conftest import Stack
+from conftest import Stack, own_stack
 from test_read_path import wait_for
 
 from elanus import ElanusError, ErrorCode
@@ -295,6 +296,13 @@ def test_json_path_index_and_plain_index_side_by_side(stack: Stack) -> None:
     assert infos["jb"]["params"]["json_cast_type"] == "bool"
 
 
+@pytest.fixture(scope="module")
+def refusing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """One stack for every refused request: each asserts it left no index behind."""
+    with own_stack(tmp_path_factory.mktemp("bad-index"), "scalar-index-refusals") as stack:
+        yield stack
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("field", "itype", "params", "words"),
@@ -321,9 +329,9 @@ def test_json_path_index_and_plain_index_side_by_side(stack: Stack) -> None:
     ],
 )
 def test_bad_scalar_index_requests(
-    stack: Stack, field: str, itype: str, params: dict[str, Any], words: str
+    refusing: Stack, field: str, itype: str, params: dict[str, Any], words: str
 ) -> None:
-    client = stack.client()
+    client = refusing.client()
     if "bad" not in client.list_collections():
         client.create_collection("bad", schema=SCHEMA)
     with pytest.raises(ElanusError) as exc:

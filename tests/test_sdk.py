@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
 
 import pytest
+from conftest import Stack, own_stack
 
 import elanus
 from elanus import DataType, ElanusError, ErrorCode, Schema
@@ -14,8 +15,13 @@ from elanus.channels.nats_server import free_port
 from elanus.client.client import Client
 from elanus.flight.actions import catalogue
 
-if TYPE_CHECKING:
-    from conftest import Stack
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """One stack for the tests that need no empty catalog (each names its own collection);
+    those that list every collection or database, or stop the coord, get their own."""
+    with own_stack(tmp_path_factory.mktemp("sdk"), "sdk-shared") as stack:
+        yield stack
 
 
 def test_quick_setup_round_trip(stack: Stack) -> None:
@@ -45,8 +51,8 @@ def test_quick_setup_round_trip(stack: Stack) -> None:
     assert c.list_collections() == []
 
 
-def test_quick_setup_varchar_auto_names(stack: Stack) -> None:
-    c = stack.client()
+def test_quick_setup_varchar_auto_names(shared: Stack) -> None:
+    c = shared.client()
     d = c.create_collection(
         "docs",
         4,
@@ -81,8 +87,8 @@ def full_schema() -> Schema:
     )
 
 
-def test_schema_builder_round_trip(stack: Stack) -> None:
-    c = stack.client()
+def test_schema_builder_round_trip(shared: Stack) -> None:
+    c = shared.client()
     schema = full_schema()
     c.create_collection(
         "articles",
@@ -104,8 +110,8 @@ def test_schema_builder_round_trip(stack: Stack) -> None:
     assert d["num_shards"] == 3 and len(set(d["vchannels"])) == 3
 
 
-def test_partitions(stack: Stack) -> None:
-    c = stack.client()
+def test_partitions(shared: Stack) -> None:
+    c = shared.client()
     c.create_collection("books", dimension=4)
     assert c.list_partitions("books") == ["_default"]
     c.create_partition("books", "y2024")
@@ -157,8 +163,8 @@ def test_databases_and_using_database(stack: Stack) -> None:
     assert err.value.code == ErrorCode.DATABASE_NOT_FOUND
 
 
-def test_server_errors_become_elanus_errors(stack: Stack) -> None:
-    c = stack.client()
+def test_server_errors_become_elanus_errors(shared: Stack) -> None:
+    c = shared.client()
     with pytest.raises(ElanusError) as err:
         c.describe_collection("missing")
     assert err.value.code == ErrorCode.COLLECTION_NOT_FOUND
@@ -171,11 +177,11 @@ def test_server_errors_become_elanus_errors(stack: Stack) -> None:
     assert err.value.code == ErrorCode.INVALID_ARGUMENT
 
 
-def test_unreachable_and_closed_client_are_unavailable(stack: Stack) -> None:
+def test_unreachable_and_closed_client_are_unavailable(shared: Stack) -> None:
     with pytest.raises(ElanusError) as err:
         Client(f"grpc://127.0.0.1:{free_port()}", timeout=5)  # connect asks at once
     assert err.value.code == ErrorCode.UNAVAILABLE
-    with Client(stack.uri, timeout=5) as c:
+    with Client(shared.uri, timeout=5) as c:
         c.list_collections()
     with pytest.raises(ElanusError) as err:
         c.health()
@@ -195,14 +201,14 @@ def test_coord_down_is_unavailable_without_traceback(stack: Stack) -> None:
     assert health["status"] == "degraded" and health["coord"]["status"] == "unavailable"
 
 
-def test_control_calls(stack: Stack) -> None:
-    with elanus.connect(stack.uri) as c:
+def test_control_calls(shared: Stack) -> None:
+    with elanus.connect(shared.uri) as c:
         health = c.health()
         assert health["status"] == "ok" and health["coord"]["status"] == "ok"
-        assert health["proxy"]["node_id"] == stack.proxy.node_id
+        assert health["proxy"]["node_id"] == shared.proxy.node_id
         sessions = {s["role"]: s for s in c.list_sessions()}
-        assert sessions["proxy"]["address"] == stack.uri
-        assert sessions["coord"]["node_id"] == stack.coord.node_id  # type: ignore[union-attr]
+        assert sessions["proxy"]["address"] == shared.uri
+        assert sessions["coord"]["node_id"] == shared.coord.node_id  # type: ignore[union-attr]
         first, second = c.get_timestamp(), c.get_timestamp()
         assert 0 < first < second
         assert set(c.list_actions()) == set(catalogue())

@@ -8,12 +8,11 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from concurrent import futures
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import grpc
 import pytest
-from conftest import run_elanus
+from conftest import own_stack, run_elanus
 
 import elanus
 from elanus import ElanusError, ErrorCode
@@ -46,14 +45,20 @@ def quick_start(client: Any) -> dict[str, Any]:
     }
 
 
-@pytest.fixture
-def both(stack: Stack, tmp_path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    lite = pymilvus.MilvusClient(str(tmp_path / "lite.db"))
-    try:
-        milvus = quick_start(lite)
-    finally:
-        lite.close()
-    return milvus, quick_start(stack.client())
+@pytest.fixture(scope="module")
+def both(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """The quick start's answers from Milvus Lite and from a stack, once for the tests
+    below (each only reads them)."""
+    tmp_path = tmp_path_factory.mktemp("parity")
+    with own_stack(tmp_path, "sdk-parity") as stack:
+        lite = pymilvus.MilvusClient(str(tmp_path / "lite.db"))
+        try:
+            milvus = quick_start(lite)
+        finally:
+            lite.close()
+        yield milvus, quick_start(stack.client())
 
 
 def test_quick_start_searches_without_an_explicit_index_or_load(

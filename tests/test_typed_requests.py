@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 from dataclasses import field
-from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
@@ -199,29 +198,37 @@ def test_decode_is_cheap() -> None:
 # -- at the coord's edge, over NATS -----------------------------------------------------------
 
 
-@pytest.fixture
-def coord_bus(
-    nats_server: EmbeddedNats, loop_thread: LoopThread, tmp_path: Path
-) -> Iterator[tuple[LoopThread, Bus]]:
-    """A coordinator on the test NATS server, and a second connection to ask it."""
-    creds = nats_server.credentials
-    settings = Settings(
-        data_dir=str(tmp_path / "data"),
-        nats_url=nats_server.url,
-        nats_user=creds.user,
-        nats_password=creds.password,
-        session_ttl_s=2,
-    )
-    coord_bus = loop_thread.call(Bus(nats_server.url, name="coord", credentials=creds).connect())
-    coord = Coordinator(settings, coord_bus)
-    loop_thread.call(coord.start(), timeout=30)
-    asker = loop_thread.call(Bus(nats_server.url, name="asker", credentials=creds).connect())
-    try:
-        yield loop_thread, asker
-    finally:
-        loop_thread.call(asker.close())
-        loop_thread.call(coord.stop(), timeout=30)
-        loop_thread.call(coord_bus.close())
+@pytest.fixture(scope="module")
+def coord_bus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LoopThread, Bus]]:
+    """A coordinator on its own NATS server, and a second connection to ask it; one for the
+    file: a refused body changes nothing."""
+    tmp_path = tmp_path_factory.mktemp("typed")
+    with EmbeddedNats(tmp_path / "nats") as nats_server:
+        loop_thread = LoopThread("typed-requests").start()
+        try:
+            creds = nats_server.credentials
+            settings = Settings(
+                data_dir=str(tmp_path / "data"),
+                nats_url=nats_server.url,
+                nats_user=creds.user,
+                nats_password=creds.password,
+                session_ttl_s=2,
+            )
+            connect = Bus(nats_server.url, name="coord", credentials=creds).connect()
+            coord_bus = loop_thread.call(connect)
+            coord = Coordinator(settings, coord_bus)
+            loop_thread.call(coord.start(), timeout=30)
+            asker = loop_thread.call(
+                Bus(nats_server.url, name="asker", credentials=creds).connect()
+            )
+            try:
+                yield loop_thread, asker
+            finally:
+                loop_thread.call(asker.close())
+                loop_thread.call(coord.stop(), timeout=30)
+                loop_thread.call(coord_bus.close())
+        finally:
+            loop_thread.stop()
 
 
 def _over_nats(loop: LoopThread, bus: Bus, method: str, body: Any) -> dict[str, Any]:
