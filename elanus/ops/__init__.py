@@ -35,7 +35,8 @@ PartitionName = Annotated[str, Named("partition")]
 AliasName = Annotated[str, Named("alias")]
 
 __all__ = [
-    "DEFAULT_DB", "AliasName", "CollectionName", "DbName", "PartitionName", "body_of",
+    "DEFAULT_DB", "AliasName", "CollectionName", "DbName", "InCollection", "PartitionName",
+    "body_of",
     "checked", "decode_op", "keys_of", "name_of", "operation", "scope_of", "shape",
 ]  # fmt: skip
 
@@ -58,6 +59,14 @@ def shape(cls: type[T]) -> type[T]:
     """The body several operations share, as a base of their records (``class
     RevokeRole(RoleGrant)``): declared once, and no operation itself."""
     return dataclasses.dataclass(frozen=True, kw_only=True)(cls)
+
+
+@shape
+class InCollection:
+    """The body of an operation on one collection that takes nothing else."""
+
+    db: DbName = DEFAULT_DB
+    collection: CollectionName
 
 
 def is_operation(cls: Any) -> bool:

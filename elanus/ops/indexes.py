@@ -12,7 +12,7 @@ import re
 from typing import Annotated, Any
 
 from elanus.errors import ElanusError, ErrorCode, invalid
-from elanus.ops import DEFAULT_DB, CollectionName, DbName, operation, shape
+from elanus.ops import DEFAULT_DB, CollectionName, DbName, InCollection, operation, shape
 from elanus.requests import Range
 from elanus.schema import check_name
 
@@ -69,9 +69,8 @@ class DescribeIndex(IndexNamed):
 
 
 @operation("list_indexes")
-class ListIndexes:
-    db: DbName = DEFAULT_DB
-    collection: CollectionName
+class ListIndexes(InCollection):
+    pass
 
 
 # -- the pull protocol of external builders (Spark index runs) ----------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from elanus.ops import DEFAULT_DB, CollectionName, DbName, operation
+from elanus.ops import DEFAULT_DB, CollectionName, DbName, InCollection, operation
 from elanus.requests import Range
 from elanus.schema import check_name
 
@@ -28,18 +28,15 @@ class LoadCollection:
 
 
 @operation("release_collection")
-class ReleaseCollection:
-    db: DbName = DEFAULT_DB
-    collection: CollectionName
+class ReleaseCollection(InCollection):
+    pass
 
 
 @operation("get_load_state")
-class GetLoadState:
-    db: DbName = DEFAULT_DB
-    collection: CollectionName
+class GetLoadState(InCollection):
+    pass
 
 
 @operation("describe_replica")
-class DescribeReplica:
-    db: DbName = DEFAULT_DB
-    collection: CollectionName
+class DescribeReplica(InCollection):
+    pass

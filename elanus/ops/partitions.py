@@ -8,6 +8,7 @@ from elanus.ops import (
     AliasName,
     CollectionName,
     DbName,
+    InCollection,
     PartitionName,
     operation,
     shape,
@@ -42,9 +43,8 @@ class HasPartition(PartitionNamed):
 
 
 @operation("list_partitions")
-class ListPartitions:
-    db: DbName = DEFAULT_DB
-    collection: CollectionName
+class ListPartitions(InCollection):
+    pass
 
 
 @shape

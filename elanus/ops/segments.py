@@ -11,21 +11,19 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from elanus.errors import invalid
-from elanus.ops import DEFAULT_DB, CollectionName, DbName, operation
+from elanus.ops import DEFAULT_DB, CollectionName, DbName, InCollection, operation
 from elanus.requests import Range
 from elanus.schema import check_name
 
 
 @operation("get_collection_stats")
-class GetCollectionStats:
-    db: DbName = DEFAULT_DB
-    collection: CollectionName
+class GetCollectionStats(InCollection):
+    pass
 
 
 @operation("flush")
-class Flush:
-    db: DbName = DEFAULT_DB
-    collection: CollectionName
+class Flush(InCollection):
+    pass
 
 
 @operation("get_flush_state")

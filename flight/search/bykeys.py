@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from elanus.errors import ErrorCode, invalid
-from elanus.flight.search.bodies import check_query_ids, read_options_of
+from elanus.flight.search.bodies import check_query_ids
 from elanus.ops.reads import Query
 from elanus.schema import DataType
 
@@ -47,7 +47,7 @@ def keyed_queries(service: Searcher, plan: SearchPlan, ids: list[Any]) -> tuple[
     twice = pc.filter(counts.field("values"), pc.greater(counts.field("counts"), 1))
     if len(twice):
         raise invalid(f"search: 'ids' holds {_listed(twice.to_pylist())} more than once")
-    reads = read_options_of(plan.request)
+    reads = plan.reads
     table, _, ts = service.query_table(
         info,
         Query(

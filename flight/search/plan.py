@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from elanus.flight.metacache import CollectionInfo
+from elanus.ops.reads import ReadOptions
 from elanus.schema import Field, Function
 from elanus.searchrequest import SearchRequest
 from elanus.wire.bodyshape import Shape
@@ -41,6 +42,8 @@ class SearchPlan:
     """Output names as the reply shows them."""
     node_request: SearchRequest
     """What each delegator gets, less its vectors and timestamps (filter parsed once)."""
+    reads: ReadOptions
+    """The request's read options, read once (``read_at`` takes them on every search)."""
     text_fn: Function | None = None
     """The BM25 function whose output ``field`` is (a text search), else None."""
     body_shape: Shape | None = None

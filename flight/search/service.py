@@ -459,7 +459,10 @@ class QueryService:
         kept = {**request, "data": None}  # a plan outlives the request: not its vectors
         node_request = SearchRequest.from_body(node_body)
         node_request.expr(info.schema)  # parsed once per plan, carried by every request
-        return SearchPlan(info, generation, kept, field, metric, outputs, node_request, text_fn)
+        reads = read_options_of(request)
+        return SearchPlan(
+            info, generation, kept, field, metric, outputs, node_request, reads, text_fn
+        )
 
     @staticmethod
     def search_data(plan: SearchPlan, data: Any) -> Any:
@@ -479,8 +482,7 @@ class QueryService:
         """One search across shards of ``queries`` (``search_data``'s): (merged part, read
         timestamp). Query text on a BM25 output field first gathers the collection's
         statistics (``flight/search/text.py``)."""
-        request = plan.request
-        guarantee, ts = self.read_at(plan.info, read_options_of(request), request.get("read_ts", 0))
+        guarantee, ts = self.read_at(plan.info, plan.reads, plan.request.get("read_ts", 0))
         if plan.text_fn is not None:
             req = text_request(self, plan, queries, ts, guarantee)
         else:
