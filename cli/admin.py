@@ -22,8 +22,10 @@ from elanus.cli.context import JsonOpt, UriOpt, run_action
 from elanus.cli.fields import collection_alter_field
 from elanus.cli.output import duration, kv_table, table
 from elanus.client.client import Client
+from elanus.client.replies import DescribedCollection
 from elanus.consistency import ConsistencyLevel
 from elanus.errors import ElanusError, ErrorCode
+from elanus.ops.replies import AliasList
 from elanus.tsutil import to_unix_seconds
 
 collection_app = typer.Typer(
@@ -280,7 +282,13 @@ def _partition_key(fields: list[dict[str, Any]], partitions: list[Any]) -> str:
     return f"{key} ({len(partitions)} partitions)" if key else "-"
 
 
-def render_collection(d: dict[str, Any]) -> RenderableType:
+class ShownCollection(DescribedCollection, total=False):
+    """What ``collection describe`` shows: the description, and its load state."""
+
+    load: dict[str, Any]
+
+
+def render_collection(d: ShownCollection) -> RenderableType:
     schema = d.get("schema") or {}
     fields_list = schema.get("fields") or []
     summary = {
@@ -349,17 +357,18 @@ def _loaded(load: dict[str, Any] | None) -> str:
     return f"{state} ({load.get('progress')} %), {held} in memory on its query nodes{also}"
 
 
-def _with_load(client: Client, name: str) -> dict[str, Any]:
+def _with_load(client: Client, name: str) -> ShownCollection:
     """``describe_collection``, with ``load``: ``get_load_state``'s answer (state,
     progress, rows, the bytes held in memory), left out for a user not allowed to see it."""
-    described = client.describe_collection(name)
+    shown: ShownCollection = {**client.describe_collection(name)}
     try:
         load = client.get_load_state(name)
     except ElanusError as exc:
         if exc.code != ErrorCode.PERMISSION_DENIED:
             raise
-        return described
-    return {**described, "load": {**load, "state": str(load["state"])}}
+        return shown
+    shown["load"] = {**load, "state": str(load["state"])}
+    return shown
 
 
 @collection_app.command("describe")
@@ -581,7 +590,7 @@ def alias_list(
 ) -> None:
     """List the aliases of a collection, or of the whole database."""
 
-    def render(d: dict[str, Any]) -> RenderableType:
+    def render(d: AliasList) -> RenderableType:
         names = d.get("aliases") or []
         where = d.get("collection_name") or f"database {d.get('db_name')}"
         return table(["alias"], [[n] for n in names], title=f"{where}: {len(names)} alias(es)")

@@ -20,6 +20,7 @@ from elanus.cli.output import emit, kv_table, table
 
 if TYPE_CHECKING:
     from elanus.client.client import Client
+    from elanus.ops.replies import BackedUpCollection, BackupCreated
 
 backup_app = typer.Typer(
     help="Back up a running server at one timestamp, list backups, restore one.",
@@ -54,7 +55,7 @@ def _size(n: int) -> str:
     return str(n)
 
 
-def _collections(rows: list[dict[str, Any]]) -> RenderableType:
+def _collections(rows: list[BackedUpCollection]) -> RenderableType:
     return table(
         ("database", "collection", "segments", "rows", "loaded"),
         [
@@ -84,10 +85,10 @@ def create(
 
     place = located(target)
 
-    def action(client: Client) -> dict[str, Any]:
+    def action(client: Client) -> BackupCreated:
         return client.create_backup(place, name, timeout)
 
-    def render(r: dict[str, Any]) -> RenderableType:
+    def render(r: BackupCreated) -> RenderableType:
         title = f"[green]✓ backup {r['name']} at ts {r['ts']}[/green]"
         summary = {
             "location": r["location"],

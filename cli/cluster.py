@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import RenderableType
@@ -36,6 +36,9 @@ from elanus.cli.context import CliState
 from elanus.cli.output import console, table
 from elanus.cli.roles import RESTARTED, RESTARTS_ENV, Exited, keep_step
 from elanus.errors import ElanusError, ErrorCode
+
+if TYPE_CHECKING:
+    from elanus.ops.replies import Session
 
 cluster_app = typer.Typer(help="Run a whole cluster on this machine.", no_args_is_help=True)
 
@@ -215,7 +218,7 @@ class LocalCluster:
                     )
                 time.sleep(0.2)
 
-    def _faces_up(self, sessions: list[dict[str, Any]]) -> bool:
+    def _faces_up(self, sessions: list[Session]) -> bool:
         """Every proxy's Milvus face serves, when there is one: it binds its port after
         Flight answers, and says so in the proxy's session."""
         faces = [(s.get("meta") or {}).get("milvus_port") for s in sessions if s["role"] == "proxy"]

@@ -30,6 +30,7 @@ from elanus.cli.context import CliState, JsonOpt, UriOpt, connect, run_action
 from elanus.cli.output import emit, kv_table, stderr_progress, table
 from elanus.errors import ElanusError, ErrorCode
 from elanus.filereaders import rebatch
+from elanus.ops.replies import SegmentRecord
 from elanus.schema import Schema
 from elanus.states import SegmentState
 
@@ -191,18 +192,26 @@ def _partition_names(client: Client, collection: str) -> dict[int, str]:
     }
 
 
-def segment_list(client: Client, collection: str) -> list[dict[str, Any]]:
+class SegmentRow(SegmentRecord):
+    """A segment as ``segment list`` shows it: with its partition's name."""
+
+    partition: str | None
+
+
+def segment_list(client: Client, collection: str) -> list[SegmentRow]:
     """The collection's segments by id, each with its partition's name added."""
     names = _partition_names(client, collection)
     segments = sorted(client.get_segment_info(collection), key=lambda s: s["segment_id"])
-    for s in segments:
+
+    def named(s: SegmentRecord) -> SegmentRow:
         pid = s.get("partition_id")
-        s["partition"] = names.get(pid, str(pid)) if isinstance(pid, int) else None
-    return segments
+        return {**s, "partition": names.get(pid, str(pid)) if isinstance(pid, int) else None}
+
+    return [named(s) for s in segments]
 
 
-def render_segments(collection: str) -> Callable[[list[dict[str, Any]]], RenderableType]:
-    def render(segments: list[dict[str, Any]]) -> RenderableType:
+def render_segments(collection: str) -> Callable[[list[SegmentRow]], RenderableType]:
+    def render(segments: list[SegmentRow]) -> RenderableType:
         rows = sum(int(s.get("num_rows") or 0) for s in segments)
         return table(
             ["segment", "partition", "vchannel", "state", "rows"],

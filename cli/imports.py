@@ -12,8 +12,9 @@ refuses fails the job, and the command, with the server's reason.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import RenderableType
@@ -25,6 +26,7 @@ from elanus.cli.data import PartitionOpt, check_readable
 from elanus.cli.output import emit, kv_table, stderr_progress, table
 from elanus.errors import ElanusError, ErrorCode
 from elanus.filenames import group_files
+from elanus.ops.imports import ImportJob
 from elanus.states import ImportJobState
 
 if TYPE_CHECKING:
@@ -83,11 +85,11 @@ def import_files(
             result = client.get_import_state(job_id)
         else:
             result = _follow(client, job_id, timeout, state)
-    result["elapsed_s"] = round(time.monotonic() - started, 3)
-    emit(result, _render_job(f"import job {job_id}"), state.json)
+    timed: TimedImportJob = {**result, "elapsed_s": round(time.monotonic() - started, 3)}
+    emit(timed, _render_job(f"import job {job_id}"), state.json)
 
 
-def _follow(client: Client, job_id: int, timeout: float, state: CliState) -> dict[str, Any]:
+def _follow(client: Client, job_id: int, timeout: float, state: CliState) -> ImportJob:
     """Poll the job with a progress bar until it ends; a failed job is this command's error."""
     deadline = time.monotonic() + timeout
     with stderr_progress(
@@ -111,8 +113,19 @@ def _follow(client: Client, job_id: int, timeout: float, state: CliState) -> dic
             time.sleep(POLL_S)
 
 
-def _render_job(title: str) -> Any:
-    def render(job: dict[str, Any]) -> RenderableType:
+class TimedImportJob(ImportJob, total=False):
+    """A job as ``import`` shows it: with the seconds the command took."""
+
+    elapsed_s: float
+
+
+def _untimed(job: ImportJob) -> TimedImportJob:
+    """A job as shown by a command that did not wait for it: no ``elapsed_s``."""
+    return {**job}
+
+
+def _render_job(title: str) -> Callable[[TimedImportJob], RenderableType]:
+    def render(job: TimedImportJob) -> RenderableType:
         values = {
             "job": job["job_id"],
             "collection": job.get("collection"),
@@ -140,7 +153,7 @@ def import_state(
     """Show an import job: state, progress, rows, segments and any failure reason."""
     run_action(
         ctx,
-        lambda c: c.get_import_state(job),
+        lambda c: _untimed(c.get_import_state(job)),
         _render_job(f"import job {job}"),
         as_json=as_json,
         uri=uri,
@@ -157,7 +170,7 @@ def import_jobs(
 ) -> None:
     """List import jobs, oldest first."""
 
-    def render(jobs: list[dict[str, Any]]) -> RenderableType:
+    def render(jobs: list[ImportJob]) -> RenderableType:
         return table(
             ["job", "collection", "state", "progress", "rows", "reason"],
             [

@@ -20,6 +20,7 @@ from elanus.scalarindex import SCALAR_INDEX_TYPES
 
 if TYPE_CHECKING:
     from elanus.client.client import Client
+    from elanus.client.replies import IndexInfo
 
 index_app = typer.Typer(
     help="Create, inspect, drop and build vector and scalar indexes.", no_args_is_help=True
@@ -93,7 +94,7 @@ def create(
     by path: --params '{"json_path": "<field>[\\"key\\"]", "json_cast_type": "double"}'."""
     build_params = json_object(params, "--params")
 
-    def action(client: Client) -> list[dict[str, Any]]:
+    def action(client: Client) -> list[IndexInfo]:
         client.create_index(
             collection,
             field,

@@ -10,7 +10,7 @@ that is missing or unreadable is a usage error (exit 2) naming the file.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -22,6 +22,7 @@ from elanus.cli.admin import CollectionArg
 from elanus.cli.context import JsonOpt, UriOpt, json_object, run_action
 from elanus.cli.output import kv_table, table
 from elanus.consistency import ConsistencyLevel
+from elanus.ops.replies import LoadProgress
 
 if TYPE_CHECKING:
     from elanus.client.client import Client
@@ -184,8 +185,15 @@ def read_vectors(path: Path, binary: bool = False) -> np.ndarray:
 # =============================================================================================
 # elanus load / elanus release
 # =============================================================================================
-def _render_state(collection: str, verb: str) -> Any:
-    def render(state: dict[str, Any]) -> RenderableType:
+class LoadShown(LoadProgress, total=False):
+    """What ``load`` and ``release`` show: the load state, and the replicas when there
+    are several."""
+
+    replicas: list[dict[str, Any]]
+
+
+def _render_state(collection: str, verb: str) -> Callable[[LoadShown], RenderableType]:
+    def render(state: LoadShown) -> RenderableType:
         values = {
             "state": state.get("state"),
             "progress": f"{state.get('progress', 0)}%",
@@ -228,9 +236,9 @@ def load(
     if every and partitions:
         raise typer.BadParameter("--partition names one collection's", param_hint="--partition")
 
-    def one(client: Client, name: str) -> dict[str, Any]:
+    def one(client: Client, name: str) -> LoadShown:
         client.load_collection(name, partition_names=partitions or None, replica_number=replicas)
-        state = client.get_load_state(name)
+        state: LoadShown = {**client.get_load_state(name)}
         if replicas > 1:
             state["replicas"] = client.describe_replica(name)
         return state
@@ -240,13 +248,13 @@ def load(
         run_action(ctx, lambda c: one(c, collection), render, as_json=as_json, uri=uri)
         return
 
-    def load_all(client: Client) -> dict[str, dict[str, Any]]:
+    def load_all(client: Client) -> dict[str, LoadShown]:
         return {name: one(client, name) for name in sorted(client.list_collections())}
 
     run_action(ctx, load_all, _render_loaded, as_json=as_json, uri=uri)
 
 
-def _render_loaded(states: dict[str, dict[str, Any]]) -> RenderableType:
+def _render_loaded(states: dict[str, LoadShown]) -> RenderableType:
     rows = [
         (name, s.get("state"), s.get("loaded_rows"), s.get("persisted_rows"))
         for name, s in states.items()
@@ -260,9 +268,9 @@ def release(
 ) -> None:
     """Release a loaded collection from the query nodes."""
 
-    def action(client: Client) -> dict[str, Any]:
+    def action(client: Client) -> LoadShown:
         client.release_collection(collection)
-        return client.get_load_state(collection)
+        return {**client.get_load_state(collection)}
 
     run_action(ctx, action, _render_state(collection, "released"), as_json=as_json, uri=uri)
 

@@ -8,7 +8,7 @@ actions, docs/protocol.md; docs/deploy.md, Snapshots).
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Group, RenderableType
@@ -20,6 +20,7 @@ from elanus.errors import ElanusError, ErrorCode
 
 if TYPE_CHECKING:
     from elanus.client.client import Client
+    from elanus.ops.snapshots import SnapshotDescription, SnapshotListing
 
 POLL_S = 0.2
 
@@ -29,7 +30,7 @@ snapshot_app = typer.Typer(
 NameArg = Annotated[str, typer.Argument(help="Snapshot name.", show_default=False)]
 
 
-def _render_snapshot(s: dict[str, Any]) -> RenderableType:
+def _render_snapshot(s: SnapshotListing) -> RenderableType:
     return kv_table(
         {
             "snapshot": s["name"],
@@ -74,7 +75,7 @@ def snapshot_list(
 ) -> None:
     """List snapshots, oldest first."""
 
-    def render(snapshots: list[dict[str, Any]]) -> RenderableType:
+    def render(snapshots: list[SnapshotListing]) -> RenderableType:
         return table(
             ["snapshot", "collection", "taken at", "segments", "rows", "description"],
             [
@@ -104,7 +105,7 @@ def snapshot_describe(
 ) -> None:
     """Show a snapshot and the indexes a restore recreates."""
 
-    def render(s: dict[str, Any]) -> RenderableType:
+    def render(s: SnapshotDescription) -> RenderableType:
         indexes = s["shape"].get("indexes") or []
         shown = table(
             ["field", "index", "type", "metric"],

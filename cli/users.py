@@ -14,6 +14,7 @@ from rich.console import RenderableType
 from elanus.cli.admin import YesOpt, _confirm, _done
 from elanus.cli.context import JsonOpt, UriOpt, run_action
 from elanus.cli.output import kv_table, table
+from elanus.ops.replies import RoleDescription, UserDescription, WhoAmI
 
 user_app = typer.Typer(
     help="Users: create, drop, list, describe, change passwords, bind roles.",
@@ -83,7 +84,7 @@ def describe_user(
 ) -> None:
     """A user's roles."""
 
-    def render(d: dict[str, Any]) -> RenderableType:
+    def render(d: UserDescription) -> RenderableType:
         return kv_table({"user": d["user_name"], "roles": ", ".join(d["roles"]) or "-"})
 
     run_action(ctx, lambda c: c.describe_user(name), render, as_json=as_json, uri=uri)
@@ -93,7 +94,7 @@ def describe_user(
 def whoami(ctx: typer.Context, as_json: JsonOpt = False, uri: UriOpt = None) -> None:
     """The user these credentials authenticate, and their roles."""
 
-    def render(d: dict[str, Any]) -> RenderableType:
+    def render(d: WhoAmI) -> RenderableType:
         roles = ", ".join(d["roles"]) or "-"
         return kv_table({"user": d["user"], "roles": roles, "superuser": d["superuser"]})
 
@@ -191,7 +192,7 @@ def describe_role(
 ) -> None:
     """A role's grants."""
 
-    def render(d: dict[str, Any]) -> RenderableType:
+    def render(d: RoleDescription) -> RenderableType:
         rows = [
             (p["object_type"], p["object_name"], p["db_name"], p["privilege"], p["grantor_name"])
             for p in d["privileges"]

@@ -29,6 +29,7 @@ from elanus.flight.registry import (
     lookup,
     privilege_table,
     rate_of,
+    reply_body,
 )
 from elanus.ops import checked, name_of, scope_of
 
@@ -74,10 +75,10 @@ class Call(Generic[H, Q]):
 
 
 def perform(proxy: ActionHost, name: str, raw: bytes, caller: Caller = ANONYMOUS) -> Any:
-    """One DoAction: check, authorise, execute; the JSON-able result."""
+    """One DoAction: check, authorise, execute; the JSON-able result (``reply_body``)."""
     spec = lookup(name)
     if spec.self_checked:
-        return spec.run(Call(proxy, {}, caller, raw))
+        return reply_body(spec.run(Call(proxy, {}, caller, raw)))
     spec, request = check_request(name, raw)
     return _execute(proxy, spec, request, caller, raw)
 
@@ -93,7 +94,12 @@ def perform_op(proxy: ActionHost, op: Any, caller: Caller = ANONYMOUS) -> Any:
 
 def _execute(proxy: ActionHost, spec: Action, request: Any, caller: Caller, raw: bytes) -> Any:
     authorize(caller, spec, scope_of(request) if spec.op is not None else request)
-    call = Call(proxy, request, caller, raw)
+    return reply_body(_run(proxy, spec, Call(proxy, request, caller, raw)))
+
+
+def _run(proxy: ActionHost, spec: Action, call: Call[Any, Any]) -> object:
+    """The executor's typed reply, from where it runs: the Flight thread, the loop, or the
+    DdQueue."""
     if spec.ddl:
 
         async def task(ts: int) -> Any:

@@ -26,6 +26,7 @@ import pyarrow.flight as flight
 
 from elanus.api.auth import Identity, UserIdentity, VerifyPassword
 from elanus.errors import ElanusError, ErrorCode
+from elanus.ops import PrivilegeScope
 from elanus.privileges import ANY, PRIVILEGES, Grant, Need, ObjectType, permits
 from elanus.wire.codec import DEFAULT_DB
 
@@ -241,7 +242,7 @@ class Guarded(Protocol):
     def self_service(self) -> bool: ...
 
 
-def need_for(caller: Caller, action: Guarded, request: dict[str, Any]) -> Need | None:
+def need_for(caller: Caller, action: Guarded, request: PrivilegeScope) -> Need | None:
     """The privilege a checked DoAction request needs (``None``: any authenticated user)."""
     privilege = action.privilege
     if not privilege:
@@ -261,7 +262,7 @@ def need_for(caller: Caller, action: Guarded, request: dict[str, Any]) -> Need |
     return Need(privilege, db, str(name))
 
 
-def authorize(caller: Caller, action: Guarded, request: dict[str, Any]) -> None:
+def authorize(caller: Caller, action: Guarded, request: PrivilegeScope) -> None:
     need = need_for(caller, action, request)
     if need is not None:
         caller.require(need)

@@ -27,26 +27,37 @@ from elanus.api.auth import (
     ListUsers,
     OperatePrivilegeGroup,
     PrivilegeChange,
+    PrivilegeChanged,
+    PrivilegeGroupChanged,
+    PrivilegeGroups,
     RoleBinding,
+    RoleBound,
+    RoleChanged,
+    RoleDescription,
+    Roles,
     UpdatePassword,
+    UserChanged,
+    UserDescription,
+    Users,
 )
-from elanus.api.base import as_body
 from elanus.flight.executors import Call, OpCall
 from elanus.flight.registry import operation
 from elanus.ops import auth as ops
+from elanus.ops.replies import WhoAmI
 from elanus.privileges import OPEN
 
 R = TypeVar("R")
-AuthCall = Callable[[AuthAPI, R], Coroutine[Any, Any, Any]]
+P = TypeVar("P")
+AuthCall = Callable[[AuthAPI, R], Coroutine[Any, Any, P]]
 """One of the auth stub's methods, unbound: ``AuthAPI.drop_user``."""
 
 
-def _ask(c: Call, call: AuthCall[R], req: R) -> Any:
-    """One auth call from the Flight thread; the reply's JSON."""
-    return as_body(c.proxy.run(call(c.proxy.coord.auth, req)))
+def _ask(c: Call, call: AuthCall[R, P], req: R) -> P:
+    """One auth call from the Flight thread; the coord's reply record, the action's reply."""
+    return c.proxy.run(call(c.proxy.coord.auth, req))
 
 
-def _run_whoami(c: OpCall[ops.Whoami]) -> dict[str, Any]:
+def _run_whoami(c: OpCall[ops.Whoami]) -> WhoAmI:
     caller = c.caller
     if caller.user == "anonymous":
         return {"user": caller.user, "roles": [], "superuser": True}
@@ -54,16 +65,16 @@ def _run_whoami(c: OpCall[ops.Whoami]) -> dict[str, Any]:
     return {"user": caller.user, "roles": described.roles, "superuser": caller.superuser}
 
 
-def _run_create_user(c: OpCall[ops.CreateUser]) -> Any:
+def _run_create_user(c: OpCall[ops.CreateUser]) -> UserChanged:
     req = CreateUser(user=c.request.user_name, password=c.request.password)
     return _ask(c, AuthAPI.create_user, req)
 
 
-def _run_drop_user(c: OpCall[ops.DropUser]) -> Any:
+def _run_drop_user(c: OpCall[ops.DropUser]) -> UserChanged:
     return _ask(c, AuthAPI.drop_user, DropUser(user=c.request.user_name))
 
 
-def _run_update_password(c: OpCall[ops.UpdatePassword]) -> Any:
+def _run_update_password(c: OpCall[ops.UpdatePassword]) -> UserChanged:
     r = c.request
     if r.user_name == c.caller.user or r.old_password is not None:
         req = UpdatePassword(
@@ -74,19 +85,19 @@ def _run_update_password(c: OpCall[ops.UpdatePassword]) -> Any:
     return _ask(c, AuthAPI.update_password, req)
 
 
-def _run_list_users(c: OpCall[ops.ListUsers]) -> Any:
+def _run_list_users(c: OpCall[ops.ListUsers]) -> Users:
     return _ask(c, AuthAPI.list_users, ListUsers())
 
 
-def _run_describe_user(c: OpCall[ops.DescribeUser]) -> Any:
+def _run_describe_user(c: OpCall[ops.DescribeUser]) -> UserDescription:
     return _ask(c, AuthAPI.describe_user, DescribeUser(user=c.request.user_name))
 
 
-def _run_create_role(c: OpCall[ops.CreateRole]) -> Any:
+def _run_create_role(c: OpCall[ops.CreateRole]) -> RoleChanged:
     return _ask(c, AuthAPI.create_role, CreateRole(role=c.request.role_name))
 
 
-def _run_drop_role(c: OpCall[ops.DropRole]) -> Any:
+def _run_drop_role(c: OpCall[ops.DropRole]) -> RoleChanged:
     req = DropRole(role=c.request.role_name, force_drop=c.request.force_drop)
     return _ask(c, AuthAPI.drop_role, req)
 
@@ -95,11 +106,11 @@ def _binding(r: ops.GrantRole | ops.RevokeRole) -> RoleBinding:
     return RoleBinding(user=r.user_name, role=r.role_name)
 
 
-def _run_grant_role(c: OpCall[ops.GrantRole]) -> Any:
+def _run_grant_role(c: OpCall[ops.GrantRole]) -> RoleBound:
     return _ask(c, AuthAPI.grant_role, _binding(c.request))
 
 
-def _run_revoke_role(c: OpCall[ops.RevokeRole]) -> Any:
+def _run_revoke_role(c: OpCall[ops.RevokeRole]) -> RoleBound:
     return _ask(c, AuthAPI.revoke_role, _binding(c.request))
 
 
@@ -115,28 +126,28 @@ def _change(c: Call, r: ops.GrantPrivilege | ops.RevokePrivilege) -> PrivilegeCh
     )
 
 
-def _run_grant_privilege(c: OpCall[ops.GrantPrivilege]) -> Any:
+def _run_grant_privilege(c: OpCall[ops.GrantPrivilege]) -> PrivilegeChanged:
     return _ask(c, AuthAPI.grant_privilege, _change(c, c.request))
 
 
-def _run_revoke_privilege(c: OpCall[ops.RevokePrivilege]) -> Any:
+def _run_revoke_privilege(c: OpCall[ops.RevokePrivilege]) -> PrivilegeChanged:
     return _ask(c, AuthAPI.revoke_privilege, _change(c, c.request))
 
 
-def _run_list_roles(c: OpCall[ops.ListRoles]) -> Any:
+def _run_list_roles(c: OpCall[ops.ListRoles]) -> Roles:
     return _ask(c, AuthAPI.list_roles, ListRoles())
 
 
-def _run_describe_role(c: OpCall[ops.DescribeRole]) -> Any:
+def _run_describe_role(c: OpCall[ops.DescribeRole]) -> RoleDescription:
     return _ask(c, AuthAPI.describe_role, DescribeRole(role=c.request.role_name))
 
 
-def _run_create_privilege_group(c: OpCall[ops.CreatePrivilegeGroup]) -> Any:
+def _run_create_privilege_group(c: OpCall[ops.CreatePrivilegeGroup]) -> PrivilegeGroupChanged:
     req = CreatePrivilegeGroup(group_name=c.request.group_name)
     return _ask(c, AuthAPI.create_group, req)
 
 
-def _run_drop_privilege_group(c: OpCall[ops.DropPrivilegeGroup]) -> Any:
+def _run_drop_privilege_group(c: OpCall[ops.DropPrivilegeGroup]) -> PrivilegeGroupChanged:
     return _ask(c, AuthAPI.drop_group, DropPrivilegeGroup(group_name=c.request.group_name))
 
 
@@ -146,15 +157,17 @@ def _group_change(
     return OperatePrivilegeGroup(group_name=r.group_name, privileges=r.privileges)
 
 
-def _run_add_privileges_to_group(c: OpCall[ops.AddPrivilegesToGroup]) -> Any:
+def _run_add_privileges_to_group(c: OpCall[ops.AddPrivilegesToGroup]) -> PrivilegeGroupChanged:
     return _ask(c, AuthAPI.add_to_group, _group_change(c.request))
 
 
-def _run_remove_privileges_from_group(c: OpCall[ops.RemovePrivilegesFromGroup]) -> Any:
+def _run_remove_privileges_from_group(
+    c: OpCall[ops.RemovePrivilegesFromGroup],
+) -> PrivilegeGroupChanged:
     return _ask(c, AuthAPI.remove_from_group, _group_change(c.request))
 
 
-def _run_list_privilege_groups(c: OpCall[ops.ListPrivilegeGroups]) -> Any:
+def _run_list_privilege_groups(c: OpCall[ops.ListPrivilegeGroups]) -> PrivilegeGroups:
     return _ask(c, AuthAPI.list_groups, ListPrivilegeGroups())
 
 

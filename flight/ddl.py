@@ -15,9 +15,12 @@ import elanus
 from elanus.api.base import as_body
 from elanus.api.coord import CoordAPI, GetHealth
 from elanus.api.rootcoord import (
+    CollectionDescription,
     CreateCollection,
     DescribeCollection,
+    Flag,
     HasCollection,
+    PartitionInfo,
     RootCoordAPI,
     TsoAlloc,
 )
@@ -27,12 +30,23 @@ from elanus.errors import ElanusError
 from elanus.flight.ddqueue import DdQueue
 from elanus.flight.metacache import CollectionInfo, MetaCache
 from elanus.ops import collections as ops
+from elanus.ops import reply
+from elanus.ops.replies import CoordUnavailable, Health, ProxyHealth
 
 COORD_TIMEOUT_S = 30.0
 HEALTH_TIMEOUT_S = 3.0
 R = TypeVar("R")
+P = TypeVar("P")
 RootCall = Callable[[RootCoordAPI, R], Awaitable[Any]]
 """One of the root coord stub's methods, unbound: ``RootCoordAPI.drop_collection``."""
+
+
+@reply
+class PartitionList:
+    """``list_partitions``'s reply: the names, and each partition as the catalog holds it."""
+
+    names: list[str]
+    partitions: list[PartitionInfo]
 
 
 class DdlService:
@@ -64,11 +78,13 @@ class DdlService:
         )
 
     # -- executors --------------------------------------------------------------------------
-    async def send(self, call: RootCall[R], req: R) -> Any:
-        """A typed request to the root coord; the reply's JSON."""
-        return as_body(await call(self.api.root, req))
+    async def send(self, call: Callable[[RootCoordAPI, R], Awaitable[P]], req: R) -> P:
+        """A typed request to the root coord; its reply record, the action's reply."""
+        return await call(self.api.root, req)
 
-    async def apply_to(self, call: RootCall[R], req: R, db: str, *names: str) -> Any:
+    async def apply_to(
+        self, call: Callable[[RootCoordAPI, R], Awaitable[P]], req: R, db: str, *names: str
+    ) -> P:
         """A DDL the coord executes as is (``req`` carries the DdQueue task's timestamp);
         the proxy then drops what it cached under ``names`` in ``db``."""
         try:
@@ -82,7 +98,9 @@ class DdlService:
         for name in names:
             self.cache.invalidate(db, name)
 
-    async def create_collection(self, request: ops.CreateCollection, ts: int) -> dict[str, Any]:
+    async def create_collection(
+        self, request: ops.CreateCollection, ts: int
+    ) -> CollectionDescription:
         generation = self.cache.generation
         created = request.created
         req = CreateCollection(
@@ -98,29 +116,27 @@ class DdlService:
         )
         described = await self.api.root.create_collection(req)
         self.cache.put(CollectionInfo.from_describe(described), generation)
-        return dict(as_body(described))
+        return described
 
-    async def describe_collection(self, db: str, name: str) -> dict[str, Any]:
+    async def describe_collection(self, db: str, name: str) -> CollectionDescription:
         info = await self.collection(db, name)
-        return dict(as_body(info.described))
+        return info.described
 
-    async def has_collection(self, db: str, name: str) -> dict[str, Any]:
+    async def has_collection(self, db: str, name: str) -> Flag:
         if self.cache.get(db, name) is not None:
-            return {"value": True}
-        flag = await self.api.root.has_collection(HasCollection(db=db, name=name))
-        return dict(as_body(flag))
+            return Flag(value=True)
+        return await self.api.root.has_collection(HasCollection(db=db, name=name))
 
-    async def has_partition(self, db: str, collection: str, partition: str) -> dict[str, Any]:
+    async def has_partition(self, db: str, collection: str, partition: str) -> Flag:
         info = await self.collection(db, collection)
-        return {"value": partition in info.partitions}
+        return Flag(value=partition in info.partitions)
 
-    async def list_partitions(self, db: str, collection: str) -> dict[str, Any]:
-        info = await self.collection(db, collection)
-        partitions = as_body(info.described.partitions)
-        return {"names": [p["name"] for p in partitions], "partitions": partitions}
+    async def list_partitions(self, db: str, collection: str) -> PartitionList:
+        partitions = (await self.collection(db, collection)).described.partitions
+        return PartitionList(names=[p.name for p in partitions], partitions=list(partitions))
 
-    async def health(self) -> dict[str, Any]:
-        proxy = {
+    async def health(self) -> Health:
+        proxy: ProxyHealth = {
             "node_id": self.node_id,
             "uptime_s": round(time.time() - self.started_at, 3),
             "ddl_pending": self.queue.pending(),
@@ -129,15 +145,17 @@ class DdlService:
             "version": elanus.__version__,
         }
         if self.supervisor is not None:
-            proxy["health"] = self.supervisor.health()
+            report = self.supervisor.health()  # its keys, as SupervisorHealth types them
+            proxy["health"] = {
+                "status": report["status"],
+                "failures": report["failures"],
+                "restarts": report["restarts"],
+            }
         healthy = self.supervisor is None or self.supervisor.healthy
         try:
             coord = await self.api.health(GetHealth(), timeout=HEALTH_TIMEOUT_S)
         except ElanusError as exc:
-            return {
-                "status": "degraded",
-                "proxy": proxy,
-                "coord": {"status": "unavailable", "error": exc.to_dict()},
-            }
+            unavailable: CoordUnavailable = {"status": "unavailable", "error": exc.to_dict()}
+            return {"status": "degraded", "proxy": proxy, "coord": unavailable}
         status = "ok" if healthy and coord.status == "ok" else "degraded"
         return {"status": status, "proxy": proxy, "coord": as_body(coord)}

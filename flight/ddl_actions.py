@@ -7,16 +7,21 @@ TSO timestamp; reads of the catalog go through the MetaCache (``flight/ddl.py``)
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Any
 
-from elanus.api.base import as_body
-from elanus.api.coord import ListSessions
+from elanus.api.base import Ack
+from elanus.api.coord import ListSessions, Sessions
 from elanus.api.indexcoord import DescribeIndex
 from elanus.api.rootcoord import (
+    AliasDescription,
+    AliasList,
     AlterCollectionField,
     AlterCollectionProperties,
     AlterIndexProperties,
     AlterMmap,
+    CollectionChanged,
+    CollectionDescription,
     CreateAlias,
     CreatePartition,
     DescribeAlias,
@@ -25,8 +30,10 @@ from elanus.api.rootcoord import (
     DropPartition,
     ListAliases,
     ListCollections,
+    PartitionChanged,
     RenameCollection,
     RootCoordAPI,
+    Timestamps,
     TsoAlloc,
 )
 from elanus.flight.executors import OpCall
@@ -38,7 +45,7 @@ from elanus.privileges import OPEN
 
 
 # -- collections --------------------------------------------------------------------------
-async def _create_collection(c: OpCall[colls.CreateCollection]) -> dict[str, Any]:
+async def _create_collection(c: OpCall[colls.CreateCollection]) -> CollectionDescription:
     return await c.proxy.ddl.create_collection(c.request, c.ts)
 
 
@@ -53,13 +60,13 @@ operation(
 )
 
 
-def _drop_collection(c: OpCall[colls.DropCollection]) -> Any:
+def _drop_collection(c: OpCall[colls.DropCollection]) -> Awaitable[CollectionChanged]:
     r = c.request
     req = DropCollection(db=r.db, name=r.name, ts=c.ts)
     return c.proxy.ddl.apply_to(RootCoordAPI.drop_collection, req, r.db, r.name)
 
 
-async def _rename_collection(c: OpCall[colls.RenameCollection]) -> Any:
+async def _rename_collection(c: OpCall[colls.RenameCollection]) -> CollectionChanged:
     r = c.request
     new_db = r.new_db or r.db
     req = RenameCollection(db=r.db, name=r.name, new_name=r.new_name, new_db=new_db, ts=c.ts)
@@ -106,7 +113,9 @@ operation(
 )
 
 
-async def _alter_collection_properties(c: OpCall[alter.AlterCollectionProperties]) -> Any:
+async def _alter_collection_properties(
+    c: OpCall[alter.AlterCollectionProperties],
+) -> CollectionChanged:
     r = c.request
     properties, dropped = r.changes()
     req = AlterCollectionProperties(
@@ -126,7 +135,7 @@ operation(
 )
 
 
-async def _alter_collection_field(c: OpCall[alter.AlterCollectionField]) -> Any:
+async def _alter_collection_field(c: OpCall[alter.AlterCollectionField]) -> CollectionChanged:
     r = c.request
     properties, dropped = r.changes()
     req = AlterCollectionField(
@@ -163,7 +172,7 @@ async def _index_id(c: OpCall[Any], db: str, collection: str, index_name: str) -
     return index.index_id
 
 
-async def _alter_mmap(c: OpCall[alter.AlterMmap]) -> Any:
+async def _alter_mmap(c: OpCall[alter.AlterMmap]) -> CollectionChanged:
     r = c.request
     index = r.index_name
     req = AlterMmap(
@@ -177,7 +186,7 @@ async def _alter_mmap(c: OpCall[alter.AlterMmap]) -> Any:
     return await c.proxy.ddl.apply_to(RootCoordAPI.alter_mmap, req, r.db, r.collection)
 
 
-async def _alter_index_properties(c: OpCall[alter.AlterIndexProperties]) -> Any:
+async def _alter_index_properties(c: OpCall[alter.AlterIndexProperties]) -> CollectionChanged:
     r = c.request
     properties, dropped = r.changes()
     req = AlterIndexProperties(
@@ -215,30 +224,30 @@ operation(
 
 
 # -- aliases ------------------------------------------------------------------------------
-def _create_alias(c: OpCall[ops.CreateAlias]) -> Any:
+def _create_alias(c: OpCall[ops.CreateAlias]) -> Awaitable[CollectionChanged]:
     r = c.request
     req = CreateAlias(db=r.db, collection=r.collection, alias=r.alias, ts=c.ts)
     return c.proxy.ddl.apply_to(RootCoordAPI.create_alias, req, r.db, r.alias, r.collection)
 
 
-def _alter_alias(c: OpCall[ops.AlterAlias]) -> Any:
+def _alter_alias(c: OpCall[ops.AlterAlias]) -> Awaitable[CollectionChanged]:
     r = c.request
     req = CreateAlias(db=r.db, collection=r.collection, alias=r.alias, ts=c.ts)
     return c.proxy.ddl.apply_to(RootCoordAPI.alter_alias, req, r.db, r.alias, r.collection)
 
 
-def _drop_alias(c: OpCall[ops.DropAlias]) -> Any:
+def _drop_alias(c: OpCall[ops.DropAlias]) -> Awaitable[Ack]:
     r = c.request
     req = DropAlias(db=r.db, alias=r.alias, ts=c.ts)
     return c.proxy.ddl.apply_to(RootCoordAPI.drop_alias, req, r.db, r.alias)
 
 
-def _describe_alias(c: OpCall[ops.DescribeAlias]) -> Any:
+def _describe_alias(c: OpCall[ops.DescribeAlias]) -> Awaitable[AliasDescription]:
     req = DescribeAlias(db=c.request.db, alias=c.request.alias)
     return c.proxy.ddl.send(RootCoordAPI.describe_alias, req)
 
 
-def _list_aliases(c: OpCall[ops.ListAliases]) -> Any:
+def _list_aliases(c: OpCall[ops.ListAliases]) -> Awaitable[AliasList]:
     req = ListAliases(db=c.request.db, collection=c.request.collection or None)
     return c.proxy.ddl.send(RootCoordAPI.list_aliases, req)
 
@@ -282,13 +291,13 @@ operation(
 
 
 # -- partitions ---------------------------------------------------------------------------
-def _create_partition(c: OpCall[ops.CreatePartition]) -> Any:
+def _create_partition(c: OpCall[ops.CreatePartition]) -> Awaitable[PartitionChanged]:
     r = c.request
     req = CreatePartition(db=r.db, collection=r.collection, name=r.partition, ts=c.ts)
     return c.proxy.ddl.apply_to(RootCoordAPI.create_partition, req, r.db, r.collection)
 
 
-def _drop_partition(c: OpCall[ops.DropPartition]) -> Any:
+def _drop_partition(c: OpCall[ops.DropPartition]) -> Awaitable[PartitionChanged]:
     r = c.request
     req = DropPartition(db=r.db, collection=r.collection, name=r.partition, ts=c.ts)
     return c.proxy.ddl.apply_to(RootCoordAPI.drop_partition, req, r.db, r.collection)
@@ -327,11 +336,11 @@ operation(
 
 
 # -- control ------------------------------------------------------------------------------
-async def _list_sessions(c: OpCall[control.ListSessions]) -> Any:
-    return as_body(await c.proxy.coord.list_sessions(ListSessions()))
+async def _list_sessions(c: OpCall[control.ListSessions]) -> Sessions:
+    return await c.proxy.coord.list_sessions(ListSessions())
 
 
-def _get_timestamp(c: OpCall[control.GetTimestamp]) -> Any:
+def _get_timestamp(c: OpCall[control.GetTimestamp]) -> Awaitable[Timestamps]:
     count = c.request.count
     return c.proxy.ddl.send(
         RootCoordAPI.alloc_ts, TsoAlloc() if count is None else TsoAlloc(count=count)

@@ -5,16 +5,19 @@ command of a DoPut (insert, upsert, upload) is ``putcommand``'s; the writes them
 
 from __future__ import annotations
 
-from typing import Any
-
-from elanus.api.base import as_body
-from elanus.api.compaction import GetCompactionState, TriggerCompaction
-from elanus.api.datacoord import FlushState, SegmentInfo
+from elanus.api.compaction import (
+    CompactionProgress,
+    CompactionStarted,
+    GetCompactionState,
+    TriggerCompaction,
+)
+from elanus.api.datacoord import Flushing, FlushProgress, FlushState, SegmentInfo, Segments
 from elanus.flight.executors import OpCall
 from elanus.flight.limits import Kind
 from elanus.flight.registry import operation
 from elanus.ops import segments as ops
 from elanus.ops.reads import Query
+from elanus.ops.replies import DeleteResult
 from elanus.ops.writes import Delete
 from elanus.privileges import OPEN
 from elanus.requests import decode
@@ -22,7 +25,7 @@ from elanus.states import SegmentState
 from elanus.wire.codec import DEFAULT_DB
 
 
-def _run_delete(c: OpCall[Delete]) -> dict[str, Any]:
+def _run_delete(c: OpCall[Delete]) -> DeleteResult:
     request, dml = c.request, c.proxy.dml
     info = dml.collection(request.db, request.collection)
     partition = request.partition or None
@@ -59,12 +62,13 @@ operation(
 )
 
 
-def _run_collection_stats(c: OpCall[ops.GetCollectionStats]) -> dict[str, Any]:
+def _run_collection_stats(c: OpCall[ops.GetCollectionStats]) -> ops.CollectionStats:
     info = c.proxy.dml.collection(c.request.db, c.request.collection)
     reply = c.proxy.run(
         c.proxy.datacoord.segment_info(SegmentInfo(collection_id=info.collection_id))
     )
-    return {"row_count": sum(s.num_rows for s in reply.segments if s.state == SegmentState.FLUSHED)}
+    flushed = sum(s.num_rows for s in reply.segments if s.state == SegmentState.FLUSHED)
+    return ops.CollectionStats(row_count=flushed)
 
 
 operation(
@@ -76,9 +80,9 @@ operation(
 )
 
 
-def _run_flush(c: OpCall[ops.Flush]) -> dict[str, Any]:
+def _run_flush(c: OpCall[ops.Flush]) -> Flushing:
     info = c.proxy.dml.collection(c.request.db, c.request.collection)
-    return as_body(c.proxy.run(c.proxy.dml.flush(info)))
+    return c.proxy.run(c.proxy.dml.flush(info))
 
 
 operation(
@@ -90,9 +94,9 @@ operation(
 )
 
 
-def _run_flush_state(c: OpCall[ops.GetFlushState]) -> dict[str, Any]:
+def _run_flush_state(c: OpCall[ops.GetFlushState]) -> FlushProgress:
     req = FlushState(segment_ids=c.request.segment_ids)
-    return as_body(c.proxy.run(c.proxy.datacoord.flush_state(req)))
+    return c.proxy.run(c.proxy.datacoord.flush_state(req))
 
 
 operation(
@@ -103,14 +107,14 @@ operation(
 )
 
 
-def _run_segment_info(c: OpCall[ops.GetSegmentInfo]) -> dict[str, Any]:
+def _run_segment_info(c: OpCall[ops.GetSegmentInfo]) -> Segments:
     r = c.request
     if r.collection is not None:
         info = c.proxy.dml.collection(r.db or DEFAULT_DB, r.collection)
         which = SegmentInfo(collection_id=info.collection_id)
     else:  # the ids' items are the data coord request's to check
         which = decode(SegmentInfo, {"segment_ids": r.segment_ids})
-    return as_body(c.proxy.run(c.proxy.datacoord.segment_info(which)))
+    return c.proxy.run(c.proxy.datacoord.segment_info(which))
 
 
 operation(
@@ -122,7 +126,7 @@ operation(
 )
 
 
-def _run_compact(c: OpCall[ops.Compact]) -> dict[str, Any]:
+def _run_compact(c: OpCall[ops.Compact]) -> CompactionStarted:
     r = c.request
     info = c.proxy.dml.collection(r.db, r.collection)
     trigger = TriggerCompaction(
@@ -130,7 +134,7 @@ def _run_compact(c: OpCall[ops.Compact]) -> dict[str, Any]:
         target_size_mb=r.target_size_mb,
         clustering=bool(r.clustering),
     )
-    return as_body(c.proxy.run(c.proxy.compaction.trigger(trigger)))
+    return c.proxy.run(c.proxy.compaction.trigger(trigger))
 
 
 operation(
@@ -144,9 +148,9 @@ operation(
 )
 
 
-def _run_compaction_state(c: OpCall[ops.GetCompactionState]) -> dict[str, Any]:
+def _run_compaction_state(c: OpCall[ops.GetCompactionState]) -> CompactionProgress:
     req = GetCompactionState(compaction_id=c.request.compaction_id)
-    return c.proxy.run(c.proxy.compaction.state(req)).to_body()
+    return c.proxy.run(c.proxy.compaction.state(req))
 
 
 operation(

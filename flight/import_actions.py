@@ -6,14 +6,13 @@ File paths are checked by name in the record (``elanus.filenames.group_files``);
 then confines them to the import roots
 (``elanus.importroots``) and the data node checks again when it opens them. Both writing
 actions are refused where the database denies writing (``database.force.deny.writing``).
+Each executor answers with its typed reply: the coord's record, or one of the replies
+declared with the requests; the registry writes it as the JSON body.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from elanus.api.base import as_body
-from elanus.api.imports import ImportState, ListImports
+from elanus.api.imports import ImportJobs, ImportJobView, ImportState, ListImports
 from elanus.flight.executors import OpCall
 from elanus.flight.limits import Kind
 from elanus.flight.registry import operation
@@ -21,10 +20,10 @@ from elanus.ops import imports as ops
 from elanus.privileges import OPEN
 
 
-def _run_import(c: OpCall[ops.Import]) -> dict[str, Any]:
+def _run_import(c: OpCall[ops.Import]) -> ops.ImportStarted:
     r = c.request
     c.proxy.dbgate.check_writable(r.db)  # database.force.deny.writing
-    return c.proxy.imports.start(r.db, r.collection, r.partition or None, r.units, r.options)
+    return c.proxy.imports.start(r.db, r.collection, r.partition or None, r.units, r.sep)
 
 
 operation(
@@ -39,8 +38,8 @@ operation(
 )
 
 
-def _run_import_state(c: OpCall[ops.GetImportState]) -> dict[str, Any]:
-    return as_body(c.proxy.run(c.proxy.importcoord.state(ImportState(job_id=c.request.job_id))))
+def _run_import_state(c: OpCall[ops.GetImportState]) -> ImportJobView:
+    return c.proxy.run(c.proxy.importcoord.state(ImportState(job_id=c.request.job_id)))
 
 
 operation(
@@ -52,12 +51,12 @@ operation(
 )
 
 
-def _run_list_jobs(c: OpCall[ops.ListImportJobs]) -> dict[str, Any]:
+def _run_list_jobs(c: OpCall[ops.ListImportJobs]) -> ImportJobs:
     which = ListImports()
     if c.request.collection:
         info = c.proxy.dml.collection(c.request.db, c.request.collection)
         which = ListImports(collection_id=info.collection_id)
-    return as_body(c.proxy.run(c.proxy.importcoord.list(which)))
+    return c.proxy.run(c.proxy.importcoord.list(which))
 
 
 operation(
@@ -68,7 +67,7 @@ operation(
 )
 
 
-def _run_commit(c: OpCall[ops.CommitWrite]) -> dict[str, Any]:
+def _run_commit(c: OpCall[ops.CommitWrite]) -> ops.WriteCommitted:
     r = c.request
     c.proxy.dbgate.check_writable(r.db)  # database.force.deny.writing
     return c.proxy.imports.commit_write(

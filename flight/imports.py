@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -28,9 +28,9 @@ from elanus.api.imports import AbortWrite, CreateImport, ImportJobView, ImportSt
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.flight.metacache import CollectionInfo
 from elanus.importroots import absolute, confine, import_roots
+from elanus.ops.imports import ImportStarted, ImportUnit, WriteCommitted, WriteDiscarded
 from elanus.partitionkey import group_rows, key_partition_ids, split_by_partition
 from elanus.pkhash import shard_of
-from elanus.requests import decode
 from elanus.states import IMPORT_FINAL, ImportJobState
 from elanus.validation import conform_insert
 from elanus.wire.putresult import PutAck
@@ -38,6 +38,7 @@ from elanus.wire.putresult import PutAck
 if TYPE_CHECKING:
     from elanus.api.coord import CoordAPI
     from elanus.flight.ports import CollectionLookup, IdSource, LoopBridge
+    from elanus.flight.putcommand import PutCommand
     from elanus.settings import Settings
 
 POLL_S = 0.05
@@ -74,9 +75,9 @@ class ImportService:
         from there, whichever machine it runs on."""
         return self.settings.storage_uri
 
-    def _create(self, body: dict[str, Any]) -> int:
-        """A job (checked as the coord checks it: the units are the client's files)."""
-        return self.loop.run(self.coord.imports.create(decode(CreateImport, body))).job_id
+    def _create(self, req: CreateImport) -> int:
+        """A job (the coord checks its units: they are the client's files)."""
+        return self.loop.run(self.coord.imports.create(req)).job_id
 
     def _state(self, job_id: int) -> ImportJobView:
         return self.loop.run(self.coord.imports.state(ImportState(job_id=job_id)))
@@ -87,29 +88,30 @@ class ImportService:
         db: str,
         collection: str,
         partition: str | None,
-        units: list[dict[str, Any]],
-        options: dict[str, Any] | None,
-    ) -> dict[str, Any]:
-        """An ``import`` job of files inside the import roots (``units``: ``group_files``')."""
+        units: list[ImportUnit],
+        sep: str | None,
+    ) -> ImportStarted:
+        """An ``import`` job of files inside the import roots (``units``: ``group_files``');
+        ``sep``: a CSV file's separator."""
         info = self.collections.collection(db, collection)
-        body = {
-            "collection_id": info.collection_id,
-            "db": info.db,
-            "collection": info.name,
-            "partition_id": _job_partition(self.collections, info, partition, "an import"),
-            "units": self._confined(units),
-            "options": {"sep": options["sep"]} if options and "sep" in options else {},
-        }
-        return {"job_id": self._create(body)}
+        req = CreateImport(
+            collection_id=info.collection_id,
+            db=info.db,
+            collection=info.name,
+            partition_id=_job_partition(self.collections, info, partition, "an import"),
+            units=self._confined(units),
+            options={"sep": sep} if sep is not None else {},
+        )
+        return ImportStarted(job_id=self._create(req))
 
-    def abort(self, write_id: str) -> dict[str, Any]:
+    def abort(self, write_id: str) -> WriteDiscarded:
         self._aborted[write_id] = None  # before the files go: see stage()
         while len(self._aborted) > ABORTED_KEPT:
             del self._aborted[next(iter(self._aborted))]
         aborted = self.loop.run(self.coord.imports.abort_write(AbortWrite(write_id=write_id)))
-        return {"removed": aborted.removed}
+        return WriteDiscarded(removed=aborted.removed)
 
-    def _confined(self, units: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _confined(self, units: list[ImportUnit]) -> list[ImportUnit]:
         """Every path must name a regular file inside the import roots (refused with
         PATH_NOT_ALLOWED otherwise); relative ones are taken under the first root. The data
         node checks again when it opens them."""
@@ -120,7 +122,7 @@ class ImportService:
             for p in unit["paths"]:
                 confine(p, roots)
                 paths.append(absolute(p, roots))
-            out.append({**unit, "paths": paths})
+            out.append(ImportUnit(format=unit["format"], paths=paths))
         return out
 
     def commit_write(
@@ -133,21 +135,21 @@ class ImportService:
         parts: list[str] | None,
         expected_rows: int | None,
         wait_s: float,
-    ) -> dict[str, Any]:
+    ) -> WriteCommitted:
         """One import job of every staged file of ``write_id`` (of ``parts`` only, if
         given); waits up to ``wait_s`` for it to end."""
         info = self.collections.collection(db, collection)
         units = self._staged_units(info, write_id, parts)
-        body = {
-            "collection_id": info.collection_id,
-            "db": info.db,
-            "collection": info.name,
-            "partition_id": _job_partition(self.collections, info, None, "a commit"),
-            "units": units,
-            "options": {"upsert": upsert, "expected_rows": expected_rows},
-            "write_id": write_id,
-        }
-        job_id = self._create(body)
+        req = CreateImport(
+            collection_id=info.collection_id,
+            db=info.db,
+            collection=info.name,
+            partition_id=_job_partition(self.collections, info, None, "a commit"),
+            units=units,
+            options={"upsert": upsert, "expected_rows": expected_rows},
+            write_id=write_id,
+        )
+        job_id = self._create(req)
         deadline = time.monotonic() + wait_s
         while True:
             state = self._state(job_id)
@@ -159,19 +161,20 @@ class ImportService:
             raise ElanusError(
                 code, f"commit of write {write_id!r} failed (import job {job_id}): {state.reason}"
             )
-        return {
-            "job_id": job_id,
-            "state": state.state,
-            "rows": state.rows,
-            "ts": state.ts,
-            "segment_ids": state.segment_ids,
-        }
+        return WriteCommitted(
+            job_id=job_id,
+            state=state.state,
+            rows=state.rows,
+            ts=state.ts,
+            segment_ids=state.segment_ids,
+        )
 
     def _staged_units(
         self, info: CollectionInfo, write_id: str, parts: list[str] | None
-    ) -> list[dict[str, Any]]:
+    ) -> list[ImportUnit]:
         root = layout.staging_dir(self.storage, write_id)
-        units, others = [], 0
+        units: list[ImportUnit] = []
+        others = 0
         for rel in sorted(objstore.list_tree(root), key=lambda r: r.split("/")):
             names = rel.split("/")  # part / collection / partition / file
             if len(names) != 4 or not names[3].endswith(".arrow"):
@@ -183,7 +186,8 @@ class ImportService:
                 others += 1
             elif partition.isdigit():
                 path = layout.join(root, rel)
-                units.append({"format": "arrow", "paths": [path], "partition_id": int(partition)})
+                unit = ImportUnit(format="arrow", paths=[path], partition_id=int(partition))
+                units.append(unit)
         if others and not units:
             raise invalid(
                 f"write {write_id!r} staged rows for another collection, not {info.name!r}"
@@ -194,17 +198,21 @@ class ImportService:
     def stage(
         self,
         info: CollectionInfo,
-        request: dict[str, Any],
+        request: PutCommand,
         batches: Iterable[pa.RecordBatch],
         writer: flight.FlightMetadataWriter,
     ) -> None:
-        """Check each batch as an insert would, then write it to the staging area."""
+        """Check each batch as an insert would, then write it to the staging area (the
+        command names the write: ``stage``, ``stage_part``)."""
+        write_id, part = request["stage"], request["stage_part"]
+        if write_id is None:
+            raise invalid("DoPut command: a staged write needs 'stage'")
         upsert = request["op"] == "upsert"
         pid = _job_partition(self.collections, info, request["partition"], "a staged write")
         key = info.schema.partition_key
         limit = self.settings.max_request_bytes
         pk = info.schema.primary
-        self._refuse_aborted(request["stage"])
+        self._refuse_aborted(write_id)
         for batch in batches:
             table = conform_insert(batch, info.schema, upsert=upsert, max_bytes=limit)
             if pk.auto_id and not upsert:
@@ -218,12 +226,10 @@ class ImportService:
                     table, key, key_partition_ids(info.partitions, info.name)
                 )
             for part_id, rows in parts:
-                for written in self.stage_rows(
-                    info, request["stage"], request["stage_part"], part_id, rows
-                ):
-                    if request["stage"] in self._aborted:  # aborted while it was written
+                for written in self.stage_rows(info, write_id, part, part_id, rows):
+                    if write_id in self._aborted:  # aborted while it was written
                         objstore.remove_file(written)
-                        self._refuse_aborted(request["stage"])
+                        self._refuse_aborted(write_id)
             writer.write(PutAck(table.column(pk.name).combine_chunks(), 0).encode())
 
     def stage_rows(

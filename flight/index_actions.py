@@ -8,40 +8,43 @@ dimension are known; here only the body's shape.
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
 
-from elanus.api.base import as_body
 from elanus.api.indexcoord import (
+    Claimed,
     ClaimIndexTasks,
     CreateIndex,
     DescribeIndex,
     DropIndex,
+    IndexCreated,
     IndexDescriptions,
+    IndexDropped,
     IndexHeartbeat,
     IndexReport,
+    Lease,
+    Verdict,
 )
+from elanus.api.rootcoord import Names
 from elanus.flight.executors import Call, OpCall
 from elanus.flight.registry import operation
 from elanus.ops import indexes as ops
-from elanus.requests import decode
 
 
 def _collection_id(c: Call, db: str, collection: str) -> int:
     return c.proxy.dml.collection(db, collection).collection_id
 
 
-def _index_target(c: OpCall[ops.DropIndex] | OpCall[ops.DescribeIndex]) -> dict[str, Any]:
+def _index_target(c: OpCall[ops.DropIndex] | OpCall[ops.DescribeIndex]) -> DescribeIndex:
     """The coord's name for the index(es) a request means (an empty name: not given)."""
     r = c.request
-    target: dict[str, Any] = {"collection_id": _collection_id(c, r.db, r.collection)}
-    if r.index_name:
-        target["index_name"] = r.index_name
-    if r.field_name:
-        target["field"] = r.field_name
-    return target
+    return DescribeIndex(
+        collection_id=_collection_id(c, r.db, r.collection),
+        index_name=r.index_name or None,
+        field=r.field_name or None,
+    )
 
 
-def _run_create(c: OpCall[ops.CreateIndex]) -> dict[str, Any]:
+def _run_create(c: OpCall[ops.CreateIndex]) -> IndexCreated:
     r = c.request
     assert r.field_name  # required: its record's check
     req = CreateIndex(
@@ -52,34 +55,37 @@ def _run_create(c: OpCall[ops.CreateIndex]) -> dict[str, Any]:
         metric_type=r.metric_type or None,
         params={} if r.params is None else r.params,
     )
-    return as_body(c.proxy.run(c.proxy.indexcoord.create(req)))
+    return c.proxy.run(c.proxy.indexcoord.create(req))
 
 
-def _describe(c: OpCall[ops.DescribeIndex]) -> IndexDescriptions:
-    return c.proxy.run(c.proxy.indexcoord.describe(decode(DescribeIndex, _index_target(c))))
+def _run_drop(c: OpCall[ops.DropIndex]) -> IndexDropped:
+    target = _index_target(c)
+    req = DropIndex(
+        collection_id=target.collection_id, index_name=target.index_name, field=target.field
+    )
+    return c.proxy.run(c.proxy.indexcoord.drop(req))
 
 
-def _run_drop(c: OpCall[ops.DropIndex]) -> dict[str, Any]:
-    return as_body(c.proxy.run(c.proxy.indexcoord.drop(decode(DropIndex, _index_target(c)))))
-
-
-def _run_describe(c: OpCall[ops.DescribeIndex]) -> dict[str, Any]:
+def _run_describe(c: OpCall[ops.DescribeIndex]) -> IndexDescriptions:
     """The indexes with the settings ``alter_index_properties`` gave them among their
     params, as Milvus shows them (``elanus.indexprops``)."""
-    body = as_body(_describe(c))
+    described = c.proxy.run(c.proxy.indexcoord.describe(_index_target(c)))
     info = c.proxy.dml.collection(c.request.db, c.request.collection)
     settings = info.described.index_properties
-    for index in body["indexes"]:
-        index["params"] = {**index["params"], **settings.get(str(index["index_id"]), {})}
-    return body
+    indexes = [
+        dataclasses.replace(i, params={**i.params, **settings.get(str(i.index_id), {})})
+        for i in described.indexes
+    ]
+    return IndexDescriptions(indexes=indexes)
 
 
-def _run_list(c: OpCall[ops.ListIndexes]) -> dict[str, Any]:
+def _run_list(c: OpCall[ops.ListIndexes]) -> Names:
     req = DescribeIndex(collection_id=_collection_id(c, c.request.db, c.request.collection))
-    return {"names": [i.index_name for i in c.proxy.run(c.proxy.indexcoord.describe(req)).indexes]}
+    described = c.proxy.run(c.proxy.indexcoord.describe(req))
+    return Names(names=[i.index_name for i in described.indexes])
 
 
-def _run_claim(c: OpCall[ops.ClaimIndexTasks]) -> dict[str, Any]:
+def _run_claim(c: OpCall[ops.ClaimIndexTasks]) -> Claimed:
     r = c.request
     claim = ClaimIndexTasks(
         node_id=r.node_id,
@@ -87,15 +93,14 @@ def _run_claim(c: OpCall[ops.ClaimIndexTasks]) -> dict[str, Any]:
         limit=r.limit,
         retry_failed=r.retry_failed,
     )
-    return as_body(c.proxy.run(c.proxy.indexcoord.claim(claim)))
+    return c.proxy.run(c.proxy.indexcoord.claim(claim))
 
 
-def _run_heartbeat(c: OpCall[ops.IndexHeartbeat]) -> dict[str, Any]:
-    beat = IndexHeartbeat(node_id=c.request.node_id)
-    return as_body(c.proxy.run(c.proxy.indexcoord.heartbeat(beat)))
+def _run_heartbeat(c: OpCall[ops.IndexHeartbeat]) -> Lease:
+    return c.proxy.run(c.proxy.indexcoord.heartbeat(IndexHeartbeat(node_id=c.request.node_id)))
 
 
-def _run_report(c: OpCall[ops.ReportIndexTask]) -> dict[str, Any]:
+def _run_report(c: OpCall[ops.ReportIndexTask]) -> Verdict:
     r = c.request
     report = IndexReport(
         build_id=r.build_id,
@@ -106,7 +111,7 @@ def _run_report(c: OpCall[ops.ReportIndexTask]) -> dict[str, Any]:
         node_id=r.node_id,
         seconds=r.seconds,
     )
-    return c.proxy.run(c.proxy.indexcoord.report(report)).to_body()
+    return c.proxy.run(c.proxy.indexcoord.report(report))
 
 
 operation(

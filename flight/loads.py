@@ -9,10 +9,17 @@ Given what it uses (``flight/ports.py``), never the proxy.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from elanus.api.base import as_body
-from elanus.api.querycoord import GetReplicas, LoadCollection, LoadState, ReleaseCollection
+from elanus.api.base import Ack
+from elanus.api.querycoord import (
+    GetReplicas,
+    LoadCollection,
+    LoadProgress,
+    LoadState,
+    ReleaseCollection,
+    Replicas,
+)
 
 if TYPE_CHECKING:
     from elanus.api.coord import CoordAPI
@@ -37,7 +44,7 @@ class LoadService:
 
     def load(
         self, db: str, collection: str, partition_names: list[str] | None, replica: int | None
-    ) -> dict[str, Any]:
+    ) -> LoadProgress:
         """A checked ``load_collection``: the load's state once the coord took it. No
         partition names (``None`` or none): the whole collection; no replica number: the
         database's."""
@@ -53,20 +60,20 @@ class LoadService:
             partition_ids=partitions,
             replica_number=self.gate.replica_number(info.db, replica),
         )
-        return self.loop.run(self.coord.query.load(req)).to_body()
+        return self.loop.run(self.coord.query.load(req))
 
-    def release(self, db: str, collection: str) -> dict[str, Any]:
+    def release(self, db: str, collection: str) -> Ack:
         info = self.collections.collection(db, collection)
         self.routes.forget_route(info.collection_id)
         req = ReleaseCollection(collection_id=info.collection_id)
-        return as_body(self.loop.run(self.coord.query.release(req)))
+        return self.loop.run(self.coord.query.release(req))
 
-    def state(self, db: str, collection: str) -> dict[str, Any]:
+    def state(self, db: str, collection: str) -> LoadProgress:
         info = self.collections.collection(db, collection)
         req = LoadState(collection_id=info.collection_id)
-        return self.loop.run(self.coord.query.state(req)).to_body()
+        return self.loop.run(self.coord.query.state(req))
 
-    def replicas(self, db: str, collection: str) -> dict[str, Any]:
+    def replicas(self, db: str, collection: str) -> Replicas:
         info = self.collections.collection(db, collection)
         req = GetReplicas(collection_id=info.collection_id)
-        return as_body(self.loop.run(self.coord.query.replicas(req)))
+        return self.loop.run(self.coord.query.replicas(req))

@@ -19,8 +19,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
 
+from elanus.api.metanotice import MetaInvalidation
 from elanus.api.rootcoord import CollectionDescription
 from elanus.properties import ttl_ms
 from elanus.schema import Schema
@@ -169,7 +169,7 @@ class MetaCache:
                 del self._by_name[key]
             return len(doomed)
 
-    def on_invalidate(self, msg: dict[str, Any]) -> int:
+    def on_invalidate(self, msg: MetaInvalidation) -> int:
         """Apply one ``elanus.meta.invalidate`` broadcast from the coord."""
         db = msg.get("db") or None
         if str(msg.get("kind", "")).startswith("database"):

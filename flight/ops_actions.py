@@ -7,11 +7,8 @@ by their records (``elanus/ops/console.py``).
 
 from __future__ import annotations
 
-from typing import Any
-
-from elanus.api.backup import ListBackupTasks
-from elanus.api.base import as_body
-from elanus.api.compaction import ListCompactions
+from elanus.api.backup import BackupTasks, ListBackupTasks
+from elanus.api.compaction import CompactionList, ListCompactions
 from elanus.channels.natsauth import redact_url
 from elanus.channels.runtime import requestlog
 from elanus.flight.executors import OpCall
@@ -19,9 +16,8 @@ from elanus.flight.registry import operation
 from elanus.ops import console as ops
 
 
-async def _run_list_compactions(c: OpCall[ops.ListCompactions]) -> Any:
-    listed = await c.proxy.compaction.recent(ListCompactions(limit=c.request.limit))
-    return as_body(listed)
+async def _run_list_compactions(c: OpCall[ops.ListCompactions]) -> CompactionList:
+    return await c.proxy.compaction.recent(ListCompactions(limit=c.request.limit))
 
 
 operation(
@@ -36,8 +32,8 @@ operation(
 )
 
 
-async def _run_list_backup_tasks(c: OpCall[ops.ListBackupTasks]) -> Any:
-    return as_body(await c.proxy.coord.backup.tasks(ListBackupTasks()))
+async def _run_list_backup_tasks(c: OpCall[ops.ListBackupTasks]) -> BackupTasks:
+    return await c.proxy.coord.backup.tasks(ListBackupTasks())
 
 
 operation(
@@ -51,14 +47,23 @@ operation(
 )
 
 
-def _run_list_requests(c: OpCall[ops.ListRequests]) -> dict[str, Any]:
+def _run_list_requests(c: OpCall[ops.ListRequests]) -> ops.RequestLog:
     limit = c.request.limit
-    return {
-        "node_id": c.proxy.node_id,
-        "slow_request_s": requestlog.slow_threshold(),
-        "recent": requestlog.recent()[:limit],
-        "slow": requestlog.slow()[:limit],
-    }
+    recent, slow = (
+        [
+            ops.RequestEntry(
+                at=r["at"], function=r["function"], status=r["status"], seconds=r["seconds"]
+            )
+            for r in rows[:limit]
+        ]
+        for rows in (requestlog.recent(), requestlog.slow())
+    )
+    return ops.RequestLog(
+        node_id=c.proxy.node_id,
+        slow_request_s=requestlog.slow_threshold(),
+        recent=recent,
+        slow=slow,
+    )
 
 
 operation(
@@ -71,11 +76,11 @@ operation(
 )
 
 
-def _run_describe_config(c: OpCall[ops.DescribeConfig]) -> dict[str, Any]:
+def _run_describe_config(c: OpCall[ops.DescribeConfig]) -> ops.ProxyConfig:
     settings = c.proxy.settings
     values = settings.shown()
     values["nats_url"] = redact_url(settings.nats_url)
-    return {"node_id": c.proxy.node_id, "settings": values}
+    return ops.ProxyConfig(node_id=c.proxy.node_id, settings=values)
 
 
 operation(

@@ -5,7 +5,7 @@ action registry's executors."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Final, Literal, NotRequired, TypedDict
 
 from elanus import layout
 from elanus.errors import invalid
@@ -16,11 +16,36 @@ from elanus.schema import check_name
 from elanus.wire.codec import decode_request
 
 PUT_OPS = ("insert", "upsert")
-UPLOAD_OP = "upload"
+UPLOAD_OP: Final = "upload"
 """A DoPut that carries a file into the server's import area (``flight/uploads.py``)."""
 
 
-def check_put(raw: bytes) -> dict[str, Any]:
+class PutCommand(TypedDict):
+    """An insert or upsert: into ``collection`` (``partition``: one of its partitions),
+    all batches or none (``atomic``), or staged under the write id ``stage``."""
+
+    op: Literal["insert", "upsert"]
+    atomic: bool
+    db: str
+    collection: str
+    partition: str | None
+    stage: str | None
+    stage_part: NotRequired[str]
+    """The staged write's part (``layout.DEFAULT_PART`` unless given), with ``stage``."""
+    partial: dict[str, str] | None
+    """A partial upsert's field operators (``flight/partial.py``), or None: whole rows."""
+
+
+class UploadCommand(TypedDict):
+    """A file, ``name``, into the import area for an import into ``collection``."""
+
+    op: Literal["upload"]
+    db: str
+    collection: str
+    name: str
+
+
+def check_put(raw: bytes) -> PutCommand | UploadCommand:
     """The JSON command of a DoPut descriptor: op, collection, partition, db, atomic, and
     for a staged write (``flight/imports.py``) stage (the write id) and stage_part."""
     b = Body(decode_request(raw, "DoPut command"), "DoPut command")
@@ -31,8 +56,8 @@ def check_put(raw: bytes) -> dict[str, Any]:
         ops = ", ".join((*PUT_OPS, UPLOAD_OP))
         raise invalid(f"DoPut command: 'op' must be one of {ops}, not {op!r}")
     partition = b.str("partition", None)
-    request = {
-        "op": op,
+    request: PutCommand = {
+        "op": "upsert" if op == "upsert" else "insert",
         "atomic": b.bool("atomic", False),
         "db": check_db(b),
         "collection": check_named(b, "collection", "collection"),
@@ -65,10 +90,10 @@ def _partial(b: Body, op: str) -> dict[str, str] | None:
     return ops if partial else None
 
 
-def _check_upload(b: Body) -> dict[str, Any]:
+def _check_upload(b: Body) -> UploadCommand:
     """``{"op": "upload", "collection", "name", "db"}``: the collection the file is for
     (it must exist; privileges are the import's) and the file's name (sanitised)."""
-    request = {
+    request: UploadCommand = {
         "op": UPLOAD_OP,
         "db": check_db(b),
         "collection": check_named(b, "collection", "collection"),

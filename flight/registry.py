@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from elanus.api.base import as_body
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.flight.limits import Kind
 from elanus.ops import decode_op, keys_of, name_of
@@ -33,7 +34,8 @@ Checker = Callable[[Body], Any]
 """A body's check: the request the executor gets (a dict, or an operation record)."""
 Executor = Callable[[Any], Any]
 """An action's executor: takes ``flight/actions.py``'s ``Call`` (typed there, above the
-proxy; the registry stays below every service that checks a request through it)."""
+proxy; the registry stays below every service that checks a request through it), and
+returns its typed reply (``reply_body`` writes it as the action's JSON body)."""
 
 
 @dataclass(frozen=True)
@@ -121,9 +123,12 @@ def operation(
     loop: bool = False,
     ddl: bool = False,
     self_service: bool = False,
+    self_checked: bool = False,
 ) -> None:
     """Declare the action of an operation record (``elanus/ops``): its name and keys are
-    the record's, its check decodes the body into the record."""
+    the record's, its check decodes the body into the record (``self_checked``: the
+    executor decodes it, as ``search`` does to reuse the plan of a body of the same
+    shape)."""
     name = name_of(op)
 
     def check(body: Body) -> Any:
@@ -131,7 +136,7 @@ def operation(
 
     action(
         name, description, keys_of(op), privilege=privilege, run=run, rate=rate, loop=loop,
-        ddl=ddl, self_service=self_service,
+        ddl=ddl, self_service=self_service, self_checked=self_checked,
     )(check)  # fmt: skip
     _DECLARED[name] = dataclasses.replace(_DECLARED[name], op=op)
 
@@ -156,6 +161,16 @@ def lookup(name: str) -> Action:
         hint = f"did you mean {close[0]!r}?" if close else "ListActions lists the known ones"
         raise ElanusError(ErrorCode.UNKNOWN_ACTION, f"unknown action {name!r}; {hint}")
     return spec
+
+
+def reply_body(reply: object) -> object:
+    """An executor's reply as the action's JSON body, the one place a reply becomes one: a
+    record (an ``elanus/api`` reply, an ``elanus/ops`` reply) as its fields, nested records
+    too; a dict (a TypedDict, or a result built as JSON already, such as search hits) as
+    it is, so a large result is not copied."""
+    if isinstance(reply, dict):
+        return reply
+    return as_body(reply)
 
 
 def rate_of(name: str) -> Kind | None:

@@ -14,12 +14,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from elanus.api.base import as_body
+from elanus.api.base import Ack, as_body
 from elanus.api.snapshot import (
     DropSnapshot,
     ListRestores,
     ListSnapshots,
+    Pinned,
     PinSnapshot,
+    Snapshots,
+    SnapshotView,
     UnpinSnapshot,
 )
 from elanus.flight.executors import OpCall
@@ -31,7 +34,7 @@ def _collection_id(c: OpCall[Any], db: str, collection: str) -> int:
     return c.proxy.snapshots.collection(db, collection).collection_id
 
 
-def _create(c: OpCall[ops.CreateSnapshot]) -> dict[str, Any]:
+def _create(c: OpCall[ops.CreateSnapshot]) -> SnapshotView:
     r = c.request
     return c.proxy.snapshots.create(r.db, r.collection, r.name, r.description or "")
 
@@ -47,12 +50,12 @@ operation(
 )
 
 
-def _list(c: OpCall[ops.ListSnapshots]) -> dict[str, Any]:
+def _list(c: OpCall[ops.ListSnapshots]) -> Snapshots:
     r = c.request
     which = ListSnapshots(db=r.db)
     if r.collection:
         which = ListSnapshots(db=r.db, collection_id=_collection_id(c, r.db, r.collection))
-    return as_body(c.proxy.run(c.proxy.coord.snapshots.list(which)))
+    return c.proxy.run(c.proxy.coord.snapshots.list(which))
 
 
 operation(
@@ -65,10 +68,11 @@ operation(
 )
 
 
-def _describe(c: OpCall[ops.DescribeSnapshot]) -> dict[str, Any]:
+def _describe(c: OpCall[ops.DescribeSnapshot]) -> ops.SnapshotDescription:
     r = c.request
     detail = c.proxy.snapshots.detail(r.db, r.collection, r.name)
-    return {**as_body(detail.snapshot), "shape": detail.shape}
+    listing: ops.SnapshotListing = as_body(detail.snapshot)
+    return ops.SnapshotDescription(**listing, shape=detail.shape)
 
 
 operation(
@@ -80,10 +84,10 @@ operation(
 )
 
 
-def _drop(c: OpCall[ops.DropSnapshot]) -> Any:
+def _drop(c: OpCall[ops.DropSnapshot]) -> Ack:
     r = c.request
     req = DropSnapshot(collection_id=_collection_id(c, r.db, r.collection), name=r.name)
-    return as_body(c.proxy.run(c.proxy.coord.snapshots.drop(req)))
+    return c.proxy.run(c.proxy.coord.snapshots.drop(req))
 
 
 operation(
@@ -95,7 +99,7 @@ operation(
 )
 
 
-def _restore(c: OpCall[ops.RestoreSnapshot]) -> dict[str, Any]:
+def _restore(c: OpCall[ops.RestoreSnapshot]) -> ops.RestoreStarted:
     r = c.request
     return c.proxy.snapshots.restore(
         r.db, r.collection, r.name, r.into_db, r.target_collection, c.caller
@@ -121,9 +125,9 @@ operation(
 )
 
 
-def _list_restores(c: OpCall[ops.ListRestoreSnapshotJobs]) -> dict[str, Any]:
+def _list_restores(c: OpCall[ops.ListRestoreSnapshotJobs]) -> ops.RestoreJobList:
     which = ListRestores(db=c.request.db, collection=c.request.collection or None)
-    return {"jobs": c.proxy.snapshots.restore_jobs(which)}
+    return ops.RestoreJobList(jobs=c.proxy.snapshots.restore_jobs(which))
 
 
 operation(
@@ -135,14 +139,14 @@ operation(
 )
 
 
-def _pin(c: OpCall[ops.PinSnapshotData]) -> Any:
+def _pin(c: OpCall[ops.PinSnapshotData]) -> Pinned:
     r = c.request
     req = PinSnapshot(
         collection_id=_collection_id(c, r.db, r.collection),
         name=r.name,
         ttl_s=float(r.ttl_seconds or ops.DEFAULT_PIN_TTL_S),
     )
-    return as_body(c.proxy.run(c.proxy.coord.snapshots.pin(req)))
+    return c.proxy.run(c.proxy.coord.snapshots.pin(req))
 
 
 operation(
@@ -157,7 +161,7 @@ operation(
     ops.UnpinSnapshotData,
     "Release a pin. Body: pin_id.",
     privilege="Backup",
-    run=lambda c: as_body(
-        c.proxy.run(c.proxy.coord.snapshots.unpin(UnpinSnapshot(pin_id=c.request.pin_id)))
+    run=lambda c: c.proxy.run(
+        c.proxy.coord.snapshots.unpin(UnpinSnapshot(pin_id=c.request.pin_id))
     ),
 )

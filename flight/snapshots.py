@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -36,6 +36,7 @@ from elanus.api.snapshot import (
     RecordRestore,
     RestoreJob,
     SnapshotDetail,
+    SnapshotView,
 )
 from elanus.errors import ElanusError, ErrorCode
 from elanus.flight.search import fileplan
@@ -43,6 +44,7 @@ from elanus.ops import collections as colls
 from elanus.ops import decode_op
 from elanus.ops.indexes import CreateIndex
 from elanus.ops.partitions import CreatePartition
+from elanus.ops.snapshots import RestoreJobState, RestoreStarted, SnapshotIndex
 from elanus.schema import Schema
 from elanus.states import ImportJobState
 from elanus.tsutil import physical_ms
@@ -94,27 +96,25 @@ class SnapshotService:
     def collection(self, db: str, name: str) -> CollectionInfo:
         return self.collections.collection(db, name)
 
-    def create(self, db: str, collection: str, name: str, description: str) -> dict[str, Any]:
+    def create(self, db: str, collection: str, name: str, description: str) -> SnapshotView:
         """Snapshot ``name`` of ``collection`` now; the snapshot as listed."""
         loop, coord = self.loop, self.coord
         info = self.collection(db, collection)
         ts = loop.run(coord.root.alloc_ts(TsoAlloc())).ts
         fileplan.make_files_complete(self.reads, info, ts)
         indexes = loop.run(coord.index.describe(DescribeIndex(collection_id=info.collection_id)))
-        shape = {
-            "collection": as_body(info.described),
-            "indexes": [
-                {
-                    "field_name": i.field,
-                    "index_name": i.index_name,
-                    "index_type": i.index_type,
-                    "metric_type": i.metric_type,
-                    "params": i.params,
-                }
-                for i in indexes.indexes
-            ],
-        }
-        view = loop.run(
+        recorded = [
+            SnapshotIndex(
+                field_name=i.field,
+                index_name=i.index_name,
+                index_type=i.index_type,
+                metric_type=i.metric_type,
+                params=i.params,
+            )
+            for i in indexes.indexes
+        ]
+        shape = {"collection": as_body(info.described), "indexes": recorded}
+        return loop.run(
             coord.snapshots.create(
                 CreateSnapshot(
                     name=name,
@@ -127,7 +127,6 @@ class SnapshotService:
                 )  # fmt: skip
             )
         )
-        return dict(as_body(view))
 
     def detail(self, db: str, collection: str, name: str) -> SnapshotDetail:
         info = self.collection(db, collection)
@@ -138,7 +137,7 @@ class SnapshotService:
     # -- restore ------------------------------------------------------------------------------
     def restore(
         self, source_db: str, source: str, snapshot: str, db: str, target: str, caller: Caller
-    ) -> dict[str, Any]:
+    ) -> RestoreStarted:
         """Snapshot ``snapshot`` of collection ``source`` restored into the new collection
         ``target`` of ``db``, as ``caller``; the restore's job id."""
         detail = self.detail(source_db, source, snapshot)
@@ -166,7 +165,7 @@ class SnapshotService:
                 )  # fmt: skip
             )
         )
-        return {"job_id": job_id}
+        return RestoreStarted(job_id=job_id)
 
     def _exists(self, db: str, name: str, caller: Caller) -> bool:
         has = colls.HasCollection(db=db, name=name)
@@ -242,11 +241,11 @@ class SnapshotService:
                 )
 
     # -- restore jobs --------------------------------------------------------------------------
-    def restore_jobs(self, which: ListRestores) -> list[dict[str, Any]]:
+    def restore_jobs(self, which: ListRestores) -> list[RestoreJobState]:
         jobs = self.loop.run(self.coord.snapshots.restores(which)).jobs
         return [self._job_view(j) for j in jobs]
 
-    def restore_state(self, job_id: int) -> dict[str, Any]:
+    def restore_state(self, job_id: int) -> RestoreJobState:
         jobs = self.restore_jobs(ListRestores(job_id=job_id))
         if not jobs:
             raise ElanusError(
@@ -254,16 +253,22 @@ class SnapshotService:
             )
         return jobs[0]
 
-    def _job_view(self, job: RestoreJob) -> dict[str, Any]:
+    def _job_view(self, job: RestoreJob) -> RestoreJobState:
         state = self.loop.run(self.coord.imports.state(ImportState(job_id=job.job_id)))
         started_ms = int(1000 * job.started_at)
         ended_ms = physical_ms(state.ts) if state.ts else int(1000 * time.time())
-        return {
-            **as_body(job),
-            "state": RESTORE_STATES.get(ImportJobState(state.state), "RestoreSnapshotNone"),
-            "progress": int(round(100 * state.progress)),
-            "rows": state.total_rows,
-            "reason": state.reason,
-            "start_time_ms": started_ms,
-            "time_cost_ms": max(0, ended_ms - started_ms),
-        }
+        return RestoreJobState(
+            job_id=job.job_id,
+            snapshot=job.snapshot,
+            source_db=job.source_db,
+            source_collection=job.source_collection,
+            db=job.db,
+            collection=job.collection,
+            started_at=job.started_at,
+            state=RESTORE_STATES.get(ImportJobState(state.state), "RestoreSnapshotNone"),
+            progress=int(round(100 * state.progress)),
+            rows=state.total_rows,
+            reason=state.reason,
+            start_time_ms=started_ms,
+            time_cost_ms=max(0, ended_ms - started_ms),
+        )

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterable, Iterator
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.flight as flight
@@ -27,16 +26,18 @@ import pyarrow.flight as flight
 from elanus import layout, objstore
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.filenames import file_format, is_numpy
+from elanus.flight.putcommand import UploadCommand
 from elanus.importroots import safe_upload_name, upload_area
+from elanus.ops.replies import Uploaded
 from elanus.settings import Settings
 
 
 def receive_upload(
     settings: Settings,
-    request: dict[str, Any],
+    request: UploadCommand,
     chunks: Iterable[flight.FlightStreamChunk],
     writer: flight.FlightMetadataWriter,
-) -> dict[str, Any]:
+) -> Uploaded:
     """Write the stream to a new upload directory; answer (and return) where it is."""
     name = safe_upload_name(request["name"])
     if not is_numpy(name):
@@ -70,7 +71,7 @@ def receive_upload(
     except BaseException:
         objstore.remove_tree(directory)
         raise
-    reply = {"upload_id": upload_id, "path": final, "bytes": total}
+    reply: Uploaded = {"upload_id": upload_id, "path": final, "bytes": total}
     writer.write(pa.py_buffer(json.dumps(reply).encode()))
     return reply
 

@@ -9,8 +9,6 @@ that carry a message's kind and timestamp, and the schema to decode rows with.
 
 from __future__ import annotations
 
-from typing import Any
-
 from elanus.channels.dml import (
     H_TS,
     H_TYPE,
@@ -23,11 +21,14 @@ from elanus.channels.natsauth import redact_url
 from elanus.flight.executors import OpCall
 from elanus.flight.registry import operation
 from elanus.ops import imports as ops
+from elanus.ops.replies import ChannelCoordinates, WatchCoordinates
 
 
-def _run_watch(c: OpCall[ops.WatchCollection]) -> dict[str, Any]:
+def _run_watch(c: OpCall[ops.WatchCollection]) -> WatchCoordinates:
     info = c.proxy.dml.collection(c.request.db, c.request.collection)
-    channels = []
+    servers = redact_url(c.proxy.bus.url)
+    assert servers is not None  # a bus always has a url
+    channels: list[ChannelCoordinates] = []
     for v in info.vchannels:
         p = pchannel_of(v)
         channels.append(
@@ -42,7 +43,7 @@ def _run_watch(c: OpCall[ops.WatchCollection]) -> dict[str, Any]:
         "collection": info.name,
         "collection_id": info.collection_id,
         "schema": info.schema.to_dict(),
-        "servers": redact_url(c.proxy.bus.url),
+        "servers": servers,
         "type_header": H_TYPE,
         "ts_header": H_TS,
         "vchannels": channels,

@@ -50,7 +50,3 @@ def _build(field: str, spec: dict[str, Any], data_path: str, out_dir: str) -> li
             return write_scalar_index(values, scalar, local)
         index = build_segment_index(data_path, field, IndexSpec.from_dict(spec))
         return index.write(local)
-
-
-TASK_KEYS = ("build_id", "version", "field", "spec", "data_path", "out_dir")
-"""What ``run_build_task`` takes of a task."""

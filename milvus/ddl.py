@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from pymilvus.grpc_gen import common_pb2, milvus_pb2, schema_pb2
 
@@ -232,9 +232,15 @@ class DdlRpcs(Servicer):
         )
 
 
-def _partition_of(request: Any) -> dict[str, Any]:
+class PartitionNamed(TypedDict):
     """The collection and partition a Milvus partition request names."""
-    return {"collection": request.collection_name, "partition": request.partition_name}
+
+    collection: str
+    partition: str
+
+
+def _partition_of(request: Any) -> PartitionNamed:
+    return PartitionNamed(collection=request.collection_name, partition=request.partition_name)
 
 
 def _db_beside(ctx: Ctx, name: str) -> str | None:

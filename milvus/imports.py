@@ -24,7 +24,7 @@ _STATES = {
 MAX_LISTED = 1000
 
 
-def task_state(job: dict[str, Any], partition: str = "") -> Any:
+def task_state(job: ops.ImportJob, partition: str = "") -> Any:
     """An Elanus import job's view as Milvus's ``GetImportStateResponse``."""
     infos = {
         "collection": str(job.get("collection") or ""),
@@ -55,7 +55,7 @@ class ImportRpcs(Servicer):
             partition=request.partition_name or None,
             options=options or None,
         )
-        doc = self.run_op(ctx, op)
+        doc: ops.ImportStarted = self.run_op(ctx, op)
         return milvus_pb2.ImportResponse(status=ok(), tasks=[int(doc["job_id"])])
 
     @served()
@@ -65,7 +65,7 @@ class ImportRpcs(Servicer):
     @served()
     def ListImportTasks(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
         op = ops.ListImportJobs(db=ctx.db, collection=request.collection_name or None)
-        doc = self.run_op(ctx, op)
+        doc: ops.ImportJobList = self.run_op(ctx, op)
         jobs = list(doc.get("jobs") or [])
         limit = int(request.limit) if request.limit > 0 else MAX_LISTED
         return milvus_pb2.ListImportTasksResponse(

@@ -21,18 +21,19 @@ from elanus.milvus.servicer import Ctx, Servicer, served
 from elanus.milvus.status import ok
 from elanus.ops import indexes as index_ops
 from elanus.ops import segments as segment_ops
+from elanus.ops.replies import IndexDescription, IndexDescriptions, Segments
 from elanus.states import IndexTaskState, SegmentState
 
 
 class IndexStateRpcs(Servicer):
-    def _indexes(self, ctx: Ctx, request: Any, field: str = "") -> list[dict[str, Any]]:
+    def _indexes(self, ctx: Ctx, request: Any, field: str = "") -> list[IndexDescription]:
         op = index_ops.DescribeIndex(
             db=ctx.db,
             index_name=request.index_name or None,
             field_name=field or None,
             collection=request.collection_name,
         )
-        doc = self.run_op(ctx, op)
+        doc: IndexDescriptions = self.run_op(ctx, op)
         indexes = list(doc["indexes"])
         if not indexes:
             raise ElanusError(
@@ -41,7 +42,7 @@ class IndexStateRpcs(Servicer):
             )
         return indexes
 
-    def _index(self, ctx: Ctx, request: Any, field: str = "") -> dict[str, Any]:
+    def _index(self, ctx: Ctx, request: Any, field: str = "") -> IndexDescription:
         indexes = self._indexes(ctx, request, field)
         if len(indexes) > 1:
             names = ", ".join(sorted(str(i.get("index_name")) for i in indexes))
@@ -79,7 +80,7 @@ class IndexStateRpcs(Servicer):
         index_id = int(self._index(ctx, request)["index_id"])
         info = self.proxy.dml.collection(ctx.db, request.collection_name)
         op = segment_ops.GetSegmentInfo(db=ctx.db, collection=request.collection_name)
-        segments = self.run_op(ctx, op)
+        segments: Segments = self.run_op(ctx, op)
         flushed = {
             int(s["segment_id"])
             for s in segments["segments"]

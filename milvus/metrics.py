@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import datetime
 import os
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import orjson
 from pymilvus.grpc_gen import common_pb2, milvus_pb2
@@ -24,6 +24,7 @@ from elanus.milvus.ops import node_number
 from elanus.milvus.servicer import Ctx, Servicer, served
 from elanus.milvus.status import ok
 from elanus.ops.control import ListSessions
+from elanus.ops.replies import Session, Sessions
 
 SYSTEM_INFO = "system_info"
 METRIC_NOT_FOUND = 1200
@@ -31,6 +32,49 @@ METRIC_NOT_FOUND = 1200
 _TYPES = {"coord": "mixcoord"}
 """Elanus's role names that differ from Milvus's node types."""
 _COORD = "mixcoord"
+
+
+class Connection(TypedDict):
+    connected_identifier: int
+    type: str
+    target_type: str
+
+
+class HardwareInfos(TypedDict):
+    ip: str
+    cpu_core_count: NotRequired[int]
+    """This proxy's only: the others' are not known here."""
+
+
+class SystemInfo(TypedDict):
+    system_version: str
+    deploy_mode: str
+    build_version: str
+
+
+class NodeInfos(TypedDict):
+    has_error: bool
+    error_reason: str
+    name: str
+    hardware_infos: HardwareInfos
+    system_info: SystemInfo
+    created_time: str
+    updated_time: str
+    type: str
+    id: int
+
+
+class NodeInfo(TypedDict):
+    identifier: int
+    connected: list[Connection]
+    infos: NodeInfos
+
+
+class Topology(TypedDict):
+    """``GetMetrics``' ``system_info`` as Milvus writes it (what Attu and birdwatcher
+    read): each node with the nodes it talks to."""
+
+    nodes_info: list[NodeInfo]
 
 
 class MetricsRpcs(Servicer):
@@ -46,7 +90,8 @@ class MetricsRpcs(Servicer):
                     f"only, not {kind!r}",
                 )
             )
-        sessions = list(self.run_op(ctx, ListSessions(db=ctx.db))["sessions"])
+        listed: Sessions = self.run_op(ctx, ListSessions(db=ctx.db))
+        sessions = list(listed["sessions"])
         me = f"proxy{node_number(self.proxy.node_id)}"
         return milvus_pb2.GetMetricsResponse(
             status=ok(),
@@ -54,10 +99,10 @@ class MetricsRpcs(Servicer):
             component_name=me,
         )
 
-    def _topology(self, sessions: list[dict[str, Any]]) -> dict[str, Any]:
+    def _topology(self, sessions: list[Session]) -> Topology:
         ordered = sorted(sessions, key=lambda s: s.get("node_id") != self.proxy.node_id)
         ids = {_key(s): n for n, s in enumerate(ordered, start=1)}  # this proxy is 1
-        nodes = []
+        nodes: list[NodeInfo] = []
         for n, s in enumerate(ordered, start=1):
             kind = _node_type(s)
             if kind == "proxy":
@@ -70,39 +115,34 @@ class MetricsRpcs(Servicer):
                 ]
             else:
                 edges = []
-            nodes.append(
-                {
-                    "identifier": n,
-                    "connected": [
-                        {"connected_identifier": i, "type": t, "target_type": target}
-                        for i, t, target in edges
-                    ],
-                    "infos": self._infos(s, kind),
-                }
-            )
-        return {"nodes_info": nodes}
+            connected = [
+                Connection(connected_identifier=i, type=t, target_type=target)
+                for i, t, target in edges
+            ]
+            nodes.append(NodeInfo(identifier=n, connected=connected, infos=self._infos(s, kind)))
+        return Topology(nodes_info=nodes)
 
-    def _infos(self, s: dict[str, Any], kind: str) -> dict[str, Any]:
+    def _infos(self, s: Session, kind: str) -> NodeInfos:
         number = node_number(str(s.get("node_id", "")))
-        hardware: dict[str, Any] = {"ip": s.get("address") or s.get("host") or ""}
+        hardware = HardwareInfos(ip=s.get("address") or s.get("host") or "")
         if s.get("node_id") == self.proxy.node_id:
             hardware["cpu_core_count"] = os.cpu_count() or 0
         started = float(s.get("started_at") or 0)
-        return {
-            "has_error": False,
-            "error_reason": "",
-            "name": f"{kind}{number}",
-            "hardware_infos": hardware,
-            "system_info": {
-                "system_version": elanus.__version__,
-                "deploy_mode": "elanus",
-                "build_version": f"elanus-{elanus.__version__}",
-            },
-            "created_time": _when(started),
-            "updated_time": _when(datetime.datetime.now(datetime.UTC).timestamp()),
-            "type": kind,
-            "id": number,
-        }
+        return NodeInfos(
+            has_error=False,
+            error_reason="",
+            name=f"{kind}{number}",
+            hardware_infos=hardware,
+            system_info=SystemInfo(
+                system_version=elanus.__version__,
+                deploy_mode="elanus",
+                build_version=f"elanus-{elanus.__version__}",
+            ),
+            created_time=_when(started),
+            updated_time=_when(datetime.datetime.now(datetime.UTC).timestamp()),
+            type=kind,
+            id=number,
+        )
 
 
 def _metric_type(text: str) -> str:
@@ -127,16 +167,16 @@ def _metric_type(text: str) -> str:
     return kind
 
 
-def _key(s: dict[str, Any]) -> str:
+def _key(s: Session) -> str:
     return f"{s.get('role')}.{s.get('node_id')}"
 
 
-def _node_type(s: dict[str, Any]) -> str:
+def _node_type(s: Session) -> str:
     role = str(s.get("role", ""))
     return _TYPES.get(role, role)
 
 
-def _is_coord(s: dict[str, Any]) -> bool:
+def _is_coord(s: Session) -> bool:
     return _node_type(s) == _COORD
 
 

@@ -4,7 +4,7 @@ Flight action, its result reshaped into Milvus's reply."""
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import Any, TypedDict
 
 from pymilvus.grpc_gen import common_pb2, milvus_pb2, schema_pb2
 
@@ -21,6 +21,7 @@ from elanus.ops import indexes as index_ops
 from elanus.ops import loads as load_ops
 from elanus.ops import partitions as part_ops
 from elanus.ops import segments as segment_ops
+from elanus.ops.replies import IndexDescription, IndexDescriptions, SegmentRecord, Segments
 from elanus.privileges import Need
 from elanus.schema import check_name
 from elanus.states import SegmentLevel, SegmentState
@@ -44,7 +45,30 @@ def node_number(node_id: str) -> int:
         return int.from_bytes(hashlib.blake2b(node_id.encode(), digest_size=8).digest()) >> 1
 
 
-def index_body(request: Any) -> dict[str, Any]:
+class IndexBody(TypedDict):
+    """The fields of a ``CreateIndex`` operation that Milvus's request gives."""
+
+    collection: str
+    field_name: str
+    index_name: str | None
+    index_type: str | None
+    metric_type: str | None
+    params: dict[str, Any]
+
+
+class SegmentFields(TypedDict):
+    """What ``PersistentSegmentInfo`` and ``QuerySegmentInfo`` share, in Milvus's words."""
+
+    segmentID: int  # noqa: N815 - Milvus's field names
+    collectionID: int  # noqa: N815
+    partitionID: int  # noqa: N815
+    num_rows: int
+    state: int
+    level: int
+    is_sorted: bool
+
+
+def index_body(request: Any) -> IndexBody:
     """A ``create_index`` body from Milvus's ``extra_params`` (``params`` as JSON text;
     pymilvus also sends an index's parameters as keys of their own)."""
     extra = kv_values(request.extra_params)
@@ -52,25 +76,27 @@ def index_body(request: Any) -> dict[str, Any]:
     if not isinstance(params, dict):
         raise invalid("CreateIndex: 'params' must be a JSON object")
     params = {**{k: v for k, v in extra.items() if k not in _INDEX_KEYS}, **params}
-    return {
-        "collection": request.collection_name,
-        "field_name": request.field_name,
-        "index_name": request.index_name or None,
-        "index_type": extra.get("index_type") or None,
-        "metric_type": extra.get("metric_type") or None,
-        "params": params,
-    }
+    return IndexBody(
+        collection=request.collection_name,
+        field_name=request.field_name,
+        index_name=request.index_name or None,
+        index_type=extra.get("index_type") or None,
+        metric_type=extra.get("metric_type") or None,
+        params=params,
+    )
 
 
-def index_description(doc: dict[str, Any]) -> Any:
+def index_description(doc: IndexDescription) -> Any:
     state = str(doc.get("state") or "Finished")
-    params = {"index_type": doc.get("index_type"), "metric_type": doc.get("metric_type")}
-    params = {k: v for k, v in params.items() if v}
-    build = {k: v for k, v in (doc.get("params") or {}).items() if k not in indexprops.KEYS}
-    if build:
-        params["params"] = build
-    # what alter_index_properties set: among the user's params, as Milvus keeps them
-    params |= {k: v for k, v in (doc.get("params") or {}).items() if k in indexprops.KEYS}
+    kinds = {"index_type": doc.get("index_type"), "metric_type": doc.get("metric_type")}
+    stored = doc.get("params") or {}
+    build = {k: v for k, v in stored.items() if k not in indexprops.KEYS}
+    params = {
+        **{k: v for k, v in kinds.items() if v},
+        **({"params": build} if build else {}),
+        # what alter_index_properties set: among the user's params, as Milvus keeps them
+        **{k: v for k, v in stored.items() if k in indexprops.KEYS},
+    }
     failed = doc.get("failed_tasks") or []
     total, indexed = int(doc.get("total_rows") or 0), int(doc.get("indexed_rows") or 0)
     return milvus_pb2.IndexDescription(
@@ -107,9 +133,10 @@ class OpsRpcs(Servicer):
         doc = self.run_op(ctx, op)
         return milvus_pb2.GetFlushStateResponse(status=ok(), flushed=bool(doc.get("flushed")))
 
-    def _segments(self, ctx: Ctx, collection: str) -> list[dict[str, Any]]:
+    def _segments(self, ctx: Ctx, collection: str) -> list[SegmentRecord]:
         op = segment_ops.GetSegmentInfo(db=ctx.db, collection=collection)
-        return list(self.run_op(ctx, op)["segments"])
+        segments: Segments = self.run_op(ctx, op)
+        return list(segments["segments"])
 
     @served()
     def GetPersistentSegmentInfo(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
@@ -150,7 +177,7 @@ class OpsRpcs(Servicer):
             field_name=request.field_name or None,
             collection=request.collection_name,
         )
-        doc = self.run_op(ctx, op)
+        doc: IndexDescriptions = self.run_op(ctx, op)
         return milvus_pb2.DescribeIndexResponse(
             status=ok(), index_descriptions=[index_description(d) for d in doc["indexes"]]
         )
@@ -436,14 +463,14 @@ class OpsRpcs(Servicer):
         )
 
 
-def _segment(s: dict[str, Any]) -> dict[str, Any]:
+def _segment(s: SegmentRecord) -> SegmentFields:
     state = str(s.get("state") or "")
-    return {
-        "segmentID": int(s.get("segment_id") or 0),
-        "collectionID": int(s.get("collection_id") or 0),
-        "partitionID": int(s.get("partition_id") or 0),
-        "num_rows": int(s.get("num_rows", s.get("rows")) or 0),
-        "state": _SEGMENT_STATES.get(state.capitalize(), common_pb2.SegmentStateNone),
-        "level": int(s.get("level", SegmentLevel.L1)),  # Milvus's numbers (states.py)
-        "is_sorted": bool(s.get("is_sorted")),
-    }
+    return SegmentFields(
+        segmentID=int(s.get("segment_id") or 0),
+        collectionID=int(s.get("collection_id") or 0),
+        partitionID=int(s.get("partition_id") or 0),
+        num_rows=int(s.get("num_rows") or 0),
+        state=_SEGMENT_STATES.get(state.capitalize(), common_pb2.SegmentStateNone),
+        level=int(s.get("level", SegmentLevel.L1)),  # Milvus's numbers (states.py)
+        is_sorted=bool(s.get("is_sorted")),
+    )

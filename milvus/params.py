@@ -4,7 +4,7 @@ consistency levels; each read so that a value of the wrong kind is refused namin
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypedDict
 
 from pymilvus.grpc_gen import common_pb2
 
@@ -125,9 +125,17 @@ def truthy(value: Any) -> bool:
     return value is True or str(value).lower() == "true"
 
 
-def group_options(params: dict[str, Any]) -> dict[str, Any]:
+class GroupOptions(TypedDict, total=False):
+    """A search's group-by keys, those its parameters give."""
+
+    group_by_field: str
+    group_size: int
+    strict_group_size: bool
+
+
+def group_options(params: dict[str, Any]) -> GroupOptions:
     """The group-by keys of a search's (or a rank's) parameters, typed."""
-    out: dict[str, Any] = {}
+    out = GroupOptions()
     if params.get("group_by_field") not in (None, ""):
         out["group_by_field"] = str(params["group_by_field"])
     if params.get("group_size") not in (None, ""):

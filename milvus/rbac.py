@@ -16,6 +16,7 @@ from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.milvus.servicer import Ctx, Servicer, served
 from elanus.milvus.status import ok
 from elanus.ops import auth as ops
+from elanus.ops.replies import GrantEntry, RoleDescription
 from elanus.privileges import ALL_PRIVILEGES, ANY, PRIVILEGES, ObjectType, check_privilege
 
 
@@ -45,7 +46,7 @@ def grant_object(privilege: str, db_name: str, collection_name: str) -> tuple[st
     return ObjectType.COLLECTION.value, collection_name or ANY
 
 
-def _grant_entity(g: dict[str, Any]) -> Any:
+def _grant_entity(g: GrantEntry) -> Any:
     return milvus_pb2.GrantEntity(
         role=milvus_pb2.RoleEntity(name=g["role_name"]),
         object=milvus_pb2.ObjectEntity(name=g["object_type"]),
@@ -200,7 +201,8 @@ class RbacRpcs(Servicer):
     @served()
     def SelectGrant(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
         e = request.entity
-        grants = self.run_op(ctx, ops.DescribeRole(db=ctx.db, role_name=e.role.name))["privileges"]
+        role: RoleDescription = self.run_op(ctx, ops.DescribeRole(db=ctx.db, role_name=e.role.name))
+        grants = role["privileges"]
         if e.HasField("object") and e.object.name:
             grants = [g for g in grants if g["object_type"] == e.object.name]
         if e.object_name:

@@ -12,6 +12,7 @@ from pymilvus.grpc_gen import common_pb2, milvus_pb2, schema_pb2
 from elanus.errors import invalid
 from elanus.milvus.fielddata import PROTO_TYPES, elanus_type
 from elanus.milvus.params import json_param
+from elanus.ops.replies import CollectionDescription
 from elanus.properties import check_property
 from elanus.schema import DYNAMIC_FIELD, DataType, Field, Schema
 from elanus.tsutil import physical_ms
@@ -239,7 +240,7 @@ def _next_id(schema: Schema) -> int:
     return max((f.field_id or 0 for f in schema.fields), default=99) + 1
 
 
-def describe_reply(doc: dict[str, Any]) -> Any:
+def describe_reply(doc: CollectionDescription) -> Any:
     """``DescribeCollectionResponse`` from Elanus's ``describe_collection`` result."""
     schema = Schema.from_dict(doc["schema"])
     level = str(doc.get("consistency_level") or "Bounded")

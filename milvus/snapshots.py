@@ -15,7 +15,7 @@ from elanus.ops import snapshots as ops
 from elanus.tsutil import physical_ms
 
 
-def restore_info(job: dict[str, Any]) -> Any:
+def restore_info(job: ops.RestoreJobState) -> Any:
     return milvus_pb2.RestoreSnapshotInfo(
         job_id=int(job["job_id"]),
         snapshot_name=str(job["snapshot"]),
@@ -50,7 +50,7 @@ class SnapshotRpcs(Servicer):
     @served()
     def ListSnapshots(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
         op = ops.ListSnapshots(db=ctx.db, collection=request.collection_name or None)
-        doc = self.run_op(ctx, op)
+        doc: ops.SnapshotList = self.run_op(ctx, op)
         return milvus_pb2.ListSnapshotsResponse(
             status=ok(), snapshots=[s["name"] for s in doc["snapshots"]]
         )
@@ -58,7 +58,7 @@ class SnapshotRpcs(Servicer):
     @served()
     def DescribeSnapshot(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
         op = ops.DescribeSnapshot(db=ctx.db, collection=request.collection_name, name=request.name)
-        doc = self.run_op(ctx, op)
+        doc: ops.SnapshotDescription = self.run_op(ctx, op)
         return milvus_pb2.DescribeSnapshotResponse(
             status=ok(),
             name=doc["name"],
@@ -78,18 +78,19 @@ class SnapshotRpcs(Servicer):
             target_collection=request.target_collection_name,
             target_db=request.target_db_name or None,
         )
-        doc = self.run_op(ctx, op)
+        doc: ops.RestoreStarted = self.run_op(ctx, op)
         return milvus_pb2.RestoreSnapshotResponse(status=ok(), job_id=int(doc["job_id"]))
 
     @served()
     def GetRestoreSnapshotState(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        job = self.run_op(ctx, ops.GetRestoreSnapshotState(db=ctx.db, job_id=int(request.job_id)))
+        op = ops.GetRestoreSnapshotState(db=ctx.db, job_id=int(request.job_id))
+        job: ops.RestoreJobState = self.run_op(ctx, op)
         return milvus_pb2.GetRestoreSnapshotStateResponse(status=ok(), info=restore_info(job))
 
     @served()
     def ListRestoreSnapshotJobs(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
         op = ops.ListRestoreSnapshotJobs(db=ctx.db, collection=request.collection_name or None)
-        doc = self.run_op(ctx, op)
+        doc: ops.RestoreJobList = self.run_op(ctx, op)
         return milvus_pb2.ListRestoreSnapshotJobsResponse(
             status=ok(), jobs=[restore_info(j) for j in doc["jobs"]]
         )
@@ -102,7 +103,7 @@ class SnapshotRpcs(Servicer):
             name=request.name,
             ttl_seconds=int(request.ttl_seconds),
         )
-        doc = self.run_op(ctx, op)
+        doc: ops.SnapshotPin = self.run_op(ctx, op)
         return milvus_pb2.PinSnapshotDataResponse(status=ok(), pin_id=int(doc["pin_id"]))
 
     @served()

@@ -26,6 +26,8 @@ from elanus.client.client import Client
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from elanus.ops.replies import BuildTask
+
 
 @dataclass
 class IndexRun:
@@ -44,12 +46,19 @@ class IndexRun:
 
 
 def build_and_report(
-    uri: str, node_id: str, task: dict[str, Any], connect: Mapping[str, Any] | None = None
+    uri: str, node_id: str, task: BuildTask, connect: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
     """One Spark task: build one segment's index and report it (runs on an executor)."""
-    from elanus.index.buildtask import TASK_KEYS, run_build_task
+    from elanus.index.buildtask import run_build_task
 
-    report = run_build_task(**{k: task[k] for k in TASK_KEYS})
+    report = run_build_task(
+        build_id=task["build_id"],
+        version=task["version"],
+        field=task["field"],
+        spec=task["spec"],
+        data_path=task["data_path"],
+        out_dir=task["out_dir"],
+    )
     with Client(uri, **(connect or {})) as client:
         reply = client.report_index_task(node_id, report)
     return {**report, "accepted": bool(reply.get("accepted"))}
@@ -104,7 +113,7 @@ def run_index_build(
     connect = dict(client_options or {})
     with Client(uri, db=db or "default", **connect) as client:
         claim = client.claim_index_tasks(run.node_id, collection, retry_failed=retry_failed)
-    tasks: list[dict[str, Any]] = claim["tasks"]
+    tasks: list[BuildTask] = claim["tasks"]
     run.claimed = len(tasks)
     if not tasks:
         return run

@@ -81,7 +81,15 @@ def test_a_record_built_by_a_face_is_checked_as_a_body_is() -> None:
 
 
 def _sent_body(**kwargs: Any) -> dict[str, Any]:
-    client = RecordingClient({"create_collection": {"name": "c", "schema": {"fields": []}}})
+    client = RecordingClient(
+        {
+            "create_collection": {
+                "name": "c",
+                "schema": {"fields": []},
+                "consistency_level": "Bounded",
+            }
+        }
+    )
     client.create_collection("c", **kwargs)
     name, raw = client.sent[0]
     assert name == "create_collection"
@@ -98,7 +106,11 @@ def test_the_sdk_sends_the_bodies_it_always_sent() -> None:
     # then the SDK indexes and loads, as pymilvus does
     client = RecordingClient(
         {
-            "create_collection": {"name": "c", "schema": {"fields": []}},
+            "create_collection": {
+                "name": "c",
+                "schema": {"fields": []},
+                "consistency_level": "Bounded",
+            },
             "create_index": {"index_id": 1},
         }
     )

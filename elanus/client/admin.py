@@ -10,26 +10,28 @@ import pyarrow.flight as flight
 
 from elanus.client.base import ClientBase
 from elanus.client.compat import reject_unknown
+from elanus.client.replies import ServerVersion
 from elanus.ops import control
+from elanus.ops.replies import BackupCreated, Health, Session, Sessions
 from elanus.wire.codec import from_flight_error
 
 
 class AdminAPI(ClientBase):
-    def list_sessions(self) -> list[dict[str, Any]]:
-        return list(self._op(control.ListSessions())["sessions"])
+    def list_sessions(self) -> list[Session]:
+        return list(self._reply(control.ListSessions(), Sessions)["sessions"])
 
-    def health(self) -> dict[str, Any]:
-        return self._op(control.Health())
+    def health(self) -> Health:
+        return self._reply(control.Health(), Health)
 
     def get_server_version(
         self, timeout: float | None = None, detail: bool = False, **kwargs: Any
-    ) -> str | dict[str, Any]:
+    ) -> str | ServerVersion:
         """The proxy's Elanus version (pymilvus's ``get_server_version``); with ``detail``,
         ``{"version", "deploy_mode"}``."""
         reject_unknown("get_server_version", kwargs)
-        proxy = self._op(control.Health(), timeout=timeout).get("proxy") or {}
-        version = str(proxy.get("version") or "unknown")
-        return {"version": version, "deploy_mode": "elanus"} if detail else version
+        proxy = self._reply(control.Health(), Health, timeout=timeout).get("proxy")
+        version = str(proxy.get("version") or "unknown") if proxy else "unknown"
+        return ServerVersion(version=version, deploy_mode="elanus") if detail else version
 
     def get_timestamp(self) -> int:
         """A fresh hybrid timestamp from the TSO (``physical_ms << 18 | logical``)."""
@@ -37,12 +39,12 @@ class AdminAPI(ClientBase):
 
     def create_backup(
         self, target: str, name: str | None = None, timeout_s: float = 3600.0
-    ) -> dict[str, Any]:
+    ) -> BackupCreated:
         """Back up every collection at one timestamp to ``target`` (an absolute path on the
         coord's machine, or ``s3://bucket/prefix``); waits for the copy. The reply names
         the backup's ``location`` and its timestamp ``ts`` (docs/deploy.md, Backup)."""
         op = control.CreateBackup(target=target, name=name, timeout_s=timeout_s)
-        return self._op(op, timeout=timeout_s + 60.0)
+        return self._reply(op, BackupCreated, timeout=timeout_s + 60.0)
 
     def list_actions(self) -> dict[str, str]:
         """Action name -> description, as the proxy lists them (Flight ListActions)."""

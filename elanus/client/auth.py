@@ -7,16 +7,18 @@ from typing import Any, TypeVar
 
 from elanus.client.base import ClientBase
 from elanus.client.compat import reject_unknown
+from elanus.client.replies import PrivilegeGroup
 from elanus.ops import auth as ops
+from elanus.ops.replies import PrivilegeGroups, RoleDescription, UserDescription, WhoAmI
 from elanus.privileges import ANY, PRIVILEGES, ObjectType, check_privilege
 
 Grant = TypeVar("Grant", ops.GrantPrivilege, ops.RevokePrivilege)
 
 
 class AuthAPI(ClientBase):
-    def whoami(self) -> dict[str, Any]:
+    def whoami(self) -> WhoAmI:
         """``{"user", "roles", "superuser"}`` of this connection's credentials."""
-        return self._op(ops.Whoami())
+        return self._reply(ops.Whoami(), WhoAmI)
 
     # -- users ------------------------------------------------------------------------------
     def create_user(
@@ -62,10 +64,11 @@ class AuthAPI(ClientBase):
 
     def describe_user(
         self, user_name: str, timeout: float | None = None, **kwargs: Any
-    ) -> dict[str, Any]:
+    ) -> UserDescription:
         """``{"user_name", "roles"}``."""
         reject_unknown("describe_user", kwargs)
-        return self._op(ops.DescribeUser(user_name=user_name), timeout=timeout)
+        op = ops.DescribeUser(user_name=user_name)
+        return self._reply(op, UserDescription, timeout=timeout)
 
     # -- roles ------------------------------------------------------------------------------
     def create_role(
@@ -102,10 +105,11 @@ class AuthAPI(ClientBase):
 
     def describe_role(
         self, role_name: str, timeout: float | None = None, **kwargs: Any
-    ) -> dict[str, Any]:
+    ) -> RoleDescription:
         """``{"role", "privileges": [{object_type, object_name, db_name, privilege, ...}]}``."""
         reject_unknown("describe_role", kwargs)
-        return self._op(ops.DescribeRole(role_name=role_name), timeout=timeout)
+        op = ops.DescribeRole(role_name=role_name)
+        return self._reply(op, RoleDescription, timeout=timeout)
 
     # -- privileges -------------------------------------------------------------------------
     def grant_privilege(
@@ -193,14 +197,14 @@ class AuthAPI(ClientBase):
 
     def list_privilege_groups(
         self, timeout: float | None = None, **kwargs: Any
-    ) -> list[dict[str, Any]]:
+    ) -> list[PrivilegeGroup]:
         """``[{"privilege_group", "privileges": (names...)}]``: custom groups, then the
         built-in ones."""
         reject_unknown("list_privilege_groups", kwargs)
-        groups = self._op(ops.ListPrivilegeGroups(), timeout=timeout)["groups"]
+        groups = self._reply(ops.ListPrivilegeGroups(), PrivilegeGroups, timeout=timeout)
         return [
-            {"privilege_group": g["privilege_group"], "privileges": tuple(g["privileges"])}
-            for g in groups
+            PrivilegeGroup(privilege_group=g["privilege_group"], privileges=tuple(g["privileges"]))
+            for g in groups["groups"]
         ]
 
     def add_privileges_to_group(

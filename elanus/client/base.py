@@ -8,7 +8,7 @@ import json
 import time
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypeVar, cast
 
 import pyarrow as pa
 import pyarrow.flight as flight
@@ -16,6 +16,8 @@ import pyarrow.flight as flight
 from elanus.client.retry import OnWait
 from elanus.errors import ElanusError, ErrorCode
 from elanus.ops import body_of, name_of
+from elanus.ops.collections import DescribeCollection
+from elanus.ops.replies import CollectionDescription
 from elanus.schema import Schema, check_name
 from elanus.wire.codec import DEFAULT_DB, decode_body, encode_json, from_flight_error
 from elanus.wire.tls import PemSource, client_tls
@@ -27,6 +29,8 @@ RECONNECT_OPTIONS = [
 ]
 """gRPC waits between tries to reach a proxy that is away: its own default grows to two
 minutes, so a client of a proxy down 12 s tried again only ~5 s after it was back."""
+
+R = TypeVar("R")
 
 
 @dataclass
@@ -218,9 +222,14 @@ class ClientBase:
         """The database a call names, else the client's."""
         return db or self._db
 
-    def _op(self, op: Any, *, timeout: float | None = None) -> dict[str, Any]:
+    def _op(self, op: object, *, timeout: float | None = None) -> dict[str, Any]:
         """The action of an operation record (``elanus/ops``): its fields as the body."""
         return self._action(name_of(op), body_of(op), timeout=timeout)
+
+    def _reply(self, op: object, shape: type[R], *, timeout: float | None = None) -> R:
+        """``_op`` whose reply has the keys ``shape`` declares (``elanus.ops.replies``):
+        the server's JSON as it came, read through its declaration."""
+        return cast(R, self._op(op, timeout=timeout))
 
     def close(self) -> None:
         if self._flight is not None:
@@ -246,5 +255,5 @@ class ClientBase:
         self._last_write_ts = max(self._last_write_ts, int(ts))
 
     def _schema_of(self, collection_name: str, db: str | None) -> Schema:
-        desc = self._action("describe_collection", self._in_db(db, name=collection_name))
-        return Schema.from_dict(desc["schema"])
+        op = DescribeCollection(db=self._db_or_own(db), name=collection_name)
+        return Schema.from_dict(self._reply(op, CollectionDescription)["schema"])

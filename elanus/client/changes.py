@@ -42,6 +42,7 @@ import pyarrow.compute as pc
 from elanus.client.base import ClientBase
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.ops import imports as ops
+from elanus.ops.replies import ChannelCoordinates, WatchCoordinates
 from elanus.schema import PK_COLUMN, Schema
 from elanus.tsutil import compose, now_ms, physical_ms
 
@@ -102,7 +103,7 @@ class LogCoordinates:
     channels: tuple[Channel, ...]
 
     @classmethod
-    def from_body(cls, body: dict[str, Any]) -> LogCoordinates:
+    def from_body(cls, body: WatchCoordinates) -> LogCoordinates:
         return cls(
             body["collection"],
             int(body["collection_id"]),
@@ -116,16 +117,24 @@ class LogCoordinates:
             ),
         )
 
-    def to_body(self) -> dict[str, Any]:
-        return {
-            "collection": self.collection,
-            "collection_id": self.collection_id,
-            "schema": self.schema.to_dict(),
-            "servers": self.servers,
-            "type_header": self.type_header,
-            "ts_header": self.ts_header,
-            "vchannels": [c.__dict__ for c in self.channels],
-        }
+    def to_body(self) -> WatchCoordinates:
+        return WatchCoordinates(
+            collection=self.collection,
+            collection_id=self.collection_id,
+            schema=self.schema.to_dict(),
+            servers=self.servers,
+            type_header=self.type_header,
+            ts_header=self.ts_header,
+            vchannels=[
+                ChannelCoordinates(
+                    vchannel=c.vchannel,
+                    stream=c.stream,
+                    data_subject=c.data_subject,
+                    tick_subject=c.tick_subject,
+                )
+                for c in self.channels
+            ],
+        )
 
     def channel(self, vchannel: str) -> Channel:
         for c in self.channels:
@@ -444,7 +453,7 @@ class WatchAPI(ClientBase):
     def watch_coordinates(self, collection_name: str, *, db: str | None = None) -> LogCoordinates:
         """Where ``collection_name``'s log is (needs the Query privilege on it)."""
         op = ops.WatchCollection(db=self._db_or_own(db), collection=collection_name)
-        return LogCoordinates.from_body(self._op(op))
+        return LogCoordinates.from_body(self._reply(op, WatchCoordinates))
 
     def watch(
         self,

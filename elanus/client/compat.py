@@ -9,13 +9,22 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Generic, Literal, TypeVar
 
-from elanus.client.results import Hits
+from elanus.client.replies import DescribedCollection, IndexSpec, MilvusField, MilvusFunction
+from elanus.client.results import Hit, Hits
 from elanus.errors import ElanusError, ErrorCode
 from elanus.functions import FunctionType
+from elanus.ops.replies import (
+    CollectionDescription,
+    FieldDocument,
+    FunctionDocument,
+    SearchHit,
+)
 from elanus.properties import MMAP_KEYS
 from elanus.schema import DataType
+
+T = TypeVar("T")
 
 
 def reject_unknown(method: str, kwargs: dict[str, Any]) -> None:
@@ -52,8 +61,8 @@ class IndexParam:
         # pymilvus also takes build parameters as plain keywords (``M=16``).
         self.params: dict[str, Any] = {**params, **kwargs}
 
-    def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"field_name": self.field_name, "index_type": self.index_type}
+    def to_dict(self) -> IndexSpec:
+        d = IndexSpec(field_name=self.field_name, index_type=self.index_type)
         if self.index_name:
             d["index_name"] = self.index_name
         if self.metric_type:
@@ -76,29 +85,43 @@ class IndexParams(list[IndexParam]):
         self.append(IndexParam(field_name, index_type, index_name, **kwargs))
 
 
-def text_params(f: dict[str, Any]) -> dict[str, str]:
+# The keys of a schema document's field that pymilvus shows elsewhere: flags at the top
+# level only when set, sizes and text flags under ``params``.
+FLAGS: tuple[Literal["is_primary", "auto_id", "nullable", "is_partition_key",
+                     "is_clustering_key"], ...] = (
+    "is_primary", "auto_id", "nullable", "is_partition_key", "is_clustering_key",
+)  # fmt: skip
+SIZES: tuple[Literal["dim", "max_length", "max_capacity"], ...] = (
+    "dim", "max_length", "max_capacity",
+)  # fmt: skip
+TEXT_FLAGS: tuple[Literal["enable_analyzer", "enable_match"], ...] = (
+    "enable_analyzer", "enable_match",
+)  # fmt: skip
+
+
+def text_params(f: FieldDocument) -> dict[str, str]:
     """An analysed field's settings as pymilvus shows Milvus's type params: text, the
     flags ``'true'`` and the analyzer's parameters as JSON (only those that are set)."""
-    out = {k: "true" for k in ("enable_analyzer", "enable_match") if f.get(k)}
+    out: dict[str, str] = {k: "true" for k in TEXT_FLAGS if f.get(k)}
     if f.get("analyzer_params") is not None:
         out["analyzer_params"] = json.dumps(f["analyzer_params"])
     return out
 
 
-def milvus_field(f: dict[str, Any]) -> dict[str, Any]:
-    """One field as pymilvus describes it: ``type`` a ``DataType``, sizes and text
-    settings under ``params``."""
-    out: dict[str, Any] = {
-        "field_id": f.get("field_id"),
-        "name": f["name"],
-        "description": f.get("description", ""),
-        "type": DataType.parse(f["type"]),
-        "params": {k: f[k] for k in ("dim", "max_length", "max_capacity") if k in f},
-    }
+def milvus_field(f: FieldDocument) -> MilvusField:
+    """One field of the schema document as pymilvus describes it: ``type`` a
+    ``DataType``, sizes and text settings under ``params``."""
+    out = MilvusField(
+        field_id=f.get("field_id"),
+        name=f["name"],
+        description=f.get("description", ""),
+        type=DataType.parse(f["type"]),
+        params={k: f[k] for k in SIZES if k in f},
+    )
     out["params"].update(text_params(f))
     if f.get("element_type"):
         out["element_type"] = DataType.parse(f["element_type"])
-    for key in ("is_primary", "auto_id", "nullable", "is_partition_key", "is_clustering_key"):
+    for key in FLAGS:
         if f.get(key):
             out[key] = True
     if f.get("default_value") is not None:
@@ -106,33 +129,32 @@ def milvus_field(f: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def milvus_function(fn: dict[str, Any]) -> dict[str, Any]:
-    """A schema function as pymilvus describes it (``type`` a ``FunctionType``)."""
-    return {
-        "name": fn.get("name", ""),
-        "description": fn.get("description", ""),
-        "type": FunctionType.parse(fn.get("type")),
-        "input_field_names": list(fn.get("input_field_names") or []),
-        "output_field_names": list(fn.get("output_field_names") or []),
-        "params": dict(fn.get("params") or {}),
-    }
+def milvus_function(fn: FunctionDocument) -> MilvusFunction:
+    """A function of the schema document as pymilvus describes it (``type`` a
+    ``FunctionType``)."""
+    return MilvusFunction(
+        name=fn.get("name", ""),
+        description=fn.get("description", ""),
+        type=FunctionType.parse(fn.get("type")),
+        input_field_names=list(fn.get("input_field_names") or []),
+        output_field_names=list(fn.get("output_field_names") or []),
+        params=dict(fn.get("params") or {}),
+    )
 
 
-def _as_pymilvus(settings: dict[str, str]) -> dict[str, Any]:
+def _as_pymilvus(settings: dict[str, str]) -> dict[str, str | bool]:
     """A field's stored settings as pymilvus shows them: ``mmap.enabled`` as the boolean
     ``mmap_enabled``."""
-    out: dict[str, Any] = {k: v for k, v in settings.items() if k not in MMAP_KEYS}
+    out: dict[str, str | bool] = {k: v for k, v in settings.items() if k not in MMAP_KEYS}
     if "mmap.enabled" in settings:
         out["mmap_enabled"] = settings["mmap.enabled"] == "true"
     return out
 
 
-def milvus_description(desc: dict[str, Any]) -> dict[str, Any]:
+def milvus_description(desc: CollectionDescription) -> DescribedCollection:
     """Add pymilvus's ``describe_collection`` keys to Elanus's reply (which keeps its own:
     ``name``, ``db``, ``schema``, ``vchannels``, ``partitions``, ...)."""
-    schema = desc.get("schema")
-    if not isinstance(schema, dict):
-        return desc
+    schema = desc["schema"]
     functions = [milvus_function(fn) for fn in schema.get("functions") or []]
     outputs = {name for fn in functions for name in fn["output_field_names"]}
     fields = [milvus_field(f) for f in schema.get("fields", [])]
@@ -142,30 +164,30 @@ def milvus_description(desc: dict[str, Any]) -> dict[str, Any]:
             f["params"] = {**f.get("params", {}), **_as_pymilvus(settings[f["name"]])}
         if f["name"] in outputs:
             f["is_function_output"] = True
-    primary = next((f for f in fields if f.get("is_primary")), {})
+    primary = next((f for f in fields if f.get("is_primary")), None)
     return {
         **desc,
-        "collection_name": desc.get("name"),
-        "auto_id": bool(primary.get("auto_id")),
+        "collection_name": desc["name"],
+        "auto_id": bool(primary and primary.get("auto_id")),
         "fields": fields,
         "functions": functions,
         "aliases": list(desc.get("aliases") or []),
         "enable_dynamic_field": bool(schema.get("enable_dynamic_field", False)),
-        "consistency_level_name": desc.get("consistency_level"),
+        "consistency_level_name": desc["consistency_level"],
         "num_partitions": len(desc.get("partitions") or []),
         "enable_namespace": False,  # Milvus 2.6's namespaces: Elanus has none
         "schema_version": int(schema.get("version") or 0),
     }
 
 
-class QueryIterator:
-    """pymilvus's query iterator: ``next()`` gives the next page (``[]`` once done) and
-    ``close()`` ends it; iterating it yields the pages too."""
+class _Pages(Generic[T]):
+    """Pages read one at a time: ``next()`` gives the next (``[]`` once done) and
+    ``close()`` ends the walk; iterating yields the pages too."""
 
-    def __init__(self, pages: Iterator[list[dict[str, Any]]]) -> None:
-        self._pages: Iterator[list[dict[str, Any]]] | None = pages
+    def __init__(self, pages: Iterator[list[T]]) -> None:
+        self._pages: Iterator[list[T]] | None = pages
 
-    def next(self) -> list[dict[str, Any]]:
+    def next(self) -> list[T]:
         if self._pages is None:
             return []
         page = next(self._pages, None)
@@ -177,14 +199,22 @@ class QueryIterator:
     def close(self) -> None:
         self._pages = None
 
-    def __iter__(self) -> Iterator[list[dict[str, Any]]]:
+    def __iter__(self) -> Iterator[list[T]]:
         while page := self.next():
             yield page
 
 
-class SearchIterator(QueryIterator):
+class QueryIterator(_Pages[dict[str, Any]]):
+    """pymilvus's query iterator: pages of rows (each keyed by the output fields)."""
+
+
+class SearchIterator(_Pages[Hit]):
     """pymilvus's search iterator: ``next()`` gives the next page of hits (``Hits`` of
     ``{"id", "distance", "entity"}``, best first; ``[]`` once done) and ``close()`` ends it."""
 
-    def next(self) -> list[dict[str, Any]]:
-        return Hits(super().next())  # type: ignore[return-value]
+    def __init__(self, pages: Iterator[list[SearchHit]]) -> None:
+        super().__init__(Hits(page) for page in pages)
+
+    def next(self) -> Hits:
+        page = super().next()
+        return page if isinstance(page, Hits) else Hits(page)

@@ -8,6 +8,7 @@ from elanus.client.base import ClientBase
 from elanus.client.compat import IndexParams, milvus_description, reject_unknown
 from elanus.client.index import IndexAPI
 from elanus.client.read import ReadAPI
+from elanus.client.replies import DescribedCollection
 from elanus.consistency import ConsistencyLevel
 from elanus.functions import Function
 from elanus.ops import alter
@@ -15,6 +16,12 @@ from elanus.ops import collections as colls
 from elanus.ops import databases as dbs
 from elanus.ops import partitions as ops
 from elanus.ops import schemachange as fields
+from elanus.ops.replies import (
+    AliasDescription,
+    AliasList,
+    CollectionDescription,
+    DatabaseDescription,
+)
 from elanus.schema import DataType, Field, Schema, check_name
 
 
@@ -57,7 +64,7 @@ class CollectionAPI(IndexAPI, ReadAPI):
         description: str = "",
         db: str | None = None,
         **kwargs: Any,
-    ) -> dict[str, Any]:
+    ) -> DescribedCollection:
         """Create from a ``Schema`` or by quick setup (``dimension``); returns the description.
         As pymilvus does, quick setup also creates an AUTOINDEX index of ``metric_type`` on
         the vector field and loads the collection, and with ``index_params`` a schema's
@@ -82,7 +89,7 @@ class CollectionAPI(IndexAPI, ReadAPI):
             metric_type=metric_type if quick else None,
             max_length=max_length if quick else None,
         )
-        created = milvus_description(self._op(op, timeout=timeout))
+        created = milvus_description(self._reply(op, CollectionDescription, timeout=timeout))
         if dimension is not None and schema is None and not index_params:
             index_params = IndexParams()
             index_params.add_index(vector_field_name, "AUTOINDEX", metric_type=metric_type)
@@ -198,12 +205,12 @@ class CollectionAPI(IndexAPI, ReadAPI):
         *,
         db: str | None = None,
         **kwargs: Any,
-    ) -> dict[str, Any]:
+    ) -> DescribedCollection:
         """Elanus's description (``schema``, ``vchannels``, ``partitions``, ...) with
         pymilvus's keys beside it (``collection_name``, ``fields``, ``auto_id``, ...)."""
         reject_unknown("describe_collection", kwargs)
         op = colls.DescribeCollection(db=self._db_or_own(db), name=collection_name)
-        return milvus_description(self._op(op, timeout=timeout))
+        return milvus_description(self._reply(op, CollectionDescription, timeout=timeout))
 
     def list_collections(self, *, db: str | None = None, **kwargs: Any) -> list[str]:
         timeout = kwargs.pop("timeout", None)
@@ -349,10 +356,11 @@ class CollectionAPI(IndexAPI, ReadAPI):
 
     def describe_alias(
         self, alias: str, timeout: float | None = None, *, db: str | None = None, **kwargs: Any
-    ) -> dict[str, Any]:
+    ) -> AliasDescription:
         """``{"alias", "collection_name", "db_name"}``, as pymilvus returns."""
         reject_unknown("describe_alias", kwargs)
-        return self._op(ops.DescribeAlias(db=self._db_or_own(db), alias=alias), timeout=timeout)
+        op = ops.DescribeAlias(db=self._db_or_own(db), alias=alias)
+        return self._reply(op, AliasDescription, timeout=timeout)
 
     def list_aliases(
         self,
@@ -361,12 +369,12 @@ class CollectionAPI(IndexAPI, ReadAPI):
         *,
         db: str | None = None,
         **kwargs: Any,
-    ) -> dict[str, Any]:
+    ) -> AliasList:
         """``{"aliases": [...], "db_name", "collection_name"}`` (the last only when a
         collection was named), as pymilvus returns; without one, the database's aliases."""
         reject_unknown("list_aliases", kwargs)
         op = ops.ListAliases(db=self._db_or_own(db), collection=collection_name or None)
-        return self._op(op, timeout=timeout)
+        return self._reply(op, AliasList, timeout=timeout)
 
 
 class PartitionAPI(ClientBase):
@@ -444,12 +452,13 @@ class DatabaseAPI(ClientBase):
         reject_unknown("drop_database", kwargs)
         self._op(dbs.DropDatabase(name=db_name), timeout=timeout)
 
-    def describe_database(self, db_name: str, **kwargs: Any) -> dict[str, Any]:
+    def describe_database(self, db_name: str, **kwargs: Any) -> dict[str, str]:
         """``{"name", **properties}`` as pymilvus returns it (each value as text);
         DATABASE_NOT_FOUND for one that does not exist."""
         timeout = kwargs.pop("timeout", None)
         reject_unknown("describe_database", kwargs)
-        described = self._op(dbs.DescribeDatabase(name=db_name), timeout=timeout)
+        op = dbs.DescribeDatabase(name=db_name)
+        described = self._reply(op, DatabaseDescription, timeout=timeout)
         return {"name": described["name"], **described["properties"]}
 
     def alter_database_properties(

@@ -8,17 +8,26 @@ import itertools
 import os
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypedDict
 
 import pyarrow as pa
 import pyarrow.flight as flight
 
+from elanus.client.replies import PutOptions
 from elanus.client.upload import import_with_uploads, is_loopback, upload
 from elanus.client.write import DEFAULT_BATCH_BYTES, WriteAPI
 from elanus.errors import ElanusError, ErrorCode
 from elanus.ops import imports as ops
+from elanus.ops.replies import PrimaryKey
 from elanus.states import ImportJobState
 from elanus.wire.codec import encode_json
+
+
+class StagedRows(TypedDict):
+    """What ``stage_insert`` returns: the rows staged and their keys (auto ids included)."""
+
+    insert_count: int
+    ids: list[PrimaryKey]
 
 
 class ImportAPI(WriteAPI):
@@ -30,7 +39,7 @@ class ImportAPI(WriteAPI):
         files: list[Any],
         partition_name: str | None = None,
         *,
-        options: dict[str, Any] | None = None,
+        options: dict[str, str] | None = None,
         db: str | None = None,
         upload: bool | None = None,
     ) -> int:
@@ -53,7 +62,7 @@ class ImportAPI(WriteAPI):
                 partition=partition_name or None,
                 options=options or None,
             )
-            return int(self._op(op)["job_id"])
+            return self._reply(op, ops.ImportStarted)["job_id"]
 
         return import_with_uploads(
             entries,
@@ -72,14 +81,14 @@ class ImportAPI(WriteAPI):
         command = self._in_db(db, collection=collection_name)
         return str(upload(self._conn(), self._options(None), command, path)["path"])
 
-    def get_import_state(self, job_id: int) -> dict[str, Any]:
+    def get_import_state(self, job_id: int) -> ops.ImportJob:
         """``{"state": Pending|Importing|Completed|Failed, "progress": 0..1, "rows",
         "segment_ids", "reason", ...}``."""
-        return self._op(ops.GetImportState(job_id=int(job_id)))
+        return self._reply(ops.GetImportState(job_id=int(job_id)), ops.ImportJob)
 
     def wait_import(
         self, job_id: int, timeout: float | None = None, *, poll_s: float = 0.1
-    ) -> dict[str, Any]:
+    ) -> ops.ImportJob:
         """Wait until the job completes (its rows are searchable); its final state.
         A failed job raises its reason as an ``ElanusError``; TIMEOUT after ``timeout``."""
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -101,9 +110,9 @@ class ImportAPI(WriteAPI):
 
     def list_import_jobs(
         self, collection_name: str | None = None, *, db: str | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> list[ops.ImportJob]:
         op = ops.ListImportJobs(db=self._db_or_own(db), collection=collection_name or None)
-        return list(self._op(op)["jobs"])
+        return list(self._reply(op, ops.ImportJobList)["jobs"])
 
     def stage_insert(
         self,
@@ -117,20 +126,18 @@ class ImportAPI(WriteAPI):
         db: str | None = None,
         timeout: float | None = None,
         batch_bytes: int = DEFAULT_BATCH_BYTES,
-    ) -> dict[str, Any]:
+    ) -> StagedRows:
         """Check and stage rows under ``write_id`` (invisible until ``commit_write``);
         returns ``{"insert_count", "ids"}`` (auto ids included). ``part`` names the writer
         (a Spark task attempt) so a commit can take only some parts."""
-        extra: dict[str, Any] = {"stage": write_id}
+        options = PutOptions(stage=write_id)
         if part:
-            extra["stage_part"] = part
+            options["stage_part"] = part
         op = "upsert" if upsert else "insert"
-        reply = self._put(
-            op, collection_name, data, partition_name, db, timeout, batch_bytes, extra
+        ids, _ = self._put(
+            op, collection_name, data, partition_name, db, timeout, batch_bytes, options
         )
-        count = reply.pop(f"{op}_count")
-        reply.pop("ts", None)
-        return {"insert_count": count, **reply}
+        return StagedRows(insert_count=len(ids), ids=ids)
 
     def stage_batches(
         self,
@@ -154,7 +161,7 @@ class ImportAPI(WriteAPI):
         if first is None:
             return 0
         op = "upsert" if upsert else "insert"
-        command: dict[str, Any] = {
+        command: dict[str, str | bool] = {
             "op": op, "collection": collection_name, "db": db or self._db, "atomic": False,
             "stage": write_id,
         }  # fmt: skip
@@ -176,7 +183,7 @@ class ImportAPI(WriteAPI):
         expected_rows: int | None = None,
         db: str | None = None,
         timeout: float | None = None,
-    ) -> dict[str, Any]:
+    ) -> ops.WriteCommitted:
         """Make every row staged under ``write_id`` visible at one timestamp (with
         ``upsert``, older rows with the same keys go at that timestamp). Safe to repeat.
         ``expected_rows`` (what the writers staged) makes a commit that finds fewer fail.
@@ -189,13 +196,16 @@ class ImportAPI(WriteAPI):
             parts=None if parts is None else list(parts),
             expected_rows=None if expected_rows is None else int(expected_rows),
         )
-        reply = self._op(op, timeout=timeout)
+        reply = self._reply(op, ops.WriteCommitted, timeout=timeout)
         if reply["state"] != ImportJobState.COMPLETED:
             final = self.wait_import(int(reply["job_id"]), timeout)
-            reply.update({k: final[k] for k in ("state", "rows", "ts", "segment_ids")})
+            reply = ops.WriteCommitted(
+                job_id=reply["job_id"], state=final["state"], rows=final["rows"],
+                ts=final["ts"], segment_ids=final["segment_ids"],
+            )  # fmt: skip
         self._saw_write(int(reply.get("ts") or 0))
         return reply
 
     def abort_write(self, write_id: str) -> bool:
         """Discard what is staged under ``write_id``; whether there was anything."""
-        return bool(self._op(ops.AbortWrite(write_id=write_id))["removed"])
+        return self._reply(ops.AbortWrite(write_id=write_id), ops.WriteDiscarded)["removed"]

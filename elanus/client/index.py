@@ -4,7 +4,7 @@ indexes, and wait for builds. Same shapes as pymilvus where they exist."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, cast
 
 from elanus.client.base import ClientBase
 from elanus.client.compat import (
@@ -12,9 +12,17 @@ from elanus.client.compat import (
     IndexParams,
     reject_unknown,
 )
+from elanus.client.replies import IndexInfo
 from elanus.errors import ElanusError, ErrorCode
 from elanus.ops import alter
 from elanus.ops import indexes as index_ops
+from elanus.ops.replies import (
+    IndexClaim,
+    IndexDescription,
+    IndexDescriptions,
+    IndexLease,
+    IndexVerdict,
+)
 from elanus.states import IndexTaskState
 
 
@@ -110,7 +118,7 @@ class IndexAPI(ClientBase):
         field_name: str | None = None,
         db: str | None = None,
         **kwargs: Any,
-    ) -> Any:
+    ) -> IndexInfo | list[IndexInfo]:
         """Indexes with build progress: state, indexed_rows / total_rows,
         pending_index_rows, pending_tasks, failed_tasks (segment and reason). Named (as
         pymilvus requires), the one index's dict; unnamed, a list of every index's."""
@@ -185,7 +193,7 @@ class IndexAPI(ClientBase):
         field_name: str | None = None,
         db: str | None = None,
         timeout: float | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> list[IndexInfo]:
         """``describe_index`` always as a list (every index, or those named/of a field)."""
         op = index_ops.DescribeIndex(
             db=self._db_or_own(db),
@@ -193,7 +201,7 @@ class IndexAPI(ClientBase):
             field_name=field_name or None,
             collection=collection_name,
         )
-        reply = self._op(op, timeout=timeout)
+        reply = self._reply(op, IndexDescriptions, timeout=timeout)
         return [_milvus_index(i) for i in reply["indexes"]]
 
     def list_indexes(
@@ -220,7 +228,7 @@ class IndexAPI(ClientBase):
         *,
         timeout: float = 300.0,
         db: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> IndexInfo:
         """Poll until every task of the index finished; raises on failure or timeout."""
         deadline = time.monotonic() + timeout
         while True:
@@ -238,13 +246,13 @@ class IndexAPI(ClientBase):
             time.sleep(0.1)
 
 
-def _milvus_index(info: dict[str, Any]) -> dict[str, Any]:
+def _milvus_index(info: IndexDescription) -> IndexInfo:
     """pymilvus's keys beside Elanus's: the build parameters flat at the top level
     (``M``, ``efConstruction``, as pymilvus shows them; still under ``params`` too),
     ``field_name`` and ``pending_index_rows``."""
     params = info.get("params")
     flat = dict(params) if isinstance(params, dict) else {}
-    out = {**flat, **info, "field_name": info.get("field")}
+    out = cast(IndexInfo, {**flat, **info, "field_name": info.get("field")})
     total, done = info.get("total_rows"), info.get("indexed_rows")
     if isinstance(total, int) and isinstance(done, int):
         out["pending_index_rows"] = max(total - done, 0)
@@ -262,7 +270,7 @@ class BuilderAPI(ClientBase):
         *,
         retry_failed: bool = False,
         db: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> IndexClaim:
         """``{"tasks": [...], "lease_s": ...}``: pending tasks now held by ``node_id``."""
         op = index_ops.ClaimIndexTasks(
             db=self._db_or_own(db),
@@ -270,13 +278,14 @@ class BuilderAPI(ClientBase):
             retry_failed=retry_failed,
             collection=collection_name or None,
         )
-        return self._op(op)
+        return self._reply(op, IndexClaim)
 
-    def index_heartbeat(self, node_id: str) -> dict[str, Any]:
+    def index_heartbeat(self, node_id: str) -> IndexLease:
         """Renew the lease; ``{"alive", "tasks"}`` (the builder's tasks still in progress)."""
-        return self._op(index_ops.IndexHeartbeat(node_id=node_id))
+        return self._reply(index_ops.IndexHeartbeat(node_id=node_id), IndexLease)
 
-    def report_index_task(self, node_id: str, report: dict[str, Any]) -> dict[str, Any]:
+    def report_index_task(self, node_id: str, report: dict[str, Any]) -> IndexVerdict:
         """One task's result (``run_build_task``'s report); ``{"accepted": false, ...}`` for
         a stale version."""
-        return self._op(index_ops.ReportIndexTask(**report, node_id=node_id))
+        op = index_ops.ReportIndexTask(**report, node_id=node_id)
+        return self._reply(op, IndexVerdict)

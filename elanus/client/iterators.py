@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 from elanus.client.compat import QueryIterator, SearchIterator, reject_unknown
 from elanus.client.read import ReadAPI
 from elanus.errors import ElanusError, ErrorCode
 from elanus.ops.reads import Query
+from elanus.ops.replies import SearchHit
 from elanus.reduce import LARGER_IS_BETTER
 
+T = TypeVar("T")
 MAX_BATCH_SIZE = 16384  # Milvus's (and the search action's) largest page
 FAR = 3.0e38  # a radius every finite float32 distance lies inside
 TIE_TOLERANCE = 1e-5
@@ -256,7 +258,7 @@ class IteratorAPI(ReadAPI):
         limit: int | None,
         partition_names: list[str] | None,
         timeout: float | None,
-    ) -> Iterator[list[dict[str, Any]]]:
+    ) -> Iterator[list[SearchHit]]:
         """The pages of a search walk (see the module docstring)."""
         params, radius, bound = _range_of(body.get("search_params") or {})
         params.pop("params", None)  # nprobe/ef: range searches are exact and ignore them
@@ -276,7 +278,7 @@ class IteratorAPI(ReadAPI):
                 page["filter"] = f"({user_filter}) and {unseen}" if user_filter else unseen
                 page["filter_params"] = {**filter_params, SEEN: [key for key, _ in near]}
             page = self._read_options(page, None, None, as_of, partition_names)
-            hits = self._action("search", page, timeout=timeout)["results"][0]
+            hits: list[SearchHit] = self._action("search", page, timeout=timeout)["results"][0]
             if not hits:
                 return
             last = float(hits[-1]["distance"])
@@ -296,16 +298,14 @@ class IteratorAPI(ReadAPI):
                 return
 
 
-def _started(pages: Iterator[list[dict[str, Any]]]) -> Iterator[list[dict[str, Any]]]:
+def _started(pages: Iterator[list[T]]) -> Iterator[list[T]]:
     """The pages with the first one already read: as in pymilvus, a bad request fails at
     the call that makes the iterator, and the snapshot is taken there."""
     first = next(pages, None)
     return iter(()) if first is None else itertools.chain([first], pages)
 
 
-def _rounded(
-    pages: Iterator[list[dict[str, Any]]], round_decimal: int
-) -> Iterator[list[dict[str, Any]]]:
+def _rounded(pages: Iterator[list[SearchHit]], round_decimal: int) -> Iterator[list[SearchHit]]:
     """Pages with their distances rounded to ``round_decimal`` places (-1: as computed).
     The walk itself pages on the exact distances."""
     if round_decimal < 0:

@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from elanus.ops.replies import LoadProgress, SearchHit, SegmentRecord
+
 
 class Hit(dict[str, Any]):
     """One search hit, ``{"id", "distance", "entity"}``, as pymilvus's ``Hit``:
@@ -64,14 +66,14 @@ class Hit(dict[str, Any]):
     def fields(self) -> dict[str, Any]:
         return super().get("entity") or {}
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> Hit:
         return self
 
 
 class Hits(list[Hit]):
     """The hits of one query vector, best first; ``ids`` and ``distances`` as pymilvus's."""
 
-    def __init__(self, hits: Iterable[dict[str, Any]] = ()) -> None:
+    def __init__(self, hits: Iterable[SearchHit | Hit] = ()) -> None:
         super().__init__(map(Hit, hits))  # a Hit of a Hit is a copy, as for any dict
 
     @property
@@ -93,7 +95,7 @@ class SearchResult(list[Hits]):
     """Per query vector its ``Hits``: pymilvus's ``SearchResult`` (``recalls`` and
     ``extra`` are there for code that reads them; Elanus reports neither)."""
 
-    def __init__(self, results: Iterable[Iterable[dict[str, Any]]] = ()) -> None:
+    def __init__(self, results: Iterable[Iterable[SearchHit | Hit]] = ()) -> None:
         super().__init__(Hits(q) for q in results)
         self.recalls: list[float] | None = None
         self.extra: dict[str, Any] = {}
@@ -129,7 +131,7 @@ class LoadState(enum.StrEnum):
         return f"<LoadState: {self.name}>"
 
 
-def load_state(reply: dict[str, Any]) -> dict[str, Any]:
+def load_state(reply: LoadProgress) -> LoadProgress:
     """The ``get_load_state`` reply with ``state`` a ``LoadState`` (other keys kept)."""
     try:
         return {**reply, "state": LoadState(str(reply.get("state")))}
@@ -160,7 +162,7 @@ class SegmentInfo:
         return self.state
 
     @classmethod
-    def of(cls, segment: dict[str, Any], collection_name: str) -> SegmentInfo:
+    def of(cls, segment: SegmentRecord, collection_name: str) -> SegmentInfo:
         """From one segment of the ``get_segment_info`` action."""
         return cls(
             segment_id=int(segment["segment_id"]),

@@ -9,10 +9,13 @@ from typing import Any
 
 from elanus.client.base import ClientBase
 from elanus.client.compat import reject_unknown
+from elanus.client.replies import PartitionStats
 from elanus.client.results import SegmentInfo
 from elanus.errors import ElanusError, ErrorCode
 from elanus.ops import loads as load_ops
 from elanus.ops import segments as segment_ops
+from elanus.ops.collections import DescribeCollection
+from elanus.ops.replies import CollectionDescription, LoadProgress, SegmentRecord, Segments
 from elanus.states import SegmentState
 
 PERSISTENT = frozenset({SegmentState.SEALED, SegmentState.FLUSHING, SegmentState.FLUSHED})
@@ -20,9 +23,11 @@ PERSISTENT = frozenset({SegmentState.SEALED, SegmentState.FLUSHING, SegmentState
 
 
 class SegmentAPI(ClientBase):
-    def _segments(self, collection: str, db: str | None, timeout: float | None) -> list[Any]:
+    def _segments(
+        self, collection: str, db: str | None, timeout: float | None
+    ) -> list[SegmentRecord]:
         op = segment_ops.GetSegmentInfo(db=self._db_or_own(db), collection=collection)
-        return list(self._op(op, timeout=timeout)["segments"])
+        return self._reply(op, Segments, timeout=timeout)["segments"]
 
     def list_persistent_segments(
         self,
@@ -54,7 +59,7 @@ class SegmentAPI(ClientBase):
         else the live segments of its loaded partitions (growing ones included)."""
         reject_unknown("list_loaded_segments", kwargs)
         op = load_ops.GetLoadState(db=self._db_or_own(db), collection=collection_name)
-        load = self._op(op, timeout=timeout)
+        load = self._reply(op, LoadProgress, timeout=timeout)
         if load.get("state") == "NotLoad":
             return []
         parts = load.get("partition_ids")
@@ -73,7 +78,7 @@ class SegmentAPI(ClientBase):
         *,
         db: str | None = None,
         **kwargs: Any,
-    ) -> dict[str, Any]:
+    ) -> PartitionStats:
         """``{"row_count"}``: the partition's rows in flushed segments, counted as
         ``get_collection_stats`` counts the collection's."""
         reject_unknown("get_partition_stats", kwargs)
@@ -83,13 +88,13 @@ class SegmentAPI(ClientBase):
             for s in self._segments(collection_name, db, timeout)
             if s.get("partition_id") == pid and s.get("state") == SegmentState.FLUSHED
         )
-        return {"row_count": rows}
+        return PartitionStats(row_count=rows)
 
     def _partition_id(
         self, collection: str, partition: str, db: str | None, timeout: float | None
     ) -> int:
-        body = self._in_db(db, name=collection)
-        desc = self._action("describe_collection", body, timeout=timeout)
+        op = DescribeCollection(db=self._db_or_own(db), name=collection)
+        desc = self._reply(op, CollectionDescription, timeout=timeout)
         for p in desc.get("partitions") or []:
             if p.get("name") == partition:
                 return int(p["partition_id"])

@@ -21,7 +21,7 @@ class SnapshotAPI(ClientBase):
         compaction_protection_seconds: int = 0,
         timeout: float | None = None,
         **kwargs: Any,
-    ) -> dict[str, Any]:
+    ) -> ops.SnapshotListing:
         """Flush the collection and record a snapshot of it (its rows now, its schema,
         partitions and indexes); its files are kept while it lives. The snapshot as
         ``list_snapshots`` shows it. ``compaction_protection_seconds`` is refused: a
@@ -35,7 +35,7 @@ class SnapshotAPI(ClientBase):
             name=snapshot_name,
             description=description or None,
         )
-        return self._op(op, timeout=timeout)
+        return self._reply(op, ops.SnapshotListing, timeout=timeout)
 
     def drop_snapshot(
         self,
@@ -57,12 +57,12 @@ class SnapshotAPI(ClientBase):
         db_name: str = "",
         timeout: float | None = None,
         **kwargs: Any,
-    ) -> list[dict[str, Any]]:
+    ) -> list[ops.SnapshotListing]:
         """The live snapshots (of one collection, or all), oldest first, each a document
         (pymilvus lists only the names)."""
         reject_unknown("list_snapshots", kwargs)
         op = ops.ListSnapshots(db=self._db_or_own(db_name), collection=collection_name or None)
-        return list(self._op(op, timeout=timeout)["snapshots"])
+        return list(self._reply(op, ops.SnapshotList, timeout=timeout)["snapshots"])
 
     def describe_snapshot(
         self,
@@ -71,12 +71,12 @@ class SnapshotAPI(ClientBase):
         db_name: str = "",
         timeout: float | None = None,
         **kwargs: Any,
-    ) -> dict[str, Any]:
+    ) -> ops.SnapshotDescription:
         reject_unknown("describe_snapshot", kwargs)
         op = ops.DescribeSnapshot(
             db=self._db_or_own(db_name), collection=collection_name, name=snapshot_name
         )
-        return self._op(op, timeout=timeout)
+        return self._reply(op, ops.SnapshotDescription, timeout=timeout)
 
     def restore_snapshot(
         self,
@@ -97,14 +97,14 @@ class SnapshotAPI(ClientBase):
             target_collection=target_collection_name,
             target_db=target_db_name or self._db,
         )
-        return int(self._op(op, timeout=timeout)["job_id"])
+        return self._reply(op, ops.RestoreStarted, timeout=timeout)["job_id"]
 
     def get_restore_snapshot_state(
         self, job_id: int, timeout: float | None = None, **kwargs: Any
-    ) -> dict[str, Any]:
+    ) -> ops.RestoreJobState:
         reject_unknown("get_restore_snapshot_state", kwargs)
         op = ops.GetRestoreSnapshotState(db=self._db, job_id=job_id)
-        return self._op(op, timeout=timeout)
+        return self._reply(op, ops.RestoreJobState, timeout=timeout)
 
     def list_restore_snapshot_jobs(
         self,
@@ -112,12 +112,12 @@ class SnapshotAPI(ClientBase):
         db_name: str = "",
         timeout: float | None = None,
         **kwargs: Any,
-    ) -> list[dict[str, Any]]:
+    ) -> list[ops.RestoreJobState]:
         reject_unknown("list_restore_snapshot_jobs", kwargs)
         op = ops.ListRestoreSnapshotJobs(
             db=self._db_or_own(db_name), collection=collection_name or None
         )
-        return list(self._op(op, timeout=timeout)["jobs"])
+        return list(self._reply(op, ops.RestoreJobList, timeout=timeout)["jobs"])
 
     def pin_snapshot_data(
         self,
@@ -136,7 +136,7 @@ class SnapshotAPI(ClientBase):
             name=snapshot_name,
             ttl_seconds=ttl_seconds,
         )
-        return int(self._op(op, timeout=timeout)["pin_id"])
+        return self._reply(op, ops.SnapshotPin, timeout=timeout)["pin_id"]
 
     def unpin_snapshot_data(self, pin_id: int, timeout: float | None = None, **kwargs: Any) -> None:
         reject_unknown("unpin_snapshot_data", kwargs)

@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from elanus.errors import ElanusError, ErrorCode
+from elanus.ops.replies import Uploaded
 from elanus.settings import is_loopback_host
 from elanus.wire.codec import encode_json, from_flight_error
 
@@ -62,7 +63,7 @@ def upload(
     options: flight.FlightCallOptions,
     command: dict[str, Any],
     path: str | os.PathLike[str],
-) -> dict[str, Any]:
+) -> Uploaded:
     """Stream one local file to the server; ``{"upload_id", "path", "bytes"}``."""
     descriptor = flight.FlightDescriptor.for_command(
         encode_json({**command, "op": "upload", "name": Path(path).name})
@@ -89,7 +90,8 @@ def upload(
         ) from None
     if answer is None:
         raise ElanusError(ErrorCode.INTERNAL, "the server did not say where the upload went")
-    return dict(json.loads(answer.to_pybytes()))
+    uploaded: Uploaded = json.loads(answer.to_pybytes())
+    return uploaded
 
 
 def import_with_uploads(

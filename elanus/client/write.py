@@ -14,9 +14,11 @@ import pyarrow.flight as flight
 from elanus.client.base import ClientBase
 from elanus.client.bodyalign import BodyAligner
 from elanus.client.compat import reject_unknown
+from elanus.client.replies import InsertResult, PutOptions, UpsertResult
 from elanus.client.retry import retrying
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.ops import segments as segment_ops
+from elanus.ops.replies import DeleteResult, PrimaryKey, SegmentRecord, Segments
 from elanus.ops.writes import Delete
 from elanus.rows import same_fields, to_arrow
 from elanus.wire.codec import encode_json, from_flight_error
@@ -39,8 +41,9 @@ class WriteAPI(ClientBase):
         db: str | None,
         timeout: float | None,
         batch_bytes: int,
-        extra: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+        options: PutOptions | None = None,
+    ) -> tuple[list[PrimaryKey], int]:
+        """Stream ``data`` with DoPut; the primary keys written and the newest timestamp."""
         table = to_arrow(data, self._schema_of(collection_name, db))
         # All or nothing for bad input, up to the server's request limit; larger inserts
         # stream batch by batch (each batch still checked whole before it is written).
@@ -52,7 +55,7 @@ class WriteAPI(ClientBase):
         }
         if partition_name:
             command["partition"] = partition_name
-        command.update(extra or {})
+        command.update(options or {})
         descriptor = flight.FlightDescriptor.for_command(encode_json(command))
         rows_per_batch = max(1, int(table.num_rows * batch_bytes / max(table.nbytes, 1)))
         acks = retrying(
@@ -64,12 +67,9 @@ class WriteAPI(ClientBase):
             one_request=bool(command["atomic"]),
         )
         pks = pa.concat_arrays([a.pks for a in acks]) if acks else pa.array([], pa.int64())
-        self._saw_write(max((a.ts for a in acks), default=0))
-        return {
-            f"{op}_count": len(pks),
-            "ids": pks.to_pylist(),
-            "ts": max((a.ts for a in acks), default=0),
-        }
+        ts = max((a.ts for a in acks), default=0)
+        self._saw_write(ts)
+        return pks.to_pylist(), ts
 
     def _stream(
         self,
@@ -132,13 +132,16 @@ class WriteAPI(ClientBase):
         db: str | None = None,
         batch_bytes: int = DEFAULT_BATCH_BYTES,
         **kwargs: Any,
-    ) -> dict[str, Any]:
+    ) -> InsertResult:
         """Insert rows (Arrow table, list of dicts, dict of columns/numpy arrays).
 
         Returns ``{"insert_count", "ids", "ts"}`` once the log has acknowledged every row.
         """
         reject_unknown("insert", kwargs)
-        return self._put("insert", collection_name, data, partition_name, db, timeout, batch_bytes)
+        ids, ts = self._put(
+            "insert", collection_name, data, partition_name, db, timeout, batch_bytes
+        )
+        return InsertResult(insert_count=len(ids), ids=ids, ts=ts)
 
     def upsert(
         self,
@@ -152,7 +155,7 @@ class WriteAPI(ClientBase):
         partial_update: bool = False,
         field_ops: dict[str, str] | None = None,
         **kwargs: Any,
-    ) -> dict[str, Any]:
+    ) -> UpsertResult:
         """Replace rows by primary key (a delete and an insert at one timestamp).
 
         With ``partial_update`` the rows may leave fields out: a stored row keeps what they
@@ -162,14 +165,15 @@ class WriteAPI(ClientBase):
         Milvus 2.6's ``upsert(..., field_ops=...)``. Every row must give the same fields.
         """
         reject_unknown("upsert", kwargs)
-        extra: dict[str, Any] = {}
+        mode: PutOptions | None = None
         if partial_update or field_ops:
             if isinstance(data, list | tuple):
                 same_fields(data, self._schema_of(collection_name, db))
-            extra = {"partial_update": True, "field_ops": dict(field_ops or {})}
-        return self._put(
-            "upsert", collection_name, data, partition_name, db, timeout, batch_bytes, extra
+            mode = PutOptions(partial_update=True, field_ops=dict(field_ops or {}))
+        ids, ts = self._put(
+            "upsert", collection_name, data, partition_name, db, timeout, batch_bytes, mode
         )
+        return UpsertResult(upsert_count=len(ids), ids=ids, ts=ts)
 
     def delete(
         self,
@@ -182,7 +186,7 @@ class WriteAPI(ClientBase):
         filter_params: dict[str, Any] | None = None,
         db: str | None = None,
         **kwargs: Any,
-    ) -> dict[str, Any]:
+    ) -> DeleteResult:
         """Delete by primary keys or by a ``filter`` expression (on a loaded collection);
         returns ``{"delete_count", "ts"}``."""
         reject_unknown("delete", kwargs)
@@ -200,7 +204,7 @@ class WriteAPI(ClientBase):
             partition=partition_name or None,
         )
         reply = retrying(
-            lambda: self._op(op, timeout=timeout),
+            lambda: self._reply(op, DeleteResult, timeout=timeout),
             self.retry_deadline_s,
             self.on_retry,
             one_request=True,
@@ -243,13 +247,13 @@ class WriteAPI(ClientBase):
         *,
         segment_ids: list[int] | None = None,
         db: str | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> list[SegmentRecord]:
         """Segments of a collection (or the given ids): state, rows, vchannel, positions."""
         if segment_ids is not None:
             op = segment_ops.GetSegmentInfo(segment_ids=list(segment_ids))
         else:
             op = segment_ops.GetSegmentInfo(db=self._db_or_own(db), collection=collection_name)
-        return list(self._op(op)["segments"])
+        return list(self._reply(op, Segments)["segments"])
 
     def compact(
         self,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Annotated, Any, TypeVar, dataclass_transform
+from typing import Annotated, Any, TypedDict, TypeVar, cast, dataclass_transform
 
 from elanus.frozenrecord import frozen_dataclass
 from elanus.requests import Named, decode
@@ -36,8 +36,8 @@ AliasName = Annotated[str, Named("alias")]
 
 __all__ = [
     "DEFAULT_DB", "AliasName", "CollectionName", "DbName", "InCollection", "PartitionName",
-    "body_of",
-    "checked", "decode_op", "keys_of", "name_of", "operation", "scope_of", "shape",
+    "PrivilegeScope", "body_of",
+    "checked", "decode_op", "keys_of", "name_of", "operation", "reply", "scope_of", "shape",
 ]  # fmt: skip
 
 
@@ -59,6 +59,14 @@ def shape(cls: type[T]) -> type[T]:
     """The body several operations share, as a base of their records (``class
     RevokeRole(RoleGrant)``): declared once, and no operation itself."""
     return dataclasses.dataclass(frozen=True, kw_only=True)(cls)
+
+
+@dataclass_transform(kw_only_default=True, frozen_default=True)
+def reply(cls: type[T]) -> type[T]:
+    """Declare the reply record of an operation whose reply the proxy composes (not one it
+    passes on from a coord, an ``elanus/api`` reply): its fields are the reply's keys, and
+    the registry writes it as the JSON body (``flight/registry.py`` ``reply_body``)."""
+    return frozen_dataclass(cls)
 
 
 @shape
@@ -90,13 +98,28 @@ def body_of(op: Any) -> dict[str, Any]:
     }
 
 
-def scope_of(op: Any) -> dict[str, Any]:
-    """What the privilege check reads of an operation (``flight/auth.py`` ``need_for``): its
-    body, or what its ``privilege_scope()`` says where the check must not follow ``db``
-    (a database action is about the database it names, and its privilege is checked in
-    the default one)."""
+class PrivilegeScope(TypedDict, total=False):
+    """What the privilege check reads of a request (``flight/auth.py`` ``need_for``): the
+    database, the object the privilege is about (a collection by ``collection`` or
+    ``name``, a user by ``user_name``), and whether a write is an upsert."""
+
+    db: str
+    collection: str
+    name: str
+    user_name: str
+    upsert: bool
+
+
+def scope_of(op: Any) -> PrivilegeScope:
+    """What the privilege check reads of an operation: its body, or what its
+    ``privilege_scope()`` says where the check must not follow ``db`` (a database action
+    is about the database it names, and its privilege is checked in the default one)."""
     scope = getattr(op, "privilege_scope", None)
-    return scope() if callable(scope) else body_of(op)
+    if callable(scope):
+        made: PrivilegeScope = scope()
+        return made
+    # the body holds the scope's keys, by these names and types, among its other keys
+    return cast(PrivilegeScope, body_of(op))
 
 
 def decode_op(cls: type[T], raw: dict[str, Any]) -> T:

@@ -9,9 +9,9 @@ action's and otherwise unused, and the console sends none.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any, TypedDict
 
-from elanus.ops import operation, shape
+from elanus.ops import operation, reply, shape
 from elanus.ops.control import ClusterWide
 from elanus.requests import Range
 
@@ -38,6 +38,37 @@ class ListRequests(Listed):
     pass
 
 
+class RequestEntry(TypedDict):
+    """One request a proxy served (``channels/runtime/requestlog.py``)."""
+
+    at: float
+    """When it ended, in Unix seconds."""
+    function: str
+    status: str
+    """``ok``, or the error code."""
+    seconds: float
+
+
+@reply
+class RequestLog:
+    """``list_requests``'s reply: a proxy's latest requests and latest slow ones, newest
+    first."""
+
+    node_id: str
+    slow_request_s: float
+    recent: list[RequestEntry]
+    slow: list[RequestEntry]
+
+
 @operation("describe_config")
 class DescribeConfig(ClusterWide):
     pass
+
+
+@reply
+class ProxyConfig:
+    """``describe_config``'s reply: a proxy's effective settings, by name."""
+
+    node_id: str
+    settings: dict[str, Any]
+    """``Settings.shown``: every setting, a secret that is set as ``***``."""

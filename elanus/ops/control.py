@@ -8,11 +8,11 @@ it was when their requests held no database.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from elanus.errors import invalid
 from elanus.layout import check_write_id
-from elanus.ops import DbName, operation, shape
+from elanus.ops import DbName, PrivilegeScope, operation, shape
 from elanus.requests import Range
 
 MAX_TIMESTAMPS = 10_000
@@ -24,7 +24,7 @@ DEFAULT_BACKUP_TIMEOUT_S = 3600.0
 class ClusterWide:
     db: DbName | None = None
 
-    def privilege_scope(self) -> dict[str, Any]:
+    def privilege_scope(self) -> PrivilegeScope:
         return {}  # a cluster's privilege, checked in the default database
 
 

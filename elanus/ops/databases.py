@@ -12,7 +12,7 @@ from typing import Any
 
 from elanus.dbproperties import check_database_property
 from elanus.errors import invalid
-from elanus.ops import DbName, name_of, operation
+from elanus.ops import DbName, PrivilegeScope, name_of, operation
 from elanus.properties import property_key, text_properties
 from elanus.schema import check_name
 from elanus.wire.codec import DEFAULT_DB
@@ -30,7 +30,7 @@ class CreateDatabase:
         database_of(self)
         database_properties(self.properties, "create_database")
 
-    def privilege_scope(self) -> dict[str, Any]:
+    def privilege_scope(self) -> PrivilegeScope:
         return {"name": database_of(self)}  # checked in the default database, as always
 
 
@@ -44,7 +44,7 @@ class DropDatabase:
         if database_of(self) == DEFAULT_DB:
             raise invalid(f"drop_database: the {DEFAULT_DB!r} database cannot be dropped")
 
-    def privilege_scope(self) -> dict[str, Any]:
+    def privilege_scope(self) -> PrivilegeScope:
         return {"name": database_of(self)}  # checked in the default database, as always
 
 
@@ -53,7 +53,7 @@ class ListDatabases:
     db: DbName | None = None
     """Checked as a name, else unused (the SDK sends none)."""
 
-    def privilege_scope(self) -> dict[str, Any]:
+    def privilege_scope(self) -> PrivilegeScope:
         return {}  # ListDatabases is checked in the default database, whatever db says
 
 
@@ -66,7 +66,7 @@ class DescribeDatabase:
     def check(self) -> None:
         database_of(self)
 
-    def privilege_scope(self) -> dict[str, Any]:
+    def privilege_scope(self) -> PrivilegeScope:
         return {"name": database_of(self)}  # checked in the default database, as always
 
 
@@ -97,7 +97,7 @@ class AlterDatabaseProperties:
                 "or delete keys"
             )
 
-    def privilege_scope(self) -> dict[str, Any]:
+    def privilege_scope(self) -> PrivilegeScope:
         return {"name": database_of(self)}  # checked in the default database, as always
 
 

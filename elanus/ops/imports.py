@@ -11,7 +11,7 @@ the dict checkers' words. An ``import``'s files are grouped into units by name
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Annotated, Any
+from typing import Annotated, Any, NotRequired, TypedDict
 
 from elanus import layout
 from elanus.errors import invalid
@@ -27,6 +27,15 @@ COMMIT_WAIT_S = 60.0
 
 MAX_FILES = 1024
 IMPORT_OPTIONS = ("sep",)
+
+
+class ImportUnit(TypedDict):
+    """What one reader of an import job reads: one row-based file, or one set of ``.npy``
+    files (a file per field); a staged write's units name their partition."""
+
+    format: str
+    paths: list[str]
+    partition_id: NotRequired[int]
 
 
 @operation("import")
@@ -59,9 +68,47 @@ class Import:
             check_name(self.partition, "partition")
 
     @cached_property
-    def units(self) -> list[dict[str, Any]]:
-        """The files as import units: ``[{"format", "paths"}]`` (``group_files``)."""
-        return group_files(self.files)
+    def units(self) -> list[ImportUnit]:
+        """The files as import units (``group_files``)."""
+        return [ImportUnit(format=u["format"], paths=u["paths"]) for u in group_files(self.files)]
+
+    @property
+    def sep(self) -> str | None:
+        """A CSV file's separator, if the body names one (``check``: one character)."""
+        return (self.options or {}).get("sep")
+
+
+class ImportStarted(TypedDict):
+    """The reply of ``import``: the job to poll."""
+
+    job_id: int
+
+
+class ImportJob(TypedDict):
+    """An import job as ``get_import_state`` answers: the body of the coord's
+    ``ImportJobView`` (``elanus/api/imports.py``), as the SDK returns it."""
+
+    job_id: int
+    collection: str
+    db: str
+    state: str
+    progress: float
+    rows: int
+    total_rows: int
+    segment_ids: list[int]
+    reason: str
+    reason_code: str
+    stage: str
+    write_id: str | None
+    ts: int
+    created_ts: int
+    files: list[str]
+
+
+class ImportJobList(TypedDict):
+    """The reply of ``list_import_jobs``, oldest first."""
+
+    jobs: list[ImportJob]
 
 
 @operation("get_import_state")
@@ -109,6 +156,16 @@ class CommitWrite:
         return COMMIT_WAIT_S if self.wait_s is None else self.wait_s
 
 
+class WriteCommitted(TypedDict):
+    """The reply of ``commit_write``: its import job where it stood when the wait ended."""
+
+    job_id: int
+    state: str
+    rows: int
+    ts: int
+    segment_ids: list[int]
+
+
 @operation("abort_write")
 class AbortWrite:
     db: DbName | None = None
@@ -116,6 +173,12 @@ class AbortWrite:
 
     def check(self) -> None:
         layout.check_write_id(self.write_id)
+
+
+class WriteDiscarded(TypedDict):
+    """The reply of ``abort_write``: False if nothing was staged under the write id."""
+
+    removed: bool
 
 
 @operation("watch_collection")

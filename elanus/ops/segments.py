@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from elanus.errors import invalid
-from elanus.ops import DEFAULT_DB, CollectionName, DbName, InCollection, operation
+from elanus.ops import DEFAULT_DB, CollectionName, DbName, InCollection, operation, reply
 from elanus.requests import Range
 from elanus.schema import check_name
 
@@ -19,6 +19,14 @@ from elanus.schema import check_name
 @operation("get_collection_stats")
 class GetCollectionStats(InCollection):
     pass
+
+
+@reply
+class CollectionStats:
+    """``get_collection_stats``'s reply: the rows of the flushed segments, as Milvus counts
+    num_entities."""
+
+    row_count: int
 
 
 @operation("flush")

@@ -3,7 +3,7 @@ follow a restore, pin a snapshot's files. A snapshot is named as collections are
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, TypedDict
 
 from elanus.errors import invalid
 from elanus.ops import DEFAULT_DB, CollectionName, DbName, operation
@@ -30,6 +30,44 @@ class CreateSnapshot:
             raise invalid(
                 f"create_snapshot: 'description' is longer than {MAX_DESCRIPTION} characters"
             )
+
+
+class SnapshotListing(TypedDict):
+    """A snapshot as ``list_snapshots`` shows it: the body of the coord's ``SnapshotView``
+    (``elanus/api/snapshot.py``), as the SDK returns it."""
+
+    snapshot_id: int
+    name: str
+    db: str
+    collection: str
+    collection_id: int
+    description: str
+    ts: int
+    created_at: float
+    partitions: list[str]
+    segments: int
+    rows: int
+
+
+class SnapshotIndex(TypedDict):
+    """An index a snapshot records, as ``create_index`` takes it back on a restore."""
+
+    field_name: str
+    index_name: str
+    index_type: str
+    metric_type: str
+    params: dict[str, Any]
+
+
+class SnapshotList(TypedDict):
+    snapshots: list[SnapshotListing]
+
+
+class SnapshotDescription(SnapshotListing):
+    """``describe_snapshot``'s reply: the listing and what a restore recreates (``shape``:
+    ``collection``, describe_collection's answer, and ``indexes``)."""
+
+    shape: dict[str, Any]
 
 
 @operation("list_snapshots")
@@ -76,12 +114,39 @@ class RestoreSnapshot:
         return self.target_db or self.db
 
 
+class RestoreStarted(TypedDict):
+    """The reply of ``restore_snapshot``: the job to poll."""
+
+    job_id: int
+
+
+class RestoreJobState(TypedDict):
+    """A restore job as ``get_restore_snapshot_state`` answers: the coord's ``RestoreJob``
+    and its import job's progress, in Milvus's words."""
+
+    job_id: int
+    snapshot: str
+    source_db: str
+    source_collection: str
+    db: str
+    collection: str
+    started_at: float
+    state: str
+    """A ``RestoreSnapshotState`` name."""
+    progress: int
+    """0-100."""
+    rows: int
+    reason: str
+    start_time_ms: int
+    time_cost_ms: int
+
+
 @operation("get_restore_snapshot_state")
 class GetRestoreSnapshotState:
     db: DbName = DEFAULT_DB
     job_id: Annotated[int, Range(1)]
 
-    def privilege_scope(self) -> dict[str, Any]:
+    def privilege_scope(self) -> dict[str, str]:
         return {}  # an id is the whole request: checked in the default database
 
 
@@ -96,6 +161,10 @@ class ListRestoreSnapshotJobs:
             check_name(self.collection, "collection")
 
 
+class RestoreJobList(TypedDict):
+    jobs: list[RestoreJobState]
+
+
 @operation("pin_snapshot_data")
 class PinSnapshotData:
     db: DbName = DEFAULT_DB
@@ -105,10 +174,17 @@ class PinSnapshotData:
     """0: ``DEFAULT_PIN_TTL_S``."""
 
 
+class SnapshotPin(TypedDict):
+    """The reply of ``pin_snapshot_data`` (the coord's ``Pinned``)."""
+
+    pin_id: int
+    expires_at: float
+
+
 @operation("unpin_snapshot_data")
 class UnpinSnapshotData:
     db: DbName = DEFAULT_DB
     pin_id: Annotated[int, Range(1)]
 
-    def privilege_scope(self) -> dict[str, Any]:
+    def privilege_scope(self) -> dict[str, str]:
         return {}  # an id is the whole request: checked in the default database

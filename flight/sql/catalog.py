@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 import pyarrow as pa
 
@@ -100,6 +100,17 @@ def _opt(message: Any, name: str) -> str | None:
     return str(getattr(message, name)) if message.HasField(name) else None
 
 
+class TableRow(TypedDict):
+    """One row of ``CommandGetTables``' answer."""
+
+    catalog_name: str
+    db_schema_name: str
+    table_name: str
+    table_type: str
+    table_schema: NotRequired[bytes]
+    """With ``include_schema``: the table's Arrow schema, serialized."""
+
+
 class Catalog:
     def __init__(
         self, *, settings: Settings, collections: CollectionLookup, act: ActionRunner
@@ -146,19 +157,16 @@ class Catalog:
             return schema.empty_table()
         in_schema = _like(_opt(command, "db_schema_filter_pattern"))
         in_tables = _like(_opt(command, "table_name_filter_pattern"))
-        rows = []
+        rows: list[TableRow] = []
         for db in self._databases(_opt(command, "catalog"), caller):
             if not in_schema(db):
                 continue
             for name in self._collections(db, caller):
                 if not in_tables(name):
                     continue
-                row: dict[str, Any] = {
-                    "catalog_name": CATALOG,
-                    "db_schema_name": db,
-                    "table_name": name,
-                    "table_type": TABLE_TYPE,
-                }
+                row = TableRow(
+                    catalog_name=CATALOG, db_schema_name=db, table_name=name, table_type=TABLE_TYPE
+                )
                 if command.include_schema:
                     row["table_schema"] = self.table_schema(db, name, caller)
                 rows.append(row)

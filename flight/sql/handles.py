@@ -14,7 +14,7 @@ from __future__ import annotations
 import base64
 import binascii
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import orjson
 import pyarrow as pa
@@ -23,6 +23,17 @@ from elanus.errors import invalid
 from elanus.requests import Body
 
 VERSION = 1
+
+
+class HandleDoc(TypedDict):
+    """A handle as its bytes hold it (JSON): what a later call needs to run the statement."""
+
+    v: int
+    sql: str
+    db: str
+    ts: NotRequired[int]
+    params: NotRequired[str]
+    """The bound values: one Arrow IPC stream, base64."""
 
 
 @dataclass(frozen=True)
@@ -35,7 +46,7 @@ class Handle:
     """The snapshot of a ticket (0 in a prepared statement's handle: chosen per run)."""
 
     def encode(self) -> bytes:
-        doc: dict[str, Any] = {"v": VERSION, "sql": self.sql, "db": self.db}
+        doc = HandleDoc(v=VERSION, sql=self.sql, db=self.db)
         if self.ts:
             doc["ts"] = self.ts
         if self.params is not None:

@@ -17,16 +17,15 @@ so anything else is refused here with the statement's kind named). From the tree
 
 from __future__ import annotations
 
-import copy
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import duckdb
 import orjson
 
 from elanus.errors import ElanusError, ErrorCode, invalid
+from elanus.flight.sql.parsetree import ParseNode, SerializedSql, walk
 
 CATALOG = "elanus"
 """The one catalog of Flight SQL's catalog commands and of three-part names."""
@@ -57,15 +56,15 @@ def clean_message(exc: BaseException) -> str:
 class SearchCall:
     """One ``vector_search(...)`` call: its arguments' parse trees, by name or position."""
 
-    node: dict[str, Any]
-    positional: list[dict[str, Any]]
-    named: dict[str, dict[str, Any]]
+    node: ParseNode
+    positional: list[ParseNode]
+    named: dict[str, ParseNode]
 
 
 @dataclass
 class Statement:
     text: str
-    tree: dict[str, Any]
+    tree: ParseNode
     tables: list[tuple[str, str]]
     """The collections read, (database, name), in order of first mention."""
     names: set[str] = field(default_factory=set)
@@ -73,7 +72,7 @@ class Statement:
     every_column: bool = False
     """A ``*``, ``COLUMNS(...)``, natural join or whole-row reference: fetch all columns."""
     searches: list[SearchCall] = field(default_factory=list)
-    snapshots: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    snapshots: list[tuple[str, ParseNode]] = field(default_factory=list)
     """``AT (unit => expr)`` clauses: (``VERSION`` or ``TIMESTAMP``, the expression)."""
     parameters: set[str] = field(default_factory=set)
 
@@ -89,7 +88,7 @@ class Parser:
         self._lock = threading.Lock()
         self._con: duckdb.DuckDBPyConnection | None = None
 
-    def _query(self, sql: str, args: list[Any] | dict[str, Any] | None) -> Any:
+    def _query(self, sql: str, args: list[str] | dict[str, Any] | None) -> Any:
         with self._lock:
             if self._con is None:
                 self._con = duckdb.connect(config=SANDBOX)
@@ -97,7 +96,7 @@ class Parser:
         assert row is not None
         return row[0]
 
-    def evaluate(self, expr: dict[str, Any], params: dict[str, Any] | None) -> Any:
+    def evaluate(self, expr: ParseNode, params: dict[str, Any] | None) -> Any:
         """The value of a constant expression (a literal, a list, a cast, a parameter...)
         under the statement's parameter values (None: not bound yet)."""
         used = parameters_of(expr)
@@ -112,35 +111,36 @@ class Parser:
         except duckdb.Error as exc:
             raise invalid(f"{text[7:][:200]} is not a constant: {clean_message(exc)}") from None
 
-    def tree(self, text: str) -> dict[str, Any]:
+    def tree(self, text: str) -> ParseNode:
         """The statement's parse tree; refused unless it is one read-only query."""
         if not text.strip():
             raise invalid("the SQL statement is empty")
         if len(text) > MAX_SQL_CHARS:
             raise invalid(f"the SQL statement is longer than {MAX_SQL_CHARS} characters")
-        doc = orjson.loads(self._query("SELECT json_serialize_sql(?::VARCHAR)", [text]))
+        raw = orjson.loads(self._query("SELECT json_serialize_sql(?::VARCHAR)", [text]))
+        doc = cast(SerializedSql, raw)
         if doc.get("error"):
             raise _refusal(text, doc)
         statements = doc["statements"]
         if len(statements) != 1:
             raise invalid(f"send one SQL statement at a time, not {len(statements)}")
-        return dict(statements[0])
+        return statements[0]
 
-    def text(self, tree: dict[str, Any]) -> str:
+    def text(self, tree: ParseNode) -> str:
         """SQL text of a parse tree (after ``rewrite``)."""
-        doc = {"error": False, "statements": [tree]}
+        doc = SerializedSql(error=False, statements=[tree])
         return str(
             self._query("SELECT json_deserialize_sql(?::JSON)", [orjson.dumps(doc).decode()])
         )
 
-    def expression_text(self, expr: dict[str, Any]) -> str:
+    def expression_text(self, expr: ParseNode) -> str:
         """``SELECT <expr>`` as SQL text, to evaluate one expression."""
         tree = self.tree("SELECT 1")
         tree["node"]["select_list"] = [expr]
         return self.text(tree)
 
 
-def _refusal(text: str, doc: dict[str, Any]) -> ElanusError:
+def _refusal(text: str, doc: SerializedSql) -> ElanusError:
     """DuckDB's parse error, or the kind of a statement that is not a query."""
     message = str(doc.get("error_message") or "unreadable statement")
     if doc.get("error_type") == "parser":
@@ -160,27 +160,17 @@ def _refusal(text: str, doc: dict[str, Any]) -> ElanusError:
     return invalid(f"SQL: {message}")
 
 
-def _walk(node: Any) -> Iterator[dict[str, Any]]:
-    if isinstance(node, dict):
-        yield node
-        for value in node.values():
-            yield from _walk(value)
-    elif isinstance(node, list):
-        for value in node:
-            yield from _walk(value)
-
-
 def analyse(parser: Parser, text: str, default_db: str) -> Statement:
     """The statement's parse tree and what it reads (see the module's docstring)."""
     tree = parser.tree(text)
     ctes = {
         str(entry["key"]).lower()
-        for node in _walk(tree)
+        for node in walk(tree)
         if isinstance(node.get("cte_map"), dict)
         for entry in node["cte_map"].get("map", [])
     }
     st = Statement(text=text, tree=tree, tables=[])
-    for node in _walk(tree):
+    for node in walk(tree):
         kind = node.get("class") or node.get("type")
         if kind == "COLUMN_REF":
             st.names.update(str(n) for n in node.get("column_names", []))
@@ -209,7 +199,7 @@ def analyse(parser: Parser, text: str, default_db: str) -> Statement:
     return st
 
 
-def _table(node: dict[str, Any], default_db: str, ctes: set[str]) -> tuple[str, str] | None:
+def _table(node: ParseNode, default_db: str, ctes: set[str]) -> tuple[str, str] | None:
     catalog = str(node.get("catalog_name") or "")
     schema = str(node.get("schema_name") or "")
     name = str(node["table_name"])
@@ -224,14 +214,14 @@ def _table(node: dict[str, Any], default_db: str, ctes: set[str]) -> tuple[str, 
     return (schema or default_db, name)
 
 
-def _search_call(node: dict[str, Any]) -> SearchCall | None:
+def _search_call(node: ParseNode) -> SearchCall | None:
     function = node.get("function") or {}
     if str(function.get("function_name", "")).lower() != SEARCH_FUNCTION:
         return None
     if function.get("schema") or function.get("catalog"):
         return None
-    positional: list[dict[str, Any]] = []
-    named: dict[str, dict[str, Any]] = {}
+    positional: list[ParseNode] = []
+    named: dict[str, ParseNode] = {}
     for arg in function.get("arguments", []):
         expr = arg.get("expression", arg)
         name = str(arg.get("name") or "") if expr is not arg else str(expr.get("alias", ""))
@@ -244,35 +234,44 @@ def _search_call(node: dict[str, Any]) -> SearchCall | None:
     return SearchCall(node, positional, named)
 
 
-def parameters_of(tree: dict[str, Any]) -> set[str]:
+def parameters_of(tree: ParseNode) -> set[str]:
     """The identifiers of the parameters a parse tree uses."""
-    return {str(n["identifier"]) for n in _walk(tree) if n.get("class") == "PARAMETER"}
+    return {str(n["identifier"]) for n in walk(tree) if n.get("class") == "PARAMETER"}
 
 
-def rewrite(st: Statement, result_tables: list[str]) -> dict[str, Any]:
+def rewrite(st: Statement, result_tables: list[str]) -> ParseNode:
     """The tree to run: each ``vector_search`` call replaced by the table holding its hits
     (``result_tables``, in the order of ``st.searches``), keeping its alias (or naming it
-    ``vector_search``), and every ``AT`` clause dropped (the snapshot is the statement's)."""
-    tree = copy.deepcopy(st.tree)
+    ``vector_search``), and every ``AT`` clause dropped (the snapshot is the statement's).
+    A new tree: ``st.tree`` is left as it was."""
     tables = iter(result_tables)
-    for node in _walk(tree):
+
+    def swapped(value: object) -> object:
+        if isinstance(value, list):
+            return [swapped(v) for v in value]
+        if not isinstance(value, dict):
+            return value
+        node = cast(ParseNode, value)
         kind = node.get("type")
-        if kind == "BASE_TABLE" and node.get("at_clause"):
-            node["at_clause"] = None
-        elif kind == "TABLE_FUNCTION" and _search_call(node) is not None:
-            alias = node.get("alias") or SEARCH_FUNCTION
-            column_aliases = node.get("column_name_alias") or []
-            node.clear()
-            node.update(
-                type="BASE_TABLE",
-                alias=alias,
-                sample=None,
-                query_location=0,
-                schema_name="",
-                table_name=(table := next(tables)),
-                qualified_name={"path": [table]},
-                column_name_alias=column_aliases,
-                catalog_name="",
-                at_clause=None,
-            )
-    return tree
+        if kind == "TABLE_FUNCTION" and _search_call(node) is not None:
+            return _hits_table(node, next(tables))
+        drop_at = kind == "BASE_TABLE" and bool(node.get("at_clause"))
+        return {k: None if drop_at and k == "at_clause" else swapped(v) for k, v in value.items()}
+
+    return cast(ParseNode, swapped(st.tree))
+
+
+def _hits_table(call: ParseNode, table: str) -> ParseNode:
+    """The table reference that stands for a ``vector_search`` call: its hits' table."""
+    return {
+        "type": "BASE_TABLE",
+        "alias": call.get("alias") or SEARCH_FUNCTION,
+        "sample": None,
+        "query_location": 0,
+        "schema_name": "",
+        "table_name": table,
+        "qualified_name": {"path": [table]},
+        "column_name_alias": call.get("column_name_alias") or [],
+        "catalog_name": "",
+        "at_clause": None,
+    }
