@@ -28,6 +28,7 @@ from elanus import flightsql
 from elanus.api.auth import GetSecret
 from elanus.api.compaction import CompactionAPI
 from elanus.api.datacoord import DataCoordAPI
+from elanus.api.metanotice import InvalidationAck, MetaInvalidation
 from elanus.channels import subjects
 from elanus.channels.bus import Bus
 from elanus.channels.runtime import requestlog
@@ -62,7 +63,7 @@ from elanus.flight.loads import LoadService
 from elanus.flight.metacache import MetaCache
 from elanus.flight.putcommand import UPLOAD_OP, check_put
 from elanus.flight.putpipeline import PutPipeline
-from elanus.flight.search import QueryService, ReadService, check_search_stream, hits_table
+from elanus.flight.search import QueryService, ReadService, hits_table, search_command
 from elanus.flight.snapshots import SnapshotService
 from elanus.flight.sql import MIDDLEWARE_KEY as SQL_OPTIONS
 from elanus.flight.sql import SqlHeadersFactory, options_of
@@ -235,7 +236,7 @@ class ProxyServer(Role):
             self._invalidations = None
         await super().stop()
 
-    async def _on_invalidate(self, doc: Any) -> dict[str, Any]:
+    async def _on_invalidate(self, doc: MetaInvalidation) -> InvalidationAck:
         """Drop cached meta (or cached identities, for ``kind: auth``); the answer is the
         ack a coord waits for before its DDL returns."""
         try:
@@ -344,10 +345,10 @@ class ProxyServer(Role):
         of hits out (query_index, rank, id, distance, output fields). A stream without
         vectors gets a stream without hits (query_index, rank, id, distance)."""
         with _flight_errors("DoExchange"):
-            request = check_search_stream(command)
-            caller.require(Need("Search", request["db"], request["collection"]))
-            info = self.dml.collection(request["db"], request["collection"])
-            plan = self.query.prepare_search(info, {**request, "data": None})
+            request = search_command(command)
+            caller.require(Need("Search", request.db, request.collection))
+            info = self.dml.collection(request.db, request.collection)
+            plan = self.query.prepare_search(info, request)
             pk_type = info.schema.primary.arrow_type()
             first, started = 0, False
             for batch in client_batches(reader, "DoExchange"):

@@ -7,35 +7,24 @@ besides the Arrow streams (DoExchange, DoGet) documented in docs/protocol.md.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
-import orjson
-
-from elanus.errors import invalid
-from elanus.flight.actions import action, check_request
+from elanus.api.base import Ack
+from elanus.api.querycoord import LoadProgress, Replicas
+from elanus.flight.actions import check_request
 from elanus.flight.auth import Caller
 from elanus.flight.executors import Call, OpCall
 from elanus.flight.limits import Kind
 from elanus.flight.registry import operation
-from elanus.flight.search import (
-    GROUP_KEYS,
-    READ_KEYS,
-    check_hybrid,
-    hybrid_search,
-    search_as_hybrid,
-    search_options,
-    search_queries,
-    searched_as_hybrid,
-)
-from elanus.highlight import Highlighter
+from elanus.flight.search import QueryService, hybrid_search, searched_as_hybrid
+from elanus.ops import checked
 from elanus.ops import loads as ops
-from elanus.ops.reads import PlanRead, Query
+from elanus.ops.reads import PlanRead, Query, QueryReply, ReadPlanReply
+from elanus.ops.search import HybridReply, HybridSearch, Search, SearchReply
 from elanus.privileges import Need
-from elanus.requests import Body
-from elanus.wire.codec import DEFAULT_DB, decode_request
+from elanus.wire.codec import DEFAULT_DB
 
 
-def _run_load(c: OpCall[ops.LoadCollection]) -> dict[str, Any]:
+def _run_load(c: OpCall[ops.LoadCollection]) -> LoadProgress:
     r = c.request
     return c.proxy.loads.load(r.db, r.collection, r.partition_names, r.replica_number)
 
@@ -51,7 +40,7 @@ operation(
 )
 
 
-def _run_release(c: OpCall[ops.ReleaseCollection]) -> dict[str, Any]:
+def _run_release(c: OpCall[ops.ReleaseCollection]) -> Ack:
     return c.proxy.loads.release(c.request.db, c.request.collection)
 
 
@@ -63,7 +52,7 @@ operation(
 )
 
 
-def _run_load_state(c: OpCall[ops.GetLoadState]) -> dict[str, Any]:
+def _run_load_state(c: OpCall[ops.GetLoadState]) -> LoadProgress:
     return c.proxy.loads.state(c.request.db, c.request.collection)
 
 
@@ -76,7 +65,7 @@ operation(
 )
 
 
-def _run_replicas(c: OpCall[ops.DescribeReplica]) -> dict[str, Any]:
+def _run_replicas(c: OpCall[ops.DescribeReplica]) -> Replicas:
     return c.proxy.loads.replicas(c.request.db, c.request.collection)
 
 
@@ -89,21 +78,26 @@ operation(
 )
 
 
-def _run_search(c: Call) -> dict[str, Any]:
+def _run_search(c: Call) -> SearchReply | HybridReply:
     """The hot path: a body shaped like an earlier one reuses that one's checked plan. A
-    body with a function ``ranker`` runs as a hybrid search of one request (reranked)."""
+    search with a function ``ranker`` runs as a hybrid search of one request (reranked).
+    A record (``perform_op``) is checked and authorised already."""
+    service = c.proxy.query
+    if isinstance(c.request, Search):
+        return _ranked(service, c.request) if c.request.ranker else service.search(c.request)
     if b'"ranker"' in c.raw:
-        body = decode_request(c.raw, "search body")
-        if body.get("ranker") is not None:
-            if body.get("highlighter") is not None:  # as Milvus: not with a function score
-                raise invalid("search: a highlighter cannot go with a ranker")
-            with searched_as_hybrid():
-                _, request = check_request("hybrid_search", orjson.dumps(search_as_hybrid(body)))
-                check = _searcher(c.caller)
-                if check is not None:
-                    check(request["db"], request["collection"])
-                return hybrid_search(c.proxy.query, request)
-    return c.proxy.query.search_action(c.raw, _searcher(c.caller))
+        search: Search = check_request("search", c.raw)[1]
+        if search.ranker is not None:
+            check = _searcher(c.caller)
+            if check is not None:
+                check(search.db, search.collection)
+            return _ranked(service, search)
+    return service.search_action(c.raw, _searcher(c.caller))
+
+
+def _ranked(service: QueryService, search: Search) -> HybridReply:
+    with searched_as_hybrid():
+        return hybrid_search(service, checked(search.as_hybrid()))
 
 
 def _searcher(caller: Caller) -> Callable[[str, str], None] | None:
@@ -113,8 +107,8 @@ def _searcher(caller: Caller) -> Callable[[str, str], None] | None:
     return lambda db, collection: caller.require(Need("Search", db or DEFAULT_DB, collection))
 
 
-@action(
-    "search",
+operation(
+    Search,
     "Vector search. Body: collection, data (list of vectors) or ids (primary keys whose "
     "stored vectors are the queries), anns_field, limit, offset, "
     "filter, filter_params, output_fields, search_params (metric_type, radius, "
@@ -124,37 +118,14 @@ def _searcher(caller: Caller) -> Callable[[str, str], None] | None:
     "fragment_size, num_of_fragments, highlight_search_text, highlight_query), "
     "consistency_level, guarantee_timestamp, session_ts, as_of, partition_names. "
     "Result: results (per query: id, distance, entity; highlight with a highlighter), ts.",
-    (
-        "collection",
-        "data",
-        "ids",
-        "anns_field",
-        "limit",
-        "offset",
-        "filter",
-        "filter_params",
-        "output_fields",
-        "search_params",
-        "ranker",
-        "highlighter",
-        *GROUP_KEYS,
-        *READ_KEYS,
-    ),
     privilege="Search",
     rate=Kind.DQL,
-    self_checked=True,
     run=_run_search,
+    self_checked=True,  # the executor checks and authorises: it reuses plans by body shape
 )
-def _search(b: Body) -> dict[str, Any]:
-    if b.dict("ranker", None) is not None:  # _run_search sends these to hybrid_search
-        raise invalid("search: a body with a 'ranker' runs as a hybrid search")
-    highlighter = b.dict("highlighter", None)
-    if highlighter is not None:
-        Highlighter.from_body(highlighter)  # checked once, with the plan
-    return {**search_options(b), **search_queries(b), "highlighter": highlighter}
 
 
-def _run_query(c: OpCall[Query]) -> dict[str, Any]:
+def _run_query(c: OpCall[Query]) -> QueryReply:
     service = c.proxy.query
     info = service.gate.read_collection(c.request.db, c.request.collection)
     return service.query(info, c.request)
@@ -174,36 +145,25 @@ operation(
 )
 
 
-# -- declared here, checked beside their services (flight/search/) ----------------------
-def _run_hybrid(c: Call) -> dict[str, Any]:
+def _run_hybrid(c: OpCall[HybridSearch]) -> HybridReply:
     return hybrid_search(c.proxy.query, c.request)
 
 
-action(
-    "hybrid_search",
+operation(
+    HybridSearch,
     "Several ANN searches fused into one ranking. Body: collection, reqs (each: data or "
     "ids, anns_field, param or search_params, limit, filter, filter_params), ranker (strategy "
     "rrf|weighted, params), limit, offset, output_fields, group_by_field, group_size, "
     "strict_group_size, consistency_level, guarantee_timestamp, session_ts, as_of, "
     "partition_names. "
     "Result: results (per query: id, distance = fused score, entity), ts.",
-    (
-        "collection",
-        "reqs",
-        "ranker",
-        "limit",
-        "offset",
-        "output_fields",
-        *GROUP_KEYS,
-        *READ_KEYS,
-    ),
     privilege="Search",
     rate=Kind.DQL,
     run=_run_hybrid,
-)(check_hybrid)
+)
 
 
-def _run_read_plan(c: OpCall[PlanRead]) -> dict[str, Any]:
+def _run_read_plan(c: OpCall[PlanRead]) -> ReadPlanReply:
     return c.proxy.reads.plan(c.request).to_json()
 
 

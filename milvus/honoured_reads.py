@@ -13,6 +13,7 @@ from elanus.milvus.fields import (
     BASE,
     DB,
     NAME,
+    Rule,
     Table,
     harmless,
     keys,
@@ -30,7 +31,7 @@ def leaf(message: Any) -> Table:
 
 
 # -- filters --------------------------------------------------------------------------------
-_TEMPLATE_ARRAY_RULES: dict[str, Any] = {}
+_TEMPLATE_ARRAY_RULES: dict[str, Rule] = {}
 TEMPLATE_ARRAY = Table(schema_pb2.TemplateArrayValue, _TEMPLATE_ARRAY_RULES)
 _TEMPLATE_ARRAY_RULES.update(
     {
@@ -83,7 +84,7 @@ _COLLECTION_ID = use("refused when not the collection's id (its name now names a
 _ITERATOR = use("an iterator's pages read at its first page's timestamp")
 _WHERE = {"timezone": _TIME, "time_fields": _TIME, "cluster_id": _CLUSTER}
 
-SEARCH_KEYS: dict[str, Any] = {
+SEARCH_KEYS: dict[str, Rule] = {
     "topk": use(),
     "offset": use(),
     "round_decimal": use(),
@@ -110,7 +111,7 @@ SEARCH_KEYS: dict[str, Any] = {
     **_WHERE,
 }
 _SUB_ONLY = harmless("Milvus reads it from the hybrid search's rank_params only")
-SUB_KEYS: dict[str, Any] = {
+SUB_KEYS: dict[str, Rule] = {
     "topk": use(),
     "params": use("the index's search parameters"),
     "metric_type": use(),
@@ -127,7 +128,7 @@ SUB_KEYS: dict[str, Any] = {
     "order_by_fields": SEARCH_KEYS["order_by_fields"],
     **_WHERE,
 }
-RANK_KEYS: dict[str, Any] = {
+RANK_KEYS: dict[str, Rule] = {
     "strategy": use("rrf or weighted"),
     "params": use("the ranker's parameters (k, weights, norm_score)"),
     "limit": use(),
@@ -140,7 +141,7 @@ RANK_KEYS: dict[str, Any] = {
     "rank_group_scorer": refused("choosing how a group's score is computed"),
     "cluster_id": _CLUSTER,
 }
-QUERY_KEYS: dict[str, Any] = {
+QUERY_KEYS: dict[str, Rule] = {
     "limit": use(),
     "offset": use(),
     "iterator": _ITERATOR,
@@ -234,7 +235,7 @@ _SUB_REQS = refused("several searches in one Search request; use HybridSearch")
 _HYBRID = harmless("Milvus takes the hybrid search's own")
 
 
-def _search(**own: Any) -> dict[str, Any]:
+def _search(**own: Rule) -> dict[str, Rule]:
     """The rules of a ``SearchRequest`` (a Search, or a hybrid search's sub-request)."""
     return {
         "base": BASE,

@@ -1,9 +1,11 @@
-"""HybridSearch: Milvus's request as the ``hybrid_search`` action's body (checked by it),
-the query vectors of each sub-request decoded from their placeholders, fused by the same
-code (``fused_hits``), outputs fetched as Arrow and returned as columnar ``FieldData``."""
+"""HybridSearch: Milvus's request as the ``hybrid_search`` action's record (checked as its
+body is), the query vectors of each sub-request decoded from their placeholders, fused by
+the same code (``fused_hits``), outputs fetched as Arrow and returned as columnar
+``FieldData``."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -12,65 +14,57 @@ import pyarrow.compute as pc
 from pymilvus.grpc_gen import milvus_pb2, schema_pb2
 
 from elanus.errors import invalid
-from elanus.flight.actions import check_body
 from elanus.flight.limits import Kind
-from elanus.flight.search.hybrid import (
-    fetch_outputs,
-    fused_hits,
-    search_as_hybrid,
-    searched_as_hybrid,
-)
+from elanus.flight.search.hybrid import fetch_outputs, fused_hits, searched_as_hybrid
 from elanus.milvus.params import consistency_of, group_options, int_param, kv_values
 from elanus.milvus.read import (
+    PLACEHOLDER,
     pinned,
     query_data,
     request_ids,
     results_data,
     round_decimal,
-    search_body,
+    search_record,
 )
 from elanus.milvus.servicer import Ctx, Servicer, served
 from elanus.milvus.status import ok
+from elanus.ops import checked
+from elanus.ops import search as ops
 from elanus.privileges import Need
 from elanus.rankers import Hit
 
 _RANK_KEYS = ("strategy", "params")
-_PLACEHOLDER = [[0.0]]
-"""Stands for a sub-request's vectors while the body is checked; the real ones are
-decoded from its placeholder group afterwards (no JSON round trip for vectors), or are
-the stored vectors of the primary keys in its ``ids``."""
 
 
-def hybrid_body(ctx: Ctx, request: Any) -> dict[str, Any]:
-    """The ``hybrid_search`` body of a ``HybridSearchRequest`` (vectors left out)."""
-    rank = kv_values(request.rank_params)
+def hybrid_record(ctx: Ctx, request: Any, params: dict[str, Any]) -> ops.HybridSearch:
+    """The ``hybrid_search`` (unchecked, vectors left out) of a ``HybridSearchRequest``
+    whose ``rank_params`` are ``params``."""
     reqs = []
     for sub in request.requests:
-        one = search_body(ctx, sub)
+        one = search_record(ctx, sub, kv_values(sub.search_params))
         reqs.append(
-            {
-                "data": _PLACEHOLDER,
-                "anns_field": one.get("anns_field"),
-                "search_params": one["search_params"],
-                "limit": one["limit"],
-                "filter": one.get("filter"),
-                "filter_params": one.get("filter_params") or None,
-            }
+            ops.SubSearch(
+                data=PLACEHOLDER,
+                anns_field=one.anns_field,
+                search_params=one.search_params,
+                limit=one.limit,
+                filter=one.filter,
+                filter_params=one.filter_params or None,
+            )
         )
     function = function_score_body(request.function_score)
-    body: dict[str, Any] = {
-        "db": ctx.db,
-        "collection": request.collection_name,
-        "reqs": [{k: v for k, v in r.items() if v is not None} for r in reqs],
-        "ranker": function or {k: rank[k] for k in _RANK_KEYS if k in rank} or None,
-        "limit": int_param(rank, "limit", 10),
-        "offset": int_param(rank, "offset", 0),
-        "output_fields": list(request.output_fields),
-        **consistency_of(request),
-        "partition_names": list(request.partition_names) or None,
-    }
-    body.update(group_options(rank))
-    return {k: v for k, v in body.items() if v is not None}
+    return ops.HybridSearch(
+        db=ctx.db,
+        collection=request.collection_name,
+        reqs=reqs,
+        ranker=function or {k: params[k] for k in _RANK_KEYS if k in params} or None,
+        limit=int_param(params, "limit", 10),
+        offset=int_param(params, "offset", 0),
+        output_fields=list(request.output_fields),
+        partition_names=list(request.partition_names) or None,
+        **group_options(params),
+        **pinned(consistency_of(request), request, params),
+    )
 
 
 def function_score_body(score: Any) -> dict[str, Any] | None:
@@ -122,8 +116,7 @@ class HybridRpcs(Servicer):
     @served(Kind.DQL)
     def HybridSearch(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
         params = kv_values(request.rank_params)
-        body = pinned(hybrid_body(ctx, request), request, params)
-        return self._fused(ctx, body, list(request.requests), params)
+        return self._fused(ctx, hybrid_record(ctx, request, params), list(request.requests), params)
 
     def reranked_search(self, ctx: Ctx, request: Any) -> Any:
         """A Search with a ``function_score``: a hybrid search of its one request, as
@@ -131,25 +124,28 @@ class HybridRpcs(Servicer):
         if request.HasField("highlighter"):
             raise invalid("Search: Elanus highlights a search without a function_score only")
         params = kv_values(request.search_params)
-        body = pinned(search_body(ctx, request), request, params)
-        body["data"] = _PLACEHOLDER
-        body["ranker"] = function_score_body(request.function_score)
+        search = dataclasses.replace(
+            search_record(ctx, request, params),
+            data=PLACEHOLDER,
+            ranker=function_score_body(request.function_score),
+        )
         with searched_as_hybrid("Search"):
-            return self._fused(ctx, search_as_hybrid(body), [request], params)
+            return self._fused(ctx, search.as_hybrid(), [request], params)
 
-    def _fused(self, ctx: Ctx, body: dict[str, Any], protos: list[Any], params: Any) -> Any:
-        """Check and run a ``hybrid_search`` body whose requests' vectors are ``protos``'."""
-        _, checked = check_body("hybrid_search", body)
-        ctx.caller.require(Need("Search", checked["db"], checked["collection"]))
+    def _fused(self, ctx: Ctx, hybrid: ops.HybridSearch, protos: list[Any], params: Any) -> Any:
+        """Check and run a hybrid search whose requests' vectors are ``protos``'."""
+        hybrid = checked(hybrid)
+        ctx.caller.require(Need("Search", hybrid.db, hybrid.collection))
         service = self.proxy.query
-        info = self.proxy.dbgate.read_collection(checked["db"], checked["collection"])
-        for sub, proto in zip(checked["reqs"], protos, strict=True):
+        info = self.proxy.dbgate.read_collection(hybrid.db, hybrid.collection)
+        searches: list[ops.Search] = []
+        for sub, proto in zip(hybrid.searches, protos, strict=True):
             ids = request_ids(proto, info.schema.primary)
             if ids is None:
-                sub["data"] = query_data(proto)
+                searches.append(dataclasses.replace(sub, data=query_data(proto)))
             else:
-                sub["data"], sub["ids"] = None, ids
-        outputs, hits, ts = fused_hits(service, info, checked)
+                searches.append(dataclasses.replace(sub, data=None, ids=ids))
+        outputs, hits, ts = fused_hits(service, info, hybrid, searches)
         pk = info.schema.primary
         keys = [key for q in hits for key, _ in q]
         fetched = fetch_outputs(service, info, outputs, keys, ts) if outputs and keys else None
@@ -157,7 +153,7 @@ class HybridRpcs(Servicer):
         results = results_data(
             table,
             len(hits),
-            checked["limit"],
+            hybrid.top,
             outputs,
             info.schema,
             round_decimal(params),

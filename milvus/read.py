@@ -6,6 +6,7 @@ Arrow until they become columnar ``FieldData``."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -17,7 +18,6 @@ from elanus import bfloat16
 from elanus.errors import invalid
 from elanus.flight.limits import Kind
 from elanus.flight.search import AggregatePlan, aggregate_plan, is_aggregate
-from elanus.flight.search.bodies import MAX_NQ, MAX_TOPK, search_options
 from elanus.flight.search.highlight import field_terms
 from elanus.flight.search.hits import hits_table
 from elanus.milvus.fielddata import from_arrow, ids_of, sparse_to_arrow
@@ -38,9 +38,9 @@ from elanus.milvus.status import ok
 from elanus.milvus.walks import Walks, advance, page_request
 from elanus.ops import checked
 from elanus.ops.reads import Query
+from elanus.ops.search import MAX_NQ, MAX_TOPK, Search
 from elanus.outputs import COUNT
 from elanus.privileges import Need
-from elanus.requests import Body
 from elanus.schema import DYNAMIC_FIELD, DataType, Field, Schema
 
 _PH = common_pb2.PlaceholderType
@@ -48,31 +48,34 @@ _WIDTHS = {_PH.FloatVector: 4, _PH.Float16Vector: 2, _PH.BFloat16Vector: 2, _PH.
 """Bytes per value of each dense query-vector type."""
 MAX_ROUND_DECIMAL = 6
 """Milvus rounds distances to -1 (not at all) or 0 to 6 decimals."""
+PLACEHOLDER = [[0.0]]
+"""Stands for a request's query vectors while it is checked; the real ones are decoded
+from its placeholder group afterwards (no JSON round trip for vectors), or are the stored
+vectors of the primary keys in its ``ids``."""
 
 
-def search_body(ctx: Ctx, request: Any) -> dict[str, Any]:
-    """An Elanus ``search`` body (without ``data``) from a Milvus ``SearchRequest``."""
-    params = kv_values(request.search_params)
+def search_record(ctx: Ctx, request: Any, params: dict[str, Any]) -> Search:
+    """The Elanus ``search`` (without ``data``, unchecked) of a Milvus ``SearchRequest``
+    whose ``search_params`` are ``params``; an iterator's page reads at its first's
+    timestamp (``pinned``)."""
     index_params = json_param(params.get("params") or {}, "search_params 'params'")
     search_params: dict[str, Any] = {"params": index_params}
     if params.get("metric_type"):
         search_params["metric_type"] = params["metric_type"]
-    body: dict[str, Any] = {
-        "db": ctx.db,
-        "collection": request.collection_name,
-        "limit": page_size(params),
-        "offset": int_param(params, "offset", 0),
-        "filter": request.dsl or None,
-        "filter_params": templates(request.expr_template_values),
-        "output_fields": list(request.output_fields),
-        "search_params": search_params,
-        **consistency_of(request),
-        "partition_names": list(request.partition_names) or None,
-    }
-    if params.get("anns_field"):
-        body["anns_field"] = params["anns_field"]
-    body.update(group_options(params))
-    return {k: v for k, v in body.items() if v is not None}
+    return Search(
+        db=ctx.db,
+        collection=request.collection_name,
+        limit=page_size(params),
+        offset=int_param(params, "offset", 0),
+        filter=request.dsl or None,
+        filter_params=templates(request.expr_template_values),
+        output_fields=list(request.output_fields),
+        search_params=search_params,
+        partition_names=list(request.partition_names) or None,
+        anns_field=params.get("anns_field") or None,
+        **group_options(params),
+        **pinned(consistency_of(request), request, params),
+    )
 
 
 def page_size(params: dict[str, Any]) -> int:
@@ -231,13 +234,14 @@ def aggregate_columns(table: pa.Table, plan: AggregatePlan, schema: Schema) -> l
     ]
 
 
-def pinned(body: dict[str, Any], request: Any, params: dict[str, Any]) -> dict[str, Any]:
-    """An iterator's page reads at the timestamp of its first page, which pymilvus sends
-    as the guarantee timestamp (Milvus reads an iterator's pages at it)."""
+def pinned(keys: dict[str, Any], request: Any, params: dict[str, Any]) -> dict[str, Any]:
+    """A read's consistency keys (``consistency_of``'s); an iterator's page reads at the
+    timestamp of its first page, which pymilvus sends as the guarantee timestamp (Milvus
+    reads an iterator's pages at it)."""
     if truthy(params.get("iterator")) and request.guarantee_timestamp > 1:
-        body = {k: v for k, v in body.items() if k not in ("consistency_level",)}
-        body["as_of"] = body.pop("guarantee_timestamp")
-    return body
+        keys = {k: v for k, v in keys.items() if k not in ("consistency_level",)}
+        keys["as_of"] = keys.pop("guarantee_timestamp")
+    return keys
 
 
 def query_window(request: Any, params: dict[str, Any]) -> tuple[int | None, int]:
@@ -268,21 +272,19 @@ class ReadRpcs(Servicer):
         if request.function_score.functions:
             return self.reranked_search(ctx, request)
         params = kv_values(request.search_params)
-        body = Body(pinned(search_body(ctx, request), request, params), "Search")
-        request_doc = search_options(body)
-        body.done()
-        ctx.caller.require(Need("Search", request_doc["db"], request_doc["collection"]))
+        search = checked(dataclasses.replace(search_record(ctx, request, params), data=PLACEHOLDER))
+        ctx.caller.require(Need("Search", search.db, search.collection))
         query = self.proxy.query
-        info = self.proxy.dbgate.read_collection(request_doc["db"], request_doc["collection"])
+        info = self.proxy.dbgate.read_collection(search.db, search.collection)
         same_collection(params, info.collection_id, "Search")
-        plan = query.prepare_search(info, {**request_doc, "data": None})
+        plan = query.prepare_search(info, search)
         walk = None
         if truthy(params.get("search_iter_v2")):
             token, walk = self.walks.get(
                 params.get("search_iter_id") or None, params.get("search_iter_last_bound")
             )
-            page = page_request(request_doc, info.schema.primary.name, plan.metric, walk)
-            plan = query.prepare_search(info, {**page, "data": None})
+            page = page_request(search, info.schema.primary.name, plan.metric, walk)
+            plan = query.prepare_search(info, page)
         ids = request_ids(request, info.schema.primary)
         highlighter = highlighter_of(request)
         if ids is None:
@@ -296,9 +298,7 @@ class ReadRpcs(Servicer):
         pk = info.schema.primary
         table = hits_table(merged, pk.arrow_type())
         outputs = [n for n in plan.outputs if n != COUNT]
-        results = results_data(
-            table, nq, request_doc["limit"], outputs, info.schema, round_decimal(params)
-        )
+        results = results_data(table, nq, search.top, outputs, info.schema, round_decimal(params))
         if highlighter is not None:
             results.highlight_results.extend(
                 highlight_results(query, info, highlighter, marked, table, ts)

@@ -12,14 +12,15 @@ pymilvus sent, as Milvus does.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from elanus.errors import invalid
-from elanus.flight.search.check import split_search_params
+from elanus.ops.search import Search, split_search_params
 from elanus.rankers import LARGER_IS_BETTER
 
 FAR = 3.0e38
@@ -59,27 +60,38 @@ class Walks:
             return token, walk
 
 
-def page_request(request: dict[str, Any], pk: str, metric: str, walk: Walk) -> dict[str, Any]:
-    """A checked search request as the walk's next page: a range search from its bound
-    (within the caller's own radius / range_filter), leaving out the keys near it."""
-    params = dict(request["search_params"])
+class RangeParams(TypedDict):
+    """A page's ``search_params``: a range search from the walk's bound."""
+
+    metric_type: str
+    radius: float
+    range_filter: NotRequired[float]
+
+
+def page_request(search: Search, pk: str, metric: str, walk: Walk) -> Search:
+    """A checked search as the walk's next page: a range search from its bound (within the
+    caller's own radius / range_filter), leaving out the keys near it."""
+    params = dict(search.search_params or {})
     radius, user_bound, _ = split_search_params(params)
     larger = metric in LARGER_IS_BETTER
     bound = walk.bound if walk.bound is not None else user_bound
     if walk.bound is not None and user_bound is not None:
         bound = min(walk.bound, user_bound) if larger else max(walk.bound, user_bound)
-    ranged: dict[str, Any] = {
-        "metric_type": params.get("metric_type") or metric,
-        "radius": radius if radius is not None else (-FAR if larger else FAR),
-    }
+    ranged = RangeParams(
+        metric_type=params.get("metric_type") or metric,
+        radius=radius if radius is not None else (-FAR if larger else FAR),
+    )
     if bound is not None:
         ranged["range_filter"] = bound
-    page = {**request, "search_params": ranged}
-    if walk.near:
-        unseen = f"{pk} not in {{{SEEN}}}"
-        page["filter"] = f"({request['filter']}) and {unseen}" if request["filter"] else unseen
-        page["filter_params"] = {**request["filter_params"], SEEN: [k for k, _ in walk.near]}
-    return page
+    if not walk.near:
+        return dataclasses.replace(search, search_params=dict(ranged))
+    unseen = f"{pk} not in {{{SEEN}}}"
+    return dataclasses.replace(
+        search,
+        search_params=dict(ranged),
+        filter=f"({search.filter}) and {unseen}" if search.filter else unseen,
+        filter_params={**(search.filter_params or {}), SEEN: [k for k, _ in walk.near]},
+    )
 
 
 def advance(walk: Walk, keys: list[Any], distances: list[float], metric: str) -> float:

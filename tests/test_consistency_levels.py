@@ -130,8 +130,9 @@ def test_get_and_query_right_after_flush_and_load_see_flushed_rows(
 def test_strong_and_session_see_a_write_at_once_eventually_does_not_wait(
     slow_stack: Stack,
 ) -> None:
-    """Ticks every 2 s: Strong forces one, Session waits for the writer's own timestamp,
-    Eventually answers at the current tsafe without waiting for either."""
+    """Ticks every 2 s: Strong forces one, Session waits for the writer's own timestamp
+    (forcing one too, as it is newer than the last periodic tick), Eventually answers at the
+    current tsafe without waiting for either."""
     writer = slow_stack.client()
     writer.create_collection("w", dimension=8, metric_type="L2")
     writer.load_collection("w")
@@ -144,9 +145,11 @@ def test_strong_and_session_see_a_write_at_once_eventually_does_not_wait(
         assert time.monotonic() - began < SLOW_TICK_MS / 1000 / 2, "Eventually waited"
         before = start + round_  # 100 rows and one single row per earlier round
         assert seen in (before, before + 100)
+        began = time.monotonic()
         assert [r["id"] for r in writer.get("w", [start + 7], consistency_level="Session")] == [
             start + 7
         ]
+        assert time.monotonic() - began < SLOW_TICK_MS / 1000 / 2, "Session waited for a tick"
         writer.insert("w", table(1, 8, 10_000 + round_, seed=9))
         assert other.get("w", [10_000 + round_], consistency_level="Strong") != []
         assert count(other, "w", "Strong") == before + 101
@@ -155,7 +158,8 @@ def test_strong_and_session_see_a_write_at_once_eventually_does_not_wait(
 def test_a_client_reads_its_own_writes_when_it_names_no_level(slow_stack: Stack) -> None:
     """Ticks every 2 s, Bounded staleness 5 s: a read naming no level waits for the
     collection's level and for the client's own newest write (``session_ts``), so the
-    writer counts its rows at once, as the README's examples need; a client that wrote
+    writer counts its rows at once, as the README's examples need, without waiting for the
+    next periodic tick (its read asks for one, as a Strong read does); a client that wrote
     nothing reads at the collection's Bounded, without waiting for the next tick. An
     Eventually collection keeps the writer's own writes visible too."""
     writer = slow_stack.client()
@@ -169,7 +173,9 @@ def test_a_client_reads_its_own_writes_when_it_names_no_level(slow_stack: Stack)
     for round_ in range(3):
         for name in ("own", "loose"):
             writer.insert(name, table(10, 8, round_ * 10, seed=round_))
+            began = time.monotonic()
             assert count_default(writer, name) == (round_ + 1) * 10
+            assert time.monotonic() - began < SLOW_TICK_MS / 1000 / 2, "the writer waited"
         began = time.monotonic()
         assert count_default(other, "own") <= (round_ + 1) * 10
         assert time.monotonic() - began < SLOW_TICK_MS / 1000 / 2, "the other client waited"

@@ -97,7 +97,7 @@ def _partition_rows(stack: Stack, name: str) -> dict[str, list[int]]:
     clients of a partition key collection, asked of the delegators directly)."""
     query = stack.proxy.query
     info = stack.proxy.dml.collection("default", name)
-    guarantee, _ = query.read_at(info, ReadOptions(consistency_level=STRONG))
+    guarantee, _ = query.times.read_at(info, ReadOptions(consistency_level=STRONG))
     out = {}
     for pname, pid in info.partitions.items():
 

@@ -10,6 +10,7 @@ from elanus.client.compat import reject_unknown
 from elanus.client.read import ReadAPI, function_body
 from elanus.client.results import SearchResult
 from elanus.errors import ElanusError, ErrorCode
+from elanus.ops.search import HybridSearch
 
 
 class HybridAPI(ReadAPI):
@@ -36,21 +37,20 @@ class HybridAPI(ReadAPI):
         """Several ANN searches (``reqs``) fused by ``ranker`` (RRF with k = 60 if none):
         per query vector, ``Hits`` of ``{"id", "distance" (the fused score), "entity"}``."""
         reject_unknown("hybrid_search", kwargs)
-        body = self._in_db(
-            db,
+        op = HybridSearch(
+            db=self._db_or_own(db),
             collection=collection_name,
             reqs=[ann_request_body(r) for r in reqs],
             limit=limit,
             offset=offset,
             output_fields=list(output_fields or []),
+            ranker=None if ranker is None else ranker_body(ranker),
+            group_by_field=group_by_field,
+            group_size=group_size,
+            strict_group_size=strict_group_size,
+            **self._read_keys(consistency_level, guarantee_timestamp, as_of, partition_names),
         )
-        if ranker is not None:
-            body["ranker"] = ranker_body(ranker)
-        grouping = (group_by_field, group_size, strict_group_size)
-        body = self._search_options(
-            body, grouping, consistency_level, guarantee_timestamp, as_of, partition_names
-        )
-        return SearchResult(self._action("hybrid_search", body, timeout=timeout)["results"])
+        return SearchResult(self._op(op, timeout=timeout)["results"])
 
 
 def ann_request_body(req: Any) -> dict[str, Any]:

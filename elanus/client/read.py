@@ -18,7 +18,9 @@ from elanus.errors import ElanusError, ErrorCode
 from elanus.ops import body_of
 from elanus.ops import loads as load_ops
 from elanus.ops import segments as segment_ops
-from elanus.ops.reads import PlanRead, Query
+from elanus.ops.reads import PlanRead, Query, ReadKeys
+from elanus.ops.replies import LoadProgress
+from elanus.ops.search import Search
 from elanus.wire.codec import decode_body, encode_json, from_flight_error
 
 
@@ -132,7 +134,7 @@ class ReadAPI(ClientBase):
         replica_number: int | None = None,
         db: str | None = None,
         **kwargs: Any,
-    ) -> dict[str, Any]:
+    ) -> LoadProgress:
         """Load a collection (or some of its partitions) into the query nodes, in
         ``replica_number`` in-memory copies, each on query nodes of its own (default: the
         database's ``database.replica.number``, else 1)."""
@@ -143,7 +145,7 @@ class ReadAPI(ClientBase):
             partition_names=list(partition_names) if partition_names else None,
             replica_number=replica_number,
         )
-        return self._op(op, timeout=timeout)
+        return self._reply(op, LoadProgress, timeout=timeout)
 
     def load_partitions(
         self,
@@ -154,7 +156,7 @@ class ReadAPI(ClientBase):
         replica_number: int | None = None,
         db: str | None = None,
         **kwargs: Any,
-    ) -> dict[str, Any]:
+    ) -> LoadProgress:
         """Load only these partitions (pymilvus's ``load_partitions``)."""
         names = [partition_names] if isinstance(partition_names, str) else list(partition_names)
         if not names:
@@ -209,7 +211,7 @@ class ReadAPI(ClientBase):
             )
         reject_unknown("release_partitions", kwargs)
         op = load_ops.GetLoadState(db=self._db_or_own(db), collection=collection_name)
-        load = self._op(op, timeout=timeout)
+        load = self._reply(op, LoadProgress, timeout=timeout)
         if load.get("state") == "NotLoad":
             return
         desc = self._action("describe_collection", self._in_db(db, name=collection_name))
@@ -235,7 +237,7 @@ class ReadAPI(ClientBase):
         *,
         db: str | None = None,
         **kwargs: Any,
-    ) -> dict[str, Any]:
+    ) -> LoadProgress:
         """``{"state": LoadState.Loaded, "progress", ...}`` of the collection (``state`` a
         ``LoadState``: NotLoad, Loading or Loaded, equal to its name as a string). Elanus
         keeps no load state per partition, so asking for one is refused."""
@@ -243,7 +245,7 @@ class ReadAPI(ClientBase):
             kwargs["partition_name"] = partition_name
         reject_unknown("get_load_state", kwargs)
         op = load_ops.GetLoadState(db=self._db_or_own(db), collection=collection_name)
-        return load_state(self._op(op, timeout=timeout))
+        return load_state(self._reply(op, LoadProgress, timeout=timeout))
 
     def _read_options(
         self,
@@ -263,12 +265,12 @@ class ReadAPI(ClientBase):
         guarantee_timestamp: int | None,
         as_of: int | None,
         partition_names: list[str] | None,
-    ) -> dict[str, Any]:
+    ) -> ReadKeys:
         """A read's options (``ReadOptions``'s keys, those given): the level named, else the
         collection's raised to this client's newest write (``session_ts``), so a client
         always reads its own writes (as pymilvus does through Elanus's Milvus face; Milvus
         reads its plain default)."""
-        body: dict[str, Any] = {}
+        body: ReadKeys = {}
         if consistency_level:
             try:
                 body["consistency_level"] = str(ConsistencyLevel.parse(consistency_level))
@@ -323,58 +325,36 @@ class ReadAPI(ClientBase):
             raise ElanusError(ErrorCode.INVALID_ARGUMENT, "search: give data or ids, not both")
         if data is None and ids is None:
             raise ElanusError(ErrorCode.INVALID_ARGUMENT, "search needs query vectors ('data')")
-        queries: dict[str, Any] = {}
+        keys = None
         if ids is not None:
             keys = [ids] if isinstance(ids, int | str) else list(ids)
-            queries["ids"] = [k.item() if hasattr(k, "item") else k for k in keys]
+            keys = [k.item() if hasattr(k, "item") else k for k in keys]
         else:
-            queries["data"] = (
+            data = (
                 data.tolist()
                 if hasattr(data, "tolist")
                 else [v.tolist() if hasattr(v, "tolist") else v for v in data]
             )
-        body = self._in_db(
-            db,
+        op = Search(
+            db=self._db_or_own(db),
             collection=collection_name,
-            **queries,
+            data=data if keys is None else None,
+            ids=keys,
             limit=limit,
             offset=offset,
             output_fields=list(output_fields or []),
+            filter=filter or None,
+            filter_params=filter_params or None,
+            search_params=search_params or None,
+            anns_field=anns_field or None,
+            ranker=None if ranker is None else function_ranker_body(ranker),
+            highlighter=None if highlighter is None else highlighter_body(highlighter),
+            group_by_field=group_by_field,
+            group_size=group_size,
+            strict_group_size=strict_group_size,
+            **self._read_keys(consistency_level, guarantee_timestamp, as_of, partition_names),
         )
-        if filter:
-            body["filter"] = filter
-        if filter_params:
-            body["filter_params"] = filter_params
-        if search_params:
-            body["search_params"] = search_params
-        if anns_field:
-            body["anns_field"] = anns_field
-        if ranker is not None:
-            body["ranker"] = function_ranker_body(ranker)
-        if highlighter is not None:
-            body["highlighter"] = highlighter_body(highlighter)
-        grouping = (group_by_field, group_size, strict_group_size)
-        body = self._search_options(
-            body, grouping, consistency_level, guarantee_timestamp, as_of, partition_names
-        )
-        return SearchResult(self._action("search", body, timeout=timeout)["results"])
-
-    def _search_options(
-        self,
-        body: dict[str, Any],
-        grouping: tuple[str | None, int | None, bool | None],
-        consistency_level: str | None,
-        guarantee_timestamp: int | None,
-        as_of: int | None,
-        partition_names: list[str] | None,
-    ) -> dict[str, Any]:
-        """A search body's grouping (``group_by_field``, ``group_size``, ``strict_group_size``:
-        those given) and read options."""
-        keys = ("group_by_field", "group_size", "strict_group_size")
-        body.update({k: v for k, v in zip(keys, grouping, strict=True) if v is not None})
-        return self._read_options(
-            body, consistency_level, guarantee_timestamp, as_of, partition_names
-        )
+        return SearchResult(self._op(op, timeout=timeout)["results"])
 
     def query(
         self,

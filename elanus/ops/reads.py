@@ -6,7 +6,7 @@ the query path reads one typed request whoever asks."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, TypedDict
 
 from elanus.consistency import ConsistencyLevel
 from elanus.errors import invalid
@@ -40,6 +40,16 @@ class ReadOptions:
                 raise invalid(str(exc)) from None
         for name in self.partition_names or ():
             check_name(name, "partition")
+
+
+class ReadKeys(TypedDict, total=False):
+    """``ReadOptions``'s keys as a face passes them on (``Query(**keys)``), those given."""
+
+    consistency_level: str | None
+    guarantee_timestamp: int | None
+    session_ts: int | None
+    as_of: int | None
+    partition_names: list[Any] | None
 
 
 @operation("query")
@@ -96,6 +106,67 @@ class Query(ReadOptions):
         if self.filter and self.ids is not None:
             raise invalid("query: give either 'filter' or 'ids', not both")
         self.check_read()
+
+
+class QueryReply(TypedDict):
+    """The ``query`` action's reply: the rows (or the count, or one row per group) and
+    the read timestamp."""
+
+    rows: list[dict[str, Any]]
+    ts: int
+
+
+class SealedSegment(TypedDict):
+    """The flushed segment a ``files`` ticket reads (its executor reads the files; the
+    proxy trusts the catalog's path, never this one)."""
+
+    segment_id: int
+    partition_id: int
+    path: str | None
+
+
+class ReadTicket(TypedDict, total=False):
+    """A read plan's ticket, the JSON of a DoGet ticket: what every ticket carries
+    (``read``: segments, deletes or files; the snapshot ``ts``; the TTL in force), then
+    per kind its vchannel and segments, and the plan's columns and filter."""
+
+    read: str
+    db: str
+    collection: str
+    collection_id: int
+    ts: int
+    ttl: int
+    vchannel: str
+    segment_id: int
+    segment_ids: list[int]
+    columns: list[str]
+    filter: str | None
+    filter_params: dict[str, Any]
+    sealed: SealedSegment
+
+
+class PlanMetadata(TypedDict):
+    """What a read plan says of itself (GetFlightInfo's app metadata)."""
+
+    ts: int
+    collection_id: int
+    schema: dict[str, Any]
+    """The collection's schema document."""
+    columns: list[str]
+
+
+class PlanEndpoint(TypedDict):
+    ticket: ReadTicket
+    kind: str
+    """``sealed`` (one segment, readable from its files) or ``growing``."""
+    rows: int
+
+
+class ReadPlanReply(PlanMetadata):
+    """The ``read_plan`` action's reply."""
+
+    total_records: int
+    endpoints: list[PlanEndpoint]
 
 
 @operation("read_plan")

@@ -47,7 +47,7 @@ def keyed_queries(service: Searcher, plan: SearchPlan, ids: list[Any]) -> tuple[
     twice = pc.filter(counts.field("values"), pc.greater(counts.field("counts"), 1))
     if len(twice):
         raise invalid(f"search: 'ids' holds {_listed(twice.to_pylist())} more than once")
-    reads = plan.reads
+    reads = plan.request
     table, _, ts = service.query_table(
         info,
         Query(
@@ -61,7 +61,7 @@ def keyed_queries(service: Searcher, plan: SearchPlan, ids: list[Any]) -> tuple[
             as_of=reads.as_of,
             partition_names=reads.partition_names,
         ),
-        plan.request.get("read_ts", 0),
+        plan.read_ts,
     )
     rows = pc.index_in(keys, table.column(pk.name))
     if rows.null_count:
@@ -77,7 +77,7 @@ def keyed_queries(service: Searcher, plan: SearchPlan, ids: list[Any]) -> tuple[
     data: Any = column
     if field.dtype is DataType.BINARY_VECTOR:
         data = np.frombuffer(b"".join(column.to_pylist()), np.uint8).reshape(len(column), -1)
-    pinned = dataclasses.replace(plan, request={**plan.request, "read_ts": ts})
+    pinned = dataclasses.replace(plan, read_ts=ts)
     return pinned, service.search_data(pinned, data)
 
 

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from elanus import tsutil
+from elanus.api.indexcoord import IndexDescription
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.expr import parse, sampled
 from elanus.flight.metacache import CollectionInfo
@@ -36,7 +37,7 @@ GROUP_TYPES = frozenset(
 )
 """Scalar types a search may be grouped by (as Milvus allows)."""
 
-IndexDescriber = Callable[[int], list[dict[str, Any]]]
+IndexDescriber = Callable[[int], list[IndexDescription]]
 """collection id -> the coord's ``index.describe`` entries of that collection."""
 
 
@@ -45,15 +46,15 @@ class SearchIndexes:
 
     def __init__(self, describe: IndexDescriber) -> None:
         self._describe = describe
-        self._by_collection: dict[int, tuple[int, dict[str, dict[str, Any]]]] = {}
+        self._by_collection: dict[int, tuple[int, dict[str, IndexDescription]]] = {}
 
-    def of(self, info: CollectionInfo, field: str, generation: int) -> dict[str, Any] | None:
-        """The index entry on ``field`` (``index_type``, ``metric_type``, ``params``) or
-        None; asked for at most once per collection and generation."""
+    def of(self, info: CollectionInfo, field: str, generation: int) -> IndexDescription | None:
+        """The index on ``field`` or None; asked for at most once per collection and
+        generation."""
         cached = self._by_collection.get(info.collection_id)
         if cached is None or cached[0] != generation:
             entries = self._describe(info.collection_id)
-            cached = (generation, {str(e["field"]): e for e in entries})
+            cached = (generation, {e.field: e for e in entries})
             if len(self._by_collection) >= 1024:
                 self._by_collection.clear()
             self._by_collection[info.collection_id] = cached
@@ -70,34 +71,20 @@ def default_metric(info: CollectionInfo, field: Field) -> str:
 
 
 def resolve_metric(
-    info: CollectionInfo, field: Field, index: dict[str, Any] | None, requested: Any
+    info: CollectionInfo, field: Field, index: IndexDescription | None, requested: Any
 ) -> str:
     """The metric a search is scored with; a requested one must be the index's. A field
     without an index is scanned exactly, in any metric asked for (as Milvus Lite does)."""
     if not requested:
-        return normalize_metric(index["metric_type"]) if index else default_metric(info, field)
+        return normalize_metric(index.metric_type) if index else default_metric(info, field)
     actual = normalize_metric(requested)
-    expected = normalize_metric(index["metric_type"]) if index else actual
+    expected = normalize_metric(index.metric_type) if index else actual
     if actual != expected:
         raise invalid(
             f"metric type not match: invalid parameter[expected={expected}][actual={actual}]"
             f" (field {field.name!r} is searched with {expected})"
         )
     return actual
-
-
-def split_search_params(params: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
-    """``(radius, range_filter, index params)`` of a request's ``search_params``, whether
-    the range bounds sit at its top level or in ``params`` (as pymilvus sends them)."""
-    inner = dict(params.get("params") or {})
-    radius = params.get("radius", inner.pop("radius", None))
-    range_filter = params.get("range_filter", inner.pop("range_filter", None))
-    inner.pop("radius", None)
-    inner.pop("range_filter", None)
-    for key, value in (("radius", radius), ("range_filter", range_filter)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
-            raise invalid(f"search: search_params {key!r} must be a number, got {value!r}")
-    return radius, range_filter, inner
 
 
 def check_range(metric: str, radius: Any, range_filter: Any) -> None:
@@ -121,7 +108,7 @@ def check_range(metric: str, radius: Any, range_filter: Any) -> None:
 
 
 def check_index_params(
-    field: Field, index: dict[str, Any] | None, params: dict[str, Any], k: int
+    field: Field, index: IndexDescription | None, params: dict[str, Any], k: int
 ) -> None:
     """``nprobe`` in [1, nlist] and ``ef`` in [limit, 32768] for the field's index; with
     no index (or another type) the widest ranges Milvus accepts."""
@@ -142,9 +129,9 @@ def check_index_params(
             {
                 "field_kind": VECTOR_KIND[field.dtype],
                 "dim": field.dim,
-                "index_type": index["index_type"],
-                "metric": index["metric_type"],
-                "params": index.get("params") or {},
+                "index_type": index.index_type,
+                "metric": index.metric_type,
+                "params": index.params or {},
             }
         )
         search_params(spec, params, k)

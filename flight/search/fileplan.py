@@ -31,6 +31,7 @@ from elanus.api.datacoord import FlushState, PersistDeletes, SegmentInfo
 from elanus.api.querynode import QueryNodeAPI, ReadFiles
 from elanus.errors import ElanusError, ErrorCode
 from elanus.flight.metacache import CollectionInfo
+from elanus.ops.reads import ReadTicket, SealedSegment
 from elanus.states import SegmentState
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ class Endpoint:
     """One ticket of a read plan (``readplan.py``), and what it holds."""
 
     kind: str  # "sealed" (one segment, readable from its files) or "growing"
-    ticket: dict[str, Any]
+    ticket: ReadTicket
     rows: int
     """Rows stored in the segments (an upper bound on what the ticket returns)."""
     partition_id: int | None = None
@@ -100,7 +101,7 @@ def endpoints(
     reads: FilesReads,
     info: CollectionInfo,
     pids: list[int] | None,
-    base: dict[str, Any],
+    base: ReadTicket,
 ) -> list[Endpoint]:
     """One ``files`` endpoint per flushed segment of the wanted partitions (step 4)."""
     ask = SegmentInfo(collection_id=info.collection_id)
@@ -112,8 +113,12 @@ def endpoints(
             continue
         if wanted is not None and s.partition_id not in wanted:
             continue
-        sealed = {"segment_id": s.segment_id, "partition_id": s.partition_id, "path": s.path}
-        ticket = {
+        sealed: SealedSegment = {
+            "segment_id": s.segment_id,
+            "partition_id": s.partition_id,
+            "path": s.path,
+        }
+        ticket: ReadTicket = {
             **base,
             "read": "files",
             "vchannel": s.vchannel,
@@ -124,7 +129,7 @@ def endpoints(
     return out
 
 
-def files_page(reads: FilesReads, info: CollectionInfo, ticket: dict[str, Any]) -> PageFetch:
+def files_page(reads: FilesReads, info: CollectionInfo, ticket: ReadTicket) -> PageFetch:
     """Pages of a files ticket redeemed by the proxy, each read by a query node (loaded or
     not: any reads files). The segment's path comes from the catalog, never from the
     ticket, so a caller reads only the collection the ticket names."""

@@ -19,6 +19,7 @@ from elanus.errors import invalid
 from elanus.flight.search.hybrid import fetch_outputs
 from elanus.flight.search.text import text_function
 from elanus.highlight import Highlighter
+from elanus.ops.search import HighlightedHit
 from elanus.schema import DataType, Field
 
 if TYPE_CHECKING:
@@ -101,12 +102,14 @@ def add_highlights(
     service: Searcher,
     plan: SearchPlan,
     texts: list[Any] | None,
-    results: list[list[dict[str, Any]]],
+    results: list[list[HighlightedHit]],
     ts: int,
 ) -> None:
     """The Flight ``search`` action's highlighter: each hit of ``results`` gets
     ``highlight`` ``{field: {"fragments": [...]}}``."""
-    highlighter = Highlighter.from_body(plan.request["highlighter"])
+    if plan.highlighter is None:
+        return
+    highlighter = Highlighter.from_body(plan.highlighter)
     fields = field_terms(plan, highlighter, texts)
     hits = [(hit["id"], q) for q, row in enumerate(results) for hit in row]
     marked = fragments(service, plan.info, highlighter, fields, hits, ts)

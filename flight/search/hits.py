@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 
 from elanus import bfloat16
+from elanus.ops.search import HighlightedHit
 from elanus.outputs import entity, json_fields
 from elanus.schema import Schema
 
@@ -23,7 +24,7 @@ def widened(merged: dict[str, Any]) -> dict[str, Any]:
 
 def shape_hits(
     merged: dict[str, Any], outputs: list[str], schema: Schema
-) -> list[list[dict[str, Any]]]:
+) -> list[list[HighlightedHit]]:
     """Per query, ``{"id", "distance", "entity"}`` for each real hit (padding dropped);
     ``entity`` holds the requested outputs only, ``{}`` when none were asked for."""
     distances, pks = np.asarray(merged["distances"]), np.asarray(merged["pks"])
@@ -48,7 +49,7 @@ def shape_hits(
     for q, (prow, drow, frow) in enumerate(
         zip(pks.tolist(), distances.tolist(), finite, strict=True)
     ):
-        hits = []
+        hits: list[HighlightedHit] = []
         for c, (p, d, ok) in enumerate(zip(prow, drow, frow, strict=True)):
             if ok:
                 i = where.get(q * width + c)

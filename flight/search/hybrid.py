@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import Hashable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -23,104 +23,23 @@ import pyarrow as pa
 from elanus.boost import BoostRanker
 from elanus.datatypes import DataType
 from elanus.errors import ElanusError, invalid
-from elanus.flight.registry import check_db, check_named
-from elanus.flight.search.bodies import (
-    MAX_TOPK,
-    read_options,
-    search_options,
-    search_queries,
-)
 from elanus.flight.search.check import check_filter
 from elanus.flight.search.plan import SearchPlan
 from elanus.ops.reads import Query
+from elanus.ops.replies import PrimaryKey, SearchHit
+from elanus.ops.search import HybridReply, HybridSearch, Search
 from elanus.outputs import COUNT, entity, json_fields, resolve_outputs
-from elanus.rankers import MAX_REQUESTS, BaseRanker, Hit, grouped, ranker_from_dict, window
-from elanus.requests import Body
-from elanus.rerankers import DecayRanker, function_ranker, is_function
+from elanus.rankers import Hit, grouped, window
+from elanus.rerankers import DecayRanker
 
 if TYPE_CHECKING:
     from elanus.flight.metacache import CollectionInfo
     from elanus.flight.search.searcher import Searcher
 
-SUB_KEYS = (
-    "data", "ids", "anns_field", "param", "search_params", "limit", "filter", "filter_params",
-)  # fmt: skip
-"""What one entry of ``reqs`` may hold (``param`` is pymilvus's name of ``search_params``;
-``ids`` instead of ``data``: primary keys whose stored vectors are the queries)."""
-
-
-def check_hybrid(b: Body) -> dict[str, Any]:
-    """The ``hybrid_search`` action's request (``flight/query_actions.py`` declares it)."""
-    reqs = b.list("reqs")
-    if not reqs:
-        raise invalid(
-            "hybrid_search: 'reqs' holds no search requests (minimum of ann search requests is 1)"
-        )
-    if len(reqs) > MAX_REQUESTS:
-        raise invalid(
-            f"hybrid_search: maximum of ann search requests is {MAX_REQUESTS}, got {len(reqs)}"
-        )
-    limit = b.int("limit", 10, lo=1, hi=MAX_TOPK)
-    offset = b.int("offset", 0, lo=0, hi=MAX_TOPK)
-    if limit + offset > MAX_TOPK:
-        raise invalid(f"hybrid_search: limit + offset must be at most {MAX_TOPK}")
-    group_by = b.str("group_by_field", None) or None
-    group_size = b.int("group_size", 1, lo=1, hi=MAX_TOPK)
-    strict = b.bool("strict_group_size", False)
-    if group_by is None and (group_size != 1 or strict):
-        raise invalid("hybrid_search: group_size and strict_group_size need a group_by_field")
-    if group_size * (limit + offset) > MAX_TOPK:
-        raise invalid(f"hybrid_search: (limit + offset) * group_size must be at most {MAX_TOPK}")
-    request = {
-        "db": check_db(b),
-        "collection": check_named(b, "collection", "collection"),
-        "limit": limit,
-        "offset": offset,
-        "output_fields": b.list("output_fields", []),
-        "group_by_field": group_by,
-        "group_size": group_size,
-        "strict_group_size": strict,
-        "ranker": checked_ranker(b.dict("ranker", None), len(reqs), group_by, "hybrid_search"),
-        **read_options(b),
-    }
-    request["reqs"] = [_sub_request(r, i, request, limit + offset) for i, r in enumerate(reqs)]
-    return request
-
-
-def checked_ranker(body: Any, n_requests: int, group_by: str | None, what: str) -> BaseRanker:
-    """The ranker of a body: the ``strategy`` form or a function ranker (decay, rrf,
-    weighted, boost); decay and boost do not rank grouped searches, as in Milvus."""
-    if not is_function(body):
-        return ranker_from_dict(body, n_requests)
-    ranker = function_ranker(body, n_requests, what)
-    if isinstance(ranker, DecayRanker | BoostRanker) and group_by is not None:
-        raise invalid(f"{what}: the {ranker.strategy} ranker does not support grouping searches")
-    return ranker
-
-
-SEARCH_SUB_KEYS = ("data", "ids", "anns_field", "filter", "filter_params", "search_params")
-"""What of a ``search`` body with a ``ranker`` becomes its one hybrid sub-request."""
-
-
-def search_as_hybrid(body: dict[str, Any]) -> dict[str, Any]:
-    """A ``search`` body with a function ``ranker`` as the ``hybrid_search`` body of one
-    request, as Milvus reranks a search: the request takes ``limit + offset`` candidates
-    per query, the ranker rescores them, the window is cut after."""
-    ranker = body.get("ranker")
-    if not is_function(ranker):
-        raise invalid(
-            "search: 'ranker' must be a function ranker ({'input_field_names', 'params': "
-            "{'reranker': 'decay' | 'rrf' | 'weighted' | 'boost', ...}}) or a FunctionScore "
-            "of boost functions ({'functions': [...], 'params': {...}})"
-        )
-    sub = {k: body[k] for k in SEARCH_SUB_KEYS if k in body}
-    rest = {k: v for k, v in body.items() if k not in SEARCH_SUB_KEYS}
-    return {**rest, "reqs": [sub]}
-
 
 @contextlib.contextmanager
 def searched_as_hybrid(what: str = "search") -> Iterator[None]:
-    """Errors of a search run as a hybrid search (``search_as_hybrid``) name the search,
+    """Errors of a search run as a hybrid search (``Search.as_hybrid``) name the search,
     not the hybrid search or its one request."""
     try:
         yield
@@ -129,50 +48,16 @@ def searched_as_hybrid(what: str = "search") -> Iterator[None]:
         raise ElanusError(exc.code, message.replace("hybrid_search", what)) from None
 
 
-def _sub_request(raw: Any, i: int, top: dict[str, Any], default_limit: int) -> dict[str, Any]:
-    """One entry of ``reqs`` as a checked ``search`` request (without output fields)."""
-    what = f"hybrid_search: reqs[{i}]"
-    if not isinstance(raw, dict):
-        raise invalid(f"{what} must be a JSON object with data, anns_field, param and limit")
-    unknown = sorted(set(raw) - set(SUB_KEYS))
-    if unknown:
-        raise invalid(
-            f"{what}: unknown key(s) {', '.join(map(repr, unknown))}; "
-            f"allowed keys are {', '.join(sorted(SUB_KEYS))}"
-        )
-    if raw.get("param") is not None and raw.get("search_params") is not None:
-        raise invalid(f"{what}: give either 'param' or 'search_params', not both")
-    body = {
-        "db": top["db"],
-        "collection": top["collection"],
-        "anns_field": raw.get("anns_field"),
-        "limit": raw.get("limit", default_limit),
-        "filter": raw.get("filter"),
-        "filter_params": raw.get("filter_params"),
-        "search_params": raw.get("search_params", raw.get("param")),
-        "group_by_field": top["group_by_field"],
-        "group_size": top["group_size"],
-        "consistency_level": top["consistency_level"],
-        "guarantee_timestamp": top["guarantee_timestamp"],
-        "session_ts": top["session_ts"],
-        "as_of": top["as_of"],
-        "partition_names": top["partition_names"],
-    }
-    checked = search_options(Body(body, what))
-    checked.update(search_queries(Body({"data": raw.get("data"), "ids": raw.get("ids")}, what)))
-    return checked
-
-
-def hybrid_search(service: Searcher, request: dict[str, Any]) -> dict[str, Any]:
+def hybrid_search(service: Searcher, request: HybridSearch) -> HybridReply:
     """Run every sub-search at one timestamp, fuse per query vector, fetch the outputs."""
-    info = service.gate.read_collection(request["db"], request["collection"])
+    info = service.gate.read_collection(request.db, request.collection)
     outputs, hits, ts = fused_hits(service, info, request)
     rows = _fetch(service, info, outputs, [pk for q in hits for pk, _ in q], ts)
     json_names = json_fields(info.schema)
-    results = [
+    results: list[list[SearchHit]] = [
         [
             {
-                "id": pk,
+                "id": cast(PrimaryKey, pk),  # a fused hit's key is a primary key's value
                 "distance": score,
                 "entity": entity(rows.get(pk, {}), outputs, json_names) if outputs else {},
             }
@@ -184,36 +69,42 @@ def hybrid_search(service: Searcher, request: dict[str, Any]) -> dict[str, Any]:
 
 
 def fused_hits(
-    service: Searcher, info: CollectionInfo, request: dict[str, Any]
+    service: Searcher,
+    info: CollectionInfo,
+    request: HybridSearch,
+    searches: list[Search] | None = None,
 ) -> tuple[list[str], list[list[Hit]], int]:
     """(output names, the fused hits of each query, the read timestamp): a hybrid search
-    up to its outputs, which each face fetches in its own shape (``fetch_outputs``)."""
+    up to its outputs, which each face fetches in its own shape (``fetch_outputs``).
+    ``searches``: its requests' searches, if not ``request.searches`` as they are (the
+    Milvus face's, with the query vectors of their placeholders)."""
+    searches = request.searches if searches is None else searches
     outputs = _outputs(info, request)
-    ranker: BaseRanker = request["ranker"]
+    ranker = request.fusion
+    first_params = searches[0].filter_params or {}
     if isinstance(ranker, DecayRanker):
         ranker.check_schema(info.schema, "hybrid_search")
     elif isinstance(ranker, BoostRanker):
-        check_boost(info, ranker, request["reqs"][0].get("filter_params") or {})
-    plans, vectors = _prepare(service, info, request["reqs"])
+        check_boost(info, ranker, first_params)
+    plans, vectors = _prepare(service, info, searches)
     nqs = {len(v) for v in vectors}
     if len(nqs) > 1:
         counts = ", ".join(f"reqs[{i}]: {len(v)}" for i, v in enumerate(vectors))
         raise invalid(f"hybrid_search: every request needs as many query vectors ({counts})")
-    parts, ts = _search_all(service, info, plans, vectors, bool(request["as_of"]))
+    parts, ts = _search_all(service, info, plans, vectors, bool(request.as_of))
     if isinstance(ranker, DecayRanker):
         ranker = _with_values(service, info, ranker, parts, ts)
     elif isinstance(ranker, BoostRanker):
-        params = request["reqs"][0].get("filter_params") or {}
-        ranker = with_boosts(service, info, ranker, _candidates(parts), ts, params)
+        ranker = with_boosts(service, info, ranker, _candidates(parts), ts, first_params)
     metrics = [p.metric for p in plans]
-    group = request["group_by_field"]
+    group = request.group
     hits = []
     for q in range(nqs.pop()):
         lists = [_hits(part, q) for part in parts]
         fused = ranker.fuse(lists, metrics)
         ranked = fused.ranked()
         if group is None:
-            hits.append(window(ranked, request["limit"], request["offset"]))
+            hits.append(window(ranked, request.top, request.skip))
         else:
             group_of: dict[Hashable, Any] = {}
             for part in parts:
@@ -224,10 +115,10 @@ def fused_hits(
                     ranked,
                     fused.descending,
                     group_of,
-                    request["limit"],
-                    request["offset"],
-                    request["group_size"],
-                    request["strict_group_size"],
+                    request.top,
+                    request.skip,
+                    request.per_group,
+                    request.strict,
                 )
             )
     return outputs, hits, ts
@@ -337,7 +228,7 @@ def _matching(
 
 
 def _prepare(
-    service: Searcher, info: CollectionInfo, reqs: list[dict[str, Any]]
+    service: Searcher, info: CollectionInfo, reqs: list[Search]
 ) -> tuple[list[SearchPlan], list[Any]]:
     """Each sub-request's checked plan and query vectors, before anything is searched; an
     error names the request it is about."""
@@ -345,10 +236,10 @@ def _prepare(
     for i, sub in enumerate(reqs):
         try:
             plan = service.prepare_search(info, sub)
-            if sub.get("ids") is not None:  # searched at the timestamp the keys were read at
-                plan, queries = service.keyed_search_data(plan, sub["ids"])
+            if sub.ids is not None:  # searched at the timestamp the keys were read at
+                plan, queries = service.keyed_search_data(plan, sub.ids)
             else:
-                queries = service.search_data(plan, sub["data"])
+                queries = service.search_data(plan, sub.data)
             vectors.append(queries)
         except ElanusError as exc:
             raise ElanusError(exc.code, f"hybrid_search: reqs[{i}]: {exc.message}") from None
@@ -356,13 +247,13 @@ def _prepare(
     return plans, vectors
 
 
-def _outputs(info: CollectionInfo, request: dict[str, Any]) -> list[str]:
+def _outputs(info: CollectionInfo, request: HybridSearch) -> list[str]:
     """The output names the hits show, checked before anything is searched; grouped hits
     carry the group field, as in ``search``."""
-    outputs = resolve_outputs(info.schema, info.name, request["output_fields"])
+    outputs = resolve_outputs(info.schema, info.name, request.outputs)
     if COUNT in outputs:
         raise invalid("hybrid_search cannot output count(*)")
-    group = request["group_by_field"]
+    group = request.group
     if group is not None and group not in outputs:
         outputs.append(group)
     return outputs
@@ -390,7 +281,7 @@ def _search_all(
 
 
 def _pinned(plan: SearchPlan, ts: int) -> SearchPlan:
-    return dataclasses.replace(plan, request={**plan.request, "read_ts": ts})
+    return dataclasses.replace(plan, read_ts=ts)
 
 
 def _hits(part: dict[str, Any], q: int) -> list[Hit]:

@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from elanus.flight.metacache import CollectionInfo
-from elanus.ops.reads import ReadOptions
+from elanus.ops.search import Search, SearchOptions
 from elanus.schema import Field, Function
 from elanus.searchrequest import SearchRequest
 from elanus.wire.bodyshape import Shape
@@ -34,21 +34,28 @@ class SearchPlan:
     info: CollectionInfo
     generation: int
     """The meta cache generation ``info`` was read at."""
-    request: dict[str, Any]
-    """The statically checked request, without its ``data``."""
+    request: SearchOptions
+    """The statically checked request (a ``Search`` without its ``data``, or a DoExchange
+    command); its read options are what ``read_at`` takes on every search."""
     field: Field
     metric: str
     outputs: list[str]
     """Output names as the reply shows them."""
     node_request: SearchRequest
     """What each delegator gets, less its vectors and timestamps (filter parsed once)."""
-    reads: ReadOptions
-    """The request's read options, read once (``read_at`` takes them on every search)."""
     text_fn: Function | None = None
     """The BM25 function whose output ``field`` is (a text search), else None."""
     body_shape: Shape | None = None
     """``body_objects`` of the body the plan was made for: a later body of the same shape
     whose ``data`` is a list has the same (lists are not walked)."""
+    read_ts: int = 0
+    """Pinned: the timestamp this proxy has just read at (a search by keys, a hybrid
+    search's later parts), which the search reads at too; 0: the request's options."""
+
+    @property
+    def highlighter(self) -> dict[str, Any] | None:
+        """A ``search``'s highlighter params (none for a DoExchange search)."""
+        return self.request.highlighter if isinstance(self.request, Search) else None
 
 
 class SearchPlans:

@@ -26,7 +26,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.flight as flight
 
-from elanus.api.base import as_body
 from elanus.api.datacoord import SegmentInfo
 from elanus.api.querynode import (
     PlannedGrowing,
@@ -43,7 +42,15 @@ from elanus.flight.search import fileplan
 from elanus.flight.search.check import check_filter, check_issued
 from elanus.flight.search.fileplan import Endpoint, PageFetch
 from elanus.flight.streams import coded_stream
-from elanus.ops.reads import PlanRead, ReadOptions
+from elanus.ops.reads import (
+    PlanEndpoint,
+    PlanMetadata,
+    PlanRead,
+    ReadOptions,
+    ReadPlanReply,
+    ReadTicket,
+    SealedSegment,
+)
 from elanus.requests import Body
 from elanus.schema import DENSE_FLOAT_TYPES, DYNAMIC_FIELD, DataType, Schema
 from elanus.wire.codec import encode_json
@@ -64,13 +71,14 @@ AFTER = "__elanus_after"
 REQUEST_TIMEOUT_S = 120.0
 
 
-def check_ticket(doc: dict[str, Any]) -> dict[str, Any]:
-    """Static checks of a read ticket (a JSON object with a ``read`` key)."""
+def check_ticket(doc: ReadTicket | dict[str, Any]) -> ReadTicket:
+    """Static checks of a read ticket (a JSON object with a ``read`` key: a client's, or
+    one this proxy planned)."""
     b = Body(doc, "DoGet ticket")
     kind = b.str("read")
     if kind not in TICKET_KINDS:
         raise invalid(f"DoGet ticket: 'read' must be one of {', '.join(TICKET_KINDS)}")
-    ticket: dict[str, Any] = {
+    ticket: ReadTicket = {
         "read": kind,
         "db": check_db(b),
         "collection": check_named(b, "collection", "collection"),
@@ -94,11 +102,9 @@ def check_ticket(doc: dict[str, Any]) -> dict[str, Any]:
             raise invalid("DoGet ticket: 'columns' must be a non-empty list of field names")
         if len(set(columns)) != len(columns):
             raise invalid("DoGet ticket: 'columns' names a field twice")
-        ticket.update(
-            columns=columns,
-            filter=b.str("filter", "") or None,
-            filter_params=b.dict("filter_params", {}),
-        )
+        ticket["columns"] = columns
+        ticket["filter"] = b.str("filter", "") or None
+        ticket["filter_params"] = b.dict("filter_params", {})
         b.dict("sealed", None)  # for executors reading the files; never trusted here
     b.done()
     return ticket
@@ -116,7 +122,7 @@ class ReadPlan:
     def total_records(self) -> int:
         return sum(e.rows for e in self.endpoints)
 
-    def metadata(self) -> dict[str, Any]:
+    def metadata(self) -> PlanMetadata:
         return {
             "ts": self.ts,
             "collection_id": self.info.collection_id,
@@ -124,8 +130,10 @@ class ReadPlan:
             "columns": self.columns,
         }
 
-    def to_json(self) -> dict[str, Any]:
-        endpoints = [{"ticket": e.ticket, "kind": e.kind, "rows": e.rows} for e in self.endpoints]
+    def to_json(self) -> ReadPlanReply:
+        endpoints: list[PlanEndpoint] = [
+            {"ticket": e.ticket, "kind": e.kind, "rows": e.rows} for e in self.endpoints
+        ]
         return {**self.metadata(), "total_records": self.total_records, "endpoints": endpoints}
 
     def flight_info(self, descriptor: flight.FlightDescriptor) -> flight.FlightInfo:
@@ -229,7 +237,7 @@ class ReadService:
         check_filter(info, text, params)
         pids = query.partition_ids(info, request.partition_names, text, params)
         at = ReadOptions(as_of=request.snapshot_ts, consistency_level="Strong")
-        ts, _ = query.read_at(info, at)  # one ts for all shards
+        ts, _ = query.times.read_at(info, at)  # one ts for all shards
         if request.files_only:
             return self._files_plan(request, info, pids, ts, columns, schema)
         try:
@@ -257,7 +265,12 @@ class ReadService:
             v = reply.vchannel
             for s in reply.sealed:
                 sid = s.segment_id
-                ticket = {**base, "vchannel": v, "segment_ids": [sid], "sealed": as_body(s)}
+                planned: SealedSegment = {
+                    "segment_id": sid, "partition_id": s.partition_id, "path": s.path
+                }  # fmt: skip
+                ticket: ReadTicket = {
+                    **base, "vchannel": v, "segment_ids": [sid], "sealed": planned
+                }  # fmt: skip
                 sealed.append(Endpoint("sealed", ticket, rows.get(sid, 0), s.partition_id))
             groups: dict[int | None, list[PlannedGrowing]] = {}
             for g in reply.growing:
@@ -285,9 +298,11 @@ class ReadService:
     # -- tickets ----------------------------------------------------------------------------
     def stream(self, doc: dict[str, Any], caller: Caller = ANONYMOUS) -> flight.FlightDataStream:
         ticket = check_ticket(doc)
-        authorize(caller, lookup("read_plan"), ticket)
+        authorize(
+            caller, lookup("read_plan"), {"db": ticket["db"], "collection": ticket["collection"]}
+        )
         # a plan's snapshot is a timestamp already handed out: a later one is made up
-        check_issued(self.query.newest_ts, ticket["ts"], "DoGet ticket: 'ts'")
+        check_issued(self.query.times.newest_ts, ticket["ts"], "DoGet ticket: 'ts'")
         info = self._info(ticket["db"], ticket["collection"])
         if info.collection_id != ticket["collection_id"]:
             raise ElanusError(
@@ -310,7 +325,7 @@ class ReadService:
         return flight.GeneratorStream(schema, coded_stream(_chain(batches, pages), "DoGet"))
 
     def rows(
-        self, info: CollectionInfo, ticket: dict[str, Any], page_scale: int = 1
+        self, info: CollectionInfo, ticket: ReadTicket, page_scale: int = 1
     ) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
         """The rows of a checked ``segments`` or ``files`` ticket of ``info`` (the caller
         authorised it), page by page (``page_scale`` times the usual pages): its schema
@@ -321,13 +336,13 @@ class ReadService:
             page = fileplan.files_page(self, info, ticket)
         else:
             page = self._segments_page(self._delegator(info, ticket["vchannel"]), ticket)
-        return schema, self._pages(info, ticket, columns, schema, page, page_scale)
+        text, params = ticket["filter"], ticket["filter_params"]
+        return schema, self._pages(info, text, params, columns, schema, page, page_scale)
 
     def every_row(self, info: CollectionInfo, page: PageFetch) -> Iterator[pa.RecordBatch]:
         """Every row ``page`` reads (its user columns, no filter), in key order."""
         columns, schema = arrow_schema(info.schema, None)
-        unfiltered: dict[str, Any] = {"filter": None, "filter_params": {}}
-        return self._pages(info, unfiltered, columns, schema, page, 1)
+        return self._pages(info, None, {}, columns, schema, page, 1)
 
     def _delegator(self, info: CollectionInfo, vchannel: str) -> str:
         route = self.query.route(info, None)
@@ -339,7 +354,7 @@ class ReadService:
     def _node(self, node: str) -> QueryNodeAPI:
         return QueryNodeAPI(self.bus, node, REQUEST_TIMEOUT_S)
 
-    def _segments_page(self, node: str, ticket: dict[str, Any]) -> PageFetch:
+    def _segments_page(self, node: str, ticket: ReadTicket) -> PageFetch:
         def fetch(
             text: str | None, params: dict[str, Any], wanted: list[str], limit: int
         ) -> pa.Table:
@@ -361,13 +376,15 @@ class ReadService:
     def _pages(
         self,
         info: CollectionInfo,
-        ticket: dict[str, Any],
+        filter_text: str | None,
+        filter_params: dict[str, Any],
         columns: list[str],
         schema: pa.Schema,
         page: PageFetch,
         page_scale: int,
     ) -> Iterator[pa.RecordBatch]:
-        """The rows in primary-key order, one bounded request (``page``) per page.
+        """The rows matching the filter in primary-key order, one bounded request (``page``)
+        per page.
 
         Keys may repeat (two inserts of one key both stay visible), so a full page is cut
         before its last key, and the next page starts at that key (``>=``); a page that is
@@ -377,7 +394,7 @@ class ReadService:
         size = page_rows(info.schema, wanted, page_scale)
 
         def fetch(op: str | None, key: Any, limit: int | None) -> pa.Table:
-            text, params = ticket["filter"], dict(ticket["filter_params"])
+            text, params = filter_text, dict(filter_params)
             if op is not None:
                 params[AFTER] = key
                 cond = f"{pk} {op} {{{AFTER}}}"
@@ -408,9 +425,9 @@ class ReadService:
 
 def _ticket_base(
     info: CollectionInfo, ts: int, columns: list[str], request: PlanRead
-) -> dict[str, Any]:
+) -> ReadTicket:
     """What every ticket of a plan carries."""
-    base: dict[str, Any] = {
+    base: ReadTicket = {
         "read": "segments",
         "db": info.db,
         "collection": info.name,

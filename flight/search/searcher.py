@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 from elanus.ops.reads import Query
+from elanus.ops.search import SearchOptions
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -32,7 +33,7 @@ class Searcher(Protocol):
         ...
 
     def prepare_search(
-        self, info: CollectionInfo, request: dict[str, Any], generation: int = -1
+        self, info: CollectionInfo, request: SearchOptions, generation: int = -1
     ) -> SearchPlan:
         """The checked parts of a search that do not depend on its vectors."""
         ...

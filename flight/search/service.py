@@ -25,33 +25,31 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import orjson
 import pyarrow as pa
 
-from elanus import bfloat16, tsutil
-from elanus.api.base import Call, as_body, ask_many_sync
-from elanus.api.indexcoord import DescribeIndex
+from elanus import bfloat16
+from elanus.api.base import Call, ask_many_sync
+from elanus.api.indexcoord import DescribeIndex, IndexDescription
 from elanus.api.querycoord import NodeUnreachable, QueryRoute, Route
 from elanus.api.querynode import QueryNodeAPI, ReadShard, SearchShard, ShardHits
 from elanus.channels.runtime.metrics import PROXY_FAILOVERS
-from elanus.consistency import ConsistencyLevel
 from elanus.errors import ElanusError, ErrorCode, invalid
 from elanus.flight.metacache import CollectionInfo
 from elanus.flight.registry import check_request
 from elanus.flight.search.aggregate import aggregate, aggregate_plan, is_aggregate
-from elanus.flight.search.bodies import check_query_ids, check_search_data, read_options_of
+from elanus.flight.search.bodies import check_query_ids
 from elanus.flight.search.bykeys import keyed_queries
 from elanus.flight.search.check import (
     SearchIndexes,
     check_filter,
     check_index_params,
-    check_issued,
     check_range,
     group_field,
     resolve_metric,
-    split_search_params,
 )
 from elanus.flight.search.highlight import add_highlights
 from elanus.flight.search.hits import shape_hits, widened
 from elanus.flight.search.order import order_keys
 from elanus.flight.search.plan import SearchPlan, SearchPlans
+from elanus.flight.search.readtime import ReadTimes
 from elanus.flight.search.text import METRIC as TEXT_METRIC
 from elanus.flight.search.text import (
     check_text_params,
@@ -64,7 +62,8 @@ from elanus.flight.search.text import (
 from elanus.flight.search.vectors import query_vectors
 from elanus.grouping import reduce_grouped
 from elanus.newestrow import newest_rows
-from elanus.ops.reads import Query, ReadOptions
+from elanus.ops.reads import Query, QueryReply
+from elanus.ops.search import Search, SearchOptions, SearchReply, check_data, split_search_params
 from elanus.outputs import (
     COUNT,
     entity,
@@ -126,6 +125,7 @@ class QueryService:
         self.gate = gate
         self.clock = clock
         self.cache = cache
+        self.times = ReadTimes(loop=loop, coord=coord, clock=clock, settings=settings)
         self._routes: dict[int, tuple[float, Route]] = {}
         self._refreshing: set[int] = set()
         self.plans = SearchPlans()
@@ -134,14 +134,14 @@ class QueryService:
         self._turn = itertools.count()
         """Reads take the replicas in turn (round robin)."""
 
-    def _index_entries(self, collection_id: int) -> list[dict[str, Any]]:
+    def _index_entries(self, collection_id: int) -> list[IndexDescription]:
         described = self.loop.run(
             self.coord.index.describe(DescribeIndex(collection_id=collection_id))
         )
-        return [as_body(i) for i in described.indexes]
+        return described.indexes
 
-    def _info(self, request: dict[str, Any]) -> CollectionInfo:
-        return self.gate.read_collection(request["db"], request["collection"])
+    def _info(self, request: SearchOptions) -> CollectionInfo:
+        return self.gate.read_collection(request.db, request.collection)
 
     def partition_ids(
         self,
@@ -166,62 +166,6 @@ class QueryService:
         self._routes.pop(collection_id, None)
 
     # -- shared pieces ----------------------------------------------------------------------
-    def newest_ts(self) -> int:
-        """A fresh TSO timestamp: above every one the cluster has handed out."""
-        return self.loop.run(self.clock.alloc_ts())
-
-    def strong_ts(self) -> int:
-        """A fresh TSO timestamp, and a tick past it asked for now (not an interval later),
-        so the delegators' tsafe reaches it at once."""
-        ts = self.newest_ts()
-        self.loop.run(self.coord.timeticks.now())
-        return ts
-
-    def read_at(
-        self, info: CollectionInfo, request: ReadOptions, pinned: int = 0
-    ) -> tuple[int, int]:
-        """(guarantee timestamp, read timestamp; 0 = the delegator's tsafe).
-
-        As in Milvus, the level only sets how far tsafe must have come before a read (the
-        guarantee); the read itself is at the delegator's tsafe after that wait, so no level
-        sees less than what is already safe there. Only ``as_of`` names the read timestamp;
-        ``pinned``, a timestamp this proxy has just read at (hybrid search's later parts),
-        is both.
-        """
-        if pinned:
-            return pinned, pinned
-        settings = self.settings
-        as_of = request.as_of or 0
-        if as_of:
-            check_issued(self.newest_ts, as_of, "as_of")
-        for key, ts in (  # refused at once, whatever the level
-            ("guarantee_timestamp", request.guarantee_timestamp),
-            ("session_ts", request.session_ts),
-        ):
-            if ts:
-                check_issued(self.newest_ts, ts, key)
-        if as_of:
-            oldest = tsutil.compose(tsutil.now_ms() - int(settings.retention_s * 1000))
-            if as_of < oldest:
-                raise invalid(
-                    f"as_of {as_of} is older than the time-travel retention "
-                    f"({settings.retention_s:g} s)"
-                )
-            return as_of, as_of
-        named = request.consistency_level
-        level = ConsistencyLevel.parse(named or info.consistency_level)
-        if level is ConsistencyLevel.STRONG:
-            return self.strong_ts(), 0
-        if level is ConsistencyLevel.SESSION:
-            guarantee = request.guarantee_timestamp or 0
-        elif level is ConsistencyLevel.BOUNDED:
-            guarantee = tsutil.compose(tsutil.now_ms() - settings.bounded_staleness_ms)
-        else:
-            guarantee = 0
-        if not named:  # the SDK's default: the collection's level, and the caller's writes
-            guarantee = max(guarantee, request.session_ts or 0)
-        return guarantee, 0
-
     def route(self, info: CollectionInfo, partition_ids: list[int] | None) -> dict[str, str]:
         """vchannel -> query node serving its delegator, in the first serving replica: the
         one a read plan's tickets go to, as its plan did (``fan_out(spread=False)``)."""
@@ -356,7 +300,7 @@ class QueryService:
     # -- search -----------------------------------------------------------------------------
     def search_action(
         self, raw: bytes, authorize: Callable[[str, str], None] | None = None
-    ) -> dict[str, Any]:
+    ) -> SearchReply:
         """The ``search`` action. A request shaped like an earlier one reuses that one's
         checked plan and only has its vectors checked (see ``flight/search/plan.py``).
         ``authorize(db, collection)`` raises if the caller may not search there."""
@@ -378,37 +322,46 @@ class QueryService:
                 shape = body_objects(body)
             check_body_shape(raw, body, "search body", shape)
         if plan is None:
-            _, request = check_request("search", raw)
+            request: Search = check_request("search", raw)[1]
             if authorize is not None:
-                authorize(request["db"], request["collection"])
+                authorize(request.db, request.collection)
             generation = self.cache.generation  # before the lookup: see SearchPlan
             plan = self.prepare_search(self._info(request), request, generation)
-            if request["ids"] is not None:
-                return self._answer(*self.keyed_search_data(plan, request["ids"]))
-            data = request["data"]
-            if shape is not None:
+            if request.ids is None and shape is not None:
                 self.plans.put(key, dataclasses.replace(plan, body_shape=shape))
-        else:
-            if authorize is not None:
-                authorize(plan.info.db, plan.info.name)
-            data = check_search_data(data)
-        return self._answer(plan, self.search_data(plan, data))
+            return self._first(plan, request)
+        if authorize is not None:
+            authorize(plan.info.db, plan.info.name)
+        return self._answer(plan, self.search_data(plan, check_data(data)))
 
-    def _answer(self, plan: SearchPlan, queries: Any) -> dict[str, Any]:
+    def search(self, request: Search) -> SearchReply:
+        """A ``search`` record a face built (checked, authorised): no plan to reuse."""
+        return self._first(self.prepare_search(self._info(request), request), request)
+
+    def _first(self, plan: SearchPlan, request: Search) -> SearchReply:
+        """The search a plan was just made for, by its vectors or by primary keys."""
+        if request.ids is not None:
+            return self._answer(*self.keyed_search_data(plan, request.ids))
+        return self._answer(plan, self.search_data(plan, request.data))
+
+    def _answer(self, plan: SearchPlan, queries: Any) -> SearchReply:
         merged, read_ts = self.run_search(plan, queries)
         # The metric tells a client which way "farther" lies (search iterators page by it).
         results = shape_hits(merged, plan.outputs, plan.info.schema)
-        if plan.request.get("highlighter") is not None:
+        if plan.highlighter is not None:
             texts = queries if plan.text_fn is not None else None
             add_highlights(self, plan, texts, results, read_ts)
         return {"results": results, "ts": read_ts, "metric_type": plan.metric}
 
     def prepare_search(
-        self, info: CollectionInfo, request: dict[str, Any], generation: int = -1
+        self,
+        info: CollectionInfo,
+        request: SearchOptions,
+        generation: int = -1,
     ) -> SearchPlan:
         """The parts of a search that do not depend on its vectors, checked."""
-        field = self._vector_field(info, request["anns_field"])
-        params = request["search_params"]
+        field = self._vector_field(info, request.anns_field)
+        params = request.params
         index = self.indexes.of(
             info, field.name, generation if generation >= 0 else self.cache.generation
         )
@@ -417,7 +370,7 @@ class QueryService:
         if text_fn is not None:
             metric = text_metric(field, index, params.get("metric_type"))
             index_params = check_text_params(index_params)
-            for key, value in ((index or {}).get("params") or {}).items():
+            for key, value in ((index.params if index else None) or {}).items():
                 if key in ("bm25_k1", "bm25_b"):  # the index's, unless the search sets them
                     index_params.setdefault(key, float(value))
         else:
@@ -428,26 +381,25 @@ class QueryService:
                     f"{field.name!r} is not one"
                 )
         check_range(metric, radius, range_filter)
-        k = request["limit"] + request["offset"]
-        group = group_field(info, request.get("group_by_field"))
-        group_size = request.get("group_size", 1) if group else 1
+        k = request.window
+        group = group_field(info, request.group)
+        group_size = request.per_group if group else 1
         check_index_params(field, index, index_params, k * group_size)
-        outputs = self._outputs(info, request["output_fields"])
+        outputs = self._outputs(info, request.outputs)
         if COUNT in outputs:
             raise invalid("search cannot output count(*)")
         if group is not None and group.name not in outputs:
             outputs.append(group.name)  # a grouped hit shows its group's value
-        check_filter(info, request["filter"], request["filter_params"], search=True)
+        text, values = request.filter or None, request.filter_params or {}
+        check_filter(info, text, values, search=True)
         node_body = {
             "field": field.name,
             "k": k,
             "metric": metric,
-            "filter": request["filter"],
-            "params": request["filter_params"],
+            "filter": text,
+            "params": values,
             "output_fields": stored_columns(info.schema, outputs),
-            "partition_ids": self.partition_ids(
-                info, request["partition_names"], request["filter"], request["filter_params"]
-            ),
+            "partition_ids": self.partition_ids(info, request.partition_names, text, values),
             "search_params": index_params,
             "radius": radius,
             "range_filter": range_filter,
@@ -456,13 +408,11 @@ class QueryService:
         if group is not None:
             node_body["group_by_field"] = group.name
             node_body["group_size"] = group_size
-        kept = {**request, "data": None}  # a plan outlives the request: not its vectors
+        if isinstance(request, Search) and request.data is not None:
+            request = dataclasses.replace(request, data=None)  # a plan outlives its vectors
         node_request = SearchRequest.from_body(node_body)
         node_request.expr(info.schema)  # parsed once per plan, carried by every request
-        reads = read_options_of(request)
-        return SearchPlan(
-            info, generation, kept, field, metric, outputs, node_request, reads, text_fn
-        )
+        return SearchPlan(info, generation, request, field, metric, outputs, node_request, text_fn)
 
     @staticmethod
     def search_data(plan: SearchPlan, data: Any) -> Any:
@@ -482,13 +432,13 @@ class QueryService:
         """One search across shards of ``queries`` (``search_data``'s): (merged part, read
         timestamp). Query text on a BM25 output field first gathers the collection's
         statistics (``flight/search/text.py``)."""
-        guarantee, ts = self.read_at(plan.info, plan.reads, plan.request.get("read_ts", 0))
+        guarantee, ts = self.times.read_at(plan.info, plan.request, plan.read_ts)
         if plan.text_fn is not None:
             req = text_request(self, plan, queries, ts, guarantee)
         else:
             req = plan.node_request.at(queries, ts, guarantee)
         replies = self._search_shards(plan.info, req)
-        limit, offset = plan.request["limit"], plan.request["offset"]
+        limit, offset = plan.request.top, plan.request.skip
         if len(replies) == 1 and not offset:  # a delegator's reply is already its top-k
             return widened(replies[0].part), replies[0].ts
         read_ts = max((r.ts for r in replies), default=ts)
@@ -512,7 +462,7 @@ class QueryService:
         raise invalid(f"anns_field {name!r} is not a vector field of {info.name!r}")
 
     # -- query ------------------------------------------------------------------------------
-    def query(self, info: CollectionInfo, request: Query) -> dict[str, Any]:
+    def query(self, info: CollectionInfo, request: Query) -> QueryReply:
         table, outputs, ts = self.query_table(info, request)
         if COUNT in outputs or request.groups or any(map(is_aggregate, outputs)):
             return {"rows": table.to_pylist(), "ts": ts}
@@ -537,7 +487,7 @@ class QueryService:
             if grouping is not None
             else self._outputs(info, request.outputs or [pk])
         )
-        guarantee, ts = self.read_at(info, request, read_ts)
+        guarantee, ts = self.times.read_at(info, request, read_ts)
         pids = self.partition_ids(info, request.partition_names, text, params)
 
         def read(v: str, **more: Any) -> ReadShard:

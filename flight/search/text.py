@@ -36,6 +36,7 @@ from elanus.schema import Field, Schema
 from elanus.searchrequest import SearchRequest
 
 if TYPE_CHECKING:
+    from elanus.api.indexcoord import IndexDescription
     from elanus.flight.metacache import CollectionInfo
     from elanus.flight.search.plan import SearchPlan
     from elanus.flight.search.searcher import Searcher
@@ -51,10 +52,10 @@ def text_function(schema: Schema, field: Field) -> Function | None:
     return schema.function_output(field.name)
 
 
-def text_metric(field: Field, index: dict[str, Any] | None, requested: Any) -> str:
+def text_metric(field: Field, index: IndexDescription | None, requested: Any) -> str:
     """BM25 is the only metric of a BM25 output field (and its default)."""
     actual = normalize_metric(requested) if requested else METRIC
-    expected = normalize_metric(index["metric_type"]) if index else METRIC
+    expected = normalize_metric(index.metric_type) if index else METRIC
     for got in (actual, expected):
         if got != METRIC:
             raise invalid(

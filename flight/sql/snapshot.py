@@ -78,7 +78,7 @@ def choose(
     if at:
         # as ``as_of`` is checked for a query: handed out, inside the retention window
         for info in infos[:1]:
-            query.read_at(info, ReadOptions(as_of=at))
+            query.times.read_at(info, ReadOptions(as_of=at))
         return at
     if not infos:
         return 0
@@ -86,5 +86,5 @@ def choose(
         (ConsistencyLevel.parse(i.consistency_level) for i in infos), key=STRICTNESS.index
     )
     if level in (ConsistencyLevel.STRONG, ConsistencyLevel.SESSION):
-        return query.strong_ts()  # a tick past it now, not an interval later
+        return query.times.strong_ts()  # a tick past it now, not an interval later
     return tsutil.compose(tsutil.now_ms() - settings.bounded_staleness_ms)

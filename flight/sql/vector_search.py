@@ -18,8 +18,8 @@ only: ``filter``, ``filter_params`` (a struct or JSON text), ``output_fields`` (
 
 from __future__ import annotations
 
+import dataclasses
 import decimal
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -27,12 +27,12 @@ import pyarrow as pa
 
 from elanus.errors import invalid
 from elanus.flight.metacache import CollectionInfo
-from elanus.flight.registry import check_request
 from elanus.flight.search import hits_table
 from elanus.flight.sql.statement import SEARCH_FUNCTION, Parser, SearchCall
 from elanus.flight.sql.tables import sql_type
+from elanus.ops import checked
+from elanus.ops.search import Search
 from elanus.outputs import stored_columns
-from elanus.wire.codec import encode_json
 
 if TYPE_CHECKING:
     from elanus.flight.search import QueryService
@@ -49,20 +49,12 @@ NAMED = (
 DISTANCE = "distance"
 
 
-@dataclass
-class Search:
-    """One call's search request (the ``search`` action's checked body), ready to run."""
-
-    db: str
-    collection: str
-    body: dict[str, Any]
-
-
 def evaluate(
     parser: Parser, call: SearchCall, params: dict[str, Any] | None, default_db: str
 ) -> Search:
-    """The call's arguments as a search body (``params``: the statement's bound values;
-    None while they are unknown, when an argument that needs one is refused)."""
+    """The call's arguments as a ``search`` record, unchecked (``params``: the statement's
+    bound values; None while they are unknown, when an argument that needs one is
+    refused)."""
     if len(call.positional) > len(POSITIONAL):
         raise invalid(
             f"{SEARCH_FUNCTION} takes {len(POSITIONAL)} arguments by position "
@@ -86,20 +78,19 @@ def evaluate(
     if not isinstance(target, str):
         raise invalid(f"{SEARCH_FUNCTION}: 'collection' must be a name (text)")
     db, _, name = target.rpartition(".")
-    body: dict[str, Any] = {
-        "db": db or default_db,
-        "collection": name,
-        "data": [values.pop("vector")],
-        "limit": values.pop("limit"),
-    }
     for key in ("filter_params", "search_params"):
         if isinstance(values.get(key), str):
             try:
                 values[key] = orjson.loads(values[key])
             except orjson.JSONDecodeError:
                 raise invalid(f"{SEARCH_FUNCTION}: '{key}' is not a JSON object") from None
-    body.update({k: v for k, v in values.items() if v is not None})
-    return Search(db=body["db"], collection=name, body=body)
+    return Search(
+        db=db or default_db,
+        collection=name,
+        data=[values.pop("vector")],
+        limit=values.pop("limit"),
+        **values,
+    )
 
 
 def _plain(value: Any) -> Any:
@@ -119,8 +110,7 @@ class SearchRun:
     def __init__(self, query: QueryService, info: CollectionInfo, search: Search, ts: int):
         self.query = query
         self.info = info
-        body = {**search.body, "as_of": ts, "consistency_level": None}
-        _, self.request = check_request("search", encode_json(body))
+        self.request = checked(dataclasses.replace(search, as_of=ts, consistency_level=None))
         self.plan = query.prepare_search(info, self.request)
         pk = info.schema.primary
         fields = [pa.field(pk.name, pk.arrow_type(), nullable=False)]
@@ -138,7 +128,7 @@ class SearchRun:
     def hits(self) -> pa.Table:
         """Run the search: its hits, best first, as ``schema``."""
         query = self.query
-        queries = query.search_data(self.plan, self.request["data"])
+        queries = query.search_data(self.plan, self.request.data)
         merged, _ = query.run_search(self.plan, queries)
         pk = self.info.schema.primary.name
         table = hits_table(merged, self.info.schema.primary.arrow_type())
