@@ -3,8 +3,9 @@
 A collection with a partition key field has ``num_partitions`` partitions named
 ``_default_0`` .. ``_default_{n-1}`` (Milvus's names) and no others; a row lives in the
 partition its key hashes to (``elanus.pkhash``, the hash the vchannel routing uses, modulo
-``n``). The proxy routes inserts, upserts and imports here, and a filter that pins the key
-to a few values reads only their partitions. Pure: no I/O.
+``n``). The proxy routes inserts, upserts and imports here; a filter that pins the key to a
+few values reads only their partitions (``elanus.expr.keypins.read_partitions``). Pure: no
+I/O, and no expression compiler, so the SDK's import of the count check stays light.
 """
 
 from __future__ import annotations
@@ -16,10 +17,8 @@ import numpy as np
 import pyarrow as pa
 
 from elanus.errors import ElanusError, ErrorCode, invalid
-from elanus.expr.cache import parse_cached
-from elanus.expr.keypins import pinned_values
 from elanus.pkhash import hash_pks
-from elanus.schema import DEFAULT_PARTITION, DataType, Field, Schema
+from elanus.schema import DEFAULT_PARTITION, DataType, Field
 
 DEFAULT_NUM_PARTITIONS = 16
 """Milvus's default when a collection has a partition key and names no count."""
@@ -112,22 +111,3 @@ def partition_name_refused(collection: str, key: Field, doing: str) -> ElanusErr
         f"key ({key.name!r}), so rows go to partitions by the key's value (filter on "
         f"{key.name!r} to narrow a read)"
     )
-
-
-def read_partitions(
-    schema: Schema,
-    partitions: dict[str, int],
-    collection: str,
-    text: str | None,
-    params: dict[str, Any] | None,
-) -> list[int] | None:
-    """The partitions a read with filter ``text`` must visit in a partition key collection:
-    those of the key values the filter pins, or None (all) when it pins none."""
-    key = schema.partition_key
-    if key is None or not text:
-        return None
-    values = pinned_values(parse_cached(text, schema, params), key)
-    if not values:  # not pinned, or pinned to no value (nothing matches): read all
-        return None
-    ids = key_partition_ids(partitions, collection)
-    return sorted({ids[i] for i in partitions_of_values(key, values, len(ids))})

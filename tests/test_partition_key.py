@@ -22,13 +22,12 @@ from elanus.api.base import Call
 from elanus.api.querynode import QueryNodeAPI, ReadShard, Rows
 from elanus.channels.dml import MsgType
 from elanus.expr import parse
-from elanus.expr.keypins import pinned_values
+from elanus.expr.keypins import pinned_values, read_partitions
 from elanus.ops.reads import ReadOptions
 from elanus.partitionkey import (
     check_num_partitions,
     key_partition_names,
     partition_index,
-    read_partitions,
 )
 from elanus.validation import conform_insert
 

@@ -37,7 +37,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from elanus.client.base import ClientBase
 from elanus.errors import ElanusError, ErrorCode, invalid
@@ -413,6 +412,8 @@ def changes_table(
 ) -> pa.Table:
     """Inserts and deletes (each with ``_ts``) as change rows sorted by timestamp; a key
     deleted and inserted at one timestamp is one ``upsert`` row."""
+    import pyarrow.compute as pc  # the SDK's import stays light: only a watch computes
+
     pk = schema.primary.name
     ins = _table(inserts, out.remove(0), {})
     dels = _table(deletes, pa.schema([out.field(TS), out.field(pk)]), {pk: PK_COLUMN})
@@ -444,6 +445,8 @@ def _table(batches: list[pa.RecordBatch], schema: pa.Schema, names: dict[str, st
 
 def _keys(table: pa.Table, pk: str) -> pa.ChunkedArray:
     """``ts:pk`` per row, the key an upsert's delete and insert share."""
+    import pyarrow.compute as pc
+
     return pc.binary_join_element_wise(
         pc.cast(table.column(TS), pa.string()), pc.cast(table.column(pk), pa.string()), ":"
     )

@@ -6,16 +6,19 @@ that surely pin are read: ``key == c`` (either side), ``key in [...]``, and ``an
 of those; ``and`` intersects what its operands pin (an operand that pins nothing leaves the
 other's set), ``or`` unites them (and pins nothing if one operand pins nothing). Anything
 else — ``not``, ``!=``, ranges, arithmetic — pins nothing, so it never prunes a partition
-that may hold a match.
+that may hold a match. ``read_partitions`` turns those values into the partitions a read of a
+partition key collection visits.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from elanus.expr.cache import parse_cached
 from elanus.expr.compiler import Expr
 from elanus.expr.nodes import BoolOp, Column, Compare, Const, InList, Node
-from elanus.schema import DataType, Field
+from elanus.partitionkey import key_partition_ids, partitions_of_values
+from elanus.schema import DataType, Field, Schema
 
 Pins = frozenset[Any] | None
 
@@ -69,3 +72,22 @@ def _values(values: list[Any], field: Field) -> Pins:
         else:
             return None
     return frozenset(out)
+
+
+def read_partitions(
+    schema: Schema,
+    partitions: dict[str, int],
+    collection: str,
+    text: str | None,
+    params: dict[str, Any] | None,
+) -> list[int] | None:
+    """The partitions a read with filter ``text`` must visit in a partition key collection:
+    those of the key values the filter pins, or None (all) when it pins none."""
+    key = schema.partition_key
+    if key is None or not text:
+        return None
+    values = pinned_values(parse_cached(text, schema, params), key)
+    if not values:  # not pinned, or pinned to no value (nothing matches): read all
+        return None
+    ids = key_partition_ids(partitions, collection)
+    return sorted({ids[i] for i in partitions_of_values(key, values, len(ids))})

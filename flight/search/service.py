@@ -32,6 +32,7 @@ from elanus.api.querycoord import NodeUnreachable, QueryRoute, Route
 from elanus.api.querynode import QueryNodeAPI, ReadShard, SearchShard, ShardHits
 from elanus.channels.runtime.metrics import PROXY_FAILOVERS
 from elanus.errors import ElanusError, ErrorCode, invalid
+from elanus.expr.keypins import read_partitions
 from elanus.flight.metacache import CollectionInfo
 from elanus.flight.registry import check_request
 from elanus.flight.search.aggregate import aggregate, aggregate_plan, is_aggregate
@@ -72,7 +73,7 @@ from elanus.outputs import (
     stored_columns,
     with_primary_first,
 )
-from elanus.partitionkey import partition_name_refused, read_partitions
+from elanus.partitionkey import partition_name_refused
 from elanus.reduce import reduce_parts
 from elanus.schema import TIMESTAMP_FIELD, Field
 from elanus.searchrequest import SearchRequest
