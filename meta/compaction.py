@@ -19,6 +19,7 @@ compaction leaves L2 segments alone (unless their rows expire): it would lose th
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -145,6 +146,8 @@ class CompactionManager:
         self.plans: dict[int, Plan] = {}
         self.known: dict[int, Started] = {}
         """Compaction ids handed out (a manual one may have no plan: nothing to merge)."""
+        self._recording: dict[int, asyncio.Future[Recorded]] = {}
+        """Plans whose result is being recorded, by plan id."""
 
     def handlers(self) -> dict[str, RoleHandler]:
         return {
@@ -444,6 +447,18 @@ class CompactionManager:
         return ACK
 
     async def done(self, req: CompactionDone) -> Recorded:
+        """Record a plan's result. A datanode that timed out while the first report was
+        being recorded (a busy coord) reports again: the repeat waits for that first one
+        and gets its answer, instead of applying the result twice (its sources are already
+        Dropped: an illegal state change, reported back as INTERNAL until the first ended)."""
+        running = self._recording.get(req.plan_id)
+        if running is None:
+            running = asyncio.ensure_future(self._record(req))
+            self._recording[req.plan_id] = running
+            running.add_done_callback(lambda _: self._recording.pop(req.plan_id, None))
+        return await asyncio.shield(running)
+
+    async def _record(self, req: CompactionDone) -> Recorded:
         plan = self.plans.get(req.plan_id)
         if plan is None or plan.state not in COMPACTION_OPEN:
             # Planned before a coord restart, or given up: the sources stay, and garbage

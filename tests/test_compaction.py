@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from collections.abc import Iterator
@@ -13,10 +14,12 @@ import numpy as np
 import pytest
 from conftest import Stack
 
+from elanus.api.compaction import CompactionDone, Recorded
 from elanus.channels.nats_server import EmbeddedNats
 from elanus.channels.runtime.loop import LoopThread
 from elanus.client.client import Client
 from elanus.segments import storage
+from elanus.segments.flushcommon.coordreport import CoordReports
 
 DIM = 8
 
@@ -175,3 +178,35 @@ def test_dropping_a_collection_removes_its_files(stack_factory: Any) -> None:
     client.drop_collection("c")
     stack.call(stack.coord.gc.collect())
     assert not coll_dir.exists()
+
+
+def test_a_repeated_result_report_waits_for_the_first_and_applies_once(
+    stack_factory: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A datanode whose report timed out on a busy coord reports again while the first is
+    still being recorded: both get the first one's answer, the result is applied once (the
+    repeat used to fail as an illegal Dropped -> Dropped change, retried until the first
+    ended), and the compaction completes with the right rows."""
+    stack = stack_factory()
+    client = stack.client()
+    three_flushed_batches(client)
+    store = stack.coord.compaction.data
+    replace = store.replace
+
+    async def slow_replace(sources: list[Any], targets: list[Any]) -> None:
+        await asyncio.sleep(0.3)  # a busy coord: the repeat arrives meanwhile
+        await replace(sources, targets)
+
+    monkeypatch.setattr(store, "replace", slow_replace)
+    answers: list[Recorded] = []
+
+    async def report_twice(self: CoordReports, report: CompactionDone) -> None:
+        first = asyncio.ensure_future(self.compaction.done(report))
+        await asyncio.sleep(0.05)
+        answers.extend(await asyncio.gather(first, self.compaction.done(report)))
+
+    monkeypatch.setattr(CoordReports, "compaction_done", report_twice)
+    wait_compacted(client, client.compact("c"))
+    assert answers == [Recorded(), Recorded()]
+    assert len(flushed(client)) == 1
+    assert stored_ids(client) == list(range(300))
