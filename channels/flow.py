@@ -26,7 +26,7 @@ from __future__ import annotations
 import enum
 import functools
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -127,29 +127,40 @@ def _pressure(value: float, soft: float, hard: float) -> float | None:
     return (value - soft) / (hard - soft)
 
 
+_Figure = tuple[float, float, float, str, str, str]
+"""(value, soft limit, hard limit, what it is in words, its limits in words, its name)."""
+
+
+def _figures(
+    channels: Iterable[ChannelFigures], memory: Iterable[MemoryFigure], limits: FlowLimits
+) -> Iterator[_Figure]:
+    """Every figure the reports give, each with the limits it is judged against."""
+    lag_limit = f"{limits.tick_lag_soft_s:g} s soft, {limits.tick_lag_hard_s:g} s hard"
+    pending_limit = f"{limits.pending_soft:g} soft, {limits.pending_hard:g} hard"
+    memory_limit = f"{limits.memory_low:.0%} low, {limits.memory_high:.0%} high"
+    for c in channels:
+        if c.tick_lag_s is not None:
+            what = f"vchannel {c.vchannel} is {c.tick_lag_s:.1f} s behind ({c.reporter})"
+            soft, hard = limits.tick_lag_soft_s, limits.tick_lag_hard_s
+            yield c.tick_lag_s, soft, hard, what, lag_limit, TICK_LAG
+        what = f"vchannel {c.vchannel} has {c.pending:.0f} messages not consumed ({c.reporter})"
+        soft, hard = limits.pending_soft, limits.pending_hard
+        yield c.pending, soft, hard, what, pending_limit, "pending"
+    for m in memory:
+        what = f"{m.reporter} uses {m.fraction:.0%} of the machine's memory"
+        soft, hard = limits.memory_low, limits.memory_high
+        yield m.fraction, soft, hard, what, memory_limit, "memory"
+
+
 def judge(
     channels: Iterable[ChannelFigures], memory: Iterable[MemoryFigure], limits: FlowLimits
 ) -> Verdict:
     """The verdict of the worst figure (refusing over throttled; the higher pressure)."""
     worst: tuple[float, str, str, str] | None = None  # (pressure, reason, limits, figure)
-    for c in channels:
-        if c.tick_lag_s is not None:
-            p = _pressure(c.tick_lag_s, limits.tick_lag_soft_s, limits.tick_lag_hard_s)
-            if p is not None and (worst is None or p > worst[0]):
-                what = f"vchannel {c.vchannel} is {c.tick_lag_s:.1f} s behind ({c.reporter})"
-                limit = f"{limits.tick_lag_soft_s:g} s soft, {limits.tick_lag_hard_s:g} s hard"
-                worst = (p, what, limit, TICK_LAG)
-        p = _pressure(c.pending, limits.pending_soft, limits.pending_hard)
+    for value, soft, hard, what, limit, figure in _figures(channels, memory, limits):
+        p = _pressure(value, soft, hard)
         if p is not None and (worst is None or p > worst[0]):
-            what = f"vchannel {c.vchannel} has {c.pending:.0f} messages not consumed ({c.reporter})"
-            limit = f"{limits.pending_soft:g} soft, {limits.pending_hard:g} hard"
-            worst = (p, what, limit, "pending")
-    for m in memory:
-        p = _pressure(m.fraction, limits.memory_low, limits.memory_high)
-        if p is not None and (worst is None or p > worst[0]):
-            what = f"{m.reporter} uses {m.fraction:.0%} of the machine's memory"
-            limit = f"{limits.memory_low:.0%} low, {limits.memory_high:.0%} high"
-            worst = (p, what, limit, "memory")
+            worst = (p, what, limit, figure)
     if worst is None:
         return NORMAL
     pressure, what, limit, figure = worst

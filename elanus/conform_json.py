@@ -101,15 +101,7 @@ def _check_meta(schema: Schema, meta: pa.Array) -> pa.Array:
             f"the dynamic field column {DYNAMIC_FIELD!r} takes JSON object text (strings), "
             f"got Arrow type {t}"
         )
-    if t != pa.string():
-        meta = meta.cast(pa.string())
-    bad = first_invalid_json(meta)
-    if bad is not None:
-        raise invalid(
-            f"{DYNAMIC_FIELD!r}: the value at row {bad} is not valid JSON text: "
-            f"{preview(meta[bad].as_py())}"
-        )
-    check_json_shape(repr(DYNAMIC_FIELD), meta)
+    meta = json_text(repr(DYNAMIC_FIELD), meta)
     static = [f.name for f in schema.fields]
     taken = [*static, *RESERVED_NAMES, ""]
     table = pa.table({"i": pa.array(np.arange(len(meta), dtype=np.int64)), "m": meta})
@@ -153,20 +145,32 @@ def _check_dynamic_key(key: str, where: str = "insert data has a dynamic field n
         )
 
 
+_JSON_SCALARS = (
+    pa.types.is_null,
+    pa.types.is_boolean,
+    pa.types.is_integer,
+    pa.types.is_string,
+    pa.types.is_large_string,
+    pa.types.is_string_view,
+)
+"""Arrow types whose values are JSON scalars as they are (floats: only finite ones)."""
+_JSON_LISTS = (
+    pa.types.is_list,
+    pa.types.is_large_list,
+    pa.types.is_fixed_size_list,
+    pa.types.is_list_view,
+    pa.types.is_large_list_view,
+)
+"""Arrow list types, which become JSON arrays."""
+
+
 def _check_json_friendly(name: str, arr: pa.Array, path: str = "") -> None:
     """Dynamic columns become JSON: only JSON-like types, and no NaN/infinity."""
     t = arr.type
     where = f"dynamic field {name!r}{path}"
     if pa.types.is_dictionary(t):
         return _check_json_friendly(name, arr.dictionary_decode(), path)
-    if (
-        pa.types.is_null(t)
-        or pa.types.is_boolean(t)
-        or pa.types.is_integer(t)
-        or pa.types.is_string(t)
-        or pa.types.is_large_string(t)
-        or pa.types.is_string_view(t)
-    ):
+    if any(is_kind(t) for is_kind in _JSON_SCALARS):
         return None
     if pa.types.is_floating(t):
         values = arr.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
@@ -177,13 +181,7 @@ def _check_json_friendly(name: str, arr: pa.Array, path: str = "") -> None:
             bad = values[int(np.argmin(finite))].item()
             raise invalid(f"{where} contains {bad!r}, which JSON cannot hold")
         return None
-    if (
-        pa.types.is_list(t)
-        or pa.types.is_large_list(t)
-        or pa.types.is_fixed_size_list(t)
-        or pa.types.is_list_view(t)
-        or pa.types.is_large_list_view(t)
-    ):
+    if any(is_kind(t) for is_kind in _JSON_LISTS):
         return _check_json_friendly(name, pc.list_flatten(arr), path + "[]")
     if pa.types.is_struct(t):
         for i in range(t.num_fields):
@@ -228,6 +226,20 @@ def _duck() -> duckdb.DuckDBPyConnection:
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
+
+
+def json_text(label: str, arr: pa.Array) -> pa.Array:
+    """A string column as ``pa.string()``, each value held to be strict JSON text of an
+    allowed length and depth: what a JSON field and ``$meta`` both take."""
+    if arr.type != pa.string():
+        arr = arr.cast(pa.string())
+    bad = first_invalid_json(arr)
+    if bad is not None:
+        raise invalid(
+            f"{label}: the value at row {bad} is not valid JSON text: {preview(arr[bad].as_py())}"
+        )
+    check_json_shape(label, arr)
+    return arr
 
 
 def check_json_shape(label: str, arr: pa.Array) -> None:

@@ -26,13 +26,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from elanus.errors import invalid
+from elanus.ownedprops import MMAP, OwnedKeys, canonical
 from elanus.schema import MAX_ARRAY_CAPACITY, MAX_VARCHAR_LENGTH, DataType, Field, Schema
 
 MAX_LENGTH = "max_length"
 MAX_CAPACITY = "max_capacity"
 DESCRIPTION = "field.description"
 """Milvus's key for a field's description (any field, the primary key too)."""
-MMAP = "mmap.enabled"
 WARMUP_KEYS = frozenset(
     {
         "warmup",
@@ -47,28 +47,13 @@ STORED_KEYS = frozenset({MMAP, *WARMUP_KEYS})
 """Kept as text and shown with the field; the schema does not change."""
 ALTER_KEYS = frozenset({MAX_LENGTH, MAX_CAPACITY, DESCRIPTION, *STORED_KEYS})
 DROP_KEYS = STORED_KEYS
-_PREFIX = "field."
 WHAT = "alter_collection_field"
 
 
-def canonical(key: str) -> str:
-    """Milvus's older spelling ``mmap_enabled`` is the same key."""
-    return MMAP if key == "mmap_enabled" else key
-
-
-def stored_key(field: str, key: str) -> str:
-    return f"{_PREFIX}{field}.{key}"
-
-
-def is_stored_key(key: str) -> bool:
-    """Whether a collection property is one field's setting (hidden from the
-    collection's own properties)."""
-    return key.startswith(_PREFIX) and any(key.endswith(f".{k}") for k in STORED_KEYS)
-
-
-def of_field(properties: Mapping[str, str], field: str) -> dict[str, str]:
-    """The settings stored for ``field``, by their Milvus key."""
-    return {k: v for k in STORED_KEYS if (v := properties.get(stored_key(field, k))) is not None}
+_OWNED = OwnedKeys("field.", STORED_KEYS)
+stored_key = _OWNED.stored_key
+is_stored_key = _OWNED.is_stored_key
+of_field = _OWNED.of
 
 
 def check_keys(properties: Mapping[str, str], delete_keys: Iterable[str]) -> None:

@@ -16,32 +16,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from elanus.errors import invalid
+from elanus.ownedprops import MMAP, OwnedKeys, canonical
 
-MMAP = "mmap.enabled"
 OFFSET_CACHE = "indexoffsetcache.enabled"
 WARMUP = "warmup"
 KEYS = frozenset({MMAP, OFFSET_CACHE, WARMUP})
 WARMUP_VALUES = ("sync", "disable")
-_PREFIX = "index."
 
 
-def canonical(key: str) -> str:
-    """Milvus's older spelling ``mmap_enabled`` is the same key."""
-    return MMAP if key == "mmap_enabled" else key
-
-
-def stored_key(index_id: int, key: str) -> str:
-    return f"{_PREFIX}{index_id}.{key}"
-
-
-def is_stored_key(key: str) -> bool:
-    """Whether a collection property is one index's setting."""
-    return key.startswith(_PREFIX) and any(key.endswith(f".{k}") for k in KEYS)
-
-
-def of_index(properties: Mapping[str, str], index_id: int) -> dict[str, str]:
-    """The settings stored for the index ``index_id``, by their Milvus key."""
-    return {k: v for k in KEYS if (v := properties.get(stored_key(index_id, k))) is not None}
+_OWNED = OwnedKeys("index.", KEYS)
+stored_key = _OWNED.stored_key
+is_stored_key = _OWNED.is_stored_key
+of_index = _OWNED.of
 
 
 def check_keys(what: str, properties: Mapping[str, str], delete_keys: Iterable[str]) -> None:

@@ -96,14 +96,9 @@ class Field:
         d: dict[str, Any] = {"name": self.name, "type": self.dtype.value}
         if self.field_id is not None:
             d["field_id"] = self.field_id
-        if self.is_primary:
-            d["is_primary"] = True
-        if self.auto_id:
-            d["auto_id"] = True
-        if self.is_partition_key:
-            d["is_partition_key"] = True
-        if self.is_clustering_key:
-            d["is_clustering_key"] = True
+        for key in ("is_primary", "auto_id", "is_partition_key", "is_clustering_key"):
+            if getattr(self, key):
+                d[key] = True
         for key in ("dim", "max_length", "max_capacity"):
             if getattr(self, key) is not None:
                 d[key] = getattr(self, key)

@@ -32,12 +32,11 @@ from elanus.conform_common import (
     first_null,
     first_true,
     mismatch,
-    preview,
     row_at,
     single_array,
     wrong_type,
 )
-from elanus.conform_json import check_json_shape, dynamic_column, first_invalid_json
+from elanus.conform_json import dynamic_column, json_text
 from elanus.conform_vectors import (
     to_bfloat16_vector,
     to_binary_vector,
@@ -195,7 +194,7 @@ def conform_delete_keys(pks: pa.Array | pa.ChunkedArray | list[Any], schema: Sch
     loc: Loc = lambda i: f"position {i}"  # noqa: E731
     label = f"delete: primary key field {pk.name!r}"
     if pk.dtype == DataType.INT64:
-        arr = _to_int(pk, arr, loc=loc, label=label)
+        arr = _to_number(pk, arr, loc=loc, label=label)
     else:
         arr = _to_string(pk, arr, label=label, check_length=False)
     return pc.unique(arr)
@@ -252,7 +251,7 @@ def _to_bool(f: Field, arr: pa.Array, **_: Any) -> pa.Array:
     return arr
 
 
-def _to_int(
+def _to_number(
     f: Field,
     arr: pa.Array,
     *,
@@ -260,8 +259,16 @@ def _to_int(
     loc: Loc = row_at,
     label: str | None = None,
 ) -> pa.Array:
+    """An integer or floating column (or an array's elements, of ``dtype``), range-checked
+    and cast to its exact Arrow type; errors name ``label`` and rows as ``loc`` says."""
     dt = dtype or f.dtype
     label = label or f"field {f.name!r}"
+    if dt in INT_TYPES:
+        return _to_int(arr, dt, loc, label)
+    return _to_float(arr, dt, loc, label)
+
+
+def _to_int(arr: pa.Array, dt: DataType, loc: Loc, label: str) -> pa.Array:
     if not pa.types.is_integer(arr.type):
         raise mismatch(f"{label} takes {dt.value} integers, got Arrow type {arr.type}")
     target = _ARROW_INT[dt]
@@ -284,16 +291,7 @@ def _to_int(
     return arr.cast(target, safe=False)
 
 
-def _to_float(
-    f: Field,
-    arr: pa.Array,
-    *,
-    dtype: DataType | None = None,
-    loc: Loc = row_at,
-    label: str | None = None,
-) -> pa.Array:
-    dt = dtype or f.dtype
-    label = label or f"field {f.name!r}"
+def _to_float(arr: pa.Array, dt: DataType, loc: Loc, label: str) -> pa.Array:
     t = arr.type
     if not (pa.types.is_integer(t) or pa.types.is_floating(t)):
         raise mismatch(f"{label} takes {dt.value} numbers, got Arrow type {t}")
@@ -354,16 +352,7 @@ def _to_json(f: Field, arr: pa.Array) -> pa.Array:
     t = arr.type
     if not (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)):
         raise wrong_type(f, t)
-    if t != pa.string():
-        arr = arr.cast(pa.string())
-    bad = first_invalid_json(arr)
-    if bad is not None:
-        raise invalid(
-            f"field {f.name!r}: the value at row {bad} is not valid JSON text: "
-            f"{preview(arr[bad].as_py())}"
-        )
-    check_json_shape(f"field {f.name!r}", arr)
-    return arr
+    return json_text(f"field {f.name!r}", arr)
 
 
 def _to_array(f: Field, arr: pa.Array) -> pa.Array:
@@ -404,10 +393,8 @@ def _convert_element(f: Field, values: pa.Array, loc: Loc) -> pa.Array:
     et = f.element_type
     assert et is not None
     label = f"field {f.name!r} (array of {et.value})"
-    if et in INT_TYPES:
-        return _to_int(f, values, dtype=et, loc=loc, label=label)
-    if et in (DataType.FLOAT, DataType.DOUBLE):
-        return _to_float(f, values, dtype=et, loc=loc, label=label)
+    if et in INT_TYPES or et in (DataType.FLOAT, DataType.DOUBLE):
+        return _to_number(f, values, dtype=et, loc=loc, label=label)
     if et == DataType.BOOL:
         if not pa.types.is_boolean(values.type):
             raise mismatch(f"{label} takes booleans, got Arrow type {values.type}")
@@ -430,12 +417,12 @@ _ARROW_ELEMENT = {
 }
 _CONVERTERS: dict[DataType, Callable[[Field, pa.Array], pa.Array]] = {
     DataType.BOOL: _to_bool,
-    DataType.INT8: _to_int,
-    DataType.INT16: _to_int,
-    DataType.INT32: _to_int,
-    DataType.INT64: _to_int,
-    DataType.FLOAT: _to_float,
-    DataType.DOUBLE: _to_float,
+    DataType.INT8: _to_number,
+    DataType.INT16: _to_number,
+    DataType.INT32: _to_number,
+    DataType.INT64: _to_number,
+    DataType.FLOAT: _to_number,
+    DataType.DOUBLE: _to_number,
     DataType.VARCHAR: _to_varchar,
     DataType.JSON: _to_json,
     DataType.ARRAY: _to_array,

@@ -238,21 +238,15 @@ class OpsRpcs(Servicer):
 
     @served()
     def LoadCollection(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
-        refused = self._unindexed(ctx, request.collection_name)
-        if refused is not None:
-            return refused
-        if request.refresh:
-            return self._refresh(ctx, request.collection_name)
-        op = load_ops.LoadCollection(
-            db=ctx.db,
-            collection=request.collection_name,
-            replica_number=request.replica_number or None,
-        )
-        self.run_op(ctx, op)
-        return ok()
+        return self._load(ctx, request, None)
 
     @served()
     def LoadPartitions(self, ctx: Ctx, request: Any) -> Any:  # noqa: N802
+        return self._load(ctx, request, list(request.partition_names) or None)
+
+    def _load(self, ctx: Ctx, request: Any, partition_names: list[str] | None) -> Any:
+        """Both load RPCs: refused without a vector index, a refresh when asked for,
+        else one load of the collection (or of the named partitions)."""
         refused = self._unindexed(ctx, request.collection_name)
         if refused is not None:
             return refused
@@ -261,7 +255,7 @@ class OpsRpcs(Servicer):
         op = load_ops.LoadCollection(
             db=ctx.db,
             collection=request.collection_name,
-            partition_names=list(request.partition_names) or None,
+            partition_names=partition_names,
             replica_number=request.replica_number or None,
         )
         self.run_op(ctx, op)

@@ -19,6 +19,14 @@ from elanus.tsutil import physical_ms
 
 _INT_PARAMS = ("dim", "max_length", "max_capacity")
 _BOOL_PARAMS = ("enable_analyzer", "enable_match")
+_FLAGS = (
+    ("is_primary_key", "is_primary"),
+    ("autoID", "auto_id"),
+    ("is_partition_key", "is_partition_key"),
+    ("is_clustering_key", "is_clustering_key"),
+    ("nullable", "nullable"),
+)
+"""A ``FieldSchema``'s boolean flags and the keys of an Elanus field (JSON form) they set."""
 IGNORED_PARAMS = frozenset(
     {
         "mmap_enabled",
@@ -81,16 +89,9 @@ def schema_doc(proto: Any) -> dict[str, Any]:
 def field_doc(f: Any) -> dict[str, Any]:
     """A Milvus ``FieldSchema`` as an Elanus field (JSON form)."""
     d: dict[str, Any] = {"name": f.name, "type": elanus_type(f.data_type).value}
-    if f.is_primary_key:
-        d["is_primary"] = True
-    if f.autoID:
-        d["auto_id"] = True
-    if f.is_partition_key:
-        d["is_partition_key"] = True
-    if f.is_clustering_key:
-        d["is_clustering_key"] = True
-    if f.nullable:
-        d["nullable"] = True
+    for flag, key in _FLAGS:
+        if getattr(f, flag):
+            d[key] = True
     if f.description:
         d["description"] = f.description
     if f.data_type == schema_pb2.Array:

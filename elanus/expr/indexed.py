@@ -58,26 +58,18 @@ _KINDS = {
 """For a JSON path index: the constant kinds whose view of the path it holds."""
 
 
+@dataclass(eq=False)
 class ValueIndex:
     """Sorted distinct values of one indexed target with the rows holding each."""
 
-    def __init__(
-        self,
-        values: pa.Array,
-        offsets: np.ndarray,
-        rows: np.ndarray,
-        nulls: np.ndarray,
-        nans: np.ndarray,
-        num_rows: int,
-    ) -> None:
-        self.values = values
-        """Distinct non-NULL, non-NaN values, ascending (Arrow's order: bytes for strings)."""
-        self.offsets = offsets
-        """``rows[offsets[i]:offsets[i + 1]]`` hold ``values[i]``."""
-        self.rows = rows
-        self.nulls = nulls
-        self.nans = nans
-        self.num_rows = num_rows
+    values: pa.Array
+    """Distinct non-NULL, non-NaN values, ascending (Arrow's order: bytes for strings)."""
+    offsets: np.ndarray
+    """``rows[offsets[i]:offsets[i + 1]]`` hold ``values[i]``."""
+    rows: np.ndarray
+    nulls: np.ndarray
+    nans: np.ndarray
+    num_rows: int
 
     @classmethod
     def from_array(cls, arr: pa.Array | pa.ChunkedArray) -> ValueIndex:
