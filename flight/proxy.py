@@ -268,10 +268,7 @@ class ProxyServer(Role):
         except ElanusError as exc:
             raise to_flight_error(exc) from None
         except Exception as exc:  # noqa: BLE001 - never leak a traceback to the client
-            log.exception("action %s failed", name)
-            raise to_flight_error(
-                ElanusError(ErrorCode.INTERNAL, f"{name}: {type(exc).__name__}: {exc}")
-            ) from None
+            raise _internal_error(name, exc, f"action {name}") from None
 
     def handle_put(
         self,
@@ -329,10 +326,7 @@ class ProxyServer(Role):
         except ElanusError as exc:
             raise to_flight_error(exc) from None
         except Exception as exc:  # noqa: BLE001 - never leak a traceback to the client
-            log.exception("DoPut failed")
-            raise to_flight_error(
-                ElanusError(ErrorCode.INTERNAL, f"DoPut: {type(exc).__name__}: {exc}")
-            ) from None
+            raise _internal_error("DoPut", exc) from None
 
     def handle_exchange(
         self,
@@ -623,7 +617,11 @@ def _flight_errors(call: str) -> Iterator[None]:
     except flight.FlightError:
         raise
     except Exception as exc:  # noqa: BLE001
-        log.exception("%s failed", call)
-        raise to_flight_error(
-            ElanusError(ErrorCode.INTERNAL, f"{call}: {type(exc).__name__}: {exc}")
-        ) from None
+        raise _internal_error(call, exc) from None
+
+
+def _internal_error(call: str, exc: Exception, logged: str | None = None) -> flight.FlightError:
+    """An unexpected failure of ``call``: logged (as ``logged``, else the call) with its
+    traceback, sent as INTERNAL without it."""
+    log.exception("%s failed", logged or call)
+    return to_flight_error(ElanusError(ErrorCode.INTERNAL, f"{call}: {type(exc).__name__}: {exc}"))

@@ -259,23 +259,12 @@ class CompactionManager:
             by_channel.setdefault((s.collection_id, s.partition_id, s.vchannel), []).append(s)
         compaction_id = self.ctx.ids.alloc()  # unique across coord restarts
         planned_ts = self.ctx.tso.alloc()
-        for (cid, pid, vchannel), segs in by_channel.items():
+        for channel, segs in by_channel.items():
             max_rows = target_rows or max(s.max_rows for s in segs)
             groups = self._groups(segs, max_rows, merge_only=not manual, expiring=expiring)
             for group in groups:
-                plan = Plan(
-                    plan_id=self.ctx.ids.alloc(),
-                    compaction_id=compaction_id,
-                    collection_id=cid,
-                    partition_id=pid,
-                    vchannel=vchannel,
-                    sources=[s.segment_id for s in group],
-                    targets=[self.ctx.ids.alloc()],
-                    horizon_ts=horizon,
-                    ttl=ttls.get(cid, 0),
-                    planned_ts=planned_ts,
-                )
-                self.plans[plan.plan_id] = plan
+                sources = [s.segment_id for s in group]
+                self._add_plan(compaction_id, planned_ts, horizon, ttls, channel, sources)
         if manual or any(p.compaction_id == compaction_id for p in self.plans.values()):
             self.known[compaction_id] = Started(collection_id, planned_ts, manual)
         return compaction_id
@@ -299,23 +288,44 @@ class CompactionManager:
         for (pid, vchannel), segs in groups.items():
             rows = target_rows or max(s.max_rows for s in segs)
             count = max(1, -(-sum(s.num_rows for s in segs) // rows))
-            plan = Plan(
-                plan_id=self.ctx.ids.alloc(),
-                compaction_id=compaction_id,
-                collection_id=collection_id,
-                partition_id=pid,
-                vchannel=vchannel,
-                sources=sorted(s.segment_id for s in segs),
-                targets=[self.ctx.ids.alloc() for _ in range(count)],
-                horizon_ts=horizon,
-                ttl=ttls.get(collection_id, 0),
-                planned_ts=planned_ts,
-                clustering_key=key,
-                target_rows=rows,
+            sources = sorted(s.segment_id for s in segs)
+            channel = (collection_id, pid, vchannel)
+            self._add_plan(
+                compaction_id, planned_ts, horizon, ttls, channel, sources, count, key, rows
             )
-            self.plans[plan.plan_id] = plan
         self.known[compaction_id] = Started(collection_id, planned_ts, manual=True)
         return compaction_id
+
+    def _add_plan(
+        self,
+        compaction_id: int,
+        planned_ts: int,
+        horizon: int,
+        ttls: Mapping[int, int],
+        channel: tuple[int, int, str],
+        sources: list[int],
+        targets: int = 1,
+        clustering_key: str | None = None,
+        target_rows: int = 0,
+    ) -> None:
+        """Record a pending plan of ``compaction_id``: ``sources`` of ``channel``
+        (collection, partition, vchannel) rewritten into ``targets`` new segments."""
+        collection_id, partition_id, vchannel = channel
+        plan = Plan(
+            plan_id=self.ctx.ids.alloc(),
+            compaction_id=compaction_id,
+            collection_id=collection_id,
+            partition_id=partition_id,
+            vchannel=vchannel,
+            sources=sources,
+            targets=[self.ctx.ids.alloc() for _ in range(targets)],
+            horizon_ts=horizon,
+            ttl=ttls.get(collection_id, 0),
+            planned_ts=planned_ts,
+            clustering_key=clustering_key,
+            target_rows=target_rows,
+        )
+        self.plans[plan.plan_id] = plan
 
     def cancel(self, collection_id: int, reason: str) -> None:
         """Fail the collection's open plans (it was truncated: their targets would hold

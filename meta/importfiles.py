@@ -10,7 +10,7 @@ job took (the client went away between the upload and the import) expires after
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -63,28 +63,27 @@ def collect_garbage(
     """Staging dirs untouched for ``delay_s`` and not being committed, scratch dirs of
     finished jobs (``finished_job(name)`` says), and expired uploads no live job reads."""
     storage = settings.storage_uri
-    removed = []
     cutoff = time.time() - delay_s
-    root = layout.staging_root(storage)
-    for name in objstore.list_dir(root):
-        d = layout.join(root, name)
-        if name in busy_writes or (objstore.modified(d) or 0.0) > cutoff:
-            continue
-        if remove_tree(d):
-            removed.append(d)
-    imports = layout.join(storage, "imports")
-    for name in objstore.list_dir(imports):
-        d = layout.join(imports, name)
-        if finished_job(name) and (objstore.modified(d) or 0.0) <= cutoff and remove_tree(d):
-            removed.append(d)
-    area = upload_area(settings)
+    staging = layout.staging_root(storage)
+    removed = _sweep(staging, lambda name, _: name not in busy_writes, cutoff)
+    removed += _sweep(layout.join(storage, "imports"), lambda name, _: finished_job(name), cutoff)
     upload_cutoff = time.time() - max(delay_s, UPLOAD_GRACE_S)
-    for name in objstore.list_dir(area):
-        upload = layout.join(area, name)
-        if upload in busy_uploads or (objstore.modified(upload) or 0.0) > upload_cutoff:
+    removed += _sweep(
+        upload_area(settings), lambda _, path: path not in busy_uploads, upload_cutoff
+    )
+    return removed
+
+
+def _sweep(root: str, idle: Callable[[str, str], bool], cutoff: float) -> list[str]:
+    """Remove the dirs under ``root`` untouched since ``cutoff`` that ``idle(name, path)``
+    says nothing uses; the paths removed."""
+    removed = []
+    for name in objstore.list_dir(root):
+        path = layout.join(root, name)
+        if not idle(name, path) or (objstore.modified(path) or 0.0) > cutoff:
             continue
-        if remove_tree(upload):
-            removed.append(upload)
+        if remove_tree(path):
+            removed.append(path)
     return removed
 
 
