@@ -117,22 +117,52 @@ class SparseIndex:
     ) -> None:
         if spec.field_kind != "sparse":
             raise invalid(f"a sparse index needs a sparse spec, got {spec.field_kind!r}")
-        _check_arrays(num_rows, dims, offsets, rows, values, row_len, present)
         self.spec = spec
         self.num_rows = num_rows
-        self.built_as = spec.index_type
-        self.nlist: int | None = None
-        self.algo = str(spec.params["inverted_index_algo"])
         self._dims, self._offsets = dims, offsets
         self._rows, self._vals = rows, values
         self.row_len = row_len
         """Per row, the sum of its values before any drop (BM25's document length)."""
         self._present = present
+        self._check_arrays()
+        self.built_as = spec.index_type
+        self.nlist: int | None = None
+        self.algo = str(spec.params["inverted_index_algo"])
         self.num_vectors = int(np.count_nonzero(present))
         starts = offsets[:-1]
         nonempty = len(values) > 0 and len(dims) > 0
         self._max = np.maximum.reduceat(values, starts) if nonempty else np.zeros(0, F32)
         self._min = np.minimum.reduceat(values, starts) if nonempty else np.zeros(0, F32)
+
+    def _check_arrays(self) -> None:
+        """The invariants search relies on (a loaded file is only a claim)."""
+        dims, offsets, rows, values = self._dims, self._offsets, self._rows, self._vals
+        row_len, present, num_rows = self.row_len, self._present, self.num_rows
+        ok = (
+            dims.dtype == np.uint32
+            and offsets.dtype == I64
+            and rows.dtype == np.int32
+            and values.dtype == F32
+            and row_len.dtype == F32
+            and present.dtype == bool
+            and dims.ndim == offsets.ndim == rows.ndim == values.ndim == 1
+            and len(offsets) == len(dims) + 1
+            and len(rows) == len(values)
+            and row_len.shape == present.shape == (num_rows,)
+        )
+        if ok and len(dims):
+            ok = bool((np.diff(dims.astype(I64)) > 0).all()) and offsets[0] == 0
+            ok = ok and offsets[-1] == len(rows) and bool((np.diff(offsets) > 0).all())
+        elif ok:
+            ok = len(rows) == 0 and offsets[0] == 0
+        if ok and len(rows):
+            ok = int(rows.min()) >= 0 and int(rows.max()) < num_rows
+            ok = ok and bool(np.isfinite(values).all())
+            inside = np.diff(rows.astype(I64)) > 0  # ascending within each posting list
+            inside[offsets[1:-1] - 1] = True
+            ok = ok and bool(inside.all()) and bool(present[rows].all())
+        if not ok:
+            raise invalid("the sparse index arrays are inconsistent")
 
     # -- properties --------------------------------------------------------------------------
     @property
@@ -358,43 +388,6 @@ class SparseIndex:
         }
         (directory / META_FILE).write_text(json.dumps(meta, indent=1))
         return [POSTINGS_FILE, META_FILE]
-
-
-def _check_arrays(
-    num_rows: int,
-    dims: np.ndarray,
-    offsets: np.ndarray,
-    rows: np.ndarray,
-    values: np.ndarray,
-    row_len: np.ndarray,
-    present: np.ndarray,
-) -> None:
-    """The invariants search relies on (a loaded file is only a claim)."""
-    ok = (
-        dims.dtype == np.uint32
-        and offsets.dtype == I64
-        and rows.dtype == np.int32
-        and values.dtype == F32
-        and row_len.dtype == F32
-        and present.dtype == bool
-        and dims.ndim == offsets.ndim == rows.ndim == values.ndim == 1
-        and len(offsets) == len(dims) + 1
-        and len(rows) == len(values)
-        and row_len.shape == present.shape == (num_rows,)
-    )
-    if ok and len(dims):
-        ok = bool((np.diff(dims.astype(I64)) > 0).all()) and offsets[0] == 0
-        ok = ok and offsets[-1] == len(rows) and bool((np.diff(offsets) > 0).all())
-    elif ok:
-        ok = len(rows) == 0 and offsets[0] == 0
-    if ok and len(rows):
-        ok = int(rows.min()) >= 0 and int(rows.max()) < num_rows
-        ok = ok and bool(np.isfinite(values).all())
-        inside = np.diff(rows.astype(I64)) > 0  # ascending within each posting list
-        inside[offsets[1:-1] - 1] = True
-        ok = ok and bool(inside.all()) and bool(present[rows].all())
-    if not ok:
-        raise invalid("the sparse index arrays are inconsistent")
 
 
 def build_sparse_index(spec: IndexSpec, column: Any) -> SparseIndex:

@@ -25,13 +25,20 @@ class Checkpoint:
     ts: int
 
 
-@request("datanode.watch")
-class WatchChannel:
+@record
+class ChannelStart:
+    """What a watch of a vchannel starts from, on a datanode (its writer) or a query node
+    (its delegator): the channel, its collection's schema, the checkpoint to consume from."""
+
     vchannel: str
     pchannel: str
     collection_id: int
     schema: dict[str, Any]
     checkpoint: Checkpoint | None = None
+
+
+@request("datanode.watch")
+class WatchChannel(ChannelStart):
     segments: list[dict[str, Any]] = field(default_factory=list)
     """The channel's segments as the coord records them (``SegmentInfo.to_dict``)."""
 

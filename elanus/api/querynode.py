@@ -9,13 +9,13 @@ delegators send the reads. A search's result travels as a reduce *part*
 from __future__ import annotations
 
 from dataclasses import field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 import pyarrow as pa
 
 from elanus.api.base import Ack, Call, Stub, record, reply
-from elanus.api.datanode import Checkpoint
+from elanus.api.datanode import ChannelStart, Checkpoint
 from elanus.channels import subjects
 from elanus.channels.bus import Bus
 from elanus.requests import request
@@ -95,14 +95,9 @@ class PlannedGrowing:
 
 
 @request("querynode.watch")
-class DelegateChannel:
+class DelegateChannel(ChannelStart):
     """Start the vchannel's delegator at the channel checkpoint (seed 001)."""
 
-    vchannel: str
-    pchannel: str
-    collection_id: int
-    schema: dict[str, Any]
-    checkpoint: Checkpoint | None = None
     sealed: list[SealedSegment] = field(default_factory=list)
     partition_ids: list[int] | None = None
     ready_ts: int = 0
@@ -251,9 +246,37 @@ class Deletes:
     ts: int
 
 
-class QueryNodeAPI(Stub):
+SearchReq = TypeVar("SearchReq")
+ReadReq = TypeVar("ReadReq")
+Hits = TypeVar("Hits")
+
+
+class ReadStub(Stub, Generic[SearchReq, ReadReq, Hits]):
+    """The reads a delegator and a worker both serve, by the same names: each fanned out
+    (to every shard, to every worker of a shard), so each returns a ``Call`` for
+    ``ask_many_sync``."""
+
+    hits: type[Hits]
+    """What ``search`` answers: a shard's reduce part, or a worker's, one per segment."""
+
+    def search(self, req: SearchReq) -> Call[Hits]:
+        return self._call("search", req, self.hits)
+
+    def term_stats(self, req: SearchReq) -> Call[TermStats]:
+        return self._call("term_stats", req, TermStats)
+
+    def query(self, req: ReadReq) -> Call[Rows]:
+        return self._call("query", req, Rows)
+
+    def count(self, req: ReadReq) -> Call[Count]:
+        return self._call("count", req, Count)
+
+
+class QueryNodeAPI(ReadStub[SearchShard, ReadShard, ShardHits]):
     """A query node's delegators. The reads a proxy fans out to every shard return a
     ``Call`` for ``ask_many_sync``."""
+
+    hits = ShardHits
 
     def __init__(self, bus: Bus, node_id: str, timeout: float = NODE_TIMEOUT_S) -> None:
         super().__init__(bus, subjects.node_prefix("querynode", node_id), timeout)
@@ -269,18 +292,6 @@ class QueryNodeAPI(Stub):
 
     async def release_collection(self, req: ReleaseOnNode) -> Ack:
         return await self._ask("release_collection", req, Ack)
-
-    def search(self, req: SearchShard) -> Call[ShardHits]:
-        return self._call("search", req, ShardHits)
-
-    def term_stats(self, req: SearchShard) -> Call[TermStats]:
-        return self._call("term_stats", req, TermStats)
-
-    def query(self, req: ReadShard) -> Call[Rows]:
-        return self._call("query", req, Rows)
-
-    def count(self, req: ReadShard) -> Call[Count]:
-        return self._call("count", req, Count)
 
     def read_plan(self, req: ReadShard) -> Call[ReadPlan]:
         return self._call("read.plan", req, ReadPlan)
@@ -377,9 +388,11 @@ class ReadSegmentRows:
     read (``elanus.properties.expire_floor``)."""
 
 
-class WorkerAPI(Stub):
+class WorkerAPI(ReadStub[SearchSegments, ReadSegmentRows, WorkerHits]):
     """A query node's worker: sealed segments, loaded and read on a delegator's behalf
     (its reads, fanned out to every worker of a shard, return a ``Call``)."""
+
+    hits = WorkerHits
 
     def __init__(self, bus: Bus, node_id: str, timeout: float = WORKER_TIMEOUT_S) -> None:
         super().__init__(bus, subjects.node("querynode", node_id, "worker"), timeout)
@@ -398,15 +411,3 @@ class WorkerAPI(Stub):
 
     async def drop_index(self, req: DropIndexOnNode) -> Ack:
         return await self._ask("drop_index", req, Ack)
-
-    def search(self, req: SearchSegments) -> Call[WorkerHits]:
-        return self._call("search", req, WorkerHits)
-
-    def term_stats(self, req: SearchSegments) -> Call[TermStats]:
-        return self._call("term_stats", req, TermStats)
-
-    def query(self, req: ReadSegmentRows) -> Call[Rows]:
-        return self._call("query", req, Rows)
-
-    def count(self, req: ReadSegmentRows) -> Call[Count]:
-        return self._call("count", req, Count)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import field
 from typing import Annotated, Any
 
-from elanus.api.base import Ack, Stub, reply
+from elanus.api.base import Ack, Stub, record, reply
 from elanus.channels.bus import Bus
 from elanus.channels.subjects import COORD
 from elanus.requests import Range, request
@@ -106,6 +106,41 @@ class Names:
     names: list[str]
 
 
+# -- the keys requests share, first in each --------------------------------------------------
+
+
+@record
+class CollectionNamed:
+    """The keys of a request about one collection, by its name in ``db``."""
+
+    db: str = DEFAULT_DB
+    name: str
+
+
+@record
+class OnCollection:
+    """The keys of a request about one collection's parts (fields, functions, partitions,
+    aliases, settings): ``db`` and the collection's name, first."""
+
+    db: str = DEFAULT_DB
+    collection: str
+
+
+@record
+class OnPartition(OnCollection):
+    """... and about one partition of it, by ``name``."""
+
+    name: str
+
+
+@record
+class AliasNamed:
+    """The keys of a request about one alias, by its name in ``db``."""
+
+    db: str = DEFAULT_DB
+    alias: str
+
+
 # -- collections ------------------------------------------------------------------------------
 
 
@@ -156,9 +191,7 @@ class CollectionDescription:
 
 
 @request("collection.drop")
-class DropCollection:
-    db: str = DEFAULT_DB
-    name: str
+class DropCollection(CollectionNamed):
     ts: int = 0
 
 
@@ -167,9 +200,8 @@ TRUNCATE_WAIT_S = 60.0
 
 
 @request("collection.truncate")
-class TruncateCollection:
-    db: str = DEFAULT_DB
-    name: str
+class TruncateCollection(CollectionNamed):
+    pass
 
 
 @reply
@@ -190,9 +222,8 @@ class CollectionChanged:
 
 
 @request("collection.has")
-class HasCollection:
-    db: str = DEFAULT_DB
-    name: str
+class HasCollection(CollectionNamed):
+    pass
 
 
 @reply
@@ -217,80 +248,66 @@ class ListCollections:
 
 
 @request("collection.rename")
-class RenameCollection:
-    db: str = DEFAULT_DB
-    name: str
+class RenameCollection(CollectionNamed):
     new_name: str
     new_db: str | None = None
     ts: int = 0
 
 
 @request("collection.add_field")
-class AddCollectionField:
-    db: str = DEFAULT_DB
-    collection: str
+class AddCollectionField(OnCollection):
     field: dict[str, Any]
     ts: int = 0
 
 
 @request("collection.drop_field")
-class DropCollectionField:
+class DropCollectionField(OnCollection):
     """Drop one field, named (``field_name``) or by id (``field_id``), as Milvus 2.6's
     ``AlterCollectionSchema`` drop request; its stored values stay in the segments but
     are never read again, and indexes on it go with it."""
 
-    db: str = DEFAULT_DB
-    collection: str
     field_name: str | None = None
     field_id: int | None = None
     ts: int = 0
 
 
 @request("collection.add_function")
-class AddFunction:
+class AddFunction(OnCollection):
     """Add a function and its output field to a collection (Milvus 2.6's
     ``add_function_field``); rows already written get the output (backfilled). ``field``
     and ``function`` are JSON as in a schema."""
 
-    db: str = DEFAULT_DB
-    collection: str
     field: dict[str, Any]
     function: dict[str, Any]
     ts: int = 0
 
 
 @request("collection.drop_function")
-class DropFunction:
+class DropFunction(OnCollection):
     """Drop a function together with its output fields, as Milvus 2.6's
     ``AlterCollectionSchema`` drop request by ``function_name`` (pymilvus's
     ``drop_function_field``); the fields go as ``DropCollectionField`` drops one."""
 
-    db: str = DEFAULT_DB
-    collection: str
     function: str
     ts: int = 0
 
 
 @request("collection.alter_properties")
-class AlterCollectionProperties:
+class AlterCollectionProperties(CollectionNamed):
     """Set ``properties`` and drop ``delete_keys`` of a collection's properties (checked
     by the proxy); a key dropped that is not set is no change, as in Milvus."""
 
-    db: str = DEFAULT_DB
-    name: str
     properties: dict[str, str] = field(default_factory=dict)
     delete_keys: list[str] = field(default_factory=list)
     ts: int = 0
 
 
 @request("collection.alter_mmap")
-class AlterMmap:
+class AlterMmap(OnCollection):
     """Set (``enabled``) or drop (``None``) Milvus's ``mmap.enabled`` of a collection, of
     one of its fields or of one of its indexes (``elanus.mmapsettings``); refused while
     the collection is loaded."""
 
-    db: str = DEFAULT_DB
-    collection: str
     enabled: bool | None = None
     field: str | None = None
     index_id: int | None = None
@@ -298,12 +315,10 @@ class AlterMmap:
 
 
 @request("collection.alter_field")
-class AlterCollectionField:
+class AlterCollectionField(OnCollection):
     """Milvus's ``alter_collection_field``: set ``properties`` and drop ``delete_keys`` of
     one field (keys and value shapes checked by the proxy: ``elanus.fieldprops``)."""
 
-    db: str = DEFAULT_DB
-    collection: str
     field_name: str
     properties: dict[str, str] = field(default_factory=dict)
     delete_keys: list[str] = field(default_factory=list)
@@ -311,12 +326,10 @@ class AlterCollectionField:
 
 
 @request("collection.alter_index")
-class AlterIndexProperties:
+class AlterIndexProperties(OnCollection):
     """Milvus's ``alter_index_properties`` / ``drop_index_properties`` of the index
     ``index_id`` (keys and values checked by the proxy: ``elanus.indexprops``)."""
 
-    db: str = DEFAULT_DB
-    collection: str
     index_id: int
     properties: dict[str, str] = field(default_factory=dict)
     delete_keys: list[str] = field(default_factory=list)
@@ -351,10 +364,7 @@ class FieldDropped:
 
 
 @request("partition.create")
-class CreatePartition:
-    db: str = DEFAULT_DB
-    collection: str
-    name: str
+class CreatePartition(OnPartition):
     ts: int = 0
 
 
@@ -364,24 +374,18 @@ class PartitionChanged:
 
 
 @request("partition.drop")
-class DropPartition:
-    db: str = DEFAULT_DB
-    collection: str
-    name: str
+class DropPartition(OnPartition):
     ts: int = 0
 
 
 @request("partition.has")
-class HasPartition:
-    db: str = DEFAULT_DB
-    collection: str
-    name: str
+class HasPartition(OnPartition):
+    pass
 
 
 @request("partition.list")
-class ListPartitions:
-    db: str = DEFAULT_DB
-    collection: str
+class ListPartitions(OnCollection):
+    pass
 
 
 @reply
@@ -393,26 +397,21 @@ class Partitions:
 
 
 @request("alias.create")
-class CreateAlias:
+class CreateAlias(OnCollection):
     """Also ``alias.alter``: point ``alias`` at ``collection`` (a collection's own name)."""
 
-    db: str = DEFAULT_DB
-    collection: str
     alias: str
     ts: int = 0
 
 
 @request("alias.drop")
-class DropAlias:
-    db: str = DEFAULT_DB
-    alias: str
+class DropAlias(AliasNamed):
     ts: int = 0
 
 
 @request("alias.describe")
-class DescribeAlias:
-    db: str = DEFAULT_DB
-    alias: str
+class DescribeAlias(AliasNamed):
+    pass
 
 
 @reply

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from elanus.api.base import Ack, Stub, reply
+from elanus.api.base import Ack, Stub, record, reply
 from elanus.channels import subjects
 from elanus.channels.bus import Bus
 from elanus.requests import Range, request
@@ -110,9 +110,10 @@ class UnpinSnapshot:
     pin_id: int
 
 
-@request("snapshot.restore_record")
-class RecordRestore:
-    """A restore whose rows were staged, now the import job ``job_id``."""
+@record
+class Restore:
+    """A restore as the coord records it: the import job ``job_id`` that restores snapshot
+    ``snapshot`` of ``source_db.source_collection`` as ``db.collection``."""
 
     job_id: int
     snapshot: str
@@ -120,16 +121,15 @@ class RecordRestore:
     source_collection: str
     db: str
     collection: str
+
+
+@request("snapshot.restore_record")
+class RecordRestore(Restore):
+    """A restore whose rows were staged, now the import job ``job_id``."""
 
 
 @reply
-class RestoreJob:
-    job_id: int
-    snapshot: str
-    source_db: str
-    source_collection: str
-    db: str
-    collection: str
+class RestoreJob(Restore):
     started_at: float
 
 

@@ -38,6 +38,7 @@ __all__ = [
     "DEFAULT_DB", "AliasName", "CollectionName", "DbName", "InCollection", "PartitionName",
     "PrivilegeScope", "body_of",
     "checked", "decode_op", "keys_of", "name_of", "operation", "reply", "scope_of", "shape",
+    "values_of",
 ]  # fmt: skip
 
 
@@ -71,7 +72,8 @@ def reply(cls: type[T]) -> type[T]:
 
 @shape
 class InCollection:
-    """The body of an operation on one collection that takes nothing else."""
+    """The body of an operation on one collection: ``db`` and ``collection``, as its first
+    keys (a record that takes more adds its own after them)."""
 
     db: DbName = DEFAULT_DB
     collection: CollectionName
@@ -96,6 +98,12 @@ def body_of(op: Any) -> dict[str, Any]:
     return {
         f.name: value for f in dataclasses.fields(op) if (value := getattr(op, f.name)) is not None
     }
+
+
+def values_of(op: Any, base: type[Any]) -> dict[str, Any]:
+    """The values ``op`` holds for the fields of ``base`` (a ``@shape`` it is built on), by
+    name, ``None`` kept: what a face passes on to build another record from the same keys."""
+    return {f.name: getattr(op, f.name) for f in dataclasses.fields(base)}
 
 
 class PrivilegeScope(TypedDict, total=False):

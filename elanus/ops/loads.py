@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from elanus.ops import DEFAULT_DB, CollectionName, DbName, InCollection, operation
+from elanus.ops import InCollection, operation
 from elanus.requests import Range
 from elanus.schema import check_name
 
@@ -13,9 +13,7 @@ MAX_REPLICAS = 100
 
 
 @operation("load_collection")
-class LoadCollection:
-    db: DbName = DEFAULT_DB
-    collection: CollectionName
+class LoadCollection(InCollection):
     partition_names: list[Any] | None = None
     """Absent: the whole collection; each name held to the naming rules in ``check`` (the
     dict checker's words for a name that is not a string); empty: as absent."""

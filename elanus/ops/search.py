@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 from functools import cached_property
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, TypedDict, cast
 
 from elanus.boost import BoostRanker
 from elanus.errors import invalid
 from elanus.highlight import Highlighter
-from elanus.ops import DEFAULT_DB, CollectionName, DbName, operation, shape
+from elanus.ops import DEFAULT_DB, CollectionName, DbName, operation, shape, values_of
 from elanus.ops.reads import ReadKeys, ReadOptions
 from elanus.ops.replies import SearchHit
 from elanus.rankers import MAX_REQUESTS, BaseRanker, ranker_from_dict
@@ -345,21 +345,8 @@ class _WindowKeys(TypedDict):
 
 
 def _window(w: Window) -> _WindowKeys:
-    return {
-        "limit": w.limit,
-        "offset": w.offset,
-        "output_fields": w.output_fields,
-        "group_by_field": w.group_by_field,
-        "group_size": w.group_size,
-        "strict_group_size": w.strict_group_size,
-    }
+    return cast(_WindowKeys, values_of(w, Window))
 
 
 def _read_options(r: ReadOptions) -> ReadKeys:
-    return {
-        "consistency_level": r.consistency_level,
-        "guarantee_timestamp": r.guarantee_timestamp,
-        "session_ts": r.session_ts,
-        "as_of": r.as_of,
-        "partition_names": r.partition_names,
-    }
+    return cast(ReadKeys, values_of(r, ReadOptions))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Annotated, Any, TypedDict
 
 from elanus.errors import invalid
-from elanus.ops import DEFAULT_DB, CollectionName, DbName, operation
+from elanus.ops import DEFAULT_DB, CollectionName, DbName, InCollection, operation, shape
 from elanus.requests import Named, Range
 from elanus.schema import check_name
 
@@ -17,11 +17,15 @@ DEFAULT_PIN_TTL_S = 3600
 MAX_PIN_TTL_S = 7 * 24 * 3600
 
 
-@operation("create_snapshot")
-class CreateSnapshot:
-    db: DbName = DEFAULT_DB
-    collection: CollectionName
+@shape
+class OnSnapshot(InCollection):
+    """The body of an operation on one snapshot, by its name and its collection's."""
+
     name: SnapshotName
+
+
+@operation("create_snapshot")
+class CreateSnapshot(OnSnapshot):
     description: str | None = None
     """Absent: none (the SDK sends none for "")."""
 
@@ -82,24 +86,17 @@ class ListSnapshots:
 
 
 @operation("describe_snapshot")
-class DescribeSnapshot:
-    db: DbName = DEFAULT_DB
-    collection: CollectionName
-    name: SnapshotName
+class DescribeSnapshot(OnSnapshot):
+    pass
 
 
 @operation("drop_snapshot")
-class DropSnapshot:
-    db: DbName = DEFAULT_DB
-    collection: CollectionName
-    name: SnapshotName
+class DropSnapshot(OnSnapshot):
+    pass
 
 
 @operation("restore_snapshot")
-class RestoreSnapshot:
-    db: DbName = DEFAULT_DB
-    collection: CollectionName
-    name: SnapshotName
+class RestoreSnapshot(OnSnapshot):
     target_collection: CollectionName
     """The new collection the snapshot is restored into."""
     target_db: str | None = None
@@ -166,10 +163,7 @@ class RestoreJobList(TypedDict):
 
 
 @operation("pin_snapshot_data")
-class PinSnapshotData:
-    db: DbName = DEFAULT_DB
-    collection: CollectionName
-    name: SnapshotName
+class PinSnapshotData(OnSnapshot):
     ttl_seconds: Annotated[int, Range(0, MAX_PIN_TTL_S)] = 0
     """0: ``DEFAULT_PIN_TTL_S``."""
 

@@ -5,18 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from elanus.errors import invalid
-from elanus.ops import DEFAULT_DB, CollectionName, DbName, operation
+from elanus.ops import InCollection, operation
 from elanus.schema import check_name
 
 MAX_DELETE_KEYS = 1_000_000
 
 
 @operation("delete")
-class Delete:
+class Delete(InCollection):
     """Delete by primary keys or by a filter (the keys it matches at a fresh timestamp)."""
 
-    db: DbName = DEFAULT_DB
-    collection: CollectionName
     ids: list[Any] | None = None
     filter: str | None = None
     """Empty as absent."""

@@ -19,10 +19,7 @@ from elanus.api.compaction import Compacted, CompactionDone, CompactionFailed, C
 from elanus.channels.runtime.supervisor import describe
 from elanus.schema import Schema
 from elanus.segments import storage
-from elanus.segments.flushcommon.coordreport import CoordReports
 from elanus.segments.flushcommon.flusher import Flusher
-from elanus.segments.flushcommon.syncmgr import SyncManager
-from elanus.segments.flushcommon.writebuffer import WriteBuffer
 from elanus.segments.storage.compactor import cluster_segments, compact_segments
 from elanus.segments.storage.pkstats import PkStats
 
@@ -81,21 +78,15 @@ class Merge:
 
 
 class Compactions:
-    def __init__(
-        self,
-        node_id: str,
-        vchannel: str,
-        buffer: WriteBuffer,
-        syncs: SyncManager,
-        flusher: Flusher,
-        reports: CoordReports,
-    ) -> None:
-        self.node_id = node_id
-        self.vchannel = vchannel
-        self.buffer = buffer
-        self.syncs = syncs
+    """A channel's compactions: they write through its flusher's buffer, syncs and reports."""
+
+    def __init__(self, flusher: Flusher) -> None:
+        self.node_id = flusher.node_id
+        self.vchannel = flusher.vchannel
+        self.buffer = flusher.buffer
+        self.syncs = flusher.syncs
         self.flusher = flusher
-        self.reports = reports
+        self.reports = flusher.reports
 
     def start(self, plan: CompactionPlan) -> None:
         sources = [s.segment_id for s in plan.sources]

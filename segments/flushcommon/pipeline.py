@@ -50,9 +50,7 @@ class Pipeline:
         self.flusher = Flusher(
             node.node_id, self.vchannel, buffer, syncs, reports, self.checkpoint, limits
         )
-        self.compactions = Compactions(
-            node.node_id, self.vchannel, buffer, syncs, self.flusher, reports
-        )
+        self.compactions = Compactions(self.flusher)
         self._persisting = 0
         """The largest ``persist_ts`` asked for and being (or already) written."""
         self.persisted_ts = 0
