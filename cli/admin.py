@@ -18,7 +18,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Group, RenderableType
 
-from elanus.cli.context import JsonOpt, UriOpt, run_action
+from elanus.cli.context import JsonOpt, UriOpt, option, run_action
 from elanus.cli.fields import collection_alter_field
 from elanus.cli.output import duration, kv_table, table
 from elanus.client.client import Client
@@ -188,34 +188,30 @@ def collection_create(
     name: CollectionArg,
     dim: Annotated[
         int | None,
-        typer.Option("--dim", help="Vector dimension (quick setup).", show_default=False),
+        option("--dim", help="Vector dimension (quick setup)."),
     ] = None,
     id_type: Annotated[str, typer.Option("--id-type", help="int64 or varchar.")] = "int64",
     auto_id: Annotated[bool, typer.Option("--auto-id", help="Let Elanus assign ids.")] = False,
     metric: Annotated[str, typer.Option("--metric", help="L2, IP or COSINE.")] = "COSINE",
     schema_file: Annotated[
         Path | None,
-        typer.Option(
+        option(
             "--schema",
             help="Schema as JSON ({'fields': [...]}) instead of --dim.",
-            show_default=False,
         ),
     ] = None,
-    shards: Annotated[
-        int | None, typer.Option("--shards", help="Number of shards.", show_default=False)
-    ] = None,
+    shards: Annotated[int | None, option("--shards", help="Number of shards.")] = None,
     num_partitions: Annotated[
         int | None,
-        typer.Option(
+        option(
             "--num-partitions",
             help="Partitions of a schema with a partition key field (default 16).",
-            show_default=False,
         ),
     ] = None,
     consistency: Annotated[
         str, typer.Option("--consistency", help="Strong, Bounded, Session or Eventually.")
     ] = "Bounded",
-    description: Annotated[str, typer.Option("--description", show_default=False)] = "",
+    description: Annotated[str, option("--description")] = "",
     as_json: JsonOpt = False,
     uri: UriOpt = None,
 ) -> None:

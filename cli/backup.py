@@ -15,7 +15,7 @@ import typer
 from rich.console import Group, RenderableType
 
 from elanus import objstore
-from elanus.cli.context import CliState, DataDirOpt, JsonOpt, UriOpt, run_action
+from elanus.cli.context import CliState, DataDirOpt, JsonOpt, UriOpt, option, run_action
 from elanus.cli.output import emit, kv_table, table
 
 if TYPE_CHECKING:
@@ -71,9 +71,7 @@ def create(
     target: TargetArg,
     name: Annotated[
         str | None,
-        typer.Option(
-            "--name", "-n", help="Backup name (default backup-<UTC time>).", show_default=False
-        ),
+        option("--name", "-n", help="Backup name (default backup-<UTC time>)."),
     ] = None,
     timeout: Annotated[
         float, typer.Option("--timeout", min=1, help="Seconds the flush and copy may take.")
@@ -145,9 +143,8 @@ def restore(
     data_dir: DataDirOpt = None,
     storage: Annotated[
         str | None,
-        typer.Option(
+        option(
             "--storage",
-            show_default=False,
             help="Storage root to fill (default: <data-dir>/storage, or the settings').",
         ),
     ] = None,

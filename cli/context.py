@@ -30,103 +30,86 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+
+def option(*decls: str, help: str | None = None, envvar: str | None = None) -> Any:
+    """A ``typer.Option`` that shows no default: most defaults are None, meaning "as the
+    settings (or the server) decide", which a shown "[default: None]" would obscure."""
+    return typer.Option(*decls, envvar=envvar, show_default=False, help=help)
+
+
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 UriOpt = Annotated[
     str | None,
-    typer.Option(
+    option(
         "--uri",
-        show_default=False,
         help="Flight uri of a proxy (default: $ELANUS_URI, else from settings, "
         "grpc://127.0.0.1:8815).",
     ),
 ]
 ConfigOpt = Annotated[
     Path | None,
-    typer.Option(
+    option(
         "--config",
         envvar="ELANUS_CONFIG",
-        show_default=False,
         help="Settings file (default: ./elanus.toml if present).",
     ),
 ]
-DataDirOpt = Annotated[
-    str | None, typer.Option("--data-dir", show_default=False, help="Root of all local data.")
-]
-PortOpt = Annotated[
-    int | None, typer.Option("--port", show_default=False, help="Flight (proxy) port.")
-]
-HostOpt = Annotated[
-    str | None, typer.Option("--host", show_default=False, help="Flight (proxy) bind address.")
-]
-NatsOpt = Annotated[
-    str | None,
-    typer.Option("--nats", show_default=False, help="External NATS url (nats://host:4222)."),
-]
+DataDirOpt = Annotated[str | None, option("--data-dir", help="Root of all local data.")]
+PortOpt = Annotated[int | None, option("--port", help="Flight (proxy) port.")]
+HostOpt = Annotated[str | None, option("--host", help="Flight (proxy) bind address.")]
+NatsOpt = Annotated[str | None, option("--nats", help="External NATS url (nats://host:4222).")]
 MilvusPortOpt = Annotated[
     int | None,
-    typer.Option(
+    option(
         "--milvus-port",
-        show_default=False,
         help="Port of the proxy's Milvus protocol face, for pymilvus (0: off; default 19530).",
     ),
 ]
 MetricsPortOpt = Annotated[
     int | None,
-    typer.Option(
+    option(
         "--metrics-port",
-        show_default=False,
         help="Serve Prometheus /metrics on this port (setting metrics_port; 0, the default: "
         "off). Each process of a machine needs its own.",
     ),
 ]
 WebuiPortOpt = Annotated[
     int | None,
-    typer.Option(
+    option(
         "--webui-port",
-        show_default=False,
         help="Serve the proxy's read-only web console on this port (setting webui_port; 0, "
         "the default: off; make run: 9091).",
     ),
 ]
 NatsPortOpt = Annotated[
-    int | None,
-    typer.Option("--nats-port", show_default=False, help="Port of the embedded NATS (0: any)."),
+    int | None, option("--nats-port", help="Port of the embedded NATS (0: any).")
 ]
 TlsCaOpt = Annotated[
     Path | None,
-    typer.Option(
+    option(
         "--tls-ca",
         envvar="ELANUS_TLS_CA",
-        show_default=False,
         help="PEM file of the CA that signed the proxy's TLS certificate; the uri becomes "
         "grpc+tls:// (also $ELANUS_TLS_CA).",
     ),
 ]
-StorageOpt = Annotated[
-    str | None,
-    typer.Option("--storage", show_default=False, help="Segment and index storage path."),
-]
+StorageOpt = Annotated[str | None, option("--storage", help="Segment and index storage path.")]
 UserOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--user", envvar="ELANUS_USER", show_default=False, help="User name (auth_enabled)."
-    ),
+    str | None, option("--user", envvar="ELANUS_USER", help="User name (auth_enabled).")
 ]
 PasswordOpt = Annotated[
     str | None,
-    typer.Option(
+    option(
         "--password",
         envvar="ELANUS_PASSWORD",
-        show_default=False,
         help="Password of --user (prefer $ELANUS_PASSWORD: command lines are visible to ps).",
     ),
 ]
 TokenOpt = Annotated[
     str | None,
-    typer.Option(
+    option(
         "--token",
         envvar="ELANUS_TOKEN",
-        show_default=False,
         help="'user:password', as pymilvus takes it (instead of --user/--password).",
     ),
 ]

@@ -26,7 +26,7 @@ from rich.progress import (
 
 from elanus import filenames, filereaders
 from elanus.cli.admin import CollectionArg, _hybrid_ts
-from elanus.cli.context import CliState, JsonOpt, UriOpt, connect, run_action
+from elanus.cli.context import CliState, JsonOpt, UriOpt, connect, option, run_action
 from elanus.cli.output import emit, kv_table, stderr_progress, table
 from elanus.errors import ElanusError, ErrorCode
 from elanus.filereaders import rebatch
@@ -57,7 +57,7 @@ FileArg = Annotated[
 ]
 PartitionOpt = Annotated[
     str | None,
-    typer.Option("--partition", "-p", help="Partition to insert into.", show_default=False),
+    option("--partition", "-p", help="Partition to insert into."),
 ]
 BatchRowsOpt = Annotated[int, typer.Option("--batch-rows", min=1, help="Rows per insert request.")]
 TimeoutOpt = Annotated[

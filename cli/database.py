@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from elanus.cli.admin import YesOpt, _confirm, _done
-from elanus.cli.context import JsonOpt, UriOpt, key_values, run_action
+from elanus.cli.context import JsonOpt, UriOpt, key_values, option, run_action
 from elanus.cli.output import kv_table, table
 
 database_app = typer.Typer(
@@ -18,15 +18,14 @@ database_app = typer.Typer(
 DatabaseArg = Annotated[str, typer.Argument(help="Database name.", show_default=False)]
 SetOpt = Annotated[
     list[str] | None,
-    typer.Option(
+    option(
         "--set",
         help="A property KEY=VALUE (repeatable), e.g. database.max.collections=10.",
-        show_default=False,
     ),
 ]
 DropOpt = Annotated[
     list[str] | None,
-    typer.Option("--drop", help="A property key to remove (repeatable).", show_default=False),
+    option("--drop", help="A property key to remove (repeatable)."),
 ]
 
 

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from elanus.cli.context import JsonOpt, UriOpt, key_values, run_action
+from elanus.cli.context import JsonOpt, UriOpt, key_values, option, run_action
 
 
 def collection_alter_field(
@@ -17,17 +17,14 @@ def collection_alter_field(
     field: Annotated[str, typer.Argument(help="Field name.", show_default=False)],
     props: Annotated[
         list[str] | None,
-        typer.Option(
+        option(
             "--set",
             help="KEY=VALUE (repeatable): max_length, max_capacity, mmap.enabled, warmup...",
-            show_default=False,
         ),
     ] = None,
     drop: Annotated[
         list[str] | None,
-        typer.Option(
-            "--drop", help="A key to remove (mmap.enabled, warm-up keys).", show_default=False
-        ),
+        option("--drop", help="A key to remove (mmap.enabled, warm-up keys)."),
     ] = None,
     as_json: JsonOpt = False,
     uri: UriOpt = None,

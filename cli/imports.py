@@ -21,7 +21,7 @@ from rich.console import RenderableType
 from rich.progress import TaskProgressColumn, TextColumn
 
 from elanus.cli.admin import CollectionArg, _hybrid_ts
-from elanus.cli.context import CliState, JsonOpt, UriOpt, connect, run_action
+from elanus.cli.context import CliState, JsonOpt, UriOpt, connect, option, run_action
 from elanus.cli.data import PartitionOpt, check_readable
 from elanus.cli.output import emit, kv_table, stderr_progress, table
 from elanus.errors import ElanusError, ErrorCode
@@ -49,10 +49,9 @@ NoWaitOpt = Annotated[
 ]
 UploadOpt = Annotated[
     bool | None,
-    typer.Option(
+    option(
         "--upload/--no-upload",
         help="Upload the files to the server first (default: when it cannot read them).",
-        show_default=False,
     ),
 ]
 TimeoutOpt = Annotated[float, typer.Option("--timeout", min=0, help="Seconds to wait for the job.")]

@@ -19,7 +19,7 @@ import typer
 from rich.console import Group, RenderableType
 
 from elanus.cli.admin import CollectionArg
-from elanus.cli.context import JsonOpt, UriOpt, json_object, run_action
+from elanus.cli.context import JsonOpt, UriOpt, json_object, option, run_action
 from elanus.cli.output import kv_table, table
 from elanus.consistency import ConsistencyLevel
 from elanus.ops.replies import LoadProgress
@@ -34,62 +34,52 @@ COUNT = "count(*)"
 
 VectorFileOpt = Annotated[
     Path | None,
-    typer.Option(
+    option(
         "--vector-file",
         help="Query vectors: a .npy array (2-D, or 1-D for one query) or a .json list.",
-        show_default=False,
     ),
 ]
 TextOpt = Annotated[
     list[str] | None,
-    typer.Option(
+    option(
         "--text",
         help="Query text for a BM25 function's output field (repeat for several queries); "
         "instead of --vector-file.",
-        show_default=False,
     ),
 ]
 PartitionsOpt = Annotated[
     list[str] | None,
-    typer.Option(
-        "--partition", "-p", help="Partition to read (repeat for several).", show_default=False
-    ),
+    option("--partition", "-p", help="Partition to read (repeat for several)."),
 ]
 SearchParamsOpt = Annotated[
     str | None,
-    typer.Option(
+    option(
         "--params",
         help='Index search parameters as JSON, e.g. {"ef": 64} or {"nprobe": 16}.',
-        show_default=False,
     ),
 ]
 LimitOpt = Annotated[int, typer.Option("--limit", "-k", min=1, help="Hits per query.")]
-FilterOpt = Annotated[
-    str, typer.Option("--filter", help="Boolean filter expression.", show_default=False)
-]
+FilterOpt = Annotated[str, option("--filter", help="Boolean filter expression.")]
 OutputFieldsOpt = Annotated[
     str | None,
-    typer.Option(
+    option(
         "--output-fields",
         help="Comma-separated fields to return (e.g. id,title).",
-        show_default=False,
     ),
 ]
 MetricOpt = Annotated[
     str | None,
-    typer.Option(
+    option(
         "--metric",
         help="L2, IP, COSINE, HAMMING, JACCARD or BM25 (default: the field's).",
-        show_default=False,
     ),
 ]
 ConsistencyOpt = Annotated[
     str | None,
-    typer.Option(
+    option(
         "--consistency",
         help="Strong, Bounded, Session or Eventually (default: Strong, so a command sees "
         "what the commands before it wrote).",
-        show_default=False,
     ),
 ]
 OffsetOpt = Annotated[int, typer.Option("--offset", min=0, help="Hits (or rows) to skip.")]
@@ -100,10 +90,9 @@ leave out what ``elanus insert`` wrote a moment before; Strong sees every write 
 acknowledged before the command started, for the price of one forced time tick."""
 AnnsFieldOpt = Annotated[
     str | None,
-    typer.Option(
+    option(
         "--anns-field",
         help="Vector field to search (a BM25 output field for --text).",
-        show_default=False,
     ),
 ]
 ExprArg = Annotated[

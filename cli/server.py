@@ -23,6 +23,7 @@ from elanus.cli.context import (
     PortOpt,
     StorageOpt,
     WebuiPortOpt,
+    option,
 )
 from elanus.cli.output import console, emit, kv_table
 from elanus.cli.roles import INFO_FILE, MEMBER_ROLES, ROLES, standalone_roles
@@ -34,21 +35,19 @@ if TYPE_CHECKING:
 
 TlsCertOpt = Annotated[
     str | None,
-    typer.Option(
+    option(
         "--tls-cert",
-        show_default=False,
         help="PEM certificate chain: serve grpc+tls:// (with --tls-key).",
     ),
 ]
 TlsKeyOpt = Annotated[
     str | None,
-    typer.Option("--tls-key", show_default=False, help="PEM private key of --tls-cert."),
+    option("--tls-key", help="PEM private key of --tls-cert."),
 ]
 TlsClientCaOpt = Annotated[
     str | None,
-    typer.Option(
+    option(
         "--tls-client-ca",
-        show_default=False,
         help="PEM CA bundle: clients must present a certificate it signed (mutual TLS).",
     ),
 ]
@@ -93,9 +92,8 @@ def server_settings(
 
 AuthOpt = Annotated[
     bool | None,
-    typer.Option(
+    option(
         "--auth/--no-auth",
-        show_default=False,
         help="Require credentials on every call (setting auth_enabled).",
     ),
 ]

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from elanus.cli.context import CliState, JsonOpt, UriOpt, connect
+from elanus.cli.context import CliState, JsonOpt, UriOpt, connect, option
 from elanus.cli.output import console, table
 from elanus.cli.read import ConsistencyOpt, check_consistency
 
@@ -39,10 +39,9 @@ def sql(
     statement: StatementArg,
     params: Annotated[
         list[str] | None,
-        typer.Option(
+        option(
             "--param",
             help="Value of the next ? or $N parameter, as JSON (repeat, in order).",
-            show_default=False,
         ),
     ] = None,
     as_of: Annotated[
@@ -52,7 +51,7 @@ def sql(
     consistency: ConsistencyOpt = None,
     db: Annotated[
         str | None,
-        typer.Option("--db", help="Database of unqualified collection names.", show_default=False),
+        option("--db", help="Database of unqualified collection names."),
     ] = None,
     csv: Annotated[bool, typer.Option("--csv", help="Print CSV (a header, then rows).")] = False,
     as_json: JsonOpt = False,

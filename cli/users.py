@@ -6,15 +6,19 @@ Passwords are never taken from an argument (ps shows those): ``--new-password`` 
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import RenderableType
 
 from elanus.cli.admin import YesOpt, _confirm, _done
-from elanus.cli.context import JsonOpt, UriOpt, run_action
+from elanus.cli.context import JsonOpt, UriOpt, option, run_action
 from elanus.cli.output import kv_table, table
 from elanus.ops.replies import RoleDescription, UserDescription, WhoAmI
+
+if TYPE_CHECKING:
+    from elanus.client.client import Client
 
 user_app = typer.Typer(
     help="Users: create, drop, list, describe, change passwords, bind roles.",
@@ -39,6 +43,18 @@ NewPasswordOpt = Annotated[
         help="The new password ($ELANUS_NEW_PASSWORD, else asked for).",
     ),
 ]
+
+
+def _list_command(kind: str, names: Callable[[Client], list[str]]) -> Any:
+    """``user list`` and ``role list``: every name of one kind, one a row."""
+
+    def command(ctx: typer.Context, as_json: JsonOpt = False, uri: UriOpt = None) -> None:
+        run_action(
+            ctx, names, lambda found: table([kind], [(n,) for n in found]), as_json=as_json, uri=uri
+        )
+
+    command.__doc__ = f"Every {kind} name."
+    return command
 
 
 # -- users ------------------------------------------------------------------------------------
@@ -72,10 +88,7 @@ def drop_user(
     )
 
 
-@user_app.command("list")
-def list_users(ctx: typer.Context, as_json: JsonOpt = False, uri: UriOpt = None) -> None:
-    """Every user name."""
-    run_action(ctx, lambda c: c.list_users(), _names("user"), as_json=as_json, uri=uri)
+user_app.command("list")(_list_command("user", lambda c: c.list_users()))
 
 
 @user_app.command("describe")
@@ -108,10 +121,9 @@ def update_password(
     password: NewPasswordOpt,
     old_password: Annotated[
         str | None,
-        typer.Option(
+        option(
             "--old-password",
             envvar="ELANUS_OLD_PASSWORD",
-            show_default=False,
             help="The current password (needed for your own; $ELANUS_OLD_PASSWORD).",
         ),
     ] = None,
@@ -128,26 +140,28 @@ def update_password(
     )
 
 
-@user_app.command("bind")
-def bind_role(
-    ctx: typer.Context, name: UserArg, role: RoleArg, as_json: JsonOpt = False, uri: UriOpt = None
-) -> None:
-    """Give a user a role."""
-    run_action(
-        ctx, lambda c: c.grant_role(name, role), _done(f"{name} has role {role}"),
-        as_json=as_json, uri=uri,
-    )  # fmt: skip
+def _bind_command(unbind: bool) -> Any:
+    """``user bind`` and ``user unbind``: one signature, two directions."""
+
+    def command(
+        ctx: typer.Context,
+        name: UserArg,
+        role: RoleArg,
+        as_json: JsonOpt = False,
+        uri: UriOpt = None,
+    ) -> None:
+        def call(c: Any) -> Any:
+            return (c.revoke_role if unbind else c.grant_role)(name, role)
+
+        message = f"{name} no longer has role {role}" if unbind else f"{name} has role {role}"
+        run_action(ctx, call, _done(message), as_json=as_json, uri=uri)
+
+    command.__doc__ = "Take a role from a user." if unbind else "Give a user a role."
+    return command
 
 
-@user_app.command("unbind")
-def unbind_role(
-    ctx: typer.Context, name: UserArg, role: RoleArg, as_json: JsonOpt = False, uri: UriOpt = None
-) -> None:
-    """Take a role from a user."""
-    run_action(
-        ctx, lambda c: c.revoke_role(name, role), _done(f"{name} no longer has role {role}"),
-        as_json=as_json, uri=uri,
-    )  # fmt: skip
+user_app.command("bind")(_bind_command(unbind=False))
+user_app.command("unbind")(_bind_command(unbind=True))
 
 
 # -- roles ------------------------------------------------------------------------------------
@@ -180,10 +194,7 @@ def drop_role(
     )  # fmt: skip
 
 
-@role_app.command("list")
-def list_roles(ctx: typer.Context, as_json: JsonOpt = False, uri: UriOpt = None) -> None:
-    """Every role name."""
-    run_action(ctx, lambda c: c.list_roles(), _names("role"), as_json=as_json, uri=uri)
+role_app.command("list")(_list_command("role", lambda c: c.list_roles()))
 
 
 @role_app.command("describe")
@@ -243,7 +254,3 @@ def _grant_command(revoke: bool) -> Any:
 
 role_app.command("grant")(_grant_command(revoke=False))
 role_app.command("revoke")(_grant_command(revoke=True))
-
-
-def _names(kind: str) -> Any:
-    return lambda names: table([kind], [(n,) for n in names])
