@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -124,6 +125,17 @@ class Standalone:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+@contextlib.contextmanager
+def served_client(prefix: str, timeout: float) -> Iterator[Client]:
+    """A client of a fresh standalone in a temporary directory, all gone on exit."""
+    with (
+        tempfile.TemporaryDirectory(prefix=prefix) as tmp,
+        Standalone(Path(tmp) / "data") as server,
+        Client(server.uri, timeout=timeout) as client,
+    ):
+        yield client
 
 
 # -- CPU accounting ---------------------------------------------------------------------------

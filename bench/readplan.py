@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -27,7 +26,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Standalone  # noqa: E402
+from _common import served_client  # noqa: E402
 
 from elanus.client.client import Client  # noqa: E402
 
@@ -47,11 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--plans", type=int, default=20)
     args = p.parse_args(argv)
     rows = []
-    with (
-        tempfile.TemporaryDirectory(prefix="elanus-bench-plan-") as tmp,
-        Standalone(Path(tmp) / "data") as server,
-        Client(server.uri, timeout=120) as c,
-    ):
+    with served_client("elanus-bench-plan-", timeout=120) as c:
         c.create_collection("plans", dimension=8, num_shards=2, metric_type="L2")
         vectors = np.random.default_rng(0).random((10_000, 8), dtype=np.float32)
         c.insert("plans", {"id": np.arange(10_000), "vector": vectors})

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -31,7 +30,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Standalone  # noqa: E402
+from _common import served_client  # noqa: E402
 
 from elanus.client.client import Client  # noqa: E402
 from elanus.segments import storage  # noqa: E402
@@ -119,11 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=3)
     args = p.parse_args(argv)
     out = []
-    with (
-        tempfile.TemporaryDirectory(prefix="elanus-bench-sql-") as tmp,
-        Standalone(Path(tmp) / "data") as server,
-        Client(server.uri, timeout=600) as c,
-    ):
+    with served_client("elanus-bench-sql-", timeout=600) as c:
         fill(c, args.rows)
         con = direct(c)
         c.sql("SELECT count(*) FROM scan")  # warm: routes, plans, imports
