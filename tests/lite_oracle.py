@@ -116,14 +116,20 @@ def lite_answers(
         "vector": vector,
         "query": query_vector,
     }
+    answers: list[Any] = run_in_child(_SCRIPT, spec, timeout=120)
+    return answers
+
+
+def run_in_child(script: str, spec: dict[str, Any], timeout: float) -> Any:
+    """What ``script``, run in a child Python with ``spec`` as JSON on its stdin, writes as
+    JSON to its stdout; the child must exit 0 (its stderr's tail is the failure)."""
     done = subprocess.run(
-        [sys.executable, "-c", _SCRIPT],
+        [sys.executable, "-c", script],
         input=json.dumps(spec),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout,
         check=False,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    answers: list[Any] = json.loads(done.stdout)
-    return answers
+    return json.loads(done.stdout)

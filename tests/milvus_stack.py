@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from conftest import Stack
 
 from elanus.channels.nats_server import free_port
 from elanus.milvus.face import MilvusProxy
+
+if TYPE_CHECKING:
+    from pymilvus import MilvusClient
 
 
 class MilvusStack(Stack):
@@ -41,7 +44,7 @@ def milvus_stack(request: pytest.FixtureRequest, tmp_path: Path, **settings: Any
         s.close()
 
 
-def milvus_client(stack: MilvusStack, timeout: float = 60) -> Iterator[Any]:
+def milvus_client(stack: MilvusStack, timeout: float = 60) -> Iterator[MilvusClient]:
     """A pymilvus ``MilvusClient`` on the stack's Milvus port, closed after the test."""
     from pymilvus import MilvusClient
 
@@ -50,3 +53,15 @@ def milvus_client(stack: MilvusStack, timeout: float = 60) -> Iterator[Any]:
         yield c
     finally:
         c.close()
+
+
+@pytest.fixture(name="mstack")
+def mstack_fixture(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MilvusStack]:
+    """A test's own ``milvus_stack``; import it into a test module to use it."""
+    yield from milvus_stack(request, tmp_path)
+
+
+@pytest.fixture(name="client")
+def mstack_client_fixture(mstack: MilvusStack) -> Iterator[MilvusClient]:
+    """A pymilvus client on the test's ``mstack`` (30 s calls)."""
+    yield from milvus_client(mstack, timeout=30)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import Stack, bare_collection, own_stack
@@ -52,6 +53,25 @@ def _refused(call: object, *words: str) -> None:
     assert refused.value.code == ErrorCode.INVALID_ARGUMENT, refused.value
     for word in words:
         assert word in refused.value.message, refused.value.message
+
+
+def _group_granted(
+    root: Client, group: str, privileges: list[str], role: str, object_name: str
+) -> list[dict[str, Any]]:
+    """A new group of ``privileges`` granted to a new ``role`` on ``object_name``; the
+    role's grants as ``describe_role`` lists them."""
+    root.create_privilege_group(group)
+    root.add_privileges_to_group(group, privileges)
+    root.create_role(role)
+    root.grant_privilege_v2(role, group, object_name)
+    return list(root.describe_role(role)["privileges"])
+
+
+def _member(secured: Stack, root: Client, user: str, password: str, role: str) -> Client:
+    """A client of a new ``user`` that has ``role``."""
+    root.create_user(user, password)
+    root.grant_role(user, role)
+    return Client(secured.uri, user=user, password=password)
 
 
 def test_groups_are_made_filled_and_dropped_by_milvus_rules(root: Client) -> None:
@@ -100,17 +120,11 @@ def test_a_granted_group_allows_its_privileges_and_follows_its_changes(
         root.create_collection(name, dimension=DIM)
         root.load_collection(name)
     root.insert("books", [{"id": 1, "vector": [0.1, 0.2, 0.3, 0.4]}])
-    root.create_privilege_group("book_readers")
-    root.add_privileges_to_group("book_readers", ["Search", "Query"])
-    root.create_role("librarian")
-    root.grant_privilege_v2("librarian", "book_readers", "books")
-    grant = root.describe_role("librarian")["privileges"]
+    grant = _group_granted(root, "book_readers", ["Search", "Query"], "librarian", "books")
     assert [(g["object_type"], g["object_name"], g["privilege"]) for g in grant] == [
         ("Collection", "books", "book_readers")
     ]
-    root.create_user("lena", "lena-pw-1")
-    root.grant_role("lena", "librarian")
-    with Client(secured.uri, user="lena", password="lena-pw-1") as lena:
+    with _member(secured, root, "lena", "lena-pw-1", "librarian") as lena:
         assert lena.query("books", "id >= 0", consistency_level="Strong")
         assert lena.search("books", [[0.1, 0.2, 0.3, 0.4]], limit=1)
         for refused in (
@@ -140,17 +154,11 @@ def test_a_granted_group_allows_its_privileges_and_follows_its_changes(
 
 
 def test_a_group_of_global_privileges_applies_to_the_database(secured: Stack, root: Client) -> None:
-    root.create_privilege_group("makers")
-    root.add_privileges_to_group("makers", ["CreateCollection", "ShowCollections"])
-    root.create_role("maker")
-    root.grant_privilege_v2("maker", "makers", "*")
-    grant = root.describe_role("maker")["privileges"]
+    grant = _group_granted(root, "makers", ["CreateCollection", "ShowCollections"], "maker", "*")
     assert [(g["object_type"], g["object_name"], g["db_name"]) for g in grant] == [
         ("Global", "*", "default")
     ]
-    root.create_user("mo", "mo-pw-123")
-    root.grant_role("mo", "maker")
-    with Client(secured.uri, user="mo", password="mo-pw-123") as mo:
+    with _member(secured, root, "mo", "mo-pw-123", "maker") as mo:
         bare_collection(mo, "made_by_mo", DIM)
         assert "made_by_mo" in mo.list_collections()
         with pytest.raises(ElanusError) as denied:

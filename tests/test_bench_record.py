@@ -3,18 +3,10 @@ more than 15 % is flagged) and rewritten, on synthetic README texts (no servers)
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
+from bench_modules import load_bench_module
 
-PATH = Path(__file__).resolve().parent.parent / "bench" / "_record.py"
-_spec = importlib.util.spec_from_file_location("bench_record", PATH)
-assert _spec is not None and _spec.loader is not None
-record = importlib.util.module_from_spec(_spec)
-sys.modules["bench_record"] = record  # dataclasses look their module up
-_spec.loader.exec_module(record)
+record = load_bench_module("_record.py", "bench_record")
 
 README = """# Benchmarks
 

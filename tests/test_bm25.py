@@ -24,6 +24,7 @@ from conftest import Stack, own_stack, wait_for
 from elanus import DataType, ElanusError, ErrorCode, Schema
 from elanus.analyzer import analyzer_for
 from elanus.client.client import Client
+from elanus.client.results import SearchResult
 from elanus.functions import Function, FunctionType
 
 pytestmark = pytest.mark.timeout(180)
@@ -92,6 +93,11 @@ def check_hits(hits: list[dict[str, Any]], expected: dict[int, float], limit: in
     assert got == pytest.approx([s for _, s in best], rel=1e-4)
 
 
+def text_search(client: Client, name: str, queries: list[str], **kw: Any) -> SearchResult:
+    """A Strong search of ``queries`` (text) on the ``sparse`` output of BM25."""
+    return client.search(name, data=queries, anns_field="sparse", consistency_level=STRONG, **kw)
+
+
 def check_search(
     client: Client,
     name: str,
@@ -101,14 +107,7 @@ def check_search(
     limit: int = 5,
     **kw: Any,
 ) -> None:
-    results = client.search(
-        name,
-        data=queries,
-        anns_field="sparse",
-        limit=limit,
-        consistency_level=STRONG,
-        **kw,
-    )
+    results = text_search(client, name, queries, limit=limit, **kw)
     assert len(results) == len(queries)
     for query, hits in zip(queries, results, strict=True):
         check_hits(hits, bm25_by_hand(docs, query, params), limit)
@@ -216,12 +215,11 @@ def test_scores_equal_bm25_by_hand(client: Client, params: dict[str, Any]) -> No
         limit=len(DOCS),
         search_params={"metric_type": "BM25", "params": {"bm25_k1": 1.2, "bm25_b": 0.75}},
     )
-    results = client.search(
+    results = text_search(
+        client,
         name,
-        data=["running dogs"],
-        anns_field="sparse",
+        ["running dogs"],
         limit=3,
-        consistency_level=STRONG,
         search_params={"params": {"bm25_k1": 2.0, "bm25_b": 0.3}},
     )
     check_hits(results[0], bm25_by_hand(docs, "running dogs", params, k1=2.0, b=0.3), 3)
@@ -286,15 +284,16 @@ def test_an_index_scores_as_the_exact_path(client: Client, shared: Stack, index_
         for i in deleted:
             del docs[i]
         for query in QUERIES:
-            (hits,) = client.search(
-                name, data=[query], anns_field="sparse", limit=12, consistency_level=STRONG
-            )
+            (hits,) = text_search(client, name, [query], limit=12)
             check_hits(hits, bm25_by_hand(docs, query, ENGLISH, k1=1.6, b=0.6), 12)
     # the search's own k1 and b win over the index's
-    (hits,) = client.search(
-        name, data=["lazy dog"], anns_field="sparse", limit=10, consistency_level=STRONG,
+    (hits,) = text_search(
+        client,
+        name,
+        ["lazy dog"],
+        limit=10,
         search_params={"params": {"bm25_k1": 1.2, "bm25_b": 0.75}},
-    )  # fmt: skip
+    )
     check_hits(hits, bm25_by_hand(docs, "lazy dog", ENGLISH), 10)
 
 
@@ -317,14 +316,8 @@ def test_filters_outputs_and_several_queries(client: Client) -> None:
     create(client, name)
     client.insert(name, rows(list(range(len(DOCS)))))
     docs = dict(enumerate(DOCS))
-    results = client.search(
-        name,
-        data=QUERIES,
-        anns_field="sparse",
-        limit=4,
-        filter="tag == 1",
-        output_fields=["text", "tag"],
-        consistency_level=STRONG,
+    results = text_search(
+        client, name, QUERIES, limit=4, filter="tag == 1", output_fields=["text", "tag"]
     )
     for query, hits in zip(QUERIES, results, strict=True):
         # the filter narrows the hits, not the statistics: they are the collection's
@@ -333,14 +326,7 @@ def test_filters_outputs_and_several_queries(client: Client) -> None:
         check_hits(hits, expected, 4)
         for h in hits:
             assert h["entity"] == {"text": DOCS[h["id"]], "tag": h["id"] % 3}
-    star = client.search(
-        name,
-        data=["fox"],
-        anns_field="sparse",
-        limit=2,
-        output_fields=["*"],
-        consistency_level=STRONG,
-    )
+    star = text_search(client, name, ["fox"], limit=2, output_fields=["*"])
     assert star[0] and all(set(h["entity"]) == {"id", "text", "tag"} for h in star[0])
     (row,) = client.query(name, "id == 3", ["*"], consistency_level=STRONG)
     assert set(row) == {"id", "text", "tag"}
@@ -349,9 +335,7 @@ def test_filters_outputs_and_several_queries(client: Client) -> None:
     with pytest.raises(ElanusError, match="not allowed to retrieve raw data of field sparse"):
         client.search(name, data=["fox"], anns_field="sparse", output_fields=["sparse"])
     # a query whose every word is a stop word matches nothing
-    assert client.search(
-        name, data=["the and of"], anns_field="sparse", consistency_level=STRONG
-    ) == [[]]
+    assert text_search(client, name, ["the and of"]) == [[]]
 
 
 def test_upsert_recomputes_the_output(client: Client) -> None:
@@ -363,9 +347,9 @@ def test_upsert_recomputes_the_output(client: Client) -> None:
     docs[4] = "Penguins waddle across the antarctic ice"
     client.upsert(name, rows([4], docs))
     check_search(client, name, docs, queries=["penguins ice", "cats pets", "dogs"])
-    hits = client.search(name, data=["penguins"], anns_field="sparse", consistency_level=STRONG)
+    hits = text_search(client, name, ["penguins"])
     assert [h["id"] for h in hits[0]] == [4]
-    assert client.search(name, data=["pets"], anns_field="sparse", consistency_level=STRONG) == [[]]
+    assert text_search(client, name, ["pets"]) == [[]]
 
 
 def test_import_computes_the_output(client: Client, tmp_path: Path) -> None:
@@ -415,24 +399,16 @@ def test_range_group_by_and_do_exchange_with_text(client: Client, shared: Stack)
     docs = dict(enumerate(DOCS))
     expected = bm25_by_hand(docs, "dogs running", ENGLISH)
     # range search: radius < score <= range_filter (larger is better)
-    (hits,) = client.search(
+    (hits,) = text_search(
+        client,
         name,
-        data=["dogs running"],
-        anns_field="sparse",
+        ["dogs running"],
         limit=10,
-        consistency_level=STRONG,
         search_params={"params": {"radius": 0.5, "range_filter": 2.0}},
     )
     check_hits(hits, {i: s for i, s in expected.items() if 0.5 < s <= 2.0}, 10)
     # group by tag: the best hit of each tag, best group first
-    (groups,) = client.search(
-        name,
-        data=["dogs running"],
-        anns_field="sparse",
-        limit=3,
-        group_by_field="tag",
-        consistency_level=STRONG,
-    )
+    (groups,) = text_search(client, name, ["dogs running"], limit=3, group_by_field="tag")
     best: dict[int, tuple[int, float]] = {}
     for i, score in expected.items():
         if i % 3 not in best or score > best[i % 3][1]:

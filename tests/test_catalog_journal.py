@@ -20,6 +20,7 @@ from elanus.api.coord import CoordAPI, ListSessions
 from elanus.channels.bus import Bus
 from elanus.channels.nats_server import EmbeddedNats
 from elanus.channels.runtime.loop import LoopThread
+from elanus.client.client import Client
 from elanus.errors import ElanusError, ErrorCode
 from elanus.meta.journal import CatalogJournal, decode, encode
 from elanus.meta.recorder import Recorder, mutates
@@ -48,6 +49,17 @@ def test_entries_round_trip_and_only_changes_are_recorded() -> None:
     ]
 
 
+def catalog_answers(c: Client) -> dict[str, Any]:
+    """What ``fill`` wrote, as the catalog answers it."""
+    return {
+        "collections": sorted(c.list_collections()),
+        "partitions": sorted(c.list_partitions("kept")),
+        "count": c.query("kept", output_fields=["count(*)"], consistency_level="Strong")[0],
+        "alias": c.describe_alias("kept_alias")["collection_name"],
+        "users": sorted(c.list_users()),
+    }
+
+
 def fill(stack: Stack) -> dict[str, Any]:
     """DDL, DML and users through the proxy; what a rebuilt catalog must answer again."""
     c = stack.client()
@@ -58,25 +70,13 @@ def fill(stack: Stack) -> dict[str, Any]:
     c.create_alias("kept", "kept_alias")
     c.create_collection("second", dimension=8)
     c.create_user("journal_user", "Journal-Pw1")
-    return {
-        "collections": sorted(c.list_collections()),
-        "partitions": sorted(c.list_partitions("kept")),
-        "count": c.query("kept", output_fields=["count(*)"], consistency_level="Strong")[0],
-        "alias": c.describe_alias("kept_alias")["collection_name"],
-        "users": sorted(c.list_users()),
-    }
+    return catalog_answers(c)
 
 
 def answers(stack: Stack) -> dict[str, Any]:
     c = stack.client()
     wait_for(lambda: c.get_load_state("kept")["state"] == "Loaded", what="reload of kept")
-    return {
-        "collections": sorted(c.list_collections()),
-        "partitions": sorted(c.list_partitions("kept")),
-        "count": c.query("kept", output_fields=["count(*)"], consistency_level="Strong")[0],
-        "alias": c.describe_alias("kept_alias")["collection_name"],
-        "users": sorted(c.list_users()),
-    }
+    return catalog_answers(c)
 
 
 def test_a_journal_another_coord_wrote_to_refuses_further_changes(

@@ -5,18 +5,15 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import lance
 import numpy as np
 import pytest
-from conftest import Stack
+from stack_factory import stack_factory_fixture  # noqa: F401  (the stack_factory fixture)
 
 from elanus.api.compaction import CompactionDone, Recorded
-from elanus.channels.nats_server import EmbeddedNats
-from elanus.channels.runtime.loop import LoopThread
 from elanus.client.client import Client
 from elanus.segments import storage
 from elanus.segments.flushcommon.coordreport import CoordReports
@@ -24,32 +21,16 @@ from elanus.segments.flushcommon.coordreport import CoordReports
 DIM = 8
 
 
-def make_stack(nats: EmbeddedNats, loop: LoopThread, tmp: Path, **settings: Any) -> Stack:
-    defaults = {
+@pytest.fixture
+def stack_settings() -> dict[str, Any]:
+    """``stack_factory``'s base: large segments, no background compaction, garbage goes at once."""
+    return {
         "segment_max_rows": 10_000,
         "compaction_interval_s": 0,
         "gc_delay_s": 0,
         "orphan_grace_s": 0,
         "retention_s": 0,
     }
-    return Stack(loop, nats, tmp / "data", **{**defaults, **settings}).start()
-
-
-@pytest.fixture
-def stack_factory(
-    nats_server: EmbeddedNats, loop_thread: LoopThread, tmp_path: Path
-) -> Iterator[Any]:
-    stacks: list[Stack] = []
-
-    def make(**settings: Any) -> Stack:
-        stacks.append(make_stack(nats_server, loop_thread, tmp_path, **settings))
-        return stacks[-1]
-
-    try:
-        yield make
-    finally:
-        for s in stacks:
-            s.close()
 
 
 def insert_range(client: Client, start: int, n: int) -> None:

@@ -4,7 +4,6 @@ writes (and segments older versions wrote) share one Arrow schema, so they merge
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +15,6 @@ import pytest
 from conftest import Stack
 
 from elanus import layout
-from elanus.channels.nats_server import EmbeddedNats
-from elanus.channels.runtime.loop import LoopThread
 from elanus.client.client import Client
 from elanus.errors import ElanusError, ErrorCode
 from elanus.schema import DataType, Schema
@@ -50,20 +47,9 @@ def rows(ids: range, *, titles: bool = True) -> pa.Table:
 
 
 @pytest.fixture
-def stack(nats_server: EmbeddedNats, loop_thread: LoopThread, tmp_path: Path) -> Iterator[Stack]:
-    s = Stack(
-        loop_thread,
-        nats_server,
-        tmp_path / "data",
-        compaction_interval_s=0,
-        gc_delay_s=0,
-        retention_s=0,
-    )
-    try:
-        s.start()
-        yield s
-    finally:
-        s.close()
+def stack_settings() -> dict[str, Any]:
+    """No background compaction and no grace before garbage goes (conftest's ``stack``)."""
+    return {"compaction_interval_s": 0, "gc_delay_s": 0, "retention_s": 0}
 
 
 def wait_compacted(client: Client, job: int, timeout: float = 30) -> None:

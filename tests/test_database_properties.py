@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from conftest import Stack, StandaloneProcess, cli, cli_json, own_stack, raises_code, run_elanus
+from database_property_steps import described_steps
 from milvus_stack import MilvusStack, milvus_stack
 from pymilvus import MilvusClient
 from pymilvus.exceptions import MilvusException
@@ -67,29 +68,19 @@ def _code(call: Any) -> tuple[int, str]:
 # -- stored and described, as Milvus Lite answers ------------------------------------------
 _LITE = r"""
 import json, sys
+sys.path.insert(0, sys.argv[2])
 from pymilvus import MilvusClient
-c = MilvusClient(sys.argv[1])
-out = []
-c.create_database("d1", properties={"database.max.collections": "5", "foo": "bar"})
-out.append(c.describe_database("d1"))
-c.alter_database_properties("d1", {"database.force.deny.writing": "false", "x.y": "1"})
-out.append(c.describe_database("d1"))
-c.alter_database_properties("d1", {"foo": "baz"})
-out.append(c.describe_database("d1"))
-c.drop_database_properties("d1", ["foo", "never.set"])
-out.append(c.describe_database("d1"))
-c.create_database("d2")
-out.append(c.describe_database("d2"))
-json.dump(out, sys.stdout)
+from database_property_steps import described_steps
+json.dump(described_steps(MilvusClient(sys.argv[1])), sys.stdout)
 """
 
 
 def _lite_answers(tmp_path: Path) -> list[dict[str, Any]]:
-    """The describes of ``_LITE`` against Milvus Lite, in a child Python (a process with
+    """``described_steps`` against Milvus Lite, in a child Python (a process with
     gRPC threads must not fork, and the fixtures fork nats-server)."""
     pytest.importorskip("milvus_lite")
     done = subprocess.run(
-        [sys.executable, "-c", _LITE, str(tmp_path / "lite.db")],
+        [sys.executable, "-c", _LITE, str(tmp_path / "lite.db"), str(Path(__file__).parent)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -101,17 +92,7 @@ def _lite_answers(tmp_path: Path) -> list[dict[str, Any]]:
 def test_stored_and_described_as_milvus_lite(mstack: MilvusStack, tmp_path: Path) -> None:
     expected = _lite_answers(tmp_path)
     c = _milvus(mstack)
-    got = []
-    c.create_database("d1", properties={"database.max.collections": "5", "foo": "bar"})
-    got.append(c.describe_database("d1"))
-    c.alter_database_properties("d1", {"database.force.deny.writing": "false", "x.y": "1"})
-    got.append(c.describe_database("d1"))
-    c.alter_database_properties("d1", {"foo": "baz"})
-    got.append(c.describe_database("d1"))
-    c.drop_database_properties("d1", ["foo", "never.set"])  # an unset key: no change
-    got.append(c.describe_database("d1"))
-    c.create_database("d2")
-    got.append(c.describe_database("d2"))
+    got = described_steps(c)
     assert got == expected
     assert got[-2] == {
         "name": "d1",

@@ -203,16 +203,20 @@ def _flat(mc: MilvusClient) -> Any:
     return index
 
 
-def test_sdk_raises_the_limit(mstack: MilvusStack) -> None:
-    client = mstack.client()
-    schema = Schema(
+def short_text_schema() -> Schema:
+    """A VARCHAR ``t`` of at most 2 characters, for the tests that raise the limit."""
+    return Schema(
         [
             Field("id", DataType.INT64, is_primary=True),
             Field("v", DataType.FLOAT_VECTOR, dim=2),
             Field("t", DataType.VARCHAR, max_length=2),
         ]
     )
-    client.create_collection("sdk", schema=schema)
+
+
+def test_sdk_raises_the_limit(mstack: MilvusStack) -> None:
+    client = mstack.client()
+    client.create_collection("sdk", schema=short_text_schema())
     with pytest.raises(ElanusError) as err:
         client.insert("sdk", [{"id": 1, "v": [0.0, 1.0], "t": "abc"}])
     assert err.value.code == ErrorCode.INVALID_ARGUMENT
@@ -229,14 +233,7 @@ def test_every_proxy_and_a_coord_restart(stack: Stack) -> None:
     """A second proxy that cached the schema checks the new limit at once (the coord
     dropped every proxy's cache before it answered); a restarted coord keeps it all."""
     client = stack.client()
-    schema = Schema(
-        [
-            Field("id", DataType.INT64, is_primary=True),
-            Field("v", DataType.FLOAT_VECTOR, dim=2),
-            Field("t", DataType.VARCHAR, max_length=2),
-        ]
-    )
-    client.create_collection("r", schema=schema)
+    client.create_collection("r", schema=short_text_schema())
     other = stack.client(stack.add_proxy().uri)
     other.insert("r", [{"id": 1, "v": [0.0, 1.0], "t": "ab"}])  # caches the schema
     client.alter_collection_field("r", "t", {"max_length": 4, "warmup": "sync"})

@@ -17,6 +17,7 @@ from test_read_plan import (  # noqa: F401 - make_stack is a fixture
     DIM,
     assert_same_rows,
     call_error,
+    empty_c,
     make_stack,
     query_at,
     redeem,
@@ -88,10 +89,7 @@ def table_of(columns: dict[str, Any]) -> dict[int, dict[str, Any]]:
 def test_a_files_plan_in_the_past_and_of_some_partitions(
     make_stack: Callable[..., Stack],  # noqa: F811
 ) -> None:
-    stack = make_stack(retention_s=3600)
-    c = stack.client()
-    c.create_collection("c", dimension=DIM)
-    c.release_collection("c")
+    _, c = empty_c(make_stack, loaded=False, retention_s=3600)
     c.create_partition("c", "p1")
     c.insert("c", rows(0, 100))
     c.insert("c", rows(100, 50), partition_name="p1")
@@ -132,10 +130,7 @@ def test_a_files_ticket_reads_only_its_collections_segments(
 def test_deletes_still_in_the_datanodes_buffer_are_written_before_the_plan(
     make_stack: Callable[..., Stack],  # noqa: F811
 ) -> None:
-    stack = make_stack()
-    c = stack.client()
-    c.create_collection("c", dimension=DIM)
-    c.release_collection("c")
+    _, c = empty_c(make_stack, loaded=False)
     c.insert("c", rows(0, 100))
     c.flush("c", timeout=30)
     c.delete("c", [5, 50, 99])  # nothing growing: the plan's flush writes nothing

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,11 +13,10 @@ import numpy as np
 import pytest
 from conftest import Stack, wait_for
 from nats.js.api import AckPolicy, ConsumerConfig
+from stack_factory import stack_factory_fixture  # noqa: F401  (the stack_factory fixture)
 
 from elanus.channels.consumer import datanode_durable, durable_owner, querynode_durable
 from elanus.channels.dml import pchannel_of, stream_name
-from elanus.channels.nats_server import EmbeddedNats
-from elanus.channels.runtime.loop import LoopThread
 from elanus.client.client import Client
 from elanus.meta.coord import Coordinator
 from elanus.segments.querynode.node import QueryNode
@@ -28,21 +26,9 @@ DIM = 8
 
 
 @pytest.fixture
-def stack_factory(
-    nats_server: EmbeddedNats, loop_thread: LoopThread, tmp_path: Path
-) -> Iterator[Any]:
-    stacks: list[Stack] = []
-
-    def make(**settings: Any) -> Stack:
-        defaults = {"num_pchannels": 4, "gc_delay_s": 0, "compaction_interval_s": 0}
-        stacks.append(Stack(loop_thread, nats_server, tmp_path / "data", **defaults, **settings))
-        return stacks[-1].start()
-
-    try:
-        yield make
-    finally:
-        for s in stacks:
-            s.close()
+def stack_settings() -> dict[str, Any]:
+    """``stack_factory``'s base: four pchannels, no background compaction, no GC delay."""
+    return {"num_pchannels": 4, "gc_delay_s": 0, "compaction_interval_s": 0}
 
 
 def consumers(stack: Stack) -> dict[str, str]:

@@ -9,10 +9,7 @@ L2 flip, the raw ascending sum of unnormalised distances) — not through ``elan
 
 from __future__ import annotations
 
-import json
 import math
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import Stack, own_stack, wait_for
+from lite_oracle import run_in_child
 
 from elanus import (
     AnnSearchRequest,
@@ -458,16 +456,7 @@ def test_fusion_agrees_with_milvus_lite(env: tuple[Stack, Client, Data], tmp_pat
     live = [int(i) for i in data.ids[data.live]]
     rows = [{"id": i, "a": data.a[i].tolist(), "b": data.b[i].tolist()} for i in live]
     spec = {"path": str(tmp_path / "lite.db"), "rows": rows, "qa": qs["a"][0], "qb": qs["b"][0]}
-    done = subprocess.run(
-        [sys.executable, "-c", _LITE],
-        input=json.dumps(spec),
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    lite = json.loads(done.stdout)
+    lite = run_in_child(_LITE, spec, timeout=180)
     r = reqs({"a": qs["a"][:1], "b": qs["b"][:1]}, {"a": "L2", "b": "COSINE"})
     rankers = (RRFRanker(60), WeightedRanker(0.6, 0.3), WeightedRanker(0.6, 0.3, norm_score=False))
     for ranker, theirs in zip(rankers, lite, strict=True):

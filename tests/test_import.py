@@ -10,7 +10,7 @@ import concurrent.futures
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +20,14 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
-from conftest import STEP_TIMEOUT_S, Stack, own_stack, wait_for
+from conftest import STEP_TIMEOUT_S, Stack, wait_for
 from segment_reader import read_deltas, read_rows
+from stack_factory import (  # noqa: F401  (fixtures)
+    on_storage_fixture,
+    shared_client_fixture,
+    shared_stack,
+    stack_factory_fixture,
+)
 
 import elanus.meta.importfiles as importfiles
 import elanus.segments.datanode.importer as importer
@@ -29,8 +35,6 @@ from elanus import layout, objstore
 from elanus.api.datanode import ImportTaken, RunImport
 from elanus.api.imports import ImportAPI, PrepareImport
 from elanus.channels.bus import Bus
-from elanus.channels.nats_server import EmbeddedNats
-from elanus.channels.runtime.loop import LoopThread
 from elanus.channels.runtime.sessions import Session, SessionInfo
 from elanus.client.client import Client
 from elanus.errors import ElanusError
@@ -45,18 +49,7 @@ MAX_ROWS = 700
 STRONG = "Strong"
 
 
-@pytest.fixture(scope="module")
-def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    """One stack for the module (2 shards per collection, segments of 700 rows)."""
-    with own_stack(
-        tmp_path_factory.mktemp("import"), "import-tests", segment_max_rows=MAX_ROWS
-    ) as stack:
-        yield stack
-
-
-@pytest.fixture(scope="module")
-def client(shared: Stack) -> Client:
-    return shared.client()
+shared = shared_stack("import", segment_max_rows=MAX_ROWS)  # 2 shards per collection
 
 
 def schema(auto_id: bool = False, dynamic: bool = False) -> Schema:
@@ -391,6 +384,16 @@ class FakeExecutor:
             self.stack.call(served.unsubscribe())
 
 
+def _no_executor(stack: Stack, name: str) -> Client:
+    """A client on a new unloaded collection ``name``, the stack's data node stopped: its
+    imports wait for an executor (a ``FakeExecutor`` or a data node the test adds)."""
+    client = stack.client()
+    create(client, name, load=False)
+    dn = stack.datanodes.pop()
+    stack.call(dn.stop())
+    return client
+
+
 def _wait(
     predicate: Any, timeout: float = 15.0, what: Callable[[], str] = lambda: "condition"
 ) -> None:
@@ -402,11 +405,8 @@ def _wait(
 
 def test_a_job_interrupted_before_its_commit_fails_cleanly(stack: Stack, tmp_path: Path) -> None:
     """Executor gone, then a coord restart: failed with a reason, segments dropped."""
-    client = stack.client()
-    create(client, "ghosts", load=False)
+    client = _no_executor(stack, "ghosts")
     info = client.describe_collection("ghosts")
-    dn = stack.datanodes.pop()
-    stack.call(dn.stop())
     ghost = FakeExecutor(stack).start()
     try:
         files = [parquet(tmp_path / "g.parquet", rows_table(range(10)))]
@@ -427,10 +427,7 @@ def test_a_job_interrupted_before_its_commit_fails_cleanly(stack: Stack, tmp_pat
 
 
 def test_a_job_whose_executor_goes_away_fails(stack: Stack, tmp_path: Path) -> None:
-    client = stack.client()
-    create(client, "gone", load=False)
-    dn = stack.datanodes.pop()
-    stack.call(dn.stop())
+    client = _no_executor(stack, "gone")
     ghost = FakeExecutor(stack).start()
     try:
         job = client.bulk_import("gone", [parquet(tmp_path / "g.parquet", rows_table(range(10)))])
@@ -443,10 +440,7 @@ def test_a_job_whose_executor_goes_away_fails(stack: Stack, tmp_path: Path) -> N
 
 
 def test_pending_jobs_survive_a_coord_restart(stack: Stack, tmp_path: Path) -> None:
-    client = stack.client()
-    create(client, "later", load=False)
-    dn = stack.datanodes.pop()
-    stack.call(dn.stop())
+    client = _no_executor(stack, "later")
     job = client.bulk_import("later", [parquet(tmp_path / "l.parquet", rows_table(range(40)))])
     assert client.get_import_state(job)["state"] == "Pending"
     stack.restart()  # with a datanode again: the job runs
@@ -515,10 +509,7 @@ def test_reads_wait_for_a_committed_import_instead_of_seeing_part_of_it(
 
 
 def test_a_pending_job_of_a_dropped_collection_fails(stack: Stack, tmp_path: Path) -> None:
-    client = stack.client()
-    create(client, "dropped", load=False)
-    dn = stack.datanodes.pop()
-    stack.call(dn.stop())
+    client = _no_executor(stack, "dropped")
     job = client.bulk_import("dropped", [parquet(tmp_path / "x.parquet", rows_table(range(5)))])
     client.drop_collection("dropped")
     stack.add_datanode()
@@ -527,21 +518,6 @@ def test_a_pending_job_of_a_dropped_collection_fails(stack: Stack, tmp_path: Pat
 
 
 # -- uploads on the storage: local and S3 -----------------------------------------------------
-@pytest.fixture
-def on_storage(
-    nats_server: EmbeddedNats,
-    loop_thread: LoopThread,
-    tmp_path: Path,
-    storage_settings: dict[str, Any],
-) -> Iterator[Stack]:
-    """A stack on a local storage and on an S3 one (a bucket prefix on ``moto_server``)."""
-    stack = Stack(loop_thread, nats_server, tmp_path / "data", **storage_settings)
-    try:
-        yield stack.start()
-    finally:
-        stack.close()
-
-
 def test_uploads_live_on_the_storage_and_an_abandoned_one_expires(
     on_storage: Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -10,7 +10,6 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +18,9 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pyarrow.parquet as pq
 import pytest
-from conftest import Stack, StandaloneProcess, cli_json, own_stack, run_elanus, wait_for
+from conftest import Stack, StandaloneProcess, cli_json, run_elanus, wait_for
 from s3 import MotoServer
+from stack_factory import shared_client_fixture, shared_stack  # noqa: F401  (client fixture)
 
 import elanus.importroots as importroots
 from elanus import objstore
@@ -40,17 +40,7 @@ PUT_LIMIT = 200_000
 CSV_OK = "id,title,vector\n" + "".join(f'{i},t{i},"[{i},0,0,1]"\n' for i in range(20))
 
 
-@pytest.fixture(scope="module")
-def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    with own_stack(
-        tmp_path_factory.mktemp("confine"), "confine-tests", max_put_bytes=PUT_LIMIT
-    ) as stack:
-        yield stack
-
-
-@pytest.fixture(scope="module")
-def client(shared: Stack) -> Client:
-    return shared.client()
+shared = shared_stack("confine", max_put_bytes=PUT_LIMIT)
 
 
 @pytest.fixture(scope="module")

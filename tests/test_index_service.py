@@ -20,14 +20,15 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from conftest import ElanusProcess, Stack, both_transports
-from test_read_path import wait_for, wait_querynodes
+from fresh_stacks import stack_fixture, wait_querynodes
+from role_processes import role_process
+from test_read_path import wait_for
 
 from elanus import ElanusError, ErrorCode
-from elanus.channels.nats_server import EmbeddedNats
-from elanus.channels.runtime.loop import LoopThread
 from elanus.client.client import Client
 
 DIM = 32
+make_stack = stack_fixture(compaction_interval_s=0)
 
 
 def clustered(n: int, dim: int, seed: int, centers: int = 64) -> np.ndarray:
@@ -48,21 +49,22 @@ def rows(ids: np.ndarray, vectors: np.ndarray) -> pa.Table:
     )
 
 
+def create_bucketed(client: Client, name: str, vector: dict[str, Any], metric: str) -> None:
+    """``name`` with an int64 primary ``id``, an int64 ``bucket`` and the vector field
+    ``vector``, searched by ``metric``: the filters of these tests are on ``bucket``."""
+    fields = [
+        {"name": "id", "type": "Int64", "is_primary": True},
+        {"name": "bucket", "type": "Int64"},
+        vector,
+    ]
+    client.create_collection(name, schema={"fields": fields}, properties={"metric_type": metric})
+
+
 def make_collection(
     client: Client, name: str, parts: list[tuple[int, int]], seed: int = 1
 ) -> np.ndarray:
     """A collection with an int64 ``bucket`` (id % 10); each (lo, hi) part is one flush."""
-    client.create_collection(
-        name,
-        schema={
-            "fields": [
-                {"name": "id", "type": "Int64", "is_primary": True},
-                {"name": "bucket", "type": "Int64"},
-                {"name": "vector", "type": "FloatVector", "dim": DIM},
-            ]
-        },
-        properties={"metric_type": "L2"},
-    )
+    create_bucketed(client, name, {"name": "vector", "type": "FloatVector", "dim": DIM}, "L2")
     vectors = clustered(parts[-1][1], DIM, seed)
     for lo, hi in parts:
         client.insert(name, rows(np.arange(lo, hi), vectors[lo:hi]))
@@ -296,54 +298,47 @@ def test_recall_filters_and_deletes_through_the_index(
 
 @pytest.mark.chaos
 def test_builder_killed_mid_task_is_replaced(
-    nats_server: EmbeddedNats,
-    loop_thread: LoopThread,
+    make_stack: Callable[..., Stack],
     tmp_path: Path,
     elanus_processes: Callable[[ElanusProcess], ElanusProcess],
 ) -> None:
-    data_dir = tmp_path / "data"
-    stack = Stack(loop_thread, nats_server, data_dir, compaction_interval_s=0)
-    try:
-        stack.start()
-        client = stack.client()
-        make_collection(client, "k", [(0, 2000)])
-        cid = collection_id(client, "k")
-        env = stack.role_env(ELANUS_SESSION_TTL_S="2", ELANUS_INDEX_BUILD_DELAY_S="600")
-        args = ["run", "indexnode", "--nats", nats_server.url, "--data-dir", str(data_dir)]
-        slow = elanus_processes(
-            ElanusProcess(*args, log_path=tmp_path / "indexnode.log", env=env)
-        ).start()
-        assert stack.coord is not None
-        wait_for(
-            lambda: slow.check_alive() or stack.coord.sessions.of_role("indexnode"),  # type: ignore[union-attr]
-            what="the index node process's session",
-        )
-        client.create_index(
-            "k", "vector", index_type="IVF_FLAT", metric_type="L2", params={"nlist": 8}
-        )
-        (task,) = wait_for(
-            lambda: [t for t in tasks(stack, cid) if t["state"] == "InProgress"] or None,
-            what="the task issued to the slow builder",
-        )
-        assert task["version"] == 1
-        slow_node = task["node_id"]
-        slow.proc.send_signal(signal.SIGKILL)  # type: ignore[union-attr]
-        slow.proc.wait(10)  # type: ignore[union-attr]
-        stack.add_indexnode()
-        info = client.wait_for_index("k", timeout=60)
-        assert info["indexed_rows"] == 2000
-        (done,) = tasks(stack, cid)
-        # Each issue bumps the version (a dispatch to the dead builder before its session
-        # expired counts too), so only "newer than the lost one" is certain.
-        assert done["version"] >= 2 and done["node_id"] != slow_node
-        # The lost builder's late report (version 1) is ignored and changes nothing.
-        stale = {"build_id": done["build_id"], "version": 1, "ok": False, "fail_reason": "stale"}
-        reply = client.report_index_task(slow_node, stale)
-        assert reply["accepted"] is False and "stale" in reply["reason"]
-        assert tasks(stack, cid)[0] == done
-        assert client.describe_index("k")[0]["state"] == "Finished"
-    finally:
-        stack.close()
+    stack = make_stack()
+    client = stack.client()
+    make_collection(client, "k", [(0, 2000)])
+    cid = collection_id(client, "k")
+    env = stack.role_env(ELANUS_SESSION_TTL_S="2", ELANUS_INDEX_BUILD_DELAY_S="600")
+    settings = stack.settings
+    slow = role_process(
+        "indexnode", settings.nats_url or "", settings.data_dir, tmp_path / "indexnode.log", env
+    )
+    elanus_processes(slow).start()
+    assert stack.coord is not None
+    wait_for(
+        lambda: slow.check_alive() or stack.coord.sessions.of_role("indexnode"),  # type: ignore[union-attr]
+        what="the index node process's session",
+    )
+    client.create_index("k", "vector", index_type="IVF_FLAT", metric_type="L2", params={"nlist": 8})
+    (task,) = wait_for(
+        lambda: [t for t in tasks(stack, cid) if t["state"] == "InProgress"] or None,
+        what="the task issued to the slow builder",
+    )
+    assert task["version"] == 1
+    slow_node = task["node_id"]
+    slow.proc.send_signal(signal.SIGKILL)  # type: ignore[union-attr]
+    slow.proc.wait(10)  # type: ignore[union-attr]
+    stack.add_indexnode()
+    info = client.wait_for_index("k", timeout=60)
+    assert info["indexed_rows"] == 2000
+    (done,) = tasks(stack, cid)
+    # Each issue bumps the version (a dispatch to the dead builder before its session
+    # expired counts too), so only "newer than the lost one" is certain.
+    assert done["version"] >= 2 and done["node_id"] != slow_node
+    # The lost builder's late report (version 1) is ignored and changes nothing.
+    stale = {"build_id": done["build_id"], "version": 1, "ok": False, "fail_reason": "stale"}
+    reply = client.report_index_task(slow_node, stale)
+    assert reply["accepted"] is False and "stale" in reply["reason"]
+    assert tasks(stack, cid)[0] == done
+    assert client.describe_index("k")[0]["state"] == "Finished"
 
 
 # -- 4. compaction makes a new segment, which gets its own task ----------------------------------

@@ -10,6 +10,7 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import duckdb
@@ -218,44 +219,77 @@ def _spawn_coord(nats: EmbeddedNats, data_dir: Path, role: str = "coord") -> sub
     return proc
 
 
-@pytest.mark.chaos
-def test_tso_and_ids_survive_kill_9_of_the_coord(nats: EmbeddedNats, tmp_path: Path) -> None:
-    data = tmp_path / "data"
+def _kill(proc: subprocess.Popen[str]) -> None:
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(10)
+
+
+@pytest.fixture
+def bus_on_loop(nats: EmbeddedNats) -> Iterator[tuple[LoopThread, Bus]]:
+    """The test's own loop thread and bus on ``nats``, beside the processes it spawns."""
     loop = LoopThread().start()
-    bus = loop.call(Bus(nats.url, credentials=nats.credentials).connect())
-    proc = _spawn_coord(nats, data)
     try:
-        root = RootCoordAPI(bus)
-        issued = [loop.call(root.alloc_ts(TsoAlloc(count=7))).ts for _ in range(300)]
-        ids = [loop.call(root.alloc_ids(IdAlloc(count=5))).start for _ in range(300)]
-        assert issued == sorted(issued)
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(10)
-        # Restart at once, well inside the TSO's persisted window.
-        coord = Coordinator(Settings(data_dir=str(data), session_ttl_s=2, coord_lease_ttl_s=2), bus)
-        loop.call(coord.start())
+        bus = loop.call(Bus(nats.url, credentials=nats.credentials).connect())
         try:
-            ts = loop.call(root.alloc_ts(TsoAlloc())).ts
-            new_id = loop.call(root.alloc_ids(IdAlloc(count=1))).start
-            assert ts > issued[-1] + 6
-            assert new_id > ids[-1] + 4
-            assert abs(tsutil.physical_ms(ts) - tsutil.now_ms()) < 5_000
+            yield loop, bus
         finally:
-            loop.call(coord.stop())
+            loop.call(bus.close())
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
-        loop.call(bus.close())
         loop.stop()
 
 
+@pytest.fixture
+def spawn(
+    nats: EmbeddedNats, bus_on_loop: tuple[LoopThread, Bus]
+) -> Iterator[Callable[..., subprocess.Popen[str]]]:
+    """``_spawn_coord`` on ``nats``; whichever of its processes still run are killed after
+    the test (before the test's bus closes)."""
+    procs: list[subprocess.Popen[str]] = []
+
+    def start(data_dir: Path, role: str = "coord") -> subprocess.Popen[str]:
+        procs.append(_spawn_coord(nats, data_dir, role))
+        return procs[-1]
+
+    try:
+        yield start
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                _kill(proc)
+
+
 @pytest.mark.chaos
-def test_coord_catalog_survives_kill_9(nats: EmbeddedNats, tmp_path: Path) -> None:
+def test_tso_and_ids_survive_kill_9_of_the_coord(
+    bus_on_loop: tuple[LoopThread, Bus], spawn: Callable[..., subprocess.Popen[str]], tmp_path: Path
+) -> None:
+    loop, bus = bus_on_loop
     data = tmp_path / "data"
-    loop = LoopThread().start()
-    bus = loop.call(Bus(nats.url, credentials=nats.credentials).connect())
-    proc = _spawn_coord(nats, data)
+    proc = spawn(data)
+    root = RootCoordAPI(bus)
+    issued = [loop.call(root.alloc_ts(TsoAlloc(count=7))).ts for _ in range(300)]
+    ids = [loop.call(root.alloc_ids(IdAlloc(count=5))).start for _ in range(300)]
+    assert issued == sorted(issued)
+    _kill(proc)
+    # Restart at once, well inside the TSO's persisted window.
+    coord = Coordinator(Settings(data_dir=str(data), session_ttl_s=2, coord_lease_ttl_s=2), bus)
+    loop.call(coord.start())
+    try:
+        ts = loop.call(root.alloc_ts(TsoAlloc())).ts
+        new_id = loop.call(root.alloc_ids(IdAlloc(count=1))).start
+        assert ts > issued[-1] + 6
+        assert new_id > ids[-1] + 4
+        assert abs(tsutil.physical_ms(ts) - tsutil.now_ms()) < 5_000
+    finally:
+        loop.call(coord.stop())
+
+
+@pytest.mark.chaos
+def test_coord_catalog_survives_kill_9(
+    bus_on_loop: tuple[LoopThread, Bus], spawn: Callable[..., subprocess.Popen[str]], tmp_path: Path
+) -> None:
+    loop, bus = bus_on_loop
+    data = tmp_path / "data"
+    proc = spawn(data)
     schema = {
         "fields": [
             {"name": "pk", "type": "VarChar", "is_primary": True, "max_length": 64},
@@ -270,43 +304,35 @@ def test_coord_catalog_survives_kill_9(nats: EmbeddedNats, tmp_path: Path) -> No
             {"name": "doc", "type": "JSON", "nullable": True},
         ]
     }
-    try:
-        root = RootCoordAPI(bus)
-        created = loop.call(
-            root.create_collection(CreateCollection(name="kept", schema=schema, num_shards=3))
-        )
-        loop.call(root.create_partition(CreatePartition(collection="kept", name="p2024")))
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(10)
-        proc = _spawn_coord(nats, data)
-        described = loop.call(root.describe_collection(DescribeCollection(name="kept")))
-        assert described.collection_id == created.collection_id
-        assert described.schema == created.schema
-        assert described.vchannels == created.vchannels
-        assert [p.name for p in described.partitions] == ["_default", "p2024"]
-        assert json.dumps(as_body(described), sort_keys=True) != ""
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
-        loop.call(bus.close())
-        loop.stop()
+    root = RootCoordAPI(bus)
+    created = loop.call(
+        root.create_collection(CreateCollection(name="kept", schema=schema, num_shards=3))
+    )
+    loop.call(root.create_partition(CreatePartition(collection="kept", name="p2024")))
+    _kill(proc)
+    spawn(data)
+    described = loop.call(root.describe_collection(DescribeCollection(name="kept")))
+    assert described.collection_id == created.collection_id
+    assert described.schema == created.schema
+    assert described.vchannels == created.vchannels
+    assert [p.name for p in described.partitions] == ["_default", "p2024"]
+    assert json.dumps(as_body(described), sort_keys=True) != ""
 
 
 @pytest.mark.chaos
-def test_sessions_report_live_roles_and_expire(nats: EmbeddedNats, tmp_path: Path) -> None:
-    loop = LoopThread().start()
-    bus = loop.call(Bus(nats.url, credentials=nats.credentials).connect())
+def test_sessions_report_live_roles_and_expire(
+    bus_on_loop: tuple[LoopThread, Bus], spawn: Callable[..., subprocess.Popen[str]], tmp_path: Path
+) -> None:
+    loop, bus = bus_on_loop
     coord = Coordinator(Settings(data_dir=str(tmp_path / "d"), session_ttl_s=1.5), bus)
     loop.call(coord.start())
     try:
         # a second role process (a second coord would wait as a standby, unseen)
-        proc = _spawn_coord(nats, tmp_path / "other", "datanode")
+        proc = spawn(tmp_path / "other", "datanode")
         coord_api = CoordAPI(bus)
         sessions = loop.call(coord_api.list_sessions(ListSessions())).sessions
         assert {s["pid"] for s in sessions} == {os.getpid(), proc.pid}
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(10)
+        _kill(proc)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             sessions = loop.call(coord_api.list_sessions(ListSessions())).sessions
@@ -316,5 +342,3 @@ def test_sessions_report_live_roles_and_expire(nats: EmbeddedNats, tmp_path: Pat
         assert [s["pid"] for s in sessions] == [os.getpid()]
     finally:
         loop.call(coord.stop())
-        loop.call(bus.close())
-        loop.stop()

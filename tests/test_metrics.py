@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from conftest import wait_for
+from nats_settings import settings_on
 from prometheus_client.parser import text_string_to_metric_families
 
 from elanus.channels.nats_server import EmbeddedNats, free_port
@@ -182,14 +183,7 @@ def dashboard_metrics() -> set[str]:
 
 
 def test_metrics_port_zero_serves_nothing(nats_server: EmbeddedNats, tmp_path: Path) -> None:
-    creds = nats_server.credentials
-    settings = Settings(
-        data_dir=str(tmp_path / "data"),
-        nats_url=nats_server.url,
-        nats_user=creds.user,
-        nats_password=creds.password,
-        metrics_port=0,
-    )
+    settings = settings_on(nats_server, tmp_path / "data", metrics_port=0)
     with RoleHost(settings, ["coord"]) as host:
         assert host.metrics is None
         assert host.info()["metrics_url"] is None

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from milvus_stack import MilvusStack, milvus_stack
+from milvus_stack import MilvusStack, milvus_client, milvus_stack
 from pymilvus import DataType, MilvusClient
 from pymilvus.exceptions import MilvusException
 
@@ -25,11 +25,7 @@ as Milvus's ``english`` analyzer has them)."""
 def client(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MilvusClient]:
     for s in milvus_stack(request, tmp_path):
         assert isinstance(s, MilvusStack)
-        c = MilvusClient(uri=s.milvus_uri, timeout=60)
-        try:
-            yield c
-        finally:
-            c.close()
+        yield from milvus_client(s)
 
 
 def test_run_analyzer_tokens_detail_and_hash(client: MilvusClient) -> None:

@@ -11,23 +11,15 @@ from typing import Any
 
 import pytest
 from conftest import own_stack
-from milvus_stack import MilvusStack, milvus_stack
+from milvus_stack import (  # noqa: F401  (fixtures)
+    MilvusStack,
+    milvus_client,
+    milvus_stack,
+    mstack_client_fixture,
+    mstack_fixture,
+)
 from pymilvus import DataType, MilvusClient
 from pymilvus.exceptions import MilvusException
-
-
-@pytest.fixture
-def mstack(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MilvusStack]:
-    yield from milvus_stack(request, tmp_path)
-
-
-@pytest.fixture
-def client(mstack: MilvusStack) -> Iterator[MilvusClient]:
-    c = MilvusClient(uri=mstack.milvus_uri, timeout=30)
-    try:
-        yield c
-    finally:
-        c.close()
 
 
 @pytest.fixture(scope="module")
@@ -41,11 +33,7 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MilvusStack]:
 
 @pytest.fixture
 def shared_client(shared: MilvusStack) -> Iterator[MilvusClient]:
-    c = MilvusClient(uri=shared.milvus_uri, timeout=30)
-    try:
-        yield c
-    finally:
-        c.close()
+    yield from milvus_client(shared, timeout=30)
 
 
 def test_connect_version_and_not_supported(shared_client: MilvusClient) -> None:

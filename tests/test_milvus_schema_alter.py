@@ -11,32 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
-from milvus_stack import MilvusStack, milvus_stack
+from milvus_stack import MilvusStack, mstack_client_fixture, mstack_fixture  # noqa: F401  (fixtures)
 from pymilvus import AsyncMilvusClient, DataType, Function, FunctionType, MilvusClient
 from pymilvus.exceptions import MilvusException
 
 STRONG = "Strong"
 ANSWER_S = 5.0
-
-
-@pytest.fixture
-def mstack(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MilvusStack]:
-    yield from milvus_stack(request, tmp_path)
-
-
-@pytest.fixture
-def client(mstack: MilvusStack) -> Iterator[MilvusClient]:
-    c = MilvusClient(uri=mstack.milvus_uri, timeout=30)
-    try:
-        yield c
-    finally:
-        c.close()
 
 
 def _fields(client: MilvusClient, name: str) -> dict[str, Any]:

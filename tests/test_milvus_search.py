@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import own_stack
-from milvus_stack import MilvusStack, milvus_stack
+from milvus_stack import MilvusStack, milvus_client, milvus_stack
 from pymilvus import (
     AnnSearchRequest,
     DataType,
@@ -35,11 +35,7 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MilvusClient]:
     tmp = tmp_path_factory.mktemp("search")
     with own_stack(tmp, "milvus-search", kind=MilvusStack) as s:
         s.add_indexnode()  # as ``milvus_stack`` gives
-        c = MilvusClient(uri=s.milvus_uri, timeout=60)
-        try:
-            yield c
-        finally:
-            c.close()
+        yield from milvus_client(s)
 
 
 @pytest.fixture(scope="module")

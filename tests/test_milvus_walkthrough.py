@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from milvus_stack import MilvusStack, milvus_stack
+from milvus_stack import MilvusStack, milvus_client, milvus_stack
 from pymilvus import DataType, MilvusClient
 from pymilvus.exceptions import MilvusException
 
@@ -18,11 +18,7 @@ DIM = 8
 def client(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MilvusClient]:
     for s in milvus_stack(request, tmp_path):
         assert isinstance(s, MilvusStack)
-        c = MilvusClient(uri=s.milvus_uri, timeout=60)
-        try:
-            yield c
-        finally:
-            c.close()
+        yield from milvus_client(s)
 
 
 def _rows(n: int, seed: int = 0) -> list[dict]:

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import TRANSPORTS, ElanusProcess, Stack, bare_collection, own_stack, wait_for
+from fresh_stacks import stack_fixture, wait_querynodes
 
 from elanus import DataType, ElanusError, ErrorCode, Schema
 from elanus.channels.nats_server import EmbeddedNats
@@ -42,15 +43,6 @@ LARGER = {"IP", "COSINE"}
 
 
 # -- helpers ------------------------------------------------------------------------------------
-
-
-def wait_querynodes(stack: Stack, n: int = 1) -> None:
-    """The coord learns of query nodes through their sessions, a moment after they start."""
-    assert stack.coord is not None
-    wait_for(
-        lambda: len(stack.coord.sessions.of_role("querynode")) >= n,  # type: ignore[union-attr]
-        what=f"{n} query node session(s)",
-    )
 
 
 def wait_compacted(client: Client, job: int, timeout: float = 30) -> None:
@@ -405,26 +397,7 @@ def test_layout_queries_see_every_segment_once(layout: Layout) -> None:
 # -- function-scoped stacks -------------------------------------------------------------------
 
 
-@pytest.fixture
-def make_stack(
-    nats_server: EmbeddedNats, loop_thread: LoopThread, tmp_path: Path
-) -> Iterator[Callable[..., Stack]]:
-    stacks: list[Stack] = []
-
-    def make(**settings: Any) -> Stack:
-        defaults = {"compaction_interval_s": 0}
-        n = len(stacks)
-        s = Stack(loop_thread, nats_server, tmp_path / f"data{n}", **{**defaults, **settings})
-        stacks.append(s)
-        s.start()
-        wait_querynodes(s)
-        return s
-
-    try:
-        yield make
-    finally:
-        for s in stacks:
-            s.close()
+make_stack = stack_fixture(serves_reads=True, compaction_interval_s=0)
 
 
 def vec_rows(pks: np.ndarray, rng: np.random.Generator, **extra: Any) -> dict[str, Any]:
@@ -444,6 +417,25 @@ def query_collection(client: Client, name: str = "q", shards: int = 2) -> None:
     )
 
 
+def loaded_q(
+    make_stack: Callable[..., Stack], shards: int = 2, **settings: Any
+) -> tuple[Stack, Client]:
+    """A fresh stack with the query collection ``q`` made and loaded."""
+    stack = make_stack(**settings)
+    client = stack.client()
+    query_collection(client, shards=shards)
+    client.load_collection("q")
+    return stack, client
+
+
+@pytest.fixture(params=TRANSPORTS)
+def q_on_each_transport(
+    make_stack: Callable[..., Stack], request: pytest.FixtureRequest
+) -> tuple[Stack, Client]:
+    """``loaded_q`` once per transport, for the tests every transport must pass."""
+    return loaded_q(make_stack, transport=request.param)
+
+
 def count(client: Client, name: str, expr: str = "id >= 0", **kw: Any) -> int:
     (row,) = client.query(name, expr, ["count(*)"], consistency_level=STRONG, **kw)
     return int(row["count(*)"])
@@ -457,14 +449,8 @@ def all_ids(client: Client, name: str, expr: str = "id >= 0", **kw: Any) -> list
 # -- 2. query -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("transport", TRANSPORTS)
-def test_query_filter_outputs_count_and_get(
-    make_stack: Callable[..., Stack], transport: str
-) -> None:
-    stack = make_stack(transport=transport)
-    client = stack.client()
-    query_collection(client)
-    client.load_collection("q")
+def test_query_filter_outputs_count_and_get(q_on_each_transport: tuple[Stack, Client]) -> None:
+    stack, client = q_on_each_transport
     rng = np.random.default_rng(5)
     model: dict[int, dict[str, Any]] = {}
     for lo, hi, flush in ((0, 300, True), (300, 400, False)):
@@ -501,10 +487,7 @@ def test_query_filter_outputs_count_and_get(
 
 
 def test_query_limit_offset_pages_by_primary_key(make_stack: Callable[..., Stack]) -> None:
-    stack = make_stack()
-    client = stack.client()
-    query_collection(client, shards=1)
-    client.load_collection("q")
+    stack, client = loaded_q(make_stack, shards=1)
     rng = np.random.default_rng(6)
     client.insert(
         "q", vec_rows(np.arange(199, -1, -1), rng, tag=np.zeros(200, np.int32), name=["x"] * 200)
@@ -530,14 +513,10 @@ def test_query_limit_offset_pages_by_primary_key(make_stack: Callable[..., Stack
     ]
 
 
-@pytest.mark.parametrize("transport", TRANSPORTS)
 def test_delete_and_upsert_are_seen_by_strong_reads(
-    make_stack: Callable[..., Stack], transport: str
+    q_on_each_transport: tuple[Stack, Client],
 ) -> None:
-    stack = make_stack(transport=transport)
-    client = stack.client()
-    query_collection(client)
-    client.load_collection("q")
+    stack, client = q_on_each_transport
     rng = np.random.default_rng(7)
     pks = np.arange(300)
     rows = vec_rows(pks, rng, tag=np.zeros(300, np.int32), name=[f"old{p}" for p in pks])

@@ -6,7 +6,7 @@ between planning and reading."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +15,9 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 from conftest import Stack, wait_for
+from fresh_stacks import stack_fixture
 
 from elanus import ElanusError, ErrorCode
-from elanus.channels.nats_server import EmbeddedNats
-from elanus.channels.runtime.loop import LoopThread
 from elanus.client.client import Client
 from elanus.flight.search import readplan
 from elanus.schema import Schema
@@ -27,31 +26,7 @@ from elanus.spark import segment_files
 DIM = 8
 
 
-@pytest.fixture
-def make_stack(
-    nats_server: EmbeddedNats, loop_thread: LoopThread, tmp_path: Path
-) -> Iterator[Callable[..., Stack]]:
-    stacks: list[Stack] = []
-
-    def make(**settings: Any) -> Stack:
-        defaults = {"compaction_interval_s": 0, "segment_max_rows": 300}
-        s = Stack(
-            loop_thread,
-            nats_server,
-            tmp_path / f"data{len(stacks)}",
-            **{**defaults, **settings},
-        )
-        stacks.append(s)
-        s.start()
-        assert s.coord is not None
-        wait_for(lambda: s.coord.sessions.of_role("querynode"), what="a query node session")  # type: ignore[union-attr]
-        return s
-
-    try:
-        yield make
-    finally:
-        for s in stacks:
-            s.close()
+make_stack = stack_fixture(serves_reads=True, compaction_interval_s=0, segment_max_rows=300)
 
 
 def rows(start: int, n: int, seed: int = 0) -> dict[str, Any]:
@@ -62,6 +37,21 @@ def rows(start: int, n: int, seed: int = 0) -> dict[str, Any]:
         "vector": rng.random((n, DIM), dtype=np.float32),
         "tag": [f"t{i % 5}" for i in ids],
     }
+
+
+def empty_c(
+    make_stack: Callable[..., Stack], *, loaded: bool, **settings: Any
+) -> tuple[Stack, Client]:
+    """A fresh stack with an empty collection ``c``: loaded, or released (then a plan
+    reads it from its files)."""
+    stack = make_stack(**settings)
+    c = stack.client()
+    c.create_collection("c", dimension=DIM)
+    if loaded:
+        c.load_collection("c")
+    else:
+        c.release_collection("c")
+    return stack, c
 
 
 def filled(stack: Stack, shards: int = 2) -> Client:
@@ -223,10 +213,7 @@ def test_collected_segment_files_are_a_clear_error(make_stack: Callable[..., Sta
 def test_deletes_ticket_lists_the_buffered_deletes_up_to_the_snapshot(
     make_stack: Callable[..., Stack],
 ) -> None:
-    stack = make_stack()
-    c = stack.client()
-    c.create_collection("c", dimension=DIM)
-    c.load_collection("c")
+    stack, c = empty_c(make_stack, loaded=True)
     c.insert("c", rows(0, 200))
     flush_and_hand_off(c, stack)
     c.delete("c", [5, 6, 150])
@@ -279,10 +266,7 @@ def test_pages_keep_every_copy_of_a_repeated_key(
     """Two inserts of one key are two stored rows: a snapshot read returns both (a query
     answers the newest, tests/test_duplicate_keys.py); pages cut by key never lose a copy."""
     monkeypatch.setattr(readplan, "page_rows", lambda schema, columns, scale: 4)
-    stack = make_stack()
-    c = stack.client()
-    c.create_collection("c", dimension=DIM)
-    c.load_collection("c")
+    stack, c = empty_c(make_stack, loaded=True)
     c.insert("c", rows(0, 40))
     for k in range(5):
         c.insert("c", rows(7, 1, seed=k + 1))  # id 7 six times: pages of one key

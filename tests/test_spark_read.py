@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.flight as flight
 import pytest
 from conftest import Stack, bare_collection, own_stack, wait_for
+from spark_collection import DIM, make_collection
 
 from elanus import DataType, ElanusError, ErrorCode, Schema
 from elanus.client.client import Client
@@ -55,7 +56,6 @@ from pyspark.sql.types import (  # noqa: E402
 from elanus.spark.source import ElanusDataSource, read_partitions, safe_pushdown  # noqa: E402
 
 pytestmark = pytest.mark.spark
-DIM = 128
 BIG = 50_000
 FLUSHED = 30_000
 TAGS = ["alpha", "beta", "gamma", "al_pha", "delta"]
@@ -103,16 +103,7 @@ def big(served: Stack) -> Client:
     """50k rows with 128-d vectors: 30k flushed, 20k growing; deletes on both after the
     flush; an upsert moves 100 flushed keys into growing data."""
     c = served.client()
-    schema = (
-        Schema()
-        .add_field("id", DataType.INT64, is_primary=True)
-        .add_field("vector", DataType.FLOAT_VECTOR, dim=DIM)
-        .add_field("tag", DataType.VARCHAR, max_length=16)
-        .add_field("n", DataType.INT32)
-        .add_field("score", DataType.DOUBLE, nullable=True)
-    )
-    c.create_collection("big", schema=schema, num_shards=2)
-    c.load_collection("big")
+    make_collection(c, "big")
     for start in range(0, FLUSHED, 10_000):
         c.insert("big", big_rows(start, 10_000))
     flush_and_hand_off(c, served, "big")

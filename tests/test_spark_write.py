@@ -17,25 +17,11 @@ from conftest import Stack
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType
+from spark_collection import DIM, make_collection
 
-from elanus import DataType, Schema
 from elanus.client.client import Client
 
-DIM = 128
 pytestmark = pytest.mark.timeout(600)
-
-
-def make_collection(client: Client, name: str) -> None:
-    schema = (
-        Schema()
-        .add_field("id", DataType.INT64, is_primary=True)
-        .add_field("vector", DataType.FLOAT_VECTOR, dim=DIM)
-        .add_field("tag", DataType.VARCHAR, max_length=16)
-        .add_field("n", DataType.INT32)
-        .add_field("score", DataType.DOUBLE, nullable=True)
-    )
-    client.create_collection(name, schema=schema, num_shards=2)
-    client.load_collection(name)
 
 
 def frame(spark: SparkSession, lo: int, hi: int, partitions: int = 4, salt: int = 0) -> DataFrame:

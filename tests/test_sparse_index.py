@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from conftest import Stack
-from test_index_service import collection_id, served_indexes, tasks
+from test_index_service import collection_id, create_bucketed, served_indexes, tasks
 from test_read_path import wait_for
 
 from elanus import ElanusError, ErrorCode
@@ -232,17 +232,7 @@ def stack(nats_server: EmbeddedNats, loop_thread: LoopThread, tmp_path: Path) ->
 
 def make_sparse_collection(client: Client, name: str, rows: list[dict[int, float]]) -> None:
     """``id``, ``bucket`` (id % 10) and ``sp``; two flushed segments and a growing tail."""
-    client.create_collection(
-        name,
-        schema={
-            "fields": [
-                {"name": "id", "type": "Int64", "is_primary": True},
-                {"name": "bucket", "type": "Int64"},
-                {"name": "sp", "type": "SparseFloatVector"},
-            ]
-        },
-        properties={"metric_type": "IP"},
-    )
+    create_bucketed(client, name, {"name": "sp", "type": "SparseFloatVector"}, "IP")
     n = len(rows)
     cuts = [(0, n * 2 // 5), (n * 2 // 5, n * 4 // 5), (n * 4 // 5, n)]
     for i, (lo, hi) in enumerate(cuts):

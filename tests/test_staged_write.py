@@ -8,18 +8,21 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pytest
-from conftest import Stack, own_stack, wait_for
+from conftest import Stack, wait_for
+from stack_factory import (  # noqa: F401  (fixtures)
+    on_storage_fixture,
+    shared_client_fixture,
+    shared_stack,
+    stack_factory_fixture,
+)
 
 from elanus import layout, objstore
-from elanus.channels.nats_server import EmbeddedNats
-from elanus.channels.runtime.loop import LoopThread
 from elanus.client.client import Client
 from elanus.errors import ElanusError
 from elanus.meta.importfiles import collect_garbage
@@ -31,15 +34,7 @@ DIM = 4
 STRONG = "Strong"
 
 
-@pytest.fixture(scope="module")
-def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    with own_stack(tmp_path_factory.mktemp("staged"), "staged-tests") as stack:
-        yield stack
-
-
-@pytest.fixture(scope="module")
-def client(shared: Stack) -> Client:
-    return shared.client()
+shared = shared_stack("staged")
 
 
 def create(client: Client, name: str, auto_id: bool = False) -> None:
@@ -222,21 +217,6 @@ def test_stale_staging_is_garbage_collected(shared: Stack, client: Client) -> No
 
 
 # -- on the storage: local and S3 -------------------------------------------------------------
-@pytest.fixture
-def on_storage(
-    nats_server: EmbeddedNats,
-    loop_thread: LoopThread,
-    tmp_path: Path,
-    storage_settings: dict[str, Any],
-) -> Iterator[Stack]:
-    """A stack on a local storage and on an S3 one (a bucket prefix on ``moto_server``)."""
-    stack = Stack(loop_thread, nats_server, tmp_path / "data", **storage_settings)
-    try:
-        yield stack.start()
-    finally:
-        stack.close()
-
-
 def test_a_staged_write_on_the_storage_commits_and_stale_staging_expires(
     on_storage: Stack,
 ) -> None:

@@ -18,8 +18,9 @@ from conftest import (
     run_elanus,
     wait_gone,
 )
+from role_processes import proxy_process, role_process
 
-from elanus.channels.nats_server import EmbeddedNats, free_port
+from elanus.channels.nats_server import EmbeddedNats
 from elanus.client.client import Client
 
 pytestmark = pytest.mark.timeout(90)
@@ -113,29 +114,11 @@ def test_roles_run_on_their_own(
     elanus_processes: Callable[[ElanusProcess], ElanusProcess], tmp_path: Path
 ) -> None:
     with EmbeddedNats(tmp_path / "nats") as nats:
-        common = ("--nats", nats.url, "--data-dir", str(tmp_path / "data"))
-        coord = elanus_processes(
-            ElanusProcess(
-                "run", "coord", *common, log_path=tmp_path / "coord.log", env=nats.client_env()
-            )
-        ).start()
-        port = free_port()
-        proxy = (
-            elanus_processes(
-                ElanusProcess(
-                    "run",
-                    "proxy",
-                    *common,
-                    "--port",
-                    str(port),
-                    log_path=tmp_path / "proxy.log",
-                    uri=f"grpc://127.0.0.1:{port}",
-                    env=nats.client_env(),
-                )
-            )
-            .start()
-            .wait_ready()
-        )
+        data_dir, env = tmp_path / "data", nats.client_env()
+        coord = role_process("coord", nats.url, data_dir, tmp_path / "coord.log", env)
+        elanus_processes(coord).start()
+        proxy = proxy_process(nats.url, data_dir, tmp_path / "proxy.log", env)
+        elanus_processes(proxy).start().wait_ready()
         assert proxy.uri is not None
 
         assert {s["role"]: s["pid"] for s in sessions(proxy.uri)} == {

@@ -9,7 +9,7 @@ import json
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,26 +36,10 @@ DIM = 8
 
 
 @pytest.fixture
-def stack(
-    nats_server: EmbeddedNats,
-    loop_thread: LoopThread,
-    tmp_path: Path,
-    storage_settings: dict[str, Any],
-) -> Iterator[Stack]:
-    s = Stack(
-        loop_thread,
-        nats_server,
-        tmp_path / "data",
-        compaction_interval_s=0,
-        gc_delay_s=0,
-        retention_s=0,
-        **storage_settings,
-    )
-    try:
-        s.start()
-        yield s
-    finally:
-        s.close()
+def stack_settings(storage_settings: dict[str, Any]) -> dict[str, Any]:
+    """conftest's ``stack`` on each storage root, with no background compaction and no
+    grace before garbage goes."""
+    return {"compaction_interval_s": 0, "gc_delay_s": 0, "retention_s": 0, **storage_settings}
 
 
 def insert(client: Client, lo: int, hi: int) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from conftest import ElanusProcess, Stack, own_stack
+from role_processes import proxy_process
 
 from elanus import tsutil
 from elanus.api.datacoord import TickNow, TickReport
@@ -20,7 +21,7 @@ from elanus.channels import consumer as consumer_module
 from elanus.channels import dml
 from elanus.channels.bus import Bus
 from elanus.channels.consumer import ChannelConsumer
-from elanus.channels.nats_server import EmbeddedNats, free_port
+from elanus.channels.nats_server import EmbeddedNats
 from elanus.channels.runtime.loop import LoopThread
 from elanus.channels.runtime.supervisor import Supervisor
 from elanus.errors import ElanusError, ErrorCode, coord_lapsed
@@ -102,26 +103,13 @@ def _killed_proxy_releases_ticks(
     client = stack.client()
     info = client.create_collection("ticks", dimension=4)
     pchannel = info["pchannels"][0]
-    port = free_port()
-    proxy = (
-        elanus_processes(
-            ElanusProcess(
-                "run",
-                "proxy",
-                "--nats",
-                stack.settings.nats_url or "",
-                "--port",
-                str(port),
-                "--data-dir",
-                stack.settings.data_dir,
-                log_path=stack.settings.data_path / "proxy2.log",
-                uri=f"grpc://127.0.0.1:{port}",
-                env=stack.role_env(ELANUS_SESSION_TTL_S="30", ELANUS_TIMETICK_INTERVAL_MS="50"),
-            )
-        )
-        .start()
-        .wait_ready()
+    proxy = proxy_process(
+        stack.settings.nats_url or "",
+        stack.settings.data_dir,
+        stack.settings.data_path / "proxy2.log",
+        stack.role_env(ELANUS_SESSION_TTL_S="30", ELANUS_TIMETICK_INTERVAL_MS="50"),
     )
+    elanus_processes(proxy).start().wait_ready()
     ticks = stack.coord.timeticks  # type: ignore[union-attr]
     deadline = time.monotonic() + 10
     while len(ticks.reports) < 2:  # both proxies report

@@ -41,26 +41,24 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     }
 
 
+def serving_tls(pki: dict[str, Any]) -> dict[str, str]:
+    """The settings of a proxy serving TLS with the module's server certificate."""
+    server: Pem = pki["server"]
+    return {"tls_cert": str(server.cert), "tls_key": str(server.key)}
+
+
 @pytest.fixture(scope="module")
 def tls_stack(tmp_path_factory: pytest.TempPathFactory, pki: dict[str, Any]) -> Iterator[Stack]:
-    server: Pem = pki["server"]
-    with own_stack(
-        tmp_path_factory.mktemp("tls"),
-        "tls-stack",
-        tls_cert=str(server.cert),
-        tls_key=str(server.key),
-    ) as stack:
+    with own_stack(tmp_path_factory.mktemp("tls"), "tls-stack", **serving_tls(pki)) as stack:
         yield stack
 
 
 @pytest.fixture(scope="module")
 def mtls_stack(tmp_path_factory: pytest.TempPathFactory, pki: dict[str, Any]) -> Iterator[Stack]:
-    server: Pem = pki["server"]
     with own_stack(
         tmp_path_factory.mktemp("mtls"),
         "mtls-stack",
-        tls_cert=str(server.cert),
-        tls_key=str(server.key),
+        **serving_tls(pki),
         tls_client_ca=str(pki["ca"].cert),
     ) as stack:
         yield stack

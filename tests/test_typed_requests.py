@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import numpy as np
 import pyarrow as pa
 import pytest
+from nats_settings import settings_on
 
 from elanus import DataType, Schema
 from elanus.api.base import as_body
@@ -25,7 +26,6 @@ from elanus.channels.runtime.role import at_edge
 from elanus.errors import ElanusError, ErrorCode
 from elanus.meta.coord import Coordinator
 from elanus.requests import Body, Range, decode, request, request_type
-from elanus.settings import Settings
 
 
 @request("probe")
@@ -207,13 +207,7 @@ def coord_bus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LoopTh
         loop_thread = LoopThread("typed-requests").start()
         try:
             creds = nats_server.credentials
-            settings = Settings(
-                data_dir=str(tmp_path / "data"),
-                nats_url=nats_server.url,
-                nats_user=creds.user,
-                nats_password=creds.password,
-                session_ttl_s=2,
-            )
+            settings = settings_on(nats_server, tmp_path / "data", session_ttl_s=2)
             connect = Bus(nats_server.url, name="coord", credentials=creds).connect()
             coord_bus = loop_thread.call(connect)
             coord = Coordinator(settings, coord_bus)

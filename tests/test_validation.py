@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pyarrow as pa
 import pytest
+from column_edits import edited_table
 
 from elanus.conform_json import first_invalid_json
 from elanus.errors import ElanusError, ErrorCode
@@ -76,12 +77,7 @@ def base_table(n: int = 3, **overrides: object) -> pa.Table:
         "score": pa.array([1.0] * n, pa.float32()),
         "name": pa.array(["ab"] * n),
     }
-    for key, value in overrides.items():
-        if value is None:
-            cols.pop(key)
-        else:
-            cols[key] = value
-    return pa.table(cols)
+    return edited_table(cols, overrides)
 
 
 def full_table(n: int = 2, **overrides: object) -> pa.Table:
@@ -97,12 +93,7 @@ def full_table(n: int = 2, **overrides: object) -> pa.Table:
         "tags": pa.array([[1, 2]] * n, pa.list_(pa.int16())),
         "words": pa.array([["ab"]] * n, pa.list_(pa.string())),
     }
-    for key, value in overrides.items():
-        if value is None:
-            cols.pop(key)
-        else:
-            cols[key] = value
-    return pa.table(cols)
+    return edited_table(cols, overrides)
 
 
 def rejects(table: pa.Table, schema: Schema, *words: str, code: ErrorCode | None = None, **kw):

@@ -21,7 +21,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.flight as flight
 import pytest
+from column_edits import edited_table
 from conftest import Stack, both_transports, own_stack
+from fresh_stacks import stack_fixture
 from segment_reader import (
     SEGMENT_COLUMN,
     data_counts,
@@ -35,8 +37,6 @@ from segment_reader import (
 
 from elanus import DataType, ElanusError, ErrorCode, Schema
 from elanus.channels.dml import MsgType
-from elanus.channels.nats_server import EmbeddedNats
-from elanus.channels.runtime.loop import LoopThread
 from elanus.client.client import Client
 from elanus.meta.lease import LeaseState
 from elanus.pkhash import shard_of
@@ -53,24 +53,7 @@ WAIT_S = 20.0
 # =============================================================================================
 
 
-@pytest.fixture
-def make_stack(
-    nats_server: EmbeddedNats, loop_thread: LoopThread, tmp_path: Path
-) -> Iterator[Callable[..., Stack]]:
-    """``make_stack(**settings)``: a started Stack with Settings overrides, closed at teardown."""
-    stacks: list[Stack] = []
-
-    def make(**settings: Any) -> Stack:
-        s = Stack(loop_thread, nats_server, tmp_path / f"data{len(stacks)}", **settings)
-        stacks.append(s)
-        s.start()
-        return s
-
-    try:
-        yield make
-    finally:
-        for s in reversed(stacks):
-            s.close()
+make_stack = stack_fixture()
 
 
 def wait_for(predicate: Callable[[], Any], what: str, timeout: float = WAIT_S) -> Any:
@@ -610,13 +593,7 @@ def good_columns(n: int = 3, start: int = 0) -> dict[str, pa.Array]:
 
 def table_with(**changes: Any) -> pa.Table:
     """Three good rows with some columns replaced (an array) or removed (None)."""
-    cols = good_columns()
-    for name, value in changes.items():
-        if value is None:
-            cols.pop(name)
-        else:
-            cols[name] = value
-    return pa.table(cols)
+    return edited_table(good_columns(), changes)
 
 
 def vec_with(value: float, row: int = 1) -> pa.Array:

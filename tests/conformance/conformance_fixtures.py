@@ -28,6 +28,20 @@ def milvus_schema(client: Any) -> Any:
     return schema
 
 
+def create_milvus_collection(client: Any) -> None:
+    """The seeded collection, empty, through pymilvus: FLAT indexes, one per metric (the
+    same code for Milvus Lite and for Elanus's Milvus port)."""
+    index_params = client.prepare_index_params()
+    for name, metric in VECTOR_FIELDS.items():
+        index_params.add_index(name, index_type="FLAT", metric_type=metric)
+    client.create_collection(
+        COLLECTION,
+        schema=milvus_schema(client),
+        index_params=index_params,
+        consistency_level="Strong",
+    )
+
+
 def elanus_schema() -> Any:
     from elanus.schema import Schema
 
@@ -42,15 +56,7 @@ def lite_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """Milvus Lite with the seeded collection: FLAT indexes, one per metric."""
     path = Path(tmp_path_factory.mktemp("milvus-lite")) / "lite.db"
     client = pymilvus.MilvusClient(str(path))
-    index_params = client.prepare_index_params()
-    for name, metric in VECTOR_FIELDS.items():
-        index_params.add_index(name, index_type="FLAT", metric_type=metric)
-    client.create_collection(
-        COLLECTION,
-        schema=milvus_schema(client),
-        index_params=index_params,
-        consistency_level="Strong",
-    )
+    create_milvus_collection(client)
     client.insert(COLLECTION, rows())
     try:
         yield client
@@ -96,15 +102,7 @@ def face_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     try:
         sp.start().wait_ready()
         client = pymilvus.MilvusClient(uri=f"http://127.0.0.1:{port}", timeout=60)
-        index_params = client.prepare_index_params()
-        for name, metric in VECTOR_FIELDS.items():
-            index_params.add_index(name, index_type="FLAT", metric_type=metric)
-        client.create_collection(
-            COLLECTION,
-            schema=milvus_schema(client),
-            index_params=index_params,
-            consistency_level="Strong",
-        )
+        create_milvus_collection(client)
         data = rows()
         half = len(data) // 2
         client.insert(COLLECTION, data[:half])

@@ -101,25 +101,25 @@ def rows() -> list[dict[str, Any]]:
     return [{"id": i, "text": t, "note": t, "n": i % 3} for i, t in DOCS.items()]
 
 
+def analysed(analyzer_params: dict[str, Any]) -> dict[str, Any]:
+    """A VARCHAR field's options for an analysed, text_match-able field (both schemas)."""
+    return {
+        "max_length": 256,
+        "enable_analyzer": True,
+        "analyzer_params": analyzer_params,
+        "enable_match": True,
+    }
+
+
+ANALYSED = {"text": STANDARD, "note": STOPPED}
+"""The analysed fields, by their analyzer: ``text`` feeds BM25, ``note`` drops stop words."""
+
+
 def lite_schema() -> Any:
     s = pymilvus.MilvusClient.create_schema(auto_id=False)
     s.add_field("id", pymilvus.DataType.INT64, is_primary=True)
-    s.add_field(
-        "text",
-        pymilvus.DataType.VARCHAR,
-        max_length=256,
-        enable_analyzer=True,
-        analyzer_params=STANDARD,
-        enable_match=True,
-    )
-    s.add_field(
-        "note",
-        pymilvus.DataType.VARCHAR,
-        max_length=256,
-        enable_analyzer=True,
-        analyzer_params=STOPPED,
-        enable_match=True,
-    )
+    for name, analyzer in ANALYSED.items():
+        s.add_field(name, pymilvus.DataType.VARCHAR, **analysed(analyzer))
     s.add_field("n", pymilvus.DataType.INT64)
     s.add_field("sparse", pymilvus.DataType.SPARSE_FLOAT_VECTOR)
     s.add_function(
@@ -135,22 +135,8 @@ def lite_schema() -> Any:
 
 def elanus_schema() -> Schema:
     s = Schema().add_field("id", DataType.INT64, is_primary=True)
-    s.add_field(
-        "text",
-        DataType.VARCHAR,
-        max_length=256,
-        enable_analyzer=True,
-        analyzer_params=STANDARD,
-        enable_match=True,
-    )
-    s.add_field(
-        "note",
-        DataType.VARCHAR,
-        max_length=256,
-        enable_analyzer=True,
-        analyzer_params=STOPPED,
-        enable_match=True,
-    )
+    for name, analyzer in ANALYSED.items():
+        s.add_field(name, DataType.VARCHAR, **analysed(analyzer))
     s.add_field("n", DataType.INT64)
     s.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
     return s.add_function(Function("bm25", FunctionType.BM25, ["text"], ["sparse"]))
