@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from scheduling import LongestFirst, record_seconds  # noqa: E402
 from tiers import install_guards, mark_integration, unit_guard  # noqa: E402, F401
 
 from elanus import ElanusError, ErrorCode
@@ -698,11 +699,26 @@ def pytest_configure(config: pytest.Config) -> None:
     install_guards()
 
 
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # optional: ``-p no:xdist`` has no such hook
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LongestFirst | None:
+    return LongestFirst(config, log) if config.getvalue("dist") == "loadfile" else None
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """The serial phase imports only the files that mark a test serial: importing every
+    test module costs ~13 s of CPU."""
+    if config.getoption("phase") != "serial" or not collection_path.name.startswith("test_"):
+        return None
+    if collection_path.suffix != ".py":
+        return None
+    return "mark.serial" not in collection_path.read_text() or None
+
+
 SLOWEST_FILES = 15
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """The files that took longest, setup and teardown included: with ``--dist loadfile``
+    """The files that took longest, setup and teardown included: with ``make test``'s scheduling
     a file runs whole in one worker, so these bound how far more workers can take the
     suite (issue 34 asks for it under 15 minutes on 2 cores)."""
     by_file: dict[str, float] = {}
@@ -719,6 +735,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     for path, seconds in slowest:
         terminalreporter.write_line(f"{seconds:8.1f}s  {path}")
     terminalreporter.write_line(f"{sum(by_file.values()):8.1f}s  in all ({len(by_file)} files)")
+    record_seconds(by_file)
 
 
 # =============================================================================================

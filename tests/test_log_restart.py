@@ -42,7 +42,9 @@ from elanus.errors import ElanusError, ErrorCode
 from elanus.meta.journal import STREAM, SUBJECT, CatalogJournal, encode
 from elanus.meta.lease import CoordLease, LeaseState
 
-pytestmark = [pytest.mark.chaos, pytest.mark.serial, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.chaos, pytest.mark.timeout(180)]
+SERIAL = pytest.mark.serial
+"""Every test here but the one that waits for a standalone to give up (no time bound)."""
 
 SLACK = 1.5
 DIM = 8
@@ -64,6 +66,7 @@ def connected(nats: EmbeddedNats, loop: LoopThread, name: str) -> Bus:
     return bus
 
 
+@SERIAL
 def test_lease_lapses_while_the_log_is_away_and_is_taken_again(
     own_nats: EmbeddedNats, loop_thread: LoopThread
 ) -> None:
@@ -95,6 +98,7 @@ def test_lease_lapses_while_the_log_is_away_and_is_taken_again(
         loop_thread.call(bus.close())
 
 
+@SERIAL
 def test_a_lease_another_coord_holds_is_lost(
     own_nats: EmbeddedNats, loop_thread: LoopThread
 ) -> None:
@@ -116,6 +120,7 @@ def test_a_lease_another_coord_holds_is_lost(
         loop_thread.call(bus.close())
 
 
+@SERIAL
 def test_journal_keeps_its_own_entry_whose_ack_a_restart_lost(
     tmp_path: Path, own_nats: EmbeddedNats, loop_thread: LoopThread
 ) -> None:
@@ -151,6 +156,7 @@ def test_journal_keeps_its_own_entry_whose_ack_a_restart_lost(
         loop_thread.call(bus.close())
 
 
+@SERIAL
 def test_journal_waits_for_a_snapshot_after_the_log_went_back(
     tmp_path: Path, own_nats: EmbeddedNats, loop_thread: LoopThread
 ) -> None:
@@ -273,6 +279,7 @@ def prepare(uri: str) -> Client:
 
 
 # -- a standalone's own nats-server -----------------------------------------------------------
+@SERIAL
 def test_standalone_starts_its_killed_nats_server_again_under_load(tmp_path: Path) -> None:
     sp = StandaloneProcess(tmp_path / "data", "--milvus-port", "0")
     try:
@@ -329,6 +336,7 @@ def role(
                          env=nats.client_env())  # fmt: skip
 
 
+@SERIAL
 def test_roles_heal_after_their_nats_server_restarts_and_a_query_node_dies(
     tmp_path: Path,
 ) -> None:
