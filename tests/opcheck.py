@@ -53,6 +53,18 @@ class RecordingClient(Client):
         self.sent.append((name, encode_json(body or {})))
         return dict(self.replies.get(name, {}))
 
+    def bodies(self) -> list[tuple[str, dict[str, Any]]]:
+        """What was sent, each body decoded."""
+        return [(name, orjson.loads(raw)) for name, raw in self.sent]
+
+
+def sent_bodies(
+    client: RecordingClient, call: Callable[[RecordingClient], object]
+) -> list[tuple[str, dict[str, Any]]]:
+    """The DoActions ``call`` makes through ``client``, each body decoded."""
+    call(client)
+    return client.bodies()
+
 
 def declaration_test(records: list[type]) -> Callable[[type], None]:
     """A test module's check that each of ``records`` declares its action."""

@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import orjson
 import pytest
-from opcheck import RecordingClient, declaration_test, decoded, refusal_test
+from opcheck import RecordingClient, declaration_test, decoded, refusal_test, sent_bodies
 
 from elanus.errors import ElanusError
 from elanus.flight.auth import Caller, need_for
@@ -176,12 +175,6 @@ REPLIES = {
 }
 
 
-def _sent(call: Callable[[RecordingClient], object]) -> list[tuple[str, dict[str, Any]]]:
-    client = RecordingClient(REPLIES)
-    call(client)
-    return [(name, orjson.loads(raw)) for name, raw in client.sent]
-
-
 @pytest.mark.parametrize(
     ("call", "bodies"),
     [
@@ -213,7 +206,7 @@ def test_the_sdk_sends_the_bodies_it_always_sent(
     call: Callable[[RecordingClient], object], bodies: list[tuple[str, dict[str, Any]]]
 ) -> None:
     """The keys and values of the SDK's bodies before its records (``None`` left out)."""
-    assert _sent(call) == bodies
+    assert sent_bodies(RecordingClient(REPLIES), call) == bodies
 
 
 def test_the_sdk_reads_the_replies_as_before() -> None:

@@ -9,9 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import orjson
 import pytest
-from opcheck import RecordingClient, declaration_test, decoded, refusal_test
+from opcheck import RecordingClient, declaration_test, decoded, refusal_test, sent_bodies
 
 from elanus.api import querycoord
 from elanus.errors import ElanusError
@@ -135,12 +134,6 @@ REPLIES: dict[str, dict[str, Any]] = {
 }
 
 
-def _sent(call: Callable[[RecordingClient], object]) -> list[tuple[str, dict[str, Any]]]:
-    client = RecordingClient(REPLIES)
-    call(client)
-    return [(name, orjson.loads(raw)) for name, raw in client.sent]
-
-
 @pytest.mark.parametrize(
     ("call", "bodies"),
     [
@@ -190,4 +183,4 @@ def test_the_sdk_sends_the_bodies_it_always_sent(
     call: Callable[[RecordingClient], object], bodies: list[tuple[str, dict[str, Any]]]
 ) -> None:
     """The keys and values of the SDK's bodies before its records (empty ones left out)."""
-    assert _sent(call) == bodies
+    assert sent_bodies(RecordingClient(REPLIES), call) == bodies

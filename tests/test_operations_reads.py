@@ -6,12 +6,13 @@ checked as a body, and the SDK's wire bodies are what they were."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import orjson
 import pytest
-from opcheck import RecordingClient, declaration_test, decoded, refusal_test
+from opcheck import RecordingClient, declaration_test, decoded, refusal_test, sent_bodies
 
+from elanus.client.read import ReadAPI
 from elanus.errors import ElanusError
 from elanus.ops import checked
 from elanus.ops.reads import PlanRead, Query, ReadOptions
@@ -117,9 +118,7 @@ def _client() -> RecordingClient:
 
 
 def _sent(call: Callable[[RecordingClient], object]) -> list[tuple[str, dict[str, Any]]]:
-    client = _client()
-    call(client)
-    return [(name, orjson.loads(raw)) for name, raw in client.sent]
+    return sent_bodies(_client(), call)
 
 
 @pytest.mark.parametrize(
@@ -164,16 +163,36 @@ def test_the_sdk_reads_its_own_writes_when_it_names_no_level() -> None:
     assert bodies[1]["guarantee_timestamp"] == 5 and "session_ts" not in bodies[1]
 
 
+class _Planned(Exception):
+    """Stops a read at its descriptor: no server here."""
+
+
 def test_the_sdk_sends_the_read_plan_commands_it_always_sent() -> None:
     client = _client()
-    plain = client._read_command("c", None)
-    full = client._read_command(
-        "c", "d", ["a"], "a > 1", {"x": 1}, ["p"], snapshot_ts=9, files_only=True
-    )
-    assert orjson.loads(plain.command) == {"db": "own", "collection": "c"}
-    assert orjson.loads(full.command) == {
+    sent: list[bytes] = []
+
+    def planned(command: Any) -> NoReturn:
+        sent.append(ReadAPI._plan_command(client, command).command)
+        raise _Planned
+
+    client._plan_command = planned  # type: ignore[method-assign]
+    calls: list[Callable[[], object]] = [
+        lambda: client.read_plan("c"),
+        lambda: client.read_plan(
+            "c", db="d", columns=["a"], filter="a > 1", filter_params={"x": 1},
+            partition_names=["p"], snapshot_ts=9, files_only=True,
+        ),
+        lambda: client.read_schema("c", columns=["a"]),
+    ]  # fmt: skip
+    for call in calls:
+        with pytest.raises(_Planned):
+            call()
+    plain, full, schema = sent
+    assert orjson.loads(plain) == {"db": "own", "collection": "c"}
+    assert orjson.loads(schema) == {"db": "own", "collection": "c", "columns": ["a"]}
+    assert orjson.loads(full) == {
         "db": "d", "collection": "c", "columns": ["a"], "filter": "a > 1",
         "filter_params": {"x": 1}, "partition_names": ["p"], "snapshot_ts": 9,
         "files_only": True,
     }  # fmt: skip
-    assert decoded("read_plan", orjson.loads(full.command)).files_only is True
+    assert decoded("read_plan", orjson.loads(full)).files_only is True

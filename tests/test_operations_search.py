@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 import pytest
-from opcheck import RecordingClient, declaration_test, decoded, refusal_test
+from opcheck import RecordingClient, declaration_test, decoded, refusal_test, sent_bodies
 
 from elanus.errors import ElanusError
 from elanus.flight.registry import catalogue
@@ -206,8 +206,7 @@ REPLIES: dict[str, dict[str, Any]] = {
 def _sent(call: Callable[[RecordingClient], object]) -> list[tuple[str, dict[str, Any]]]:
     client = RecordingClient(REPLIES)
     client._last_write_ts = 0
-    call(client)
-    return [(name, orjson.loads(raw)) for name, raw in client.sent]
+    return sent_bodies(client, call)
 
 
 HIGHLIGHT = {"pre_tags": ["<b>"], "highlight_search_text": True}

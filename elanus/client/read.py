@@ -26,28 +26,8 @@ from elanus.wire.codec import decode_body, encode_json, from_flight_error
 
 class ReadAPI(ClientBase):
     # -- snapshot reads (parallel readers such as Spark) --------------------------------------
-    def _read_command(
-        self,
-        collection_name: str,
-        db: str | None,
-        columns: list[str] | None = None,
-        filter: str = "",
-        filter_params: dict[str, Any] | None = None,
-        partition_names: list[str] | None = None,
-        snapshot_ts: int | None = None,
-        files_only: bool = False,
-    ) -> flight.FlightDescriptor:
+    def _plan_command(self, command: PlanRead) -> flight.FlightDescriptor:
         """The ``read_plan`` body of GetFlightInfo and GetSchema, as a command descriptor."""
-        command = PlanRead(
-            db=self._db_or_own(db),
-            collection=collection_name,
-            columns=None if columns is None else list(columns),
-            filter=filter or None,
-            filter_params=filter_params or None,
-            partition_names=list(partition_names) if partition_names else None,
-            snapshot_ts=int(snapshot_ts) if snapshot_ts else None,
-            files_only=True if files_only else None,
-        )
         return flight.FlightDescriptor.for_command(encode_json(body_of(command)))
 
     def read_schema(
@@ -60,7 +40,13 @@ class ReadAPI(ClientBase):
     ) -> pa.Schema:
         """The Arrow schema of a snapshot read of these columns (Flight ``GetSchema``),
         without taking a snapshot."""
-        descriptor = self._read_command(collection_name, db, columns)
+        descriptor = self._plan_command(
+            PlanRead(
+                db=self._db_or_own(db),
+                collection=collection_name,
+                columns=None if columns is None else list(columns),
+            )
+        )
         try:
             return self._conn().get_schema(descriptor, self._options(timeout)).schema
         except (flight.FlightError, pa.ArrowException) as exc:
@@ -85,15 +71,17 @@ class ReadAPI(ClientBase):
         endpoint gives the rows a query with ``as_of=ts`` returns. ``files_only``: a
         files-only plan even for a loaded collection (it flushes first; see
         docs/protocol.md)."""
-        descriptor = self._read_command(
-            collection_name,
-            db,
-            columns,
-            filter,
-            filter_params,
-            partition_names,
-            snapshot_ts,
-            files_only,
+        descriptor = self._plan_command(
+            PlanRead(
+                db=self._db_or_own(db),
+                collection=collection_name,
+                columns=None if columns is None else list(columns),
+                filter=filter or None,
+                filter_params=filter_params or None,
+                partition_names=list(partition_names) if partition_names else None,
+                snapshot_ts=int(snapshot_ts) if snapshot_ts else None,
+                files_only=True if files_only else None,
+            )
         )
         try:
             info = self._conn().get_flight_info(descriptor, self._options(timeout))
