@@ -155,21 +155,28 @@ class TermStats:
     ts: int = 0
 
 
-@request("querynode.read")
-class ReadShard:
-    """A query or a count on one vchannel (``query``, ``count``, ``read.plan``)."""
+@record
+class RowSelection:
+    """Which rows a read returns and which of their fields: what the reads of a shard, of
+    sealed segments, of a flushed segment's files and of a worker carry alike."""
 
-    vchannel: str
     filter: str | None = None
     params: dict[str, Any] | None = None
-    guarantee_ts: int = 0
-    ts: int = 0
-    partition_ids: list[int] | None = None
     output_fields: list[str] = field(default_factory=list)
     limit: int | None = None
     ttl: int = 0
     """The collection's TTL in ms (0: none): rows expired at the read timestamp are not
     read (``elanus.properties.expire_floor``)."""
+
+
+@request("querynode.read")
+class ReadShard(RowSelection):
+    """A query or a count on one vchannel (``query``, ``count``, ``read.plan``)."""
+
+    vchannel: str
+    guarantee_ts: int = 0
+    ts: int = 0
+    partition_ids: list[int] | None = None
 
 
 @reply
@@ -195,24 +202,17 @@ class ReadPlan:
 
 
 @request("querynode.read.segments")
-class ReadSegments:
+class ReadSegments(RowSelection):
     """One page of a snapshot read: rows of sealed segments at ``ts``."""
 
     vchannel: str
     segment_ids: list[int]
     ts: int
     guarantee_ts: int = 0
-    filter: str | None = None
-    params: dict[str, Any] | None = None
-    output_fields: list[str] = field(default_factory=list)
-    limit: int | None = None
-    ttl: int = 0
-    """The collection's TTL in ms (0: none): rows expired at the read timestamp are not
-    read (``elanus.properties.expire_floor``)."""
 
 
 @request("querynode.read.files")
-class ReadFiles:
+class ReadFiles(RowSelection):
     """One page of a files-only read (``flight/search/fileplan.py``): rows at ``ts`` of one
     flushed segment, from its files and delta logs alone; any query node reads it, loaded
     or not, so the request carries the schema."""
@@ -221,13 +221,6 @@ class ReadFiles:
     path: str
     ts: int
     schema: dict[str, Any]
-    filter: str | None = None
-    params: dict[str, Any] | None = None
-    output_fields: list[str] = field(default_factory=list)
-    limit: int | None = None
-    ttl: int = 0
-    """The collection's TTL in ms (0: none): rows expired at the read timestamp are not
-    read (``elanus.properties.expire_floor``)."""
 
 
 @request("querynode.read.deletes")
@@ -374,18 +367,11 @@ class WorkerHits:
 
 
 @request("worker.read")
-class ReadSegmentRows:
+class ReadSegmentRows(RowSelection):
     """A query or a count of sealed segments at ``ts`` (``worker.query``/``worker.count``)."""
 
     segment_ids: list[int]
     ts: int
-    filter: str | None = None
-    params: dict[str, Any] | None = None
-    output_fields: list[str] = field(default_factory=list)
-    limit: int | None = None
-    ttl: int = 0
-    """The collection's TTL in ms (0: none): rows expired at the read timestamp are not
-    read (``elanus.properties.expire_floor``)."""
 
 
 class WorkerAPI(ReadStub[SearchSegments, ReadSegmentRows, WorkerHits]):
