@@ -3,25 +3,22 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
-from conftest import Stack, own_stack
+from conftest import Stack
+from stack_factory import shared_stack
 
 from elanus import ElanusError, ErrorCode
 
 DIM = 8
 
 
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    """One stack for the file: every test reads the same collection ``s``, made once."""
-    with own_stack(tmp_path_factory.mktemp("streams"), "flight-streams") as s:
-        yield s
+stack = shared_stack("streams", fixture="stack")
+"""One stack for the file: every test reads the same collection ``s``, made once."""
 
 
 @pytest.fixture(scope="module")

@@ -20,8 +20,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from conftest import ElanusProcess, Stack, both_transports
-from fresh_stacks import stack_fixture, wait_querynodes
 from role_processes import role_process
+from stack_factory import stack_fixture, wait_querynodes
 from test_read_path import wait_for
 
 from elanus import ElanusError, ErrorCode

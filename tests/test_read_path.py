@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import TRANSPORTS, ElanusProcess, Stack, bare_collection, own_stack, wait_for
-from fresh_stacks import stack_fixture, wait_querynodes
+from stack_factory import stack_fixture, wait_querynodes
 
 from elanus import DataType, ElanusError, ErrorCode, Schema
 from elanus.channels.nats_server import EmbeddedNats

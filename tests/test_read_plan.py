@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 from conftest import Stack, wait_for
-from fresh_stacks import stack_fixture
+from stack_factory import stack_fixture
 
 from elanus import ElanusError, ErrorCode
 from elanus.client.client import Client

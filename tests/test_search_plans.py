@@ -9,24 +9,21 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
-from conftest import Stack, own_stack, wait_for
+from conftest import Stack, wait_for
+from stack_factory import shared_stack
 
 from elanus.client.client import Client
 
 DIM = 8
 
 
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    with own_stack(tmp_path_factory.mktemp("plans"), "search-plans-loop") as s:
-        yield s
+stack = shared_stack("plans", fixture="stack")
 
 
 @pytest.fixture(scope="module")

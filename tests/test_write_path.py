@@ -23,7 +23,6 @@ import pyarrow.flight as flight
 import pytest
 from column_edits import edited_table
 from conftest import Stack, both_transports, own_stack
-from fresh_stacks import stack_fixture
 from segment_reader import (
     SEGMENT_COLUMN,
     data_counts,
@@ -34,6 +33,7 @@ from segment_reader import (
     stream_state,
     subject_counts,
 )
+from stack_factory import stack_fixture
 
 from elanus import DataType, ElanusError, ErrorCode, Schema
 from elanus.channels.dml import MsgType
