@@ -47,7 +47,7 @@ import pyarrow.flight as flight
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import Standalone  # noqa: E402
-from search import EmptyFlight, Stat, exchange_loop, run_loop  # noqa: E402
+from search import EmptyFlight, Stat, exchange_loop, run_loop, sdk_searches  # noqa: E402
 
 from elanus.client.client import Client  # noqa: E402
 from elanus.index.kernels import VectorIndexExact  # noqa: E402
@@ -229,17 +229,7 @@ def sdk_batches(
         for j in range(len(queries) // BATCH)
     ]
 
-    def make(t: int) -> Any:
-        client = Client(uri)
-        params = {"params": search}
-        return lambda i: client.search(
-            COLLECTION,
-            batches[i % len(batches)],
-            limit=K,
-            search_params=params,
-            consistency_level="Bounded",
-        )
-
+    make = sdk_searches(uri, COLLECTION, batches, {"params": search}, "Bounded")
     case = f"Elanus SDK {index_type} {search}, batch {BATCH}"
     return run_loop(case, "sdk", 1, BATCH, seconds, make)
 

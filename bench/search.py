@@ -179,6 +179,30 @@ def run_loop(
     return st
 
 
+def sdk_searches(
+    uri: str,
+    collection: str,
+    lists: list[Any],
+    search_params: dict[str, Any],
+    consistency_level: str,
+    **client_options: Any,
+) -> Callable[[int], Callable[[int], Any]]:
+    """``run_loop``'s maker for SDK searches: a client per thread, searching the query
+    lists in turn, top ``K``."""
+
+    def make(t: int) -> Callable[[int], Any]:
+        client = Client(uri, **client_options)
+        return lambda i: client.search(
+            collection,
+            lists[i % len(lists)],
+            limit=K,
+            search_params=search_params,
+            consistency_level=consistency_level,
+        )
+
+    return make
+
+
 def pcts(xs: list[float]) -> tuple[float, float]:
     if not xs:
         return float("nan"), float("nan")
@@ -334,17 +358,7 @@ def throughput(uri: str, vectors: np.ndarray, dim: int, seconds: float) -> list[
 
     # Elanus
     def sdk(lists: list[Any]) -> Callable[[int], Callable[[int], Any]]:
-        def make(t: int) -> Callable[[int], Any]:
-            c = Client(uri, timeout=60)
-            return lambda i: c.search(
-                COLLECTION,
-                lists[i % len(lists)],
-                limit=K,
-                search_params=params,
-                consistency_level="Eventually",
-            )
-
-        return make
+        return sdk_searches(uri, COLLECTION, lists, params, "Eventually", timeout=60)
 
     for threads in (1, 4):
         stats.append(
