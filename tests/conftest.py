@@ -735,7 +735,8 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     for path, seconds in slowest:
         terminalreporter.write_line(f"{seconds:8.1f}s  {path}")
     terminalreporter.write_line(f"{sum(by_file.values()):8.1f}s  in all ({len(by_file)} files)")
-    record_seconds(by_file)
+    if terminalreporter.config.getoption("phase") != "serial":  # the order is the parallel phase's
+        record_seconds(by_file)
 
 
 # =============================================================================================
