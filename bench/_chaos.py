@@ -22,7 +22,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -467,11 +467,12 @@ def retry(call: Callable[[], Any], seconds: float = 60.0) -> Any:
 def run_chaos(
     cfg: Config,
     roles: list[str],
-    seconds_per_role: float,
+    seconds_per_role: float | Mapping[str, float],
     log: Callable[[str], None] = print,
 ) -> list[Phase]:
     """Start the cluster and the load, then kill, restart and measure each role in turn.
-    Each phase lasts about ``seconds_per_role`` (``ChaosCluster.phase``)."""
+    Each phase lasts about ``seconds_per_role`` (``ChaosCluster.phase``), or that role's
+    entry where it is a mapping (a NATS kill needs longer than a role's)."""
     unknown = set(roles) - set(ROLES)
     if unknown:
         raise ValueError(f"unknown roles {sorted(unknown)}; known: {', '.join(ROLES)}")
@@ -482,7 +483,12 @@ def run_chaos(
         log(f"cluster up ({', '.join(cc.cluster.uris)}); load running")
         time.sleep(2.0)
         for role in roles:
-            phases.append(cc.phase(role, seconds_per_role, log))
+            seconds = (
+                seconds_per_role[role]
+                if isinstance(seconds_per_role, Mapping)
+                else seconds_per_role
+            )
+            phases.append(cc.phase(role, seconds, log))
     finally:
         cc.close()
     return phases

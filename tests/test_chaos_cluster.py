@@ -1,7 +1,8 @@
 """Issue 22's chaos run, short: a multi-process cluster (coord, 2 proxies, 2 data nodes,
 3 query nodes, 3 clustered nats-servers; a collection loaded with 2 replicas) under a writer
 and Strong readers, roles killed in turn with SIGKILL and restarted (``bench/_chaos.py``);
-the NATS kill in a run of its own, so each run stays under 90 s.
+the NATS kill last, for longer (one cluster for every kill, as ``bench/chaos.py`` runs them:
+its start is ~15 s of the run).
 
 Asserted: no acknowledged row lost or stored twice, no acknowledged delete undone, no row
 that was never sent, no raw NATS/gRPC/Python text in any error a client saw, no role but
@@ -47,13 +48,9 @@ TICK_S = 0.2  # the default time-tick interval
 @pytest.mark.chaos
 @pytest.mark.slow
 @pytest.mark.serial
-@pytest.mark.parametrize(
-    ("roles", "seconds"),
-    [(("querynode", "datanode", "coord", "proxy"), SECONDS_PER_ROLE), (("nats",), NATS_SECONDS)],
-)
-def test_killing_roles_in_turn_loses_nothing_and_reads_come_back(
-    tmp_path: Path, roles: tuple[str, ...], seconds: float
-) -> None:
+def test_killing_roles_in_turn_loses_nothing_and_reads_come_back(tmp_path: Path) -> None:
+    roles = ("querynode", "datanode", "coord", "proxy", "nats")
+    seconds = {role: NATS_SECONDS if role == "nats" else SECONDS_PER_ROLE for role in roles}
     cfg = chaos.Config(tmp_path / "cluster", batch=100, settle_s=1.0, metrics=True)
     phases = chaos.run_chaos(cfg, list(roles), seconds, log=print)
     assert tuple(p.role for p in phases) == roles
