@@ -20,20 +20,15 @@ families, with no consumer's tick lag past the flow-control limit (``check_scrap
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from bench_modules import load_bench_module
 
-PATH = Path(__file__).resolve().parent.parent / "bench" / "_chaos.py"
-_spec = importlib.util.spec_from_file_location("bench_chaos", PATH)
-assert _spec is not None and _spec.loader is not None
-chaos = importlib.util.module_from_spec(_spec)
-sys.modules["bench_chaos"] = chaos  # dataclasses look their module up
-_spec.loader.exec_module(chaos)
+chaos = load_bench_module("_chaos.py", "bench_chaos")
 figures = sys.modules["_chaos_figures"]  # imported by _chaos from bench/
 
 SECONDS_PER_ROLE = 6.0

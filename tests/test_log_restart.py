@@ -32,6 +32,7 @@ import numpy as np
 import pytest
 from conftest import ElanusProcess, StandaloneProcess, wait_for
 from nats.js.api import StreamConfig
+from role_processes import role_process
 
 from elanus.channels import subjects
 from elanus.channels.bus import Bus
@@ -329,11 +330,10 @@ def test_standalone_exits_with_one_line_when_its_nats_server_cannot_come_back(
 def role(
     tmp_path: Path, nats: EmbeddedNats, name: str, index: int = 0, *extra: str
 ) -> ElanusProcess:
-    common = ("--nats", nats.url, "--storage", str(tmp_path / "storage"))
-    data = ("--data-dir", str(tmp_path / f"{name}-{index}"))
-    return ElanusProcess("run", name, *common, *data, *extra,
-                         log_path=tmp_path / f"{name}-{index}.log",
-                         env=nats.client_env())  # fmt: skip
+    return role_process(
+        name, nats.url, tmp_path / f"{name}-{index}", tmp_path / f"{name}-{index}.log",
+        nats.client_env(), "--storage", str(tmp_path / "storage"), *extra,
+    )  # fmt: skip
 
 
 @SERIAL
