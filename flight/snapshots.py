@@ -210,6 +210,7 @@ class SnapshotService:
         }
         write_id = f"restore-{uuid.uuid4().hex}"
         source = detail.shape["collection"]["schema"]
+        staged = 0
         for seg in detail.files:
             pid = info.partitions.get(old.get(seg.partition_id, ""))
             if pid is None:
@@ -224,8 +225,10 @@ class SnapshotService:
             for batch in self.reads.every_row(info, page):
                 rows = pa.Table.from_batches([batch])
                 list(self.imports.stage_rows(info, write_id, PART, pid, rows))
+                staged += rows.num_rows
+        # A staged file gone before the commit fails the restore, never shortens it.
         done = self.imports.commit_write(
-            db, name, write_id, upsert=False, parts=None, expected_rows=None, wait_s=0.0
+            db, name, write_id, upsert=False, parts=None, expected_rows=staged, wait_s=0.0
         )
         return int(done["job_id"])
 

@@ -4,7 +4,11 @@ object store) through ``elanus/objstore.py``.
 
 An upload is removed when the job that imported it ends (completed or failed); one that no
 job took (the client went away between the upload and the import) expires after
-``UPLOAD_GRACE_S``, or ``gc_delay_s`` when that is longer. Runs in threads.
+``UPLOAD_GRACE_S``, or ``gc_delay_s`` when that is longer. A staged write nobody commits
+goes once untouched for ``gc_delay_s``, but never sooner than ``STAGING_GRACE_S``: its
+writer commits right after its last file (a snapshot's restore, a Spark driver), and a
+``gc_delay_s`` of 0 (dropped files collected at once) must not sweep a write mid-commit.
+Runs in threads.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from elanus.settings import Settings
 
 UPLOAD_GRACE_S = 600.0
 """How long an upload waits for the import that uses it."""
+STAGING_GRACE_S = 30.0
+"""The least time a staged write waits for its commit."""
 
 
 def uploads_of(settings: Settings, units: Iterable[dict[str, Any]]) -> set[str]:
@@ -59,13 +65,16 @@ def collect_garbage(
     busy_writes: set[str],
     finished_job: Any,
     busy_uploads: set[str],
+    staging_grace_s: float = STAGING_GRACE_S,
 ) -> list[str]:
-    """Staging dirs untouched for ``delay_s`` and not being committed, scratch dirs of
-    finished jobs (``finished_job(name)`` says), and expired uploads no live job reads."""
+    """Staging dirs untouched for ``delay_s`` (at least ``staging_grace_s``) and not being
+    committed, scratch dirs of finished jobs (``finished_job(name)`` says), and expired
+    uploads no live job reads."""
     storage = settings.storage_uri
     cutoff = time.time() - delay_s
     staging = layout.staging_root(storage)
-    removed = _sweep(staging, lambda name, _: name not in busy_writes, cutoff)
+    staged_cutoff = time.time() - max(delay_s, staging_grace_s)
+    removed = _sweep(staging, lambda name, _: name not in busy_writes, staged_cutoff)
     removed += _sweep(layout.join(storage, "imports"), lambda name, _: finished_job(name), cutoff)
     upload_cutoff = time.time() - max(delay_s, UPLOAD_GRACE_S)
     removed += _sweep(
