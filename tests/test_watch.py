@@ -16,7 +16,7 @@ import pytest
 from conftest import StandaloneProcess, bare_collection, cli_env, run_elanus
 
 from elanus import ElanusError, ErrorCode
-from elanus.client.changes import OP, TS
+from elanus.client.changes import OP, TS, ChangeLog
 from elanus.client.client import Client
 
 DIM = 4
@@ -148,19 +148,26 @@ def test_a_starting_point_the_log_no_longer_keeps_is_refused(tmp_path: Any) -> N
         with Client(sp.uri) as client:
             bare_collection(client, "purged", DIM)
             ts = client.insert("purged", rows(3))["ts"]
-            client.flush("purged")
             login = nats_login(sp)
-            deadline = time.monotonic() + 60
-            while True:  # the purge runs every 5 s (30 s were short once on CI)
-                try:
-                    list(client.watch("purged", ts - 1, follow=False, **login))
-                except ElanusError as exc:
-                    assert exc.code == ErrorCode.INVALID_ARGUMENT
-                    assert "no longer keeps" in exc.message and "earliest" in exc.message
-                    break
-                assert time.monotonic() < deadline, "the flushed changes were never purged"
-                time.sleep(0.5)
-            # from the earliest it keeps: nothing of the purged writes, no error
-            assert sum(t.num_rows for t in client.watch("purged", follow=False, **login)) == 0
+            coords = client.watch_coordinates("purged")
+            with ChangeLog(coords, user=login["nats_user"], password=login["nats_password"]) as log:
+                earliest = log.starts("earliest")  # taken before the purge, read after it
+                client.flush("purged")
+                deadline = time.monotonic() + 60
+                while True:  # the purge runs every 5 s (30 s were short once on CI)
+                    try:
+                        list(client.watch("purged", ts - 1, follow=False, **login))
+                    except ElanusError as exc:
+                        assert exc.code == ErrorCode.INVALID_ARGUMENT
+                        assert "no longer keeps" in exc.message and "earliest" in exc.message
+                        break
+                    assert time.monotonic() < deadline, "the flushed changes were never purged"
+                    time.sleep(0.5)
+                # from the earliest it keeps: nothing of the purged writes, no error (also
+                # for an ``earliest`` taken before the purge: ``elanus watch`` raced one)
+                watched = client.watch("purged", follow=False, **login)
+                assert sum(t.num_rows for t in watched) == 0
+                ends = log.ends(earliest)
+                assert all(not log.read(v, p, ends[v]).num_rows for v, p in earliest.items())
     finally:
         sp.stop()

@@ -338,6 +338,8 @@ class ChangeLog:
         if end.ts <= start.ts:
             return out.empty_table()
         first = self.first_seq(ch)
+        if start.seq < first and start.ts == 0:
+            start = Position(first)  # ``earliest``, nothing read yet: what is kept now
         if start.seq < first:
             raise invalid(
                 f"the log of {vchannel!r} no longer keeps position {start.seq} (it starts "
