@@ -8,11 +8,12 @@ import json
 import time
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Self, TypeVar, cast
+from typing import Any, Self, TypeVar, Unpack, cast
 
 import pyarrow as pa
 import pyarrow.flight as flight
 
+from elanus.client.compat import reject_unknown
 from elanus.client.retry import OnWait
 from elanus.errors import ElanusError, ErrorCode
 from elanus.ops import body_of, name_of
@@ -20,7 +21,7 @@ from elanus.ops.collections import DescribeCollection
 from elanus.ops.replies import CollectionDescription
 from elanus.schema import Schema, check_name
 from elanus.wire.codec import DEFAULT_DB, decode_body, encode_json, from_flight_error
-from elanus.wire.tls import PemSource, client_tls
+from elanus.wire.tls import TlsOptions, client_tls
 
 RECONNECT_OPTIONS = [
     ("grpc.initial_reconnect_backoff_ms", 100),
@@ -94,14 +95,8 @@ class ClientBase:
         token: str | None = None,
         user: str | None = None,
         password: str | None = None,
-        tls_root_certs: PemSource | None = None,
-        server_pem_path: PemSource | None = None,
-        ca_pem_path: PemSource | None = None,
-        client_pem_path: PemSource | None = None,
-        client_key_path: PemSource | None = None,
-        server_name: str | None = None,
-        secure: bool = False,
         retry_deadline_s: float = 60.0,
+        **tls: Unpack[TlsOptions],
     ) -> None:
         """Credentials (with ``auth_enabled``): ``token="user:password"`` as pymilvus takes
         it, or ``user`` and ``password``. ``tls_root_certs`` (or pymilvus's
@@ -112,16 +107,10 @@ class ClientBase:
         control (RATE_LIMITED) is sent again with backoff and jitter for up to
         ``retry_deadline_s`` seconds (0: never; ``client.retry``); ``on_retry`` is told
         of each wait."""
-        uri, tls = client_tls(
-            uri,
-            tls_root_certs=tls_root_certs,
-            server_pem_path=server_pem_path,
-            ca_pem_path=ca_pem_path,
-            client_pem_path=client_pem_path,
-            client_key_path=client_key_path,
-            server_name=server_name,
-            secure=secure,
+        reject_unknown(
+            "Client", {k: v for k, v in tls.items() if k not in TlsOptions.__annotations__}
         )
+        uri, tls_args = client_tls(uri, **tls)
         self.uri = uri
         self.timeout = timeout
         self._db = check_name(db, "database")
@@ -131,7 +120,7 @@ class ClientBase:
         """The newest write of this client: what a Session-consistent read waits for."""
         try:
             self._flight: flight.FlightClient | None = flight.FlightClient(
-                uri, generic_options=RECONNECT_OPTIONS, **tls
+                uri, generic_options=RECONNECT_OPTIONS, **tls_args
             )
         except (pa.ArrowException, ValueError) as exc:
             raise ElanusError(ErrorCode.INVALID_ARGUMENT, f"bad proxy uri {uri!r}: {exc}") from None

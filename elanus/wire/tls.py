@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from elanus.errors import ElanusError, ErrorCode, invalid
 
@@ -41,32 +41,33 @@ def read_pem(source: PemSource, what: str) -> bytes:
     return data
 
 
-def client_tls(
-    uri: str,
-    *,
-    tls_root_certs: PemSource | None = None,
-    server_pem_path: PemSource | None = None,
-    ca_pem_path: PemSource | None = None,
-    client_pem_path: PemSource | None = None,
-    client_key_path: PemSource | None = None,
-    server_name: str | None = None,
-    secure: bool = False,
-) -> tuple[str, dict[str, Any]]:
+class TlsOptions(TypedDict, total=False):
+    """A client's TLS keywords, under our name and pymilvus's (``Client(**options)``)."""
+
+    tls_root_certs: PemSource | None
+    server_pem_path: PemSource | None
+    ca_pem_path: PemSource | None
+    client_pem_path: PemSource | None
+    client_key_path: PemSource | None
+    server_name: str | None
+    secure: bool
+
+
+def client_tls(uri: str, **given: Unpack[TlsOptions]) -> tuple[str, dict[str, Any]]:
     """The uri to dial and the ``pyarrow.flight.FlightClient`` TLS keyword arguments.
 
     Any TLS material (or ``secure=True``) turns a ``grpc://`` uri into ``grpc+tls://``: a
     client that was given a CA to trust never talks in the clear by mistake. Without a CA
     a ``grpc+tls://`` client trusts the system's roots, as gRPC does.
     """
-    roots = {
-        name: value
-        for name, value in (
-            ("tls_root_certs", tls_root_certs),
-            ("server_pem_path", server_pem_path),
-            ("ca_pem_path", ca_pem_path),
-        )
-        if value not in (None, "", b"")
+    named: dict[str, PemSource | None] = {
+        "tls_root_certs": given.get("tls_root_certs"),
+        "server_pem_path": given.get("server_pem_path"),
+        "ca_pem_path": given.get("ca_pem_path"),
     }
+    roots = {name: v for name, v in named.items() if v is not None and v not in ("", b"")}
+    client_pem_path, client_key_path = given.get("client_pem_path"), given.get("client_key_path")
+    server_name, secure = given.get("server_name"), given.get("secure", False)
     if len(roots) > 1:
         raise invalid(
             f"give the CA to trust once, not as {' and '.join(roots)} (they mean the same)"
@@ -74,8 +75,8 @@ def client_tls(
     if bool(client_pem_path) != bool(client_key_path):
         raise invalid("mutual TLS needs both client_pem_path and client_key_path")
     options: dict[str, Any] = {}
-    for name, value in roots.items():
-        options["tls_root_certs"] = read_pem(value, name)
+    for name, root in roots.items():
+        options["tls_root_certs"] = read_pem(root, name)
     if client_pem_path and client_key_path:
         options["cert_chain"] = read_pem(client_pem_path, "client_pem_path")
         options["private_key"] = read_pem(client_key_path, "client_key_path")
