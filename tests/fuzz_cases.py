@@ -39,7 +39,6 @@ SETTINGS = {
     "max_action_bytes": MIB,
     "max_put_bytes": MIB,
     "max_put_batches": 16,
-    "timetick_interval_ms": 50,
 }
 """What the suite's standalone server runs with (as ``ELANUS_*`` variables)."""
 

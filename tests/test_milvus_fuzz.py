@@ -47,7 +47,8 @@ pytestmark = pytest.mark.fuzz
 CALL_TIMEOUT_S = 10.0
 SLOW_S = 2.0
 """No answer, refusal or not, may take this long."""
-SETTINGS = {"timetick_interval_ms": 50}
+SETTINGS: dict[str, object] = {}
+"""What the server runs with besides its defaults (as ``ELANUS_*`` variables)."""
 KNOWN_CODES = set(ErrorCode.__members__) - {"INTERNAL"}
 _CODE = re.compile(r"^\[([A-Z_]+)\] ")
 NOT_SUPPORTED = "Elanus does not support "
