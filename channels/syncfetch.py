@@ -30,6 +30,9 @@ import orjson
 from elanus.channels.syncnats import Connection, ConnectionLost, Pieces, SyncRequester
 from elanus.errors import ElanusError, ErrorCode
 
+NO_RESPONDERS = "503"
+"""The status NATS ends a request with when nothing serves its subject."""
+
 
 @dataclass(slots=True)
 class Delivered:
@@ -117,6 +120,10 @@ class ThreadFetcher:
                 raise ConnectionLost("the server did not end a pull in time")
             deadline = time.monotonic() + patience
             if not msg.reply.startswith("$JS.ACK."):
+                if msg.subject == token and msg.headers.get("Status") == NO_RESPONDERS:
+                    # no consumer answers (its servers elect a leader, or it is gone): a
+                    # failed fetch, never "at the log's end"
+                    raise ConnectionLost("no server answers the consumer's pull (503)")
                 if msg.subject == token:
                     break  # a status (404 no messages, 408 expired, 409 ...) ends the pull
                 continue  # a late answer of an abandoned pull cannot be: dropped with it

@@ -149,3 +149,20 @@ def test_closing_a_fetcher_wakes_its_long_poll_at_once(requester: SyncRequester)
     with pytest.raises(ElanusError):
         polling.result(timeout=10)
     assert time.monotonic() - started < 2
+
+
+def test_a_pull_nobody_answers_fails_rather_than_reading_as_empty(
+    requester: SyncRequester,
+) -> None:
+    """NATS answers 503 (no responders) to a pull on a consumer that has no leader (its
+    servers electing one after a kill) or no longer exists: that is a failed fetch, which
+    the consumer logs, counts its flow lag from, and recovers from by subscribing again,
+    never "at the log's end" (a query node read nothing for 30 s in a chaos run so)."""
+    fetcher = ThreadFetcher(requester, "S", "no-such-consumer", "test-fetch")
+    try:
+        with pytest.raises(ElanusError) as err:
+            fetcher.fetch_here(4, 0.5)
+        assert err.value.code is ErrorCode.UNAVAILABLE
+        assert "503" in err.value.message
+    finally:
+        fetcher.close()
