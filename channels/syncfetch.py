@@ -120,11 +120,11 @@ class ThreadFetcher:
                 raise ConnectionLost("the server did not end a pull in time")
             deadline = time.monotonic() + patience
             if not msg.reply.startswith("$JS.ACK."):
-                if msg.subject == token and msg.headers.get("Status") == NO_RESPONDERS:
-                    # no consumer answers (its servers elect a leader, or it is gone): a
-                    # failed fetch, never "at the log's end"
-                    raise ConnectionLost("no server answers the consumer's pull (503)")
                 if msg.subject == token:
+                    if msg.headers.get("Status") == NO_RESPONDERS:
+                        # no consumer answers (its servers elect a leader, or it is gone):
+                        # a failed fetch, never "at the log's end"
+                        raise ConnectionLost("no server answers the consumer's pull (503)")
                     break  # a status (404 no messages, 408 expired, 409 ...) ends the pull
                 continue  # a late answer of an abandoned pull cannot be: dropped with it
             seq, consumer_seq, pending = positions(msg.reply)
