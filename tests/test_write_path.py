@@ -410,7 +410,8 @@ def test_two_proxies_concurrent_inserts_keep_the_time_tick_invariant(
     pchannel; segments seal by size (and, in the second variant, by explicit flushes from
     another client) while the writes go on."""
     dim, rows_per_insert, inserts_per_thread, writers = 8, 500, 15, 4
-    stack = make_stack(segment_max_rows=3000)
+    # ticks between the writes are what it checks: a few every second at 50 ms
+    stack = make_stack(segment_max_rows=3000, timetick_interval_ms=50)
     hold_stream_purges(stack)
     stack.add_proxy(own_bus=True)
     admin = stack.client()
