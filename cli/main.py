@@ -1,10 +1,11 @@
 """The ``elanus`` command: a Typer app whose failures are one line, never a traceback.
 
-``main`` wraps the app: a usage error (Click's own, or a bad option value a command
+``run`` wraps the app: a usage error (Click's own, or a bad option value a command
 finds) becomes ``error: [INVALID_ARGUMENT] message`` on stderr and exit 2; anything else
 that escapes a command (an ``ElanusError`` from the server, an unreachable proxy, a bad
 settings file) becomes ``error: [CODE] message`` and exit 1. Global options are moved
-before the command first (``hoisted``), so they work on either side of it.
+before the command first (``hoisted``), so they work on either side of it. ``main`` runs
+it as the process's entry point and then ends the process (``leave``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import functools
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 import typer
 
@@ -33,6 +35,7 @@ from elanus.cli.context import (
     UriOpt,
     UserOpt,
 )
+from elanus.cli.leave import exit_status, leave
 from elanus.cli.output import error_parts, print_error
 from elanus.errors import ErrorCode
 
@@ -254,33 +257,41 @@ def usage_line(exc: click.UsageError) -> str:
     return f"{said} (see '{where} -h')"
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    """Console-script entry point: every failure is one ``error: [CODE] message`` line on
-    stderr, exit 2 for a usage error (Click's own included) and 1 for anything else."""
-    args = list(argv) if argv is not None else sys.argv[1:]
+def main(argv: Sequence[str] | None = None) -> NoReturn:
+    """Console-script entry point (``elanus``, ``python -m elanus.cli``): run the command,
+    then end the process at once (``leave``: no interpreter teardown)."""
+    try:
+        status = run(list(argv) if argv is not None else sys.argv[1:])
+    except SystemExit as exc:  # a library's own sys.exit inside a command
+        status = exit_status(exc)
+    leave(status)
+
+
+def run(args: list[str]) -> int:
+    """The command's exit status. Every failure is one ``error: [CODE] message`` line on
+    stderr: status 2 for a usage error (Click's own included), 1 for anything else."""
     try:
         code = root_command(args).main(
             args=hoisted(args), prog_name="elanus", standalone_mode=False
         )
     except KeyboardInterrupt:
-        sys.exit(130)
+        return 130
     except click.NoArgsIsHelpError as exc:
         exc.show()  # a group named alone: its help, as Click shows it
-        sys.exit(exc.exit_code)
+        return exc.exit_code
     except click.UsageError as exc:
         print_error(str(ErrorCode.INVALID_ARGUMENT), usage_line(exc))
-        sys.exit(exc.exit_code)
+        return exc.exit_code
     except typer.Abort:
         print_error(str(ErrorCode.INVALID_ARGUMENT), "aborted (no answer to a prompt)")
-        sys.exit(1)
+        return 1
     except click.ClickException as exc:
         print_error(str(ErrorCode.INVALID_ARGUMENT), exc.format_message())
-        sys.exit(exc.exit_code)
+        return exc.exit_code
     except Exception as exc:  # noqa: BLE001 - the one place errors become a line and a code
         print_error(*error_parts(exc))
-        sys.exit(1)
-    if isinstance(code, int) and code:
-        sys.exit(code)
+        return 1
+    return code if isinstance(code, int) else 0
 
 
 if __name__ == "__main__":
