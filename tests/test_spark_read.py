@@ -26,6 +26,7 @@ from elanus.schema import SPARSE_ARROW_TYPE, Field
 pyspark = pytest.importorskip("pyspark")
 from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
+from pyspark.sql import types as T  # noqa: E402
 from pyspark.sql.datasource import (  # noqa: E402
     EqualNullSafe,
     EqualTo,
@@ -36,21 +37,6 @@ from pyspark.sql.datasource import (  # noqa: E402
     Not,
     StringContains,
     StringStartsWith,
-)
-from pyspark.sql.types import (  # noqa: E402
-    ArrayType,
-    BinaryType,
-    BooleanType,
-    ByteType,
-    DoubleType,
-    FloatType,
-    IntegerType,
-    LongType,
-    MapType,
-    ShortType,
-    StringType,
-    StructField,
-    StructType,
 )
 
 from elanus.spark.source import ElanusDataSource, read_partitions, safe_pushdown  # noqa: E402
@@ -181,13 +167,13 @@ def test_dataframe_equals_query_at_its_snapshot(
 ) -> None:
     ts = big.get_timestamp()
     df = reader(spark, served.uri, "big", snapshot_ts=ts).load()
-    assert df.schema == StructType(
+    assert df.schema == T.StructType(
         [
-            StructField("id", LongType(), False),
-            StructField("vector", ArrayType(FloatType(), False), False),
-            StructField("tag", StringType(), False),
-            StructField("n", IntegerType(), False),
-            StructField("score", DoubleType(), True),
+            T.StructField("id", T.LongType(), False),
+            T.StructField("vector", T.ArrayType(T.FloatType(), False), False),
+            T.StructField("tag", T.StringType(), False),
+            T.StructField("n", T.IntegerType(), False),
+            T.StructField("score", T.DoubleType(), True),
         ]
     )
     got = df.toArrow()
@@ -454,25 +440,25 @@ def test_every_field_type_maps_to_spark(spark: SparkSession, served: Stack) -> N
     c.insert("types", all_types_rows(40, 20))
     ts = c.get_timestamp()
     df = reader(spark, served.uri, "types", snapshot_ts=ts).load()
-    nonnull_floats = ArrayType(FloatType(), False)
-    assert df.schema == StructType(
+    nonnull_floats = T.ArrayType(T.FloatType(), False)
+    assert df.schema == T.StructType(
         [
-            StructField("id", LongType(), False),
-            StructField("vec", nonnull_floats, False),
-            StructField("half", nonnull_floats, False),
-            StructField("bits", BinaryType(), False),
-            StructField("sparse", MapType(LongType(), FloatType(), False), False),
-            StructField("flag", BooleanType(), True),
-            StructField("i8", ByteType(), False),
-            StructField("i16", ShortType(), True),
-            StructField("i32", IntegerType(), False),
-            StructField("f", FloatType(), False),
-            StructField("d", DoubleType(), True),
-            StructField("name", StringType(), True),
-            StructField("doc", StringType(), True),
-            StructField("tags", ArrayType(ShortType(), False), False),
-            StructField("words", ArrayType(StringType(), False), True),
-            StructField("$meta", StringType(), True),
+            T.StructField("id", T.LongType(), False),
+            T.StructField("vec", nonnull_floats, False),
+            T.StructField("half", nonnull_floats, False),
+            T.StructField("bits", T.BinaryType(), False),
+            T.StructField("sparse", T.MapType(T.LongType(), T.FloatType(), False), False),
+            T.StructField("flag", T.BooleanType(), True),
+            T.StructField("i8", T.ByteType(), False),
+            T.StructField("i16", T.ShortType(), True),
+            T.StructField("i32", T.IntegerType(), False),
+            T.StructField("f", T.FloatType(), False),
+            T.StructField("d", T.DoubleType(), True),
+            T.StructField("name", T.StringType(), True),
+            T.StructField("doc", T.StringType(), True),
+            T.StructField("tags", T.ArrayType(T.ShortType(), False), False),
+            T.StructField("words", T.ArrayType(T.StringType(), False), True),
+            T.StructField("$meta", T.StringType(), True),
         ]
     )
     got = df.toArrow()
