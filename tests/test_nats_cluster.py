@@ -13,7 +13,7 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -180,10 +180,10 @@ def server_index(cluster: NatsCluster, name: str) -> int:
 
 
 def ingest_through_a_kill(
-    cluster: NatsCluster, stack: Stack, victim: int
+    cluster: NatsCluster, stack: Stack, victim: int, before_kill: Callable[[], None] = lambda: None
 ) -> tuple[Writer, Reader, float]:
-    """Write and read Strong, kill -9 server ``victim`` midway; return the threads and
-    the kill time."""
+    """Write and read Strong, kill -9 server ``victim`` midway (``before_kill`` first);
+    return the threads and the kill time."""
     client = stack.client()
     writer, reader = Writer(client, "replicated"), Reader(client, "replicated")
     writer.start()
@@ -192,6 +192,7 @@ def ingest_through_a_kill(
     while len(writer.acked) < 10 * BATCH:
         assert time.monotonic() < deadline and writer.is_alive()
         time.sleep(0.05)
+    before_kill()
     killed_at = time.monotonic()
     cluster.kill(victim)
     deadline = time.monotonic() + 40
@@ -245,8 +246,14 @@ def test_kill_9_of_a_server_under_writes_loses_nothing_and_stalls_under_2s(
         (i for i in candidates if nats_cluster.servers[i].port == connected.port), candidates[0]
     )
     other = next(i for i in candidates if i != victim) if len(candidates) > 1 else meta
-    move_leaders_off(cluster_stack, f"elanus-n{victim + 1}", f"elanus-n{(other or 0) + 1}")
-    writer, reader, killed_at = ingest_through_a_kill(nats_cluster, cluster_stack, victim)
+    server, to = f"elanus-n{victim + 1}", f"elanus-n{(other or 0) + 1}"
+    move_leaders_off(cluster_stack, server, to)
+    # Once writes run, each consumer makes its JetStream consumer anew to read headers only
+    # (the payloads are handed over in this process); a new consumer's leader may be the
+    # victim, so the leaders are moved off once more right before the kill.
+    writer, reader, killed_at = ingest_through_a_kill(
+        nats_cluster, cluster_stack, victim, lambda: move_leaders_off(cluster_stack, server, to)
+    )
     stall = writer.longest_gap(killed_at)
     print(f"\nwrite stall after kill -9 of a follower server: {stall:.3f}s")
     assert stall < STALL_LIMIT_S
