@@ -492,8 +492,11 @@ class QueryCoord:
             try:
                 await self._hand_to(lo, r, live, info, specs, remove)
             except ElanusError as exc:
-                log.warning(
-                    "replica %d of collection %d did not take segments %s: %s",
+                # A node that is stopping or gone (UNAVAILABLE) is no news here: its session's
+                # end says so, and keep_loaded places the replica again either way.
+                level = logging.INFO if exc.code is ErrorCode.UNAVAILABLE else logging.WARNING
+                log.log(
+                    level, "replica %d of collection %d did not take segments %s: %s",
                     r.replica_id, lo.collection_id, [s.segment_id for s in specs], exc,
                 )  # fmt: skip
                 r.placed = False

@@ -97,6 +97,9 @@ class QueryNode(Role):
             always_mapped=bool(group),
         )
         self.delegators: dict[str, Delegator] = {}
+        self.stopping = False
+        """``stop`` began: a call for a delegator it no longer has is UNAVAILABLE, not
+        COLLECTION_NOT_LOADED (the coord then knows the node is leaving, not misplaced)."""
         self.schemas: dict[int, Schema] = {}
         self._workers: dict[str, WorkerAPI] = {}
         self._memory: tuple[float, dict[int, int]] | None = None
@@ -153,6 +156,7 @@ class QueryNode(Role):
         await QueryCoordAPI(self.bus).join_group(req, JOIN_TIMEOUT_S)
 
     async def stop(self) -> None:
+        self.stopping = True
         metrics.unreport(self)
         for d in list(self.delegators.values()):
             await d.stop()
@@ -241,6 +245,8 @@ class QueryNode(Role):
     def _delegator(self, vchannel: str) -> Delegator:
         d = self.delegators.get(vchannel)
         if d is None:
+            if self.stopping:  # its delegators went first; it still answers until it unsubscribes
+                raise ElanusError(ErrorCode.UNAVAILABLE, "this query node is stopping")
             raise ElanusError(
                 ErrorCode.COLLECTION_NOT_LOADED, f"this query node does not serve {vchannel}"
             )
