@@ -36,7 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import psutil
-from _common import print_table
+from _common import Standalone, print_table
 
 ELANUS = str(Path(sys.executable).parent / "elanus")
 
@@ -53,49 +53,36 @@ def timed(cmd: list[str]) -> tuple[float, float]:
     return time.perf_counter() - started, child_cpu() - cpu
 
 
-class Standalone:
-    """One ``elanus standalone`` in a temp dir: ``start`` and ``stop`` each timed."""
-
-    def __init__(self, root: Path) -> None:
-        self.dir = Path(tempfile.mkdtemp(dir=root))
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def own_cpu(self) -> float:
-        """CPU seconds of the standalone process so far (not its nats-server's)."""
-        assert self.proc is not None
-        times = psutil.Process(self.proc.pid).cpu_times()
-        return times.user + times.system
-
-    def start(self) -> tuple[float, float]:
-        cmd = [
-            ELANUS, "standalone", "--data-dir", str(self.dir), "--port", "0",
-            "--milvus-port", "0", "--nats-port", "0", "--webui-port", "0",
-        ]  # fmt: skip
-        started = time.perf_counter()
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        info = self.dir / "standalone.json"
-        while True:
-            try:
-                if json.loads(info.read_text()).get("pid") == self.proc.pid:
-                    return time.perf_counter() - started, self.own_cpu()
-            except (OSError, ValueError):
-                pass
-            if self.proc.poll() is not None:
-                raise SystemExit(f"the standalone exited with {self.proc.returncode}")
-            time.sleep(0.005)
-
-    @property
-    def uri(self) -> str:
-        return str(json.loads((self.dir / "standalone.json").read_text())["flight_uri"])
-
-    def stop(self) -> tuple[float, float]:
-        assert self.proc is not None
-        cpu, before = child_cpu(), self.own_cpu()
-        started = time.perf_counter()
-        self.proc.send_signal(signal.SIGTERM)
-        if self.proc.wait(60) != 0:
-            raise SystemExit(f"the standalone stopped with {self.proc.returncode}")
-        return time.perf_counter() - started, child_cpu() - cpu - before
+def start_and_stop(root: Path) -> tuple[tuple[float, float], tuple[float, float]]:
+    """A fresh standalone's (wall, CPU) from spawn until its info file names it (every role
+    started, polled every 5 ms), then from SIGTERM until it is gone. CPU is the process's
+    own (not its nats-server's): read at the start's end, and the rest at its reaping."""
+    data = Path(tempfile.mkdtemp(dir=root))
+    cmd = [
+        ELANUS, "standalone", "--data-dir", str(data), "--port", "0",
+        "--milvus-port", "0", "--nats-port", "0", "--webui-port", "0",
+    ]  # fmt: skip
+    started = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    info = data / "standalone.json"
+    while True:
+        try:
+            if json.loads(info.read_text()).get("pid") == proc.pid:
+                break
+        except (OSError, ValueError):
+            pass
+        if proc.poll() is not None:
+            raise SystemExit(f"the standalone exited with {proc.returncode}")
+        time.sleep(0.005)
+    up = time.perf_counter() - started
+    times = psutil.Process(proc.pid).cpu_times()
+    start_cpu = times.user + times.system
+    cpu, stopping = child_cpu(), time.perf_counter()
+    proc.send_signal(signal.SIGTERM)
+    if proc.wait(60) != 0:
+        raise SystemExit(f"the standalone stopped with {proc.returncode}")
+    down = time.perf_counter() - stopping
+    return (up, start_cpu), (down, child_cpu() - cpu - start_cpu)
 
 
 def median(samples: list[tuple[float, float]]) -> tuple[float, float]:
@@ -115,19 +102,15 @@ def main() -> None:
     try:
         each("bare interpreter", lambda: timed([sys.executable, "-c", "pass"]))
         each("pyarrow.flight", lambda: timed([sys.executable, "-c", "import pyarrow.flight"]))
-        server = Standalone(root)
-        server.start()
-        time.sleep(2.0)  # past a fresh server's first housekeeping: the call is timed alone
-        try:
+        with Standalone(root / "cli") as server:
+            time.sleep(2.0)  # past a fresh server's first housekeeping: the call is timed alone
             uri = server.uri
             each("CLI call", lambda: timed([ELANUS, "collection", "list", "--uri", uri]))
-        finally:
-            server.stop()
         starts, stops = [], []
         for _ in range(args.runs):
-            one = Standalone(root)
-            starts.append(one.start())
-            stops.append(one.stop())
+            up, down = start_and_stop(root)
+            starts.append(up)
+            stops.append(down)
         rows["standalone start"] = median(starts)
         rows["standalone stop"] = median(stops)
     finally:
