@@ -46,7 +46,8 @@ run: venv bytecode                ## a standalone server in ./elanus-data, its c
 # Two phases. First every test not marked serial, in TEST_WORKERS pytest-xdist workers, each
 # test file whole in one (its module-scoped stacks start once), the files that use Spark in
 # one worker (one JVM), the longest first (tests/scheduling.py): most tests wait on the servers they start, so two workers on 2 cores take
-# the suite from about 25 min to 15-16 (three took the phase from 12:04 to 10:47-10:57,
+# the suite from about 25 min to 13 (clean-clone runs: parallel 10:28-11:00, serial
+# 2:33-2:44; three workers were measured when the phase took 12:04 and gave 10:47-10:57,
 # but one run in two failed a connect timeout and a standalone's clean log). Then the serial tests alone, in one process: they hold time bounds that the
 # other worker's load broke (a write stall after kill -9 of a nats-server, a Strong read's
 # p99 under unthrottled writers), one run in three. TEST_WORKERS=0: the first phase in one
